@@ -1,0 +1,309 @@
+"""Settings: defaults < TOML file < ``OFFLOAD_*`` environment < flags.
+
+Built once at the edge (the CLI, a test, a library caller) into one frozen
+:class:`Settings` and passed down. Nothing else in offload reads the environment.
+
+Environment names are ``OFFLOAD_<SECTION>__<FIELD>`` (``OFFLOAD_PROXY__HIGH_WATER=0.6``),
+plus ``OFFLOAD_HOME`` for the store directory. Flags arrive as the same dotted keys
+(``{"proxy.high_water": 0.6}``). Each effective value remembers where it came from, so
+``offload config show`` can say it, and only values that differ from the defaults are
+ever written back to a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from offload.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where the store lives and how it behaves."""
+
+    home: str = ""  # empty: the platform data dir
+    busy_timeout_s: float = 15.0
+    synchronous: str = "NORMAL"  # NORMAL survives process crashes; FULL also power loss
+    chunk_lines: int = 40
+    chunk_chars: int = 3000
+    max_file_bytes: int = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """Ranking and limits of full-text search."""
+
+    default_limit: int = 5
+    max_limit: int = 20
+    snippet_chars: int = 300
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    """The cooperative MCP server."""
+
+    scope: str = ""  # empty: the git root of the working directory
+    roots: tuple[str, ...] = ()  # empty: the project root
+    tools: tuple[str, ...] = ()  # empty: every tool
+    host: str = "127.0.0.1"
+    port: int = 8901
+    churn_window_s: float = 120.0
+    read_limit_lines: int = 200
+    read_cap_bytes: int = 64 * 1024
+    bearer_token: str = ""
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """The OpenAI-compatible proxy."""
+
+    upstream: str = "http://127.0.0.1:8080"
+    host: str = "127.0.0.1"
+    port: int = 8900
+    model_alias: str = ""
+    n_ctx: int = 0  # 0: read from the upstream's /props
+    stub_ratio: float = 0.02
+    high_water: float = 0.50
+    target: float = 0.35
+    emergency: float = 0.85
+    tail_messages: int = 4
+    timeout_s: float = 600.0
+    bearer_token: str = ""
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """The MCP gateway."""
+
+    config: str = ""
+    response_threshold: int = 16384
+    catalog_threshold: int = 16384
+    search_tool: str = "IndexSearch"
+    read_tool: str = "IndexRead"
+    call_timeout_s: float = 60.0
+    host: str = "127.0.0.1"
+    port: int = 8902
+
+
+@dataclass(frozen=True)
+class LocalModelSettings:
+    """An optional OpenAI-compatible endpoint used for lossy compression and distillation."""
+
+    base_url: str = ""
+    model: str = ""
+    api_key: str = ""
+    compress_target_tokens: int = 256
+    distill_target_tokens: int = 384
+    timeout: float = 60.0
+    retries: int = 1
+    chunk_tokens: int = 1500
+
+
+@dataclass(frozen=True)
+class SectionsSettings:
+    """The library's section compression."""
+
+    ttl_days: float = 7.0
+    retrieve_tool: str = "RetrieveContext"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting offload has, frozen. Build with :func:`load_settings`."""
+
+    store: StoreSettings = field(default_factory=StoreSettings)
+    search: SearchSettings = field(default_factory=SearchSettings)
+    mcp: McpSettings = field(default_factory=McpSettings)
+    proxy: ProxySettings = field(default_factory=ProxySettings)
+    gateway: GatewaySettings = field(default_factory=GatewaySettings)
+    local_model: LocalModelSettings = field(default_factory=LocalModelSettings)
+    sections: SectionsSettings = field(default_factory=SectionsSettings)
+    # dotted key -> "default" | "file:<path>" | "env:<NAME>" | "flag"
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def home(self) -> Path:
+        """The store directory (created on first use by the store, not here)."""
+        return Path(self.store.home) if self.store.home else default_home()
+
+    @property
+    def db_path(self) -> Path:
+        """The SQLite database file."""
+        return self.home / "offload.db"
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
+        """A copy with dotted-key overrides applied (recorded as flags)."""
+        return _build(
+            {k: (v, "flag") for k, v in overrides.items()}, base=self
+        )
+
+
+SECTION_NAMES = tuple(f.name for f in dataclasses.fields(Settings) if f.name != "sources")
+
+
+def default_home() -> Path:
+    """The platform data directory for offload (``~/.local/share/offload`` on Linux)."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("offload", appauthor=False))
+
+
+def load_settings(
+    *,
+    config_file: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build the effective settings: defaults < TOML < environment < flags.
+
+    ``env`` is passed in by the edge (normally ``os.environ``); nothing here reads it.
+    The TOML file is ``config_file``, else ``offload.toml`` in the store directory.
+    """
+    env = dict(env or {})
+    flag_items = dict(flags or {})
+    home = flag_items.get("store.home") or env.get("OFFLOAD_HOME")
+    path = Path(config_file) if config_file else None
+    if path is None:
+        candidate = (Path(str(home)) if home else default_home()) / "offload.toml"
+        path = candidate if candidate.is_file() else None
+    elif not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+
+    layered: dict[str, tuple[Any, str]] = {}
+    if path is not None:
+        for key, value in _flatten_toml(_read_toml(path)).items():
+            layered[key] = (value, f"file:{path}")
+    if env.get("OFFLOAD_HOME"):
+        layered["store.home"] = (env["OFFLOAD_HOME"], "env:OFFLOAD_HOME")
+    for name, value in env.items():
+        if name.startswith("OFFLOAD_") and "__" in name:
+            section, _, fld = name[len("OFFLOAD_") :].partition("__")
+            layered[f"{section.lower()}.{fld.lower()}"] = (value, f"env:{name}")
+    for key, value in flag_items.items():
+        layered[key] = (value, "flag")
+    return _build(layered, base=Settings())
+
+
+def environ() -> Mapping[str, str]:
+    """The process environment, for edges to pass to :func:`load_settings`."""
+    return os.environ
+
+
+def explain(settings: Settings) -> list[tuple[str, Any, str]]:
+    """Every dotted key with its effective value and where it came from."""
+    rows: list[tuple[str, Any, str]] = []
+    for section in SECTION_NAMES:
+        obj = getattr(settings, section)
+        for f in dataclasses.fields(obj):
+            key = f"{section}.{f.name}"
+            rows.append((key, getattr(obj, f.name), settings.sources.get(key, "default")))
+    return rows
+
+
+def non_default(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Only the values that differ from the defaults, nested by section (for writing back)."""
+    defaults = Settings()
+    out: dict[str, dict[str, Any]] = {}
+    for section in SECTION_NAMES:
+        cur, dft = getattr(settings, section), getattr(defaults, section)
+        for f in dataclasses.fields(cur):
+            value = getattr(cur, f.name)
+            if value != getattr(dft, f.name):
+                out.setdefault(section, {})[f.name] = value
+    return out
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+
+
+def _flatten_toml(data: Mapping[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for section, body in data.items():
+        if section not in SECTION_NAMES:
+            # foreign tables (e.g. the gateway's [servers.*]) belong to their own readers
+            continue
+        if not isinstance(body, dict):
+            raise ConfigError(f"[{section}] must be a table")
+        for key, value in body.items():
+            flat[f"{section}.{key}"] = value
+    return flat
+
+
+def _build(layered: Mapping[str, tuple[Any, str]], base: Settings) -> Settings:
+    sources = dict(base.sources)
+    per_section: dict[str, dict[str, Any]] = {}
+    for key, (raw, origin) in layered.items():
+        section, _, name = key.partition(".")
+        if section not in SECTION_NAMES:
+            raise ConfigError(f"unknown setting {key!r} (from {origin})")
+        obj = getattr(base, section)
+        hints = typing.get_type_hints(type(obj))
+        if name not in hints:
+            raise ConfigError(f"unknown setting {key!r} (from {origin})")
+        per_section.setdefault(section, {})[name] = _coerce(key, raw, hints[name], origin)
+        sources[key] = origin
+    replaced = {
+        section: dataclasses.replace(getattr(base, section), **values)
+        for section, values in per_section.items()
+    }
+    return dataclasses.replace(base, sources=sources, **replaced)
+
+
+def _coerce(key: str, raw: Any, hint: Any, origin: str) -> Any:
+    try:
+        if hint is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in {"1", "true", "yes", "on"}:
+                return True
+            if text in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(raw)
+        if hint is int:
+            if isinstance(raw, bool):
+                raise ValueError(raw)
+            return int(raw)
+        if hint is float:
+            if isinstance(raw, bool):
+                raise ValueError(raw)
+            return float(raw)
+        if hint is str:
+            if not isinstance(raw, str | int | float):
+                raise ValueError(raw)
+            return str(raw)
+        origin_type = typing.get_origin(hint)
+        if origin_type is tuple:
+            if isinstance(raw, str):
+                items = [p.strip() for p in raw.split(",") if p.strip()]
+            elif isinstance(raw, list | tuple):
+                items = [str(p) for p in raw]
+            else:
+                raise ValueError(raw)
+            return tuple(items)
+        if isinstance(hint, types.UnionType):
+            return raw
+    except (TypeError, ValueError):
+        pass
+    else:
+        return raw
+    raise ConfigError(f"setting {key!r} from {origin}: cannot use {raw!r} as {_type_name(hint)}")
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", str(hint))

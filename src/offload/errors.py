@@ -1,0 +1,158 @@
+"""Every error offload raises on purpose.
+
+The tree, in one place::
+
+    OffloadError                    base; ``exit_code`` is what the CLI exits with
+    ├── ConfigError                 a setting is malformed or unknown            (exit 2)
+    ├── InvalidInput                a caller sent something we refuse            (exit 2)
+    │   ├── EncodingError           text that is not valid UTF-8 / has lone surrogates
+    │   └── FenceError              a checkin nonce that does not match
+    ├── ReferenceError_             a reference that names no live entry         (exit 3)
+    │   ├── NotFound                nothing matches it
+    │   ├── AmbiguousReference      a hex prefix matching several entries (lists them)
+    │   └── Gone                    forgotten or expired; says why and how to regenerate
+    ├── PathError                   a path that may not be read                  (exit 4)
+    │   ├── OutsideRoots            outside the allowed roots, or a symlink escaping them
+    │   ├── NotAFile                missing, or a directory
+    │   ├── BinaryFile              looks binary
+    │   └── TooLarge                over the size limit
+    ├── StoreError                  the store itself is unhappy                  (exit 5)
+    │   ├── IntegrityError          a block whose bytes no longer match its hash
+    │   └── StoreBusy               the database stayed locked past the timeout
+    └── UpstreamError               a model server or MCP upstream failed        (exit 6)
+        ├── UpstreamUnavailable     could not connect / not started
+        ├── UpstreamTimeout         no answer in time
+        └── ModelNotConfigured      a feature needs a local model and none is set
+
+Messages are one line and say what to do next where there is something to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class OffloadError(Exception):
+    """Root of every deliberate offload error."""
+
+    exit_code = 1
+
+
+class ConfigError(OffloadError):
+    """A setting is malformed, unknown or out of range."""
+
+    exit_code = 2
+
+
+class InvalidInput(OffloadError):
+    """The caller sent something offload refuses; nothing was changed."""
+
+    exit_code = 2
+
+
+class EncodingError(InvalidInput):
+    """Text that cannot be stored byte-exactly as UTF-8."""
+
+
+class FenceError(InvalidInput):
+    """A checkin whose nonce does not match the checkout."""
+
+
+class ReferenceError_(OffloadError):  # noqa: N801 - avoid shadowing the builtin
+    """A reference that does not name a live entry."""
+
+    exit_code = 3
+
+
+class NotFound(ReferenceError_):
+    """No entry, label, hash or prefix matches the reference."""
+
+    def __init__(self, ref: str, hint: str = "") -> None:
+        self.ref = ref
+        msg = f"no entry matches {ref!r}"
+        super().__init__(f"{msg}; {hint}" if hint else msg)
+
+
+class AmbiguousReference(ReferenceError_):
+    """A hex prefix that matches more than one entry."""
+
+    def __init__(self, ref: str, candidates: Sequence[str]) -> None:
+        self.ref = ref
+        self.candidates = list(candidates)
+        shown = ", ".join(self.candidates[:10])
+        more = f" (+{len(self.candidates) - 10} more)" if len(self.candidates) > 10 else ""
+        super().__init__(
+            f"prefix {ref!r} is ambiguous: matches {shown}{more}; give more characters"
+        )
+
+
+class Gone(ReferenceError_):
+    """The entry existed but was forgotten or expired; the message says why."""
+
+    def __init__(self, ref: str, reason: str, when: str, regenerate: str = "") -> None:
+        self.ref = ref
+        self.reason = reason
+        self.when = when
+        self.regenerate = regenerate
+        tail = f"; to regenerate: {regenerate}" if regenerate else ""
+        super().__init__(f"{ref!r} is gone: {reason} at {when}{tail}")
+
+
+class PathError(OffloadError):
+    """A filesystem path that offload will not read."""
+
+    exit_code = 4
+
+
+class OutsideRoots(PathError):
+    """Outside the allowed roots, or a symlink that escapes them."""
+
+
+class NotAFile(PathError):
+    """Missing, or not a regular file."""
+
+
+class BinaryFile(PathError):
+    """The file looks binary; offload stores text only."""
+
+
+class TooLarge(PathError):
+    """The input is larger than the configured limit."""
+
+
+class StoreError(OffloadError):
+    """The store cannot do what was asked."""
+
+    exit_code = 5
+
+
+class IntegrityError(StoreError):
+    """A stored block no longer hashes to its identity."""
+
+
+class StoreBusy(StoreError):
+    """The database stayed locked longer than the busy timeout."""
+
+
+class UpstreamError(OffloadError):
+    """A model server or upstream MCP server failed."""
+
+    exit_code = 6
+
+
+class UpstreamUnavailable(UpstreamError):
+    """Could not reach the upstream."""
+
+
+class UpstreamTimeout(UpstreamError):
+    """The upstream did not answer in time."""
+
+
+class ModelNotConfigured(UpstreamError):
+    """A feature needs a local model and none is configured."""
+
+    def __init__(self, feature: str) -> None:
+        super().__init__(
+            f"{feature} needs a local model and none is configured; "
+            "set [local_model] base_url in offload.toml or OFFLOAD_LOCAL_MODEL__BASE_URL"
+        )
