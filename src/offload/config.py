@@ -141,9 +141,7 @@ class Settings:
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:
         """A copy with dotted-key overrides applied (recorded as flags)."""
-        return _build(
-            {k: (v, "flag") for k, v in overrides.items()}, base=self
-        )
+        return _build({k: (v, "flag") for k, v in overrides.items()}, base=self)
 
 
 SECTION_NAMES = tuple(f.name for f in dataclasses.fields(Settings) if f.name != "sources")

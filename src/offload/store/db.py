@@ -1,0 +1,208 @@
+"""Opening the SQLite database and migrating its schema.
+
+Migrations are registered in order with :func:`migration` and recorded in ``_migrations``;
+each runs inside one transaction, so a crash mid-migration leaves the previous schema.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from offload.errors import StoreBusy, StoreError
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: list[tuple[str, Migration]] = []
+
+
+def migration(fn: Migration) -> Migration:
+    """Register a schema migration; they run in the order they are defined."""
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+def connect(path: Path, *, busy_timeout_s: float, synchronous: str) -> sqlite3.Connection:
+    """Open a connection with offload's pragmas (WAL, busy timeout, foreign keys)."""
+    if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
+        raise StoreError(f"unknown synchronous mode {synchronous!r}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+        )
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"cannot open store at {path}: {exc}") from exc
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+    with busy_guard():
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise StoreError(f"store at {path} could not switch to WAL (got {mode})")
+    conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+@contextmanager
+def busy_guard() -> Iterator[None]:
+    """Turn SQLite's locked/busy/full errors into offload errors."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            raise StoreBusy(f"store is busy ({text}); another process holds a write lock") from exc
+        if "full" in text or "disk I/O" in text:
+            raise StoreError(f"store write failed: {text}; nothing was saved") from exc
+        raise
+
+
+@contextmanager
+def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction (BEGIN IMMEDIATE): all of it commits, or none of it."""
+    with busy_guard():
+        conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    else:
+        with busy_guard():
+            conn.execute("COMMIT")
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply every pending migration; returns the names applied."""
+    applied: list[str] = []
+    with write_tx(conn):
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)"
+        )
+        done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+        for name, fn in MIGRATIONS:
+            if name in done:
+                continue
+            fn(conn)
+            conn.execute("INSERT INTO _migrations VALUES (?, ?)", (name, time.time()))
+            applied.append(name)
+    return applied
+
+
+def run_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run several statements inside the current transaction.
+
+    ``executescript`` would commit first, breaking a migration's atomicity.
+    """
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            conn.execute(pending)
+            pending = ""
+    if pending.strip():
+        raise StoreError("incomplete SQL statement in migration script")
+
+
+@migration
+def m001_initial(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        CREATE TABLE blocks (
+            id INTEGER PRIMARY KEY,
+            hash TEXT NOT NULL UNIQUE,
+            size INTEGER NOT NULL,          -- plaintext bytes
+            lines INTEGER NOT NULL,
+            codec TEXT NOT NULL,            -- 'zstd' or 'raw'
+            data BLOB NOT NULL,
+            created REAL NOT NULL
+        );
+        CREATE TABLE entries (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: old ids answer as tombstones
+            kind TEXT NOT NULL,
+            topic TEXT NOT NULL DEFAULT '',
+            tags TEXT NOT NULL DEFAULT '',         -- space-separated
+            summary TEXT NOT NULL DEFAULT '',
+            salience REAL NOT NULL DEFAULT 0.5 CHECK (salience BETWEEN 0 AND 1),
+            status TEXT NOT NULL DEFAULT 'cold' CHECK (status IN ('cold', 'hot')),
+            pinned INTEGER NOT NULL DEFAULT 0,
+            tokens INTEGER NOT NULL,
+            content_hash TEXT NOT NULL,            -- what the caller sent
+            block_hash TEXT NOT NULL REFERENCES blocks(hash),  -- what is stored
+            source TEXT NOT NULL DEFAULT '',
+            scope TEXT NOT NULL DEFAULT '',
+            created REAL NOT NULL,
+            accessed REAL NOT NULL,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            expires REAL,
+            regenerate TEXT NOT NULL DEFAULT '',
+            nonce TEXT,
+            owner_pid INTEGER,
+            checked_out REAL,
+            checked_in REAL
+        );
+        CREATE UNIQUE INDEX entries_dedup ON entries(scope, content_hash);
+        CREATE INDEX entries_content ON entries(content_hash);
+        CREATE INDEX entries_block ON entries(block_hash);
+        CREATE INDEX entries_rank ON entries(pinned DESC, salience DESC);
+        CREATE INDEX entries_source ON entries(source);
+        CREATE INDEX entries_expires ON entries(expires) WHERE expires IS NOT NULL;
+        CREATE INDEX entries_hot ON entries(status) WHERE status = 'hot';
+
+        CREATE TABLE labels (
+            label TEXT PRIMARY KEY,
+            entry_id INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE
+        );
+        CREATE INDEX labels_entry ON labels(entry_id);
+
+        CREATE TABLE tombstones (
+            id INTEGER PRIMARY KEY,
+            entry_id INTEGER,
+            content_hash TEXT NOT NULL,
+            labels TEXT NOT NULL DEFAULT '',       -- space-separated
+            topic TEXT NOT NULL DEFAULT '',
+            source TEXT NOT NULL DEFAULT '',
+            scope TEXT NOT NULL DEFAULT '',
+            reason TEXT NOT NULL,
+            gone REAL NOT NULL,
+            regenerate TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX tombstones_entry ON tombstones(entry_id);
+        CREATE INDEX tombstones_hash ON tombstones(content_hash);
+        CREATE TABLE tombstone_labels (
+            label TEXT PRIMARY KEY,
+            tombstone_id INTEGER NOT NULL REFERENCES tombstones(id) ON DELETE CASCADE
+        );
+
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY,
+            block_hash TEXT NOT NULL,
+            start_line INTEGER NOT NULL,
+            end_line INTEGER NOT NULL,
+            start INTEGER NOT NULL,                -- character offsets into the body
+            end INTEGER NOT NULL
+        );
+        CREATE INDEX chunks_block ON chunks(block_hash);
+        -- contentless: the text lives once, compressed, in blocks
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            text, content='', tokenize='unicode61 remove_diacritics 2'
+        );
+        CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, row);
+        CREATE VIRTUAL TABLE meta_fts USING fts5(
+            topic, summary, tags, source, tokenize='unicode61 remove_diacritics 2'
+        );
+
+        CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        CREATE TABLE state (
+            namespace TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,                   -- JSON
+            updated REAL NOT NULL,
+            PRIMARY KEY (namespace, key)
+        );
+        """,
+    )

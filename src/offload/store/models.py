@@ -1,0 +1,176 @@
+"""Records the store hands out: entries, hits, tombstones, filters, reports."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Literal
+
+from offload.core.hashing import ctx_ref, short_ref
+
+Status = Literal["cold", "hot"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of the matrix: metadata about a stored body."""
+
+    id: int
+    kind: str
+    topic: str
+    tags: tuple[str, ...]
+    summary: str
+    salience: float
+    status: Status
+    pinned: bool
+    tokens: int
+    content_hash: str
+    block_hash: str
+    source: str
+    scope: str
+    created: float
+    accessed: float
+    access_count: int
+    expires: float | None
+    regenerate: str
+    size: int
+    lines: int
+    labels: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        """The short reference shown to people and models."""
+        return short_ref(self.content_hash)
+
+    @property
+    def full_ref(self) -> str:
+        """The full ``ctx:sha256:`` reference."""
+        return ctx_ref(self.content_hash)
+
+    @property
+    def compressed(self) -> bool:
+        """True when the stored body differs from what the caller sent (lossy compression)."""
+        return self.block_hash != self.content_hash
+
+    def access_score(self, now: float) -> float:
+        """Recency x frequency in [0, 1): a week-scale decay times log access count."""
+        age_days = max(0.0, now - self.accessed) / 86400.0
+        raw = math.log1p(self.access_count) * math.exp(-age_days / 7.0)
+        return raw / (1.0 + raw)
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row, labels: tuple[str, ...] = ()) -> Entry:
+        """Build from an ``entries`` row joined with its block's size and lines."""
+        tags = tuple(t for t in row["tags"].split(" ") if t)
+        return cls(
+            id=row["id"],
+            kind=row["kind"],
+            topic=row["topic"],
+            tags=tags,
+            summary=row["summary"],
+            salience=row["salience"],
+            status=row["status"],
+            pinned=bool(row["pinned"]),
+            tokens=row["tokens"],
+            content_hash=row["content_hash"],
+            block_hash=row["block_hash"],
+            source=row["source"],
+            scope=row["scope"],
+            created=row["created"],
+            accessed=row["accessed"],
+            access_count=row["access_count"],
+            expires=row["expires"],
+            regenerate=row["regenerate"],
+            size=row["size"],
+            lines=row["lines"],
+            labels=labels,
+        )
+
+
+@dataclass(frozen=True)
+class PutResult:
+    """What :meth:`Store.put` did: the entry, and whether it is new or a dedup hit."""
+
+    entry: Entry
+    created: bool
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A checked-out entry: its body, the nonce checkin needs, and a churn warning."""
+
+    entry: Entry
+    body: str
+    nonce: str
+    churn: str = ""
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which entries a listing or search considers. ``None`` means no constraint."""
+
+    scope: str | None = None
+    kinds: tuple[str, ...] = ()
+    status: Status | None = None
+    pinned: bool | None = None
+    min_salience: float | None = None
+    source_prefix: str | None = None
+    created_after: float | None = None
+    created_before: float | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: an entry, the chunk that matched and where."""
+
+    entry: Entry
+    chunk_id: int | None  # None for a match on topic/summary/tags only
+    start_line: int
+    end_line: int
+    match_line: int
+    score: float
+    snippet: str
+    text: str  # the matched chunk's text ("" for metadata matches)
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """Why an entry is gone."""
+
+    entry_id: int | None
+    content_hash: str
+    labels: tuple[str, ...]
+    topic: str
+    source: str
+    reason: str
+    gone: float
+    regenerate: str
+
+
+@dataclass
+class DoctorReport:
+    """What ``doctor`` found and what it repaired."""
+
+    blocks_checked: int = 0
+    corrupt_blocks: list[str] = field(default_factory=list)
+    missing_blocks: list[str] = field(default_factory=list)
+    orphan_blocks: list[str] = field(default_factory=list)
+    unindexed_blocks: list[str] = field(default_factory=list)
+    stale_chunks: int = 0
+    index_ok: bool = True
+    stale_hot: int = 0
+    repaired: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        """True when nothing is wrong (repairs count as problems found)."""
+        return not (
+            self.corrupt_blocks
+            or self.missing_blocks
+            or self.orphan_blocks
+            or self.unindexed_blocks
+            or self.stale_chunks
+            or self.stale_hot
+            or not self.index_ok
+        )

@@ -1,0 +1,143 @@
+"""Building search queries (pure): FTS5 MATCH strings and SQL filter clauses.
+
+User text never reaches FTS5 syntax unquoted: every term is a quoted phrase, so quotes,
+operators, parentheses and emoji are all just text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from offload.store.models import Filters
+
+# Mirrors FTS5's unicode61 tokenizer closely enough: runs of letters and digits.
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased index terms of ``text`` as unicode61 would see them."""
+    return [t.lower() for t in _TOKEN.findall(text)]
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The MATCH expressions to try, strictest first."""
+
+    words: tuple[tuple[str, ...], ...]  # each user word -> its index terms
+
+    @property
+    def empty(self) -> bool:
+        """True when the query holds no searchable term at all."""
+        return not self.words
+
+    def all_words(self) -> str:
+        """Every word must appear (each word a phrase of its terms)."""
+        return " AND ".join(_quote(" ".join(w)) for w in self.words)
+
+    def any_prefix(self) -> str:
+        """Any word, each term also matching as a prefix (``parseCfg`` finds ``parseCfgFile``)."""
+        return " OR ".join(_quote(" ".join(w)) + "*" for w in self.words)
+
+    def terms(self) -> list[str]:
+        """Distinct terms, in order of appearance."""
+        seen: dict[str, None] = {}
+        for w in self.words:
+            for t in w:
+                seen.setdefault(t, None)
+        return list(seen)
+
+
+def plan(query: str) -> Plan:
+    """Split a user query into words of index terms."""
+    words = []
+    for raw in query.split():
+        ts = tokens(raw)
+        if ts:
+            words.append(tuple(ts))
+    return Plan(tuple(words[:32]))
+
+
+def any_of(terms: Iterable[str]) -> str:
+    """A MATCH expression for any of the exact ``terms``."""
+    return " OR ".join(_quote(t) for t in dict.fromkeys(terms))
+
+
+def filter_sql(f: Filters, now: float, alias: str = "e") -> tuple[str, list[Any]]:
+    """SQL conditions and parameters for ``f`` (always at least ``1``)."""
+    conds: list[str] = [f"({alias}.expires IS NULL OR {alias}.expires > ?)"]
+    params: list[Any] = [now]
+    if f.scope is not None:
+        conds.append(f"{alias}.scope = ?")
+        params.append(f.scope)
+    if f.kinds:
+        conds.append(f"{alias}.kind IN ({','.join('?' * len(f.kinds))})")
+        params.extend(f.kinds)
+    if f.status is not None:
+        conds.append(f"{alias}.status = ?")
+        params.append(f.status)
+    if f.pinned is not None:
+        conds.append(f"{alias}.pinned = ?")
+        params.append(1 if f.pinned else 0)
+    if f.min_salience is not None:
+        conds.append(f"{alias}.salience >= ?")
+        params.append(f.min_salience)
+    if f.source_prefix:
+        conds.append(f"substr({alias}.source, 1, ?) = ?")
+        params.extend([len(f.source_prefix), f.source_prefix])
+    if f.created_after is not None:
+        conds.append(f"{alias}.created >= ?")
+        params.append(f.created_after)
+    if f.created_before is not None:
+        conds.append(f"{alias}.created < ?")
+        params.append(f.created_before)
+    return " AND ".join(conds), params
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Levenshtein distance, giving up (returning limit + 1) once past ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        best = i
+        for j, cb in enumerate(b, 1):
+            v = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            cur.append(v)
+            best = min(best, v)
+        if best > limit:
+            return limit + 1
+        prev = cur
+    return prev[-1]
+
+
+def typo_budget(term: str) -> int:
+    """How many edits a term of this length may carry and still be the same word."""
+    return 0 if len(term) < 4 else 1 if len(term) < 8 else 2
+
+
+def snippet(text: str, terms: Sequence[str], first_line: int, width: int) -> tuple[int, str]:
+    """The line (number, excerpt) of ``text`` that best shows ``terms``."""
+    lines = text.splitlines() or [""]
+    lowered = [t.lower() for t in terms]
+    best_i, best_n, best_pos = 0, -1, 0
+    for i, line in enumerate(lines):
+        low = line.lower()
+        n = sum(1 for t in lowered if t in low)
+        if n > best_n:
+            pos = min((low.find(t) for t in lowered if t in low), default=0)
+            best_i, best_n, best_pos = i, n, pos
+            if n == len(lowered):
+                break
+    line = lines[best_i]
+    if len(line) > width:
+        start = max(0, best_pos - width // 3)
+        line = ("…" if start else "") + line[start : start + width] + "…"
+    return first_line + best_i, line.strip()

@@ -1,0 +1,825 @@
+"""The store API: the one place every surface reads and writes offloaded content.
+
+Many processes may share one store file: SQLite in WAL mode, every write one
+``BEGIN IMMEDIATE`` transaction. Each thread gets its own connection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from offload.config import Settings, StoreSettings
+from offload.core.chunking import chunk_text, count_lines
+from offload.core.fence import iso, new_nonce
+from offload.core.hashing import encode, sha256_hex
+from offload.core.refs import MIN_PREFIX, ParsedRef, parse_ref
+from offload.core.tokens import TokenCounter, default_counter
+from offload.errors import (
+    AmbiguousReference,
+    FenceError,
+    Gone,
+    IntegrityError,
+    InvalidInput,
+    NotFound,
+)
+from offload.store import blocks, db
+from offload.store.models import (
+    Checkout,
+    Entry,
+    Filters,
+    Hit,
+    PutResult,
+    Status,
+    Tombstone,
+)
+from offload.store.search import search_hits
+
+Progress = Callable[[int, int], None]
+
+NO_FILTERS = Filters()
+_ENTRY_SELECT = (
+    "SELECT e.*, b.size AS size, b.lines AS lines FROM entries e "
+    "JOIN blocks b ON b.hash = e.block_hash"
+)
+
+
+def _now() -> float:
+    return time.time()
+
+
+class Store:
+    """A content-addressed, searchable store in one SQLite file.
+
+    Build one per process with :meth:`open`; it is safe to share across threads.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        settings: StoreSettings | None = None,
+        *,
+        counter: TokenCounter | None = None,
+        clock: Callable[[], float] = _now,
+    ) -> None:
+        self.path = Path(path)
+        self.settings = settings or StoreSettings()
+        self.counter = counter or default_counter()
+        self.clock = clock
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        db.migrate(self.conn)
+
+    @classmethod
+    def open(cls, settings: Settings, **kwargs: Any) -> Store:
+        """Open (creating if needed) the store that ``settings`` name."""
+        return cls(settings.db_path, settings.store, **kwargs)
+
+    # -- connections ----------------------------------------------------------------------
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = db.connect(
+                self.path,
+                busy_timeout_s=self.settings.busy_timeout_s,
+                synchronous=self.settings.synchronous,
+            )
+            self._local.conn = conn
+            with self._lock:
+                self._conns.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close every connection this store opened."""
+        with self._lock:
+            for conn in self._conns:
+                conn.close()
+            self._conns.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing --------------------------------------------------------------------------
+
+    def put(
+        self,
+        content: str,
+        *,
+        kind: str = "text",
+        topic: str = "",
+        tags: Sequence[str] = (),
+        summary: str = "",
+        salience: float = 0.5,
+        pinned: bool = False,
+        source: str = "",
+        scope: str = "",
+        label: str | None = None,
+        expires: float | None = None,
+        regenerate: str = "",
+        body: str | None = None,
+        keep_original: bool = True,
+        tokens: int | None = None,
+    ) -> PutResult:
+        """Store ``content`` and index it; the same content again returns the existing entry.
+
+        ``body`` is what to store when it differs from ``content`` (a lossy compression);
+        the original is kept as its own block unless ``keep_original`` is False.
+        """
+        _check_text(content, "content")
+        kind = kind.strip() or "text"
+        if not 0.0 <= float(salience) <= 1.0:
+            raise InvalidInput(f"salience must be within [0, 1], got {salience}")
+        if label is not None:
+            _check_label(label)
+        clean_tags = _clean_tags(tags)
+        data = encode(content)
+        content_hash = sha256_hex(data)
+        with db.write_tx(self.conn) as conn:
+            row = conn.execute(
+                "SELECT id FROM entries WHERE scope = ? AND content_hash = ?",
+                (scope, content_hash),
+            ).fetchone()
+            if row is not None:
+                entry_id = int(row["id"])
+                if label is not None:
+                    self._set_label(conn, label, entry_id)
+                if pinned:
+                    conn.execute(
+                        "UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry_id,)
+                    )
+                return PutResult(self._entry_by_id(conn, entry_id), created=False)
+            stored = content if body is None else body
+            if body is not None:
+                _check_text(body, "body")
+                block_hash = self._put_block(conn, encode(body))
+                if keep_original:
+                    self._put_block(conn, data, index=False)
+            else:
+                block_hash = self._put_block(conn, data)
+            now = self.clock()
+            count = tokens if tokens is not None else self.counter.count(stored)
+            cur = conn.execute(
+                "INSERT INTO entries (kind, topic, tags, summary, salience, pinned, tokens, "
+                "content_hash, block_hash, source, scope, created, accessed, expires, regenerate) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    kind,
+                    topic,
+                    " ".join(clean_tags),
+                    summary,
+                    1.0 if pinned else float(salience),
+                    1 if pinned else 0,
+                    count,
+                    content_hash,
+                    block_hash,
+                    source,
+                    scope,
+                    now,
+                    now,
+                    expires,
+                    regenerate,
+                ),
+            )
+            entry_id = int(cur.lastrowid or 0)
+            conn.execute(
+                "INSERT INTO meta_fts (rowid, topic, summary, tags, source) VALUES (?, ?, ?, ?, ?)",
+                (entry_id, topic, summary, " ".join(clean_tags), source),
+            )
+            if label is not None:
+                self._set_label(conn, label, entry_id)
+            return PutResult(self._entry_by_id(conn, entry_id), created=True)
+
+    def _put_block(self, conn: sqlite3.Connection, data: bytes, *, index: bool = True) -> str:
+        digest = sha256_hex(data)
+        if conn.execute("SELECT 1 FROM blocks WHERE hash = ?", (digest,)).fetchone():
+            return digest
+        codec, stored = blocks.pack(data)
+        text = data.decode("utf-8")
+        conn.execute(
+            "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (?, ?, ?, ?, ?, ?)",
+            (digest, len(data), count_lines(text), codec, stored, self.clock()),
+        )
+        if index:
+            self._index_block(conn, digest, text)
+        return digest
+
+    def _index_block(self, conn: sqlite3.Connection, digest: str, text: str) -> None:
+        for ch in chunk_text(text, self.settings.chunk_lines, self.settings.chunk_chars):
+            cur = conn.execute(
+                "INSERT INTO chunks (block_hash, start_line, end_line, start, end) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (digest, ch.start_line, ch.end_line, ch.start, ch.end),
+            )
+            conn.execute(
+                "INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)",
+                (cur.lastrowid, text[ch.start : ch.end]),
+            )
+
+    def _unindex_block(self, conn: sqlite3.Connection, digest: str, text: str | None) -> None:
+        rows = conn.execute(
+            "SELECT id, start, end FROM chunks WHERE block_hash = ?", (digest,)
+        ).fetchall()
+        if text is not None:
+            # a contentless FTS5 table forgets a row only when given its original text
+            conn.executemany(
+                "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', ?, ?)",
+                [(r["id"], text[r["start"] : r["end"]]) for r in rows],
+            )
+        conn.execute("DELETE FROM chunks WHERE block_hash = ?", (digest,))
+
+    def _set_label(self, conn: sqlite3.Connection, label: str, entry_id: int) -> None:
+        conn.execute(
+            "INSERT INTO labels (label, entry_id) VALUES (?, ?) "
+            "ON CONFLICT(label) DO UPDATE SET entry_id = excluded.entry_id",
+            (label, entry_id),
+        )
+        conn.execute("DELETE FROM tombstone_labels WHERE label = ?", (label,))
+
+    def label(self, ref: str, label: str, scope: str | None = None) -> Entry:
+        """Give an entry another name the resolver understands."""
+        _check_label(label)
+        entry = self.resolve(ref, scope)
+        with db.write_tx(self.conn) as conn:
+            self._set_label(conn, label, entry.id)
+            return self._entry_by_id(conn, entry.id)
+
+    def update(
+        self,
+        ref: str,
+        *,
+        topic: str | None = None,
+        summary: str | None = None,
+        tags: Sequence[str] | None = None,
+        salience: float | None = None,
+        scope: str | None = None,
+    ) -> Entry:
+        """Change an entry's descriptive metadata (never its content)."""
+        if salience is not None and not 0.0 <= salience <= 1.0:
+            raise InvalidInput(f"salience must be within [0, 1], got {salience}")
+        entry = self.resolve(ref, scope)
+        with db.write_tx(self.conn) as conn:
+            new_topic = entry.topic if topic is None else topic
+            new_summary = entry.summary if summary is None else summary
+            new_tags = " ".join(entry.tags if tags is None else _clean_tags(tags))
+            conn.execute(
+                "UPDATE entries SET topic = ?, summary = ?, tags = ?, salience = ? WHERE id = ?",
+                (
+                    new_topic,
+                    new_summary,
+                    new_tags,
+                    entry.salience if salience is None else salience,
+                    entry.id,
+                ),
+            )
+            conn.execute(
+                "UPDATE meta_fts SET topic = ?, summary = ?, tags = ? WHERE rowid = ?",
+                (new_topic, new_summary, new_tags, entry.id),
+            )
+            return self._entry_by_id(conn, entry.id)
+
+    # -- resolving and reading --------------------------------------------------------------
+
+    def _labels(self, conn: sqlite3.Connection, entry_id: int) -> tuple[str, ...]:
+        rows = conn.execute(
+            "SELECT label FROM labels WHERE entry_id = ? ORDER BY label", (entry_id,)
+        ).fetchall()
+        return tuple(r[0] for r in rows)
+
+    def _entry_by_id(self, conn: sqlite3.Connection, entry_id: int) -> Entry:
+        row = conn.execute(f"{_ENTRY_SELECT} WHERE e.id = ?", (entry_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"#{entry_id}")
+        return Entry.from_row(row, self._labels(conn, entry_id))
+
+    def get(self, entry_id: int) -> Entry:
+        """The entry with this id (expired entries answer Gone)."""
+        return self.resolve(f"id:{entry_id}")
+
+    def resolve(self, ref: str, scope: str | None = None) -> Entry:
+        """The live entry ``ref`` names: id, label, ``ctx:sha256:<hex>``, or a hex prefix.
+
+        Several entries sharing one content (other scopes) are one answer; ``scope`` says
+        which to prefer. Distinct contents under one prefix raise AmbiguousReference; a
+        forgotten or expired entry raises Gone with the reason.
+        """
+        parsed = parse_ref(ref)
+        conn = self.conn
+        rows = self._lookup(conn, parsed)
+        if not rows:
+            raise self._why_missing(conn, parsed)
+        hashes = sorted({r["content_hash"] for r in rows})
+        if len(hashes) > 1:
+            raise AmbiguousReference(parsed.raw, [f"ctx:sha256:{h[:16]}" for h in hashes])
+        preferred = [r for r in rows if scope is not None and r["scope"] == scope] or rows
+        row = preferred[0]
+        if row["expires"] is not None and row["expires"] <= self.clock():
+            self._expire(int(row["id"]))
+            raise self._why_missing(conn, parsed)
+        return Entry.from_row(row, self._labels(conn, int(row["id"])))
+
+    def _lookup(self, conn: sqlite3.Connection, parsed: ParsedRef) -> list[sqlite3.Row]:
+        if parsed.kind == "id":
+            return conn.execute(f"{_ENTRY_SELECT} WHERE e.id = ?", (parsed.entry_id,)).fetchall()
+        if parsed.kind == "hash":
+            return conn.execute(
+                f"{_ENTRY_SELECT} WHERE e.content_hash = ? OR e.block_hash = ? ORDER BY e.id",
+                (parsed.value, parsed.value),
+            ).fetchall()
+        if parsed.kind == "prefix":
+            lo, hi = parsed.value, parsed.value + "g"  # 'g' sorts after every hex digit
+            rows = conn.execute(
+                f"{_ENTRY_SELECT} WHERE (e.content_hash >= ? AND e.content_hash < ?) "
+                "OR (e.block_hash >= ? AND e.block_hash < ?) ORDER BY e.id",
+                (lo, hi, lo, hi),
+            ).fetchall()
+            if rows or parsed.raw.lower().startswith("ctx:"):
+                return rows
+        return conn.execute(
+            f"{_ENTRY_SELECT} JOIN labels l ON l.entry_id = e.id WHERE l.label = ?",
+            (parsed.raw,),
+        ).fetchall()
+
+    def _why_missing(self, conn: sqlite3.Connection, parsed: ParsedRef) -> Exception:
+        tomb = self._tombstone(conn, parsed)
+        if tomb is not None:
+            return Gone(parsed.raw, tomb.reason, iso(tomb.gone), tomb.regenerate)
+        hint = "list entries with `offload ls` or the matrix tool"
+        if parsed.kind == "prefix" and len(parsed.value) < MIN_PREFIX:
+            hint = f"give at least {MIN_PREFIX} hex characters"
+        return NotFound(parsed.raw, hint)
+
+    def _tombstone(self, conn: sqlite3.Connection, parsed: ParsedRef) -> Tombstone | None:
+        if parsed.kind == "id":
+            row = conn.execute(
+                "SELECT * FROM tombstones WHERE entry_id = ? ORDER BY gone DESC LIMIT 1",
+                (parsed.entry_id,),
+            ).fetchone()
+        elif parsed.kind in ("hash", "prefix"):
+            row = conn.execute(
+                "SELECT * FROM tombstones WHERE content_hash >= ? AND content_hash < ? "
+                "ORDER BY gone DESC LIMIT 1",
+                (parsed.value, parsed.value + "g"),
+            ).fetchone()
+            if row is None and not parsed.raw.lower().startswith("ctx:"):
+                row = self._tombstone_by_label(conn, parsed.raw)
+        else:
+            row = self._tombstone_by_label(conn, parsed.raw)
+        if row is None:
+            return None
+        return Tombstone(
+            entry_id=row["entry_id"],
+            content_hash=row["content_hash"],
+            labels=tuple(x for x in row["labels"].split(" ") if x),
+            topic=row["topic"],
+            source=row["source"],
+            reason=row["reason"],
+            gone=row["gone"],
+            regenerate=row["regenerate"],
+        )
+
+    @staticmethod
+    def _tombstone_by_label(conn: sqlite3.Connection, label: str) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = conn.execute(
+            "SELECT t.* FROM tombstones t JOIN tombstone_labels tl ON tl.tombstone_id = t.id "
+            "WHERE tl.label = ?",
+            (label,),
+        ).fetchone()
+        return row
+
+    def body(self, entry: Entry, *, original: bool = False, touch: bool = False) -> str:
+        """The stored body, verified against its hash (``original``: what the caller sent)."""
+        digest = entry.content_hash if original else entry.block_hash
+        text = self.block_text(digest)
+        if touch:
+            self.touch(entry.id)
+        return text
+
+    def block_text(self, digest: str) -> str:
+        """A block's plaintext by hash, verified."""
+        row = self.conn.execute(
+            "SELECT codec, data FROM blocks WHERE hash = ?", (digest,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"ctx:sha256:{digest}", "the block is missing; run `offload doctor`")
+        return blocks.unpack(digest, row["codec"], bytes(row["data"]))
+
+    def has_block(self, digest: str) -> bool:
+        """Whether a block with this hash is stored."""
+        return (
+            self.conn.execute("SELECT 1 FROM blocks WHERE hash = ?", (digest,)).fetchone()
+            is not None
+        )
+
+    def touch(self, entry_id: int) -> None:
+        """Record an access (feeds the recency x frequency score)."""
+        with db.write_tx(self.conn) as conn:
+            conn.execute(
+                "UPDATE entries SET accessed = ?, access_count = access_count + 1 WHERE id = ?",
+                (self.clock(), entry_id),
+            )
+
+    # -- listing and searching -----------------------------------------------------------------
+
+    def entries(
+        self, filters: Filters = NO_FILTERS, *, limit: int = 50, offset: int = 0
+    ) -> list[Entry]:
+        """Entries best first: pinned, then salience, then most recently used."""
+        where, params = _filter(filters, self.clock())
+        rows = self.conn.execute(
+            f"{_ENTRY_SELECT} WHERE {where} "
+            "ORDER BY e.pinned DESC, e.salience DESC, e.accessed DESC, e.id DESC LIMIT ? OFFSET ?",
+            (*params, max(0, limit), max(0, offset)),
+        ).fetchall()
+        return [Entry.from_row(r, self._labels(self.conn, int(r["id"]))) for r in rows]
+
+    def count(self, filters: Filters = NO_FILTERS) -> int:
+        """How many entries match ``filters``."""
+        where, params = _filter(filters, self.clock())
+        row = self.conn.execute(f"SELECT count(*) FROM entries e WHERE {where}", params).fetchone()
+        return int(row[0])
+
+    def search(
+        self,
+        query: str,
+        filters: Filters = NO_FILTERS,
+        *,
+        limit: int = 5,
+        offset: int = 0,
+        snippet_chars: int = 300,
+    ) -> list[Hit]:
+        """Ranked full-text hits with line ranges and snippets; any input is safe."""
+        return search_hits(self, query, filters, limit=limit, offset=offset, width=snippet_chars)
+
+    def peek(self, scope: str | None = None) -> dict[str, Any]:
+        """Counts only: by status, pinned, by kind, and total tokens."""
+        where, params = _filter(Filters(scope=scope), self.clock())
+        conn = self.conn
+        totals = conn.execute(
+            "SELECT count(*) AS n, coalesce(sum(tokens), 0) AS tokens, "
+            "coalesce(sum(status = 'hot'), 0) AS hot, coalesce(sum(pinned), 0) AS pinned "
+            f"FROM entries e WHERE {where}",
+            params,
+        ).fetchone()
+        kinds = conn.execute(
+            f"SELECT kind, count(*) AS n, sum(tokens) AS t FROM entries e WHERE {where} "
+            "GROUP BY kind ORDER BY n DESC, kind",
+            params,
+        ).fetchall()
+        return {
+            "entries": totals["n"],
+            "cold": totals["n"] - totals["hot"],
+            "hot": totals["hot"],
+            "pinned": totals["pinned"],
+            "tokens": totals["tokens"],
+            "kinds": {r["kind"]: {"entries": r["n"], "tokens": r["t"]} for r in kinds},
+        }
+
+    def stats(self) -> dict[str, Any]:
+        """Store-wide figures: entries, blocks, raw and stored bytes, file sizes."""
+        conn = self.conn
+        b = conn.execute(
+            "SELECT count(*) AS n, coalesce(sum(size), 0) AS raw, "
+            "coalesce(sum(length(data)), 0) AS stored FROM blocks"
+        ).fetchone()
+        t = conn.execute("SELECT count(*) FROM tombstones").fetchone()[0]
+        files = [self.path, Path(f"{self.path}-wal")]
+        disk = sum(p.stat().st_size for p in files if p.exists())
+        return {
+            **self.peek(),
+            "blocks": b["n"],
+            "raw_bytes": b["raw"],
+            "stored_bytes": b["stored"],
+            "tombstones": t,
+            "disk_bytes": disk,
+            "path": str(self.path),
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def checkout(
+        self, ref: str, *, scope: str | None = None, churn_window_s: float = 120.0
+    ) -> Checkout:
+        """Mark hot, issue a fresh nonce, return the body; warns on quick re-checkout (churn)."""
+        entry = self.resolve(ref, scope)
+        body = self.body(entry)
+        nonce = new_nonce()
+        now = self.clock()
+        with db.write_tx(self.conn) as conn:
+            row = conn.execute(
+                "SELECT checked_in, status FROM entries WHERE id = ?", (entry.id,)
+            ).fetchone()
+            conn.execute(
+                "UPDATE entries SET status = 'hot', nonce = ?, owner_pid = ?, checked_out = ?, "
+                "accessed = ?, access_count = access_count + 1 WHERE id = ?",
+                (nonce, os.getpid(), now, now, entry.id),
+            )
+            fresh = self._entry_by_id(conn, entry.id)
+        churn = ""
+        if row is not None and row["status"] == "hot":
+            churn = "it was already checked out; the earlier nonce no longer checks it in"
+        elif row is not None and row["checked_in"] and now - row["checked_in"] < churn_window_s:
+            churn = (
+                f"checked out again {now - row['checked_in']:.0f}s after checkin: "
+                "consider keeping it, or read a range instead"
+            )
+        return Checkout(fresh, body, nonce, churn)
+
+    def checkin(self, ref: str, nonce: str, *, scope: str | None = None) -> Entry:
+        """Mark cold; requires the nonce of the current checkout. Pins are untouched."""
+        entry = self.resolve(ref, scope)
+        with db.write_tx(self.conn) as conn:
+            row = conn.execute(
+                "SELECT status, nonce FROM entries WHERE id = ?", (entry.id,)
+            ).fetchone()
+            if row["status"] != "hot" or not row["nonce"]:
+                raise InvalidInput(f"{entry.ref} is not checked out; nothing to check in")
+            if not isinstance(nonce, str) or not secrets.compare_digest(
+                row["nonce"].encode(), nonce.strip().encode()
+            ):
+                raise FenceError(
+                    f"nonce does not match the checkout of {entry.ref}; "
+                    "use the nonce from the latest checkout's fence tag"
+                )
+            conn.execute(
+                "UPDATE entries SET status = 'cold', nonce = NULL, owner_pid = NULL, "
+                "checked_in = ? WHERE id = ?",
+                (self.clock(), entry.id),
+            )
+            return self._entry_by_id(conn, entry.id)
+
+    def reset_stale_hot(self) -> int:
+        """Mark cold every entry left hot by a process that no longer runs."""
+        rows = self.conn.execute(
+            "SELECT id, owner_pid FROM entries WHERE status = 'hot'"
+        ).fetchall()
+        dead = [int(r["id"]) for r in rows if not _alive(r["owner_pid"])]
+        if dead:
+            with db.write_tx(self.conn) as conn:
+                conn.executemany(
+                    "UPDATE entries SET status = 'cold', nonce = NULL, owner_pid = NULL "
+                    "WHERE id = ? AND status = 'hot'",
+                    [(i,) for i in dead],
+                )
+        return len(dead)
+
+    def pin(self, ref: str, scope: str | None = None) -> Entry:
+        """Salience 1.0 and a pinned flag that survives checkout, checkin, restart and reap."""
+        return self._set_pin(ref, True, scope)
+
+    def unpin(self, ref: str, scope: str | None = None) -> Entry:
+        """Clear the pinned flag (salience stays where it is)."""
+        return self._set_pin(ref, False, scope)
+
+    def _set_pin(self, ref: str, on: bool, scope: str | None) -> Entry:
+        entry = self.resolve(ref, scope)
+        with db.write_tx(self.conn) as conn:
+            if on:
+                conn.execute(
+                    "UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry.id,)
+                )
+            else:
+                conn.execute("UPDATE entries SET pinned = 0 WHERE id = ?", (entry.id,))
+            return self._entry_by_id(conn, entry.id)
+
+    def reap(
+        self,
+        *,
+        older_than_s: float | None = None,
+        max_salience: float | None = None,
+        status: Status | None = "cold",
+        scope: str | None = None,
+        dry_run: bool = False,
+    ) -> list[Entry]:
+        """Forget unpinned entries idle longer than ``older_than_s`` and at most ``max_salience``."""
+        now = self.clock()
+        self.expire_due()
+        conds = ["e.pinned = 0"]
+        params: list[Any] = []
+        if older_than_s is not None:
+            conds.append("e.accessed < ?")
+            params.append(now - older_than_s)
+        if max_salience is not None:
+            conds.append("e.salience <= ?")
+            params.append(max_salience)
+        if status is not None:
+            conds.append("e.status = ?")
+            params.append(status)
+        if scope is not None:
+            conds.append("e.scope = ?")
+            params.append(scope)
+        rows = self.conn.execute(
+            f"{_ENTRY_SELECT} WHERE {' AND '.join(conds)} ORDER BY e.id", params
+        ).fetchall()
+        victims = [Entry.from_row(r) for r in rows]
+        if not dry_run:
+            reason = "reaped" + _reap_reason(older_than_s, max_salience, status)
+            with db.write_tx(self.conn) as conn:
+                for e in victims:
+                    self._delete(conn, e.id, reason)
+        return victims
+
+    def forget(self, ref: str, *, reason: str = "forgotten", scope: str | None = None) -> Entry:
+        """Remove an entry (and its block once unreferenced), leaving a tombstone."""
+        entry = self.resolve(ref, scope)
+        with db.write_tx(self.conn) as conn:
+            self._delete(conn, entry.id, reason)
+        return entry
+
+    def forget_where(
+        self, *, source: str, scope: str, keep: Iterable[int] = (), reason: str = "replaced"
+    ) -> int:
+        """Forget every entry of ``source`` in ``scope`` except ``keep`` (re-sectioning)."""
+        keep_ids = set(keep)
+        with db.write_tx(self.conn) as conn:
+            ids = [
+                int(r[0])
+                for r in conn.execute(
+                    "SELECT id FROM entries WHERE source = ? AND scope = ?", (source, scope)
+                )
+                if int(r[0]) not in keep_ids
+            ]
+            for i in ids:
+                self._delete(conn, i, reason)
+        return len(ids)
+
+    def expire_due(self) -> int:
+        """Archive every entry whose expiry has passed (tombstoned with the reason)."""
+        now = self.clock()
+        ids = [
+            int(r[0])
+            for r in self.conn.execute(
+                "SELECT id FROM entries WHERE expires IS NOT NULL AND expires <= ?", (now,)
+            )
+        ]
+        for i in ids:
+            self._expire(i)
+        return len(ids)
+
+    def _expire(self, entry_id: int) -> None:
+        with db.write_tx(self.conn) as conn:
+            row = conn.execute("SELECT expires FROM entries WHERE id = ?", (entry_id,)).fetchone()
+            if row is not None and row["expires"] is not None:
+                self._delete(conn, entry_id, "expired")
+
+    def _delete(self, conn: sqlite3.Connection, entry_id: int, reason: str) -> None:
+        row = conn.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        if row is None:
+            return
+        labels = self._labels(conn, entry_id)
+        cur = conn.execute(
+            "INSERT INTO tombstones (entry_id, content_hash, labels, topic, source, scope, "
+            "reason, gone, regenerate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                entry_id,
+                row["content_hash"],
+                " ".join(labels),
+                row["topic"],
+                row["source"],
+                row["scope"],
+                reason,
+                self.clock(),
+                row["regenerate"],
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO tombstone_labels (label, tombstone_id) VALUES (?, ?) "
+            "ON CONFLICT(label) DO UPDATE SET tombstone_id = excluded.tombstone_id",
+            [(lb, cur.lastrowid) for lb in labels],
+        )
+        conn.execute("DELETE FROM labels WHERE entry_id = ?", (entry_id,))
+        conn.execute("DELETE FROM meta_fts WHERE rowid = ?", (entry_id,))
+        conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
+        for digest in {row["block_hash"], row["content_hash"]}:
+            self._drop_block_if_unused(conn, digest)
+
+    def _drop_block_if_unused(self, conn: sqlite3.Connection, digest: str) -> None:
+        used = conn.execute(
+            "SELECT 1 FROM entries WHERE block_hash = ? OR content_hash = ? LIMIT 1",
+            (digest, digest),
+        ).fetchone()
+        if used:
+            return
+        row = conn.execute("SELECT codec, data FROM blocks WHERE hash = ?", (digest,)).fetchone()
+        if row is None:
+            return
+        try:
+            text: str | None = blocks.unpack(digest, row["codec"], bytes(row["data"]))
+        except (InvalidInput, IntegrityError):
+            text = None  # a corrupt block cannot be un-indexed exactly; doctor rebuilds
+        self._unindex_block(conn, digest, text)
+        conn.execute("DELETE FROM blocks WHERE hash = ?", (digest,))
+
+    # -- counters and state ------------------------------------------------------------------
+
+    def next_number(self, name: str) -> int:
+        """The next value of a durable counter (never reused, also across restarts)."""
+        with db.write_tx(self.conn) as conn:
+            row = conn.execute(
+                "INSERT INTO counters (name, value) VALUES (?, 1) "
+                "ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value",
+                (name,),
+            ).fetchone()
+            return int(row[0])
+
+    def get_state(self, namespace: str, key: str) -> Any:
+        """A JSON value saved with :meth:`put_state`, or None."""
+        row = self.conn.execute(
+            "SELECT value FROM state WHERE namespace = ? AND key = ?", (namespace, key)
+        ).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def put_state(self, namespace: str, key: str, value: Any) -> None:
+        """Save a JSON-serialisable value under (namespace, key), replacing any old one."""
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        with db.write_tx(self.conn) as conn:
+            conn.execute(
+                "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
+                "updated = excluded.updated",
+                (namespace, key, text, self.clock()),
+            )
+
+    def state_items(self, namespace: str) -> Iterator[tuple[str, Any]]:
+        """Every (key, value) saved in ``namespace``."""
+        for row in self.conn.execute(
+            "SELECT key, value FROM state WHERE namespace = ? ORDER BY key", (namespace,)
+        ):
+            yield row[0], json.loads(row[1])
+
+    def delete_state(self, namespace: str, key: str) -> bool:
+        """Remove one saved value; True when it existed."""
+        with db.write_tx(self.conn) as conn:
+            cur = conn.execute(
+                "DELETE FROM state WHERE namespace = ? AND key = ?", (namespace, key)
+            )
+            return cur.rowcount > 0
+
+
+def _filter(filters: Filters, now: float) -> tuple[str, list[Any]]:
+    from offload.store.query import filter_sql
+
+    return filter_sql(filters, now)
+
+
+def _check_text(text: Any, what: str) -> None:
+    if not isinstance(text, str):
+        raise InvalidInput(f"{what} must be text, got {type(text).__name__}")
+    encode(text)
+
+
+def _check_label(label: str) -> None:
+    if not isinstance(label, str) or not label.strip() or len(label) > 256:
+        raise InvalidInput("a label must be 1-256 characters")
+    if any(c.isspace() for c in label):
+        raise InvalidInput(f"label {label!r} must not contain spaces")
+    if label.lower().startswith("ctx:") or label.isdigit():
+        raise InvalidInput(f"label {label!r} would be read as a hash or an id")
+
+
+def _clean_tags(tags: Sequence[str]) -> list[str]:
+    if isinstance(tags, str):
+        tags = tags.replace(",", " ").split()
+    out: list[str] = []
+    for t in tags:
+        for part in str(t).replace(",", " ").split():
+            if part not in out:
+                out.append(part)
+    return out
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _reap_reason(older: float | None, sal: float | None, status: str | None) -> str:
+    parts = []
+    if older is not None:
+        parts.append(f"idle > {older:g}s")
+    if sal is not None:
+        parts.append(f"salience <= {sal:g}")
+    if status is not None:
+        parts.append(f"status {status}")
+    return f" ({', '.join(parts)})" if parts else ""
