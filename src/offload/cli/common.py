@@ -1,0 +1,47 @@
+"""Helpers shared by CLI commands: opening the store, choosing a scope, printing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from offload.config import Settings
+from offload.store.paths import project_scope
+from offload.store.store import Store
+
+
+def open_store(settings: Settings) -> Store:
+    """Open the store the settings name, resetting entries left hot by dead processes."""
+    store = Store.open(settings)
+    store.reset_stale_hot()
+    return store
+
+
+def add_scope_args(parser: argparse.ArgumentParser) -> None:
+    """``--scope NAME`` / ``--all-scopes`` (default: the project the cwd is in)."""
+    parser.add_argument("--scope", help="scope name (default: the git root of the cwd)")
+    parser.add_argument("--all-scopes", action="store_true", help="every scope")
+
+
+def scope_of(args: argparse.Namespace, *, for_write: bool = False) -> str | None:
+    """The scope a command acts on; None means every scope (reads only)."""
+    if getattr(args, "scope", None):
+        return str(args.scope)
+    if not for_write and getattr(args, "all_scopes", False):
+        return None
+    return project_scope(Path.cwd())
+
+
+def emit(args: argparse.Namespace, data: Any, render: Callable[[Any], str]) -> None:
+    """Print ``data`` as JSON with ``--json``, else as ``render(data)``."""
+    if getattr(args, "json", False):
+        json.dump(data, sys.stdout, ensure_ascii=False, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        text = render(data)
+        if text:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")

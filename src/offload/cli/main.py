@@ -1,0 +1,121 @@
+"""The ``offload`` command: a thin dispatcher that imports only the command it runs.
+
+Each command lives in ``offload.cli.<module>`` and exposes::
+
+    def configure(parser: argparse.ArgumentParser) -> None   # add its arguments
+    def run(args: argparse.Namespace, settings: Settings) -> int
+
+and optionally ``def overrides(args) -> dict[str, object]`` mapping its flags to dotted
+setting keys (``{"proxy.port": 9000}``). ``offload --help`` lists commands from the table
+below without importing any of them, which keeps start-up fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+# name -> (module under offload.cli, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "add": ("store_cmds", "store text from stdin, an argument or --path"),
+    "ls": ("store_cmds", "list entries, most salient first"),
+    "search": ("store_cmds", "ranked full-text search with refs, lines and snippets"),
+    "show": ("store_cmds", "an entry's metadata and summary"),
+    "cat": ("store_cmds", "an entry's body (or --lines A-B)"),
+    "pin": ("store_cmds", "pin an entry (salience 1.0, never reaped)"),
+    "unpin": ("store_cmds", "clear an entry's pin"),
+    "forget": ("store_cmds", "remove an entry, leaving a tombstone"),
+    "reap": ("store_cmds", "forget idle, low-salience entries (--dry-run to preview)"),
+    "stats": ("store_cmds", "store-wide figures"),
+    "doctor": ("maint_cmds", "re-hash every block, check references and the index, repair"),
+    "export": ("maint_cmds", "write a portable archive of the store"),
+    "import": ("maint_cmds", "load an archive written by export"),
+    "config": ("config_cmds", "show the effective settings and where each came from"),
+    "mcp": ("mcp_cmds", "serve the cooperative MCP tools (stdio, or --http)"),
+    "proxy": ("proxy_cmds", "run the OpenAI-compatible proxy"),
+    "replay": ("proxy_cmds", "replay a recorded transcript through the proxy pipeline"),
+    "gateway": ("gateway_cmds", "run the MCP gateway over upstream MCP servers"),
+    "context": ("sections_cmds", "cache-alignment report for context files"),
+    "models": ("models_cmds", "local-model tools (models bench --endpoint URL)"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="offload",
+        description="Keep an LLM agent's context lean: a durable, searchable store behind stubs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="commands:\n"
+        + "\n".join(f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()),
+    )
+    _common(parser)
+    parser.add_argument("command", nargs="?", help="one of the commands below")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    return parser
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="a TOML settings file")
+    parser.add_argument("--home", metavar="DIR", help="the store directory ($OFFLOAD_HOME)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``offload`` console script."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in args_list if not a.startswith("-")), None)
+    if command is None or command not in COMMANDS:
+        top = _top_parser()
+        ns, _ = top.parse_known_args(args_list)
+        if ns.version:
+            from offload import __version__
+
+            print(f"offload {__version__}")
+            return 0
+        if command is not None:
+            top.error(f"unknown command {command!r}; see `offload --help`")
+        top.print_help()
+        return 0 if ns.command is None and ("-h" in args_list or "--help" in args_list) else 2
+    module_name, help_ = COMMANDS[command]
+    module = importlib.import_module(f"offload.cli.{module_name}")
+    parser = argparse.ArgumentParser(prog=f"offload {command}", description=help_)
+    _common(parser)
+    configure = getattr(module, f"configure_{command}", None) or module.configure
+    configure(parser)
+    rest = list(args_list)
+    rest.remove(command)
+    args = parser.parse_args(rest)
+    args.command = command
+    return _run(module, command, args)
+
+
+def _run(module: object, command: str, args: argparse.Namespace) -> int:
+    from offload.config import load_settings
+    from offload.errors import OffloadError
+
+    try:
+        flags: dict[str, object] = {}
+        if args.home:
+            flags["store.home"] = args.home
+        overrides = getattr(module, "overrides", None)
+        if overrides is not None:
+            flags.update(overrides(args))
+        settings = load_settings(config_file=args.config, env=os.environ, flags=flags)
+        runner = getattr(module, f"run_{command}", None) or getattr(module, "run")
+        return int(runner(args, settings))
+    except OffloadError as exc:
+        print(f"offload {command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # the reader went away (e.g. `offload cat X | head`): not an error
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""Reading files by path, confined to allowed roots; finding the project a directory is in."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from offload.core.hashing import decode
+from offload.errors import BinaryFile, NotAFile, OutsideRoots, TooLarge
+
+_SNIFF = 8192
+
+
+def project_root(cwd: Path) -> Path:
+    """The git root containing ``cwd`` (a ``.git`` dir or file), else ``cwd`` itself."""
+    cwd = cwd.resolve()
+    for candidate in (cwd, *cwd.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return cwd
+
+
+def project_scope(cwd: Path) -> str:
+    """The default scope name for work started in ``cwd``: its project root path."""
+    return str(project_root(cwd))
+
+
+@dataclass(frozen=True)
+class FileText:
+    """A text file read under the confinement rules."""
+
+    path: Path  # resolved, inside a root
+    text: str
+    size: int
+
+
+def confine(path: str | Path, roots: Sequence[Path], *, base: Path | None = None) -> Path:
+    """Resolve ``path`` (relative to ``base`` or the first root) and require it inside a root.
+
+    Symlinks are resolved first, so a link that points outside every root is refused.
+    """
+    if not roots:
+        raise OutsideRoots("no allowed roots are configured")
+    resolved_roots = [Path(r).resolve() for r in roots]
+    raw = Path(path).expanduser()
+    if not raw.is_absolute():
+        raw = (base or resolved_roots[0]) / raw
+    real = Path(os.path.realpath(raw))
+    for root in resolved_roots:
+        if real == root or real.is_relative_to(root):
+            return real
+    shown = ", ".join(str(r) for r in resolved_roots)
+    linked = " (through a symlink)" if Path(os.path.abspath(raw)) != real else ""
+    raise OutsideRoots(f"{path} resolves outside the allowed roots{linked}: {shown}")
+
+
+def read_text_file(
+    path: str | Path, roots: Sequence[Path], *, max_bytes: int, base: Path | None = None
+) -> FileText:
+    """Read a UTF-8 text file inside ``roots``; clear errors for every way it can't be."""
+    real = confine(path, roots, base=base)
+    if not real.exists():
+        raise NotAFile(f"{path}: no such file")
+    if not real.is_file():
+        raise NotAFile(f"{path}: not a regular file")
+    size = real.stat().st_size
+    if size > max_bytes:
+        raise TooLarge(f"{path}: {size} bytes is over the {max_bytes}-byte limit")
+    try:
+        data = real.read_bytes()
+    except OSError as exc:
+        raise NotAFile(f"{path}: cannot read ({exc.strerror})") from exc
+    if b"\x00" in data[:_SNIFF]:
+        raise BinaryFile(f"{path}: looks binary (NUL bytes); offload stores text only")
+    try:
+        text = decode(data)
+    except ValueError as exc:
+        raise BinaryFile(f"{path}: not UTF-8 text; offload stores text only") from exc
+    return FileText(real, text, size)
