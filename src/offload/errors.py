@@ -58,7 +58,7 @@ class FenceError(InvalidInput):
     """A checkin whose nonce does not match the checkout."""
 
 
-class ReferenceError_(OffloadError):  # noqa: N801 - avoid shadowing the builtin
+class ReferenceError_(OffloadError):
     """A reference that does not name a live entry."""
 
     exit_code = 3

@@ -16,6 +16,7 @@ import argparse
 import importlib
 import os
 import sys
+import types
 from collections.abc import Sequence
 
 # name -> (module under offload.cli, one-line help)
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(module, command, args)
 
 
-def _run(module: object, command: str, args: argparse.Namespace) -> int:
+def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> int:
     from offload.config import load_settings
     from offload.errors import OffloadError
 
@@ -104,7 +105,7 @@ def _run(module: object, command: str, args: argparse.Namespace) -> int:
         if overrides is not None:
             flags.update(overrides(args))
         settings = load_settings(config_file=args.config, env=os.environ, flags=flags)
-        runner = getattr(module, f"run_{command}", None) or getattr(module, "run")
+        runner = getattr(module, f"run_{command}", None) or module.run
         return int(runner(args, settings))
     except OffloadError as exc:
         print(f"offload {command}: error: {exc}", file=sys.stderr)
