@@ -71,12 +71,19 @@ class Store:
     ) -> None:
         self.path = Path(path)
         self.settings = settings or StoreSettings()
-        self.counter = counter or default_counter()
+        self._counter = counter
         self.clock = clock
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         db.migrate(self.conn)
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter; the default BPE one loads on first use (keeps start-up fast)."""
+        if self._counter is None:
+            self._counter = default_counter()
+        return self._counter
 
     @classmethod
     def open(cls, settings: Settings, **kwargs: Any) -> Store:

@@ -1,0 +1,29 @@
+"""``offload config show``: the effective settings and where each came from."""
+
+from __future__ import annotations
+
+import argparse
+
+from offload.cli.common import emit
+from offload.config import Settings, explain
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["show"], help="what to do")
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    rows = explain(settings)
+    data = {
+        "home": str(settings.home),
+        "settings": {k: {"value": v, "source": s} for k, v, s in rows},
+    }
+
+    def text(d: object) -> str:
+        width = max(len(k) for k, _, _ in rows)
+        out = [f"# store: {settings.db_path}"]
+        out += [f"{k:<{width}} = {v!r:<30} # {s}" for k, v, s in rows]
+        return "\n".join(out)
+
+    emit(args, data, text)
+    return 0

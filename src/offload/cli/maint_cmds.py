@@ -1,0 +1,85 @@
+"""Maintenance commands: doctor, export, import."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from offload.cli.common import emit, open_store
+from offload.cli.progress import Bar
+from offload.config import Settings
+from offload.store.archive import export_archive, import_archive
+from offload.store.maintenance import doctor
+
+
+def configure_doctor(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repair", action="store_true", help="fix what can be fixed")
+
+
+def configure_export(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="archive to write (zstd-compressed JSON lines)")
+
+
+def configure_import(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="archive written by `offload export`")
+
+
+def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        report = doctor(store, repair=args.repair, progress=Bar("checking blocks"))
+    data = {
+        "clean": report.clean,
+        "blocks_checked": report.blocks_checked,
+        "corrupt_blocks": report.corrupt_blocks,
+        "missing_blocks": report.missing_blocks,
+        "orphan_blocks": report.orphan_blocks,
+        "unindexed_blocks": report.unindexed_blocks,
+        "stale_chunks": report.stale_chunks,
+        "index_ok": report.index_ok,
+        "stale_hot": report.stale_hot,
+        "repaired": report.repaired,
+    }
+
+    def text(d: dict[str, object]) -> str:
+        lines = [
+            f"checked {report.blocks_checked} blocks: {'clean' if report.clean else 'problems found'}"
+        ]
+        for digest in report.corrupt_blocks:
+            lines.append(f"corrupt block {digest[:16]} (its bytes no longer match the hash)")
+        for digest in report.missing_blocks:
+            lines.append(f"missing block {digest[:16]} (entries point at it)")
+        if report.orphan_blocks:
+            lines.append(f"{len(report.orphan_blocks)} orphan blocks (no entry uses them)")
+        if report.unindexed_blocks:
+            lines.append(f"{len(report.unindexed_blocks)} blocks missing from the index")
+        if report.stale_chunks:
+            lines.append(f"{report.stale_chunks} index chunks of missing blocks")
+        if not report.index_ok:
+            lines.append("full-text index failed its integrity check")
+        if report.stale_hot:
+            lines.append(f"{report.stale_hot} entries left hot by dead processes")
+        lines += [f"repaired: {r}" for r in report.repaired]
+        if not report.clean and not args.repair:
+            lines.append("run `offload doctor --repair` to fix what can be fixed")
+        return "\n".join(lines)
+
+    emit(args, data, text)
+    return 0 if report.clean or (args.repair and not report.corrupt_blocks) else 1
+
+
+def run_export(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        n = export_archive(store, Path(args.file), progress=Bar("exporting"))
+    emit(args, {"entries": n, "file": args.file}, lambda d: f"exported {n} entries to {args.file}")
+    return 0
+
+
+def run_import(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        n = import_archive(store, Path(args.file), progress=Bar("importing"))
+    emit(
+        args,
+        {"added": n, "file": args.file},
+        lambda d: f"imported {n} new entries from {args.file}",
+    )
+    return 0

@@ -1,0 +1,343 @@
+"""Store commands: add, ls, search, show, cat, pin, unpin, forget, reap, stats."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from offload.cli.common import add_scope_args, emit, open_store, scope_of
+from offload.config import Settings
+from offload.core.fence import iso
+from offload.core.gist import gist
+from offload.core.hashing import decode
+from offload.errors import InvalidInput
+from offload.store.models import Entry, Filters, Hit
+from offload.store.paths import project_root, read_text_file
+
+# -- arguments ------------------------------------------------------------------------------
+
+
+def configure_add(p: argparse.ArgumentParser) -> None:
+    p.add_argument("text", nargs="?", help="the text to store (default: stdin)")
+    p.add_argument("--path", help="read this file (confined to the project root)")
+    p.add_argument("--kind", default="text")
+    p.add_argument("--topic", default="")
+    p.add_argument("--tags", default="", help="comma or space separated")
+    p.add_argument("--summary", default=None, help="default: an extractive gist")
+    p.add_argument("--salience", type=float, default=0.5)
+    p.add_argument("--pin", action="store_true")
+    p.add_argument("--label")
+    add_scope_args(p)
+
+
+def configure_ls(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--page", type=int, default=1)
+    _filter_args(p)
+    add_scope_args(p)
+
+
+def configure_search(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", nargs="+")
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--page", type=int, default=1)
+    _filter_args(p)
+    add_scope_args(p)
+
+
+def _filter_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kind", action="append", default=[])
+    p.add_argument("--status", choices=["cold", "hot"])
+    p.add_argument("--pinned", action="store_true", default=None)
+    p.add_argument("--min-salience", type=float)
+    p.add_argument("--source", help="source label prefix")
+
+
+def _ref_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ref", help="entry id, label, ctx:sha256:<hex> or a hex prefix (>= 8)")
+    add_scope_args(p)
+
+
+configure_show = configure_pin = configure_unpin = _ref_args
+
+
+def configure_cat(p: argparse.ArgumentParser) -> None:
+    _ref_args(p)
+    p.add_argument("--lines", help="A-B (1-based, inclusive)")
+    p.add_argument("--original", action="store_true", help="what was sent, if compressed")
+
+
+def configure_forget(p: argparse.ArgumentParser) -> None:
+    _ref_args(p)
+    p.add_argument("--reason", default="forgotten")
+
+
+def configure_reap(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--older-than", type=float, metavar="DAYS", help="idle longer than this")
+    p.add_argument("--max-salience", type=float)
+    p.add_argument("--status", choices=["cold", "hot", "any"], default="cold")
+    p.add_argument("--dry-run", action="store_true")
+    add_scope_args(p)
+
+
+def configure_stats(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def run_add(args: argparse.Namespace, settings: Settings) -> int:
+    source = ""
+    if args.path:
+        root = project_root(Path.cwd())
+        ft = read_text_file(args.path, [root], max_bytes=settings.store.max_file_bytes)
+        text, source = ft.text, str(ft.path)
+    elif args.text is not None:
+        text = args.text
+    else:
+        text = decode(sys.stdin.buffer.read())
+    if not text:
+        raise InvalidInput("nothing to store: the text is empty")
+    with open_store(settings) as store:
+        res = store.put(
+            text,
+            kind=args.kind,
+            topic=args.topic or (Path(source).name if source else ""),
+            tags=args.tags,
+            summary=args.summary if args.summary is not None else gist(text),
+            salience=args.salience,
+            pinned=args.pin,
+            source=source,
+            scope=scope_of(args, for_write=True) or "",
+            label=args.label,
+        )
+        data = {**_entry_json(res.entry), "created": res.created}
+        emit(args, data, lambda d: f"{'stored' if d['created'] else 'exists'} {_line(res.entry)}")
+    return 0
+
+
+def run_ls(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        f = _filters(args)
+        limit = max(1, args.limit)
+        rows = store.entries(f, limit=limit, offset=(max(1, args.page) - 1) * limit)
+        total = store.count(f)
+        data = {"total": total, "page": args.page, "entries": [_entry_json(e) for e in rows]}
+        emit(args, data, lambda d: _ls_text(rows, total, args.page, limit))
+    return 0
+
+
+def run_search(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        limit = max(1, args.limit)
+        hits = store.search(
+            " ".join(args.query),
+            _filters(args),
+            limit=limit,
+            offset=(max(1, args.page) - 1) * limit,
+            snippet_chars=settings.search.snippet_chars,
+        )
+        emit(args, {"hits": [_hit_json(h) for h in hits]}, lambda d: _hits_text(hits))
+    return 0
+
+
+def run_show(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        e = store.resolve(args.ref, scope_of(args))
+        emit(args, _entry_json(e), lambda d: _show_text(e))
+    return 0
+
+
+def run_cat(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        e = store.resolve(args.ref, scope_of(args))
+        text = store.body(e, original=args.original and e.compressed, touch=True)
+    if args.lines:
+        text = _slice_lines(text, args.lines)
+    if args.json:
+        emit(args, {"ref": e.ref, "body": text}, str)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
+
+
+def run_pin(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        e = store.pin(args.ref, scope_of(args))
+        emit(args, _entry_json(e), lambda d: f"pinned {_line(e)}")
+    return 0
+
+
+def run_unpin(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        e = store.unpin(args.ref, scope_of(args))
+        emit(args, _entry_json(e), lambda d: f"unpinned {_line(e)}")
+    return 0
+
+
+def run_forget(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        e = store.forget(args.ref, reason=args.reason, scope=scope_of(args))
+        emit(args, _entry_json(e), lambda d: f"forgot {_line(e)}")
+    return 0
+
+
+def run_reap(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        victims = store.reap(
+            older_than_s=None if args.older_than is None else args.older_than * 86400,
+            max_salience=args.max_salience,
+            status=None if args.status == "any" else args.status,
+            scope=scope_of(args),
+            dry_run=args.dry_run,
+        )
+    verb = "would reap" if args.dry_run else "reaped"
+    data = {"dry_run": args.dry_run, "entries": [_entry_json(e) for e in victims]}
+    emit(
+        args,
+        data,
+        lambda d: "\n".join([f"{verb} {len(victims)} entries"] + [_line(e) for e in victims]),
+    )
+    return 0
+
+
+def run_stats(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        data = store.stats()
+    emit(args, data, _stats_text)
+    return 0
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+
+def _filters(args: argparse.Namespace) -> Filters:
+    return Filters(
+        scope=scope_of(args),
+        kinds=tuple(args.kind),
+        status=args.status,
+        pinned=args.pinned,
+        min_salience=args.min_salience,
+        source_prefix=args.source,
+    )
+
+
+def _entry_json(e: Entry) -> dict[str, Any]:
+    return {
+        "id": e.id,
+        "ref": e.full_ref,
+        "kind": e.kind,
+        "topic": e.topic,
+        "tags": list(e.tags),
+        "summary": e.summary,
+        "salience": e.salience,
+        "status": e.status,
+        "pinned": e.pinned,
+        "tokens": e.tokens,
+        "bytes": e.size,
+        "lines": e.lines,
+        "source": e.source,
+        "scope": e.scope,
+        "labels": list(e.labels),
+        "created": iso(e.created),
+        "accessed": iso(e.accessed),
+        "access_count": e.access_count,
+        "expires": iso(e.expires) if e.expires else None,
+    }
+
+
+def _hit_json(h: Hit) -> dict[str, Any]:
+    return {
+        "ref": h.entry.full_ref,
+        "id": h.entry.id,
+        "topic": h.entry.topic,
+        "lines": [h.start_line, h.end_line],
+        "match_line": h.match_line,
+        "score": round(h.score, 4),
+        "snippet": h.snippet,
+    }
+
+
+def _line(e: Entry) -> str:
+    tags = f" [{', '.join(e.tags)}]" if e.tags else ""
+    pin = " pinned" if e.pinned else ""
+    return (
+        f"{e.ref} #{e.id} | {e.topic or '(no topic)'}{tags} | {e.kind} | "
+        f"{e.salience:.2f} | {e.status}{pin} | ~{e.tokens} tok"
+    )
+
+
+def _ls_text(rows: list[Entry], total: int, page: int, limit: int) -> str:
+    if not rows:
+        return "no entries" if total == 0 else f"page {page} is empty ({total} entries)"
+    lines = [_line(e) for e in rows]
+    shown_to = (page - 1) * limit + len(rows)
+    if shown_to < total:
+        lines.append(f"… {total - shown_to} more; --page {page + 1}")
+    return "\n".join(lines)
+
+
+def _hits_text(hits: list[Hit]) -> str:
+    if not hits:
+        return "no matches"
+    return "\n".join(
+        f"{h.entry.ref} L{h.start_line}-{h.end_line} | {h.entry.topic or h.entry.kind} | "
+        f"L{h.match_line}: {h.snippet}"
+        for h in hits
+    )
+
+
+def _show_text(e: Entry) -> str:
+    rows = [
+        ("ref", e.full_ref),
+        ("id", str(e.id)),
+        ("kind", e.kind),
+        ("topic", e.topic),
+        ("tags", ", ".join(e.tags)),
+        ("summary", e.summary),
+        ("salience", f"{e.salience:.2f}"),
+        ("status", e.status + (" (pinned)" if e.pinned else "")),
+        ("size", f"{e.tokens} tokens, {e.lines} lines, {e.size} bytes"),
+        ("source", e.source),
+        ("labels", " ".join(e.labels)),
+        ("scope", e.scope),
+        ("created", iso(e.created)),
+        ("accessed", f"{iso(e.accessed)} ({e.access_count}x)"),
+    ]
+    if e.expires:
+        rows.append(("expires", iso(e.expires)))
+    return "\n".join(f"{k:<9} {v}" for k, v in rows if v)
+
+
+def _stats_text(d: dict[str, Any]) -> str:
+    kinds = ", ".join(f"{k} {v['entries']}" for k, v in d["kinds"].items()) or "none"
+    ratio = d["stored_bytes"] / d["raw_bytes"] if d["raw_bytes"] else 0.0
+    return "\n".join(
+        [
+            f"entries   {d['entries']} ({d['cold']} cold, {d['hot']} hot, {d['pinned']} pinned)",
+            f"kinds     {kinds}",
+            f"tokens    {d['tokens']}",
+            f"blocks    {d['blocks']}: {d['raw_bytes']} bytes raw, {d['stored_bytes']} stored ({ratio:.2f}x)",
+            f"on disk   {d['disk_bytes']} bytes at {d['path']}",
+            f"tombstones {d['tombstones']}",
+        ]
+    )
+
+
+def _slice_lines(text: str, spec: str) -> str:
+    try:
+        a_s, _, b_s = spec.partition("-")
+        a = int(a_s)
+        b = int(b_s) if b_s else a
+    except ValueError as exc:
+        raise InvalidInput(f"--lines wants A-B (e.g. 10-40), got {spec!r}") from exc
+    if a < 1 or b < a:
+        raise InvalidInput(f"--lines {spec}: need 1 <= A <= B")
+    lines = text.splitlines(keepends=True)
+    if a > len(lines):
+        raise InvalidInput(f"--lines {spec}: the body has {len(lines)} lines")
+    return "".join(lines[a - 1 : b])

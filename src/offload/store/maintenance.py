@@ -1,0 +1,136 @@
+"""``doctor``: re-hash every block, check references and the index, repair what it can."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from offload.errors import IntegrityError, InvalidInput
+from offload.store import blocks, db
+from offload.store.models import DoctorReport
+from offload.store.store import Store
+
+Progress = Callable[[int, int], None]
+
+
+def doctor(store: Store, *, repair: bool = False, progress: Progress | None = None) -> DoctorReport:
+    """Check the whole store; with ``repair``, fix what can be fixed without losing data.
+
+    Repairs: orphan blocks are dropped, unindexed blocks indexed, chunks of missing blocks
+    removed, entries left hot by dead processes reset, the FTS index rebuilt when its
+    integrity check fails. Corrupt blocks cannot be repaired (their bytes are gone); the
+    entries that use them are reported, and with ``repair`` tombstoned as "corrupted" so
+    references answer why instead of failing on read.
+    """
+    report = DoctorReport()
+    conn = store.conn
+    hashes = [r[0] for r in conn.execute("SELECT hash FROM blocks ORDER BY id")]
+    total = len(hashes)
+    for i, digest in enumerate(hashes, 1):
+        row = conn.execute("SELECT codec, data FROM blocks WHERE hash = ?", (digest,)).fetchone()
+        try:
+            blocks.unpack(digest, row["codec"], bytes(row["data"]))
+        except (IntegrityError, InvalidInput):
+            report.corrupt_blocks.append(digest)
+        report.blocks_checked += 1
+        if progress is not None:
+            progress(i, total)
+    report.missing_blocks = [
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT e.block_hash FROM entries e "
+            "LEFT JOIN blocks b ON b.hash = e.block_hash WHERE b.hash IS NULL"
+        )
+    ]
+    report.orphan_blocks = [
+        r[0]
+        for r in conn.execute(
+            "SELECT b.hash FROM blocks b WHERE NOT EXISTS "
+            "(SELECT 1 FROM entries e WHERE e.block_hash = b.hash OR e.content_hash = b.hash)"
+        )
+    ]
+    # a block that is some entry's stored body must have chunks (originals are not indexed)
+    report.unindexed_blocks = [
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT e.block_hash FROM entries e JOIN blocks b ON b.hash = e.block_hash "
+            "WHERE b.size > 0 AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.block_hash = b.hash)"
+        )
+    ]
+    report.stale_chunks = int(
+        conn.execute(
+            "SELECT count(*) FROM chunks c WHERE NOT EXISTS "
+            "(SELECT 1 FROM blocks b WHERE b.hash = c.block_hash)"
+        ).fetchone()[0]
+    )
+    report.index_ok = _fts_ok(conn)
+    report.stale_hot = _count_stale_hot(store)
+    if repair:
+        _repair(store, report)
+    return report
+
+
+def _fts_ok(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
+        conn.execute("INSERT INTO meta_fts (meta_fts) VALUES ('integrity-check')")
+    except sqlite3.DatabaseError:
+        return False
+    return True
+
+
+def _count_stale_hot(store: Store) -> int:
+    from offload.store.store import _alive
+
+    rows = store.conn.execute("SELECT owner_pid FROM entries WHERE status = 'hot'").fetchall()
+    return sum(1 for r in rows if not _alive(r[0]))
+
+
+def _repair(store: Store, report: DoctorReport) -> None:
+    conn = store.conn
+    if report.stale_hot:
+        store.reset_stale_hot()
+        report.repaired.append(f"reset {report.stale_hot} entries left hot by dead processes")
+    with db.write_tx(conn):
+        for digest in report.orphan_blocks:
+            store._drop_block_if_unused(conn, digest)
+        if report.orphan_blocks:
+            report.repaired.append(f"dropped {len(report.orphan_blocks)} orphan blocks")
+        if report.stale_chunks:
+            conn.execute(
+                "DELETE FROM chunks WHERE NOT EXISTS "
+                "(SELECT 1 FROM blocks b WHERE b.hash = chunks.block_hash)"
+            )
+            report.repaired.append(f"removed {report.stale_chunks} chunks of missing blocks")
+        for digest in report.corrupt_blocks + report.missing_blocks:
+            ids = [
+                int(r[0])
+                for r in conn.execute(
+                    "SELECT id FROM entries WHERE block_hash = ? OR content_hash = ?",
+                    (digest, digest),
+                )
+            ]
+            for entry_id in ids:
+                store._delete(conn, entry_id, "corrupted (its stored bytes failed verification)")
+            if ids:
+                report.repaired.append(f"tombstoned {len(ids)} entries of block {digest[:12]}")
+        if report.corrupt_blocks or report.missing_blocks or not report.index_ok:
+            _rebuild_index(store, conn)
+            report.repaired.append("rebuilt the full-text index")
+        else:
+            for digest in report.unindexed_blocks:
+                store._index_block(conn, digest, store.block_text(digest))
+            if report.unindexed_blocks:
+                report.repaired.append(f"indexed {len(report.unindexed_blocks)} blocks")
+
+
+def _rebuild_index(store: Store, conn: sqlite3.Connection) -> None:
+    conn.execute("DELETE FROM chunks")
+    conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
+    for (digest,) in conn.execute("SELECT DISTINCT block_hash FROM entries").fetchall():
+        try:
+            text = store.block_text(digest)
+        except (IntegrityError, InvalidInput):
+            continue
+        store._index_block(conn, digest, text)
+    conn.execute("INSERT INTO meta_fts (meta_fts) VALUES ('rebuild')")
