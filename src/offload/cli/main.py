@@ -67,9 +67,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``offload`` console script."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    command = next((a for a in args_list if not a.startswith("-")), None)
+    command = _find_command(args_list)
     if command is None or command not in COMMANDS:
         top = _top_parser()
+        if command is None and ("-h" in args_list or "--help" in args_list):
+            top.print_help()
+            return 0
         ns, _ = top.parse_known_args(args_list)
         if ns.version:
             from offload import __version__
@@ -79,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command is not None:
             top.error(f"unknown command {command!r}; see `offload --help`")
         top.print_help()
-        return 0 if ns.command is None and ("-h" in args_list or "--help" in args_list) else 2
+        return 2
     module_name, help_ = COMMANDS[command]
     module = importlib.import_module(f"offload.cli.{module_name}")
     parser = argparse.ArgumentParser(prog=f"offload {command}", description=help_)
@@ -91,6 +94,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(rest)
     args.command = command
     return _run(module, command, args)
+
+
+def _find_command(args: list[str]) -> str | None:
+    """The first word that is neither an option nor the value of a global option."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("--config", "--home"):
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
 
 
 def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> int:

@@ -27,7 +27,9 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     hashes = [r[0] for r in conn.execute("SELECT hash FROM blocks ORDER BY id")]
     total = len(hashes)
     for i, digest in enumerate(hashes, 1):
-        row = conn.execute("SELECT codec, data FROM blocks WHERE hash = ?", (digest,)).fetchone()
+        row = conn.execute(
+            "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
+        ).fetchone()
         try:
             blocks.unpack(digest, row["codec"], bytes(row["data"]))
         except (IntegrityError, InvalidInput):

@@ -101,20 +101,22 @@ def filter_sql(f: Filters, now: float, alias: str = "e") -> tuple[str, list[Any]
 
 
 def edit_distance(a: str, b: str, limit: int) -> int:
-    """Levenshtein distance, giving up (returning limit + 1) once past ``limit``."""
+    """Edit distance counting a swap of two neighbours as one edit (optimal string
+    alignment), giving up (returning ``limit + 1``) once past ``limit``."""
     if abs(len(a) - len(b)) > limit:
         return limit + 1
+    prev2: list[int] = []
     prev = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
         cur = [i]
-        best = i
         for j, cb in enumerate(b, 1):
             v = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                v = min(v, prev2[j - 2] + 1)
             cur.append(v)
-            best = min(best, v)
-        if best > limit:
+        if min(cur) > limit:
             return limit + 1
-        prev = cur
+        prev2, prev = prev, cur
     return prev[-1]
 
 

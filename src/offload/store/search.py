@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 _CHUNK_SQL = (
     "SELECT e.*, b.size AS size, b.lines AS lines, c.id AS chunk_id, c.start_line, c.end_line, "
-    "c.start AS cstart, c.end AS cend, b.codec AS codec, b.data AS data, "
+    "c.start AS cstart, c.end AS cend, b.codec AS codec, CAST(b.data AS BLOB) AS data, "
     "bm25(chunks_fts) AS bm FROM chunks_fts "
     "JOIN chunks c ON c.id = chunks_fts.rowid "
     "JOIN entries e ON e.block_hash = c.block_hash "

@@ -419,7 +419,7 @@ class Store:
     def block_text(self, digest: str) -> str:
         """A block's plaintext by hash, verified."""
         row = self.conn.execute(
-            "SELECT codec, data FROM blocks WHERE hash = ?", (digest,)
+            "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
         ).fetchone()
         if row is None:
             raise NotFound(f"ctx:sha256:{digest}", "the block is missing; run `offload doctor`")
@@ -721,7 +721,9 @@ class Store:
         ).fetchone()
         if used:
             return
-        row = conn.execute("SELECT codec, data FROM blocks WHERE hash = ?", (digest,)).fetchone()
+        row = conn.execute(
+            "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
+        ).fetchone()
         if row is None:
             return
         try:

@@ -1,0 +1,97 @@
+"""doctor finds corruption and repairs what it can; export/import round-trips losslessly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from offload.core.tokens import EstimateCounter
+from offload.errors import Gone, InvalidInput
+from offload.store.archive import export_archive, import_archive
+from offload.store.maintenance import doctor
+from offload.store.store import Store
+
+
+def test_a_clean_store_passes_doctor(store: Store) -> None:
+    store.put("a " * 500)
+    report = doctor(store)
+    assert report.clean and report.blocks_checked == 1
+
+
+def test_doctor_reports_a_corrupted_block_and_tombstones_it_on_repair(store: Store) -> None:
+    good = store.put("good body " * 50).entry
+    bad = store.put("bad body " * 50).entry
+    store.conn.execute(
+        "UPDATE blocks SET data = substr(data, 1, length(data) - 3) || x'000000' WHERE hash = ?",
+        (bad.block_hash,),
+    )
+    report = doctor(store)
+    assert report.corrupt_blocks == [bad.block_hash] and not report.clean
+    repaired = doctor(store, repair=True)
+    assert repaired.repaired
+    with pytest.raises(Gone, match="corrupted"):
+        store.resolve(bad.ref)
+    assert store.body(store.resolve(good.ref)) == "good body " * 50
+    assert doctor(store).clean
+    assert store.search("good")
+
+
+def test_doctor_repairs_orphans_and_missing_index(store: Store) -> None:
+    e = store.put("indexed words here").entry
+    store.conn.execute(
+        "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES ('f' || substr(?, 2), 1, 1, 'raw', x'41', 0)",
+        (e.block_hash,),
+    )
+    store.conn.execute("DELETE FROM chunks")
+    report = doctor(store)
+    assert report.orphan_blocks and report.unindexed_blocks
+    doctor(store, repair=True)
+    assert doctor(store).clean
+
+
+def test_export_then_import_is_lossless(tmp_path: Path, store: Store) -> None:
+    a = store.put(
+        "alpha body\n" * 30,
+        kind="code",
+        topic="alpha",
+        tags=["x", "y"],
+        label="alpha-label",
+        salience=0.7,
+    ).entry
+    b = store.put("beta body", pinned=True, scope="other").entry
+    store.put("compressed form", body="short", topic="c", label="c-label")
+    gone = store.put("gone body").entry
+    store.forget(gone.ref, reason="test")
+    store.put_state("proxy", "s", {"frontier": 3})
+    store.next_number("fs__read")
+    archive = tmp_path / "a.offload"
+    assert export_archive(store, archive) == 3
+    with Store(tmp_path / "other.db", counter=EstimateCounter()) as dst:
+        assert import_archive(dst, archive) == 3
+        a2 = dst.resolve("alpha-label")
+        assert (a2.content_hash, a2.topic, a2.tags, a2.salience, a2.kind) == (
+            a.content_hash,
+            "alpha",
+            ("x", "y"),
+            0.7,
+            "code",
+        )
+        assert dst.body(a2) == "alpha body\n" * 30
+        assert dst.resolve(b.ref).pinned
+        c = dst.resolve("c-label")
+        assert dst.body(c) == "short" and dst.body(c, original=True) == "compressed form"
+        with pytest.raises(Gone, match="test"):
+            dst.resolve(gone.ref)
+        assert dst.get_state("proxy", "s") == {"frontier": 3}
+        assert dst.next_number("fs__read") == 2
+        assert import_archive(dst, archive) == 0  # idempotent
+        assert doctor(dst).clean
+
+
+def test_importing_a_bad_archive_changes_nothing(tmp_path: Path, store: Store) -> None:
+    bad = tmp_path / "bad.offload"
+    bad.write_bytes(b"not zstd at all")
+    with pytest.raises(InvalidInput):
+        import_archive(store, bad)
+    assert store.count() == 0

@@ -1,0 +1,126 @@
+"""Full-text search: ranking, line numbers, partial identifiers, typos, hostile input."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from offload.store.models import Filters
+from offload.store.store import Store
+
+CODE = """import os
+
+def parseCfgFile(path):
+    with open(path) as fh:
+        return fh.read()
+
+def connect(host):
+    raise ConnectionError("ERR_CONN_REFUSED while dialing " + host)
+"""
+
+
+@pytest.fixture
+def filled(store: Store) -> Store:
+    store.put(CODE, kind="code", topic="config loader", source="src/cfg.py")
+    store.put(
+        "# Deploy notes\n\nRoll out the canary first.\nThen the fleet.\n",
+        kind="doc",
+        topic="deploy",
+    )
+    store.put(
+        "\n".join(f"line {i} nothing here" for i in range(200)) + "\nneedle at the end\n",
+        kind="log",
+    )
+    return store
+
+
+def test_a_hit_names_the_line_where_the_term_is(filled: Store) -> None:
+    (hit,) = filled.search("canary")
+    assert hit.entry.topic == "deploy"
+    assert hit.match_line == 3 and hit.start_line <= 3 <= hit.end_line
+    assert "canary" in hit.snippet
+
+
+def test_a_hit_deep_in_a_long_body_has_its_own_line_range(filled: Store) -> None:
+    (hit,) = filled.search("needle")
+    assert hit.match_line == 201
+    assert hit.start_line > 1 and hit.end_line == 201
+
+
+@pytest.mark.parametrize(
+    "query", ["parseCfg", "CfgFile", "ERR_CONN", "CONN_REFUSED", "parseCfgFile"]
+)
+def test_partial_identifiers_find_the_code(filled: Store, query: str) -> None:
+    hits = filled.search(query)
+    assert hits and hits[0].entry.kind == "code", query
+
+
+@pytest.mark.parametrize("query", ["prseCfgFile", "conect", "deplyo notes", "canray"])
+def test_small_typos_still_find_the_entry(filled: Store, query: str) -> None:
+    assert filled.search(query), query
+
+
+def test_topic_and_summary_are_searchable(filled: Store) -> None:
+    hits = filled.search("loader")
+    assert hits and hits[0].entry.topic == "config loader"
+
+
+def test_filters_restrict_hits(filled: Store) -> None:
+    assert filled.search("line", Filters(kinds=("doc",))) == []
+    assert filled.search("parseCfgFile", Filters(source_prefix="src/"))
+    assert filled.search("parseCfgFile", Filters(source_prefix="lib/")) == []
+
+
+def test_pagination_does_not_repeat_hits(store: Store) -> None:
+    for i in range(12):
+        store.put(f"shared keyword number {i}\n")
+    first = store.search("keyword", limit=5)
+    second = store.search("keyword", limit=5, offset=5)
+    assert len(first) == 5 and len(second) == 5
+    assert not {h.entry.id for h in first} & {h.entry.id for h in second}
+
+
+def test_salience_breaks_ties_between_equal_matches(store: Store) -> None:
+    low = store.put("alpha beta gamma", salience=0.0).entry
+    high = store.put("alpha beta gamma.", salience=1.0).entry
+    hits = store.search("gamma")
+    assert [h.entry.id for h in hits] == [high.id, low.id]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        '""',
+        "a AND (b",
+        "NOT",
+        "OR OR",
+        "col:val",
+        "^x",
+        "*",
+        "🎉🔥",
+        "NEAR(a b)",
+        "'; DROP TABLE entries; --",
+        "\x00",
+        "-",
+        "a*b",
+    ],
+)
+def test_hostile_queries_neither_crash_nor_error(filled: Store, query: str) -> None:
+    assert isinstance(filled.search(query), list)
+    assert filled.count() == 3
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.text(max_size=40))
+def test_any_query_is_safe(filled: Store, query: str) -> None:
+    assert isinstance(filled.search(query), list)
+
+
+def test_forgotten_content_leaves_the_index(filled: Store) -> None:
+    (hit,) = filled.search("canary")
+    filled.forget(hit.entry.ref)
+    assert filled.search("canary") == []

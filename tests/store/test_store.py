@@ -1,0 +1,254 @@
+"""Blocks, entries, dedup, references, lifecycle of the store."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from offload.core.tokens import EstimateCounter
+from offload.errors import (
+    AmbiguousReference,
+    EncodingError,
+    FenceError,
+    Gone,
+    IntegrityError,
+    InvalidInput,
+    NotFound,
+)
+from offload.store.models import Filters
+from offload.store.store import Store
+
+texts = st.one_of(
+    st.text(),
+    st.lists(st.sampled_from(["a", "\r\n", "\n", "\r", "\x00", "é", "🎉", " "])).map("".join),
+    st.builds(lambda n, c: c * n, st.integers(0, 20000), st.sampled_from(["x", "\x00", "ü"])),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=texts)
+def test_any_text_round_trips_byte_exact(store: Store, text: str) -> None:
+    entry = store.put(text).entry
+    assert store.body(entry) == text
+    assert store.body(store.resolve(entry.full_ref)) == text
+    assert entry.size == len(text.encode("utf-8"))
+
+
+def test_a_lone_surrogate_is_refused_and_nothing_is_stored(store: Store) -> None:
+    with pytest.raises(EncodingError, match="surrogate"):
+        store.put("bad \udc80 text")
+    assert store.count() == 0
+
+
+def test_a_salience_outside_zero_to_one_is_refused(store: Store) -> None:
+    with pytest.raises(InvalidInput, match="salience"):
+        store.put("x", salience=1.5)
+    assert store.count() == 0
+
+
+def test_offloading_the_same_content_again_returns_the_existing_entry(store: Store) -> None:
+    first = store.put("same body", topic="first")
+    second = store.put("same body", topic="second")
+    assert first.created and not second.created
+    assert second.entry.id == first.entry.id
+    assert second.entry.topic == "first"
+    assert store.count() == 1
+
+
+def test_the_same_content_in_two_scopes_shares_one_block(store: Store) -> None:
+    a = store.put("shared body " * 50, scope="a").entry
+    b = store.put("shared body " * 50, scope="b").entry
+    assert a.id != b.id and a.block_hash == b.block_hash
+    assert store.stats()["blocks"] == 1
+    store.forget(f"id:{a.id}")
+    assert store.body(store.get(b.id)) == "shared body " * 50
+    store.forget(f"id:{b.id}")
+    assert store.stats()["blocks"] == 0
+
+
+def test_a_block_is_compressed_on_disk(store: Store) -> None:
+    text = "\n".join(
+        f'{{"id": {i}, "status": "ok", "path": "/src/mod{i % 9}.py"}}' for i in range(3000)
+    )
+    store.put(text)
+    s = store.stats()
+    assert s["stored_bytes"] < 0.3 * s["raw_bytes"]
+
+
+def test_a_corrupted_block_raises_instead_of_returning_bad_text(store: Store) -> None:
+    entry = store.put("precious content " * 100).entry
+    store.conn.execute(
+        "UPDATE blocks SET codec = 'raw', data = ? WHERE hash = ?", (b"tampered", entry.block_hash)
+    )
+    with pytest.raises(IntegrityError, match="doctor"):
+        store.body(entry)
+
+
+def test_every_reference_form_resolves_to_the_same_entry(store: Store) -> None:
+    e = store.put("resolve me", label="my-label").entry
+    for ref in (
+        str(e.id),
+        f"id:{e.id}",
+        f"#{e.id}",
+        "my-label",
+        e.full_ref,
+        e.ref,
+        e.content_hash[:8],
+        e.content_hash.upper()[:10],
+    ):
+        assert store.resolve(ref).id == e.id, ref
+
+
+def test_an_ambiguous_prefix_error_names_every_candidate(store: Store) -> None:
+    a = store.put("alpha").entry
+    b = store.put("beta").entry
+    # force two hashes to share an 8-char prefix by editing them (the resolver only reads)
+    store.conn.execute(
+        "UPDATE entries SET content_hash = 'abcdef12' || substr(content_hash, 9) WHERE id IN (?, ?)",
+        (a.id, b.id),
+    )
+    with pytest.raises(AmbiguousReference, match="ambiguous") as info:
+        store.resolve("abcdef12")
+    assert len(info.value.candidates) == 2
+
+
+def test_a_path_like_reference_is_just_not_found(store: Store) -> None:
+    store.put("x")
+    with pytest.raises(NotFound):
+        store.resolve("../../etc/passwd")
+
+
+def test_a_forgotten_entry_answers_why_it_is_gone(store: Store) -> None:
+    e = store.put("to forget", label="doomed").entry
+    store.forget("doomed", reason="user asked")
+    for ref in ("doomed", str(e.id), e.ref):
+        with pytest.raises(Gone, match="user asked"):
+            store.resolve(ref)
+    assert store.stats()["blocks"] == 0
+
+
+def test_an_expired_entry_answers_how_to_regenerate_it(tmp_path: Path) -> None:
+    now = [1000.0]
+    with Store(tmp_path / "s.db", counter=EstimateCounter(), clock=lambda: now[0]) as store:
+        e = store.put("short lived", expires=1010.0, regenerate="re-run `make docs`").entry
+        assert store.resolve(e.ref).id == e.id
+        now[0] = 1011.0
+        with pytest.raises(Gone, match="expired.*make docs"):
+            store.resolve(e.ref)
+        assert store.count() == 0
+
+
+def test_checkout_issues_a_nonce_that_checkin_requires(store: Store) -> None:
+    e = store.put("body").entry
+    co = store.checkout(e.ref)
+    assert co.entry.status == "hot" and len(co.nonce) >= 16
+    with pytest.raises(FenceError):
+        store.checkin(e.ref, "0" * 24)
+    assert store.resolve(e.ref).status == "hot"
+    assert store.checkin(e.ref, co.nonce).status == "cold"
+    with pytest.raises(InvalidInput, match="not checked out"):
+        store.checkin(e.ref, co.nonce)
+
+
+def test_checking_out_again_soon_after_checkin_warns_of_churn(store: Store) -> None:
+    e = store.put("body").entry
+    co = store.checkout(e.ref)
+    store.checkin(e.ref, co.nonce)
+    assert "again" in store.checkout(e.ref).churn
+
+
+def test_a_pin_survives_checkout_checkin_restart_and_reap(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with Store(path, counter=EstimateCounter()) as store:
+        e = store.put("keep me", salience=0.1).entry
+        store.pin(e.ref)
+        co = store.checkout(e.ref)
+        store.checkin(e.ref, co.nonce)
+        assert store.resolve(e.ref).pinned
+    with Store(path, counter=EstimateCounter()) as store:
+        assert store.resolve(e.ref).pinned
+        assert store.resolve(e.ref).salience == 1.0
+        assert store.reap(older_than_s=0, max_salience=1.0, status=None) == []
+        assert store.resolve(e.ref).pinned
+
+
+def test_reap_dry_run_lists_without_forgetting(store: Store) -> None:
+    store.put("old low", salience=0.1)
+    store.put("high", salience=0.9)
+    victims = store.reap(older_than_s=0, max_salience=0.5, dry_run=True)
+    assert [v.topic for v in victims] == [""] and store.count() == 2
+    assert len(store.reap(older_than_s=0, max_salience=0.5)) == 1
+    assert store.count() == 1
+
+
+def test_entries_left_hot_by_a_dead_process_are_reset(store: Store) -> None:
+    e = store.put("body").entry
+    store.checkout(e.ref)
+    store.conn.execute("UPDATE entries SET owner_pid = 999999999")
+    assert store.reset_stale_hot() == 1
+    assert store.resolve(e.ref).status == "cold"
+
+
+def test_listing_puts_pinned_then_salient_first_and_filters(store: Store) -> None:
+    store.put("a", salience=0.2, kind="log")
+    store.put("b", salience=0.9, kind="code")
+    store.put("c", salience=0.5, kind="code", pinned=False, source="fs__read:1")
+    pinned = store.put("d", salience=0.1).entry
+    store.pin(pinned.ref)
+    assert [e.id for e in store.entries()][:2] == [pinned.id, 2]
+    assert [e.kind for e in store.entries(Filters(kinds=("code",)))] == ["code", "code"]
+    assert [e.source for e in store.entries(Filters(source_prefix="fs__"))] == ["fs__read:1"]
+    assert store.count(Filters(min_salience=0.5)) == 3
+
+
+def test_run_numbers_are_never_reused_across_restarts(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with Store(path, counter=EstimateCounter()) as s:
+        assert [s.next_number("fs__read"), s.next_number("fs__read")] == [1, 2]
+    with Store(path, counter=EstimateCounter()) as s:
+        assert s.next_number("fs__read") == 3
+
+
+def test_state_round_trips_json(store: Store) -> None:
+    store.put_state("proxy", "s1", {"frontier": 12, "stubs": ["a"]})
+    assert store.get_state("proxy", "s1") == {"frontier": 12, "stubs": ["a"]}
+    assert store.get_state("proxy", "nope") is None
+    assert dict(store.state_items("proxy")) == {"s1": {"frontier": 12, "stubs": ["a"]}}
+
+
+def test_a_failed_write_leaves_nothing_half_written(store: Store) -> None:
+    store.put("first")
+    # a label that collides with the id syntax is refused before anything is written
+    with pytest.raises(InvalidInput):
+        store.put("second", label="123")
+    assert store.count() == 1 and store.stats()["blocks"] == 1
+
+
+def test_the_schema_records_its_migrations(store: Store) -> None:
+    names = [r[0] for r in store.conn.execute("SELECT name FROM _migrations")]
+    assert names and names[0] == "m001_initial"
+    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_second_open_of_the_same_file_sees_committed_writes(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    a = Store(path, counter=EstimateCounter())
+    b = Store(path, counter=EstimateCounter())
+    e = a.put("visible across connections").entry
+    assert b.body(b.resolve(e.ref)) == "visible across connections"
+    a.close()
+    b.close()
+
+
+def test_timestamps_are_recorded(store: Store) -> None:
+    before = time.time()
+    e = store.put("t").entry
+    assert before - 1 <= e.created <= time.time() + 1
+    assert isinstance(store.conn, sqlite3.Connection)
