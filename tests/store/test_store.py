@@ -140,7 +140,7 @@ def test_an_expired_entry_answers_how_to_regenerate_it(tmp_path: Path) -> None:
         e = store.put("short lived", expires=1010.0, regenerate="re-run `make docs`").entry
         assert store.resolve(e.ref).id == e.id
         now[0] = 1011.0
-        with pytest.raises(Gone, match="expired.*make docs"):
+        with pytest.raises(Gone, match=r"expired.*make docs"):
             store.resolve(e.ref)
         assert store.count() == 0
 
