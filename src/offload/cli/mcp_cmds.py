@@ -1,0 +1,71 @@
+"""``offload mcp``: the cooperative MCP server over stdio (default) or ``--http``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from offload.cli.common import open_store
+from offload.config import Settings
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``offload mcp``."""
+    parser.add_argument("--http", action="store_true", help="serve Streamable HTTP at /mcp")
+    parser.add_argument("--host", help="HTTP listen address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="HTTP port (default 8901)")
+    parser.add_argument("--scope", help="scope name (default: the git root of the cwd)")
+    parser.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory offload_path may read (repeatable; default: the project root)",
+    )
+    parser.add_argument("--tools", help="comma-separated subset of tools to offer (default: all)")
+    parser.add_argument(
+        "--catalog", action="store_true", help="print the tool catalog's token cost and exit"
+    )
+
+
+def overrides(args: argparse.Namespace) -> dict[str, object]:
+    """Flags as dotted settings keys."""
+    out: dict[str, object] = {}
+    if args.host:
+        out["mcp.host"] = args.host
+    if args.port is not None:
+        out["mcp.port"] = args.port
+    if args.scope:
+        out["mcp.scope"] = args.scope
+    if args.root:
+        out["mcp.roots"] = tuple(args.root)
+    if args.tools:
+        out["mcp.tools"] = tuple(t.strip() for t in args.tools.split(",") if t.strip())
+    return out
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Serve until the client goes away (stdio) or until interrupted (HTTP)."""
+    from offload.mcp.catalog import catalog_tokens, select
+
+    tools = select(settings.mcp.tools)  # unknown names fail before anything starts
+    if args.catalog:
+        print(f"{len(tools)} tools, {catalog_tokens(tools)} tokens (cl100k)")
+        return 0
+    from offload.mcp.context import McpContext
+    from offload.mcp.server import build_server
+
+    store = open_store(settings)
+    try:
+        server = build_server(McpContext.build(settings, store, Path.cwd()))
+        if args.http:
+            from offload.mcp.http import run_http
+
+            run_http(server, settings.mcp)
+        else:
+            from offload.mcp.stdio import run_stdio
+
+            run_stdio(server)
+    finally:
+        store.close()
+    return 0

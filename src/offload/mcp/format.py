@@ -1,0 +1,151 @@
+"""Result text for the MCP tools: short, one line per entry, deterministic.
+
+Pure functions over store records; nothing here touches the store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from offload.core.fence import iso, neutralise
+from offload.errors import (
+    BinaryFile,
+    Gone,
+    NotAFile,
+    NotFound,
+    OffloadError,
+    OutsideRoots,
+    StoreBusy,
+    TooLarge,
+)
+from offload.store.models import Entry, Hit
+
+_TOPIC_CHARS = 80
+_SNIPPET_CHARS = 200
+
+
+def one_line(text: str, limit: int) -> str:
+    """Collapse whitespace to single spaces and clip to ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def call(tool: str, **args: Any) -> str:
+    """An exact tool call as an agent would write it: ``read(ref="x", offset="61")``."""
+    parts = [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items()]
+    return f"{tool}({', '.join(parts)})"
+
+
+def status_of(e: Entry) -> str:
+    """``cold``, ``hot``, ``cold+pinned`` …"""
+    return f"{e.status}+pinned" if e.pinned else e.status
+
+
+def entry_line(e: Entry) -> str:
+    """``ref | topic [tags] | kind | salience | status | ~tokens``."""
+    topic = neutralise(one_line(e.topic, _TOPIC_CHARS)) or "(no topic)"
+    tags = f" [{' '.join(e.tags)}]" if e.tags else ""
+    return f"{e.ref} | {topic}{tags} | {e.kind} | {e.salience:.2f} | {status_of(e)} | ~{e.tokens}"
+
+
+def entry_lines(entries: Sequence[Entry]) -> str:
+    """One :func:`entry_line` per entry."""
+    return "\n".join(entry_line(e) for e in entries)
+
+
+def page_trailer(tool: str, offset: int, shown: int, total: int, **args: Any) -> str:
+    """``[1-50 of 240; next: matrix(offset=50)]`` or ``[1-12 of 12]``."""
+    if total == 0:
+        return "[no entries]"
+    if shown == 0:
+        return f"[none at offset {offset}; {total} in all]"
+    span = f"{offset + 1}-{offset + shown} of {total}"
+    if offset + shown < total:
+        return f"[{span}; next: {call(tool, **args, offset=offset + shown)}]"
+    return f"[{span}]"
+
+
+def peek_text(counts: Mapping[str, Any], scope: str) -> str:
+    """Counts only, two or three lines."""
+    head = (
+        f"{counts['entries']} entries: {counts['cold']} cold, {counts['hot']} hot, "
+        f"{counts['pinned']} pinned; ~{counts['tokens']} tokens; scope {scope}"
+    )
+    kinds = counts.get("kinds") or {}
+    if not kinds:
+        return head + "\nnothing stored yet: offload(content=…) or offload_path(path=…)"
+    parts = [f"{k} {v['entries']} (~{v['tokens']})" for k, v in kinds.items()]
+    return head + "\nkinds: " + ", ".join(parts)
+
+
+def recall_text(e: Entry) -> str:
+    """Summary and metadata of one entry, and what to call next."""
+    lines = [
+        entry_line(e),
+        f"id {e.id}; {e.lines} lines, {e.size} bytes; created {iso(e.created)}; "
+        f"accessed {iso(e.accessed)} ({e.access_count}x)",
+    ]
+    if e.source:
+        lines.append(f"source: {neutralise(one_line(e.source, 200))}")
+    if e.labels:
+        lines.append("labels: " + " ".join(e.labels))
+    if e.compressed:
+        lines.append("stored compressed (lossy); retrieve gives the original")
+    summary = neutralise(e.summary.strip()) if e.summary.strip() else "(no summary)"
+    lines.append(f"summary: {summary}")
+    lines.append(f"next: {call('read', ref=e.ref)} or {call('checkout', ref=e.ref)}")
+    return "\n".join(lines)
+
+
+def hit_lines(
+    query: str, hits: Sequence[Hit], shown: dict[tuple[int, int | None], int], number: int
+) -> str:
+    """Hits of one query; a chunk already shown for an earlier query is only referenced."""
+    head = f"q{number} {json.dumps(query, ensure_ascii=False)}: {len(hits) or 'no'} hits"
+    out = [head]
+    for h in hits:
+        key = (h.entry.id, h.chunk_id)
+        where = f"{h.entry.ref} L{h.start_line}-{h.end_line}"
+        if key in shown:
+            out.append(f"  {where} (same chunk as q{shown[key]})")
+            continue
+        shown[key] = number
+        topic = neutralise(one_line(h.entry.topic, 60))
+        snippet = neutralise(one_line(h.snippet, _SNIPPET_CHARS))
+        out.append(f"  {where} | {topic} | L{h.match_line}: {snippet}")
+    return "\n".join(out)
+
+
+def duration(seconds: float) -> str:
+    """``90s`` / ``12m`` / ``3.5h`` / ``2d``, for messages."""
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def error_text(exc: OffloadError, roots: Sequence[str] = ()) -> str:
+    """One line for an ``is_error`` result, ending with what to do next."""
+    msg = str(exc)
+    hint = ""
+    if isinstance(exc, NotFound) and "matrix" not in msg:
+        hint = "find refs with matrix or search"
+    elif isinstance(exc, Gone) and not exc.regenerate:
+        hint = "offload it again if you still need it"
+    elif isinstance(exc, OutsideRoots):
+        hint = f"use a path under {', '.join(roots) or 'the project root'} ([mcp] roots)"
+    elif isinstance(exc, NotAFile):
+        hint = "check the path (relative paths start at the project root)"
+    elif isinstance(exc, BinaryFile):
+        hint = "only text files can be offloaded"
+    elif isinstance(exc, TooLarge):
+        hint = "offload a smaller file or raise [store] max_file_bytes"
+    elif isinstance(exc, StoreBusy):
+        hint = "retry in a moment"
+    tail = f"; {hint}" if hint else ""
+    return f"error: {msg}{tail}"

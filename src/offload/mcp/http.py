@@ -1,0 +1,89 @@
+"""Streamable HTTP at ``/mcp``: Host/Origin checks (DNS rebinding) and an optional bearer token."""
+
+from __future__ import annotations
+
+import hmac
+import sys
+from typing import Any
+
+from mcp.server import Server
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from offload.config import McpSettings
+
+MCP_PATH = "/mcp"
+_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+def _host_part(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def security_settings(mcp: McpSettings) -> TransportSecuritySettings:
+    """Loopback names plus the configured host are allowed as Host; loopback origins plus
+    ``[mcp] allowed_origins`` as Origin. Anything else is refused (421 / 403)."""
+    names = list(dict.fromkeys([*_LOOPBACK, _host_part(mcp.host)]))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}:*" for n in names],
+        allowed_origins=[f"http://{n}:*" for n in names] + list(mcp.allowed_origins),
+    )
+
+
+class BearerGuard:
+    """Pure ASGI wrapper: HTTP requests must carry ``Authorization: Bearer <token>``.
+
+    Not ``BaseHTTPMiddleware``: that hides client disconnects from streaming responses.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                body = b'{"error":"missing or wrong bearer token; send Authorization: Bearer <[mcp] bearer_token>"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="offload"'),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: Server[Any], mcp: McpSettings) -> ASGIApp:
+    """The ASGI app serving ``server`` at ``/mcp`` (its lifespan runs the session manager)."""
+    app: ASGIApp = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        transport_security=security_settings(mcp),
+        host=mcp.host,
+    )
+    if mcp.bearer_token:
+        app = BearerGuard(app, mcp.bearer_token)
+    return app
+
+
+def run_http(server: Server[Any], mcp: McpSettings) -> None:
+    """Serve until interrupted."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        http_app(server, mcp), host=mcp.host, port=mcp.port, log_level="warning", lifespan="on"
+    )
+    print(
+        f"offload mcp: Streamable HTTP at http://{_host_part(mcp.host)}:{mcp.port}{MCP_PATH}",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.Server(config).run()

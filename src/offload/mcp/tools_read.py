@@ -1,0 +1,191 @@
+"""Tools that look: peek, matrix, search, recall, read, checkout, checkin, retrieve,
+checkout_remote, stats. Thin adapters: arguments in, store/core calls, short text out."""
+
+from __future__ import annotations
+
+from offload.core.fence import fence, new_nonce
+from offload.core.lines import continuation, read_lines
+from offload.errors import InvalidInput, ModelNotConfigured
+from offload.mcp import format as fmt
+from offload.mcp.args import Args
+from offload.mcp.context import McpContext
+from offload.store.models import Entry, Filters, Hit
+
+MAX_QUERIES = 10
+MATRIX_PAGE = 50
+_MAX_OFFSET = 10_000_000
+_MAX_LINE_CHARS = 2000
+
+
+def fenced(ctx: McpContext, entry: Entry, body: str, nonce: str | None = None) -> str:
+    """``body`` inside a trust fence (a fresh nonce unless one is given), counted in stats."""
+    ctx.stats.bodies += 1
+    ctx.stats.body_bytes += len(body.encode("utf-8", "surrogatepass"))
+    return fence(
+        body,
+        nonce=nonce or new_nonce(),
+        ref=entry.full_ref,
+        topic=entry.topic,
+        stored=entry.created,
+    )
+
+
+async def peek(ctx: McpContext, a: Args) -> str:
+    """Counts only."""
+    return fmt.peek_text(ctx.store.peek(ctx.scope), ctx.scope)
+
+
+async def matrix(ctx: McpContext, a: Args) -> str:
+    """The index by salience, paged."""
+    offset = a.integer("offset", 0, 0, _MAX_OFFSET)
+    limit = a.integer("limit", MATRIX_PAGE, 1, 200)
+    filters = Filters(scope=ctx.scope)
+    entries = ctx.store.entries(filters, limit=limit, offset=offset)
+    total = ctx.store.count(filters)
+    trailer = fmt.page_trailer("matrix", offset, len(entries), total)
+    return "\n".join(x for x in (fmt.entry_lines(entries), trailer) if x)
+
+
+def _filters(ctx: McpContext, a: Args) -> Filters:
+    kind = a.text("kind").strip()
+    status = a.choice("status", ("", "cold", "hot"), "")
+    return Filters(
+        scope=None if a.flag("all_scopes") else ctx.scope,
+        kinds=(kind,) if kind else (),
+        status="cold" if status == "cold" else "hot" if status == "hot" else None,
+        min_salience=a.number("min_salience", 0.0, 1.0),
+        source_prefix=a.text("source") or None,
+    )
+
+
+async def search(ctx: McpContext, a: Args) -> str:
+    """Ranked full-text search for several queries, or a filtered listing without any."""
+    cfg = ctx.settings.search
+    queries = a.strings("queries")
+    if len(queries) > MAX_QUERIES:
+        raise InvalidInput(f"search: at most {MAX_QUERIES} queries per call; split the rest")
+    limit = a.integer("limit", cfg.default_limit, 1, cfg.max_limit)
+    filters = _filters(ctx, a)
+    if not queries:
+        entries = ctx.store.entries(filters, limit=limit)
+        total = ctx.store.count(filters)
+        if not entries:
+            return "no entries match these filters; try fewer filters or all_scopes=true"
+        return fmt.entry_lines(entries) + f"\n[{len(entries)} of {total}; queries=[…] ranks]"
+    shown: dict[tuple[int, int | None], int] = {}
+    blocks: list[str] = []
+    first: Hit | None = None
+    for n, q in enumerate(queries, 1):
+        hits = ctx.store.search(q, filters, limit=limit, snippet_chars=cfg.snippet_chars)
+        first = first or (hits[0] if hits else None)
+        blocks.append(fmt.hit_lines(q, hits, shown, n))
+    if first is None:
+        blocks.append("no hits; try other words, fewer filters or all_scopes=true")
+    else:
+        jump = fmt.call("read", ref=first.entry.ref, offset=first.start_line)
+        blocks.append(f"[open a hit: {jump}; summary: recall(ref=…)]")
+    return "\n".join(blocks)
+
+
+async def recall(ctx: McpContext, a: Args) -> str:
+    """Summary and metadata; no state change."""
+    return fmt.recall_text(ctx.store.resolve(a.ref(), ctx.scope))
+
+
+def _offset(a: Args) -> int | str:
+    value = a.raw.get("offset")
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise InvalidInput('read: offset must be a line number like 61 or "12-3"')
+    return value
+
+
+async def read(ctx: McpContext, a: Args) -> str:
+    """A numbered, fenced window of a body and the exact call to continue; no state change."""
+    cfg = ctx.settings.mcp
+    ref = a.ref()
+    limit = a.integer("limit", cfg.read_limit_lines, 1, 10_000)
+    entry = ctx.store.resolve(ref, ctx.scope)
+    window = read_lines(
+        ctx.store.body(entry),
+        _offset(a),
+        limit=limit,
+        cap_bytes=cfg.read_cap_bytes,
+        max_line_chars=_MAX_LINE_CHARS,
+    )
+    if window.total_lines == 0:
+        return f"{entry.ref} has an empty body"
+    head = f"{entry.ref} L{window.first_line}-{window.last_line} of {window.total_lines}"
+    out = [head, fenced(ctx, entry, window.text)]
+    nxt = continuation(window, fmt.call("read", ref=ref, offset=window.next_offset))
+    if nxt:
+        out.append(nxt)
+    return "\n".join(out)
+
+
+async def checkout(ctx: McpContext, a: Args) -> str:
+    """The full body fenced with the checkout nonce; the entry turns hot."""
+    co = ctx.store.checkout(
+        a.ref(), scope=ctx.scope, churn_window_s=ctx.settings.mcp.churn_window_s
+    )
+    e = co.entry
+    lines = [
+        f"{e.ref} checked out (hot; {e.lines} lines, ~{e.tokens} tokens); when done: "
+        + fmt.call("checkin", ref=e.ref, nonce=co.nonce)
+    ]
+    if co.churn:
+        lines.append(f"warning: {co.churn}")
+    lines.append(fenced(ctx, e, co.body, co.nonce))
+    return "\n".join(lines)
+
+
+async def checkin(ctx: McpContext, a: Args) -> str:
+    """Back to cold; needs the checkout nonce. Pins stay."""
+    e = ctx.store.checkin(a.ref(), a.text("nonce", required=True), scope=ctx.scope)
+    return f"{e.ref} checked in ({fmt.status_of(e)})"
+
+
+async def retrieve(ctx: McpContext, a: Args) -> str:
+    """The full original content by any reference, fenced."""
+    e = ctx.store.resolve(a.ref(), ctx.scope)
+    body = ctx.store.body(e, original=True)
+    note = " (the original; the stored body is compressed)" if e.compressed else ""
+    return f"{e.ref} {e.size} bytes, {e.lines} lines{note}\n{fenced(ctx, e, body)}"
+
+
+async def checkout_remote(ctx: McpContext, a: Args) -> str:
+    """The body distilled by the configured local model; an error rather than a fallback."""
+    ref = a.ref()
+    focus = a.text("focus").strip() or None
+    e = ctx.store.resolve(ref, ctx.scope)
+    from offload.llm.local_model import LocalModel  # deferred: pulls in httpx
+
+    async with LocalModel(ctx.settings.local_model) as model:
+        if not model.configured:
+            raise ModelNotConfigured("checkout_remote")
+        result = await model.distill(ctx.store.body(e), focus, strict=True)
+    head = (
+        f"{e.ref} distilled by the local model: ~{result.input_tokens} -> "
+        f"~{result.output_tokens} tokens (lossy; read or checkout for the exact text)"
+    )
+    return f"{head}\n{fenced(ctx, e, result.text)}"
+
+
+async def stats(ctx: McpContext, a: Args) -> str:
+    """This session's operation counts and volumes."""
+    s = ctx.stats
+    total = sum(s.calls.values())
+    errors = sum(s.errors.values())
+    per_tool = ", ".join(f"{k} {v}" for k, v in sorted(s.calls.items())) or "none"
+    counts = ctx.store.peek(ctx.scope)
+    return "\n".join(
+        [
+            f"this session: {total} calls ({errors} errors), {s.bytes_in} bytes in, "
+            f"{s.bytes_out} bytes out",
+            f"by tool: {per_tool}",
+            f"offloaded: {s.stored} new ({s.stored_bytes} bytes), {s.deduped} already stored; "
+            f"fenced bodies sent: {s.bodies} ({s.body_bytes} bytes)",
+            f"scope {ctx.scope}: {counts['entries']} entries, ~{counts['tokens']} tokens",
+        ]
+    )
