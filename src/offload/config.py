@@ -59,6 +59,7 @@ class McpSettings:
     read_limit_lines: int = 200
     read_cap_bytes: int = 64 * 1024
     bearer_token: str = ""
+    allowed_origins: tuple[str, ...] = ()  # extra browser origins for --http (loopback always)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,13 @@ class ProxySettings:
     tail_messages: int = 4
     timeout_s: float = 600.0
     bearer_token: str = ""
+    # extra Host values (and Origins) accepted besides loopback ones, for a non-loopback bind
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    props_refresh_s: float = 60.0  # re-read n_ctx from /props at most this often
+    tokenize_timeout_s: float = 2.0  # a slower /tokenize falls back to the offline counter
+    metrics_flush_s: float = 1.0  # persisted counters lag the live ones by at most this
+    metrics_sessions: int = 200  # sessions whose counters are kept (most recent first)
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,15 @@ class GatewaySettings:
     call_timeout_s: float = 60.0
     host: str = "127.0.0.1"
     port: int = 8902
+    index_responses: bool = True  # job 1, globally; [clients.NAME] may override
+    compress_catalog: bool = True  # job 2, globally; [clients.NAME] may override
+    call_tool_name: str = "call_tool"  # the meta-tool that calls a deferred tool directly
+    scope: str = "gateway"  # the store scope of indexed responses and tool definitions
+    preview_bytes: int = 2048
+    instructions_threshold: int = 2048  # server instructions longer than this may be indexed
+    connect_timeout_s: float = 30.0
+    reconnect_max_s: float = 10.0
+    bearer_token: str = ""
 
 
 @dataclass(frozen=True)
