@@ -216,7 +216,7 @@ def format_report(report: AlignmentReport) -> str:
     for i, s in enumerate(report.sections, 1):
         status: str = s.status
         if transitions > 1 and s.status != "new":
-            status += f" ({s.changes} of {transitions} turns changed)"
+            status += f" (changed in {s.changes} of {transitions} turns)"
         rows.append(
             f"| {i} | {_cell(s.name)} | {s.tokens:,} | {_pct(s.tokens, total)} | {status} | "
             f"{'yes' if s.cached else 'no'} |"
