@@ -1,0 +1,341 @@
+"""Anthropic Messages (``POST /v1/messages``) over an OpenAI-compatible chat upstream.
+
+Supported: ``system`` (string or text blocks); user/assistant ``content`` as a string or
+blocks of ``text``, ``tool_use`` and ``tool_result`` (text content); ``tools`` and
+``tool_choice``; ``max_tokens``, ``temperature``, ``top_p``, ``top_k``, ``stop_sequences``,
+``metadata`` (dropped); ``stream`` (text and tool-use deltas). Answers carry
+``stop_reason`` and ``usage`` (``input_tokens``, ``output_tokens``,
+``cache_read_input_tokens`` from the upstream's cache figures).
+
+Not supported (a 400 says so): ``image`` and ``document`` blocks, ``thinking`` and
+extended-thinking parameters. Prompt-caching ``cache_control`` markers are accepted and
+ignored (the proxy keeps the upstream's prefix cache warm by itself).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+from starlette.responses import JSONResponse, Response
+
+from offload.core.sse import SseDecoder
+from offload.errors import InvalidInput
+from offload.proxy.errors_http import anthropic_error
+from offload.proxy.metrics import cache_figures
+
+_STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+}
+
+
+def _text_of(blocks: Any, where: str) -> str:
+    if isinstance(blocks, str):
+        return blocks
+    if not isinstance(blocks, list):
+        raise InvalidInput(f"{where} must be a string or an array of blocks")
+    parts: list[str] = []
+    for i, block in enumerate(blocks):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+            raise InvalidInput(f"{where}[{i}]: block type {kind!r} is not supported here")
+        parts.append(str(block.get("text", "")))
+    return "\n".join(parts)
+
+
+def to_openai(body: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI chat request equivalent to an Anthropic Messages request."""
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise InvalidInput("'messages' must be a non-empty array")
+    if not isinstance(body.get("max_tokens"), int):
+        raise InvalidInput("'max_tokens' is required and must be an integer")
+    if body.get("thinking"):
+        raise InvalidInput("'thinking' is not supported by this proxy")
+    out: list[dict[str, Any]] = []
+    if body.get("system"):
+        out.append({"role": "system", "content": _text_of(body["system"], "system")})
+    for i, msg in enumerate(msgs):
+        if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
+            raise InvalidInput(f"messages[{i}].role must be 'user' or 'assistant'")
+        out.extend(_convert_message(msg, f"messages[{i}]"))
+    payload: dict[str, Any] = {"messages": out, "max_tokens": body["max_tokens"]}
+    for key in ("model", "temperature", "top_p", "top_k"):
+        if key in body:
+            payload[key] = body[key]
+    if body.get("stop_sequences"):
+        payload["stop"] = list(body["stop_sequences"])
+    if body.get("tools"):
+        payload["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.get("name"),
+                    "description": t.get("description", ""),
+                    "parameters": t.get("input_schema") or {"type": "object"},
+                },
+            }
+            for t in body["tools"]
+            if isinstance(t, dict)
+        ]
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        kind = choice.get("type")
+        if kind == "tool":
+            payload["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
+        elif kind in ("auto", "none"):
+            payload["tool_choice"] = kind
+        elif kind == "any":
+            payload["tool_choice"] = "required"
+    if body.get("stream"):
+        payload["stream"] = True
+        payload["stream_options"] = {"include_usage": True}
+    return payload
+
+
+def _convert_message(msg: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    role, content = msg["role"], msg.get("content")
+    if isinstance(content, str):
+        return [{"role": role, "content": content}]
+    if not isinstance(content, list):
+        raise InvalidInput(f"{where}.content must be a string or an array of blocks")
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for j, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind == "tool_use" and role == "assistant":
+            calls.append(
+                {
+                    "id": str(block.get("id", "")),
+                    "type": "function",
+                    "function": {
+                        "name": str(block.get("name", "")),
+                        "arguments": json.dumps(block.get("input", {}), ensure_ascii=False),
+                    },
+                }
+            )
+        elif kind == "tool_result" and role == "user":
+            inner = block.get("content", "")
+            results.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": str(block.get("tool_use_id", "")),
+                    "content": _text_of(inner, f"{where}.content[{j}].content"),
+                }
+            )
+        else:
+            raise InvalidInput(f"{where}.content[{j}]: block type {kind!r} is not supported")
+    out: list[dict[str, Any]] = list(results)
+    if role == "assistant":
+        entry: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
+        if calls:
+            entry["tool_calls"] = calls
+        out.append(entry)
+    elif texts or not results:
+        out.append({"role": "user", "content": "\n".join(texts)})
+    return out
+
+
+def _usage(obj: dict[str, Any]) -> dict[str, int]:
+    raw = obj.get("usage")
+    usage: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    prompt, cached = cache_figures(obj)
+    return {
+        "input_tokens": int(usage.get("prompt_tokens") or prompt or 0),
+        "output_tokens": int(usage.get("completion_tokens") or 0),
+        "cache_read_input_tokens": int(cached or 0),
+    }
+
+
+def _message_id() -> str:
+    return "msg_" + secrets.token_hex(12)
+
+
+async def message_response(
+    resp: httpx.Response, model: str, on_obj: Callable[[dict[str, Any]], None]
+) -> Response:
+    """A non-streaming chat answer as an Anthropic message."""
+    try:
+        obj = json.loads(await resp.aread())
+    except ValueError:
+        return anthropic_error(502, "upstream answered with non-JSON", "api_error")
+    finally:
+        await resp.aclose()
+    on_obj(obj if isinstance(obj, dict) else {})
+    choice = (obj.get("choices") or [{}])[0] if isinstance(obj, dict) else {}
+    message = choice.get("message") or {}
+    content: list[dict[str, Any]] = []
+    if message.get("content"):
+        content.append({"type": "text", "text": message["content"]})
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+        except ValueError:
+            args = {"_raw": fn.get("arguments")}
+        content.append(
+            {"type": "tool_use", "id": call.get("id"), "name": fn.get("name"), "input": args}
+        )
+    return JSONResponse(
+        {
+            "id": _message_id(),
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": _STOP.get(str(choice.get("finish_reason")), "end_turn"),
+            "stop_sequence": None,
+            "usage": _usage(obj),
+        }
+    )
+
+
+def error_response(resp: httpx.Response) -> Response:
+    """An upstream error (body already read) in the Anthropic error shape."""
+    message = resp.text
+    try:
+        err = json.loads(resp.content).get("error")
+        if isinstance(err, dict) and err.get("message"):
+            message = str(err["message"])
+    except (ValueError, AttributeError):
+        pass
+    kind = _ERROR_TYPES.get(resp.status_code, "api_error")
+    return anthropic_error(resp.status_code, message, kind)
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+async def stream_events(
+    chunks: AsyncIterator[bytes], model: str, seen: dict[str, Any]
+) -> AsyncIterator[bytes]:
+    """Convert an OpenAI chat stream into Anthropic Messages stream events.
+
+    ``seen`` receives the stream's ``usage``/``timings`` (for the proxy's metrics) before the
+    generator ends.
+    """
+    decoder = SseDecoder()
+    started = False
+    block = -1  # index of the open content block
+    block_kind = ""
+    tool_blocks: dict[int, int] = {}  # OpenAI tool_call index -> our block index
+    finish = "end_turn"
+    async for chunk in chunks:
+        for event in decoder.feed(chunk):
+            if event.is_done:
+                continue
+            try:
+                obj = event.json()
+            except ValueError:
+                continue
+            if not isinstance(obj, dict):
+                continue
+            seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
+            if not started:
+                started = True
+                yield _sse(
+                    "message_start",
+                    {
+                        "type": "message_start",
+                        "message": {
+                            "id": _message_id(),
+                            "type": "message",
+                            "role": "assistant",
+                            "model": model,
+                            "content": [],
+                            "stop_reason": None,
+                            "stop_sequence": None,
+                            "usage": {"input_tokens": 0, "output_tokens": 0},
+                        },
+                    },
+                )
+            for choice in obj.get("choices") or ():
+                delta = choice.get("delta") or {}
+                text = delta.get("content")
+                if text:
+                    if block_kind != "text":
+                        if block >= 0:
+                            yield _sse(
+                                "content_block_stop", {"type": "content_block_stop", "index": block}
+                            )
+                        block += 1
+                        block_kind = "text"
+                        yield _sse(
+                            "content_block_start",
+                            {
+                                "type": "content_block_start",
+                                "index": block,
+                                "content_block": {"type": "text", "text": ""},
+                            },
+                        )
+                    yield _sse(
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": block,
+                            "delta": {"type": "text_delta", "text": text},
+                        },
+                    )
+                for call in delta.get("tool_calls") or ():
+                    idx = int(call.get("index", 0))
+                    fn = call.get("function") or {}
+                    if idx not in tool_blocks:
+                        if block >= 0:
+                            yield _sse(
+                                "content_block_stop", {"type": "content_block_stop", "index": block}
+                            )
+                        block += 1
+                        block_kind = "tool"
+                        tool_blocks[idx] = block
+                        yield _sse(
+                            "content_block_start",
+                            {
+                                "type": "content_block_start",
+                                "index": block,
+                                "content_block": {
+                                    "type": "tool_use",
+                                    "id": call.get("id", ""),
+                                    "name": fn.get("name", ""),
+                                    "input": {},
+                                },
+                            },
+                        )
+                    if fn.get("arguments"):
+                        yield _sse(
+                            "content_block_delta",
+                            {
+                                "type": "content_block_delta",
+                                "index": tool_blocks[idx],
+                                "delta": {
+                                    "type": "input_json_delta",
+                                    "partial_json": fn["arguments"],
+                                },
+                            },
+                        )
+                if choice.get("finish_reason"):
+                    finish = _STOP.get(str(choice["finish_reason"]), "end_turn")
+    if block >= 0:
+        yield _sse("content_block_stop", {"type": "content_block_stop", "index": block})
+    usage = _usage(seen)
+    yield _sse(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": finish, "stop_sequence": None},
+            "usage": {"output_tokens": usage["output_tokens"]},
+        },
+    )
+    yield _sse("message_stop", {"type": "message_stop"})

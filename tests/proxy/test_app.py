@@ -1,0 +1,253 @@
+"""The proxy's HTTP behaviour over real loopback sockets, in front of a scripted upstream.
+
+The scripted upstream makes pace, cancellation and error answers deterministic; the
+real-llama tests in ``test_e2e_llama.py`` prove the same paths against llama.cpp.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from offload.store.store import Store
+from proxy.proxy_servers import (
+    Scripted,
+    ServerThread,
+    proxy_for,
+    scripted_upstream,
+    serving,
+)
+from realparts import free_port, wait_until
+
+CHAT = "/v1/chat/completions"
+HELLO = [{"role": "user", "content": "hello there"}]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A fresh store file."""
+    with Store(tmp_path / "offload.db") as s:
+        yield s
+
+
+@pytest.fixture
+def upstream() -> Iterator[tuple[Scripted, ServerThread]]:
+    """The scripted upstream on loopback."""
+    state = Scripted()
+    with serving(scripted_upstream(state)) as server:
+        yield state, server
+    state.release.set()
+
+
+@pytest.fixture
+def proxy(upstream: tuple[Scripted, ServerThread], store: Store) -> Iterator[tuple[Scripted, str]]:
+    """The real proxy in front of the scripted upstream: (upstream state, proxy URL)."""
+    state, server = upstream
+    with proxy_for(server.url, store) as (proxy_server, _settings):
+        yield state, proxy_server.url
+
+
+def test_malformed_json_is_a_400_in_the_openai_error_shape(proxy: tuple[Scripted, str]) -> None:
+    state, url = proxy
+    resp = httpx.post(
+        url + CHAT, content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert resp.status_code == 400
+    err = resp.json()["error"]
+    assert err["type"] == "invalid_request_error" and "malformed JSON" in err["message"]
+    assert state.requests == []
+
+
+def test_an_unknown_role_is_refused_without_reaching_the_upstream(
+    proxy: tuple[Scripted, str],
+) -> None:
+    state, url = proxy
+    resp = httpx.post(url + CHAT, json={"messages": [{"role": "wizard", "content": "x"}]})
+    assert resp.status_code == 400
+    assert "wizard" in resp.json()["error"]["message"]
+    assert state.requests == []
+
+
+def test_an_unreachable_upstream_is_a_502_in_the_openai_error_shape(store: Store) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    with proxy_for(dead, store, n_ctx=4096) as (server, _):
+        resp = httpx.post(server.url + CHAT, json={"messages": HELLO})
+        streamed = httpx.post(server.url + CHAT, json={"messages": HELLO, "stream": True})
+    for r in (resp, streamed):
+        assert r.status_code == 502
+        assert r.json()["error"]["type"] == "upstream_unavailable"
+
+
+def test_an_upstream_4xx_is_passed_through_unchanged(proxy: tuple[Scripted, str]) -> None:
+    state, url = proxy
+    raw = b'{"error":{"code":401,"message":"bad key","type":"authentication_error"}}'
+    state.answer = (401, raw)
+    for stream in (False, True):
+        resp = httpx.post(url + CHAT, json={"messages": HELLO, "stream": stream})
+        assert resp.status_code == 401
+        assert resp.content == raw
+
+
+def test_authorization_is_forwarded_and_never_logged(
+    proxy: tuple[Scripted, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    state, url = proxy
+    secret = "sk-test-0123456789abcdef"
+    with caplog.at_level(logging.DEBUG):
+        resp = httpx.post(
+            url + CHAT, json={"messages": HELLO}, headers={"Authorization": f"Bearer {secret}"}
+        )
+    assert resp.status_code == 200
+    assert state.requests[-1]["headers"]["authorization"] == f"Bearer {secret}"
+    assert secret not in caplog.text
+
+
+def test_a_non_streaming_answer_comes_back_byte_for_byte_and_is_counted(
+    proxy: tuple[Scripted, str],
+) -> None:
+    state, url = proxy
+    resp = httpx.post(url + CHAT, json={"messages": HELLO, "max_tokens": 4})
+    assert resp.status_code == 200
+    assert resp.json()["choices"][0]["message"]["content"] == "hello"
+    assert state.requests[-1]["body"]["max_tokens"] == 4
+    stats = httpx.get(url + "/api/stats").json()
+    assert stats["live"]["counters"]["requests"] == 1
+    assert stats["live"]["counters"]["prompt_tokens"] == 10
+
+
+def test_stream_chunks_reach_the_client_before_the_upstream_finishes(
+    proxy: tuple[Scripted, str],
+) -> None:
+    state, url = proxy
+    body = {"messages": HELLO, "stream": True, "model": "slow"}
+    with httpx.stream("POST", url + CHAT, json=body, timeout=10) as resp:
+        chunks = resp.iter_raw()
+        first = next(chunks)
+        # the upstream is still holding the rest back: the proxy did not buffer
+        assert b"first" in first and not state.finished.is_set()
+        state.release.set()
+        rest = b"".join(chunks)
+    assert rest.rstrip().endswith(b"data: [DONE]")
+    assert b'"cache_n": 7' in rest
+    wait_until(
+        lambda: httpx.get(url + "/api/stats").json()["live"]["counters"]["cached_tokens"] == 7,
+        5,
+        what="stream usage counted",
+    )
+
+
+def test_a_client_that_disconnects_mid_stream_cancels_the_upstream(
+    proxy: tuple[Scripted, str],
+) -> None:
+    state, url = proxy
+    body = {"messages": HELLO, "stream": True, "model": "hold"}
+    with httpx.stream("POST", url + CHAT, json=body, timeout=10) as resp:
+        assert b"first" in next(resp.iter_raw())
+    wait_until(state.cancelled.is_set, 10, what="upstream stream cancelled")
+    assert not state.finished.is_set()
+
+
+def test_a_client_that_disconnects_before_a_non_streaming_answer_cancels_the_upstream(
+    proxy: tuple[Scripted, str],
+) -> None:
+    state, url = proxy
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(url + CHAT, json={"messages": HELLO, "model": "hold"}, timeout=0.5)
+    wait_until(state.cancelled.is_set, 10, what="upstream request cancelled")
+
+
+def test_models_advertise_the_upstream_context_size_and_the_alias(
+    upstream: tuple[Scripted, ServerThread], store: Store
+) -> None:
+    state, server = upstream
+    state.n_ctx = 3072
+    with proxy_for(server.url, store, model_alias="offload-local") as (proxy_server, _):
+        listing = httpx.get(proxy_server.url + "/v1/models").json()
+    ids = [m["id"] for m in listing["data"]]
+    assert ids == ["offload-local", "scripted"]
+    assert all(m["context_length"] == 3072 for m in listing["data"])
+    assert all(m["meta"]["n_ctx"] == 3072 for m in listing["data"])
+
+
+def test_other_paths_pass_through_to_the_upstream(proxy: tuple[Scripted, str]) -> None:
+    _state, url = proxy
+    assert httpx.get(url + "/props").json()["default_generation_settings"]["n_ctx"] == 4096
+    tokens = httpx.post(url + "/tokenize", json={"content": "a b c"}).json()["tokens"]
+    assert tokens == [0, 1, 2]
+    assert httpx.get(url + "/nowhere").status_code == 404
+
+
+def test_a_foreign_host_or_origin_is_refused(proxy: tuple[Scripted, str]) -> None:
+    state, url = proxy
+    rebound = httpx.post(url + CHAT, json={"messages": HELLO}, headers={"Host": "evil.example"})
+    assert rebound.status_code == 403
+    cross = httpx.get(url + "/api/stats", headers={"Origin": "http://evil.example"})
+    assert cross.status_code == 403
+    local = httpx.get(url + "/api/stats", headers={"Origin": "http://localhost:3000"})
+    assert local.status_code == 200
+    assert state.requests == []
+
+
+def test_the_bearer_token_guards_the_proxys_own_endpoints_only(
+    upstream: tuple[Scripted, ServerThread], store: Store
+) -> None:
+    _state, server = upstream
+    with proxy_for(server.url, store, bearer_token="t0ken") as (proxy_server, _):
+        url = proxy_server.url
+        assert httpx.get(url + "/metrics").status_code == 401
+        assert (
+            httpx.get(url + "/api/stats", headers={"Authorization": "Bearer nope"}).status_code
+            == 401
+        )
+        ok = httpx.get(url + "/metrics", headers={"Authorization": "Bearer t0ken"})
+        assert ok.status_code == 200 and "offload_proxy_requests_total" in ok.text
+        # model routes carry the upstream's key in Authorization: not ours to check
+        chat = httpx.post(
+            url + CHAT, json={"messages": HELLO}, headers={"Authorization": "Bearer sk-x"}
+        )
+        assert chat.status_code == 200
+
+
+def test_counters_survive_a_restart_of_the_proxy(
+    upstream: tuple[Scripted, ServerThread], store: Store
+) -> None:
+    _state, server = upstream
+    with proxy_for(server.url, store) as (proxy_server, _):
+        for _ in range(3):
+            assert httpx.post(proxy_server.url + CHAT, json={"messages": HELLO}).status_code == 200
+    with proxy_for(server.url, store) as (proxy_server, _):
+        stats = httpx.get(proxy_server.url + "/api/stats").json()
+    assert stats["live"]["counters"]["requests"] == 0
+    assert stats["cumulative"]["counters"]["requests"] == 3
+
+
+def test_the_anthropic_messages_shape_is_converted_both_ways(proxy: tuple[Scripted, str]) -> None:
+    state, url = proxy
+    body = {
+        "model": "claude-x",
+        "max_tokens": 8,
+        "system": "be brief",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+    }
+    resp = httpx.post(url + "/v1/messages", json=body)
+    assert resp.status_code == 200
+    msg = resp.json()
+    assert msg["type"] == "message" and msg["content"] == [{"type": "text", "text": "hello"}]
+    assert msg["stop_reason"] == "end_turn" and msg["usage"]["input_tokens"] == 10
+    sent = state.requests[-1]["body"]
+    assert sent["messages"][0] == {"role": "system", "content": "be brief"}
+    with httpx.stream("POST", url + "/v1/messages", json={**body, "stream": True}) as sresp:
+        text = "".join(sresp.iter_text())
+    events = [line[7:] for line in text.splitlines() if line.startswith("event: ")]
+    assert events[0] == "message_start" and events[-1] == "message_stop"
+    deltas = [
+        json.loads(line[6:])["delta"].get("text", "")
+        for line in text.splitlines()
+        if line.startswith("data: ") and '"content_block_delta"' in line
+    ]
+    assert "".join(deltas) == "first 0 1 2"
