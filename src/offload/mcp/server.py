@@ -70,7 +70,7 @@ async def call_tool(
         except OffloadError as exc:
             text = fmt.error_text(exc, ctx.root_names)
             error = True
-    size_in = len(json.dumps(arguments or {}, ensure_ascii=False, default=str).encode())
+    size_in = len(json.dumps(arguments or {}, default=str))  # ASCII-escaped: any input is safe
     ctx.stats.record(name, size_in, len(text.encode("utf-8", "surrogatepass")), error=error)
     return _text_result(text, error=error)
 
