@@ -107,7 +107,6 @@ class GatewaySettings:
     instructions_threshold: int = 2048  # server instructions longer than this may be indexed
     connect_timeout_s: float = 30.0
     reconnect_max_s: float = 10.0
-    bearer_token: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,309 @@
+"""The gateway's own tools: search the index, read from it, call a deferred tool.
+
+``IndexSearch`` ranks indexed responses and instructions (the store's BM25 search) and
+deferred tool definitions (``toolsearch``), fused by reciprocal rank. ``IndexRead`` pages
+through one indexed body by lines. Their results are never indexed again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+from offload.config import GatewaySettings
+from offload.core.lines import continuation, read_lines
+from offload.errors import InvalidInput
+from offload.gateway.catalog import TOOL_PREFIX
+from offload.gateway.responses import KIND
+from offload.gateway.toolsearch import ToolIndex
+from offload.store.models import Filters, Hit
+from offload.store.store import Store
+
+MAX_LIMIT = 20
+DEFAULT_LIMIT = 5
+CONTEXT_CHARS = 3000
+READ_CAP_BYTES = 64 * 1024
+READ_LIMIT = 200
+MAX_LINE_CHARS = 2000
+_RRF_K = 60
+_SEARCHED_KINDS = (KIND, "instructions")
+
+
+def definitions(settings: GatewaySettings, *, with_call_tool: bool) -> list[types.Tool]:
+    """The gateway tools as listed to the client."""
+    search = types.Tool(
+        name=settings.search_tool,
+        description=(
+            "Search indexed tool responses, server instructions and deferred tool "
+            "definitions. Hits come best first with line numbers and context; tool hits "
+            "carry their input schema and make the tool callable."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "queries": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 1,
+                    "description": "One or more searches, e.g. a task description or words "
+                    "expected in the content",
+                },
+                "source": {
+                    "type": "string",
+                    "description": 'Only labels starting with this, e.g. "filesystem__read_file:3" '
+                    'or "tool:github__"',
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_LIMIT,
+                    "default": DEFAULT_LIMIT,
+                    "description": "Hits per query",
+                },
+            },
+            "required": ["queries"],
+        },
+    )
+    read = types.Tool(
+        name=settings.read_tool,
+        description=(
+            "Read an indexed body by label as numbered lines, up to ~64 KB per call; the "
+            "last line says how to continue."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "label": {"type": "string", "description": 'e.g. "filesystem__read_file:3"'},
+                "offset": {
+                    "type": ["string", "integer"],
+                    "description": 'First line, e.g. "61" (or "12-3": line 12, part 3)',
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "default": READ_LIMIT,
+                    "description": "Lines to read",
+                },
+            },
+            "required": ["label"],
+        },
+    )
+    tools = [search, read]
+    if with_call_tool:
+        tools.append(
+            types.Tool(
+                name=settings.call_tool_name,
+                description=(
+                    "Call any upstream tool by its gateway name, including deferred tools "
+                    f"found with {settings.search_tool}."
+                ),
+                input_schema={
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "description": "e.g. github__list_issues"},
+                        "arguments": {"type": "object", "description": "The tool's arguments"},
+                    },
+                    "required": ["name"],
+                },
+            )
+        )
+    return tools
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """A gateway tool's text and the deferred tools it activated."""
+
+    text: str
+    activated: tuple[str, ...] = ()
+
+
+def _limit(value: Any, default: int, maximum: int | None, what: str) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(f"{what} must be a whole number of 1 or more, got {value!r}")
+    return min(value, maximum) if maximum else value
+
+
+def _numbered(text: str, first_line: int, match_line: int) -> str:
+    lines = text.splitlines()
+    width = len(str(first_line + max(0, len(lines) - 1)))
+    # keep the context near the match when the chunk is longer than the budget
+    start = 0
+    total = sum(len(line) + 1 for line in lines)
+    if total > CONTEXT_CHARS:
+        start = max(0, match_line - first_line - 5)
+    rows: list[str] = []
+    used = 0
+    for i in range(start, len(lines)):
+        row = f"{first_line + i:>{width}}  {lines[i]}"
+        if used + len(row) > CONTEXT_CHARS and rows:
+            rows.append(f"{'':>{width}}  […]")
+            break
+        rows.append(row[: CONTEXT_CHARS - used] if not rows else row)
+        used += len(row) + 1
+    return "\n".join(rows)
+
+
+def _label(hit: Hit) -> str:
+    # the gateway stores every body with source == its label
+    return hit.entry.source or (hit.entry.labels[0] if hit.entry.labels else hit.entry.ref)
+
+
+class IndexTools:
+    """IndexSearch and IndexRead over one store scope and the deferred tool definitions."""
+
+    def __init__(self, store: Store, settings: GatewaySettings) -> None:
+        self.store = store
+        self.settings = settings
+
+    # -- IndexSearch -------------------------------------------------------------------------
+
+    def search(
+        self,
+        args: Mapping[str, Any],
+        *,
+        tool_index: ToolIndex,
+        tools: Mapping[str, types.Tool],
+        active: Callable[[str], bool],
+    ) -> ToolOutcome:
+        """Run every query; tool hits among ``tools`` (deferred definitions) activate."""
+        queries = args.get("queries")
+        if isinstance(queries, str):
+            queries = [queries]
+        if (
+            not isinstance(queries, list)
+            or not queries
+            or not all(isinstance(q, str) and q.strip() for q in queries)
+        ):
+            raise InvalidInput(
+                'queries must be a non-empty list of strings, e.g. ["open pull requests"]'
+            )
+        source = args.get("source")
+        if source is not None and not isinstance(source, str):
+            raise InvalidInput("source must be a label prefix string")
+        limit = _limit(args.get("limit"), DEFAULT_LIMIT, MAX_LIMIT, "limit")
+        tool_keys = [k for k in tools if not source or f"{TOOL_PREFIX}{k}".startswith(source)]
+        filters = Filters(scope=self.settings.scope, kinds=_SEARCHED_KINDS, source_prefix=source)
+        if source and not tool_keys and self.store.count(filters) == 0:
+            raise InvalidInput(self._nothing_matches(source, tools))
+
+        shown: dict[tuple[str, int | None], str] = {}
+        activated: list[str] = []
+        out: list[str] = []
+        for qi, query in enumerate(queries, 1):
+            out.append(f"## Query {qi}: {json.dumps(query, ensure_ascii=False)}")
+            ranked = self._ranked(query, limit, filters, tool_index, tool_keys)
+            if not ranked:
+                out.append("(no hits)")
+                continue
+            for hi, item in enumerate(ranked, 1):
+                key: tuple[str, int | None]
+                if isinstance(item, str):
+                    key = (f"{TOOL_PREFIX}{item}", None)
+                else:
+                    key = (_label(item), item.chunk_id)
+                where = f"query {qi} hit {hi}"
+                if key in shown:
+                    out.append(f"{hi}. (already shown as {shown[key]})")
+                    continue
+                shown[key] = where
+                if isinstance(item, str):
+                    was_active = active(item)
+                    if not was_active:
+                        activated.append(item)
+                    out.append(self._tool_hit(hi, item, tools[item], was_active))
+                else:
+                    out.append(self._store_hit(hi, item))
+        return ToolOutcome("\n".join(out), tuple(dict.fromkeys(activated)))
+
+    def _ranked(
+        self,
+        query: str,
+        limit: int,
+        filters: Filters,
+        tool_index: ToolIndex,
+        tool_keys: Sequence[str],
+    ) -> list[str | Hit]:
+        tool_hits = (
+            [d.key for d, _ in tool_index.search(query, limit, keys=tool_keys)] if tool_keys else []
+        )
+        store_hits = self.store.search(query, filters, limit=limit)
+        if not store_hits:
+            return list(tool_hits)
+        if not tool_hits:
+            return list(store_hits)
+        scores: dict[int, float] = {}
+        items: list[str | Hit] = [*tool_hits, *store_hits]
+        for rank, _key in enumerate(tool_hits):
+            scores[rank] = 1.0 / (_RRF_K + rank)
+        for rank, _hit in enumerate(store_hits):
+            scores[len(tool_hits) + rank] = 1.0 / (_RRF_K + rank)
+        order = sorted(range(len(items)), key=lambda i: (-scores[i], i))
+        return [items[i] for i in order[:limit]]
+
+    def _tool_hit(self, rank: int, key: str, tool: types.Tool, was_active: bool) -> str:
+        state = "listed" if was_active else "deferred, now activated"
+        desc = " ".join((tool.description or "").split())
+        if len(desc) > 600:
+            desc = desc[:599] + "…"
+        schema = json.dumps(tool.input_schema, ensure_ascii=False, separators=(",", ":"))
+        return (
+            f"{rank}. tool {key} ({state})\n"
+            f"   {desc}\n"
+            f"   input schema: {schema}\n"
+            f"   call: {key}({{...}}) or {self.settings.call_tool_name}"
+            f'(name="{key}", arguments={{...}}); full definition: '
+            f'{self.settings.read_tool}(label="{TOOL_PREFIX}{key}")'
+        )
+
+    def _store_hit(self, rank: int, hit: Hit) -> str:
+        label = _label(hit)
+        body = _numbered(hit.text, hit.start_line, hit.match_line) if hit.text else hit.snippet
+        return (
+            f"{rank}. {label} L{hit.start_line}-{hit.end_line} (match at L{hit.match_line}, "
+            f"{hit.entry.lines} lines in all)\n{body}\n"
+            f'   more: {self.settings.read_tool}(label="{label}", offset="{hit.start_line}")'
+        )
+
+    def _nothing_matches(self, source: str, tools: Mapping[str, types.Tool]) -> str:
+        entries = self.store.entries(
+            Filters(scope=self.settings.scope, kinds=_SEARCHED_KINDS), limit=30
+        )
+        labels = sorted({lb for e in entries for lb in e.labels})
+        servers = sorted({k.partition("__")[0] for k in tools})
+        parts = [f"source {source!r} matches no indexed label"]
+        parts.append("indexed labels: " + (", ".join(labels) if labels else "(none yet)"))
+        if servers:
+            parts.append("tool definitions: " + ", ".join(f'"{TOOL_PREFIX}{s}__"' for s in servers))
+        return "; ".join(parts)
+
+    # -- IndexRead ---------------------------------------------------------------------------
+
+    def read(self, args: Mapping[str, Any]) -> tuple[ToolOutcome, str | None]:
+        """Numbered lines of one body; returns the tool key when ``label`` names a tool."""
+        label = args.get("label")
+        if not isinstance(label, str) or not label.strip():
+            raise InvalidInput('label is required, e.g. "filesystem__read_file:3"')
+        label = label.strip()
+        offset = args.get("offset", 1)
+        if offset is None:
+            offset = 1
+        limit = _limit(args.get("limit"), READ_LIMIT, None, "limit")
+        entry = self.store.resolve(label, self.settings.scope)
+        text = self.store.body(entry)
+        window = read_lines(
+            text, offset, limit, cap_bytes=READ_CAP_BYTES, max_line_chars=MAX_LINE_CHARS
+        )
+        head = f"[{label} — lines {window.first_line}-{window.last_line} of {window.total_lines}]"
+        parts = [head, window.text.rstrip("\n")]
+        tail = continuation(window)
+        if tail:
+            parts.append(tail)
+        tool = label[len(TOOL_PREFIX) :] if label.startswith(TOOL_PREFIX) else None
+        return ToolOutcome("\n".join(parts)), tool

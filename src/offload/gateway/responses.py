@@ -1,0 +1,99 @@
+"""Tool response indexing: an oversized upstream response becomes a placeholder.
+
+The full text goes into the store under ``{server}__{tool}:{run}``; the client gets the
+size, a preview, the contents and the exact calls that read and search the rest
+(``core.stubs.render_gateway_placeholder``). Errors are never compressed, and a response
+is left alone when the placeholder would not be smaller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mcp_types as types
+
+from offload.config import GatewaySettings
+from offload.core.lines import line_count
+from offload.core.preview import contents, preview
+from offload.core.stubs import is_stub, render_gateway_placeholder
+from offload.gateway.config import ServerConfig, ToolRule
+from offload.store.store import Store
+
+KIND = "tool-output"
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """A response that was indexed: its label and sizes (for logs and benchmarks)."""
+
+    label: str
+    nbytes: int
+    placeholder_bytes: int
+
+
+def threshold_for(settings: GatewaySettings, server: ServerConfig | None, tool: str) -> int | None:
+    """The response threshold for ``server``/``tool``, or None when indexing is opted out."""
+    if server is None:
+        return settings.response_threshold
+    rule = server.tools.get(tool) or ToolRule()
+    enabled = rule.index_responses if rule.index_responses is not None else server.index_responses
+    if enabled is False:
+        return None
+    return rule.response_threshold or server.response_threshold or settings.response_threshold
+
+
+def response_text(result: types.CallToolResult) -> str | None:
+    """The text of a result made only of text blocks (joined by newlines), else None."""
+    if not result.content:
+        return None
+    texts = []
+    for block in result.content:
+        if not isinstance(block, types.TextContent):
+            return None
+        texts.append(block.text)
+    return "\n".join(texts)
+
+
+def index_response(
+    result: types.CallToolResult,
+    *,
+    store: Store,
+    settings: GatewaySettings,
+    label_base: str,
+    threshold: int,
+) -> tuple[types.CallToolResult, Indexed | None]:
+    """``result`` unchanged, or a placeholder result with the full text stored.
+
+    Only all-text results over ``threshold`` UTF-8 bytes are indexed; structured content
+    is dropped along with the text it duplicates (the gateway lists no output schemas
+    while it indexes, so clients do not expect it).
+    """
+    if result.is_error:
+        return result, None
+    text = response_text(result)
+    if text is None or len(text) * 4 < threshold:
+        # cheap exit: fewer than threshold/4 characters cannot reach threshold bytes
+        return result, None
+    nbytes = len(text.encode("utf-8", "surrogatepass"))
+    if nbytes <= threshold or is_stub(text):
+        return result, None
+    run = store.next_number(f"gateway-run:{label_base}")
+    label = f"{label_base}:{run}"
+    nlines = line_count(text)
+    placeholder = render_gateway_placeholder(
+        nbytes,
+        nlines,
+        label,
+        preview(text, settings.preview_bytes),
+        contents(text),
+        read_tool=settings.read_tool,
+        search_tool=settings.search_tool,
+    )
+    size = len(placeholder.encode("utf-8"))
+    if size >= nbytes:
+        return result, None
+    store.put(text, kind=KIND, topic=label_base, source=label, label=label, scope=settings.scope)
+    replaced = types.CallToolResult(content=[types.TextContent(type="text", text=placeholder)])
+    if result.meta is not None:
+        replaced.meta = result.meta
+    return replaced, Indexed(label, nbytes, size)

@@ -1,0 +1,50 @@
+"""Serving the gateway to its client: over stdio, or Streamable HTTP on loopback."""
+
+from __future__ import annotations
+
+import anyio
+import uvicorn
+from mcp.server.stdio import stdio_server
+
+from offload.gateway.server import Gateway
+
+
+async def run_stdio(gateway: Gateway) -> None:
+    """Serve one client over this process's stdin/stdout until it disconnects."""
+    async with anyio.create_task_group() as tg:
+
+        async def body() -> None:
+            async with stdio_server() as (read, write):
+                await gateway.server.run(
+                    read, write, gateway.server.create_initialization_options()
+                )
+
+        await gateway.serve(tg, body)
+        tg.cancel_scope.cancel()
+
+
+async def run_http(
+    gateway: Gateway, host: str, port: int, *, ready: anyio.Event | None = None
+) -> None:
+    """Serve Streamable HTTP at ``http://host:port/mcp`` until cancelled."""
+    app = gateway.server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    async with anyio.create_task_group() as tg:
+
+        async def body() -> None:
+            async with anyio.create_task_group() as inner:
+                inner.start_soon(server.serve)
+                while not server.started:
+                    await anyio.sleep(0.02)
+                if ready is not None:
+                    ready.set()
+                # uvicorn returns on SIGINT/SIGTERM (should_exit)
+                while not server.should_exit:
+                    await anyio.sleep(0.2)
+
+        try:
+            await gateway.serve(tg, body)
+        finally:
+            server.should_exit = True
+            tg.cancel_scope.cancel()

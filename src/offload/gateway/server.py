@@ -1,0 +1,459 @@
+"""The gateway: one MCP server in front of many upstream MCP servers.
+
+A thin adapter: MCP requests in, calls to the upstreams, ``responses`` (indexing),
+``catalog`` (compression) and ``index_tools`` (search, read), MCP results out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from offload.config import GatewaySettings
+from offload.errors import InvalidInput, OffloadError, UpstreamError
+from offload.gateway import index_tools
+from offload.gateway.catalog import (
+    TOOL_PREFIX,
+    Budget,
+    CatalogPlan,
+    ServerCatalog,
+    gateway_name,
+    plan_catalog,
+    split_name,
+)
+from offload.gateway.config import ClientRule, GatewayConfig
+from offload.gateway.index_tools import IndexTools
+from offload.gateway.responses import index_response, threshold_for
+from offload.gateway.toolsearch import ToolIndex, doc_for
+from offload.gateway.upstreams import ChangeKind, Upstream
+from offload.store.store import Store
+
+log = logging.getLogger("offload.gateway")
+Ctx = ServerRequestContext[Any, Any]
+_USAGE_NS = "gateway-usage"
+
+
+class _GatewayServer(Server[Any]):
+    """A lowlevel server that always advertises list_changed (HTTP builds its own options)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        """Initialization options with tools/resources/prompts list_changed on."""
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(True, True, True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+def _text_result(text: str, *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
+
+
+class Gateway:
+    """Upstreams, catalog state and the MCP server that serves their union."""
+
+    def __init__(self, settings: GatewaySettings, config: GatewayConfig, store: Store) -> None:
+        self.settings = settings
+        self.config = config
+        self.store = store
+        self.index = IndexTools(store, settings)
+        self.upstreams = {
+            s.name: Upstream(s, settings, self._on_upstream_change)
+            for s in config.servers
+            if s.enabled
+        }
+        saved = store.get_state(_USAGE_NS, "calls")
+        self.usage: dict[str, int] = dict(saved) if isinstance(saved, dict) else {}
+        self._usage_unsaved = 0
+        self.activated: list[str] = []
+        self._plans: dict[tuple[bool, bool], CatalogPlan] = {}
+        self._tool_index: ToolIndex | None = None
+        self._stored_docs: set[str] = set()
+        self._sessions: dict[int, ServerSession] = {}
+        self.bus = InMemorySubscriptionBus()
+        self.listen = ListenHandler(self.bus)
+        self.server = _GatewayServer(
+            "offload-gateway",
+            version="1",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_templates,
+            on_read_resource=self._read_resource,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+            on_subscriptions_listen=self.listen,
+            get_tool_input_schema=self._input_schema,
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Start every upstream and wait for each first attempt (bounded by the timeout)."""
+        for upstream in self.upstreams.values():
+            task_group.start_soon(upstream.run)
+        async with anyio.create_task_group() as waits:
+            for upstream in self.upstreams.values():
+                waits.start_soon(upstream.wait_attempted, self.settings.connect_timeout_s + 1)
+        await self.refresh_catalog(notify=False)
+
+    def stop(self) -> None:
+        """Stop every upstream and save usage counts."""
+        for upstream in self.upstreams.values():
+            upstream.stop()
+        self.listen.close()
+        self._save_usage(force=True)
+
+    async def serve(
+        self, task_group: anyio.abc.TaskGroup, body: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Start, run ``body`` (a transport loop), then stop."""
+        await self.start(task_group)
+        try:
+            await body()
+        finally:
+            self.stop()
+
+    # -- per-client switches -------------------------------------------------------------------
+
+    def client_name(self, ctx: Ctx) -> str:
+        """The client's ``clientInfo.name`` ("" when it sent none)."""
+        params = ctx.session.client_params
+        info = params.client_info if params is not None else None
+        return info.name if info is not None else ""
+
+    def rule(self, ctx: Ctx) -> tuple[bool, bool]:
+        """(index responses, compress catalog) for this request's client."""
+        rule = self.config.clients.get(self.client_name(ctx), ClientRule())
+        index = (
+            self.settings.index_responses if rule.index_responses is None else rule.index_responses
+        )
+        compress = (
+            self.settings.compress_catalog
+            if rule.compress_catalog is None
+            else rule.compress_catalog
+        )
+        return index, compress
+
+    def _track(self, ctx: Ctx) -> None:
+        connection = getattr(ctx.session, "_connection", None)
+        if connection is not None and ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self._sessions[id(connection)] = ctx.session
+
+    # -- catalog -------------------------------------------------------------------------------
+
+    def _catalogs(self) -> list[ServerCatalog]:
+        return [
+            ServerCatalog(
+                name=u.name,
+                tools=tuple(u.tools),
+                resources=tuple(u.resources),
+                templates=tuple(u.templates),
+                prompts=tuple(u.prompts),
+                instructions=u.instructions,
+                calls=self.usage.get(u.name, 0),
+            )
+            for u in self.upstreams.values()
+        ]
+
+    def plan(self, compress: bool, strip: bool) -> CatalogPlan:
+        """The catalog plan for a client with these switches (cached until a change)."""
+        key = (compress, strip)
+        plan = self._plans.get(key)
+        if plan is None:
+            budget = Budget(
+                threshold=self.settings.catalog_threshold,
+                instructions_threshold=self.settings.instructions_threshold,
+                search_tool=self.settings.search_tool,
+                read_tool=self.settings.read_tool,
+                call_tool=self.settings.call_tool_name,
+            )
+            unavailable = {
+                u.name: u.error or u.state for u in self.upstreams.values() if u.state != "ready"
+            }
+            plan = plan_catalog(
+                self._catalogs(),
+                budget,
+                compress=compress,
+                strip_output=strip,
+                gateway_tools=index_tools.definitions(self.settings, with_call_tool=compress),
+                unavailable=unavailable,
+            )
+            self._plans[key] = plan
+        return plan
+
+    async def refresh_catalog(self, *, notify: bool = True) -> None:
+        """Recompute plans, store new documents, rebuild tool search, tell clients."""
+        self._plans.clear()
+        plan = self.plan(self.settings.compress_catalog, self.settings.index_responses)
+        self.server.instructions = plan.instructions
+        docs = {k: v for k, v in plan.documents.items() if k not in self._stored_docs}
+        if docs:
+            await anyio.to_thread.run_sync(self._store_documents, docs)
+        everything = self.plan(True, True)
+        self._tool_index = ToolIndex.build(
+            doc_for(name, tool.model_dump(by_alias=True))
+            for name, tool in everything.deferred.items()
+        )
+        if plan.phases:
+            log.info(
+                "catalog %d -> %d bytes (phases %s; deferred: %s)",
+                plan.full_size,
+                plan.size,
+                plan.phases,
+                ", ".join(plan.deferred_servers) or "none",
+            )
+        if notify:
+            await self.notify_tools_changed()
+
+    def _store_documents(self, docs: dict[str, tuple[str, str]]) -> None:
+        for label, (kind, text) in docs.items():
+            self.store.put(text, kind=kind, source=label, label=label, scope=self.settings.scope)
+            self._stored_docs.add(label)
+
+    async def notify_tools_changed(self, event: Any = None) -> None:
+        """``notifications/tools/list_changed`` on both protocol generations."""
+        event = event or ToolsListChanged()
+        await self.bus.publish(event)
+        for key, session in list(self._sessions.items()):
+            try:
+                if isinstance(event, ToolsListChanged):
+                    await session.send_tool_list_changed()
+                elif isinstance(event, ResourcesListChanged):
+                    await session.send_resource_list_changed()
+                elif isinstance(event, PromptsListChanged):
+                    await session.send_prompt_list_changed()
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, MCPError, RuntimeError):
+                self._sessions.pop(key, None)
+
+    async def _on_upstream_change(self, upstream: Upstream, kind: ChangeKind) -> None:
+        if kind in ("tools", "state"):
+            await self.refresh_catalog(notify=True)
+        elif kind == "resources":
+            self._plans.clear()
+            await self.notify_tools_changed(ResourcesListChanged())
+        elif kind == "prompts":
+            self._plans.clear()
+            await self.notify_tools_changed(PromptsListChanged())
+
+    async def activate(self, names: tuple[str, ...]) -> None:
+        """Return deferred tools to ``tools/list`` (appended, stable order) and notify."""
+        new = [n for n in names if n not in self.activated]
+        if not new:
+            return
+        self.activated.extend(new)
+        log.info("activated %s", ", ".join(new))
+        await self.notify_tools_changed()
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        for plan in self._plans.values():
+            for tool in (*plan.tools, *plan.deferred.values()):
+                if tool.name == name:
+                    return dict(tool.input_schema)
+        return None
+
+    # -- handlers --------------------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        self._track(ctx)
+        index, compress = self.rule(ctx)
+        plan = self.plan(compress, index)
+        tools = list(plan.tools)
+        if index or compress:
+            with_call = compress and bool(plan.deferred)
+            tools.extend(index_tools.definitions(self.settings, with_call_tool=with_call))
+        tools.extend(plan.deferred[n] for n in self.activated if n in plan.deferred)
+        return types.ListToolsResult(tools=tools)
+
+    async def _call_tool(
+        self, ctx: Ctx, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        self._track(ctx)
+        index, compress = self.rule(ctx)
+        name, args = params.name, dict(params.arguments or {})
+        try:
+            if index or compress:
+                if name == self.settings.search_tool:
+                    return await self._index_search(args, compress, index)
+                if name == self.settings.read_tool:
+                    return await self._index_read(args)
+                if compress and name == self.settings.call_tool_name:
+                    target = args.get("name")
+                    if not isinstance(target, str) or not target:
+                        raise InvalidInput('name is required, e.g. "github__list_issues"')
+                    inner = args.get("arguments") or {}
+                    if not isinstance(inner, dict):
+                        raise InvalidInput("arguments must be an object")
+                    return await self.call_upstream(target, inner, index=index)
+            return await self.call_upstream(name, args, index=index)
+        except OffloadError as exc:
+            return _text_result(str(exc), error=True)
+
+    async def call_upstream(
+        self, name: str, args: dict[str, Any], *, index: bool
+    ) -> types.CallToolResult:
+        """Forward one tool call; index the response when it is oversized."""
+        parts = split_name(name)
+        upstream = self.upstreams.get(parts[0]) if parts else None
+        if parts is None or upstream is None:
+            known = ", ".join(sorted(self.upstreams)) or "(none)"
+            raise InvalidInput(
+                f"unknown tool {name!r}: gateway tools are named server__tool "
+                f"(servers: {known}); find tools with {self.settings.search_tool}"
+            )
+        server_name, tool = parts
+        try:
+            result = await upstream.call_tool(tool, args)
+        except MCPError as exc:
+            return _text_result(
+                f"upstream {server_name!r} refused {tool}: {exc.error.message}", error=True
+            )
+        except UpstreamError as exc:
+            return _text_result(str(exc), error=True)
+        self._count(server_name)
+        threshold = threshold_for(self.settings, upstream.config, tool) if index else None
+        if threshold is None or result.is_error:
+            return result
+        replaced, _indexed = await anyio.to_thread.run_sync(
+            lambda: index_response(
+                result,
+                store=self.store,
+                settings=self.settings,
+                label_base=gateway_name(server_name, tool),
+                threshold=threshold,
+            )
+        )
+        return replaced
+
+    async def _index_search(
+        self, args: dict[str, Any], compress: bool, strip: bool
+    ) -> types.CallToolResult:
+        plan = self.plan(True, strip)
+        tool_index = self._tool_index or ToolIndex()
+        outcome = await anyio.to_thread.run_sync(
+            lambda: self.index.search(
+                args,
+                tool_index=tool_index,
+                tools=plan.deferred,
+                active=lambda key: key in self.activated or not compress,
+            )
+        )
+        if compress:
+            await self.activate(outcome.activated)
+        return _text_result(outcome.text)
+
+    async def _index_read(self, args: dict[str, Any]) -> types.CallToolResult:
+        outcome, tool = await anyio.to_thread.run_sync(lambda: self.index.read(args))
+        text = outcome.text
+        if tool is not None and tool in self.plan(True, True).deferred:
+            if tool not in self.activated:
+                text += f"\n[{tool} is now active: call it directly or via {self.settings.call_tool_name}]"
+            await self.activate((tool,))
+        return _text_result(text)
+
+    def _count(self, server: str) -> None:
+        self.usage[server] = self.usage.get(server, 0) + 1
+        self._usage_unsaved += 1
+        self._save_usage()
+
+    def _save_usage(self, *, force: bool = False) -> None:
+        # batched: one store write per 50 calls keeps pass-through overhead low
+        if self._usage_unsaved and (force or self._usage_unsaved >= 50):
+            self.store.put_state(_USAGE_NS, "calls", self.usage)
+            self._usage_unsaved = 0
+
+    async def _list_resources(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        self._track(ctx)
+        return types.ListResourcesResult(
+            resources=[r for u in self.upstreams.values() for r in u.resources]
+        )
+
+    async def _list_templates(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[t for u in self.upstreams.values() for t in u.templates]
+        )
+
+    async def _read_resource(
+        self, ctx: Ctx, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        self._track(ctx)
+        uri = str(params.uri)
+        owners = [u for u in self.upstreams.values() if any(str(r.uri) == uri for r in u.resources)]
+        owners += [u for u in self.upstreams.values() if u.templates and u not in owners]
+        last: Exception | None = None
+        for upstream in owners:
+            try:
+                result: types.ReadResourceResult = await upstream.request(
+                    "resources/read", lambda c: c.read_resource(uri)
+                )
+                return result
+            except (MCPError, UpstreamError) as exc:
+                last = exc
+        raise MCPError(
+            types.INVALID_PARAMS,
+            f"no upstream serves resource {uri!r}" + (f": {last}" if last else ""),
+        )
+
+    async def _list_prompts(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        self._track(ctx)
+        return types.ListPromptsResult(
+            prompts=[
+                p.model_copy(update={"name": gateway_name(u.name, p.name)})
+                for u in self.upstreams.values()
+                for p in u.prompts
+            ]
+        )
+
+    async def _get_prompt(
+        self, ctx: Ctx, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        parts = split_name(params.name)
+        upstream = self.upstreams.get(parts[0]) if parts else None
+        if parts is None or upstream is None:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"unknown prompt {params.name!r}; prompts are named server__prompt",
+            )
+        prompt, arguments = parts[1], params.arguments
+        try:
+            result: types.GetPromptResult = await upstream.request(
+                "prompts/get", lambda c: c.get_prompt(prompt, arguments)
+            )
+        except UpstreamError as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from exc
+        return result
+
+
+def tool_label(name: str) -> str:
+    """The store label of a deferred tool's definition."""
+    return f"{TOOL_PREFIX}{name}"

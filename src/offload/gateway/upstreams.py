@@ -1,0 +1,287 @@
+"""Connections to upstream MCP servers: one owning task per connection, reconnecting.
+
+The mcp SDK's stdio client must be closed by the task that opened it, so each upstream
+runs :meth:`Upstream.run` in its own task for its whole life. Other tasks call through
+the live client; a call that finds the connection gone marks it lost, and the owning
+task reconnects with a capped backoff while the other upstreams keep serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+import anyio
+import mcp_types as types
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from mcp import Client
+from offload.config import GatewaySettings
+from offload.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from offload.gateway.config import ServerConfig
+
+log = logging.getLogger("offload.gateway")
+
+State = Literal["starting", "ready", "unavailable", "stopped"]
+ChangeKind = Literal["tools", "resources", "prompts", "state"]
+OnChange = Callable[["Upstream", ChangeKind], Awaitable[None]]
+
+
+async def _ignore_change(_u: Upstream, _k: ChangeKind) -> None:
+    return None
+
+
+class Upstream:
+    """One upstream server: its live client, its catalog, and its health."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        settings: GatewaySettings,
+        on_change: OnChange = _ignore_change,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self.settings = settings
+        self.timeout_s = config.timeout_s or settings.call_timeout_s
+        self.on_change = on_change
+        self.state: State = "starting"
+        self.error = ""
+        self.tools: list[types.Tool] = []
+        self.resources: list[types.Resource] = []
+        self.templates: list[types.ResourceTemplate] = []
+        self.prompts: list[types.Prompt] = []
+        self.instructions = ""
+        self.connects = 0
+        self._client: Client | None = None
+        self._attempted = anyio.Event()
+        self._wake = anyio.Event()
+        self._lost = False
+        self._stopping = False
+        self._dirty: set[ChangeKind] = set()
+
+    # -- the owning task ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Own the connection until :meth:`stop`: connect, serve, reconnect after a loss."""
+        backoff = 0.25
+        while not self._stopping:
+            try:
+                await self._serve_once()
+                backoff = 0.25
+            # the connection boundary: whatever ended it, report it and try again
+            except Exception as exc:  # noqa: BLE001
+                self._fail(_describe(exc))
+            if self._stopping:
+                break
+            await self._sleep(backoff)
+            backoff = min(backoff * 2, self.settings.reconnect_max_s)
+        self.state = "stopped"
+        self._attempted.set()
+
+    async def _serve_once(self) -> None:
+        self._lost = False
+        with anyio.CancelScope() as scope:
+            # the deadline covers spawning and the handshake only; lifted once connected
+            scope.deadline = anyio.current_time() + self.settings.connect_timeout_s
+            async with self._make_client() as client:
+                await self._refresh(client, {"tools", "resources", "prompts"})
+                scope.deadline = math.inf
+                self.instructions = client.instructions or ""
+                self._client = client
+                self.state = "ready"
+                self.error = ""
+                self.connects += 1
+                self._attempted.set()
+                log.info("upstream %s ready: %d tools", self.name, len(self.tools))
+                await self.on_change(self, "state")
+                try:
+                    await self._serve(client)
+                finally:
+                    self._client = None
+        if scope.cancelled_caught and not self._stopping:
+            raise UpstreamTimeout(
+                f"upstream {self.name!r} did not finish connecting within "
+                f"{self.settings.connect_timeout_s:g}s"
+            )
+
+    async def _serve(self, client: Client) -> None:
+        while not self._stopping and not self._lost:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            if self._stopping or self._lost:
+                break
+            dirty, self._dirty = self._dirty, set()
+            if dirty:
+                await self._refresh(client, dirty)
+                for kind in sorted(dirty):
+                    await self.on_change(self, kind)
+        if self._lost and not self._stopping:
+            raise UpstreamUnavailable(f"upstream {self.name!r}: {self.error or 'connection lost'}")
+
+    def _fail(self, reason: str) -> None:
+        was = self.state
+        self.state = "unavailable"
+        self.error = reason
+        self._attempted.set()
+        if was != "unavailable":
+            log.warning("upstream %s unavailable: %s", self.name, reason)
+
+    async def _sleep(self, seconds: float) -> None:
+        with anyio.move_on_after(seconds):
+            while not self._stopping:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+
+    def _make_client(self) -> Client:
+        cfg = self.config
+        if cfg.url:
+            http = create_mcp_http_client(headers=dict(cfg.headers) or None)
+            transport = streamable_http_client(cfg.url, http_client=http)
+            return Client(transport, mode="legacy", message_handler=self._on_message)
+        params = StdioServerParameters(
+            command=cfg.command,
+            args=list(cfg.args),
+            env=dict(cfg.env) or None,
+            cwd=cfg.cwd or None,
+        )
+        return Client(params, mode="legacy", message_handler=self._on_message)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            self.mark_lost(_describe(message))
+        elif isinstance(message, types.ToolListChangedNotification):
+            self._mark_dirty("tools")
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self._mark_dirty("resources")
+        elif isinstance(message, types.PromptListChangedNotification):
+            self._mark_dirty("prompts")
+
+    def _mark_dirty(self, kind: ChangeKind) -> None:
+        self._dirty.add(kind)
+        self._wake.set()
+
+    async def _refresh(self, client: Client, kinds: set[ChangeKind]) -> None:
+        caps = client.server_capabilities
+        if "tools" in kinds and caps.tools is not None:
+            self.tools = await _all_pages(client.list_tools, "tools")
+        if "resources" in kinds and caps.resources is not None:
+            self.resources = await _all_pages(client.list_resources, "resources")
+            self.templates = await _all_pages(client.list_resource_templates, "resource_templates")
+        if "prompts" in kinds and caps.prompts is not None:
+            self.prompts = await _all_pages(client.list_prompts, "prompts")
+
+    # -- used by other tasks ---------------------------------------------------------------
+
+    async def wait_attempted(self, timeout: float) -> None:
+        """Wait until the first connection attempt succeeded or failed (or ``timeout``)."""
+        with anyio.move_on_after(timeout):
+            await self._attempted.wait()
+
+    def mark_lost(self, reason: str) -> None:
+        """The connection is gone: let the owning task reconnect."""
+        if self._stopping:
+            return
+        self._lost = True
+        self.error = reason
+        self.state = "unavailable"
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Ask the owning task to close the connection and return."""
+        self._stopping = True
+        self._wake.set()
+
+    def client(self) -> Client:
+        """The live client, or UpstreamUnavailable saying why there is none."""
+        if self._client is None or self.state != "ready":
+            why = f": {self.error}" if self.error else ""
+            raise UpstreamUnavailable(
+                f"upstream {self.name!r} is {self.state}{why}; it reconnects on its own, try again"
+            )
+        return self._client
+
+    async def call_tool(self, tool: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        """Call ``tool`` upstream within the server's timeout; failures raise UpstreamError."""
+        client = self.client()
+        try:
+            with anyio.fail_after(self.timeout_s):
+                return await client.call_tool(tool, arguments)
+        except TimeoutError as exc:
+            raise UpstreamTimeout(
+                f"upstream {self.name!r} did not answer {tool} within {self.timeout_s:g}s"
+            ) from exc
+        except MCPError as exc:
+            if _connection_gone(exc):
+                self.mark_lost(str(exc))
+                raise UpstreamUnavailable(
+                    f"upstream {self.name!r} failed during {tool}: {exc}; reconnecting"
+                ) from exc
+            raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            self.mark_lost(_describe(exc))
+            raise UpstreamUnavailable(
+                f"upstream {self.name!r} failed during {tool}: connection lost; reconnecting"
+            ) from exc
+
+    async def request(self, what: str, fn: Callable[[Client], Awaitable[Any]]) -> Any:
+        """Run another request (resources, prompts) with the same timeout and error mapping."""
+        client = self.client()
+        try:
+            with anyio.fail_after(self.timeout_s):
+                return await fn(client)
+        except TimeoutError as exc:
+            raise UpstreamTimeout(
+                f"upstream {self.name!r} did not answer {what} within {self.timeout_s:g}s"
+            ) from exc
+        except MCPError as exc:
+            if _connection_gone(exc):
+                self.mark_lost(str(exc))
+                raise UpstreamUnavailable(f"upstream {self.name!r} failed: {exc}") from exc
+            raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            self.mark_lost(_describe(exc))
+            raise UpstreamUnavailable(f"upstream {self.name!r}: connection lost") from exc
+
+
+async def _all_pages(fn: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
+    items: list[Any] = []
+    cursor: str | None = None
+    for _page in range(100):
+        result = await fn(cursor=cursor)
+        items.extend(getattr(result, attr))
+        cursor = result.next_cursor
+        if not cursor:
+            break
+    return items
+
+
+def _connection_gone(exc: MCPError) -> bool:
+    text = str(exc).lower()
+    return exc.error.code == types.CONNECTION_CLOSED or "connection closed" in text
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, UpstreamError):
+        return str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found ({exc.filename or exc})"
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
+        if inner:
+            return _describe(inner[0])
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def stderr_log_handler() -> logging.Handler:
+    """A stderr handler for the CLI (stdout belongs to the MCP client on stdio)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("offload gateway: %(message)s"))
+    return handler

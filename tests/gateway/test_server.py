@@ -1,0 +1,126 @@
+"""The gateway end to end over real stdio upstreams, with the SDK's client in-process."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import anyio
+import mcp_types as types
+import pytest
+from gateway_helpers import RunGateway, catalog_upstream
+
+from mcp import Client
+
+pytestmark = pytest.mark.anyio
+
+
+def text_of(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def test_small_catalogs_pass_through_with_server_prefixed_names(
+    run_gateway: RunGateway,
+) -> None:
+    servers = [
+        catalog_upstream("git", "mcp-server-git.json"),
+        catalog_upstream("mem", "server-memory.json"),
+    ]
+    async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert "git__git_status" in names and "mem__create_entities" in names
+        assert names[-2:] == ["IndexSearch", "IndexRead"]  # nothing deferred: no call_tool
+        result = await client.call_tool("git__git_status", {"repo_path": "/x"})
+        assert json.loads(text_of(result)) == {
+            "arguments": {"repo_path": "/x"},
+            "tool": "git_status",
+        }
+
+
+async def test_a_large_response_is_indexed_and_reads_back_exactly(run_gateway: RunGateway) -> None:
+    servers = [catalog_upstream("cat", "server-memory.json", "--extras")]
+    async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
+        result = await client.call_tool("cat__big_output", {"lines": 2000})
+        placeholder = text_of(result)
+        match = re.match(
+            r'\[Response compressed — (\d+) bytes, 2000 lines, indexed as "(cat__big_output:\d+)"\]',
+            placeholder,
+        )
+        assert match, placeholder[:200]
+        label = match.group(2)
+        assert "[… preview ends at line" in placeholder
+        assert f'IndexRead(label="{label}")' in placeholder
+        assert f'IndexSearch(queries=["..."], source="{label}")' in placeholder
+        rows: list[str] = []
+        offset: str | None = "1"
+        while offset is not None:
+            page = text_of(await client.call_tool("IndexRead", {"label": label, "offset": offset}))
+            lines = page.split("\n")
+            tail = re.fullmatch(r'\[\d+ more lines? — continue with offset="(\d+)"\]', lines[-1])
+            body = lines[1:-1] if tail else lines[1:]
+            rows.extend(row.split("\t", 1)[1] for row in body)
+            offset = tail.group(1) if tail else None
+        expected = "".join(
+            f"line {i:05d}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 2001)
+        )
+        assert "\n".join(rows) + "\n" == expected
+        hits = text_of(
+            await client.call_tool("IndexSearch", {"queries": ["line 01234"], "source": label})
+        )
+        assert "01234" in hits and label in hits
+
+
+async def test_errors_and_small_responses_are_never_compressed(run_gateway: RunGateway) -> None:
+    servers = [catalog_upstream("cat", "server-memory.json", "--extras")]
+    async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
+        failed = await client.call_tool("cat__fail", {})
+        assert failed.is_error and text_of(failed).startswith("error detail")
+        small = await client.call_tool("cat__big_output", {"lines": 10})
+        assert text_of(small).startswith("line 00001")
+
+
+async def test_a_crashed_upstream_reports_clearly_and_reconnects(run_gateway: RunGateway) -> None:
+    servers = [
+        catalog_upstream("flaky", "server-memory.json", "--extras"),
+        catalog_upstream("steady", "mcp-server-git.json"),
+    ]
+    async with (
+        run_gateway(servers, call_timeout_s=2.0) as gw,
+        Client(gw.server, mode="legacy") as client,
+    ):
+        crashed = await client.call_tool("flaky__crash", {})
+        assert crashed.is_error and "failed during crash" in text_of(crashed)
+        steady = await client.call_tool("steady__git_status", {"repo_path": "/r"})
+        assert not steady.is_error
+        with anyio.fail_after(15):
+            while gw.upstreams["flaky"].connects < 2 or gw.upstreams["flaky"].state != "ready":
+                await anyio.sleep(0.05)
+        again = await client.call_tool("flaky__big_output", {"lines": 3})
+        assert text_of(again).startswith("line 00001")
+
+
+async def test_a_hanging_upstream_times_out(run_gateway: RunGateway) -> None:
+    servers = [catalog_upstream("slow", "server-memory.json", "--extras", timeout_s=0.5)]
+    async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
+        with anyio.fail_after(5):
+            result = await client.call_tool("slow__hang", {})
+        assert result.is_error and "did not answer hang within 0.5s" in text_of(result)
+
+
+async def test_an_upstream_that_never_starts_is_listed_unavailable(run_gateway: RunGateway) -> None:
+    from offload.gateway.config import ServerConfig
+
+    servers = [
+        ServerConfig(name="ghost", command="/nonexistent/mcp-server"),
+        catalog_upstream("git", "mcp-server-git.json"),
+    ]
+    async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
+        assert "ghost" in (client.instructions or "") and "Unavailable" in (
+            client.instructions or ""
+        )
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert "git__git_log" in names
+        result = await client.call_tool("ghost__anything", {})
+        assert result.is_error and "ghost" in text_of(result)
