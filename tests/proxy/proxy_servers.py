@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,8 +87,7 @@ def proxy_for(
 ) -> Iterator[tuple[ServerThread, ProxySettings]]:
     """A real proxy (real pipeline) on loopback in front of ``upstream``."""
     proxy_settings = ProxySettings(upstream=upstream, metrics_flush_s=0.1, **settings)
-    app = create_app(proxy_settings, store, rewriter=_rewriter(store, proxy_settings))
-    with serving(app) as server:
+    with serving(create_app(proxy_settings, store)) as server:
         yield server, proxy_settings
 
 
@@ -190,32 +189,3 @@ def scripted_upstream(s: Scripted) -> Starlette:
             Route("/v1/models", models),
         ]
     )
-
-
-def _identity(store: Store, settings: ProxySettings, counter: Any) -> Any:
-    # TEMPORARY stand-in while the real pipeline is unimplemented; removed once it lands
-    from offload.proxy.pipeline import RewriteResult
-
-    class Identity:
-        def rewrite(self, messages: list[dict[str, Any]], n_ctx: int) -> RewriteResult:
-            n = sum(counter.count(str(m.get("content") or "")) for m in messages)
-            return RewriteResult(messages, "s1", n, n, 0, 0, False, False, True, None)
-
-    return Identity()
-
-
-def _rewriter(store: Store, settings: ProxySettings) -> Callable[..., Any]:
-    from offload.proxy.app import default_rewriter
-
-    try:
-        default_rewriter(store, settings, _Words()).rewrite(
-            [{"role": "user", "content": "x"}], 4096
-        )
-    except NotImplementedError:
-        return _identity
-    return default_rewriter
-
-
-class _Words:
-    def count(self, text: str) -> int:
-        return len(text.split())

@@ -161,6 +161,20 @@ def test_a_client_that_disconnects_before_a_non_streaming_answer_cancels_the_ups
     wait_until(state.cancelled.is_set, 10, what="upstream request cancelled")
 
 
+def test_a_single_message_larger_than_n_ctx_is_never_forwarded_raw(
+    proxy: tuple[Scripted, str],
+) -> None:
+    state, url = proxy
+    marker = "UNIQUE-MARKER-7f3a"
+    dump = " ".join(f"{marker}-{i}" for i in range(6000))  # 6000 tokens > n_ctx 4096
+    messages = [{"role": "user", "content": dump}, {"role": "user", "content": "summarise"}]
+    resp = httpx.post(url + CHAT, json={"messages": messages})
+    assert resp.status_code == 200
+    wire = json.dumps(state.requests[-1]["body"]["messages"])
+    assert f"{marker}-5999" not in wire
+    assert httpx.get(url + "/api/stats").json()["live"]["counters"]["stubs_made"] >= 1
+
+
 def test_models_advertise_the_upstream_context_size_and_the_alias(
     upstream: tuple[Scripted, ServerThread], store: Store
 ) -> None:

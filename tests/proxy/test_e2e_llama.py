@@ -1,0 +1,130 @@
+"""End to end against a real llama.cpp server (xllamacpp + SmolLM2-135M, n_ctx 2048).
+
+The session is a real tau-bench agent transcript (``shared/data/traces``): sent direct it
+overflows the server's context; through the proxy it completes, and the next turn reuses the
+server's prompt cache.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from offload.core.sse import iter_sse_events, stream_text
+from offload.store.store import Store
+from proxy.proxy_servers import ServerThread, proxy_for
+from realparts import LlamaServer
+
+pytestmark = pytest.mark.slow
+
+CHAT = "/v1/chat/completions"
+N_CTX = 2048
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+
+
+def tau_session(turns: int = 12) -> list[dict[str, Any]]:
+    """The first messages of the first tau-bench airline run (tool calls included)."""
+    with (TRACES / "taubench_gpt4o_airline.jsonl").open() as fh:
+        run = json.loads(fh.readline())
+    messages: list[dict[str, Any]] = run["messages"][:turns]
+    return messages
+
+
+@pytest.fixture(scope="module")
+def llama(start_llama: Callable[[int], LlamaServer]) -> LlamaServer:
+    """The real server with a 2048-token context."""
+    return start_llama(N_CTX)
+
+
+@pytest.fixture(scope="module")
+def proxied(
+    llama: LlamaServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ServerThread, Any]]:
+    """The proxy in front of the real server: (server, the app's ProxyState)."""
+    if not TRACES.is_dir():
+        pytest.skip("shared/data/traces is missing")
+    with (
+        Store(tmp_path_factory.mktemp("e2e") / "offload.db") as store,
+        proxy_for(llama.base_url, store) as (server, _settings),
+    ):
+        yield server, server.app.app.state.proxy  # type: ignore[attr-defined]
+
+
+def test_non_streaming_and_streaming_chat_work_through_the_proxy(
+    proxied: tuple[ServerThread, Any],
+) -> None:
+    server, _state = proxied
+    body = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8}
+    plain = httpx.post(server.url + CHAT, json=body, timeout=120)
+    assert plain.status_code == 200, plain.text
+    assert plain.json()["choices"][0]["message"]["content"]
+    chunks: list[bytes] = []
+    with httpx.stream("POST", server.url + CHAT, json={**body, "stream": True}, timeout=120) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        chunks.extend(r.iter_raw())
+    events = list(iter_sse_events(chunks))
+    assert events[-1].is_done
+    assert stream_text(events)
+
+
+def test_n_ctx_comes_from_props_and_counts_from_tokenize(
+    proxied: tuple[ServerThread, Any], llama: LlamaServer
+) -> None:
+    server, state = proxied
+    upstream = httpx.get(server.url + "/api/stats").json()["upstream"]
+    assert upstream["n_ctx"] == N_CTX and upstream["n_ctx_source"] == "props"
+    listing = httpx.get(server.url + "/v1/models").json()
+    assert listing["data"][0]["context_length"] == N_CTX
+    text = tau_session(1)[0]["content"]
+    direct = len(httpx.post(llama.base_url + "/tokenize", json={"content": text}).json()["tokens"])
+    assert state.counter.count(text) == direct
+    assert upstream["exact_token_counts"] is True
+
+
+def test_a_session_that_overflows_direct_completes_through_the_proxy_and_reuses_the_cache(
+    proxied: tuple[ServerThread, Any], llama: LlamaServer
+) -> None:
+    server, _state = proxied
+    messages = tau_session(12)
+    body = {"messages": messages, "max_tokens": 8, "temperature": 0}
+    direct = httpx.post(llama.base_url + CHAT, json=body, timeout=120)
+    assert direct.status_code == 400
+    assert direct.json()["error"]["type"] == "exceed_context_size_error"
+
+    first = httpx.post(server.url + CHAT, json=body, timeout=300)
+    assert first.status_code == 200, first.text
+    reply = first.json()["choices"][0]["message"]["content"] or "ok"
+
+    follow = [*messages, {"role": "assistant", "content": reply}]
+    follow.append({"role": "user", "content": "Thanks. And what about my baggage allowance?"})
+    second = httpx.post(server.url + CHAT, json={**body, "messages": follow}, timeout=300).json()
+    timings = second["timings"]
+    assert timings["cache_n"] > 0.5 * (timings["cache_n"] + timings["prompt_n"]), timings
+    stats = httpx.get(server.url + "/api/stats").json()["live"]
+    assert stats["cache_reuse_ratio"] > 0
+    assert stats["counters"]["tokens_saved"] > 0
+
+
+def test_a_single_message_larger_than_n_ctx_is_stubbed_not_forwarded_raw(
+    proxied: tuple[ServerThread, Any], llama: LlamaServer
+) -> None:
+    server, _state = proxied
+    dump = "\n".join(f"line {i}: value={i * 7919 % 10007} status=ok" for i in range(600))
+    messages = [
+        {"role": "user", "content": f"Here is the log:\n{dump}"},
+        {"role": "user", "content": "Which line has value 7919?"},
+    ]
+    body = {"messages": messages, "max_tokens": 8}
+    assert httpx.post(llama.base_url + CHAT, json=body, timeout=120).status_code == 400
+    before = httpx.get(server.url + "/api/stats").json()["live"]["counters"]["stubs_made"]
+    resp = httpx.post(server.url + CHAT, json=body, timeout=300)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["usage"]["prompt_tokens"] < N_CTX
+    after = httpx.get(server.url + "/api/stats").json()["live"]["counters"]["stubs_made"]
+    assert after > before

@@ -1,0 +1,190 @@
+"""Proxy counters, break classification, persistence, and the /tokenize-backed counter."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from offload.proxy.counting import UpstreamCounter, message_texts
+from offload.proxy.metrics import (
+    UPSTREAM_EVICTION,
+    Metrics,
+    RequestRecord,
+    cache_figures,
+)
+from offload.store.store import Store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A fresh store file."""
+    with Store(tmp_path / "offload.db") as s:
+        yield s
+
+
+def rec(session: str = "a", **kw: object) -> RequestRecord:
+    """A request record with defaults."""
+    return RequestRecord(session_id=session, **kw)  # type: ignore[arg-type]
+
+
+def test_cache_figures_prefer_llama_timings_and_fall_back_to_openai_usage() -> None:
+    llama = {"usage": {"prompt_tokens": 40}, "timings": {"cache_n": 30, "prompt_n": 10}}
+    assert cache_figures(llama) == (40, 30)
+    openai = {"usage": {"prompt_tokens": 50, "prompt_tokens_details": {"cached_tokens": 20}}}
+    assert cache_figures(openai) == (50, 20)
+    assert cache_figures({}) == (None, None)
+
+
+def test_totals_and_sessions_add_up_with_tokens_saved() -> None:
+    m = Metrics()
+    m.record(rec("a", client_tokens=1000, wire_tokens=400, stubs_made=2, windowed=True))
+    m.record(rec("b", client_tokens=100, wire_tokens=100, prompt_tokens=110, cached_tokens=55))
+    snap = m.snapshot()
+    total = snap["live"]["counters"]
+    assert total["requests"] == 2 and total["tokens_saved"] == 600 and total["windowed"] == 1
+    assert snap["live"]["cache_reuse_ratio"] == 0.5
+    assert snap["sessions"]["a"]["live"]["counters"]["stubs_made"] == 2
+    assert snap["sessions"]["b"]["live"]["counters"]["cached_tokens"] == 55
+
+
+def test_a_kept_prefix_with_a_collapsed_cache_is_an_upstream_eviction() -> None:
+    m = Metrics()
+    assert m.record(rec(prompt_tokens=900, cached_tokens=0)) is None  # first turn: no break
+    assert m.record(rec(prompt_tokens=950, cached_tokens=890)) is None  # reused
+    assert m.record(rec(prompt_tokens=1000, cached_tokens=12)) == UPSTREAM_EVICTION
+    assert m.snapshot()["live"]["breaks"] == {UPSTREAM_EVICTION: 1}
+
+
+def test_a_break_the_pipeline_names_is_counted_under_its_cause() -> None:
+    m = Metrics()
+    m.record(rec())
+    assert m.record(rec(prefix_kept=False, break_cause="windowing")) == "windowing"
+    assert m.record(rec(prefix_kept=False, break_cause="client_edit")) == "client_edit"
+    snap = m.snapshot()
+    assert snap["live"]["breaks"] == {"client_edit": 1, "windowing": 1}
+    assert snap["live"]["counters"]["prefix_breaks"] == 2
+
+
+def test_counters_are_cumulative_across_restarts_and_live_starts_at_zero(store: Store) -> None:
+    m = Metrics(store)
+    for _ in range(5):
+        m.record(rec("a", client_tokens=10, wire_tokens=4))
+    m.record(rec("b", prefix_kept=False, break_cause="windowing"))
+    m.flush()
+    again = Metrics(store)
+    snap = again.snapshot()
+    assert snap["live"]["counters"]["requests"] == 0
+    assert snap["cumulative"]["counters"]["requests"] == 6
+    assert snap["cumulative"]["counters"]["tokens_saved"] == 30
+    assert snap["sessions"]["a"]["cumulative"]["counters"]["requests"] == 5
+    again.record(rec("a"))
+    assert again.snapshot()["cumulative"]["counters"]["requests"] == 7
+
+
+def test_a_flush_writes_one_row_per_changed_counter_set_not_per_request(store: Store) -> None:
+    m = Metrics(store)
+    for i in range(100):
+        m.record(rec("a" if i % 2 else "b"))
+    assert m.flush() == 3  # totals + two sessions
+    assert m.flush() == 0  # nothing changed
+    assert not m.dirty
+
+
+def test_only_the_most_recent_sessions_are_kept(store: Store) -> None:
+    now = [0.0]
+    m = Metrics(store, max_sessions=2, clock=lambda: now[0])
+    for sid in ("a", "b", "c"):
+        now[0] += 1
+        m.record(rec(sid))
+    m.flush()
+    assert set(m.snapshot()["sessions"]) == {"b", "c"}
+    keys = {k for k, _ in store.state_items("proxy.metrics")}
+    assert keys == {"totals", "session:b", "session:c"}
+    assert m.snapshot()["cumulative"]["counters"]["requests"] == 3
+
+
+def test_prometheus_text_has_live_cumulative_session_and_cause_series() -> None:
+    m = Metrics()
+    m.record(rec("s1", prompt_tokens=10, cached_tokens=5))
+    m.record(rec("s1", prefix_kept=False, break_cause="client_edit"))
+    text = m.prometheus({"n_ctx": ("context size", 2048.0)})
+    assert 'offload_proxy_requests_total{window="live"} 2' in text
+    assert 'offload_proxy_requests_total{window="cumulative",session="s1"} 2' in text
+    assert 'offload_proxy_prefix_breaks_by_cause_total{window="live",cause="client_edit"} 1' in text
+    assert 'offload_proxy_cache_reuse_ratio{window="live"} 0.500000' in text
+    assert "offload_proxy_n_ctx 2048" in text
+
+
+# --- the counter -----------------------------------------------------------------------------
+
+
+class FakeTokenize:
+    """A scripted /tokenize: one token per word, or a fixed failure."""
+
+    def __init__(self, status: int = 200, fail: bool = False) -> None:
+        self.calls = 0
+        self.status = status
+        self.fail = fail
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.calls += 1
+        if self.fail:
+            raise httpx.ConnectError("refused", request=request)
+        if self.status != 200:
+            return httpx.Response(self.status)
+        text = json.loads(request.content)["content"]
+        return httpx.Response(200, json={"tokens": list(range(len(text.split())))})
+
+
+def test_exact_counts_come_from_tokenize_once_per_content() -> None:
+    fake = FakeTokenize()
+    counter = UpstreamCounter("http://up", transport=httpx.MockTransport(fake))
+    assert counter.count("one two three") == 3
+    assert counter.count("one two three") == 3
+    assert fake.calls == 1 and counter.exact and counter.cache_len() == 1
+
+
+def test_an_upstream_without_tokenize_falls_back_and_stops_asking() -> None:
+    fake = FakeTokenize(status=404)
+    counter = UpstreamCounter("http://up", transport=httpx.MockTransport(fake))
+    assert counter.count("hello world, how are you") > 0
+    assert counter.count("something else entirely") > 0
+    assert fake.calls == 1 and not counter.exact
+
+
+def test_a_down_tokenize_falls_back_for_a_while_without_failing() -> None:
+    fake = FakeTokenize(fail=True)
+    now = [0.0]
+    counter = UpstreamCounter(
+        "http://up", transport=httpx.MockTransport(fake), retry_after_s=30, clock=lambda: now[0]
+    )
+    assert counter.count("a b c") > 0 and counter.count("d e f") > 0
+    assert fake.calls == 1
+    now[0] = 31.0
+    fake.fail = False
+    assert counter.count("g h i j") == 4
+
+
+def test_calibration_scales_offline_counts_toward_the_reported_prompt_size() -> None:
+    counter = UpstreamCounter("http://up", transport=httpx.MockTransport(FakeTokenize(404)))
+    messages = [{"role": "user", "content": "word " * 200}]
+    before = counter.count(messages[0]["content"])
+    counter.calibrate(messages, prompt_tokens=2 * before + 4)
+    assert counter.ratio == pytest.approx(2.0, rel=0.05)
+    assert counter.count(messages[0]["content"] + " more") > 1.8 * before
+
+
+def test_message_texts_include_parts_and_tool_call_arguments() -> None:
+    msgs = [
+        {"role": "user", "content": [{"type": "text", "text": "look"}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"function": {"name": "read", "arguments": '{"p": 1}'}}],
+        },
+    ]
+    assert message_texts(msgs) == ["look", "read", '{"p": 1}']
