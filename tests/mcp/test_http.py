@@ -1,0 +1,79 @@
+"""End to end over Streamable HTTP: a real ``offload mcp --http`` on a loopback port;
+foreign Origin and Host headers are refused, the optional bearer token is enforced."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import httpx2
+import pytest
+from e2e_support import HttpServer
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_support import McpEnv
+
+pytestmark = pytest.mark.slow
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    },
+}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def post(url: str, **headers: str) -> httpx.Response:
+    return httpx.post(url, json=INIT, headers={**HEADERS, **headers}, timeout=10)
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str | None = None) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http)) as c,
+    ):
+        yield c
+
+
+@pytest.mark.anyio
+async def test_tools_work_over_streamable_http_on_loopback(env: McpEnv) -> None:
+    with HttpServer(env.project, env.home) as server:
+        async with http_client(server.url) as c:
+            assert len((await c.list_tools()).tools) == 19
+            res = await c.call_tool("offload", {"content": "over http", "topic": "http topic"})
+            assert not res.is_error
+            peek = await c.call_tool("peek", {})
+            assert "1 entries" in peek.content[0].text  # type: ignore[union-attr]
+            matrix = await c.read_resource("offload://matrix")
+            assert "http topic" in matrix.contents[0].text  # type: ignore[union-attr]
+
+
+def test_a_foreign_origin_or_host_is_refused_and_loopback_origins_pass(env: McpEnv) -> None:
+    with HttpServer(env.project, env.home) as server:
+        assert post(server.url, Origin="http://evil.example").status_code == 403
+        assert post(server.url, Origin="http://127.0.0.1.evil.example:80").status_code == 403
+        assert post(server.url, Host="evil.example").status_code == 421
+        assert post(server.url, Origin=f"http://localhost:{server.port}").status_code == 200
+        assert post(server.url).status_code == 200
+
+
+@pytest.mark.anyio
+async def test_a_configured_bearer_token_is_required(env: McpEnv) -> None:
+    extra = {"OFFLOAD_MCP__BEARER_TOKEN": "s3cret-token"}
+    with HttpServer(env.project, env.home, extra) as server:
+        missing = post(server.url)
+        assert missing.status_code == 401
+        assert "bearer token" in missing.json()["error"]
+        assert missing.headers["www-authenticate"].startswith("Bearer")
+        assert post(server.url, Authorization="Bearer wrong").status_code == 401
+        assert post(server.url, Authorization="Bearer s3cret-token").status_code == 200
+        async with http_client(server.url, "s3cret-token") as c:
+            assert "0 entries" in (await c.call_tool("peek", {})).content[0].text  # type: ignore[union-attr]

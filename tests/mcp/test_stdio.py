@@ -1,0 +1,69 @@
+"""End to end over stdio: ``offload mcp`` as a real subprocess, driven by the SDK's stdio
+client, sharing one store with the ``offload`` CLI while both run."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from e2e_support import cli, stdio_params
+from mcp.client.client import Client
+from mcp_support import McpEnv
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+async def _text(client: Client, tool: str, **args: object) -> str:
+    res = await client.call_tool(tool, dict(args))
+    text = "\n".join(c.text for c in res.content if getattr(c, "type", "") == "text")
+    assert not res.is_error, text
+    return text
+
+
+async def test_the_stdio_server_lists_tools_and_round_trips_an_entry(env: McpEnv) -> None:
+    env.write("notes.md", "# Notes\n## One\nfirst section\n## Two\nsecond section\n")
+    async with Client(stdio_params(env.project, env.home)) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert len(names) == 19 and {"peek", "checkout", "offload_path_sectioned"} <= names
+        stored = await _text(c, "offload", content="stdio body\nline two\n", topic="via stdio")
+        ref = re.search(r"ctx:sha256:[0-9a-f]{12}", stored).group(0)  # type: ignore[union-attr]
+        assert "2 sections" not in await _text(c, "offload_path_sectioned", path="notes.md")
+        out = await _text(c, "checkout", ref=ref)
+        nonce = re.search(r"<offload:body:([0-9a-f]{24}) ", out).group(1)  # type: ignore[union-attr]
+        assert "stdio body" in out
+        assert "checked in" in await _text(c, "checkin", ref=ref, nonce=nonce)
+        hits = await _text(c, "search", queries=["second section"])
+        assert "Notes > Two" in hits
+        body = await c.read_resource(f"offload://body/{ref}")
+        assert "stdio body" in body.contents[0].text  # type: ignore[union-attr]
+
+
+async def test_a_tools_subset_and_a_scope_flag_reach_the_subprocess(env: McpEnv) -> None:
+    params = stdio_params(env.project, env.home, "--tools", "peek,offload", "--scope", "named")
+    async with Client(params) as c:
+        assert [t.name for t in (await c.list_tools()).tools] == ["peek", "offload"]
+        await _text(c, "offload", content="scoped content")
+        assert "scope named" in await _text(c, "peek")
+    assert env.store.entries()[0].scope == "named"
+
+
+async def test_entries_are_shared_between_the_mcp_server_and_the_cli_while_both_run(
+    env: McpEnv,
+) -> None:
+    async with Client(stdio_params(env.project, env.home)) as c:
+        await _text(c, "peek")  # the server has the store open from here on
+        added = cli(
+            env.project, env.home, "add", "quokka facts from the cli", "--topic", "cli note"
+        )
+        assert "stored ctx:sha256:" in added
+        seen = await _text(c, "search", queries=["quokka"])
+        assert "cli note" in seen and "quokka facts" in seen
+        stored = await _text(c, "offload", content="wombat facts from mcp", topic="mcp note")
+        ref = re.search(r"ctx:sha256:[0-9a-f]{12}", stored).group(0)  # type: ignore[union-attr]
+        listing = cli(env.project, env.home, "ls")
+        assert "mcp note" in listing and "cli note" in listing
+        assert "wombat" in cli(env.project, env.home, "search", "wombat")
+        assert cli(env.project, env.home, "cat", ref) == "wombat facts from mcp"
+        # a checkout by the server is visible to the CLI as hot
+        await _text(c, "checkout", ref=ref)
+        assert re.search(r"mcp note \| text \| 0\.50 \| hot", cli(env.project, env.home, "ls"))
