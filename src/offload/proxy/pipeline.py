@@ -6,12 +6,37 @@ worker thread); ``offload replay`` calls the same method turn by turn without an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from offload.config import ProxySettings
 from offload.core.tokens import TokenCounter
+from offload.errors import InvalidInput
+from offload.proxy.handles import Handle, Handles
+from offload.proxy.messages import (
+    Message,
+    chain,
+    head_end,
+    is_group_start,
+    message_tokens,
+    protect_start,
+    session_key,
+    source_of,
+    validate,
+)
+from offload.proxy.session import (
+    STATE_NAMESPACE,
+    Live,
+    LiveSessions,
+    SessionLocks,
+    SessionState,
+)
+from offload.proxy.window import Budget, Layout, cut_level, plan, trigger
 from offload.store.store import Store
+
+#: What a range stub is assumed to cost while planning (they measure ~90-130 tokens).
+RANGE_ESTIMATE = 140
 
 
 @dataclass(frozen=True)
@@ -31,7 +56,12 @@ class RewriteResult:
 
 
 class Pipeline:
-    """Rewrites chat requests; thread-safe across sessions (one lock per session)."""
+    """Rewrites chat requests; thread-safe across sessions (one lock per session).
+
+    The wire is a deterministic function of the session's persisted state and the
+    messages: the pinned head verbatim, one range stub for the paged-out run, the
+    handle-ized middle, and the rest verbatim (see :mod:`offload.proxy.window`).
+    """
 
     def __init__(
         self,
@@ -45,11 +75,265 @@ class Pipeline:
         self.settings = settings
         self.counter = counter
         self.scope = scope
+        self.handles = Handles(store, counter, scope=scope)
+        self._locks = SessionLocks()
+        self._live = LiveSessions()
 
     def rewrite(self, messages: list[dict[str, Any]], n_ctx: int) -> RewriteResult:
         """The wire for ``messages`` under a context of ``n_ctx`` tokens.
 
-        Raises :class:`offload.errors.InvalidInput` for malformed messages (nothing is
-        stored then).
+        Raises :class:`offload.errors.InvalidInput` for malformed messages or a bad
+        ``n_ctx`` (nothing is stored then).
         """
-        raise NotImplementedError
+        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0:
+            raise InvalidInput(f"n_ctx must be a positive integer, got {n_ctx!r}")
+        msgs = validate(messages)
+        head = head_end(msgs)
+        session = session_key(msgs[:head])
+        lock = self._locks.get(session)
+        with lock:
+            try:
+                return self._rewrite(session, msgs, head, Budget.of(self.settings, n_ctx))
+            except BaseException:
+                # No half-built in-memory record survives a failure; the persisted state
+                # is only ever replaced whole, after the wire is built.
+                self._live.drop(session)
+                raise
+
+    # -- one request -----------------------------------------------------------------------
+
+    def _rewrite(
+        self, session: str, msgs: list[Message], head: int, budget: Budget
+    ) -> RewriteResult:
+        tail = self.settings.tail_messages
+        previous = self._live.get(session)
+        state, reuse, cause = self._resume(session, previous, msgs, head, budget, tail)
+        known = reuse if previous is not None and reuse else 0
+        ct = (previous.client_tokens[:known] if previous is not None else []) + [
+            self.handles.tokens(m) for m in msgs[known:]
+        ]
+
+        if previous is not None and known and state == previous.state:
+            # Steady turn: the wire up to the first new message is the previous one.
+            cut = _wire_index(state, known)
+            wire = previous.wire[:cut] + msgs[known:]
+            wire_tokens = previous.wire_tokens[:cut] + ct[known:]
+            stubs = previous.stubs  # forced stubs all lie before ``known``
+        else:
+            wire, wire_tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
+
+        total = sum(wire_tokens)
+        fire, emergency = trigger(total, state.floor, budget)
+        windowed = False
+        stubs_made = 0
+        new_state = state
+        if fire:
+            new_layout = plan(
+                state.layout,
+                len(msgs),
+                protect_start(msgs, head, tail),
+                [is_group_start(msgs, i) for i in range(len(msgs))],
+                ct,
+                lambda i: self._cost(msgs, i, ct, budget.threshold),
+                lambda i: self._forced_cost(msgs, i, ct),
+                state.range.tokens if state.range is not None else RANGE_ESTIMATE,
+                budget,
+                cut_level(budget, _growth(msgs, ct, max(head, state.mark))),
+            )
+            rng = state.range
+            if new_layout.paged > state.layout.paged:
+                rng = self.handles.page_out(
+                    session,
+                    msgs,
+                    head,
+                    state.layout.paged,
+                    new_layout.paged,
+                    state.range,
+                    sum(ct[head : new_layout.paged]),
+                )
+            if new_layout != state.layout:
+                windowed = True
+                new_state = replace(state, layout=new_layout, range=rng)
+                wire, wire_tokens, stubs, stubs_made = self._build(
+                    session, msgs, new_state, state.layout, ct
+                )
+                stubs_made += rng is not state.range
+                total = sum(wire_tokens)
+            new_state = replace(new_state, floor=total, mark=len(msgs))
+        emergency = emergency and windowed
+        new_state = _reverify(new_state, state, msgs)
+        if new_state != state or cause == "client_edit":
+            self.store.put_state(STATE_NAMESPACE, session, new_state.to_json())
+
+        kept = False
+        if previous is not None:
+            n_prev = len(previous.wire)
+            kept = len(wire) >= n_prev and wire[:n_prev] == previous.wire
+        if kept:
+            cause = None
+        elif cause is None:
+            cause = "windowing" if windowed else "client_edit"
+        self._live.put(session, Live(new_state, list(msgs), ct, wire, wire_tokens, stubs))
+        return RewriteResult(
+            messages=wire,
+            session_id=session,
+            client_tokens=sum(ct),
+            wire_tokens=total,
+            stubs_made=stubs_made,
+            stubbed_messages=stubs,
+            windowed=windowed,
+            emergency=emergency,
+            prefix_kept=kept,
+            break_cause=cause,
+        )
+
+    def _resume(
+        self,
+        session: str,
+        previous: Live | None,
+        msgs: list[Message],
+        head: int,
+        budget: Budget,
+        tail: int,
+    ) -> tuple[SessionState, int, str | None]:
+        """(state to use, client messages reusable from ``previous``, break cause so far)."""
+        fresh = SessionState.fresh(budget.n_ctx, head)
+        if previous is not None:
+            k = _common_prefix(previous.client, msgs)
+            st = previous.state
+            if st.n_ctx != budget.n_ctx:
+                return fresh, 0, "n_ctx_changed"
+            if not self._applies(st, msgs, head, tail, k):
+                return fresh, 0, "client_edit"
+            return st, k, ("client_edit" if k < len(previous.client) else None)
+        saved = SessionState.from_json(self.store.get_state(STATE_NAMESPACE, session))
+        if saved is None:
+            return fresh, 0, "new_session"
+        if saved.n_ctx != budget.n_ctx:
+            return fresh, 0, "n_ctx_changed"
+        if not self._applies(saved, msgs, head, tail, len(msgs)):
+            return fresh, 0, "client_edit"
+        if chain("", msgs[: saved.verified]) != saved.digest:
+            return fresh, 0, "client_edit"
+        return saved, 0, "restart"
+
+    @staticmethod
+    def _applies(st: SessionState, msgs: list[Message], head: int, tail: int, same: int) -> bool:
+        """Whether ``st`` still fits messages whose first ``same`` equal what it was made for."""
+        return (
+            st.layout.head == head
+            and same >= st.verified
+            and len(msgs) >= st.verified
+            and protect_start(msgs, head, tail) >= st.layout.stubbed
+        )
+
+    # -- costs and the wire ----------------------------------------------------------------------
+
+    def _bulky(self, msgs: Sequence[Message], i: int, threshold: int) -> Handle | None:
+        return self.handles.worth_stubbing(msgs[i], source_of(msgs, i), threshold)
+
+    def _forced(self, msgs: Sequence[Message], i: int, ct: Sequence[int]) -> Handle | None:
+        made = self.handles.worth_stubbing(msgs[i], source_of(msgs, i), 0, gain=1.0)
+        if made is None:
+            return None
+        return made if self._stub_tokens(msgs[i], made) < ct[i] else None
+
+    def _stub_tokens(self, msg: Message, made: Handle) -> int:
+        shape = {"role": msg["role"], "content": made.stub, **_calls(msg)}
+        return message_tokens(self.counter, shape, made.stub_tokens)
+
+    def _cost(self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int) -> int:
+        made = self._bulky(msgs, i, threshold)
+        return ct[i] if made is None else self._stub_tokens(msgs[i], made)
+
+    def _forced_cost(self, msgs: Sequence[Message], i: int, ct: Sequence[int]) -> int | None:
+        made = self._forced(msgs, i, ct)
+        return None if made is None else self._stub_tokens(msgs[i], made)
+
+    def _build(
+        self,
+        session: str,
+        msgs: list[Message],
+        state: SessionState,
+        before: Layout,
+        ct: Sequence[int],
+    ) -> tuple[list[Message], list[int], int, int]:
+        """(wire, its per-message tokens, stubs on it, stubs not there under ``before``)."""
+        layout = state.layout
+        threshold = Budget.of(self.settings, state.n_ctx).threshold
+        wire: list[Message] = []
+        tokens: list[int] = []
+        stubs = made_now = 0
+
+        def stubbed_under(lay: Layout, i: int) -> Handle | None:
+            if i in lay.forced:
+                return self._forced(msgs, i, ct)
+            if lay.paged <= i < lay.stubbed:
+                return self._bulky(msgs, i, threshold)
+            return None
+
+        for i, msg in enumerate(msgs):
+            if i == layout.head and state.range is not None:
+                wire.append(state.range.message())
+                tokens.append(state.range.tokens)
+                stubs += 1
+            if layout.head <= i < layout.paged:
+                continue
+            made = stubbed_under(layout, i)
+            if made is None:
+                wire.append(msg)
+                tokens.append(ct[i])
+                continue
+            wire.append(self.handles.stubbed(msg, made))
+            tokens.append(self._stub_tokens(msg, made))
+            stubs += 1
+            if before is not layout and (
+                (i < before.head or i >= before.paged) and stubbed_under(before, i) is None
+            ):
+                made_now += 1
+        return wire, tokens, stubs, made_now
+
+
+def _calls(msg: Message) -> dict[str, Any]:
+    calls = msg.get("tool_calls")
+    return {"tool_calls": calls} if calls else {}
+
+
+def _common_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:
+    """How many leading messages ``old`` and ``new`` share."""
+    n = len(old)
+    if len(new) >= n and list(new[:n]) == list(old):
+        return n
+    k = 0
+    for a, b in zip(old, new, strict=False):
+        if a != b:
+            break
+        k += 1
+    return k
+
+
+def _growth(msgs: Sequence[Message], ct: Sequence[int], since: int) -> float:
+    """Tokens the conversation grew by per turn (assistant message) since ``since``."""
+    turns = sum(1 for m in msgs[since:] if m["role"] == "assistant")
+    return sum(ct[since:]) / max(1, turns)
+
+
+def _wire_index(state: SessionState, client_index: int) -> int:
+    """Where client message ``client_index`` (not paged out) sits on the wire."""
+    lay = state.layout
+    if client_index < lay.head:
+        return client_index
+    return lay.head + (1 if state.range is not None else 0) + client_index - lay.paged
+
+
+def _reverify(new: SessionState, old: SessionState, msgs: Sequence[Message]) -> SessionState:
+    """Extend the digest over every message the layout now depends on."""
+    forced = max(new.layout.forced, default=-1) + 1
+    verified = max(new.layout.stubbed, forced, new.layout.head)
+    if verified == new.verified and new.digest:
+        return new
+    if old.digest and old.verified <= verified and new.digest == old.digest:
+        digest = chain(old.digest, msgs[old.verified : verified])
+    else:
+        digest = chain("", msgs[:verified])
+    return replace(new, verified=verified, digest=digest)

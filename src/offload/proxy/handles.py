@@ -1,0 +1,321 @@
+"""Handles: stubs that stand in for bulky messages and for paged-out runs of messages.
+
+A *handle-ized* message keeps its role and every field but ``content`` (a ``tool`` message
+keeps ``tool_call_id`` and ``name``; an assistant keeps its ``tool_calls``); its content
+becomes a stub naming ``ctx:sha256:<hex>`` of the original content, which the store holds
+byte for byte (a list of parts is stored as its canonical JSON).
+
+A *range stub* stands in for a run of whole groups paged out of the middle of the
+conversation. Each page-out stores one JSON document (a "part") holding the newly paged
+messages exactly as the client sent them plus a pointer to the part before it, labelled
+``proxy:<session>:<first>-<last>``; the stub names the newest part, so the whole range is
+retrievable part by part, newest first.
+
+Everything here is deterministic: the same content and settings give the same stub bytes.
+Work is cached per content hash (count, gist, store write happen once per content).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from offload.core.chunking import count_lines
+from offload.core.gist import gist
+from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
+from offload.core.stubs import StubInfo, is_stub, render_stub
+from offload.core.tokens import TokenCounter
+from offload.errors import NotFound, ReferenceError_
+from offload.proxy.messages import Message, content_text, message_tokens
+from offload.store.store import Store
+
+STUB_GIST_CHARS = 120
+RANGE_GIST_CHARS = 160
+#: The role of a range stub. ``user``: it reads as a note to the model rather than as
+#: something the model said (which it might imitate), and it directly follows the head,
+#: which ends with the first user message. ChatML and the other templates llama.cpp ships
+#: accept consecutive same-role messages; a template that insists on strict alternation
+#: would reject this (documented in docs/proxy.md).
+RANGE_ROLE = "user"
+#: Said in the stub of a message whose content was a list of parts (stored as JSON).
+PARTS_NOTE = "(content parts as JSON)"
+_RANGE_HEADER = re.compile(r"\[offload: \d+ earlier messages ")
+
+
+def read_call(ref: str) -> str:
+    """The exact calls that bring ``ref`` back (MCP tool and CLI)."""
+    return f'retrieve(ref="{ref}") or `offload cat {ref}`'
+
+
+@dataclass(frozen=True)
+class Handle:
+    """What the pipeline knows about one content: its identity, size and stub."""
+
+    digest: str  # sha256 hex of the content text
+    tokens: int  # tokens of the content text alone
+    stub: str  # the stub text that replaces it
+    stub_tokens: int
+
+
+@dataclass(frozen=True)
+class RangeStub:
+    """A range stub on the wire and the part it names."""
+
+    first: int  # first paged message index (the end of the head)
+    last: int  # last paged message index (inclusive)
+    ref: str  # full ctx:sha256 reference of the newest part
+    label: str
+    text: str
+    tokens: int  # wire tokens of the stub message
+
+    def message(self) -> Message:
+        """The wire message."""
+        return {"role": RANGE_ROLE, "content": self.text}
+
+    def to_json(self) -> dict[str, Any]:
+        """For the persisted session state."""
+        return {
+            "first": self.first,
+            "last": self.last,
+            "ref": self.ref,
+            "label": self.label,
+            "text": self.text,
+            "tokens": self.tokens,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RangeStub:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            first=int(data["first"]),
+            last=int(data["last"]),
+            ref=str(data["ref"]),
+            label=str(data["label"]),
+            text=str(data["text"]),
+            tokens=int(data["tokens"]),
+        )
+
+
+class Handles:
+    """Counts, stubs and stores message contents, once per content hash (thread-safe)."""
+
+    def __init__(
+        self, store: Store, counter: TokenCounter, *, scope: str, cache_size: int = 16384
+    ) -> None:
+        self.store = store
+        self.counter = counter
+        self.scope = scope
+        self._cache_size = cache_size
+        self._tokens: OrderedDict[str, int] = OrderedDict()  # key: content itself (short) / hash
+        self._stubs: OrderedDict[tuple[str, str, str], Handle] = OrderedDict()
+        self._stored: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- counting --------------------------------------------------------------------------
+
+    def content_tokens(self, text: str) -> int:
+        """Tokens of ``text``, cached per content."""
+        if not text:
+            return 0
+        # Short texts key by themselves (cheaper than hashing); long ones by their hash.
+        key = text if len(text) <= 256 else text_hash(text)
+        with self._lock:
+            hit = self._tokens.get(key)
+            if hit is not None:
+                self._tokens.move_to_end(key)
+                return hit
+        n = self.counter.count(text)
+        with self._lock:
+            self._tokens[key] = n
+            if len(self._tokens) > self._cache_size:
+                self._tokens.popitem(last=False)
+        return n
+
+    def tokens(self, msg: Message) -> int:
+        """Wire tokens of ``msg`` as it is."""
+        return message_tokens(self.counter, msg, self.content_tokens(content_text(msg)))
+
+    # -- per-message stubs -------------------------------------------------------------------
+
+    def handle(self, msg: Message, source: str) -> Handle:
+        """The handle of ``msg``'s content (nothing is stored yet)."""
+        text = content_text(msg)
+        kind = "tool output" if msg["role"] in ("tool", "function") else f"{msg['role']} message"
+        if isinstance(msg.get("content"), list):
+            kind = f"{kind} {PARTS_NOTE}"
+        key = (text_hash(text), kind, source)
+        with self._lock:
+            hit = self._stubs.get(key)
+            if hit is not None:
+                self._stubs.move_to_end(key)
+                return hit
+        tokens = self.content_tokens(text)
+        info = StubInfo(
+            ref=short_ref(key[0]),
+            kind=kind,
+            source=source,
+            tokens=tokens,
+            lines=count_lines(text),
+            nbytes=len(text.encode("utf-8", "surrogatepass")),
+            gist=gist(text, STUB_GIST_CHARS),
+        )
+        stub = render_stub(info, read_call(info.ref))
+        made = Handle(key[0], tokens, stub, self.counter.count(stub))
+        with self._lock:
+            self._stubs[key] = made
+            if len(self._stubs) > self._cache_size:
+                self._stubs.popitem(last=False)
+        return made
+
+    def worth_stubbing(
+        self, msg: Message, source: str, threshold: int, *, gain: float = 2.0
+    ) -> Handle | None:
+        """The handle when ``msg`` is bulky (content over ``threshold`` tokens) and its stub
+        is at least ``gain`` times smaller; stubs are never stubbed again."""
+        text = content_text(msg)
+        if not text or is_stub(text):
+            return None
+        tokens = self.content_tokens(text)
+        if tokens <= threshold:
+            return None
+        made = self.handle(msg, source)
+        return made if made.stub_tokens * gain <= tokens else None
+
+    def stubbed(self, msg: Message, made: Handle) -> Message:
+        """``msg`` with its content replaced by the stub, the content stored first."""
+        self.ensure_stored(content_text(msg), made.digest, source="proxy")
+        out = dict(msg)
+        out["content"] = made.stub
+        return out
+
+    def ensure_stored(
+        self, text: str, digest: str, *, source: str, label: str | None = None
+    ) -> None:
+        """Persist ``text`` unless this process already knows it is stored."""
+        with self._lock:
+            if digest in self._stored:
+                self._stored.move_to_end(digest)
+                return
+        try:
+            self.store.resolve(CTX_PREFIX + digest, self.scope)
+            known = True
+        except ReferenceError_:  # missing, or forgotten since: store it (again)
+            known = False
+        if not known or label is not None:
+            self.store.put(text, kind="proxy", source=source, scope=self.scope, label=label)
+        with self._lock:
+            self._stored[digest] = None
+            if len(self._stored) > self._cache_size:
+                self._stored.popitem(last=False)
+
+    # -- range stubs ---------------------------------------------------------------------------
+
+    def page_out(
+        self,
+        session: str,
+        messages: Sequence[Message],
+        first: int,
+        start: int,
+        end: int,
+        previous: RangeStub | None,
+        paged_tokens: int,
+    ) -> RangeStub:
+        """Store messages ``[start, end)`` as a new part and render the stub for the whole
+        range ``[first, end)`` (``previous`` covers ``[first, start)``)."""
+        doc: dict[str, Any] = {
+            "conversation": session,
+            "first": start,
+            "last": end - 1,
+            "messages": list(messages[start:end]),
+            "earlier": None if previous is None else previous.ref,
+        }
+        body = json.dumps(doc, ensure_ascii=False)
+        digest = text_hash(body)
+        label = f"proxy:{session}:{first}-{end - 1}"
+        self.ensure_stored(body, digest, source=f"proxy:{session}", label=label)
+        count = end - first
+        roles: dict[str, int] = {}
+        for msg in messages[first:end]:
+            roles[msg["role"]] = roles.get(msg["role"], 0) + 1
+        mix = ", ".join(f"{n} {role}" for role, n in sorted(roles.items()))
+        text_of_part = "\n".join(
+            content_text(m) for m in messages[start:end] if m["role"] in ("user", "assistant")
+        )
+        info = StubInfo(
+            ref=short_ref(digest),
+            kind=f"{count} earlier messages",
+            source=f"this conversation, #{first}-#{end - 1} ({mix})",
+            tokens=paged_tokens,
+            lines=count_lines(body),
+            nbytes=len(body.encode("utf-8", "surrogatepass")),
+            gist=gist(text_of_part, RANGE_GIST_CHARS) if text_of_part.strip() else "",
+        )
+        call = read_call(info.ref) + ' (JSON: the newest part; "earlier" names the one before)'
+        text = render_stub(info, call)
+        tokens = message_tokens(self.counter, {"role": RANGE_ROLE, "content": text})
+        return RangeStub(first, end - 1, CTX_PREFIX + digest, label, text, tokens)
+
+
+def expand(
+    store: Store,
+    wire: Sequence[Message],
+    scope: str | None = None,
+    cache: dict[str, Any] | None = None,
+) -> list[Message]:
+    """The client's messages rebuilt from a wire: stubs resolved through the store.
+
+    The proof that nothing was lost: for every rewrite, ``expand(wire) == client messages``.
+    ``cache`` (ref -> parsed body) may be shared between calls to avoid re-reading parts.
+    """
+    memo: dict[str, Any] = {} if cache is None else cache
+
+    def body_of(ref: str) -> str:
+        if ref not in memo:
+            memo[ref] = store.body(store.resolve(ref, scope))
+        text: str = memo[ref]
+        return text
+
+    def part(ref: str) -> tuple[list[Message], str | None]:
+        key = "part:" + ref
+        if key not in memo:
+            doc = json.loads(body_of(ref))
+            memo[key] = (doc["messages"], doc["earlier"])
+        got: tuple[list[Message], str | None] = memo[key]
+        return got
+
+    out: list[Message] = []
+    for msg in wire:
+        text = msg.get("content")
+        if not isinstance(text, str) or not is_stub(text):
+            out.append(msg)
+            continue
+        ref = _stub_ref(text)
+        if msg["role"] == RANGE_ROLE and _RANGE_HEADER.match(text):
+            parts: list[list[Message]] = []
+            cursor: str | None = ref
+            while cursor is not None:
+                messages, cursor = part(cursor)
+                parts.append(messages)
+            for chunk in reversed(parts):
+                out.extend(chunk)
+            continue
+        restored = dict(msg)
+        header = text.split("\n", 1)[0]
+        body = body_of(ref)
+        restored["content"] = json.loads(body) if PARTS_NOTE in header else body
+        out.append(restored)
+    return out
+
+
+def _stub_ref(stub: str) -> str:
+    header = stub.split("\n", 1)[0]
+    marker = "stored as "
+    at = header.rfind(marker)
+    if at < 0:
+        raise NotFound(header[:80], "the stub names no reference")
+    return header[at + len(marker) :].rstrip("]").strip()

@@ -1,0 +1,178 @@
+"""OpenAI chat messages: validation, canonical text, token sizes, head, groups and tail.
+
+Pure helpers for the pipeline. A *group* is what windowing may never split: an assistant
+message with ``tool_calls`` together with the ``tool`` messages that follow it (any other
+message is a group of its own). The *head* is the leading system/developer messages plus
+the first user message; it is pinned on the wire and identifies the conversation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from offload.core.tokens import TokenCounter
+from offload.errors import InvalidInput
+
+Message = dict[str, Any]
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_LEADING = frozenset({"system", "developer"})
+_ANSWERS = frozenset({"tool", "function"})
+#: Role markers and separators a chat template adds around each message (ChatML: 4-5).
+MESSAGE_OVERHEAD = 4
+
+
+def canonical(value: Any) -> str:
+    """Deterministic compact JSON (sorted keys, UTF-8 kept): the identity of a value."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def validate(messages: Any) -> list[Message]:
+    """Check that ``messages`` is a chat request's message list; raise InvalidInput if not.
+
+    Accepts the roles of the OpenAI chat API (``system``, ``developer``, ``user``,
+    ``assistant``, ``tool``, legacy ``function``); content is a string, a list of parts
+    (objects) or null (assistant tool calls). Returns the list itself, unchanged.
+    """
+    if not isinstance(messages, list):
+        raise InvalidInput(f"messages must be a list, got {type(messages).__name__}")
+    if not messages:
+        raise InvalidInput("messages is empty; send at least one message")
+    for index, msg in enumerate(messages):
+        _validate_one(index, msg)
+    return messages
+
+
+def _validate_one(index: int, msg: Any) -> None:
+    where = f"messages[{index}]"
+    if not isinstance(msg, dict):
+        raise InvalidInput(f"{where} must be an object, got {type(msg).__name__}")
+    role = msg.get("role")
+    if not isinstance(role, str) or role not in ROLES:
+        raise InvalidInput(
+            f"{where} has unknown role {role!r}; expected one of {', '.join(sorted(ROLES))}"
+        )
+    content = msg.get("content")
+    if content is None:
+        if role not in ("assistant", "function") and "content" not in msg:
+            raise InvalidInput(f"{where} ({role}) has no content")
+    elif isinstance(content, list):
+        for part_index, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise InvalidInput(f"{where}.content[{part_index}] must be an object with a type")
+    elif not isinstance(content, str):
+        raise InvalidInput(
+            f"{where}.content must be a string, a list of parts or null, "
+            f"got {type(content).__name__}"
+        )
+    if role == "tool" and not isinstance(msg.get("tool_call_id"), str):
+        raise InvalidInput(f"{where} (tool) needs a string tool_call_id")
+    calls = msg.get("tool_calls")
+    if calls is not None:
+        if role != "assistant" or not isinstance(calls, list):
+            raise InvalidInput(f"{where}.tool_calls must be a list on an assistant message")
+        for call_index, call in enumerate(calls):
+            if not isinstance(call, dict):
+                raise InvalidInput(f"{where}.tool_calls[{call_index}] must be an object")
+
+
+def content_text(msg: Message) -> str:
+    """The message's content as one text: the string itself, or the parts' canonical JSON."""
+    content = msg.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return canonical(content)
+
+
+def calls_text(msg: Message) -> str:
+    """The canonical JSON of an assistant's ``tool_calls`` ("" when it has none)."""
+    calls = msg.get("tool_calls")
+    return canonical(calls) if calls else ""
+
+
+def message_tokens(counter: TokenCounter, msg: Message, content_tokens: int | None = None) -> int:
+    """Tokens ``msg`` costs in a prompt: content, tool calls and the template's markers."""
+    n = counter.count(content_text(msg)) if content_tokens is None else content_tokens
+    calls = calls_text(msg)
+    if calls:
+        n += counter.count(calls)
+    return n + MESSAGE_OVERHEAD
+
+
+def digest(msg: Message) -> bytes:
+    """sha256 of the message's canonical JSON (raw bytes)."""
+    return hashlib.sha256(canonical(msg).encode("utf-8", "surrogatepass")).digest()
+
+
+def chain(previous: str, messages: Sequence[Message]) -> str:
+    """Extend a hex chain digest over ``messages`` (``""`` starts a chain)."""
+    state = bytes.fromhex(previous) if previous else b""
+    for msg in messages:
+        state = hashlib.sha256(state + digest(msg)).digest()
+    return state.hex()
+
+
+def head_end(messages: Sequence[Message]) -> int:
+    """Length of the pinned head: leading system/developer messages plus the first user one.
+
+    A conversation that opens with something else pins only its leading system messages
+    (at least the first message, so the head is never empty).
+    """
+    index = 0
+    while index < len(messages) and messages[index]["role"] in _LEADING:
+        index += 1
+    if index < len(messages) and messages[index]["role"] == "user":
+        index += 1
+    return max(1, index)
+
+
+def session_key(head: Sequence[Message]) -> str:
+    """A stable id for the conversation that starts with ``head`` (16 hex characters)."""
+    return hashlib.sha256(canonical(list(head)).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def is_group_start(messages: Sequence[Message], index: int) -> bool:
+    """False for a tool answer that belongs to the assistant tool call before it."""
+    if messages[index]["role"] not in _ANSWERS or index == 0:
+        return True
+    return messages[index - 1]["role"] not in ({"assistant"} | _ANSWERS)
+
+
+def group_start(messages: Sequence[Message], index: int, floor: int = 0) -> int:
+    """The start of the group containing ``index`` (never below ``floor``)."""
+    while index > floor and not is_group_start(messages, index):
+        index -= 1
+    return index
+
+
+def protect_start(messages: Sequence[Message], head: int, tail: int) -> int:
+    """First index of the protected recent tail: the last ``tail`` messages, widened
+    backwards to a whole group, and never inside the head."""
+    start = max(head, len(messages) - max(0, tail))
+    return group_start(messages, start, head) if start < len(messages) else len(messages)
+
+
+def source_of(messages: Sequence[Message], index: int) -> str:
+    """Where a tool answer came from, for its stub: the tool's name ("" for other roles)."""
+    msg = messages[index]
+    if msg["role"] not in _ANSWERS:
+        return ""
+    name = msg.get("name")
+    if isinstance(name, str) and name:
+        return name
+    call_id = msg.get("tool_call_id")
+    for back in range(index - 1, -1, -1):
+        prev = messages[back]
+        if prev["role"] == "assistant":
+            for call in prev.get("tool_calls") or ():
+                if isinstance(call, dict) and call.get("id") == call_id:
+                    fn = call.get("function")
+                    if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+                        return str(fn["name"])
+            break
+    return "tool"

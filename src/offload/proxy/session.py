@@ -1,0 +1,142 @@
+"""Sessions: what the pipeline remembers about one conversation, in memory and in the store.
+
+The persisted :class:`SessionState` is small and changes only when the frontier moves, so
+a steady turn writes nothing; it is enough to rebuild the same wire after a restart.
+The in-memory :class:`Live` record keeps the previous request and wire, so a turn that
+only appends messages does work proportional to what it appended.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from offload.proxy.handles import RangeStub
+from offload.proxy.messages import Message
+from offload.proxy.window import Layout
+
+STATE_NAMESPACE = "proxy.session"
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """The frontier of one conversation and what proves it still applies."""
+
+    n_ctx: int
+    layout: Layout
+    floor: int  # wire tokens right after the last compaction
+    mark: int  # how many client messages there were at the last compaction
+    range: RangeStub | None
+    verified: int  # client messages [0, verified) are covered by ``digest``
+    digest: str  # chain digest of those messages (messages.chain)
+
+    @classmethod
+    def fresh(cls, n_ctx: int, head: int) -> SessionState:
+        """A conversation nothing has been done to yet."""
+        return cls(n_ctx, Layout.fresh(head), 0, 0, None, 0, "")
+
+    def to_json(self) -> dict[str, Any]:
+        """What :meth:`Store.put_state` saves."""
+        return {
+            "version": STATE_VERSION,
+            "n_ctx": self.n_ctx,
+            "head": self.layout.head,
+            "paged": self.layout.paged,
+            "stubbed": self.layout.stubbed,
+            "forced": sorted(self.layout.forced),
+            "floor": self.floor,
+            "mark": self.mark,
+            "range": None if self.range is None else self.range.to_json(),
+            "verified": self.verified,
+            "digest": self.digest,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> SessionState | None:
+        """Inverse of :meth:`to_json`; None for anything unusable (an older version)."""
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            return None
+        try:
+            layout = Layout(
+                int(data["head"]),
+                int(data["paged"]),
+                int(data["stubbed"]),
+                frozenset(int(i) for i in data["forced"]),
+            )
+            rng = data["range"]
+            return cls(
+                n_ctx=int(data["n_ctx"]),
+                layout=layout,
+                floor=int(data["floor"]),
+                mark=int(data["mark"]),
+                range=None if rng is None else RangeStub.from_json(rng),
+                verified=int(data["verified"]),
+                digest=str(data["digest"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass
+class Live:
+    """The previous request of a session, kept in memory."""
+
+    state: SessionState
+    client: list[Message]
+    client_tokens: list[int]
+    wire: list[Message]
+    wire_tokens: list[int]
+    stubs: int  # stub messages on ``wire``
+
+
+class SessionLocks:
+    """One lock per session, made on demand and dropped when nobody holds it."""
+
+    def __init__(self) -> None:
+        self._locks: weakref.WeakValueDictionary[str, threading.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        self._guard = threading.Lock()
+
+    def get(self, session: str) -> threading.Lock:
+        """The lock of ``session`` (hold a reference while using it)."""
+        with self._guard:
+            lock = self._locks.get(session)
+            if lock is None:
+                lock = threading.Lock()
+                self._locks[session] = lock
+            return lock
+
+
+class LiveSessions:
+    """A bounded LRU of :class:`Live` records (callers hold the session's lock)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self._size = size
+        self._items: OrderedDict[str, Live] = OrderedDict()
+        self._guard = threading.Lock()
+
+    def get(self, session: str) -> Live | None:
+        """The record, refreshed as most recently used."""
+        with self._guard:
+            live = self._items.get(session)
+            if live is not None:
+                self._items.move_to_end(session)
+            return live
+
+    def put(self, session: str, live: Live) -> None:
+        """Remember ``live``, forgetting the least recently used beyond the bound."""
+        with self._guard:
+            self._items[session] = live
+            self._items.move_to_end(session)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def drop(self, session: str) -> None:
+        """Forget one session (after a failure, so no half-built record survives)."""
+        with self._guard:
+            self._items.pop(session, None)
