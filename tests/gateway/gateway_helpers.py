@@ -10,9 +10,11 @@ from typing import Any
 
 import anyio
 
+from mcp import Client
 from offload.config import GatewaySettings
 from offload.gateway.config import GatewayConfig, ServerConfig
 from offload.gateway.server import Gateway
+from offload.gateway.upstreams import Connector, MessageHandler
 from offload.store.store import Store
 
 HERE = Path(__file__).parent
@@ -31,6 +33,20 @@ def catalog_upstream(name: str, catalog: str, *extra: str, **fields: Any) -> Ser
     )
 
 
+def inproc_upstream(
+    name: str, catalog: str, *, extras: bool = False, instructions: str = ""
+) -> tuple[ServerConfig, Connector]:
+    """The same catalog server, connected in-process (no subprocess start-up cost)."""
+    from catalog_server import build
+
+    server = build(CATALOGS / catalog, name, instructions, extras)
+
+    def connect(handler: MessageHandler) -> Client:
+        return Client(server, mode="legacy", message_handler=handler)
+
+    return ServerConfig(name=name, command="(in-process)"), connect
+
+
 RunGateway = Callable[..., AbstractAsyncContextManager[Gateway]]
 
 
@@ -39,13 +55,20 @@ def gateway_runner(tmp_path: Path) -> RunGateway:
 
     @asynccontextmanager
     async def run(
-        servers: list[ServerConfig], clients: dict[str, Any] | None = None, **settings: Any
+        servers: list[ServerConfig | tuple[ServerConfig, Connector]],
+        clients: dict[str, Any] | None = None,
+        **settings: Any,
     ) -> AsyncIterator[Gateway]:
         defaults: dict[str, Any] = {"connect_timeout_s": 20.0, "call_timeout_s": 10.0}
         defaults.update(settings)
         store = Store(tmp_path / "offload.db")
+        configs = [s[0] if isinstance(s, tuple) else s for s in servers]
+        connectors = {s[0].name: s[1] for s in servers if isinstance(s, tuple)}
         gateway = Gateway(
-            GatewaySettings(**defaults), GatewayConfig(tuple(servers), clients or {}), store
+            GatewaySettings(**defaults),
+            GatewayConfig(tuple(configs), clients or {}),
+            store,
+            connectors,
         )
         async with anyio.create_task_group() as tg:
             await gateway.start(tg)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import anyio
 import mcp_types as types
 import pytest
-from gateway_helpers import RunGateway, catalog_upstream
+from gateway_helpers import RunGateway, catalog_upstream, inproc_upstream
 
 from mcp import Client
 
@@ -40,7 +41,7 @@ async def test_small_catalogs_pass_through_with_server_prefixed_names(
 
 
 async def test_a_large_response_is_indexed_and_reads_back_exactly(run_gateway: RunGateway) -> None:
-    servers = [catalog_upstream("cat", "server-memory.json", "--extras")]
+    servers = [inproc_upstream("cat", "server-memory.json", extras=True)]
     async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
         result = await client.call_tool("cat__big_output", {"lines": 2000})
         placeholder = text_of(result)
@@ -73,7 +74,7 @@ async def test_a_large_response_is_indexed_and_reads_back_exactly(run_gateway: R
 
 
 async def test_errors_and_small_responses_are_never_compressed(run_gateway: RunGateway) -> None:
-    servers = [catalog_upstream("cat", "server-memory.json", "--extras")]
+    servers = [inproc_upstream("cat", "server-memory.json", extras=True)]
     async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
         failed = await client.call_tool("cat__fail", {})
         assert failed.is_error and text_of(failed).startswith("error detail")
@@ -84,7 +85,7 @@ async def test_errors_and_small_responses_are_never_compressed(run_gateway: RunG
 async def test_a_crashed_upstream_reports_clearly_and_reconnects(run_gateway: RunGateway) -> None:
     servers = [
         catalog_upstream("flaky", "server-memory.json", "--extras"),
-        catalog_upstream("steady", "mcp-server-git.json"),
+        inproc_upstream("steady", "mcp-server-git.json"),
     ]
     async with (
         run_gateway(servers, call_timeout_s=2.0) as gw,
@@ -102,7 +103,8 @@ async def test_a_crashed_upstream_reports_clearly_and_reconnects(run_gateway: Ru
 
 
 async def test_a_hanging_upstream_times_out(run_gateway: RunGateway) -> None:
-    servers = [catalog_upstream("slow", "server-memory.json", "--extras", timeout_s=0.5)]
+    config, connect = inproc_upstream("slow", "server-memory.json", extras=True)
+    servers = [(replace(config, timeout_s=0.5), connect)]
     async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
         with anyio.fail_after(5):
             result = await client.call_tool("slow__hang", {})
@@ -114,7 +116,7 @@ async def test_an_upstream_that_never_starts_is_listed_unavailable(run_gateway: 
 
     servers = [
         ServerConfig(name="ghost", command="/nonexistent/mcp-server"),
-        catalog_upstream("git", "mcp-server-git.json"),
+        inproc_upstream("git", "mcp-server-git.json"),
     ]
     async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
         assert "ghost" in (client.instructions or "") and "Unavailable" in (

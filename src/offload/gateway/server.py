@@ -7,7 +7,7 @@ A thin adapter: MCP requests in, calls to the upstreams, ``responses`` (indexing
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -42,7 +42,7 @@ from offload.gateway.config import ClientRule, GatewayConfig
 from offload.gateway.index_tools import IndexTools
 from offload.gateway.responses import index_response, threshold_for
 from offload.gateway.toolsearch import ToolIndex, doc_for
-from offload.gateway.upstreams import ChangeKind, Upstream
+from offload.gateway.upstreams import ChangeKind, Connector, Upstream
 from offload.store.store import Store
 
 log = logging.getLogger("offload.gateway")
@@ -74,13 +74,19 @@ def _text_result(text: str, *, error: bool = False) -> types.CallToolResult:
 class Gateway:
     """Upstreams, catalog state and the MCP server that serves their union."""
 
-    def __init__(self, settings: GatewaySettings, config: GatewayConfig, store: Store) -> None:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        config: GatewayConfig,
+        store: Store,
+        connectors: Mapping[str, Connector] | None = None,
+    ) -> None:
         self.settings = settings
         self.config = config
         self.store = store
         self.index = IndexTools(store, settings)
         self.upstreams = {
-            s.name: Upstream(s, settings, self._on_upstream_change)
+            s.name: Upstream(s, settings, self._on_upstream_change, (connectors or {}).get(s.name))
             for s in config.servers
             if s.enabled
         }

@@ -31,6 +31,9 @@ log = logging.getLogger("offload.gateway")
 State = Literal["starting", "ready", "unavailable", "stopped"]
 ChangeKind = Literal["tools", "resources", "prompts", "state"]
 OnChange = Callable[["Upstream", ChangeKind], Awaitable[None]]
+MessageHandler = Callable[[Any], Awaitable[None]]
+#: Builds the client of a connection (tests connect in-process servers this way).
+Connector = Callable[[MessageHandler], Client]
 
 
 async def _ignore_change(_u: Upstream, _k: ChangeKind) -> None:
@@ -45,12 +48,14 @@ class Upstream:
         config: ServerConfig,
         settings: GatewaySettings,
         on_change: OnChange = _ignore_change,
+        connector: Connector | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
         self.settings = settings
         self.timeout_s = config.timeout_s or settings.call_timeout_s
         self.on_change = on_change
+        self.connector = connector
         self.state: State = "starting"
         self.error = ""
         self.tools: list[types.Tool] = []
@@ -140,9 +145,13 @@ class Upstream:
                 self._wake = anyio.Event()
 
     def _make_client(self) -> Client:
+        if self.connector is not None:
+            return self.connector(self._on_message)
         cfg = self.config
+        if cfg.url and not cfg.headers:
+            return Client(cfg.url, mode="legacy", message_handler=self._on_message)
         if cfg.url:
-            http = create_mcp_http_client(headers=dict(cfg.headers) or None)
+            http = create_mcp_http_client(headers=dict(cfg.headers))
             transport = streamable_http_client(cfg.url, http_client=http)
             return Client(transport, mode="legacy", message_handler=self._on_message)
         params = StdioServerParameters(

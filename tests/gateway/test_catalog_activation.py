@@ -1,0 +1,140 @@
+"""Catalog compression over GitHub's real catalog: deferral, search, activation, call_tool."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import mcp_types as types
+import pytest
+from gateway_helpers import RunGateway, inproc_upstream
+
+from mcp import Client
+from offload.gateway.catalog import wire_size
+
+pytestmark = pytest.mark.anyio
+
+
+def text_of(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def servers() -> list[object]:
+    return [
+        inproc_upstream("github", "github-mcp-server.json"),
+        inproc_upstream("git", "mcp-server-git.json"),
+    ]
+
+
+async def test_the_github_catalog_is_deferred_and_the_listing_fits_the_threshold(
+    run_gateway: RunGateway,
+) -> None:
+    async with run_gateway(servers()) as gw, Client(gw.server, mode="legacy") as client:
+        tools = (await client.list_tools()).tools
+        names = [t.name for t in tools]
+        assert not any(n.startswith("github__") for n in names)
+        assert "git__git_log" in names and names[-3:] == ["IndexSearch", "IndexRead", "call_tool"]
+        instructions = client.instructions or ""
+        assert "github: 117 tools" in instructions
+        assert wire_size(tools) + len(instructions.encode()) < 16384
+
+
+async def test_a_tool_found_by_search_is_activated_and_announced_on_the_legacy_session(
+    run_gateway: RunGateway,
+) -> None:
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with (
+        run_gateway(servers()) as gw,
+        Client(gw.server, mode="legacy", message_handler=on_message) as client,
+    ):
+        before = [t.name for t in (await client.list_tools()).tools]
+        found = text_of(
+            await client.call_tool("IndexSearch", {"queries": ["show me the open PRs"], "limit": 3})
+        )
+        assert "tool github__list_pull_requests (deferred, now activated)" in found
+        assert '"owner"' in found  # the hit carries the input schema
+        with anyio.fail_after(5):
+            await changed.wait()
+        after = [t.name for t in (await client.list_tools()).tools]
+        assert after[: len(before)] == before  # stable prefix: prompt caches survive
+        assert "github__list_pull_requests" in after[len(before) :]
+        result = await client.call_tool("github__list_pull_requests", {"owner": "o", "repo": "r"})
+        assert json.loads(text_of(result))["tool"] == "list_pull_requests"
+        # a second search shows the same tool as listed and repeats nothing it showed before
+        again = text_of(
+            await client.call_tool(
+                "IndexSearch", {"queries": ["list pull requests", "list pull requests"]}
+            )
+        )
+        assert "github__list_pull_requests (listed)" in again
+        assert "(already shown as query 1 hit" in again
+
+
+async def test_activation_reaches_a_2026_client_on_its_subscription_stream(
+    run_gateway: RunGateway,
+) -> None:
+    async with run_gateway(servers()) as gw, Client(gw.server, mode="2026-07-28") as client:
+        assert client.protocol_version == "2026-07-28"
+        events: list[object] = []
+        async with client.listen(tools_list_changed=True) as sub:
+
+            async def collect() -> None:
+                async for event in sub:
+                    events.append(event)
+                    return
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(collect)
+                read = text_of(
+                    await client.call_tool(
+                        "IndexRead", {"label": "tool:github__merge_pull_request"}
+                    )
+                )
+                assert "# github__merge_pull_request" in read and "now active" in read
+                with anyio.fail_after(5):
+                    while not events:
+                        await anyio.sleep(0.01)
+        names = [t.name for t in (await client.list_tools(cache_mode="refresh")).tools]
+        assert names[-1] == "github__merge_pull_request"
+
+
+async def test_call_tool_invokes_a_deferred_tool_without_activation(
+    run_gateway: RunGateway,
+) -> None:
+    async with run_gateway(servers()) as gw, Client(gw.server, mode="legacy") as client:
+        result = await client.call_tool("call_tool", {"name": "github__get_me", "arguments": {}})
+        assert json.loads(text_of(result)) == {"arguments": {}, "tool": "get_me"}
+        unknown = await client.call_tool("call_tool", {"name": "nope__x"})
+        assert unknown.is_error and "unknown tool" in text_of(unknown)
+
+
+async def test_a_source_matching_nothing_lists_the_indexed_labels(run_gateway: RunGateway) -> None:
+    async with run_gateway(servers()) as gw, Client(gw.server, mode="legacy") as client:
+        result = await client.call_tool("IndexSearch", {"queries": ["x"], "source": "zzz"})
+        assert result.is_error
+        assert "matches no indexed label" in text_of(result) and '"tool:github__"' in text_of(
+            result
+        )
+
+
+async def test_a_client_with_compression_off_sees_the_full_catalog(run_gateway: RunGateway) -> None:
+    from mcp_types import Implementation
+
+    from offload.gateway.config import ClientRule
+
+    clients = {"full-client": ClientRule(compress_catalog=False)}
+    async with (
+        run_gateway(servers(), clients=clients) as gw,
+        Client(
+            gw.server, mode="legacy", client_info=Implementation(name="full-client", version="1")
+        ) as client,
+    ):
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert "github__list_pull_requests" in names and "call_tool" not in names
