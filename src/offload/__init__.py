@@ -14,6 +14,7 @@ _LAZY = {
         "Sections",
         "Section",
         "BuiltSection",
+        "join",
         "CutResult",
         "Retriever",
         "align",

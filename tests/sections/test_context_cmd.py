@@ -1,26 +1,25 @@
-"""``offload context FILE...`` end to end, in a subprocess with its own store."""
+"""``offload context FILE...`` end to end through the CLI dispatcher."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+import pytest
 
-def run_context(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OFFLOAD_HOME": str(home)}
-    return subprocess.run(
-        [sys.executable, "-m", "offload.cli.main", "context", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+from offload.cli.main import main
 
 
-def test_a_second_run_reports_what_changed_since_the_first(tmp_path: Path) -> None:
+def run_context(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["context", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_second_run_reports_what_changed_since_the_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "home"))
     rules = tmp_path / "AGENTS.md"
     status = tmp_path / "status.txt"
     readme = tmp_path / "README.md"
@@ -28,19 +27,38 @@ def test_a_second_run_reports_what_changed_since_the_first(tmp_path: Path) -> No
     status.write_text("M a.py\n")
     readme.write_text("# App\n" + "It exports invoices.\n" * 30)
     files = [str(rules), str(status), str(readme)]
-    first = run_context(tmp_path / "home", *files)
-    assert first.returncode == 0, first.stderr
-    assert "(turn 1)" in first.stdout and "| new | no |" in first.stdout
+    code, out, err = run_context(capsys, *files)
+    assert code == 0, err
+    assert "(turn 1)" in out and "| new | no |" in out
     status.write_text("M a.py\nM b.py\n")
-    second = run_context(tmp_path / "home", "--json", *files)
-    assert second.returncode == 0, second.stderr
-    report = json.loads(second.stdout)
+    code, out, err = run_context(capsys, "--json", *files)
+    assert code == 0, err
+    report = json.loads(out)
     assert [s["status"] for s in report["sections"]] == ["unchanged", "changed", "unchanged"]
     assert [s["cached"] for s in report["sections"]] == [True, False, False]
     assert report["suggested_order"] == [files[0], files[2], files[1]]
+    # Following the suggestion: the same file set keeps its history in any order.
+    code, out, err = run_context(capsys, files[0], files[2], files[1])
+    assert "(turn 3)" in out and "Order: already stable sections first." in out
 
 
-def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
-    result = run_context(tmp_path / "home", str(tmp_path / "missing.md"))
-    assert result.returncode == 4
-    assert "missing.md: no such file" in result.stderr
+def test_prompts_mode_compares_successive_prompt_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "home"))
+    one, two = tmp_path / "turn1.md", tmp_path / "turn2.md"
+    one.write_text("## Rules\nbe brief\n## Status\nM a.py\n")
+    two.write_text("## Rules\nbe brief\n## Status\nM b.py\n")
+    code, out, _ = run_context(capsys, "--prompts", str(one), str(two))
+    assert code == 0
+    assert "| 1 | Rules | " in out and "| unchanged | yes |" in out
+    assert "| 2 | Status | " in out and "| changed | no |" in out
+
+
+def test_a_missing_file_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "home"))
+    code, _, err = run_context(capsys, str(tmp_path / "missing.md"))
+    assert code == 4
+    assert "missing.md: no such file" in err
