@@ -32,8 +32,8 @@ class StoreSettings:
     home: str = ""  # empty: the platform data dir
     busy_timeout_s: float = 15.0
     synchronous: str = "NORMAL"  # NORMAL survives process crashes; FULL also power loss
-    chunk_lines: int = 40
-    chunk_chars: int = 3000
+    chunk_lines: int = 60
+    chunk_chars: int = 4000
     max_file_bytes: int = 8 * 1024 * 1024
 
 

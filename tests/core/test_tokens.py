@@ -203,3 +203,16 @@ def test_the_default_counter_falls_back_to_the_estimate_without_the_encoding() -
     counter = default_counter("no_such_encoding_offload_test")
     assert isinstance(counter, EstimateCounter)
     assert counter.count("hello world") == estimate_tokens("hello world")
+
+
+def test_a_bounded_counter_is_exact_for_small_texts_and_estimates_big_ones() -> None:
+    from offload.core.tokens import BoundedCounter, estimate_tokens
+
+    class Exact:
+        def count(self, text: str) -> int:
+            return -1  # a marker: the exact path was taken
+
+    counter = BoundedCounter(Exact(), exact_chars=10)
+    assert counter.count("short") == -1
+    big = "word " * 100
+    assert counter.count(big) == estimate_tokens(big)

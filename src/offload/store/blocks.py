@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 import zstandard
 
@@ -17,7 +18,7 @@ _local = threading.local()
 def _compressor() -> zstandard.ZstdCompressor:
     c = getattr(_local, "c", None)
     if c is None:
-        c = _local.c = zstandard.ZstdCompressor(level=3)
+        c = _local.c = zstandard.ZstdCompressor(level=6)
     return c
 
 
@@ -51,3 +52,38 @@ def unpack(digest: str, codec: str, stored: bytes) -> str:
             f"block {digest[:12]} does not match its hash (corrupted); run `offload doctor`"
         )
     return decode(data)
+
+
+class BodyCache:
+    """Verified plaintexts by hash, least recently used out first, bounded in characters.
+
+    Blocks are immutable (identity is the hash), so a cached body never goes stale; paging
+    through one large body re-reads it without decompressing and re-hashing every time.
+    """
+
+    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self._items: OrderedDict[str, str] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, digest: str) -> str | None:
+        """The cached body, or None."""
+        with self._lock:
+            text = self._items.get(digest)
+            if text is not None:
+                self._items.move_to_end(digest)
+            return text
+
+    def put(self, digest: str, text: str) -> None:
+        """Remember a verified body (one larger than the whole cache is not kept)."""
+        if len(text) > self.max_chars:
+            return
+        with self._lock:
+            if digest in self._items:
+                return
+            self._items[digest] = text
+            self._size += len(text)
+            while self._size > self.max_chars:
+                _, old = self._items.popitem(last=False)
+                self._size -= len(old)

@@ -145,8 +145,8 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             checked_out REAL,
             checked_in REAL
         );
-        CREATE UNIQUE INDEX entries_dedup ON entries(scope, content_hash);
-        CREATE INDEX entries_content ON entries(content_hash);
+        -- content_hash first: the same index serves dedup and lookups by hash or prefix
+        CREATE UNIQUE INDEX entries_dedup ON entries(content_hash, scope);
         CREATE INDEX entries_block ON entries(block_hash);
         CREATE INDEX entries_rank ON entries(pinned DESC, salience DESC);
         CREATE INDEX entries_source ON entries(source);
@@ -180,18 +180,20 @@ def m001_initial(conn: sqlite3.Connection) -> None:
 
         CREATE TABLE chunks (
             id INTEGER PRIMARY KEY,
-            block_hash TEXT NOT NULL,
+            block_id INTEGER NOT NULL,             -- blocks.id (an integer keeps the index small)
             start_line INTEGER NOT NULL,
             end_line INTEGER NOT NULL,
             start INTEGER NOT NULL,                -- character offsets into the body
             end INTEGER NOT NULL
         );
-        CREATE INDEX chunks_block ON chunks(block_hash);
+        CREATE INDEX chunks_block ON chunks(block_id);
         -- contentless: the text lives once, compressed, in blocks
         CREATE VIRTUAL TABLE chunks_fts USING fts5(
-            text, content='', tokenize='unicode61 remove_diacritics 2'
+            text, content='', detail=column, tokenize='unicode61 remove_diacritics 2'
         );
-        CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, row);
+        -- every distinct term once: scanned for partial identifiers and typos when the
+        -- index itself finds nothing (a trigram index over it cost 0.2x the raw text)
+        CREATE TABLE terms (term TEXT PRIMARY KEY) WITHOUT ROWID;
         CREATE VIRTUAL TABLE meta_fts USING fts5(
             topic, summary, tags, source, tokenize='unicode61 remove_diacritics 2'
         );

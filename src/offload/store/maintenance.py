@@ -56,13 +56,13 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
         r[0]
         for r in conn.execute(
             "SELECT DISTINCT e.block_hash FROM entries e JOIN blocks b ON b.hash = e.block_hash "
-            "WHERE b.size > 0 AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.block_hash = b.hash)"
+            "WHERE b.size > 0 AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.block_id = b.id)"
         )
     ]
     report.stale_chunks = int(
         conn.execute(
             "SELECT count(*) FROM chunks c WHERE NOT EXISTS "
-            "(SELECT 1 FROM blocks b WHERE b.hash = c.block_hash)"
+            "(SELECT 1 FROM blocks b WHERE b.id = c.block_id)"
         ).fetchone()[0]
     )
     report.index_ok = _fts_ok(conn)
@@ -101,7 +101,7 @@ def _repair(store: Store, report: DoctorReport) -> None:
         if report.stale_chunks:
             conn.execute(
                 "DELETE FROM chunks WHERE NOT EXISTS "
-                "(SELECT 1 FROM blocks b WHERE b.hash = chunks.block_hash)"
+                "(SELECT 1 FROM blocks b WHERE b.id = chunks.block_id)"
             )
             report.repaired.append(f"removed {report.stale_chunks} chunks of missing blocks")
         for digest in report.corrupt_blocks + report.missing_blocks:
@@ -121,7 +121,7 @@ def _repair(store: Store, report: DoctorReport) -> None:
             report.repaired.append("rebuilt the full-text index")
         else:
             for digest in report.unindexed_blocks:
-                store._index_block(conn, digest, store.block_text(digest))
+                store._index_block(conn, _block_id(conn, digest), store.block_text(digest))
             if report.unindexed_blocks:
                 report.repaired.append(f"indexed {len(report.unindexed_blocks)} blocks")
 
@@ -134,5 +134,9 @@ def _rebuild_index(store: Store, conn: sqlite3.Connection) -> None:
             text = store.block_text(digest)
         except (IntegrityError, InvalidInput):
             continue
-        store._index_block(conn, digest, text)
+        store._index_block(conn, _block_id(conn, digest), text)
     conn.execute("INSERT INTO meta_fts (meta_fts) VALUES ('rebuild')")
+
+
+def _block_id(conn: sqlite3.Connection, digest: str) -> int:
+    return int(conn.execute("SELECT id FROM blocks WHERE hash = ?", (digest,)).fetchone()[0])

@@ -15,6 +15,7 @@ from offload.store.models import Filters
 
 # Mirrors FTS5's unicode61 tokenizer closely enough: runs of letters and digits.
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+_ASCII_SEPARATORS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
 
 
 def tokens(text: str) -> list[str]:
@@ -38,12 +39,21 @@ class Plan:
         return not self.words
 
     def all_words(self) -> str:
-        """Every word must appear (each word a phrase of its terms)."""
-        return " AND ".join(_quote(" ".join(w)) for w in self.words)
+        """Every term of every word must appear in the chunk."""
+        return " AND ".join(_quote(t) for w in self.words for t in w)
 
     def any_prefix(self) -> str:
-        """Any word, each term also matching as a prefix (``parseCfg`` finds ``parseCfgFile``)."""
-        return " OR ".join(_quote(" ".join(w)) + "*" for w in self.words)
+        """Any word, its last term as a prefix (``parseCfg`` finds ``parseCfgFile``).
+
+        Terms of one word are ANDed, not a phrase: the index keeps no positions (its
+        ``detail=column`` keeps it under 0.6x of the raw text).
+        """
+        parts = []
+        for w in self.words:
+            terms = [_quote(t) for t in w]
+            terms[-1] += "*"
+            parts.append(terms[0] if len(terms) == 1 else "(" + " AND ".join(terms) + ")")
+        return " OR ".join(parts)
 
     def terms(self) -> list[str]:
         """Distinct terms, in order of appearance."""
@@ -62,6 +72,16 @@ def plan(query: str) -> Plan:
         if ts:
             words.append(tuple(ts))
     return Plan(tuple(words[:32]))
+
+
+def vocabulary_terms(text: str) -> set[str]:
+    """Distinct terms worth remembering for partial-identifier and typo matching."""
+    if text.isascii():
+        # the ASCII pattern is several times faster than the Unicode one on big bodies
+        distinct = set(text.lower().translate(_ASCII_SEPARATORS).split())
+    else:
+        distinct = set(_TOKEN.findall(text.lower()))
+    return {t for t in distinct if 3 <= len(t) <= 64 and not t.isdigit()}
 
 
 def any_of(terms: Iterable[str]) -> str:

@@ -1,7 +1,8 @@
 """Running a search: BM25 over chunks, then fallbacks for partial identifiers and typos.
 
-Strictest first: every word (as a phrase) → any word as a prefix → vocabulary expansion
-(terms containing a query term, then terms within a small edit distance). Metadata
+Strictest first: every term → any word, its last term as a prefix → vocabulary expansion
+over the table of known terms (terms containing a query term, then terms within a small
+edit distance). Metadata
 (topic, summary, tags, source) matches join in with a boost. Final order blends BM25 with
 the caller's salience and a recency x frequency access score.
 """
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from offload.errors import StoreError
-from offload.store import blocks, query
+from offload.store import query
 from offload.store.models import Entry, Filters, Hit
 
 if TYPE_CHECKING:
@@ -21,11 +23,10 @@ if TYPE_CHECKING:
 
 _CHUNK_SQL = (
     "SELECT e.*, b.size AS size, b.lines AS lines, c.id AS chunk_id, c.start_line, c.end_line, "
-    "c.start AS cstart, c.end AS cend, b.codec AS codec, CAST(b.data AS BLOB) AS data, "
-    "bm25(chunks_fts) AS bm FROM chunks_fts "
+    "c.start AS cstart, c.end AS cend, bm25(chunks_fts) AS bm FROM chunks_fts "
     "JOIN chunks c ON c.id = chunks_fts.rowid "
-    "JOIN entries e ON e.block_hash = c.block_hash "
-    "JOIN blocks b ON b.hash = e.block_hash "
+    "JOIN blocks b ON b.id = c.block_id "
+    "JOIN entries e ON e.block_hash = b.hash "
     "WHERE chunks_fts MATCH ? AND {where} ORDER BY bm LIMIT ?"
 )
 _META_SQL = (
@@ -34,7 +35,7 @@ _META_SQL = (
     "JOIN blocks b ON b.hash = e.block_hash "
     "WHERE meta_fts MATCH ? AND {where} ORDER BY bm LIMIT ?"
 )
-_VOCAB_SCAN_LIMIT = 200_000
+_TYPO_CANDIDATES = 20_000
 _EXPANSIONS = 24
 
 
@@ -60,8 +61,9 @@ def search_hits(
         if rows or meta:
             shown = terms
             break
-    hits = _rank(rows, meta, shown, now, width)
-    return hits[offset : offset + limit]
+    ranked = _rank(rows, meta, now)[offset : offset + limit]
+    # only the hits shown are decompressed (through the store's verified body cache)
+    return [_hit(store, c, shown, width) for c in ranked]
 
 
 def _matches(conn: sqlite3.Connection, p: query.Plan) -> Iterator[tuple[str, list[str]]]:
@@ -75,31 +77,32 @@ def _matches(conn: sqlite3.Connection, p: query.Plan) -> Iterator[tuple[str, lis
 
 
 def _expand(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
-    """Vocabulary terms that contain a query term, or are a typo away from one."""
-    wanted = [t for t in terms if len(t) >= 3]
-    if not wanted:
-        return []
+    """Known terms that contain a query term, or are a typo or two away from one.
+
+    Scans the vocabulary in SQL (C speed); only the few length- and edge-compatible
+    candidates reach the edit-distance check in Python.
+    """
     found: dict[str, None] = {}
-    rows = conn.execute("SELECT term FROM chunks_vocab LIMIT ?", (_VOCAB_SCAN_LIMIT,)).fetchall()
-    vocab = [r[0] for r in rows]
-    for t in wanted:
-        hits = [v for v in vocab if t in v and v != t]
-        hits.sort(key=lambda v: (len(v), v))
-        for v in hits[:_EXPANSIONS]:
+    for t in (t for t in terms if len(t) >= 3):
+        rows = conn.execute(
+            "SELECT term FROM terms WHERE instr(term, ?) > 0 AND term != ? "
+            "ORDER BY length(term), term LIMIT ?",
+            (t, t, _EXPANSIONS),
+        ).fetchall()
+        for (v,) in rows:
             found.setdefault(v, None)
-    for t in wanted:
         budget = query.typo_budget(t)
         if not budget:
             continue
-        # a typo rarely hits both ends of a word: compare only terms sharing one of them
-        near = [
-            (d, v)
-            for v in vocab
-            if abs(len(v) - len(t)) <= budget
-            and (v[0] == t[0] or v[-2:] == t[-2:])
-            and (d := query.edit_distance(t, v, budget)) <= budget
-        ]
-        near.sort()
+        # a typo rarely hits both ends of a word: compare terms sharing one of them
+        rows = conn.execute(
+            "SELECT term FROM terms WHERE length(term) BETWEEN ? AND ? "
+            "AND (substr(term, 1, 2) = ? OR substr(term, -2) = ?) LIMIT ?",
+            (len(t) - budget, len(t) + budget, t[:2], t[-2:], _TYPO_CANDIDATES),
+        ).fetchall()
+        near = sorted(
+            (d, v) for (v,) in rows if v != t and (d := query.edit_distance(t, v, budget)) <= budget
+        )
         for _d, v in near[:_EXPANSIONS]:
             found.setdefault(v, None)
     return list(found)
@@ -115,56 +118,52 @@ def _run(
         raise StoreError(f"search failed: {exc}") from exc
 
 
-def _rank(
-    rows: list[sqlite3.Row], meta: list[sqlite3.Row], terms: list[str], now: float, width: int
-) -> list[Hit]:
-    hits: list[Hit] = []
-    seen: set[tuple[int, int | None]] = set()
+@dataclass(frozen=True)
+class _Candidate:
+    entry: Entry
+    score: float
+    chunk: tuple[int, int, int, int, int] | None  # id, start_line, end_line, start, end
+
+
+def _rank(rows: list[sqlite3.Row], meta: list[sqlite3.Row], now: float) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    seen: set[tuple[int, int]] = set()
     for r in rows:
-        entry = Entry.from_row(r)
-        key = (entry.id, int(r["chunk_id"]))
+        key = (int(r["id"]), int(r["chunk_id"]))
         if key in seen:
             continue
         seen.add(key)
-        body = blocks.unpack(entry.block_hash, r["codec"], bytes(r["data"]))
-        chunk = body[r["cstart"] : r["cend"]]
-        line, snip = query.snippet(chunk, terms, int(r["start_line"]), width)
-        hits.append(
-            Hit(
-                entry=entry,
-                chunk_id=int(r["chunk_id"]),
-                start_line=int(r["start_line"]),
-                end_line=int(r["end_line"]),
-                match_line=line,
-                score=_score(float(r["bm"]), entry, now),
-                snippet=snip,
-                text=chunk,
-            )
+        entry = Entry.from_row(r)
+        chunk = (
+            int(r["chunk_id"]),
+            int(r["start_line"]),
+            int(r["end_line"]),
+            int(r["cstart"]),
+            int(r["cend"]),
         )
-    chunked = {h.entry.id for h in hits}
+        out.append(_Candidate(entry, _score(float(r["bm"]), entry, now), chunk))
+    chunked = {c.entry.id for c in out}
     for r in meta:
         entry = Entry.from_row(r)
-        if entry.id in chunked or (entry.id, None) in seen:
+        if entry.id in chunked:
             continue
-        seen.add((entry.id, None))
-        about = " · ".join(x for x in (entry.topic, entry.summary) if x)
-        hits.append(
-            Hit(
-                entry=entry,
-                chunk_id=None,
-                start_line=1,
-                end_line=entry.lines,
-                match_line=1,
-                score=_score(float(r["bm"]), entry, now) * 1.2,
-                snippet=about[:width],
-                text="",
-            )
-        )
-    hits.sort(key=lambda h: (-h.score, h.entry.id, h.start_line))
-    return hits
+        chunked.add(entry.id)
+        out.append(_Candidate(entry, _score(float(r["bm"]), entry, now) * 1.2, None))
+    out.sort(key=lambda c: (-c.score, c.entry.id, c.chunk[1] if c.chunk else 0))
+    return out
+
+
+def _hit(store: Store, c: _Candidate, terms: list[str], width: int) -> Hit:
+    if c.chunk is None:
+        about = " · ".join(x for x in (c.entry.topic, c.entry.summary) if x)
+        return Hit(c.entry, None, 1, c.entry.lines, 1, c.score, about[:width], "")
+    chunk_id, first, last, start, end = c.chunk
+    text = store.block_text(c.entry.block_hash)[start:end]
+    line, snip = query.snippet(text, terms, first, width)
+    return Hit(c.entry, chunk_id, first, last, line, c.score, snip, text)
 
 
 def _score(bm25: float, entry: Entry, now: float) -> float:
     # bm25() is negative, lower is better; flip it and let salience and use nudge the order
-    relevance = -bm25
+    relevance = max(0.0, -bm25) + 1e-6  # tiny floor: with no IDF signal, salience decides
     return relevance * (1.0 + 0.5 * entry.salience + 0.25 * entry.access_score(now))

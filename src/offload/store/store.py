@@ -21,7 +21,7 @@ from offload.core.chunking import chunk_text, count_lines
 from offload.core.fence import iso, new_nonce
 from offload.core.hashing import encode, sha256_hex
 from offload.core.refs import MIN_PREFIX, ParsedRef, parse_ref
-from offload.core.tokens import TokenCounter, default_counter
+from offload.core.tokens import BoundedCounter, TokenCounter, default_counter
 from offload.errors import (
     AmbiguousReference,
     FenceError,
@@ -30,7 +30,7 @@ from offload.errors import (
     InvalidInput,
     NotFound,
 )
-from offload.store import blocks, db
+from offload.store import blocks, db, query
 from offload.store.models import (
     Checkout,
     Entry,
@@ -76,13 +76,14 @@ class Store:
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._bodies = blocks.BodyCache()
         db.migrate(self.conn)
 
     @property
     def counter(self) -> TokenCounter:
         """The token counter; the default BPE one loads on first use (keeps start-up fast)."""
         if self._counter is None:
-            self._counter = default_counter()
+            self._counter = BoundedCounter(default_counter())
         return self._counter
 
     @classmethod
@@ -217,29 +218,33 @@ class Store:
             return digest
         codec, stored = blocks.pack(data)
         text = data.decode("utf-8")
-        conn.execute(
+        cur = conn.execute(
             "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (?, ?, ?, ?, ?, ?)",
             (digest, len(data), count_lines(text), codec, stored, self.clock()),
         )
         if index:
-            self._index_block(conn, digest, text)
+            self._index_block(conn, int(cur.lastrowid or 0), text)
         return digest
 
-    def _index_block(self, conn: sqlite3.Connection, digest: str, text: str) -> None:
+    def _index_block(self, conn: sqlite3.Connection, block_id: int, text: str) -> None:
+        conn.executemany(
+            "INSERT OR IGNORE INTO terms (term) VALUES (?)",
+            [(t,) for t in sorted(query.vocabulary_terms(text))],
+        )
         for ch in chunk_text(text, self.settings.chunk_lines, self.settings.chunk_chars):
             cur = conn.execute(
-                "INSERT INTO chunks (block_hash, start_line, end_line, start, end) "
+                "INSERT INTO chunks (block_id, start_line, end_line, start, end) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (digest, ch.start_line, ch.end_line, ch.start, ch.end),
+                (block_id, ch.start_line, ch.end_line, ch.start, ch.end),
             )
             conn.execute(
                 "INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)",
                 (cur.lastrowid, text[ch.start : ch.end]),
             )
 
-    def _unindex_block(self, conn: sqlite3.Connection, digest: str, text: str | None) -> None:
+    def _unindex_block(self, conn: sqlite3.Connection, block_id: int, text: str | None) -> None:
         rows = conn.execute(
-            "SELECT id, start, end FROM chunks WHERE block_hash = ?", (digest,)
+            "SELECT id, start, end FROM chunks WHERE block_id = ?", (block_id,)
         ).fetchall()
         if text is not None:
             # a contentless FTS5 table forgets a row only when given its original text
@@ -247,7 +252,7 @@ class Store:
                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', ?, ?)",
                 [(r["id"], text[r["start"] : r["end"]]) for r in rows],
             )
-        conn.execute("DELETE FROM chunks WHERE block_hash = ?", (digest,))
+        conn.execute("DELETE FROM chunks WHERE block_id = ?", (block_id,))
 
     def _set_label(self, conn: sqlite3.Connection, label: str, entry_id: int) -> None:
         conn.execute(
@@ -416,14 +421,24 @@ class Store:
             self.touch(entry.id)
         return text
 
+    def block_id(self, digest: str) -> int | None:
+        """The row id of a block (None when it is not stored)."""
+        row = self.conn.execute("SELECT id FROM blocks WHERE hash = ?", (digest,)).fetchone()
+        return None if row is None else int(row[0])
+
     def block_text(self, digest: str) -> str:
-        """A block's plaintext by hash, verified."""
+        """A block's plaintext by hash, verified once and then served from a small cache."""
+        cached = self._bodies.get(digest)
+        if cached is not None:
+            return cached
         row = self.conn.execute(
             "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
         ).fetchone()
         if row is None:
             raise NotFound(f"ctx:sha256:{digest}", "the block is missing; run `offload doctor`")
-        return blocks.unpack(digest, row["codec"], bytes(row["data"]))
+        text = blocks.unpack(digest, row["codec"], bytes(row["data"]))
+        self._bodies.put(digest, text)
+        return text
 
     def has_block(self, digest: str) -> bool:
         """Whether a block with this hash is stored."""
@@ -722,7 +737,7 @@ class Store:
         if used:
             return
         row = conn.execute(
-            "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
+            "SELECT id, codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
         ).fetchone()
         if row is None:
             return
@@ -730,8 +745,8 @@ class Store:
             text: str | None = blocks.unpack(digest, row["codec"], bytes(row["data"]))
         except (InvalidInput, IntegrityError):
             text = None  # a corrupt block cannot be un-indexed exactly; doctor rebuilds
-        self._unindex_block(conn, digest, text)
-        conn.execute("DELETE FROM blocks WHERE hash = ?", (digest,))
+        self._unindex_block(conn, int(row["id"]), text)
+        conn.execute("DELETE FROM blocks WHERE id = ?", (row["id"],))
 
     # -- counters and state ------------------------------------------------------------------
 
