@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import accumulate, count
+from operator import add
 
 from offload.errors import InvalidInput
 
@@ -48,6 +51,31 @@ def split_lines(text: str) -> list[str]:
     if pieces[-1]:
         raw.append(pieces[-1])
     return raw
+
+
+class _Lines:
+    """Raw lines by index without splitting the whole text: paging a 1 MB body reads only
+    the lines shown. Line starts are computed once per text in C and memoised."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = _line_starts(text)
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def __getitem__(self, index: int) -> str:
+        return self.text[self.starts[index] : self.starts[index + 1]]
+
+
+@lru_cache(maxsize=8)
+def _line_starts(text: str) -> tuple[int, ...]:
+    # start of each line, then len(text): cumulative piece lengths plus the "\n"s before
+    pieces = text.split("\n")
+    starts = [0, *map(add, accumulate(map(len, pieces[:-1])), count(1))]
+    if pieces[-1] or not text:
+        starts.append(len(text))
+    return tuple(starts) if text else (0,)
 
 
 def line_count(text: str) -> int:
@@ -118,7 +146,7 @@ def read_lines(
     if max_line_chars < 1:
         raise InvalidInput(f"max_line_chars must be 1 or more, got {max_line_chars}")
     line, part = parse_offset(offset)
-    raw = split_lines(text)
+    raw = _Lines(text)
     total = len(raw)
     if total == 0 and (line, part) == (1, 1):
         return LineWindow("", 0, 0, 0, None, 0)
