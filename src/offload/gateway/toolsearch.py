@@ -244,11 +244,19 @@ _STOP = frozenset(
 
 
 def stem(word: str) -> str:
-    """A light English stemmer: plurals, -ing, -ed (enough to match tool vocabularies)."""
-    w = word
+    """A light English stemmer: plurals, -ing, -ed, a final -e (enough for tool vocabularies)."""
+    return _drop_e(_suffix(word))
+
+
+def _drop_e(w: str) -> str:
+    # "merge", "merges", "merged" and "merging" all become "merg"
+    return w[:-1] if len(w) > 4 and w.endswith("e") else w
+
+
+def _suffix(w: str) -> str:
     if len(w) > 4 and w.endswith("ies"):
         return w[:-3] + "y"
-    if len(w) > 4 and w.endswith("sses"):
+    if len(w) > 4 and w.endswith(("sses", "ches", "shes", "xes", "zes")):
         return w[:-2]
     if len(w) > 5 and w.endswith("ing"):
         w = w[:-3]
@@ -256,8 +264,6 @@ def stem(word: str) -> str:
     if len(w) > 4 and w.endswith("ed") and not w.endswith("eed"):
         w = w[:-2] if not w.endswith("ied") else w[:-3] + "y"
         return w[:-1] if len(w) > 3 and w[-1] == w[-2] else w
-    if len(w) > 3 and w.endswith("es") and w[-3] in "sxz":
-        return w[:-2]
     if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
         return w[:-1]
     return w
@@ -294,7 +300,7 @@ def terms(text: str, expand: bool = False, keep: frozenset[str] = frozenset()) -
         mapped = (SYNONYMS.get(w) or SYNONYMS.get(stemmed)) if expand else None
         if mapped:
             own = (stemmed,) if stemmed in keep else ()
-            out.extend(dict.fromkeys((*own, *mapped)))
+            out.extend(dict.fromkeys((*own, *(stem(m) for m in mapped))))
         else:
             out.append(stemmed)
     return out
