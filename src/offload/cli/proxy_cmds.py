@@ -62,3 +62,87 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         store.close()
     return 0
+
+
+# -- offload replay ------------------------------------------------------------------------
+
+
+def configure_replay(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``offload replay``."""
+    parser.add_argument("trace", metavar="TRACE.jsonl", help="one run per line, OpenAI chat format")
+    parser.add_argument(
+        "--n-ctx", type=int, help="context size to replay under (default proxy.n_ctx, else 8192)"
+    )
+    parser.add_argument(
+        "--chain", action="store_true", help="append the file's runs into one continuous session"
+    )
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip the per-turn checks (ceiling, verbatim tail, stubs expand to the original)",
+    )
+    parser.add_argument(
+        "--keep-store",
+        action="store_true",
+        help="write stubs into the configured store instead of a temporary one",
+    )
+
+
+def run_replay(args: argparse.Namespace, settings: Settings) -> int:
+    """Replay a transcript turn by turn through the proxy pipeline; 1 when a check failed."""
+    import json
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from offload.core.tokens import default_counter
+    from offload.errors import InvalidInput
+    from offload.proxy.pipeline import Pipeline
+    from offload.proxy.replay import (
+        Turn,
+        chain_runs,
+        load_runs,
+        render_totals,
+        render_turn,
+        replay,
+    )
+    from offload.store.store import Store
+
+    n_ctx = args.n_ctx or settings.proxy.n_ctx or 8192
+    if n_ctx <= 0:
+        raise InvalidInput(f"--n-ctx must be positive, got {n_ctx}")
+    runs = load_runs(args.trace)
+    if args.chain:
+        runs = [chain_runs(runs)]
+    counter = default_counter()
+    as_json = bool(getattr(args, "json", False))
+
+    def show(turn: Turn) -> None:
+        if not as_json:
+            print(render_turn(turn), flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="offload-replay-") as tmp:
+        store = (
+            open_store(settings)
+            if args.keep_store
+            else Store(Path(tmp) / "replay.db", settings.store, counter=counter)
+        )
+        try:
+            pipeline = Pipeline(store, settings.proxy, counter, scope="replay")
+            report = replay(
+                runs,
+                pipeline,
+                n_ctx,
+                chained=args.chain,
+                verify=not args.no_verify,
+                on_turn=show,
+            )
+        finally:
+            store.close()
+    totals = report.totals()
+    if as_json:
+        json.dump(report.to_json(), sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(render_totals(totals))
+    return 1 if totals["problems"] else 0

@@ -295,7 +295,7 @@ def expand(
             out.append(msg)
             continue
         ref = _stub_ref(text)
-        if msg["role"] == RANGE_ROLE and _RANGE_HEADER.match(text):
+        if is_range_stub(msg):
             parts: list[list[Message]] = []
             cursor: str | None = ref
             while cursor is not None:
@@ -310,6 +310,14 @@ def expand(
         restored["content"] = json.loads(body) if PARTS_NOTE in header else body
         out.append(restored)
     return out
+
+
+def is_range_stub(msg: Message) -> bool:
+    """True for a range stub standing in for paged-out messages."""
+    text = msg.get("content")
+    return (
+        msg.get("role") == RANGE_ROLE and isinstance(text, str) and bool(_RANGE_HEADER.match(text))
+    )
 
 
 def _stub_ref(stub: str) -> str:

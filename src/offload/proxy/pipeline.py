@@ -123,6 +123,14 @@ class Pipeline:
             wire, wire_tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
 
         total = sum(wire_tokens)
+        protect = protect_start(msgs, head, tail)
+        restored = self._unforce(state, protect, ct, wire_tokens, budget)
+        if restored is not None:
+            # Tail messages stubbed in an emergency go back to verbatim once they fit.
+            state = restored
+            wire, wire_tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
+            total = sum(wire_tokens)
+            cause = cause or "tail_restored"
         fire, emergency = trigger(total, state.floor, budget)
         windowed = False
         stubs_made = 0
@@ -131,7 +139,7 @@ class Pipeline:
             new_layout = plan(
                 state.layout,
                 len(msgs),
-                protect_start(msgs, head, tail),
+                protect,
                 [is_group_start(msgs, i) for i in range(len(msgs))],
                 ct,
                 lambda i: self._cost(msgs, i, ct, budget.threshold),
@@ -153,9 +161,9 @@ class Pipeline:
                 )
             if new_layout != state.layout:
                 windowed = True
-                new_state = replace(state, layout=new_layout, range=rng)
+                new_state = replace(state, layout=new_layout, range=rng, threshold=budget.threshold)
                 wire, wire_tokens, stubs, stubs_made = self._build(
-                    session, msgs, new_state, state.layout, ct
+                    session, msgs, new_state, state.layout, ct, state.threshold
                 )
                 stubs_made += rng is not state.range
                 total = sum(wire_tokens)
@@ -197,25 +205,45 @@ class Pipeline:
         tail: int,
     ) -> tuple[SessionState, int, str | None]:
         """(state to use, client messages reusable from ``previous``, break cause so far)."""
-        fresh = SessionState.fresh(budget.n_ctx, head)
+        # A different n_ctx (a reloaded model, the app's overflow retry) keeps the frontier:
+        # the stub threshold is part of the state and only changes at a compaction.
+        fresh = SessionState.fresh(budget.threshold, head)
         if previous is not None:
             k = _common_prefix(previous.client, msgs)
             st = previous.state
-            if st.n_ctx != budget.n_ctx:
-                return fresh, 0, "n_ctx_changed"
             if not self._applies(st, msgs, head, tail, k):
                 return fresh, 0, "client_edit"
             return st, k, ("client_edit" if k < len(previous.client) else None)
         saved = SessionState.from_json(self.store.get_state(STATE_NAMESPACE, session))
         if saved is None:
             return fresh, 0, "new_session"
-        if saved.n_ctx != budget.n_ctx:
-            return fresh, 0, "n_ctx_changed"
         if not self._applies(saved, msgs, head, tail, len(msgs)):
             return fresh, 0, "client_edit"
         if chain("", msgs[: saved.verified]) != saved.digest:
             return fresh, 0, "client_edit"
         return saved, 0, "restart"
+
+    def _unforce(
+        self,
+        state: SessionState,
+        protect: int,
+        ct: Sequence[int],
+        wire_tokens: Sequence[int],
+        budget: Budget,
+    ) -> SessionState | None:
+        """The state without its forced stubs in the protected tail once the head, the
+        range stub and the tail fit verbatim under the ceiling (the trigger then pages out
+        whatever else no longer fits); None when nothing changes."""
+        in_tail = {i for i in state.layout.forced if i >= protect}
+        if not in_tail:
+            return None
+        head = state.layout.head
+        alone = sum(wire_tokens[:head]) + sum(ct[protect:])
+        alone += state.range.tokens if state.range is not None else 0
+        if alone > budget.ceiling:
+            return None
+        layout = replace(state.layout, forced=state.layout.forced - in_tail)
+        return replace(state, layout=layout)
 
     @staticmethod
     def _applies(st: SessionState, msgs: list[Message], head: int, tail: int, same: int) -> bool:
@@ -257,19 +285,20 @@ class Pipeline:
         state: SessionState,
         before: Layout,
         ct: Sequence[int],
+        before_threshold: int | None = None,
     ) -> tuple[list[Message], list[int], int, int]:
         """(wire, its per-message tokens, stubs on it, stubs not there under ``before``)."""
         layout = state.layout
-        threshold = Budget.of(self.settings, state.n_ctx).threshold
+        threshold = state.threshold
         wire: list[Message] = []
         tokens: list[int] = []
         stubs = made_now = 0
 
-        def stubbed_under(lay: Layout, i: int) -> Handle | None:
+        def stubbed_under(lay: Layout, i: int, limit: int = threshold) -> Handle | None:
             if i in lay.forced:
                 return self._forced(msgs, i, ct)
             if lay.paged <= i < lay.stubbed:
-                return self._bulky(msgs, i, threshold)
+                return self._bulky(msgs, i, limit)
             return None
 
         for i, msg in enumerate(msgs):
@@ -288,7 +317,8 @@ class Pipeline:
             tokens.append(self._stub_tokens(msg, made))
             stubs += 1
             if before is not layout and (
-                (i < before.head or i >= before.paged) and stubbed_under(before, i) is None
+                (i < before.head or i >= before.paged)
+                and stubbed_under(before, i, before_threshold or threshold) is None
             ):
                 made_now += 1
         return wire, tokens, stubs, made_now

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from offload.errors import InvalidInput
-from offload.proxy.handles import expand
-from offload.proxy.messages import Message, head_end, validate
+from offload.proxy.handles import expand, is_range_stub
+from offload.proxy.messages import Message, head_end, protect_start, validate
 from offload.proxy.pipeline import Pipeline
 from offload.proxy.window import Budget
 
@@ -200,14 +200,16 @@ def _check(
     problems: list[str] = []
     if expand(pipeline.store, wire, cache=memo) != list(request):
         problems.append("wire does not expand to the client's messages")
-    tail = min(pipeline.settings.tail_messages, len(request))
-    if tail and list(wire[-tail:]) != list(request[-tail:]):
-        # Allowed only when the pinned head and the tail alone would break the ceiling.
-        pinned = head_end(request)
+    pinned = head_end(request)
+    start = protect_start(request, pinned, pipeline.settings.tail_messages)
+    tail = len(request) - start
+    if tail and list(wire[-tail:]) != list(request[start:]):
+        # Allowed only when the pinned head, the range stub and the tail alone would
+        # break the ceiling (the pipeline then stubs the tail's biggest messages).
         alone = sum(pipeline.handles.tokens(m) for m in request[:pinned])
-        alone += sum(
-            pipeline.handles.tokens(m) for m in request[max(pinned, len(request) - tail) :]
-        )
+        alone += sum(pipeline.handles.tokens(m) for m in request[start:])
+        if len(wire) > pinned and is_range_stub(wire[pinned]):
+            alone += pipeline.handles.tokens(wire[pinned])
         if alone <= budget.ceiling:
             problems.append("the recent tail was changed")
     if wire_tokens > budget.ceiling:

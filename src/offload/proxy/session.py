@@ -19,14 +19,14 @@ from offload.proxy.messages import Message
 from offload.proxy.window import Layout
 
 STATE_NAMESPACE = "proxy.session"
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 @dataclass(frozen=True)
 class SessionState:
     """The frontier of one conversation and what proves it still applies."""
 
-    n_ctx: int
+    threshold: int  # content tokens above which a middle message is stubbed (set at compaction)
     layout: Layout
     floor: int  # wire tokens right after the last compaction
     mark: int  # how many client messages there were at the last compaction
@@ -35,15 +35,15 @@ class SessionState:
     digest: str  # chain digest of those messages (messages.chain)
 
     @classmethod
-    def fresh(cls, n_ctx: int, head: int) -> SessionState:
+    def fresh(cls, threshold: int, head: int) -> SessionState:
         """A conversation nothing has been done to yet."""
-        return cls(n_ctx, Layout.fresh(head), 0, 0, None, 0, "")
+        return cls(threshold, Layout.fresh(head), 0, 0, None, 0, "")
 
     def to_json(self) -> dict[str, Any]:
         """What :meth:`Store.put_state` saves."""
         return {
             "version": STATE_VERSION,
-            "n_ctx": self.n_ctx,
+            "threshold": self.threshold,
             "head": self.layout.head,
             "paged": self.layout.paged,
             "stubbed": self.layout.stubbed,
@@ -69,7 +69,7 @@ class SessionState:
             )
             rng = data["range"]
             return cls(
-                n_ctx=int(data["n_ctx"]),
+                threshold=int(data["threshold"]),
                 layout=layout,
                 floor=int(data["floor"]),
                 mark=int(data["mark"]),
