@@ -6,7 +6,6 @@ Many processes may share one store file: SQLite in WAL mode, every write one
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import sqlite3
@@ -30,7 +29,7 @@ from offload.errors import (
     InvalidInput,
     NotFound,
 )
-from offload.store import blocks, db, query
+from offload.store import blocks, db, query, state, tombstones
 from offload.store.models import (
     Checkout,
     Entry,
@@ -38,7 +37,6 @@ from offload.store.models import (
     Hit,
     PutResult,
     Status,
-    Tombstone,
 )
 from offload.store.search import search_hits
 
@@ -367,51 +365,13 @@ class Store:
         ).fetchall()
 
     def _why_missing(self, conn: sqlite3.Connection, parsed: ParsedRef) -> Exception:
-        tomb = self._tombstone(conn, parsed)
+        tomb = tombstones.lookup(conn, parsed)
         if tomb is not None:
             return Gone(parsed.raw, tomb.reason, iso(tomb.gone), tomb.regenerate)
         hint = "list entries with `offload ls` or the matrix tool"
         if parsed.kind == "prefix" and len(parsed.value) < MIN_PREFIX:
             hint = f"give at least {MIN_PREFIX} hex characters"
         return NotFound(parsed.raw, hint)
-
-    def _tombstone(self, conn: sqlite3.Connection, parsed: ParsedRef) -> Tombstone | None:
-        if parsed.kind == "id":
-            row = conn.execute(
-                "SELECT * FROM tombstones WHERE entry_id = ? ORDER BY gone DESC LIMIT 1",
-                (parsed.entry_id,),
-            ).fetchone()
-        elif parsed.kind in ("hash", "prefix"):
-            row = conn.execute(
-                "SELECT * FROM tombstones WHERE content_hash >= ? AND content_hash < ? "
-                "ORDER BY gone DESC LIMIT 1",
-                (parsed.value, parsed.value + "g"),
-            ).fetchone()
-            if row is None and not parsed.raw.lower().startswith("ctx:"):
-                row = self._tombstone_by_label(conn, parsed.raw)
-        else:
-            row = self._tombstone_by_label(conn, parsed.raw)
-        if row is None:
-            return None
-        return Tombstone(
-            entry_id=row["entry_id"],
-            content_hash=row["content_hash"],
-            labels=tuple(x for x in row["labels"].split(" ") if x),
-            topic=row["topic"],
-            source=row["source"],
-            reason=row["reason"],
-            gone=row["gone"],
-            regenerate=row["regenerate"],
-        )
-
-    @staticmethod
-    def _tombstone_by_label(conn: sqlite3.Connection, label: str) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = conn.execute(
-            "SELECT t.* FROM tombstones t JOIN tombstone_labels tl ON tl.tombstone_id = t.id "
-            "WHERE tl.label = ?",
-            (label,),
-        ).fetchone()
-        return row
 
     def body(self, entry: Entry, *, original: bool = False, touch: bool = False) -> str:
         """The stored body, verified against its hash (``original``: what the caller sent)."""
@@ -703,26 +663,7 @@ class Store:
         if row is None:
             return
         labels = self._labels(conn, entry_id)
-        cur = conn.execute(
-            "INSERT INTO tombstones (entry_id, content_hash, labels, topic, source, scope, "
-            "reason, gone, regenerate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                entry_id,
-                row["content_hash"],
-                " ".join(labels),
-                row["topic"],
-                row["source"],
-                row["scope"],
-                reason,
-                self.clock(),
-                row["regenerate"],
-            ),
-        )
-        conn.executemany(
-            "INSERT INTO tombstone_labels (label, tombstone_id) VALUES (?, ?) "
-            "ON CONFLICT(label) DO UPDATE SET tombstone_id = excluded.tombstone_id",
-            [(lb, cur.lastrowid) for lb in labels],
-        )
+        tombstones.bury(conn, row, labels, reason, self.clock())
         conn.execute("DELETE FROM labels WHERE entry_id = ?", (entry_id,))
         conn.execute("DELETE FROM meta_fts WHERE rowid = ?", (entry_id,))
         conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
@@ -752,46 +693,23 @@ class Store:
 
     def next_number(self, name: str) -> int:
         """The next value of a durable counter (never reused, also across restarts)."""
-        with db.write_tx(self.conn) as conn:
-            row = conn.execute(
-                "INSERT INTO counters (name, value) VALUES (?, 1) "
-                "ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value",
-                (name,),
-            ).fetchone()
-            return int(row[0])
+        return state.next_number(self.conn, name)
 
     def get_state(self, namespace: str, key: str) -> Any:
         """A JSON value saved with :meth:`put_state`, or None."""
-        row = self.conn.execute(
-            "SELECT value FROM state WHERE namespace = ? AND key = ?", (namespace, key)
-        ).fetchone()
-        return None if row is None else json.loads(row[0])
+        return state.get(self.conn, namespace, key)
 
     def put_state(self, namespace: str, key: str, value: Any) -> None:
         """Save a JSON-serialisable value under (namespace, key), replacing any old one."""
-        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
-        with db.write_tx(self.conn) as conn:
-            conn.execute(
-                "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
-                "updated = excluded.updated",
-                (namespace, key, text, self.clock()),
-            )
+        state.put(self.conn, namespace, key, value, self.clock())
 
     def state_items(self, namespace: str) -> Iterator[tuple[str, Any]]:
         """Every (key, value) saved in ``namespace``."""
-        for row in self.conn.execute(
-            "SELECT key, value FROM state WHERE namespace = ? ORDER BY key", (namespace,)
-        ):
-            yield row[0], json.loads(row[1])
+        return state.items(self.conn, namespace)
 
     def delete_state(self, namespace: str, key: str) -> bool:
         """Remove one saved value; True when it existed."""
-        with db.write_tx(self.conn) as conn:
-            cur = conn.execute(
-                "DELETE FROM state WHERE namespace = ? AND key = ?", (namespace, key)
-            )
-            return cur.rowcount > 0
+        return state.delete(self.conn, namespace, key)
 
 
 def _filter(filters: Filters, now: float) -> tuple[str, list[Any]]:
