@@ -26,6 +26,10 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVER_MAIN = Path(__file__).with_name("llama_server_main.py")
 
 
+# The shared data (traces, catalogs) lives beside the checkout: ../shared/data
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
 def in_ci() -> bool:
     """True when the environment says we run in CI (missing parts are then failures)."""
     return os.environ.get("CI", "").strip().lower() == "true"

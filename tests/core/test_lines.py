@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -19,8 +18,9 @@ from offload.core.lines import (
     split_lines,
 )
 from offload.errors import InvalidInput
+from realparts import SHARED_DATA
 
-TRACES = Path("/work/shared/data/traces/swe_agent_demos.jsonl")
+TRACES = SHARED_DATA / "traces" / "swe_agent_demos.jsonl"
 
 
 def rows(window: LineWindow) -> list[tuple[str, str]]:

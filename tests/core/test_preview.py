@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -22,8 +21,9 @@ from offload.core.preview import (
     sample_entries,
 )
 from offload.errors import InvalidInput
+from realparts import SHARED_DATA
 
-CATALOG = Path("/work/shared/data/catalogs/github-mcp-server.json")
+CATALOG = SHARED_DATA / "catalogs" / "github-mcp-server.json"
 
 MARKDOWN = """\
 ---
