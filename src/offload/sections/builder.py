@@ -197,26 +197,37 @@ class Sections:
                 continue
             body_budget = self._body_budget(s, budget)
             key = f"{text_hash(s.text)}:{model_settings.model}:{_budget_key(body_budget)}"
-            cached = self.store.get_state(_MODEL_STATE, key)
-            note = ""
-            if not isinstance(cached, str):
+            # Remembered per (original, model, budget): the model's text, or the reason it
+            # is not usable, so later turns neither flip forms nor call the model again.
+            saved = self.store.get_state(_MODEL_STATE, key)
+            model_text = saved.get("text") if isinstance(saved, dict) else None
+            note = str(saved.get("fallback", "")) if isinstance(saved, dict) else ""
+            if saved is None:
                 target = body_budget.max_tokens or max(16, (body_budget.max_chars or 64) // 4)
                 tuned = dataclasses.replace(model_settings, compress_target_tokens=target)
                 try:
                     async with LocalModel(tuned, counter=self.counter) as model:
                         result = await model.compress(s.text)
                 except UpstreamError as exc:
-                    # A prompt must still be built when the model is down: fall back.
+                    # A prompt must still be built when the model is down: fall back, and
+                    # try the model again next time (not remembered).
                     note = f"local model failed ({exc}); used the extractive form"
                     result = None
-                if result is not None and result.kept_raw:
-                    note = f"local model: {result.reason}; used the extractive form"
-                elif result is not None and not body_budget.fits(result.text, self.counter):
-                    note = "local model output was over budget; used the extractive form"
-                elif result is not None:
-                    cached = result.text.strip()
-                    self.store.put_state(_MODEL_STATE, key, cached)
-            out.append(self._build_one(s, cached if isinstance(cached, str) else None, note))
+                if result is not None:
+                    if result.kept_raw:
+                        note = f"local model: {result.reason}; used the extractive form"
+                    elif not body_budget.fits(result.text.strip(), self.counter):
+                        note = "local model output was over budget; used the extractive form"
+                    else:
+                        model_text = result.text.strip()
+                    self.store.put_state(
+                        _MODEL_STATE,
+                        key,
+                        {"text": model_text} if model_text is not None else {"fallback": note},
+                    )
+            out.append(
+                self._build_one(s, model_text if isinstance(model_text, str) else None, note)
+            )
         return out
 
     def _body_budget(self, s: Section, budget: Budget) -> Budget:
