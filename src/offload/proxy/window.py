@@ -86,8 +86,10 @@ def trigger(total: int, floor: int, budget: Budget) -> tuple[bool, bool]:
 
 def cut_level(budget: Budget, growth_per_turn: float) -> int:
     """How far down a compaction cuts: the target, or lower so that about
-    ``HEADROOM_TURNS`` turns of the observed growth fit below the high water."""
-    return max(0, min(budget.target, int(budget.high - HEADROOM_TURNS * growth_per_turn)))
+    ``HEADROOM_TURNS`` turns of the observed growth fit below the high water — but never
+    below half the target, so recent context beyond the tail survives a compaction."""
+    deeper = int(budget.high - HEADROOM_TURNS * growth_per_turn)
+    return max(budget.target // 2, min(budget.target, deeper))
 
 
 def plan(

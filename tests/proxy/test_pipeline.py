@@ -1,0 +1,316 @@
+"""The rewrite pipeline: handle-ization, windowing, sessions, bad input, concurrency."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offload.config import ProxySettings
+from offload.core.stubs import is_stub
+from offload.core.tokens import EstimateCounter
+from offload.errors import InvalidInput
+from offload.proxy.handles import expand, is_range_stub
+from offload.proxy.messages import session_key
+from offload.proxy.pipeline import Pipeline
+from offload.store.store import Store
+
+Msgs = list[dict[str, Any]]
+N_CTX = 4096  # threshold 81, high 2048, target 1433, ceiling 3481
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as s:
+        yield s
+
+
+def make(store: Store, **overrides: Any) -> Pipeline:
+    return Pipeline(store, ProxySettings(**overrides), EstimateCounter())
+
+
+def bulky(tag: str, lines: int = 60) -> str:
+    return "\n".join(
+        f"{tag} line {i}: value={i * 7} status=ok path=/srv/{tag}/{i}" for i in range(lines)
+    )
+
+
+def conversation(turns: int, *, size: int = 15, every: int = 1) -> Msgs:
+    """system, task, then per turn: assistant tool call, tool answer (bulky every
+    ``every`` turns, a short line otherwise)."""
+    msgs: Msgs = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Investigate the service logs."},
+    ]
+    for t in range(turns):
+        call_id = f"call_{t}"
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "read_log", "arguments": f'{{"n": {t}}}'},
+                    }
+                ],
+            }
+        )
+        msgs.append(
+            {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "name": "read_log",
+                "content": bulky(f"t{t}", size),
+            }
+        )
+    return msgs
+
+
+def requests(msgs: Msgs) -> Iterator[Msgs]:
+    """Each request a client would send: before every assistant message, and at the end."""
+    for k, m in enumerate(msgs):
+        if m["role"] == "assistant":
+            yield msgs[:k]
+    yield msgs
+
+
+def test_a_short_conversation_goes_through_unchanged(store: Store) -> None:
+    msgs: Msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hello"},
+    ]
+    result = make(store).rewrite(msgs, N_CTX)
+    assert result.messages == msgs
+    assert result.wire_tokens == result.client_tokens
+    assert result.break_cause == "new_session"
+    assert result.session_id == session_key(msgs)
+    assert store.count() == 0  # nothing offloaded, nothing written
+
+
+def test_a_long_tool_session_stays_under_the_ceiling_and_expands_back_exactly(store: Store) -> None:
+    pipe = make(store)
+    msgs = conversation(30, size=60)
+    for request in requests(msgs):
+        result = pipe.rewrite(request, N_CTX)
+        assert result.wire_tokens <= int(0.85 * N_CTX)
+        assert expand(store, result.messages) == request
+    assert result.client_tokens > 5 * N_CTX
+    assert result.stubbed_messages > 0
+
+
+def test_stubbed_tool_messages_keep_their_call_id_and_name(store: Store) -> None:
+    pipe = make(store)
+    stubbed_tools = [
+        m
+        for request in requests(conversation(40, every=4))
+        for m in pipe.rewrite(request, 8192).messages
+        if m["role"] == "tool" and is_stub(str(m["content"]))
+    ]
+    assert stubbed_tools
+    for m in stubbed_tools:
+        assert m["tool_call_id"].startswith("call_")
+        assert m["name"] == "read_log"
+        assert "read_log" in m["content"]
+        assert 'retrieve(ref="ctx:sha256:' in m["content"]
+
+
+def test_every_tool_answer_on_the_wire_follows_its_call(store: Store) -> None:
+    pipe = make(store)
+    for request in requests(conversation(25)):
+        wire = pipe.rewrite(request, N_CTX).messages
+        open_calls: set[str] = set()
+        for m in wire:
+            if m["role"] == "assistant":
+                open_calls = {c["id"] for c in m.get("tool_calls") or []}
+            elif m["role"] == "tool":
+                assert m["tool_call_id"] in open_calls
+            else:
+                open_calls = set()
+
+
+def test_between_triggers_the_previous_wire_is_an_exact_prefix(store: Store) -> None:
+    pipe = make(store)
+    results = [pipe.rewrite(r, N_CTX) for r in requests(conversation(60, every=2))]
+    for prev, cur in itertools.pairwise(results):
+        if not cur.windowed:
+            assert cur.prefix_kept
+            assert cur.messages[: len(prev.messages)] == prev.messages
+        else:
+            assert cur.break_cause == "windowing"
+    assert any(r.windowed for r in results)
+    kept = sum(r.prefix_kept for r in results[1:])
+    assert kept / (len(results) - 1) >= 0.6
+
+
+def test_the_same_history_gives_byte_identical_wire_after_a_restart(tmp_path: Path) -> None:
+    msgs = conversation(20)
+    with Store(tmp_path / "a.db", counter=EstimateCounter()) as store:
+        first = make(store)
+        for request in requests(msgs):
+            before = first.rewrite(request, N_CTX)
+        # a new process: same store, empty memory
+        again = make(store).rewrite(copy.deepcopy(msgs), N_CTX)
+    assert again.messages == before.messages
+    assert again.break_cause == "restart"
+    assert again.stubs_made == 0
+
+
+def test_content_already_stored_is_not_written_again(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipe = make(store)
+    msgs = conversation(20)
+    for request in requests(msgs):
+        pipe.rewrite(request, N_CTX)
+    writes: list[str] = []
+    real_put = store.put
+
+    def counting_put(content: str, **kwargs: Any) -> Any:
+        writes.append(content[:40])
+        return real_put(content, **kwargs)
+
+    monkeypatch.setattr(store, "put", counting_put)
+    for _ in range(3):
+        pipe.rewrite(copy.deepcopy(msgs), N_CTX)
+    assert writes == []
+
+
+def test_a_single_message_larger_than_the_window_is_stubbed_never_forwarded(store: Store) -> None:
+    huge = bulky("dump", 3000)  # far more than n_ctx tokens
+    msgs: Msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "look at this"},
+        {"role": "assistant", "content": "paste it"},
+        {"role": "user", "content": huge},
+    ]
+    result = make(store).rewrite(msgs, N_CTX)
+    assert all(m["content"] != huge for m in result.messages)
+    assert result.emergency
+    assert result.wire_tokens <= int(0.85 * N_CTX)
+    assert expand(store, result.messages) == msgs
+
+
+def test_multi_part_content_is_stubbed_and_restored_as_parts(store: Store) -> None:
+    parts = [{"type": "text", "text": bulky("part", 400)}]
+    msgs: Msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": parts},
+    ]
+    result = make(store).rewrite(msgs, 2048)
+    assert isinstance(result.messages[-1]["content"], str)
+    assert expand(store, result.messages) == msgs
+
+
+def test_windowing_pages_out_into_one_range_stub_right_after_the_head(store: Store) -> None:
+    pipe = make(store)
+    for request in requests(conversation(40)):
+        result = pipe.rewrite(request, N_CTX)
+    wire = result.messages
+    assert wire[:2] == conversation(0)  # the head, pinned
+    assert is_range_stub(wire[2])
+    assert sum(is_range_stub(m) for m in wire) == 1
+    assert "retrieve(" in wire[2]["content"]
+
+
+def test_an_edited_history_is_reported_as_a_client_edit(store: Store) -> None:
+    pipe = make(store)
+    msgs = conversation(20)
+    for request in requests(msgs):
+        pipe.rewrite(request, N_CTX)
+    edited = copy.deepcopy(msgs)
+    edited[4]["content"] = "rewritten by the client"
+    result = pipe.rewrite(edited, N_CTX)
+    assert not result.prefix_kept
+    assert result.break_cause == "client_edit"
+    assert expand(store, result.messages) == edited
+
+
+def test_a_smaller_n_ctx_keeps_the_session_and_still_bounds_the_wire(store: Store) -> None:
+    pipe = make(store)
+    msgs = conversation(20)
+    for request in requests(msgs):
+        pipe.rewrite(request, N_CTX)
+    smaller = pipe.rewrite(msgs, 3000)  # e.g. the app's retry after an upstream overflow
+    assert smaller.wire_tokens <= int(0.85 * 3000)
+    assert smaller.break_cause != "new_session"
+
+
+@pytest.mark.parametrize(
+    ("messages", "fragment"),
+    [
+        ("not a list", "must be a list"),
+        ([], "empty"),
+        (["text"], "must be an object"),
+        ([{"role": "wizard", "content": "x"}], "unknown role"),
+        ([{"role": "user", "content": 42}], "content must be"),
+        ([{"role": "user"}], "no content"),
+        ([{"role": "tool", "content": "x"}], "tool_call_id"),
+        ([{"role": "user", "content": [1, 2]}], "must be an object with a type"),
+        ([{"role": "user", "content": "x", "tool_calls": "x"}], "tool_calls"),
+    ],
+)
+def test_malformed_messages_are_refused_and_nothing_is_stored(
+    store: Store, messages: Any, fragment: str
+) -> None:
+    with pytest.raises(InvalidInput, match=fragment):
+        make(store).rewrite(messages, N_CTX)
+    assert store.count() == 0
+
+
+@pytest.mark.parametrize("n_ctx", [0, -5, True, 4096.0])
+def test_a_bad_n_ctx_is_refused(store: Store, n_ctx: Any) -> None:
+    with pytest.raises(InvalidInput, match="n_ctx"):
+        make(store).rewrite([{"role": "user", "content": "x"}], n_ctx)
+
+
+def test_one_session_busy_does_not_block_another(store: Store) -> None:
+    pipe = make(store)
+    a: Msgs = [{"role": "user", "content": "session a"}]
+    b: Msgs = [{"role": "user", "content": "session b"}]
+    lock_a = pipe._locks.get(session_key(a))
+    done = threading.Event()
+    results: list[Any] = []
+
+    def run_b() -> None:
+        results.append(pipe.rewrite(b, N_CTX))
+        done.set()
+
+    with lock_a:  # session a is mid-rewrite
+        worker = threading.Thread(target=run_b)
+        worker.start()
+        assert done.wait(timeout=10), "session b waited for session a"
+    worker.join(timeout=10)
+    assert results[0].messages == b
+
+
+def test_concurrent_sessions_each_get_their_own_correct_wire(store: Store) -> None:
+    pipe = make(store)
+    convs = []
+    for n in range(4):
+        msgs = conversation(15)
+        msgs[1] = {"role": "user", "content": f"task number {n}"}
+        convs.append(msgs)
+    failures: list[str] = []
+
+    def drive(msgs: Msgs) -> None:
+        for request in requests(msgs):
+            result = pipe.rewrite(copy.deepcopy(request), N_CTX)
+            if expand(store, result.messages) != request:
+                failures.append(result.session_id)
+
+    threads = [threading.Thread(target=drive, args=(m,)) for m in convs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not failures
+    assert len({session_key(m[:2]) for m in convs}) == 4
