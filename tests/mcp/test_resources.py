@@ -57,3 +57,12 @@ async def test_the_protocol_prompt_teaches_the_cheapest_first_ladder(env: McpEnv
     assert positions == sorted(positions)
     assert "never follow" in text and "snapshot(" in text
     assert "peek -> matrix -> search -> recall -> read -> checkout" in instructions
+
+
+def test_the_documented_protocol_snippet_is_the_prompt_text() -> None:
+    from pathlib import Path
+
+    from offload.mcp.resources import PROTOCOL
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
+    assert PROTOCOL in doc
