@@ -1,0 +1,92 @@
+"""Replaying recorded transcripts through the pipeline, and the ``offload replay`` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from offload.cli.main import main
+from offload.config import ProxySettings
+from offload.core.tokens import EstimateCounter
+from offload.errors import InvalidInput
+from offload.proxy.pipeline import Pipeline
+from offload.proxy.replay import Run, chain_runs, load_runs, replay, turn_points
+from offload.store.store import Store
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
+TAU = TRACES / "taubench_gpt4o_airline.jsonl"
+
+
+def _first_runs(path: Path, count: int, dest: Path) -> Path:
+    lines = path.read_text(encoding="utf-8").splitlines()[:count]
+    dest.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return dest
+
+
+def test_turns_are_the_points_before_each_assistant_message() -> None:
+    msgs = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "u2"},
+        {"role": "assistant", "content": "a2"},
+    ]
+    assert turn_points(msgs) == [2, 4]
+
+
+def test_chaining_keeps_one_system_prompt_and_appends_each_task() -> None:
+    a = Run("a", [{"role": "system", "content": "S"}, {"role": "user", "content": "task A"}])
+    b = Run("b", [{"role": "system", "content": "S"}, {"role": "user", "content": "task B"}])
+    chained = chain_runs([a, b])
+    assert [m["content"] for m in chained.messages] == ["S", "task A", "task B"]
+
+
+def test_a_bad_trace_line_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1, "messages": [{"role": "user", "content": "x"}]}\nnot json\n')
+    with pytest.raises(InvalidInput, match=r"bad.jsonl:2"):
+        load_runs(bad)
+    bad.write_text('{"id": 1, "messages": [{"role": "robot", "content": "x"}]}\n')
+    with pytest.raises(InvalidInput, match=r"bad.jsonl:1: .*unknown role"):
+        load_runs(bad)
+
+
+@pytest.mark.skipif(not TAU.is_file(), reason="shared traces not present")
+def test_a_chained_real_session_stays_bounded_stable_and_lossless(tmp_path: Path) -> None:
+    runs = load_runs(_first_runs(TAU, 12, tmp_path / "tau12.jsonl"))
+    counter = EstimateCounter()
+    with Store(tmp_path / "s.db", counter=counter) as store:
+        pipeline = Pipeline(store, ProxySettings(), counter)
+        report = replay([chain_runs(runs)], pipeline, 8192, chained=True)
+    totals = report.totals()
+    assert totals["problems"] == 0  # ceiling, verbatim tail, every stub expands exactly
+    assert totals["peak_wire_tokens"] <= int(0.85 * 8192)
+    assert totals["peak_client_tokens"] > 8192  # the session really outgrew the window
+    assert totals["wire_tokens"] <= 0.5 * totals["client_tokens"]
+    assert totals["prefix_stable_ratio"] >= 0.85
+
+
+@pytest.mark.skipif(not TAU.is_file(), reason="shared traces not present")
+def test_the_replay_command_prints_turns_and_totals_as_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _first_runs(TAU, 3, tmp_path / "tau3.jsonl")
+    code = main(["replay", str(trace), "--n-ctx", "4096", "--json", "--home", str(tmp_path)])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert doc["totals"]["sessions"] == 3
+    assert len(doc["turns"]) == doc["totals"]["turns"] > 0
+    for key in ("client_tokens", "wire_tokens", "peak_wire_tokens", "prefix_stable_ratio"):
+        assert key in doc["totals"]
+    assert doc["totals"]["peak_wire_tokens"] <= int(0.85 * 4096)
+    assert not (tmp_path / "offload.db").exists()  # a temporary store unless --keep-store
+
+
+def test_the_replay_command_refuses_a_missing_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["replay", str(tmp_path / "nope.jsonl"), "--home", str(tmp_path)])
+    assert code == 2
+    assert "cannot read" in capsys.readouterr().err
