@@ -1,0 +1,230 @@
+"""Proxy overhead against a real llama.cpp server, direct and proxied side by side in one run.
+
+- latency: a 50-message chat request (tau-bench messages, trimmed so the proxy forwards them
+  unchanged and both paths send the same prompt), ``max_tokens`` 1, direct and proxied
+  requests interleaved; p50/p90 of each and of the difference.
+- TTFB: time to the first streamed byte, same interleaving.
+- concurrency: 64 streaming clients at once through one proxy; every stream must be
+  complete (``[DONE]``), carry one completion id of its own, and no id may appear twice.
+
+Usage: ``python bench/bench_proxy.py [--upstream URL] [--n 100] [--clients 64] [--append
+docs/benchmarks.md]``. Without ``--upstream`` it starts SmolLM2-135M in xllamacpp (n_ctx
+8192, one thread). The proxy runs as ``offload proxy`` in its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from realparts import LlamaServer, free_port, require_llama, wait_until  # noqa: E402
+
+TRACES = ROOT.parent / "shared" / "data" / "traces" / "taubench_gpt4o_airline.jsonl"
+CHAT = "/v1/chat/completions"
+
+
+def fifty_messages() -> list[dict[str, Any]]:
+    """50 real messages (user/assistant text only, each trimmed to 200 characters)."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": "You are an airline agent."}]
+    with TRACES.open() as fh:
+        for line in fh:
+            for msg in json.loads(line)["messages"]:
+                if msg["role"] in ("user", "assistant") and isinstance(msg.get("content"), str):
+                    if out[-1]["role"] == msg["role"]:
+                        continue
+                    out.append({"role": msg["role"], "content": msg["content"][:200]})
+                if len(out) == 50:
+                    return out if out[-1]["role"] == "user" else [*out[:-1], out[1]]
+    raise SystemExit("not enough trace messages")
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) in milliseconds."""
+    ordered = sorted(values)
+    return 1000 * ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def timed_post(client: httpx.Client, url: str, body: dict[str, Any]) -> float:
+    t0 = time.perf_counter()
+    resp = client.post(url, json=body)
+    dt_ = time.perf_counter() - t0
+    assert resp.status_code == 200, resp.text[:300]
+    return dt_
+
+
+def timed_ttfb(client: httpx.Client, url: str, body: dict[str, Any]) -> float:
+    t0 = time.perf_counter()
+    with client.stream("POST", url, json=body) as resp:
+        assert resp.status_code == 200
+        chunks = resp.iter_raw()
+        next(chunks)
+        first = time.perf_counter() - t0
+        for _chunk in chunks:
+            pass
+    return first
+
+
+async def one_stream(client: httpx.AsyncClient, url: str, i: int) -> dict[str, Any]:
+    body = {
+        "messages": [{"role": "user", "content": f"Client {i}: name a colour and a number."}],
+        "max_tokens": 8,
+        "temperature": 0,
+        "stream": True,
+    }
+    raw = b""
+    async with client.stream("POST", url + CHAT, json=body) as resp:
+        status = resp.status_code
+        async for chunk in resp.aiter_raw():
+            raw += chunk
+    events = [e for e in raw.decode().split("\n\n") if e.startswith("data: ")]
+    ids = {json.loads(e[6:])["id"] for e in events if e != "data: [DONE]"}
+    return {"status": status, "done": events[-1] == "data: [DONE]" if events else False, "ids": ids}
+
+
+async def concurrency(url: str, clients: int) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=clients + 4)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(one_stream(client, url, i) for i in range(clients)))
+        elapsed = time.perf_counter() - t0
+    all_ids = [i for r in results for i in r["ids"]]
+    return {
+        "clients": clients,
+        "ok": sum(r["status"] == 200 and r["done"] and len(r["ids"]) == 1 for r in results),
+        "unique_ids": len(set(all_ids)) == len(all_ids) == clients,
+        "seconds": elapsed,
+    }
+
+
+def start_proxy(upstream: str, home: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "OFFLOAD_HOME": home}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "offload.cli.main",
+            "proxy",
+            "--upstream",
+            upstream,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/api/stats", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_until(up, 60, what="proxy up")
+    return proc, url
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--upstream")
+    parser.add_argument("--n", type=int, default=100)
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--append", metavar="FILE")
+    args = parser.parse_args()
+    llama = None
+    upstream = args.upstream
+    if upstream is None:
+        llama = LlamaServer(require_llama(), 8192).start()
+        upstream = llama.base_url
+    home = tempfile.mkdtemp(prefix="offload-bench-")
+    proxy, proxy_url = start_proxy(upstream, home)
+    try:
+        msgs = fifty_messages()
+        body = {"messages": msgs, "max_tokens": 1, "temperature": 0}
+        with httpx.Client(timeout=600) as client:
+            for _ in range(3):  # warm both paths and the upstream's prompt cache
+                timed_post(client, upstream + CHAT, body)
+                timed_post(client, proxy_url + CHAT, body)
+            stats = client.get(proxy_url + "/api/stats").json()["live"]["counters"]
+            assert stats["stubs_made"] == 0 and stats["windowed"] == 0, stats
+            assert stats["client_tokens"] == stats["wire_tokens"], stats
+            direct, proxied, ttfb_d, ttfb_p = [], [], [], []
+            for _ in range(args.n):
+                direct.append(timed_post(client, upstream + CHAT, body))
+                proxied.append(timed_post(client, proxy_url + CHAT, body))
+            sbody = {**body, "stream": True}
+            for _ in range(args.n):
+                ttfb_d.append(timed_ttfb(client, upstream + CHAT, sbody))
+                ttfb_p.append(timed_ttfb(client, proxy_url + CHAT, sbody))
+        conc = asyncio.run(concurrency(proxy_url, args.clients))
+    finally:
+        proxy.terminate()
+        proxy.wait(15)
+        if llama is not None:
+            llama.stop()
+    diff = [p - d for p, d in zip(proxied, direct, strict=True)]
+    tdiff = [p - d for p, d in zip(ttfb_p, ttfb_d, strict=True)]
+    cmd = "python bench/bench_proxy.py " + " ".join(sys.argv[1:])
+    lines = [
+        f"## Proxy overhead ({dt.date.today().isoformat()})",
+        "",
+        f"Command: `{cmd.strip()}`  ",
+        f"Machine: {machine()}  ",
+        f"Upstream: llama.cpp (xllamacpp, SmolLM2-135M Q4_1, n_ctx 8192, 1 thread); "
+        f"proxy: `offload proxy` in its own process; {args.n} interleaved pairs.",
+        "",
+        "| measure | direct p50 | proxy p50 | added p50 | added p90 | target |",
+        "|---|---|---|---|---|---|",
+        f"| 50-message request, max_tokens 1 | {pct(direct, 0.5):.1f} ms | {pct(proxied, 0.5):.1f} ms "
+        f"| {statistics.median(diff) * 1000:.2f} ms | {pct(diff, 0.9):.2f} ms | p50 < 5 ms |",
+        f"| streaming time to first byte | {pct(ttfb_d, 0.5):.1f} ms | {pct(ttfb_p, 0.5):.1f} ms "
+        f"| {statistics.median(tdiff) * 1000:.2f} ms | {pct(tdiff, 0.9):.2f} ms | < 2 ms |",
+        "",
+        f"Concurrency: {conc['clients']} streaming clients at once through one proxy: "
+        f"{conc['ok']}/{conc['clients']} complete single-id streams, ids unique across "
+        f"clients: {conc['unique_ids']}, {conc['seconds']:.1f} s in all (the upstream "
+        "serves one slot at a time).",
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.append:
+        path = Path(args.append)
+        if not path.exists():
+            path.write_text("# Benchmarks\n\n")
+        with path.open("a") as fh:
+            fh.write("\n" + text)
+    return 0 if conc["ok"] == conc["clients"] and conc["unique_ids"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
