@@ -8,6 +8,7 @@ is left alone when the placeholder would not be smaller.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import mcp_types as types
@@ -20,6 +21,10 @@ from offload.gateway.config import ServerConfig, ToolRule
 from offload.store.store import Store
 
 KIND = "tool-output"
+# the most a placeholder adds to its preview: header, contents (40 entries), three calls
+_PLACEHOLDER_OVERHEAD = 8192
+# one long-lived writer thread, so the store keeps one connection for it
+_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offload-gateway-writer")
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,18 @@ def response_text(result: types.CallToolResult) -> str | None:
     return "\n".join(texts)
 
 
+def worth_indexing(result: types.CallToolResult, threshold: int) -> bool:
+    """Cheap check (no encoding, no store): could ``result`` be over ``threshold`` bytes?"""
+    if result.is_error or not result.content:
+        return False
+    chars = 0
+    for block in result.content:
+        if not isinstance(block, types.TextContent):
+            return False
+        chars += len(block.text)
+    return chars * 4 > threshold  # a character is at most 4 UTF-8 bytes
+
+
 def index_response(
     result: types.CallToolResult,
     *,
@@ -68,31 +85,45 @@ def index_response(
     is dropped along with the text it duplicates (the gateway lists no output schemas
     while it indexes, so clients do not expect it).
     """
-    if result.is_error:
+    if not worth_indexing(result, threshold):
         return result, None
     text = response_text(result)
-    if text is None or len(text) * 4 < threshold:
-        # cheap exit: fewer than threshold/4 characters cannot reach threshold bytes
+    if text is None:
         return result, None
     nbytes = len(text.encode("utf-8", "surrogatepass"))
     if nbytes <= threshold or is_stub(text):
         return result, None
     run = store.next_number(f"gateway-run:{label_base}")
     label = f"{label_base}:{run}"
-    nlines = line_count(text)
-    placeholder = render_gateway_placeholder(
-        nbytes,
-        nlines,
-        label,
-        preview(text, settings.preview_bytes),
-        contents(text),
-        read_tool=settings.read_tool,
-        search_tool=settings.search_tool,
-    )
+
+    def render() -> str:
+        return render_gateway_placeholder(
+            nbytes,
+            line_count(text),
+            label,
+            preview(text, settings.preview_bytes),
+            contents(text),
+            read_tool=settings.read_tool,
+            search_tool=settings.search_tool,
+        )
+
+    def persist() -> None:
+        store.put(
+            text, kind=KIND, topic=label_base, source=label, label=label, scope=settings.scope
+        )
+
+    if nbytes > settings.preview_bytes + _PLACEHOLDER_OVERHEAD:
+        # the placeholder is certainly smaller: store while rendering (sqlite, zstd and
+        # hashing release the GIL, so the two overlap)
+        stored = _WRITER.submit(persist)
+        placeholder = render()
+        stored.result()
+    else:
+        placeholder = render()
+        if len(placeholder.encode("utf-8")) >= nbytes:
+            return result, None
+        persist()
     size = len(placeholder.encode("utf-8"))
-    if size >= nbytes:
-        return result, None
-    store.put(text, kind=KIND, topic=label_base, source=label, label=label, scope=settings.scope)
     replaced = types.CallToolResult(content=[types.TextContent(type="text", text=placeholder)])
     if result.meta is not None:
         replaced.meta = result.meta

@@ -40,7 +40,7 @@ from offload.gateway.catalog import (
 )
 from offload.gateway.config import ClientRule, GatewayConfig
 from offload.gateway.index_tools import IndexTools
-from offload.gateway.responses import index_response, threshold_for
+from offload.gateway.responses import index_response, threshold_for, worth_indexing
 from offload.gateway.toolsearch import ToolIndex, doc_for
 from offload.gateway.upstreams import ChangeKind, Connector, Upstream
 from offload.store.store import Store
@@ -113,6 +113,9 @@ class Gateway:
             on_subscriptions_listen=self.listen,
             get_tool_input_schema=self._input_schema,
         )
+        # no OpenTelemetry span per message: it costs pass-through latency and nothing
+        # here exports spans
+        self.server.middleware = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -342,7 +345,7 @@ class Gateway:
             return _text_result(str(exc), error=True)
         self._count(server_name)
         threshold = threshold_for(self.settings, upstream.config, tool) if index else None
-        if threshold is None or result.is_error:
+        if threshold is None or not worth_indexing(result, threshold):
             return result
         replaced, _indexed = await anyio.to_thread.run_sync(
             lambda: index_response(
