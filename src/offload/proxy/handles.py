@@ -40,7 +40,7 @@ RANGE_GIST_CHARS = 160
 #: something the model said (which it might imitate), and it directly follows the head,
 #: which ends with the first user message. ChatML and the other templates llama.cpp ships
 #: accept consecutive same-role messages; a template that insists on strict alternation
-#: would reject this (documented in docs/proxy.md).
+#: (older Mistral/Gemma templates) would reject a user message right after the first one.
 RANGE_ROLE = "user"
 #: Said in the stub of a message whose content was a list of parts (stored as JSON).
 PARTS_NOTE = "(content parts as JSON)"
