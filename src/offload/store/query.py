@@ -74,8 +74,17 @@ def plan(query: str) -> Plan:
     return Plan(tuple(words[:32]))
 
 
+VOCABULARY_SCAN_CHARS = 256 * 1024
+
+
 def vocabulary_terms(text: str) -> set[str]:
-    """Distinct terms worth remembering for partial-identifier and typo matching."""
+    """Distinct terms worth remembering for partial-identifier and typo matching.
+
+    Only the first 256 KB of a body is scanned: splitting a megabyte into words costs more
+    than the rest of an offload, and the full-text index (prefix matches included) still
+    covers every byte; only infix/typo matches deep inside huge bodies are given up.
+    """
+    text = text[:VOCABULARY_SCAN_CHARS]
     if text.isascii():
         # the ASCII pattern is several times faster than the Unicode one on big bodies
         distinct = set(text.lower().translate(_ASCII_SEPARATORS).split())
