@@ -252,3 +252,14 @@ def test_timestamps_are_recorded(store: Store) -> None:
     e = store.put("t").entry
     assert before - 1 <= e.created <= time.time() + 1
     assert isinstance(store.conn, sqlite3.Connection)
+
+
+def test_offloading_time_limited_content_again_renews_its_expiry(tmp_path: Path) -> None:
+    now = [1000.0]
+    with Store(tmp_path / "s.db", counter=EstimateCounter(), clock=lambda: now[0]) as store:
+        e = store.put("section body", expires=1010.0).entry
+        now[0] = 1005.0
+        assert store.put("section body", expires=1015.0).entry.expires == 1015.0
+        assert store.put("section body", expires=1012.0).entry.expires == 1015.0
+        now[0] = 1011.0
+        assert store.resolve(e.ref).id == e.id

@@ -157,11 +157,14 @@ class Store:
         content_hash = sha256_hex(data)
         with db.write_tx(self.conn) as conn:
             row = conn.execute(
-                "SELECT id FROM entries WHERE scope = ? AND content_hash = ?",
-                (scope, content_hash),
+                "SELECT id, expires FROM entries WHERE content_hash = ? AND scope = ?",
+                (content_hash, scope),
             ).fetchone()
             if row is not None:
                 entry_id = int(row["id"])
+                if expires is not None and row["expires"] is not None and expires > row["expires"]:
+                    # offloading it again renews a time-limited entry (sliding expiry)
+                    conn.execute("UPDATE entries SET expires = ? WHERE id = ?", (expires, entry_id))
                 if label is not None:
                     self._set_label(conn, label, entry_id)
                 if pinned:
