@@ -425,12 +425,25 @@ class Store:
     ) -> list[Entry]:
         """Entries best first: pinned, then salience, then most recently used."""
         where, params = _filter(filters, self.clock())
-        rows = self.conn.execute(
-            f"{_ENTRY_SELECT} WHERE {where} "
-            "ORDER BY e.pinned DESC, e.salience DESC, e.accessed DESC, e.id DESC LIMIT ? OFFSET ?",
-            (*params, max(0, limit), max(0, offset)),
-        ).fetchall()
-        return [Entry.from_row(r, self._labels(self.conn, int(r["id"]))) for r in rows]
+        # pick the page's ids on the ranking index first, then join what they need
+        ids = [
+            int(r[0])
+            for r in self.conn.execute(
+                f"SELECT e.id FROM entries e WHERE {where} "
+                "ORDER BY e.pinned DESC, e.salience DESC, e.accessed DESC, e.id DESC "
+                "LIMIT ? OFFSET ?",
+                (*params, max(0, limit), max(0, offset)),
+            )
+        ]
+        if not ids:
+            return []
+        rows = {
+            int(r["id"]): r
+            for r in self.conn.execute(
+                f"{_ENTRY_SELECT} WHERE e.id IN ({','.join('?' * len(ids))})", ids
+            )
+        }
+        return [Entry.from_row(rows[i], self._labels(self.conn, i)) for i in ids if i in rows]
 
     def count(self, filters: Filters = NO_FILTERS) -> int:
         """How many entries match ``filters``."""
@@ -453,24 +466,20 @@ class Store:
     def peek(self, scope: str | None = None) -> dict[str, Any]:
         """Counts only: by status, pinned, by kind, and total tokens."""
         where, params = _filter(Filters(scope=scope), self.clock())
-        conn = self.conn
-        totals = conn.execute(
-            "SELECT count(*) AS n, coalesce(sum(tokens), 0) AS tokens, "
+        kinds = self.conn.execute(
+            "SELECT kind, count(*) AS n, coalesce(sum(tokens), 0) AS t, "
             "coalesce(sum(status = 'hot'), 0) AS hot, coalesce(sum(pinned), 0) AS pinned "
-            f"FROM entries e WHERE {where}",
-            params,
-        ).fetchone()
-        kinds = conn.execute(
-            f"SELECT kind, count(*) AS n, sum(tokens) AS t FROM entries e WHERE {where} "
-            "GROUP BY kind ORDER BY n DESC, kind",
+            f"FROM entries e WHERE {where} GROUP BY kind ORDER BY n DESC, kind",
             params,
         ).fetchall()
+        n = sum(r["n"] for r in kinds)
+        hot = sum(r["hot"] for r in kinds)
         return {
-            "entries": totals["n"],
-            "cold": totals["n"] - totals["hot"],
-            "hot": totals["hot"],
-            "pinned": totals["pinned"],
-            "tokens": totals["tokens"],
+            "entries": n,
+            "cold": n - hot,
+            "hot": hot,
+            "pinned": sum(r["pinned"] for r in kinds),
+            "tokens": sum(r["t"] for r in kinds),
             "kinds": {r["kind"]: {"entries": r["n"], "tokens": r["t"]} for r in kinds},
         }
 
