@@ -21,19 +21,27 @@ from offload.store.models import Entry, Filters, Hit
 if TYPE_CHECKING:
     from offload.store.store import Store
 
+# The newest CANDIDATES matches are scored; a term found in most of a 100k-entry store
+# would otherwise cost a BM25 evaluation per match (~250 ms). The inner query walks the
+# index newest-first and stops; if too few survive the filters, the search runs uncapped.
+_CANDIDATES = 2000
 _CHUNK_SQL = (
     "SELECT e.*, b.size AS size, b.lines AS lines, c.id AS chunk_id, c.start_line, c.end_line, "
-    "c.start AS cstart, c.end AS cend, bm25(chunks_fts) AS bm FROM chunks_fts "
-    "JOIN chunks c ON c.id = chunks_fts.rowid "
+    "c.start AS cstart, c.end AS cend, m.bm AS bm FROM "
+    "(SELECT rowid AS rid, bm25(chunks_fts) AS bm FROM chunks_fts WHERE chunks_fts MATCH ? "
+    "ORDER BY rowid DESC LIMIT ?) m "
+    "JOIN chunks c ON c.id = m.rid "
     "JOIN blocks b ON b.id = c.block_id "
     "JOIN entries e ON e.block_hash = b.hash "
-    "WHERE chunks_fts MATCH ? AND {where} ORDER BY bm LIMIT ?"
+    "WHERE {where} ORDER BY m.bm LIMIT ?"
 )
 _META_SQL = (
-    "SELECT e.*, b.size AS size, b.lines AS lines, bm25(meta_fts, 4.0, 2.0, 3.0, 1.0) AS bm "
-    "FROM meta_fts JOIN entries e ON e.id = meta_fts.rowid "
+    "SELECT e.*, b.size AS size, b.lines AS lines, m.bm AS bm FROM "
+    "(SELECT rowid AS rid, bm25(meta_fts, 4.0, 2.0, 3.0, 1.0) AS bm FROM meta_fts "
+    "WHERE meta_fts MATCH ? ORDER BY rowid DESC LIMIT ?) m "
+    "JOIN entries e ON e.id = m.rid "
     "JOIN blocks b ON b.hash = e.block_hash "
-    "WHERE meta_fts MATCH ? AND {where} ORDER BY bm LIMIT ?"
+    "WHERE {where} ORDER BY m.bm LIMIT ?"
 )
 _TYPO_CANDIDATES = 20_000
 _EXPANSIONS = 24
@@ -111,8 +119,14 @@ def _expand(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
 def _run(
     conn: sqlite3.Connection, sql: str, match: str, params: list[Any], limit: int
 ) -> list[sqlite3.Row]:
+    """Newest candidates first; uncapped when the cap may have hidden filtered matches."""
     try:
-        return conn.execute(sql, (match, *params, limit)).fetchall()
+        rows = conn.execute(sql, (match, _CANDIDATES, *params, limit)).fetchall()
+        if len(rows) < limit:
+            # fewer than wanted: either that is all there is (cheap to confirm: few
+            # matches) or the filters dropped many of the newest; look at every match
+            rows = conn.execute(sql, (match, -1, *params, limit)).fetchall()
+        return rows
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly
         raise StoreError(f"search failed: {exc}") from exc
