@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from offload.core.hashing import decode
-from offload.errors import BinaryFile, NotAFile, OutsideRoots, TooLarge
+from offload.errors import BinaryFile, EncodingError, NotAFile, OutsideRoots, TooLarge
 
 _SNIFF = 8192
 
@@ -76,6 +76,6 @@ def read_text_file(
         raise BinaryFile(f"{path}: looks binary (NUL bytes); offload stores text only")
     try:
         text = decode(data)
-    except ValueError as exc:
+    except EncodingError as exc:
         raise BinaryFile(f"{path}: not UTF-8 text; offload stores text only") from exc
     return FileText(real, text, size)

@@ -1,0 +1,63 @@
+"""Reading files by path: confined to roots, text only, size-limited, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from offload.errors import BinaryFile, NotAFile, OutsideRoots, TooLarge
+from offload.store.paths import project_root, read_text_file
+
+
+def test_a_text_file_inside_the_root_is_read(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("hello\n")
+    got = read_text_file("a.txt", [tmp_path], max_bytes=100)
+    assert got.text == "hello\n" and got.path == (tmp_path / "a.txt").resolve()
+
+
+def test_a_symlink_escaping_the_root_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "secret.txt").write_text("secret")
+    (root / "link.txt").symlink_to(tmp_path / "secret.txt")
+    with pytest.raises(OutsideRoots, match="symlink"):
+        read_text_file("link.txt", [root], max_bytes=100)
+
+
+def test_dot_dot_cannot_leave_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    with pytest.raises(OutsideRoots):
+        read_text_file("../x.txt", [root], max_bytes=100)
+
+
+@pytest.mark.parametrize(
+    ("content", "error", "message"),
+    [
+        (b"\x00\x01binary", BinaryFile, "binary"),
+        (b"caf\xe9 latin-1", BinaryFile, "not UTF-8"),
+        (b"x" * 200, TooLarge, "limit"),
+    ],
+)
+def test_files_that_are_not_small_utf8_text_are_refused_naming_the_path(
+    tmp_path: Path, content: bytes, error: type[Exception], message: str
+) -> None:
+    (tmp_path / "f.dat").write_bytes(content)
+    with pytest.raises(error, match=message) as info:
+        read_text_file("f.dat", [tmp_path], max_bytes=100)
+    assert "f.dat" in str(info.value)
+
+
+def test_missing_files_and_directories_are_not_files(tmp_path: Path) -> None:
+    with pytest.raises(NotAFile, match="no such file"):
+        read_text_file("nope.txt", [tmp_path], max_bytes=100)
+    (tmp_path / "d").mkdir()
+    with pytest.raises(NotAFile, match="not a regular file"):
+        read_text_file("d", [tmp_path], max_bytes=100)
+
+
+def test_the_project_root_is_the_nearest_git_directory(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    assert project_root(tmp_path / "a" / "b") == tmp_path.resolve()
