@@ -424,7 +424,7 @@ class Store:
         self, filters: Filters = NO_FILTERS, *, limit: int = 50, offset: int = 0
     ) -> list[Entry]:
         """Entries best first: pinned, then salience, then most recently used."""
-        where, params = _filter(filters, self.clock())
+        where, params = query.filter_sql(filters, self.clock())
         # pick the page's ids on the ranking index first, then join what they need
         ids = [
             int(r[0])
@@ -447,7 +447,7 @@ class Store:
 
     def count(self, filters: Filters = NO_FILTERS) -> int:
         """How many entries match ``filters``."""
-        where, params = _filter(filters, self.clock())
+        where, params = query.filter_sql(filters, self.clock())
         row = self.conn.execute(f"SELECT count(*) FROM entries e WHERE {where}", params).fetchone()
         return int(row[0])
 
@@ -465,7 +465,7 @@ class Store:
 
     def peek(self, scope: str | None = None) -> dict[str, Any]:
         """Counts only: by status, pinned, by kind, and total tokens."""
-        where, params = _filter(Filters(scope=scope), self.clock())
+        where, params = query.filter_sql(Filters(scope=scope), self.clock())
         kinds = self.conn.execute(
             "SELECT kind, count(*) AS n, coalesce(sum(tokens), 0) AS t, "
             "coalesce(sum(status = 'hot'), 0) AS hot, coalesce(sum(pinned), 0) AS pinned "
@@ -722,12 +722,6 @@ class Store:
     def delete_state(self, namespace: str, key: str) -> bool:
         """Remove one saved value; True when it existed."""
         return state.delete(self.conn, namespace, key)
-
-
-def _filter(filters: Filters, now: float) -> tuple[str, list[Any]]:
-    from offload.store.query import filter_sql
-
-    return filter_sql(filters, now)
 
 
 def _check_text(text: Any, what: str) -> None:
