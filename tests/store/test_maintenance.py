@@ -95,3 +95,18 @@ def test_importing_a_bad_archive_changes_nothing(tmp_path: Path, store: Store) -
     with pytest.raises(InvalidInput):
         import_archive(store, bad)
     assert store.count() == 0
+
+
+def test_reindex_rebuilds_search_from_the_blocks(store: Store) -> None:
+    from offload.store.maintenance import reindex
+
+    store.put("findable parseCfgFile body")
+    store.conn.execute("DELETE FROM chunks")
+    store.conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
+    store.conn.execute("DELETE FROM terms")
+    assert store.search("findable") == []
+    seen: list[tuple[int, int]] = []
+    assert reindex(store, progress=lambda d, t: seen.append((d, t))) == 1
+    assert seen == [(1, 1)]
+    assert store.search("findable") and store.search("CfgFi")
+    assert doctor(store).clean

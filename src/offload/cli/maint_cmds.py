@@ -9,11 +9,12 @@ from offload.cli.common import emit, open_store
 from offload.cli.progress import Bar
 from offload.config import Settings
 from offload.store.archive import export_archive, import_archive
-from offload.store.maintenance import doctor
+from offload.store.maintenance import doctor, reindex
 
 
 def configure_doctor(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repair", action="store_true", help="fix what can be fixed")
+    p.add_argument("--reindex", action="store_true", help="rebuild the search index from blocks")
 
 
 def configure_export(p: argparse.ArgumentParser) -> None:
@@ -26,6 +27,8 @@ def configure_import(p: argparse.ArgumentParser) -> None:
 
 def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings) as store:
+        if args.reindex:
+            reindex(store, progress=Bar("reindexing"))
         report = doctor(store, repair=args.repair, progress=Bar("checking blocks"))
     data = {
         "clean": report.clean,

@@ -126,16 +126,27 @@ def _repair(store: Store, report: DoctorReport) -> None:
                 report.repaired.append(f"indexed {len(report.unindexed_blocks)} blocks")
 
 
-def _rebuild_index(store: Store, conn: sqlite3.Connection) -> None:
+def reindex(store: Store, *, progress: Progress | None = None) -> int:
+    """Rebuild the full-text index and the vocabulary from the blocks (one transaction)."""
+    with db.write_tx(store.conn) as conn:
+        return _rebuild_index(store, conn, progress)
+
+
+def _rebuild_index(store: Store, conn: sqlite3.Connection, progress: Progress | None = None) -> int:
     conn.execute("DELETE FROM chunks")
+    conn.execute("DELETE FROM terms")
     conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
-    for (digest,) in conn.execute("SELECT DISTINCT block_hash FROM entries").fetchall():
+    digests = [r[0] for r in conn.execute("SELECT DISTINCT block_hash FROM entries")]
+    for i, digest in enumerate(digests, 1):
         try:
             text = store.block_text(digest)
         except (IntegrityError, InvalidInput):
             continue
         store._index_block(conn, _block_id(conn, digest), text)
+        if progress is not None:
+            progress(i, len(digests))
     conn.execute("INSERT INTO meta_fts (meta_fts) VALUES ('rebuild')")
+    return len(digests)
 
 
 def _block_id(conn: sqlite3.Connection, digest: str) -> int:
