@@ -5,8 +5,11 @@ from __future__ import annotations
 import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
+from starlette.applications import Starlette
 
 from offload.gateway.server import Gateway
+
+MCP_PATH = "/mcp"
 
 
 async def run_stdio(gateway: Gateway) -> None:
@@ -23,11 +26,20 @@ async def run_stdio(gateway: Gateway) -> None:
         tg.cancel_scope.cancel()
 
 
+def http_app(gateway: Gateway, host: str, *, path: str = MCP_PATH) -> Starlette:
+    """The gateway's Streamable HTTP app at ``path``.
+
+    Its lifespan runs the SDK session manager only; the upstream connections are started
+    and stopped separately (:meth:`Gateway.serve`, or :meth:`Gateway.start` / ``stop``).
+    """
+    return gateway.server.streamable_http_app(streamable_http_path=path, host=host)
+
+
 async def run_http(
     gateway: Gateway, host: str, port: int, *, ready: anyio.Event | None = None
 ) -> None:
     """Serve Streamable HTTP at ``http://host:port/mcp`` until cancelled."""
-    app = gateway.server.streamable_http_app(host=host)
+    app = http_app(gateway, host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     async with anyio.create_task_group() as tg:
