@@ -23,6 +23,7 @@ from pathlib import Path
 
 from offload.core.lines import read_lines
 from offload.core.tokens import EstimateCounter
+from offload.store.maintenance import compact
 from offload.store.store import Store
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
@@ -193,13 +194,16 @@ def tool_outputs(min_bytes: int) -> list[str]:
     return out
 
 
-def disk_ratio(tmp: Path, name: str, texts: list[str]) -> float:
-    """Bytes on disk (after a checkpoint) over raw UTF-8 bytes of the distinct texts."""
+def disk_ratio(tmp: Path, name: str, texts: list[str]) -> tuple[float, float]:
+    """Bytes on disk over raw UTF-8 bytes of the distinct texts: as written (after a WAL
+    checkpoint), and after `offload doctor --compact`."""
     store = Store(tmp / f"{name}.db", counter=EstimateCounter())
     raw = sum(len(t.encode()) for t in texts if store.put(t, kind="tool-output").created)
     store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    written = sum(p.stat().st_size for p in tmp.glob(f"{name}.db*")) / raw
+    _, after = compact(store)
     store.close()
-    return sum(p.stat().st_size for p in tmp.glob(f"{name}.db*")) / raw
+    return written, after / raw
 
 
 def cli_wall(tmp: Path) -> dict[str, float]:
@@ -250,8 +254,10 @@ def main() -> None:
             + " | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols)
             + " |"
         )
-    print(f"\nbulky tool outputs (>= 2 KB, real): on disk {bulky:.2f} x raw")
-    print(f"small trace messages (< 2 KB): on disk {small:.2f} x raw")
+    print(
+        f"\nbulky tool outputs (>= 2 KB, real): on disk {bulky[0]:.2f} x raw, {bulky[1]:.2f} compacted"
+    )
+    print(f"small trace messages (< 2 KB): on disk {small[0]:.2f} x raw, {small[1]:.2f} compacted")
     print(f"CLI wall (median of 7): --help {wall['help']:.0f} ms, ls {wall['ls']:.0f} ms")
 
 

@@ -110,3 +110,15 @@ def test_reindex_rebuilds_search_from_the_blocks(store: Store) -> None:
     assert seen == [(1, 1)]
     assert store.search("findable") and store.search("CfgFi")
     assert doctor(store).clean
+
+
+def test_compact_shrinks_a_store_after_forgetting_and_keeps_everything_else(store: Store) -> None:
+    from offload.store.maintenance import compact
+
+    keep = store.put("keep this body\n" * 50).entry
+    for i in range(40):
+        store.forget(store.put(f"temporary {i}\n" + "filler text " * 400).entry.ref)
+    before, after = compact(store)
+    assert after < before
+    assert store.body(store.resolve(keep.ref)) == "keep this body\n" * 50
+    assert store.search("keep") and doctor(store).clean

@@ -9,12 +9,13 @@ from offload.cli.common import emit, open_store
 from offload.cli.progress import Bar
 from offload.config import Settings
 from offload.store.archive import export_archive, import_archive
-from offload.store.maintenance import doctor, reindex
+from offload.store.maintenance import compact, doctor, reindex
 
 
 def configure_doctor(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repair", action="store_true", help="fix what can be fixed")
     p.add_argument("--reindex", action="store_true", help="rebuild the search index from blocks")
+    p.add_argument("--compact", action="store_true", help="merge the index, reclaim free pages")
 
 
 def configure_export(p: argparse.ArgumentParser) -> None:
@@ -30,6 +31,9 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         if args.reindex:
             reindex(store, progress=Bar("reindexing"))
         report = doctor(store, repair=args.repair, progress=Bar("checking blocks"))
+        if args.compact:
+            before, after = compact(store)
+            report.repaired.append(f"compacted the store: {before} -> {after} bytes")
     data = {
         "clean": report.clean,
         "blocks_checked": report.blocks_checked,

@@ -126,6 +126,28 @@ def _repair(store: Store, report: DoctorReport) -> None:
                 report.repaired.append(f"indexed {len(report.unindexed_blocks)} blocks")
 
 
+def compact(store: Store) -> tuple[int, int]:
+    """Merge the index segments and give free pages back to the filesystem.
+
+    Returns (bytes before, bytes after). VACUUM rewrites the file, so it needs as much free
+    disk as the store's size and briefly blocks writers from other processes.
+    """
+    before = _disk_bytes(store)
+    conn = store.conn
+    with db.write_tx(conn):
+        conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
+        conn.execute("INSERT INTO meta_fts (meta_fts) VALUES ('optimize')")
+    with db.busy_guard():
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return before, _disk_bytes(store)
+
+
+def _disk_bytes(store: Store) -> int:
+    files = [store.path, store.path.with_name(store.path.name + "-wal")]
+    return sum(p.stat().st_size for p in files if p.exists())
+
+
 def reindex(store: Store, *, progress: Progress | None = None) -> int:
     """Rebuild the full-text index and the vocabulary from the blocks (one transaction)."""
     with db.write_tx(store.conn) as conn:
