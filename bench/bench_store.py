@@ -197,12 +197,11 @@ def tool_outputs(min_bytes: int) -> list[str]:
 def disk_ratio(tmp: Path, name: str, texts: list[str]) -> tuple[float, float]:
     """Bytes on disk over raw UTF-8 bytes of the distinct texts: as written (after a WAL
     checkpoint), and after `offload doctor --compact`."""
-    store = Store(tmp / f"{name}.db", counter=EstimateCounter())
-    raw = sum(len(t.encode()) for t in texts if store.put(t, kind="tool-output").created)
-    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with Store(tmp / f"{name}.db", counter=EstimateCounter()) as store:
+        raw = sum(len(t.encode()) for t in texts if store.put(t, kind="tool-output").created)
     written = sum(p.stat().st_size for p in tmp.glob(f"{name}.db*")) / raw
-    _, after = compact(store)
-    store.close()
+    with Store(tmp / f"{name}.db", counter=EstimateCounter()) as store:
+        _, after = compact(store)
     return written, after / raw
 
 

@@ -110,6 +110,7 @@ class Store:
         """Close every connection this store opened."""
         with self._lock:
             for conn in self._conns:
+                _release_free_pages(conn)
                 conn.close()
             self._conns.clear()
         self._local = threading.local()
@@ -722,6 +723,15 @@ class Store:
     def delete_state(self, namespace: str, key: str) -> bool:
         """Remove one saved value; True when it existed."""
         return state.delete(self.conn, namespace, key)
+
+
+def _release_free_pages(conn: sqlite3.Connection) -> None:
+    """Give pages freed by index merges back to the filesystem (best effort, on close)."""
+    try:
+        conn.executescript("PRAGMA incremental_vacuum;")  # exec steps it to the end
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    except sqlite3.OperationalError:
+        pass  # another process holds the lock; the pages stay free for reuse
 
 
 def _check_text(text: Any, what: str) -> None:
