@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "proxy": ("proxy_cmds", "run the OpenAI-compatible proxy"),
     "replay": ("proxy_cmds", "replay a recorded transcript through the proxy pipeline"),
     "gateway": ("gateway_cmds", "run the MCP gateway over upstream MCP servers"),
+    "serve": ("serve_cmds", "proxy + MCP + gateway + dashboard + /metrics on one port"),
     "context": ("sections_cmds", "cache-alignment report for context files"),
     "models": ("models_cmds", "local-model tools (models bench --endpoint URL)"),
 }

@@ -1,0 +1,537 @@
+"""``offload serve`` as a real process on a loopback port: every surface on one port.
+
+A scripted upstream (a tiny Starlette app on another loopback port) stands in for
+llama-server; the MCP tools and the gateway are driven through the official SDK's
+Streamable HTTP client; the gateway test uses ``mcp-server-git`` on a temporary repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp_types as types
+import pytest
+import uvicorn
+from mcp.client.streamable_http import streamable_http_client
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from mcp import Client
+from offload.cli.serve_cmds import asgi_lifespan, build, with_gateway_table
+from offload.config import load_settings
+from offload.store.store import Store
+from realparts import free_port, require, wait_until
+
+SCRIPTED_N_CTX = 4096
+ANSWER = "scripted answer"
+
+
+def child_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFLOAD_")}
+    env["OFFLOAD_HOME"] = str(home)
+    env.update(extra or {})
+    return env
+
+
+class ServeProcess:
+    """``offload serve`` in a subprocess on a free loopback port, stopped by PID."""
+
+    def __init__(self, tmp: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.home = tmp / "home"
+        self.project = tmp / "project"
+        self.home.mkdir(exist_ok=True)
+        self.project.mkdir(exist_ok=True)
+        self.args = args
+        self.extra_env = env or {}
+        self.log = tmp / "serve.log"
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ServeProcess:
+        # a free port can be taken between probe and bind: retry on a fresh one
+        for _attempt in range(3):
+            self.port = free_port()
+            command = [sys.executable, "-m", "offload.cli.main", "serve"]
+            command += ["--port", str(self.port), "--scope", "serve-test", *self.args]
+            with self.log.open("ab") as log:
+                self.proc = subprocess.Popen(
+                    command,
+                    cwd=self.project,
+                    env=child_env(self.home, self.extra_env),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                )
+            proc = self.proc
+            wait_until(
+                lambda p=proc: self._answers() or p.poll() is not None,  # type: ignore[misc]
+                30,
+                what=f"offload serve /api/stats on port {self.port}",
+            )
+            if proc.poll() is None:
+                return self
+        raise AssertionError(f"offload serve would not start:\n{self.log_text()}")
+
+    def _answers(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/api/stats", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def stats(self) -> dict[str, Any]:
+        resp = httpx.get(f"{self.url}/api/stats", timeout=10)
+        assert resp.status_code == 200, resp.text
+        data: dict[str, Any] = resp.json()
+        return data
+
+    def metrics(self) -> str:
+        resp = httpx.get(f"{self.url}/metrics", timeout=10)
+        assert resp.status_code == 200, resp.text
+        return resp.text
+
+    def terminate(self, timeout: float) -> tuple[int, float]:
+        """SIGTERM; the exit code and how long the process took to exit.
+
+        After a graceful shutdown uvicorn re-raises the signal, so the code is -SIGTERM."""
+        assert self.proc is not None
+        started = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=timeout)
+        return code, time.monotonic() - started
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def metric(text: str, name: str) -> float:
+    """The value of one sample (``name`` includes its labels) in Prometheus text."""
+    match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+    assert match, f"{name} not in /metrics:\n{text}"
+    return float(match.group(1))
+
+
+# -- the scripted upstream -----------------------------------------------------------------
+
+
+class ScriptedUpstream:
+    """Answers /v1/models, /props and non-streaming chat completions; records chat bodies."""
+
+    def __init__(self) -> None:
+        self.chats: list[dict[str, Any]] = []
+        self.port = 0
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def app(self) -> Starlette:
+        async def models(request: Request) -> Response:
+            return JSONResponse(
+                {"object": "list", "data": [{"id": "scripted-model", "object": "model"}]}
+            )
+
+        async def props(request: Request) -> Response:
+            return JSONResponse(
+                {"default_generation_settings": {"n_ctx": SCRIPTED_N_CTX}, "total_slots": 1}
+            )
+
+        async def chat(request: Request) -> Response:
+            self.chats.append(json.loads(await request.body()))
+            return JSONResponse(
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": ANSWER},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14},
+                    "timings": {"cache_n": 0, "prompt_n": 12},
+                }
+            )
+
+        return Starlette(
+            routes=[
+                Route("/v1/models", models),
+                Route("/props", props),
+                Route("/v1/chat/completions", chat, methods=["POST"]),
+            ]
+        )
+
+    def start(self) -> ScriptedUpstream:
+        for _attempt in range(3):
+            self.port = free_port()
+            config = uvicorn.Config(self.app(), host="127.0.0.1", port=self.port, log_level="error")
+            server = uvicorn.Server(config)
+            thread = threading.Thread(target=server.run, daemon=True)
+            thread.start()
+            wait_until(
+                lambda s=server, t=thread: s.started or not t.is_alive(),  # type: ignore[misc]
+                15,
+                what="scripted upstream start",
+            )
+            if server.started:
+                self._server, self._thread = server, thread
+                return self
+        raise AssertionError("the scripted upstream would not start")
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(15)
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[ScriptedUpstream]:
+    server = ScriptedUpstream().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def served(
+    upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServeProcess]:
+    serve = ServeProcess(tmp_path_factory.mktemp("serve"), "--upstream", upstream.url)
+    serve.start()
+    try:
+        yield serve
+    finally:
+        serve.stop()
+
+
+# -- one port, every surface ---------------------------------------------------------------
+
+
+def test_stats_name_every_mounted_surface_and_the_missing_gateway(served: ServeProcess) -> None:
+    stats = served.stats()
+    surfaces = stats["surfaces"]
+    assert surfaces["proxy"] == {
+        "mounted": True,
+        "url": f"{served.url}/v1",
+        "upstream": surfaces["proxy"]["upstream"],
+    }
+    assert surfaces["mcp"]["mounted"] and surfaces["mcp"]["url"] == f"{served.url}/mcp"
+    assert surfaces["dashboard"]["mounted"] and surfaces["metrics"]["mounted"]
+    assert surfaces["gateway"]["mounted"] is False
+    assert "--gateway-config" in surfaces["gateway"]["why"]
+    assert stats["proxy"]["upstream"]["n_ctx"] == SCRIPTED_N_CTX  # read from /props
+    assert stats["store"]["path"] == str(served.home / "offload.db")
+    missing = httpx.get(f"{served.url}/gateway/mcp", timeout=10)
+    assert missing.status_code == 404
+    assert "not mounted" in missing.json()["error"]
+
+
+@pytest.mark.anyio
+async def test_mcp_tools_offload_and_search_through_the_sdk_client_at_mcp(
+    served: ServeProcess,
+) -> None:
+    async with Client(streamable_http_client(f"{served.url}/mcp")) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"offload", "search", "read"} <= names
+        stored = await client.call_tool(
+            "offload",
+            {"content": "the quokka calibration log\nline two\n", "topic": "quokka notes"},
+        )
+        assert not stored.is_error
+        found = await client.call_tool("search", {"queries": ["quokka"]})
+        assert not found.is_error
+        block = found.content[0]
+        assert isinstance(block, types.TextContent)
+        assert "quokka calibration log" in block.text
+    stats = served.stats()
+    assert stats["store"]["entries"] >= 1
+    assert stats["surfaces"]["mcp"]["tool_calls"] >= 2
+    text = served.metrics()
+    assert metric(text, "offload_store_entries") >= 1
+    assert metric(text, "offload_store_blocks") >= 1
+    assert metric(text, 'offload_store_bytes{kind="raw"}') > 0
+
+
+def test_the_proxy_serves_models_and_chat_through_the_scripted_upstream(
+    served: ServeProcess, upstream: ScriptedUpstream
+) -> None:
+    before = metric(served.metrics(), 'offload_proxy_requests_total{window="live"}')
+    models = httpx.get(f"{served.url}/v1/models", timeout=10)
+    assert models.status_code == 200
+    model = models.json()["data"][0]
+    assert model["id"] == "scripted-model"
+    assert model["context_length"] == SCRIPTED_N_CTX
+    props = httpx.get(f"{served.url}/props", timeout=10)  # a pass-through path
+    assert props.json()["default_generation_settings"]["n_ctx"] == SCRIPTED_N_CTX
+
+    chat = httpx.post(
+        f"{served.url}/v1/chat/completions",
+        json={"model": "scripted-model", "messages": [{"role": "user", "content": "hi there"}]},
+        timeout=30,
+    )
+    assert chat.status_code == 200, chat.text
+    assert chat.json()["choices"][0]["message"]["content"] == ANSWER
+    assert upstream.chats[-1]["messages"][-1]["content"] == "hi there"
+
+    text = served.metrics()
+    assert metric(text, 'offload_proxy_requests_total{window="live"}') == before + 1
+    assert metric(text, 'offload_proxy_client_tokens_total{window="live"}') > 0
+    assert metric(text, 'offload_proxy_wire_tokens_total{window="live"}') > 0
+    assert metric(text, 'offload_surface_mounted{surface="gateway"}') == 0
+    assert served.stats()["proxy"]["live"]["counters"]["requests"] == before + 1
+
+
+def test_the_dashboard_is_one_self_contained_page_naming_the_urls(served: ServeProcess) -> None:
+    resp = httpx.get(f"{served.url}/", timeout=10)
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/html")
+    page = resp.text
+    assert f"OPENAI_BASE_URL={served.url}/v1" in page
+    assert f"claude mcp add --transport http offload {served.url}/mcp" in page
+    assert f"{served.url}/metrics" in page
+    assert "MCP gateway" in page and "not mounted" in page
+    assert "fetch('/api/stats'" in page  # the script refreshes from the stats endpoint
+    # no external assets: no linked files, no script sources, no remote URLs
+    assert not re.search(r"<link|<script[^>]*\ssrc=|<img", page)
+    assert not re.search(r"https?://(?!127\.0\.0\.1)", page)
+
+
+def test_a_foreign_origin_or_host_is_refused_on_every_surface(served: ServeProcess) -> None:
+    evil = {"Origin": "http://evil.example"}
+    for path in ("/", "/api/stats", "/metrics", "/v1/models"):
+        assert httpx.get(served.url + path, headers=evil, timeout=10).status_code == 403, path
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    mcp = f"{served.url}/mcp"
+    assert httpx.post(mcp, json=init, headers={**accept, **evil}, timeout=10).status_code == 403
+    assert (
+        httpx.post(mcp, json=init, headers={**accept, "Host": "evil.example"}, timeout=10)
+    ).status_code == 421
+    assert (
+        httpx.get(f"{served.url}/api/stats", headers={"Host": "evil.example"}, timeout=10)
+    ).status_code == 403
+    own = {"Origin": served.url}
+    assert httpx.get(f"{served.url}/api/stats", headers=own, timeout=10).status_code == 200
+
+
+def test_serve_starts_with_the_upstream_down_answers_502_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    # a long flush interval: only the shutdown flush can persist the proxy's counters
+    serve = ServeProcess(
+        tmp_path, "--upstream", dead, env={"OFFLOAD_PROXY__METRICS_FLUSH_S": "3600"}
+    ).start()
+    try:
+        assert serve.stats()["proxy"]["upstream"]["n_ctx"] is None
+        models = httpx.get(f"{serve.url}/v1/models", timeout=10)
+        assert models.status_code == 502
+        assert models.json()["error"]["type"] == "upstream_unavailable"
+        chat = httpx.post(
+            f"{serve.url}/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "anyone?"}]},
+            timeout=30,
+        )
+        assert chat.status_code == 502
+        code, took = serve.terminate(timeout=15)
+    finally:
+        serve.stop()
+    assert code in (0, -signal.SIGTERM), serve.log_text()
+    assert took < 10
+    assert "Application shutdown complete" in serve.log_text()
+    assert "Traceback" not in serve.log_text()
+    settings = load_settings(env={"OFFLOAD_HOME": str(serve.home)})
+    store = Store.open(settings)
+    try:
+        totals = store.get_state("proxy.metrics", "totals")
+    finally:
+        store.close()
+    assert totals["counters"]["requests"] == 1
+    assert totals["counters"]["errors"] == 1
+
+
+# -- the gateway ---------------------------------------------------------------------------
+
+
+def git_repo(path: Path) -> Path:
+    path.mkdir()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@x",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@x",
+    }
+    subprocess.run(["git", "init", "-q"], cwd=path, check=True, env=env)
+    (path / "f.txt").write_text("hello\n")
+    subprocess.run(["git", "add", "f.txt"], cwd=path, check=True, env=env)
+    subprocess.run(["git", "commit", "-q", "-m", "first"], cwd=path, check=True, env=env)
+    return path
+
+
+def children(pid: int) -> set[int]:
+    """The direct children of ``pid`` (Linux /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text()
+        found.update(int(c) for c in text.split())
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_the_gateway_at_gateway_mcp_lists_the_tools_of_a_stdio_upstream(
+    tmp_path: Path, upstream: ScriptedUpstream
+) -> None:
+    require(
+        shutil.which("mcp-server-git") is not None,
+        "mcp-server-git missing (pip install mcp-server-git)",
+    )
+    repo = git_repo(tmp_path / "repo")
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        f'[servers.git]\ncommand = "mcp-server-git"\nargs = ["--repository", "{repo}"]\n'
+    )
+    serve = ServeProcess(
+        tmp_path, "--upstream", upstream.url, "--gateway-config", str(config)
+    ).start()
+    try:
+        wait_until(
+            lambda: serve.stats()["surfaces"]["gateway"]["upstreams"]["git"]["state"] == "ready",
+            30,
+            interval=0.1,
+            what="the git upstream to connect",
+        )
+        gateway = serve.stats()["surfaces"]["gateway"]
+        assert gateway["mounted"] and gateway["url"] == f"{serve.url}/gateway/mcp"
+        async with Client(streamable_http_client(gateway["url"])) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert {"git__git_status", "git__git_log"} <= names
+            status = await client.call_tool("git__git_status", {"repo_path": str(repo)})
+            assert not status.is_error
+        page = httpx.get(f"{serve.url}/", timeout=10).text
+        assert f"claude mcp add --transport http offload-gateway {serve.url}/gateway/mcp" in page
+        text = serve.metrics()
+        assert metric(text, 'offload_surface_mounted{surface="gateway"}') == 1
+        assert metric(text, 'offload_gateway_upstream_ready{server="git"}') == 1
+
+        assert serve.proc is not None
+        upstream_pids = children(serve.proc.pid)
+        assert upstream_pids, "mcp-server-git should run as a child of offload serve"
+        code, took = serve.terminate(timeout=15)
+    finally:
+        serve.stop()
+    assert code in (0, -signal.SIGTERM), serve.log_text()
+    assert took < 10
+    assert "Application shutdown complete" in serve.log_text()
+    assert "Traceback" not in serve.log_text()
+    # the upstream was closed by its owning task and reaped, not orphaned
+    assert not any(Path(f"/proc/{pid}").exists() for pid in upstream_pids)
+
+
+# -- in process: tokens and settings -------------------------------------------------------
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.mark.anyio
+async def test_configured_bearer_tokens_guard_the_figures_and_the_mcp_endpoint(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(
+        env={"OFFLOAD_HOME": str(tmp_path / "home")},
+        flags={
+            "proxy.bearer_token": "proxy-secret",
+            "mcp.bearer_token": "mcp-secret",
+            "proxy.upstream": f"http://127.0.0.1:{free_port()}",
+            "mcp.scope": "token-test",
+        },
+    )
+    served = build(settings, Store.open(settings), cwd=tmp_path)
+    # the host's lifespan runs every sub-app's (and closes the store at the end)
+    async with asgi_lifespan(served.app, "serve"):
+        transport = httpx.ASGITransport(app=served.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8900") as c:
+            assert (await c.get("/api/stats")).status_code == 401
+            assert (await c.get("/metrics")).status_code == 401
+            proxy_auth = {"Authorization": "Bearer proxy-secret"}
+            stats = await c.get("/api/stats", headers=proxy_auth)
+            assert stats.status_code == 200
+            assert stats.json()["proxy"]["live"]["counters"]["requests"] == 0
+            metrics = await c.get("/metrics", headers=proxy_auth)
+            assert metric(metrics.text, "offload_store_entries") == 0
+            page = await c.get("/")
+            assert page.status_code == 200
+            assert "bearer_token is set" in page.text
+            assert 'data-k="store.entries" data-f="int">\u2014<' in page.text  # no figures
+            assert (await c.post("/mcp", json=INIT, headers=ACCEPT)).status_code == 401
+            mcp_auth = {**ACCEPT, "Authorization": "Bearer mcp-secret"}
+            assert (await c.post("/mcp", json=INIT, headers=mcp_auth)).status_code == 200
+
+
+def test_the_gateway_files_own_gateway_table_applies_under_env_and_flags(tmp_path: Path) -> None:
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        "[gateway]\ncatalog_threshold = 1234\nresponse_threshold = 999\n\n"
+        '[servers.git]\ncommand = "mcp-server-git"\n'
+    )
+    base = load_settings(
+        env={"OFFLOAD_HOME": str(tmp_path), "OFFLOAD_GATEWAY__RESPONSE_THRESHOLD": "5000"},
+        flags={"gateway.config": str(config)},
+    )
+    merged = with_gateway_table(base, config)
+    assert merged.gateway.catalog_threshold == 1234
+    assert merged.gateway.response_threshold == 5000  # the environment wins
+    assert merged.gateway.config == str(config)
