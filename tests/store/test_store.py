@@ -263,3 +263,65 @@ def test_offloading_time_limited_content_again_renews_its_expiry(tmp_path: Path)
         assert store.put("section body", expires=1012.0).entry.expires == 1015.0
         now[0] = 1011.0
         assert store.resolve(e.ref).id == e.id
+
+
+def _scanned_peek(store: Store, scope: str | None) -> dict[str, object]:
+    rows = store.entries(Filters(scope=scope), limit=10_000)
+    kinds: dict[str, dict[str, int]] = {}
+    for e in rows:
+        k = kinds.setdefault(e.kind, {"entries": 0, "tokens": 0})
+        k["entries"] += 1
+        k["tokens"] += e.tokens
+    hot = sum(e.status == "hot" for e in rows)
+    return {
+        "entries": len(rows),
+        "cold": len(rows) - hot,
+        "hot": hot,
+        "pinned": sum(e.pinned for e in rows),
+        "tokens": sum(e.tokens for e in rows),
+        "kinds": kinds,
+    }
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["put", "pin", "unpin", "checkout", "forget"]),
+            st.integers(0, 7),
+            st.sampled_from(["a", "b"]),
+            st.sampled_from(["log", "code"]),
+        ),
+        max_size=25,
+    )
+)
+def test_peek_counts_always_match_a_full_scan(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, str, str]]
+) -> None:
+    path = tmp_path_factory.mktemp("peek") / "s.db"
+    with Store(path, counter=EstimateCounter()) as store:
+        for op, n, scope, kind in ops:
+            text = f"body {n} " * (n + 1)
+            try:
+                if op == "put":
+                    store.put(text, scope=scope, kind=kind)
+                elif op == "pin":
+                    store.pin(text_ref(text), scope)
+                elif op == "unpin":
+                    store.unpin(text_ref(text), scope)
+                elif op == "checkout":
+                    store.checkout(text_ref(text), scope=scope)
+                else:
+                    store.forget(text_ref(text), scope=scope)
+            except (NotFound, Gone):
+                pass
+        for scope in ("a", "b", None):
+            assert store.peek(scope) == _scanned_peek(store, scope)
+
+
+def text_ref(text: str) -> str:
+    from offload.core.hashing import ctx_ref, text_hash
+
+    return ctx_ref(text_hash(text))

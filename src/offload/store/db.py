@@ -232,3 +232,49 @@ def m002_listing_indexes(conn: sqlite3.Connection) -> None:
 def m003_tighter_index_merging(conn: sqlite3.Connection) -> None:
     # merge index segments two at a time (default 4): ~3% less disk, no slower writes here
     conn.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('automerge', 2)")
+
+
+@migration
+def m004_scope_stats(conn: sqlite3.Connection) -> None:
+    # peek reads these per-(scope, kind) sums instead of scanning every entry; triggers keep
+    # them exact inside the same transaction as the change
+    run_script(
+        conn,
+        """
+        CREATE TABLE scope_stats (
+            scope TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            entries INTEGER NOT NULL DEFAULT 0,
+            tokens INTEGER NOT NULL DEFAULT 0,
+            hot INTEGER NOT NULL DEFAULT 0,
+            pinned INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (scope, kind)
+        ) WITHOUT ROWID;
+        INSERT INTO scope_stats (scope, kind, entries, tokens, hot, pinned)
+            SELECT scope, kind, count(*), sum(tokens), sum(status = 'hot'), sum(pinned)
+            FROM entries GROUP BY scope, kind;
+        CREATE TRIGGER scope_stats_insert AFTER INSERT ON entries BEGIN
+            INSERT INTO scope_stats (scope, kind, entries, tokens, hot, pinned)
+                VALUES (new.scope, new.kind, 1, new.tokens, new.status = 'hot', new.pinned)
+            ON CONFLICT (scope, kind) DO UPDATE SET
+                entries = entries + 1, tokens = tokens + excluded.tokens,
+                hot = hot + excluded.hot, pinned = pinned + excluded.pinned;
+        END;
+        CREATE TRIGGER scope_stats_delete AFTER DELETE ON entries BEGIN
+            UPDATE scope_stats SET entries = entries - 1, tokens = tokens - old.tokens,
+                hot = hot - (old.status = 'hot'), pinned = pinned - old.pinned
+            WHERE scope = old.scope AND kind = old.kind;
+        END;
+        CREATE TRIGGER scope_stats_update AFTER UPDATE OF scope, kind, tokens, status, pinned
+        ON entries BEGIN
+            UPDATE scope_stats SET entries = entries - 1, tokens = tokens - old.tokens,
+                hot = hot - (old.status = 'hot'), pinned = pinned - old.pinned
+            WHERE scope = old.scope AND kind = old.kind;
+            INSERT INTO scope_stats (scope, kind, entries, tokens, hot, pinned)
+                VALUES (new.scope, new.kind, 1, new.tokens, new.status = 'hot', new.pinned)
+            ON CONFLICT (scope, kind) DO UPDATE SET
+                entries = entries + 1, tokens = tokens + excluded.tokens,
+                hot = hot + excluded.hot, pinned = pinned + excluded.pinned;
+        END;
+        """,
+    )

@@ -465,12 +465,17 @@ class Store:
         return search_hits(self, query, filters, limit=limit, offset=offset, width=snippet_chars)
 
     def peek(self, scope: str | None = None) -> dict[str, Any]:
-        """Counts only: by status, pinned, by kind, and total tokens."""
-        where, params = query.filter_sql(Filters(scope=scope), self.clock())
+        """Counts only: by status, pinned, by kind, and total tokens.
+
+        Reads the per-(scope, kind) sums that triggers keep (O(kinds), not O(entries)),
+        after archiving anything whose expiry has passed so the sums count live entries.
+        """
+        self.expire_due()
+        where, params = ("scope = ?", [scope]) if scope is not None else ("1", [])
         kinds = self.conn.execute(
-            "SELECT kind, count(*) AS n, coalesce(sum(tokens), 0) AS t, "
-            "coalesce(sum(status = 'hot'), 0) AS hot, coalesce(sum(pinned), 0) AS pinned "
-            f"FROM entries e WHERE {where} GROUP BY kind ORDER BY n DESC, kind",
+            "SELECT kind, sum(entries) AS n, sum(tokens) AS t, sum(hot) AS hot, "
+            f"sum(pinned) AS pinned FROM scope_stats WHERE {where} GROUP BY kind "
+            "HAVING sum(entries) > 0 ORDER BY n DESC, kind",
             params,
         ).fetchall()
         n = sum(r["n"] for r in kinds)
