@@ -225,8 +225,24 @@ class Handles:
         previous: RangeStub | None,
         paged_tokens: int,
     ) -> RangeStub:
-        """Store messages ``[start, end)`` as a new part and render the stub for the whole
+        """Store messages ``[start, end)`` as a new part and return the stub for the whole
         range ``[first, end)`` (``previous`` covers ``[first, start)``)."""
+        stub, body = self.render_range(session, messages, first, start, end, previous, paged_tokens)
+        digest = stub.ref[len(CTX_PREFIX) :]
+        self.ensure_stored(body, digest, source=f"proxy:{session}", label=stub.label)
+        return stub
+
+    def render_range(
+        self,
+        session: str,
+        messages: Sequence[Message],
+        first: int,
+        start: int,
+        end: int,
+        previous: RangeStub | None,
+        paged_tokens: int,
+    ) -> tuple[RangeStub, str]:
+        """The range stub and the part's stored body, without storing anything."""
         doc: dict[str, Any] = {
             "conversation": session,
             "first": start,
@@ -237,7 +253,6 @@ class Handles:
         body = json.dumps(doc, ensure_ascii=False)
         digest = text_hash(body)
         label = f"proxy:{session}:{first}-{end - 1}"
-        self.ensure_stored(body, digest, source=f"proxy:{session}", label=label)
         count = end - first
         roles: dict[str, int] = {}
         for msg in messages[first:end]:
@@ -258,7 +273,7 @@ class Handles:
         call = read_call(info.ref) + ' (JSON: the newest part; "earlier" names the one before)'
         text = render_stub(info, call)
         tokens = message_tokens(self.counter, {"role": RANGE_ROLE, "content": text})
-        return RangeStub(first, end - 1, CTX_PREFIX + digest, label, text, tokens)
+        return RangeStub(first, end - 1, CTX_PREFIX + digest, label, text, tokens), body
 
 
 def expand(

@@ -13,7 +13,7 @@ from typing import Any
 from offload.config import ProxySettings
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput
-from offload.proxy.handles import Handle, Handles
+from offload.proxy.handles import Handle, Handles, RangeStub
 from offload.proxy.messages import (
     Message,
     chain,
@@ -136,29 +136,7 @@ class Pipeline:
         stubs_made = 0
         new_state = state
         if fire:
-            new_layout = plan(
-                state.layout,
-                len(msgs),
-                protect,
-                [is_group_start(msgs, i) for i in range(len(msgs))],
-                ct,
-                lambda i: self._cost(msgs, i, ct, budget.threshold),
-                lambda i: self._forced_cost(msgs, i, ct),
-                state.range.tokens if state.range is not None else RANGE_ESTIMATE,
-                budget,
-                cut_level(budget, _growth(msgs, ct, max(head, state.mark))),
-            )
-            rng = state.range
-            if new_layout.paged > state.layout.paged:
-                rng = self.handles.page_out(
-                    session,
-                    msgs,
-                    head,
-                    state.layout.paged,
-                    new_layout.paged,
-                    state.range,
-                    sum(ct[head : new_layout.paged]),
-                )
+            new_layout, rng = self._compact(session, msgs, head, protect, state, ct, budget)
             if new_layout != state.layout:
                 windowed = True
                 new_state = replace(state, layout=new_layout, range=rng, threshold=budget.threshold)
@@ -222,6 +200,69 @@ class Pipeline:
         if chain("", msgs[: saved.verified]) != saved.digest:
             return fresh, 0, "client_edit"
         return saved, 0, "restart"
+
+    def _compact(
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        protect: int,
+        state: SessionState,
+        ct: Sequence[int],
+        budget: Budget,
+    ) -> tuple[Layout, RangeStub | None]:
+        """The layout after a compaction and the range stub it needs (its part stored)."""
+        paged0 = state.layout.paged
+        growth = _growth(msgs, ct, max(head, state.mark))
+        starts = [is_group_start(msgs, i) for i in range(len(msgs))]
+
+        def render(end: int) -> RangeStub:
+            stub, _ = self.handles.render_range(
+                session, msgs, head, paged0, end, state.range, sum(ct[head:end])
+            )
+            return stub
+
+        # Plan with the exact cost of a range stub: first that of paging the whole middle,
+        # then that of the candidate the plan picks (they differ by a few digits at most).
+        if protect > paged0:
+            range_cost = render(protect).tokens
+        elif state.range is not None:
+            range_cost = state.range.tokens
+        else:
+            range_cost = RANGE_ESTIMATE
+        new_layout, candidate = state.layout, None
+        for _ in range(3):
+            new_layout = plan(
+                state.layout,
+                len(msgs),
+                protect,
+                starts,
+                ct,
+                lambda i: self._cost(msgs, i, ct, budget.threshold),
+                lambda i: self._forced_cost(msgs, i, ct),
+                range_cost,
+                budget,
+                cut_level(budget, growth),
+            )
+            if new_layout.paged <= paged0:
+                candidate = None
+                break
+            candidate = render(new_layout.paged)
+            if candidate.tokens == range_cost:
+                break
+            range_cost = candidate.tokens
+        if candidate is None:
+            return new_layout, state.range
+        stored = self.handles.page_out(
+            session,
+            msgs,
+            head,
+            paged0,
+            new_layout.paged,
+            state.range,
+            sum(ct[head : new_layout.paged]),
+        )
+        return new_layout, stored
 
     def _unforce(
         self,

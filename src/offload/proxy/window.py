@@ -132,6 +132,7 @@ def plan(
     remaining = sum(middle)
     paged = layout.paged
     had_range = layout.paged > head
+    unpaged = head_cost + (range_tokens if had_range else 0) + remaining + rest
     while True:
         total = head_cost + (range_tokens if (paged > head or had_range) else 0) + remaining + rest
         if total <= level or paged >= stubbed:
@@ -141,6 +142,8 @@ def plan(
             step += 1
         remaining -= sum(middle[paged - layout.paged : step - layout.paged])
         paged = step
+    if total >= unpaged:  # a range stub that costs more than it frees: page nothing
+        paged, total = layout.paged, unpaged
 
     # The head and the tail alone still break the ceiling: stub their biggest messages
     # (tail first, then head), never forwarding a message the window cannot hold.
