@@ -12,6 +12,13 @@ from offload.core.hashing import ctx_ref, short_ref
 Status = Literal["cold", "hot"]
 
 
+def access_score(accessed: float, access_count: int, now: float) -> float:
+    """Recency x frequency in [0, 1): a week-scale decay times log access count."""
+    age_days = max(0.0, now - accessed) / 86400.0
+    raw = math.log1p(access_count) * math.exp(-age_days / 7.0)
+    return raw / (1.0 + raw)
+
+
 @dataclass(frozen=True)
 class Entry:
     """One row of the matrix: metadata about a stored body."""
@@ -55,9 +62,7 @@ class Entry:
 
     def access_score(self, now: float) -> float:
         """Recency x frequency in [0, 1): a week-scale decay times log access count."""
-        age_days = max(0.0, now - self.accessed) / 86400.0
-        raw = math.log1p(self.access_count) * math.exp(-age_days / 7.0)
-        return raw / (1.0 + raw)
+        return access_score(self.accessed, self.access_count, now)
 
     @classmethod
     def from_row(cls, row: sqlite3.Row, labels: tuple[str, ...] = ()) -> Entry:

@@ -9,6 +9,7 @@ the caller's salience and a recency x frequency access score.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,32 +17,40 @@ from typing import TYPE_CHECKING, Any
 
 from offload.errors import StoreError
 from offload.store import query
-from offload.store.models import Entry, Filters, Hit
+from offload.store.models import Entry, Filters, Hit, access_score
 
 if TYPE_CHECKING:
     from offload.store.store import Store
 
-# The newest CANDIDATES matches are scored; a term found in most of a 100k-entry store
-# would otherwise cost a BM25 evaluation per match (~250 ms). The inner query walks the
-# index newest-first and stops; if too few survive the filters, the search runs uncapped.
-_CANDIDATES = 2000
-_CHUNK_SQL = (
-    "SELECT e.*, b.size AS size, b.lines AS lines, c.id AS chunk_id, c.start_line, c.end_line, "
-    "c.start AS cstart, c.end AS cend, m.bm AS bm FROM "
-    "(SELECT rowid AS rid, bm25(chunks_fts) AS bm FROM chunks_fts WHERE chunks_fts MATCH ? "
-    "ORDER BY rowid DESC LIMIT ?) m "
-    "JOIN chunks c ON c.id = m.rid "
-    "JOIN blocks b ON b.id = c.block_id "
-    "JOIN entries e ON e.block_hash = b.hash "
-    "WHERE {where} ORDER BY m.bm LIMIT ?"
+# BM25 needs a pass over every match of every phrase (its IDF), ~10 ms per 100k matches.
+# So: probe for at most CANDIDATES + 1 matches, newest first (cheap, it stops early). Fewer:
+# score them all with BM25. More: the terms are so common that IDF says little; the newest
+# CANDIDATES compete on salience and use. Only when that cap hides matches the filters
+# would keep does the search score every match.
+_CANDIDATES = 500
+_CHUNK_FTS = ("chunks_fts", "bm25(chunks_fts)")
+_META_FTS = ("meta_fts", "bm25(meta_fts, 4.0, 2.0, 3.0, 1.0)")
+# Two steps: rank candidates on a few light columns, then fetch whole rows for the best.
+_KEYS = "e.id AS eid, e.salience AS salience, e.accessed AS accessed, e.access_count AS uses"
+_CHUNK_KEYS = (
+    f"SELECT c.id AS rid, {_KEYS} FROM chunks c "
+    "JOIN blocks b ON b.id = c.block_id JOIN entries e ON e.block_hash = b.hash "
+    "WHERE c.id IN (SELECT value FROM json_each(?)) AND {where}"
 )
-_META_SQL = (
-    "SELECT e.*, b.size AS size, b.lines AS lines, m.bm AS bm FROM "
-    "(SELECT rowid AS rid, bm25(meta_fts, 4.0, 2.0, 3.0, 1.0) AS bm FROM meta_fts "
-    "WHERE meta_fts MATCH ? ORDER BY rowid DESC LIMIT ?) m "
-    "JOIN entries e ON e.id = m.rid "
+_CHUNK_ROWS = (
+    "SELECT e.*, b.size AS size, b.lines AS lines, c.id AS chunk_id, c.start_line, c.end_line, "
+    "c.start AS cstart, c.end AS cend FROM chunks c "
+    "JOIN blocks b ON b.id = c.block_id JOIN entries e ON e.block_hash = b.hash "
+    "WHERE c.id IN (SELECT value FROM json_each(?)) AND e.id IN (SELECT value FROM json_each(?))"
+)
+_META_KEYS = (
+    f"SELECT e.id AS rid, {_KEYS} FROM entries e "
+    "WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}"
+)
+_META_ROWS = (
+    "SELECT e.*, b.size AS size, b.lines AS lines, NULL AS chunk_id FROM entries e "
     "JOIN blocks b ON b.hash = e.block_hash "
-    "WHERE {where} ORDER BY m.bm LIMIT ?"
+    "WHERE e.id IN (SELECT value FROM json_each(?)) AND e.id IN (SELECT value FROM json_each(?))"
 )
 _TYPO_CANDIDATES = 20_000
 _EXPANSIONS = 24
@@ -60,12 +69,14 @@ def search_hits(
     where, params = query.filter_sql(filters, now)
     want = (limit + offset) * 3 + 10
     conn = store.conn
-    rows: list[sqlite3.Row] = []
-    meta: list[sqlite3.Row] = []
+    rows: list[Scored] = []
+    meta: list[Scored] = []
     shown = p.terms()
     for match, terms in _matches(conn, p):
-        rows = _run(conn, _CHUNK_SQL.format(where=where), match, params, want)
-        meta = _run(conn, _META_SQL.format(where=where), match, params, want)
+        chunk_sql = (_CHUNK_KEYS.format(where=where), _CHUNK_ROWS)
+        meta_sql = (_META_KEYS.format(where=where), _META_ROWS)
+        rows = _run(conn, _CHUNK_FTS, chunk_sql, match, params, want, now)
+        meta = _run(conn, _META_FTS, meta_sql, match, params, want, now)
         if rows or meta:
             shown = terms
             break
@@ -116,20 +127,63 @@ def _expand(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
     return list(found)
 
 
+Scored = tuple[sqlite3.Row, float]
+
+
+def _candidates(
+    conn: sqlite3.Connection, fts: tuple[str, str], match: str, cap: int | None
+) -> tuple[dict[int, float], bool]:
+    """(rowid -> bm25, whether the cap cut the matches short)."""
+    table, bm25 = fts
+    if cap is not None:
+        probe = conn.execute(
+            f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
+            (match, cap + 1),
+        ).fetchall()
+        if len(probe) > cap:
+            return {int(r[0]): 0.0 for r in probe[:cap]}, True
+    rows = conn.execute(f"SELECT rowid, {bm25} FROM {table} WHERE {table} MATCH ?", (match,))
+    return {int(r[0]): float(r[1]) for r in rows}, False
+
+
 def _run(
-    conn: sqlite3.Connection, sql: str, match: str, params: list[Any], limit: int
-) -> list[sqlite3.Row]:
-    """Newest candidates first; uncapped when the cap may have hidden filtered matches."""
+    conn: sqlite3.Connection,
+    fts: tuple[str, str],
+    sql: tuple[str, str],
+    match: str,
+    params: list[Any],
+    want: int,
+    now: float,
+) -> list[Scored]:
+    """The best ``want`` (row, score) pairs under the filters."""
+    keys_sql, rows_sql = sql
     try:
-        rows = conn.execute(sql, (match, _CANDIDATES, *params, limit)).fetchall()
-        if len(rows) < limit:
-            # fewer than wanted: either that is all there is (cheap to confirm: few
-            # matches) or the filters dropped many of the newest; look at every match
-            rows = conn.execute(sql, (match, -1, *params, limit)).fetchall()
-        return rows
+        scores, capped = _candidates(conn, fts, match, _CANDIDATES)
+        keys = conn.execute(keys_sql, (json.dumps(list(scores)), *params)).fetchall()
+        if capped and len(keys) < want:
+            # the filters dropped most of the newest matches: look at all of them
+            scores, _ = _candidates(conn, fts, match, None)
+            keys = conn.execute(keys_sql, (json.dumps(list(scores)), *params)).fetchall()
+        ranked = sorted(
+            (
+                -_score(scores[k["rid"]], k["salience"], k["accessed"], k["uses"], now),
+                -k["eid"],
+                k["rid"],
+                k["eid"],
+            )
+            for k in keys
+        )[:want]
+        if not ranked:
+            return []
+        rids = json.dumps(sorted({r[2] for r in ranked}))
+        eids = json.dumps(sorted({r[3] for r in ranked}))
+        full = {
+            (r["chunk_id"] or r["id"], r["id"]): r for r in conn.execute(rows_sql, (rids, eids))
+        }
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly
         raise StoreError(f"search failed: {exc}") from exc
+    return [(full[(rid, eid)], -neg) for neg, _, rid, eid in ranked if (rid, eid) in full]
 
 
 @dataclass(frozen=True)
@@ -139,10 +193,10 @@ class _Candidate:
     chunk: tuple[int, int, int, int, int] | None  # id, start_line, end_line, start, end
 
 
-def _rank(rows: list[sqlite3.Row], meta: list[sqlite3.Row], now: float) -> list[_Candidate]:
+def _rank(rows: list[Scored], meta: list[Scored], now: float) -> list[_Candidate]:
     out: list[_Candidate] = []
     seen: set[tuple[int, int]] = set()
-    for r in rows:
+    for r, bm in rows:
         key = (int(r["id"]), int(r["chunk_id"]))
         if key in seen:
             continue
@@ -155,15 +209,16 @@ def _rank(rows: list[sqlite3.Row], meta: list[sqlite3.Row], now: float) -> list[
             int(r["cstart"]),
             int(r["cend"]),
         )
-        out.append(_Candidate(entry, _score(float(r["bm"]), entry, now), chunk))
+        out.append(_Candidate(entry, bm, chunk))
     chunked = {c.entry.id for c in out}
-    for r in meta:
+    for r, bm in meta:
         entry = Entry.from_row(r)
         if entry.id in chunked:
             continue
         chunked.add(entry.id)
-        out.append(_Candidate(entry, _score(float(r["bm"]), entry, now) * 1.2, None))
-    out.sort(key=lambda c: (-c.score, c.entry.id, c.chunk[1] if c.chunk else 0))
+        out.append(_Candidate(entry, bm * 1.2, None))
+    # equal scores: the newer entry first, then the earlier chunk
+    out.sort(key=lambda c: (-c.score, -c.entry.id, c.chunk[1] if c.chunk else 0))
     return out
 
 
@@ -177,7 +232,7 @@ def _hit(store: Store, c: _Candidate, terms: list[str], width: int) -> Hit:
     return Hit(c.entry, chunk_id, first, last, line, c.score, snip, text)
 
 
-def _score(bm25: float, entry: Entry, now: float) -> float:
+def _score(bm25: float, salience: float, accessed: float, uses: int, now: float) -> float:
     # bm25() is negative, lower is better; flip it and let salience and use nudge the order
     relevance = max(0.0, -bm25) + 1e-6  # tiny floor: with no IDF signal, salience decides
-    return relevance * (1.0 + 0.5 * entry.salience + 0.25 * entry.access_score(now))
+    return relevance * (1.0 + 0.5 * salience + 0.25 * access_score(accessed, uses, now))
