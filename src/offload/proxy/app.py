@@ -51,6 +51,7 @@ from offload.proxy.forward import (
     relay,
     request_headers,
     response_headers,
+    send_upstream,
 )
 from offload.proxy.metrics import Metrics, RequestRecord, cache_figures
 from offload.proxy.pipeline import Pipeline, RewriteResult
@@ -94,6 +95,8 @@ class ProxyState:
     ) -> None:
         self.settings = settings
         self.root, self.api = split_base_url(settings.upstream)
+        # parsed once: httpx's URL parsing is a visible share of a request's own overhead
+        self.chat_url = httpx.URL(f"{self.api}/chat/completions")
         self.counter = UpstreamCounter(
             self.root, timeout_s=settings.tokenize_timeout_s, transport=sync_transport
         )
@@ -268,6 +271,11 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
+    return (await _raw_json_body(request))[1]
+
+
+async def _raw_json_body(request: Request) -> tuple[bytes, dict[str, Any]]:
+    """The body as sent and as parsed (it must be a JSON object)."""
     raw = await request.body()
     try:
         payload = json.loads(raw)
@@ -275,7 +283,7 @@ async def _json_body(request: Request) -> dict[str, Any]:
         raise InvalidInput(f"malformed JSON body: {exc}") from exc
     if not isinstance(payload, dict):
         raise InvalidInput("the body must be a JSON object")
-    return payload
+    return raw, payload
 
 
 def validate_messages(messages: Any) -> list[dict[str, Any]]:
@@ -308,9 +316,9 @@ class _Exchange:
 async def chat_completions(request: Request, state: ProxyState) -> Response:
     """``POST /v1/chat/completions``."""
     try:
-        payload = await _json_body(request)
+        raw, payload = await _raw_json_body(request)
         messages = validate_messages(payload.get("messages"))
-        return await run_chat(request, state, payload, messages)
+        return await run_chat(request, state, payload, messages, raw=raw)
     except InvalidInput as exc:
         return openai_error(400, str(exc))
 
@@ -322,21 +330,24 @@ async def run_chat(
     messages: list[dict[str, Any]],
     *,
     transform: Callable[[httpx.Response, bool, RewriteResult], Awaitable[Response]] | None = None,
+    raw: bytes | None = None,
 ) -> Response:
     """Rewrite, forward, relay and count one chat request (``transform`` lets the Anthropic
-    route convert the answer instead of relaying it)."""
+    route convert the answer instead of relaying it). ``raw``: the client's body, which is
+    sent as it came when the rewrite left the messages as they were."""
     n_ctx = await state.n_ctx()
     exchange = await _rewrite(state, payload, messages, n_ctx)
     headers = request_headers(request.headers)
     stream = bool(payload.get("stream"))
 
     async def send(ex: _Exchange) -> httpx.Response:
-        body = json.dumps({**payload, "messages": ex.result.messages}).encode()
+        if raw is not None and ex.result.messages == messages:
+            body = raw  # nothing rewritten: the client's bytes, without a re-encoding
+        else:
+            body = json.dumps({**payload, "messages": ex.result.messages}).encode()
         headers["content-type"] = "application/json"
-        req = state.http.build_request(
-            "POST", f"{state.api}/chat/completions", content=body, headers=headers
-        )
-        return await state.http.send(req, stream=True)
+        req = state.http.build_request("POST", state.chat_url, content=body, headers=headers)
+        return await send_upstream(state.http, req)
 
     async def exchange_once() -> tuple[httpx.Response, _Exchange]:
         nonlocal exchange
@@ -600,7 +611,7 @@ async def passthrough(request: Request, state: ProxyState) -> Response:
         request.method, url, content=body or None, headers=request_headers(request.headers)
     )
     try:
-        resp = await race_disconnect(request, lambda: state.http.send(req, stream=True))
+        resp = await race_disconnect(request, lambda: send_upstream(state.http, req))
     except httpx.TimeoutException as exc:
         return openai_error(504, f"upstream did not answer in time: {exc}", "upstream_timeout")
     except httpx.HTTPError as exc:

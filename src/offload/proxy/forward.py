@@ -18,6 +18,11 @@ from offload.core.sse import SseDecoder
 
 T = TypeVar("T")
 
+# A pooled connection the upstream closed just as a request went out on it fails like this,
+# before any byte of an answer; llama-server closes its connection after every streamed
+# answer despite advertising keep-alive, so the next request can lose that race.
+_STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -45,6 +50,18 @@ def request_headers(headers: Mapping[str, str]) -> dict[str, str]:
 def response_headers(headers: httpx.Headers) -> dict[str, str]:
     """The upstream's response headers to give the client."""
     return {k: v for k, v in headers.items() if k.lower() not in _NOT_RETURNED}
+
+
+async def send_upstream(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """Send ``request`` (its body already in memory) and return once the headers arrived.
+
+    A request that fails before any answer, as on a kept-alive connection the upstream has
+    just closed, is sent once more (on a fresh connection: the pool drops the dead one).
+    """
+    try:
+        return await client.send(request, stream=True)
+    except _STALE_CONNECTION:
+        return await client.send(request, stream=True)
 
 
 async def race_disconnect(request: Request, work: Callable[[], Awaitable[T]]) -> T | None:
