@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
@@ -29,6 +30,10 @@ from offload.gateway.config import ServerConfig
 log = logging.getLogger("offload.gateway")
 
 State = Literal["starting", "ready", "unavailable", "stopped"]
+# how servers word a 404 to an unknown session id (SDK server, SDK client fallback, others)
+_SESSION_GONE = re.compile(
+    r"session (not found|terminated|expired)|(unknown|invalid|expired) session", re.IGNORECASE
+)
 ChangeKind = Literal["tools", "resources", "prompts", "state"]
 OnChange = Callable[["Upstream", ChangeKind], Awaitable[None]]
 MessageHandler = Callable[[Any], Awaitable[None]]
@@ -227,6 +232,12 @@ class Upstream:
                 f"upstream {self.name!r} did not answer {tool} within {self.timeout_s:g}s"
             ) from exc
         except MCPError as exc:
+            if self._session_gone(exc):
+                self.mark_lost(str(exc))
+                raise UpstreamUnavailable(
+                    f"upstream {self.name!r} no longer knows this session during {tool} "
+                    f"({exc}; it restarted or expired it); reconnecting, try again"
+                ) from exc
             if _connection_gone(exc):
                 self.mark_lost(str(exc))
                 raise UpstreamUnavailable(
@@ -250,13 +261,21 @@ class Upstream:
                 f"upstream {self.name!r} did not answer {what} within {self.timeout_s:g}s"
             ) from exc
         except MCPError as exc:
-            if _connection_gone(exc):
+            if _connection_gone(exc) or self._session_gone(exc):
                 self.mark_lost(str(exc))
                 raise UpstreamUnavailable(f"upstream {self.name!r} failed: {exc}") from exc
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             self.mark_lost(_describe(exc))
             raise UpstreamUnavailable(f"upstream {self.name!r}: connection lost") from exc
+
+    def _session_gone(self, exc: MCPError) -> bool:
+        """A Streamable HTTP upstream answered 404 to our session id (restarted, expired).
+
+        The spec says to start a new session then; the SDK client surfaces the 404 only
+        as an error (the SDK server's "Session not found", its own "Session terminated").
+        """
+        return self.config.transport == "http" and bool(_SESSION_GONE.search(exc.error.message))
 
 
 async def _all_pages(fn: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
