@@ -124,3 +124,13 @@ def test_forgotten_content_leaves_the_index(filled: Store) -> None:
     (hit,) = filled.search("canary")
     filled.forget(hit.entry.ref)
     assert filled.search("canary") == []
+
+
+def test_a_scope_sees_only_its_own_matches_even_when_others_have_many(store: Store) -> None:
+    for i in range(30):
+        store.put(f"shared needle number {i}\n", scope="busy")
+    mine = store.put("needle of my own project\n", scope="mine").entry
+    hits = store.search("needle", Filters(scope="mine"))
+    assert [h.entry.id for h in hits] == [mine.id]
+    assert len(store.search("needle", Filters(scope="busy"), limit=20)) == 20
+    assert store.search("needle", Filters(scope="nobody")) == []

@@ -22,30 +22,44 @@ from offload.store.models import Entry, Filters, Hit, access_score
 if TYPE_CHECKING:
     from offload.store.store import Store
 
-# BM25 needs a pass over every match of every phrase (its IDF), ~10 ms per 100k matches.
-# So: probe for at most CANDIDATES + 1 matches, newest first (cheap, it stops early). Fewer:
-# score them all with BM25. More: the terms are so common that IDF says little; the newest
-# CANDIDATES compete on salience and use. Only when that cap hides matches the filters
-# would keep does the search score every match.
+# BM25 needs a pass over every match of every phrase (its IDF): ~10 ms per 100k matches.
+# So the search first probes, newest first and with the filters applied, for at most
+# CANDIDATES + 1 matching chunks (it stops as soon as it has them). Fewer: BM25 scores them.
+# More: the terms are so common that IDF says little, and the newest CANDIDATES compete on
+# salience and use. Then whole rows are fetched only for the hits that will be shown.
 _CANDIDATES = 500
-_CHUNK_FTS = ("chunks_fts", "bm25(chunks_fts)")
-_META_FTS = ("meta_fts", "bm25(meta_fts, 4.0, 2.0, 3.0, 1.0)")
-# Two steps: rank candidates on a few light columns, then fetch whole rows for the best.
 _KEYS = "e.id AS eid, e.salience AS salience, e.accessed AS accessed, e.access_count AS uses"
-_CHUNK_KEYS = (
-    f"SELECT c.id AS rid, {_KEYS} FROM chunks c "
-    "JOIN blocks b ON b.id = c.block_id JOIN entries e ON e.block_hash = b.hash "
-    "WHERE c.id IN (SELECT value FROM json_each(?)) AND {where}"
+_CHUNK_PROBE = (
+    f"SELECT f.rowid AS rid, {_KEYS} FROM chunks_fts f "
+    "JOIN chunks c ON c.id = f.rowid JOIN blocks b ON b.id = c.block_id "
+    "JOIN entries e ON e.block_hash = b.hash "
+    "WHERE chunks_fts MATCH ? AND {allowed} {where} ORDER BY f.rowid DESC LIMIT ?"
+)
+# With a selective filter (a small scope in a big shared store) walking every match to test
+# the filter is the slow part; then the probe is restricted to the filtered entries' chunks.
+_SELECTIVE = 20_000
+_CHUNK_ALLOWED = (
+    "f.rowid IN (SELECT c2.id FROM entries e2 JOIN blocks b2 ON b2.hash = e2.block_hash "
+    "JOIN chunks c2 ON c2.block_id = b2.id WHERE {where2})"
+)
+_META_ALLOWED = "f.rowid IN (SELECT e2.id FROM entries e2 WHERE {where2})"
+_CHUNK_BM25 = (
+    "SELECT rowid, bm25(chunks_fts) FROM chunks_fts "
+    "WHERE chunks_fts MATCH ? AND rowid IN (SELECT value FROM json_each(?))"
+)
+_META_PROBE = (
+    f"SELECT f.rowid AS rid, {_KEYS} FROM meta_fts f JOIN entries e ON e.id = f.rowid "
+    "WHERE meta_fts MATCH ? AND {allowed} {where} ORDER BY f.rowid DESC LIMIT ?"
+)
+_META_BM25 = (
+    "SELECT rowid, bm25(meta_fts, 4.0, 2.0, 3.0, 1.0) FROM meta_fts "
+    "WHERE meta_fts MATCH ? AND rowid IN (SELECT value FROM json_each(?))"
 )
 _CHUNK_ROWS = (
     "SELECT e.*, b.size AS size, b.lines AS lines, c.id AS chunk_id, c.start_line, c.end_line, "
     "c.start AS cstart, c.end AS cend FROM chunks c "
     "JOIN blocks b ON b.id = c.block_id JOIN entries e ON e.block_hash = b.hash "
     "WHERE c.id IN (SELECT value FROM json_each(?)) AND e.id IN (SELECT value FROM json_each(?))"
-)
-_META_KEYS = (
-    f"SELECT e.id AS rid, {_KEYS} FROM entries e "
-    "WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}"
 )
 _META_ROWS = (
     "SELECT e.*, b.size AS size, b.lines AS lines, NULL AS chunk_id FROM entries e "
@@ -67,16 +81,24 @@ def search_hits(
         return []
     now = store.clock()
     where, params = query.filter_sql(filters, now)
+    chunk_allowed = meta_allowed = ""
+    if filters != Filters() and _selective(store.conn, where, params):
+        where2, params2 = query.filter_sql(filters, now, alias="e2")
+        chunk_allowed = _CHUNK_ALLOWED.format(where2=where2) + " AND"
+        meta_allowed = _META_ALLOWED.format(where2=where2) + " AND"
+        params = params2 + params
     want = (limit + offset) * 3 + 10
     conn = store.conn
     rows: list[Scored] = []
     meta: list[Scored] = []
     shown = p.terms()
     for match, terms in _matches(conn, p):
-        chunk_sql = (_CHUNK_KEYS.format(where=where), _CHUNK_ROWS)
-        meta_sql = (_META_KEYS.format(where=where), _META_ROWS)
-        rows = _run(conn, _CHUNK_FTS, chunk_sql, match, params, want, now)
-        meta = _run(conn, _META_FTS, meta_sql, match, params, want, now)
+        chunk_probe = _CHUNK_PROBE.format(allowed=chunk_allowed, where=where)
+        meta_probe = _META_PROBE.format(allowed=meta_allowed, where=where)
+        chunk_sql = (chunk_probe, _CHUNK_BM25, _CHUNK_ROWS)
+        meta_sql = (meta_probe, _META_BM25, _META_ROWS)
+        rows = _run(conn, chunk_sql, match, params, want, now)
+        meta = _run(conn, meta_sql, match, params, want, now)
         if rows or meta:
             shown = terms
             break
@@ -130,43 +152,36 @@ def _expand(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
 Scored = tuple[sqlite3.Row, float]
 
 
-def _candidates(
-    conn: sqlite3.Connection, fts: tuple[str, str], match: str, cap: int | None
-) -> tuple[dict[int, float], bool]:
-    """(rowid -> bm25, whether the cap cut the matches short)."""
-    table, bm25 = fts
-    if cap is not None:
-        probe = conn.execute(
-            f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
-            (match, cap + 1),
-        ).fetchall()
-        if len(probe) > cap:
-            return {int(r[0]): 0.0 for r in probe[:cap]}, True
-    rows = conn.execute(f"SELECT rowid, {bm25} FROM {table} WHERE {table} MATCH ?", (match,))
-    return {int(r[0]): float(r[1]) for r in rows}, False
+def _selective(conn: sqlite3.Connection, where: str, params: list[Any]) -> bool:
+    """Whether at most _SELECTIVE entries pass the filters (the count stops there)."""
+    row = conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM entries e WHERE {where} LIMIT ?)",
+        (*params, _SELECTIVE + 1),
+    ).fetchone()
+    return int(row[0]) <= _SELECTIVE
 
 
 def _run(
     conn: sqlite3.Connection,
-    fts: tuple[str, str],
-    sql: tuple[str, str],
+    sql: tuple[str, str, str],
     match: str,
     params: list[Any],
     want: int,
     now: float,
 ) -> list[Scored]:
-    """The best ``want`` (row, score) pairs under the filters."""
-    keys_sql, rows_sql = sql
+    """The best ``want`` (row, score) pairs under the filters (see the constants above)."""
+    probe_sql, bm25_sql, rows_sql = sql
     try:
-        scores, capped = _candidates(conn, fts, match, _CANDIDATES)
-        keys = conn.execute(keys_sql, (json.dumps(list(scores)), *params)).fetchall()
-        if capped and len(keys) < want:
-            # the filters dropped most of the newest matches: look at all of them
-            scores, _ = _candidates(conn, fts, match, None)
-            keys = conn.execute(keys_sql, (json.dumps(list(scores)), *params)).fetchall()
+        keys = conn.execute(probe_sql, (match, *params, _CANDIDATES + 1)).fetchall()
+        if len(keys) > _CANDIDATES:
+            keys = keys[:_CANDIDATES]
+            bm25: dict[int, float] = {}
+        else:
+            rids = json.dumps(sorted({k["rid"] for k in keys}))
+            bm25 = {int(r[0]): float(r[1]) for r in conn.execute(bm25_sql, (match, rids))}
         ranked = sorted(
             (
-                -_score(scores[k["rid"]], k["salience"], k["accessed"], k["uses"], now),
+                -_score(bm25.get(k["rid"], 0.0), k["salience"], k["accessed"], k["uses"], now),
                 -k["eid"],
                 k["rid"],
                 k["eid"],
