@@ -138,3 +138,59 @@ async def test_a_client_with_compression_off_sees_the_full_catalog(run_gateway: 
     ):
         names = [t.name for t in (await client.list_tools()).tools]
         assert "github__list_pull_requests" in names and "call_tool" not in names
+
+
+LONG_INSTRUCTIONS = "# Using the git server\n\n" + "".join(
+    f"## Rule {i}\nAlways pass repo_path; step {i} keeps the widget frobnicator aligned.\n\n"
+    for i in range(80)
+)
+
+
+def servers_with_instructions() -> list[object]:
+    return [
+        inproc_upstream("github", "github-mcp-server.json"),
+        inproc_upstream("git", "mcp-server-git.json", instructions=LONG_INSTRUCTIONS),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # auto: server/discover on 2026-07-28
+async def test_a_client_with_compression_off_gets_the_full_upstream_instructions(
+    run_gateway: RunGateway, mode: str
+) -> None:
+    from mcp_types import Implementation
+
+    from offload.gateway.config import ClientRule
+
+    clients = {"full-client": ClientRule(compress_catalog=False)}
+    async with run_gateway(servers_with_instructions(), clients=clients) as gw:
+        async with Client(gw.server, mode=mode) as default:  # type: ignore[arg-type]
+            compressed = default.instructions or ""
+            modern = default.protocol_version == "2026-07-28"
+        assert modern == (mode == "auto")
+        info = Implementation(name="full-client", version="1")
+        async with Client(gw.server, mode=mode, client_info=info) as full:  # type: ignore[arg-type]
+            whole = full.instructions or ""
+    assert 'IndexRead(label="instructions:git")' in compressed
+    assert LONG_INSTRUCTIONS.strip() not in compressed
+    assert LONG_INSTRUCTIONS.strip() in whole
+    assert "instructions:git" not in whole and "## Deferred tools" not in whole
+
+
+async def test_a_client_with_compression_on_gets_indexed_instructions_it_can_read(
+    run_gateway: RunGateway,
+) -> None:
+    from mcp_types import Implementation
+
+    from offload.gateway.config import ClientRule
+
+    clients = {"lean": ClientRule(compress_catalog=True)}
+    info = Implementation(name="lean", version="1")
+    async with (
+        run_gateway(servers_with_instructions(), clients=clients, compress_catalog=False) as gw,
+        Client(gw.server, mode="legacy") as default,
+        Client(gw.server, mode="legacy", client_info=info) as lean,
+    ):
+        assert LONG_INSTRUCTIONS.strip() in (default.instructions or "")
+        assert 'IndexRead(label="instructions:git")' in (lean.instructions or "")
+        read = text_of(await lean.call_tool("IndexRead", {"label": "instructions:git"}))
+        assert "1\t# Using the git server" in read and "## Rule 40" in read

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
@@ -48,6 +48,8 @@ from offload.store.store import Store
 log = logging.getLogger("offload.gateway")
 Ctx = ServerRequestContext[Any, Any]
 _USAGE_NS = "gateway-usage"
+# where a client receives the server instructions: the 2025 handshake, the 2026 discovery
+_INSTRUCTIONS_METHODS = ("initialize", "server/discover")
 
 
 class _GatewayServer(Server[Any]):
@@ -114,8 +116,8 @@ class Gateway:
             get_tool_input_schema=self._input_schema,
         )
         # no OpenTelemetry span per message: it costs pass-through latency and nothing
-        # here exports spans
-        self.server.middleware = []
+        # here exports spans; the one middleware picks each client's instructions
+        self.server.middleware = [self._client_instructions]
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -155,7 +157,11 @@ class Gateway:
 
     def rule(self, ctx: Ctx) -> tuple[bool, bool]:
         """(index responses, compress catalog) for this request's client."""
-        rule = self.config.clients.get(self.client_name(ctx), ClientRule())
+        return self.rule_for(self.client_name(ctx))
+
+    def rule_for(self, client: str) -> tuple[bool, bool]:
+        """(index responses, compress catalog) for the client called ``client``."""
+        rule = self.config.clients.get(client, ClientRule())
         index = (
             self.settings.index_responses if rule.index_responses is None else rule.index_responses
         )
@@ -165,6 +171,20 @@ class Gateway:
             else rule.compress_catalog
         )
         return index, compress
+
+    async def _client_instructions(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
+        """Middleware: the instructions a client receives come from its own catalog plan."""
+        result = await call_next(ctx)
+        if ctx.method not in _INSTRUCTIONS_METHODS or not isinstance(result, dict):
+            return result
+        name = self.client_name(ctx)
+        # during initialize the client's params are not committed to the session yet
+        raw = ctx.params.get("clientInfo") if isinstance(ctx.params, Mapping) else None
+        if ctx.method == "initialize" and isinstance(raw, Mapping):
+            name = str(raw.get("name") or "")
+        index, compress = self.rule_for(name)
+        result["instructions"] = self.plan(compress, index).instructions
+        return result
 
     def _track(self, ctx: Ctx) -> None:
         connection = getattr(ctx.session, "_connection", None)
@@ -218,7 +238,10 @@ class Gateway:
         self._plans.clear()
         plan = self.plan(self.settings.compress_catalog, self.settings.index_responses)
         self.server.instructions = plan.instructions
-        docs = {k: v for k, v in plan.documents.items() if k not in self._stored_docs}
+        # every configured client's plan: its instructions may point at documents the
+        # global plan does not store (a client compressing while the default does not)
+        plans = [plan, *(self.plan(c, i) for i, c in map(self.rule_for, self.config.clients))]
+        docs = {k: v for p in plans for k, v in p.documents.items() if k not in self._stored_docs}
         if docs:
             await anyio.to_thread.run_sync(self._store_documents, docs)
         everything = self.plan(True, True)
