@@ -59,6 +59,8 @@ class HttpMem:
             return sock.connect_ex(("127.0.0.1", self.port)) == 0
 
     def start(self) -> None:
+        # a second start would orphan the first process (and fail to bind its port)
+        assert self.proc is None, f"already running as PID {self.proc.pid}"
         env = {"PATH": os.environ["PATH"], "HOME": str(self.home), "OFFLOAD_HOME": str(self.home)}
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
