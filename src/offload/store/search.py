@@ -36,13 +36,14 @@ _CHUNK_PROBE = (
     "WHERE chunks_fts MATCH ? AND {allowed} {where} ORDER BY f.rowid DESC LIMIT ?"
 )
 # With a selective filter (a small scope in a big shared store) walking every match to test
-# the filter is the slow part; then the probe is restricted to the filtered entries' chunks.
-_SELECTIVE = 20_000
+# the filter is the slow part; then the probe is restricted to the filtered entries' chunks
+# (``+rowid``: a set tested per match, never a full-text lookup per allowed row).
+_SELECTIVE = 0.2  # of all entries
 _CHUNK_ALLOWED = (
-    "f.rowid IN (SELECT c2.id FROM entries e2 JOIN blocks b2 ON b2.hash = e2.block_hash "
+    "+f.rowid IN (SELECT c2.id FROM entries e2 JOIN blocks b2 ON b2.hash = e2.block_hash "
     "JOIN chunks c2 ON c2.block_id = b2.id WHERE {where2})"
 )
-_META_ALLOWED = "f.rowid IN (SELECT e2.id FROM entries e2 WHERE {where2})"
+_META_ALLOWED = "+f.rowid IN (SELECT e2.id FROM entries e2 WHERE {where2})"
 _CHUNK_BM25 = (
     "SELECT rowid, bm25(chunks_fts) FROM chunks_fts "
     "WHERE chunks_fts MATCH ? AND rowid IN (SELECT value FROM json_each(?))"
@@ -82,7 +83,10 @@ def search_hits(
     now = store.clock()
     where, params = query.filter_sql(filters, now)
     chunk_allowed = meta_allowed = ""
-    if filters != Filters() and _selective(store.conn, where, params):
+    kept, selective = _kept(store.conn, where, params) if filters != Filters() else (1, False)
+    if not kept:
+        return []
+    if selective:
         where2, params2 = query.filter_sql(filters, now, alias="e2")
         chunk_allowed = _CHUNK_ALLOWED.format(where2=where2) + " AND"
         meta_allowed = _META_ALLOWED.format(where2=where2) + " AND"
@@ -152,13 +156,15 @@ def _expand(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
 Scored = tuple[sqlite3.Row, float]
 
 
-def _selective(conn: sqlite3.Connection, where: str, params: list[Any]) -> bool:
-    """Whether at most _SELECTIVE entries pass the filters (the count stops there)."""
+def _kept(conn: sqlite3.Connection, where: str, params: list[Any]) -> tuple[int, bool]:
+    """(entries the filters keep, up to the cap; whether that is a _SELECTIVE share)."""
+    total = conn.execute("SELECT coalesce(sum(entries), 0) FROM scope_stats").fetchone()[0]
+    cap = int(total * _SELECTIVE)
     row = conn.execute(
         f"SELECT count(*) FROM (SELECT 1 FROM entries e WHERE {where} LIMIT ?)",
-        (*params, _SELECTIVE + 1),
+        (*params, cap + 1),
     ).fetchone()
-    return int(row[0]) <= _SELECTIVE
+    return int(row[0]), int(row[0]) <= cap
 
 
 def _run(
