@@ -12,7 +12,6 @@ Prints a markdown table (p50, p95 in ms) for docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -30,37 +29,20 @@ import anyio
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from bench_store import WORDS, trace_texts  # a sibling script: sys.path[0] is bench/
 from offload.config import load_settings
 from offload.core.tokens import estimate_tokens
 from offload.store.store import Store
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
 KINDS = ("log", "file", "tool", "note", "trace")
 
 
 def corpus(n: int, seed: int = 7) -> Iterator[tuple[str, str, str]]:
     """(kind, topic, body) for ``n`` distinct entries."""
     rng = random.Random(seed)
-    texts: list[str] = []
-    for path in sorted(TRACES.glob("*.jsonl")):
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                for msg in json.loads(line).get("messages", []):
-                    content = msg.get("content")
-                    if isinstance(content, str) and 200 <= len(content) <= 20000:
-                        texts.append(content)
+    texts = trace_texts(min_chars=200, max_chars=20000)
     if not texts:
-        words = [
-            "config",
-            "parser",
-            "request",
-            "handler",
-            "retry",
-            "timeout",
-            "socket",
-            "cache",
-            "index",
-        ]
+        words = WORDS[:9]  # the first nine: the generated fallback stays as it was
         texts = ["\n".join(" ".join(rng.choices(words, k=12)) for _ in range(40))]
     for i in range(n):
         body = rng.choice(texts)

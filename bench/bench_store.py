@@ -62,14 +62,18 @@ WORDS = [
 ]
 
 
-def trace_texts() -> list[str]:
-    """Message contents from the shared traces (real agent text)."""
+def trace_texts(min_chars: int = 201, max_chars: int | None = None) -> list[str]:
+    """Message contents from the shared traces (real agent text), within the length bounds."""
     out: list[str] = []
     for f in sorted(TRACES.glob("*.jsonl")):
-        for line in f.read_text().splitlines():
-            for m in json.loads(line)["messages"]:
+        for line in f.read_text(encoding="utf-8").splitlines():
+            for m in json.loads(line).get("messages", []):
                 c = m.get("content")
-                if isinstance(c, str) and len(c) > 200:
+                if (
+                    isinstance(c, str)
+                    and min_chars <= len(c)
+                    and (max_chars is None or len(c) <= max_chars)
+                ):
                     out.append(c)
     return out
 

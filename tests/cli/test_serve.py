@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,6 @@ from typing import Any
 import httpx
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp.client.streamable_http import streamable_http_client
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -34,17 +32,19 @@ from mcp import Client
 from offload.cli.serve_cmds import asgi_lifespan, build, with_gateway_table
 from offload.config import load_settings
 from offload.store.store import Store
-from realparts import free_port, require, wait_until
+from realparts import (
+    MCP_INIT,
+    ServerThread,
+    child_env,
+    free_port,
+    require,
+    stop_process,
+    wait_until,
+)
 
 SCRIPTED_N_CTX = 4096
 ANSWER = "scripted answer"
-
-
-def child_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFLOAD_")}
-    env["OFFLOAD_HOME"] = str(home)
-    env.update(extra or {})
-    return env
+ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 class ServeProcess:
@@ -120,13 +120,7 @@ class ServeProcess:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout=15)
         self.proc = None
 
     def log_text(self) -> str:
@@ -148,13 +142,12 @@ class ScriptedUpstream:
 
     def __init__(self) -> None:
         self.chats: list[dict[str, Any]] = []
-        self.port = 0
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server: ServerThread | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        assert self._server is not None, "the scripted upstream is not started"
+        return self._server.url
 
     def app(self) -> Starlette:
         async def models(request: Request) -> Response:
@@ -194,26 +187,12 @@ class ScriptedUpstream:
         )
 
     def start(self) -> ScriptedUpstream:
-        for _attempt in range(3):
-            self.port = free_port()
-            config = uvicorn.Config(self.app(), host="127.0.0.1", port=self.port, log_level="error")
-            server = uvicorn.Server(config)
-            thread = threading.Thread(target=server.run, daemon=True)
-            thread.start()
-            wait_until(
-                lambda s=server, t=thread: s.started or not t.is_alive(),  # type: ignore[misc]
-                15,
-                what="scripted upstream start",
-            )
-            if server.started:
-                self._server, self._thread = server, thread
-                return self
-        raise AssertionError("the scripted upstream would not start")
+        self._server = ServerThread(self.app(), log_level="error").start()
+        return self
 
     def stop(self) -> None:
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(15)
+        if self._server is not None:
+            self._server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -333,21 +312,10 @@ def test_a_foreign_origin_or_host_is_refused_on_every_surface(served: ServeProce
     evil = {"Origin": "http://evil.example"}
     for path in ("/", "/api/stats", "/metrics", "/v1/models"):
         assert httpx.get(served.url + path, headers=evil, timeout=10).status_code == 403, path
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "probe", "version": "0"},
-        },
-    }
-    accept = {"Accept": "application/json, text/event-stream"}
     mcp = f"{served.url}/mcp"
-    assert httpx.post(mcp, json=init, headers={**accept, **evil}, timeout=10).status_code == 403
+    assert httpx.post(mcp, json=MCP_INIT, headers={**ACCEPT, **evil}, timeout=10).status_code == 403
     assert (
-        httpx.post(mcp, json=init, headers={**accept, "Host": "evil.example"}, timeout=10)
+        httpx.post(mcp, json=MCP_INIT, headers={**ACCEPT, "Host": "evil.example"}, timeout=10)
     ).status_code == 421
     assert (
         httpx.get(f"{served.url}/api/stats", headers={"Host": "evil.example"}, timeout=10)
@@ -473,18 +441,6 @@ async def test_the_gateway_at_gateway_mcp_lists_the_tools_of_a_stdio_upstream(
 
 # -- in process: tokens and settings -------------------------------------------------------
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "probe", "version": "0"},
-    },
-}
-ACCEPT = {"Accept": "application/json, text/event-stream"}
-
 
 @pytest.mark.anyio
 async def test_configured_bearer_tokens_guard_the_figures_and_the_mcp_endpoint(
@@ -516,9 +472,9 @@ async def test_configured_bearer_tokens_guard_the_figures_and_the_mcp_endpoint(
             assert page.status_code == 200
             assert "bearer_token is set" in page.text
             assert 'data-k="store.entries" data-f="int">\u2014<' in page.text  # no figures
-            assert (await c.post("/mcp", json=INIT, headers=ACCEPT)).status_code == 401
+            assert (await c.post("/mcp", json=MCP_INIT, headers=ACCEPT)).status_code == 401
             mcp_auth = {**ACCEPT, "Authorization": "Bearer mcp-secret"}
-            assert (await c.post("/mcp", json=INIT, headers=mcp_auth)).status_code == 200
+            assert (await c.post("/mcp", json=MCP_INIT, headers=mcp_auth)).status_code == 200
 
 
 def test_the_gateway_files_own_gateway_table_applies_under_env_and_flags(tmp_path: Path) -> None:

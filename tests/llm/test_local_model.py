@@ -22,24 +22,15 @@ from offload.llm.local_model import (
     split_lines,
     with_budget,
 )
-from realparts import LlamaServer, free_port
+from realparts import INCIDENT_TEXT, LlamaServer, free_port
 
 pytestmark = pytest.mark.anyio
 
-# ~250 tokens: long enough to compress, short enough for ~3 s of prompt processing
-LONG_TEXT = """\
-The nightly job `sync_invoices` failed at 02:14 UTC on host batch-07 with exit code 137.
-The container was killed by the OOM killer after its memory grew past the 2 GiB limit.
-The job reads every invoice changed in the last 24 hours from the `billing` database,
-converts each one to the ledger format, and posts batches of 500 to the ledger service.
-Yesterday a customer imported 48,000 invoices at once, so the job loaded all of them into
-memory before posting the first batch. The fix is to stream rows from the database cursor
-and post each batch as soon as it is full, so memory stays flat regardless of volume.
-We should also raise the alert threshold for job duration from 20 to 45 minutes, because
-the streaming version is slower on large days, and add a metric `sync_invoices_rows_total`
-so the dashboard can show how many rows each run processed. The retry policy stays at
-three attempts with exponential backoff starting at 30 seconds.
-"""
+# long enough to compress, short enough for ~3 s of prompt processing
+LONG_TEXT = (
+    INCIDENT_TEXT.removesuffix("\n")
+    + " The retry policy stays at\nthree attempts with exponential backoff starting at 30 seconds.\n"
+)
 
 
 def settings_for(base_url: str, **overrides: Any) -> LocalModelSettings:

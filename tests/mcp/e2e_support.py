@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -12,18 +11,10 @@ from types import TracebackType
 
 from mcp.client.stdio import StdioServerParameters
 
-from realparts import free_port, wait_until
+from realparts import child_env, free_port, stop_process, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 PEERS_BIN = REPO / "tests" / "peers" / "node_modules" / ".bin"
-
-
-def child_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for an offload child: a private store, no stray OFFLOAD_* settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFLOAD_")}
-    env["OFFLOAD_HOME"] = str(home)
-    env.update(extra or {})
-    return env
 
 
 def stdio_params(project: Path, home: Path, *args: str) -> StdioServerParameters:
@@ -110,13 +101,7 @@ class HttpServer:
         """Terminate by PID; kill if it lingers; always reap."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout=10)
         self.proc = None
 
     def __enter__(self) -> HttpServer:

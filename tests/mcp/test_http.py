@@ -14,23 +14,15 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_support import McpEnv
 
+from realparts import MCP_INIT
+
 pytestmark = pytest.mark.slow
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "probe", "version": "0"},
-    },
-}
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 def post(url: str, **headers: str) -> httpx.Response:
-    return httpx.post(url, json=INIT, headers={**HEADERS, **headers}, timeout=10)
+    return httpx.post(url, json=MCP_INIT, headers={**HEADERS, **headers}, timeout=10)
 
 
 @asynccontextmanager

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -25,50 +24,7 @@ from starlette.types import ASGIApp
 from offload.config import ProxySettings
 from offload.proxy.app import create_app
 from offload.store.store import Store
-from realparts import free_port, wait_until
-
-
-class ServerThread:
-    """A uvicorn server for ``app`` on a free 127.0.0.1 port, in a thread with its own loop."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.port = 0
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> ServerThread:
-        """Start and wait until the socket listens (or the server died)."""
-        for _attempt in range(3):
-            self.port = free_port()
-            config = uvicorn.Config(
-                self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
-            )
-            server = uvicorn.Server(config)
-            thread = threading.Thread(target=server.run, daemon=True)
-            thread.start()
-            wait_until(
-                lambda s=server, t=thread: s.started or not t.is_alive(),  # type: ignore[misc]
-                30.0,
-                what="uvicorn start",
-            )
-            if server.started:
-                self._server, self._thread = server, thread
-                return self
-            thread.join(5)
-        raise AssertionError("uvicorn would not start")
-
-    def stop(self) -> None:
-        """Ask the server to exit and join its thread (runs the lifespan shutdown)."""
-        if self._server is not None and self._thread is not None:
-            self._server.should_exit = True
-            self._thread.join(30)
-            self._server = self._thread = None
+from realparts import ServerThread
 
 
 @contextmanager
