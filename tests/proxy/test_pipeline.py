@@ -314,3 +314,22 @@ def test_concurrent_sessions_each_get_their_own_correct_wire(store: Store) -> No
         t.join(timeout=60)
     assert not failures
     assert len({session_key(m[:2]) for m in convs}) == 4
+
+
+def test_identical_openings_with_different_session_hints_keep_separate_frontiers(
+    store: Store,
+) -> None:
+    pipe = make(store)
+    msgs = conversation(15)
+    first = [r for r in requests(msgs)]
+    a = pipe.rewrite(copy.deepcopy(first[-1]), N_CTX, session_hint="agent-a")
+    b = pipe.rewrite(copy.deepcopy(first[2]), N_CTX, session_hint="agent-b")
+    assert a.session_id != b.session_id
+    # agent a's next turn keeps its own prefix although agent b started over in between
+    again = pipe.rewrite(copy.deepcopy(first[-1]), N_CTX, session_hint="agent-a")
+    assert again.session_id == a.session_id and again.messages == a.messages
+    assert again.prefix_kept
+    assert pipe.rewrite(copy.deepcopy(first[-1]), N_CTX).session_id not in {
+        a.session_id,
+        b.session_id,
+    }

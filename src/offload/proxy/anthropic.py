@@ -72,6 +72,9 @@ def to_openai(body: dict[str, Any]) -> dict[str, Any]:
     for key in ("model", "temperature", "top_p", "top_k"):
         if key in body:
             payload[key] = body[key]
+    metadata = body.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str):
+        payload["user"] = metadata["user_id"]  # OpenAI's field; also names the session
     if body.get("stop_sequences"):
         payload["stop"] = list(body["stop_sequences"])
     if body.get("tools"):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -70,7 +71,9 @@ OVERFLOW_MARGIN = 0.95
 class Rewriter(Protocol):
     """What the proxy needs of the rewrite pipeline."""
 
-    def rewrite(self, messages: list[dict[str, Any]], n_ctx: int) -> RewriteResult: ...
+    def rewrite(
+        self, messages: list[dict[str, Any]], n_ctx: int, *, session_hint: str = ""
+    ) -> RewriteResult: ...
 
 
 RewriterFactory = Callable[[Store, ProxySettings, TokenCounter], Rewriter]
@@ -429,7 +432,11 @@ async def error_body(resp: httpx.Response) -> bytes:
 async def _rewrite(
     state: ProxyState, payload: dict[str, Any], messages: list[dict[str, Any]], n_ctx: int
 ) -> _Exchange:
-    result = await anyio.to_thread.run_sync(state.pipeline.rewrite, messages, n_ctx)
+    hint = payload.get("user")
+    rewrite = functools.partial(
+        state.pipeline.rewrite, session_hint=hint if isinstance(hint, str) else ""
+    )
+    result = await anyio.to_thread.run_sync(rewrite, messages, n_ctx)
     return _Exchange(payload, result, n_ctx)
 
 

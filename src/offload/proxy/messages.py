@@ -131,9 +131,14 @@ def head_end(messages: Sequence[Message]) -> int:
     return max(1, index)
 
 
-def session_key(head: Sequence[Message]) -> str:
-    """A stable id for the conversation that starts with ``head`` (16 hex characters)."""
-    return hashlib.sha256(canonical(list(head)).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+def session_key(head: Sequence[Message], hint: str = "") -> str:
+    """A stable id for the conversation that starts with ``head`` (16 hex characters).
+
+    ``hint`` (the request's OpenAI ``user`` / Anthropic ``metadata.user_id``) tells apart
+    conversations that open with identical messages; without one they share a session.
+    """
+    text = canonical(list(head)) + (f"\x00session:{hint}" if hint else "")
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def is_group_start(messages: Sequence[Message], index: int) -> bool:

@@ -79,8 +79,12 @@ class Pipeline:
         self._locks = SessionLocks()
         self._live = LiveSessions()
 
-    def rewrite(self, messages: list[dict[str, Any]], n_ctx: int) -> RewriteResult:
+    def rewrite(
+        self, messages: list[dict[str, Any]], n_ctx: int, *, session_hint: str = ""
+    ) -> RewriteResult:
         """The wire for ``messages`` under a context of ``n_ctx`` tokens.
+
+        ``session_hint`` separates conversations whose opening messages are identical.
 
         Raises :class:`offload.errors.InvalidInput` for malformed messages or a bad
         ``n_ctx`` (nothing is stored then).
@@ -89,7 +93,7 @@ class Pipeline:
             raise InvalidInput(f"n_ctx must be a positive integer, got {n_ctx!r}")
         msgs = validate(messages)
         head = head_end(msgs)
-        session = session_key(msgs[:head])
+        session = session_key(msgs[:head], session_hint)
         lock = self._locks.get(session)
         with lock:
             try:
