@@ -35,7 +35,7 @@ from offload.gateway.server import Gateway  # noqa: E402
 from offload.gateway.toolsearch import ToolIndex, doc_for  # noqa: E402
 from offload.store.store import Store  # noqa: E402
 
-CATALOGS = Path("/work/shared/data/catalogs")
+CATALOGS = Path(__file__).resolve().parents[2] / "shared" / "data" / "catalogs"
 
 
 def catalog_figures() -> dict[str, Any]:

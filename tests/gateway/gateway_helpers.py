@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 
 from mcp import Client
 from offload.config import GatewaySettings
@@ -16,11 +18,33 @@ from offload.gateway.config import GatewayConfig, ServerConfig
 from offload.gateway.server import Gateway
 from offload.gateway.upstreams import Connector, MessageHandler
 from offload.store.store import Store
+from realparts import SHARED_DATA
 
 HERE = Path(__file__).parent
-CATALOGS = Path("/work/shared/data/catalogs")
+CATALOGS = SHARED_DATA / "catalogs"
 CATALOG_SERVER = HERE / "catalog_server.py"
 PEERS = HERE.parent / "peers" / "node_modules" / ".bin"
+_MORE = re.compile(r'\[\d+ more lines? — continue with offset="(\d+)"\]')
+
+
+def text_of(result: types.CallToolResult) -> str:
+    """The text of a tool result's first content block."""
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def read_indexed(client: Client, label: str) -> str:
+    """Page ``IndexRead`` from the first line to the end; the lines joined by newlines."""
+    rows: list[str] = []
+    offset: str | None = "1"
+    while offset is not None:
+        page = text_of(await client.call_tool("IndexRead", {"label": label, "offset": offset}))
+        lines = page.split("\n")
+        tail = _MORE.fullmatch(lines[-1])
+        rows.extend(row.split("\t", 1)[1] for row in (lines[1:-1] if tail else lines[1:]))
+        offset = tail.group(1) if tail else None
+    return "\n".join(rows)
 
 
 def catalog_upstream(name: str, catalog: str, *extra: str, **fields: Any) -> ServerConfig:

@@ -7,18 +7,12 @@ import json
 import anyio
 import mcp_types as types
 import pytest
-from gateway_helpers import RunGateway, inproc_upstream
+from gateway_helpers import RunGateway, inproc_upstream, text_of
 
 from mcp import Client
 from offload.gateway.catalog import wire_size
 
 pytestmark = pytest.mark.anyio
-
-
-def text_of(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
 
 
 def servers() -> list[object]:

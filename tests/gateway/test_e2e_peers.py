@@ -21,7 +21,7 @@ from pathlib import Path
 import anyio
 import mcp_types as types
 import pytest
-from gateway_helpers import CATALOG_SERVER, CATALOGS, PEERS
+from gateway_helpers import CATALOG_SERVER, CATALOGS, PEERS, read_indexed, text_of
 from mcp.client.stdio import StdioServerParameters
 
 from mcp import Client
@@ -32,12 +32,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 FILESYSTEM = PEERS / "mcp-server-filesystem"
 EVERYTHING = PEERS / "mcp-server-everything"
 INSPECTOR = PEERS / "mcp-inspector"
-
-
-def text_of(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
 
 
 def git_repo(path: Path, commits: int) -> Path:
@@ -148,15 +142,7 @@ async def test_real_upstreams_through_the_stdio_gateway(
         )
         assert match, placeholder[:300]
         label = match.group(1)
-        rows: list[str] = []
-        offset: str | None = "1"
-        while offset is not None:
-            page = text_of(await client.call_tool("IndexRead", {"label": label, "offset": offset}))
-            lines = page.split("\n")
-            tail = re.fullmatch(r'\[\d+ more lines? — continue with offset="(\d+)"\]', lines[-1])
-            rows.extend(r.split("\t", 1)[1] for r in (lines[1:-1] if tail else lines[1:]))
-            offset = tail.group(1) if tail else None
-        assert "\n".join(rows) + "\n" == big.read_text()
+        assert await read_indexed(client, label) + "\n" == big.read_text()
         found = text_of(
             await client.call_tool("IndexSearch", {"queries": ["002345"], "source": "fs__"})
         )

@@ -19,9 +19,8 @@ from pathlib import Path
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-import mcp_types as types
 import pytest
-from gateway_helpers import RunGateway, inproc_upstream
+from gateway_helpers import RunGateway, inproc_upstream, read_indexed, text_of
 from mcp_types import Implementation
 
 from mcp import Client
@@ -31,12 +30,6 @@ from realparts import free_port, wait_until
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
 _NONCE = re.compile(r"offload:body:[0-9a-f]{24}")
-
-
-def text_of(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
 
 
 class HttpMem:
@@ -133,19 +126,7 @@ async def test_a_large_response_from_an_http_upstream_is_indexed_and_reads_back_
             )
             assert match, placeholder[:300]
             label = match.group(1)
-            rows: list[str] = []
-            offset: str | None = "1"
-            while offset is not None:
-                page = text_of(
-                    await client.call_tool("IndexRead", {"label": label, "offset": offset})
-                )
-                lines = page.split("\n")
-                tail = re.fullmatch(
-                    r'\[\d+ more lines? — continue with offset="(\d+)"\]', lines[-1]
-                )
-                rows.extend(r.split("\t", 1)[1] for r in (lines[1:-1] if tail else lines[1:]))
-                offset = tail.group(1) if tail else None
-            paged = "\n".join(rows)
+            paged = await read_indexed(client, label)
         assert content in paged
         # the same call for a client with indexing off: identical but for the fence nonce
         async with Client(

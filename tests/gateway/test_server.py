@@ -7,19 +7,12 @@ import re
 from dataclasses import replace
 
 import anyio
-import mcp_types as types
 import pytest
-from gateway_helpers import RunGateway, catalog_upstream, inproc_upstream
+from gateway_helpers import RunGateway, catalog_upstream, inproc_upstream, read_indexed, text_of
 
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
-
-
-def text_of(result: types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, types.TextContent)
-    return block.text
 
 
 async def test_small_catalogs_pass_through_with_server_prefixed_names(
@@ -54,19 +47,10 @@ async def test_a_large_response_is_indexed_and_reads_back_exactly(run_gateway: R
         assert "[… preview ends at line" in placeholder
         assert f'IndexRead(label="{label}")' in placeholder
         assert f'IndexSearch(queries=["..."], source="{label}")' in placeholder
-        rows: list[str] = []
-        offset: str | None = "1"
-        while offset is not None:
-            page = text_of(await client.call_tool("IndexRead", {"label": label, "offset": offset}))
-            lines = page.split("\n")
-            tail = re.fullmatch(r'\[\d+ more lines? — continue with offset="(\d+)"\]', lines[-1])
-            body = lines[1:-1] if tail else lines[1:]
-            rows.extend(row.split("\t", 1)[1] for row in body)
-            offset = tail.group(1) if tail else None
         expected = "".join(
             f"line {i:05d}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 2001)
         )
-        assert "\n".join(rows) + "\n" == expected
+        assert await read_indexed(client, label) + "\n" == expected
         hits = text_of(
             await client.call_tool("IndexSearch", {"queries": ["line 01234"], "source": label})
         )
