@@ -482,14 +482,7 @@ def record(
     cause = state.metrics.record(
         RequestRecord(
             session_id=result.session_id,
-            client_tokens=result.client_tokens,
-            wire_tokens=result.wire_tokens,
-            stubs_made=result.stubs_made,
-            stubbed_messages=result.stubbed_messages,
-            windowed=result.windowed,
-            emergency=result.emergency,
-            prefix_kept=result.prefix_kept,
-            break_cause=result.break_cause,
+            **result.figures(),
             prompt_tokens=prompt,
             cached_tokens=cached,
             error=error,

@@ -39,6 +39,18 @@ from offload.store.store import Store
 RANGE_ESTIMATE = 140
 
 
+FIGURES = (
+    "client_tokens",
+    "wire_tokens",
+    "stubs_made",
+    "stubbed_messages",
+    "windowed",
+    "emergency",
+    "prefix_kept",
+    "break_cause",
+)
+
+
 @dataclass(frozen=True)
 class RewriteResult:
     """What one rewrite produced, and the figures the proxy's metrics report."""
@@ -53,6 +65,10 @@ class RewriteResult:
     emergency: bool  # the emergency ratio acted
     prefix_kept: bool  # previous wire of this session is an exact prefix of this wire
     break_cause: str | None  # when not kept: "windowing" | "client_edit" | "new_session" ...
+
+    def figures(self) -> dict[str, Any]:
+        """The per-request counts that the proxy's metrics and ``offload replay`` report."""
+        return {name: getattr(self, name) for name in FIGURES}
 
 
 class Pipeline:
