@@ -98,18 +98,22 @@ def render(rows: list[dict[str, Any]], lat: dict[str, Any], command: str) -> str
         " under the emergency ceiling, recent tail verbatim unless it alone breaks the ceiling,"
         " every stub expands back to the client's exact messages (`problems` counts failures).",
         "A turn is a request before each assistant message; `prefix kept` is the share of"
-        " consecutive turns of a session whose previous wire is an exact prefix of the next.",
+        " consecutive turns of a session whose previous wire is an exact prefix of the next;"
+        " `bound` is the most any windowing policy could keep under the same rules (head"
+        " pinned, tail verbatim, wire under the ceiling; `offload.proxy.bound`, optimistic:"
+        " range stubs free); `at ceiling`: windowing turns the ceiling fired.",
         "",
         "| file | mode | n_ctx | turns | client tokens | wire tokens | wire/client |"
-        " peak wire | ceiling | prefix kept | windowing turns | problems |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        " peak wire | ceiling | prefix kept | bound | windowing turns | at ceiling | problems |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         out.append(
             f"| {r['file']} | {'chained' if r['chained'] else 'per run'} | {r['n_ctx']} |"
             f" {r['turns']} | {r['client_tokens']:,} | {r['wire_tokens']:,} |"
             f" {r['wire_ratio']:.3f} | {r['peak_wire_tokens']:,} | {int(0.85 * r['n_ctx']):,} |"
-            f" {r['prefix_stable_ratio']:.1%} | {r['windowing_turns']} | {r['problems']} |"
+            f" {r['prefix_stable_ratio']:.1%} | {r['prefix_bound_ratio']:.1%} |"
+            f" {r['windowing_turns']} | {r['emergency_turns']} | {r['problems']} |"
         )
     out += [
         "",

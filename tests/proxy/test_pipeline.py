@@ -333,3 +333,21 @@ def test_identical_openings_with_different_session_hints_keep_separate_frontiers
         a.session_id,
         b.session_id,
     }
+
+
+def test_a_head_that_fills_the_band_leaves_compaction_to_the_ceiling(store: Store) -> None:
+    # a 1,500-token system prompt in a 4096 window: after a compaction the head and the
+    # tail already sit near the high water (2048), so firing there would buy a turn or two
+    pipe = make(store)
+    msgs = conversation(40, size=15)
+    msgs[0] = {"role": "system", "content": bulky("rules", 100)}
+    results = [pipe.rewrite(request, N_CTX) for request in requests(msgs)]
+    windowed = [i for i, r in enumerate(results) if r.windowed]
+    assert len(windowed) >= 3
+    first = windowed[0]
+    assert all(results[i].emergency for i in windowed[1:])  # only the ceiling fired
+    waited = [r for r in results[first + 1 :] if r.wire_tokens > 2048 and not r.windowed]
+    assert waited  # the high water was crossed without a compaction
+    assert all(r.wire_tokens <= 3481 for r in results)
+    kept = sum(r.prefix_kept for r in results[1:]) / (len(results) - 1)
+    assert kept >= 0.75

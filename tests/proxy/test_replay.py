@@ -80,6 +80,7 @@ def test_the_replay_command_prints_turns_and_totals_as_json(
     assert len(doc["turns"]) == doc["totals"]["turns"] > 0
     for key in ("client_tokens", "wire_tokens", "peak_wire_tokens", "prefix_stable_ratio"):
         assert key in doc["totals"]
+    assert doc["totals"]["prefix_stable_ratio"] <= doc["totals"]["prefix_bound_ratio"] <= 1
     assert doc["totals"]["peak_wire_tokens"] <= int(0.85 * 4096)
     assert not (tmp_path / "offload.db").exists()  # a temporary store unless --keep-store
 

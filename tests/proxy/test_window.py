@@ -15,7 +15,7 @@ from offload.core.tokens import EstimateCounter
 from offload.proxy.handles import expand, is_range_stub
 from offload.proxy.messages import head_end, protect_start
 from offload.proxy.pipeline import Pipeline
-from offload.proxy.window import Budget, Layout, cut_level, plan, trigger
+from offload.proxy.window import Budget, Layout, collapsed, cut_level, plan, trigger
 from offload.store.store import Store
 
 Msgs = list[dict[str, Any]]
@@ -35,6 +35,20 @@ def test_the_high_water_fires_only_after_a_full_bite_of_growth() -> None:
 
 def test_the_emergency_ratio_acts_even_inside_the_band() -> None:
     assert trigger(851, 840, BUDGET) == (True, True)
+
+
+def test_a_collapsed_band_leaves_only_the_ceiling_to_fire() -> None:
+    # the last compaction got down to 480: 20 tokens under the high water, and turns
+    # grow by 10, so a high-water compaction would buy two turns for a cache break
+    assert collapsed(480, BUDGET, 10.0)
+    assert trigger(630, 480, BUDGET, 10.0) == (False, False)
+    assert trigger(849, 480, BUDGET, 10.0) == (False, False)
+    assert trigger(851, 480, BUDGET, 10.0) == (True, True)
+    # slow growth: the same floor leaves room for many turns, the band works
+    assert not collapsed(480, BUDGET, 1.0)
+    assert trigger(630, 480, BUDGET, 1.0) == (True, False)
+    # before any compaction there is no floor to judge by
+    assert trigger(501, 0, BUDGET, 100.0) == (True, False)
 
 
 def test_a_fast_growing_conversation_is_cut_deeper_but_not_below_half_the_target() -> None:

@@ -151,7 +151,7 @@ class Pipeline:
             wire, wire_tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
             total = sum(wire_tokens)
             cause = cause or "tail_restored"
-        fire, emergency = trigger(total, state.floor, budget)
+        fire, emergency = trigger(total, state.floor, budget, _growth(msgs, ct, head))
         windowed = False
         stubs_made = 0
         new_state = state

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from offload.errors import InvalidInput
+from offload.proxy.bound import prefix_bound
 from offload.proxy.handles import expand, is_range_stub
 from offload.proxy.messages import Message, head_end, protect_start, validate
 from offload.proxy.pipeline import Pipeline
@@ -59,6 +60,7 @@ class Report:
     chained: bool
     turns: list[Turn] = field(default_factory=list)
     sessions: int = 0
+    bound_kept: int = 0  # the most prefix-kept pairs any policy could reach (proxy.bound)
 
     def totals(self) -> dict[str, Any]:
         """Sums, peaks and ratios over all turns."""
@@ -80,6 +82,7 @@ class Report:
             "prefix_kept": kept,
             "prefix_pairs": pairs,
             "prefix_stable_ratio": round(kept / pairs, 4) if pairs > 0 else 1.0,
+            "prefix_bound_ratio": round(self.bound_kept / pairs, 4) if pairs > 0 else 1.0,
             "windowing_turns": sum(1 for t in self.turns if t.windowed),
             "emergency_turns": sum(1 for t in self.turns if t.emergency),
             "stubs_made": sum(t.stubs_made for t in self.turns),
@@ -179,6 +182,11 @@ def replay(
             report.turns.append(turn)
             if on_turn is not None:
                 on_turn(turn)
+        tokens = [pipeline.handles.tokens(m) for m in run.messages[: points[-1]]]
+        bound = prefix_bound(
+            run.messages, tokens, points, budget.ceiling, pipeline.settings.tail_messages
+        )
+        report.bound_kept += bound.kept
     return report
 
 
@@ -236,7 +244,8 @@ def render_totals(totals: dict[str, Any]) -> str:
             f"  ratio {totals['wire_ratio']:.3f}",
             f"peak wire {totals['peak_wire_tokens']:,} (peak client {totals['peak_client_tokens']:,})",
             f"prefix kept {totals['prefix_kept']}/{totals['prefix_pairs']}"
-            f" ({totals['prefix_stable_ratio']:.1%}); windowing turns {totals['windowing_turns']},"
+            f" ({totals['prefix_stable_ratio']:.1%}; the best any policy could keep:"
+            f" {totals['prefix_bound_ratio']:.1%}); windowing turns {totals['windowing_turns']},"
             f" emergency {totals['emergency_turns']}; stubs made {totals['stubs_made']}",
             f"rewrite median {totals['rewrite_ms_median']} ms, max {totals['rewrite_ms_max']} ms;"
             f" problems {totals['problems']}",
