@@ -47,8 +47,9 @@ def test_a_collapsed_band_leaves_only_the_ceiling_to_fire() -> None:
     # slow growth: the same floor leaves room for many turns, the band works
     assert not collapsed(480, BUDGET, 1.0)
     assert trigger(630, 480, BUDGET, 1.0) == (True, False)
-    # before any compaction there is no floor to judge by
-    assert trigger(501, 0, BUDGET, 100.0) == (True, False)
+    # before any compaction: judged by what the head and the tail alone take now
+    assert trigger(501, 0, BUDGET, 10.0, least=300) == (True, False)
+    assert trigger(501, 0, BUDGET, 10.0, least=480) == (False, False)
 
 
 def test_a_fast_growing_conversation_is_cut_deeper_but_not_below_half_the_target() -> None:

@@ -151,7 +151,9 @@ class Pipeline:
             wire, wire_tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
             total = sum(wire_tokens)
             cause = cause or "tail_restored"
-        fire, emergency = trigger(total, state.floor, budget, _growth(msgs, ct, head))
+        # the least a compaction could leave now: the head, a range stub, the tail
+        least = sum(wire_tokens[:head]) + RANGE_ESTIMATE + sum(ct[protect:])
+        fire, emergency = trigger(total, state.floor, budget, _growth(msgs, ct, head), least)
         windowed = False
         stubs_made = 0
         new_state = state

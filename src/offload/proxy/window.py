@@ -22,14 +22,15 @@ fast that the target would leave fewer than ``HEADROOM_TURNS`` turns before the 
 trigger (every trigger costs the upstream its cached prefix past the head).
 
 A collapsed band: when the pinned head and the verbatim tail alone fill most of the
-room under the high water, the last compaction could not get far below it, and the next
-one would not either. Firing at the high water then breaks the cache every two or three
-turns while freeing almost nothing: the livelock this proxy exists to avoid. So when the
-last compaction left room for fewer than ``MIN_BAND_TURNS`` turns of the observed growth
-below the high water, the high water is ignored and only the ceiling fires, which is as
-late as any policy can compact (each message arrives verbatim and stays byte-stable until
-a compaction, so the fewest compactions come from compacting only when the ceiling would
-break, as deep as the layout allows).
+room under the high water, a compaction cannot get far below it. Firing at the high water
+then breaks the cache every two or three turns while freeing almost nothing: the
+livelock this proxy exists to avoid. So when a compaction would leave room for fewer than
+``MIN_BAND_TURNS`` turns of the observed growth below the high water (judged by the
+larger of the last compaction's result and what the head, a range stub and the tail take
+now), the high water is ignored and only the ceiling fires, which is as late as any
+policy can compact: each message arrives verbatim and stays byte-stable until a
+compaction, so the fewest compactions come from compacting only when the ceiling would
+break, as deep as the layout allows (see :mod:`offload.proxy.bound`).
 """
 
 from __future__ import annotations
@@ -89,14 +90,15 @@ class Budget:
 
 
 def trigger(
-    total: int, floor: int, budget: Budget, growth_per_turn: float = 0.0
+    total: int, floor: int, budget: Budget, growth_per_turn: float = 0.0, least: int = 0
 ) -> tuple[bool, bool]:
     """(fire, emergency) for a wire of ``total`` tokens; ``floor`` is the wire right after
-    the last compaction (0 before any); ``growth_per_turn`` the tokens the conversation
-    grows by per turn, which tells whether the band has collapsed."""
+    the last compaction (0 before any). ``growth_per_turn`` (the tokens the conversation
+    grows by per turn) and ``least`` (what the head, a range stub and the tail alone take
+    now) tell whether the band has collapsed."""
     if total > budget.ceiling:
         return True, True
-    if collapsed(floor, budget, growth_per_turn):
+    if collapsed(max(floor, least), budget, growth_per_turn):
         return False, False
     if total > budget.high and total - floor >= budget.bite:
         return True, False
@@ -104,9 +106,9 @@ def trigger(
 
 
 def collapsed(floor: int, budget: Budget, growth_per_turn: float) -> bool:
-    """Whether the last compaction (which got the wire down to ``floor``) left room for
-    fewer than ``MIN_BAND_TURNS`` turns below the high water."""
-    return floor > 0 and budget.high - floor < MIN_BAND_TURNS * growth_per_turn
+    """Whether a compaction that gets the wire down to ``floor`` leaves room for fewer
+    than ``MIN_BAND_TURNS`` turns below the high water."""
+    return budget.high - floor < MIN_BAND_TURNS * growth_per_turn
 
 
 def cut_level(budget: Budget, growth_per_turn: float) -> int:
