@@ -4,6 +4,9 @@
   chained (all runs of a file as one continuous session) at 8192, with every turn checked
   (wire under the emergency ceiling, recent tail verbatim unless it alone breaks the
   ceiling, every stub expanding back to the client's exact messages).
+- what it would take: the prefix-stability bound (``offload.proxy.bound``) of each chained
+  trace at 8192 with the rules relaxed one at a time (a smaller verbatim tail; the head's
+  messages replaced by 80-token stubs), to show which rule limits the figure.
 - latency: the rewrite of a chained session of about 1,000 messages in steady state: each
   request is a fresh JSON-decoded copy (as the HTTP app hands it over), timed around
   ``Pipeline.rewrite`` only, on turns that do not trigger windowing (and, separately,
@@ -28,6 +31,8 @@ from typing import Any
 
 from offload.config import ProxySettings
 from offload.core.tokens import default_counter
+from offload.proxy.bound import prefix_bound
+from offload.proxy.messages import head_end, message_tokens
 from offload.proxy.pipeline import Pipeline
 from offload.proxy.replay import chain_runs, load_runs, replay, turn_points
 from offload.store.store import Store
@@ -50,6 +55,35 @@ def run_replay(path: Path, n_ctx: int, chained: bool) -> dict[str, Any]:
     totals["file"] = path.name
     totals["seconds"] = round(seconds, 1)
     return totals
+
+
+def what_if(path: Path, n_ctx: int = 8192) -> list[dict[str, Any]]:
+    """The bound of the chained trace with the head stubbed and the tail shortened."""
+    counter = default_counter()
+    session = chain_runs(load_runs(path)).messages
+    tokens = [message_tokens(counter, m) for m in session]
+    points = turn_points(session)
+    head = head_end(session)
+    heads = {
+        "verbatim": tokens,
+        "first user message stubbed": [*tokens[: head - 1], 80, *tokens[head:]],
+        "whole head stubbed": [80] * head + tokens[head:],
+    }
+    ceiling = int(ProxySettings().emergency * n_ctx)
+    rows = []
+    for head_name, toks in heads.items():
+        for tail in (4, 2, 0):
+            bound = prefix_bound(session, toks, points, ceiling, tail)
+            rows.append(
+                {
+                    "file": path.name,
+                    "head": head_name,
+                    "head_tokens": sum(toks[:head]),
+                    "tail": tail,
+                    "bound": round(bound.kept / bound.pairs, 4),
+                }
+            )
+    return rows
 
 
 def latency(path: Path, size: int = 1000, samples: int = 60) -> dict[str, Any]:
@@ -83,7 +117,9 @@ def latency(path: Path, size: int = 1000, samples: int = 60) -> dict[str, Any]:
     }
 
 
-def render(rows: list[dict[str, Any]], lat: dict[str, Any], command: str) -> str:
+def render(
+    rows: list[dict[str, Any]], ifs: list[dict[str, Any]], lat: dict[str, Any], command: str
+) -> str:
     today = dt.date.today().isoformat()
     out = [
         "## Proxy pipeline: replay of the shared traces (`bench/bench_replay.py`)",
@@ -117,6 +153,22 @@ def render(rows: list[dict[str, Any]], lat: dict[str, Any], command: str) -> str
         )
     out += [
         "",
+        "What it would take: the bound of each chained trace at n_ctx 8192 with the rules"
+        " relaxed (head messages replaced by 80-token stubs; a shorter verbatim tail).",
+        "",
+        "| file | head | head tokens | tail 4 | tail 2 | tail 0 |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for file_name in dict.fromkeys(r["file"] for r in ifs):
+        for head_name in dict.fromkeys(r["head"] for r in ifs):
+            cells = [r for r in ifs if r["file"] == file_name and r["head"] == head_name]
+            out.append(
+                f"| {file_name} | {head_name} | {cells[0]['head_tokens']:,} | "
+                + " | ".join(f"{c['bound']:.1%}" for c in cells)
+                + " |"
+            )
+    out += [
+        "",
         f"Rewrite latency, chained {lat['file']} at n_ctx 8192, requests of {lat['messages']}"
         f" messages (fresh JSON-decoded copies, as the HTTP app passes them): steady turns"
         f" (n={lat['steady_n']}) p50 {lat['steady_p50_ms']} ms, p90 {lat['steady_p90_ms']} ms,"
@@ -139,10 +191,11 @@ def main() -> int:
             row = run_replay(path, n_ctx, chained)
             print(json.dumps(row), file=sys.stderr, flush=True)
             rows.append(row)
+    ifs = [row for path in files for row in what_if(path)]
     lat = latency(args.traces / "taubench_gpt4o_airline.jsonl")
     print(json.dumps(lat), file=sys.stderr)
     command = "python bench/bench_replay.py" + (f" --append {args.append}" if args.append else "")
-    text = render(rows, lat, command)
+    text = render(rows, ifs, lat, command)
     print(text)
     if args.append:
         with args.append.open("a", encoding="utf-8") as fh:
