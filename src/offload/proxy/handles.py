@@ -215,19 +215,8 @@ class Handles:
 
     # -- range stubs ---------------------------------------------------------------------------
 
-    def page_out(
-        self,
-        session: str,
-        messages: Sequence[Message],
-        first: int,
-        start: int,
-        end: int,
-        previous: RangeStub | None,
-        paged_tokens: int,
-    ) -> RangeStub:
-        """Store messages ``[start, end)`` as a new part and return the stub for the whole
-        range ``[first, end)`` (``previous`` covers ``[first, start)``)."""
-        stub, body = self.render_range(session, messages, first, start, end, previous, paged_tokens)
+    def page_out(self, session: str, stub: RangeStub, body: str) -> RangeStub:
+        """Store a part rendered by :meth:`render_range` and return its stub."""
         digest = stub.ref[len(CTX_PREFIX) :]
         self.ensure_stored(body, digest, source=f"proxy:{session}", label=stub.label)
         return stub
@@ -242,7 +231,9 @@ class Handles:
         previous: RangeStub | None,
         paged_tokens: int,
     ) -> tuple[RangeStub, str]:
-        """The range stub and the part's stored body, without storing anything."""
+        """The stub for the range ``[first, end)`` and the body of its newest part,
+        messages ``[start, end)`` (``previous`` covers ``[first, start)``); nothing is
+        stored until :meth:`page_out`."""
         doc: dict[str, Any] = {
             "conversation": session,
             "first": start,

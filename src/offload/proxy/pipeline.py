@@ -238,11 +238,14 @@ class Pipeline:
         growth = _growth(msgs, ct, max(head, state.mark))
         starts = [is_group_start(msgs, i) for i in range(len(msgs))]
 
+        rendered: dict[int, tuple[RangeStub, str]] = {}  # gists are costly: render once
+
         def render(end: int) -> RangeStub:
-            stub, _ = self.handles.render_range(
-                session, msgs, head, paged0, end, state.range, sum(ct[head:end])
-            )
-            return stub
+            if end not in rendered:
+                rendered[end] = self.handles.render_range(
+                    session, msgs, head, paged0, end, state.range, sum(ct[head:end])
+                )
+            return rendered[end][0]
 
         # Plan with the exact cost of a range stub: first that of paging the whole middle,
         # then that of the candidate the plan picks (they differ by a few digits at most).
@@ -275,16 +278,8 @@ class Pipeline:
             range_cost = candidate.tokens
         if candidate is None:
             return new_layout, state.range
-        stored = self.handles.page_out(
-            session,
-            msgs,
-            head,
-            paged0,
-            new_layout.paged,
-            state.range,
-            sum(ct[head : new_layout.paged]),
-        )
-        return new_layout, stored
+        render(new_layout.paged)
+        return new_layout, self.handles.page_out(session, *rendered[new_layout.paged])
 
     def _unforce(
         self,
