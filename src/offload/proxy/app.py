@@ -29,7 +29,8 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -40,12 +41,19 @@ from starlette.routing import Route
 
 from offload.config import ProxySettings
 from offload.core.tokens import TokenCounter
-from offload.errors import InvalidInput, OffloadError, UpstreamError
+from offload.errors import (
+    InvalidInput,
+    OffloadError,
+    UpstreamError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 from offload.llm.upstream import UpstreamClient, split_base_url
 from offload.proxy import anthropic
 from offload.proxy.counting import UpstreamCounter
 from offload.proxy.errors_http import Guard, anthropic_error, openai_error
 from offload.proxy.forward import (
+    UpstreamReply,
     close_shielded,
     race_disconnect,
     read_all,
@@ -54,6 +62,7 @@ from offload.proxy.forward import (
     response_headers,
     send_upstream,
 )
+from offload.proxy.http1 import Http1Pool
 from offload.proxy.metrics import Metrics, RequestRecord, cache_figures
 from offload.proxy.pipeline import Pipeline, RewriteResult
 from offload.store.store import Store
@@ -66,6 +75,8 @@ FALLBACK_N_CTX = 8192
 OVERFLOW = "exceed_context_size_error"
 # after an overflow, aim this far under the upstream's own count
 OVERFLOW_MARGIN = 0.95
+
+R = TypeVar("R", bound=UpstreamReply)
 
 
 class Rewriter(Protocol):
@@ -105,11 +116,24 @@ class ProxyState:
         )
         self.pipeline = rewriter(store, settings, self.counter)
         self.metrics = Metrics(store, max_sessions=settings.metrics_sessions)
+        connect_timeout = min(10.0, settings.timeout_s)
         self.http = httpx.AsyncClient(
-            timeout=httpx.Timeout(settings.timeout_s, connect=min(10.0, settings.timeout_s)),
+            timeout=httpx.Timeout(settings.timeout_s, connect=connect_timeout),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=128),
             transport=transport,
         )
+        # Chat completions to a plain-HTTP upstream (a local model server, where the hop's
+        # cost shows in every time to first byte) go through the lean client; TLS upstreams
+        # and an injected transport keep httpx.
+        self.chat_pool: Http1Pool | None = None
+        chat = urlsplit(str(self.chat_url))
+        if chat.scheme == "http" and transport is None:
+            self.chat_pool = Http1Pool(
+                f"http://{chat.netloc}",
+                timeout_s=settings.timeout_s,
+                connect_timeout_s=connect_timeout,
+            )
+        self.chat_target = chat.path + (f"?{chat.query}" if chat.query else "")
         self.control = UpstreamClient(settings.upstream, timeout=10.0, transport=transport)
         self.n_ctx_value: int | None = settings.n_ctx or None
         self.n_ctx_source = "settings" if settings.n_ctx else "unknown"
@@ -132,6 +156,8 @@ class ProxyState:
                     await task
         await anyio.to_thread.run_sync(self.metrics.flush)
         await self.http.aclose()
+        if self.chat_pool is not None:
+            await self.chat_pool.aclose()
         await self.control.aclose()
         self.counter.close()
 
@@ -195,6 +221,18 @@ class ProxyState:
                 if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                     return value
         return None
+
+    async def send_chat(self, body: bytes, headers: dict[str, str]) -> UpstreamReply:
+        """POST a chat completion upstream (lean client when it applies); returns once the
+        headers arrived. Raises :class:`UpstreamError` or :class:`httpx.HTTPError`."""
+        if self.chat_pool is None:
+            return await self.send_chat_httpx(body, headers)
+        return await self.chat_pool.request("POST", self.chat_target, headers.items(), body)
+
+    async def send_chat_httpx(self, body: bytes, headers: dict[str, str]) -> httpx.Response:
+        """POST a chat completion upstream with httpx (for callers that need its response)."""
+        req = self.http.build_request("POST", self.chat_url, content=body, headers=headers)
+        return await send_upstream(self.http, req)
 
     def stats(self) -> dict[str, Any]:
         """``/api/stats``: the metrics snapshot plus what the proxy knows of its upstream."""
@@ -321,7 +359,7 @@ async def chat_completions(request: Request, state: ProxyState) -> Response:
     try:
         raw, payload = await _raw_json_body(request)
         messages = validate_messages(payload.get("messages"))
-        return await run_chat(request, state, payload, messages, raw=raw)
+        return await run_chat(request, state, payload, messages, send=state.send_chat, raw=raw)
     except InvalidInput as exc:
         return openai_error(400, str(exc))
 
@@ -332,53 +370,61 @@ async def run_chat(
     payload: dict[str, Any],
     messages: list[dict[str, Any]],
     *,
-    transform: Callable[[httpx.Response, bool, RewriteResult], Awaitable[Response]] | None = None,
+    send: Callable[[bytes, dict[str, str]], Awaitable[R]],
+    transform: Callable[[R, bool, RewriteResult], Awaitable[Response]] | None = None,
     raw: bytes | None = None,
 ) -> Response:
-    """Rewrite, forward, relay and count one chat request (``transform`` lets the Anthropic
-    route convert the answer instead of relaying it). ``raw``: the client's body, which is
-    sent as it came when the rewrite left the messages as they were."""
+    """Rewrite, forward, relay and count one chat request. ``send`` posts a body upstream
+    (the lean client or httpx); ``transform`` lets the Anthropic route convert the answer
+    instead of relaying it. ``raw``: the client's body, which is sent as it came when the
+    rewrite left the messages as they were."""
     n_ctx = await state.n_ctx()
     exchange = await _rewrite(state, payload, messages, n_ctx)
     headers = request_headers(request.headers)
+    headers["content-type"] = "application/json"
     stream = bool(payload.get("stream"))
 
-    async def send(ex: _Exchange) -> httpx.Response:
+    async def send_exchange(ex: _Exchange) -> R:
         if raw is not None and ex.result.messages == messages:
             body = raw  # nothing rewritten: the client's bytes, without a re-encoding
         else:
             body = json.dumps({**payload, "messages": ex.result.messages}).encode()
-        headers["content-type"] = "application/json"
-        req = state.http.build_request("POST", state.chat_url, content=body, headers=headers)
-        return await send_upstream(state.http, req)
+        return await send(body, headers)
 
-    async def exchange_once() -> tuple[httpx.Response, _Exchange]:
+    async def exchange_once() -> tuple[R, _Exchange, bytes | None]:
+        """The answer, its exchange, and its body when it had to be read already."""
         nonlocal exchange
-        resp = await send(exchange)
+        resp = await send_exchange(exchange)
         if resp.status_code == 400:
-            retry = await _overflow_retry(state, resp, exchange, payload, messages)
-            if retry is not None:
-                exchange = retry
-                resp = await send(exchange)
-        return resp, exchange
+            try:
+                body = await resp.aread()  # httpx keeps it for a transform to read again
+            finally:
+                await close_shielded(resp)
+            retry = await _overflow_retry(state, body, exchange, payload, messages)
+            if retry is None:
+                return resp, exchange, body
+            exchange = retry
+            resp = await send_exchange(exchange)
+        return resp, exchange, None
 
     try:
         got = await race_disconnect(request, exchange_once)
-    except httpx.TimeoutException as exc:
+    except (httpx.TimeoutException, UpstreamTimeout) as exc:
         _count_error(state, exchange.result)
         return openai_error(504, f"upstream did not answer in time: {exc}", "upstream_timeout")
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, UpstreamUnavailable) as exc:
         _count_error(state, exchange.result)
+        why = str(exc) if isinstance(exc, UpstreamError) else type(exc).__name__
         return openai_error(
-            502, f"cannot reach upstream {state.api}: {type(exc).__name__}", "upstream_unavailable"
+            502, f"cannot reach upstream {state.api}: {why}", "upstream_unavailable"
         )
     if got is None:  # the client went away before the upstream answered
         _count_error(state, exchange.result)
         return Response(status_code=499)
-    resp, exchange = got
+    resp, exchange, read = got
     result = exchange.result
     if resp.status_code >= 400:
-        body = await error_body(resp)
+        body = read if read is not None else await error_body(resp)
         _count_error(state, result)
         if transform is not None:
             return await transform(resp, False, result)
@@ -418,13 +464,10 @@ async def run_chat(
     return Response(body_or_none, resp.status_code, headers=response_headers(resp.headers))
 
 
-async def error_body(resp: httpx.Response) -> bytes:
-    """An error response's whole body (it may already have been read), closing it."""
+async def error_body(resp: UpstreamReply) -> bytes:
+    """An error response's whole body, closing it (httpx keeps it for a second read)."""
     try:
-        return resp.content
-    except httpx.ResponseNotRead:
-        await resp.aread()
-        return resp.content
+        return await resp.aread()
     finally:
         await close_shielded(resp)
 
@@ -442,21 +485,20 @@ async def _rewrite(
 
 async def _overflow_retry(
     state: ProxyState,
-    resp: httpx.Response,
+    body: bytes,
     exchange: _Exchange,
     payload: dict[str, Any],
     messages: list[dict[str, Any]],
 ) -> _Exchange | None:
-    """After a 400 ``exceed_context_size_error``: learn the true sizes and rewrite once more
-    with the budget scaled so our counts land under the upstream's. None: pass the 400 on."""
-    body = await resp.aread()
+    """After a 400 whose ``body`` is an ``exceed_context_size_error``: learn the true sizes
+    and rewrite once more with the budget scaled so our counts land under the upstream's.
+    None: not an overflow, pass the 400 on."""
     try:
         err = json.loads(body).get("error")
     except (ValueError, AttributeError):
         err = None
     if not isinstance(err, dict) or err.get("type") != OVERFLOW:
-        return None  # not an overflow: the caller passes the (already read) body on
-    await close_shielded(resp)
+        return None
     upstream_n_ctx = err.get("n_ctx")
     n_prompt = err.get("n_prompt_tokens")
     if isinstance(upstream_n_ctx, int) and upstream_n_ctx > 0 and not state.settings.n_ctx:
@@ -530,7 +572,14 @@ async def messages(request: Request, state: ProxyState) -> Response:
         return await anthropic.message_response(resp, model, lambda obj: record(state, result, obj))
 
     try:
-        return await run_chat(request, state, payload, chat_messages, transform=transform)
+        return await run_chat(
+            request,
+            state,
+            payload,
+            chat_messages,
+            send=state.send_chat_httpx,
+            transform=transform,
+        )
     except InvalidInput as exc:
         return anthropic_error(400, str(exc))
 

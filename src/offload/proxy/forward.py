@@ -1,22 +1,45 @@
 """Moving bytes between the client and the upstream: headers, relays, disconnect races.
 
-Bodies are relayed as raw bytes (``aiter_raw``) so the client sees exactly what the upstream
-sent; the proxy asks for an identity encoding so it can also read what passes through.
+Bodies are relayed as raw bytes (``aiter_raw``: transfer-decoded, never content-decoded) so
+the client sees exactly what the upstream sent; the proxy asks for an identity encoding so
+it can also read what passes through. The upstream answer is an httpx response or the lean
+client's (:mod:`offload.proxy.http1`); both fit :class:`UpstreamReply`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import anyio
 import httpx
 from starlette.requests import Request
 
 from offload.core.sse import SseDecoder
+from offload.errors import UpstreamError
 
 T = TypeVar("T")
+
+
+class UpstreamReply(Protocol):
+    """What the proxy needs of an upstream answer whose body is still to be read."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def aiter_raw(self) -> AsyncIterator[bytes]: ...
+
+    async def aread(self) -> bytes: ...
+
+    async def aclose(self) -> None: ...
+
+
+# An answer that breaks off mid-body, from either client.
+BROKEN_OFF = (httpx.HTTPError, UpstreamError)
 
 # A pooled connection the upstream closed just as a request went out on it fails like this,
 # before any byte of an answer; llama-server closes its connection after every streamed
@@ -47,7 +70,7 @@ def request_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def response_headers(headers: httpx.Headers) -> dict[str, str]:
+def response_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The upstream's response headers to give the client."""
     return {k: v for k, v in headers.items() if k.lower() not in _NOT_RETURNED}
 
@@ -90,7 +113,7 @@ async def race_disconnect(request: Request, work: Callable[[], Awaitable[T]]) ->
     return result[0] if result else None
 
 
-async def read_all(resp: httpx.Response) -> bytes:
+async def read_all(resp: UpstreamReply) -> bytes:
     """The whole raw body, closing the response."""
     try:
         return b"".join([chunk async for chunk in resp.aiter_raw()])
@@ -98,7 +121,7 @@ async def read_all(resp: httpx.Response) -> bytes:
         await resp.aclose()
 
 
-async def close_shielded(resp: httpx.Response) -> None:
+async def close_shielded(resp: UpstreamReply) -> None:
     """Close an upstream response even inside a cancelled scope (this is what tells the
     upstream to stop generating)."""
     with anyio.CancelScope(shield=True):
@@ -106,7 +129,7 @@ async def close_shielded(resp: httpx.Response) -> None:
 
 
 async def relay(
-    resp: httpx.Response,
+    resp: UpstreamReply,
     *,
     on_event_json: Callable[[str], None] | None = None,
     on_end: Callable[[bool], None] | None = None,
@@ -131,7 +154,7 @@ async def relay(
                 if '"timings"' in event.data or '"usage"' in event.data:
                     on_event_json(event.data)
         completed = True
-    except httpx.HTTPError:
+    except BROKEN_OFF:
         completed = False  # the upstream broke off mid-stream: the client sees a short stream
     finally:
         await close_shielded(resp)
