@@ -83,6 +83,20 @@ def test_an_unreachable_upstream_is_a_502_in_the_openai_error_shape(store: Store
         assert r.json()["error"]["type"] == "upstream_unavailable"
 
 
+def test_an_upstream_slower_than_the_timeout_is_a_504_in_the_openai_error_shape(
+    upstream: tuple[Scripted, ServerThread], store: Store
+) -> None:
+    state, server = upstream
+    with proxy_for(server.url, store, n_ctx=4096, timeout_s=0.5) as (proxy_server, _):
+        resp = httpx.post(
+            proxy_server.url + CHAT, json={"messages": HELLO, "model": "hold"}, timeout=30
+        )
+    assert resp.status_code == 504
+    assert resp.json()["error"]["type"] == "upstream_timeout"
+    # the proxy gave up on the upstream request: its connection was closed
+    wait_until(state.cancelled.is_set, 10, what="upstream request abandoned")
+
+
 def test_an_upstream_4xx_is_passed_through_unchanged(proxy: tuple[Scripted, str]) -> None:
     state, url = proxy
     raw = b'{"error":{"code":401,"message":"bad key","type":"authentication_error"}}'
