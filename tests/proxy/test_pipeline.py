@@ -351,3 +351,48 @@ def test_a_head_that_fills_the_band_leaves_compaction_to_the_ceiling(store: Stor
     assert all(r.wire_tokens <= 3481 for r in results)
     kept = sum(r.prefix_kept for r in results[1:]) / (len(results) - 1)
     assert kept >= 0.75
+
+
+def test_a_windowed_chat_still_alternates_user_and_assistant(store: Store) -> None:
+    # strict chat templates (older Mistral, Gemma) refuse two user messages in a row
+    msgs: Msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
+    for t in range(40):
+        msgs += [
+            {"role": "assistant", "content": f"answer {t}: " + "detail " * 60},
+            {"role": "user", "content": f"question {t}: " + "context " * 60},
+        ]
+    pipe = make(store)
+    windowed = 0
+    for request in requests(msgs):
+        result = pipe.rewrite(request, N_CTX, alternate=True)
+        windowed += result.windowed
+        roles = [m["role"] for m in result.messages[1:]]
+        assert all(a != b for a, b in itertools.pairwise(roles)), roles
+        assert expand(store, result.messages) == request
+    assert windowed >= 2
+    assert any(is_range_stub(m) and m["role"] == "assistant" for m in result.messages)
+
+
+def test_a_head_stubbed_in_an_emergency_is_sent_verbatim_again_once_it_fits(
+    store: Store,
+) -> None:
+    n_ctx = 1500  # ceiling 1275
+    system = {"role": "system", "content": bulky("rules", 45)}
+    msgs: Msgs = [system, {"role": "user", "content": "go"}]
+    calls = [{"id": f"c{k}", "type": "function", "function": {"name": "f"}} for k in range(8)]
+    msgs.append({"role": "assistant", "content": None, "tool_calls": calls})
+    msgs += [
+        {"role": "tool", "tool_call_id": f"c{k}", "content": bulky(f"out{k}", 45)}
+        for k in range(8)  # even as stubs, eight answers leave no room for the head
+    ]
+    pipe = make(store)
+    flooded = pipe.rewrite(msgs, n_ctx)  # head + this tail alone break the ceiling
+    assert flooded.messages[0] != system
+    assert flooded.wire_tokens <= 1275
+    for t in range(4):  # short turns push the flood out of the tail
+        msgs += [{"role": "assistant", "content": f"ok {t}"}, {"role": "user", "content": "next"}]
+    calm = pipe.rewrite(msgs, n_ctx)
+    assert calm.messages[0] == system
+    assert calm.break_cause == "stubs_restored"
+    assert calm.wire_tokens <= 1275
+    assert expand(store, calm.messages) == msgs

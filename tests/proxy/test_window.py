@@ -154,8 +154,10 @@ def _valid_tool_structure(wire: Msgs) -> bool:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(msgs=conversations(), n_ctx=st.sampled_from([1500, 3000, 6000]))
-def test_windowing_invariants_hold_on_random_conversations(msgs: Msgs, n_ctx: int) -> None:
+@given(msgs=conversations(), n_ctx=st.sampled_from([1500, 3000, 6000]), alternate=st.booleans())
+def test_windowing_invariants_hold_on_random_conversations(
+    msgs: Msgs, n_ctx: int, alternate: bool
+) -> None:
     counter = EstimateCounter()
     proxy = ProxySettings()
     budget = Budget.of(proxy, n_ctx)
@@ -167,10 +169,10 @@ def test_windowing_invariants_hold_on_random_conversations(msgs: Msgs, n_ctx: in
         pipe = Pipeline(store, proxy, counter)
         twin = Pipeline(twin_store, proxy, counter)
         for request in _requests(msgs):
-            result = pipe.rewrite(request, n_ctx)
+            result = pipe.rewrite(request, n_ctx, alternate=alternate)
             wire = result.messages
             # deterministic bytes: an independent pipeline and store agree exactly
-            assert twin.rewrite(copy.deepcopy(request), n_ctx).messages == wire
+            assert twin.rewrite(copy.deepcopy(request), n_ctx, alternate=alternate).messages == wire
             # every removed byte is retrievable, byte for byte
             assert expand(store, wire) == request
             assert _valid_tool_structure(wire)

@@ -31,17 +31,13 @@ from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
 from offload.core.stubs import StubInfo, is_stub, render_stub
 from offload.core.tokens import TokenCounter
 from offload.errors import NotFound, ReferenceError_
-from offload.proxy.messages import Message, content_text, message_tokens
+from offload.proxy.messages import Message, content_text, message_tokens, range_role
 from offload.store.store import Store
 
 STUB_GIST_CHARS = 120
 RANGE_GIST_CHARS = 160
-#: The role of a range stub. ``user``: it reads as a note to the model rather than as
-#: something the model said (which it might imitate), and it directly follows the head,
-#: which ends with the first user message. ChatML and the other templates llama.cpp ships
-#: accept consecutive same-role messages; a template that insists on strict alternation
-#: (older Mistral/Gemma templates) would reject a user message right after the first one.
-RANGE_ROLE = "user"
+#: The roles a range stub may take (see :func:`offload.proxy.messages.range_role`).
+RANGE_ROLES = ("user", "assistant")
 #: Said in the stub of a message whose content was a list of parts (stored as JSON).
 PARTS_NOTE = "(content parts as JSON)"
 _RANGE_HEADER = re.compile(r"\[offload: \d+ earlier messages ")
@@ -72,10 +68,11 @@ class RangeStub:
     label: str
     text: str
     tokens: int  # wire tokens of the stub message
+    role: str = "user"
 
     def message(self) -> Message:
         """The wire message."""
-        return {"role": RANGE_ROLE, "content": self.text}
+        return {"role": self.role, "content": self.text}
 
     def to_json(self) -> dict[str, Any]:
         """For the persisted session state."""
@@ -86,6 +83,7 @@ class RangeStub:
             "label": self.label,
             "text": self.text,
             "tokens": self.tokens,
+            "role": self.role,
         }
 
     @classmethod
@@ -98,6 +96,7 @@ class RangeStub:
             label=str(data["label"]),
             text=str(data["text"]),
             tokens=int(data["tokens"]),
+            role=str(data.get("role", "user")),  # states saved before roles varied
         )
 
 
@@ -263,8 +262,10 @@ class Handles:
         )
         call = read_call(info.ref) + ' (JSON: the newest part; "earlier" names the one before)'
         text = render_stub(info, call)
-        tokens = message_tokens(self.counter, {"role": RANGE_ROLE, "content": text})
-        return RangeStub(first, end - 1, CTX_PREFIX + digest, label, text, tokens), body
+        role = range_role(messages, first, end)
+        tokens = message_tokens(self.counter, {"role": role, "content": text})
+        stub = RangeStub(first, end - 1, CTX_PREFIX + digest, label, text, tokens, role)
+        return stub, body
 
 
 def expand(
@@ -322,7 +323,7 @@ def is_range_stub(msg: Message) -> bool:
     """True for a range stub standing in for paged-out messages."""
     text = msg.get("content")
     return (
-        msg.get("role") == RANGE_ROLE and isinstance(text, str) and bool(_RANGE_HEADER.match(text))
+        msg.get("role") in RANGE_ROLES and isinstance(text, str) and bool(_RANGE_HEADER.match(text))
     )
 
 

@@ -148,6 +148,33 @@ def is_group_start(messages: Sequence[Message], index: int) -> bool:
     return messages[index - 1]["role"] not in ({"assistant"} | _ANSWERS)
 
 
+def is_page_boundary(messages: Sequence[Message], index: int) -> bool:
+    """Whether paging may end right before ``index``: a group start, except a plain
+    assistant reply to a user message, so that in a chat the first message kept after a
+    range stub is the user's and the stub can take the assistant's turn (templates that
+    insist on strict user/assistant alternation then still accept the wire)."""
+    if index >= len(messages):
+        return True
+    if not is_group_start(messages, index):
+        return False
+    msg = messages[index]
+    return not (
+        msg["role"] == "assistant"
+        and not msg.get("tool_calls")
+        and index > 0
+        and messages[index - 1]["role"] == "user"
+    )
+
+
+def range_role(messages: Sequence[Message], head: int, end: int) -> str:
+    """The role of a range stub standing for messages ``[head, end)``: ``assistant`` when
+    it sits between two user messages (alternation), else ``user`` (a note to the model
+    reads better than words put in its mouth, which it might imitate)."""
+    before = messages[head - 1]["role"] if head > 0 else None
+    after = messages[end]["role"] if end < len(messages) else None
+    return "assistant" if before == "user" and after == "user" else "user"
+
+
 def group_start(messages: Sequence[Message], index: int, floor: int = 0) -> int:
     """The start of the group containing ``index`` (never below ``floor``)."""
     while index > floor and not is_group_start(messages, index):

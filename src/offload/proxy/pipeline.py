@@ -19,6 +19,7 @@ from offload.proxy.messages import (
     chain,
     head_end,
     is_group_start,
+    is_page_boundary,
     message_tokens,
     protect_start,
     session_key,
@@ -64,7 +65,8 @@ class RewriteResult:
     windowed: bool  # a windowing (page-out) trigger fired on this request
     emergency: bool  # the emergency ratio acted
     prefix_kept: bool  # previous wire of this session is an exact prefix of this wire
-    break_cause: str | None  # when not kept: "windowing" | "client_edit" | "new_session" ...
+    break_cause: str | None  # when not kept: "windowing" | "client_edit" | "new_session" |
+    # "restart" | "stubs_restored" (emergency stubs of the head or tail back to verbatim)
 
     def figures(self) -> dict[str, Any]:
         """The per-request counts that the proxy's metrics and ``offload replay`` report."""
@@ -96,11 +98,19 @@ class Pipeline:
         self._live = LiveSessions()
 
     def rewrite(
-        self, messages: list[dict[str, Any]], n_ctx: int, *, session_hint: str = ""
+        self,
+        messages: list[dict[str, Any]],
+        n_ctx: int,
+        *,
+        session_hint: str = "",
+        alternate: bool = False,
     ) -> RewriteResult:
         """The wire for ``messages`` under a context of ``n_ctx`` tokens.
 
         ``session_hint`` separates conversations whose opening messages are identical.
+        ``alternate``: the upstream's chat template refuses two messages of one role in a
+        row, so a chat is paged only up to a user message (a range stub between two user
+        messages takes the assistant's turn either way).
 
         Raises :class:`offload.errors.InvalidInput` for malformed messages or a bad
         ``n_ctx`` (nothing is stored then).
@@ -113,7 +123,8 @@ class Pipeline:
         lock = self._locks.get(session)
         with lock:
             try:
-                return self._rewrite(session, msgs, head, Budget.of(self.settings, n_ctx))
+                budget = Budget.of(self.settings, n_ctx)
+                return self._rewrite(session, msgs, head, budget, alternate)
             except BaseException:
                 # No half-built in-memory record survives a failure; the persisted state
                 # is only ever replaced whole, after the wire is built.
@@ -123,7 +134,7 @@ class Pipeline:
     # -- one request -----------------------------------------------------------------------
 
     def _rewrite(
-        self, session: str, msgs: list[Message], head: int, budget: Budget
+        self, session: str, msgs: list[Message], head: int, budget: Budget, alternate: bool
     ) -> RewriteResult:
         tail = self.settings.tail_messages
         previous = self._live.get(session)
@@ -146,11 +157,11 @@ class Pipeline:
         protect = protect_start(msgs, head, tail)
         restored = self._unforce(state, protect, ct, wire_tokens, budget)
         if restored is not None:
-            # Tail messages stubbed in an emergency go back to verbatim once they fit.
+            # Head and tail messages stubbed in an emergency go back to verbatim once they fit.
             state = restored
             wire, wire_tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
             total = sum(wire_tokens)
-            cause = cause or "tail_restored"
+            cause = cause or "stubs_restored"
         # the least a compaction could leave now: the head, a range stub, the tail
         least = sum(wire_tokens[:head]) + RANGE_ESTIMATE + sum(ct[protect:])
         fire, emergency = trigger(total, state.floor, budget, _growth(msgs, ct, head), least)
@@ -158,7 +169,9 @@ class Pipeline:
         stubs_made = 0
         new_state = state
         if fire:
-            new_layout, rng = self._compact(session, msgs, head, protect, state, ct, budget)
+            new_layout, rng = self._compact(
+                session, msgs, head, protect, state, ct, budget, alternate
+            )
             if new_layout != state.layout:
                 windowed = True
                 new_state = replace(state, layout=new_layout, range=rng, threshold=budget.threshold)
@@ -232,11 +245,13 @@ class Pipeline:
         state: SessionState,
         ct: Sequence[int],
         budget: Budget,
+        alternate: bool,
     ) -> tuple[Layout, RangeStub | None]:
         """The layout after a compaction and the range stub it needs (its part stored)."""
         paged0 = state.layout.paged
         growth = _growth(msgs, ct, max(head, state.mark))
-        starts = [is_group_start(msgs, i) for i in range(len(msgs))]
+        boundary = is_page_boundary if alternate else is_group_start
+        starts = [boundary(msgs, i) for i in range(len(msgs))]
 
         rendered: dict[int, tuple[RangeStub, str]] = {}  # gists are costly: render once
 
@@ -247,16 +262,18 @@ class Pipeline:
                 )
             return rendered[end][0]
 
-        # Plan with the exact cost of a range stub: first that of paging the whole middle,
-        # then that of the candidate the plan picks (they differ by a few digits at most).
+        # Plan with the cost of a range stub: first that of paging the whole middle, then
+        # that of the candidate the plan picks.
         if protect > paged0:
             range_cost = render(protect).tokens
         elif state.range is not None:
             range_cost = state.range.tokens
         else:
             range_cost = RANGE_ESTIMATE
+        # The planned cost only ever rises, so the stub the plan picks never costs more
+        # than was planned for (its digits and its role shift its cost by a few tokens).
         new_layout, candidate = state.layout, None
-        for _ in range(3):
+        for _ in range(6):
             new_layout = plan(
                 state.layout,
                 len(msgs),
@@ -273,12 +290,11 @@ class Pipeline:
                 candidate = None
                 break
             candidate = render(new_layout.paged)
-            if candidate.tokens == range_cost:
+            if candidate.tokens <= range_cost:
                 break
             range_cost = candidate.tokens
         if candidate is None:
             return new_layout, state.range
-        render(new_layout.paged)
         return new_layout, self.handles.page_out(session, *rendered[new_layout.paged])
 
     def _unforce(
@@ -289,19 +305,23 @@ class Pipeline:
         wire_tokens: Sequence[int],
         budget: Budget,
     ) -> SessionState | None:
-        """The state without its forced stubs in the protected tail once the head, the
-        range stub and the tail fit verbatim under the ceiling (the trigger then pages out
-        whatever else no longer fits); None when nothing changes."""
-        in_tail = {i for i in state.layout.forced if i >= protect}
-        if not in_tail:
-            return None
+        """The state without the forced stubs of the head and the protected tail once they
+        fit verbatim again beside the range stub (the trigger then pages out whatever else
+        no longer fits); the tail's alone when only they fit. None when nothing changes."""
         head = state.layout.head
-        alone = sum(wire_tokens[:head]) + sum(ct[protect:])
-        alone += state.range.tokens if state.range is not None else 0
-        if alone > budget.ceiling:
+        forced = state.layout.forced
+        in_head = {i for i in forced if i < head}
+        in_tail = {i for i in forced if i >= protect}
+        if not in_head and not in_tail:
             return None
-        layout = replace(state.layout, forced=state.layout.forced - in_tail)
-        return replace(state, layout=layout)
+        rest = sum(ct[protect:]) + (state.range.tokens if state.range is not None else 0)
+        if in_head and sum(ct[:head]) + rest <= budget.ceiling:
+            drop = in_head | in_tail
+        elif in_tail and sum(wire_tokens[:head]) + rest <= budget.ceiling:
+            drop = in_tail
+        else:
+            return None
+        return replace(state, layout=replace(state.layout, forced=forced - drop))
 
     @staticmethod
     def _applies(st: SessionState, msgs: list[Message], head: int, tail: int, same: int) -> bool:

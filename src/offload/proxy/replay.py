@@ -21,7 +21,7 @@ from offload.errors import InvalidInput
 from offload.proxy.bound import prefix_bound
 from offload.proxy.handles import expand, is_range_stub
 from offload.proxy.messages import Message, head_end, protect_start, validate
-from offload.proxy.pipeline import Pipeline
+from offload.proxy.pipeline import RANGE_ESTIMATE, Pipeline
 from offload.proxy.window import Budget
 
 
@@ -205,12 +205,16 @@ def _check(
     start = protect_start(request, pinned, pipeline.settings.tail_messages)
     tail = len(request) - start
     if tail and list(wire[-tail:]) != list(request[start:]):
-        # Allowed only when the pinned head, the range stub and the tail alone would
-        # break the ceiling (the pipeline then stubs the tail's biggest messages).
+        # Allowed only when the pinned head, the least the middle can cost (as laid out,
+        # or one range stub for all of it) and the tail would break the ceiling (the
+        # pipeline then stubs the tail's biggest messages).
         alone = sum(pipeline.handles.tokens(m) for m in request[:pinned])
         alone += sum(pipeline.handles.tokens(m) for m in request[start:])
-        if len(wire) > pinned and is_range_stub(wire[pinned]):
-            alone += pipeline.handles.tokens(wire[pinned])
+        middle = wire[pinned : len(wire) - tail]
+        ranged = [pipeline.handles.tokens(m) for m in middle if is_range_stub(m)]
+        alone += min(
+            sum(pipeline.handles.tokens(m) for m in middle), max(ranged, default=RANGE_ESTIMATE)
+        )
         if alone <= budget.ceiling:
             problems.append("the recent tail was changed")
     if wire_tokens > budget.ceiling:

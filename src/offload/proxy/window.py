@@ -133,6 +133,7 @@ def plan(
 ) -> Layout:
     """The layout after one compaction.
 
+    ``group_starts[i]``: paging may end right before message ``i``;
     ``verbatim[i]``: wire tokens of message ``i`` as sent; ``handled(i)``: as handle-ized
     (equal to verbatim when it is not bulky); ``forced_cost(i)``: stubbed regardless of
     size, None when a stub would not be smaller; ``range_tokens``: the cost of the range
@@ -167,6 +168,13 @@ def plan(
         step = paged + 1
         while step < stubbed and not group_starts[step]:
             step += 1
+        if (
+            step == stubbed
+            and step < len(group_starts)
+            and not group_starts[step]
+            and total <= budget.ceiling
+        ):
+            break  # the tail starts mid-group: stop short of it while the ceiling allows
         remaining -= sum(middle[paged - layout.paged : step - layout.paged])
         paged = step
     if total >= unpaged:  # a range stub that costs more than it frees: page nothing
