@@ -20,9 +20,12 @@ keep-alive; a client that reuses it fails now and then with "Server disconnected
 sending a response"). The proxy pays that upstream connect on streams just as a direct
 client does.
 
-Usage: ``python bench/bench_proxy.py [--upstream URL] [--n 300] [--clients 64] [--seed 1]
-[--append docs/benchmarks.md]``. Without ``--upstream`` it starts SmolLM2-135M in xllamacpp
-(n_ctx 8192, one thread). The proxy runs as ``offload proxy`` in its own process.
+Usage: ``python bench/bench_proxy.py [--upstream URL | --stub] [--n 300] [--clients 64]
+[--seed 1] [--append docs/benchmarks.md]``. Without ``--upstream`` it starts SmolLM2-135M in
+xllamacpp (n_ctx 8192, one thread). ``--stub`` puts an instant llama-like upstream in its own
+process instead (canned chunked SSE, connection closed after each stream, ``/props`` and
+``/tokenize``): the model's own time and noise drop out, leaving the proxy's. The proxy runs
+as ``offload proxy`` in its own process.
 """
 
 from __future__ import annotations
@@ -187,6 +190,101 @@ async def concurrency(url: str, clients: int) -> dict[str, Any]:
     }
 
 
+STUB_SSE = [
+    b'data: {"id":"stub","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n',
+    b'data: {"id":"stub","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+    b'"timings":{"cache_n":5,"prompt_n":1}}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+def _stub_answer(path: bytes, body: bytes, n: int) -> tuple[bytes, bool]:
+    """(the whole response, keep the connection) for the stub's ``n``-th request."""
+    if path in (b"/props", b"/tokenize", b"/v1/chat/completions"):
+        request = json.loads(body) if body else {}
+        if path == b"/props":
+            obj: dict[str, Any] = {"default_generation_settings": {"n_ctx": 8192}}
+        elif path == b"/tokenize":
+            obj = {"tokens": list(range(len(request["content"].split())))}
+        elif request.get("stream"):
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            events = [c.replace(b'"stub"', b'"stub-%d"' % n) for c in STUB_SSE]
+            chunks = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in events)
+            # like llama-server: keep-alive advertised, connection closed after a stream
+            head += b"keep-alive: timeout=5, max=100\r\ntransfer-encoding: chunked\r\n\r\n"
+            return head + chunks + b"0\r\n\r\n", False
+        else:
+            obj = {
+                "id": "stub",
+                "object": "chat.completion",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "hi"},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 1},
+            }
+        payload = json.dumps(obj).encode()
+        status = b"200 OK"
+    else:
+        payload, status = b"{}", b"404 Not Found"
+    head = b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+    return head % (status, len(payload)) + payload, True
+
+
+def serve_stub(port: int) -> None:
+    """Serve the instant upstream on 127.0.0.1:``port`` until killed."""
+    import itertools
+
+    import uvloop
+
+    counter = itertools.count()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                body = await reader.readexactly(length)
+                answer, keep = _stub_answer(head.split(b" ", 2)[1], body, next(counter))
+                writer.write(answer)
+                await writer.drain()
+                if not keep:
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", port)
+        async with server:
+            await server.serve_forever()
+
+    uvloop.run(main())
+
+
+def start_stub() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--serve-stub", str(port)])
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/props", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_until(up, 30, what="stub upstream up")
+    return proc, url
+
+
 def start_proxy(upstream: str, home: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "OFFLOAD_HOME": home}
@@ -232,16 +330,28 @@ def machine() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--upstream")
+    parser.add_argument("--stub", action="store_true", help="an instant stub as the upstream")
+    parser.add_argument("--serve-stub", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, default=300, help="pairs per measure")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--append", metavar="FILE")
     args = parser.parse_args()
+    if args.serve_stub:
+        serve_stub(args.serve_stub)
+        return 0
     llama = None
+    stub: subprocess.Popen[bytes] | None = None
     upstream = args.upstream
-    if upstream is None:
+    if args.stub:
+        stub, upstream = start_stub()
+        described = "instant stub (canned chunked SSE, `--stub`), in its own process"
+    elif upstream is None:
         llama = LlamaServer(require_llama(), 8192).start()
         upstream = llama.base_url
+        described = "llama.cpp (xllamacpp, SmolLM2-135M Q4_1, n_ctx 8192, 1 thread)"
+    else:
+        described = upstream
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     home = tempfile.mkdtemp(prefix="offload-bench-")
     proxy, proxy_url = start_proxy(upstream, home)
@@ -289,14 +399,16 @@ def main() -> int:
         proxy.wait(15)
         if llama is not None:
             llama.stop()
+        if stub is not None:
+            stub.terminate()
+            stub.wait(15)
     cmd = "python bench/bench_proxy.py " + " ".join(sys.argv[1:])
     lines = [
         f"## Proxy overhead ({dt.date.today().isoformat()})",
         "",
         f"Command: `{cmd.strip()}`  ",
         f"Machine: {machine()}  ",
-        f"Upstream: llama.cpp (xllamacpp, SmolLM2-135M Q4_1, n_ctx 8192, 1 thread); "
-        f"proxy: `offload proxy` in its own process; {args.n} pairs per measure, random order "
+        f"Upstream: {described}; proxy: `offload proxy` in its own process; {args.n} pairs per measure, random order "
         f"within each pair (seed {args.seed}); load average before the run: {load}.",
         "",
         "| measure | direct p50 | proxy p50 | added: median of pair differences | added: 10 % "

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from offload.errors import UpstreamTimeout, UpstreamUnavailable
+from offload.proxy.forward import request_headers
 from offload.proxy.http1 import Http1Pool
 from realparts import free_port
 
@@ -40,9 +41,15 @@ class Upstream:
     dropped: int = 0
     release: asyncio.Event = field(default_factory=asyncio.Event)
     peer_closed: asyncio.Event = field(default_factory=asyncio.Event)  # client closed early
+    handlers: set[asyncio.Task[None]] = field(default_factory=set)
+    writers: set[asyncio.StreamWriter] = field(default_factory=set)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self.handlers.add(task)
+        self.writers.add(writer)
         served = 0
         try:
             while True:
@@ -90,6 +97,10 @@ class Upstream:
                 + payload
             )
             return True
+        if path == b"/interim":
+            writer.write(b"HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            return True
         if path == b"/eof":
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil the end")
             return False
@@ -135,6 +146,9 @@ async def upstream() -> AsyncIterator[Upstream]:
     finally:
         up.release.set()
         server.close()
+        for writer in up.writers:  # ends every handler still reading: none outlives the test
+            writer.close()
+        await asyncio.wait_for(asyncio.gather(*up.handlers, return_exceptions=True), WAIT)
 
 
 def pool_for(up: Upstream, timeout_s: float = WAIT) -> Http1Pool:
@@ -224,6 +238,20 @@ async def test_a_fresh_connection_closed_without_an_answer_is_not_retried(
         await pool.request("POST", "/drop", [], b"{}")
     assert upstream.dropped == 1
     await pool.aclose()
+
+
+async def test_an_interim_answer_is_refused_rather_than_relayed_as_the_answer(
+    upstream: Upstream,
+) -> None:
+    pool = pool_for(upstream)
+    with pytest.raises(UpstreamUnavailable, match="interim"):
+        await pool.request("POST", "/interim", [], b"{}")
+    await pool.aclose()
+
+
+def test_the_clients_expect_header_is_not_forwarded() -> None:
+    sent = request_headers({"Expect": "100-continue", "Authorization": "Bearer k"})
+    assert "Expect" not in sent and sent["Authorization"] == "Bearer k"
 
 
 async def test_an_upstream_nobody_listens_on_is_unavailable() -> None:

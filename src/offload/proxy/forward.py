@@ -59,7 +59,15 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
-_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "x-offload-token"}
+# ``expect``: the proxy has the whole body already; an upstream's 100 Continue would only be
+# an interim answer to skip.
+_NOT_FORWARDED = HOP_BY_HOP | {
+    "host",
+    "content-length",
+    "accept-encoding",
+    "x-offload-token",
+    "expect",
+}
 _NOT_RETURNED = HOP_BY_HOP | {"content-length"}
 
 

@@ -43,6 +43,7 @@ class _Exchange:
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []
         self.head_done = False
+        self.heads = 0  # more than one: an interim (1xx) answer came first
         self.until_eof = False  # no length and not chunked: the body ends with the connection
         self.keep_alive = False  # the upstream lets the connection carry another request
         self.complete = False
@@ -58,6 +59,7 @@ class _Exchange:
 
     def on_headers_complete(self) -> None:
         self.head_done = True
+        self.heads += 1
 
     def on_body(self, body: bytes) -> None:
         self.chunks.append(body)
@@ -115,8 +117,13 @@ class _Connection(asyncio.Protocol):
     def _on_head(self) -> None:
         ex = self.exchange
         ex.status = self._parser.get_status_code()
+        if ex.status < 200 or ex.heads > 1:
+            # never asked for (no Expect is sent); model servers do not send Early Hints
+            ex.error = UpstreamUnavailable("unexpected interim (1xx) answer from the upstream")
+            self.close()
+            return
         names = {name.lower() for name, _ in ex.headers}
-        no_body = ex.status in (204, 304) or 100 <= ex.status < 200
+        no_body = ex.status in (204, 304)
         ex.until_eof = not no_body and not names & {b"content-length", b"transfer-encoding"}
         # decided here, not by the parser: its should_keep_alive() reads False once the
         # message is complete, which it may already be (a small answer in one packet)
@@ -158,7 +165,7 @@ class _Connection(asyncio.Protocol):
     async def head(self, timeout: float) -> _Exchange:
         """The exchange once the status and headers arrived."""
         ex = self.exchange
-        while not ex.status:
+        while not ex.status or ex.error is not None:
             if ex.error is not None:
                 raise ex.error
             await self._wait(timeout)
