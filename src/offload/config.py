@@ -76,6 +76,9 @@ class ProxySettings:
     target: float = 0.35
     emergency: float = 0.85
     tail_messages: int = 4
+    # page chats only up to a user message, for templates that refuse two messages of one
+    # role in a row: "auto" (when the upstream's chat template says so), "always", "never"
+    alternate_roles: str = "auto"
     timeout_s: float = 600.0
     bearer_token: str = ""
     # extra Host values (and Origins) accepted besides loopback ones, for a non-loopback bind

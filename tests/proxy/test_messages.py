@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from offload.errors import ConfigError
 from offload.proxy.handles import RangeStub
-from offload.proxy.messages import is_page_boundary, range_role
+from offload.proxy.messages import is_page_boundary, range_role, wants_alternation
 
 Msgs = list[dict[str, Any]]
 
@@ -52,3 +55,22 @@ def test_a_range_stub_saved_before_roles_varied_loads_as_a_user_message() -> Non
     assert RangeStub.from_json(saved).message()["role"] == "user"
     stub = RangeStub(2, 5, "ctx:sha256:ab", "l", "t", 9, "assistant")
     assert RangeStub.from_json(stub.to_json()) == stub
+
+
+GEMMA_LIKE = (
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+)
+
+
+def test_alternation_follows_the_upstream_template_unless_set() -> None:
+    assert wants_alternation("auto", GEMMA_LIKE)
+    assert not wants_alternation("auto", "{% for message in messages %}<|im_start|>")
+    assert not wants_alternation("auto")  # no template known (replay, or no /props)
+    assert wants_alternation("always")
+    assert not wants_alternation("never", GEMMA_LIKE)
+
+
+def test_an_unknown_alternation_setting_is_refused() -> None:
+    with pytest.raises(ConfigError, match="alternate_roles must be one of"):
+        wants_alternation("sometimes")

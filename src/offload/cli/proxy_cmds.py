@@ -99,6 +99,7 @@ def run_replay(args: argparse.Namespace, settings: Settings) -> int:
 
     from offload.core.tokens import default_counter
     from offload.errors import InvalidInput
+    from offload.proxy.messages import wants_alternation
     from offload.proxy.pipeline import Pipeline
     from offload.proxy.replay import (
         Turn,
@@ -113,6 +114,7 @@ def run_replay(args: argparse.Namespace, settings: Settings) -> int:
     n_ctx = args.n_ctx or settings.proxy.n_ctx or 8192
     if n_ctx <= 0:
         raise InvalidInput(f"--n-ctx must be positive, got {n_ctx}")
+    alternate = wants_alternation(settings.proxy.alternate_roles)  # no upstream: no template
     runs = load_runs(args.trace)
     if args.chain:
         runs = [chain_runs(runs)]
@@ -138,6 +140,7 @@ def run_replay(args: argparse.Namespace, settings: Settings) -> int:
                 chained=args.chain,
                 verify=not args.no_verify,
                 on_turn=show,
+                alternate=alternate,
             )
         finally:
             store.close()

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from offload.core.tokens import TokenCounter
-from offload.errors import InvalidInput
+from offload.errors import ConfigError, InvalidInput
 
 Message = dict[str, Any]
 
@@ -173,6 +174,25 @@ def range_role(messages: Sequence[Message], head: int, end: int) -> str:
     before = messages[head - 1]["role"] if head > 0 else None
     after = messages[end]["role"] if end < len(messages) else None
     return "assistant" if before == "user" and after == "user" else "user"
+
+
+_REFUSES_SAME_ROLE = re.compile(r"roles must alternate", re.IGNORECASE)
+ALTERNATION_SETTINGS = ("auto", "always", "never")
+
+
+def wants_alternation(setting: str, chat_template: str = "") -> bool:
+    """Whether to page chats only up to a user message (``Pipeline.rewrite(alternate=)``):
+    ``always``, ``never``, or ``auto``: when the upstream's chat template refuses two
+    messages of one role in a row (Gemma's and older Mistral templates raise "Conversation
+    roles must alternate"). Raises ConfigError for any other setting."""
+    if setting not in ALTERNATION_SETTINGS:
+        raise ConfigError(
+            f"proxy.alternate_roles must be one of {', '.join(ALTERNATION_SETTINGS)},"
+            f" got {setting!r}"
+        )
+    if setting == "auto":
+        return bool(_REFUSES_SAME_ROLE.search(chat_template))
+    return setting == "always"
 
 
 def group_start(messages: Sequence[Message], index: int, floor: int = 0) -> int:

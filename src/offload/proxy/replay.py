@@ -146,10 +146,12 @@ def replay(
     chained: bool = False,
     verify: bool = True,
     on_turn: Callable[[Turn], None] | None = None,
+    alternate: bool = False,
 ) -> Report:
     """Replay ``runs`` (each its own session) turn by turn through ``pipeline``.
 
-    With ``verify`` each turn is also checked: the wire fits under the emergency ceiling,
+    ``alternate`` is passed to :meth:`Pipeline.rewrite` (chats paged only up to a user
+    message). With ``verify`` each turn is also checked: the wire fits under the emergency ceiling,
     the protected tail arrives verbatim (unless it alone breaks the ceiling), and the
     wire expands through the store back to exactly the client's messages.
     """
@@ -164,7 +166,7 @@ def replay(
         for k in points:
             request = run.messages[:k]
             started = time.perf_counter()
-            result = pipeline.rewrite(request, n_ctx)
+            result = pipeline.rewrite(request, n_ctx, alternate=alternate)
             ms = (time.perf_counter() - started) * 1000
             problems = (
                 _check(pipeline, request, result.messages, result.wire_tokens, budget, memo)
