@@ -164,15 +164,7 @@ class UpstreamClient:
 
     async def n_ctx(self) -> int | None:
         """The context size the upstream serves, from ``/props``; ``None`` if unknown."""
-        props = await self.props()
-        if props is None:
-            return None
-        dgs = props.get("default_generation_settings")
-        for source in (dgs if isinstance(dgs, dict) else {}, props):
-            value = source.get("n_ctx")
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-        return None
+        return n_ctx_of(await self.props())
 
     async def tokenize(self, text: str) -> int | None:
         """Exact token count from ``POST /tokenize``; ``None`` when unsupported.
@@ -248,3 +240,21 @@ def _json_object(resp: httpx.Response) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise UpstreamError(f"upstream {resp.request.url} answered a JSON {type(obj).__name__}")
     return obj
+
+
+def n_ctx_of(props: dict[str, Any] | None) -> int | None:
+    """The context size in a llama-server ``/props`` answer; ``None`` if it has none."""
+    if props is None:
+        return None
+    dgs = props.get("default_generation_settings")
+    for source in (dgs if isinstance(dgs, dict) else {}, props):
+        value = source.get("n_ctx")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def chat_template_of(props: dict[str, Any] | None) -> str:
+    """The chat template in a llama-server ``/props`` answer ("" if it has none)."""
+    template = (props or {}).get("chat_template")
+    return template if isinstance(template, str) else ""
