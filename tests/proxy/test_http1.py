@@ -8,7 +8,7 @@ a request, silence, and a client that leaves mid-answer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -252,6 +252,35 @@ async def test_an_interim_answer_is_refused_rather_than_relayed_as_the_answer(
 def test_the_clients_expect_header_is_not_forwarded() -> None:
     sent = request_headers({"Expect": "100-continue", "Authorization": "Bearer k"})
     assert "Expect" not in sent and sent["Authorization"] == "Bearer k"
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Poll ``condition`` until it holds (fail after WAIT seconds)."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_connection_prepared_before_the_request_is_the_one_it_goes_out_on(
+    upstream: Upstream,
+) -> None:
+    pool = pool_for(upstream)
+    pool.prepare()
+    await until(lambda: upstream.connections == 1)  # opened before any request was made
+    resp = await pool.request("POST", "/chunked", [], b"{}")
+    upstream.release.set()
+    assert await resp.aread() == b"".join(SSE)
+    assert upstream.connections == 1
+    await pool.aclose()
+
+
+async def test_preparing_a_connection_to_an_upstream_that_is_down_still_reports_it() -> None:
+    pool = Http1Pool(f"http://127.0.0.1:{free_port()}", timeout_s=WAIT, connect_timeout_s=WAIT)
+    pool.prepare()
+    with pytest.raises(UpstreamUnavailable, match="cannot connect"):
+        await pool.request("POST", "/sized", [], b"{}")
+    await pool.aclose()
 
 
 async def test_an_upstream_nobody_listens_on_is_unavailable() -> None:

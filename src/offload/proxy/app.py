@@ -356,6 +356,8 @@ class _Exchange:
 
 async def chat_completions(request: Request, state: ProxyState) -> Response:
     """``POST /v1/chat/completions``."""
+    if state.chat_pool is not None:
+        state.chat_pool.prepare()  # the upstream connect overlaps parsing and the rewrite
     try:
         raw, payload = await _raw_json_body(request)
         messages = validate_messages(payload.get("messages"))

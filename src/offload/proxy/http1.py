@@ -10,6 +10,8 @@ body is already in memory and hand back the response body as it arrives.
   its connection after every streamed answer while advertising keep-alive, so a request
   can meet a connection that died under it: one that fails before any byte of an answer
   on a reused connection is sent once more, on a fresh one.
+- :meth:`Http1Pool.prepare` opens a connection as a request arrives, so the connect
+  overlaps the proxy's own work instead of following it.
 - The body comes out transfer-decoded (chunked framing removed), content-encoded bytes
   untouched, as httpx's ``aiter_raw`` gave them.
 - Errors are :class:`~offload.errors.UpstreamUnavailable` (cannot connect, broken answer)
@@ -23,13 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 from collections.abc import AsyncIterator, Iterable
 from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
 
-from offload.errors import UpstreamTimeout, UpstreamUnavailable
+from offload.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 
 # Above this much unread body the socket stops being read (the client is slower than the
 # upstream); reading resumes once the relay has taken it.
@@ -271,6 +274,27 @@ class Http1Pool:
         self.connect_timeout_s = connect_timeout_s
         self._max_idle = max_idle
         self._idle: collections.deque[_Connection] = collections.deque()
+        self._opening: asyncio.Task[None] | None = None
+
+    def prepare(self) -> None:
+        """Start opening a connection now unless one is idle or already being opened.
+
+        Called as a request arrives, the connect overlaps the work before the request is
+        sent (parsing, the rewrite); llama-server closes its connection after every stream,
+        so each streamed request needs a new one. An opened connection nobody takes waits
+        in the pool like any idle one.
+        """
+        if self._opening is None and not self._has_idle():
+            self._opening = asyncio.get_running_loop().create_task(self._open_idle())
+
+    async def _open_idle(self) -> None:
+        try:
+            conn = await self._connect()
+        except UpstreamError:
+            return  # the request connects itself and reports what is wrong
+        finally:
+            self._opening = None
+        self._idle.append(conn)
 
     async def request(
         self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes
@@ -282,6 +306,10 @@ class Http1Pool:
         one and the request sent once more.
         """
         raw = self._encode(method, target, headers, body)
+        if self._opening is not None and not self._has_idle():
+            # a connect is under way (prepare): wait for it rather than start another; if
+            # this request is cancelled meanwhile, the connection still lands in the pool
+            await asyncio.shield(self._opening)
         conn = self._take_idle()
         if conn is not None:
             try:
@@ -300,9 +328,16 @@ class Http1Pool:
             conn.close()
 
     async def aclose(self) -> None:
-        """Close the idle connections."""
+        """Close the idle connections (and stop opening one)."""
+        if self._opening is not None:
+            self._opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._opening
         while self._idle:
             self._idle.popleft().close()
+
+    def _has_idle(self) -> bool:
+        return any(not conn.closed for conn in self._idle)
 
     def _take_idle(self) -> _Connection | None:
         while self._idle:
