@@ -302,6 +302,7 @@ class Http1Pool:
         """Send a request and return once the upstream's status and headers arrived.
 
         ``target`` is the path (and query); ``host`` and ``content-length`` are set here.
+        Not for ``HEAD``: the parser would wait for the body a ``content-length`` announces.
         A reused connection that fails before any byte of an answer is replaced by a fresh
         one and the request sent once more.
         """
