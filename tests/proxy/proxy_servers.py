@@ -60,6 +60,7 @@ class Scripted:
     finished: threading.Event = field(default_factory=threading.Event)
     tokenize_calls: int = 0
     has_tokenize: bool = True
+    chat_template: str = "{% for message in messages %}<|im_start|>{{ message.role }}"
 
 
 def chunk(obj: dict[str, Any]) -> bytes:
@@ -125,7 +126,9 @@ def scripted_upstream(s: Scripted) -> Starlette:
             raise
 
     async def props(request: Request) -> Response:
-        return JSONResponse({"default_generation_settings": {"n_ctx": s.n_ctx}})
+        return JSONResponse(
+            {"default_generation_settings": {"n_ctx": s.n_ctx}, "chat_template": s.chat_template}
+        )
 
     async def tokenize(request: Request) -> Response:
         if not s.has_tokenize:

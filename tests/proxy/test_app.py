@@ -6,6 +6,7 @@ real-llama tests in ``test_e2e_llama.py`` prove the same paths against llama.cpp
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Iterator
@@ -279,3 +280,30 @@ def test_the_anthropic_messages_shape_is_converted_both_ways(proxy: tuple[Script
         if line.startswith("data: ") and '"content_block_delta"' in line
     ]
     assert "".join(deltas) == "first 0 1 2"
+
+
+@pytest.mark.parametrize("refuses", [True, False])
+def test_the_wire_alternates_roles_when_the_upstream_template_demands_it(
+    store: Store, refuses: bool
+) -> None:
+    template = (
+        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant') }}"
+        if refuses
+        else "{% for message in messages %}<|im_start|>{{ message.role }}{% endfor %}"
+    )
+    state = Scripted(n_ctx=2048, chat_template=template)
+    messages: list[dict[str, str]] = [{"role": "user", "content": "start"}]
+    with serving(scripted_upstream(state)) as up, proxy_for(up.url, store) as (proxy, _):
+        assert httpx.get(proxy.url + "/api/stats").json()["upstream"]["alternate_roles"] is refuses
+        for t in range(30):
+            resp = httpx.post(proxy.url + CHAT, json={"messages": messages})
+            assert resp.status_code == 200
+            messages += [
+                {"role": "assistant", "content": f"answer {t} " + "detail " * 40},
+                {"role": "user", "content": f"question {t} " + "context " * 40},
+            ]
+    wire = state.requests[-1]["body"]["messages"]
+    roles = [m["role"] for m in wire]
+    assert any(m["content"].startswith("[offload: ") for m in wire)  # it was windowed
+    if refuses:
+        assert all(a != b for a, b in itertools.pairwise(roles)), roles

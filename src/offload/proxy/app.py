@@ -48,7 +48,12 @@ from offload.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from offload.llm.upstream import UpstreamClient, split_base_url
+from offload.llm.upstream import (
+    UpstreamClient,
+    chat_template_of,
+    n_ctx_of,
+    split_base_url,
+)
 from offload.proxy import anthropic
 from offload.proxy.counting import UpstreamCounter
 from offload.proxy.errors_http import Guard, anthropic_error, openai_error
@@ -63,6 +68,7 @@ from offload.proxy.forward import (
     send_upstream,
 )
 from offload.proxy.http1 import Http1Pool
+from offload.proxy.messages import wants_alternation
 from offload.proxy.metrics import Metrics, RequestRecord, cache_figures
 from offload.proxy.pipeline import Pipeline, RewriteResult
 from offload.store.store import Store
@@ -83,7 +89,12 @@ class Rewriter(Protocol):
     """What the proxy needs of the rewrite pipeline."""
 
     def rewrite(
-        self, messages: list[dict[str, Any]], n_ctx: int, *, session_hint: str = ""
+        self,
+        messages: list[dict[str, Any]],
+        n_ctx: int,
+        *,
+        session_hint: str = "",
+        alternate: bool = False,
     ) -> RewriteResult: ...
 
 
@@ -137,6 +148,9 @@ class ProxyState:
         self.control = UpstreamClient(settings.upstream, timeout=10.0, transport=transport)
         self.n_ctx_value: int | None = settings.n_ctx or None
         self.n_ctx_source = "settings" if settings.n_ctx else "unknown"
+        # page chats only up to a user message; "auto" learns it from /props (a bad
+        # setting fails here, at start)
+        self.alternate = wants_alternation(settings.alternate_roles)
         self.upstream_model: str | None = None
         self._n_ctx_at = float("-inf")
         self._refresh: asyncio.Task[None] | None = None
@@ -185,12 +199,19 @@ class ProxyState:
         return self.n_ctx_value or FALLBACK_N_CTX
 
     async def refresh_n_ctx(self) -> None:
-        """Re-read n_ctx from the upstream now (a failure keeps the previous value)."""
-        if self.settings.n_ctx:
+        """Re-read n_ctx (and the chat template) from the upstream now (a failure keeps
+        the previous values)."""
+        auto = self.settings.alternate_roles == "auto"
+        if self.settings.n_ctx and not auto:
             return
         self._n_ctx_at = time.monotonic()
         try:
-            value = await self.control.n_ctx()
+            props = await self.control.props()
+            if auto:
+                self.alternate = wants_alternation("auto", chat_template_of(props))
+            if self.settings.n_ctx:
+                return
+            value = n_ctx_of(props)
             source = "props"
             if value is None:
                 value, source = await self._n_ctx_from_models(), "models"
@@ -240,6 +261,7 @@ class ProxyState:
         snap["upstream"] = {
             "n_ctx": self.n_ctx_value,
             "n_ctx_source": self.n_ctx_source,
+            "alternate_roles": self.alternate,
             "exact_token_counts": self.counter.exact,
             "tokenize_cache": self.counter.cache_len(),
             "calibration_ratio": self.counter.ratio,
@@ -479,7 +501,9 @@ async def _rewrite(
 ) -> _Exchange:
     hint = payload.get("user")
     rewrite = functools.partial(
-        state.pipeline.rewrite, session_hint=hint if isinstance(hint, str) else ""
+        state.pipeline.rewrite,
+        session_hint=hint if isinstance(hint, str) else "",
+        alternate=state.alternate,
     )
     result = await anyio.to_thread.run_sync(rewrite, messages, n_ctx)
     return _Exchange(payload, result, n_ctx)
