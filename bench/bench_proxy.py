@@ -274,14 +274,7 @@ def start_stub() -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, __file__, "--serve-stub", str(port)])
     url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(url + "/props", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_until(up, 30, what="stub upstream up")
+    wait_answering(url + "/props", 30, "stub upstream up")
     return proc, url
 
 
@@ -304,15 +297,20 @@ def start_proxy(upstream: str, home: str) -> tuple[subprocess.Popen[bytes], str]
         env=env,
     )
     url = f"http://127.0.0.1:{port}"
+    wait_answering(url + "/api/stats", 60, "proxy up")
+    return proc, url
+
+
+def wait_answering(url: str, timeout_s: float, what: str) -> None:
+    """Wait until ``url`` answers 200."""
 
     def up() -> bool:
         try:
-            return httpx.get(url + "/api/stats", timeout=1).status_code == 200
+            return httpx.get(url, timeout=1).status_code == 200
         except httpx.TransportError:
             return False
 
-    wait_until(up, 60, what="proxy up")
-    return proc, url
+    wait_until(up, timeout_s, what=what)
 
 
 def machine() -> str:
