@@ -32,6 +32,7 @@ from typing import Any
 from offload.config import ProxySettings
 from offload.core.tokens import default_counter
 from offload.proxy.bound import prefix_bound
+from offload.proxy.handles import least_stub_tokens
 from offload.proxy.messages import head_end, message_tokens
 from offload.proxy.pipeline import Pipeline
 from offload.proxy.replay import chain_runs, load_runs, replay, turn_points
@@ -70,10 +71,13 @@ def what_if(path: Path, n_ctx: int = 8192) -> list[dict[str, Any]]:
         "whole head stubbed": [80] * head + tokens[head:],
     }
     ceiling = int(ProxySettings().emergency * n_ctx)
+    floors = least_stub_tokens(counter)
     rows = []
     for head_name, toks in heads.items():
         for tail in (4, 2, 0):
-            bound = prefix_bound(session, toks, points, ceiling, tail)
+            bound = prefix_bound(
+                session, toks, points, ceiling, tail, stub_floor=floors[0], range_floor=floors[1]
+            )
             rows.append(
                 {
                     "file": path.name,
@@ -137,7 +141,8 @@ def render(
         " consecutive turns of a session whose previous wire is an exact prefix of the next;"
         " `bound` is the most any windowing policy could keep under the same rules (head"
         " pinned, tail verbatim, wire under the ceiling; `offload.proxy.bound`, optimistic:"
-        " range stubs free); `at ceiling`: windowing turns the ceiling fired.",
+        " stubs at the least any stub can cost, breaks wherever they pay off best);"
+        " `at ceiling`: windowing turns the ceiling fired.",
         "",
         "| file | mode | n_ctx | turns | client tokens | wire tokens | wire/client |"
         " peak wire | ceiling | prefix kept | bound | windowing turns | at ceiling | problems |",

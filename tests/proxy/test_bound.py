@@ -10,8 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from offload.config import ProxySettings
+from offload.core.stubs import is_stub
 from offload.core.tokens import EstimateCounter
 from offload.proxy.bound import prefix_bound
+from offload.proxy.handles import is_range_stub, least_stub_tokens
 from offload.proxy.pipeline import Pipeline
 from offload.proxy.replay import Run, replay, turn_points
 from offload.store.store import Store
@@ -58,6 +60,41 @@ def test_a_tail_that_alone_breaks_the_ceiling_counts_as_free() -> None:
 def test_fewer_than_two_requests_have_no_pairs() -> None:
     msgs = chat(1)
     assert prefix_bound(msgs, [1] * len(msgs), turn_points(msgs), 100, 4).pairs == 0
+
+
+def test_what_the_middle_must_cost_after_a_break_lowers_the_bound() -> None:
+    msgs = chat(12)
+    tokens = [100, 100] + [50] * (len(msgs) - 2)
+    points = turn_points(msgs)
+    free = prefix_bound(msgs, tokens, points, ceiling=500, tail=2)
+    costly = prefix_bound(msgs, tokens, points, ceiling=500, tail=2, stub_floor=30, range_floor=40)
+    # after a break the middle costs 40 more: 340, 440, then a break again at 540, so
+    # breaks fall at requests 4, 6, 8 and 10 instead of 4, 7 and 10
+    assert (free.kept, costly.kept) == (8, 7)
+
+
+def test_no_stub_the_pipeline_makes_costs_less_than_the_floors(tmp_path: Path) -> None:
+    counter = EstimateCounter()
+    stub_floor, range_floor = least_stub_tokens(counter)
+    msgs = chat(0)
+    for t in range(30):
+        msgs += [
+            {"role": "assistant", "content": f"a{t} " + "word " * 60},
+            {"role": "user", "content": f"u{t} " + "line of output\n" * 40},
+        ]
+    stubs: list[int] = []
+    ranges: list[int] = []
+    with Store(tmp_path / "s.db", counter=counter) as store:
+        pipe = Pipeline(store, ProxySettings(), counter)
+        for k in turn_points(msgs):
+            for m in pipe.rewrite(msgs[:k], 6000).messages:
+                if is_range_stub(m):
+                    ranges.append(pipe.handles.tokens(m))
+                elif is_stub(str(m["content"])):
+                    stubs.append(pipe.handles.tokens(m))
+    assert ranges and stubs  # both kinds were on the wire
+    assert min(ranges) >= range_floor
+    assert min(stubs) >= stub_floor
 
 
 _TEXT = st.sampled_from(["ok", "short reply", "word " * 40, "line of output\n" * 60])

@@ -8,10 +8,13 @@ at least the pinned head and the verbatim tail. The fewest breaks that keep ever
 under the ceiling follow from that alone, whatever the policy: a dynamic programme over
 the turns where a break could fall.
 
-The bound is optimistic wherever the rules leave room, so that no policy can beat it:
-the range stub costs nothing, and when the head and the tail alone would break the
-ceiling (the only case where the tail may be stubbed) the tail and the turn's new
-messages count as free, and so does the head when it alone breaks the ceiling. ``offload replay`` reports the bound next to what the pipeline
+The bound is optimistic wherever the rules leave room, so that no policy can beat it.
+What lies between the head and the tail after a break costs at least the cheaper of the
+least a range stub can cost and, message by message, the lesser of its own size and the
+least any stub can cost (both floors given by the caller: 0 is always safe). When the
+head, that middle and the tail would break the ceiling (the only case where the tail may
+be stubbed), the tail's and the turn's new messages count at that per-message least, and
+so do the head's when even that does not fit. ``offload replay`` reports the bound next to what the pipeline
 reached, so settings can be judged against what is possible at all.
 """
 
@@ -37,30 +40,43 @@ def prefix_bound(
     points: Sequence[int],
     ceiling: int,
     tail: int,
+    *,
+    stub_floor: int = 0,
+    range_floor: int = 0,
 ) -> Bound:
     """The bound for one session.
 
     ``messages``: the whole conversation; ``tokens[i]``: wire tokens of message ``i`` sent
     verbatim; ``points``: the requests, each ``messages[:p]``; ``ceiling``: the emergency
-    ceiling in tokens; ``tail``: the protected tail in messages.
+    ceiling in tokens; ``tail``: the protected tail in messages; ``stub_floor`` and
+    ``range_floor``: the least a message stub and a range stub can cost.
     """
     if len(points) < 2:
         return Bound(pairs=0, kept=0)
     head = head_end(messages)
     pinned = sum(tokens[:head])
     before = [0]
+    least = [0]  # running sums of what each message costs at the least, stubbed or not
     for t in tokens:
         before.append(before[-1] + t)
+        least.append(least[-1] + min(t, stub_floor))
 
     base: list[int] = []  # the least wire right after a break at each request
-    growth: list[int] = []  # what each request appends to the previous one, verbatim
+    growth: list[int] = []  # the least each request appends to the previous one
     for k, p in enumerate(points):
         start = protect_start(messages[:p], head, tail)
-        alone = pinned + before[p] - before[start]
-        fits = alone <= ceiling
-        base.append(alone if fits else (pinned if pinned <= ceiling else 0))
-        appended = before[p] - before[points[k - 1]] if k else 0
-        growth.append(appended if fits else 0)
+        middle = min(range_floor, least[start] - least[head]) if start > head else 0
+        appended = points[k - 1] if k else p
+        if pinned + middle + before[p] - before[start] <= ceiling:
+            # the tail, and so every new message, goes verbatim
+            base.append(pinned + middle + before[p] - before[start])
+            growth.append(before[p] - before[appended])
+            continue
+        # the tail alone breaks the ceiling: its messages, then the head's, may be stubbed
+        tail_least = least[p] - least[start]
+        head_cost = pinned if pinned + middle + tail_least <= ceiling else least[head]
+        base.append(head_cost + middle + tail_least)
+        growth.append(least[p] - least[appended])
     return Bound(
         pairs=len(points) - 1, kept=len(points) - 1 - _fewest_breaks(base, growth, ceiling)
     )

@@ -251,21 +251,49 @@ class Handles:
         text_of_part = "\n".join(
             content_text(m) for m in messages[start:end] if m["role"] in ("user", "assistant")
         )
-        info = StubInfo(
-            ref=short_ref(digest),
-            kind=f"{count} earlier messages",
-            source=f"this conversation, #{first}-#{end - 1} ({mix})",
-            tokens=paged_tokens,
-            lines=count_lines(body),
-            nbytes=len(body.encode("utf-8", "surrogatepass")),
-            gist=gist(text_of_part, RANGE_GIST_CHARS) if text_of_part.strip() else "",
+        text = _range_text(
+            StubInfo(
+                ref=short_ref(digest),
+                kind=f"{count} earlier messages",
+                source=f"this conversation, #{first}-#{end - 1} ({mix})",
+                tokens=paged_tokens,
+                lines=count_lines(body),
+                nbytes=len(body.encode("utf-8", "surrogatepass")),
+                gist=gist(text_of_part, RANGE_GIST_CHARS) if text_of_part.strip() else "",
+            )
         )
-        call = read_call(info.ref) + ' (JSON: the newest part; "earlier" names the one before)'
-        text = render_stub(info, call)
         role = range_role(messages, first, end)
         tokens = message_tokens(self.counter, {"role": role, "content": text})
         stub = RangeStub(first, end - 1, CTX_PREFIX + digest, label, text, tokens, role)
         return stub, body
+
+
+def _range_text(info: StubInfo) -> str:
+    call = read_call(info.ref) + ' (JSON: the newest part; "earlier" names the one before)'
+    return render_stub(info, call)
+
+
+def least_stub_tokens(counter: TokenCounter) -> tuple[int, int]:
+    """Lower bounds on the wire tokens of any message stub and of any range stub (for
+    :mod:`offload.proxy.bound`): each rendered with the shortest fields it can have."""
+    ref = short_ref("0" * 64)
+    message = render_stub(
+        StubInfo(ref=ref, kind="", source="", tokens=0, lines=0, nbytes=0), read_call(ref)
+    )
+    ranged = _range_text(
+        StubInfo(
+            ref=ref,
+            kind="1 earlier messages",
+            source="this conversation, #0-#0 (1 user)",
+            tokens=0,
+            lines=0,
+            nbytes=0,
+        )
+    )
+    return (
+        message_tokens(counter, {"role": "user", "content": message}),
+        message_tokens(counter, {"role": "user", "content": ranged}),
+    )
 
 
 def expand(

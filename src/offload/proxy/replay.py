@@ -19,7 +19,7 @@ from typing import Any
 
 from offload.errors import InvalidInput
 from offload.proxy.bound import prefix_bound
-from offload.proxy.handles import expand, is_range_stub
+from offload.proxy.handles import expand, is_range_stub, least_stub_tokens
 from offload.proxy.messages import Message, head_end, protect_start, validate
 from offload.proxy.pipeline import RANGE_ESTIMATE, Pipeline
 from offload.proxy.window import Budget
@@ -158,6 +158,7 @@ def replay(
     report = Report(n_ctx=n_ctx, chained=chained)
     budget = Budget.of(pipeline.settings, n_ctx)
     memo: dict[str, Any] = {}  # parsed store bodies, shared by the checks
+    floors = least_stub_tokens(pipeline.counter)
     for run in runs:
         points = turn_points(run.messages)
         if not points:
@@ -186,7 +187,13 @@ def replay(
                 on_turn(turn)
         tokens = [pipeline.handles.tokens(m) for m in run.messages[: points[-1]]]
         bound = prefix_bound(
-            run.messages, tokens, points, budget.ceiling, pipeline.settings.tail_messages
+            run.messages,
+            tokens,
+            points,
+            budget.ceiling,
+            pipeline.settings.tail_messages,
+            stub_floor=floors[0],
+            range_floor=floors[1],
         )
         report.bound_kept += bound.kept
     return report
