@@ -6,8 +6,6 @@ Many processes may share one store file: SQLite in WAL mode, every write one
 
 from __future__ import annotations
 
-import os
-import secrets
 import sqlite3
 import threading
 import time
@@ -17,19 +15,17 @@ from typing import Any
 
 from offload.config import Settings, StoreSettings
 from offload.core.chunking import chunk_text, count_lines
-from offload.core.fence import iso, new_nonce
+from offload.core.fence import iso
 from offload.core.hashing import encode, sha256_hex
 from offload.core.refs import MIN_PREFIX, ParsedRef, parse_ref
 from offload.core.tokens import BoundedCounter, TokenCounter, default_counter
 from offload.errors import (
     AmbiguousReference,
-    FenceError,
     Gone,
-    IntegrityError,
     InvalidInput,
     NotFound,
 )
-from offload.store import blocks, db, query, state, tombstones
+from offload.store import blocks, db, lifecycle, query, state, tombstones
 from offload.store.models import (
     Checkout,
     Entry,
@@ -244,18 +240,6 @@ class Store:
                 (cur.lastrowid, text[ch.start : ch.end]),
             )
 
-    def _unindex_block(self, conn: sqlite3.Connection, block_id: int, text: str | None) -> None:
-        rows = conn.execute(
-            "SELECT id, start, end FROM chunks WHERE block_id = ?", (block_id,)
-        ).fetchall()
-        if text is not None:
-            # a contentless FTS5 table forgets a row only when given its original text
-            conn.executemany(
-                "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', ?, ?)",
-                [(r["id"], text[r["start"] : r["end"]]) for r in rows],
-            )
-        conn.execute("DELETE FROM chunks WHERE block_id = ?", (block_id,))
-
     def _set_label(self, conn: sqlite3.Connection, label: str, entry_id: int) -> None:
         conn.execute(
             "INSERT INTO labels (label, entry_id) VALUES (?, ?) "
@@ -342,7 +326,7 @@ class Store:
         preferred = [r for r in rows if scope is not None and r["scope"] == scope] or rows
         row = preferred[0]
         if row["expires"] is not None and row["expires"] <= self.clock():
-            self._expire(int(row["id"]))
+            lifecycle.expire(self, int(row["id"]))
             raise self._why_missing(conn, parsed)
         return Entry.from_row(row, self._labels(conn, int(row["id"])))
 
@@ -509,92 +493,29 @@ class Store:
             "path": str(self.path),
         }
 
-    # -- lifecycle ---------------------------------------------------------------------------
+    # -- lifecycle (offload.store.lifecycle) ---------------------------------------------------
 
     def checkout(
         self, ref: str, *, scope: str | None = None, churn_window_s: float = 120.0
     ) -> Checkout:
         """Mark hot, issue a fresh nonce, return the body; warns on quick re-checkout (churn)."""
-        entry = self.resolve(ref, scope)
-        body = self.body(entry)
-        nonce = new_nonce()
-        now = self.clock()
-        with db.write_tx(self.conn) as conn:
-            row = conn.execute(
-                "SELECT checked_in, status FROM entries WHERE id = ?", (entry.id,)
-            ).fetchone()
-            conn.execute(
-                "UPDATE entries SET status = 'hot', nonce = ?, owner_pid = ?, checked_out = ?, "
-                "accessed = ?, access_count = access_count + 1 WHERE id = ?",
-                (nonce, os.getpid(), now, now, entry.id),
-            )
-            fresh = self._entry_by_id(conn, entry.id)
-        churn = ""
-        if row is not None and row["status"] == "hot":
-            churn = "it was already checked out; the earlier nonce no longer checks it in"
-        elif row is not None and row["checked_in"] and now - row["checked_in"] < churn_window_s:
-            churn = (
-                f"checked out again {now - row['checked_in']:.0f}s after checkin: "
-                "consider keeping it, or read a range instead"
-            )
-        return Checkout(fresh, body, nonce, churn)
+        return lifecycle.checkout(self, ref, scope=scope, churn_window_s=churn_window_s)
 
     def checkin(self, ref: str, nonce: str, *, scope: str | None = None) -> Entry:
         """Mark cold; requires the nonce of the current checkout. Pins are untouched."""
-        entry = self.resolve(ref, scope)
-        with db.write_tx(self.conn) as conn:
-            row = conn.execute(
-                "SELECT status, nonce FROM entries WHERE id = ?", (entry.id,)
-            ).fetchone()
-            if row["status"] != "hot" or not row["nonce"]:
-                raise InvalidInput(f"{entry.ref} is not checked out; nothing to check in")
-            if not isinstance(nonce, str) or not secrets.compare_digest(
-                row["nonce"].encode(), nonce.strip().encode()
-            ):
-                raise FenceError(
-                    f"nonce does not match the checkout of {entry.ref}; "
-                    "use the nonce from the latest checkout's fence tag"
-                )
-            conn.execute(
-                "UPDATE entries SET status = 'cold', nonce = NULL, owner_pid = NULL, "
-                "checked_in = ? WHERE id = ?",
-                (self.clock(), entry.id),
-            )
-            return self._entry_by_id(conn, entry.id)
+        return lifecycle.checkin(self, ref, nonce, scope=scope)
 
     def reset_stale_hot(self) -> int:
         """Mark cold every entry left hot by a process that no longer runs."""
-        rows = self.conn.execute(
-            "SELECT id, owner_pid FROM entries WHERE status = 'hot'"
-        ).fetchall()
-        dead = [int(r["id"]) for r in rows if not _alive(r["owner_pid"])]
-        if dead:
-            with db.write_tx(self.conn) as conn:
-                conn.executemany(
-                    "UPDATE entries SET status = 'cold', nonce = NULL, owner_pid = NULL "
-                    "WHERE id = ? AND status = 'hot'",
-                    [(i,) for i in dead],
-                )
-        return len(dead)
+        return lifecycle.reset_stale_hot(self)
 
     def pin(self, ref: str, scope: str | None = None) -> Entry:
         """Salience 1.0 and a pinned flag that survives checkout, checkin, restart and reap."""
-        return self._set_pin(ref, True, scope)
+        return lifecycle.set_pin(self, ref, True, scope)
 
     def unpin(self, ref: str, scope: str | None = None) -> Entry:
         """Clear the pinned flag (salience stays where it is)."""
-        return self._set_pin(ref, False, scope)
-
-    def _set_pin(self, ref: str, on: bool, scope: str | None) -> Entry:
-        entry = self.resolve(ref, scope)
-        with db.write_tx(self.conn) as conn:
-            if on:
-                conn.execute(
-                    "UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry.id,)
-                )
-            else:
-                conn.execute("UPDATE entries SET pinned = 0 WHERE id = ?", (entry.id,))
-            return self._entry_by_id(conn, entry.id)
+        return lifecycle.set_pin(self, ref, False, scope)
 
     def reap(
         self,
@@ -606,106 +527,35 @@ class Store:
         dry_run: bool = False,
     ) -> list[Entry]:
         """Forget unpinned entries idle longer than ``older_than_s`` and at most ``max_salience``."""
-        now = self.clock()
-        self.expire_due()
-        conds = ["e.pinned = 0"]
-        params: list[Any] = []
-        if older_than_s is not None:
-            conds.append("e.accessed < ?")
-            params.append(now - older_than_s)
-        if max_salience is not None:
-            conds.append("e.salience <= ?")
-            params.append(max_salience)
-        if status is not None:
-            conds.append("e.status = ?")
-            params.append(status)
-        if scope is not None:
-            conds.append("e.scope = ?")
-            params.append(scope)
-        rows = self.conn.execute(
-            f"{_ENTRY_SELECT} WHERE {' AND '.join(conds)} ORDER BY e.id", params
-        ).fetchall()
-        victims = [Entry.from_row(r) for r in rows]
-        if not dry_run:
-            reason = "reaped" + _reap_reason(older_than_s, max_salience, status)
-            with db.write_tx(self.conn) as conn:
-                for e in victims:
-                    self._delete(conn, e.id, reason)
-        return victims
+        return lifecycle.reap(
+            self,
+            older_than_s=older_than_s,
+            max_salience=max_salience,
+            status=status,
+            scope=scope,
+            dry_run=dry_run,
+        )
 
     def forget(self, ref: str, *, reason: str = "forgotten", scope: str | None = None) -> Entry:
         """Remove an entry (and its block once unreferenced), leaving a tombstone."""
-        entry = self.resolve(ref, scope)
-        with db.write_tx(self.conn) as conn:
-            self._delete(conn, entry.id, reason)
-        return entry
+        return lifecycle.forget(self, ref, reason=reason, scope=scope)
 
     def forget_where(
         self, *, source: str, scope: str, keep: Iterable[int] = (), reason: str = "replaced"
     ) -> int:
         """Forget every entry of ``source`` in ``scope`` except ``keep`` (re-sectioning)."""
-        keep_ids = set(keep)
-        with db.write_tx(self.conn) as conn:
-            ids = [
-                int(r[0])
-                for r in conn.execute(
-                    "SELECT id FROM entries WHERE source = ? AND scope = ?", (source, scope)
-                )
-                if int(r[0]) not in keep_ids
-            ]
-            for i in ids:
-                self._delete(conn, i, reason)
-        return len(ids)
+        return lifecycle.forget_where(self, source=source, scope=scope, keep=keep, reason=reason)
 
     def expire_due(self) -> int:
         """Archive every entry whose expiry has passed (tombstoned with the reason)."""
-        now = self.clock()
-        ids = [
-            int(r[0])
-            for r in self.conn.execute(
-                "SELECT id FROM entries WHERE expires IS NOT NULL AND expires <= ?", (now,)
-            )
-        ]
-        for i in ids:
-            self._expire(i)
-        return len(ids)
+        return lifecycle.expire_due(self)
 
-    def _expire(self, entry_id: int) -> None:
-        with db.write_tx(self.conn) as conn:
-            row = conn.execute("SELECT expires FROM entries WHERE id = ?", (entry_id,)).fetchone()
-            if row is not None and row["expires"] is not None:
-                self._delete(conn, entry_id, "expired")
-
+    # maintenance.doctor repairs through these two
     def _delete(self, conn: sqlite3.Connection, entry_id: int, reason: str) -> None:
-        row = conn.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
-        if row is None:
-            return
-        labels = self._labels(conn, entry_id)
-        tombstones.bury(conn, row, labels, reason, self.clock())
-        conn.execute("DELETE FROM labels WHERE entry_id = ?", (entry_id,))
-        conn.execute("DELETE FROM meta_fts WHERE rowid = ?", (entry_id,))
-        conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
-        for digest in {row["block_hash"], row["content_hash"]}:
-            self._drop_block_if_unused(conn, digest)
+        lifecycle.delete(self, conn, entry_id, reason)
 
     def _drop_block_if_unused(self, conn: sqlite3.Connection, digest: str) -> None:
-        used = conn.execute(
-            "SELECT 1 FROM entries WHERE block_hash = ? OR content_hash = ? LIMIT 1",
-            (digest, digest),
-        ).fetchone()
-        if used:
-            return
-        row = conn.execute(
-            "SELECT id, codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
-        ).fetchone()
-        if row is None:
-            return
-        try:
-            text: str | None = blocks.unpack(digest, row["codec"], bytes(row["data"]))
-        except (InvalidInput, IntegrityError):
-            text = None  # a corrupt block cannot be un-indexed exactly; doctor rebuilds
-        self._unindex_block(conn, int(row["id"]), text)
-        conn.execute("DELETE FROM blocks WHERE id = ?", (row["id"],))
+        lifecycle.drop_block_if_unused(conn, digest)
 
     # -- counters and state ------------------------------------------------------------------
 
@@ -728,6 +578,10 @@ class Store:
     def delete_state(self, namespace: str, key: str) -> bool:
         """Remove one saved value; True when it existed."""
         return state.delete(self.conn, namespace, key)
+
+
+# maintenance.doctor counts entries left hot by dead processes with this
+_alive = lifecycle.pid_alive
 
 
 def _release_free_pages(conn: sqlite3.Connection) -> None:
@@ -763,26 +617,3 @@ def _clean_tags(tags: Sequence[str]) -> list[str]:
             if part not in out:
                 out.append(part)
     return out
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _reap_reason(older: float | None, sal: float | None, status: str | None) -> str:
-    parts = []
-    if older is not None:
-        parts.append(f"idle > {older:g}s")
-    if sal is not None:
-        parts.append(f"salience <= {sal:g}")
-    if status is not None:
-        parts.append(f"status {status}")
-    return f" ({', '.join(parts)})" if parts else ""
