@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Callable
 
 from offload.errors import IntegrityError, InvalidInput
-from offload.store import blocks, db
+from offload.store import blocks, db, lifecycle
 from offload.store.models import DoctorReport
 from offload.store.store import Store
 
@@ -82,10 +82,8 @@ def _fts_ok(conn: sqlite3.Connection) -> bool:
 
 
 def _count_stale_hot(store: Store) -> int:
-    from offload.store.store import _alive
-
     rows = store.conn.execute("SELECT owner_pid FROM entries WHERE status = 'hot'").fetchall()
-    return sum(1 for r in rows if not _alive(r[0]))
+    return sum(1 for r in rows if not lifecycle.pid_alive(r[0]))
 
 
 def _repair(store: Store, report: DoctorReport) -> None:
@@ -95,7 +93,7 @@ def _repair(store: Store, report: DoctorReport) -> None:
         report.repaired.append(f"reset {report.stale_hot} entries left hot by dead processes")
     with db.write_tx(conn):
         for digest in report.orphan_blocks:
-            store._drop_block_if_unused(conn, digest)
+            lifecycle.drop_block_if_unused(conn, digest)
         if report.orphan_blocks:
             report.repaired.append(f"dropped {len(report.orphan_blocks)} orphan blocks")
         if report.stale_chunks:
@@ -113,7 +111,9 @@ def _repair(store: Store, report: DoctorReport) -> None:
                 )
             ]
             for entry_id in ids:
-                store._delete(conn, entry_id, "corrupted (its stored bytes failed verification)")
+                lifecycle.delete(
+                    store, conn, entry_id, "corrupted (its stored bytes failed verification)"
+                )
             if ids:
                 report.repaired.append(f"tombstoned {len(ids)} entries of block {digest[:12]}")
         if report.corrupt_blocks or report.missing_blocks or not report.index_ok:

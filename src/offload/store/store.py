@@ -550,13 +550,6 @@ class Store:
         """Archive every entry whose expiry has passed (tombstoned with the reason)."""
         return lifecycle.expire_due(self)
 
-    # maintenance.doctor repairs through these two
-    def _delete(self, conn: sqlite3.Connection, entry_id: int, reason: str) -> None:
-        lifecycle.delete(self, conn, entry_id, reason)
-
-    def _drop_block_if_unused(self, conn: sqlite3.Connection, digest: str) -> None:
-        lifecycle.drop_block_if_unused(conn, digest)
-
     # -- counters and state ------------------------------------------------------------------
 
     def next_number(self, name: str) -> int:
@@ -578,10 +571,6 @@ class Store:
     def delete_state(self, namespace: str, key: str) -> bool:
         """Remove one saved value; True when it existed."""
         return state.delete(self.conn, namespace, key)
-
-
-# maintenance.doctor counts entries left hot by dead processes with this
-_alive = lifecycle.pid_alive
 
 
 def _release_free_pages(conn: sqlite3.Connection) -> None:
