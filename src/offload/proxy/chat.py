@@ -1,0 +1,280 @@
+"""The chat-completions exchange: validate, rewrite (in a worker thread), forward, relay
+and count one chat request, with one retry after an upstream context overflow.
+
+``POST /v1/chat/completions`` is served here; the Anthropic route reuses :func:`run_chat`
+with its own sender and answer transform.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from offload.errors import InvalidInput, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from offload.proxy.errors_http import openai_error
+from offload.proxy.forward import (
+    UpstreamReply,
+    close_shielded,
+    race_disconnect,
+    read_all,
+    relay,
+    request_headers,
+    response_headers,
+)
+from offload.proxy.metrics import RequestRecord, cache_figures
+from offload.proxy.pipeline import RewriteResult
+from offload.proxy.state import ProxyState
+
+# one logger name for the whole proxy surface, whichever module logs
+log = logging.getLogger("offload.proxy")
+
+KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+OVERFLOW = "exceed_context_size_error"
+# after an overflow, aim this far under the upstream's own count
+OVERFLOW_MARGIN = 0.95
+
+R = TypeVar("R", bound=UpstreamReply)
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The body parsed (it must be a JSON object); raises :class:`InvalidInput`."""
+    return (await raw_json_body(request))[1]
+
+
+async def raw_json_body(request: Request) -> tuple[bytes, dict[str, Any]]:
+    """The body as sent and as parsed (it must be a JSON object)."""
+    raw = await request.body()
+    try:
+        payload = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"malformed JSON body: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise InvalidInput("the body must be a JSON object")
+    return raw, payload
+
+
+def validate_messages(messages: Any) -> list[dict[str, Any]]:
+    """The chat messages, checked: a non-empty list of objects with a known role."""
+    if not isinstance(messages, list) or not messages:
+        raise InvalidInput("'messages' must be a non-empty array")
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            raise InvalidInput(f"messages[{i}] must be an object")
+        role = msg.get("role")
+        if role not in KNOWN_ROLES:
+            raise InvalidInput(
+                f"messages[{i}].role {role!r} is not one of {', '.join(sorted(KNOWN_ROLES))}"
+            )
+        content = msg.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise InvalidInput(f"messages[{i}].content must be a string, an array or null")
+    return messages
+
+
+@dataclass
+class _Exchange:
+    """One chat request on its way upstream."""
+
+    payload: dict[str, Any]
+    result: RewriteResult
+    n_ctx: int
+
+
+async def chat_completions(request: Request, state: ProxyState) -> Response:
+    """``POST /v1/chat/completions``."""
+    if state.chat_pool is not None:
+        state.chat_pool.prepare()  # the upstream connect overlaps parsing and the rewrite
+    try:
+        raw, payload = await raw_json_body(request)
+        messages = validate_messages(payload.get("messages"))
+        return await run_chat(request, state, payload, messages, send=state.send_chat, raw=raw)
+    except InvalidInput as exc:
+        return openai_error(400, str(exc))
+
+
+async def run_chat(
+    request: Request,
+    state: ProxyState,
+    payload: dict[str, Any],
+    messages: list[dict[str, Any]],
+    *,
+    send: Callable[[bytes, dict[str, str]], Awaitable[R]],
+    transform: Callable[[R, bool, RewriteResult], Awaitable[Response]] | None = None,
+    raw: bytes | None = None,
+) -> Response:
+    """Rewrite, forward, relay and count one chat request. ``send`` posts a body upstream
+    (the lean client or httpx); ``transform`` lets the Anthropic route convert the answer
+    instead of relaying it. ``raw``: the client's body, which is sent as it came when the
+    rewrite left the messages as they were."""
+    n_ctx = await state.n_ctx()
+    exchange = await _rewrite(state, payload, messages, n_ctx)
+    headers = request_headers(request.headers)
+    headers["content-type"] = "application/json"
+    stream = bool(payload.get("stream"))
+
+    async def send_exchange(ex: _Exchange) -> R:
+        if raw is not None and ex.result.messages == messages:
+            body = raw  # nothing rewritten: the client's bytes, without a re-encoding
+        else:
+            body = json.dumps({**payload, "messages": ex.result.messages}).encode()
+        return await send(body, headers)
+
+    async def exchange_once() -> tuple[R, _Exchange, bytes | None]:
+        """The answer, its exchange, and its body when it had to be read already."""
+        nonlocal exchange
+        resp = await send_exchange(exchange)
+        if resp.status_code == 400:
+            try:
+                body = await resp.aread()  # httpx keeps it for a transform to read again
+            finally:
+                await close_shielded(resp)
+            retry = await _overflow_retry(state, body, exchange, payload, messages)
+            if retry is None:
+                return resp, exchange, body
+            exchange = retry
+            resp = await send_exchange(exchange)
+        return resp, exchange, None
+
+    try:
+        got = await race_disconnect(request, exchange_once)
+    except (httpx.TimeoutException, UpstreamTimeout) as exc:
+        _count_error(state, exchange.result)
+        return openai_error(504, f"upstream did not answer in time: {exc}", "upstream_timeout")
+    except (httpx.HTTPError, UpstreamUnavailable) as exc:
+        _count_error(state, exchange.result)
+        why = str(exc) if isinstance(exc, UpstreamError) else type(exc).__name__
+        return openai_error(
+            502, f"cannot reach upstream {state.api}: {why}", "upstream_unavailable"
+        )
+    if got is None:  # the client went away before the upstream answered
+        _count_error(state, exchange.result)
+        return Response(status_code=499)
+    resp, exchange, read = got
+    result = exchange.result
+    if resp.status_code >= 400:
+        body = read if read is not None else await error_body(resp)
+        _count_error(state, result)
+        if transform is not None:
+            return await transform(resp, False, result)
+        return Response(body, resp.status_code, headers=response_headers(resp.headers))
+
+    if transform is not None:
+        return await transform(resp, stream, result)
+
+    if stream:
+        seen: dict[str, Any] = {}
+
+        def on_event(data: str) -> None:
+            with contextlib.suppress(ValueError):
+                obj = json.loads(data)
+                if isinstance(obj, dict):
+                    seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
+
+        def on_end(completed: bool) -> None:
+            record(state, result, seen, error=not completed)
+
+        return StreamingResponse(
+            relay(resp, on_event_json=on_event, on_end=on_end),
+            status_code=resp.status_code,
+            headers=response_headers(resp.headers),
+        )
+
+    body_or_none = await race_disconnect(request, lambda: read_all(resp))
+    if body_or_none is None:
+        await close_shielded(resp)
+        _count_error(state, result)
+        return Response(status_code=499)
+    try:
+        obj = json.loads(body_or_none)
+    except ValueError:
+        obj = {}
+    record(state, result, obj if isinstance(obj, dict) else {})
+    return Response(body_or_none, resp.status_code, headers=response_headers(resp.headers))
+
+
+async def error_body(resp: UpstreamReply) -> bytes:
+    """An error response's whole body, closing it (httpx keeps it for a second read)."""
+    try:
+        return await resp.aread()
+    finally:
+        await close_shielded(resp)
+
+
+async def _rewrite(
+    state: ProxyState, payload: dict[str, Any], messages: list[dict[str, Any]], n_ctx: int
+) -> _Exchange:
+    hint = payload.get("user")
+    rewrite = functools.partial(
+        state.pipeline.rewrite,
+        session_hint=hint if isinstance(hint, str) else "",
+        alternate=state.alternate,
+    )
+    result = await anyio.to_thread.run_sync(rewrite, messages, n_ctx)
+    return _Exchange(payload, result, n_ctx)
+
+
+async def _overflow_retry(
+    state: ProxyState,
+    body: bytes,
+    exchange: _Exchange,
+    payload: dict[str, Any],
+    messages: list[dict[str, Any]],
+) -> _Exchange | None:
+    """After a 400 whose ``body`` is an ``exceed_context_size_error``: learn the true sizes
+    and rewrite once more with the budget scaled so our counts land under the upstream's.
+    None: not an overflow, pass the 400 on."""
+    try:
+        err = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        err = None
+    if not isinstance(err, dict) or err.get("type") != OVERFLOW:
+        return None
+    upstream_n_ctx = err.get("n_ctx")
+    n_prompt = err.get("n_prompt_tokens")
+    if isinstance(upstream_n_ctx, int) and upstream_n_ctx > 0 and not state.settings.n_ctx:
+        state.n_ctx_value, state.n_ctx_source = upstream_n_ctx, "overflow_error"
+    else:
+        await state.refresh_n_ctx()
+    n_ctx = await state.n_ctx()
+    wire = exchange.result.wire_tokens
+    if isinstance(n_prompt, int) and n_prompt > 0 and wire > 0:
+        state.counter.calibrate(exchange.result.messages, n_prompt)
+        n_ctx = max(1, int(n_ctx * min(1.0, wire / n_prompt) * OVERFLOW_MARGIN))
+    else:
+        n_ctx = max(1, int(n_ctx * OVERFLOW_MARGIN))
+    log.info("upstream overflow (%s prompt tokens); retrying with budget n_ctx=%s", n_prompt, n_ctx)
+    return await _rewrite(state, payload, messages, n_ctx)
+
+
+def record(
+    state: ProxyState, result: RewriteResult, obj: dict[str, Any], *, error: bool = False
+) -> None:
+    """Count one request, with the cache figures its response reported."""
+    prompt, cached = cache_figures(obj)
+    cause = state.metrics.record(
+        RequestRecord(
+            session_id=result.session_id,
+            **result.figures(),
+            prompt_tokens=prompt,
+            cached_tokens=cached,
+            error=error,
+        )
+    )
+    if cause is not None:
+        log.info("session %s: prefix break (%s)", result.session_id[:12], cause)
+    if prompt and not state.counter.exact:
+        state.counter.calibrate(result.messages, prompt)
+
+
+def _count_error(state: ProxyState, result: RewriteResult) -> None:
+    record(state, result, {}, error=True)

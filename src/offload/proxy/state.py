@@ -1,0 +1,222 @@
+"""What one proxy process shares between requests: the upstream clients, the rewrite
+pipeline, the metrics and what is known of the upstream (n_ctx, chat template)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+
+from offload.config import ProxySettings
+from offload.core.tokens import TokenCounter
+from offload.errors import OffloadError, UpstreamError
+from offload.llm.upstream import (
+    UpstreamClient,
+    chat_template_of,
+    n_ctx_of,
+    split_base_url,
+)
+from offload.proxy.counting import UpstreamCounter
+from offload.proxy.forward import UpstreamReply, send_upstream
+from offload.proxy.http1 import Http1Pool
+from offload.proxy.messages import wants_alternation
+from offload.proxy.metrics import Metrics
+from offload.proxy.pipeline import Pipeline, RewriteResult
+from offload.store.store import Store
+
+# one logger name for the whole proxy surface, whichever module logs
+log = logging.getLogger("offload.proxy")
+
+# used only when neither settings nor the upstream say; set proxy.n_ctx for such upstreams
+FALLBACK_N_CTX = 8192
+
+
+class Rewriter(Protocol):
+    """What the proxy needs of the rewrite pipeline."""
+
+    def rewrite(
+        self,
+        messages: list[dict[str, Any]],
+        n_ctx: int,
+        *,
+        session_hint: str = "",
+        alternate: bool = False,
+    ) -> RewriteResult: ...
+
+
+RewriterFactory = Callable[[Store, ProxySettings, TokenCounter], Rewriter]
+
+
+def default_rewriter(store: Store, settings: ProxySettings, counter: TokenCounter) -> Rewriter:
+    """The real rewrite pipeline."""
+    return Pipeline(store, settings, counter, scope="proxy")
+
+
+class ProxyState:
+    """Everything one proxy process shares between requests."""
+
+    def __init__(
+        self,
+        settings: ProxySettings,
+        store: Store,
+        *,
+        rewriter: RewriterFactory = default_rewriter,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sync_transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.settings = settings
+        self.root, self.api = split_base_url(settings.upstream)
+        # parsed once: httpx's URL parsing is a visible share of a request's own overhead
+        self.chat_url = httpx.URL(f"{self.api}/chat/completions")
+        self.counter = UpstreamCounter(
+            self.root, timeout_s=settings.tokenize_timeout_s, transport=sync_transport
+        )
+        self.pipeline = rewriter(store, settings, self.counter)
+        self.metrics = Metrics(store, max_sessions=settings.metrics_sessions)
+        connect_timeout = min(10.0, settings.timeout_s)
+        self.http = httpx.AsyncClient(
+            timeout=httpx.Timeout(settings.timeout_s, connect=connect_timeout),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=128),
+            transport=transport,
+        )
+        # Chat completions to a plain-HTTP upstream (a local model server, where the hop's
+        # cost shows in every time to first byte) go through the lean client; TLS upstreams
+        # and an injected transport keep httpx.
+        self.chat_pool: Http1Pool | None = None
+        chat = urlsplit(str(self.chat_url))
+        if chat.scheme == "http" and transport is None:
+            self.chat_pool = Http1Pool(
+                f"http://{chat.netloc}",
+                timeout_s=settings.timeout_s,
+                connect_timeout_s=connect_timeout,
+            )
+        self.chat_target = chat.path + (f"?{chat.query}" if chat.query else "")
+        self.control = UpstreamClient(settings.upstream, timeout=10.0, transport=transport)
+        self.n_ctx_value: int | None = settings.n_ctx or None
+        self.n_ctx_source = "settings" if settings.n_ctx else "unknown"
+        # page chats only up to a user message; "auto" learns it from /props (a bad
+        # setting fails here, at start)
+        self.alternate = wants_alternation(settings.alternate_roles)
+        self.upstream_model: str | None = None
+        self._n_ctx_at = float("-inf")
+        self._refresh: asyncio.Task[None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Read n_ctx and start the metrics flusher."""
+        await self.refresh_n_ctx()
+        self._flusher = asyncio.create_task(self._flush_loop())
+
+    async def stop(self) -> None:
+        """Stop the flusher, persist the last counts, close connections."""
+        for task in (self._flusher, self._refresh):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await anyio.to_thread.run_sync(self.metrics.flush)
+        await self.http.aclose()
+        if self.chat_pool is not None:
+            await self.chat_pool.aclose()
+        await self.control.aclose()
+        self.counter.close()
+
+    async def _flush_loop(self) -> None:
+        interval = max(0.05, self.settings.metrics_flush_s)
+        while True:
+            await asyncio.sleep(interval)
+            if self.metrics.dirty:
+                try:
+                    await anyio.to_thread.run_sync(self.metrics.flush)
+                except OffloadError as exc:  # a busy store: the counts stay dirty, retried
+                    log.warning("metrics flush failed: %s", exc)
+
+    async def n_ctx(self) -> int:
+        """The upstream's context size: settings, else ``/props`` (re-read every
+        ``props_refresh_s`` in the background), else the upstream's model list."""
+        if self.settings.n_ctx:
+            return self.settings.n_ctx
+        if self.n_ctx_value is None:
+            await self.refresh_n_ctx()
+        elif time.monotonic() - self._n_ctx_at > self.settings.props_refresh_s and (
+            self._refresh is None or self._refresh.done()
+        ):
+            self._refresh = asyncio.create_task(self.refresh_n_ctx())
+        return self.n_ctx_value or FALLBACK_N_CTX
+
+    async def refresh_n_ctx(self) -> None:
+        """Re-read n_ctx (and the chat template) from the upstream now (a failure keeps
+        the previous values)."""
+        auto = self.settings.alternate_roles == "auto"
+        if self.settings.n_ctx and not auto:
+            return
+        self._n_ctx_at = time.monotonic()
+        try:
+            props = await self.control.props()
+            if auto:
+                self.alternate = wants_alternation("auto", chat_template_of(props))
+            if self.settings.n_ctx:
+                return
+            value = n_ctx_of(props)
+            source = "props"
+            if value is None:
+                value, source = await self._n_ctx_from_models(), "models"
+        except UpstreamError as exc:
+            log.info("cannot read n_ctx from the upstream yet: %s", exc)
+            return
+        if value is not None:
+            if value != self.n_ctx_value:
+                log.info("upstream n_ctx %s (from %s)", value, source)
+            self.n_ctx_value, self.n_ctx_source = value, source
+
+    async def _n_ctx_from_models(self) -> int | None:
+        resp = await self.control._send("GET", f"{self.api}/models", allow=frozenset({404}))
+        try:
+            data = resp.json().get("data") or []
+        except (ValueError, AttributeError):
+            return None
+        for model in data:
+            if not isinstance(model, dict):
+                continue
+            raw_meta = model.get("meta")
+            meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+            for value in (
+                meta.get("n_ctx"),
+                model.get("max_model_len"),
+                model.get("context_length"),
+            ):
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    return value
+        return None
+
+    async def send_chat(self, body: bytes, headers: dict[str, str]) -> UpstreamReply:
+        """POST a chat completion upstream (lean client when it applies); returns once the
+        headers arrived. Raises :class:`UpstreamError` or :class:`httpx.HTTPError`."""
+        if self.chat_pool is None:
+            return await self.send_chat_httpx(body, headers)
+        return await self.chat_pool.request("POST", self.chat_target, headers.items(), body)
+
+    async def send_chat_httpx(self, body: bytes, headers: dict[str, str]) -> httpx.Response:
+        """POST a chat completion upstream with httpx (for callers that need its response)."""
+        req = self.http.build_request("POST", self.chat_url, content=body, headers=headers)
+        return await send_upstream(self.http, req)
+
+    def stats(self) -> dict[str, Any]:
+        """``/api/stats``: the metrics snapshot plus what the proxy knows of its upstream."""
+        snap = self.metrics.snapshot()
+        snap["upstream"] = {
+            "n_ctx": self.n_ctx_value,
+            "n_ctx_source": self.n_ctx_source,
+            "alternate_roles": self.alternate,
+            "exact_token_counts": self.counter.exact,
+            "tokenize_cache": self.counter.cache_len(),
+            "calibration_ratio": self.counter.ratio,
+        }
+        return snap
