@@ -71,10 +71,10 @@ class OneShotUpstream:
                     with self.lock:
                         self.dropped += 1
                     return
-                conn.sendall(self._answer(request_line, body))
-                with self.lock:
+                with self.lock:  # recorded before the answer leaves, so a test sees it
                     self.answered.append(request_line)
                     self.bodies.append(body)
+                conn.sendall(self._answer(request_line, body))
 
     @staticmethod
     def _answer(request_line: bytes, body: bytes) -> bytes:
