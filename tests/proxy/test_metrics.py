@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from offload.proxy.counting import UpstreamCounter, message_texts
+from offload.proxy.counting import message_texts
 from offload.proxy.metrics import (
     UPSTREAM_EVICTION,
     Metrics,
@@ -120,62 +118,6 @@ def test_prometheus_text_has_live_cumulative_session_and_cause_series() -> None:
 
 
 # --- the counter -----------------------------------------------------------------------------
-
-
-class FakeTokenize:
-    """A scripted /tokenize: one token per word, or a fixed failure."""
-
-    def __init__(self, status: int = 200, fail: bool = False) -> None:
-        self.calls = 0
-        self.status = status
-        self.fail = fail
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.calls += 1
-        if self.fail:
-            raise httpx.ConnectError("refused", request=request)
-        if self.status != 200:
-            return httpx.Response(self.status)
-        text = json.loads(request.content)["content"]
-        return httpx.Response(200, json={"tokens": list(range(len(text.split())))})
-
-
-def test_exact_counts_come_from_tokenize_once_per_content() -> None:
-    fake = FakeTokenize()
-    counter = UpstreamCounter("http://up", transport=httpx.MockTransport(fake))
-    assert counter.count("one two three") == 3
-    assert counter.count("one two three") == 3
-    assert fake.calls == 1 and counter.exact and counter.cache_len() == 1
-
-
-def test_an_upstream_without_tokenize_falls_back_and_stops_asking() -> None:
-    fake = FakeTokenize(status=404)
-    counter = UpstreamCounter("http://up", transport=httpx.MockTransport(fake))
-    assert counter.count("hello world, how are you") > 0
-    assert counter.count("something else entirely") > 0
-    assert fake.calls == 1 and not counter.exact
-
-
-def test_a_down_tokenize_falls_back_for_a_while_without_failing() -> None:
-    fake = FakeTokenize(fail=True)
-    now = [0.0]
-    counter = UpstreamCounter(
-        "http://up", transport=httpx.MockTransport(fake), retry_after_s=30, clock=lambda: now[0]
-    )
-    assert counter.count("a b c") > 0 and counter.count("d e f") > 0
-    assert fake.calls == 1
-    now[0] = 31.0
-    fake.fail = False
-    assert counter.count("g h i j") == 4
-
-
-def test_calibration_scales_offline_counts_toward_the_reported_prompt_size() -> None:
-    counter = UpstreamCounter("http://up", transport=httpx.MockTransport(FakeTokenize(404)))
-    messages = [{"role": "user", "content": "word " * 200}]
-    before = counter.count(messages[0]["content"])
-    counter.calibrate(messages, prompt_tokens=2 * before + 4)
-    assert counter.ratio == pytest.approx(2.0, rel=0.05)
-    assert counter.count(messages[0]["content"] + " more") > 1.8 * before
 
 
 def test_message_texts_include_parts_and_tool_call_arguments() -> None:

@@ -56,12 +56,9 @@ def create_app(
     *,
     rewriter: RewriterFactory = default_rewriter,
     transport: httpx.AsyncBaseTransport | None = None,
-    sync_transport: httpx.BaseTransport | None = None,
 ) -> Guard:
     """The proxy as an ASGI app (guarded by Host/Origin checks and the optional token)."""
-    state = ProxyState(
-        settings, store, rewriter=rewriter, transport=transport, sync_transport=sync_transport
-    )
+    state = ProxyState(settings, store, rewriter=rewriter, transport=transport)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -69,15 +69,12 @@ class ProxyState:
         *,
         rewriter: RewriterFactory = default_rewriter,
         transport: httpx.AsyncBaseTransport | None = None,
-        sync_transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.settings = settings
         self.root, self.api = split_base_url(settings.upstream)
         # parsed once: httpx's URL parsing is a visible share of a request's own overhead
         self.chat_url = httpx.URL(f"{self.api}/chat/completions")
-        self.counter = UpstreamCounter(
-            self.root, timeout_s=settings.tokenize_timeout_s, transport=sync_transport
-        )
+        self.counter = UpstreamCounter(self.root, timeout_s=settings.tokenize_timeout_s)
         self.pipeline = rewriter(store, settings, self.counter)
         self.metrics = Metrics(store, max_sessions=settings.metrics_sessions)
         connect_timeout = min(10.0, settings.timeout_s)
