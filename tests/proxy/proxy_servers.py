@@ -59,6 +59,7 @@ class Scripted:
     cancelled: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
     tokenize_calls: int = 0
+    tokenized: list[str] = field(default_factory=list)  # the texts /tokenize was asked
     has_tokenize: bool = True
     chat_template: str = "{% for message in messages %}<|im_start|>{{ message.role }}"
 
@@ -135,6 +136,7 @@ def scripted_upstream(s: Scripted) -> Starlette:
             return Response(status_code=404)
         s.tokenize_calls += 1
         text = json.loads(await request.body())["content"]
+        s.tokenized.append(text)
         return JSONResponse({"tokens": list(range(len(text.split())))})
 
     async def models(request: Request) -> Response:

@@ -307,3 +307,23 @@ def test_the_wire_alternates_roles_when_the_upstream_template_demands_it(
     assert any(m["content"].startswith("[offload: ") for m in wire)  # it was windowed
     if refuses:
         assert all(a != b for a, b in itertools.pairwise(roles)), roles
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_the_answer_is_counted_while_the_client_reads_it_not_on_the_next_turn(
+    proxy: tuple[Scripted, str], stream: bool
+) -> None:
+    state, url = proxy
+    messages = [{"role": "user", "content": "count me please"}]
+    resp = httpx.post(url + CHAT, json={"messages": messages, "stream": stream})
+    assert resp.status_code == 200
+    answer = "first 0 1 2" if stream else "hello"  # what the scripted upstream answers
+    wait_until(lambda: answer in state.tokenized, 10, what="the answer counted")
+    calls = state.tokenize_calls
+    follow_up = [
+        *messages,
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": "and now this"},
+    ]
+    assert httpx.post(url + CHAT, json={"messages": follow_up}).status_code == 200
+    assert state.tokenized[calls:] == ["and now this"]  # the answer was not counted again

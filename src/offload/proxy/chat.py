@@ -173,15 +173,19 @@ async def run_chat(
 
     if stream:
         seen: dict[str, Any] = {}
+        answer: list[str] = []
 
         def on_event(data: str) -> None:
             with contextlib.suppress(ValueError):
                 obj = json.loads(data)
                 if isinstance(obj, dict):
                     seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
+                    answer.append(_delta_text(obj))
 
         def on_end(completed: bool) -> None:
             record(state, result, seen, error=not completed)
+            if completed:
+                state.precount("".join(answer))
 
         return StreamingResponse(
             relay(resp, on_event_json=on_event, on_end=on_end),
@@ -199,7 +203,33 @@ async def run_chat(
     except ValueError:
         obj = {}
     record(state, result, obj if isinstance(obj, dict) else {})
+    if isinstance(obj, dict):
+        state.precount(_message_text(obj))
     return Response(body_or_none, resp.status_code, headers=response_headers(resp.headers))
+
+
+# The client sends the model's answer back as the next turn's assistant message: counting
+# its text while the client reads it takes one /tokenize call off that turn's first byte.
+
+
+def _delta_text(event: dict[str, Any]) -> str:
+    """The text a streamed chat-completion chunk adds to the first choice's answer."""
+    for choice in event.get("choices") or ():
+        if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            delta = choice.get("delta")
+            text = delta.get("content") if isinstance(delta, dict) else None
+            return text if isinstance(text, str) else ""
+    return ""
+
+
+def _message_text(answer: dict[str, Any]) -> str:
+    """The text of the first choice's message in a whole chat completion."""
+    for choice in answer.get("choices") or ():
+        if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            message = choice.get("message")
+            text = message.get("content") if isinstance(message, dict) else None
+            return text if isinstance(text, str) else ""
+    return ""
 
 
 async def error_body(resp: UpstreamReply) -> bytes:

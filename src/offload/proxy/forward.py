@@ -144,8 +144,8 @@ async def relay(
 ) -> AsyncIterator[bytes]:
     """Yield the upstream body chunk by chunk, as it arrives.
 
-    With ``on_event_json``, SSE events whose data mention ``usage`` or ``timings`` are handed
-    over (as text) after their bytes have been passed on. ``on_end(completed)`` runs once at
+    With ``on_event_json``, the data of every SSE event that holds a JSON object is handed
+    over (as text) after its bytes have been passed on. ``on_end(completed)`` runs once at
     the end: ``completed`` is False when the client went away or the upstream broke off.
     """
     decoder = SseDecoder() if on_event_json is not None else None
@@ -155,11 +155,11 @@ async def relay(
             yield chunk
             if decoder is not None and on_event_json is not None:
                 for event in decoder.feed(chunk):
-                    if '"timings"' in event.data or '"usage"' in event.data:
+                    if event.data.startswith("{"):
                         on_event_json(event.data)
         if decoder is not None and on_event_json is not None:
             for event in decoder.close():
-                if '"timings"' in event.data or '"usage"' in event.data:
+                if event.data.startswith("{"):
                     on_event_json(event.data)
         completed = True
     except BROKEN_OFF:

@@ -105,15 +105,25 @@ class ProxyState:
         self._n_ctx_at = float("-inf")
         self._refresh: asyncio.Task[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
+        self._precounts: set[asyncio.Task[int]] = set()
 
     async def start(self) -> None:
         """Read n_ctx and start the metrics flusher."""
         await self.refresh_n_ctx()
         self._flusher = asyncio.create_task(self._flush_loop())
 
+    def precount(self, text: str) -> None:
+        """Count ``text`` in the background (a worker thread), so that a request carrying it
+        later finds the count cached; only while the upstream counts exactly."""
+        if not text or not self.counter.exact:
+            return
+        task = asyncio.create_task(anyio.to_thread.run_sync(self.counter.count, text))
+        self._precounts.add(task)
+        task.add_done_callback(self._precounts.discard)
+
     async def stop(self) -> None:
         """Stop the flusher, persist the last counts, close connections."""
-        for task in (self._flusher, self._refresh):
+        for task in (self._flusher, self._refresh, *self._precounts):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
