@@ -6,6 +6,11 @@
 - TTFB, new turn: as above, but each pair ends in a user message never seen before, so the
   proxy must count it (one ``/tokenize`` call); the upstream's prompt cache is warmed with
   that prompt first (untimed) so both paths find it cached alike.
+- TTFB, a real next turn: each of those requests goes through the proxy first (untimed,
+  up to 12 tokens), and the timed pair sends it again with the model's answer as the
+  assistant message and a new user message after it, as an agent's next request does
+  (the proxy counted the answer while relaying it, so only the new message waits for a
+  count).
 - concurrency: 64 streaming clients at once through one proxy; every stream must be
   complete (``[DONE]``), carry one completion id of its own, and no id may appear twice.
 
@@ -146,6 +151,28 @@ def pairs(
             direct.append(d)
             proxied.append(p)
     return direct, proxied
+
+
+def next_turns(
+    client: httpx.Client, proxy_url: str, firsts: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """An agent's next requests: each first request goes through the proxy (streamed,
+    untimed) and its answer comes back as the assistant message before a new user message."""
+    out = []
+    for i, first in enumerate(firsts):
+        answer = []
+        with client.stream("POST", proxy_url + CHAT, json={**first, "max_tokens": 12}) as resp:
+            for line in resp.iter_lines():
+                if line.startswith("data: {"):
+                    for choice in json.loads(line[6:]).get("choices") or ():
+                        answer.append((choice.get("delta") or {}).get("content") or "")
+        messages = [
+            *first["messages"],
+            {"role": "assistant", "content": "".join(answer)},
+            {"role": "user", "content": f"Thanks. What next? ({i})"},
+        ]
+        out.append({**first, "messages": messages})
+    return out
 
 
 def row(name: str, direct: list[float], proxied: list[float], target: str) -> str:
@@ -388,6 +415,8 @@ def main() -> int:
             streams = (fresh_conn, to_proxy)
             ttfb_d, ttfb_p = pairs(streams, upstream, proxy_url, timed_ttfb, [sbody] * n, rng)
             new_d, new_p = pairs(streams, upstream, proxy_url, timed_ttfb, fresh, rng, warm=True)
+            turns = next_turns(to_proxy, proxy_url, fresh)
+            next_d, next_p = pairs(streams, upstream, proxy_url, timed_ttfb, turns, rng, warm=True)
             stats = to_proxy.get(proxy_url + "/api/stats").json()["live"]["counters"]
             assert stats["stubs_made"] == 0 and stats["windowed"] == 0, stats
             assert stats["client_tokens"] == stats["wire_tokens"], stats
@@ -415,6 +444,12 @@ def main() -> int:
         row("50-message request, max_tokens 1", direct, proxied, "p50 < 5 ms"),
         row("streaming time to first byte", ttfb_d, ttfb_p, "< 2 ms"),
         row("streaming TTFB, new last message each pair", new_d, new_p, "(< 2 ms)"),
+        row(
+            "streaming TTFB, a real next turn (the model's answer + a new message)",
+            next_d,
+            next_p,
+            "(< 2 ms)",
+        ),
         "",
         f"Failed requests (their pairs left out): direct {FAILED['direct']}, "
         f"through the proxy {FAILED['proxy']}.",
