@@ -180,7 +180,7 @@ async def run_chat(
                 obj = json.loads(data)
                 if isinstance(obj, dict):
                     seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
-                    answer.append(_delta_text(obj))
+                    answer.append(_answer_text(obj, "delta"))
 
         def on_end(completed: bool) -> None:
             record(state, result, seen, error=not completed)
@@ -204,7 +204,7 @@ async def run_chat(
         obj = {}
     record(state, result, obj if isinstance(obj, dict) else {})
     if isinstance(obj, dict):
-        state.precount(_message_text(obj))
+        state.precount(_answer_text(obj, "message"))
     return Response(body_or_none, resp.status_code, headers=response_headers(resp.headers))
 
 
@@ -212,22 +212,13 @@ async def run_chat(
 # its text while the client reads it takes one /tokenize call off that turn's first byte.
 
 
-def _delta_text(event: dict[str, Any]) -> str:
-    """The text a streamed chat-completion chunk adds to the first choice's answer."""
-    for choice in event.get("choices") or ():
+def _answer_text(obj: dict[str, Any], part: str) -> str:
+    """The text of the first choice: its ``message`` in a whole chat completion, or what a
+    streamed chunk's ``delta`` adds to it."""
+    for choice in obj.get("choices") or ():
         if isinstance(choice, dict) and choice.get("index", 0) == 0:
-            delta = choice.get("delta")
-            text = delta.get("content") if isinstance(delta, dict) else None
-            return text if isinstance(text, str) else ""
-    return ""
-
-
-def _message_text(answer: dict[str, Any]) -> str:
-    """The text of the first choice's message in a whole chat completion."""
-    for choice in answer.get("choices") or ():
-        if isinstance(choice, dict) and choice.get("index", 0) == 0:
-            message = choice.get("message")
-            text = message.get("content") if isinstance(message, dict) else None
+            holder = choice.get(part)
+            text = holder.get("content") if isinstance(holder, dict) else None
             return text if isinstance(text, str) else ""
     return ""
 
