@@ -174,8 +174,11 @@ async def run_chat(
     if stream:
         seen: dict[str, Any] = {}
         answer: list[str] = []
+        gather = state.counter.exact  # the answer is only worth collecting to count it
 
         def on_event(data: str) -> None:
+            if not gather and '"timings"' not in data and '"usage"' not in data:
+                return  # nothing this event says is needed: skip parsing it
             with contextlib.suppress(ValueError):
                 obj = json.loads(data)
                 if isinstance(obj, dict):

@@ -162,9 +162,12 @@ class Pipeline:
             wire, wire_tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
             total = sum(wire_tokens)
             cause = cause or "stubs_restored"
-        # the least a compaction could leave now: the head, a range stub, the tail
-        least = sum(wire_tokens[:head]) + RANGE_ESTIMATE + sum(ct[protect:])
-        fire, emergency = trigger(total, state.floor, budget, _growth(msgs, ct, head), least)
+        least, growth = 0, 0.0
+        if total > budget.high:  # below it the band cannot matter: skip the O(n) sums
+            # the least a compaction could leave now: the head, a range stub, the tail
+            least = sum(wire_tokens[:head]) + RANGE_ESTIMATE + sum(ct[protect:])
+            growth = _growth(msgs, ct, head)
+        fire, emergency = trigger(total, state.floor, budget, growth, least)
         windowed = False
         stubs_made = 0
         new_state = state
