@@ -27,6 +27,17 @@ def add_scope_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all-scopes", action="store_true", help="every scope")
 
 
+def add_root_arg(parser: argparse.ArgumentParser) -> None:
+    """``--root DIR`` (repeatable): the directories the MCP tools may read."""
+    parser.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory offload_path may read (repeatable; default: the project root)",
+    )
+
+
 def scope_of(args: argparse.Namespace, *, for_write: bool = False) -> str | None:
     """The scope a command acts on; None means every scope (reads only)."""
     if getattr(args, "scope", None):

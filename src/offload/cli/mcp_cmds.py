@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from offload.cli.common import open_store
+from offload.cli.common import add_root_arg, open_store
 from offload.config import Settings
 
 
@@ -15,13 +15,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="HTTP listen address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="HTTP port (default 8901)")
     parser.add_argument("--scope", help="scope name (default: the git root of the cwd)")
-    parser.add_argument(
-        "--root",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a directory offload_path may read (repeatable; default: the project root)",
-    )
+    add_root_arg(parser)
     parser.add_argument("--tools", help="comma-separated subset of tools to offer (default: all)")
     parser.add_argument(
         "--catalog", action="store_true", help="print the tool catalog's token cost and exit"

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from offload.cli.common import open_store
+from offload.cli.common import add_root_arg, open_store
 from offload.cli.dashboard import render_dashboard
 from offload.config import Settings, load_settings
 from offload.errors import OffloadError
@@ -68,13 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="gateway TOML with [servers.NAME] tables; mounts the gateway at /gateway/mcp",
     )
     parser.add_argument("--scope", help="MCP scope name (default: the git root of the cwd)")
-    parser.add_argument(
-        "--root",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a directory offload_path may read (repeatable; default: the project root)",
-    )
+    add_root_arg(parser)
     parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
@@ -401,14 +395,7 @@ def _host_app(served: Served) -> ASGIApp:
     )
     # the host's own pages get the proxy's guard: Host/Origin checks, and the bearer token
     # on /metrics and /api/stats when [proxy] bearer_token is set
-    p = served.settings.proxy
-    return Guard(
-        app,
-        bind_host=p.host,
-        allowed_hosts=p.allowed_hosts,
-        allowed_origins=p.allowed_origins,
-        bearer_token=p.bearer_token,
-    )
+    return Guard.for_proxy(app, served.settings.proxy)
 
 
 # -- lifespans -----------------------------------------------------------------------------

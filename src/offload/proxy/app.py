@@ -83,13 +83,7 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.proxy = state
     app.add_exception_handler(Exception, _internal_error)
-    return Guard(
-        app,
-        bind_host=settings.host,
-        allowed_hosts=settings.allowed_hosts,
-        allowed_origins=settings.allowed_origins,
-        bearer_token=settings.bearer_token,
-    )
+    return Guard.for_proxy(app, settings)
 
 
 def _bind(

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from offload.config import ProxySettings
+
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 # the proxy's own endpoints: these (and only these) require the bearer token when one is set;
 # model routes carry the upstream's key in Authorization, which is forwarded untouched
@@ -66,6 +68,18 @@ class Guard:
         self.hosts = frozenset(hosts)
         self.origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
         self.token = bearer_token.encode()
+
+    @classmethod
+    def for_proxy(cls, app: ASGIApp, settings: ProxySettings) -> Guard:
+        """``app`` guarded as the ``[proxy]`` settings say (bind host, allowed hosts and
+        origins, bearer token)."""
+        return cls(
+            app,
+            bind_host=settings.host,
+            allowed_hosts=settings.allowed_hosts,
+            allowed_origins=settings.allowed_origins,
+            bearer_token=settings.bearer_token,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
