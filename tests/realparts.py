@@ -312,3 +312,26 @@ class LlamaServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def git_repo(path: Path, commits: int = 1) -> Path:
+    """A fresh git repository at ``path`` with ``commits`` commits of ``f.txt``."""
+    path.mkdir()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@x",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@x",
+    }
+    subprocess.run(["git", "init", "-q"], cwd=path, check=True, env=env)
+    for i in range(commits):
+        (path / "f.txt").write_text(f"version {i}\n")
+        subprocess.run(["git", "add", "f.txt"], cwd=path, check=True, env=env)
+        subprocess.run(
+            ["git", "commit", "-q", "-m", f"change {i}: adjust the widget frobnicator"],
+            cwd=path,
+            check=True,
+            env=env,
+        )
+    return path

@@ -8,7 +8,6 @@ Streamable HTTP client; the gateway test uses ``mcp-server-git`` on a temporary 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -37,6 +36,7 @@ from realparts import (
     ServerThread,
     child_env,
     free_port,
+    git_repo,
     require,
     stop_process,
     wait_until,
@@ -89,6 +89,13 @@ class ServeProcess:
             if proc.poll() is None:
                 return self
         raise AssertionError(f"offload serve would not start:\n{self.log_text()}")
+
+    def assert_shut_down_cleanly(self, code: int, took: float) -> None:
+        """SIGTERM ended it promptly, through the lifespan's shutdown, without a traceback."""
+        assert code in (0, -signal.SIGTERM), self.log_text()
+        assert took < 10
+        assert "Application shutdown complete" in self.log_text()
+        assert "Traceback" not in self.log_text()
 
     def _answers(self) -> bool:
         try:
@@ -346,10 +353,7 @@ def test_serve_starts_with_the_upstream_down_answers_502_and_stops_on_sigterm(
         code, took = serve.terminate(timeout=15)
     finally:
         serve.stop()
-    assert code in (0, -signal.SIGTERM), serve.log_text()
-    assert took < 10
-    assert "Application shutdown complete" in serve.log_text()
-    assert "Traceback" not in serve.log_text()
+    serve.assert_shut_down_cleanly(code, took)
     settings = load_settings(env={"OFFLOAD_HOME": str(serve.home)})
     store = Store.open(settings)
     try:
@@ -361,22 +365,6 @@ def test_serve_starts_with_the_upstream_down_answers_502_and_stops_on_sigterm(
 
 
 # -- the gateway ---------------------------------------------------------------------------
-
-
-def git_repo(path: Path) -> Path:
-    path.mkdir()
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@x",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@x",
-    }
-    subprocess.run(["git", "init", "-q"], cwd=path, check=True, env=env)
-    (path / "f.txt").write_text("hello\n")
-    subprocess.run(["git", "add", "f.txt"], cwd=path, check=True, env=env)
-    subprocess.run(["git", "commit", "-q", "-m", "first"], cwd=path, check=True, env=env)
-    return path
 
 
 def children(pid: int) -> set[int]:
@@ -431,10 +419,7 @@ async def test_the_gateway_at_gateway_mcp_lists_the_tools_of_a_stdio_upstream(
         code, took = serve.terminate(timeout=15)
     finally:
         serve.stop()
-    assert code in (0, -signal.SIGTERM), serve.log_text()
-    assert took < 10
-    assert "Application shutdown complete" in serve.log_text()
-    assert "Traceback" not in serve.log_text()
+    serve.assert_shut_down_cleanly(code, took)
     # the upstream was closed by its owning task and reaped, not orphaned
     assert not any(Path(f"/proc/{pid}").exists() for pid in upstream_pids)
 

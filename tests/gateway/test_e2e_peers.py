@@ -25,35 +25,13 @@ from gateway_helpers import CATALOG_SERVER, CATALOGS, PEERS, read_indexed, text_
 from mcp.client.stdio import StdioServerParameters
 
 from mcp import Client
-from realparts import free_port, require, wait_until
+from realparts import free_port, git_repo, require, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
 FILESYSTEM = PEERS / "mcp-server-filesystem"
 EVERYTHING = PEERS / "mcp-server-everything"
 INSPECTOR = PEERS / "mcp-inspector"
-
-
-def git_repo(path: Path, commits: int) -> Path:
-    path.mkdir()
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@x",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@x",
-    }
-    subprocess.run(["git", "init", "-q"], cwd=path, check=True, env=env)
-    for i in range(commits):
-        (path / "f.txt").write_text(f"version {i}\n")
-        subprocess.run(["git", "add", "f.txt"], cwd=path, check=True, env=env)
-        subprocess.run(
-            ["git", "commit", "-q", "-m", f"change {i}: adjust the widget frobnicator"],
-            cwd=path,
-            check=True,
-            env=env,
-        )
-    return path
 
 
 def write_config(tmp: Path, servers: dict[str, dict[str, object]], extra: str = "") -> Path:
