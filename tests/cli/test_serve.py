@@ -28,8 +28,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mcp import Client
-from offload.cli.serve_cmds import asgi_lifespan, build, with_gateway_table
+from offload.cli.serve_cmds import with_gateway_table
 from offload.config import load_settings
+from offload.serve.host import build
+from offload.serve.lifespan import asgi_lifespan
 from offload.store.store import Store
 from realparts import (
     MCP_INIT,

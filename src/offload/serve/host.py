@@ -1,0 +1,242 @@
+"""The one-port host: every surface from its own factory, routed by path.
+
+Each request goes, path unchanged, to the surface that owns it:
+
+- ``/mcp``: the cooperative MCP tools over Streamable HTTP (as ``offload mcp --http``);
+- ``/gateway/mcp``: the gateway over Streamable HTTP, when a gateway config is given;
+- ``/``, ``/metrics``, ``/api/stats``: the dashboard and figures of every surface;
+- anything else: the proxy (``/v1/*``, and pass-through paths such as ``/props``).
+
+Each surface keeps its own guards (Host/Origin checks, the optional bearer token). The
+router's lifespan runs each sub-app's ASGI lifespan (:mod:`offload.serve.lifespan`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from offload.config import Settings
+from offload.errors import OffloadError
+from offload.serve.dashboard import render_dashboard
+from offload.serve.figures import own_metrics
+from offload.serve.lifespan import lifespans
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+    from starlette.types import ASGIApp
+
+    from offload.gateway.server import Gateway
+    from offload.mcp.context import McpContext
+    from offload.store.store import Store
+
+MCP_PATH = "/mcp"
+GATEWAY_PATH = "/gateway/mcp"
+HOST_PATHS = ("/", "/metrics", "/api/stats")
+NO_GATEWAY = "no gateway config: start with --gateway-config gateway.toml (or set [gateway] config)"
+
+
+def _host_part(host: str) -> str:
+    if host in ("0.0.0.0", "::", ""):  # a wildcard bind is reached locally over loopback
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+@dataclass
+class Served:
+    """The composed app and what the dashboard and ``/api/stats`` report about it."""
+
+    settings: Settings
+    store: Store
+    base_url: str
+    proxy: ASGIApp
+    mcp: ASGIApp
+    mcp_ctx: McpContext
+    gateway: Gateway | None
+    gateway_app: ASGIApp | None
+    gateway_file: Path | None
+    app: ASGIApp = dataclasses.field(init=False)
+
+    def banner(self) -> str:
+        """What ``offload serve`` prints on start."""
+        rows = [
+            f"offload serve on {self.base_url}",
+            f"  proxy      {self.base_url}/v1  (upstream {self.settings.proxy.upstream})",
+            f"  mcp        {self.base_url}{MCP_PATH}",
+            "  gateway    "
+            + (f"{self.base_url}{GATEWAY_PATH}" if self.gateway else f"not mounted ({NO_GATEWAY})"),
+            f"  dashboard  {self.base_url}/   metrics {self.base_url}/metrics",
+        ]
+        return "\n".join(rows)
+
+    def surfaces(self) -> dict[str, Any]:
+        """Which surfaces are mounted, where, and their health."""
+        gateway: dict[str, Any]
+        if self.gateway is None:
+            gateway = {"mounted": False, "url": None, "why": NO_GATEWAY}
+        else:
+            gateway = {
+                "mounted": True,
+                "url": self.base_url + GATEWAY_PATH,
+                "config": str(self.gateway_file),
+                "upstreams": {
+                    u.name: {"state": u.state, "tools": len(u.tools), "error": u.error}
+                    for u in self.gateway.upstreams.values()
+                },
+            }
+        return {
+            "proxy": {
+                "mounted": True,
+                "url": self.base_url + "/v1",
+                "upstream": self.settings.proxy.upstream,
+            },
+            "mcp": {
+                "mounted": True,
+                "url": self.base_url + MCP_PATH,
+                "scope": self.mcp_ctx.scope,
+                "tool_calls": sum(self.mcp_ctx.stats.calls.values()),
+            },
+            "gateway": gateway,
+            "dashboard": {"mounted": True, "url": self.base_url + "/"},
+            "metrics": {"mounted": True, "url": self.base_url + "/metrics"},
+        }
+
+    async def _proxy_get(self, path: str) -> tuple[int, str]:
+        """One of the proxy's own endpoints, asked in-process through its public app."""
+        import httpx
+
+        headers = {}
+        if self.settings.proxy.bearer_token:
+            headers["authorization"] = f"Bearer {self.settings.proxy.bearer_token}"
+        transport = httpx.ASGITransport(app=self.proxy)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            resp = await c.get(path, headers=headers)
+        return resp.status_code, resp.text
+
+    async def _store_stats(self) -> dict[str, Any]:
+        try:
+            stats: dict[str, Any] = await anyio.to_thread.run_sync(self.store.stats)
+        except OffloadError as exc:  # a busy store: report it, keep serving
+            return {"error": str(exc)}
+        return stats
+
+    async def stats(self) -> dict[str, Any]:
+        """``/api/stats``: proxy stats, store stats and the mounted surfaces."""
+        from offload import __version__
+
+        status, text = await self._proxy_get("/api/stats")
+        proxy: dict[str, Any] = (
+            json.loads(text) if status == 200 else {"error": f"proxy /api/stats: {status}"}
+        )
+        return {
+            "version": __version__,
+            "url": self.base_url,
+            "now": time.time(),
+            "surfaces": self.surfaces(),
+            "proxy": proxy,
+            "store": await self._store_stats(),
+        }
+
+    async def metrics(self) -> str:
+        """``/metrics``: the proxy's Prometheus text plus store and surface gauges."""
+        status, text = await self._proxy_get("/metrics")
+        proxy_text = text if status == 200 else f"# proxy /metrics answered {status}\n"
+        return proxy_text + own_metrics(await self._store_stats(), self.surfaces())
+
+
+def build(
+    settings: Settings, store: Store, *, cwd: Path, gateway_file: Path | None = None
+) -> Served:
+    """Build every surface from its own factory and the host app routing between them."""
+    from offload.mcp.context import McpContext
+    from offload.mcp.http import http_app as mcp_http_app
+    from offload.mcp.server import build_server
+    from offload.proxy.app import create_app
+
+    proxy = create_app(settings.proxy, store)
+    mcp_ctx = McpContext.build(settings, store, cwd)
+    # the MCP guard must accept the Host this process is actually reached at
+    mcp_settings = dataclasses.replace(settings.mcp, host=settings.proxy.host)
+    mcp = mcp_http_app(build_server(mcp_ctx), mcp_settings)
+    gateway: Gateway | None = None
+    gateway_app: ASGIApp | None = None
+    if gateway_file is not None:
+        from offload.gateway.config import load_gateway_config
+        from offload.gateway.run import http_app as gateway_http_app
+        from offload.gateway.server import Gateway
+
+        gateway = Gateway(settings.gateway, load_gateway_config(gateway_file), store)
+        gateway_app = gateway_http_app(gateway, settings.proxy.host, path=GATEWAY_PATH)
+    base = f"http://{_host_part(settings.proxy.host)}:{settings.proxy.port}"
+    served = Served(settings, store, base, proxy, mcp, mcp_ctx, gateway, gateway_app, gateway_file)
+    served.app = _router(served)
+    return served
+
+
+def _under(prefix: str, app: ASGIApp) -> list[BaseRoute]:
+    """Routes sending ``prefix`` and everything below it to ``app`` with the path unchanged
+    (a ``Route`` whose endpoint is an ASGI app passes the scope through; a ``Mount`` would
+    move the prefix into ``root_path`` and redirect the bare prefix)."""
+    from starlette.routing import Route
+
+    return [Route(prefix, app), Route(prefix + "/{rest:path}", app)]
+
+
+def _router(served: Served) -> ASGIApp:
+    """Each request, path unchanged, to the surface that owns it; the lifespan runs every
+    sub-app's lifespan."""
+    from starlette.routing import Mount, Route, Router
+
+    host = _host_app(served)
+    routes: list[BaseRoute] = [
+        *_under(MCP_PATH, served.mcp),
+        *_under("/gateway", served.gateway_app or host),  # the host says it is not mounted
+        *(Route(path, host) for path in HOST_PATHS),
+        Mount("", served.proxy),  # everything else, path unchanged
+    ]
+    return Router(routes=routes, lifespan=lambda _app: lifespans(served))
+
+
+def _host_app(served: Served) -> ASGIApp:
+    from starlette.applications import Starlette
+    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
+    from starlette.routing import Route
+
+    from offload.proxy.errors_http import Guard
+
+    async def dashboard(request: Request) -> Response:
+        token = bool(served.settings.proxy.bearer_token)
+        stats = None if token else await served.stats()
+        page = render_dashboard(
+            served.surfaces(), stats, settings=served.settings, token_required=token
+        )
+        return HTMLResponse(page)
+
+    async def metrics(request: Request) -> Response:
+        return PlainTextResponse(await served.metrics(), media_type="text/plain; version=0.0.4")
+
+    async def api_stats(request: Request) -> Response:
+        return JSONResponse(await served.stats())
+
+    async def no_gateway(request: Request) -> Response:
+        return JSONResponse({"error": f"the gateway is not mounted: {NO_GATEWAY}"}, 404)
+
+    app = Starlette(
+        routes=[
+            Route("/", dashboard, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+            Route("/api/stats", api_stats, methods=["GET"]),
+            Route("/gateway{rest:path}", no_gateway),
+        ]
+    )
+    # the host's own pages get the proxy's guard: Host/Origin checks, and the bearer token
+    # on /metrics and /api/stats when [proxy] bearer_token is set
+    return Guard.for_proxy(app, served.settings.proxy)
