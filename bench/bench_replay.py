@@ -32,7 +32,7 @@ from typing import Any
 from offload.config import ProxySettings
 from offload.core.tokens import default_counter
 from offload.proxy.bound import prefix_bound
-from offload.proxy.handles import least_stub_tokens
+from offload.proxy.message_stubs import least_stub_tokens
 from offload.proxy.messages import head_end, message_tokens
 from offload.proxy.pipeline import Pipeline
 from offload.proxy.replay import chain_runs, load_runs, replay, turn_points

@@ -13,7 +13,7 @@ from offload.config import ProxySettings
 from offload.core.stubs import is_stub
 from offload.core.tokens import EstimateCounter
 from offload.proxy.bound import prefix_bound
-from offload.proxy.handles import is_range_stub, least_stub_tokens
+from offload.proxy.message_stubs import is_range_stub, least_stub_tokens
 from offload.proxy.pipeline import Pipeline
 from offload.proxy.replay import Run, replay, turn_points
 from offload.store.store import Store
@@ -89,9 +89,9 @@ def test_no_stub_the_pipeline_makes_costs_less_than_the_floors(tmp_path: Path) -
         for k in turn_points(msgs):
             for m in pipe.rewrite(msgs[:k], 6000).messages:
                 if is_range_stub(m):
-                    ranges.append(pipe.handles.tokens(m))
+                    ranges.append(pipe.stubs.tokens(m))
                 elif is_stub(str(m["content"])):
-                    stubs.append(pipe.handles.tokens(m))
+                    stubs.append(pipe.stubs.tokens(m))
     assert ranges and stubs  # both kinds were on the wire
     assert min(ranges) >= range_floor
     assert min(stubs) >= stub_floor

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from offload.errors import ConfigError
-from offload.proxy.handles import RangeStub
+from offload.proxy.message_stubs import RangeStub
 from offload.proxy.messages import is_page_boundary, range_role, wants_alternation
 
 Msgs = list[dict[str, Any]]

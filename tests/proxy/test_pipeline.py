@@ -1,4 +1,4 @@
-"""The rewrite pipeline: handle-ization, windowing, sessions, bad input, concurrency."""
+"""The rewrite pipeline: stubbing, windowing, sessions, bad input, concurrency."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from offload.config import ProxySettings
 from offload.core.stubs import is_stub
 from offload.core.tokens import EstimateCounter
 from offload.errors import InvalidInput
-from offload.proxy.handles import expand, is_range_stub
+from offload.proxy.message_stubs import expand, is_range_stub
 from offload.proxy.messages import session_key
 from offload.proxy.pipeline import Pipeline
 from offload.store.store import Store

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from offload.config import ProxySettings
 from offload.core.tokens import EstimateCounter
-from offload.proxy.handles import expand, is_range_stub
+from offload.proxy.message_stubs import expand, is_range_stub
 from offload.proxy.messages import head_end, protect_start
 from offload.proxy.pipeline import Pipeline
 from offload.proxy.window import Budget, Layout, collapsed, cut_level, plan, trigger
@@ -69,7 +69,7 @@ def test_plan_pages_whole_groups_from_the_oldest_down_to_the_target() -> None:
         protect=n - 2,
         group_starts=starts,
         verbatim=verbatim,
-        handled=lambda i: verbatim[i],
+        as_stub=lambda i: verbatim[i],
         forced_cost=lambda i: None,
         range_tokens=30,
         budget=BUDGET,
@@ -178,16 +178,16 @@ def test_windowing_invariants_hold_on_random_conversations(
             assert _valid_tool_structure(wire)
             head = head_end(request)
             start = protect_start(request, head, proxy.tail_messages)
-            head_tokens = sum(pipe.handles.tokens(m) for m in request[:head])
-            tail_tokens = sum(pipe.handles.tokens(m) for m in request[start:])
+            head_tokens = sum(pipe.stubs.tokens(m) for m in request[:head])
+            tail_tokens = sum(pipe.stubs.tokens(m) for m in request[start:])
             tail_len = len(request) - start
             between = wire[head : len(wire) - tail_len]
-            ranges = [pipe.handles.tokens(m) for m in between if is_range_stub(m)]
+            ranges = [pipe.stubs.tokens(m) for m in between if is_range_stub(m)]
             assert all(r <= MAX_RANGE_TOKENS for r in ranges)
             # What must sit between head and tail: the middle as laid out, or at best one
             # range stub standing in for it.
             least = min(
-                sum(pipe.handles.tokens(m) for m in between), max(ranges or [MAX_RANGE_TOKENS])
+                sum(pipe.stubs.tokens(m) for m in between), max(ranges or [MAX_RANGE_TOKENS])
             )
             note(f"{len(request)} msgs: head+least+tail {head_tokens + least + tail_tokens}")
             if head_tokens + least + tail_tokens <= budget.ceiling:
@@ -195,4 +195,4 @@ def test_windowing_invariants_hold_on_random_conversations(
                 assert wire[:head] == request[:head]
                 assert wire[len(wire) - tail_len :] == request[start:]
                 assert result.wire_tokens <= budget.ceiling
-            assert result.wire_tokens == sum(pipe.handles.tokens(m) for m in wire)
+            assert result.wire_tokens == sum(pipe.stubs.tokens(m) for m in wire)

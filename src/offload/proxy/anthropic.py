@@ -222,20 +222,106 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-async def stream_events(
-    chunks: AsyncIterator[bytes], model: str, seen: dict[str, Any]
-) -> AsyncIterator[bytes]:
-    """Convert an OpenAI chat stream into Anthropic Messages stream events.
+def _message_start(model: str) -> bytes:
+    return _sse(
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": _message_id(),
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+            },
+        },
+    )
 
-    ``seen`` receives the stream's ``usage``/``timings`` (for the proxy's metrics) before the
-    generator ends.
-    """
+
+def _block_start(index: int, block: dict[str, Any]) -> bytes:
+    return _sse(
+        "content_block_start",
+        {"type": "content_block_start", "index": index, "content_block": block},
+    )
+
+
+def _block_delta(index: int, delta: dict[str, Any]) -> bytes:
+    return _sse(
+        "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+    )
+
+
+def _block_stop(index: int) -> bytes:
+    return _sse("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+class _Blocks:
+    """The Anthropic content blocks of one streamed answer: which one is open, and which
+    block each OpenAI tool call streams into."""
+
+    def __init__(self) -> None:
+        self.open = -1  # index of the open content block
+        self.kind = ""
+        self.tools: dict[int, int] = {}  # OpenAI tool_call index -> our block index
+        self.finish = "end_turn"
+
+    def _next(self, kind: str, block: dict[str, Any]) -> list[bytes]:
+        events = [_block_stop(self.open)] if self.open >= 0 else []
+        self.open += 1
+        self.kind = kind
+        events.append(_block_start(self.open, block))
+        return events
+
+    def text(self, text: str) -> list[bytes]:
+        """Events for a text delta (opening a text block when another kind is open)."""
+        events = self._next("text", {"type": "text", "text": ""}) if self.kind != "text" else []
+        events.append(_block_delta(self.open, {"type": "text_delta", "text": text}))
+        return events
+
+    def tool_call(self, call: dict[str, Any]) -> list[bytes]:
+        """Events for one streamed tool-call delta (its first one opens a tool_use block)."""
+        idx = int(call.get("index", 0))
+        fn = call.get("function") or {}
+        events: list[bytes] = []
+        if idx not in self.tools:
+            block = {"type": "tool_use", "id": call.get("id", ""), "name": fn.get("name", "")}
+            events = self._next("tool", {**block, "input": {}})
+            self.tools[idx] = self.open
+        if fn.get("arguments"):
+            delta = {"type": "input_json_delta", "partial_json": fn["arguments"]}
+            events.append(_block_delta(self.tools[idx], delta))
+        return events
+
+    def choice(self, choice: dict[str, Any]) -> list[bytes]:
+        """Events for one streamed choice: its text, its tool calls, its finish reason."""
+        delta = choice.get("delta") or {}
+        events: list[bytes] = []
+        if delta.get("content"):
+            events.extend(self.text(delta["content"]))
+        for call in delta.get("tool_calls") or ():
+            events.extend(self.tool_call(call))
+        if choice.get("finish_reason"):
+            self.finish = _STOP.get(str(choice["finish_reason"]), "end_turn")
+        return events
+
+    def close(self, seen: dict[str, Any]) -> list[bytes]:
+        """The closing events: the open block's stop, the stop reason and usage, the end."""
+        events = [_block_stop(self.open)] if self.open >= 0 else []
+        delta = {"stop_reason": self.finish, "stop_sequence": None}
+        usage = {"output_tokens": _usage(seen)["output_tokens"]}
+        events.append(
+            _sse("message_delta", {"type": "message_delta", "delta": delta, "usage": usage})
+        )
+        events.append(_sse("message_stop", {"type": "message_stop"}))
+        return events
+
+
+async def _stream_objects(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of an OpenAI chat stream, in order (``[DONE]`` and junk skipped)."""
     decoder = SseDecoder()
-    started = False
-    block = -1  # index of the open content block
-    block_kind = ""
-    tool_blocks: dict[int, int] = {}  # OpenAI tool_call index -> our block index
-    finish = "end_turn"
     async for chunk in chunks:
         for event in decoder.feed(chunk):
             if event.is_done:
@@ -244,101 +330,27 @@ async def stream_events(
                 obj = event.json()
             except ValueError:
                 continue
-            if not isinstance(obj, dict):
-                continue
-            seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
-            if not started:
-                started = True
-                yield _sse(
-                    "message_start",
-                    {
-                        "type": "message_start",
-                        "message": {
-                            "id": _message_id(),
-                            "type": "message",
-                            "role": "assistant",
-                            "model": model,
-                            "content": [],
-                            "stop_reason": None,
-                            "stop_sequence": None,
-                            "usage": {"input_tokens": 0, "output_tokens": 0},
-                        },
-                    },
-                )
-            for choice in obj.get("choices") or ():
-                delta = choice.get("delta") or {}
-                text = delta.get("content")
-                if text:
-                    if block_kind != "text":
-                        if block >= 0:
-                            yield _sse(
-                                "content_block_stop", {"type": "content_block_stop", "index": block}
-                            )
-                        block += 1
-                        block_kind = "text"
-                        yield _sse(
-                            "content_block_start",
-                            {
-                                "type": "content_block_start",
-                                "index": block,
-                                "content_block": {"type": "text", "text": ""},
-                            },
-                        )
-                    yield _sse(
-                        "content_block_delta",
-                        {
-                            "type": "content_block_delta",
-                            "index": block,
-                            "delta": {"type": "text_delta", "text": text},
-                        },
-                    )
-                for call in delta.get("tool_calls") or ():
-                    idx = int(call.get("index", 0))
-                    fn = call.get("function") or {}
-                    if idx not in tool_blocks:
-                        if block >= 0:
-                            yield _sse(
-                                "content_block_stop", {"type": "content_block_stop", "index": block}
-                            )
-                        block += 1
-                        block_kind = "tool"
-                        tool_blocks[idx] = block
-                        yield _sse(
-                            "content_block_start",
-                            {
-                                "type": "content_block_start",
-                                "index": block,
-                                "content_block": {
-                                    "type": "tool_use",
-                                    "id": call.get("id", ""),
-                                    "name": fn.get("name", ""),
-                                    "input": {},
-                                },
-                            },
-                        )
-                    if fn.get("arguments"):
-                        yield _sse(
-                            "content_block_delta",
-                            {
-                                "type": "content_block_delta",
-                                "index": tool_blocks[idx],
-                                "delta": {
-                                    "type": "input_json_delta",
-                                    "partial_json": fn["arguments"],
-                                },
-                            },
-                        )
-                if choice.get("finish_reason"):
-                    finish = _STOP.get(str(choice["finish_reason"]), "end_turn")
-    if block >= 0:
-        yield _sse("content_block_stop", {"type": "content_block_stop", "index": block})
-    usage = _usage(seen)
-    yield _sse(
-        "message_delta",
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": finish, "stop_sequence": None},
-            "usage": {"output_tokens": usage["output_tokens"]},
-        },
-    )
-    yield _sse("message_stop", {"type": "message_stop"})
+            if isinstance(obj, dict):
+                yield obj
+
+
+async def stream_events(
+    chunks: AsyncIterator[bytes], model: str, seen: dict[str, Any]
+) -> AsyncIterator[bytes]:
+    """Convert an OpenAI chat stream into Anthropic Messages stream events.
+
+    ``seen`` receives the stream's ``usage``/``timings`` (for the proxy's metrics) before the
+    generator ends.
+    """
+    blocks = _Blocks()
+    started = False
+    async for obj in _stream_objects(chunks):
+        seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
+        if not started:
+            started = True
+            yield _message_start(model)
+        for choice in obj.get("choices") or ():
+            for event in blocks.choice(choice):
+                yield event
+    for event in blocks.close(seen):
+        yield event

@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 import httpx
@@ -120,82 +120,116 @@ async def run_chat(
     exchange = await _rewrite(state, payload, messages, n_ctx)
     headers = request_headers(request.headers)
     headers["content-type"] = "application/json"
+    upstream = _Upstream(state, payload, messages, send, headers, raw, exchange)
+    answered = await _answered(request, upstream)
+    if isinstance(answered, Response):
+        return answered
+    resp, read = answered
+    result = upstream.exchange.result
     stream = bool(payload.get("stream"))
-
-    async def send_exchange(ex: _Exchange) -> R:
-        if raw is not None and ex.result.messages == messages:
-            body = raw  # nothing rewritten: the client's bytes, without a re-encoding
-        else:
-            body = json.dumps({**payload, "messages": ex.result.messages}).encode()
-        return await send(body, headers)
-
-    async def exchange_once() -> tuple[R, _Exchange, bytes | None]:
-        """The answer, its exchange, and its body when it had to be read already."""
-        nonlocal exchange
-        resp = await send_exchange(exchange)
-        if resp.status_code == 400:
-            try:
-                body = await resp.aread()  # httpx keeps it for a transform to read again
-            finally:
-                await close_shielded(resp)
-            retry = await _overflow_retry(state, body, exchange, payload, messages)
-            if retry is None:
-                return resp, exchange, body
-            exchange = retry
-            resp = await send_exchange(exchange)
-        return resp, exchange, None
-
-    try:
-        got = await race_disconnect(request, exchange_once)
-    except (httpx.TimeoutException, UpstreamTimeout) as exc:
-        _count_error(state, exchange.result)
-        return openai_error(504, f"upstream did not answer in time: {exc}", "upstream_timeout")
-    except (httpx.HTTPError, UpstreamUnavailable) as exc:
-        _count_error(state, exchange.result)
-        why = str(exc) if isinstance(exc, UpstreamError) else type(exc).__name__
-        return openai_error(
-            502, f"cannot reach upstream {state.api}: {why}", "upstream_unavailable"
-        )
-    if got is None:  # the client went away before the upstream answered
-        _count_error(state, exchange.result)
-        return Response(status_code=499)
-    resp, exchange, read = got
-    result = exchange.result
     if resp.status_code >= 400:
         body = read if read is not None else await error_body(resp)
         _count_error(state, result)
         if transform is not None:
             return await transform(resp, False, result)
         return Response(body, resp.status_code, headers=response_headers(resp.headers))
-
     if transform is not None:
         return await transform(resp, stream, result)
-
     if stream:
-        seen: dict[str, Any] = {}
-        answer: list[str] = []
-        gather = state.counter.exact  # the answer is only worth collecting to count it
+        return _relay_stream(state, resp, result)
+    return await _relay_whole(request, state, resp, result)
 
-        def on_event(data: str) -> None:
-            if not gather and '"timings"' not in data and '"usage"' not in data:
-                return  # nothing this event says is needed: skip parsing it
-            with contextlib.suppress(ValueError):
-                obj = json.loads(data)
-                if isinstance(obj, dict):
-                    seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
-                    answer.append(_answer_text(obj, "delta"))
 
-        def on_end(completed: bool) -> None:
-            record(state, result, seen, error=not completed)
-            if completed:
-                state.precount("".join(answer))
+@dataclass
+class _Upstream(Generic[R]):
+    """One chat request's way upstream: the exchange in flight (replaced by the overflow
+    retry) and how its body is sent."""
 
-        return StreamingResponse(
-            relay(resp, on_event_json=on_event, on_end=on_end),
-            status_code=resp.status_code,
-            headers=response_headers(resp.headers),
+    state: ProxyState
+    payload: dict[str, Any]
+    messages: list[dict[str, Any]]
+    send: Callable[[bytes, dict[str, str]], Awaitable[R]]
+    headers: dict[str, str]
+    raw: bytes | None
+    exchange: _Exchange
+
+    async def post(self) -> R:
+        """Send the current exchange; the answer's headers are in, its body is not read."""
+        if self.raw is not None and self.exchange.result.messages == self.messages:
+            body = self.raw  # nothing rewritten: the client's bytes, without a re-encoding
+        else:
+            body = json.dumps({**self.payload, "messages": self.exchange.result.messages}).encode()
+        return await self.send(body, self.headers)
+
+    async def answer(self) -> tuple[R, bytes | None]:
+        """The upstream's answer, retried once after a context overflow, and its body when
+        it had to be read already."""
+        resp = await self.post()
+        if resp.status_code != 400:
+            return resp, None
+        try:
+            body = await resp.aread()  # httpx keeps it for a transform to read again
+        finally:
+            await close_shielded(resp)
+        retry = await _overflow_retry(self.state, body, self.exchange, self.payload, self.messages)
+        if retry is None:
+            return resp, body
+        self.exchange = retry
+        return await self.post(), None
+
+
+async def _answered(request: Request, upstream: _Upstream[R]) -> tuple[R, bytes | None] | Response:
+    """The upstream's answer, or the error response when there is none (timeout, upstream
+    down, client gone)."""
+    state = upstream.state
+    try:
+        got = await race_disconnect(request, upstream.answer)
+    except (httpx.TimeoutException, UpstreamTimeout) as exc:
+        _count_error(state, upstream.exchange.result)
+        return openai_error(504, f"upstream did not answer in time: {exc}", "upstream_timeout")
+    except (httpx.HTTPError, UpstreamUnavailable) as exc:
+        _count_error(state, upstream.exchange.result)
+        why = str(exc) if isinstance(exc, UpstreamError) else type(exc).__name__
+        return openai_error(
+            502, f"cannot reach upstream {state.api}: {why}", "upstream_unavailable"
         )
+    if got is None:  # the client went away before the upstream answered
+        _count_error(state, upstream.exchange.result)
+        return Response(status_code=499)
+    return got
 
+
+def _relay_stream(state: ProxyState, resp: UpstreamReply, result: RewriteResult) -> Response:
+    """Relay a streamed answer as it comes, counting it (and its text) at the end."""
+    seen: dict[str, Any] = {}
+    answer: list[str] = []
+    gather = state.counter.exact  # the answer is only worth collecting to count it
+
+    def on_event(data: str) -> None:
+        if not gather and '"timings"' not in data and '"usage"' not in data:
+            return  # nothing this event says is needed: skip parsing it
+        with contextlib.suppress(ValueError):
+            obj = json.loads(data)
+            if isinstance(obj, dict):
+                seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
+                answer.append(_answer_text(obj, "delta"))
+
+    def on_end(completed: bool) -> None:
+        record(state, result, seen, error=not completed)
+        if completed:
+            state.precount("".join(answer))
+
+    return StreamingResponse(
+        relay(resp, on_event_json=on_event, on_end=on_end),
+        status_code=resp.status_code,
+        headers=response_headers(resp.headers),
+    )
+
+
+async def _relay_whole(
+    request: Request, state: ProxyState, resp: UpstreamReply, result: RewriteResult
+) -> Response:
+    """Read a whole answer (unless the client goes away first), count it and pass it on."""
     body_or_none = await race_disconnect(request, lambda: read_all(resp))
     if body_or_none is None:
         await close_shielded(resp)

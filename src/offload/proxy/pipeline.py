@@ -13,7 +13,7 @@ from typing import Any
 from offload.config import ProxySettings
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput
-from offload.proxy.handles import Handle, Handles, RangeStub
+from offload.proxy.message_stubs import MessageStub, RangeStub, StubMaker
 from offload.proxy.messages import (
     Message,
     chain,
@@ -61,7 +61,7 @@ class RewriteResult:
     client_tokens: int  # tokens of the messages as the client sent them
     wire_tokens: int  # tokens of `messages`
     stubs_made: int  # new stubs created by this request
-    stubbed_messages: int  # messages on the wire that are stubs (handle-ized or range stubs)
+    stubbed_messages: int  # messages on the wire that are stubs (stubbed or range stubs)
     windowed: bool  # a windowing (page-out) trigger fired on this request
     emergency: bool  # the emergency ratio acted
     prefix_kept: bool  # previous wire of this session is an exact prefix of this wire
@@ -78,7 +78,7 @@ class Pipeline:
 
     The wire is a deterministic function of the session's persisted state and the
     messages: the pinned head verbatim, one range stub for the paged-out run, the
-    handle-ized middle, and the rest verbatim (see :mod:`offload.proxy.window`).
+    stubbed middle, and the rest verbatim (see :mod:`offload.proxy.window`).
     """
 
     def __init__(
@@ -93,7 +93,7 @@ class Pipeline:
         self.settings = settings
         self.counter = counter
         self.scope = scope
-        self.handles = Handles(store, counter, scope=scope)
+        self.stubs = StubMaker(store, counter, scope=scope)
         self._locks = SessionLocks()
         self._live = LiveSessions()
 
@@ -141,7 +141,7 @@ class Pipeline:
         state, reuse, cause = self._resume(session, previous, msgs, head, budget, tail)
         known = reuse if previous is not None and reuse else 0
         ct = (previous.client_tokens[:known] if previous is not None else []) + [
-            self.handles.tokens(m) for m in msgs[known:]
+            self.stubs.tokens(m) for m in msgs[known:]
         ]
 
         if previous is not None and known and state == previous.state:
@@ -260,7 +260,7 @@ class Pipeline:
 
         def render(end: int) -> RangeStub:
             if end not in rendered:
-                rendered[end] = self.handles.render_range(
+                rendered[end] = self.stubs.render_range(
                     session, msgs, head, paged0, end, state.range, sum(ct[head:end])
                 )
             return rendered[end][0]
@@ -298,7 +298,7 @@ class Pipeline:
             range_cost = candidate.tokens
         if candidate is None:
             return new_layout, state.range
-        return new_layout, self.handles.page_out(session, *rendered[new_layout.paged])
+        return new_layout, self.stubs.page_out(session, *rendered[new_layout.paged])
 
     def _unforce(
         self,
@@ -338,16 +338,16 @@ class Pipeline:
 
     # -- costs and the wire ----------------------------------------------------------------------
 
-    def _bulky(self, msgs: Sequence[Message], i: int, threshold: int) -> Handle | None:
-        return self.handles.worth_stubbing(msgs[i], source_of(msgs, i), threshold)
+    def _bulky(self, msgs: Sequence[Message], i: int, threshold: int) -> MessageStub | None:
+        return self.stubs.worth_stubbing(msgs[i], source_of(msgs, i), threshold)
 
-    def _forced(self, msgs: Sequence[Message], i: int, ct: Sequence[int]) -> Handle | None:
-        made = self.handles.worth_stubbing(msgs[i], source_of(msgs, i), 0, gain=1.0)
+    def _forced(self, msgs: Sequence[Message], i: int, ct: Sequence[int]) -> MessageStub | None:
+        made = self.stubs.worth_stubbing(msgs[i], source_of(msgs, i), 0, gain=1.0)
         if made is None:
             return None
         return made if self._stub_tokens(msgs[i], made) < ct[i] else None
 
-    def _stub_tokens(self, msg: Message, made: Handle) -> int:
+    def _stub_tokens(self, msg: Message, made: MessageStub) -> int:
         shape = {"role": msg["role"], "content": made.stub, **_calls(msg)}
         return message_tokens(self.counter, shape, made.stub_tokens)
 
@@ -375,7 +375,7 @@ class Pipeline:
         tokens: list[int] = []
         stubs = made_now = 0
 
-        def stubbed_under(lay: Layout, i: int, limit: int = threshold) -> Handle | None:
+        def stubbed_under(lay: Layout, i: int, limit: int = threshold) -> MessageStub | None:
             if i in lay.forced:
                 return self._forced(msgs, i, ct)
             if lay.paged <= i < lay.stubbed:
@@ -394,7 +394,7 @@ class Pipeline:
                 wire.append(msg)
                 tokens.append(ct[i])
                 continue
-            wire.append(self.handles.stubbed(msg, made))
+            wire.append(self.stubs.stubbed(msg, made))
             tokens.append(self._stub_tokens(msg, made))
             stubs += 1
             if before is not layout and (

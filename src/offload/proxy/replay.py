@@ -19,7 +19,7 @@ from typing import Any
 
 from offload.errors import InvalidInput
 from offload.proxy.bound import prefix_bound
-from offload.proxy.handles import expand, is_range_stub, least_stub_tokens
+from offload.proxy.message_stubs import expand, is_range_stub, least_stub_tokens
 from offload.proxy.messages import Message, head_end, protect_start, validate
 from offload.proxy.pipeline import RANGE_ESTIMATE, Pipeline
 from offload.proxy.window import Budget
@@ -185,7 +185,7 @@ def replay(
             report.turns.append(turn)
             if on_turn is not None:
                 on_turn(turn)
-        tokens = [pipeline.handles.tokens(m) for m in run.messages[: points[-1]]]
+        tokens = [pipeline.stubs.tokens(m) for m in run.messages[: points[-1]]]
         bound = prefix_bound(
             run.messages,
             tokens,
@@ -217,12 +217,12 @@ def _check(
         # Allowed only when the pinned head, the least the middle can cost (as laid out,
         # or one range stub for all of it) and the tail would break the ceiling (the
         # pipeline then stubs the tail's biggest messages).
-        alone = sum(pipeline.handles.tokens(m) for m in request[:pinned])
-        alone += sum(pipeline.handles.tokens(m) for m in request[start:])
+        alone = sum(pipeline.stubs.tokens(m) for m in request[:pinned])
+        alone += sum(pipeline.stubs.tokens(m) for m in request[start:])
         middle = wire[pinned : len(wire) - tail]
-        ranged = [pipeline.handles.tokens(m) for m in middle if is_range_stub(m)]
+        ranged = [pipeline.stubs.tokens(m) for m in middle if is_range_stub(m)]
         alone += min(
-            sum(pipeline.handles.tokens(m) for m in middle), max(ranged, default=RANGE_ESTIMATE)
+            sum(pipeline.stubs.tokens(m) for m in middle), max(ranged, default=RANGE_ESTIMATE)
         )
         if alone <= budget.ceiling:
             problems.append("the recent tail was changed")

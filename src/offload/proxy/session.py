@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from offload.proxy.handles import RangeStub
+from offload.proxy.message_stubs import RangeStub
 from offload.proxy.messages import Message
 from offload.proxy.window import Layout
 

@@ -5,17 +5,17 @@ is laid out on the wire as
 
     [0, head)          the pinned head, verbatim
     [head, paged)      paged out, replaced by one range stub
-    [paged, stubbed)   the handle-ized middle: bulky contents replaced by stubs
+    [paged, stubbed)   the stubbed middle: bulky contents replaced by stubs
     [stubbed, n)       verbatim (this always includes the protected recent tail)
 
-plus ``forced``: messages outside the handle-ized middle that are stubbed because the head
+plus ``forced``: messages outside the stubbed middle that are stubbed because the head
 and the tail alone would break the ceiling. ``paged`` and ``stubbed`` only move on a
 trigger, so between triggers the wire only grows by appending and the upstream keeps
 reusing its prefix (KV) cache.
 
 Triggers: above the high-water ratio, once the wire has grown by at least one bite
 (``high_water - target``) since the last compaction, so a compaction never triggers
-another; above the emergency ratio, always. A compaction handle-izes every bulky message
+another; above the emergency ratio, always. A compaction stubs every bulky message
 up to the protected tail and, if that is not enough, pages whole groups out from the
 oldest, down to the target ratio in one bite — or deeper when the conversation grows so
 fast that the target would leave fewer than ``HEADROOM_TURNS`` turns before the next
@@ -125,7 +125,7 @@ def plan(
     protect: int,
     group_starts: Sequence[bool],
     verbatim: Sequence[int],
-    handled: Callable[[int], int],
+    as_stub: Callable[[int], int],
     forced_cost: Callable[[int], int | None],
     range_tokens: int,
     budget: Budget,
@@ -134,7 +134,7 @@ def plan(
     """The layout after one compaction.
 
     ``group_starts[i]``: paging may end right before message ``i``;
-    ``verbatim[i]``: wire tokens of message ``i`` as sent; ``handled(i)``: as handle-ized
+    ``verbatim[i]``: wire tokens of message ``i`` as sent; ``as_stub(i)``: as stubbed
     (equal to verbatim when it is not bulky); ``forced_cost(i)``: stubbed regardless of
     size, None when a stub would not be smaller; ``range_tokens``: the cost of the range
     stub; ``cut``: the level to page down to (default the target). The frontier never
@@ -150,7 +150,7 @@ def plan(
             alt = forced_cost(i)
             if alt is not None:
                 return alt
-        return handled(i) if layout.paged <= i < stubbed else verbatim[i]
+        return as_stub(i) if layout.paged <= i < stubbed else verbatim[i]
 
     head_cost = sum(cost(i) for i in range(head))
     middle = [cost(i) for i in range(layout.paged, stubbed)]

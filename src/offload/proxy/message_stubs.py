@@ -1,6 +1,9 @@
-"""Handles: stubs that stand in for bulky messages and for paged-out runs of messages.
+"""The proxy's stubs on the wire: message stubs for bulky messages, range stubs for
+paged-out runs of messages, and :func:`expand`, which turns a wire back into the client's
+messages. (:mod:`offload.core.stubs` renders the stub text; this module decides what a
+message's stub says, stores what it replaces and counts it.)
 
-A *handle-ized* message keeps its role and every field but ``content`` (a ``tool`` message
+A *stubbed* message keeps its role and every field but ``content`` (a ``tool`` message
 keeps ``tool_call_id`` and ``name``; an assistant keeps its ``tool_calls``); its content
 becomes a stub naming ``ctx:sha256:<hex>`` of the original content, which the store holds
 byte for byte (a list of parts is stored as its canonical JSON).
@@ -49,7 +52,7 @@ def read_call(ref: str) -> str:
 
 
 @dataclass(frozen=True)
-class Handle:
+class MessageStub:
     """What the pipeline knows about one content: its identity, size and stub."""
 
     digest: str  # sha256 hex of the content text
@@ -100,7 +103,7 @@ class RangeStub:
         )
 
 
-class Handles:
+class StubMaker:
     """Counts, stubs and stores message contents, once per content hash (thread-safe)."""
 
     def __init__(
@@ -111,7 +114,7 @@ class Handles:
         self.scope = scope
         self._cache_size = cache_size
         self._tokens: OrderedDict[str, int] = OrderedDict()  # key: content itself (short) / hash
-        self._stubs: OrderedDict[tuple[str, str, str], Handle] = OrderedDict()
+        self._stubs: OrderedDict[tuple[str, str, str], MessageStub] = OrderedDict()
         self._stored: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -141,8 +144,8 @@ class Handles:
 
     # -- per-message stubs -------------------------------------------------------------------
 
-    def handle(self, msg: Message, source: str) -> Handle:
-        """The handle of ``msg``'s content (nothing is stored yet)."""
+    def message_stub(self, msg: Message, source: str) -> MessageStub:
+        """The stub of ``msg``'s content (nothing is stored yet)."""
         text = content_text(msg)
         kind = "tool output" if msg["role"] in ("tool", "function") else f"{msg['role']} message"
         if isinstance(msg.get("content"), list):
@@ -164,7 +167,7 @@ class Handles:
             gist=gist(text, STUB_GIST_CHARS),
         )
         stub = render_stub(info, read_call(info.ref))
-        made = Handle(key[0], tokens, stub, self.counter.count(stub))
+        made = MessageStub(key[0], tokens, stub, self.counter.count(stub))
         with self._lock:
             self._stubs[key] = made
             if len(self._stubs) > self._cache_size:
@@ -173,8 +176,8 @@ class Handles:
 
     def worth_stubbing(
         self, msg: Message, source: str, threshold: int, *, gain: float = 2.0
-    ) -> Handle | None:
-        """The handle when ``msg`` is bulky (content over ``threshold`` tokens) and its stub
+    ) -> MessageStub | None:
+        """The stub when ``msg`` is bulky (content over ``threshold`` tokens) and its stub
         is at least ``gain`` times smaller; stubs are never stubbed again."""
         text = content_text(msg)
         if not text or is_stub(text):
@@ -182,10 +185,10 @@ class Handles:
         tokens = self.content_tokens(text)
         if tokens <= threshold:
             return None
-        made = self.handle(msg, source)
+        made = self.message_stub(msg, source)
         return made if made.stub_tokens * gain <= tokens else None
 
-    def stubbed(self, msg: Message, made: Handle) -> Message:
+    def stubbed(self, msg: Message, made: MessageStub) -> Message:
         """``msg`` with its content replaced by the stub, the content stored first."""
         self.ensure_stored(content_text(msg), made.digest, source="proxy")
         out = dict(msg)
