@@ -1,0 +1,251 @@
+"""Text analysis for search (pure): the one function that turns text into index terms.
+
+The index and every query go through :func:`terms` / :func:`analyse_query`, so a word is
+always looked up exactly as it was stored. A "word" is a run of letters, digits and
+underscores, joined by ``.``, ``/`` or ``-`` into one identifier (``src/cfg.py``,
+``ERR_CONN_REFUSED``, ``parseCfgFile``, ``foo-bar``). Each yields:
+
+- its pieces (split at the joiners, at underscores, at camelCase humps and at letter/digit
+  boundaries), case-folded, diacritics removed, and English words stemmed (Snowball, through
+  PyStemmer): ``Connections`` → ``connect``;
+- the identifier kept whole and unstemmed (``err_conn_refused``, ``parsecfgfile``), so an
+  exact identifier ranks above a text that merely shares its pieces (its IDF is high).
+
+JSON string escapes are seen through: in ``"ok\\nZebra failed"`` both ``zebra`` and
+``nzebra`` are terms (a Windows path ``C:\\new`` keeps ``new``), and ``\\u00e9`` reads as
+``é``. Stopwords are indexed but never required: a query drops them unless it has nothing
+else. Every pattern here is linear-time (no nested quantifier can match the same text two
+ways), and analysing one distinct word is cached, so a body costs one regex scan plus a
+dictionary lookup per word.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import Stemmer
+
+__all__ = [
+    "ANALYSIS_VERSION",
+    "MAX_TERM_CHARS",
+    "QueryTerms",
+    "analyse_query",
+    "bigrams",
+    "content_terms",
+    "is_stopword",
+    "surface_words",
+    "terms",
+    "word_terms",
+    "words",
+]
+
+# Bump when terms() would give different output for the same text: the index must then be
+# rebuilt (a contentless index forgets a row only when given the terms it was built from).
+ANALYSIS_VERSION = 1
+# Longer runs are blobs (base64, hashes of hashes), not words anyone types.
+MAX_TERM_CHARS = 64
+
+# An optional JSON escape letter, then one identifier: word runs joined by . / -
+_WORD = re.compile(r"(?:\\([nrtbf]))?(\w+(?:[./\-]\w+)*)")
+_UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+_RUN = re.compile(r"[\w./\\-]+")
+_RUN_SEPARATORS = str.maketrans(
+    {c: " " for c in map(chr, range(128)) if not (c.isalnum() or c in "_./\\-")}
+)
+_PIECE = re.compile(r"[^\W_]+")
+# camelCase humps: an acronym before a capitalised word, a capitalised or lower word, an
+# acronym, digits. Each alternative consumes what it tried, so the scan stays linear.
+_HUMP = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+# Common English function words: never required, and dropped from a query that has any
+# other word (they match nearly everything and say little about what is wanted).
+_STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me more most my myself no nor not now of off on once only or
+    other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up
+    very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves s t d ll m o re ve y
+    """.split()  # noqa: SIM905 (a word list reads better as text)
+)
+
+_local = threading.local()  # a Stemmer object is not safe to share between threads
+_CACHE_MAX = 200_000
+_cache: dict[str, tuple[str, ...]] = {}
+_run_cache: dict[str, tuple[str, ...]] = {}
+
+
+def is_stopword(word: str) -> bool:
+    """True for a common function word (case-folded), which a query never requires."""
+    return word.casefold() in _STOPWORDS
+
+
+def _fold(piece: str) -> str:
+    """Case-folded, compatibility-normalised, without diacritics."""
+    low = piece.casefold()
+    if low.isascii():
+        return low
+    decomposed = unicodedata.normalize("NFKD", low)
+    return unicodedata.normalize(
+        "NFC", "".join(c for c in decomposed if not unicodedata.combining(c))
+    )
+
+
+def _stem(piece: str) -> str:
+    # English stems only for ASCII letters: other scripts keep their folded form
+    if piece.isascii() and piece.isalpha():
+        stemmer = getattr(_local, "stemmer", None)
+        if stemmer is None:
+            stemmer = _local.stemmer = Stemmer.Stemmer("english")
+        return str(stemmer.stemWord(piece))
+    return piece
+
+
+def _humps(run: str) -> list[str]:
+    if run.isascii():
+        return _HUMP.findall(run) or [run]
+    return [run]
+
+
+def _analyse_word(word: str) -> tuple[str, ...]:
+    out: dict[str, None] = {}
+    runs = _PIECE.findall(word)
+    pieces = 0
+    for run in dict.fromkeys(runs):  # a repeated piece adds nothing (and costs nothing)
+        humps = _humps(run)
+        pieces += len(humps)
+        for h in humps:
+            folded = _fold(h)
+            if folded and len(folded) <= MAX_TERM_CHARS:
+                out.setdefault(_stem(folded), None)
+        if len(humps) > 1 and len(run) <= MAX_TERM_CHARS:
+            out.setdefault(_fold(run), None)  # parseCfgFile whole in parseCfgFile.read
+    if (len(runs) > 1 or pieces > 1) and len(word) <= MAX_TERM_CHARS:
+        out.setdefault(_fold(word), None)
+    return tuple(t for t in out if t)
+
+
+def word_terms(word: str) -> tuple[str, ...]:
+    """The index terms of one word (see the module docstring); cached per distinct word."""
+    cached = _cache.get(word)
+    if cached is None:
+        cached = _analyse_word(word)
+        if len(_cache) >= _CACHE_MAX:
+            _cache.clear()
+        _cache[word] = cached
+    return cached
+
+
+def _decode_unicode_escapes(text: str) -> str:
+    if "\\u" not in text:
+        return text
+
+    def one(m: re.Match[str]) -> str:
+        cp = int(m.group(1), 16)
+        return " " if 0xD800 <= cp <= 0xDFFF else chr(cp)
+
+    return _UNICODE_ESCAPE.sub(one, text)
+
+
+def _runs(text: str) -> list[str]:
+    """Maximal runs of word characters, joiners and backslashes: the units that are
+    analysed (and cached) one at a time. ASCII text takes a translate-and-split fast path."""
+    if text.isascii():
+        return text.translate(_RUN_SEPARATORS).split()
+    return _RUN.findall(text)
+
+
+def _run_words(run: str) -> list[str]:
+    out: list[str] = []
+    for escape, word in _WORD.findall(_decode_unicode_escapes(run)):
+        if escape:
+            out.append(escape + word)  # C:\\new is a path as often as "\\n" is a newline
+        out.append(word)
+    return out
+
+
+def _run_terms(run: str) -> tuple[str, ...]:
+    cached = _run_cache.get(run)
+    if cached is None:
+        cached = tuple(t for w in _run_words(run) for t in word_terms(w))
+        if len(_run_cache) >= _CACHE_MAX:
+            _run_cache.clear()
+        _run_cache[run] = cached
+    return cached
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text`` in order (JSON escapes seen through; see the module docstring)."""
+    return [w for run in _runs(text) for w in _run_words(run)]
+
+
+def terms(text: str) -> list[str]:
+    """Every index term of ``text``, in order (repeats kept: they are the body's length)."""
+    out: list[str] = []
+    extend = out.extend
+    cache = _run_cache
+    for run in _runs(text):
+        cached = cache.get(run)
+        extend(cached if cached is not None else _run_terms(run))
+    return out
+
+
+def surface_words(text: str) -> set[str]:
+    """Distinct case-folded, unstemmed words and pieces: the vocabulary for partial and
+    misspelt query words (looked up by substring and edit distance)."""
+    found: set[str] = set()
+    for word in {w for run in set(_runs(text)) for w in _run_words(run)}:
+        for run in set(_PIECE.findall(word)):
+            if len(run) > MAX_TERM_CHARS:
+                continue
+            found.add(_fold(run))
+            found.update(_fold(h) for h in _humps(run))
+    return {w for w in found if 3 <= len(w) <= MAX_TERM_CHARS and not w.isdigit()}
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """A query as index terms: what to match, and the order for phrase checks."""
+
+    any_of: tuple[str, ...]  # distinct terms to match (any of them), in query order
+    sequence: tuple[str, ...]  # the matched terms in query order, for phrase (bigram) checks
+    words: tuple[str, ...]  # the raw content words, for vocabulary expansion
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing in the query can match."""
+        return not self.any_of
+
+
+def analyse_query(text: str, *, max_words: int = 32) -> QueryTerms:
+    """Analyse a user query exactly like the index; drop stopwords unless nothing else."""
+    all_words = list(words(text))
+    content = [w for w in all_words if not _all_stop(w)] or all_words
+    content = content[:max_words]
+    seq: list[str] = []
+    for w in content:
+        seq.extend(word_terms(w))
+    return QueryTerms(tuple(dict.fromkeys(seq)), tuple(seq), tuple(dict.fromkeys(content)))
+
+
+def content_terms(text: str) -> list[str]:
+    """The terms of ``text``'s non-stopword words, in order (the side of a phrase check
+    that a query's :attr:`QueryTerms.sequence` is compared with)."""
+    return [t for w in words(text) if not _all_stop(w) for t in word_terms(w)]
+
+
+def _all_stop(word: str) -> bool:
+    return all(p.casefold() in _STOPWORDS for p in _PIECE.findall(word))
+
+
+def bigrams(seq: Iterable[str]) -> set[tuple[str, str]]:
+    """Adjacent pairs of a term sequence (a phrase check without positions in the index)."""
+    return set(itertools.pairwise(seq))
