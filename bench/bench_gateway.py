@@ -35,7 +35,8 @@ from offload.gateway.server import Gateway  # noqa: E402
 from offload.gateway.toolsearch import ToolIndex, doc_for  # noqa: E402
 from offload.store.store import Store  # noqa: E402
 
-CATALOGS = Path(__file__).resolve().parents[2] / "shared" / "data" / "catalogs"
+# the catalogs the repository ships (--catalogs DIR for others)
+CATALOGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "catalogs"
 
 
 def catalog_figures() -> dict[str, Any]:
@@ -145,9 +146,12 @@ def indexing(runs: int = 5) -> dict[str, float]:
 
 def main() -> None:
     """Run every benchmark and print JSON."""
+    global CATALOGS  # a script's one data root
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--catalogs", type=Path, default=CATALOGS, help="catalog directory")
     args = parser.parse_args()
+    CATALOGS = args.catalogs
     out = {
         "catalog": catalog_figures(),
         "tool_search": hit_rate(),

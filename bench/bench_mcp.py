@@ -2,7 +2,7 @@
 
     python bench/bench_mcp.py --entries 10000 --calls 200
 
-Fills a fresh store (real agent-trace messages from ../shared/data/traces, made unique
+Fills a fresh store (real agent-trace messages from tests/data/traces, made unique
 with a seeded suffix; generated text when the traces are absent), spawns
 ``python -m offload.cli.main mcp`` as a real subprocess, and times each tool round trip
 through the SDK's stdio client (JSON-RPC framing, the SDK on both sides, the store).
@@ -29,7 +29,8 @@ import anyio
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from bench_store import WORDS, trace_texts  # a sibling script: sys.path[0] is bench/
+import bench_store  # a sibling script: sys.path[0] is bench/
+from bench_store import WORDS, trace_texts
 from offload.config import load_settings
 from offload.core.tokens import estimate_tokens
 from offload.store.store import Store
@@ -148,7 +149,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--entries", type=int, default=10000)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--traces", type=Path, default=bench_store.TRACES, help="trace directory")
     args = parser.parse_args()
+    bench_store.TRACES = args.traces
     rows = anyio.run(run, args.entries, args.calls)
     when = datetime.now(UTC).strftime("%Y-%m-%d")
     cpus = os.cpu_count()

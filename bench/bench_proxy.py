@@ -57,7 +57,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from realparts import LlamaServer, free_port, require_llama, wait_until  # noqa: E402
 
-TRACES = ROOT.parent / "shared" / "data" / "traces" / "taubench_gpt4o_airline.jsonl"
+# a trace the repository ships (--trace FILE for another)
+TRACES = ROOT / "tests" / "data" / "traces" / "taubench_gpt4o_airline.jsonl"
 CHAT = "/v1/chat/completions"
 
 
@@ -353,6 +354,7 @@ def machine() -> str:
 
 
 def main() -> int:
+    global TRACES  # a script's one data root
     parser = argparse.ArgumentParser()
     parser.add_argument("--upstream")
     parser.add_argument("--stub", action="store_true", help="an instant stub as the upstream")
@@ -361,7 +363,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--append", metavar="FILE")
+    parser.add_argument("--trace", type=Path, default=TRACES, help="a tau-bench trace (JSONL)")
     args = parser.parse_args()
+    TRACES = args.trace
     if args.serve_stub:
         serve_stub(args.serve_stub)
         return 0

@@ -39,7 +39,8 @@ from offload.proxy.replay import chain_runs, load_runs, replay, turn_points
 from offload.store.store import Store
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_TRACES = HERE.parents[1] / "shared" / "data" / "traces"
+# the traces the repository ships; --traces ../shared/data/traces for the full tau-bench set
+DEFAULT_TRACES = HERE.parents[1] / "tests" / "data" / "traces"
 
 
 def run_replay(path: Path, n_ctx: int, chained: bool) -> dict[str, Any]:

@@ -26,7 +26,8 @@ from offload.core.tokens import EstimateCounter
 from offload.store.maintenance import compact
 from offload.store.store import Store
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+# the traces the repository ships (--data DIR, e.g. ../shared/data, for the full set)
+TRACES = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces"
 WORDS = [
     "config",
     "parser",
@@ -228,9 +229,12 @@ def cli_wall(tmp: Path) -> dict[str, float]:
 
 
 def main() -> None:
+    global TRACES  # a script's one data root
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--data", type=Path, default=TRACES.parent, help="holds traces/, catalogs/")
     args = ap.parse_args()
+    TRACES = args.data / "traces"
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         rows = [bench_size(n, tmp) for n in args.sizes]

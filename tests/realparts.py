@@ -31,8 +31,12 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVER_MAIN = Path(__file__).with_name("llama_server_main.py")
 
 
-# The shared data (traces, catalogs) lives beside the checkout: ../shared/data
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The real data the tests read (traces, catalogs, their licences) ships in the repository:
+# tests/data (see tests/data/README.md). SHARED_DATA is its historical name.
+TEST_DATA = Path(__file__).resolve().with_name("data")
+SHARED_DATA = TEST_DATA
+TRACES = TEST_DATA / "traces"
+CATALOGS = TEST_DATA / "catalogs"
 
 
 def in_ci() -> bool:

@@ -18,9 +18,9 @@ from offload.core.lines import (
     split_lines,
 )
 from offload.errors import InvalidInput
-from realparts import SHARED_DATA
+from realparts import TRACES as TRACE_DIR
 
-TRACES = SHARED_DATA / "traces" / "swe_agent_demos.jsonl"
+TRACES = TRACE_DIR / "swe_agent_demos.jsonl"
 
 
 def rows(window: LineWindow) -> list[tuple[str, str]]:

@@ -21,9 +21,9 @@ from offload.core.preview import (
     sample_entries,
 )
 from offload.errors import InvalidInput
-from realparts import SHARED_DATA
+from realparts import CATALOGS
 
-CATALOG = SHARED_DATA / "catalogs" / "github-mcp-server.json"
+CATALOG = CATALOGS / "github-mcp-server.json"
 
 MARKDOWN = """\
 ---

@@ -18,10 +18,9 @@ from offload.gateway.config import GatewayConfig, ServerConfig
 from offload.gateway.server import Gateway
 from offload.gateway.upstreams import Connector, MessageHandler
 from offload.store.store import Store
-from realparts import SHARED_DATA
+from realparts import CATALOGS
 
 HERE = Path(__file__).parent
-CATALOGS = SHARED_DATA / "catalogs"
 CATALOG_SERVER = HERE / "catalog_server.py"
 PEERS = HERE.parent / "peers" / "node_modules" / ".bin"
 _MORE = re.compile(r'\[\d+ more lines? — continue with offset="(\d+)"\]')

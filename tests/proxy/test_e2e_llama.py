@@ -1,6 +1,6 @@
 """End to end against a real llama.cpp server (xllamacpp + SmolLM2-135M, n_ctx 2048).
 
-The session is a real tau-bench agent transcript (``shared/data/traces``): sent direct it
+The session is a real tau-bench agent transcript (``tests/data/traces``): sent direct it
 overflows the server's context; through the proxy it completes, and the next turn reuses the
 server's prompt cache.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,13 +17,12 @@ import pytest
 from offload.core.sse import iter_sse_events, stream_text
 from offload.store.store import Store
 from proxy.proxy_servers import ServerThread, proxy_for
-from realparts import LlamaServer
+from realparts import TRACES, LlamaServer
 
 pytestmark = pytest.mark.slow
 
 CHAT = "/v1/chat/completions"
 N_CTX = 2048
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
 
 
 def tau_session(turns: int = 12) -> list[dict[str, Any]]:
@@ -46,8 +44,6 @@ def proxied(
     llama: LlamaServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ServerThread, Any]]:
     """The proxy in front of the real server: (server, the app's ProxyState)."""
-    if not TRACES.is_dir():
-        pytest.skip("shared/data/traces is missing")
     with (
         Store(tmp_path_factory.mktemp("e2e") / "offload.db") as store,
         proxy_for(llama.base_url, store) as (server, _settings),

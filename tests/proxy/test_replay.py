@@ -14,8 +14,8 @@ from offload.errors import InvalidInput
 from offload.proxy.pipeline import Pipeline
 from offload.proxy.replay import Run, chain_runs, load_runs, replay, turn_points
 from offload.store.store import Store
+from realparts import TRACES
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "traces"
 TAU = TRACES / "taubench_gpt4o_airline.jsonl"
 
 
@@ -53,7 +53,6 @@ def test_a_bad_trace_line_is_named(tmp_path: Path) -> None:
         load_runs(bad)
 
 
-@pytest.mark.skipif(not TAU.is_file(), reason="shared traces not present")
 def test_a_chained_real_session_stays_bounded_stable_and_lossless(tmp_path: Path) -> None:
     runs = load_runs(_first_runs(TAU, 12, tmp_path / "tau12.jsonl"))
     counter = EstimateCounter()
@@ -68,7 +67,6 @@ def test_a_chained_real_session_stays_bounded_stable_and_lossless(tmp_path: Path
     assert totals["prefix_stable_ratio"] >= 0.85
 
 
-@pytest.mark.skipif(not TAU.is_file(), reason="shared traces not present")
 def test_the_replay_command_prints_turns_and_totals_as_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

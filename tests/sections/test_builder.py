@@ -39,12 +39,11 @@ def repo_sections() -> list[Section]:
     files = {
         "README": (REPO / "README.md", {"max_tokens": 600}),
         "Contributing": (REPO / "docs" / "contributing.md", {"max_tokens": 150}),
-        "Design": (REPO.parent / "shared" / "DESIGN.md", {"max_tokens": 600}),
+        "Proxy docs": (REPO / "docs" / "proxy.md", {"max_tokens": 600}),
     }
     return [
         Section(name, path.read_text(encoding="utf-8"), source=str(path), **budget)  # type: ignore[arg-type]
         for name, (path, budget) in files.items()
-        if path.is_file()
     ]
 
 
