@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+import exposition
 from mcp import Client
 from offload.cli.serve_cmds import with_gateway_table
 from offload.config import load_settings
@@ -270,13 +271,14 @@ async def test_mcp_tools_offload_and_search_through_the_sdk_client_at_mcp(
     text = served.metrics()
     assert metric(text, "offload_store_entries") >= 1
     assert metric(text, "offload_store_blocks") >= 1
-    assert metric(text, 'offload_store_bytes{kind="raw"}') > 0
+    assert metric(text, "offload_store_raw_bytes") > 0
+    assert metric(text, 'offload_mcp_tool_calls_total{tool="search"}') >= 1
 
 
 def test_the_proxy_serves_models_and_chat_through_the_scripted_upstream(
     served: ServeProcess, upstream: ScriptedUpstream
 ) -> None:
-    before = metric(served.metrics(), 'offload_proxy_requests_total{window="live"}')
+    before = metric(served.metrics(), "offload_proxy_requests_total")
     models = httpx.get(f"{served.url}/v1/models", timeout=10)
     assert models.status_code == 200
     model = models.json()["data"][0]
@@ -295,11 +297,34 @@ def test_the_proxy_serves_models_and_chat_through_the_scripted_upstream(
     assert upstream.chats[-1]["messages"][-1]["content"] == "hi there"
 
     text = served.metrics()
-    assert metric(text, 'offload_proxy_requests_total{window="live"}') == before + 1
-    assert metric(text, 'offload_proxy_client_tokens_total{window="live"}') > 0
-    assert metric(text, 'offload_proxy_wire_tokens_total{window="live"}') > 0
+    assert metric(text, "offload_proxy_requests_total") == before + 1
+    assert metric(text, "offload_proxy_client_tokens_total") > 0
+    assert metric(text, "offload_proxy_wire_tokens_total") > 0
     assert metric(text, 'offload_surface_mounted{surface="gateway"}') == 0
     assert served.stats()["proxy"]["live"]["counters"]["requests"] == before + 1
+
+
+def test_metrics_follow_prometheus_conventions_with_units_in_the_names(
+    served: ServeProcess,
+) -> None:
+    chat = httpx.post(
+        f"{served.url}/v1/chat/completions",
+        json={"model": "scripted-model", "messages": [{"role": "user", "content": "count me"}]},
+        timeout=30,
+    )
+    assert chat.status_code == 200, chat.text
+    families = exposition.read(served.metrics())  # HELP/TYPE, _total, no nested series
+    stats = served.stats()
+    total = stats["proxy"]["cumulative"]["counters"]["requests"]
+    assert sum(v for _, v in families["offload_proxy_requests_total"].samples) == total
+    assert exposition.value(families, "offload_proxy_context_size_tokens") == SCRIPTED_N_CTX
+    started = exposition.value(families, "offload_proxy_start_time_seconds")
+    assert started == pytest.approx(stats["proxy"]["started_at"], abs=1)
+    for name in ("raw", "stored", "disk"):
+        assert exposition.value(families, f"offload_store_{name}_bytes") >= 0
+    for name, fam in families.items():
+        if "token" in name and fam.kind == "counter":
+            assert name.endswith("_tokens_total"), name
 
 
 def test_the_dashboard_is_one_self_contained_page_naming_the_urls(served: ServeProcess) -> None:

@@ -7,8 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from exposition import read, value
 from offload.proxy.counting import message_texts
+from offload.proxy.exposition import family
 from offload.proxy.metrics import (
+    COUNTERS,
+    HELP,
     UPSTREAM_EVICTION,
     Metrics,
     RequestRecord,
@@ -105,16 +109,38 @@ def test_only_the_most_recent_sessions_are_kept(store: Store) -> None:
     assert m.snapshot()["cumulative"]["counters"]["requests"] == 3
 
 
-def test_prometheus_text_has_live_cumulative_session_and_cause_series() -> None:
-    m = Metrics()
+def test_prometheus_text_has_one_family_per_meaning_with_sessions_and_causes_apart() -> None:
+    m = Metrics(clock=lambda: 1700000000.0)
     m.record(rec("s1", prompt_tokens=10, cached_tokens=5))
     m.record(rec("s1", prefix_kept=False, break_cause="client_edit"))
-    text = m.prometheus({"n_ctx": ("context size", 2048.0)})
-    assert 'offload_proxy_requests_total{window="live"} 2' in text
-    assert 'offload_proxy_requests_total{window="cumulative",session="s1"} 2' in text
-    assert 'offload_proxy_prefix_breaks_by_cause_total{window="live",cause="client_edit"} 1' in text
-    assert 'offload_proxy_cache_reuse_ratio{window="live"} 0.500000' in text
-    assert "offload_proxy_n_ctx 2048" in text
+    text = m.prometheus({"context_size_tokens": ("context size", 2048.0)})
+    lines = text.splitlines()
+    assert "offload_proxy_requests_total 2" in lines
+    assert 'offload_proxy_session_requests_total{session="s1"} 2' in lines
+    assert 'offload_proxy_prefix_breaks_total{cause="client_edit"} 1' in lines
+    assert "offload_proxy_cache_reuse_ratio 0.500000" in lines
+    assert "offload_proxy_context_size_tokens 2048" in lines
+    assert "offload_proxy_start_time_seconds 1700000000" in lines
+    assert "window=" not in text
+
+
+def test_every_counter_has_help_and_a_family_that_sums_without_double_counting() -> None:
+    m = Metrics()
+    for sid in ("s1", "s2", "s2"):
+        m.record(rec(sid, client_tokens=10, wire_tokens=4, prompt_tokens=4, cached_tokens=2))
+    m.record(rec("s2", prefix_kept=False, break_cause="windowing"))
+    families = read(m.prometheus())
+    for key in COUNTERS:
+        assert HELP[key], key
+        assert family(key) in families, key
+    requests = families["offload_proxy_requests_total"].samples
+    assert sum(v for _, v in requests) == 4  # one series: the sum is the total
+    sessions = families["offload_proxy_session_requests_total"].samples
+    assert sum(v for _, v in sessions) == 4
+    breaks = families["offload_proxy_prefix_breaks_total"].samples
+    assert sum(v for _, v in breaks) == m.snapshot()["cumulative"]["counters"]["prefix_breaks"]
+    assert value(families, "offload_proxy_saved_tokens_total") == 18
+    assert "since the store began" in families["offload_proxy_requests_total"].help
 
 
 # --- the counter -----------------------------------------------------------------------------

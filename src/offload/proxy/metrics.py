@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from offload.proxy import exposition
+
 NAMESPACE = "proxy.metrics"
 COUNTERS = (
     "requests",
@@ -316,46 +318,10 @@ class Metrics:
             }
 
     def prometheus(self, extra_gauges: Mapping[str, tuple[str, float]] | None = None) -> str:
-        """Prometheus text exposition of every counter.
-
-        ``window="live"`` counts since this process started, ``window="cumulative"`` across
-        restarts; per-session series are cumulative and bounded by ``max_sessions``.
-        """
-        snap = self.snapshot()
-        lines: list[str] = []
-        for name in COUNTERS:
-            metric = f"offload_proxy_{name}_total"
-            lines.append(f"# HELP {metric} {HELP[name]}")
-            lines.append(f"# TYPE {metric} counter")
-            for window in ("live", "cumulative"):
-                lines.append(f'{metric}{{window="{window}"}} {snap[window]["counters"][name]}')
-            for sid, s in snap["sessions"].items():
-                value = s["cumulative"]["counters"][name]
-                lines.append(f'{metric}{{window="cumulative",session="{_label(sid)}"}} {value}')
-        metric = "offload_proxy_prefix_breaks_by_cause_total"
-        lines.append(f"# HELP {metric} prefix breaks by cause")
-        lines.append(f"# TYPE {metric} counter")
-        for window in ("live", "cumulative"):
-            for cause, n in snap[window]["breaks"].items():
-                lines.append(f'{metric}{{window="{window}",cause="{_label(cause)}"}} {n}')
-        metric = "offload_proxy_cache_reuse_ratio"
-        lines.append(f"# HELP {metric} cached prompt tokens / prompt tokens, as reported upstream")
-        lines.append(f"# TYPE {metric} gauge")
-        for window in ("live", "cumulative"):
-            ratio = snap[window]["cache_reuse_ratio"]
-            if ratio is not None:
-                lines.append(f'{metric}{{window="{window}"}} {ratio:.6f}')
-        for name, (help_, value) in (extra_gauges or {}).items():
-            metric = f"offload_proxy_{name}"
-            lines.append(f"# HELP {metric} {help_}")
-            lines.append(f"# TYPE {metric} gauge")
-            lines.append(f"{metric} {value:g}")
-        return "\n".join(lines) + "\n"
+        """Prometheus text exposition of every counter (see :mod:`offload.proxy.exposition`);
+        ``extra_gauges``: name (after ``offload_proxy_``) -> (help, value)."""
+        return exposition.render(self.snapshot(), HELP, extra_gauges)
 
 
 def _persisted(counts: _Counts) -> dict[str, Any]:
     return {"counters": dict(counts.values), "breaks": dict(counts.breaks)}
-
-
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -12,12 +12,18 @@ from offload.proxy.state import ProxyState
 async def metrics(request: Request, state: ProxyState) -> Response:
     """``GET /metrics``: Prometheus text."""
     gauges = {
-        "n_ctx": ("context size the proxy budgets against", float(await state.n_ctx())),
+        "context_size_tokens": (
+            "the upstream's context size (n_ctx) the proxy budgets against",
+            float(await state.n_ctx()),
+        ),
         "exact_token_counts": (
-            "1 while token counts come from the upstream's /tokenize",
+            "1 while token counts come from the upstream's /tokenize, 0 while estimated offline",
             1.0 if state.counter.exact else 0.0,
         ),
-        "calibration_ratio": ("offline token counts are scaled by this", state.counter.ratio),
+        "token_calibration_ratio": (
+            "offline token estimates are scaled by this to match the upstream's counts",
+            state.counter.ratio,
+        ),
     }
     return PlainTextResponse(
         state.metrics.prometheus(gauges), media_type="text/plain; version=0.0.4"

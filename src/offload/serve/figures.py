@@ -5,43 +5,49 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+#: (key in ``Store.stats()``, family, help)
+STORE_GAUGES = (
+    ("entries", "offload_store_entries", "live entries in the store (every scope)"),
+    ("tokens", "offload_store_tokens", "tokens of the live entries' text"),
+    ("blocks", "offload_store_blocks", "content-addressed blocks holding the entries' text"),
+    ("raw_bytes", "offload_store_raw_bytes", "block bytes before compression"),
+    ("stored_bytes", "offload_store_stored_bytes", "block bytes as stored, after compression"),
+    ("disk_bytes", "offload_store_disk_bytes", "the database's size on disk (WAL included)"),
+)
+
 
 def own_metrics(store: Mapping[str, Any], surfaces: Mapping[str, Any]) -> str:
-    """Prometheus gauges of the store and of the mounted surfaces."""
+    """Prometheus gauges of the store and of the mounted surfaces (one family per meaning,
+    units in the names: see :mod:`offload.proxy.exposition` for the proxy's counters)."""
     lines: list[str] = []
 
-    def gauge(name: str, help_: str, samples: list[tuple[str, Any]]) -> None:
+    def family(name: str, kind: str, help_: str, samples: list[tuple[str, Any]]) -> None:
         lines.append(f"# HELP {name} {help_}")
-        lines.append(f"# TYPE {name} gauge")
+        lines.append(f"# TYPE {name} {kind}")
         lines.extend(f"{name}{labels} {value}" for labels, value in samples)
 
     if "error" not in store:
-        gauge(
-            "offload_store_entries",
-            "live entries in the store (every scope)",
-            [("", store["entries"])],
-        )
-        gauge("offload_store_tokens", "tokens of the live entries", [("", store["tokens"])])
-        gauge("offload_store_blocks", "content-addressed blocks", [("", store["blocks"])])
-        gauge(
-            "offload_store_bytes",
-            "block bytes before (raw) and after (stored) compression, and the database on disk",
-            [
-                ('{kind="raw"}', store["raw_bytes"]),
-                ('{kind="stored"}', store["stored_bytes"]),
-                ('{kind="disk"}', store["disk_bytes"]),
-            ],
-        )
-    gauge(
+        for key, name, help_ in STORE_GAUGES:
+            family(name, "gauge", help_, [("", store[key])])
+    family(
         "offload_surface_mounted",
-        "1 when the surface is served by this process",
+        "gauge",
+        "1 when the surface is served by this process, 0 when it is not mounted",
         [(f'{{surface="{name}"}}', int(s["mounted"])) for name, s in surfaces.items()],
+    )
+    calls = (surfaces.get("mcp") or {}).get("calls_by_tool") or {}
+    family(
+        "offload_mcp_tool_calls_total",
+        "counter",
+        "MCP tool calls answered at /mcp, by tool, since this process started",
+        [(f'{{tool="{label(tool)}"}}', n) for tool, n in sorted(calls.items())],
     )
     upstreams = (surfaces.get("gateway") or {}).get("upstreams") or {}
     if upstreams:
-        gauge(
+        family(
             "offload_gateway_upstream_ready",
-            "1 while the gateway's upstream server is connected",
+            "gauge",
+            "1 while the gateway's upstream server is connected, 0 otherwise",
             [
                 (f'{{server="{label(name)}"}}', int(u["state"] == "ready"))
                 for name, u in upstreams.items()

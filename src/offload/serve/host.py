@@ -103,6 +103,7 @@ class Served:
                 "url": self.base_url + MCP_PATH,
                 "scope": self.mcp_ctx.scope,
                 "tool_calls": sum(self.mcp_ctx.stats.calls.values()),
+                "calls_by_tool": dict(self.mcp_ctx.stats.calls),
             },
             "gateway": gateway,
             "dashboard": {"mounted": True, "url": self.base_url + "/"},
