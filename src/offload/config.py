@@ -88,6 +88,9 @@ class ProxySettings:
     tokenize_timeout_s: float = 2.0  # a slower /tokenize falls back to the offline counter
     metrics_flush_s: float = 1.0  # persisted counters lag the live ones by at most this
     metrics_sessions: int = 200  # sessions whose counters are kept (most recent first)
+    # the store scope of paged-out messages; empty: the MCP server's own (mcp.scope, else
+    # the git root of the working directory), so the project's search finds them
+    scope: str = ""
 
 
 @dataclass(frozen=True)

@@ -44,13 +44,13 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
 
     import uvicorn
 
-    from offload.proxy.app import create_app
+    from offload.proxy.app import create_app, proxy_settings
 
     level = str(getattr(args, "log_level", "info")).upper()
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     store = open_store(settings)
     try:
-        app = create_app(settings.proxy, store)
+        app = create_app(proxy_settings(settings), store)
         # access logs carry method, path and status only: never headers or keys
         uvicorn.run(
             app,

@@ -26,8 +26,10 @@ routes_stats.py and routes_passthrough.py.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -36,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from offload.config import ProxySettings
+from offload.config import ProxySettings, Settings
 from offload.proxy.chat import chat_completions
 from offload.proxy.errors_http import Guard, openai_error
 from offload.proxy.routes_anthropic import messages
@@ -44,6 +46,7 @@ from offload.proxy.routes_models import models
 from offload.proxy.routes_passthrough import passthrough
 from offload.proxy.routes_stats import metrics, stats
 from offload.proxy.state import ProxyState, RewriterFactory, default_rewriter
+from offload.store.paths import project_scope
 from offload.store.store import Store
 
 # one logger name for the whole proxy surface, whichever module logs
@@ -84,6 +87,14 @@ def create_app(
     app.state.proxy = state
     app.add_exception_handler(Exception, _internal_error)
     return Guard.for_proxy(app, settings)
+
+
+def proxy_settings(settings: Settings, cwd: Path | None = None) -> ProxySettings:
+    """The proxy's settings with its store scope resolved: ``proxy.scope``, else the MCP
+    server's (``mcp.scope``, else the git root of ``cwd``, default the working directory),
+    so what the proxy pages out is found where the project's MCP server and CLI search."""
+    scope = settings.proxy.scope or settings.mcp.scope or project_scope(cwd or Path.cwd())
+    return dataclasses.replace(settings.proxy, scope=scope)
 
 
 def _bind(

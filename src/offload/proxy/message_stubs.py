@@ -9,10 +9,15 @@ becomes a stub naming ``ctx:sha256:<hex>`` of the original content, which the st
 byte for byte (a list of parts is stored as its canonical JSON).
 
 A *range stub* stands in for a run of whole groups paged out of the middle of the
-conversation. Each page-out stores one JSON document (a "part") holding the newly paged
-messages exactly as the client sent them plus a pointer to the part before it, labelled
-``proxy:<session>:<first>-<last>``; the stub names the newest part, so the whole range is
-retrievable part by part, newest first.
+conversation. Each page-out stores one entry (a "part"), labelled
+``proxy:<session>:<first>-<last>``: its content is a JSON document holding the newly paged
+messages exactly as the client sent them plus a pointer to the part before it (what the
+stub's reference names, restored byte for byte), its body a readable transcript of those
+messages (what search indexes and ``read`` shows; :mod:`offload.proxy.transcript`), with a
+topic and a summary (the task, the tools, the files). The stub names the newest part, so
+the whole range is retrievable part by part, newest first, and carries a contents list
+(the tool calls the part holds, with their transcript lines) and the exact read and
+search calls.
 
 Everything here is deterministic: the same content and settings give the same stub bytes.
 Work is cached per content hash (count, gist, store write happen once per content).
@@ -31,9 +36,11 @@ from typing import Any
 from offload.core.chunking import count_lines
 from offload.core.gist import gist
 from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
+from offload.core.preview import TocEntry
 from offload.core.stubs import StubInfo, is_stub, render_stub
 from offload.core.tokens import TokenCounter
 from offload.errors import NotFound, ReferenceError_
+from offload.proxy import transcript
 from offload.proxy.messages import Message, content_text, message_tokens, range_role
 from offload.store.store import Store
 
@@ -44,11 +51,36 @@ RANGE_ROLES = ("user", "assistant")
 #: Said in the stub of a message whose content was a list of parts (stored as JSON).
 PARTS_NOTE = "(content parts as JSON)"
 _RANGE_HEADER = re.compile(r"\[offload: \d+ earlier messages ")
+#: Tool calls named in a range stub's contents list.
+RANGE_CONTENTS = 4
 
 
 def read_call(ref: str) -> str:
     """The exact calls that bring ``ref`` back (MCP tool and CLI)."""
     return f'retrieve(ref="{ref}") or `offload cat {ref}`'
+
+
+def range_read_call(ref: str) -> str:
+    """The exact calls that read a paged-out part as a transcript, and restore it."""
+    return (
+        f'read(ref="{ref}", offset=1) or `offload cat {ref}` (a transcript; the exact'
+        f' messages: retrieve(ref="{ref}"), JSON whose "earlier" names the part before)'
+    )
+
+
+def range_search_call(session: str) -> str:
+    """The exact calls that search everything this conversation paged out."""
+    return f'search(queries=["…"], source="proxy:{session}") or `offload search "…"`'
+
+
+@dataclass(frozen=True)
+class RangePart:
+    """What one page-out stores: the exact messages as JSON and the transcript."""
+
+    body: str  # the JSON document (the entry's content: what the stub's ref names)
+    transcript: str  # what is indexed and read
+    topic: str
+    summary: str
 
 
 @dataclass(frozen=True)
@@ -188,28 +220,53 @@ class StubMaker:
         made = self.message_stub(msg, source)
         return made if made.stub_tokens * gain <= tokens else None
 
-    def stubbed(self, msg: Message, made: MessageStub) -> Message:
-        """``msg`` with its content replaced by the stub, the content stored first."""
-        self.ensure_stored(content_text(msg), made.digest, source="proxy")
+    def stubbed(self, msg: Message, made: MessageStub, source: str = "") -> Message:
+        """``msg`` with its content replaced by the stub, the content stored first (with a
+        topic naming its role, tool and call id)."""
+        text = content_text(msg)
+        with self._lock:
+            known = made.digest in self._stored
+        if not known:
+            topic, summary = _message_topic(msg, source, text)
+            self.ensure_stored(text, made.digest, source="proxy", topic=topic, summary=summary)
         out = dict(msg)
         out["content"] = made.stub
         return out
 
     def ensure_stored(
-        self, text: str, digest: str, *, source: str, label: str | None = None
+        self,
+        text: str,
+        digest: str,
+        *,
+        source: str,
+        label: str | None = None,
+        body: str | None = None,
+        topic: str = "",
+        summary: str = "",
     ) -> None:
-        """Persist ``text`` unless this process already knows it is stored."""
+        """Persist ``text`` in this scope unless this process already knows it is stored
+        (``body``: what to index and show instead; ``text`` stays the restorable original)."""
         with self._lock:
             if digest in self._stored:
                 self._stored.move_to_end(digest)
                 return
         try:
-            self.store.resolve(CTX_PREFIX + digest, self.scope)
-            known = True
+            # stored under another scope only (an older proxy's): store it here too, so the
+            # project's own search finds it
+            known = self.store.resolve(CTX_PREFIX + digest, self.scope).scope == self.scope
         except ReferenceError_:  # missing, or forgotten since: store it (again)
             known = False
         if not known or label is not None:
-            self.store.put(text, kind="proxy", source=source, scope=self.scope, label=label)
+            self.store.put(
+                text,
+                kind="proxy",
+                source=source,
+                scope=self.scope,
+                label=label,
+                body=body,
+                topic=topic,
+                summary=summary,
+            )
         with self._lock:
             self._stored[digest] = None
             if len(self._stored) > self._cache_size:
@@ -217,10 +274,18 @@ class StubMaker:
 
     # -- range stubs ---------------------------------------------------------------------------
 
-    def page_out(self, session: str, stub: RangeStub, body: str) -> RangeStub:
+    def page_out(self, session: str, stub: RangeStub, part: RangePart) -> RangeStub:
         """Store a part rendered by :meth:`render_range` and return its stub."""
         digest = stub.ref[len(CTX_PREFIX) :]
-        self.ensure_stored(body, digest, source=f"proxy:{session}", label=stub.label)
+        self.ensure_stored(
+            part.body,
+            digest,
+            source=f"proxy:{session}",
+            label=stub.label,
+            body=part.transcript,
+            topic=part.topic,
+            summary=part.summary,
+        )
         return stub
 
     def render_range(
@@ -232,7 +297,7 @@ class StubMaker:
         end: int,
         previous: RangeStub | None,
         paged_tokens: int,
-    ) -> tuple[RangeStub, str]:
+    ) -> tuple[RangeStub, RangePart]:
         """The stub for the range ``[first, end)`` and the body of its newest part,
         messages ``[start, end)`` (``previous`` covers ``[first, start)``); nothing is
         stored until :meth:`page_out`."""
@@ -254,26 +319,62 @@ class StubMaker:
         text_of_part = "\n".join(
             content_text(m) for m in messages[start:end] if m["role"] in ("user", "assistant")
         )
+        earlier = f"; the part before: {previous.ref}" if previous is not None else ""
+        title = f"# conversation {session}, messages #{start}-#{end - 1}{earlier}"
+        rendered = transcript.render(messages[start:end], start, title)
+        opener = messages[first - 1] if first else None
+        task = content_text(opener) if opener is not None and opener["role"] == "user" else ""
+        topic, summary = transcript.describe(messages[start:end], task, start)
+        contents = tuple(
+            TocEntry(line, title)
+            for line, title in transcript.contents(rendered.calls, RANGE_CONTENTS)
+        )
+        ref = short_ref(digest)
         text = _range_text(
             StubInfo(
-                ref=short_ref(digest),
+                ref=ref,
                 kind=f"{count} earlier messages",
                 source=f"this conversation, #{first}-#{end - 1} ({mix})",
                 tokens=paged_tokens,
-                lines=count_lines(body),
+                lines=count_lines(rendered.text),
                 nbytes=len(body.encode("utf-8", "surrogatepass")),
-                gist=gist(text_of_part, RANGE_GIST_CHARS) if text_of_part.strip() else "",
-            )
+                gist=(
+                    transcript.untrusted_line(
+                        gist(text_of_part, RANGE_GIST_CHARS), RANGE_GIST_CHARS
+                    )
+                    if text_of_part.strip()
+                    else ""
+                ),
+                toc=contents,
+            ),
+            session,
         )
         role = range_role(messages, first, end)
         tokens = message_tokens(self.counter, {"role": role, "content": text})
         stub = RangeStub(first, end - 1, CTX_PREFIX + digest, label, text, tokens, role)
-        return stub, body
+        return stub, RangePart(body, rendered.text, topic, summary)
 
 
-def _range_text(info: StubInfo) -> str:
-    call = read_call(info.ref) + ' (JSON: the newest part; "earlier" names the one before)'
-    return render_stub(info, call)
+def _range_text(info: StubInfo, session: str) -> str:
+    return render_stub(info, range_read_call(info.ref), range_search_call(session))
+
+
+def _message_topic(msg: Message, source: str, text: str) -> tuple[str, str]:
+    """(topic, summary) of one stubbed message: its role, tool and call id, and a gist."""
+    role = str(msg.get("role"))
+    call_id = msg.get("tool_call_id")
+    names = [
+        str((c.get("function") or {}).get("name"))
+        for c in msg.get("tool_calls") or ()
+        if isinstance(c, dict) and isinstance(c.get("function"), dict)
+    ]
+    what = "tool output" if role in ("tool", "function") else f"{role} message"
+    bits = [what, source, f"(id {call_id})" if isinstance(call_id, str) and call_id else ""]
+    if names:
+        bits.append("calls " + ", ".join(names))
+    topic = transcript.untrusted_line(" ".join(b for b in bits if b), 120)
+    summary = transcript.untrusted_line(gist(text, STUB_GIST_CHARS), 300) if text.strip() else ""
+    return topic, summary
 
 
 def least_stub_tokens(counter: TokenCounter) -> tuple[int, int]:
@@ -291,7 +392,8 @@ def least_stub_tokens(counter: TokenCounter) -> tuple[int, int]:
             tokens=0,
             lines=0,
             nbytes=0,
-        )
+        ),
+        "0" * 16,
     )
     return (
         message_tokens(counter, {"role": "user", "content": message}),
@@ -314,7 +416,7 @@ def expand(
 
     def body_of(ref: str) -> str:
         if ref not in memo:
-            memo[ref] = store.body(store.resolve(ref, scope))
+            memo[ref] = store.body(store.resolve(ref, scope), original=True)
         text: str = memo[ref]
         return text
 

@@ -13,7 +13,7 @@ from typing import Any
 from offload.config import ProxySettings
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput
-from offload.proxy.message_stubs import MessageStub, RangeStub, StubMaker
+from offload.proxy.message_stubs import MessageStub, RangePart, RangeStub, StubMaker
 from offload.proxy.messages import (
     Message,
     chain,
@@ -256,7 +256,7 @@ class Pipeline:
         boundary = is_page_boundary if alternate else is_group_start
         starts = [boundary(msgs, i) for i in range(len(msgs))]
 
-        rendered: dict[int, tuple[RangeStub, str]] = {}  # gists are costly: render once
+        rendered: dict[int, tuple[RangeStub, RangePart]] = {}  # gists are costly: render once
 
         def render(end: int) -> RangeStub:
             if end not in rendered:
@@ -394,7 +394,7 @@ class Pipeline:
                 wire.append(msg)
                 tokens.append(ct[i])
                 continue
-            wire.append(self.stubs.stubbed(msg, made))
+            wire.append(self.stubs.stubbed(msg, made, source_of(msgs, i)))
             tokens.append(self._stub_tokens(msg, made))
             stubs += 1
             if before is not layout and (

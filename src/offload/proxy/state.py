@@ -55,8 +55,8 @@ RewriterFactory = Callable[[Store, ProxySettings, TokenCounter], Rewriter]
 
 
 def default_rewriter(store: Store, settings: ProxySettings, counter: TokenCounter) -> Rewriter:
-    """The real rewrite pipeline."""
-    return Pipeline(store, settings, counter, scope="proxy")
+    """The real rewrite pipeline (scope ``proxy`` when the edge did not name one)."""
+    return Pipeline(store, settings, counter, scope=settings.scope or "proxy")
 
 
 class ProxyState:

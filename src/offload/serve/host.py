@@ -160,9 +160,9 @@ def build(
     from offload.mcp.context import McpContext
     from offload.mcp.http import http_app as mcp_http_app
     from offload.mcp.server import build_server
-    from offload.proxy.app import create_app
+    from offload.proxy.app import create_app, proxy_settings
 
-    proxy = create_app(settings.proxy, store)
+    proxy = create_app(proxy_settings(settings, cwd), store)
     mcp_ctx = McpContext.build(settings, store, cwd)
     # the MCP guard must accept the Host this process is actually reached at
     mcp_settings = dataclasses.replace(settings.mcp, host=settings.proxy.host)
