@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from offload.core import gist as gist_module
 from offload.core.gist import gist, identifiers
 from offload.errors import InvalidInput
 
@@ -202,3 +204,35 @@ def test_identifiers_respect_the_limit() -> None:
     text = " ".join(f"name_{i}" for i in range(20))
     assert identifiers(text, limit=3) == ["name_0", "name_1", "name_2"]
     assert identifiers(text, limit=0) == []
+
+
+# The linear rewrites of two patterns (see tests/core/test_regex_linear.py) accept exactly
+# what the backtracking originals accepted: checked on short texts, where the originals
+# are still fast.
+_OLD_CAMEL = re.compile(r"(?:[A-Z][a-z0-9]+|[a-z][a-z0-9]*)(?:[A-Z][A-Za-z0-9]*)+")
+_OLD_ERROR_LINE = re.compile(
+    r"\b[\w.]*(?:Error|Exception)\b(?:\[\w+\])?:"
+    r"|^\s*(?:E\s+)?[\w.]*(?:Error|Exception)\s*$"
+    r"|\b(?:error|fatal|panic|FATAL|ERROR|Fatal|Panic)(?:\[\w+\])?[:!]"
+    r"|^\s*(?:panic|fatal)\b|\bpanicked\b|\b(?:ERROR|FATAL|CRITICAL)\b|\bFAILED\b"
+    r"|\bE\d{3,}\b|\bERR_[A-Z_]+"
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aBzZ09_.-+", min_size=4, max_size=14))
+def test_camel_names_are_recognised_exactly_as_before_the_linear_rewrite(token: str) -> None:
+    old = _OLD_CAMEL.fullmatch(token) is not None
+    assert (gist_module._CAMEL.fullmatch(token) is not None) == old
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="Erorxcepti.:_ [a]E", max_size=24))
+def test_error_lines_are_recognised_exactly_as_before_the_linear_rewrite(line: str) -> None:
+    old = _OLD_ERROR_LINE.search(line) is not None
+    assert (gist_module._ERROR_LINE.search(line) is not None) == old
+
+
+def test_a_long_alternating_camel_token_is_classified_at_once() -> None:
+    token = "aB" * 5000
+    assert identifiers(f"{token} {token}+x") == [token]

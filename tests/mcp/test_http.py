@@ -3,9 +3,12 @@ foreign Origin and Host headers are refused, the optional bearer token is enforc
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -69,3 +72,40 @@ async def test_a_configured_bearer_token_is_required(env: McpEnv) -> None:
         assert post(server.url, Authorization="Bearer s3cret-token").status_code == 200
         async with http_client(server.url, "s3cret-token") as c:
             assert "0 entries" in (await c.call_tool("peek", {})).content[0].text  # type: ignore[union-attr]
+
+
+def varied_text(lines: int) -> str:
+    """Deterministic prose-like text with many distinct identifiers (costly to gist and index)."""
+    rng = random.Random(7)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABC_"
+    words = ["".join(rng.choices(alphabet, k=rng.randint(3, 12))) for _ in range(5000)]
+    return "\n".join(" ".join(rng.choices(words, k=12)) for _ in range(lines))
+
+
+@pytest.mark.anyio
+async def test_a_large_offload_call_does_not_hold_up_other_requests(env: McpEnv) -> None:
+    content = varied_text(40_000)  # ~4 MB: gist, hashing, zstd and indexing take seconds
+    latencies: list[float] = []
+    answered_during = 0
+    with HttpServer(env.project, env.home) as server:
+        async with http_client(server.url) as big, http_client(server.url) as other:
+            done = anyio.Event()
+
+            async def probe() -> None:
+                nonlocal answered_during
+                while not done.is_set():
+                    start = time.perf_counter()
+                    assert len((await other.list_tools()).tools) == 19
+                    latencies.append(time.perf_counter() - start)
+                    answered_during += not done.is_set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(probe)
+                start = time.perf_counter()
+                res = await big.call_tool("offload", {"content": content})
+                big_s = time.perf_counter() - start
+                done.set()
+    assert not res.is_error, res.content
+    # A blocked event loop answers nothing while the call works, then everything at once.
+    assert answered_during >= 3, (answered_during, big_s)
+    assert max(latencies) < big_s / 3, (max(latencies), big_s)

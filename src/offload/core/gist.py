@@ -21,17 +21,22 @@ _HEAD_CHARS = 200_000
 _TAIL_CHARS = 50_000
 _JSON_MAX_CHARS = 16_000_000
 
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://\S+")
+# A scheme is short; bounding it keeps a scan over a long dotted run linear.
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{0,31}://\S+")
 _CANDIDATE = re.compile(r"[\w./~@+-]+")
 _DOTTED = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_0-9][\w-]*)+")
 _SNAKE = re.compile(r"_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*")
-_CAMEL = re.compile(r"(?:[A-Z][a-z0-9]+|[a-z][a-z0-9]*)(?:[A-Z][A-Za-z0-9]*)+")
+# One capital after the first hump, then any alphanumerics: the same language as
+# ``(?:[A-Z][A-Za-z0-9]*)+`` without its exponential backtracking (``'aB' * 28 + '+x'``).
+_CAMEL = re.compile(r"(?:[A-Z][a-z0-9]+|[a-z][a-z0-9]*)[A-Z][A-Za-z0-9]*")
 _ERR_CODE = re.compile(r"ERR_[A-Z0-9_]+|E\d{3,}")
 _HAS_LETTER = re.compile(r"[A-Za-z]")
 
 # Lines that report an error, not lines that merely mention one (``import FooError``).
+# Only ever searched: a ``\b[\w.]*`` prefix before ``Error`` always matches (from the start
+# of the word), so it is left out; rescanning it from every boundary was quadratic.
 _ERROR_LINE = re.compile(
-    r"\b[\w.]*(?:Error|Exception)\b(?:\[\w+\])?:"  # ValueError: …, error[E0382]: …
+    r"(?:Error|Exception)\b(?:\[\w+\])?:"  # ValueError: …, error[E0382]: …
     r"|^\s*(?:E\s+)?[\w.]*(?:Error|Exception)\s*$"  # a bare exception line
     r"|\b(?:error|fatal|panic|FATAL|ERROR|Fatal|Panic)(?:\[\w+\])?[:!]"
     r"|^\s*(?:panic|fatal)\b|\bpanicked\b|\b(?:ERROR|FATAL|CRITICAL)\b|\bFAILED\b"

@@ -19,7 +19,9 @@ __all__ = ["PREAMBLE_TITLE", "Heading", "Section", "headings", "split_sections"]
 PREAMBLE_TITLE = "(preamble)"
 
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t](.*))?$")
-_ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
+# Only at the start or after a blank, so each run of ``#`` is tried once (linear); the
+# blanks before it are stripped by the caller.
+_ATX_CLOSING = re.compile(r"(?:^|(?<=[ \t]))#+$")
 _FENCE_OPEN = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)$")
 _FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*$")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")

@@ -34,7 +34,9 @@ _ATX = re.compile(r" {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*")
 _NOT_PARAGRAPH = re.compile(r" {0,3}(?:[-*+>|]|\d+[.)]|#|`{3}|~{3})")
 _MD_LIST = re.compile(r"\s*(?:[-*+]|\d+\.)\s+\S")
-_MD_LINK = re.compile(r"\[[^\]]+\]\([^)\s]+\)")
+# Link text stops at the next bracket and the target at the next parenthesis, so a scan
+# never rereads the rest of a line from every ``[`` (linear).
+_MD_LINK = re.compile(r"\[[^\[\]]+\]\([^()\s]+\)")
 _CODE_DEF = re.compile(
     r"(?:async\s+def|def|class|function|async\s+function|func|fn"
     r"|pub(?:\([^)]*\))?\s+(?:async\s+)?fn"
@@ -52,7 +54,9 @@ _LOG_LEVEL = re.compile(
 _SECTION = re.compile(r"\s*([=\-*#])\1{2,}\s+(\S.*?)\s+\1{3,}\s*")
 _TRACEBACK = "Traceback (most recent call last)"
 _EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b")
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]', re.S)
+# The closing quote is optional so an unterminated string is consumed once instead of
+# rescanned from every later quote (valid JSON tokenises the same).
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\],:]', re.S)
 _NON_SPACE = re.compile(r"\S")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
 

@@ -37,8 +37,10 @@ MAX_CALLS = 12  # model calls per compress/distill/summary, map and reduce toget
 MAX_ROUNDS = 3  # reduce rounds after the first map
 _RETRY_BACKOFF_S = 0.25
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_THINK_OPEN = re.compile(r"<think>.*\Z", re.DOTALL | re.IGNORECASE)
+# Tags found one at a time (``_strip_think``): a lazy ``<think>.*?</think>`` rescans the rest
+# of the text from every unclosed ``<think>``, quadratic on hostile model output.
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 
 COMPRESS_PROMPT = (
     "You compress text for another AI model to read later. Rewrite the text given by the "
@@ -289,6 +291,22 @@ def _cut_line(line: str, max_tokens: int, n_tokens: int) -> list[str]:
     return [line[i : i + step] for i in range(0, len(line), step)]
 
 
+def _strip_think(text: str) -> str:
+    """Drop every ``<think>…</think>`` block, then an unclosed ``<think>`` and all after it."""
+    kept: list[str] = []
+    pos = 0
+    while (start := _THINK_OPEN.search(text, pos)) is not None:
+        end = _THINK_CLOSE.search(text, start.end())
+        if end is None:
+            break
+        kept.append(text[pos : start.start()])
+        pos = end.end()
+    kept.append(text[pos:])
+    text = "".join(kept)
+    unclosed = _THINK_OPEN.search(text)
+    return text if unclosed is None else text[: unclosed.start()]
+
+
 def clean_output(text: str) -> str:
     """Strip ``<think>…</think>`` blocks (and an unclosed trailing one), drop repeated lines
     and blank runs, and trim.
@@ -296,8 +314,7 @@ def clean_output(text: str) -> str:
     Small models at temperature 0 often loop, repeating one line until ``max_tokens``; a
     repeated line carries nothing new, so only its first occurrence is kept.
     """
-    text = _THINK_BLOCK.sub("", text)
-    text = _THINK_OPEN.sub("", text)
+    text = _strip_think(text)
     seen: set[str] = set()
     kept: list[str] = []
     for line in text.splitlines():

@@ -4,6 +4,9 @@
 SDK lowlevel ``Server``; ``offload.mcp.stdio`` and ``offload.mcp.http`` only carry it.
 Tool errors are ``is_error`` results whose text says what to do next: every
 :class:`OffloadError` is mapped there, anything else is a bug and left to the SDK.
+
+Handlers and resource reads run in a worker thread: gists, hashing, compression and SQLite
+are CPU and disk work, and ``offload serve`` answers every other surface on this event loop.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
@@ -50,6 +55,12 @@ HANDLERS: dict[str, Handler] = {
 assert set(HANDLERS) == {t.name for t in TOOLS}, "every catalog tool needs a handler"
 
 
+def _run_handler(handler: Handler, ctx: McpContext, args: Args) -> str:
+    """Run one (async) handler to completion on this worker thread's own event loop; the
+    few handlers that await (the local model) do so there."""
+    return anyio.run(handler, ctx, args)
+
+
 def _text_result(text: str, *, error: bool) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
 
@@ -65,7 +76,7 @@ async def call_tool(
     else:
         try:
             args = Args(name, arguments, tool.schema.get("properties", {}))
-            text = await HANDLERS[name](ctx, args)
+            text = await anyio.to_thread.run_sync(_run_handler, HANDLERS[name], ctx, args)
             error = False
         except OffloadError as exc:
             text = fmt.error_text(exc, ctx.root_names)
@@ -107,7 +118,7 @@ def build_server(ctx: McpContext) -> Server[Any]:
     async def on_read_resource(
         rctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        return resources.read_resource(ctx, str(params.uri))
+        return await anyio.to_thread.run_sync(resources.read_resource, ctx, str(params.uri))
 
     async def on_list_prompts(
         rctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

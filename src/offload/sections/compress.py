@@ -48,8 +48,10 @@ _IMPERATIVE = re.compile(
     r"critical|forbidden|prefer)\b",
     re.IGNORECASE,
 )
+# Only ever searched: ``FooError:`` needs no ``\b[\w.]*`` prefix (it always matches from the
+# start of the word), and rescanning that prefix from every boundary was quadratic.
 _ERROR = re.compile(
-    r"\b[\w.]*(?:Error|Exception)\b:|\b(?:error|fatal|panic)(?:\[\w+\])?[:!]"
+    r"(?:Error|Exception)\b:|\b(?:error|fatal|panic)(?:\[\w+\])?[:!]"
     r"|\b(?:ERROR|FATAL|CRITICAL|FAILED)\b|^\s*(?:modified|deleted|new file|renamed|both)\s*:",
 )
 _FENCE = re.compile(r" {0,3}(?:`{3,}|~{3,})")
