@@ -133,3 +133,15 @@ def test_the_console_script_runs(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 0 and proc.stdout.startswith("offload ")
+
+
+def test_listings_show_terminal_escapes_from_a_body_escaped_not_obeyed(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = "\x1b]0;owned\x07\x1b[2J title line\u202e\nzebra body\n"
+    assert run(capsys, "add", "--topic", "t\x1b[31m", body)[0] == 0  # the summary: its gist
+    for argv in (("ls",), ("search", "zebra"), ("show", "1")):
+        code, out, _ = run(capsys, *argv)
+        assert code == 0 and "\\x1b[31m" in out, argv
+        assert not {"\x1b", "\x07", "\u202e"} & set(out), (argv, out)
+    assert "\\x1b]0;owned" in run(capsys, "show", "1")[1]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from offload.config import Settings
+from offload.core.untrusted import printable
 from offload.store.paths import project_scope
 from offload.store.store import Store
 
@@ -48,11 +49,13 @@ def scope_of(args: argparse.Namespace, *, for_write: bool = False) -> str | None
 
 
 def emit(args: argparse.Namespace, data: Any, render: Callable[[Any], str]) -> None:
-    """Print ``data`` as JSON with ``--json``, else as ``render(data)``."""
+    """Print ``data`` as JSON with ``--json``, else as ``render(data)`` with every control
+    character but newline and tab shown escaped (topics and summaries come from stored
+    bodies: no terminal escape sequence gets through)."""
     if getattr(args, "json", False):
         json.dump(data, sys.stdout, ensure_ascii=False, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        text = render(data)
+        text = printable(render(data))
         if text:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -2,18 +2,23 @@
 
 ``<offload:body:NONCE ref="…" topic="…" stored="…">BODY</offload:body:NONCE>``
 
-NONCE carries 96 random bits, fresh per call; attribute values are escaped; any closing
-delimiter of *any* offload fence inside the body is neutralised, so a stored document
-cannot end the fence early and speak as the tool.
+NONCE carries 96 random bits, fresh per call; attribute values are escaped; anything inside
+the body that looks like an opening or closing tag of *any* offload fence (in any case, with
+blanks inside: ``</OFFLOAD:BODY:x>``, ``< offload:body:x ref=…>``) is neutralised, so a stored
+document can neither end the fence early and speak as the tool nor open a fake one.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import UTC, datetime
 
-_CLOSE = "</offload:body"
-_NEUTRAL = "<\\/offload:body"
+# ``<`` that starts something a reader could take for a fence tag; a backslash after it
+# defuses the tag (``<\/offload:body:x>``) while it stays readable.
+_TAG_START = re.compile(r"<(?=\s*(?:/\s*)?offload\s*:\s*body)", re.IGNORECASE)
+# controls, line separators and bidirectional overrides have no place in an attribute
+_ATTR_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def new_nonce() -> str:
@@ -23,7 +28,7 @@ def new_nonce() -> str:
 
 def escape_attr(value: str) -> str:
     """Escape a value for a double-quoted attribute."""
-    return (
+    escaped = (
         value.replace("&", "&amp;")
         .replace('"', "&quot;")
         .replace("<", "&lt;")
@@ -31,13 +36,12 @@ def escape_attr(value: str) -> str:
         .replace("\n", "&#10;")
         .replace("\r", "&#13;")
     )
+    return _ATTR_CONTROL.sub(lambda m: f"&#{ord(m.group())};", escaped)
 
 
 def neutralise(body: str) -> str:
-    """Defuse every closing fence delimiter inside ``body``."""
-    if _CLOSE not in body:
-        return body
-    return body.replace(_CLOSE, _NEUTRAL)
+    """Defuse every opening or closing fence-like tag inside ``body``."""
+    return _TAG_START.sub("<\\\\", body)
 
 
 def iso(ts: float) -> str:

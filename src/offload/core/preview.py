@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from offload.core.lines import line_content, line_count, split_lines
+from offload.core.untrusted import inline
 from offload.errors import InvalidInput
 
 Kind = Literal["json", "markdown", "log", "code", "text"]
@@ -629,5 +630,8 @@ def render_contents(entries: list[TocEntry] | tuple[TocEntry, ...]) -> str:
         return ""
     base = min(entry.level for entry in entries)
     rows = ["## Contents"]
-    rows.extend(f"{'  ' * (e.level - base)}- [L{e.line}] {e.title}" for e in entries)
+    # titles come from the content: one inert line each
+    rows.extend(
+        f"{'  ' * (e.level - base)}- [L{e.line}] {inline(e.title, line_break=' ')}" for e in entries
+    )
     return "\n".join(rows) + "\n"

@@ -8,11 +8,12 @@ marker that ``is_stub`` recognises, so a stub is never stubbed again.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from offload.core.fence import neutralise
 from offload.core.preview import Preview, TocEntry, render_contents
+from offload.core.untrusted import inline, printable
 
 #: Every stub from ``render_stub`` starts with this.
 STUB_MARKER = "[offload:"
@@ -21,7 +22,6 @@ PLACEHOLDER_MARKER = "[Response compressed — "
 GIST_MAX_CHARS = 240
 CONTENTS_MAX_CHARS = 200
 _MARKERS = (STUB_MARKER, PLACEHOLDER_MARKER)
-_WHITESPACE = re.compile(r"[\s\x00-\x1f\x7f]+")
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,8 @@ class StubInfo:
 
 
 def _one_line(text: str, limit: int) -> str:
-    flat = _WHITESPACE.sub(" ", text).strip()
-    if len(flat) <= limit:
-        return flat
-    return flat[: max(0, limit - 1)].rstrip() + "…"
+    """Derived from stored content, so untrusted: one inert line (``core.untrusted``)."""
+    return inline(text, limit, line_break=" ")
 
 
 def _count(value: int, noun: str) -> str:
@@ -125,7 +123,7 @@ def render_gateway_placeholder(
     shown = preview.text
     shown = shown[:-2] if shown.endswith("\r\n") else shown[:-1] if shown.endswith("\n") else shown
     if shown:
-        rows.append(shown)
+        rows.append(printable(neutralise(shown)))  # the response's own lines, made inert
     # Where a reader picks up: after the preview, inside a cut line, or from the top.
     if preview.structural:
         rows.append(f"[… structure preview of all {nlines} lines]")

@@ -15,7 +15,9 @@ from typing import Any
 import mcp_types as types
 
 from offload.config import GatewaySettings
+from offload.core.fence import neutralise
 from offload.core.lines import continuation, read_lines
+from offload.core.untrusted import printable
 from offload.errors import InvalidInput
 from offload.gateway.catalog import TOOL_PREFIX
 from offload.gateway.responses import KIND
@@ -265,6 +267,7 @@ class IndexTools:
     def _store_hit(self, rank: int, hit: Hit) -> str:
         label = _label(hit)
         body = _numbered(hit.text, hit.start_line, hit.match_line) if hit.text else hit.snippet
+        body = printable(neutralise(body))  # stored lines: no fence-like tags, no controls
         return (
             f"{rank}. {label} L{hit.start_line}-{hit.end_line} (match at L{hit.match_line}, "
             f"{hit.entry.lines} lines in all)\n{body}\n"

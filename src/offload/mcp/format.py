@@ -1,6 +1,8 @@
 """Result text for the MCP tools: short, one line per entry, deterministic.
 
-Pure functions over store records; nothing here touches the store.
+Pure functions over store records; nothing here touches the store. Everything derived from
+stored content (topics, summaries, snippets, sources, labels, tags) goes through
+``core.untrusted.inline``: one line, controls escaped, fence-like tags defused.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from offload.core.fence import iso, neutralise
+from offload.core.fence import iso
+from offload.core.untrusted import inline
 from offload.errors import (
     BinaryFile,
     Gone,
@@ -24,12 +27,13 @@ from offload.store.models import Entry, Hit
 
 _TOPIC_CHARS = 80
 _SNIPPET_CHARS = 200
+_SUMMARY_CHARS = 2000
+_ERROR_CHARS = 2000
 
 
 def one_line(text: str, limit: int) -> str:
-    """Collapse whitespace to single spaces and clip to ``limit`` characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    """Untrusted text as one inert line (line breaks become spaces), clipped to ``limit``."""
+    return inline(text, limit, line_break=" ")
 
 
 def call(tool: str, **args: Any) -> str:
@@ -45,9 +49,10 @@ def status_of(e: Entry) -> str:
 
 def entry_line(e: Entry) -> str:
     """``ref | topic [tags] | kind | salience | status | ~tokens``."""
-    topic = neutralise(one_line(e.topic, _TOPIC_CHARS)) or "(no topic)"
-    tags = f" [{' '.join(e.tags)}]" if e.tags else ""
-    return f"{e.ref} | {topic}{tags} | {e.kind} | {e.salience:.2f} | {status_of(e)} | ~{e.tokens}"
+    topic = one_line(e.topic, _TOPIC_CHARS) or "(no topic)"
+    tags = f" [{' '.join(one_line(t, 60) for t in e.tags)}]" if e.tags else ""
+    kind = one_line(e.kind, 60)
+    return f"{e.ref} | {topic}{tags} | {kind} | {e.salience:.2f} | {status_of(e)} | ~{e.tokens}"
 
 
 def entry_lines(entries: Sequence[Entry]) -> str:
@@ -88,12 +93,13 @@ def recall_text(e: Entry) -> str:
         f"accessed {iso(e.accessed)} ({e.access_count}x)",
     ]
     if e.source:
-        lines.append(f"source: {neutralise(one_line(e.source, 200))}")
+        lines.append(f"source: {one_line(e.source, 200)}")
     if e.labels:
-        lines.append("labels: " + " ".join(e.labels))
+        lines.append("labels: " + " ".join(one_line(label, 200) for label in e.labels))
     if e.compressed:
         lines.append("stored compressed (lossy); retrieve gives the original")
-    summary = neutralise(e.summary.strip()) if e.summary.strip() else "(no summary)"
+    # a gist has a few lines: kept apart by a visible \n, never by a real line break
+    summary = inline(e.summary, _SUMMARY_CHARS) or "(no summary)"
     lines.append(f"summary: {summary}")
     lines.append(f"next: {call('read', ref=e.ref)} or {call('checkout', ref=e.ref)}")
     return "\n".join(lines)
@@ -112,8 +118,8 @@ def hit_lines(
             out.append(f"  {where} (same chunk as q{shown[key]})")
             continue
         shown[key] = number
-        topic = neutralise(one_line(h.entry.topic, 60))
-        snippet = neutralise(one_line(h.snippet, _SNIPPET_CHARS))
+        topic = one_line(h.entry.topic, 60)
+        snippet = one_line(h.snippet, _SNIPPET_CHARS)
         out.append(f"  {where} | {topic} | L{h.match_line}: {snippet}")
     return "\n".join(out)
 
@@ -131,7 +137,7 @@ def duration(seconds: float) -> str:
 
 def error_text(exc: OffloadError, roots: Sequence[str] = ()) -> str:
     """One line for an ``is_error`` result, ending with what to do next."""
-    msg = str(exc)
+    msg = inline(str(exc), _ERROR_CHARS)  # may quote a ref, a path or a tombstone's reason
     hint = ""
     if isinstance(exc, NotFound) and "matrix" not in msg:
         hint = "find refs with matrix or search"

@@ -7,9 +7,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from offload.core.fence import iso, neutralise
+from offload.core.fence import iso
 from offload.core.gist import gist
 from offload.core.markdown import split_sections
+from offload.core.untrusted import inline
 from offload.errors import InvalidInput, ReferenceError_, UpstreamError
 from offload.mcp import format as fmt
 from offload.mcp.args import Args, parse_duration
@@ -229,7 +230,7 @@ def _ref_line(ctx: McpContext, ref: str) -> str:
     try:
         return fmt.entry_line(ctx.store.resolve(ref, ctx.scope))
     except ReferenceError_ as exc:
-        return f"{ref}: {exc}"  # a key ref forgotten since: say why
+        return inline(f"{ref}: {exc}")  # a key ref forgotten since: say why
 
 
 async def restore(ctx: McpContext, a: Args) -> str:
@@ -246,9 +247,9 @@ async def restore(ctx: McpContext, a: Args) -> str:
         have = f"saved: {', '.join(names)}" if names else "none saved in this scope"
         raise InvalidInput(f"no snapshot {name!r} ({have}); snapshot(task=…) saves one")
     out = [f'snapshot "{name}" saved {iso(float(doc.get("saved", 0)))}']
-    out.append("task: " + neutralise(str(doc.get("task", ""))))
+    out.append("task: " + inline(str(doc.get("task", ""))))
     for title, key in (("decisions", "decisions"), ("open threads", "threads")):
-        items = [neutralise(str(x)) for x in doc.get(key, [])]
+        items = [inline(str(x)) for x in doc.get(key, [])]
         if items:
             out.append(f"{title}:")
             out += [f"- {x}" for x in items]
