@@ -80,6 +80,9 @@ class ProxySettings:
     # role in a row: "auto" (when the upstream's chat template says so), "always", "never"
     alternate_roles: str = "auto"
     timeout_s: float = 600.0
+    # a streamed answer's first byte (its headers, which come with the first token) must
+    # arrive this soon, so a hung upstream does not hold a client for timeout_s
+    first_byte_timeout_s: float = 120.0
     bearer_token: str = ""
     # extra Host values (and Origins) accepted besides loopback ones, for a non-loopback bind
     allowed_hosts: tuple[str, ...] = ()
@@ -91,6 +94,13 @@ class ProxySettings:
     # the store scope of paged-out messages; empty: the MCP server's own (mcp.scope, else
     # the git root of the working directory), so the project's search finds them
     scope: str = ""
+
+    def __post_init__(self) -> None:
+        limit = self.first_byte_timeout_s
+        if not 0 < limit < float("inf"):
+            raise ConfigError(
+                f"proxy.first_byte_timeout_s must be a number of seconds above 0, got {limit!r}"
+            )
 
 
 @dataclass(frozen=True)

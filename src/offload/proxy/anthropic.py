@@ -24,18 +24,10 @@ from starlette.responses import JSONResponse, Response
 
 from offload.core.sse import SseDecoder
 from offload.errors import InvalidInput
-from offload.proxy.errors_http import anthropic_error
+from offload.proxy.errors_http import ANTHROPIC, anthropic_error
 from offload.proxy.metrics import cache_figures
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-}
 
 
 def _text_of(blocks: Any, where: str) -> str:
@@ -214,8 +206,7 @@ def error_response(resp: httpx.Response) -> Response:
             message = str(err["message"])
     except (ValueError, AttributeError):
         pass
-    kind = _ERROR_TYPES.get(resp.status_code, "api_error")
-    return anthropic_error(resp.status_code, message, kind)
+    return anthropic_error(resp.status_code, message)
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -343,8 +334,14 @@ async def stream_events(
     generator ends.
     """
     blocks = _Blocks()
-    started = False
+    started = failed = False
     async for obj in _stream_objects(chunks):
+        if failed:
+            continue  # nothing after an error is part of the answer
+        if "error" in obj:  # the upstream's own error event, or the relay's for a break
+            failed = True
+            yield _error_event(obj["error"])
+            continue
         seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
         if not started:
             started = True
@@ -352,5 +349,15 @@ async def stream_events(
         for choice in obj.get("choices") or ():
             for event in blocks.choice(choice):
                 yield event
-    for event in blocks.close(seen):
-        yield event
+    if not failed:
+        for event in blocks.close(seen):
+            yield event
+
+
+def _error_event(error: Any) -> bytes:
+    """An OpenAI stream's error object as Anthropic's ``event: error`` (the stream ends
+    there: no ``message_stop``)."""
+    fields: dict[str, Any] = error if isinstance(error, dict) else {"message": str(error)}
+    code = fields.get("code")
+    status = code if isinstance(code, int) and 400 <= code <= 599 else 500
+    return ANTHROPIC.event(status, str(fields.get("message") or "upstream error"), "")

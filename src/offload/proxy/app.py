@@ -40,7 +40,7 @@ from starlette.routing import Route
 
 from offload.config import ProxySettings, Settings
 from offload.proxy.chat import chat_completions
-from offload.proxy.errors_http import Guard, openai_error
+from offload.proxy.errors_http import Guard, shape_for
 from offload.proxy.routes_anthropic import messages
 from offload.proxy.routes_models import models
 from offload.proxy.routes_passthrough import passthrough
@@ -110,4 +110,5 @@ def _bind(
 async def _internal_error(request: Request, exc: Exception) -> Response:
     # the top-level handler: a bug must still answer in the client's error shape
     log.exception("internal error on %s", request.url.path)
-    return openai_error(500, f"internal proxy error: {type(exc).__name__}", "server_error")
+    message = f"internal proxy error: {type(exc).__name__}"
+    return shape_for(request.url.path).response(500, message, "server_error")

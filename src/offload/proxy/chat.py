@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from offload.errors import InvalidInput, UpstreamError, UpstreamTimeout, UpstreamUnavailable
-from offload.proxy.errors_http import openai_error
+from offload.proxy.errors_http import OPENAI, ErrorShape, openai_error
 from offload.proxy.forward import (
     UpstreamReply,
     close_shielded,
@@ -111,22 +111,24 @@ async def run_chat(
     send: Callable[[bytes, dict[str, str]], Awaitable[R]],
     transform: Callable[[R, bool, RewriteResult], Awaitable[Response]] | None = None,
     raw: bytes | None = None,
+    shape: ErrorShape = OPENAI,
 ) -> Response:
     """Rewrite, forward, relay and count one chat request. ``send`` posts a body upstream
     (the lean client or httpx); ``transform`` lets the Anthropic route convert the answer
     instead of relaying it. ``raw``: the client's body, which is sent as it came when the
-    rewrite left the messages as they were."""
+    rewrite left the messages as they were. ``shape``: how the client's API says the
+    proxy's own errors (timeouts, an unreachable upstream, a request that cannot fit)."""
     n_ctx = await state.n_ctx()
     exchange = await _rewrite(state, payload, messages, n_ctx)
     headers = request_headers(request.headers)
     headers["content-type"] = "application/json"
-    upstream = _Upstream(state, payload, messages, send, headers, raw, exchange)
-    answered = await _answered(request, upstream)
+    stream = bool(payload.get("stream"))
+    upstream = _Upstream(state, payload, messages, send, headers, raw, exchange, stream)
+    answered = await _answered(request, upstream, shape)
     if isinstance(answered, Response):
         return answered
     resp, read = answered
     result = upstream.exchange.result
-    stream = bool(payload.get("stream"))
     if resp.status_code >= 400:
         body = read if read is not None else await error_body(resp)
         _count_error(state, result)
@@ -138,6 +140,15 @@ async def run_chat(
     if stream:
         return _relay_stream(state, resp, result)
     return await _relay_whole(request, state, resp, result)
+
+
+@dataclass(frozen=True)
+class _NoFit:
+    """The upstream's overflow answer for a wire the proxy cannot make any smaller."""
+
+    n_prompt: object  # the upstream's count (an int when it said)
+    n_ctx: int
+    wire_tokens: int  # the proxy's own count of the wire
 
 
 @dataclass
@@ -152,51 +163,110 @@ class _Upstream(Generic[R]):
     headers: dict[str, str]
     raw: bytes | None
     exchange: _Exchange
+    stream: bool
 
     async def post(self) -> R:
-        """Send the current exchange; the answer's headers are in, its body is not read."""
+        """Send the current exchange; the answer's headers are in, its body is not read.
+
+        A streamed answer's headers come with its first token, so they must arrive within
+        ``first_byte_timeout_s``; a whole answer's come when it is complete, so only the
+        whole-request limit (``timeout_s``) bounds them."""
         if self.raw is not None and self.exchange.result.messages == self.messages:
             body = self.raw  # nothing rewritten: the client's bytes, without a re-encoding
         else:
             body = json.dumps({**self.payload, "messages": self.exchange.result.messages}).encode()
-        return await self.send(body, self.headers)
+        settings = self.state.settings
+        if not self.stream or settings.first_byte_timeout_s >= settings.timeout_s:
+            return await self.send(body, self.headers)
+        limit = settings.first_byte_timeout_s
+        try:
+            with anyio.fail_after(limit):
+                return await self.send(body, self.headers)
+        except TimeoutError:
+            raise UpstreamTimeout(
+                f"the upstream sent no answer within {limit:g} s (proxy.first_byte_timeout_s)"
+            ) from None
 
-    async def answer(self) -> tuple[R, bytes | None]:
+    async def answer(self) -> tuple[R, bytes | None] | _NoFit:
         """The upstream's answer, retried once after a context overflow, and its body when
-        it had to be read already."""
+        it had to be read already; :class:`_NoFit` when the request cannot fit (the retry
+        would send the very same bytes, or overflowed too)."""
         resp = await self.post()
         if resp.status_code != 400:
             return resp, None
-        try:
-            body = await resp.aread()  # httpx keeps it for a transform to read again
-        finally:
-            await close_shielded(resp)
-        retry = await _overflow_retry(self.state, body, self.exchange, self.payload, self.messages)
-        if retry is None:
+        body = await error_body(resp)  # httpx keeps it for a transform to read again
+        overflow = _overflow_of(body)
+        if overflow is None:
             return resp, body
+        retry = await _overflow_retry(
+            self.state, overflow, self.exchange, self.payload, self.messages
+        )
+        if retry.result.messages == self.exchange.result.messages:
+            return _no_fit(overflow, self.exchange)  # the same bytes would overflow again
         self.exchange = retry
-        return await self.post(), None
+        resp = await self.post()
+        if resp.status_code != 400:
+            return resp, None
+        body = await error_body(resp)
+        overflow = _overflow_of(body)
+        return (resp, body) if overflow is None else _no_fit(overflow, self.exchange)
 
 
-async def _answered(request: Request, upstream: _Upstream[R]) -> tuple[R, bytes | None] | Response:
+def _no_fit(overflow: dict[str, Any], exchange: _Exchange) -> _NoFit:
+    n_ctx = overflow.get("n_ctx")
+    return _NoFit(
+        overflow.get("n_prompt_tokens"),
+        n_ctx if isinstance(n_ctx, int) else exchange.n_ctx,
+        exchange.result.wire_tokens,
+    )
+
+
+def _no_fit_message(no_fit: _NoFit) -> str:
+    counted = f"{no_fit.n_prompt} prompt tokens" if isinstance(no_fit.n_prompt, int) else "too many"
+    return (
+        f"the request does not fit the model's context: the upstream counted {counted} for"
+        f" n_ctx {no_fit.n_ctx}, and the proxy cannot page out any more of it (its wire is"
+        f" {no_fit.wire_tokens} tokens by the proxy's count: the pinned head and the newest"
+        " messages); shorten the newest message, or use a larger context"
+    )
+
+
+async def _answered(
+    request: Request, upstream: _Upstream[R], shape: ErrorShape
+) -> tuple[R, bytes | None] | Response:
     """The upstream's answer, or the error response when there is none (timeout, upstream
-    down, client gone)."""
+    down, a request that cannot fit, client gone)."""
     state = upstream.state
     try:
         got = await race_disconnect(request, upstream.answer)
     except (httpx.TimeoutException, UpstreamTimeout) as exc:
         _count_error(state, upstream.exchange.result)
-        return openai_error(504, f"upstream did not answer in time: {exc}", "upstream_timeout")
+        return shape.response(504, f"upstream did not answer in time: {exc}", "upstream_timeout")
     except (httpx.HTTPError, UpstreamUnavailable) as exc:
         _count_error(state, upstream.exchange.result)
         why = str(exc) if isinstance(exc, UpstreamError) else type(exc).__name__
-        return openai_error(
+        return shape.response(
             502, f"cannot reach upstream {state.api}: {why}", "upstream_unavailable"
         )
     if got is None:  # the client went away before the upstream answered
         _count_error(state, upstream.exchange.result)
         return Response(status_code=499)
+    if isinstance(got, _NoFit):
+        _count_error(state, upstream.exchange.result)
+        log.info("request does not fit: %s", _no_fit_message(got))
+        return shape.response(
+            400, _no_fit_message(got), "invalid_request_error", code="context_length_exceeded"
+        )
     return got
+
+
+def break_event(exc: BaseException) -> bytes:
+    """The OpenAI error event that ends a stream the upstream broke off (or fell silent in)
+    mid-answer, so the client sees a failure, not a normal finish."""
+    if isinstance(exc, httpx.TimeoutException | UpstreamTimeout):
+        return OPENAI.event(504, f"the upstream fell silent mid-answer: {exc}", "upstream_timeout")
+    why = str(exc) if isinstance(exc, UpstreamError) else type(exc).__name__
+    return OPENAI.event(502, f"the upstream broke off mid-answer: {why}", "upstream_unavailable")
 
 
 def _relay_stream(state: ProxyState, resp: UpstreamReply, result: RewriteResult) -> Response:
@@ -220,7 +290,7 @@ def _relay_stream(state: ProxyState, resp: UpstreamReply, result: RewriteResult)
             state.precount("".join(answer))
 
     return StreamingResponse(
-        relay(resp, on_event_json=on_event, on_end=on_end),
+        relay(resp, on_event_json=on_event, on_end=on_end, on_break=break_event),
         status_code=resp.status_code,
         headers=response_headers(resp.headers),
     )
@@ -281,22 +351,25 @@ async def _rewrite(
     return _Exchange(payload, result, n_ctx)
 
 
-async def _overflow_retry(
-    state: ProxyState,
-    body: bytes,
-    exchange: _Exchange,
-    payload: dict[str, Any],
-    messages: list[dict[str, Any]],
-) -> _Exchange | None:
-    """After a 400 whose ``body`` is an ``exceed_context_size_error``: learn the true sizes
-    and rewrite once more with the budget scaled so our counts land under the upstream's.
-    None: not an overflow, pass the 400 on."""
+def _overflow_of(body: bytes) -> dict[str, Any] | None:
+    """The error object of an ``exceed_context_size_error`` answer (None for any other)."""
     try:
         err = json.loads(body).get("error")
     except (ValueError, AttributeError):
-        err = None
-    if not isinstance(err, dict) or err.get("type") != OVERFLOW:
         return None
+    return err if isinstance(err, dict) and err.get("type") == OVERFLOW else None
+
+
+async def _overflow_retry(
+    state: ProxyState,
+    err: dict[str, Any],
+    exchange: _Exchange,
+    payload: dict[str, Any],
+    messages: list[dict[str, Any]],
+) -> _Exchange:
+    """After an ``exceed_context_size_error`` (its error object ``err``): learn the true
+    sizes and rewrite once more with the budget scaled so our counts land under the
+    upstream's."""
     upstream_n_ctx = err.get("n_ctx")
     n_prompt = err.get("n_prompt_tokens")
     if isinstance(upstream_n_ctx, int) and upstream_n_ctx > 0 and not state.settings.n_ctx:

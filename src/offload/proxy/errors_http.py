@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.responses import JSONResponse
@@ -26,19 +28,87 @@ def openai_error(
     status: int, message: str, type_: str = "invalid_request_error", code: str | int | None = None
 ) -> JSONResponse:
     """An OpenAI-shaped error: ``{"error": {"message", "type", "param", "code"}}``."""
-    return JSONResponse(
-        {"error": {"message": message, "type": type_, "param": None, "code": code or status}},
-        status_code=status,
-    )
+    return JSONResponse(_openai_body(status, message, type_, code), status_code=status)
 
 
-def anthropic_error(
-    status: int, message: str, type_: str = "invalid_request_error"
-) -> JSONResponse:
-    """An Anthropic-shaped error: ``{"type": "error", "error": {"type", "message"}}``."""
-    return JSONResponse(
-        {"type": "error", "error": {"type": type_, "message": message}}, status_code=status
-    )
+def _openai_body(
+    status: int, message: str, type_: str, code: str | int | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code or status}}
+
+
+# Anthropic's error types by HTTP status (its API documents these); others: by class
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_type(status: int) -> str:
+    """Anthropic's error type for an HTTP status."""
+    known = _ANTHROPIC_TYPES.get(status)
+    if known is not None:
+        return known
+    return "invalid_request_error" if 400 <= status < 500 else "api_error"
+
+
+def anthropic_error(status: int, message: str, type_: str | None = None) -> JSONResponse:
+    """An Anthropic-shaped error: ``{"type": "error", "error": {"type", "message"}}`` (the
+    type from the status unless given)."""
+    return JSONResponse(_anthropic_body(status, message, type_), status_code=status)
+
+
+def _anthropic_body(status: int, message: str, type_: str | None = None) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": type_ or anthropic_type(status), "message": message}}
+
+
+@dataclass(frozen=True)
+class ErrorShape:
+    """How one client API says an error: as a whole response, or as an event in a stream
+    that has already begun (OpenAI: a ``data: {"error": ...}`` event; Anthropic:
+    ``event: error``). ``type_`` is the proxy's OpenAI-style type; Anthropic's comes from
+    the status."""
+
+    anthropic: bool
+
+    def body(
+        self, status: int, message: str, type_: str, code: str | int | None = None
+    ) -> dict[str, Any]:
+        """The error object (``code``: OpenAI's, the status unless given)."""
+        if self.anthropic:
+            return _anthropic_body(status, message)
+        return _openai_body(status, message, type_, code)
+
+    def response(
+        self, status: int, message: str, type_: str, code: str | int | None = None
+    ) -> JSONResponse:
+        """The error as a whole response."""
+        return JSONResponse(self.body(status, message, type_, code), status_code=status)
+
+    def event(self, status: int, message: str, type_: str) -> bytes:
+        """The error as one server-sent event."""
+        data = json.dumps(self.body(status, message, type_), ensure_ascii=False)
+        if self.anthropic:
+            return f"event: error\ndata: {data}\n\n".encode()
+        return f"data: {data}\n\n".encode()
+
+
+OPENAI = ErrorShape(anthropic=False)
+ANTHROPIC = ErrorShape(anthropic=True)
+#: The routes that answer in Anthropic's shape (everything else speaks OpenAI's).
+ANTHROPIC_PATHS = frozenset({"/v1/messages"})
+
+
+def shape_for(path: str) -> ErrorShape:
+    """The error shape of the route at ``path``."""
+    return ANTHROPIC if path in ANTHROPIC_PATHS else OPENAI
 
 
 def _hostname(host_header: str) -> str:
@@ -89,9 +159,7 @@ class Guard:
         problem = self._problem(scope, headers)
         if problem is not None:
             status, message = problem
-            body = json.dumps(
-                {"error": {"message": message, "type": "forbidden", "param": None, "code": status}}
-            ).encode()
+            body = json.dumps(shape_for(scope["path"]).body(status, message, "forbidden")).encode()
             await send(
                 {
                     "type": "http.response.start",

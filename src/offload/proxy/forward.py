@@ -9,14 +9,14 @@ client's (:mod:`offload.proxy.http1`); both fit :class:`UpstreamReply`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Protocol, TypeVar
 
 import anyio
 import httpx
 from starlette.requests import Request
 
-from offload.core.sse import SseDecoder
+from offload.core.sse import SseDecoder, SseEvent
 from offload.errors import UpstreamError
 
 T = TypeVar("T")
@@ -141,30 +141,68 @@ async def relay(
     *,
     on_event_json: Callable[[str], None] | None = None,
     on_end: Callable[[bool], None] | None = None,
+    on_break: Callable[[BaseException], bytes] | None = None,
 ) -> AsyncIterator[bytes]:
     """Yield the upstream body chunk by chunk, as it arrives.
 
     With ``on_event_json``, the data of every SSE event that holds a JSON object is handed
     over (as text) after its bytes have been passed on. ``on_end(completed)`` runs once at
     the end: ``completed`` is False when the client went away or the upstream broke off.
+    With ``on_break`` the body is an event stream relayed whole events at a time (a client
+    dispatches an event only at its blank line, so this delays nothing it could use), and
+    when the upstream breaks off, the bytes ``on_break(error)`` makes (an error event in the
+    client's shape) end the stream instead of a half event.
     """
     decoder = SseDecoder() if on_event_json is not None else None
-    completed = False
-    try:
-        async for chunk in resp.aiter_raw():
-            yield chunk
-            if decoder is not None and on_event_json is not None:
-                for event in decoder.feed(chunk):
-                    if event.data.startswith("{"):
-                        on_event_json(event.data)
-        if decoder is not None and on_event_json is not None:
-            for event in decoder.close():
+
+    def watch(events: Iterable[SseEvent]) -> None:
+        if on_event_json is not None:
+            for event in events:
                 if event.data.startswith("{"):
                     on_event_json(event.data)
+
+    completed = False
+    held = b""  # with on_break: the incomplete event at the end of what arrived
+    try:
+        async for chunk in resp.aiter_raw():
+            if on_break is not None:
+                chunk, held = _whole_events(held + chunk, len(held))
+                if not chunk:
+                    continue
+            yield chunk
+            if decoder is not None:
+                watch(decoder.feed(chunk))
+        if held:  # the body ended without a blank line after its last event
+            yield held
+            if decoder is not None:
+                watch(decoder.feed(held))
+        if decoder is not None:
+            watch(decoder.close())
         completed = True
-    except BROKEN_OFF:
-        completed = False  # the upstream broke off mid-stream: the client sees a short stream
+    except BROKEN_OFF as exc:
+        completed = False  # the upstream broke off mid-stream
+        if on_break is not None:
+            yield on_break(exc)
     finally:
         await close_shielded(resp)
         if on_end is not None:
             on_end(completed)
+
+
+# a blank line ends an SSE event; lines end with CRLF, LF or CR
+_EVENT_ENDS = (b"\n\n", b"\r\r", b"\n\r\n")
+
+
+def _whole_events(data: bytes, seen: int) -> tuple[bytes, bytes]:
+    """``data`` split after its last complete event: (whole events, the rest). ``seen``:
+    how many leading bytes were searched before (only the new ones, and the few before
+    them a boundary may straddle, are searched again)."""
+    start = max(0, seen - 2)
+    end = 0
+    for mark in _EVENT_ENDS:
+        at = data.rfind(mark, start)
+        if at >= 0:
+            end = max(end, at + len(mark))
+    if not end:
+        return b"", data
+    return data[:end], data[end:]

@@ -11,8 +11,8 @@ from starlette.responses import Response, StreamingResponse
 
 from offload.errors import InvalidInput
 from offload.proxy import anthropic
-from offload.proxy.chat import json_body, record, run_chat, validate_messages
-from offload.proxy.errors_http import anthropic_error
+from offload.proxy.chat import break_event, json_body, record, run_chat, validate_messages
+from offload.proxy.errors_http import ANTHROPIC, anthropic_error
 from offload.proxy.forward import relay
 from offload.proxy.pipeline import RewriteResult
 from offload.proxy.state import ProxyState
@@ -38,6 +38,7 @@ async def messages(request: Request, state: ProxyState) -> Response:
                     relay(
                         resp,
                         on_end=lambda ok: record(state, result, seen, error=not ok),
+                        on_break=break_event,  # an OpenAI error event: converted below
                     ),
                     model,
                     seen,
@@ -54,6 +55,7 @@ async def messages(request: Request, state: ProxyState) -> Response:
             chat_messages,
             send=state.send_chat_httpx,
             transform=transform,
+            shape=ANTHROPIC,
         )
     except InvalidInput as exc:
         return anthropic_error(400, str(exc))

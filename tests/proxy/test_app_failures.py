@@ -1,0 +1,289 @@
+"""Upstream failures as the client sees them, in its own API's shape, over real sockets.
+
+The upstream is a raw socket server scripted per test: it breaks off mid-stream, never
+answers (blocking on an event the fixture releases at teardown), or answers every chat
+request with a context overflow. Each failure is checked on the OpenAI route through both
+upstream clients (the lean HTTP/1.1 client and httpx) and on the Anthropic route.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from offload.config import ProxySettings
+from offload.errors import ConfigError
+from offload.proxy.app import create_app
+from offload.store.store import Store
+from proxy.proxy_servers import serving
+from realparts import free_port
+
+CHAT = "/v1/chat/completions"
+MESSAGES = "/v1/messages"
+HELLO = [{"role": "user", "content": "hello there"}]
+FIRST = {"choices": [{"index": 0, "delta": {"content": "first words"}}]}
+OVERFLOW = {
+    "error": {
+        "code": 400,
+        "type": "exceed_context_size_error",
+        "message": "the request exceeds the available context size",
+        "n_prompt_tokens": 5000,
+        "n_ctx": 4096,
+    }
+}
+
+
+@dataclass
+class RawUpstream:
+    """A chat upstream on a raw socket; ``mode`` says how it fails."""
+
+    sock: socket.socket
+    mode: str
+    release: threading.Event = field(default_factory=threading.Event)
+    bodies: list[bytes] = field(default_factory=list)  # chat request bodies received
+    threads: list[threading.Thread] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def serve(self) -> None:
+        """Accept connections until the listening socket is shut down."""
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            thread = threading.Thread(target=self._connection, args=(conn,), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def _connection(self, conn: socket.socket) -> None:
+        with conn:
+            reader = conn.makefile("rb")
+            while request_line := reader.readline():
+                length = 0
+                while (line := reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.decode("latin-1").partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value)
+                body = reader.read(length)
+                if not request_line.startswith(b"POST /v1/chat/completions "):
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                    continue
+                with self.lock:  # recorded before any answer leaves, so a test sees it
+                    self.bodies.append(body)
+                if self.mode == "hang":
+                    self.release.wait(60)  # the fixture releases it at teardown
+                    return
+                if self.mode == "break":
+                    self._break_off(conn)
+                    return
+                payload = json.dumps(OVERFLOW).encode()
+                conn.sendall(
+                    b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                    b"content-length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload
+                )
+
+    @staticmethod
+    def _break_off(conn: socket.socket) -> None:
+        """Start a chunked event stream, send one whole event and half of the next, and
+        close the connection without the stream's end."""
+        events = b"data: " + json.dumps(FIRST).encode() + b'\n\ndata: {"choices": [{"ind'
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n"
+            + f"{len(events):x}\r\n".encode()
+            + events
+            + b"\r\n"
+        )
+
+
+@contextmanager
+def raw_upstream(mode: str) -> Iterator[RawUpstream]:
+    """A :class:`RawUpstream` on loopback; every thread it started ends with the block."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    upstream = RawUpstream(sock, mode)
+    acceptor = threading.Thread(target=upstream.serve, daemon=True)
+    acceptor.start()
+    try:
+        yield upstream
+    finally:
+        upstream.release.set()
+        sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not
+        sock.close()
+        acceptor.join(5)
+        for thread in upstream.threads:
+            thread.join(5)
+        assert not acceptor.is_alive()
+        assert not any(t.is_alive() for t in upstream.threads)
+
+
+@contextmanager
+def proxy(upstream: str, store: Store, client: str, **settings: Any) -> Iterator[str]:
+    """The real proxy in front of ``upstream`` with chat completions on ``client``
+    ("lean": the HTTP/1.1 client; "httpx": httpx over real sockets); yields its URL."""
+    proxy_settings = ProxySettings(
+        upstream=upstream, n_ctx=4096, alternate_roles="never", metrics_flush_s=0.1, **settings
+    )
+    transport = httpx.AsyncHTTPTransport() if client == "httpx" else None
+    with serving(create_app(proxy_settings, store, transport=transport)) as server:
+        yield server.url
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A fresh store file."""
+    with Store(tmp_path / "offload.db") as s:
+        yield s
+
+
+def anthropic_body(**extra: Any) -> dict[str, Any]:
+    """A small Anthropic Messages request."""
+    return {"model": "m", "max_tokens": 16, "messages": HELLO, **extra}
+
+
+def sse_events(text: str) -> list[tuple[str, str]]:
+    """(event name, data) of every event in an SSE body ("" when unnamed)."""
+    out: list[tuple[str, str]] = []
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        name = data = ""
+        for line in block.split("\n"):
+            if line.startswith("event: "):
+                name = line[len("event: ") :]
+            elif line.startswith("data: "):
+                data = line[len("data: ") :]
+        out.append((name, data))
+    return out
+
+
+def assert_anthropic_error(resp: httpx.Response, status: int, kind: str) -> str:
+    """The response is Anthropic's error shape with this status and type; its message."""
+    assert resp.status_code == status
+    body = resp.json()
+    assert body["type"] == "error" and body["error"]["type"] == kind, body
+    assert set(body) == {"type", "error"}
+    message: str = body["error"]["message"]
+    return message
+
+
+# -- 11: an upstream that dies mid-stream --------------------------------------------------
+
+
+@pytest.mark.parametrize("client", ["lean", "httpx"])
+def test_an_upstream_that_breaks_off_mid_stream_ends_the_openai_stream_with_an_error_event(
+    store: Store, client: str
+) -> None:
+    with raw_upstream("break") as up, proxy(up.url, store, client) as url:
+        resp = httpx.post(url + CHAT, json={"messages": HELLO, "stream": True}, timeout=30)
+    assert resp.status_code == 200  # the stream had begun
+    events = sse_events(resp.text)
+    assert [json.loads(data) for _, data in events[:1]] == [FIRST]
+    assert len(events) == 2  # the half event never reaches the client
+    error = json.loads(events[-1][1])["error"]
+    assert error["type"] == "upstream_unavailable" and error["code"] == 502
+    assert "broke off mid-answer" in error["message"]
+    assert "[DONE]" not in resp.text
+    assert resp.text.endswith("\n\n")
+
+
+def test_an_upstream_that_breaks_off_mid_stream_ends_the_anthropic_stream_with_an_error_event(
+    store: Store,
+) -> None:
+    with raw_upstream("break") as up, proxy(up.url, store, "lean") as url:
+        resp = httpx.post(url + MESSAGES, json=anthropic_body(stream=True), timeout=30)
+    assert resp.status_code == 200
+    events = sse_events(resp.text)
+    names = [name for name, _ in events]
+    assert names[:3] == ["message_start", "content_block_start", "content_block_delta"]
+    assert json.loads(events[2][1])["delta"]["text"] == "first words"
+    assert names[-1] == "error" and "message_stop" not in names
+    error = json.loads(events[-1][1])
+    assert error["type"] == "error" and error["error"]["type"] == "api_error"
+    assert "broke off mid-answer" in error["error"]["message"]
+
+
+# -- 12: a hung upstream -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("client", ["lean", "httpx"])
+def test_a_streamed_request_to_an_upstream_that_never_answers_is_a_504_after_the_first_byte_limit(
+    store: Store, client: str
+) -> None:
+    with (
+        raw_upstream("hang") as up,
+        proxy(up.url, store, client, first_byte_timeout_s=0.3) as url,
+    ):
+        resp = httpx.post(url + CHAT, json={"messages": HELLO, "stream": True}, timeout=30)
+        anthropic = httpx.post(url + MESSAGES, json=anthropic_body(stream=True), timeout=30)
+    assert resp.status_code == 504
+    error = resp.json()["error"]
+    assert error["type"] == "upstream_timeout" and "first_byte_timeout_s" in error["message"]
+    assert "first_byte_timeout_s" in assert_anthropic_error(anthropic, 504, "timeout_error")
+    assert len(up.bodies) == 2  # both reached the upstream, which never answered
+
+
+def test_the_first_byte_limit_is_a_validated_setting() -> None:
+    assert ProxySettings().first_byte_timeout_s == 120.0
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match=r"proxy\.first_byte_timeout_s"):
+            ProxySettings(first_byte_timeout_s=bad)
+
+
+# -- 13: the Anthropic route answers every error in Anthropic's shape ------------------------
+
+
+def test_the_anthropic_route_with_the_upstream_down_answers_in_anthropics_shape(
+    store: Store,
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    with proxy(dead, store, "lean") as url:
+        whole = httpx.post(url + MESSAGES, json=anthropic_body(), timeout=30)
+        streamed = httpx.post(url + MESSAGES, json=anthropic_body(stream=True), timeout=30)
+        refused = httpx.post(
+            url + MESSAGES, json=anthropic_body(), headers={"host": "evil.example"}
+        )
+    for resp in (whole, streamed):
+        assert "cannot reach upstream" in assert_anthropic_error(resp, 502, "api_error")
+    assert_anthropic_error(refused, 403, "permission_error")
+
+
+def test_a_non_streamed_anthropic_request_to_a_hung_upstream_is_a_504_in_anthropics_shape(
+    store: Store,
+) -> None:
+    with raw_upstream("hang") as up, proxy(up.url, store, "lean", timeout_s=0.3) as url:
+        resp = httpx.post(url + MESSAGES, json=anthropic_body(), timeout=30)
+    assert_anthropic_error(resp, 504, "timeout_error")
+
+
+# -- 10: a request that cannot fit -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("client", ["lean", "httpx"])
+def test_an_overflow_the_proxy_cannot_shrink_is_not_resent_and_is_a_clear_400(
+    store: Store, client: str
+) -> None:
+    # one user message: nothing the proxy may page out, so a retry would be the same bytes
+    with raw_upstream("overflow") as up, proxy(up.url, store, client) as url:
+        resp = httpx.post(url + CHAT, json={"messages": HELLO}, timeout=30)
+        anthropic = httpx.post(url + MESSAGES, json=anthropic_body(), timeout=30)
+    assert resp.status_code == 400
+    error = resp.json()["error"]
+    assert error["code"] == "context_length_exceeded"
+    assert error["type"] == "invalid_request_error"
+    assert "does not fit" in error["message"] and "5000" in error["message"]
+    assert "does not fit" in assert_anthropic_error(anthropic, 400, "invalid_request_error")
+    assert len(up.bodies) == 2  # one request each: the same bytes were never sent again
