@@ -21,7 +21,7 @@ from offload.errors import InvalidInput
 from offload.proxy.bound import prefix_bound
 from offload.proxy.message_stubs import expand, is_range_stub, least_stub_tokens
 from offload.proxy.messages import Message, head_end, protect_start, validate
-from offload.proxy.pipeline import RANGE_ESTIMATE, Pipeline
+from offload.proxy.pipeline import Pipeline, RewriteResult
 from offload.proxy.window import Budget
 
 
@@ -169,11 +169,7 @@ def replay(
             started = time.perf_counter()
             result = pipeline.rewrite(request, n_ctx, alternate=alternate)
             ms = (time.perf_counter() - started) * 1000
-            problems = (
-                _check(pipeline, request, result.messages, result.wire_tokens, budget, memo)
-                if verify
-                else ()
-            )
+            problems = _check(pipeline, request, result, budget, memo) if verify else ()
             turn = Turn(
                 run=run.id,
                 turn=k,
@@ -202,11 +198,11 @@ def replay(
 def _check(
     pipeline: Pipeline,
     request: Sequence[Message],
-    wire: Sequence[Message],
-    wire_tokens: int,
+    result: RewriteResult,
     budget: Budget,
     memo: dict[str, Any],
 ) -> tuple[str, ...]:
+    wire, wire_tokens = result.messages, result.wire_tokens
     problems: list[str] = []
     if expand(pipeline.store, wire, cache=memo) != list(request):
         problems.append("wire does not expand to the client's messages")
@@ -221,9 +217,13 @@ def _check(
         alone += sum(pipeline.stubs.tokens(m) for m in request[start:])
         middle = wire[pinned : len(wire) - tail]
         ranged = [pipeline.stubs.tokens(m) for m in middle if is_range_stub(m)]
-        alone += min(
-            sum(pipeline.stubs.tokens(m) for m in middle), max(ranged, default=RANGE_ESTIMATE)
-        )
+        if not ranged and start > pinned:  # what one range stub for the middle would cost
+            paged = sum(pipeline.stubs.tokens(m) for m in request[pinned:start])
+            stub, _ = pipeline.stubs.render_range(
+                result.session_id, request, pinned, pinned, start, None, paged
+            )
+            ranged = [stub.tokens]
+        alone += min(sum(pipeline.stubs.tokens(m) for m in middle), max(ranged, default=0))
         if alone <= budget.ceiling:
             problems.append("the recent tail was changed")
     if wire_tokens > budget.ceiling:
