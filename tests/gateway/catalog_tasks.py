@@ -146,7 +146,10 @@ TASKS: list[tuple[str, Step]] = [
         "upload a file through the file picker",
         ("playwright__browser_file_upload", "chrome__upload_file"),
     ),
-    ("go back to the previous page", ("playwright__browser_navigate_back", "chrome__navigate_page")),
+    (
+        "go back to the previous page",
+        ("playwright__browser_navigate_back", "chrome__navigate_page"),
+    ),
     ("wait until the text 'Loaded' appears", _WAIT),
     (
         "resize the browser window to 375x667",
