@@ -4,7 +4,9 @@
 
 Every catalog tool answers ``{"tool": name, "arguments": {...}}``. ``--extras`` adds tools
 that exercise the gateway: ``big_output`` (``lines`` numbered lines), ``fail`` (an error
-result), ``crash`` (the process exits mid-call) and ``hang`` (never answers).
+result), ``crash`` (the process exits mid-call), ``hang`` (never answers), ``garbage``
+(writes a line that is not JSON-RPC to stdout, then answers) and ``surrogate`` (a large
+text with a lone surrogate in it).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,14 @@ EXTRAS = [
         name="crash", description="Exit the process mid-call", input_schema={"type": "object"}
     ),
     types.Tool(name="hang", description="Never answer", input_schema={"type": "object"}),
+    types.Tool(
+        name="garbage", description="Write non-JSON to stdout", input_schema={"type": "object"}
+    ),
+    types.Tool(
+        name="surrogate", description="Large text, lone surrogate", input_schema={"type": "object"}
+    ),
 ]
+SURROGATE_TEXT = "".join(f"row {i:05d} of the report\n" for i in range(3000)) + "bad \ud800 end\n"
 
 
 def build(catalog: Path, name: str, instructions: str, extras: bool) -> Server[Any]:
@@ -62,6 +72,13 @@ def build(catalog: Path, name: str, instructions: str, extras: bool) -> Server[A
             os._exit(3)
         if params.name == "hang":
             await anyio.sleep_forever()
+        if params.name == "garbage":
+            sys.stdout.write("this is not JSON-RPC {\n")
+            sys.stdout.flush()
+        if params.name == "surrogate":
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=SURROGATE_TEXT)]
+            )
         text = json.dumps({"tool": params.name, "arguments": args}, sort_keys=True)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 

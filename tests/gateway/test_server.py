@@ -45,7 +45,9 @@ async def test_a_large_response_is_indexed_and_reads_back_exactly(run_gateway: R
         assert match, placeholder[:200]
         label = match.group(2)
         assert "[… preview ends at line" in placeholder
-        assert f'IndexRead(label="{label}")' in placeholder
+        assert f'To read all of it: IndexRead(label="{label}", limit=2000), about 2 calls' in (
+            placeholder
+        )
         assert f'IndexSearch(queries=["..."], source="{label}")' in placeholder
         expected = "".join(
             f"line {i:05d}: the quick brown fox jumps over the lazy dog\n" for i in range(1, 2001)
@@ -110,3 +112,28 @@ async def test_an_upstream_that_never_starts_is_listed_unavailable(run_gateway: 
         assert "git__git_log" in names
         result = await client.call_tool("ghost__anything", {})
         assert result.is_error and "ghost" in text_of(result)
+
+
+async def test_the_read_all_call_reads_every_line_in_the_calls_it_names(
+    run_gateway: RunGateway,
+) -> None:
+    servers = [inproc_upstream("cat", "server-memory.json", extras=True)]
+    async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
+        placeholder = text_of(await client.call_tool("cat__big_output", {"lines": 1800}))
+        call = re.search(
+            r'To read all of it: IndexRead\(label="([^"]+)", limit=(\d+)\), about (\d+) calls',
+            placeholder,
+        )
+        assert call, placeholder[-600:]
+        label, limit, calls = call.group(1), int(call.group(2)), int(call.group(3))
+        rows: list[str] = []
+        offset: str | None = "1"
+        made = 0
+        while offset is not None and made < 10:
+            args = {"label": label, "offset": offset, "limit": limit}
+            page = text_of(await client.call_tool("IndexRead", args)).split("\n")
+            made += 1
+            more = re.fullmatch(r'\[\d+ more lines? — continue with offset="(\d+)"\]', page[-1])
+            rows.extend(page[1:-1] if more else page[1:])
+            offset = more.group(1) if more else None
+        assert (made, len(rows), limit) == (calls, 1800, 1800)

@@ -111,12 +111,15 @@ def render_gateway_placeholder(
     read_tool: str = "IndexRead",
     search_tool: str = "IndexSearch",
     range_limit: int = 200,
+    read_cap_bytes: int | None = None,
 ) -> str:
     """What an MCP gateway returns instead of an oversized tool response.
 
     The preview, where it ends, the contents (left out when empty), then the exact calls
     that read all of it, read a range from where the preview stopped, and search it.
-    Numbers carry no thousands separators. No trailing newline.
+    With ``read_cap_bytes`` (what one read returns at most) the read-all call names every
+    line and says how many calls it takes. Numbers carry no thousands separators. No
+    trailing newline.
     """
     quoted = _quote(label)
     rows = [f"[Response compressed — {nbytes} bytes, {nlines} lines, indexed as {quoted}]"]
@@ -140,9 +143,24 @@ def render_gateway_placeholder(
     contents = render_contents(tuple(toc))
     if contents:
         rows.append(contents.rstrip("\n"))
-    rows.append(f"To read all of it: {read_tool}(label={quoted})")
+    rows.append(_read_all(read_tool, quoted, nbytes, nlines, read_cap_bytes))
     rows.append(
         f'To read a range: {read_tool}(label={quoted}, offset="{next_line}", limit={range_limit})'
     )
     rows.append(f'To search it: {search_tool}(queries=["..."], source={quoted})')
     return "\n".join(rows)
+
+
+def _read_all(tool: str, quoted: str, nbytes: int, nlines: int, cap: int | None) -> str:
+    if cap is None:
+        return f"To read all of it: {tool}(label={quoted})"
+    call = f"{tool}(label={quoted}, limit={max(1, nlines)})"
+    # the numbered rows add the line number and a tab to every line
+    rendered = nbytes + nlines * (len(str(nlines)) + 1)
+    calls = -(-rendered // cap)
+    if calls <= 1:
+        return f"To read all of it: {call}"
+    return (
+        f"To read all of it: {call}, about {calls} calls of up to {cap // 1024} KB "
+        "(each ends with the offset to continue from)"
+    )

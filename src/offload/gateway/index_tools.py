@@ -20,7 +20,7 @@ from offload.core.lines import continuation, read_lines
 from offload.core.untrusted import printable
 from offload.errors import InvalidInput
 from offload.gateway.catalog import TOOL_PREFIX
-from offload.gateway.responses import KIND
+from offload.gateway.responses import KIND, READ_CAP_BYTES
 from offload.gateway.toolsearch import ToolIndex
 from offload.store.models import Filters, Hit
 from offload.store.store import Store
@@ -28,7 +28,6 @@ from offload.store.store import Store
 MAX_LIMIT = 20
 DEFAULT_LIMIT = 5
 CONTEXT_CHARS = 3000
-READ_CAP_BYTES = 64 * 1024
 READ_LIMIT = 200
 MAX_LINE_CHARS = 2000
 _RRF_K = 60

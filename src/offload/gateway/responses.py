@@ -8,6 +8,7 @@ is left alone when the placeholder would not be smaller.
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -17,12 +18,16 @@ from offload.config import GatewaySettings
 from offload.core.lines import line_count
 from offload.core.preview import contents, preview
 from offload.core.stubs import is_stub, render_gateway_placeholder
+from offload.errors import OffloadError
 from offload.gateway.config import ServerConfig, ToolRule
+from offload.gateway.storecalls import retry_busy
 from offload.store.store import Store
 
+log = logging.getLogger("offload.gateway")
 KIND = "tool-output"
 # the most a placeholder adds to its preview: header, contents (40 entries), three calls
 _PLACEHOLDER_OVERHEAD = 8192
+READ_CAP_BYTES = 64 * 1024  # the most one IndexRead returns
 # one long-lived writer thread, so the store keeps one connection for it
 _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offload-gateway-writer")
 
@@ -90,10 +95,38 @@ def index_response(
     text = response_text(result)
     if text is None:
         return result, None
-    nbytes = len(text.encode("utf-8", "surrogatepass"))
+    text, replaced = valid_unicode(text)
+    nbytes = len(text.encode("utf-8"))
     if nbytes <= threshold or is_stub(text):
         return result, None
-    run = store.next_number(f"gateway-run:{label_base}")
+    try:
+        return _index_text(result, text, replaced, store, settings, label_base, nbytes)
+    except OffloadError as exc:
+        # the tool already ran: its output goes back whole rather than being lost
+        log.warning("response of %s not indexed, passed through: %s", label_base, exc)
+        return result, None
+
+
+def valid_unicode(text: str) -> tuple[str, int]:
+    """``text`` with lone surrogates replaced by U+FFFD (pairs joined), and how many."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return fixed, fixed.count("\ufffd") - text.count("\ufffd")
+    return text, 0
+
+
+def _index_text(
+    result: types.CallToolResult,
+    text: str,
+    replaced: int,
+    store: Store,
+    settings: GatewaySettings,
+    label_base: str,
+    nbytes: int,
+) -> tuple[types.CallToolResult, Indexed | None]:
+    run = retry_busy(lambda: store.next_number(f"gateway-run:{label_base}"), "a run number")
     label = f"{label_base}:{run}"
 
     def render() -> str:
@@ -105,11 +138,15 @@ def index_response(
             contents(text),
             read_tool=settings.read_tool,
             search_tool=settings.search_tool,
+            read_cap_bytes=READ_CAP_BYTES,
         )
 
     def persist() -> None:
-        store.put(
-            text, kind=KIND, topic=label_base, source=label, label=label, scope=settings.scope
+        retry_busy(
+            lambda: store.put(
+                text, kind=KIND, topic=label_base, source=label, label=label, scope=settings.scope
+            ),
+            f"storing {label}",
         )
 
     if nbytes > settings.preview_bytes + _PLACEHOLDER_OVERHEAD:
@@ -123,8 +160,12 @@ def index_response(
         if len(placeholder.encode("utf-8")) >= nbytes:
             return result, None
         persist()
+    if replaced:
+        head, _, rest = placeholder.partition("\n")
+        note = f"[{replaced} lone surrogate(s) in the response were stored as U+FFFD]"
+        placeholder = f"{head}\n{note}\n{rest}" if rest else f"{head}\n{note}"
     size = len(placeholder.encode("utf-8"))
-    replaced = types.CallToolResult(content=[types.TextContent(type="text", text=placeholder)])
+    out = types.CallToolResult(content=[types.TextContent(type="text", text=placeholder)])
     if result.meta is not None:
-        replaced.meta = result.meta
-    return replaced, Indexed(label, nbytes, size)
+        out.meta = result.meta
+    return out, Indexed(label, nbytes, size)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any
 
 import anyio
@@ -27,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from offload.config import GatewaySettings
-from offload.errors import InvalidInput, OffloadError, UpstreamError
+from offload.errors import InvalidInput, OffloadError, StoreError, UpstreamError
 from offload.gateway import index_tools
 from offload.gateway.catalog import (
     TOOL_PREFIX,
@@ -41,6 +42,7 @@ from offload.gateway.catalog import (
 from offload.gateway.config import ClientRule, GatewayConfig
 from offload.gateway.index_tools import IndexTools
 from offload.gateway.responses import index_response, threshold_for, worth_indexing
+from offload.gateway.storecalls import retry_busy
 from offload.gateway.toolsearch import ToolIndex, doc_for
 from offload.gateway.upstreams import ChangeKind, Connector, Upstream
 from offload.store.store import Store
@@ -100,6 +102,7 @@ class Gateway:
         self._tool_index: ToolIndex | None = None
         self._stored_docs: set[str] = set()
         self._sessions: dict[int, ServerSession] = {}
+        self._first_attempts = anyio.Event()
         self.bus = InMemorySubscriptionBus()
         self.listen = ListenHandler(self.bus)
         self.server = _GatewayServer(
@@ -129,6 +132,7 @@ class Gateway:
             for upstream in self.upstreams.values():
                 waits.start_soon(upstream.wait_attempted, self.settings.connect_timeout_s + 1)
         await self.refresh_catalog(notify=False)
+        self._first_attempts.set()
 
     def stop(self) -> None:
         """Stop every upstream and save usage counts."""
@@ -137,11 +141,21 @@ class Gateway:
         self.listen.close()
         self._save_usage(force=True)
 
+    async def wait_stopped(self, timeout: float) -> None:
+        """After :meth:`stop`: wait (at most ``timeout``) until every upstream has closed."""
+        with anyio.move_on_after(timeout):
+            for upstream in self.upstreams.values():
+                await upstream.stopped.wait()
+
     async def serve(
         self, task_group: anyio.abc.TaskGroup, body: Callable[[], Awaitable[None]]
     ) -> None:
-        """Start, run ``body`` (a transport loop), then stop."""
-        await self.start(task_group)
+        """Start, run ``body`` (a transport loop), then stop.
+
+        The upstreams start beside the transport: a client that leaves while they
+        connect ends the gateway at once, and requests wait for the first attempts.
+        """
+        task_group.start_soon(self.start, task_group)
         try:
             await body()
         finally:
@@ -173,7 +187,13 @@ class Gateway:
         return index, compress
 
     async def _client_instructions(self, ctx: Ctx, call_next: CallNext) -> HandlerResult:
-        """Middleware: the instructions a client receives come from its own catalog plan."""
+        """Middleware: the instructions a client receives come from its own catalog plan.
+
+        Every request first waits for the upstreams' first connection attempts (bounded),
+        so a client's instructions and first tool list see slow but healthy upstreams.
+        """
+        with anyio.move_on_after(self.settings.connect_timeout_s + 1):
+            await self._first_attempts.wait()
         result = await call_next(ctx)
         if ctx.method not in _INSTRUCTIONS_METHODS or not isinstance(result, dict):
             return result
@@ -261,8 +281,22 @@ class Gateway:
             await self.notify_tools_changed()
 
     def _store_documents(self, docs: dict[str, tuple[str, str]]) -> None:
+        """Store catalog documents; contention that outlasts the retries leaves the rest
+        for the next refresh (the tool index is in memory: search keeps working)."""
         for label, (kind, text) in docs.items():
-            self.store.put(text, kind=kind, source=label, label=label, scope=self.settings.scope)
+            try:
+                put = partial(
+                    self.store.put,
+                    text,
+                    kind=kind,
+                    source=label,
+                    label=label,
+                    scope=self.settings.scope,
+                )
+                retry_busy(put, f"storing {label}")
+            except StoreError as exc:
+                log.warning("catalog documents not stored yet (%s); retried on next change", exc)
+                return
             self._stored_docs.add(label)
 
     async def notify_tools_changed(self, event: Any = None) -> None:
@@ -281,6 +315,13 @@ class Gateway:
                 self._sessions.pop(key, None)
 
     async def _on_upstream_change(self, upstream: Upstream, kind: ChangeKind) -> None:
+        try:
+            await self._apply_change(kind)
+        except StoreError as exc:
+            # the store's trouble is no fault of the upstream: it stays ready
+            log.warning("catalog change of %s not fully applied: %s", upstream.name, exc)
+
+    async def _apply_change(self, kind: ChangeKind) -> None:
         if kind in ("tools", "state"):
             await self.refresh_catalog(notify=True)
         elif kind == "resources":
@@ -366,7 +407,7 @@ class Gateway:
             )
         except UpstreamError as exc:
             return _text_result(str(exc), error=True)
-        self._count(server_name)
+        await self._count(server_name)
         threshold = threshold_for(self.settings, upstream.config, tool) if index else None
         if threshold is None or not worth_indexing(result, threshold):
             return result
@@ -407,16 +448,24 @@ class Gateway:
             await self.activate((tool,))
         return _text_result(text)
 
-    def _count(self, server: str) -> None:
+    async def _count(self, server: str) -> None:
         self.usage[server] = self.usage.get(server, 0) + 1
         self._usage_unsaved += 1
-        self._save_usage()
+        # batched: one store write per 50 calls keeps pass-through overhead low; off the
+        # event loop, since a busy store waits
+        if self._usage_unsaved >= 50:
+            await anyio.to_thread.run_sync(self._save_usage)
 
     def _save_usage(self, *, force: bool = False) -> None:
-        # batched: one store write per 50 calls keeps pass-through overhead low
-        if self._usage_unsaved and (force or self._usage_unsaved >= 50):
-            self.store.put_state(_USAGE_NS, "calls", self.usage)
-            self._usage_unsaved = 0
+        if not self._usage_unsaved or not (force or self._usage_unsaved >= 50):
+            return
+        counts, unsaved = dict(self.usage), self._usage_unsaved
+        self._usage_unsaved = 0
+        try:
+            retry_busy(lambda: self.store.put_state(_USAGE_NS, "calls", counts), "usage counts")
+        except StoreError as exc:  # only the deferral order depends on it: keep serving
+            log.warning("usage counts not saved (%s); saved with the next batch", exc)
+            self._usage_unsaved += unsaved
 
     async def _list_resources(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None

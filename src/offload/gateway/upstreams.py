@@ -25,6 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp import Client
 from offload.config import GatewaySettings
 from offload.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from offload.gateway.children import stdio_child
 from offload.gateway.config import ServerConfig
 
 log = logging.getLogger("offload.gateway")
@@ -69,12 +70,15 @@ class Upstream:
         self.prompts: list[types.Prompt] = []
         self.instructions = ""
         self.connects = 0
+        self.noise = ""  # the last line it wrote that was not JSON-RPC
         self._client: Client | None = None
         self._attempted = anyio.Event()
         self._wake = anyio.Event()
         self._lost = False
         self._stopping = False
         self._dirty: set[ChangeKind] = set()
+        self._connecting: anyio.CancelScope | None = None
+        self.stopped = anyio.Event()  # set when run() has closed its connection and returned
 
     # -- the owning task ------------------------------------------------------------------
 
@@ -94,15 +98,18 @@ class Upstream:
             backoff = min(backoff * 2, self.settings.reconnect_max_s)
         self.state = "stopped"
         self._attempted.set()
+        self.stopped.set()
 
     async def _serve_once(self) -> None:
         self._lost = False
         with anyio.CancelScope() as scope:
+            self._connecting = scope
             # the deadline covers spawning and the handshake only; lifted once connected
             scope.deadline = anyio.current_time() + self.settings.connect_timeout_s
             async with self._make_client() as client:
                 await self._refresh(client, {"tools", "resources", "prompts"})
                 scope.deadline = math.inf
+                self._connecting = None
                 self.instructions = client.instructions or ""
                 self._client = client
                 self.state = "ready"
@@ -165,10 +172,15 @@ class Upstream:
             env=dict(cfg.env) or None,
             cwd=cfg.cwd or None,
         )
-        return Client(params, mode="legacy", message_handler=self._on_message)
+        return Client(stdio_child(params), mode="legacy", message_handler=self._on_message)
 
     async def _on_message(self, message: Any) -> None:
-        if isinstance(message, Exception):
+        if isinstance(message, ValueError):
+            # a line that is not JSON-RPC (a stray log line, garbage): the connection is
+            # still good; a call it left unanswered ends by its timeout, which names it
+            self.noise = _describe(message)
+            log.warning("upstream %s wrote a line that is not JSON-RPC: %s", self.name, self.noise)
+        elif isinstance(message, Exception):
             self.mark_lost(_describe(message))
         elif isinstance(message, types.ToolListChangedNotification):
             self._mark_dirty("tools")
@@ -211,6 +223,8 @@ class Upstream:
         """Ask the owning task to close the connection and return."""
         self._stopping = True
         self._wake.set()
+        if self._connecting is not None:  # still in its handshake: give up on it now
+            self._connecting.cancel()
 
     def client(self) -> Client:
         """The live client, or UpstreamUnavailable saying why there is none."""
@@ -228,8 +242,16 @@ class Upstream:
             with anyio.fail_after(self.timeout_s):
                 return await client.call_tool(tool, arguments)
         except TimeoutError as exc:
+            noise = f" (it wrote output that is not JSON-RPC: {self.noise})" if self.noise else ""
             raise UpstreamTimeout(
-                f"upstream {self.name!r} did not answer {tool} within {self.timeout_s:g}s"
+                f"upstream {self.name!r} did not answer {tool} within {self.timeout_s:g}s{noise}"
+            ) from exc
+        except (ValueError, RuntimeError) as exc:
+            # the SDK's validation of the answer (pydantic, output schema): the upstream
+            # answered, but not with a tool result; the client gets an error result
+            raise UpstreamError(
+                f"upstream {self.name!r} answered {tool} with an invalid tool result: "
+                f"{_describe(exc)}"
             ) from exc
         except MCPError as exc:
             if self._session_gone(exc):
@@ -259,6 +281,10 @@ class Upstream:
         except TimeoutError as exc:
             raise UpstreamTimeout(
                 f"upstream {self.name!r} did not answer {what} within {self.timeout_s:g}s"
+            ) from exc
+        except (ValueError, RuntimeError) as exc:
+            raise UpstreamError(
+                f"upstream {self.name!r} answered {what} invalidly: {_describe(exc)}"
             ) from exc
         except MCPError as exc:
             if _connection_gone(exc) or self._session_gone(exc):

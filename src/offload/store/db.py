@@ -38,7 +38,8 @@ def connect(path: Path, *, busy_timeout_s: float, synchronous: str) -> sqlite3.C
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
     # must precede the first table: lets close() hand pages freed by index merges back
-    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    with busy_guard():  # another writer's lock: StoreBusy, which callers retry
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     with busy_guard():
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":

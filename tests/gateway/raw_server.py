@@ -1,0 +1,63 @@
+"""A hand-written stdio JSON-RPC peer for gateway fault tests (no SDK on this side).
+
+    python raw_server.py MODE
+
+It completes the MCP handshake and lists one tool, ``probe``. Calls of ``probe`` answer
+according to MODE:
+
+- ``garbage``: a line that is not JSON at all, then nothing;
+- ``bad-result``: a JSON-RPC result whose shape is not a tool result;
+- ``banner``: a non-JSON line before every answer, then a correct answer.
+
+Every other request gets a correct empty answer. It exits when stdin closes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+TOOL = {"name": "probe", "description": "Answer oddly", "inputSchema": {"type": "object"}}
+
+
+def send(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def answer(mode: str, request: dict[str, Any]) -> None:
+    rid, method = request.get("id"), request.get("method")
+    if rid is None:
+        return  # a notification
+    if method == "initialize":
+        result: Any = {
+            "protocolVersion": request["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "raw", "version": "1"},
+        }
+    elif method == "tools/list":
+        result = {"tools": [TOOL]}
+    elif method == "tools/call" and mode == "garbage":
+        sys.stdout.write("Segmentation fault (core dumped) <<<\x00>>>\n")
+        sys.stdout.flush()
+        return
+    elif method == "tools/call" and mode == "bad-result":
+        result = {"content": "this should have been a list"}
+    else:
+        result = {"content": [{"type": "text", "text": "ok"}]} if method == "tools/call" else {}
+    if mode == "banner":
+        sys.stdout.write("server log: handling a request\n")
+    send({"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+def main() -> None:
+    """Answer requests on stdin until it closes."""
+    mode = sys.argv[1]
+    for line in sys.stdin:
+        if line.strip():
+            answer(mode, json.loads(line))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Faults that must not cost a client its answer: odd upstreams, a locked store, bad text.
+
+Real parts: upstreams as real stdio children (``raw_server.py`` speaks JSON-RPC by hand,
+so it can answer wrongly), a real SQLite store locked by a second real connection.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from catalog_server import SURROGATE_TEXT
+from gateway_helpers import HERE, RunGateway, inproc_upstream, read_indexed, text_of
+
+from mcp import Client
+from offload.config import GatewaySettings, StoreSettings
+from offload.gateway.config import GatewayConfig, ServerConfig
+from offload.gateway.server import Gateway
+from offload.store.store import Store
+
+pytestmark = pytest.mark.anyio
+
+
+def raw_upstream(mode: str) -> ServerConfig:
+    return ServerConfig(
+        name="raw", command=sys.executable, args=(str(HERE / "raw_server.py"), mode)
+    )
+
+
+async def test_an_invalid_tool_result_is_an_error_result_not_a_protocol_error(
+    run_gateway: RunGateway,
+) -> None:
+    async with (
+        run_gateway([raw_upstream("bad-result")]) as gw,
+        Client(gw.server, mode="legacy") as client,
+    ):
+        for _ in range(2):
+            result = await client.call_tool("raw__probe", {})
+            assert result.is_error
+            assert "upstream 'raw' answered probe with an invalid tool result" in text_of(result)
+        assert gw.upstreams["raw"].state == "ready" and gw.upstreams["raw"].connects == 1
+
+
+async def test_stray_lines_on_an_upstreams_stdout_do_not_break_its_connection(
+    run_gateway: RunGateway,
+) -> None:
+    async with run_gateway([raw_upstream("banner")]) as gw, Client(gw.server, mode="legacy") as c:
+        for _ in range(3):
+            result = await c.call_tool("raw__probe", {})
+            assert (result.is_error, text_of(result)) == (False, "ok")
+        assert gw.upstreams["raw"].state == "ready" and gw.upstreams["raw"].connects == 1
+
+
+async def test_a_garbage_answer_gives_the_first_call_an_error_result_naming_it(
+    run_gateway: RunGateway,
+) -> None:
+    async with (
+        run_gateway([raw_upstream("garbage")], call_timeout_s=2.0) as gw,
+        Client(gw.server, mode="legacy") as client,
+    ):
+        result = await client.call_tool("raw__probe", {})
+        assert result.is_error
+        text = text_of(result)
+        assert "did not answer probe within 2s" in text and "not JSON-RPC" in text
+
+
+async def test_a_lone_surrogate_in_a_large_response_is_stored_replaced_never_lost(
+    run_gateway: RunGateway,
+) -> None:
+    servers = [inproc_upstream("cat", "server-memory.json", extras=True)]
+    async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
+        result = await client.call_tool("cat__surrogate", {})
+        placeholder = text_of(result)
+        assert not result.is_error, placeholder
+        assert "[1 lone surrogate(s) in the response were stored as U+FFFD]" in placeholder
+        label = placeholder.split('indexed as "', 1)[1].split('"', 1)[0]
+        expected = SURROGATE_TEXT.replace("\ud800", "\ufffd")
+        assert await read_indexed(client, label) + "\n" == expected
+
+
+async def test_a_locked_store_never_makes_a_healthy_upstream_unavailable(tmp_path: Path) -> None:
+    store = Store(tmp_path / "offload.db", StoreSettings(busy_timeout_s=0.05))
+    config, connect = inproc_upstream("gh", "github-mcp-server.json", extras=True)
+    gateway = Gateway(GatewaySettings(), GatewayConfig((config,), {}), store, {"gh": connect})
+    locker = sqlite3.connect(tmp_path / "offload.db", isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")  # another writer holds the lock past every retry
+    try:
+        async with anyio.create_task_group() as tg:
+            await gateway.start(tg)
+            try:
+                async with Client(gateway.server, mode="legacy") as client:
+                    await locked_then_released(gateway, client, locker)
+            finally:
+                gateway.stop()
+    finally:
+        locker.close()
+        store.close()
+
+
+async def locked_then_released(
+    gateway: Gateway, client: Client, locker: sqlite3.Connection
+) -> None:
+    assert gateway.upstreams["gh"].state == "ready"
+    assert gateway.plan(True, True).deferred  # its catalog documents could not be stored
+    whole = text_of(await client.call_tool("gh__big_output", {"lines": 2000}))
+    assert whole.count("\n") == 2000  # the output comes back whole, not as an error
+    locker.execute("ROLLBACK")
+    indexed = text_of(await client.call_tool("gh__big_output", {"lines": 2000}))
+    assert indexed.startswith("[Response compressed")
+    assert gateway.upstreams["gh"].state == "ready" and gateway.upstreams["gh"].connects == 1
