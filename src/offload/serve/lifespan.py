@@ -92,11 +92,16 @@ async def gateway_upstreams(gateway: Gateway) -> AsyncIterator[None]:
     Started in the background: a slow or broken upstream does not hold up the proxy and
     the MCP tools (the gateway's catalog fills in, with list_changed, as upstreams connect).
     """
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(gateway.start, tg)
-        try:
-            yield
-        finally:
-            gateway.stop()
-            # the upstream tasks close their connections and return; cancel stragglers
-            tg.cancel_scope.deadline = anyio.current_time() + UPSTREAM_STOP_S
+    from offload.gateway.children import kill_all
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gateway.start, tg)
+            try:
+                yield
+            finally:
+                gateway.stop()
+                # the upstream tasks close their connections and return; cancel stragglers
+                tg.cancel_scope.deadline = anyio.current_time() + UPSTREAM_STOP_S
+    finally:
+        kill_all()  # a stdio upstream child never outlives the gateway
