@@ -1,0 +1,124 @@
+"""Tool retrieval over every catalog behind one gateway: is the intended tool ranked first?
+
+    python bench/bench_toolsearch.py [--catalogs DIR]
+
+Every ``*.json`` catalog in DIR (default: the ones the repository vendors under
+tests/data/catalogs) is mounted under its server name (``tests/gateway/catalog_tasks.py``
+names them), and the gateway's tool ranking answers:
+
+- the GitHub tasks of ``tests/gateway/github_tasks.py`` and the tasks of
+  ``catalog_tasks.TASKS`` whose tools are mounted: top-1, top-3 and top-5 hit rates;
+- the whole multi-step tasks of ``catalog_tasks.MULTI_STEP``: the share whose every step
+  has an accepted tool in the top 10 (and, per step, in the top 5).
+
+The task descriptions were written before any ranking was measured; nothing here is
+tuned to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "gateway"))
+
+from catalog_tasks import MULTI_STEP, SERVERS, TASKS  # noqa: E402
+from github_tasks import TASKS as GITHUB_TASKS  # noqa: E402
+
+from offload.gateway.toolsearch import ToolIndex, doc_for  # noqa: E402
+
+CATALOGS = ROOT / "tests" / "data" / "catalogs"
+
+
+def load(directory: Path) -> tuple[ToolIndex, set[str]]:
+    """One index over every catalog in ``directory``; the gateway names it holds."""
+    docs = []
+    for path in sorted(directory.glob("*.json")):
+        server = SERVERS.get(path.stem, path.stem)
+        for tool in json.loads(path.read_text(encoding="utf-8"))["tools"]:
+            docs.append(doc_for(f"{server}__{tool['name']}", tool))
+    return ToolIndex.build(docs), {d.key for d in docs}
+
+
+def hit_rates(
+    index: ToolIndex, tasks: Sequence[tuple[str, tuple[str, ...]]]
+) -> tuple[dict[int, float], list[str]]:
+    """Top-1/3/5 hit rates, and the tasks missed at top 3 (with what ranked first)."""
+    hits = {1: 0, 3: 0, 5: 0}
+    missed: list[str] = []
+    for query, wanted in tasks:
+        ranked = [d.key for d, _ in index.search(query, 5)]
+        for k in hits:
+            hits[k] += any(key in wanted for key in ranked[:k])
+        if not any(key in wanted for key in ranked[:3]):
+            missed.append(f"{query!r}: want {wanted[0]}, got {ranked[:3]}")
+    return {k: v / max(1, len(tasks)) for k, v in hits.items()}, missed
+
+
+def multi_step(
+    index: ToolIndex, tasks: Sequence[tuple[str, tuple[tuple[str, ...], ...]]]
+) -> tuple[float, float, float, list[str]]:
+    """Share of tasks with every step in the top 10; steps found in the top 10 and top 5."""
+    whole = steps10 = steps5 = total = 0
+    missed: list[str] = []
+    for query, steps in tasks:
+        ranked = [d.key for d, _ in index.search(query, 10)]
+        found = [any(k in step for k in ranked) for step in steps]
+        steps10 += sum(found)
+        steps5 += sum(any(k in step for k in ranked[:5]) for step in steps)
+        total += len(steps)
+        whole += all(found)
+        if not all(found):
+            lost = [s[0] for s, ok in zip(steps, found, strict=True) if not ok]
+            missed.append(f"{query!r}: missing {lost}")
+    n = max(1, len(tasks))
+    return whole / n, steps10 / max(1, total), steps5 / max(1, total), missed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the figures (and, with --misses, what was missed)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--catalogs", type=Path, default=CATALOGS)
+    parser.add_argument("--misses", action="store_true", help="list the tasks missed")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    index, names = load(args.catalogs)
+    build_ms = (time.perf_counter() - started) * 1000
+    github = [(q, tuple(f"github__{n}" for n in w)) for q, w in GITHUB_TASKS]
+    mounted = [(q, w) for q, w in [*github, *TASKS] if any(k in names for k in w)]
+    steps = [(q, s) for q, s in MULTI_STEP if all(any(k in names for k in st) for st in s)]
+    print(f"catalogs: {args.catalogs} ({len(names)} tools, index built in {build_ms:.0f} ms)")
+    started = time.perf_counter()
+    rows = [
+        ("github tasks", [(q, w) for q, w in mounted if q in dict(github)]),
+        ("other catalogs' tasks", [(q, w) for q, w in mounted if q not in dict(github)]),
+        ("all single-tool tasks", mounted),
+    ]
+    print(f"{'tasks':<24}{'n':>5}{'top-1':>8}{'top-3':>8}{'top-5':>8}")
+    misses: list[str] = []
+    for label, tasks in rows:
+        rates, missed = hit_rates(index, tasks)
+        if label == "all single-tool tasks":
+            misses = missed
+        print(f"{label:<24}{len(tasks):>5}{rates[1]:>8.1%}{rates[3]:>8.1%}{rates[5]:>8.1%}")
+    whole, s10, s5, step_misses = multi_step(index, steps)
+    print(
+        f"multi-step tasks: {len(steps)}; every step in the top 10: {whole:.1%} "
+        f"(steps found: top 10 {s10:.1%}, top 5 {s5:.1%})"
+    )
+    queries = len(mounted) + len(steps)
+    elapsed = (time.perf_counter() - started) * 1000
+    print(f"{queries} queries in {elapsed:.0f} ms ({elapsed / max(1, queries):.1f} ms each)")
+    if args.misses:
+        print("\nmissed at top 3:", *misses, sep="\n  ")
+        print("\nmulti-step missed:", *step_misses, sep="\n  ")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
