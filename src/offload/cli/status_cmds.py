@@ -1,0 +1,130 @@
+"""``offload status``: what a user needs to know works, in one look.
+
+The store (opens, SQLite quick check, entries), the upstream model server (reachable, its
+context size), whether ``offload serve`` answers, and which clients are wired (the entries
+``offload setup`` writes, read from each client's config).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+from offload.cli.common import emit, open_store
+from offload.cli.setup_cmds import config_dir, wiring_for
+from offload.config import Settings
+from offload.core.clients import CLIENTS, wired
+from offload.errors import OffloadError
+from offload.llm.upstream import UpstreamClient
+from offload.store.config_files import read_config
+from offload.store.health import quick_check
+
+PROBE_TIMEOUT_S = 3.0
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``offload status``."""
+    parser.add_argument("--upstream", help="the model server to probe (default [proxy] upstream)")
+    parser.add_argument("--url", help="the serve URL (default http://[proxy] host:port)")
+    parser.add_argument(
+        "--config-dir", metavar="DIR", help="where client configs live (default: your home)"
+    )
+    parser.add_argument("--model", help="the model name setup wrote (default: local)")
+
+
+def overrides(args: argparse.Namespace) -> dict[str, object]:
+    """Flags as dotted settings keys."""
+    return {"proxy.upstream": args.upstream} if args.upstream else {}
+
+
+def store_status(settings: Settings) -> dict[str, Any]:
+    """The store opens, passes SQLite's quick check; its size."""
+    try:
+        with open_store(settings) as store:
+            check = quick_check(store)
+            stats = store.stats()
+    except OffloadError as exc:
+        return {"ok": False, "path": str(settings.db_path), "error": str(exc)}
+    return {
+        "ok": check == "ok",
+        "path": str(settings.db_path),
+        "check": check,
+        "entries": stats.get("entries"),
+    }
+
+
+async def upstream_status(url: str) -> dict[str, Any]:
+    """The model server answers; its context size from ``/props`` when it has one."""
+    async with UpstreamClient(url, timeout=PROBE_TIMEOUT_S, connect_timeout=PROBE_TIMEOUT_S) as up:
+        if not await up.health():
+            return {"ok": False, "url": url, "error": "not reachable (is llama-server running?)"}
+        try:
+            n_ctx = await up.n_ctx()
+        except OffloadError as exc:
+            return {"ok": True, "url": url, "n_ctx": None, "error": str(exc)}
+    return {"ok": True, "url": url, "n_ctx": n_ctx}
+
+
+def serve_status(url: str) -> dict[str, Any]:
+    """``offload serve`` answers at ``url``."""
+    try:
+        resp = httpx.get(f"{url}/api/stats", timeout=PROBE_TIMEOUT_S)
+    except httpx.HTTPError:
+        return {"ok": False, "url": url}
+    return {"ok": resp.status_code == 200, "url": url}
+
+
+def clients_status(args: argparse.Namespace, settings: Settings) -> list[dict[str, Any]]:
+    """For each client and each entry: wired as setup would write it, differently, or not."""
+    both = [wiring_for(args, settings, mcp) for mcp in ("stdio", "http")]
+    out = []
+    for client in CLIENTS.values():
+        for file in client.files:
+            path = config_dir(args) / file.path
+            try:
+                state = wired(file, read_config(path), both, str(path))
+            except OffloadError:
+                state = "unreadable"
+            out.append(
+                {"client": client.name, "what": file.what, "path": str(path), "wired": state}
+            )
+    return out
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Print the status; exit 1 when the store is unhealthy."""
+    base = (args.url or f"http://{settings.proxy.host}:{settings.proxy.port}").rstrip("/")
+    data: dict[str, Any] = {
+        "store": store_status(settings),
+        "upstream": anyio.run(upstream_status, settings.proxy.upstream),
+        "serve": serve_status(base),
+        "clients": clients_status(args, settings),
+    }
+    emit(args, data, _render)
+    return 0 if data["store"]["ok"] else 1
+
+
+def _render(data: dict[str, Any]) -> str:
+    store, up, serve = data["store"], data["upstream"], data["serve"]
+    lines = [
+        f"store     {'ok' if store['ok'] else 'FAILING'}  {store['path']}"
+        + (
+            f"  {store['entries']} entries"
+            if store["ok"]
+            else f"  {store.get('error') or store.get('check')}"
+        ),
+        f"upstream  {'ok' if up['ok'] else 'down'}  {up['url']}"
+        + (
+            f"  n_ctx {up['n_ctx']}" if up.get("n_ctx") else f"  {up.get('error', 'n_ctx unknown')}"
+        ),
+        f"serve     {'running' if serve['ok'] else 'not running'}  {serve['url']}",
+    ]
+    home = str(Path.home())
+    for row in data["clients"]:
+        shown = row["path"].replace(home, "~", 1) if row["path"].startswith(home) else row["path"]
+        lines.append(f"client    {row['client']:<12} {row['what']:<9} {row['wired']:<10} {shown}")
+    return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""Reading, backing up, writing and restoring agent clients' config files.
+
+Used by ``offload setup``: every write is atomic (a temporary file in the same directory,
+fsynced, renamed over the old one) and keeps the old file's mode; a backup is a byte copy
+beside the file, ``NAME.offload-backup-STAMP``. What each run wrote is recorded in the
+store (state namespace ``setup``) so ``--revert`` restores exactly those files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from offload.errors import InvalidInput, PathError
+
+STATE = "setup"  # the store state namespace of setup runs
+
+
+def read_config(path: Path) -> str | None:
+    """The UTF-8 text of ``path``; ``None`` when it does not exist."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError as exc:
+        raise InvalidInput(f"{path} is a directory, not a config file; nothing changed") from exc
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror}; nothing changed") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path} is not UTF-8 text; nothing changed") from exc
+
+
+def digest(data: bytes) -> str:
+    """The sha256 hex of ``data`` (to notice a file edited after setup wrote it)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def backup(path: Path, stamp: str) -> Path:
+    """A byte copy of ``path`` beside it, named with ``stamp`` (never overwriting one)."""
+    target = path.with_name(f"{path.name}.offload-backup-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.offload-backup-{stamp}-{n}")
+    write_atomic(target, path.read_bytes(), like=path)
+    return target
+
+
+def write_atomic(path: Path, data: bytes, *, like: Path | None = None) -> None:
+    """Replace ``path`` with ``data`` in one rename, keeping the mode of ``like`` (or of
+    ``path`` itself when it exists)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        source = like if like is not None else path
+        mode = source.stat().st_mode & 0o7777 if source.exists() else None
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if mode is not None:
+                os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise PathError(f"cannot write {path}: {exc.strerror}") from exc
+
+
+def check_unchanged(record: dict[str, Any]) -> None:
+    """Refuse when a file was edited (or removed) after setup wrote it, or its backup is gone."""
+    path = Path(record["path"])
+    try:
+        current = path.read_bytes()
+    except OSError:
+        current = None
+    if current is None or digest(current) != record["written"]:
+        raise InvalidInput(
+            f"{path} changed after offload setup wrote it; nothing restored "
+            f"(the backup is {record['backup'] or 'none: setup created the file'})"
+        )
+    if record["backup"] is not None and not Path(record["backup"]).is_file():
+        raise InvalidInput(f"the backup {record['backup']} is gone; nothing restored")
+
+
+def restore(record: dict[str, Any]) -> str:
+    """Undo one file of a setup run: copy its backup back, or remove a file setup created.
+
+    Refuses (changing nothing) when the file was edited after setup wrote it."""
+    check_unchanged(record)
+    path = Path(record["path"])
+    if record["backup"] is None:
+        path.unlink(missing_ok=True)
+        return f"removed {path} (setup had created it)"
+    saved = Path(record["backup"])
+    try:
+        data = saved.read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"the backup {saved} is gone; nothing restored") from exc
+    write_atomic(path, data, like=saved)
+    return f"restored {path} from {saved.name}"
+
+
+def stamp_now() -> str:
+    """A UTC timestamp for backup names, e.g. ``20261201T091500Z``."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
