@@ -27,6 +27,9 @@ _LAZY = {
 }
 
 
+_LAZY.update({name: "offload.store" for name in ("open_store", "Store", "Filters")})
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:

@@ -102,7 +102,7 @@ def test_reindex_rebuilds_search_from_the_blocks(store: Store) -> None:
 
     store.put("findable parseCfgFile body")
     store.conn.execute("DELETE FROM chunks")
-    store.conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
+    store.conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
     store.conn.execute("DELETE FROM terms")
     assert store.search("findable") == []
     seen: list[tuple[int, int]] = []

@@ -38,6 +38,8 @@ __all__ = [
     "bigrams",
     "content_terms",
     "is_stopword",
+    "matching_spans",
+    "pieces",
     "surface_words",
     "terms",
     "word_terms",
@@ -249,3 +251,30 @@ def _all_stop(word: str) -> bool:
 def bigrams(seq: Iterable[str]) -> set[tuple[str, str]]:
     """Adjacent pairs of a term sequence (a phrase check without positions in the index)."""
     return set(itertools.pairwise(seq))
+
+
+def pieces(word: str) -> list[str]:
+    """A word's folded, unstemmed pieces (and the word whole when it has several): what
+    the vocabulary is searched for when the index does not know a query word."""
+    runs = _PIECE.findall(word)
+    out: dict[str, None] = {}
+    count = 0
+    for run in runs:
+        humps = _humps(run)
+        count += len(humps)
+        out.update((_fold(h), None) for h in humps)
+        if len(humps) > 1:
+            out.setdefault(_fold(run), None)
+    if (len(runs) > 1 or count > 1) and len(word) <= MAX_TERM_CHARS:
+        out.setdefault(_fold(word), None)
+    return [p for p in out if p and len(p) <= MAX_TERM_CHARS]
+
+
+def matching_spans(line: str, wanted: set[str]) -> list[tuple[int, int, frozenset[str]]]:
+    """(start, end, terms) of each run of ``line`` whose terms meet ``wanted``, in order."""
+    out = []
+    for m in _RUN.finditer(line):
+        hit = wanted.intersection(_run_terms(m.group()))
+        if hit:
+            out.append((m.start(), m.end(), frozenset(hit)))
+    return out

@@ -17,7 +17,7 @@ from typing import Any
 import zstandard
 
 from offload.errors import InvalidInput, StoreError
-from offload.store import db
+from offload.store import db, index
 from offload.store.models import Filters
 from offload.store.store import Store
 
@@ -159,10 +159,7 @@ def _import_entry(store: Store, r: dict[str, Any]) -> int:
             f"INSERT INTO entries ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", values
         )
         entry_id = int(cur.lastrowid or 0)
-        conn.execute(
-            "INSERT INTO meta_fts (rowid, topic, summary, tags, source) VALUES (?, ?, ?, ?, ?)",
-            (entry_id, r["topic"], r["summary"], r["tags"], r["source"]),
-        )
+        index.refresh_meta(conn, entry_id)
         added = 1
     for label in r.get("labels", []):
         store._set_label(conn, label, entry_id)

@@ -279,3 +279,35 @@ def m004_scope_stats(conn: sqlite3.Connection) -> None:
         END;
         """,
     )
+
+
+@migration
+def m_search_analysed_index(conn: sqlite3.Connection) -> None:
+    # Issue 11: the index holds terms analysed in Python (offload.core.analysis: stems,
+    # identifiers split and whole, JSON escapes seen through), so queries match them
+    # exactly. Existing stores are reindexed here, once: the chunk offsets stay, only their
+    # terms are re-derived (measured in docs/benchmarks.md, "Search").
+    from offload.store import index
+
+    run_script(
+        conn,
+        """
+        DROP TABLE IF EXISTS chunks_fts;
+        DROP TABLE IF EXISTS meta_fts;
+        DELETE FROM terms;
+        -- detail=full: a contentless table with detail=column gives bm25() = 0 for every
+        -- row (the old chunks_fts ranked by recency alone); positions cost 0.42x the raw
+        -- text against 0.30x
+        CREATE VIRTUAL TABLE search_body USING fts5(
+            terms, content='', tokenize="unicode61 remove_diacritics 0 categories 'L* N* Co M* P* S*'"
+        );
+        CREATE VIRTUAL TABLE search_meta USING fts5(
+            topic, summary, tags, labels, source, detail=column, tokenize="unicode61 remove_diacritics 0 categories 'L* N* Co M* P* S*'"
+        );
+        INSERT INTO search_body (search_body, rank) VALUES ('automerge', 2);
+        -- an entry's neighbours: the entries just before and after it in its scope and kind
+        CREATE INDEX entries_sequence ON entries(scope, kind, id);
+        """,
+    )
+    index.reindex_chunks(conn)
+    index.rebuild_meta(conn)

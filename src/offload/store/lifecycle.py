@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from offload.core.fence import new_nonce
 from offload.errors import FenceError, IntegrityError, InvalidInput
-from offload.store import blocks, db, tombstones
+from offload.store import blocks, db, index, tombstones
 from offload.store.models import Checkout, Entry, Status
 
 if TYPE_CHECKING:
@@ -235,7 +235,7 @@ def delete(store: Store, conn: sqlite3.Connection, entry_id: int, reason: str) -
     labels = store._labels(conn, entry_id)
     tombstones.bury(conn, row, labels, reason, store.clock())
     conn.execute("DELETE FROM labels WHERE entry_id = ?", (entry_id,))
-    conn.execute("DELETE FROM meta_fts WHERE rowid = ?", (entry_id,))
+    index.remove_meta(conn, entry_id)
     conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
     for digest in {row["block_hash"], row["content_hash"]}:
         drop_block_if_unused(conn, digest)
@@ -263,13 +263,4 @@ def drop_block_if_unused(conn: sqlite3.Connection, digest: str) -> None:
 
 
 def _unindex_block(conn: sqlite3.Connection, block_id: int, text: str | None) -> None:
-    rows = conn.execute(
-        "SELECT id, start, end FROM chunks WHERE block_id = ?", (block_id,)
-    ).fetchall()
-    if text is not None:
-        # a contentless FTS5 table forgets a row only when given its original text
-        conn.executemany(
-            "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', ?, ?)",
-            [(r["id"], text[r["start"] : r["end"]]) for r in rows],
-        )
-    conn.execute("DELETE FROM chunks WHERE block_id = ?", (block_id,))
+    index.remove_block(conn, block_id, text)

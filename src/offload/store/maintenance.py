@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Callable
 
 from offload.errors import IntegrityError, InvalidInput
-from offload.store import blocks, db, lifecycle
+from offload.store import blocks, db, index, lifecycle
 from offload.store.models import DoctorReport
 from offload.store.store import Store
 
@@ -73,12 +73,7 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
 
 
 def _fts_ok(conn: sqlite3.Connection) -> bool:
-    try:
-        conn.execute("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
-        conn.execute("INSERT INTO meta_fts (meta_fts) VALUES ('integrity-check')")
-    except sqlite3.DatabaseError:
-        return False
-    return True
+    return index.integrity_ok(conn)
 
 
 def _count_stale_hot(store: Store) -> int:
@@ -135,8 +130,7 @@ def compact(store: Store) -> tuple[int, int]:
     before = _disk_bytes(store)
     conn = store.conn
     with db.write_tx(conn):
-        conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
-        conn.execute("INSERT INTO meta_fts (meta_fts) VALUES ('optimize')")
+        index.optimize(conn)
     with db.busy_guard():
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -155,9 +149,7 @@ def reindex(store: Store, *, progress: Progress | None = None) -> int:
 
 
 def _rebuild_index(store: Store, conn: sqlite3.Connection, progress: Progress | None = None) -> int:
-    conn.execute("DELETE FROM chunks")
-    conn.execute("DELETE FROM terms")
-    conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
+    index.clear(conn)
     digests = [r[0] for r in conn.execute("SELECT DISTINCT block_hash FROM entries")]
     for i, digest in enumerate(digests, 1):
         try:
@@ -167,7 +159,7 @@ def _rebuild_index(store: Store, conn: sqlite3.Connection, progress: Progress | 
         store._index_block(conn, _block_id(conn, digest), text)
         if progress is not None:
             progress(i, len(digests))
-    conn.execute("INSERT INTO meta_fts (meta_fts) VALUES ('rebuild')")
+    index.rebuild_meta(conn)
     return len(digests)
 
 

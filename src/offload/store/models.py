@@ -137,6 +137,8 @@ class Hit:
     score: float
     snippet: str
     text: str  # the matched chunk's text ("" for metadata matches)
+    # the best-matching lines of the chunk as (line number, excerpt), in line order
+    lines: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)

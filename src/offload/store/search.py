@@ -1,74 +1,93 @@
-"""Running a search: BM25 over chunks, then fallbacks for partial identifiers and typos.
+"""Running a search: any-term BM25 over analysed terms, then the neighbourhood, then hits.
 
-Strictest first: every term → any word, its last term as a prefix → vocabulary expansion
-over the table of known terms (terms containing a query term, then terms within a small
-edit distance). Metadata
-(topic, summary, tags, source) matches join in with a boost. Final order blends BM25 with
-the caller's salience and a recency x frequency access score.
+The pipeline, one function per step (the seam for hybrid ranking is between 2 and 3: a
+semantic retriever adds its own :class:`Candidate` list and a fusion merges the two):
+
+1. :func:`offload.core.analysis.analyse_query` turns the text into index terms exactly as
+   bodies were analysed; stopwords are dropped unless nothing else is left. A word the
+   index does not know is expanded through the vocabulary (known words containing it, or a
+   typo or two away), so partial identifiers and misspellings still match.
+2. :func:`lexical_candidates`: every chunk and every entry's metadata matching *any* term,
+   ranked by BM25 over all matches (metadata columns weighted above bodies), filtered.
+3. :func:`rank`: part of each strong hit's score flows to its neighbours (the entries just
+   before and after it in the same scope and kind: memories arrive in sequence, and the turn
+   that answers a question often sits next to the one that names it), a phrase boost for
+   query words found side by side, then the caller's salience and recency x frequency of use.
+4. :func:`hits`: rows, chunk text and snippets (the best-matching lines, numbered) for the
+   page shown only.
+
+User text never reaches FTS5 syntax unquoted: every term is a quoted string.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from offload.core import analysis
 from offload.errors import StoreError
-from offload.store import query
+from offload.store import index, query
 from offload.store.models import Entry, Filters, Hit, access_score
 
 if TYPE_CHECKING:
     from offload.store.store import Store
 
-# BM25 needs a pass over every match of every phrase (its IDF): ~10 ms per 100k matches.
-# So the search first probes, newest first and with the filters applied, for at most
-# CANDIDATES + 1 matching chunks (it stops as soon as it has them). Fewer: BM25 scores them.
-# More: the terms are so common that IDF says little, and the newest CANDIDATES compete on
-# salience and use. Then whole rows are fetched only for the hits that will be shown.
-_CANDIDATES = 500
-_KEYS = "e.id AS eid, e.salience AS salience, e.accessed AS accessed, e.access_count AS uses"
-_CHUNK_PROBE = (
-    f"SELECT f.rowid AS rid, {_KEYS} FROM chunks_fts f "
-    "JOIN chunks c ON c.id = f.rowid JOIN blocks b ON b.id = c.block_id "
-    "JOIN entries e ON e.block_hash = b.hash "
-    "WHERE chunks_fts MATCH ? AND {allowed} {where} ORDER BY f.rowid DESC LIMIT ?"
-)
-# With a selective filter (a small scope in a big shared store) walking every match to test
-# the filter is the slow part; then the probe is restricted to the filtered entries' chunks
-# (``+rowid``: a set tested per match, never a full-text lookup per allowed row).
-_SELECTIVE = 0.2  # of all entries
-_CHUNK_ALLOWED = (
-    "+f.rowid IN (SELECT c2.id FROM entries e2 JOIN blocks b2 ON b2.hash = e2.block_hash "
-    "JOIN chunks c2 ON c2.block_id = b2.id WHERE {where2})"
-)
-_META_ALLOWED = "+f.rowid IN (SELECT e2.id FROM entries e2 WHERE {where2})"
-_CHUNK_BM25 = (
-    "SELECT rowid, bm25(chunks_fts) FROM chunks_fts "
-    "WHERE chunks_fts MATCH ? AND rowid IN (SELECT value FROM json_each(?))"
-)
-_META_PROBE = (
-    f"SELECT f.rowid AS rid, {_KEYS} FROM meta_fts f JOIN entries e ON e.id = f.rowid "
-    "WHERE meta_fts MATCH ? AND {allowed} {where} ORDER BY f.rowid DESC LIMIT ?"
-)
-_META_BM25 = (
-    "SELECT rowid, bm25(meta_fts, 4.0, 2.0, 3.0, 1.0) FROM meta_fts "
-    "WHERE meta_fts MATCH ? AND rowid IN (SELECT value FROM json_each(?))"
-)
-_CHUNK_ROWS = (
-    "SELECT e.*, b.size AS size, b.lines AS lines, c.id AS chunk_id, c.start_line, c.end_line, "
-    "c.start AS cstart, c.end AS cend FROM chunks c "
-    "JOIN blocks b ON b.id = c.block_id JOIN entries e ON e.block_hash = b.hash "
-    "WHERE c.id IN (SELECT value FROM json_each(?)) AND e.id IN (SELECT value FROM json_each(?))"
-)
-_META_ROWS = (
-    "SELECT e.*, b.size AS size, b.lines AS lines, NULL AS chunk_id FROM entries e "
-    "JOIN blocks b ON b.hash = e.block_hash "
-    "WHERE e.id IN (SELECT value FROM json_each(?)) AND e.id IN (SELECT value FROM json_each(?))"
-)
+# Share of a hit's score each of its neighbours receives; a neighbour that matches nothing
+# itself joins the candidates with it. One half: a turn is evidence on its own first,
+# context second (checked on both halves of the dev data, docs/benchmarks.md "Search").
+NEIGHBOUR_SHARE = 0.5
+# How many of the best direct hits pass score to their neighbours.
+NEIGHBOUR_SOURCES = 30
+# Weight of a query's adjacent word pairs found side by side in a hit (a phrase).
+PHRASE_BOOST = 0.5
+_PHRASE_CHECKED = 30
+_MIN_POOL = 200
 _TYPO_CANDIDATES = 20_000
 _EXPANSIONS = 24
+_SNIPPET_LINES = 3
+
+_BODY_TOP = (
+    "SELECT rowid, bm25(search_body) AS s FROM search_body "
+    "WHERE search_body MATCH ? ORDER BY s LIMIT ?"
+)
+_META_TOP = (
+    "SELECT rowid, bm25(search_meta, {w}) AS s FROM search_meta "
+    "WHERE search_meta MATCH ? ORDER BY s LIMIT ?"
+).format(w=", ".join(str(w) for w in index.META_WEIGHTS))
+_KEYS = (
+    "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
+    "e.accessed AS accessed, e.access_count AS uses"
+)
+_BODY_ENTRIES = (
+    f"SELECT c.id AS cid, {_KEYS} FROM chunks c JOIN blocks b ON b.id = c.block_id "
+    "JOIN entries e ON e.block_hash = b.hash "
+    "WHERE c.id IN (SELECT value FROM json_each(?)) AND {where}"
+)
+_META_ENTRIES = (
+    f"SELECT NULL AS cid, {_KEYS} FROM entries e "
+    "WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}"
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One entry that may be shown: its score (higher is better) and best chunk.
+
+    ``chunk_id`` is None for an entry found by its metadata only, or brought in by a
+    neighbour or a semantic retriever (its first chunk is shown then).
+    """
+
+    entry_id: int
+    score: float
+    chunk_id: int | None
+    scope: str
+    kind: str
+    salience: float
+    accessed: float
+    uses: int
+    direct: bool = True  # matched the query itself (not only through a neighbour)
 
 
 def search_hits(
@@ -77,58 +96,68 @@ def search_hits(
     """The ranked hits for ``text`` under ``filters`` (see the module docstring)."""
     limit = max(1, min(int(limit), 200))
     offset = max(0, int(offset))
-    p = query.plan(text)
-    if p.empty:
+    q = analysis.analyse_query(text)
+    if q.empty:
         return []
+    conn = store.conn
     now = store.clock()
     where, params = query.filter_sql(filters, now)
-    chunk_allowed = meta_allowed = ""
-    kept, selective = _kept(store.conn, where, params) if filters != Filters() else (1, False)
-    if not kept:
-        return []
-    if selective:
-        where2, params2 = query.filter_sql(filters, now, alias="e2")
-        chunk_allowed = _CHUNK_ALLOWED.format(where2=where2) + " AND"
-        meta_allowed = _META_ALLOWED.format(where2=where2) + " AND"
-        params = params2 + params
-    want = (limit + offset) * 3 + 10
-    conn = store.conn
-    rows: list[Scored] = []
-    meta: list[Scored] = []
-    shown = p.terms()
-    for match, terms in _matches(conn, p):
-        chunk_probe = _CHUNK_PROBE.format(allowed=chunk_allowed, where=where)
-        meta_probe = _META_PROBE.format(allowed=meta_allowed, where=where)
-        chunk_sql = (chunk_probe, _CHUNK_BM25, _CHUNK_ROWS)
-        meta_sql = (meta_probe, _META_BM25, _META_ROWS)
-        rows = _run(conn, chunk_sql, match, params, want, now)
-        meta = _run(conn, meta_sql, match, params, want, now)
-        if rows or meta:
-            shown = terms
-            break
-    ranked = _rank(rows, meta, now)[offset : offset + limit]
-    # only the hits shown are decompressed (through the store's verified body cache)
-    return [_hit(store, c, shown, width) for c in ranked]
+    match_terms = with_expansions(conn, q)
+    need = max(50, (limit + offset) * 3)
+    try:
+        found = lexical_candidates(conn, match_terms, where, params, need)
+        ranked = rank(store, q, found, where, params, now)
+    except sqlite3.OperationalError as exc:
+        # every term is quoted, so this is not the user's syntax; report it plainly
+        raise StoreError(f"search failed: {exc}") from exc
+    return hits(store, ranked[offset : offset + limit], set(match_terms), width)
 
 
-def _matches(conn: sqlite3.Connection, p: query.Plan) -> Iterator[tuple[str, list[str]]]:
-    """(MATCH expression, terms to highlight), strictest first; the vocabulary is scanned
-    only when the cheap expressions find nothing."""
-    yield p.all_words(), p.terms()
-    yield p.any_prefix(), p.terms()
-    expanded = _expand(conn, p.terms())
-    if expanded:
-        yield query.any_of(expanded), expanded
+# -- 1. query terms ----------------------------------------------------------------------
 
 
-def _expand(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
-    """Known terms that contain a query term, or are a typo or two away from one.
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def match_expression(terms: list[str]) -> str:
+    """An FTS5 MATCH for any of ``terms`` (each quoted: user text is never syntax)."""
+    return " OR ".join(_quote(t) for t in dict.fromkeys(terms))
+
+
+def _known(conn: sqlite3.Connection, term: str) -> bool:
+    m = _quote(term)
+    for table in ("search_body", "search_meta"):
+        if conn.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1", (m,)).fetchone():
+            return True
+    return False
+
+
+def with_expansions(conn: sqlite3.Connection, q: analysis.QueryTerms) -> list[str]:
+    """The query's terms plus, for each word piece the index does not know, the known
+    vocabulary words that contain it or are a typo or two away from it (their terms)."""
+    out = dict.fromkeys(q.any_of)
+    unknown: dict[str, None] = {}
+    for word in q.words:
+        for piece in analysis.pieces(word):
+            forms = {piece, *analysis.word_terms(piece)}
+            if len(piece) >= 3 and not any(_known(conn, t) for t in forms):
+                unknown.setdefault(piece, None)
+    for found in _expand(conn, list(unknown)):
+        out.setdefault(found, None)  # the whole word: an identifier's whole term
+        for t in analysis.word_terms(found):
+            out.setdefault(t, None)
+    return list(out)
+
+
+def _expand(conn: sqlite3.Connection, words: list[str]) -> list[str]:
+    """Known words that contain a query word, or are a typo or two away from one.
 
     Scans the vocabulary in SQL (C speed); only the few length- and edge-compatible
     candidates reach the edit-distance check in Python.
     """
     found: dict[str, None] = {}
-    for t in (t for t in terms if len(t) >= 3):
+    for t in words:
         rows = conn.execute(
             "SELECT term FROM terms WHERE instr(term, ?) > 0 AND term != ? "
             "ORDER BY length(term), term LIMIT ?",
@@ -153,107 +182,244 @@ def _expand(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
     return list(found)
 
 
-Scored = tuple[sqlite3.Row, float]
+# -- 2. lexical candidates -----------------------------------------------------------------
 
 
-def _kept(conn: sqlite3.Connection, where: str, params: list[Any]) -> tuple[int, bool]:
-    """(entries the filters keep, up to the cap; whether that is a _SELECTIVE share)."""
-    total = conn.execute("SELECT coalesce(sum(entries), 0) FROM scope_stats").fetchone()[0]
-    cap = int(total * _SELECTIVE)
-    row = conn.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM entries e WHERE {where} LIMIT ?)",
-        (*params, cap + 1),
-    ).fetchone()
-    return int(row[0]), int(row[0]) <= cap
+def lexical_candidates(
+    conn: sqlite3.Connection, terms: list[str], where: str, params: list[Any], need: int
+) -> list[Candidate]:
+    """Entries matching any of ``terms`` under the filter, best BM25 first.
+
+    Score = the best chunk's BM25 + the metadata row's weighted BM25 (both flipped to
+    higher-is-better). BM25 is computed by FTS5 over every match; the top of that ranking
+    is then mapped to entries and filtered, reaching deeper only when the filter keeps too
+    few of them (a small scope in a big store).
+    """
+    match = match_expression(terms)
+    body = _top_entries(conn, _BODY_TOP, _BODY_ENTRIES, match, where, params, need)
+    meta = _top_entries(conn, _META_TOP, _META_ENTRIES, match, where, params, need)
+    out: dict[int, Candidate] = dict(body)
+    for eid, c in meta.items():
+        have = out.get(eid)
+        out[eid] = c if have is None else replace(have, score=have.score + c.score)
+    return sorted(out.values(), key=lambda c: (-c.score, -c.entry_id))
 
 
-def _run(
+def _top_entries(
     conn: sqlite3.Connection,
-    sql: tuple[str, str, str],
+    top_sql: str,
+    entries_sql: str,
     match: str,
+    where: str,
     params: list[Any],
-    want: int,
+    need: int,
+) -> dict[int, Candidate]:
+    pool = max(_MIN_POOL, need * 4)
+    while True:
+        scored = conn.execute(top_sql, (match, pool)).fetchall()
+        bm25 = {int(r[0]): -float(r[1]) for r in scored}
+        rows = conn.execute(
+            entries_sql.format(where=where), (json.dumps(list(bm25)), *params)
+        ).fetchall()
+        best: dict[int, Candidate] = {}
+        for r in rows:
+            key = int(r["eid"]) if r["cid"] is None else int(r["cid"])
+            score = bm25.get(key, 0.0)
+            eid = int(r["eid"])
+            have = best.get(eid)
+            if have is None or score > have.score:
+                best[eid] = _candidate(r, score)
+        if len(best) >= need or len(scored) < pool:
+            return best
+        pool *= 8
+
+
+def _candidate(r: sqlite3.Row, score: float, *, direct: bool = True) -> Candidate:
+    return Candidate(
+        entry_id=int(r["eid"]),
+        score=score,
+        chunk_id=None if r["cid"] is None else int(r["cid"]),
+        scope=r["scope"],
+        kind=r["kind"],
+        salience=float(r["salience"]),
+        accessed=float(r["accessed"]),
+        uses=int(r["uses"]),
+        direct=direct,
+    )
+
+
+# -- 3. final ranking -----------------------------------------------------------------------
+
+
+def rank(
+    store: Store,
+    q: analysis.QueryTerms,
+    found: list[Candidate],
+    where: str,
+    params: list[Any],
     now: float,
-) -> list[Scored]:
-    """The best ``want`` (row, score) pairs under the filters (see the constants above)."""
-    probe_sql, bm25_sql, rows_sql = sql
-    try:
-        keys = conn.execute(probe_sql, (match, *params, _CANDIDATES + 1)).fetchall()
-        if len(keys) > _CANDIDATES:
-            keys = keys[:_CANDIDATES]
-            bm25: dict[int, float] = {}
-        else:
-            rids = json.dumps(sorted({k["rid"] for k in keys}))
-            bm25 = {int(r[0]): float(r[1]) for r in conn.execute(bm25_sql, (match, rids))}
-        ranked = sorted(
-            (
-                -_score(bm25.get(k["rid"], 0.0), k["salience"], k["accessed"], k["uses"], now),
-                -k["eid"],
-                k["rid"],
-                k["eid"],
-            )
-            for k in keys
-        )[:want]
-        if not ranked:
-            return []
-        rids = json.dumps(sorted({r[2] for r in ranked}))
-        eids = json.dumps(sorted({r[3] for r in ranked}))
-        full = {
-            (r["chunk_id"] or r["id"], r["id"]): r for r in conn.execute(rows_sql, (rids, eids))
-        }
-    except sqlite3.OperationalError as exc:
-        # every term is quoted, so this is not the user's syntax; report it plainly
-        raise StoreError(f"search failed: {exc}") from exc
-    return [(full[(rid, eid)], -neg) for neg, _, rid, eid in ranked if (rid, eid) in full]
+) -> list[Candidate]:
+    """The final order: neighbourhood, phrase boost, then salience and use.
+
+    Entries that only a neighbour brought in are kept where they outrank a direct match;
+    after the last direct match the list ends."""
+    ranked = with_neighbours(store.conn, found, where, params)
+    ranked = _phrase_boost(store, q, ranked)
+    scored = [replace(c, score=_use_score(c, now)) for c in ranked]
+    # equal scores: a direct match first, then the newer entry
+    out = sorted(scored, key=lambda c: (-c.score, not c.direct, -c.entry_id))
+    # a neighbour may displace a weaker match, never extend the list past the matches
+    last = max((i for i, c in enumerate(out) if c.direct), default=-1)
+    return out[: last + 1]
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    entry: Entry
-    score: float
-    chunk: tuple[int, int, int, int, int] | None  # id, start_line, end_line, start, end
+def with_neighbours(
+    conn: sqlite3.Connection, found: list[Candidate], where: str, params: list[Any]
+) -> list[Candidate]:
+    """Each of the best direct hits passes NEIGHBOUR_SHARE of its score to the entry just
+    before and just after it in the same scope and kind; neighbours that matched nothing
+    join the candidates (only if the filter keeps them)."""
+    extra: dict[int, float] = {}
+    for c in found[:NEIGHBOUR_SOURCES]:
+        for op, order in (("<", "DESC"), (">", "ASC")):
+            row = conn.execute(
+                f"SELECT id FROM entries WHERE scope = ? AND kind = ? AND id {op} ? "
+                f"ORDER BY id {order} LIMIT 1",
+                (c.scope, c.kind, c.entry_id),
+            ).fetchone()
+            if row is not None:
+                nid = int(row[0])
+                extra[nid] = extra.get(nid, 0.0) + NEIGHBOUR_SHARE * c.score
+    if not extra:
+        return found
+    out = {c.entry_id: c for c in found}
+    missing = [i for i in extra if i not in out]
+    if missing:
+        rows = conn.execute(
+            f"SELECT NULL AS cid, {_KEYS} FROM entries e "
+            f"WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
+            (json.dumps(missing), *params),
+        ).fetchall()
+        for r in rows:
+            out[int(r["eid"])] = _candidate(r, 0.0, direct=False)
+    for nid, add in extra.items():
+        have = out.get(nid)
+        if have is not None:
+            out[nid] = replace(have, score=have.score + add)
+    return sorted(out.values(), key=lambda c: (-c.score, -c.entry_id))
 
 
-def _rank(rows: list[Scored], meta: list[Scored], now: float) -> list[_Candidate]:
-    out: list[_Candidate] = []
-    seen: set[tuple[int, int]] = set()
-    for r, bm in rows:
-        key = (int(r["id"]), int(r["chunk_id"]))
-        if key in seen:
-            continue
-        seen.add(key)
-        entry = Entry.from_row(r)
-        chunk = (
-            int(r["chunk_id"]),
-            int(r["start_line"]),
-            int(r["end_line"]),
-            int(r["cstart"]),
-            int(r["cend"]),
+def _phrase_boost(store: Store, q: analysis.QueryTerms, ranked: list[Candidate]) -> list[Candidate]:
+    """Raise hits where the query's adjacent words stand side by side (checked on the
+    best few: positions are not kept in the index, so this reads their text)."""
+    pairs = analysis.bigrams(q.sequence)
+    if not pairs:
+        return ranked
+    head = []
+    for c in ranked[:_PHRASE_CHECKED]:
+        text = _chunk_text(store, c)
+        found = pairs & analysis.bigrams(analysis.content_terms(text)) if text else set()
+        boost = 1.0 + PHRASE_BOOST * len(found) / len(pairs)
+        head.append(replace(c, score=c.score * boost) if found else c)
+    return head + ranked[_PHRASE_CHECKED:]
+
+
+def _use_score(c: Candidate, now: float) -> float:
+    # a tiny floor: with no BM25 signal at all, salience still decides
+    relevance = max(0.0, c.score) + 1e-6
+    return relevance * (1.0 + 0.5 * c.salience + 0.25 * access_score(c.accessed, c.uses, now))
+
+
+# -- 4. hits ------------------------------------------------------------------------------
+
+
+def _chunk_row(conn: sqlite3.Connection, c: Candidate) -> sqlite3.Row | None:
+    if c.chunk_id is not None:
+        sql = "SELECT id, start_line, end_line, start, end FROM chunks WHERE id = ?"
+        return conn.execute(sql, (c.chunk_id,)).fetchone()  # type: ignore[no-any-return]
+    return conn.execute(  # type: ignore[no-any-return]
+        "SELECT c.id, c.start_line, c.end_line, c.start, c.end FROM entries e "
+        "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.block_id = b.id "
+        "WHERE e.id = ? ORDER BY c.id LIMIT 1",
+        (c.entry_id,),
+    ).fetchone()
+
+
+def _chunk_text(store: Store, c: Candidate) -> str:
+    row = _chunk_row(store.conn, c)
+    if row is None:
+        return ""
+    digest = store.conn.execute(
+        "SELECT block_hash FROM entries WHERE id = ?", (c.entry_id,)
+    ).fetchone()
+    if digest is None:
+        return ""
+    return store.block_text(digest[0])[row["start"] : row["end"]]
+
+
+def hits(store: Store, page: list[Candidate], terms: set[str], width: int) -> list[Hit]:
+    """Rows, text and snippets for the candidates shown (only these are decompressed)."""
+    if not page:
+        return []
+    conn = store.conn
+    rows = {
+        int(r["id"]): r
+        for r in conn.execute(
+            "SELECT e.*, b.size AS size, b.lines AS lines FROM entries e "
+            "JOIN blocks b ON b.hash = e.block_hash WHERE e.id IN (SELECT value FROM json_each(?))",
+            (json.dumps([c.entry_id for c in page]),),
         )
-        out.append(_Candidate(entry, bm, chunk))
-    chunked = {c.entry.id for c in out}
-    for r, bm in meta:
+    }
+    out = []
+    for c in page:
+        r = rows.get(c.entry_id)
+        if r is None:
+            continue  # forgotten since the ranking
         entry = Entry.from_row(r)
-        if entry.id in chunked:
+        chunk = _chunk_row(conn, c) if c.chunk_id is not None or c.direct is False else None
+        if chunk is None:
+            about = " · ".join(x for x in (entry.topic, entry.summary) if x)
+            out.append(Hit(entry, None, 1, entry.lines, 1, c.score, about[:width], ""))
             continue
-        chunked.add(entry.id)
-        out.append(_Candidate(entry, bm * 1.2, None))
-    # equal scores: the newer entry first, then the earlier chunk
-    out.sort(key=lambda c: (-c.score, -c.entry.id, c.chunk[1] if c.chunk else 0))
+        text = store.block_text(entry.block_hash)[chunk["start"] : chunk["end"]]
+        best = best_lines(text, terms, int(chunk["start_line"]), width)
+        line, snip = best[0]
+        out.append(
+            Hit(
+                entry,
+                int(chunk["id"]),
+                int(chunk["start_line"]),
+                int(chunk["end_line"]),
+                line,
+                c.score,
+                snip,
+                text,
+                tuple(sorted(best)),
+            )
+        )
     return out
 
 
-def _hit(store: Store, c: _Candidate, terms: list[str], width: int) -> Hit:
-    if c.chunk is None:
-        about = " · ".join(x for x in (c.entry.topic, c.entry.summary) if x)
-        return Hit(c.entry, None, 1, c.entry.lines, 1, c.score, about[:width], "")
-    chunk_id, first, last, start, end = c.chunk
-    text = store.block_text(c.entry.block_hash)[start:end]
-    line, snip = query.snippet(text, terms, first, width)
-    return Hit(c.entry, chunk_id, first, last, line, c.score, snip, text)
+def best_lines(
+    text: str, terms: set[str], first_line: int, width: int, most: int = _SNIPPET_LINES
+) -> list[tuple[int, str]]:
+    """Up to ``most`` (line number, excerpt) pairs of the lines holding the most distinct
+    query terms, best first; the first line when none holds any."""
+    lines = text.splitlines() or [""]
+    scored: list[tuple[int, int, int]] = []  # (-terms matched, index, match offset)
+    for i, line in enumerate(lines):
+        spans = analysis.matching_spans(line, terms)
+        if spans:
+            matched = len({t for _s, _e, ts in spans for t in ts})
+            scored.append((-matched, i, spans[0][0]))
+    if not scored:
+        return [(first_line, _excerpt(lines[0], 0, width))]
+    scored.sort()
+    return [(first_line + i, _excerpt(lines[i], pos, width)) for _n, i, pos in scored[:most]]
 
 
-def _score(bm25: float, salience: float, accessed: float, uses: int, now: float) -> float:
-    # bm25() is negative, lower is better; flip it and let salience and use nudge the order
-    relevance = max(0.0, -bm25) + 1e-6  # tiny floor: with no IDF signal, salience decides
-    return relevance * (1.0 + 0.5 * salience + 0.25 * access_score(accessed, uses, now))
+def _excerpt(line: str, pos: int, width: int) -> str:
+    if len(line) > width:
+        start = max(0, pos - width // 3)
+        line = ("…" if start else "") + line[start : start + width] + "…"
+    return line.strip()

@@ -6,15 +6,17 @@ Many processes may share one store file: SQLite in WAL mode, every write one
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from offload.config import Settings, StoreSettings
-from offload.core.chunking import chunk_text, count_lines
+from offload.core.chunking import count_lines
 from offload.core.fence import iso
 from offload.core.hashing import encode, sha256_hex
 from offload.core.refs import MIN_PREFIX, ParsedRef, parse_ref
@@ -25,7 +27,7 @@ from offload.errors import (
     InvalidInput,
     NotFound,
 )
-from offload.store import blocks, db, lifecycle, query, state, tombstones
+from offload.store import blocks, db, index, lifecycle, query, state, tombstones
 from offload.store.models import (
     Checkout,
     Entry,
@@ -141,112 +143,172 @@ class Store:
         """Store ``content`` and index it; the same content again returns the existing entry.
 
         ``body`` is what to store when it differs from ``content`` (a lossy compression);
-        the original is kept as its own block unless ``keep_original`` is False.
+        the original is kept as its own block unless ``keep_original`` is False. The CPU
+        work (hashing, compression, chunking, analysis, token counting) runs before the
+        write lock is taken; the lock covers only the inserts.
         """
+        pending = self._prepare_put(
+            content,
+            _PutOptions(
+                kind, topic, tuple(tags), summary, salience, pinned, source, scope, label,
+                expires, regenerate, body, keep_original, tokens,
+            ),
+        )  # fmt: skip
+        with db.write_tx(self.conn) as conn:
+            return self._commit_put(conn, pending)
+
+    def put_many(
+        self,
+        contents: Iterable[str],
+        *,
+        kind: str = "text",
+        tags: Sequence[str] = (),
+        salience: float = 0.5,
+        source: str = "",
+        scope: str = "",
+        expires: float | None = None,
+    ) -> list[PutResult]:
+        """Store many contents sharing these settings in one write transaction (a bulk
+        import: one commit, one lock hold); results in order, duplicates as in :meth:`put`."""
+        opts = _PutOptions(kind, "", tuple(tags), "", salience, False, source, scope, None, expires)
+        pending = [self._prepare_put(c, opts) for c in contents]
+        with db.write_tx(self.conn) as conn:
+            return [self._commit_put(conn, p) for p in pending]
+
+    def _prepare_put(self, content: str, o: _PutOptions) -> _PendingPut:
+        """Validate and do the CPU work of a put, outside any transaction."""
         _check_text(content, "content")
-        kind = kind.strip() or "text"
-        if not 0.0 <= float(salience) <= 1.0:
-            raise InvalidInput(f"salience must be within [0, 1], got {salience}")
-        if label is not None:
-            _check_label(label)
-        clean_tags = _clean_tags(tags)
+        if not 0.0 <= float(o.salience) <= 1.0:
+            raise InvalidInput(f"salience must be within [0, 1], got {o.salience}")
+        if o.label is not None:
+            _check_label(o.label)
+        if o.body is not None:
+            _check_text(o.body, "body")
+        clean_tags = " ".join(_clean_tags(o.tags))
         data = encode(content)
         content_hash = sha256_hex(data)
-        with db.write_tx(self.conn) as conn:
-            row = conn.execute(
-                "SELECT id, expires FROM entries WHERE content_hash = ? AND scope = ?",
-                (content_hash, scope),
-            ).fetchone()
-            if row is not None:
-                entry_id = int(row["id"])
-                if expires is not None and row["expires"] is not None and expires > row["expires"]:
-                    # offloading it again renews a time-limited entry (sliding expiry)
-                    conn.execute("UPDATE entries SET expires = ? WHERE id = ?", (expires, entry_id))
-                if label is not None:
-                    self._set_label(conn, label, entry_id)
-                if pinned:
-                    conn.execute(
-                        "UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry_id,)
-                    )
-                return PutResult(self._entry_by_id(conn, entry_id), created=False)
-            stored = content if body is None else body
-            if body is not None:
-                _check_text(body, "body")
-                block_hash = self._put_block(conn, encode(body))
-                if keep_original:
-                    self._put_block(conn, data, index=False)
-            else:
-                block_hash = self._put_block(conn, data)
-            now = self.clock()
-            count = tokens if tokens is not None else self.counter.count(stored)
-            cur = conn.execute(
-                "INSERT INTO entries (kind, topic, tags, summary, salience, pinned, tokens, "
-                "content_hash, block_hash, source, scope, created, accessed, expires, regenerate) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    kind,
-                    topic,
-                    " ".join(clean_tags),
-                    summary,
-                    1.0 if pinned else float(salience),
-                    1 if pinned else 0,
-                    count,
-                    content_hash,
-                    block_hash,
-                    source,
-                    scope,
-                    now,
-                    now,
-                    expires,
-                    regenerate,
-                ),
-            )
-            entry_id = int(cur.lastrowid or 0)
-            conn.execute(
-                "INSERT INTO meta_fts (rowid, topic, summary, tags, source) VALUES (?, ?, ?, ?, ?)",
-                (entry_id, topic, summary, " ".join(clean_tags), source),
-            )
+        pending = _PendingPut(o, o.kind.strip() or "text", clean_tags, content, data, content_hash)
+        if self._live_entry(self.conn, content_hash, o.scope) is None:
+            self._prepare_blocks(pending)  # a repeat needs none of this (re-checked in the tx)
+        return pending
+
+    def _prepare_blocks(self, p: _PendingPut) -> None:
+        o = p.options
+        stored = p.content if o.body is None else o.body
+        if o.body is not None:
+            p.blocks.append(self._prepare_block(encode(o.body), indexed=True))
+            if o.keep_original:
+                p.blocks.append(self._prepare_block(p.data, indexed=False))
+        else:
+            p.blocks.append(self._prepare_block(p.data, indexed=True))
+        p.tokens = o.tokens if o.tokens is not None else self.counter.count(stored)
+        labels = [o.label] if o.label is not None else []
+        p.meta = index.meta_row(o.topic, o.summary, p.tags, labels, o.source)
+
+    def _prepare_block(self, data: bytes, *, indexed: bool) -> _PreparedBlock:
+        text = data.decode("utf-8")
+        codec, stored = blocks.pack(data)
+        prepared = self._prepare_index(text) if indexed else None
+        return _PreparedBlock(
+            sha256_hex(data), len(data), count_lines(text), codec, stored, prepared
+        )
+
+    def _prepare_index(self, text: str) -> index.PreparedIndex:
+        return index.prepare(text, self.settings.chunk_lines, self.settings.chunk_chars)
+
+    @staticmethod
+    def _live_entry(conn: sqlite3.Connection, content_hash: str, scope: str) -> sqlite3.Row | None:
+        return conn.execute(  # type: ignore[no-any-return]
+            "SELECT id, expires FROM entries WHERE content_hash = ? AND scope = ?",
+            (content_hash, scope),
+        ).fetchone()
+
+    def _commit_put(self, conn: sqlite3.Connection, p: _PendingPut) -> PutResult:
+        """The inserts of a prepared put (inside the caller's write transaction)."""
+        o = p.options
+        expires, label, pinned = o.expires, o.label, o.pinned
+        row = self._live_entry(conn, p.content_hash, o.scope)
+        if row is not None:
+            entry_id = int(row["id"])
+            if expires is not None and row["expires"] is not None and expires > row["expires"]:
+                # offloading it again renews a time-limited entry (sliding expiry)
+                conn.execute("UPDATE entries SET expires = ? WHERE id = ?", (expires, entry_id))
             if label is not None:
                 self._set_label(conn, label, entry_id)
-            return PutResult(self._entry_by_id(conn, entry_id), created=True)
+            if pinned:
+                conn.execute(
+                    "UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry_id,)
+                )
+            return PutResult(self._entry_by_id(conn, entry_id), created=False)
+        if not p.blocks:  # the entry was forgotten between the first look and the lock
+            self._prepare_blocks(p)
+        block_hash = ""
+        for b in p.blocks:
+            digest = self._insert_block(conn, b)
+            block_hash = block_hash or digest
+        now = self.clock()
+        cur = conn.execute(
+            "INSERT INTO entries (kind, topic, tags, summary, salience, pinned, tokens, "
+            "content_hash, block_hash, source, scope, created, accessed, expires, regenerate) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                p.kind,
+                o.topic,
+                p.tags,
+                o.summary,
+                1.0 if pinned else float(o.salience),
+                1 if pinned else 0,
+                p.tokens,
+                p.content_hash,
+                block_hash,
+                o.source,
+                o.scope,
+                now,
+                now,
+                expires,
+                o.regenerate,
+            ),
+        )
+        entry_id = int(cur.lastrowid or 0)
+        index.put_meta(conn, entry_id, p.meta)
+        if label is not None:
+            self._set_label(conn, label, entry_id)
+        return PutResult(self._entry_by_id(conn, entry_id), created=True)
 
-    def _put_block(self, conn: sqlite3.Connection, data: bytes, *, index: bool = True) -> str:
-        digest = sha256_hex(data)
-        if conn.execute("SELECT 1 FROM blocks WHERE hash = ?", (digest,)).fetchone():
-            return digest
-        codec, stored = blocks.pack(data)
-        text = data.decode("utf-8")
+    def _insert_block(self, conn: sqlite3.Connection, b: _PreparedBlock) -> str:
+        row = conn.execute("SELECT id FROM blocks WHERE hash = ?", (b.digest,)).fetchone()
+        if row is not None:
+            # stored before only as an un-indexed original: index it now
+            if b.index is not None and b.size and not index.is_indexed(conn, int(row[0])):
+                index.insert_block(conn, int(row[0]), b.index)
+            return b.digest
         cur = conn.execute(
             "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (?, ?, ?, ?, ?, ?)",
-            (digest, len(data), count_lines(text), codec, stored, self.clock()),
+            (b.digest, b.size, b.lines, b.codec, b.stored, self.clock()),
         )
-        if index:
-            self._index_block(conn, int(cur.lastrowid or 0), text)
-        return digest
+        if b.index is not None:
+            index.insert_block(conn, int(cur.lastrowid or 0), b.index)
+        return b.digest
+
+    def _put_block(self, conn: sqlite3.Connection, data: bytes, *, index: bool = True) -> str:
+        """Store (and by default index) one block inside the caller's transaction."""
+        return self._insert_block(conn, self._prepare_block(data, indexed=index))
 
     def _index_block(self, conn: sqlite3.Connection, block_id: int, text: str) -> None:
-        conn.executemany(
-            "INSERT OR IGNORE INTO terms (term) VALUES (?)",
-            [(t,) for t in sorted(query.vocabulary_terms(text))],
-        )
-        for ch in chunk_text(text, self.settings.chunk_lines, self.settings.chunk_chars):
-            cur = conn.execute(
-                "INSERT INTO chunks (block_id, start_line, end_line, start, end) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (block_id, ch.start_line, ch.end_line, ch.start, ch.end),
-            )
-            conn.execute(
-                "INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)",
-                (cur.lastrowid, text[ch.start : ch.end]),
-            )
+        index.insert_block(conn, block_id, self._prepare_index(text))
 
     def _set_label(self, conn: sqlite3.Connection, label: str, entry_id: int) -> None:
+        previous = conn.execute("SELECT entry_id FROM labels WHERE label = ?", (label,)).fetchone()
         conn.execute(
             "INSERT INTO labels (label, entry_id) VALUES (?, ?) "
             "ON CONFLICT(label) DO UPDATE SET entry_id = excluded.entry_id",
             (label, entry_id),
         )
         conn.execute("DELETE FROM tombstone_labels WHERE label = ?", (label,))
+        if previous is None or int(previous[0]) != entry_id:
+            index.refresh_meta(conn, entry_id)  # labels are searchable
+            if previous is not None:
+                index.refresh_meta(conn, int(previous[0]))
 
     def label(self, ref: str, label: str, scope: str | None = None) -> Entry:
         """Give an entry another name the resolver understands."""
@@ -284,10 +346,7 @@ class Store:
                     entry.id,
                 ),
             )
-            conn.execute(
-                "UPDATE meta_fts SET topic = ?, summary = ?, tags = ? WHERE rowid = ?",
-                (new_topic, new_summary, new_tags, entry.id),
-            )
+            index.refresh_meta(conn, entry.id)
             return self._entry_by_id(conn, entry.id)
 
     # -- resolving and reading --------------------------------------------------------------
@@ -369,6 +428,10 @@ class Store:
             self.touch(entry.id)
         return text
 
+    def read(self, ref: str, scope: str | None = None) -> str:
+        """The stored body that ``ref`` names (see :meth:`resolve`), verified."""
+        return self.body(self.resolve(ref, scope))
+
     def block_id(self, digest: str) -> int | None:
         """The row id of a block (None when it is not stored)."""
         row = self.conn.execute("SELECT id FROM blocks WHERE hash = ?", (digest,)).fetchone()
@@ -444,8 +507,15 @@ class Store:
         limit: int = 5,
         offset: int = 0,
         snippet_chars: int = 300,
+        scope: str | None = None,
     ) -> list[Hit]:
-        """Ranked full-text hits with line ranges and snippets; any input is safe."""
+        """Ranked hits for a question or keywords, with line ranges and snippets.
+
+        Any input is safe (FTS syntax is just text); ``scope`` is a shorthand for
+        ``Filters(scope=...)`` (it wins over the filters' own scope).
+        """
+        if scope is not None:
+            filters = dataclasses.replace(filters, scope=scope)
         return search_hits(self, query, filters, limit=limit, offset=offset, width=snippet_chars)
 
     def peek(self, scope: str | None = None) -> dict[str, Any]:
@@ -606,3 +676,46 @@ def _clean_tags(tags: Sequence[str]) -> list[str]:
             if part not in out:
                 out.append(part)
     return out
+
+
+@dataclass(frozen=True)
+class _PutOptions:
+    kind: str
+    topic: str
+    tags: tuple[str, ...]
+    summary: str
+    salience: float
+    pinned: bool
+    source: str
+    scope: str
+    label: str | None
+    expires: float | None
+    regenerate: str = ""
+    body: str | None = None
+    keep_original: bool = True
+    tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class _PreparedBlock:
+    digest: str
+    size: int
+    lines: int
+    codec: str
+    stored: bytes
+    index: index.PreparedIndex | None  # None: kept, not indexed (a lossy put's original)
+
+
+@dataclass
+class _PendingPut:
+    """A put whose CPU work is done: what the write transaction inserts."""
+
+    options: _PutOptions
+    kind: str
+    tags: str
+    content: str
+    data: bytes
+    content_hash: str
+    blocks: list[_PreparedBlock] = field(default_factory=list)
+    tokens: int = 0
+    meta: tuple[str, str, str, str, str] = ("", "", "", "", "")

@@ -1,0 +1,308 @@
+"""Search benchmarks: recall on LoCoMo conversations and speed at scale, beside plain FTS5.
+
+    python bench/bench_search.py --data /path/to/locomo_dev.json            # recall + speed
+    python bench/bench_search.py --data PATH --only recall --split 2        # conversations 1-2 vs 3-5
+    python bench/bench_search.py --data PATH --only speed --entries 100000
+    python bench/bench_search.py --data PATH --only writes --baseline-src /old/checkout/src
+
+Recall: every turn of a conversation is stored as one entry (``Speaker said, text``) through
+the public store API, in its own scope; each question is passed verbatim to ``search`` as a
+user would. Turn-level evidence recall@k: the share of a question's evidence turns among the
+top k hits, averaged over questions (evidence ids that name no turn are skipped; a question
+left with none is not counted). The plain FTS5 baseline is measured beside it in the same
+run: a porter-tokenized table with one row per turn, the question as an OR of its
+non-stopword words, ordered by ``bm25()``.
+
+Speed: ``--entries`` texts built from the conversations' turns (two turns each, seeded), put
+through the bulk path, and the same texts in a plain FTS5 table; every question is timed as
+a query on both. Writes: the latency of one acknowledged ``put`` on a store already holding
+``--write-base`` entries, for a turn, a 4 KB tool output and a 64 KB one; with
+``--baseline-src`` the same measurement runs under another checkout's source in a child
+process, side by side. LoCoMo is CC BY-NC: pass its path, never copy it into the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+KS = (1, 5, 10)
+_WORD = re.compile(r"[^\W_]+")
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    turns: list[tuple[str, str]]  # (dia_id, "Speaker said, text")
+    questions: list[tuple[str, int, list[str]]] = field(default_factory=list)
+
+
+def load(path: Path) -> list[Conversation]:
+    """The conversations of a LoCoMo file, turns in order, questions with valid evidence."""
+    out = []
+    for item in json.loads(path.read_text()):
+        conv = item["conversation"]
+        turns: list[tuple[str, str]] = []
+        n = 1
+        while f"session_{n}" in conv:
+            for t in conv[f"session_{n}"]:
+                turns.append((t["dia_id"], f"{t['speaker']} said, {t['text']}"))
+            n += 1
+        c = Conversation(str(item["sample_id"]), turns)
+        known = {d for d, _ in turns}
+        for q in item["qa"]:
+            ev = [e for e in q.get("evidence", []) if e in known]
+            if ev:
+                c.questions.append((q["question"], int(q.get("category", 0)), ev))
+        out.append(c)
+    return out
+
+
+def stopword(word: str) -> bool:
+    from offload.core.analysis import is_stopword
+
+    return is_stopword(word)
+
+
+def fts_or_query(question: str) -> str:
+    """The plain baseline's MATCH: the question's non-stopword words, quoted, ORed."""
+    words = [w.lower() for w in _WORD.findall(question)]
+    keep = [w for w in words if not stopword(w)] or words
+    return " OR ".join('"' + w + '"' for w in dict.fromkeys(keep))
+
+
+def plain_fts(texts: Iterable[tuple[int, str]], path: str = ":memory:") -> sqlite3.Connection:
+    """A plain FTS5 table (porter tokenizer, one row per text)."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize='porter unicode61')")
+    conn.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", texts)
+    conn.commit()
+    return conn
+
+
+def plain_search(conn: sqlite3.Connection, question: str, k: int) -> list[int]:
+    match = fts_or_query(question)
+    if not match:
+        return []
+    rows = conn.execute(
+        "SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT ?", (match, k)
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def recall_at(found: Sequence[str], evidence: Sequence[str], k: int) -> float:
+    top = set(found[:k])
+    return sum(1 for e in evidence if e in top) / len(evidence)
+
+
+def bench_recall(convs: list[Conversation], tmp: Path, split: int | None) -> dict[str, Any]:
+    """R@k per category for offload and the plain FTS5 baseline (and per half with split)."""
+    import offload
+
+    store = offload.open_store(tmp / "recall.db")
+    rows: list[dict[str, Any]] = []
+    for ci, c in enumerate(convs):
+        put = store.put_many([text for _, text in c.turns], scope=c.sample_id)
+        by_id = {r.entry.id: dia for r, (dia, _) in zip(put, c.turns, strict=True)}
+        plain = plain_fts((i, text) for i, (_, text) in enumerate(c.turns))
+        for question, cat, ev in c.questions:
+            hits = store.search(question, scope=c.sample_id, limit=max(KS))
+            mine = [by_id.get(h.entry.id, "?") for h in hits]
+            base = [c.turns[i][0] for i in plain_search(plain, question, max(KS))]
+            rows.append(
+                {
+                    "conv": ci,
+                    "cat": cat,
+                    **{f"offload@{k}": recall_at(mine, ev, k) for k in KS},
+                    **{f"fts5@{k}": recall_at(base, ev, k) for k in KS},
+                }
+            )
+        plain.close()
+    store.close()
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups["all"].append(r)
+        groups[f"category {r['cat']}"].append(r)
+        if split is not None:
+            half = (
+                f"conversations 1-{split}" if r["conv"] < split else f"conversations {split + 1}-"
+            )
+            groups[half].append(r)
+    table = {
+        name: {
+            "n": len(rs),
+            **{key: statistics.fmean(r[key] for r in rs) for key in rs[0] if "@" in key},
+        }
+        for name, rs in sorted(groups.items(), key=lambda kv: (kv[0] != "all", kv[0]))
+    }
+    return table
+
+
+def print_recall(table: dict[str, Any]) -> None:
+    head = " | ".join(f"offload R@{k}" for k in KS) + " | " + " | ".join(f"FTS5 R@{k}" for k in KS)
+    print(f"| questions | n | {head} |")
+    print("|---|---:|" + "---:|" * (2 * len(KS)))
+    for name, r in table.items():
+        cells = [f"{r[f'offload@{k}']:.3f}" for k in KS] + [f"{r[f'fts5@{k}']:.3f}" for k in KS]
+        print(f"| {name} | {r['n']} | " + " | ".join(cells) + " |")
+
+
+def scale_texts(convs: list[Conversation], n: int, seed: int = 11) -> list[str]:
+    """``n`` distinct texts of two turns each (seeded), so the corpus is conversation-like."""
+    turns = [t for c in convs for _, t in c.turns]
+    rng = random.Random(seed)
+    return [f"{rng.choice(turns)} {rng.choice(turns)} ({i})" for i in range(n)]
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
+    """Query latency on ``n`` entries beside a plain FTS5 table of the same texts."""
+    import offload
+
+    texts = scale_texts(convs, n)
+    store = offload.open_store(tmp / "speed.db")
+    t0 = time.perf_counter()
+    for i in range(0, n, 2000):
+        store.put_many(
+            [(t, {"scope": f"s{(i + j) % 8}"}) for j, t in enumerate(texts[i : i + 2000])]
+        )
+    build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    plain = plain_fts(enumerate(texts), str(tmp / "plain.db"))
+    plain_build_s = time.perf_counter() - t0
+    questions = [q for c in convs for q, _, _ in c.questions]
+    for q in questions[:50]:  # warm both caches alike
+        store.search(q, limit=10)
+        plain_search(plain, q, 10)
+    mine: list[float] = []
+    base: list[float] = []
+    for q in questions:
+        t = time.perf_counter()
+        plain_search(plain, q, 10)
+        base.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        store.search(q, limit=10)
+        mine.append((time.perf_counter() - t) * 1000)
+    store.close()
+    plain.close()
+    return {
+        "entries": n,
+        "build_s": build_s,
+        "plain_build_s": plain_build_s,
+        "queries": len(questions),
+        "offload_p50": pct(mine, 0.5),
+        "offload_p95": pct(mine, 0.95),
+        "fts5_p50": pct(base, 0.5),
+        "fts5_p95": pct(base, 0.95),
+        "ratio_p50": pct(mine, 0.5) / pct(base, 0.5),
+        "ratio_p95": pct(mine, 0.95) / pct(base, 0.95),
+    }
+
+
+WRITE_SCRIPT = r"""
+import json, random, statistics, sys, time
+from pathlib import Path
+from offload.store.store import Store
+from offload.core.tokens import EstimateCounter
+path, base_n, reps = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+turns = json.loads(sys.stdin.read())
+rng = random.Random(5)
+store = Store(path)
+store.counter.count("warm up")
+for i in range(base_n):
+    store.put(f"{rng.choice(turns)} ({i})", scope="base")
+def tool_output(size, i):
+    rows, n = [], 0
+    while n < size:
+        t = rng.choice(turns)
+        rows.append({"id": len(rows), "text": t, "path": f"src/mod_{len(rows)}/file.py"})
+        n += len(t) + 40
+    return json.dumps({"run": i, "rows": rows}, indent=1)[:size]
+out = {}
+for label, make in (("turn", lambda i: f"{rng.choice(turns)} [{i}]"),
+                    ("4kb", lambda i: tool_output(4096, i)),
+                    ("64kb", lambda i: tool_output(65536, i))):
+    times = []
+    for i in range(reps):
+        body = make(i) + f" #{label}{i}"
+        t = time.perf_counter()
+        store.put(body, scope="w")
+        times.append((time.perf_counter() - t) * 1000)
+    out[label] = statistics.median(times)
+store.close()
+print(json.dumps(out))
+"""
+
+
+def bench_writes(
+    convs: list[Conversation], tmp: Path, base_n: int, reps: int, srcs: dict[str, str]
+) -> dict[str, dict[str, float]]:
+    """Median ms of one acknowledged put (default BPE token counter) under each source tree."""
+    turns = json.dumps([t for c in convs for _, t in c.turns])
+    out = {}
+    for name, src in srcs.items():
+        env = {**os.environ, "PYTHONPATH": src}
+        res = subprocess.run(
+            [sys.executable, "-c", WRITE_SCRIPT, str(tmp / f"w-{name}.db"), str(base_n), str(reps)],
+            input=turns,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        out[name] = json.loads(res.stdout)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--data", type=Path, required=True, help="locomo_dev.json")
+    ap.add_argument("--only", choices=["recall", "speed", "writes"], action="append")
+    ap.add_argument("--split", type=int, default=2, help="recall per half: conversations 1-N, N+1-")
+    ap.add_argument("--entries", type=int, default=100_000)
+    ap.add_argument("--write-base", type=int, default=2000)
+    ap.add_argument("--write-reps", type=int, default=60)
+    ap.add_argument("--baseline-src", help="another checkout's src/ to time writes beside")
+    args = ap.parse_args()
+    convs = load(args.data)
+    parts = args.only or ["recall", "speed", "writes"]
+    load_avg = os.getloadavg()
+    print(f"load average at start: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}")
+    with tempfile.TemporaryDirectory(prefix="bench-search-") as d:
+        tmp = Path(d)
+        if "recall" in parts:
+            t = time.perf_counter()
+            print_recall(bench_recall(convs, tmp, args.split))
+            print(f"(recall run: {time.perf_counter() - t:.1f} s)")
+        if "speed" in parts:
+            r = bench_speed(convs, tmp, args.entries)
+            print(json.dumps(r, indent=1))
+        if "writes" in parts:
+            srcs = {"this": str(Path(__file__).resolve().parents[1] / "src")}
+            if args.baseline_src:
+                srcs["baseline"] = args.baseline_src
+            print(json.dumps(bench_writes(convs, tmp, args.write_base, args.write_reps, srcs)))
+    load_avg = os.getloadavg()
+    print(f"load average at end: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""The search index: analysed terms (``core.analysis``) of every chunk and every entry.
+
+Two FTS5 tables hold terms that Python has already analysed, so the index and every query
+see exactly the same terms (FTS5 only splits them at spaces):
+
+- ``search_body``: one row per chunk (rowid = ``chunks.id``), contentless: the text lives
+  once, compressed, in ``blocks``. Forgetting a row needs the terms it was built from, which
+  :func:`remove_block` re-derives from the body (the analysis is deterministic; a change to
+  it bumps ``analysis.ANALYSIS_VERSION`` and ships a migration that rebuilds).
+- ``search_meta``: one row per entry (rowid = ``entries.id``): topic, summary, tags, labels
+  and source, weighted above bodies (:data:`META_WEIGHTS`). It keeps its own content, so a
+  row is simply replaced when the entry's metadata or labels change.
+
+The CPU work (chunking, analysis, vocabulary) is done by :func:`prepare` before a write
+transaction starts; inside it only the inserts run.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from offload.core import analysis
+from offload.core.chunking import chunk_text
+from offload.errors import OffloadError
+
+# FTS5 splits only at whitespace and controls: every analysed term is one token.
+TOKENIZER = "unicode61 remove_diacritics 0 categories 'L* N* Co M* P* S*'"
+# bm25 weights of search_meta's columns (topic, summary, tags, labels, source); a body is 1.
+META_WEIGHTS = (3.0, 2.0, 2.0, 3.0, 1.0)
+# Only the first 256 KB of a body feeds the vocabulary (partial and misspelt words): the
+# index itself still covers every byte.
+VOCABULARY_SCAN_CHARS = 256 * 1024
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class PreparedChunk:
+    """One chunk ready to insert: line range, character offsets, its terms joined by spaces."""
+
+    start_line: int
+    end_line: int
+    start: int
+    end: int
+    terms: str
+
+
+@dataclass(frozen=True)
+class PreparedIndex:
+    """Everything the index needs for one body, computed outside the write lock."""
+
+    chunks: tuple[PreparedChunk, ...]
+    vocabulary: tuple[str, ...]
+
+
+def prepare(text: str, chunk_lines: int, chunk_chars: int) -> PreparedIndex:
+    """Chunk and analyse a body (pure CPU work; no connection needed)."""
+    chunks = tuple(
+        PreparedChunk(
+            c.start_line,
+            c.end_line,
+            c.start,
+            c.end,
+            " ".join(analysis.terms(text[c.start : c.end])),
+        )
+        for c in chunk_text(text, chunk_lines, chunk_chars)
+    )
+    vocab = tuple(sorted(analysis.surface_words(text[:VOCABULARY_SCAN_CHARS])))
+    return PreparedIndex(chunks, vocab)
+
+
+def insert_block(conn: sqlite3.Connection, block_id: int, prepared: PreparedIndex) -> None:
+    """Index one block's chunks and vocabulary (inside the caller's transaction)."""
+    conn.executemany(
+        "INSERT OR IGNORE INTO terms (term) VALUES (?)", [(t,) for t in prepared.vocabulary]
+    )
+    for ch in prepared.chunks:
+        cur = conn.execute(
+            "INSERT INTO chunks (block_id, start_line, end_line, start, end) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (block_id, ch.start_line, ch.end_line, ch.start, ch.end),
+        )
+        conn.execute(
+            "INSERT INTO search_body (rowid, terms) VALUES (?, ?)", (cur.lastrowid, ch.terms)
+        )
+
+
+def is_indexed(conn: sqlite3.Connection, block_id: int) -> bool:
+    """Whether a block has chunks in the index."""
+    row = conn.execute("SELECT 1 FROM chunks WHERE block_id = ? LIMIT 1", (block_id,)).fetchone()
+    return row is not None
+
+
+def remove_block(conn: sqlite3.Connection, block_id: int, text: str | None) -> None:
+    """Forget a block's chunks (``text`` None: a corrupt body; doctor rebuilds the index)."""
+    rows = conn.execute(
+        "SELECT id, start, end FROM chunks WHERE block_id = ?", (block_id,)
+    ).fetchall()
+    if text is not None:
+        # a contentless FTS5 table forgets a row only when given the terms it holds
+        conn.executemany(
+            "INSERT INTO search_body (search_body, rowid, terms) VALUES ('delete', ?, ?)",
+            [(r["id"], " ".join(analysis.terms(text[r["start"] : r["end"]]))) for r in rows],
+        )
+    conn.execute("DELETE FROM chunks WHERE block_id = ?", (block_id,))
+
+
+def _joined(text: str) -> str:
+    return " ".join(analysis.terms(text))
+
+
+def meta_row(
+    topic: str, summary: str, tags: str, labels: Sequence[str], source: str
+) -> tuple[str, str, str, str, str]:
+    """The analysed columns of an entry's search_meta row."""
+    return (
+        _joined(topic),
+        _joined(summary),
+        _joined(tags),
+        _joined(" ".join(labels)),
+        _joined(source),
+    )
+
+
+def put_meta(conn: sqlite3.Connection, entry_id: int, row: tuple[str, str, str, str, str]) -> None:
+    """Write (or replace) an entry's metadata row."""
+    conn.execute("DELETE FROM search_meta WHERE rowid = ?", (entry_id,))
+    conn.execute(
+        "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (entry_id, *row),
+    )
+
+
+def refresh_meta(conn: sqlite3.Connection, entry_id: int) -> None:
+    """Re-derive an entry's metadata row from its current fields and labels."""
+    e = conn.execute(
+        "SELECT topic, summary, tags, source FROM entries WHERE id = ?", (entry_id,)
+    ).fetchone()
+    if e is None:
+        remove_meta(conn, entry_id)
+        return
+    labels = [
+        r[0] for r in conn.execute("SELECT label FROM labels WHERE entry_id = ?", (entry_id,))
+    ]
+    put_meta(conn, entry_id, meta_row(e["topic"], e["summary"], e["tags"], labels, e["source"]))
+
+
+def remove_meta(conn: sqlite3.Connection, entry_id: int) -> None:
+    """Forget an entry's metadata row."""
+    conn.execute("DELETE FROM search_meta WHERE rowid = ?", (entry_id,))
+
+
+def clear(conn: sqlite3.Connection) -> None:
+    """Empty the whole index (chunks, terms, both FTS tables), inside the caller's tx."""
+    conn.execute("DELETE FROM chunks")
+    conn.execute("DELETE FROM terms")
+    conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
+    conn.execute("DELETE FROM search_meta")
+
+
+def rebuild_meta(conn: sqlite3.Connection) -> None:
+    """Re-derive every entry's metadata row."""
+    conn.execute("DELETE FROM search_meta")
+    labels: dict[int, list[str]] = {}
+    for r in conn.execute("SELECT entry_id, label FROM labels ORDER BY label"):
+        labels.setdefault(int(r[0]), []).append(r[1])
+    rows = conn.execute("SELECT id, topic, summary, tags, source FROM entries").fetchall()
+    conn.executemany(
+        "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (
+                int(e["id"]),
+                *meta_row(
+                    e["topic"], e["summary"], e["tags"], labels.get(int(e["id"]), []), e["source"]
+                ),
+            )
+            for e in rows
+        ],
+    )
+
+
+def integrity_ok(conn: sqlite3.Connection) -> bool:
+    """FTS5's own integrity checks of both tables."""
+    try:
+        conn.execute("INSERT INTO search_body (search_body, rank) VALUES ('integrity-check', 1)")
+        conn.execute("INSERT INTO search_meta (search_meta) VALUES ('integrity-check')")
+    except sqlite3.DatabaseError:
+        return False
+    return True
+
+
+def optimize(conn: sqlite3.Connection) -> None:
+    """Merge each FTS table's segments into one (inside the caller's transaction)."""
+    conn.execute("INSERT INTO search_body (search_body) VALUES ('optimize')")
+    conn.execute("INSERT INTO search_meta (search_meta) VALUES ('optimize')")
+
+
+def reindex_chunks(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
+    """Fill search_body and the vocabulary from the chunks already recorded (their offsets
+    stay; only the terms are re-derived). Corrupt blocks are skipped; returns blocks done."""
+    from offload.store import blocks  # the codec; imported here to keep this module light
+
+    ids = [
+        int(r[0]) for r in conn.execute("SELECT DISTINCT block_id FROM chunks ORDER BY block_id")
+    ]
+    done = 0
+    for i, block_id in enumerate(ids, 1):
+        row = conn.execute(
+            "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks WHERE id = ?", (block_id,)
+        ).fetchone()
+        if row is None:
+            continue
+        try:
+            text = blocks.unpack(row["hash"], row["codec"], bytes(row["data"]))
+        except (ValueError, OffloadError):
+            continue
+        chunks = conn.execute(
+            "SELECT id, start, end FROM chunks WHERE block_id = ?", (block_id,)
+        ).fetchall()
+        conn.executemany(
+            "INSERT INTO search_body (rowid, terms) VALUES (?, ?)",
+            [(c["id"], _joined(text[c["start"] : c["end"]])) for c in chunks],
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO terms (term) VALUES (?)",
+            [(t,) for t in sorted(analysis.surface_words(text[:VOCABULARY_SCAN_CHARS]))],
+        )
+        done += 1
+        if progress is not None:
+            progress(i, len(ids))
+    return done

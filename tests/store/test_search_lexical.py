@@ -1,0 +1,223 @@
+"""The lexical engine: any-term BM25 over analysed terms, field weights, neighbours, snippets."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from offload.core.tokens import EstimateCounter
+from offload.store import db, open_store
+from offload.store.models import Filters
+from offload.store.store import Store
+
+
+def _ids(store: Store, q: str, **kw: object) -> list[int]:
+    return [h.entry.id for h in store.search(q, limit=10, **kw)]  # type: ignore[arg-type]
+
+
+def test_a_word_after_an_escaped_newline_in_json_is_found(store: Store) -> None:
+    e = store.put('{"m":"ok\\nZebrawordx failed"}').entry
+    assert _ids(store, "Zebrawordx") == [e.id]
+    assert _ids(store, "failed") == [e.id]
+
+
+def test_a_question_finds_the_entry_sharing_only_some_of_its_words(store: Store) -> None:
+    store.put("Melanie said, the kids loved the beach", kind="turn")
+    hit = store.put("Caroline said, I went to a LGBTQ support group yesterday", kind="turn").entry
+    store.put("Melanie said, painting is my favourite hobby", kind="turn")
+    assert _ids(store, "When did Caroline go to the LGBTQ support group?")[0] == hit.id
+
+
+def test_empty_and_punctuation_only_queries_find_nothing(store: Store) -> None:
+    store.put("some text")
+    for q in ("", "   ", "?!", "()", '"'):
+        assert store.search(q) == []
+
+
+def test_a_stopword_only_query_matches_without_error(store: Store) -> None:
+    e = store.put("to be or not to be").entry
+    store.put("completely different words")
+    assert _ids(store, "to be or not to be")[0] == e.id
+
+
+def test_a_rare_word_outranks_a_common_one(store: Store) -> None:
+    for i in range(10):
+        store.put(f"alpha common entry {i}")
+    rare = store.put("zebra appears once").entry
+    assert _ids(store, "alpha zebra")[0] == rare.id
+
+
+def test_metadata_outranks_the_body_for_the_same_word(store: Store) -> None:
+    # every surface gives entries a topic; the weights are relative to those
+    for i in range(6):
+        store.put(f"filler text number {i}", topic=f"filler {i}", kind=f"k{i}")
+    body = store.put("notes that mention kubernetes once", topic="notes", kind="a").entry
+    topic = store.put("notes about something", topic="kubernetes", kind="b").entry
+    assert _ids(store, "kubernetes")[:2] == [topic.id, body.id]
+
+
+def test_labels_are_searchable(store: Store) -> None:
+    e = store.put("some body text")
+    store.put("other body text")
+    store.label(e.entry.ref, "quarterly-report")
+    assert _ids(store, "quarterly report")[0] == e.entry.id
+
+
+def test_an_exact_identifier_outranks_its_pieces(store: Store) -> None:
+    for i in range(6):
+        store.put(f"filler {i}")
+    pieces = store.put("first parse the cfg file, then load it").entry
+    exact = store.put("call parseCfgFile(path) to load it").entry
+    assert _ids(store, "parseCfgFile")[:2] == [exact.id, pieces.id]
+
+
+@pytest.mark.parametrize(
+    ("query", "body"),
+    [
+        ("refused", "raise ERR_CONN_REFUSED now"),
+        ("err_conn_refused", "raise ERR_CONN_REFUSED now"),
+        ("join", "use os.path.join here"),
+        ("os.path.join", "use os.path.join here"),
+        ("store", "see src/offload/store/search.py"),
+        ("src/offload/store/search.py", "see src/offload/store/search.py"),
+        ("max_retries", "config maxRetries=3"),
+        ("kebab", "the kebab-case-name"),
+        ("connection", "connections were dropped"),
+    ],
+)
+def test_identifiers_and_their_pieces_are_found(store: Store, query: str, body: str) -> None:
+    store.put("unrelated words only")
+    e = store.put(body).entry
+    assert _ids(store, query)[0] == e.id, query
+
+
+@pytest.mark.parametrize(
+    ("query", "body"),
+    [("strasse", "die Straße"), ("cafe", "un café"), ("CAFÉ", "un cafe"), ("東京", "東京 タワー")],
+)
+def test_unicode_is_folded_like_the_index(store: Store, query: str, body: str) -> None:
+    store.put("unrelated words only")
+    e = store.put(body).entry
+    assert _ids(store, query)[0] == e.id
+
+
+def test_words_side_by_side_rank_above_the_same_words_apart(store: Store) -> None:
+    for i in range(6):
+        store.put(f"filler {i}")
+    apart = store.put("support for the new group was given").entry
+    together = store.put("the support group met on tuesday").entry
+    assert _ids(store, "support group")[:2] == [together.id, apart.id]
+
+
+def test_the_turn_after_a_strong_hit_outranks_a_weak_hit(store: Store) -> None:
+    turns = [
+        "Mel said, what did you do this weekend?",
+        "Caroline said, did you see the adoption agency?",
+        "Mel said, yes, it was lovely and warm",
+        "Caroline said, great",
+        "Mel said, my cousin works at some agency, they have long days and lots of meetings",
+        "Caroline said, sounds tiring",
+    ]
+    ids = [r.entry.id for r in store.put_many(turns, kind="turn", scope="chat")]
+    store.put_many([f"Mel said, filler {i}" for i in range(6)], kind="turn", scope="chat")
+    found = _ids(store, "adoption agency", scope="chat")
+    # both neighbours of the strong hit rank above the weak one
+    assert found[0] == ids[1] and set(found[1:3]) == {ids[0], ids[2]} and found[3] == ids[4]
+
+
+def test_a_neighbour_never_extends_the_list_past_the_matches(store: Store) -> None:
+    store.put_many(["one line about canaries", "a line about nothing"], kind="turn")
+    assert len(store.search("canaries")) == 1
+
+
+def test_neighbours_are_of_the_same_kind_scope_and_filters(store: Store) -> None:
+    store.put("a note kept before", kind="doc", scope="p")
+    hit = store.put("the canary rollout", kind="log", scope="p").entry
+    store.put("another scope's line", kind="log", scope="q")
+    assert _ids(store, "canary") == [hit.id]
+    store.put("next log line", kind="log", scope="p", salience=0.1)
+    assert _ids(store, "canary", filters=Filters(min_salience=0.4)) == [hit.id]
+
+
+def test_snippets_show_the_best_matching_lines_with_their_numbers(store: Store) -> None:
+    body = "\n".join(
+        ["header line", "nothing", "the deploy failed", "deploy canary failed here", "end"]
+    )
+    store.put(body)
+    (hit,) = store.search("canary deploy failed")
+    assert hit.match_line == 4 and hit.snippet == "deploy canary failed here"
+    assert [n for n, _ in hit.lines] == [3, 4]
+
+
+def test_the_store_api_opens_puts_searches_reads_and_forgets(tmp_path: Path) -> None:
+    with open_store(tmp_path / "m.db", counter=EstimateCounter()) as s:
+        ref = s.put("Caroline said, hello there", scope="c").entry.ref
+        (r,) = s.put_many(["Mel said, bye"], scope="c")
+        assert r.created
+        assert s.search("hello", scope="c")[0].entry.ref == ref
+        assert s.read(ref) == "Caroline said, hello there"
+        s.forget(ref)
+        assert s.search("hello", scope="c") == []
+
+
+def test_put_many_dedups_like_put(store: Store) -> None:
+    first = store.put("same text").entry
+    results = store.put_many(["same text", "new text", "new text"])
+    assert [r.created for r in results] == [False, True, False]
+    assert results[0].entry.id == first.id and results[1].entry.id == results[2].entry.id
+
+
+def _old_store(path: Path) -> None:
+    """A store as the previous release wrote it: migrations 1-4, one entry indexed by the
+    old unicode61 tables."""
+    conn = db.connect(path, busy_timeout_s=5, synchronous="NORMAL")
+    old = db.MIGRATIONS[:4]  # m001-m004: the schema before the analysed index
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)")
+    for name, fn in old:
+        fn(conn)
+        conn.execute("INSERT INTO _migrations VALUES (?, 0)", (name,))
+    text = "old entry about parseCfgFile and the canary\n"
+    from offload.core.hashing import sha256_hex
+
+    digest = sha256_hex(text.encode())
+    conn.execute(
+        "INSERT INTO blocks (id, hash, size, lines, codec, data, created) "
+        "VALUES (1, ?, ?, 1, 'raw', ?, 0)",
+        (digest, len(text), text.encode()),
+    )
+    conn.execute("INSERT INTO chunks VALUES (1, 1, 1, 1, 0, ?)", (len(text),))
+    conn.execute("INSERT INTO chunks_fts (rowid, text) VALUES (1, ?)", (text,))
+    conn.execute(
+        "INSERT INTO entries (kind, topic, tokens, content_hash, block_hash, created, accessed) "
+        "VALUES ('text', 'old topic', 9, ?, ?, 0, 0)",
+        (digest, digest),
+    )
+    conn.execute("INSERT INTO meta_fts (rowid, topic) VALUES (1, 'old topic')")
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def test_an_old_store_is_reindexed_when_opened(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _old_store(path)
+    with Store(path, counter=EstimateCounter()) as s:
+        assert [h.entry.id for h in s.search("canary")] == [1]
+        assert [h.entry.id for h in s.search("parseCfg")] == [1]
+        assert [h.entry.id for h in s.search("topic")] == [1]
+        s.forget("id:1")
+        assert s.search("canary") == []
+        tables = {r[0] for r in s.conn.execute("SELECT name FROM sqlite_master")}
+        assert "chunks_fts" not in tables and "meta_fts" not in tables
+
+
+def test_a_forgotten_entry_leaves_both_indexes(store: Store) -> None:
+    e = store.put("findable body words", topic="findable topic").entry
+    store.forget(e.ref)
+    assert store.search("findable") == []
+    integrity = store.conn.execute(
+        "INSERT INTO search_body (search_body, rank) VALUES ('integrity-check', 1)"
+    )
+    assert isinstance(integrity, sqlite3.Cursor)
