@@ -149,8 +149,12 @@ async def test_bench_measures_ratio_latency_and_fact_retention(llama_server: Lla
         LONG_TEXT,
         ("sync_invoices", "137", "batch-07", "48,000", "sync_invoices_rows_total"),
     )
-    rows = await run_bench(settings_for(llama_server.base_url), [sample])
+    seen: list[tuple[int, int]] = []
+    rows = await run_bench(
+        settings_for(llama_server.base_url), [sample], progress=lambda d, t: seen.append((d, t))
+    )
     assert len(rows) == 1
+    assert seen == [(0, 1), (1, 1)]  # a progress bar's steps: before, and after the sample
     row = rows[0]
     assert row.error == ""
     assert row.sample == "short-log"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 
 from offload.cli.common import emit
+from offload.cli.progress import Bar
 from offload.config import Settings
 from offload.errors import InvalidInput
 
@@ -48,6 +50,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 f"unknown sample {', '.join(unknown)}; choose from {', '.join(sorted(known))}"
             )
         samples = tuple(s for s in SAMPLES if s.name in args.sample)
-    rows = anyio.run(run_bench, settings.local_model, samples)
+    bar = Bar("compressing samples")
+    rows = anyio.run(functools.partial(run_bench, settings.local_model, samples, progress=bar))
     emit(args, {"rows": [dataclasses.asdict(r) for r in rows]}, lambda d: format_table(rows))
     return 1 if any(r.error for r in rows) else 0

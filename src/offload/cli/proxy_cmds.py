@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from offload.cli.common import open_store
+from offload.cli.progress import Bar
 from offload.config import Settings
 
 
@@ -108,6 +109,7 @@ def run_replay(args: argparse.Namespace, settings: Settings) -> int:
         render_totals,
         render_turn,
         replay,
+        turn_points,
     )
     from offload.store.store import Store
 
@@ -120,9 +122,17 @@ def run_replay(args: argparse.Namespace, settings: Settings) -> int:
         runs = [chain_runs(runs)]
     counter = default_counter()
     as_json = bool(getattr(args, "json", False))
+    # text output prints a line per turn; with --json a bar on stderr says how far it is
+    bar = Bar("replaying turns") if as_json else None
+    total = sum(len(turn_points(run.messages)) for run in runs)
+    done = 0
 
     def show(turn: Turn) -> None:
-        if not as_json:
+        nonlocal done
+        done += 1
+        if bar is not None:
+            bar(done, total)
+        else:
             print(render_turn(turn), flush=True)
 
     with tempfile.TemporaryDirectory(prefix="offload-replay-") as tmp:

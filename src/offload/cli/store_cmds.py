@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from offload.cli.common import add_scope_args, emit, open_store, scope_of
+from offload.cli.progress import Ticker, size_label
 from offload.config import Settings
 from offload.core.fence import iso
 from offload.core.gist import gist
@@ -102,18 +103,19 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
     if not text:
         raise InvalidInput("nothing to store: the text is empty")
     with open_store(settings) as store:
-        res = store.put(
-            text,
-            kind=args.kind,
-            topic=args.topic or (Path(source).name if source else ""),
-            tags=args.tags,
-            summary=args.summary if args.summary is not None else gist(text),
-            salience=args.salience,
-            pinned=args.pin,
-            source=source,
-            scope=scope_of(args, for_write=True) or "",
-            label=args.label,
-        )
+        with Ticker(f"adding {size_label(len(text))}"):  # cleared before the output
+            res = store.put(
+                text,
+                kind=args.kind,
+                topic=args.topic or (Path(source).name if source else ""),
+                tags=args.tags,
+                summary=args.summary if args.summary is not None else gist(text),
+                salience=args.salience,
+                pinned=args.pin,
+                source=source,
+                scope=scope_of(args, for_write=True) or "",
+                label=args.label,
+            )
         data = {**_entry_json(res.entry), "created": res.created}
         emit(args, data, lambda d: f"{'stored' if d['created'] else 'exists'} {_line(res.entry)}")
     return 0

@@ -8,7 +8,7 @@ and key-fact retention (the fraction of a sample's facts present verbatim in the
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from offload.config import LocalModelSettings
@@ -43,9 +43,14 @@ def facts_kept(output: str, facts: Sequence[str]) -> int:
 
 
 async def run_bench(
-    settings: LocalModelSettings, samples: Sequence[BenchSample] = SAMPLES
+    settings: LocalModelSettings,
+    samples: Sequence[BenchSample] = SAMPLES,
+    *,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[BenchRow]:
     """Compress every sample with the configured model and measure it.
+
+    ``progress(done, total)`` is called before the first sample and after each one.
 
     Raises :class:`ModelNotConfigured` without a base URL and :class:`UpstreamUnavailable`
     when the endpoint cannot be reached; any other upstream failure is recorded in that
@@ -56,6 +61,8 @@ async def run_bench(
     rows: list[BenchRow] = []
     async with LocalModel(settings) as model:
         for sample in samples:
+            if progress is not None:
+                progress(len(rows), len(samples))
             n_in = model.counter.count(sample.text)
             started = time.monotonic()
             try:
@@ -80,6 +87,8 @@ async def run_bench(
                     calls=result.calls,
                 )
             )
+    if progress is not None:
+        progress(len(rows), len(samples))
     return rows
 
 
