@@ -7,25 +7,15 @@ Streamable HTTP client; the gateway test uses ``mcp-server-git`` on a temporary 
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import mcp_types as types
 import pytest
 from mcp.client.streamable_http import streamable_http_client
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 import exposition
 from mcp import Client
@@ -34,175 +24,10 @@ from offload.config import load_settings
 from offload.serve.host import build
 from offload.serve.lifespan import asgi_lifespan
 from offload.store.store import Store
-from realparts import (
-    MCP_INIT,
-    ServerThread,
-    child_env,
-    free_port,
-    git_repo,
-    require,
-    stop_process,
-    wait_until,
-)
+from realparts import MCP_INIT, free_port, git_repo, require, wait_until
+from serving import ANSWER, SCRIPTED_N_CTX, ScriptedUpstream, ServeProcess, metric
 
-SCRIPTED_N_CTX = 4096
-ANSWER = "scripted answer"
 ACCEPT = {"Accept": "application/json, text/event-stream"}
-
-
-class ServeProcess:
-    """``offload serve`` in a subprocess on a free loopback port, stopped by PID."""
-
-    def __init__(self, tmp: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.home = tmp / "home"
-        self.project = tmp / "project"
-        self.home.mkdir(exist_ok=True)
-        self.project.mkdir(exist_ok=True)
-        self.args = args
-        self.extra_env = env or {}
-        self.log = tmp / "serve.log"
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> ServeProcess:
-        # a free port can be taken between probe and bind: retry on a fresh one
-        for _attempt in range(3):
-            self.port = free_port()
-            command = [sys.executable, "-m", "offload.cli.main", "serve"]
-            command += ["--port", str(self.port), "--scope", "serve-test", *self.args]
-            with self.log.open("ab") as log:
-                self.proc = subprocess.Popen(
-                    command,
-                    cwd=self.project,
-                    env=child_env(self.home, self.extra_env),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                )
-            proc = self.proc
-            wait_until(
-                lambda p=proc: self._answers() or p.poll() is not None,  # type: ignore[misc]
-                30,
-                what=f"offload serve /api/stats on port {self.port}",
-            )
-            if proc.poll() is None:
-                return self
-        raise AssertionError(f"offload serve would not start:\n{self.log_text()}")
-
-    def assert_shut_down_cleanly(self, code: int, took: float) -> None:
-        """SIGTERM ended it promptly, through the lifespan's shutdown, without a traceback."""
-        assert code in (0, -signal.SIGTERM), self.log_text()
-        assert took < 10
-        assert "Application shutdown complete" in self.log_text()
-        assert "Traceback" not in self.log_text()
-
-    def _answers(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/api/stats", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    def stats(self) -> dict[str, Any]:
-        resp = httpx.get(f"{self.url}/api/stats", timeout=10)
-        assert resp.status_code == 200, resp.text
-        data: dict[str, Any] = resp.json()
-        return data
-
-    def metrics(self) -> str:
-        resp = httpx.get(f"{self.url}/metrics", timeout=10)
-        assert resp.status_code == 200, resp.text
-        return resp.text
-
-    def terminate(self, timeout: float) -> tuple[int, float]:
-        """SIGTERM; the exit code and how long the process took to exit.
-
-        After a graceful shutdown uvicorn re-raises the signal, so the code is -SIGTERM."""
-        assert self.proc is not None
-        started = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=timeout)
-        return code, time.monotonic() - started
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        stop_process(self.proc, timeout=15)
-        self.proc = None
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-
-def metric(text: str, name: str) -> float:
-    """The value of one sample (``name`` includes its labels) in Prometheus text."""
-    match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
-    assert match, f"{name} not in /metrics:\n{text}"
-    return float(match.group(1))
-
-
-# -- the scripted upstream -----------------------------------------------------------------
-
-
-class ScriptedUpstream:
-    """Answers /v1/models, /props and non-streaming chat completions; records chat bodies."""
-
-    def __init__(self) -> None:
-        self.chats: list[dict[str, Any]] = []
-        self._server: ServerThread | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "the scripted upstream is not started"
-        return self._server.url
-
-    def app(self) -> Starlette:
-        async def models(request: Request) -> Response:
-            return JSONResponse(
-                {"object": "list", "data": [{"id": "scripted-model", "object": "model"}]}
-            )
-
-        async def props(request: Request) -> Response:
-            return JSONResponse(
-                {"default_generation_settings": {"n_ctx": SCRIPTED_N_CTX}, "total_slots": 1}
-            )
-
-        async def chat(request: Request) -> Response:
-            self.chats.append(json.loads(await request.body()))
-            return JSONResponse(
-                {
-                    "id": "chatcmpl-1",
-                    "object": "chat.completion",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "finish_reason": "stop",
-                            "message": {"role": "assistant", "content": ANSWER},
-                        }
-                    ],
-                    "usage": {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14},
-                    "timings": {"cache_n": 0, "prompt_n": 12},
-                }
-            )
-
-        return Starlette(
-            routes=[
-                Route("/v1/models", models),
-                Route("/props", props),
-                Route("/v1/chat/completions", chat, methods=["POST"]),
-            ]
-        )
-
-    def start(self) -> ScriptedUpstream:
-        self._server = ServerThread(self.app(), log_level="error").start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
 
 
 @pytest.fixture(scope="module")

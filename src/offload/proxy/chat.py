@@ -34,6 +34,7 @@ from offload.proxy.forward import (
 from offload.proxy.metrics import RequestRecord, cache_figures
 from offload.proxy.pipeline import RewriteResult
 from offload.proxy.state import ProxyState
+from offload.proxy.turns import session_title, stub_lines
 
 # one logger name for the whole proxy surface, whichever module logs
 log = logging.getLogger("offload.proxy")
@@ -399,6 +400,9 @@ def record(
             prompt_tokens=prompt,
             cached_tokens=cached,
             error=error,
+            n_ctx=state.n_ctx_value or 0,
+            title=session_title(result.messages),
+            stubs=stub_lines(result.messages),
         )
     )
     if cause is not None:

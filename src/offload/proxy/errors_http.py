@@ -130,8 +130,10 @@ class Guard:
         allowed_hosts: Iterable[str] = (),
         allowed_origins: Iterable[str] = (),
         bearer_token: str = "",
+        token_paths: Iterable[str] = OWN_PATHS,
     ) -> None:
         self.app = app
+        self.token_paths = frozenset(token_paths)
         hosts = set(LOOPBACK_HOSTS) | {h.lower() for h in allowed_hosts}
         if bind_host not in ("0.0.0.0", "::", ""):
             hosts.add(bind_host.lower())
@@ -140,15 +142,18 @@ class Guard:
         self.token = bearer_token.encode()
 
     @classmethod
-    def for_proxy(cls, app: ASGIApp, settings: ProxySettings) -> Guard:
+    def for_proxy(
+        cls, app: ASGIApp, settings: ProxySettings, *, token_paths: Iterable[str] = OWN_PATHS
+    ) -> Guard:
         """``app`` guarded as the ``[proxy]`` settings say (bind host, allowed hosts and
-        origins, bearer token)."""
+        origins, bearer token on ``token_paths``)."""
         return cls(
             app,
             bind_host=settings.host,
             allowed_hosts=settings.allowed_hosts,
             allowed_origins=settings.allowed_origins,
             bearer_token=settings.bearer_token,
+            token_paths=token_paths,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -185,7 +190,7 @@ class Guard:
                 return 403, "Origin not allowed; see proxy.allowed_origins"
         elif origin is not None:
             return 403, "Origin not allowed"
-        if self.token and scope["path"] in OWN_PATHS:
+        if self.token and scope["path"] in self.token_paths:
             given = headers.get("x-offload-token", "")
             auth = headers.get("authorization", "")
             if auth[:7].lower() == "bearer ":

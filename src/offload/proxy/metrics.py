@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from offload.proxy import exposition
+from offload.proxy import exposition, turns
 
 NAMESPACE = "proxy.metrics"
 COUNTERS = (
@@ -57,6 +58,10 @@ HELP = {
 UPSTREAM_EVICTION = "upstream_eviction"
 # Reusing less than this share of the previous prompt, with our prefix intact, is an eviction.
 EVICTION_REUSE = 0.5
+# /api/stats carries the turns of this many of the most recent sessions (the dashboard's
+# occupancy plots), and this many points of savings over time
+TURN_SESSIONS = 6
+SAVINGS_POINTS = 400
 
 
 class StateStore(Protocol):
@@ -85,6 +90,9 @@ class RequestRecord:
     prompt_tokens: int | None = None  # reported by the upstream
     cached_tokens: int | None = None  # reported by the upstream (cache_n / cached_tokens)
     error: bool = False
+    n_ctx: int = 0  # the context size this request was budgeted against
+    title: str = ""  # a readable name for the session (see turns.session_title)
+    stubs: tuple[str, ...] = ()  # the header lines of the wire's stubs (turns.stub_lines)
 
 
 def cache_figures(obj: Mapping[str, Any]) -> tuple[int | None, int | None]:
@@ -184,13 +192,21 @@ class _Counts:
 
 
 class _Session:
-    __slots__ = ("base", "last_prompt", "last_seen", "live")
+    __slots__ = ("base", "last_prompt", "last_seen", "live", "title", "turns")
 
-    def __init__(self, base: _Counts, last_seen: float) -> None:
+    def __init__(
+        self, base: _Counts, last_seen: float, data: Mapping[str, Any] | None = None
+    ) -> None:
+        data = data or {}
         self.base = base
         self.live = _Counts()
         self.last_seen = last_seen
         self.last_prompt: int | None = None
+        title = data.get("title")
+        self.title = title if isinstance(title, str) else ""
+        self.turns: deque[dict[str, Any]] = deque(
+            turns.valid_turns(data.get("turns")), maxlen=turns.TURNS_KEPT
+        )
 
 
 class Metrics:
@@ -213,6 +229,7 @@ class Metrics:
         self._sessions: dict[str, _Session] = {}
         self._dirty: set[str] = set()
         self._dropped: set[str] = set()
+        self._recent: deque[dict[str, Any]] = deque(maxlen=turns.RECENT_KEPT)
         self.started_at = clock()
         self.persisted_at: float | None = None
         if store is not None:
@@ -228,7 +245,7 @@ class Metrics:
         ]
         sessions.sort(key=lambda kv: float(kv[1].get("last_seen", 0.0)), reverse=True)
         for sid, data in sessions[: self._max_sessions]:
-            self._sessions[sid] = _Session(_Counts(data), float(data.get("last_seen", 0.0)))
+            self._sessions[sid] = _Session(_Counts(data), float(data.get("last_seen", 0.0)), data)
         self._dropped.update(sid for sid, _ in sessions[self._max_sessions :])
 
     def record(self, rec: RequestRecord) -> str | None:
@@ -248,9 +265,32 @@ class Metrics:
             sess.last_seen = self._clock()
             if rec.prompt_tokens is not None:
                 sess.last_prompt = rec.prompt_tokens
+            self._add_turn(sess, rec, cause)
             self._dirty.add(rec.session_id)
             self._dirty.add("")
             return cause
+
+    def _add_turn(self, sess: _Session, rec: RequestRecord, cause: str | None) -> None:
+        if rec.title and not sess.title:
+            sess.title = rec.title
+        turn = {
+            "at": sess.last_seen,
+            "client_tokens": rec.client_tokens,
+            "wire_tokens": rec.wire_tokens,
+            "prompt_tokens": rec.prompt_tokens,
+            "cached_tokens": rec.cached_tokens,
+            "n_ctx": rec.n_ctx,
+            "stubbed_messages": rec.stubbed_messages,
+            "stubs_made": rec.stubs_made,
+            "windowed": rec.windowed,
+            "emergency": rec.emergency,
+            "error": rec.error,
+            "break": cause,
+        }
+        sess.turns.append(turn)
+        self._recent.append(
+            {**turn, "session": rec.session_id, "title": sess.title, "stubs": list(rec.stubs)}
+        )
 
     def _evict(self) -> None:
         while len(self._sessions) > self._max_sessions:
@@ -282,6 +322,8 @@ class Metrics:
                         sess = self._sessions[sid]
                         data = _persisted(sess.base.plus(sess.live))
                         data["last_seen"] = sess.last_seen
+                        data["title"] = sess.title
+                        data["turns"] = list(sess.turns)
                         writes.append((f"session:{sid}", data))
             try:
                 for key, value in writes:
@@ -297,17 +339,21 @@ class Metrics:
             return len(writes) + len(dropped)
 
     def snapshot(self) -> dict[str, Any]:
-        """Everything ``/api/stats`` shows: totals and sessions, live and cumulative."""
+        """Everything ``/api/stats`` shows: totals and sessions, live and cumulative; the
+        turns of the :data:`TURN_SESSIONS` most recent sessions, the recent requests (newest
+        first) and ``savings``: ``[at, client_tokens, wire_tokens]`` per request, in time
+        order (the last :data:`SAVINGS_POINTS` the sessions remember)."""
         with self._lock:
+            ordered = sorted(self._sessions.items(), key=lambda kv: kv[1].last_seen, reverse=True)
             sessions = {
                 sid: {
+                    "title": s.title,
                     "live": s.live.as_dict(),
                     "cumulative": s.base.plus(s.live).as_dict(),
                     "last_seen": s.last_seen,
+                    "turns": list(s.turns) if i < TURN_SESSIONS else [],
                 }
-                for sid, s in sorted(
-                    self._sessions.items(), key=lambda kv: kv[1].last_seen, reverse=True
-                )
+                for i, (sid, s) in enumerate(ordered)
             }
             return {
                 "started_at": self.started_at,
@@ -315,6 +361,8 @@ class Metrics:
                 "live": self._live.as_dict(),
                 "cumulative": self._base.plus(self._live).as_dict(),
                 "sessions": sessions,
+                "recent": [dict(r) for r in reversed(self._recent)],
+                "savings": turns.savings({sid: s.turns for sid, s in ordered}, SAVINGS_POINTS),
             }
 
     def prometheus(self, extra_gauges: Mapping[str, tuple[str, float]] | None = None) -> str:

@@ -226,4 +226,10 @@ class ProxyState:
             "tokenize_cache": self.counter.cache_len(),
             "calibration_ratio": self.counter.ratio,
         }
+        # the window's levels as shares of n_ctx (the dashboard's occupancy plots mark them)
+        snap["window"] = {
+            "high_water": self.settings.high_water,
+            "target": self.settings.target,
+            "ceiling": self.settings.emergency,
+        }
         return snap

@@ -1,6 +1,10 @@
-"""The ``offload serve`` dashboard: one self-contained HTML page (no external assets).
+"""The ``offload serve`` dashboard: one self-contained page (no external assets).
 
-Rendered on the server from ``/api/stats`` figures; a little vanilla script refreshes them.
+Rendered on the server from the ``/api/stats`` figures (tables and inline SVG plots, so it
+reads without script); ``assets/dashboard.js`` (package data, inlined) refreshes it, redraws
+the plots from ``/api/stats`` and runs the store browser through ``/api/search`` and
+``/api/entry``. Every piece of stored or client text is HTML-escaped here and set with
+``textContent`` by the script.
 """
 
 from __future__ import annotations
@@ -9,9 +13,13 @@ import html
 import json
 import time
 from collections.abc import Mapping
+from functools import cache
+from importlib import resources
 from typing import Any
 
 from offload.config import Settings
+from offload.proxy.turns import stub_ref
+from offload.serve import plots
 
 POLL_MS = 3000  # how often the page refreshes its figures
 STORE_FIGURES = (
@@ -24,7 +32,7 @@ STORE_FIGURES = (
     ("pinned", "store.pinned", "int"),
     ("checked out", "store.hot", "int"),
 )
-# paths under proxy.live / proxy.cumulative
+# paths under proxy.live / proxy.cumulative; the label's term is explained in GLOSSARY
 PROXY_FIGURES = (
     ("requests", "counters.requests", "int"),
     ("errors", "counters.errors", "int"),
@@ -36,46 +44,57 @@ PROXY_FIGURES = (
     ("cache reuse", "cache_reuse_ratio", "pct"),
     ("prefix breaks", "counters.prefix_breaks", "int"),
 )
+SUMMARY = (
+    ("tokens saved, all time", "proxy.cumulative.counters.tokens_saved", "int"),
+    ("requests, all time", "proxy.cumulative.counters.requests", "int"),
+    ("cache reuse, all time", "proxy.cumulative.cache_reuse_ratio", "pct"),
+    ("entries in the store", "store.entries", "int"),
+    ("n_ctx of the upstream", "proxy.upstream.n_ctx", "int"),
+)
+GLOSSARY = {
+    "client tokens": "the prompt tokens your client sent to the proxy.",
+    "wire tokens": "the prompt tokens the proxy forwarded to the model after rewriting:"
+    " what the model actually read. Client tokens minus wire tokens are the tokens saved.",
+    "stub": "a short line that stands in for bulky content moved into the store; it says"
+    " what it replaced and how to read it back (stored as ctx:sha256:…).",
+    "paged out": "older turns of a conversation moved into the store behind one range stub"
+    " when the window grew past its high water.",
+    "windowed requests": "requests on which the proxy paged out or stubbed to keep the"
+    " prompt under its budget.",
+    "n_ctx": "the model's context size, read from the upstream; the budget is a share of it.",
+    "high water, target, ceiling": "the window's levels as shares of n_ctx: past the high"
+    " water the proxy pages old turns out down to the target, in one bite (so the prompt"
+    " prefix stays stable for many turns); the ceiling is the hard limit (an emergency"
+    " trim).",
+    "cache reuse": "the share of the prompt the upstream reported as reused from its KV"
+    " cache instead of recomputed: high is fast and cheap.",
+    "prefix breaks": "requests whose prompt did not start with the previous request's"
+    " prompt, so the upstream's cache could not be reused; the cause says why (windowing,"
+    " the client editing history, a restart, or the upstream evicting its cache).",
+}
 SESSION_ROWS = 15
+PLOT_SESSIONS = 4
+RECENT_ROWS = 30
 
-_CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:64rem;padding:1rem 1.5rem;
-color:#1d232a;background:#fafafa}h1{font-size:1.3rem;margin:.2rem 0}h2{font-size:1.05rem;
-margin:1.4rem 0 .4rem}table{border-collapse:collapse;width:100%;background:#fff}
-td,th{border-bottom:1px solid #e3e6ea;padding:.25rem .5rem;text-align:left}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}pre{background:#f0f2f4;
-padding:.5rem .7rem;overflow-x:auto;margin:.3rem 0}.muted{color:#68717c}
-.off{color:#a33}.on{color:#276b2f}section.s{background:#fff;border:1px solid #e3e6ea;
-padding:.5rem .8rem;margin:.5rem 0}code{background:#f0f2f4;padding:0 .2rem}
-"""
 
-_JS = """
-const fmt={int:v=>v==null?'\u2014':Number(v).toLocaleString('en-US'),
-pct:v=>v==null?'\u2014':(v*100).toFixed(1)+'%',text:v=>v==null?'\u2014':String(v),
-bytes:v=>{if(v==null)return'\u2014';const u=['B','KiB','MiB','GiB','TiB'];let i=0;
-while(v>=1024&&i<4){v/=1024;i++}return(i?v.toFixed(1):String(v))+' '+u[i]}};
-function get(o,p){for(const k of p.split('.')){if(o==null)return null;o=o[k]}return o}
-function ago(s){s=Math.max(0,Math.round(s));return s<60?s+'s':s<3600?Math.floor(s/60)+'m':
-s<86400?Math.floor(s/3600)+'h':Math.floor(s/86400)+'d'}
-function sessions(st){const b=document.getElementById('sessions');b.replaceChildren();
-const all=Object.entries(get(st,'proxy.sessions')||{}).slice(0,__ROWS__);
-for(const [id,s] of all){const c=s.cumulative,tr=document.createElement('tr');
-const cells=[id.slice(0,12),fmt.int(c.counters.requests),fmt.int(c.counters.client_tokens),
-fmt.int(c.counters.wire_tokens),fmt.int(c.counters.tokens_saved),fmt.pct(c.cache_reuse_ratio),
-ago(st.now-s.last_seen)+' ago'];cells.forEach((t,i)=>{const td=document.createElement('td');
-td.textContent=t;if(i)td.className='n';tr.appendChild(td)});b.appendChild(tr)}
-document.getElementById('nosessions').hidden=all.length>0}
-async function poll(){const h={},t=sessionStorage.getItem('offload-token');
-if(t)h.Authorization='Bearer '+t;try{const r=await fetch('/api/stats',{headers:h});
-if(r.status===401){document.getElementById('auth').hidden=false;return}
-const st=await r.json();document.getElementById('auth').hidden=true;
-for(const el of document.querySelectorAll('[data-k]'))el.textContent=fmt[el.dataset.f](get(st,el.dataset.k));
-sessions(st);document.getElementById('at').textContent='updated '+new Date().toLocaleTimeString()}
-catch(e){document.getElementById('at').textContent='not answering: '+e}}
-document.getElementById('auth').addEventListener('submit',e=>{e.preventDefault();
-sessionStorage.setItem('offload-token',document.getElementById('tok').value);poll()});
-poll();setInterval(poll,__POLL__);
-"""
+@cache
+def asset(name: str) -> str:
+    """A file of ``offload/serve/assets`` (package data)."""
+    return resources.files("offload.serve").joinpath("assets", name).read_text("utf-8")
+
+
+def _term(label: str) -> str:
+    """``label`` with its glossary explanation as a tooltip, when it has one."""
+    e = html.escape
+    explained = GLOSSARY.get(label)
+    if explained is None:
+        return e(label)
+    return f'<span class="term" title="{e(explained)}">{e(label)}</span>'
+
+
+def _session_name(sid: str, session: Mapping[str, Any]) -> str:
+    title = session.get("title")
+    return title if isinstance(title, str) and title else f"session {sid[:8]}"
 
 
 def _get(obj: Any, path: str) -> Any:
@@ -190,32 +209,30 @@ def _surfaces_html(surfaces: Mapping[str, Any], stats: Any, settings: Settings) 
     return "".join(parts)
 
 
-def render_dashboard(
-    surfaces: Mapping[str, Any],
-    stats: Mapping[str, Any] | None,
-    *,
-    settings: Settings | None = None,
-    token_required: bool = False,
-) -> str:
-    """The dashboard: one self-contained page (no external assets) whose script refreshes
-    the figures from ``/api/stats``. ``stats`` None renders placeholders (the script fills
-    them in once it has the bearer token)."""
-    from offload import __version__
+def _summary_html(stats: Any) -> str:
+    cards = "".join(
+        f'<div class="card"><div class="muted">{_term(label)}</div>'
+        f'<div class="big">{_span(stats, path, kind)}</div></div>'
+        for label, path, kind in SUMMARY
+    )
+    return f'<div class="cards">{cards}</div>'
 
+
+def _key(*items: tuple[str, str]) -> str:
+    return (
+        '<p class="key muted">'
+        + "".join(
+            f'<span><i style="background:var(--{var})"></i>{html.escape(label)}</span>'
+            for var, label in items
+        )
+        + "</p>"
+    )
+
+
+def _sessions_html(stats: Any, now: float) -> str:
     e = html.escape
-    settings = settings or Settings()
-    store_rows = "".join(
-        f"<tr><td>{e(label)}</td>{_cell(stats, path, kind)}</tr>"
-        for label, path, kind in STORE_FIGURES
-    )
-    proxy_rows = "".join(
-        f"<tr><td>{e(label)}</td>{_cell(stats, 'proxy.live.' + path, kind)}"
-        f"{_cell(stats, 'proxy.cumulative.' + path, kind)}</tr>"
-        for label, path, kind in PROXY_FIGURES
-    )
-    session_rows = ""
+    rows = []
     sessions = _get(stats, "proxy.sessions") or {}
-    now = time.time()
     for sid, s in list(sessions.items())[:SESSION_ROWS]:
         c = s["cumulative"]
         cells = [
@@ -226,11 +243,231 @@ def render_dashboard(
             fmt(c["cache_reuse_ratio"], "pct"),
             _ago(now - float(s.get("last_seen") or now)) + " ago",
         ]
-        session_rows += f"<tr><td>{e(sid[:12])}</td>" + "".join(
-            f'<td class="n">{e(x)}</td>' for x in cells
+        rows.append(
+            f'<tr><td><span>{e(_session_name(sid, s))}</span><span class="muted"> {e(sid[:8])}'
+            "</span></td>" + "".join(f'<td class="n">{e(x)}</td>' for x in cells) + "</tr>"
         )
-        session_rows += "</tr>"
-    script = _JS.replace("__ROWS__", str(SESSION_ROWS)).replace("__POLL__", str(POLL_MS))
+    head = "".join(
+        f'<th class="n">{_term(h)}</th>'
+        for h in ("requests", "client tokens", "wire tokens", "tokens saved", "cache reuse")
+    )
+    return (
+        f"<table><thead><tr><th>session</th>{head}<th class=n>last seen</th></tr></thead>"
+        f'<tbody id="sessions">{"".join(rows)}</tbody></table>'
+        f'<p class="muted" id="nosessions"{" hidden" if rows else ""}>no proxy sessions yet</p>'
+    )
+
+
+def _session_plots_html(stats: Any) -> str:
+    e = html.escape
+    proxy = _get(stats, "proxy") or {}
+    window = proxy.get("window") or {}
+    n_ctx = _get(proxy, "upstream.n_ctx")
+    shown = [(sid, s) for sid, s in (proxy.get("sessions") or {}).items() if s.get("turns")][
+        :PLOT_SESSIONS
+    ]
+    cards = []
+    for i, (sid, s) in enumerate(shown):
+        name = _session_name(sid, s)
+        cards.append(
+            f'<div class="card" data-session="{e(sid)}"><h3>{e(name)}</h3>'
+            '<p class="muted">window occupancy per turn: wire tokens (solid) and what the'
+            " client sent (dashed, clipped at the top) against n_ctx</p>"
+            + plots.svg(
+                plots.occupancy_spec(s, window, n_ctx),
+                plot_id=f"occupancy-{i}",
+                title=f"window occupancy of {name}",
+            )
+            + '<p class="muted">cache reuse per turn: share of the prompt the upstream did not'
+            " recompute</p>"
+            + plots.svg(plots.cache_spec(s), plot_id=f"cache-{i}", title=f"cache reuse of {name}")
+            + "</div>"
+        )
+    return (
+        _key(
+            ("wire", "wire tokens"),
+            ("client", "client tokens"),
+            ("ctx", "n_ctx"),
+            ("ceiling", "ceiling"),
+            ("high", "high water"),
+            ("target", "target"),
+            ("cache", "cache reuse"),
+        )
+        + f'<div class="sessions" id="session-plots">{"".join(cards)}</div>'
+        + f'<p class="muted" id="noplots"{" hidden" if cards else ""}>no turns recorded yet</p>'
+    )
+
+
+def _what(r: Mapping[str, Any]) -> str:
+    bits = []
+    if r.get("error"):
+        bits.append("error")
+    if r.get("windowed"):
+        bits.append("paged out (emergency)" if r.get("emergency") else "paged out")
+    if r.get("break"):
+        bits.append(f"prefix break: {r['break']}")
+    if r.get("stubs_made"):
+        bits.append(f"{r['stubs_made']} new stubs")
+    return ", ".join(bits) or "prefix kept"
+
+
+def _open_link(ref: str) -> str:
+    e = html.escape
+    href = "?entry=" + e(_urlquote(ref)) + "#store"
+    return f' <a href="{href}" data-ref="{e(ref)}">open</a>'
+
+
+def _urlquote(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+def _recent_html(stats: Any, now: float) -> str:
+    e = html.escape
+    sessions = _get(stats, "proxy.sessions") or {}
+    rows = []
+    for r in (_get(stats, "proxy.recent") or [])[:RECENT_ROWS]:
+        sid = str(r.get("session", ""))
+        name = _session_name(sid, {"title": r.get("title") or sessions.get(sid, {}).get("title")})
+        client, wire = int(r.get("client_tokens") or 0), int(r.get("wire_tokens") or 0)
+        prompt, cached = r.get("prompt_tokens"), r.get("cached_tokens")
+        reuse = fmt(cached / prompt, "pct") if prompt and cached is not None else "\u2014"
+        stubs = r.get("stubs") or []
+        items = "".join(
+            f"<li>{e(line)}{_open_link(stub_ref(line)) if stub_ref(line) else ''}</li>"
+            for line in stubs
+        )
+        if not stubs:
+            items = (
+                '<li class="muted">nothing stubbed or paged: the wire is what the client sent</li>'
+            )
+        elif int(r.get("stubbed_messages") or 0) > len(stubs):
+            items += (
+                f'<li class="muted">\u2026 and {int(r["stubbed_messages"]) - len(stubs)} more</li>'
+            )
+        n = int(r.get("stubbed_messages") or 0)
+        summary = f"{_what(r)} \u00b7 {n} {'stub' if n == 1 else 'stubs'} on the wire"
+        rows.append(
+            f'<tr><td class="n">{e(_ago(now - float(r.get("at") or now)))} ago</td>'
+            f"<td>{e(name)}</td>"
+            f'<td class="n">{fmt(client, "int")} \u2192 {fmt(wire, "int")}</td>'
+            f'<td class="n">{fmt(max(0, client - wire), "int")}</td><td class="n">{reuse}</td>'
+            f'<td><details data-key="{e(sid)}:{e(str(r.get("at")))}"><summary>{e(summary)}'
+            f'</summary><ul class="stubs">{items}</ul></details></td></tr>'
+        )
+    return (
+        "<table><thead><tr><th class=n>when</th><th>session</th>"
+        f'<th class="n">{_term("client tokens")} \u2192 {_term("wire tokens")}</th>'
+        f'<th class="n">{_term("tokens saved")}</th><th class="n">{_term("cache reuse")}</th>'
+        "<th>what happened (open a row: what was stubbed or paged)</th></tr></thead>"
+        f'<tbody id="recent">{"".join(rows)}</tbody></table>'
+        f'<p class="muted" id="norecent"{" hidden" if rows else ""}>no requests yet</p>'
+    )
+
+
+def _store_browser_html(browse: Mapping[str, Any] | None) -> str:
+    e = html.escape
+    browse = browse or {}
+    query = str(browse.get("query") or "")
+    hits = browse.get("hits")
+    note = str(browse.get("error") or "")
+    items = ""
+    if hits is not None:
+        note = note or (
+            f"{len(hits)} hits for \u201c{query}\u201d"
+            if hits
+            else f"no hits for \u201c{query}\u201d"
+        )
+        for h in hits:
+            items += (
+                f'<li data-ref="{e(h["ref"])}"><a href="?entry={e(_urlquote(h["ref"]))}#store"'
+                f' data-ref="{e(h["ref"])}">{e(_entry_name(h))}</a><span class="muted">'
+                f" {e(h['ref'])} \u00b7 {e(h['kind'])} \u00b7 {fmt(h['tokens'], 'int')} tokens"
+                f" \u00b7 line {h['match_line']}</span><pre>{e(h['snippet'])}</pre></li>"
+            )
+    opened = browse.get("entry")
+    head, text = "", ""
+    if opened is not None:
+        en = opened["entry"]
+        head = (
+            f"{_entry_name(en)} \u2014 {en['ref']} \u00b7 {en['kind']} \u00b7"
+            f" {fmt(en['tokens'], 'int')} tokens, {fmt(en['lines'], 'int')} lines"
+            + (f" \u00b7 from {en['source']}" if en["source"] else "")
+        )
+        text = opened["text"] + ("\n\u2026 (cut)" if opened["truncated"] else "")
+    elif browse.get("entry_error"):
+        head = str(browse["entry_error"])
+    return (
+        '<form id="search" method="get" action="/#store"><input type="search" id="q" name="q"'
+        f' value="{e(query)}" placeholder="search the store: words, identifiers, a phrase"'
+        ' aria-label="search the store"> <button>search</button></form>'
+        f'<p class="muted" id="search-note">{e(note)}</p><ol class="hits" id="hits">{items}</ol>'
+        f'<div class="card" id="entry"{"" if head else " hidden"}><h3 id="entry-head">{e(head)}'
+        f'</h3><pre class="entry" id="entry-text">{e(text)}</pre></div>'
+    )
+
+
+def _entry_name(entry: Mapping[str, Any]) -> str:
+    """An entry's topic, else its first label, else its reference."""
+    return str(entry.get("topic") or next(iter(entry.get("labels") or []), "") or entry["ref"])
+
+
+def _glossary_html() -> str:
+    e = html.escape
+    rows = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in GLOSSARY.items())
+    return f'<dl class="glossary">{rows}</dl>'
+
+
+def _config_json() -> str:
+    config = {
+        "pollMs": POLL_MS,
+        "rows": SESSION_ROWS,
+        "plotSessions": PLOT_SESSIONS,
+        "geometry": {
+            "width": plots.WIDTH,
+            "height": plots.HEIGHT,
+            "left": plots.LEFT,
+            "right": plots.RIGHT,
+            "top": plots.TOP,
+            "bottom": plots.BOTTOM,
+        },
+    }
+    return json.dumps(config).replace("</", "<\\/")
+
+
+def render_dashboard(
+    surfaces: Mapping[str, Any],
+    stats: Mapping[str, Any] | None,
+    *,
+    settings: Settings | None = None,
+    token_required: bool = False,
+    browse: Mapping[str, Any] | None = None,
+) -> str:
+    """The dashboard: one self-contained page (no external assets) whose script refreshes
+    the figures from ``/api/stats``. ``stats`` None renders placeholders (the script fills
+    them in once it has the bearer token). ``browse``: a store search (``query``, ``hits``
+    from :func:`offload.serve.store_api.search`, ``error``) and an opened ``entry`` (from
+    :func:`offload.serve.store_api.entry`, or ``entry_error``) rendered without script."""
+    from offload import __version__
+
+    e = html.escape
+    settings = settings or Settings()
+    now = time.time()
+    store_rows = "".join(
+        f"<tr><td>{e(label)}</td>{_cell(stats, path, kind)}</tr>"
+        for label, path, kind in STORE_FIGURES
+    )
+    proxy_rows = "".join(
+        f"<tr><td>{_term(label)}</td>{_cell(stats, 'proxy.live.' + path, kind)}"
+        f"{_cell(stats, 'proxy.cumulative.' + path, kind)}</tr>"
+        for label, path, kind in PROXY_FIGURES
+    )
+    savings = plots.svg(
+        plots.savings_spec(_get(stats, "proxy") or {}),
+        plot_id="savings-plot",
+        title="tokens saved over time, cumulative",
+    )
     note = (
         "<p class=muted>[proxy] bearer_token is set: figures appear once the page has it.</p>"
         if token_required
@@ -238,19 +475,26 @@ def render_dashboard(
     )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>offload</title>
-<meta name="viewport" content="width=device-width,initial-scale=1"><style>{_CSS}</style></head>
+<meta name="viewport" content="width=device-width,initial-scale=1">
+<meta name="color-scheme" content="light dark"><style>{asset("dashboard.css")}</style></head>
 <body><h1>offload <span class="muted">{e(__version__)}</span></h1>
 <p class="muted" id="at">{"" if stats is None else "rendered " + time.strftime("%H:%M:%S")}</p>
 {note}<form id="auth" hidden><input id="tok" type="password" placeholder="proxy bearer token">
 <button>use</button></form>
-<h2>Store</h2><table>{store_rows}</table>
+{_summary_html(stats)}
+<h2>Tokens saved over time</h2>
+<p class="muted">Cumulative {_term("client tokens")} minus {_term("wire tokens")} over the
+last requests of every session.</p>
+{savings}
+<h2>Sessions</h2>{_sessions_html(stats, now)}
+<h2>Window and cache per turn</h2>{_session_plots_html(stats)}
+<h2>Recent requests</h2>{_recent_html(stats, now)}
+<h2 id="store">Store</h2>{_store_browser_html(browse)}
+<table>{store_rows}</table>
 <h2>Proxy</h2><table><tr><th></th><th class="n">since start</th><th class="n">all time</th></tr>
 {proxy_rows}</table>
-<h2>Sessions</h2><table><thead><tr><th>session</th><th class="n">requests</th>
-<th class="n">client tokens</th><th class="n">wire tokens</th><th class="n">saved</th>
-<th class="n">cache reuse</th><th class="n">last seen</th></tr></thead>
-<tbody id="sessions">{session_rows}</tbody></table>
-<p class="muted" id="nosessions"{" hidden" if session_rows else ""}>no proxy sessions yet</p>
 <h2>Surfaces</h2>{_surfaces_html(surfaces, stats, settings)}
-<script>{script}</script></body></html>
+<h2>What the words mean</h2>{_glossary_html()}
+<script type="application/json" id="dash-config">{_config_json()}</script>
+<script>{asset("dashboard.js")}</script></body></html>
 """

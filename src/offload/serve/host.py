@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ import anyio
 
 from offload.config import Settings
 from offload.errors import OffloadError
+from offload.serve import store_api
 from offload.serve.dashboard import render_dashboard
 from offload.serve.figures import own_metrics
 from offload.serve.lifespan import lifespans
@@ -40,7 +42,10 @@ if TYPE_CHECKING:
 
 MCP_PATH = "/mcp"
 GATEWAY_PATH = "/gateway/mcp"
-HOST_PATHS = ("/", "/metrics", "/api/stats")
+HOST_PATHS = ("/", "/metrics", "/api/stats", "/api/search", "/api/entry")
+# what [proxy] bearer_token guards on the host's own pages (the page itself shows no
+# figures and no stored text without it)
+TOKEN_PATHS = ("/metrics", "/api/stats", "/api/search", "/api/entry")
 NO_GATEWAY = "no gateway config: start with --gateway-config gateway.toml (or set [gateway] config)"
 
 
@@ -216,10 +221,27 @@ def _host_app(served: Served) -> ASGIApp:
     async def dashboard(request: Request) -> Response:
         token = bool(served.settings.proxy.bearer_token)
         stats = None if token else await served.stats()
+        browse = None if token else await _browse(served.store, request.query_params)
         page = render_dashboard(
-            served.surfaces(), stats, settings=served.settings, token_required=token
+            served.surfaces(), stats, settings=served.settings, token_required=token, browse=browse
         )
         return HTMLResponse(page)
+
+    async def api_search(request: Request) -> Response:
+        query = request.query_params.get("q", "")
+        try:
+            found = await anyio.to_thread.run_sync(store_api.search, served.store, query)
+        except OffloadError as exc:
+            return JSONResponse({"error": str(exc)}, store_api.status_of(exc))
+        return JSONResponse(found)
+
+    async def api_entry(request: Request) -> Response:
+        ref = request.query_params.get("ref", "")
+        try:
+            found = await anyio.to_thread.run_sync(store_api.entry, served.store, ref)
+        except OffloadError as exc:
+            return JSONResponse({"error": str(exc)}, store_api.status_of(exc))
+        return JSONResponse(found)
 
     async def metrics(request: Request) -> Response:
         return PlainTextResponse(await served.metrics(), media_type="text/plain; version=0.0.4")
@@ -235,9 +257,31 @@ def _host_app(served: Served) -> ASGIApp:
             Route("/", dashboard, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/api/stats", api_stats, methods=["GET"]),
+            Route("/api/search", api_search, methods=["GET"]),
+            Route("/api/entry", api_entry, methods=["GET"]),
             Route("/gateway{rest:path}", no_gateway),
         ]
     )
     # the host's own pages get the proxy's guard: Host/Origin checks, and the bearer token
     # on /metrics and /api/stats when [proxy] bearer_token is set
-    return Guard.for_proxy(app, served.settings.proxy)
+    return Guard.for_proxy(app, served.settings.proxy, token_paths=TOKEN_PATHS)
+
+
+async def _browse(store: Store, params: Mapping[str, str]) -> dict[str, Any] | None:
+    """The store search and entry that ``/?q=...&entry=...`` asks for (the page without
+    script); errors are shown on the page."""
+    query, ref = params.get("q", "").strip(), params.get("entry", "").strip()
+    if not query and not ref:
+        return None
+    out: dict[str, Any] = {"query": query}
+    if query:
+        try:
+            out.update(await anyio.to_thread.run_sync(store_api.search, store, query))
+        except OffloadError as exc:
+            out["error"] = str(exc)
+    if ref:
+        try:
+            out["entry"] = await anyio.to_thread.run_sync(store_api.entry, store, ref)
+        except OffloadError as exc:
+            out["entry_error"] = str(exc)
+    return out

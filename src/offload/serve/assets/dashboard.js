@@ -1,0 +1,255 @@
+// offload serve dashboard: refreshes the server-rendered page from /api/stats, redraws the
+// plots (the same specs as offload/serve/plots.py) and runs the store browser through
+// /api/search and /api/entry. Stored or client text only ever goes in through textContent.
+'use strict';
+const CFG = JSON.parse(document.getElementById('dash-config').textContent);
+const $ = id => document.getElementById(id);
+const NS = $('savings-plot').namespaceURI;  // the SVG namespace, from the page's own plot
+const DASH = '\u2014';
+const fmt = {
+  int: v => v == null ? DASH : Number(v).toLocaleString('en-US'),
+  pct: v => v == null ? DASH : (v * 100).toFixed(1) + '%',
+  text: v => v == null ? DASH : String(v),
+  bytes: v => {
+    if (v == null) return DASH;
+    const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB']; let i = 0;
+    while (v >= 1024 && i < 4) { v /= 1024; i++; }
+    return (i ? v.toFixed(1) : String(v)) + ' ' + u[i];
+  },
+};
+function get(o, p) { for (const k of p.split('.')) { if (o == null) return null; o = o[k]; } return o; }
+function ago(s) {
+  s = Math.max(0, Math.round(s));
+  return s < 60 ? s + 's' : s < 3600 ? Math.floor(s / 60) + 'm' :
+    s < 86400 ? Math.floor(s / 3600) + 'h' : Math.floor(s / 86400) + 'd';
+}
+function compact(v) {
+  const a = Math.abs(v);
+  return a >= 1e6 ? (v / 1e6).toFixed(1) + 'M' : a >= 1e3 ? (v / 1e3).toFixed(1) + 'k' : String(Math.round(v));
+}
+function clock(at) {
+  const d = new Date(at * 1000);
+  return String(d.getHours()).padStart(2, '0') + ':' + String(d.getMinutes()).padStart(2, '0');
+}
+function el(tag, attrs, text) {
+  const n = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) n.setAttribute(k, v);
+  if (text != null) n.textContent = text;
+  return n;
+}
+function sessionName(id, s) { return (s && s.title) ? s.title : 'session ' + id.slice(0, 8); }
+
+// -- plots: the same specs and geometry as plots.py ------------------------------------------
+const G = CFG.geometry;
+function savingsSpec(proxy) {
+  const rows = proxy.savings || []; const pts = []; let total = 0;
+  for (const [at, client, wire] of rows) { total += Math.max(0, client - wire); pts.push([at, total]); }
+  return {xmin: pts.length ? pts[0][0] : 0, xmax: pts.length ? pts[pts.length - 1][0] : 1,
+    ymax: Math.max(total, 1) * 1.1, yfmt: 'tokens',
+    xlabels: pts.length ? [clock(pts[0][0]), clock(pts[pts.length - 1][0])] : [],
+    lines: [{cls: 'saved', pts}], bars: [], hlines: [],
+    empty: pts.length ? '' : 'no proxied requests yet'};
+}
+function occupancySpec(s, win, nctx) {
+  const turns = s.turns || [];
+  let size = 0;
+  for (let i = turns.length - 1; i >= 0; i--) if (turns[i].n_ctx) { size = turns[i].n_ctx; break; }
+  size = size || nctx || 0;
+  const wire = turns.map((t, i) => [i + 1, t.wire_tokens || 0]);
+  const client = turns.map((t, i) => [i + 1, t.client_tokens || 0]);
+  const top = Math.max(size * 1.1, 1, ...wire.map(p => p[1]));  // client beyond it: clipped
+  const hlines = size ? [{y: size, cls: 'n_ctx', label: 'n_ctx'}] : [];
+  for (const [key, cls] of [['ceiling', 'ceiling'], ['high_water', 'high'], ['target', 'target']])
+    if (size && typeof win[key] === 'number') hlines.push({y: win[key] * size, cls, label: cls});
+  return {xmin: 1, xmax: Math.max(turns.length, 2), ymax: top * 1.05, yfmt: 'tokens',
+    xlabels: turns.length ? ['turn 1', 'turn ' + turns.length] : [],
+    lines: [{cls: 'client', pts: client}, {cls: 'wire', pts: wire}], bars: [], hlines,
+    empty: turns.length ? '' : 'no turns recorded'};
+}
+function cacheSpec(s) {
+  const turns = s.turns || []; const bars = [];
+  turns.forEach((t, i) => { if (t.prompt_tokens && t.cached_tokens != null) bars.push([i + 1, 100 * t.cached_tokens / t.prompt_tokens]); });
+  return {xmin: 0.5, xmax: turns.length + 0.5, ymax: 100, yfmt: 'pct',
+    xlabels: turns.length ? ['turn 1', 'turn ' + turns.length] : [], lines: [],
+    bars: [{cls: 'cache', pts: bars, n: turns.length}], hlines: [],
+    empty: bars.length ? '' : 'the upstream reported no cache figures'};
+}
+function svgEl(tag, attrs, text) {
+  const n = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+  if (text != null) n.textContent = text;
+  return n;
+}
+function draw(svg, spec) {
+  const title = svg.querySelector('title');
+  svg.replaceChildren();
+  if (title) svg.appendChild(title);
+  const iw = G.width - G.left - G.right, ih = G.height - G.top - G.bottom;
+  const ymax = spec.ymax || 1;
+  const sx = x => G.left + (spec.xmax > spec.xmin ? (x - spec.xmin) / (spec.xmax - spec.xmin) : 0.5) * iw;
+  const sy = y => G.top + (1 - Math.min(y, ymax) / ymax) * ih;
+  const fy = v => spec.yfmt === 'pct' ? Math.round(v) + '%' : compact(v);
+  for (const f of [0, 0.5, 1]) {
+    const y = sy(ymax * f).toFixed(1);
+    svg.appendChild(svgEl('line', {class: 'axis', x1: G.left, x2: G.width - G.right, y1: y, y2: y}));
+    svg.appendChild(svgEl('text', {x: G.left - 4, y: (+y + 4).toFixed(1), 'text-anchor': 'end'}, fy(ymax * f)));
+  }
+  if (spec.xlabels.length) {
+    svg.appendChild(svgEl('text', {x: G.left, y: G.height - 6}, spec.xlabels[0]));
+    svg.appendChild(svgEl('text', {x: G.width - G.right, y: G.height - 6, 'text-anchor': 'end'}, spec.xlabels[spec.xlabels.length - 1]));
+  }
+  for (const h of spec.hlines) {
+    const y = sy(h.y).toFixed(1);
+    svg.appendChild(svgEl('line', {class: h.cls, 'data-level': h.cls, x1: G.left, x2: G.width - G.right, y1: y, y2: y}));
+    svg.appendChild(svgEl('text', {x: G.width - G.right - 2, y: (y - 3).toFixed(1), 'text-anchor': 'end'}, h.label));
+  }
+  for (const b of spec.bars) {
+    const w = Math.max(1, iw / Math.max(b.n, 1) * 0.7);
+    for (const [x, y] of b.pts) {
+      const top = sy(y);
+      svg.appendChild(svgEl('rect', {class: b.cls, 'data-series': b.cls, x: (sx(x) - w / 2).toFixed(1),
+        y: top.toFixed(1), width: w.toFixed(1), height: (G.top + ih - top).toFixed(1)}));
+    }
+  }
+  for (const l of spec.lines) {
+    if (!l.pts.length) continue;
+    svg.appendChild(svgEl('polyline', {class: l.cls, 'data-series': l.cls, 'data-points': l.pts.length,
+      points: l.pts.map(([x, y]) => sx(x).toFixed(1) + ',' + sy(y).toFixed(1)).join(' ')}));
+  }
+  if (spec.empty) svg.appendChild(svgEl('text', {x: (G.left + iw / 2).toFixed(1), y: (G.top + ih / 2).toFixed(1), 'text-anchor': 'middle'}, spec.empty));
+  svg.dataset.drawn = 'js';
+}
+
+// -- tables --------------------------------------------------------------------------------
+function sessionsTable(st) {
+  const body = $('sessions'); body.replaceChildren();
+  const all = Object.entries(get(st, 'proxy.sessions') || {}).slice(0, CFG.rows);
+  for (const [id, s] of all) {
+    const c = s.cumulative, tr = el('tr');
+    const name = el('td'); name.appendChild(el('span', {}, sessionName(id, s)));
+    name.appendChild(el('span', {class: 'muted'}, ' ' + id.slice(0, 8)));
+    tr.appendChild(name);
+    for (const t of [fmt.int(c.counters.requests), fmt.int(c.counters.client_tokens),
+      fmt.int(c.counters.wire_tokens), fmt.int(c.counters.tokens_saved), fmt.pct(c.cache_reuse_ratio),
+      ago(st.now - s.last_seen) + ' ago']) tr.appendChild(el('td', {class: 'n'}, t));
+    body.appendChild(tr);
+  }
+  $('nosessions').hidden = all.length > 0;
+}
+function sessionPlots(st) {
+  const box = $('session-plots'); const proxy = st.proxy || {};
+  const win = proxy.window || {}, nctx = get(proxy, 'upstream.n_ctx');
+  const shown = Object.entries(proxy.sessions || {}).filter(([, s]) => (s.turns || []).length).slice(0, CFG.plotSessions);
+  box.replaceChildren();
+  shown.forEach(([id, s], i) => {
+    const card = el('div', {class: 'card', 'data-session': id});
+    card.appendChild(el('h3', {}, sessionName(id, s)));
+    card.appendChild(el('p', {class: 'muted'}, 'window occupancy per turn: wire tokens (solid) and what the client sent (dashed, clipped at the top) against n_ctx'));
+    const occ = svgEl('svg', {class: 'plot', id: 'occupancy-' + i, viewBox: `0 0 ${G.width} ${G.height}`, role: 'img'});
+    occ.appendChild(svgEl('title', {}, 'window occupancy of ' + sessionName(id, s)));
+    card.appendChild(occ); draw(occ, occupancySpec(s, win, nctx));
+    card.appendChild(el('p', {class: 'muted'}, 'cache reuse per turn: share of the prompt the upstream did not recompute'));
+    const cache = svgEl('svg', {class: 'plot', id: 'cache-' + i, viewBox: `0 0 ${G.width} ${G.height}`, role: 'img'});
+    cache.appendChild(svgEl('title', {}, 'cache reuse of ' + sessionName(id, s)));
+    card.appendChild(cache); draw(cache, cacheSpec(s));
+    box.appendChild(card);
+  });
+  $('noplots').hidden = shown.length > 0;
+}
+function what(r) {
+  const bits = [];
+  if (r.error) bits.push('error');
+  if (r.windowed) bits.push(r.emergency ? 'paged out (emergency)' : 'paged out');
+  if (r.break) bits.push('prefix break: ' + r.break);
+  if (r.stubs_made) bits.push(r.stubs_made + ' new stubs');
+  return bits.join(', ') || 'prefix kept';
+}
+function recentTable(st) {
+  const body = $('recent'); const open = new Set();
+  for (const d of body.querySelectorAll('details[open]')) open.add(d.dataset.key);
+  body.replaceChildren();
+  const sessions = get(st, 'proxy.sessions') || {};
+  for (const r of get(st, 'proxy.recent') || []) {
+    const key = r.session + ':' + r.at, tr = el('tr');
+    tr.appendChild(el('td', {class: 'n'}, ago(st.now - r.at) + ' ago'));
+    tr.appendChild(el('td', {}, sessionName(r.session, {title: r.title || (sessions[r.session] || {}).title})));
+    tr.appendChild(el('td', {class: 'n'}, fmt.int(r.client_tokens) + ' \u2192 ' + fmt.int(r.wire_tokens)));
+    tr.appendChild(el('td', {class: 'n'}, fmt.int(Math.max(0, r.client_tokens - r.wire_tokens))));
+    tr.appendChild(el('td', {class: 'n'}, r.prompt_tokens ? fmt.pct(r.cached_tokens / r.prompt_tokens) : DASH));
+    const cell = el('td');
+    const det = el('details', {'data-key': key}); if (open.has(key)) det.open = true;
+    det.appendChild(el('summary', {}, what(r) + ' \u00b7 ' + stubCount(r.stubbed_messages || 0)));
+    const ul = el('ul', {class: 'stubs'});
+    for (const line of r.stubs || []) {
+      const li = el('li', {}, line + ' ');
+      const ref = stubRef(line);
+      if (ref) { const a = el('a', {href: '?entry=' + encodeURIComponent(ref) + '#store', 'data-ref': ref}, 'open'); li.appendChild(a); }
+      ul.appendChild(li);
+    }
+    if (!(r.stubs || []).length) ul.appendChild(el('li', {class: 'muted'}, 'nothing stubbed or paged: the wire is what the client sent'));
+    else if (r.stubbed_messages > r.stubs.length) ul.appendChild(el('li', {class: 'muted'}, '\u2026 and ' + (r.stubbed_messages - r.stubs.length) + ' more'));
+    det.appendChild(ul); cell.appendChild(det); tr.appendChild(cell);
+    body.appendChild(tr);
+  }
+  $('norecent').hidden = body.children.length > 0;
+}
+function stubCount(n) { return n + (n === 1 ? ' stub' : ' stubs') + ' on the wire'; }
+function stubRef(line) {
+  const i = line.lastIndexOf('stored as ');
+  return i < 0 ? '' : line.slice(i + 10).split(']')[0].trim();
+}
+
+// -- store browser -------------------------------------------------------------------------
+function headers() {
+  const h = {}, t = sessionStorage.getItem('offload-token');
+  if (t) h.Authorization = 'Bearer ' + t;
+  return h;
+}
+async function search(q) {
+  const list = $('hits'), note = $('search-note');
+  list.replaceChildren(); note.textContent = 'searching\u2026';
+  const r = await fetch('/api/search?q=' + encodeURIComponent(q), {headers: headers()});
+  const data = await r.json();
+  if (!r.ok) { note.textContent = data.error || ('search failed: ' + r.status); return; }
+  note.textContent = data.hits.length ? data.hits.length + ' hits for \u201c' + q + '\u201d' : 'no hits for \u201c' + q + '\u201d';
+  for (const h of data.hits) {
+    const li = el('li', {'data-ref': h.ref});
+    const a = el('a', {href: '?entry=' + encodeURIComponent(h.ref) + '#store', 'data-ref': h.ref}, h.topic || (h.labels || [])[0] || h.ref);
+    li.appendChild(a);
+    li.appendChild(el('span', {class: 'muted'}, ' ' + h.ref + ' \u00b7 ' + h.kind + ' \u00b7 ' + fmt.int(h.tokens) + ' tokens \u00b7 line ' + h.match_line));
+    li.appendChild(el('pre', {}, h.snippet));
+    list.appendChild(li);
+  }
+}
+async function openEntry(ref) {
+  const box = $('entry');
+  const r = await fetch('/api/entry?ref=' + encodeURIComponent(ref), {headers: headers()});
+  const data = await r.json();
+  box.hidden = false;
+  if (!r.ok) { $('entry-head').textContent = data.error || ('open failed: ' + r.status); $('entry-text').textContent = ''; return; }
+  const e = data.entry;
+  $('entry-head').textContent = (e.topic || (e.labels || [])[0] || e.ref) + ' \u2014 ' + e.ref + ' \u00b7 ' + e.kind + ' \u00b7 ' + fmt.int(e.tokens) + ' tokens, ' + fmt.int(e.lines) + ' lines' + (e.source ? ' \u00b7 from ' + e.source : '');
+  $('entry-text').textContent = data.text + (data.truncated ? '\n\u2026 (shown: the first ' + fmt.int(data.text.length) + ' characters)' : '');
+  box.scrollIntoView({block: 'nearest'});
+}
+$('search').addEventListener('submit', e => { e.preventDefault(); const q = $('q').value.trim(); if (q) search(q).catch(err => { $('search-note').textContent = 'search failed: ' + err; }); });
+document.addEventListener('click', e => {
+  const a = e.target.closest('a[data-ref]');
+  if (a) { e.preventDefault(); openEntry(a.dataset.ref).catch(err => { $('entry-head').textContent = 'open failed: ' + err; }); }
+});
+
+// -- refresh ------------------------------------------------------------------------------
+async function poll() {
+  try {
+    const r = await fetch('/api/stats', {headers: headers()});
+    if (r.status === 401) { $('auth').hidden = false; return; }
+    const st = await r.json();
+    $('auth').hidden = true;
+    for (const n of document.querySelectorAll('[data-k]')) n.textContent = fmt[n.dataset.f](get(st, n.dataset.k));
+    sessionsTable(st); recentTable(st); sessionPlots(st);
+    draw($('savings-plot'), savingsSpec(st.proxy || {}));
+    $('at').textContent = 'updated ' + new Date().toLocaleTimeString();
+  } catch (err) { $('at').textContent = 'not answering: ' + err; }
+}
+$('auth').addEventListener('submit', e => { e.preventDefault(); sessionStorage.setItem('offload-token', $('tok').value); poll(); });
+poll(); setInterval(poll, CFG.pollMs);

@@ -1,0 +1,168 @@
+"""The dashboard's plots as inline SVG, drawn on the server from ``/api/stats`` figures.
+
+``assets/dashboard.js`` draws the same specs the same way once it has fresh figures, so
+the page reads the same with or without script. A spec is plain data:
+``{"xmin", "xmax", "ymax", "yfmt", "xlabels", "lines", "bars", "hlines", "empty"}``.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+WIDTH, HEIGHT = 640, 180
+LEFT, RIGHT, TOP, BOTTOM = 56, 8, 10, 22
+#: the window's levels, as the proxy reports them (shares of n_ctx), and their labels
+LEVELS = (("ceiling", "ceiling"), ("high_water", "high"), ("target", "target"))
+
+
+def compact(value: float) -> str:
+    """1234 -> ``1.2k``, 2500000 -> ``2.5M`` (the axis labels)."""
+    v = abs(value)
+    if v >= 1e6:
+        return f"{value / 1e6:.1f}M"
+    if v >= 1e3:
+        return f"{value / 1e3:.1f}k"
+    return str(round(value))
+
+
+def clock_label(at: float) -> str:
+    """A unix time as ``HH:MM`` local time."""
+    return time.strftime("%H:%M", time.localtime(at))
+
+
+def savings_spec(proxy: Mapping[str, Any]) -> dict[str, Any]:
+    """Tokens saved, cumulative, over the last requests of every session."""
+    rows: Sequence[Sequence[float]] = proxy.get("savings") or []
+    points, total = [], 0.0
+    for at, client, wire in rows:
+        total += max(0.0, client - wire)
+        points.append([at, total])
+    return {
+        "xmin": points[0][0] if points else 0,
+        "xmax": points[-1][0] if points else 1,
+        "ymax": max(total, 1.0) * 1.1,
+        "yfmt": "tokens",
+        "xlabels": [clock_label(points[0][0]), clock_label(points[-1][0])] if points else [],
+        "lines": [{"cls": "saved", "pts": points}],
+        "bars": [],
+        "hlines": [],
+        "empty": "no proxied requests yet" if not points else "",
+    }
+
+
+def occupancy_spec(
+    session: Mapping[str, Any], window: Mapping[str, Any], n_ctx: int | None
+) -> dict[str, Any]:
+    """One session's wire tokens per turn against n_ctx, its window levels marked, and what
+    the client sent (dashed, clipped at the top of the window's scale)."""
+    turns = session.get("turns") or []
+    size = next((t["n_ctx"] for t in reversed(turns) if t.get("n_ctx")), None) or n_ctx or 0
+    wire = [[i + 1, t.get("wire_tokens") or 0] for i, t in enumerate(turns)]
+    client = [[i + 1, t.get("client_tokens") or 0] for i, t in enumerate(turns)]
+    # the scale is the window's: what the client sent beyond it is clipped at the top
+    top = max([size * 1.1] + [p[1] for p in wire] + [1])
+    hlines = [{"y": size, "cls": "n_ctx", "label": "n_ctx"}] if size else []
+    for key, cls in LEVELS:
+        share = window.get(key)
+        if size and isinstance(share, int | float):
+            hlines.append({"y": share * size, "cls": cls, "label": cls})
+    return {
+        "xmin": 1,
+        "xmax": max(len(turns), 2),
+        "ymax": top * 1.05,
+        "yfmt": "tokens",
+        "xlabels": ["turn 1", f"turn {len(turns)}"] if turns else [],
+        "lines": [{"cls": "client", "pts": client}, {"cls": "wire", "pts": wire}],
+        "bars": [],
+        "hlines": hlines,
+        "empty": "no turns recorded" if not turns else "",
+    }
+
+
+def cache_spec(session: Mapping[str, Any]) -> dict[str, Any]:
+    """The share of each turn's prompt the upstream reused from its cache."""
+    turns = session.get("turns") or []
+    bars = []
+    for i, t in enumerate(turns):
+        prompt, cached = t.get("prompt_tokens"), t.get("cached_tokens")
+        if prompt and cached is not None:
+            bars.append([i + 1, 100.0 * cached / prompt])
+    return {
+        "xmin": 0.5,  # a bar is centred on its turn: half a turn of room at each end
+        "xmax": len(turns) + 0.5,
+        "ymax": 100,
+        "yfmt": "pct",
+        "xlabels": ["turn 1", f"turn {len(turns)}"] if turns else [],
+        "lines": [],
+        "bars": [{"cls": "cache", "pts": bars, "n": len(turns)}],
+        "hlines": [],
+        "empty": "the upstream reported no cache figures" if not bars else "",
+    }
+
+
+def _fmt_y(value: float, yfmt: str) -> str:
+    return f"{round(value)}%" if yfmt == "pct" else compact(value)
+
+
+def svg(spec: Mapping[str, Any], *, plot_id: str, title: str) -> str:
+    """The spec as an inline ``<svg>`` (the same elements the page's script draws)."""
+    e = html.escape
+    xmin, xmax, ymax = float(spec["xmin"]), float(spec["xmax"]), float(spec["ymax"]) or 1.0
+    inner_w, inner_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def sx(x: float) -> float:
+        return LEFT + ((x - xmin) / (xmax - xmin) if xmax > xmin else 0.5) * inner_w
+
+    def sy(y: float) -> float:
+        return TOP + (1 - min(y, ymax) / ymax) * inner_h
+
+    out = [
+        f'<svg class="plot" id="{e(plot_id)}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img"'
+        f' aria-label="{e(title)}" data-drawn="server"><title>{e(title)}</title>'
+    ]
+    for frac in (0.0, 0.5, 1.0):
+        y = sy(ymax * frac)
+        out.append(
+            f'<line class="axis" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
+            f'<text x="{LEFT - 4}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{e(_fmt_y(ymax * frac, spec['yfmt']))}</text>"
+        )
+    labels = spec.get("xlabels") or []
+    if labels:
+        out.append(f'<text x="{LEFT}" y="{HEIGHT - 6}">{e(labels[0])}</text>')
+        out.append(
+            f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 6}" text-anchor="end">{e(labels[-1])}</text>'
+        )
+    for h in spec["hlines"]:
+        y = sy(float(h["y"]))
+        out.append(
+            f'<line class="{e(h["cls"])}" data-level="{e(h["cls"])}" x1="{LEFT}"'
+            f' x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
+            f'<text x="{WIDTH - RIGHT - 2}" y="{y - 3:.1f}" text-anchor="end">{e(h["label"])}</text>'
+        )
+    for b in spec["bars"]:
+        width = max(1.0, inner_w / max(int(b["n"]), 1) * 0.7)
+        for x, y in b["pts"]:
+            top = sy(float(y))
+            out.append(
+                f'<rect class="{e(b["cls"])}" data-series="{e(b["cls"])}"'
+                f' x="{sx(float(x)) - width / 2:.1f}" y="{top:.1f}" width="{width:.1f}"'
+                f' height="{TOP + inner_h - top:.1f}"/>'
+            )
+    for line in spec["lines"]:
+        if line["pts"]:
+            pts = " ".join(f"{sx(float(x)):.1f},{sy(float(y)):.1f}" for x, y in line["pts"])
+            out.append(
+                f'<polyline class="{e(line["cls"])}" data-series="{e(line["cls"])}"'
+                f' data-points="{len(line["pts"])}" points="{pts}"/>'
+            )
+    if spec.get("empty"):
+        out.append(
+            f'<text x="{LEFT + inner_w / 2:.1f}" y="{TOP + inner_h / 2:.1f}"'
+            f' text-anchor="middle">{e(spec["empty"])}</text>'
+        )
+    out.append("</svg>")
+    return "".join(out)

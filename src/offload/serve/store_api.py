@@ -1,0 +1,88 @@
+"""The dashboard's store browser: ``/api/search`` and ``/api/entry``, through the store's API.
+
+Read only: opening an entry does not touch it (its salience and last use stay as they
+were). The answers carry stored text as JSON strings; the page shows them with
+``textContent`` (or escaped, when rendered on the server), never as markup.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from offload.errors import InvalidInput, OffloadError, ReferenceError_
+
+if TYPE_CHECKING:
+    from offload.store.models import Entry
+    from offload.store.store import Store
+
+SEARCH_LIMIT = 20
+QUERY_CHARS = 500
+REF_CHARS = 300
+ENTRY_CHARS = 200_000  # an entry's text beyond this is cut (the CLI reads whole entries)
+SNIPPET_CHARS = 300
+
+
+def _entry(entry: Entry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "ref": entry.ref,
+        "kind": entry.kind,
+        "topic": entry.topic,
+        "source": entry.source,
+        "scope": entry.scope,
+        "tokens": entry.tokens,
+        "lines": entry.lines,
+        "size": entry.size,
+        "labels": list(entry.labels),
+        "created": entry.created,
+        "status": str(entry.status),
+        "pinned": entry.pinned,
+    }
+
+
+def search(store: Store, query: str, *, limit: int = SEARCH_LIMIT) -> dict[str, Any]:
+    """The store's ranked hits for ``query``, every scope. Raises InvalidInput for an
+    empty or oversized query."""
+    query = query.strip()
+    if not query:
+        raise InvalidInput("give a search query (?q=...)")
+    if len(query) > QUERY_CHARS:
+        raise InvalidInput(f"a query is at most {QUERY_CHARS} characters")
+    hits = store.search(query, limit=max(1, min(limit, SEARCH_LIMIT)), snippet_chars=SNIPPET_CHARS)
+    return {
+        "query": query,
+        "hits": [
+            {
+                **_entry(h.entry),
+                "match_line": h.match_line,
+                "start_line": h.start_line,
+                "end_line": h.end_line,
+                "snippet": h.snippet,
+            }
+            for h in hits
+        ],
+    }
+
+
+def entry(store: Store, ref: str) -> dict[str, Any]:
+    """One entry and its text (the first :data:`ENTRY_CHARS` characters). Raises a
+    ReferenceError_ when ``ref`` names no live entry, InvalidInput when it is malformed."""
+    ref = ref.strip()
+    if not ref or len(ref) > REF_CHARS:
+        raise InvalidInput("give an entry reference (?ref=ctx:sha256:..., an id or a label)")
+    found = store.resolve(ref)
+    text = store.body(found)
+    return {
+        "entry": _entry(found),
+        "text": text[:ENTRY_CHARS],
+        "truncated": len(text) > ENTRY_CHARS,
+    }
+
+
+def status_of(exc: OffloadError) -> int:
+    """The HTTP status for a store browser error."""
+    if isinstance(exc, ReferenceError_):
+        return 404
+    if isinstance(exc, InvalidInput):
+        return 400
+    return 503  # a busy or unhappy store

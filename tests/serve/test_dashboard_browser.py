@@ -1,0 +1,142 @@
+"""The dashboard in a real headless browser (Debian's chromium, driven by Playwright), served
+by a real ``offload serve`` on loopback with real proxy traffic from a scripted upstream.
+
+Screenshots land in the test's tmp dir (kept by pytest; CI collects them as artifacts).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from realparts import require
+from serving import MARKUP, TITLE, ScriptedUpstream, ServeProcess, conversation
+
+pytestmark = pytest.mark.slow
+
+TURNS = 10
+CHROMIUM = os.environ.get("OFFLOAD_TEST_CHROMIUM", "/usr/bin/chromium")
+# as NOTES-ENV.md says: without the background-networking flags chromium keeps dialling out
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    require(
+        shutil.which(CHROMIUM) is not None, f"no chromium at {CHROMIUM} (apt-get install chromium)"
+    )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "playwright is not installed (pip install -e '.[test]')")
+        raise
+    with sync_playwright() as pw:
+        # our own chromium, never a downloaded one; Playwright gives it a fresh empty profile
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    upstream = ScriptedUpstream(prefix_cache=True).start()
+    serve = ServeProcess(tmp_path_factory.mktemp("serve"), "--upstream", upstream.url)
+    try:
+        serve.start()
+        with httpx.Client(base_url=serve.url, timeout=30) as client:
+            for messages in conversation(TURNS):
+                resp = client.post(
+                    "/v1/chat/completions", json={"model": "scripted-model", "messages": messages}
+                )
+                assert resp.status_code == 200, resp.text
+        yield serve
+    finally:
+        serve.stop()
+        upstream.stop()
+
+
+def test_the_page_renders_and_its_plots_draw_from_api_stats(
+    browser: Any, served: ServeProcess, tmp_path: Path
+) -> None:
+    stats = served.stats()
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    page.goto(served.url + "/")
+    # the script redraws every plot from /api/stats: data-drawn turns from server to js
+    page.wait_for_selector('#savings-plot[data-drawn="js"]', timeout=15_000)
+    page.wait_for_selector('#occupancy-0[data-drawn="js"]', timeout=15_000)
+    saved = page.locator('#savings-plot polyline[data-series="saved"]')
+    assert saved.get_attribute("data-points") == str(len(stats["proxy"]["savings"])) == str(TURNS)
+    points = saved.get_attribute("points") or ""
+    assert len(points.split()) == TURNS
+    for level in ("n_ctx", "ceiling", "high", "target"):
+        assert page.locator(f'#occupancy-0 line[data-level="{level}"]').count() == 1, level
+    assert page.locator('#occupancy-0 polyline[data-series="wire"]').get_attribute(
+        "data-points"
+    ) == str(TURNS)
+    assert page.locator('#cache-0 rect[data-series="cache"]').count() == TURNS
+    assert TITLE in page.locator("#sessions").inner_text()
+    assert page.locator("#recent tr").count() == TURNS
+    assert "updated" in page.locator("#at").inner_text()
+    page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+
+    # a recent request opens to what was stubbed or paged
+    row = page.locator("#recent details", has=page.locator("li a[data-ref]")).first
+    row.locator("summary").click()
+    assert "stored as ctx:sha256:" in row.locator("ul.stubs").inner_text()
+    page.close()
+
+
+def test_search_shows_hits_and_opens_an_entry_as_text(
+    browser: Any, served: ServeProcess, tmp_path: Path
+) -> None:
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    page.goto(served.url + "/")
+    page.wait_for_selector('#savings-plot[data-drawn="js"]', timeout=15_000)
+    page.fill("#q", "wombat2")
+    page.press("#q", "Enter")
+    page.wait_for_selector("#hits li", timeout=15_000)
+    assert "hits for" in page.locator("#search-note").inner_text()
+    assert "wombat2" in page.locator("#hits li pre").first.inner_text()
+    page.locator("#hits li a[data-ref]").first.click()
+    page.wait_for_function(
+        "document.getElementById('entry-text').textContent.includes('wombat2')", timeout=15_000
+    )
+    text = page.locator("#entry-text")
+    assert MARKUP.replace('"', '\\"') in text.inner_text()  # the paged JSON, as text
+    assert text.locator("img, b").count() == 0  # stored markup never became elements
+    assert page.title() == "offload"  # the onerror handler never ran
+    page.screenshot(path=str(tmp_path / "search.png"), full_page=True)
+    page.close()
+
+
+def test_without_script_the_page_still_shows_the_plots_and_searches(
+    browser: Any, served: ServeProcess, tmp_path: Path
+) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(served.url + "/")
+    plot = page.locator("#savings-plot")
+    assert plot.get_attribute("data-drawn") == "server"
+    assert plot.locator("polyline").get_attribute("data-points") == str(TURNS)
+    page.fill("#q", "wombat2")
+    page.press("#q", "Enter")  # a plain GET form: /?q=wombat2
+    page.wait_for_selector("#hits li", timeout=15_000)
+    assert "wombat2" in page.url
+    page.screenshot(path=str(tmp_path / "no-script.png"), full_page=True)
+    context.close()
