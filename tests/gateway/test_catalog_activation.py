@@ -157,12 +157,12 @@ async def test_a_client_with_compression_off_gets_the_full_upstream_instructions
 
     clients = {"full-client": ClientRule(compress_catalog=False)}
     async with run_gateway(servers_with_instructions(), clients=clients) as gw:
-        async with Client(gw.server, mode=mode) as default:  # type: ignore[arg-type]
+        async with Client(gw.server, mode=mode) as default:
             compressed = default.instructions or ""
             modern = default.protocol_version == "2026-07-28"
         assert modern == (mode == "auto")
         info = Implementation(name="full-client", version="1")
-        async with Client(gw.server, mode=mode, client_info=info) as full:  # type: ignore[arg-type]
+        async with Client(gw.server, mode=mode, client_info=info) as full:
             whole = full.instructions or ""
     assert 'IndexRead(label="instructions:git")' in compressed
     assert LONG_INSTRUCTIONS.strip() not in compressed

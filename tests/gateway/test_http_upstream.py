@@ -13,8 +13,9 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.from_thread
@@ -99,7 +100,9 @@ async def offload(client: Client, content: str) -> str:
     return match.group(1)
 
 
-async def eventually(call: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+async def eventually(
+    call: Callable[[], Coroutine[Any, Any, bool]], timeout: float, what: str
+) -> None:
     """``wait_until`` from a worker thread, its predicate run on the event loop."""
     await anyio.to_thread.run_sync(
         lambda: wait_until(lambda: anyio.from_thread.run(call), timeout, interval=0.1, what=what)

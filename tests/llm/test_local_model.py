@@ -114,7 +114,7 @@ async def test_a_long_input_is_map_reduced_in_a_bounded_number_of_calls(
 
 @pytest.mark.slow
 async def test_summarize_messages_summarises_a_conversation(llama_server: LlamaServer) -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": "Find why sync_invoices was OOM-killed and fix it."},
         {

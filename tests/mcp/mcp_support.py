@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp.client.client import Client
+from mcp.types import TextContent
 
 from offload.config import Settings, load_settings
 from offload.mcp.context import McpContext
@@ -34,7 +35,7 @@ class Session:
     async def call(self, tool: str, /, **arguments: Any) -> Result:
         """Call a tool; return its text and error flag."""
         res = await self.client.call_tool(tool, arguments)
-        texts = [c.text for c in res.content if getattr(c, "type", "") == "text"]
+        texts = [c.text for c in res.content if isinstance(c, TextContent)]
         return Result("\n".join(texts), bool(res.is_error))
 
     async def ok(self, tool: str, /, **arguments: Any) -> str:

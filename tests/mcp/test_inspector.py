@@ -9,10 +9,10 @@ import sys
 from typing import Any
 
 import pytest
-from e2e_support import PEERS_BIN, HttpServer, child_env
+from e2e_support import PEERS_BIN, HttpServer
 from mcp_support import McpEnv
 
-from realparts import require
+from realparts import child_env, require
 
 pytestmark = pytest.mark.slow
 

@@ -8,6 +8,7 @@ import re
 import pytest
 from e2e_support import cli, stdio_params
 from mcp.client.client import Client
+from mcp.types import TextContent
 from mcp_support import McpEnv
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -15,7 +16,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 async def _text(client: Client, tool: str, **args: object) -> str:
     res = await client.call_tool(tool, dict(args))
-    text = "\n".join(c.text for c in res.content if getattr(c, "type", "") == "text")
+    text = "\n".join(c.text for c in res.content if isinstance(c, TextContent))
     assert not res.is_error, text
     return text
 

@@ -18,12 +18,11 @@ import pytest
 from offload.store.store import Store
 from proxy.proxy_servers import (
     Scripted,
-    ServerThread,
     proxy_for,
     scripted_upstream,
     serving,
 )
-from realparts import free_port, wait_until
+from realparts import ServerThread, free_port, wait_until
 
 CHAT = "/v1/chat/completions"
 HELLO = [{"role": "user", "content": "hello there"}]

@@ -16,8 +16,8 @@ import pytest
 
 from offload.core.sse import iter_sse_events, stream_text
 from offload.store.store import Store
-from proxy.proxy_servers import ServerThread, proxy_for
-from realparts import TRACES, LlamaServer
+from proxy.proxy_servers import proxy_for
+from realparts import TRACES, LlamaServer, ServerThread
 
 pytestmark = pytest.mark.slow
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,7 +148,7 @@ def test_every_counter_has_help_and_a_family_that_sums_without_double_counting()
 
 
 def test_message_texts_include_parts_and_tool_call_arguments() -> None:
-    msgs = [
+    msgs: list[dict[str, Any]] = [
         {"role": "user", "content": [{"type": "text", "text": "look"}]},
         {
             "role": "assistant",

@@ -317,8 +317,8 @@ def test_peek_counts_always_match_a_full_scan(
                     store.forget(text_ref(text), scope=scope)
             except (NotFound, Gone):
                 pass
-        for scope in ("a", "b", None):
-            assert store.peek(scope) == _scanned_peek(store, scope)
+        for which in ("a", "b", None):
+            assert store.peek(which) == _scanned_peek(store, which)
 
 
 def text_ref(text: str) -> str:

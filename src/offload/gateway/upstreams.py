@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import anyio
 import mcp_types as types
+from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -37,7 +38,8 @@ _SESSION_GONE = re.compile(
 )
 ChangeKind = Literal["tools", "resources", "prompts", "state"]
 OnChange = Callable[["Upstream", ChangeKind], Awaitable[None]]
-MessageHandler = Callable[[Any], Awaitable[None]]
+# the SDK's own protocol: a plain Callable alias does not match its named parameter
+MessageHandler = MessageHandlerFnT
 #: Builds the client of a connection (tests connect in-process servers this way).
 Connector = Callable[[MessageHandler], Client]
 
