@@ -91,7 +91,9 @@ def scripted_upstream(s: Scripted) -> Starlette:
 
     async def chat(request: Request) -> Response:
         body = json.loads(await request.body())
-        s.requests.append({"body": body, "headers": dict(request.headers)})
+        # tokenized_before: what had been counted when the request reached the upstream
+        record = {"body": body, "headers": dict(request.headers)}
+        s.requests.append({**record, "tokenized_before": len(s.tokenized)})
         mode = str(body.get("model", ""))
         if s.answer is not None:
             status, raw = s.answer
