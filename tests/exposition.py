@@ -45,8 +45,8 @@ def read(text: str) -> dict[str, Family]:
         f"HELP without TYPE or TYPE without HELP: {helps.keys() ^ types.keys()}"
     )
     families = {n: Family(n, types[n], helps[n]) for n in types}
-    for fam in text_string_to_metric_families(text):
-        for sample in fam.samples:
+    for metric in text_string_to_metric_families(text):
+        for sample in metric.samples:
             assert sample.name in families, f"{sample.name} has no HELP/TYPE of its own"
             families[sample.name].samples.append((dict(sample.labels), float(sample.value)))
     for fam in families.values():
