@@ -21,11 +21,11 @@ from pathlib import Path
 import anyio
 import mcp_types as types
 import pytest
-from gateway_helpers import CATALOG_SERVER, CATALOGS, PEERS, read_indexed, text_of
+from gateway_helpers import CATALOG_SERVER, PEERS, read_indexed, text_of
 from mcp.client.stdio import StdioServerParameters
 
 from mcp import Client
-from realparts import free_port, git_repo, require, wait_until
+from realparts import CATALOGS, free_port, git_repo, require, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 

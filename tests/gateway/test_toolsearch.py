@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from gateway_helpers import CATALOGS
 from github_tasks import TASKS
 
 from offload.gateway.toolsearch import ToolIndex, doc_for, stem, terms, words
+from realparts import CATALOGS
 
 
 def github_index() -> ToolIndex:
