@@ -29,7 +29,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,7 +115,7 @@ def collect() -> list[Found]:
     used, inline = _usage()
     seen: dict[tuple[str, int], Found] = {}
     for module in _modules():
-        owners: list[tuple[str, dict[str, Any]]] = [(module.__name__, vars(module))]
+        owners: list[tuple[str, Mapping[str, Any]]] = [(module.__name__, vars(module))]
         for attr in vars(module).values():
             if isinstance(attr, type) and attr.__module__ == module.__name__:
                 owners.append((f"{module.__name__}.{attr.__name__}", vars(attr)))
