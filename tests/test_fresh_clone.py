@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def readme_block(readme: str, needle: str) -> str:
     """The one ``sh`` block of the README whose text contains ``needle``."""
-    blocks = re.findall(r"^```sh\n(.*?)^```", readme, flags=re.M | re.S)
+    blocks: list[str] = re.findall(r"^```sh\n(.*?)^```", readme, flags=re.M | re.S)
     found = [b.strip() for b in blocks if needle in b]
     assert len(found) == 1, f"expected one README sh block with {needle!r}, got {found}"
     return found[0]
