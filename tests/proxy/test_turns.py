@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def test_a_session_is_titled_by_its_first_user_message_that_is_not_a_stub() -> None:
-    wire = [
+    wire: list[dict[str, Any]] = [
         {"role": "system", "content": "you are helpful"},
         {"role": "user", "content": RANGE_STUB},
         {"role": "user", "content": [{"type": "text", "text": "  Fix the\n flaky   test"}]},
