@@ -7,6 +7,7 @@ Screenshots land in the test's tmp dir (kept by pytest; CI collects them as arti
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,10 +72,27 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
         upstream.stop()
 
 
+def server_points(page: str, plot_id: str, series: str) -> str:
+    """The ``points`` of one polyline of a plot in the page as the server rendered it."""
+    plot = re.search(rf'<svg[^>]*id="{plot_id}".*?</svg>', page, re.S)
+    assert plot, plot_id
+    line = re.search(rf'<polyline[^>]*data-series="{series}"[^>]*points="([^"]*)"', plot.group(0))
+    assert line, (plot_id, series)
+    return line.group(1)
+
+
+def same_points(a: str, b: str) -> bool:
+    """Two SVG point lists that agree to the rounding of one decimal."""
+    xs = [float(v) for p in a.split() for v in p.split(",")]
+    ys = [float(v) for p in b.split() for v in p.split(",")]
+    return len(xs) == len(ys) > 0 and all(abs(x - y) <= 0.11 for x, y in zip(xs, ys, strict=True))
+
+
 def test_the_page_renders_and_its_plots_draw_from_api_stats(
     browser: Any, served: ServeProcess, tmp_path: Path
 ) -> None:
     stats = served.stats()
+    server_page = httpx.get(served.url + "/", timeout=10).text  # as rendered, before script
     page = browser.new_page(viewport={"width": 1300, "height": 1000})
     page.goto(served.url + "/")
     # the script redraws every plot from /api/stats: data-drawn turns from server to js
@@ -84,6 +102,10 @@ def test_the_page_renders_and_its_plots_draw_from_api_stats(
     assert saved.get_attribute("data-points") == str(len(stats["proxy"]["savings"])) == str(TURNS)
     points = saved.get_attribute("points") or ""
     assert len(points.split()) == TURNS
+    # the script draws what the server drew (plots.py and dashboard.js agree)
+    assert same_points(points, server_points(server_page, "savings-plot", "saved"))
+    wire = page.locator('#occupancy-0 polyline[data-series="wire"]').get_attribute("points")
+    assert same_points(wire or "", server_points(server_page, "occupancy-0", "wire"))
     for level in ("n_ctx", "ceiling", "high", "target"):
         assert page.locator(f'#occupancy-0 line[data-level="{level}"]').count() == 1, level
     assert page.locator('#occupancy-0 polyline[data-series="wire"]').get_attribute(
@@ -140,3 +162,19 @@ def test_without_script_the_page_still_shows_the_plots_and_searches(
     assert "wombat2" in page.url
     page.screenshot(path=str(tmp_path / "no-script.png"), full_page=True)
     context.close()
+
+
+def test_the_page_follows_the_browsers_light_or_dark_preference(
+    browser: Any, served: ServeProcess, tmp_path: Path
+) -> None:
+    backgrounds = {}
+    for scheme in ("light", "dark"):
+        context = browser.new_context(color_scheme=scheme, viewport={"width": 1300, "height": 900})
+        page = context.new_page()
+        page.goto(served.url + "/")
+        page.wait_for_selector('#savings-plot[data-drawn="js"]', timeout=15_000)
+        backgrounds[scheme] = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        page.screenshot(path=str(tmp_path / f"dashboard-{scheme}.png"))
+        context.close()
+    assert backgrounds["light"] == "rgb(247, 248, 250)"
+    assert backgrounds["dark"] == "rgb(20, 23, 27)"

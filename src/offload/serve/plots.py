@@ -28,9 +28,9 @@ def compact(value: float) -> str:
     return str(round(value))
 
 
-def clock_label(at: float) -> str:
-    """A unix time as ``HH:MM`` local time."""
-    return time.strftime("%H:%M", time.localtime(at))
+def clock_label(at: float, span: float = 3600.0) -> str:
+    """A unix time as ``HH:MM`` local time (``HH:MM:SS`` on an axis spanning under 10 min)."""
+    return time.strftime("%H:%M:%S" if span < 600 else "%H:%M", time.localtime(at))
 
 
 def savings_spec(proxy: Mapping[str, Any]) -> dict[str, Any]:
@@ -40,12 +40,13 @@ def savings_spec(proxy: Mapping[str, Any]) -> dict[str, Any]:
     for at, client, wire in rows:
         total += max(0.0, client - wire)
         points.append([at, total])
+    span = points[-1][0] - points[0][0] if points else 0.0
     return {
         "xmin": points[0][0] if points else 0,
         "xmax": points[-1][0] if points else 1,
         "ymax": max(total, 1.0) * 1.1,
         "yfmt": "tokens",
-        "xlabels": [clock_label(points[0][0]), clock_label(points[-1][0])] if points else [],
+        "xlabels": [clock_label(p[0], span) for p in (points[0], points[-1])] if points else [],
         "lines": [{"cls": "saved", "pts": points}],
         "bars": [],
         "hlines": [],

@@ -27,9 +27,9 @@ function compact(v) {
   const a = Math.abs(v);
   return a >= 1e6 ? (v / 1e6).toFixed(1) + 'M' : a >= 1e3 ? (v / 1e3).toFixed(1) + 'k' : String(Math.round(v));
 }
-function clock(at) {
-  const d = new Date(at * 1000);
-  return String(d.getHours()).padStart(2, '0') + ':' + String(d.getMinutes()).padStart(2, '0');
+function clock(at, span) {
+  const d = new Date(at * 1000), two = n => String(n).padStart(2, '0');
+  return two(d.getHours()) + ':' + two(d.getMinutes()) + (span < 600 ? ':' + two(d.getSeconds()) : '');
 }
 function el(tag, attrs, text) {
   const n = document.createElement(tag);
@@ -44,9 +44,10 @@ const G = CFG.geometry;
 function savingsSpec(proxy) {
   const rows = proxy.savings || []; const pts = []; let total = 0;
   for (const [at, client, wire] of rows) { total += Math.max(0, client - wire); pts.push([at, total]); }
+  const span = pts.length ? pts[pts.length - 1][0] - pts[0][0] : 0;
   return {xmin: pts.length ? pts[0][0] : 0, xmax: pts.length ? pts[pts.length - 1][0] : 1,
     ymax: Math.max(total, 1) * 1.1, yfmt: 'tokens',
-    xlabels: pts.length ? [clock(pts[0][0]), clock(pts[pts.length - 1][0])] : [],
+    xlabels: pts.length ? [clock(pts[0][0], span), clock(pts[pts.length - 1][0], span)] : [],
     lines: [{cls: 'saved', pts}], bars: [], hlines: [],
     empty: pts.length ? '' : 'no proxied requests yet'};
 }
