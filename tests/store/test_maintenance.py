@@ -106,7 +106,7 @@ def test_reindex_rebuilds_search_from_the_blocks(store: Store) -> None:
     store.conn.execute("DELETE FROM terms")
     assert store.search("findable") == []
     seen: list[tuple[int, int]] = []
-    assert reindex(store, progress=lambda d, t: seen.append((d, t))) == 1
+    assert reindex(store, progress=lambda d, t: seen.append((d, t))).indexed == 1
     assert seen == [(1, 1)]
     assert store.search("findable") and store.search("CfgFi")
     assert doctor(store).clean
@@ -122,3 +122,17 @@ def test_compact_shrinks_a_store_after_forgetting_and_keeps_everything_else(stor
     assert after < before
     assert store.body(store.resolve(keep.ref)) == "keep this body\n" * 50
     assert store.search("keep") and doctor(store).clean
+
+
+def test_reindex_names_the_corrupt_blocks_it_skips_and_does_not_count_them(store: Store) -> None:
+    from offload.store.maintenance import reindex
+
+    store.put("good findable body " * 20)
+    bad = store.put("bad body " * 50).entry
+    store.conn.execute(
+        "UPDATE blocks SET data = substr(data, 1, length(data) - 3) || x'000000' WHERE hash = ?",
+        (bad.block_hash,),
+    )
+    done = reindex(store)
+    assert done.indexed == 1 and done.skipped == (bad.block_hash,)
+    assert store.search("findable")

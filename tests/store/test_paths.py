@@ -61,3 +61,11 @@ def test_the_project_root_is_the_nearest_git_directory(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / "a" / "b").mkdir(parents=True)
     assert project_root(tmp_path / "a" / "b") == tmp_path.resolve()
+
+
+def test_a_file_larger_than_its_reported_size_is_still_capped() -> None:
+    # /proc files report size 0 yet hold more: like a file growing between stat and read
+    status = Path("/proc/self/status")
+    assert status.stat().st_size == 0 and len(status.read_bytes()) > 200
+    with pytest.raises(TooLarge, match="over the 200-byte limit"):
+        read_text_file(status, [Path("/proc").resolve()], max_bytes=200)

@@ -325,3 +325,53 @@ def text_ref(text: str) -> str:
     from offload.core.hashing import ctx_ref, text_hash
 
     return ctx_ref(text_hash(text))
+
+
+def test_content_first_kept_as_a_lossy_puts_original_is_searchable_once_put_plainly(
+    store: Store,
+) -> None:
+    original = "the quokka migration plan, step by step\n" * 20
+    store.put(original, body="a plan (lossy)", scope="a")  # the original: kept, not indexed
+    plain = store.put(original, scope="b").entry
+    hits = store.search("quokka", Filters(scope="b"))
+    assert [h.entry.id for h in hits] == [plain.id]
+
+
+def test_putting_again_content_whose_entry_expired_stores_it_anew(tmp_path: Path) -> None:
+    now = [1000.0]
+    with Store(tmp_path / "s.db", counter=EstimateCounter(), clock=lambda: now[0]) as store:
+        store.put("short lived", expires=1010.0)
+        now[0] = 1011.0
+        again = store.put("short lived")
+        assert again.created
+        assert store.body(store.resolve(again.entry.ref)) == "short lived"
+
+
+def test_a_live_twin_in_another_scope_answers_when_one_scope_expired(tmp_path: Path) -> None:
+    now = [1000.0]
+    with Store(tmp_path / "s.db", counter=EstimateCounter(), clock=lambda: now[0]) as store:
+        store.put("shared body", scope="a", expires=1010.0)
+        live = store.put("shared body", scope="b").entry
+        now[0] = 1011.0
+        assert store.resolve(live.ref).id == live.id  # the first resolve, with no scope
+        assert store.resolve(live.ref, "a").id == live.id
+        assert store.body(store.resolve(live.ref, "b")) == "shared body"
+        assert store.count() == 1  # scope a's entry was archived on the way
+
+
+def test_checkin_of_an_entry_removed_after_it_was_resolved_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.db"
+    with Store(path, counter=EstimateCounter()) as store, Store(path) as other:
+        co = store.checkout(store.put("checked out body").entry.ref, churn_window_s=0)
+        resolve = store.resolve
+
+        def resolve_then_lose(ref: str, scope: str | None = None) -> object:
+            entry = resolve(ref, scope)
+            other.forget(entry.ref, reason="forgotten by another process")
+            return entry
+
+        monkeypatch.setattr(store, "resolve", resolve_then_lose)
+        with pytest.raises(Gone, match="forgotten by another process"):
+            store.checkin(co.entry.ref, co.nonce)

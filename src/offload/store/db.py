@@ -6,14 +6,17 @@ each runs inside one transaction, so a crash mid-migration leaves the previous s
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from offload.errors import StoreBusy, StoreError
 
+T = TypeVar("T")
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
 
@@ -37,11 +40,15 @@ def connect(path: Path, *, busy_timeout_s: float, synchronous: str) -> sqlite3.C
         raise StoreError(f"cannot open store at {path}: {exc}") from exc
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-    # must precede the first table: lets close() hand pages freed by index merges back
-    with busy_guard():  # another writer's lock: StoreBusy, which callers retry
+
+    def set_up() -> str:
+        # must precede the first table: lets close() hand pages freed by index merges back
         conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    with busy_guard():
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+
+    # A fresh file is still in rollback mode while another process creates it: these
+    # pragmas can then meet its lock (even without the busy handler being asked).
+    mode = retry_busy(set_up, busy_timeout_s)
     if str(mode).lower() != "wal":
         raise StoreError(f"store at {path} could not switch to WAL (got {mode})")
     conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
@@ -63,23 +70,59 @@ def busy_guard() -> Iterator[None]:
         raise
 
 
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def retry_busy(fn: Callable[[], T], timeout_s: float) -> T:
+    """``fn()``, tried again while SQLite answers busy/locked, for up to ``timeout_s``;
+    then :class:`StoreBusy`. SQLite gives up at once rather than wait when waiting could
+    deadlock (two connections upgrading their locks), so its busy timeout alone is not
+    enough for work that may meet another process's first migration."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.005
+    while True:
+        try:
+            with busy_guard():
+                return fn()
+        except StoreBusy:
+            if time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)  # back off, then try again
+        pause = min(pause * 2, 0.25)
+
+
 @contextmanager
 def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction (BEGIN IMMEDIATE): all of it commits, or none of it."""
+    """One write transaction (BEGIN IMMEDIATE): all of it commits, or none of it.
+
+    SQLite errors inside become offload errors (``busy_guard``). SQLite itself rolls
+    back on some errors (a full disk during a large write): the ROLLBACK is then skipped,
+    so the original error is the one reported.
+    """
     with busy_guard():
         conn.execute("BEGIN IMMEDIATE")
     try:
-        yield conn
+        with busy_guard():
+            yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):  # the error being raised says more
+                conn.execute("ROLLBACK")
         raise
     else:
         with busy_guard():
             conn.execute("COMMIT")
 
 
-def migrate(conn: sqlite3.Connection) -> list[str]:
-    """Apply every pending migration; returns the names applied."""
+def migrate(conn: sqlite3.Connection, busy_timeout_s: float = 15.0) -> list[str]:
+    """Apply every pending migration; returns the names applied. Several processes may
+    open a fresh store at once: a busy answer is retried (``retry_busy``)."""
+    return retry_busy(lambda: _migrate(conn), busy_timeout_s)
+
+
+def _migrate(conn: sqlite3.Connection) -> list[str]:
     applied: list[str] = []
     with write_tx(conn):
         conn.execute(

@@ -53,8 +53,20 @@ def checkout(store: Store, ref: str, *, scope: str | None, churn_window_s: float
 def checkin(store: Store, ref: str, nonce: str, *, scope: str | None) -> Entry:
     """Mark cold; requires the nonce of the current checkout. Pins are untouched."""
     entry = store.resolve(ref, scope)
+    done = _checkin(store, entry, nonce)
+    if done is None:
+        # forgotten or expired since it was resolved: the reference says why (Gone), or
+        # names content stored again since, which nobody checked out
+        again = store.resolve(ref, scope)
+        raise InvalidInput(f"{again.ref} is not checked out; nothing to check in")
+    return done
+
+
+def _checkin(store: Store, entry: Entry, nonce: str) -> Entry | None:
     with db.write_tx(store.conn) as conn:
         row = conn.execute("SELECT status, nonce FROM entries WHERE id = ?", (entry.id,)).fetchone()
+        if row is None:
+            return None
         if row["status"] != "hot" or not row["nonce"]:
             raise InvalidInput(f"{entry.ref} is not checked out; nothing to check in")
         # constant-time: a wrong guess tells nothing about how close it came

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from offload.errors import IntegrityError, InvalidInput
+from offload.errors import IntegrityError, InvalidInput, NotFound
 from offload.store import blocks, db, index, lifecycle
-from offload.store.models import DoctorReport
+from offload.store.models import DoctorReport, Reindexed
 from offload.store.store import Store
 
 Progress = Callable[[int, int], None]
@@ -112,8 +112,11 @@ def _repair(store: Store, report: DoctorReport) -> None:
             if ids:
                 report.repaired.append(f"tombstoned {len(ids)} entries of block {digest[:12]}")
         if report.corrupt_blocks or report.missing_blocks or not report.index_ok:
-            _rebuild_index(store, conn)
-            report.repaired.append("rebuilt the full-text index")
+            rebuilt = _rebuild_index(store, conn)
+            left_out = (
+                f" ({len(rebuilt.skipped)} unreadable blocks left out)" if rebuilt.skipped else ""
+            )
+            report.repaired.append("rebuilt the full-text index" + left_out)
         else:
             for digest in report.unindexed_blocks:
                 store._index_block(conn, _block_id(conn, digest), store.block_text(digest))
@@ -142,25 +145,32 @@ def _disk_bytes(store: Store) -> int:
     return sum(p.stat().st_size for p in files if p.exists())
 
 
-def reindex(store: Store, *, progress: Progress | None = None) -> int:
-    """Rebuild the full-text index and the vocabulary from the blocks (one transaction)."""
+def reindex(store: Store, *, progress: Progress | None = None) -> Reindexed:
+    """Rebuild the full-text index and the vocabulary from the blocks (one transaction).
+
+    A block that fails verification or is missing cannot be indexed: it is skipped and
+    named in the result (``doctor --repair`` tombstones its entries)."""
     with db.write_tx(store.conn) as conn:
         return _rebuild_index(store, conn, progress)
 
 
-def _rebuild_index(store: Store, conn: sqlite3.Connection, progress: Progress | None = None) -> int:
+def _rebuild_index(
+    store: Store, conn: sqlite3.Connection, progress: Progress | None = None
+) -> Reindexed:
     index.clear(conn)
     digests = [r[0] for r in conn.execute("SELECT DISTINCT block_hash FROM entries")]
+    skipped: list[str] = []
     for i, digest in enumerate(digests, 1):
         try:
             text = store.block_text(digest)
-        except (IntegrityError, InvalidInput):
-            continue
-        store._index_block(conn, _block_id(conn, digest), text)
+        except (IntegrityError, InvalidInput, NotFound):
+            skipped.append(digest)
+        else:
+            store._index_block(conn, _block_id(conn, digest), text)
         if progress is not None:
             progress(i, len(digests))
     index.rebuild_meta(conn)
-    return len(digests)
+    return Reindexed(len(digests) - len(skipped), tuple(skipped))
 
 
 def _block_id(conn: sqlite3.Connection, digest: str) -> int:

@@ -155,6 +155,14 @@ class Tombstone:
     regenerate: str
 
 
+@dataclass(frozen=True)
+class Reindexed:
+    """What a full reindex did: how many blocks it indexed, which it could not read."""
+
+    indexed: int
+    skipped: tuple[str, ...] = ()
+
+
 @dataclass
 class DoctorReport:
     """What ``doctor`` found and what it repaired."""

@@ -69,9 +69,13 @@ def read_text_file(
     if size > max_bytes:
         raise TooLarge(f"{path}: {size} bytes is over the {max_bytes}-byte limit")
     try:
-        data = real.read_bytes()
+        with real.open("rb") as f:
+            data = f.read(max_bytes + 1)  # a file growing since stat() is still capped
     except OSError as exc:
         raise NotAFile(f"{path}: cannot read ({exc.strerror})") from exc
+    if len(data) > max_bytes:
+        raise TooLarge(f"{path}: over the {max_bytes}-byte limit (it grew while being read)")
+    size = len(data)
     if b"\x00" in data[:_SNIFF]:
         raise BinaryFile(f"{path}: looks binary (NUL bytes); offload stores text only")
     try:

@@ -73,7 +73,7 @@ class Store:
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._bodies = blocks.BodyCache()
-        db.migrate(self.conn)
+        db.migrate(self.conn, self.settings.busy_timeout_s)
 
     @property
     def counter(self) -> TokenCounter:
@@ -228,6 +228,10 @@ class Store:
         o = p.options
         expires, label, pinned = o.expires, o.label, o.pinned
         row = self._live_entry(conn, p.content_hash, o.scope)
+        if row is not None and row["expires"] is not None and row["expires"] <= self.clock():
+            # expired but not archived yet: archive it, and store the content anew
+            lifecycle.delete(self, conn, int(row["id"]), "expired")
+            row = None
         if row is not None:
             entry_id = int(row["id"])
             if expires is not None and row["expires"] is not None and expires > row["expires"]:
@@ -377,16 +381,18 @@ class Store:
         parsed = parse_ref(ref)
         conn = self.conn
         rows = self._lookup(conn, parsed)
-        if not rows:
+        now = self.clock()
+        live = [r for r in rows if r["expires"] is None or r["expires"] > now]
+        for r in rows:
+            if r["expires"] is not None and r["expires"] <= now:
+                lifecycle.expire(self, int(r["id"]))  # archived; a live twin still answers
+        if not live:
             raise self._why_missing(conn, parsed)
-        hashes = sorted({r["content_hash"] for r in rows})
+        hashes = sorted({r["content_hash"] for r in live})
         if len(hashes) > 1:
             raise AmbiguousReference(parsed.raw, [f"ctx:sha256:{h[:16]}" for h in hashes])
-        preferred = [r for r in rows if scope is not None and r["scope"] == scope] or rows
+        preferred = [r for r in live if scope is not None and r["scope"] == scope] or live
         row = preferred[0]
-        if row["expires"] is not None and row["expires"] <= self.clock():
-            lifecycle.expire(self, int(row["id"]))
-            raise self._why_missing(conn, parsed)
         return Entry.from_row(row, self._labels(conn, int(row["id"])))
 
     def _lookup(self, conn: sqlite3.Connection, parsed: ParsedRef) -> list[sqlite3.Row]:
