@@ -94,6 +94,11 @@ class ProxySettings:
     # the store scope of paged-out messages; empty: the MCP server's own (mcp.scope, else
     # the git root of the working directory), so the project's search finds them
     scope: str = ""
+    # auto-recall: each turn, the best hits of the live tail's words in what this session
+    # paged out ("session") or the whole scope ("project"), as one block of at most this
+    # share of n_ctx (0: off)
+    recall_ratio: float = 0.04
+    recall_scope: str = "session"
 
     def __post_init__(self) -> None:
         limit = self.first_byte_timeout_s

@@ -26,6 +26,8 @@ NAMES = {
     "prompt_tokens": "upstream_prompt_tokens",
     "cached_tokens": "upstream_cached_tokens",
     "cache_reports": "cache_reporting_responses",
+    "recall_hits": "recalled_messages",
+    "recall_read": "recalled_refs_read",
 }
 #: Counted by cause instead (``offload_proxy_prefix_breaks_total{cause}``): the unlabelled
 #: total would be the sum of the same family.

@@ -50,6 +50,8 @@ RANGE_GIST_CHARS = 160
 RANGE_ROLES = ("user", "assistant")
 #: Said in the stub of a message whose content was a list of parts (stored as JSON).
 PARTS_NOTE = "(content parts as JSON)"
+#: How a recall block starts (:mod:`offload.proxy.recall`).
+RECALL_MARKER = "[offload: recalled "
 _RANGE_HEADER = re.compile(r"\[offload: \d+ earlier messages ")
 #: Tool calls named in a range stub's contents list.
 RANGE_CONTENTS = 4
@@ -431,6 +433,8 @@ def expand(
     out: list[Message] = []
     for msg in wire:
         text = msg.get("content")
+        if isinstance(text, str) and text.startswith(RECALL_MARKER) and msg.get("role") == "user":
+            continue  # the recall block: the proxy's, not the client's
         if not isinstance(text, str) or not is_stub(text):
             out.append(msg)
             continue

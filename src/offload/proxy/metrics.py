@@ -39,6 +39,10 @@ COUNTERS = (
     "cached_tokens",
     "cache_reports",
     "prefix_breaks",
+    "recall_blocks",
+    "recall_tokens",
+    "recall_hits",
+    "recall_read",
 )
 HELP = {
     "requests": "chat requests handled",
@@ -54,6 +58,10 @@ HELP = {
     "cached_tokens": "prompt tokens the upstream reported as reused from its cache",
     "cache_reports": "responses that reported cache reuse",
     "prefix_breaks": "requests whose prompt prefix differed from the session's previous one",
+    "recall_blocks": "recall blocks of paged-out memory put on the wire",
+    "recall_tokens": "tokens of the recall blocks put on the wire",
+    "recall_hits": "paged-out messages recalled onto the wire",
+    "recall_read": "recalled references the model named in its next answer",
 }
 UPSTREAM_EVICTION = "upstream_eviction"
 # Reusing less than this share of the previous prompt, with our prefix intact, is an eviction.
@@ -93,6 +101,9 @@ class RequestRecord:
     n_ctx: int = 0  # the context size this request was budgeted against
     title: str = ""  # a readable name for the session (see turns.session_title)
     stubs: tuple[str, ...] = ()  # the header lines of the wire's stubs (turns.stub_lines)
+    recall_tokens: int = 0
+    recall_hits: int = 0
+    recall_read: int = 0
 
 
 def cache_figures(obj: Mapping[str, Any]) -> tuple[int | None, int | None]:
@@ -169,6 +180,10 @@ class _Counts:
             v["prompt_tokens"] += rec.prompt_tokens
             v["cached_tokens"] += rec.cached_tokens
             v["cache_reports"] += 1
+        v["recall_blocks"] += int(rec.recall_tokens > 0)
+        v["recall_tokens"] += rec.recall_tokens
+        v["recall_hits"] += rec.recall_hits
+        v["recall_read"] += rec.recall_read
         if cause is not None:
             v["prefix_breaks"] += 1
             self.breaks[cause] = self.breaks.get(cause, 0) + 1

@@ -26,6 +26,7 @@ from offload.proxy.messages import (
     source_of,
     validate,
 )
+from offload.proxy.recall import Recalled, Recaller, insert_at, read_back
 from offload.proxy.session import (
     STATE_NAMESPACE,
     Live,
@@ -49,6 +50,9 @@ FIGURES = (
     "emergency",
     "prefix_kept",
     "break_cause",
+    "recall_tokens",
+    "recall_hits",
+    "recall_read",
 )
 
 
@@ -67,6 +71,9 @@ class RewriteResult:
     prefix_kept: bool  # previous wire of this session is an exact prefix of this wire
     break_cause: str | None  # when not kept: "windowing" | "client_edit" | "new_session" |
     # "restart" | "stubs_restored" (emergency stubs of the head or tail back to verbatim)
+    recall_tokens: int = 0  # tokens of the recall block on the wire (0: none)
+    recall_hits: int = 0  # recalled messages in it
+    recall_read: int = 0  # references recalled last turn that the model's answer named
 
     def figures(self) -> dict[str, Any]:
         """The per-request counts that the proxy's metrics and ``offload replay`` report."""
@@ -94,6 +101,7 @@ class Pipeline:
         self.counter = counter
         self.scope = scope
         self.stubs = StubMaker(store, counter, scope=scope)
+        self.recall = Recaller(store, settings, counter, scope)
         self._locks = SessionLocks()
         self._live = LiveSessions()
 
@@ -197,18 +205,56 @@ class Pipeline:
             cause = None
         elif cause is None:
             cause = "windowing" if windowed else "client_edit"
-        self._live.put(session, Live(new_state, list(msgs), ct, wire, wire_tokens, stubs))
+        recalled = (
+            None if alternate else self._recall(session, msgs, head, new_state, wire, total, budget)
+        )
+        read = read_back(previous.recalled, msgs[known:]) if previous is not None and known else 0
+        refs = recalled.refs if recalled is not None else ()
+        self._live.put(session, Live(new_state, list(msgs), ct, wire, wire_tokens, stubs, refs))
+        out = wire
+        if recalled is not None:
+            out = [*wire[: recalled.at], recalled.message, *wire[recalled.at :]]
         return RewriteResult(
-            messages=wire,
+            messages=out,
             session_id=session,
             client_tokens=sum(ct),
-            wire_tokens=total,
+            wire_tokens=total + (recalled.tokens if recalled is not None else 0),
             stubs_made=stubs_made,
             stubbed_messages=stubs,
             windowed=windowed,
             emergency=emergency,
             prefix_kept=kept,
             break_cause=cause,
+            recall_tokens=recalled.tokens if recalled is not None else 0,
+            recall_hits=len(recalled.refs) if recalled is not None else 0,
+            recall_read=read,
+        )
+
+    def _recall(
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        state: SessionState,
+        wire: list[Message],
+        total: int,
+        budget: Budget,
+    ) -> Recalled | None:
+        """This turn's recall block, placed before the last message's group (on the wire
+        after the stable prefix), within the room left under the ceiling."""
+        at = insert_at(msgs, head)
+        if at is None or at < state.layout.paged:
+            return None
+        generation = state.range.ref if state.range is not None else ""
+        return self.recall.block(
+            session,
+            msgs,
+            head,
+            _wire_index(state, at),
+            wire,
+            budget.ceiling - total,
+            budget.n_ctx,
+            generation,
         )
 
     def _resume(

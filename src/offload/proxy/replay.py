@@ -22,6 +22,7 @@ from offload.proxy.bound import prefix_bound
 from offload.proxy.message_stubs import expand, is_range_stub, least_stub_tokens
 from offload.proxy.messages import Message, head_end, protect_start, validate
 from offload.proxy.pipeline import Pipeline, RewriteResult
+from offload.proxy.recall import is_recall_block
 from offload.proxy.window import Budget
 
 
@@ -50,6 +51,9 @@ class Turn:
     break_cause: str | None
     ms: float
     problems: tuple[str, ...] = ()
+    recall_tokens: int = 0
+    recall_hits: int = 0
+    recall_read: int = 0
 
 
 @dataclass
@@ -204,6 +208,9 @@ def _check(
 ) -> tuple[str, ...]:
     wire, wire_tokens = result.messages, result.wire_tokens
     problems: list[str] = []
+    if wire_tokens > budget.ceiling:
+        problems.append(f"wire {wire_tokens} tokens is over the ceiling {budget.ceiling}")
+    wire = [m for m in wire if not is_recall_block(m)]  # the proxy's own, not the client's
     if expand(pipeline.store, wire, cache=memo) != list(request):
         problems.append("wire does not expand to the client's messages")
     pinned = head_end(request)
@@ -226,8 +233,6 @@ def _check(
         alone += min(sum(pipeline.stubs.tokens(m) for m in middle), max(ranged, default=0))
         if alone <= budget.ceiling:
             problems.append("the recent tail was changed")
-    if wire_tokens > budget.ceiling:
-        problems.append(f"wire {wire_tokens} tokens is over the ceiling {budget.ceiling}")
     return tuple(problems)
 
 

@@ -91,6 +91,7 @@ class Live:
     wire: list[Message]
     wire_tokens: list[int]
     stubs: int  # stub messages on ``wire``
+    recalled: tuple[str, ...] = ()  # references in the recall block sent with ``wire``
 
 
 class SessionLocks:

@@ -1,0 +1,142 @@
+"""Evidence on the wire: does the proxy bring back what a question needs?
+
+Each LoCoMo conversation is played through the proxy pipeline as one chat (speaker A's
+turns as user messages, speaker B's as assistant messages, each ``Speaker: text``, the
+first turn of each session prefixed with its date), one request per assistant turn as a
+client would send them; then each of its questions is sent as the next user message. A
+question's evidence turns *reach the wire* when each one's text is on the wire verbatim:
+as a message the window kept, or inside the recall block. The last column adds one
+transparent-retrieval round of a scripted model that searches this session's memory with
+the question (the proxy's own memory-search tool: :func:`offload.proxy.retrieval.search_result`)
+sized to the room left under the ceiling.
+
+Also reported: requests over the ceiling (must be 0), recall blocks and their tokens, and
+the rewrite time per question with and without recall (same pipeline, recall off).
+
+Usage: ``python bench/bench_recall.py LOCOMO.json [--n-ctx 8192 4096] [--limit N]``.
+LoCoMo is CC BY-NC: pass its path, never copy it into the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from offload.config import ProxySettings
+from offload.core.tokens import default_counter
+from offload.proxy.pipeline import Pipeline
+from offload.proxy.retrieval import search_result
+from offload.proxy.window import Budget
+from offload.store.store import Store
+
+SCOPE = "/bench/project"
+
+
+def chat_of(sample: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The conversation as chat messages, and each dialogue id's message text."""
+    conv = sample["conversation"]
+    a = conv["speaker_a"]
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": f"You are {conv['speaker_b']}, chatting with {a}."}
+    ]
+    by_id: dict[str, str] = {}
+    n = 1
+    while f"session_{n}" in conv:
+        date = conv.get(f"session_{n}_date_time", "")
+        for j, turn in enumerate(conv[f"session_{n}"]):
+            text = f"{turn['speaker']}: {turn['text']}"
+            if j == 0 and date:
+                text = f"[{date}] {text}"
+            role = "user" if turn["speaker"] == a else "assistant"
+            msgs.append({"role": role, "content": text})
+            by_id[turn["dia_id"]] = f"{turn['speaker']}: {turn['text']}"
+        n += 1
+    if msgs[1]["role"] != "user":
+        msgs.insert(1, {"role": "user", "content": f"{a}: (the conversation begins)"})
+    return msgs, by_id
+
+
+def reached(texts: list[str], wire_text: str) -> bool:
+    return bool(texts) and all(t in wire_text for t in texts)
+
+
+def run(path: Path, n_ctx: int, limit: int, recall_ratio: float) -> dict[str, Any]:
+    data = json.loads(path.read_text())[:limit]
+    counter = default_counter()
+    settings = ProxySettings(scope=SCOPE, recall_ratio=recall_ratio)
+    budget = Budget.of(settings, n_ctx)
+    out: dict[str, Any] = {
+        "n_ctx": n_ctx,
+        "recall_ratio": recall_ratio,
+        "questions": 0,
+        "on_wire": 0,
+        "on_wire_any": 0,
+        "with_one_retrieval": 0,
+        "over_ceiling": 0,
+        "recall_blocks": 0,
+        "recall_tokens": 0,
+        "question_ms": [],
+    }
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "s.db", counter=counter) as st:
+        pipe = Pipeline(st, settings, counter, scope=SCOPE)
+        for sample in data:
+            msgs, by_id = chat_of(sample)
+            for k in range(2, len(msgs)):
+                if msgs[k]["role"] == "assistant":
+                    pipe.rewrite(msgs[:k], n_ctx)
+            for qa in sample["qa"]:
+                texts = [by_id[e] for e in qa.get("evidence", []) if e in by_id]
+                if not texts:
+                    continue
+                request = [*msgs, {"role": "user", "content": str(qa["question"])}]
+                started = time.perf_counter()
+                result = pipe.rewrite(request, n_ctx)
+                out["question_ms"].append((time.perf_counter() - started) * 1000)
+                out["questions"] += 1
+                out["over_ceiling"] += result.wire_tokens > budget.ceiling
+                out["recall_blocks"] += result.recall_tokens > 0
+                out["recall_tokens"] += result.recall_tokens
+                wire_text = "\n".join(
+                    m["content"] for m in result.messages if isinstance(m.get("content"), str)
+                )
+                hit = reached(texts, wire_text)
+                out["on_wire"] += hit
+                out["on_wire_any"] += any(t in wire_text for t in texts)
+                if not hit:
+                    room = budget.ceiling - result.wire_tokens
+                    found = search_result(
+                        st, counter, str(qa["question"]), SCOPE, result.session_id, room
+                    )
+                    hit = reached(texts, wire_text + "\n" + found)
+                out["with_one_retrieval"] += hit
+    q = max(1, out["questions"])
+    times = out.pop("question_ms")
+    out["on_wire_share"] = round(out["on_wire"] / q, 4)
+    out["on_wire_any_share"] = round(out["on_wire_any"] / q, 4)
+    out["with_one_retrieval_share"] = round(out["with_one_retrieval"] / q, 4)
+    out["question_ms_median"] = round(statistics.median(times), 3) if times else 0.0
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("locomo", type=Path, help="locomo_dev.json (CC BY-NC: never copied)")
+    parser.add_argument("--n-ctx", type=int, nargs="+", default=[8192, 4096])
+    parser.add_argument("--limit", type=int, default=1000, help="conversations to play")
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    for n_ctx in args.n_ctx:
+        for ratio in (ProxySettings().recall_ratio, 0.0):
+            figures = run(args.locomo, n_ctx, args.limit, ratio)
+            figures["load_1m"] = round(load, 2)
+            print(json.dumps(figures), flush=True)
+
+
+if __name__ == "__main__":
+    main()

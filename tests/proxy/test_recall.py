@@ -1,0 +1,190 @@
+"""Auto-recall: paged-out memory comes back onto the wire when the conversation returns to it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from offload.config import ProxySettings
+from offload.core.tokens import EstimateCounter
+from offload.errors import ConfigError
+from offload.proxy.message_stubs import expand
+from offload.proxy.messages import validate
+from offload.proxy.metrics import Metrics, RequestRecord
+from offload.proxy.pipeline import Pipeline
+from offload.proxy.recall import Recaller, is_recall_block, tail_query
+from offload.proxy.retrieval import search_result
+from offload.proxy.window import Budget
+from offload.store.store import Store
+
+Msgs = list[dict[str, Any]]
+N_CTX = 4096
+SCOPE = "/work/project"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as s:
+        yield s
+
+
+def pipe(store: Store, **overrides: Any) -> Pipeline:
+    settings = ProxySettings(scope=SCOPE, recall_ratio=0.08, **overrides)
+    return Pipeline(store, settings, EstimateCounter(), scope=SCOPE)
+
+
+def session(turns: int = 40) -> Msgs:
+    msgs: Msgs = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Investigate the service logs."},
+    ]
+    for t in range(turns):
+        args = json.dumps({"path": f"logs/{t}.log"})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{t}",
+                        "type": "function",
+                        "function": {"name": "read_log", "arguments": args},
+                    }
+                ],
+            }
+        )
+        body = "\n".join(f"entry {t}.{i} status=ok latency={i * 3}ms" for i in range(30))
+        if t == 2:
+            body += "\nthe pelican quartermaster rotated the vault key at 03:14"
+        msgs.append({"role": "tool", "tool_call_id": f"c{t}", "name": "read_log", "content": body})
+    msgs.append({"role": "assistant", "content": "Done reading."})
+    return msgs
+
+
+def ask(msgs: Msgs, text: str) -> Msgs:
+    return [*msgs, {"role": "user", "content": text}]
+
+
+def test_a_question_about_paged_out_memory_brings_it_back_before_the_question(
+    store: Store,
+) -> None:
+    p = pipe(store)
+    history = session()
+    p.rewrite(history, N_CTX)
+    request = ask(history, "Who rotated the vault key, the pelican quartermaster?")
+    result = p.rewrite(request, N_CTX)
+    blocks = [m for m in result.messages if is_recall_block(m)]
+    assert len(blocks) == 1 and result.recall_hits >= 1
+    block = blocks[0]["content"]
+    assert "the pelican quartermaster rotated the vault key at 03:14" in block
+    assert "<offload:body:" in block and 'read(ref="ctx:sha256:' in block
+    assert result.messages[-2] is blocks[0] and result.messages[-1] == request[-1]
+    assert result.wire_tokens <= Budget.of(p.settings, N_CTX).ceiling
+    assert expand(store, result.messages) == request
+
+
+def test_the_recall_block_is_the_same_bytes_for_the_same_history(tmp_path: Path) -> None:
+    history = session()
+    request = ask(history, "Who rotated the vault key, the pelican quartermaster?")
+    wires = []
+    for _ in range(2):
+        with Store(tmp_path / "s.db", counter=EstimateCounter()) as s:
+            p = pipe(s)
+            p.rewrite(history, N_CTX)
+            wires.append(p.rewrite(request, N_CTX).messages)
+    assert wires[0] == wires[1]
+    assert any(is_recall_block(m) for m in wires[0])
+
+
+def test_the_next_turn_keeps_the_stable_prefix_without_the_block(store: Store) -> None:
+    p = pipe(store)
+    history = session()
+    p.rewrite(history, N_CTX)
+    request = ask(history, "Who rotated the vault key, the pelican quartermaster?")
+    first = p.rewrite(request, N_CTX)
+    follow = [*request, {"role": "assistant", "content": "The quartermaster."}]
+    follow = ask(follow, "Thanks. Anything else in the logs?")
+    second = p.rewrite(follow, N_CTX)
+    assert second.prefix_kept
+    stable = [m for m in first.messages if not is_recall_block(m)]
+    assert second.messages[: len(stable)] == stable
+
+
+def test_recall_is_off_at_a_zero_ratio_and_before_anything_was_paged(store: Store) -> None:
+    history = session()
+    request = ask(history, "Who rotated the vault key, the pelican quartermaster?")
+    off = Pipeline(
+        store, ProxySettings(scope=SCOPE, recall_ratio=0.0), EstimateCounter(), scope=SCOPE
+    )
+    off.rewrite(history, N_CTX)
+    assert not any(is_recall_block(m) for m in off.rewrite(request, N_CTX).messages)
+    short = ask(session(2), "Who rotated the vault key, the pelican quartermaster?")
+    result = pipe(store).rewrite(short, N_CTX)
+    assert result.recall_tokens == 0 and result.messages == short
+
+
+def test_a_question_that_finds_nothing_adds_nothing(store: Store) -> None:
+    p = pipe(store)
+    history = session()
+    p.rewrite(history, N_CTX)
+    result = p.rewrite(ask(history, "xylophone zeppelin"), N_CTX)
+    assert result.recall_tokens == 0
+    assert not any(is_recall_block(m) for m in result.messages)
+
+
+def test_the_query_comes_from_the_last_user_message_and_the_tool_results_after_it() -> None:
+    msgs: Msgs = [
+        {"role": "user", "content": "old words here"},
+        {"role": "user", "content": "Find the Pelican key"},
+        {"role": "tool", "tool_call_id": "x", "content": "vault rotated"},
+    ]
+    query = tail_query(msgs, 1)
+    assert query.split() == ["find", "pelican", "key", "vault", "rotated"]
+
+
+def test_a_bad_recall_scope_is_refused(store: Store) -> None:
+    with pytest.raises(ConfigError):
+        Recaller(store, ProxySettings(recall_scope="everywhere"), EstimateCounter(), SCOPE)
+
+
+def test_a_memory_search_that_finds_nothing_says_so(store: Store) -> None:
+    answer = search_result(store, EstimateCounter(), "xylophone", SCOPE, "0" * 16, 1000)
+    assert answer.startswith("no memory matches")
+
+
+def test_recall_figures_are_counted(store: Store) -> None:
+    metrics = Metrics()
+    metrics.record(RequestRecord(session_id="s", recall_tokens=120, recall_hits=2, recall_read=1))
+    counters = metrics.snapshot()["live"]["counters"]
+    assert (counters["recall_blocks"], counters["recall_tokens"]) == (1, 120)
+    assert (counters["recall_hits"], counters["recall_read"]) == (2, 1)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    turns=st.integers(min_value=1, max_value=45),
+    question=st.text(alphabet="abcdefghij pelicanquartermaster", min_size=0, max_size=60),
+)
+def test_requests_with_a_recall_block_stay_valid_and_under_the_ceiling(
+    tmp_path_factory: pytest.TempPathFactory, turns: int, question: str
+) -> None:
+    with Store(tmp_path_factory.mktemp("r") / "s.db", counter=EstimateCounter()) as s:
+        p = pipe(s)
+        history = session(turns)
+        p.rewrite(history, N_CTX)
+        request = ask(history, question or "?")
+        result = p.rewrite(request, N_CTX)
+        validate(result.messages)
+        for i, m in enumerate(result.messages):
+            if m["role"] == "tool":
+                assert result.messages[i - 1]["role"] in ("assistant", "tool")
+        assert result.wire_tokens <= Budget.of(p.settings, N_CTX).ceiling
+        assert expand(s, result.messages) == request
