@@ -181,9 +181,7 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
     store = offload.open_store(tmp / "speed.db")
     t0 = time.perf_counter()
     for i in range(0, n, 2000):
-        store.put_many(
-            [(t, {"scope": f"s{(i + j) % 8}"}) for j, t in enumerate(texts[i : i + 2000])]
-        )
+        store.put_many(texts[i : i + 2000], scope=f"s{i // 2000 % 8}")
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     plain = plain_fts(enumerate(texts), str(tmp / "plain.db"))
@@ -272,10 +270,95 @@ def bench_writes(
     return out
 
 
+CONCURRENT_WRITER = r"""
+import json, random, sys, time
+from pathlib import Path
+from offload.store.store import Store
+from offload.errors import OffloadError
+path, worker, count, size = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+turns = json.loads(sys.stdin.read())
+rng = random.Random(worker)
+store = Store(path)
+store.counter.count("warm up")
+bodies = []
+for i in range(count):
+    rows, n = [], 0
+    while n < size:
+        t = rng.choice(turns)
+        rows.append({"id": len(rows), "text": t})
+        n += len(t) + 20
+    bodies.append(json.dumps({"w": worker, "i": i, "rows": rows})[: max(size, 60)] + f" {worker}-{i}")
+print("ready", flush=True)
+sys.stdin = open("/dev/null")
+errors = 0
+t0 = time.perf_counter()
+for b in bodies:
+    try:
+        store.put(b, scope="conc")
+    except OffloadError:
+        errors += 1
+print(json.dumps({"s": time.perf_counter() - t0, "errors": errors}))
+store.close()
+"""
+
+
+def bench_concurrency(
+    convs: list[Conversation], tmp: Path, count: int, size: int, srcs: dict[str, str]
+) -> dict[str, dict[str, float]]:
+    """Puts per second with one writer process and with four at once, on one store file."""
+    turns = json.dumps([t for c in convs for _, t in c.turns])
+    out: dict[str, dict[str, float]] = {}
+    for name, src in srcs.items():
+        env = {**os.environ, "PYTHONPATH": src}
+        res: dict[str, float] = {}
+        for procs in (1, 4):
+            db = tmp / f"c-{name}-{procs}.db"
+            subprocess.run(
+                [sys.executable, "-c", "import sys; from offload.store.store import Store; "
+                 "Store(__import__('pathlib').Path(sys.argv[1])).close()", str(db)],
+                env=env, check=True,
+            )  # fmt: skip
+            ps = [
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-c",
+                        CONCURRENT_WRITER,
+                        str(db),
+                        f"w{w}",
+                        str(count),
+                        str(size),
+                    ],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    env=env,
+                )
+                for w in range(procs)
+            ]
+            for p in ps:
+                assert p.stdin is not None and p.stdout is not None
+                p.stdin.write(turns)
+                p.stdin.close()
+            for p in ps:
+                assert p.stdout is not None
+                assert p.stdout.readline().strip() == "ready"
+            t0 = time.perf_counter()
+            results = [json.loads(p.communicate(timeout=1800)[0]) for p in ps]
+            wall = time.perf_counter() - t0
+            res[f"puts_per_s_{procs}"] = procs * count / wall
+            res[f"errors_{procs}"] = sum(r["errors"] for r in results)
+        res["speedup"] = res["puts_per_s_4"] / res["puts_per_s_1"]
+        out[name] = res
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="locomo_dev.json")
-    ap.add_argument("--only", choices=["recall", "speed", "writes"], action="append")
+    ap.add_argument("--only", choices=["recall", "speed", "writes", "concurrency"], action="append")
+    ap.add_argument("--conc-puts", type=int, default=300, help="puts per writer process")
+    ap.add_argument("--conc-size", type=int, default=4096, help="bytes per concurrent put")
     ap.add_argument("--split", type=int, default=2, help="recall per half: conversations 1-N, N+1-")
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--write-base", type=int, default=2000)
@@ -295,11 +378,14 @@ def main() -> None:
         if "speed" in parts:
             r = bench_speed(convs, tmp, args.entries)
             print(json.dumps(r, indent=1))
+        srcs = {"this": str(Path(__file__).resolve().parents[1] / "src")}
+        if args.baseline_src:
+            srcs["baseline"] = args.baseline_src
         if "writes" in parts:
-            srcs = {"this": str(Path(__file__).resolve().parents[1] / "src")}
-            if args.baseline_src:
-                srcs["baseline"] = args.baseline_src
             print(json.dumps(bench_writes(convs, tmp, args.write_base, args.write_reps, srcs)))
+        if "concurrency" in parts:
+            conc = bench_concurrency(convs, tmp, args.conc_puts, args.conc_size, srcs)
+            print(json.dumps(conc))
     load_avg = os.getloadavg()
     print(f"load average at end: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}")
 

@@ -87,15 +87,17 @@ def test_analysis_is_total_and_yields_no_spaces(text: str) -> None:
 
 
 def _seconds(text: str) -> float:
+    """The least CPU time (not wall time: other processes do not count) of five runs."""
     best = float("inf")
-    for _ in range(3):
+    for _ in range(5):
         analysis._cache.clear()
         analysis._run_cache.clear()
-        t0 = time.perf_counter()
+        analysis._surface_cache.clear()
+        t0 = time.process_time()
         terms(text)
         surface_words(text)
         analyse_query(text[:2000])
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.process_time() - t0)
     return best
 
 
@@ -106,4 +108,4 @@ def test_analysis_time_grows_linearly_on_adversarial_input(unit: str) -> None:
     small = _seconds(unit * 2_000)
     big = _seconds(unit * 16_000)
     # 8x the input: linear is ~8x; a quadratic pattern would be ~64x
-    assert big < 24 * small + 0.05, (unit, small, big)
+    assert big < 0.005 or big < 24 * small, (unit, small, big)

@@ -11,8 +11,8 @@ from typing import Any
 
 from offload.config import Settings
 from offload.core.untrusted import printable
+from offload.store import Store
 from offload.store.paths import project_scope
-from offload.store.store import Store
 
 
 def open_store(settings: Settings) -> Store:

@@ -83,6 +83,8 @@ _local = threading.local()  # a Stemmer object is not safe to share between thre
 _CACHE_MAX = 200_000
 _cache: dict[str, tuple[str, ...]] = {}
 _run_cache: dict[str, tuple[str, ...]] = {}
+_surface_cache: dict[str, frozenset[str]] = {}
+_content_cache: dict[str, tuple[str, ...]] = {}
 
 
 def is_stopword(word: str) -> bool:
@@ -204,13 +206,26 @@ def surface_words(text: str) -> set[str]:
     """Distinct case-folded, unstemmed words and pieces: the vocabulary for partial and
     misspelt query words (looked up by substring and edit distance)."""
     found: set[str] = set()
-    for word in {w for run in set(_runs(text)) for w in _run_words(run)}:
-        for run in set(_PIECE.findall(word)):
-            if len(run) > MAX_TERM_CHARS:
-                continue
-            found.add(_fold(run))
-            found.update(_fold(h) for h in _humps(run))
-    return {w for w in found if 3 <= len(w) <= MAX_TERM_CHARS and not w.isdigit()}
+    for run in set(_runs(text)):
+        found.update(_run_surface(run))
+    return found
+
+
+def _run_surface(run: str) -> frozenset[str]:
+    cached = _surface_cache.get(run)
+    if cached is None:
+        found: set[str] = set()
+        for word in _run_words(run):
+            for piece in set(_PIECE.findall(word)):
+                if len(piece) > MAX_TERM_CHARS:
+                    continue
+                found.add(_fold(piece))
+                found.update(_fold(h) for h in _humps(piece))
+        cached = frozenset(w for w in found if 3 <= len(w) <= MAX_TERM_CHARS and not w.isdigit())
+        if len(_surface_cache) >= _CACHE_MAX:
+            _surface_cache.clear()
+        _surface_cache[run] = cached
+    return cached
 
 
 @dataclass(frozen=True)
@@ -241,7 +256,16 @@ def analyse_query(text: str, *, max_words: int = 32) -> QueryTerms:
 def content_terms(text: str) -> list[str]:
     """The terms of ``text``'s non-stopword words, in order (the side of a phrase check
     that a query's :attr:`QueryTerms.sequence` is compared with)."""
-    return [t for w in words(text) if not _all_stop(w) for t in word_terms(w)]
+    out: list[str] = []
+    for run in _runs(text):
+        cached = _content_cache.get(run)
+        if cached is None:
+            cached = tuple(t for w in _run_words(run) if not _all_stop(w) for t in word_terms(w))
+            if len(_content_cache) >= _CACHE_MAX:
+                _content_cache.clear()
+            _content_cache[run] = cached
+        out.extend(cached)
+    return out
 
 
 def _all_stop(word: str) -> bool:

@@ -125,8 +125,11 @@ def meta_row(
 
 
 def put_meta(conn: sqlite3.Connection, entry_id: int, row: tuple[str, str, str, str, str]) -> None:
-    """Write (or replace) an entry's metadata row."""
+    """Write (or replace) an entry's metadata row; an entry without any has none (BM25's
+    statistics are then those of the entries that do carry metadata)."""
     conn.execute("DELETE FROM search_meta WHERE rowid = ?", (entry_id,))
+    if not any(row):
+        return
     conn.execute(
         "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source) "
         "VALUES (?, ?, ?, ?, ?, ?)",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
@@ -71,7 +71,7 @@ _META_ENTRIES = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Candidate:
     """One entry that may be shown: its score (higher is better) and best chunk.
 
@@ -201,7 +201,10 @@ def lexical_candidates(
     out: dict[int, Candidate] = dict(body)
     for eid, c in meta.items():
         have = out.get(eid)
-        out[eid] = c if have is None else replace(have, score=have.score + c.score)
+        if have is None:
+            out[eid] = c
+        else:
+            have.score += c.score
     return sorted(out.values(), key=lambda c: (-c.score, -c.entry_id))
 
 
@@ -265,12 +268,24 @@ def rank(
     after the last direct match the list ends."""
     ranked = with_neighbours(store.conn, found, where, params)
     ranked = _phrase_boost(store, q, ranked)
-    scored = [replace(c, score=_use_score(c, now)) for c in ranked]
+    for c in ranked:
+        c.score = _use_score(c, now)
+    scored = ranked
     # equal scores: a direct match first, then the newer entry
     out = sorted(scored, key=lambda c: (-c.score, not c.direct, -c.entry_id))
     # a neighbour may displace a weaker match, never extend the list past the matches
     last = max((i for i, c in enumerate(out) if c.direct), default=-1)
     return out[: last + 1]
+
+
+_NEIGHBOURS = (
+    "SELECT e.id AS id, "
+    "(SELECT max(p.id) FROM entries p WHERE p.scope = e.scope AND p.kind = e.kind "
+    "AND p.id < e.id) AS prev, "
+    "(SELECT min(n.id) FROM entries n WHERE n.scope = e.scope AND n.kind = e.kind "
+    "AND n.id > e.id) AS next "
+    "FROM entries e WHERE e.id IN (SELECT value FROM json_each(?))"
+)
 
 
 def with_neighbours(
@@ -279,17 +294,12 @@ def with_neighbours(
     """Each of the best direct hits passes NEIGHBOUR_SHARE of its score to the entry just
     before and just after it in the same scope and kind; neighbours that matched nothing
     join the candidates (only if the filter keeps them)."""
+    sources = {c.entry_id: c.score for c in found[:NEIGHBOUR_SOURCES]}
     extra: dict[int, float] = {}
-    for c in found[:NEIGHBOUR_SOURCES]:
-        for op, order in (("<", "DESC"), (">", "ASC")):
-            row = conn.execute(
-                f"SELECT id FROM entries WHERE scope = ? AND kind = ? AND id {op} ? "
-                f"ORDER BY id {order} LIMIT 1",
-                (c.scope, c.kind, c.entry_id),
-            ).fetchone()
-            if row is not None:
-                nid = int(row[0])
-                extra[nid] = extra.get(nid, 0.0) + NEIGHBOUR_SHARE * c.score
+    for r in conn.execute(_NEIGHBOURS, (json.dumps(list(sources)),)):
+        for nid in (r["prev"], r["next"]):
+            if nid is not None:
+                extra[int(nid)] = extra.get(int(nid), 0.0) + NEIGHBOUR_SHARE * sources[r["id"]]
     if not extra:
         return found
     out = {c.entry_id: c for c in found}
@@ -305,7 +315,7 @@ def with_neighbours(
     for nid, add in extra.items():
         have = out.get(nid)
         if have is not None:
-            out[nid] = replace(have, score=have.score + add)
+            have.score += add
     return sorted(out.values(), key=lambda c: (-c.score, -c.entry_id))
 
 
@@ -315,13 +325,11 @@ def _phrase_boost(store: Store, q: analysis.QueryTerms, ranked: list[Candidate])
     pairs = analysis.bigrams(q.sequence)
     if not pairs:
         return ranked
-    head = []
     for c in ranked[:_PHRASE_CHECKED]:
         text = _chunk_text(store, c)
         found = pairs & analysis.bigrams(analysis.content_terms(text)) if text else set()
-        boost = 1.0 + PHRASE_BOOST * len(found) / len(pairs)
-        head.append(replace(c, score=c.score * boost) if found else c)
-    return head + ranked[_PHRASE_CHECKED:]
+        c.score *= 1.0 + PHRASE_BOOST * len(found) / len(pairs)
+    return ranked
 
 
 def _use_score(c: Candidate, now: float) -> float:
