@@ -13,6 +13,7 @@ ever written back to a file.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 import types
@@ -296,7 +297,73 @@ def _build(layered: Mapping[str, tuple[Any, str]], base: Settings) -> Settings:
         section: dataclasses.replace(getattr(base, section), **values)
         for section, values in per_section.items()
     }
-    return dataclasses.replace(base, sources=sources, **replaced)
+    built = dataclasses.replace(base, sources=sources, **replaced)
+    check(built)
+    return built
+
+
+# -- ranges and orderings ---------------------------------------------------------------------
+# Every number has a range, so a typo fails at start with one line naming the setting instead
+# of a budget that makes no sense later. By default an int counts something (>= 1) and a float
+# is a duration or size (> 0, finite); the exceptions are listed here, so a new setting is
+# checked without registering it.
+_INT_FLOOR_ZERO = {"proxy.n_ctx", "proxy.tail_messages", "local_model.retries"}
+_PORTS = (0, 65535)  # 0: let the system pick a free port
+_RATIOS = {"proxy.stub_ratio", "proxy.high_water", "proxy.target", "proxy.emergency"}
+# (smaller, larger, strictly): the first must stay below the second
+_ORDERS = (
+    ("proxy.target", "proxy.high_water", True),
+    ("proxy.high_water", "proxy.emergency", True),
+    ("search.default_limit", "search.max_limit", False),
+)
+
+
+def _numbers(settings: Settings) -> dict[str, int | float]:
+    out: dict[str, int | float] = {}
+    for section in SECTION_NAMES:
+        obj = getattr(settings, section)
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out[f"{section}.{f.name}"] = value
+    return out
+
+
+def _range_problem(key: str, value: int | float) -> str | None:
+    name = key.rpartition(".")[2]
+    if not math.isfinite(value):
+        return "must be a finite number"
+    if name == "port" or name.endswith("_port"):
+        lo, hi = _PORTS
+        return None if lo <= value <= hi else f"must be a port number ({lo}-{hi})"
+    if key in _RATIOS:
+        return None if 0 < value < 1 else "must be a ratio of the context, above 0 and below 1"
+    if isinstance(value, int):
+        floor = 0 if key in _INT_FLOOR_ZERO else 1
+        return None if value >= floor else f"must be at least {floor}"
+    return None if value > 0 else "must be above 0"
+
+
+def check(settings: Settings) -> None:
+    """Raise ConfigError naming the first setting out of its range or order (and where it
+    came from); settings built by :func:`load_settings` have always passed it."""
+
+    def where(key: str) -> str:
+        return settings.sources.get(key, "default")
+
+    numbers = _numbers(settings)
+    for key, value in numbers.items():
+        problem = _range_problem(key, value)
+        if problem is not None:
+            raise ConfigError(f"setting {key!r} from {where(key)}: {value!r} {problem}")
+    for low, high, strict in _ORDERS:
+        a, b = numbers[low], numbers[high]
+        if a > b or (strict and a == b):
+            word = "below" if strict else "at most"
+            raise ConfigError(
+                f"setting {low!r} ({a!r}, from {where(low)}) must be {word} "
+                f"{high!r} ({b!r}, from {where(high)})"
+            )
 
 
 def _coerce(key: str, raw: Any, hint: Any, origin: str) -> Any:

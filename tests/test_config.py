@@ -1,0 +1,91 @@
+"""Settings: ranges and orderings are checked once, where the settings are built."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from offload.config import Settings, check, load_settings
+from offload.errors import ConfigError
+
+
+def test_the_defaults_pass_their_own_checks() -> None:
+    check(Settings())
+    load_settings(env={})
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"OFFLOAD_PROXY__PORT": "-3"}, "'proxy.port' from env:OFFLOAD_PROXY__PORT"),
+        ({"OFFLOAD_MCP__PORT": "70000"}, "'mcp.port'"),
+        ({"OFFLOAD_PROXY__HIGH_WATER": "1.5"}, "'proxy.high_water'"),
+        ({"OFFLOAD_PROXY__STUB_RATIO": "0"}, "'proxy.stub_ratio'"),
+        ({"OFFLOAD_STORE__BUSY_TIMEOUT_S": "nan"}, "'store.busy_timeout_s'"),
+        ({"OFFLOAD_STORE__CHUNK_LINES": "0"}, "'store.chunk_lines'"),
+        ({"OFFLOAD_SEARCH__MAX_LIMIT": "-1"}, "'search.max_limit'"),
+        ({"OFFLOAD_GATEWAY__CALL_TIMEOUT_S": "-5"}, "'gateway.call_timeout_s'"),
+    ],
+)
+def test_a_number_out_of_its_range_fails_naming_the_setting_and_its_source(
+    env: dict[str, str], named: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(env=env)
+    assert named in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_the_issue_s_settings_fail_at_the_first_one_out_of_range() -> None:
+    env = {
+        "OFFLOAD_PROXY__TARGET": "0.9",
+        "OFFLOAD_PROXY__HIGH_WATER": "1.5",
+        "OFFLOAD_PROXY__PORT": "-3",
+    }
+    with pytest.raises(ConfigError, match="must be"):
+        load_settings(env=env)
+
+
+def test_the_budget_ratios_must_keep_their_order() -> None:
+    with pytest.raises(ConfigError, match=r"'proxy.target' \(0.6.*below 'proxy.high_water'"):
+        load_settings(env={"OFFLOAD_PROXY__TARGET": "0.6"})
+    with pytest.raises(ConfigError, match=r"'proxy.high_water'.*below 'proxy.emergency'"):
+        load_settings(env={"OFFLOAD_PROXY__HIGH_WATER": "0.9"})
+    ok = load_settings(env={"OFFLOAD_PROXY__TARGET": "0.2", "OFFLOAD_PROXY__HIGH_WATER": "0.3"})
+    assert (ok.proxy.target, ok.proxy.high_water) == (0.2, 0.3)
+
+
+def test_the_default_limit_may_not_pass_the_maximum() -> None:
+    with pytest.raises(ConfigError, match=r"'search.default_limit'.*at most 'search.max_limit'"):
+        load_settings(flags={"search.default_limit": 30})
+    assert load_settings(flags={"search.default_limit": 20}).search.default_limit == 20
+
+
+def test_zero_is_allowed_where_it_means_something() -> None:
+    s = load_settings(flags={"proxy.n_ctx": 0, "proxy.port": 0, "local_model.retries": 0})
+    assert (s.proxy.n_ctx, s.proxy.port, s.local_model.retries) == (0, 0, 0)
+
+
+def test_overrides_are_checked_too() -> None:
+    with pytest.raises(ConfigError, match=r"'proxy.tail_messages'"):
+        Settings().with_overrides({"proxy.tail_messages": -1})
+
+
+def test_the_cli_refuses_a_bad_setting_at_start_with_one_line_and_exit_2(
+    tmp_path: Path,
+) -> None:
+    env = {"OFFLOAD_HOME": str(tmp_path), "OFFLOAD_PROXY__HIGH_WATER": "1.5", "PATH": ""}
+    done = subprocess.run(
+        [sys.executable, "-m", "offload.cli.main", "config", "show"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "proxy.high_water" in lines[0], done.stderr
+    assert not (tmp_path / "offload.db").exists()  # nothing was created
