@@ -381,8 +381,12 @@ def _message_topic(msg: Message, source: str, text: str) -> tuple[str, str]:
 
 def least_stub_tokens(counter: TokenCounter) -> tuple[int, int]:
     """Lower bounds on the wire tokens of any message stub and of any range stub (for
-    :mod:`offload.proxy.bound`): each rendered with the shortest fields it can have."""
-    ref = short_ref("0" * 64)
+    :mod:`offload.proxy.bound`): each rendered with the shortest fields it can have.
+
+    The reference is left empty: how many tokens a real one costs depends on its digits
+    (an estimate counts a run of digits dearer than hex letters), so no sample hash is a
+    floor."""
+    ref = ""
     message = render_stub(
         StubInfo(ref=ref, kind="", source="", tokens=0, lines=0, nbytes=0), read_call(ref)
     )
