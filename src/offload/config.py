@@ -129,6 +129,7 @@ class GatewaySettings:
     instructions_threshold: int = 2048  # server instructions longer than this may be indexed
     connect_timeout_s: float = 30.0
     reconnect_max_s: float = 10.0
+    max_active_tools: int = 16  # deferred tools a client has back in tools/list at once
 
 
 @dataclass(frozen=True)

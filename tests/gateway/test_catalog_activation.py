@@ -188,3 +188,56 @@ async def test_a_client_with_compression_on_gets_indexed_instructions_it_can_rea
         assert 'IndexRead(label="instructions:git")' in (lean.instructions or "")
         read = text_of(await lean.call_tool("IndexRead", {"label": "instructions:git"}))
         assert "1\t# Using the git server" in read and "## Rule 40" in read
+
+
+async def test_activation_is_per_client_another_client_keeps_its_listing(
+    run_gateway: RunGateway,
+) -> None:
+    async with (
+        run_gateway(servers()) as gw,
+        Client(gw.server, mode="legacy") as a,
+        Client(gw.server, mode="legacy") as b,
+    ):
+        before = [t.name for t in (await b.list_tools()).tools]
+        await a.call_tool("IndexRead", {"label": "tool:github__merge_pull_request"})
+        assert "github__merge_pull_request" in [t.name for t in (await a.list_tools()).tools]
+        assert [t.name for t in (await b.list_tools()).tools] == before
+        found = text_of(await b.call_tool("IndexSearch", {"queries": ["merge a pull request"]}))
+        assert "github__merge_pull_request (deferred, now activated)" in found
+
+
+async def test_a_client_keeps_at_most_the_limit_and_the_least_recently_used_go_back(
+    run_gateway: RunGateway,
+) -> None:
+    changes = 0
+
+    async def on_message(message: object) -> None:
+        nonlocal changes
+        if isinstance(message, types.ToolListChangedNotification):
+            changes += 1
+
+    tools = ["get_me", "list_tags", "merge_pull_request", "get_commit", "list_branches"]
+    async with (
+        run_gateway(servers(), max_active_tools=3) as gw,
+        Client(gw.server, mode="legacy", message_handler=on_message) as client,
+    ):
+        stable = len((await client.list_tools()).tools)
+
+        async def active() -> list[str]:
+            return [t.name for t in (await client.list_tools()).tools][stable:]
+
+        for name in tools[:3]:
+            await client.call_tool("IndexRead", {"label": f"tool:github__{name}"})
+        assert await active() == [
+            "github__get_me",
+            "github__list_tags",
+            "github__merge_pull_request",
+        ]
+        await client.call_tool("github__get_me", {})  # used: now the most recent
+        for name in tools[3:]:
+            await client.call_tool("IndexRead", {"label": f"tool:github__{name}"})
+        # list_tags and merge_pull_request were least recently used; order stays activation's
+        assert await active() == ["github__get_me", "github__get_commit", "github__list_branches"]
+        with anyio.fail_after(5):
+            while changes < 5:  # one list_changed per activation that changed the listing
+                await anyio.sleep(0.01)

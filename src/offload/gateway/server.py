@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import suppress
 from functools import partial
 from typing import Any
 
@@ -30,6 +31,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from offload.config import GatewaySettings
 from offload.errors import InvalidInput, OffloadError, StoreError, UpstreamError
 from offload.gateway import index_tools
+from offload.gateway.activation import Activations
 from offload.gateway.catalog import (
     TOOL_PREFIX,
     Budget,
@@ -97,7 +99,7 @@ class Gateway:
         saved = store.get_state(_USAGE_NS, "calls")
         self.usage: dict[str, int] = dict(saved) if isinstance(saved, dict) else {}
         self._usage_unsaved = 0
-        self.activated: list[str] = []
+        self.activations = Activations(settings.max_active_tools)
         self._plans: dict[tuple[bool, bool], CatalogPlan] = {}
         self._tool_index: ToolIndex | None = None
         self._stored_docs: set[str] = set()
@@ -331,14 +333,30 @@ class Gateway:
             self._plans.clear()
             await self.notify_tools_changed(PromptsListChanged())
 
-    async def activate(self, names: tuple[str, ...]) -> None:
-        """Return deferred tools to ``tools/list`` (appended, stable order) and notify."""
-        new = [n for n in names if n not in self.activated]
-        if not new:
+    async def activate(self, ctx: Ctx, names: tuple[str, ...]) -> None:
+        """Return deferred tools to this client's ``tools/list`` and tell this client.
+
+        Appended in activation order (its prompt cache keeps the prefix); past
+        ``max_active_tools`` its least recently used go back behind search.
+        """
+        change = self.activations.activate(_client_key(ctx), names)
+        if not change:
             return
-        self.activated.extend(new)
-        log.info("activated %s", ", ".join(new))
-        await self.notify_tools_changed()
+        log.info(
+            "activated %s%s",
+            ", ".join(change.added) or "nothing new",
+            f"; back behind search: {', '.join(change.evicted)}" if change.evicted else "",
+        )
+        await self._notify_client(ctx)
+
+    async def _notify_client(self, ctx: Ctx) -> None:
+        """``tools/list_changed`` to the one client whose listing changed."""
+        if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await self.bus.publish(ToolsListChanged())  # the stream cannot be targeted
+            return
+        # a client that left cannot be told
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, MCPError, RuntimeError):
+            await ctx.session.send_tool_list_changed()
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
         for plan in self._plans.values():
@@ -359,7 +377,8 @@ class Gateway:
         if index or compress:
             with_call = compress and bool(plan.deferred)
             tools.extend(index_tools.definitions(self.settings, with_call_tool=with_call))
-        tools.extend(plan.deferred[n] for n in self.activated if n in plan.deferred)
+        listed = self.activations.listed(_client_key(ctx))
+        tools.extend(plan.deferred[n] for n in listed if n in plan.deferred)
         return types.ListToolsResult(tools=tools)
 
     async def _call_tool(
@@ -371,9 +390,9 @@ class Gateway:
         try:
             if index or compress:
                 if name == self.settings.search_tool:
-                    return await self._index_search(args, compress, index)
+                    return await self._index_search(ctx, args, compress, index)
                 if name == self.settings.read_tool:
-                    return await self._index_read(args)
+                    return await self._index_read(ctx, args)
                 if compress and name == self.settings.call_tool_name:
                     target = args.get("name")
                     if not isinstance(target, str) or not target:
@@ -381,7 +400,9 @@ class Gateway:
                     inner = args.get("arguments") or {}
                     if not isinstance(inner, dict):
                         raise InvalidInput("arguments must be an object")
+                    self.activations.touch(_client_key(ctx), target)
                     return await self.call_upstream(target, inner, index=index)
+            self.activations.touch(_client_key(ctx), name)
             return await self.call_upstream(name, args, index=index)
         except OffloadError as exc:
             return _text_result(str(exc), error=True)
@@ -423,29 +444,30 @@ class Gateway:
         return replaced
 
     async def _index_search(
-        self, args: dict[str, Any], compress: bool, strip: bool
+        self, ctx: Ctx, args: dict[str, Any], compress: bool, strip: bool
     ) -> types.CallToolResult:
         plan = self.plan(True, strip)
         tool_index = self._tool_index or ToolIndex()
+        client = _client_key(ctx)
         outcome = await anyio.to_thread.run_sync(
             lambda: self.index.search(
                 args,
                 tool_index=tool_index,
                 tools=plan.deferred,
-                active=lambda key: key in self.activated or not compress,
+                active=lambda key: self.activations.is_active(client, key) or not compress,
             )
         )
         if compress:
-            await self.activate(outcome.activated)
+            await self.activate(ctx, outcome.activated)
         return _text_result(outcome.text)
 
-    async def _index_read(self, args: dict[str, Any]) -> types.CallToolResult:
+    async def _index_read(self, ctx: Ctx, args: dict[str, Any]) -> types.CallToolResult:
         outcome, tool = await anyio.to_thread.run_sync(lambda: self.index.read(args))
         text = outcome.text
         if tool is not None and tool in self.plan(True, True).deferred:
-            if tool not in self.activated:
+            if not self.activations.is_active(_client_key(ctx), tool):
                 text += f"\n[{tool} is now active: call it directly or via {self.settings.call_tool_name}]"
-            await self.activate((tool,))
+            await self.activate(ctx, (tool,))
         return _text_result(text)
 
     async def _count(self, server: str) -> None:
@@ -533,6 +555,16 @@ class Gateway:
         except UpstreamError as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc)) from exc
         return result
+
+
+def _client_key(ctx: Ctx) -> object:
+    """What identifies the client of a request: its connection on a 2025-era session;
+    on the stateless 2026-07-28 protocol (a new connection per request), its name."""
+    if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        params = ctx.session.client_params
+        info = params.client_info if params is not None else None
+        return f"{info.name}/{info.version}" if info is not None else ""
+    return getattr(ctx.session, "_connection", None) or ctx.session
 
 
 def tool_label(name: str) -> str:
