@@ -50,7 +50,9 @@ async def test_a_tool_found_by_search_is_activated_and_announced_on_the_legacy_s
     ):
         before = [t.name for t in (await client.list_tools()).tools]
         found = text_of(
-            await client.call_tool("IndexSearch", {"queries": ["show me the open PRs"], "limit": 3})
+            await client.call_tool(
+                "IndexSearch", {"queries": ["list the open pull requests"], "limit": 3}
+            )
         )
         assert "tool github__list_pull_requests (deferred, now activated)" in found
         assert '"owner"' in found  # the hit carries the input schema

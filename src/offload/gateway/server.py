@@ -267,10 +267,11 @@ class Gateway:
         if docs:
             await anyio.to_thread.run_sync(self._store_documents, docs)
         everything = self.plan(True, True)
-        self._tool_index = ToolIndex.build(
-            doc_for(name, tool.model_dump(by_alias=True))
-            for name, tool in everything.deferred.items()
-        )
+        tool_docs = [
+            doc_for(n, t.model_dump(by_alias=True)) for n, t in everything.deferred.items()
+        ]
+        # analysing a large catalog takes a while: not on the event loop
+        self._tool_index = await anyio.to_thread.run_sync(ToolIndex.build, tool_docs)
         if plan.phases:
             log.info(
                 "catalog %d -> %d bytes (phases %s; deferred: %s)",

@@ -1,14 +1,22 @@
 """Ranking tool definitions for a natural task description (pure, in memory).
 
-FTS5 BM25 over prose descriptions misses most task phrasings ("open a PR" vs
-``create_pull_request``), so deferred tools are ranked here: BM25 over fields weighted
-name > title > description > parameter names, with identifiers split into words, a light
-English stemmer, and a small synonym table mapping everyday words onto the vocabulary
-MCP tools use. Deterministic: same catalog and query, same order.
+One engine with the store's search: every field is analysed by :mod:`offload.core.analysis`
+(case-folded, Snowball-stemmed, identifiers split at camelCase, snake_case, kebab-case and
+dots and also kept whole), so ``create_pull_request``, ``API-create-a-comment`` and
+``browser_take_screenshot`` match the words of a request. Ranking is BM25F: each field's
+term frequencies are length-normalised within the field and weighted (the tool's name
+above its title, the server it belongs to, its description, its parameters' names and
+their descriptions) before the saturation.
+
+A whole multi-step task passed as one query ("find the latest release, summarise it, and
+open an issue") is also split into clauses; the whole query's ranking and each clause's
+are merged round-robin (the whole query's first), so each step's best tools reach the
+top. Deterministic: same catalog and query, same order.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -16,294 +24,28 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-_WORD = re.compile(r"[A-Z]{2,}s\b|[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+from offload.core.analysis import analyse_query, terms
+
+__all__ = ["FIELDS", "ToolDoc", "ToolIndex", "clauses", "doc_for"]
+
 _K1 = 1.2
-_B = 0.6
-_NAME_WEIGHT = 4
-_TITLE_WEIGHT = 2
-_DESC_WEIGHT = 1
-_PARAM_WEIGHT = 1
-_DESC_CHARS = 600  # the opening of a description says what the tool is for
-
-# everyday word -> the term(s) tools use; applied to documents and queries alike
-SYNONYMS: Mapping[str, tuple[str, ...]] = {
-    "pr": ("pull", "request"),
-    "prs": ("pull", "request"),
-    "mr": ("pull", "request"),
-    "bug": ("issue",),
-    "ticket": ("issue",),
-    "repo": ("repository",),
-    "repos": ("repository",),
-    "project": ("repository",),
-    "codebase": ("repository",),
-    "fetch": ("get",),
-    "retrieve": ("get",),
-    "show": ("list", "get"),
-    "view": ("list", "get"),
-    "read": ("get",),
-    "display": ("list", "get"),
-    "detail": ("get",),
-    "lookup": ("get",),
-    "enumerate": ("list",),
-    "all": ("list",),
-    "every": ("list",),
-    "find": ("search",),
-    "look": ("search",),
-    "query": ("search",),
-    "locate": ("search",),
-    "grep": ("search", "code"),
-    "make": ("create",),
-    "new": ("create",),
-    "start": ("create",),
-    "edit": ("update",),
-    "change": ("update",),
-    "modify": ("update",),
-    "rename": ("update", "title"),
-    "set": ("update",),
-    "remove": ("delete",),
-    "erase": ("delete",),
-    "drop": ("delete",),
-    "destroy": ("delete",),
-    "reply": ("comment",),
-    "respond": ("comment",),
-    "note": ("comment",),
-    "feedback": ("review",),
-    "approve": ("review",),
-    "ci": ("workflow", "action"),
-    "pipeline": ("workflow",),
-    "build": ("workflow",),
-    "job": ("job",),
-    "rerun": ("run", "workflow"),
-    "trigger": ("run", "trigger"),
-    "dispatch": ("run", "trigger"),
-    "favorite": ("star",),
-    "favourite": ("star",),
-    "bookmark": ("star",),
-    "vulnerability": ("security", "advisory", "alert"),
-    "vulnerable": ("security", "advisory", "alert"),
-    "cve": ("security", "advisory"),
-    "credential": ("secret",),
-    "password": ("secret",),
-    "token": ("secret",),
-    "dependency": ("dependabot",),
-    "dependencies": ("dependabot",),
-    "organisation": ("organization",),
-    "org": ("organization",),
-    "orgs": ("organization",),
-    "company": ("organization",),
-    "people": ("user",),
-    "person": ("user",),
-    "profile": ("user", "me"),
-    "account": ("user", "me"),
-    "myself": ("me",),
-    "ask": ("request",),
-    "review": ("review", "reviewer"),
-    "report": ("create", "issue"),
-    "logged": ("me",),
-    "whoami": ("me",),
-    "readme": ("file", "content"),
-    "recent": ("list",),
-    "last": ("list", "latest"),
-    "inbox": ("notification",),
-    "unread": ("notification",),
-    "snippet": ("gist",),
-    "paste": ("gist",),
-    "version": ("release", "tag"),
-    "ship": ("release",),
-    "forum": ("discussion",),
-    "thread": ("discussion",),
-    "contributor": ("collaborator",),
-    "member": ("member", "team"),
-    "owner": ("assignee",),
-    "assign": ("assignee",),
-    "reassign": ("assignee",),
-    "close": ("state",),
-    "reopen": ("state",),
-    "closed": ("state",),
-    "blame": ("blame",),
-    "author": ("blame", "author"),
-    "wrote": ("blame",),
-    "upload": ("push", "file"),
-    "write": ("create", "update"),
-    "commit": ("commit",),
-    "history": ("commit", "list"),
-    "log": ("log",),
-    "logs": ("log",),
-    "output": ("log",),
-    "failing": ("fail", "log"),
-    "failed": ("fail", "log"),
-    "tree": ("tree",),
-    "directory": ("tree", "file"),
-    "folder": ("tree", "file"),
-    "subtask": ("sub", "issue"),
-    "child": ("sub",),
-    "parent": ("sub",),
-    "duplicate": ("duplicate",),
-    "copy": ("fork",),
-    "clone": ("fork",),
-    "emoji": ("reaction",),
-    "react": ("reaction",),
-    "milestone": ("milestone",),
-    "priority": ("reprioritize",),
-    "label": ("label",),
-    "tagged": ("label",),
-    "category": ("label",),
-    "draft": ("draft",),
-    "sync": ("update", "branch"),
-    "rebase": ("update", "branch"),
-    "behind": ("update", "branch"),
-    "copilot": ("copilot",),
-    "unsubscribe": ("subscription", "notification"),
-    "watch": ("subscription", "notification"),
-    "mute": ("subscription", "notification"),
-    "ignore": ("subscription", "notification"),
+#: field -> (weight, length normalisation b)
+FIELDS: Mapping[str, tuple[float, float]] = {
+    "name": (3.0, 0.3),
+    "title": (2.0, 0.3),
+    "server": (1.5, 0.0),
+    "description": (1.0, 0.75),
+    "params": (0.7, 0.5),
+    "param_text": (0.3, 0.75),
 }
-
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "to",
-        "for",
-        "in",
-        "on",
-        "at",
-        "by",
-        "with",
-        "from",
-        "into",
-        "and",
-        "or",
-        "is",
-        "are",
-        "be",
-        "i",
-        "we",
-        "you",
-        "it",
-        "this",
-        "that",
-        "these",
-        "those",
-        "what",
-        "which",
-        "who",
-        "how",
-        "do",
-        "does",
-        "please",
-        "can",
-        "could",
-        "would",
-        "should",
-        "some",
-        "any",
-        "our",
-        "their",
-        "its",
-        "about",
-        "via",
-        "using",
-        "use",
-        "s",
-        "as",
-        "not",
-        "am",
-        "was",
-        "were",
-        "has",
-        "have",
-        "had",
-        "there",
-        "here",
-        "them",
-        "they",
-        "he",
-        "she",
-        "his",
-        "her",
-        "him",
-        "your",
-        "yours",
-        "mine",
-        "up",
-        "out",
-        "if",
-        "then",
-        "than",
-        "so",
-        "just",
-        "also",
-        "github",
-        "git",
-        "hub",
-    ]
+# where a task description changes step: punctuation, or a joining word between clauses
+# (on text whose whitespace is single spaces: every alternative has a fixed length)
+_CLAUSE_BREAK = re.compile(
+    r"([,;:!?.] | (?:and then|and|then|after that|afterwards|finally|also) )", re.IGNORECASE
 )
-
-
-def stem(word: str) -> str:
-    """A light English stemmer: plurals, -ing, -ed, a final -e (enough for tool vocabularies)."""
-    return _drop_e(_suffix(word))
-
-
-def _drop_e(w: str) -> str:
-    # "merge", "merges", "merged" and "merging" all become "merg"
-    return w[:-1] if len(w) > 4 and w.endswith("e") else w
-
-
-def _suffix(w: str) -> str:
-    if len(w) > 4 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 4 and w.endswith(("sses", "ches", "shes", "xes", "zes")):
-        return w[:-2]
-    if len(w) > 5 and w.endswith("ing"):
-        w = w[:-3]
-        return w[:-1] if len(w) > 3 and w[-1] == w[-2] else w
-    if len(w) > 4 and w.endswith("ed") and not w.endswith("eed"):
-        w = w[:-2] if not w.endswith("ied") else w[:-3] + "y"
-        return w[:-1] if len(w) > 3 and w[-1] == w[-2] else w
-    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        return w[:-1]
-    return w
-
-
-def words(text: str) -> list[str]:
-    """Lower-cased words of ``text``, identifiers split (``listPullRequests``, ``list_prs``)."""
-    return [w.lower() for w in _WORD.findall(text)]
-
-
-# idioms whose words mislead one by one ("file" a bug is no file)
-_PHRASES = (
-    (re.compile(r"\bfile (?:a|an|the)? ?(?:bug|issue|ticket)", re.I), "create issue"),
-    (re.compile(r"\bwho am i\b", re.I), "whoami"),
-    (re.compile(r"\bopen (?:a|an|new|up) ", re.I), "create "),
-    (re.compile(r"\b(show|give|tell|get) me\b", re.I), r"\1"),
-)
-
-
-def terms(text: str, expand: bool = False, keep: frozenset[str] = frozenset()) -> list[str]:
-    """Index terms: words, stop words dropped, stemmed.
-
-    With ``expand`` (queries) a word in the synonym table becomes the terms it maps to,
-    and stays itself too when it is in ``keep`` (words that tool names use: "read").
-    """
-    if expand:
-        for pattern, replacement in _PHRASES:
-            text = pattern.sub(replacement, text)
-    out: list[str] = []
-    for w in words(text):
-        if w in _STOP:
-            continue
-        stemmed = stem(w)
-        mapped = (SYNONYMS.get(w) or SYNONYMS.get(stemmed)) if expand else None
-        if mapped:
-            own = (stemmed,) if stemmed in keep else ()
-            out.extend(dict.fromkeys((*own, *(stem(m) for m in mapped))))
-        else:
-            out.append(stemmed)
-    return out
+_MAX_QUERY_CHARS = 4000
+_MIN_CLAUSE_TERMS = 2  # a shorter piece ("Bob" of "Alice and Bob") stays with its neighbour
+_MAX_CLAUSES = 6
 
 
 @dataclass(frozen=True)
@@ -315,71 +57,168 @@ class ToolDoc:
     title: str = ""
     description: str = ""
     params: tuple[str, ...] = ()
+    param_text: str = ""  # the parameters' descriptions
+
+    @property
+    def server(self) -> str:
+        """The upstream the tool belongs to (the key's prefix)."""
+        server, sep, _tool = self.key.partition("__")
+        return server if sep else ""
+
+    def fields(self) -> dict[str, str]:
+        """Each field's text."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "server": self.server,
+            "description": self.description,
+            "params": " ".join(self.params),
+            "param_text": self.param_text,
+        }
 
 
 @dataclass
 class ToolIndex:
-    """BM25 over tool documents. Build with :meth:`build`."""
+    """BM25F over tool documents. Build with :meth:`build`."""
 
     docs: list[ToolDoc] = field(default_factory=list)
-    tfs: list[Counter[str]] = field(default_factory=list)
-    lengths: list[int] = field(default_factory=list)
+    tfs: list[dict[str, Counter[str]]] = field(default_factory=list)  # per doc, per field
+    lengths: list[dict[str, int]] = field(default_factory=list)
+    avg: dict[str, float] = field(default_factory=dict)
     df: Counter[str] = field(default_factory=Counter)
-    name_terms: set[str] = field(default_factory=set)
 
     @classmethod
     def build(cls, docs: Iterable[ToolDoc]) -> ToolIndex:
         """Index ``docs`` (order is kept for ties)."""
         index = cls()
+        totals: Counter[str] = Counter()
         for doc in docs:
-            bag: Counter[str] = Counter()
-            for term in terms(doc.name):
-                bag[term] += _NAME_WEIGHT
-                index.name_terms.add(term)
-            for term in terms(doc.title):
-                bag[term] += _TITLE_WEIGHT
-            for term in terms(doc.description[:_DESC_CHARS]):
-                bag[term] += _DESC_WEIGHT
-            for term in terms(" ".join(doc.params)):
-                bag[term] += _PARAM_WEIGHT
+            per_field = {f: Counter(terms(text)) for f, text in doc.fields().items() if text}
+            if initials := _initialisms(doc.name):
+                per_field.setdefault("name", Counter()).update(initials)
+            lengths = {f: sum(c.values()) for f, c in per_field.items()}
             index.docs.append(doc)
-            index.tfs.append(bag)
-            index.lengths.append(sum(bag.values()))
-            index.df.update(bag.keys())
+            index.tfs.append(per_field)
+            index.lengths.append(lengths)
+            index.df.update({t for c in per_field.values() for t in c})
+            totals.update(lengths)
+        n = max(1, len(index.docs))
+        index.avg = {f: max(1.0, totals[f] / n) for f in FIELDS}
         return index
+
+    def _idf(self, term: str) -> float:
+        n, df = len(self.docs), self.df[term]
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def _score(self, i: int, query: Sequence[str]) -> float:
+        tfs, lengths = self.tfs[i], self.lengths[i]
+        score = 0.0
+        for term in query:
+            weighted = 0.0
+            for f, counts in tfs.items():
+                tf = counts.get(term)
+                if tf:
+                    weight, b = FIELDS[f]
+                    weighted += weight * tf / (1 - b + b * lengths[f] / self.avg[f])
+            if weighted:
+                score += self._idf(term) * weighted / (_K1 + weighted)
+        return score
+
+    def rank(self, query: str, keys: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """Every matching document (its position and score), best first, for one query."""
+        wanted = analyse_query(query).any_of
+        if not wanted or not self.docs:
+            return []
+        allowed = set(keys) if keys is not None else None
+        present = [t for t in wanted if self.df[t]]
+        scored = []
+        for i, doc in enumerate(self.docs):
+            if allowed is not None and doc.key not in allowed:
+                continue
+            score = self._score(i, present)
+            if score > 0:
+                scored.append((i, score))
+        scored.sort(key=lambda s: (-s[1], s[0]))
+        return scored
 
     def search(
         self, query: str, limit: int = 5, keys: Sequence[str] | None = None
     ) -> list[tuple[ToolDoc, float]]:
-        """The best ``limit`` tools for ``query`` (only those in ``keys`` when given)."""
-        q = Counter(terms(query, expand=True, keep=frozenset(self.name_terms)))
-        if not q or not self.docs:
-            return []
-        allowed = set(keys) if keys is not None else None
-        n = len(self.docs)
-        avg = sum(self.lengths) / n
-        scored: list[tuple[float, int]] = []
-        for i, (doc, tf) in enumerate(zip(self.docs, self.tfs, strict=True)):
-            if allowed is not None and doc.key not in allowed:
-                continue
-            score = 0.0
-            for term, qf in q.items():
-                f = tf.get(term, 0)
-                if not f:
-                    continue
-                idf = math.log(1 + (n - self.df[term] + 0.5) / (self.df[term] + 0.5))
-                norm = f * (_K1 + 1) / (f + _K1 * (1 - _B + _B * self.lengths[i] / avg))
-                score += idf * norm * qf
-            if score > 0:
-                scored.append((score, i))
-        scored.sort(key=lambda s: (-s[0], s[1]))
-        return [(self.docs[i], score) for score, i in scored[:limit]]
+        """The best ``limit`` tools for ``query`` (only those in ``keys`` when given).
+
+        A query of several clauses merges the whole query's ranking with each clause's,
+        round-robin; a tool's score is its best in any of them.
+        """
+        rankings = [self.rank(query, keys)]
+        parts = clauses(query)
+        if len(parts) > 1:
+            rankings += [self.rank(part, keys) for part in parts]
+        merged: dict[int, float] = {}
+        for depth in range(max((len(r) for r in rankings), default=0)):
+            for ranking in rankings:
+                if depth < len(ranking):
+                    i, score = ranking[depth]
+                    if i not in merged:
+                        merged[i] = score
+                if len(merged) >= limit:
+                    return [(self.docs[i], s) for i, s in merged.items()]
+        return [(self.docs[i], s) for i, s in merged.items()]
+
+
+def _initialisms(name: str) -> list[str]:
+    """Initialisms of adjacent word pairs of a tool name: ``create_pull_request`` gives
+    ``cp`` and ``pr``, so "PRs" finds it (a request abbreviates what the name spells)."""
+    pieces = [w for w in re.split(r"[^a-z]+", _spaced(name).lower()) if len(w) > 1]
+    return [a[0] + b[0] for a, b in itertools.pairwise(pieces)]
+
+
+def _spaced(name: str) -> str:
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name)
+
+
+def clauses(query: str) -> list[str]:
+    """The steps of a task description: its clauses, each with enough words to rank on.
+
+    A piece with fewer than two content words stays joined to its neighbour, as written
+    ("Alice and Bob" stays one clause); one clause means the query is not split.
+    """
+    flat = " ".join(query[:_MAX_QUERY_CHARS].split())
+    pieces = _CLAUSE_BREAK.split(flat)  # text, separator, text, ...: the group keeps them
+    out: list[str] = []
+    joiner = ""
+    for k, piece in enumerate(pieces):
+        if k % 2:
+            joiner = piece
+            continue
+        if not piece.strip():
+            continue
+        if out and (_short(piece) or _short(out[-1])):
+            out[-1] = f"{out[-1]}{joiner}{piece}"
+        else:
+            out.append(piece)
+    return [c.strip() for c in out][:_MAX_CLAUSES]
+
+
+def _short(text: str) -> bool:
+    return len(analyse_query(text).words) < _MIN_CLAUSE_TERMS
+
+
+def _param_text(props: Mapping[str, Any]) -> str:
+    rows: list[str] = []
+    for spec in props.values():
+        if isinstance(spec, dict):
+            rows.append(str(spec.get("description") or ""))
+            enum = spec.get("enum")
+            if isinstance(enum, list):
+                rows.append(" ".join(str(v) for v in enum))
+    return "\n".join(r for r in rows if r)
 
 
 def doc_for(key: str, tool: Mapping[str, Any]) -> ToolDoc:
     """A :class:`ToolDoc` from a tool definition in wire shape (``inputSchema`` …)."""
     schema = tool.get("inputSchema") or tool.get("input_schema") or {}
     props = schema.get("properties") if isinstance(schema, dict) else None
+    props = props if isinstance(props, dict) else {}
     annotations = tool.get("annotations") or {}
     title = tool.get("title") or (annotations.get("title") if isinstance(annotations, dict) else "")
     return ToolDoc(
@@ -387,5 +226,6 @@ def doc_for(key: str, tool: Mapping[str, Any]) -> ToolDoc:
         name=str(tool.get("name", "")),
         title=str(title or ""),
         description=str(tool.get("description") or ""),
-        params=tuple(props) if isinstance(props, dict) else (),
+        params=tuple(props),
+        param_text=_param_text(props),
     )
