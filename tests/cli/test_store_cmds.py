@@ -145,3 +145,70 @@ def test_listings_show_terminal_escapes_from_a_body_escaped_not_obeyed(
         assert code == 0 and "\\x1b[31m" in out, argv
         assert not {"\x1b", "\x07", "\u202e"} & set(out), (argv, out)
     assert "\\x1b]0;owned" in run(capsys, "show", "1")[1]
+
+
+def _add_via_stdin(home: Path, data: bytes, *extra: str) -> subprocess.CompletedProcess[bytes]:
+    env = {"OFFLOAD_HOME": str(home), "PATH": ""}
+    return subprocess.run(
+        [sys.executable, "-m", "offload.cli.main", "add", *extra],
+        input=data,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def test_export_to_a_missing_directory_is_one_line_and_leaves_nothing(
+    home: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert run(capsys, "add", "something to export")[0] == 0
+    target = tmp_path / "missing" / "dir" / "x.offload"
+    code, _out, err = run(capsys, "export", str(target))
+    assert code == 2
+    assert err.count("\n") == 1 and "cannot write" in err and "Traceback" not in err
+    assert not target.parent.exists()
+
+
+def test_a_page_below_one_is_refused_not_miscounted(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "add", "one entry")[0] == 0
+    for argv in (["ls", "--page", "-1"], ["ls", "--page", "0"], ["search", "entry", "--page", "0"]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and "--page counts from 1" in err and out == ""
+    assert run(capsys, "ls", "--limit", "0")[0] == 2
+
+
+def test_white_space_alone_is_not_stored(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run(capsys, "add", "  \n\t ")
+    assert code == 2 and "empty or only white space" in err
+    code, out, _ = run(capsys, "ls", "--json")
+    assert code == 0 and json.loads(out)["total"] == 0
+
+
+def test_standard_input_is_capped_like_a_path(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env_cap = ["--home", str(home)]
+    big = b"x" * 2048 + b"\n"
+    (tmp_path / "offload.toml").write_text("[store]\nmax_file_bytes = 1024\n")
+    done = _add_via_stdin(home, big, "--config", str(tmp_path / "offload.toml"), *env_cap)
+    assert done.returncode == 2
+    assert b"over the 1024-byte limit" in done.stderr and b"Traceback" not in done.stderr
+    done = _add_via_stdin(home, b"small\n", "--config", str(tmp_path / "offload.toml"), *env_cap)
+    assert done.returncode == 0, done.stderr
+
+
+def test_json_errors_are_json_objects_on_stdout(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "show", "#999", "--json")
+    assert code == 3
+    error = json.loads(out)["error"]
+    assert error["exit_code"] == 3 and error["type"] == "NotFound" and "#999" in error["message"]
+    assert "error" in err  # people still get the line on stderr
+
+
+def test_unpin_says_the_salience_stays(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "add", "keep me", "--pin")[0] == 0
+    code, out, _ = run(capsys, "unpin", "1")
+    assert code == 0 and "salience stays 1.00" in out

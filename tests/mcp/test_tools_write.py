@@ -90,6 +90,7 @@ async def test_offload_path_errors_for_missing_directory_and_bad_paths(env: McpE
         assert "no such file" in missing and "check the path" in missing
         assert "not a regular file" in await s.fail("offload_path", path="dir")
         assert "path is required" in await s.fail("offload_path")
+        assert "NUL byte" in await s.fail("offload_path", path="a\x00b")
 
 
 async def test_sectioned_offload_makes_one_entry_per_section_and_replaces_on_rerun(

@@ -69,3 +69,9 @@ def test_a_file_larger_than_its_reported_size_is_still_capped() -> None:
     assert status.stat().st_size == 0 and len(status.read_bytes()) > 200
     with pytest.raises(TooLarge, match="over the 200-byte limit"):
         read_text_file(status, [Path("/proc").resolve()], max_bytes=200)
+
+
+def test_a_path_with_a_nul_byte_is_refused_clearly(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("x")
+    with pytest.raises(NotAFile, match="NUL byte"):
+        read_text_file("a\x00b", [tmp_path], max_bytes=100)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 import types
@@ -127,6 +128,10 @@ def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> in
         runner = getattr(module, f"run_{command}", None) or module.run
         return int(runner(args, settings))
     except OffloadError as exc:
+        if getattr(args, "json", False):
+            # a --json caller reads stdout: the error is an object there too (one line)
+            error = {"type": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}
+            print(json.dumps({"error": error}))
         print(f"offload {command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -99,9 +99,9 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
     elif args.text is not None:
         text = args.text
     else:
-        text = decode(sys.stdin.buffer.read())
-    if not text:
-        raise InvalidInput("nothing to store: the text is empty")
+        text = _read_stdin(settings.store.max_file_bytes)
+    if not text.strip():
+        raise InvalidInput("nothing to store: the text is empty or only white space")
     with open_store(settings) as store:
         with Ticker(f"adding {size_label(len(text))}"):  # cleared before the output
             res = store.put(
@@ -121,7 +121,25 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _read_stdin(max_bytes: int) -> str:
+    """Standard input, capped like ``--path`` (``store.max_file_bytes``)."""
+    data = sys.stdin.buffer.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InvalidInput(
+            f"standard input is over the {max_bytes}-byte limit (store.max_file_bytes)"
+        )
+    return decode(data)
+
+
+def _check_paging(args: argparse.Namespace) -> None:
+    if args.page < 1:
+        raise InvalidInput(f"--page counts from 1, got {args.page}")
+    if args.limit < 1:
+        raise InvalidInput(f"--limit must be at least 1, got {args.limit}")
+
+
 def run_ls(args: argparse.Namespace, settings: Settings) -> int:
+    _check_paging(args)
     with open_store(settings) as store:
         f = _filters(args)
         limit = max(1, args.limit)
@@ -133,6 +151,7 @@ def run_ls(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_search(args: argparse.Namespace, settings: Settings) -> int:
+    _check_paging(args)
     with open_store(settings) as store:
         limit = max(1, args.limit)
         hits = store.search(
@@ -177,7 +196,9 @@ def run_pin(args: argparse.Namespace, settings: Settings) -> int:
 def run_unpin(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings) as store:
         e = store.unpin(args.ref, scope_of(args))
-        emit(args, _entry_json(e), lambda d: f"unpinned {_line(e)}")
+        # pinning raised the salience to 1.00; unpinning leaves it, and says so
+        note = f" (salience stays {e.salience:.2f})"
+        emit(args, _entry_json(e), lambda d: f"unpinned {_line(e)}{note}")
     return 0
 
 

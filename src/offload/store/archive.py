@@ -12,7 +12,7 @@ import io
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import zstandard
 
@@ -27,11 +27,35 @@ Progress = Callable[[int, int], None]
 
 
 def export_archive(store: Store, path: Path, *, progress: Progress | None = None) -> int:
-    """Write every entry (and tombstones, state, counters) to ``path``; returns entries written."""
-    total = store.count(Filters())
+    """Write every entry (and tombstones, state, counters) to ``path``; returns entries written.
+
+    The archive is written beside ``path`` and renamed into place, so a reader never sees a
+    half-written one; a failure (no such directory, a full disk) leaves nothing behind.
+    """
     tmp = path.with_name(path.name + ".partial")
+    try:
+        raw = tmp.open("wb")
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        with raw:
+            written = _write_records(store, raw, progress)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StoreError(
+            f"export to {path} failed: {exc.strerror or exc}; nothing was written"
+        ) from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return written
+
+
+def _write_records(store: Store, raw: BinaryIO, progress: Progress | None) -> int:
+    total = store.count(Filters())
     written = 0
-    with tmp.open("wb") as raw, zstandard.ZstdCompressor(level=6).stream_writer(raw) as zw:
+    with zstandard.ZstdCompressor(level=6).stream_writer(raw, closefd=False) as zw:
         out = io.TextIOWrapper(zw, encoding="utf-8", newline="\n")
         _line(out, {"format": FORMAT, "version": VERSION})
         for record in _records(store):
@@ -42,7 +66,6 @@ def export_archive(store: Store, path: Path, *, progress: Progress | None = None
                     progress(written, total)
         out.flush()
         out.detach()
-    tmp.replace(path)  # a reader never sees a half-written archive
     return written
 
 

@@ -43,6 +43,8 @@ def confine(path: str | Path, roots: Sequence[Path], *, base: Path | None = None
     """
     if not roots:
         raise OutsideRoots("no allowed roots are configured")
+    if "\x00" in str(path):
+        raise NotAFile(f"{str(path)!r}: a path cannot contain a NUL byte")
     resolved_roots = [Path(r).resolve() for r in roots]
     raw = Path(path).expanduser()
     if not raw.is_absolute():
