@@ -100,6 +100,9 @@ class ProxySettings:
     # share of n_ctx (0: off)
     recall_ratio: float = 0.04
     recall_scope: str = "session"
+    # the loop guard: the same assistant call (or text) this many times in a row gets a
+    # short note on the wire telling the model so (0: off)
+    loop_repeats: int = 3
 
     def __post_init__(self) -> None:
         limit = self.first_byte_timeout_s

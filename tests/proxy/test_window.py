@@ -12,10 +12,9 @@ from hypothesis import strategies as st
 
 from offload.config import ProxySettings
 from offload.core.tokens import EstimateCounter
-from offload.proxy.message_stubs import expand, is_range_stub
+from offload.proxy.message_stubs import expand, is_proxy_note, is_range_stub
 from offload.proxy.messages import head_end, protect_start
 from offload.proxy.pipeline import Pipeline
-from offload.proxy.recall import is_recall_block
 from offload.proxy.window import Budget, Layout, collapsed, cut_level, plan, trigger
 from offload.store.store import Store
 
@@ -173,7 +172,7 @@ def test_windowing_invariants_hold_on_random_conversations(
             result = pipe.rewrite(request, n_ctx, alternate=alternate)
             sent = result.messages
             # the recall block is the proxy's own, before the last group: judge the rest
-            wire = [m for m in sent if not is_recall_block(m)]
+            wire = [m for m in sent if not is_proxy_note(m)]
             # deterministic bytes: an independent pipeline and store agree exactly
             assert twin.rewrite(copy.deepcopy(request), n_ctx, alternate=alternate).messages == sent
             # every removed byte is retrievable, byte for byte

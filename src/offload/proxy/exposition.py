@@ -28,6 +28,7 @@ NAMES = {
     "cache_reports": "cache_reporting_responses",
     "recall_hits": "recalled_messages",
     "recall_read": "recalled_refs_read",
+    "loop_breaks": "loop_broken_requests",
 }
 #: Counted by cause instead (``offload_proxy_prefix_breaks_total{cause}``): the unlabelled
 #: total would be the sum of the same family.

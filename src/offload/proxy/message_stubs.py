@@ -52,6 +52,9 @@ RANGE_ROLES = ("user", "assistant")
 PARTS_NOTE = "(content parts as JSON)"
 #: How a recall block starts (:mod:`offload.proxy.recall`).
 RECALL_MARKER = "[offload: recalled "
+#: How a loop note starts (:mod:`offload.proxy.loops`).
+LOOP_MARKER = "[offload: loop guard]"
+_NOTES = (RECALL_MARKER, LOOP_MARKER)
 _RANGE_HEADER = re.compile(r"\[offload: \d+ earlier messages ")
 #: Tool calls named in a range stub's contents list.
 RANGE_CONTENTS = 4
@@ -437,8 +440,8 @@ def expand(
     out: list[Message] = []
     for msg in wire:
         text = msg.get("content")
-        if isinstance(text, str) and text.startswith(RECALL_MARKER) and msg.get("role") == "user":
-            continue  # the recall block: the proxy's, not the client's
+        if is_proxy_note(msg):
+            continue  # a recall block or a loop note: the proxy's, not the client's
         if not isinstance(text, str) or not is_stub(text):
             out.append(msg)
             continue
@@ -458,6 +461,13 @@ def expand(
         restored["content"] = json.loads(body) if PARTS_NOTE in header else body
         out.append(restored)
     return out
+
+
+def is_proxy_note(msg: Message) -> bool:
+    """True for a message the proxy adds to the wire for one turn (a recall block, a loop
+    note): not the client's, never kept in the stable prefix."""
+    text = msg.get("content")
+    return msg.get("role") == "user" and isinstance(text, str) and text.startswith(_NOTES)
 
 
 def is_range_stub(msg: Message) -> bool:

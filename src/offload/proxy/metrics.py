@@ -43,6 +43,7 @@ COUNTERS = (
     "recall_tokens",
     "recall_hits",
     "recall_read",
+    "loop_breaks",
 )
 HELP = {
     "requests": "chat requests handled",
@@ -62,6 +63,7 @@ HELP = {
     "recall_tokens": "tokens of the recall blocks put on the wire",
     "recall_hits": "paged-out messages recalled onto the wire",
     "recall_read": "recalled references the model named in its next answer",
+    "loop_breaks": "requests where the loop guard saw a repeating spiral and added a note",
 }
 UPSTREAM_EVICTION = "upstream_eviction"
 # Reusing less than this share of the previous prompt, with our prefix intact, is an eviction.
@@ -104,6 +106,7 @@ class RequestRecord:
     recall_tokens: int = 0
     recall_hits: int = 0
     recall_read: int = 0
+    loop_broken: bool = False
 
 
 def cache_figures(obj: Mapping[str, Any]) -> tuple[int | None, int | None]:
@@ -184,6 +187,7 @@ class _Counts:
         v["recall_tokens"] += rec.recall_tokens
         v["recall_hits"] += rec.recall_hits
         v["recall_read"] += rec.recall_read
+        v["loop_breaks"] += int(rec.loop_broken)
         if cause is not None:
             v["prefix_breaks"] += 1
             self.breaks[cause] = self.breaks.get(cause, 0) + 1

@@ -13,6 +13,7 @@ from typing import Any
 from offload.config import ProxySettings
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput
+from offload.proxy import loops
 from offload.proxy.message_stubs import MessageStub, RangePart, RangeStub, StubMaker
 from offload.proxy.messages import (
     Message,
@@ -53,6 +54,7 @@ FIGURES = (
     "recall_tokens",
     "recall_hits",
     "recall_read",
+    "loop_broken",
 )
 
 
@@ -74,6 +76,7 @@ class RewriteResult:
     recall_tokens: int = 0  # tokens of the recall block on the wire (0: none)
     recall_hits: int = 0  # recalled messages in it
     recall_read: int = 0  # references recalled last turn that the model's answer named
+    loop_broken: bool = False  # a repeating spiral was seen and a loop note added
 
     def figures(self) -> dict[str, Any]:
         """The per-request counts that the proxy's metrics and ``offload replay`` report."""
@@ -212,13 +215,23 @@ class Pipeline:
         refs = recalled.refs if recalled is not None else ()
         self._live.put(session, Live(new_state, list(msgs), ct, wire, wire_tokens, stubs, refs))
         out = wire
+        extra = recalled.tokens if recalled is not None else 0
         if recalled is not None:
             out = [*wire[: recalled.at], recalled.message, *wire[recalled.at :]]
+        looped = loops.spiral(msgs, self.settings.loop_repeats)
+        if looped is not None:
+            loop_note = loops.note(*looped)
+            cost = message_tokens(self.counter, loop_note)
+            if total + extra + cost <= budget.ceiling:
+                out = [*out, loop_note]
+                extra += cost
+            else:
+                looped = None
         return RewriteResult(
             messages=out,
             session_id=session,
             client_tokens=sum(ct),
-            wire_tokens=total + (recalled.tokens if recalled is not None else 0),
+            wire_tokens=total + extra,
             stubs_made=stubs_made,
             stubbed_messages=stubs,
             windowed=windowed,
@@ -228,6 +241,7 @@ class Pipeline:
             recall_tokens=recalled.tokens if recalled is not None else 0,
             recall_hits=len(recalled.refs) if recalled is not None else 0,
             recall_read=read,
+            loop_broken=looped is not None,
         )
 
     def _recall(

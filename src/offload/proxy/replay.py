@@ -19,10 +19,14 @@ from typing import Any
 
 from offload.errors import InvalidInput
 from offload.proxy.bound import prefix_bound
-from offload.proxy.message_stubs import expand, is_range_stub, least_stub_tokens
+from offload.proxy.message_stubs import (
+    expand,
+    is_proxy_note,
+    is_range_stub,
+    least_stub_tokens,
+)
 from offload.proxy.messages import Message, head_end, protect_start, validate
 from offload.proxy.pipeline import Pipeline, RewriteResult
-from offload.proxy.recall import is_recall_block
 from offload.proxy.window import Budget
 
 
@@ -54,6 +58,7 @@ class Turn:
     recall_tokens: int = 0
     recall_hits: int = 0
     recall_read: int = 0
+    loop_broken: bool = False
 
 
 @dataclass
@@ -210,7 +215,7 @@ def _check(
     problems: list[str] = []
     if wire_tokens > budget.ceiling:
         problems.append(f"wire {wire_tokens} tokens is over the ceiling {budget.ceiling}")
-    wire = [m for m in wire if not is_recall_block(m)]  # the proxy's own, not the client's
+    wire = [m for m in wire if not is_proxy_note(m)]  # the proxy's own, not the client's
     if expand(pipeline.store, wire, cache=memo) != list(request):
         problems.append("wire does not expand to the client's messages")
     pinned = head_end(request)
