@@ -12,7 +12,7 @@ import pytest
 from offload.config import ProxySettings
 from offload.core.tokens import EstimateCounter
 from offload.proxy import loops
-from offload.proxy.message_stubs import expand, is_proxy_note
+from offload.proxy.message_stubs import LOOP_MARKER, expand, is_proxy_note
 from offload.proxy.pipeline import Pipeline
 from offload.proxy.replay import load_runs, turn_points
 from offload.store.store import Store
@@ -55,7 +55,7 @@ def test_the_same_call_three_times_in_a_row_gets_a_note_and_is_counted(store: St
     result = Pipeline(store, ProxySettings(), EstimateCounter()).rewrite(msgs, 8192)
     assert result.loop_broken
     last = result.messages[-1]
-    assert is_proxy_note(last) and last["content"].startswith(loops.LOOP_MARKER)
+    assert is_proxy_note(last) and last["content"].startswith(LOOP_MARKER)
     assert "cat" in last["content"] and "3 times" in last["content"]
     assert expand(store, result.messages) == msgs
 
