@@ -25,6 +25,7 @@ import itertools
 import re
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ __all__ = [
     "analyse_query",
     "bigrams",
     "content_terms",
+    "index_text",
     "is_stopword",
     "matching_spans",
     "pieces",
@@ -48,7 +50,7 @@ __all__ = [
 
 # Bump when terms() would give different output for the same text: the index must then be
 # rebuilt (a contentless index forgets a row only when given the terms it was built from).
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2
 # Longer runs are blobs (base64, hashes of hashes), not words anyone types.
 MAX_TERM_CHARS = 64
 
@@ -200,6 +202,27 @@ def terms(text: str) -> list[str]:
         cached = cache.get(run)
         extend(cached if cached is not None else _run_terms(run))
     return out
+
+
+def index_text(text: str) -> str:
+    """The terms of ``text`` as one space-separated string for the index.
+
+    Each distinct run of text is analysed once and repeated as often as it occurs, grouped
+    by run rather than in reading order: BM25 needs only how often a term occurs and how
+    long the text is (phrases are checked on the text itself), and counting runs in C
+    keeps a big JSON body cheap. Deterministic, so the same text always gives the same
+    string (a contentless index forgets a row only when given it again).
+    """
+    parts: list[str] = []
+    cache = _run_cache
+    for run, n in Counter(_runs(text)).items():
+        ts = cache.get(run)
+        if ts is None:
+            ts = _run_terms(run)
+        if ts:
+            one = " ".join(ts)
+            parts.append(one if n == 1 else " ".join([one] * n))
+    return " ".join(parts)
 
 
 def surface_words(text: str) -> set[str]:

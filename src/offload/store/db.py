@@ -354,3 +354,15 @@ def m_search_analysed_index(conn: sqlite3.Connection) -> None:
     )
     index.reindex_chunks(conn)
     index.rebuild_meta(conn)
+
+
+@migration
+def m_search_index_counted_runs(conn: sqlite3.Connection) -> None:
+    # analysis.ANALYSIS_VERSION 2: a chunk's terms are grouped by run of text (index_text),
+    # so rows written by version 1 could not be deleted exactly; rebuild them once
+    from offload.store import index
+
+    conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
+    conn.execute("DELETE FROM terms")
+    index.reindex_chunks(conn)
+    index.rebuild_meta(conn)

@@ -63,7 +63,7 @@ def prepare(text: str, chunk_lines: int, chunk_chars: int) -> PreparedIndex:
             c.end_line,
             c.start,
             c.end,
-            " ".join(analysis.terms(text[c.start : c.end])),
+            analysis.index_text(text[c.start : c.end]),
         )
         for c in chunk_text(text, chunk_lines, chunk_chars)
     )
@@ -102,13 +102,13 @@ def remove_block(conn: sqlite3.Connection, block_id: int, text: str | None) -> N
         # a contentless FTS5 table forgets a row only when given the terms it holds
         conn.executemany(
             "INSERT INTO search_body (search_body, rowid, terms) VALUES ('delete', ?, ?)",
-            [(r["id"], " ".join(analysis.terms(text[r["start"] : r["end"]]))) for r in rows],
+            [(r["id"], analysis.index_text(text[r["start"] : r["end"]])) for r in rows],
         )
     conn.execute("DELETE FROM chunks WHERE block_id = ?", (block_id,))
 
 
 def _joined(text: str) -> str:
-    return " ".join(analysis.terms(text))
+    return analysis.index_text(text)
 
 
 def meta_row(

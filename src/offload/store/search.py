@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 # context second (checked on both halves of the dev data, docs/benchmarks.md "Search").
 NEIGHBOUR_SHARE = 0.5
 # How many of the best direct hits pass score to their neighbours.
-NEIGHBOUR_SOURCES = 30
+NEIGHBOUR_SOURCES = 100
 # Weight of a query's adjacent word pairs found side by side in a hit (a phrase).
 PHRASE_BOOST = 0.5
 _PHRASE_CHECKED = 30
