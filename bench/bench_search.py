@@ -276,7 +276,7 @@ from pathlib import Path
 from offload.store.store import Store
 from offload.errors import OffloadError
 path, worker, count, size = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-turns = json.loads(sys.stdin.read())
+turns = json.loads(sys.stdin.readline())
 rng = random.Random(worker)
 store = Store(path)
 store.counter.count("warm up")
@@ -289,7 +289,7 @@ for i in range(count):
         n += len(t) + 20
     bodies.append(json.dumps({"w": worker, "i": i, "rows": rows})[: max(size, 60)] + f" {worker}-{i}")
 print("ready", flush=True)
-sys.stdin = open("/dev/null")
+sys.stdin.readline()  # go: every writer starts together
 errors = 0
 t0 = time.perf_counter()
 for b in bodies:
@@ -337,14 +337,22 @@ def bench_concurrency(
                 for w in range(procs)
             ]
             for p in ps:
-                assert p.stdin is not None and p.stdout is not None
-                p.stdin.write(turns)
-                p.stdin.close()
+                assert p.stdin is not None
+                p.stdin.write(turns + "\n")
+                p.stdin.flush()
             for p in ps:
                 assert p.stdout is not None
                 assert p.stdout.readline().strip() == "ready"
             t0 = time.perf_counter()
-            results = [json.loads(p.communicate(timeout=1800)[0]) for p in ps]
+            for p in ps:
+                assert p.stdin is not None
+                p.stdin.write("go\n")
+                p.stdin.close()
+            results = []
+            for p in ps:
+                assert p.stdout is not None
+                results.append(json.loads(p.stdout.read()))
+                p.wait(timeout=1800)
             wall = time.perf_counter() - t0
             res[f"puts_per_s_{procs}"] = procs * count / wall
             res[f"errors_{procs}"] = sum(r["errors"] for r in results)

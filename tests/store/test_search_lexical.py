@@ -124,7 +124,7 @@ def test_the_turn_after_a_strong_hit_outranks_a_weak_hit(store: Store) -> None:
     store.put_many([f"Mel said, filler {i}" for i in range(6)], kind="turn", scope="chat")
     found = _ids(store, "adoption agency", scope="chat")
     # both neighbours of the strong hit rank above the weak one
-    assert found[0] == ids[1] and set(found[1:3]) == {ids[0], ids[2]} and found[3] == ids[4]
+    assert found[0] == ids[1] and set(found[1:3]) == {ids[0], ids[2]} and ids[4] in found[3:]
 
 
 def test_a_neighbour_never_extends_the_list_past_the_matches(store: Store) -> None:

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 # itself joins the candidates with it. One half: a turn is evidence on its own first,
 # context second (checked on both halves of the dev data, docs/benchmarks.md "Search").
 NEIGHBOUR_SHARE = 0.5
+# How far a hit's score reaches (in entries of the same scope and kind), halving each step.
+NEIGHBOUR_WINDOW = 2
 # How many of the best direct hits pass score to their neighbours.
 NEIGHBOUR_SOURCES = 100
 # Weight of a query's adjacent word pairs found side by side in a hit (a phrase).
@@ -279,27 +281,31 @@ def rank(
 
 
 _NEIGHBOURS = (
-    "SELECT e.id AS id, "
-    "(SELECT max(p.id) FROM entries p WHERE p.scope = e.scope AND p.kind = e.kind "
-    "AND p.id < e.id) AS prev, "
-    "(SELECT min(n.id) FROM entries n WHERE n.scope = e.scope AND n.kind = e.kind "
-    "AND n.id > e.id) AS next "
-    "FROM entries e WHERE e.id IN (SELECT value FROM json_each(?))"
+    "SELECT e.id AS src, n.id AS nid FROM entries e JOIN entries n ON n.id IN "
+    "(SELECT p.id FROM entries p WHERE p.scope = e.scope AND p.kind = e.kind AND p.id {op} e.id "
+    "ORDER BY p.id {order} LIMIT ?) WHERE e.id IN (SELECT value FROM json_each(?))"
 )
 
 
 def with_neighbours(
     conn: sqlite3.Connection, found: list[Candidate], where: str, params: list[Any]
 ) -> list[Candidate]:
-    """Each of the best direct hits passes NEIGHBOUR_SHARE of its score to the entry just
-    before and just after it in the same scope and kind; neighbours that matched nothing
-    join the candidates (only if the filter keeps them)."""
+    """Each of the best direct hits passes NEIGHBOUR_SHARE of its score to the entries
+    just before and after it in the same scope and kind, NEIGHBOUR_SHARE ** d at distance
+    d up to NEIGHBOUR_WINDOW; neighbours that matched nothing join the candidates (only
+    if the filter keeps them)."""
     sources = {c.entry_id: c.score for c in found[:NEIGHBOUR_SOURCES]}
     extra: dict[int, float] = {}
-    for r in conn.execute(_NEIGHBOURS, (json.dumps(list(sources)),)):
-        for nid in (r["prev"], r["next"]):
-            if nid is not None:
-                extra[int(nid)] = extra.get(int(nid), 0.0) + NEIGHBOUR_SHARE * sources[r["id"]]
+    ids = json.dumps(list(sources))
+    for op, order in (("<", "DESC"), (">", "ASC")):
+        near: dict[int, list[int]] = {}
+        sql = _NEIGHBOURS.format(op=op, order=order)
+        for r in conn.execute(sql, (NEIGHBOUR_WINDOW, ids)):
+            near.setdefault(int(r["src"]), []).append(int(r["nid"]))
+        for src, nids in near.items():
+            # nearest first: ids descend before the source, ascend after it
+            for d, nid in enumerate(sorted(nids, reverse=op == "<"), 1):
+                extra[nid] = extra.get(nid, 0.0) + NEIGHBOUR_SHARE**d * sources[src]
     if not extra:
         return found
     out = {c.entry_id: c for c in found}
