@@ -270,3 +270,12 @@ def test_sections_concatenate_back_to_the_exact_input(
 @given(st.text(max_size=200), st.integers(0, 6))
 def test_any_text_round_trips_byte_exactly(text: str, level: int) -> None:
     assert "".join(s.text for s in split_sections(text, level)) == text
+
+
+def test_a_fence_left_open_is_found_and_a_closed_one_is_not() -> None:
+    from offload.core.markdown import ends_inside_fence
+
+    assert ends_inside_fence("intro\n```python\nx = 1\n")
+    assert not ends_inside_fence("intro\n```python\nx = 1\n```\nafter\n")
+    assert ends_inside_fence("~~~~\n```\n~~~\n")  # a shorter fence does not close a longer one
+    assert not ends_inside_fence("inline ``` `code` ``` only\n")

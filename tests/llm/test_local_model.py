@@ -14,6 +14,7 @@ from offload.errors import ModelNotConfigured, UpstreamError, UpstreamTimeout, U
 from offload.llm.bench import BenchRow, format_table, run_bench
 from offload.llm.bench_samples import SAMPLES, BenchSample
 from offload.llm.local_model import (
+    CUT_OFF,
     NOT_SHORTER,
     LocalModel,
     ModelResult,
@@ -88,7 +89,7 @@ async def test_a_model_that_expands_a_tiny_input_leaves_the_raw_text(
         result = await model.compress("ok")
     assert result.kept_raw
     assert result.text == "ok"
-    assert result.reason == NOT_SHORTER
+    assert result.reason in (NOT_SHORTER, CUT_OFF)  # it grew, or ran into its cap growing
     assert result.calls == 1
 
 

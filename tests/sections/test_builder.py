@@ -232,6 +232,21 @@ def test_an_unreachable_local_model_falls_back_to_the_extractive_form(
     assert built.text == expected.text
 
 
+def test_a_model_output_that_leaves_a_code_fence_open_is_not_used(settings: Settings) -> None:
+    from scripted_model import scripted_model
+
+    text = generated_workspace()["Export log"]
+    with scripted_model() as (answers, url):
+        answers.content = "900 batches processed:\n```text\nMemoryError in run_export"
+        modeled = settings.with_overrides({"local_model.base_url": url, "local_model.retries": 0})
+        with Sections(modeled) as s:
+            built = s.section("Log", text, max_tokens=300)
+    assert answers.asked  # the model was asked, and its answer refused
+    assert built.method == "extractive"
+    assert "code fence open" in built.note
+    assert "```text" not in built.text
+
+
 def test_model_sections_are_built_from_the_cached_model_output(settings: Settings) -> None:
     """A remembered model output is reused byte for byte (no model call needed)."""
     from offload.core.hashing import text_hash

@@ -136,6 +136,22 @@ def _scan(contents: list[str]) -> list[Heading]:
     return found
 
 
+def ends_inside_fence(text: str) -> bool:
+    """True when a code fence opened in ``text`` is never closed (it would swallow whatever
+    follows the text in a larger document)."""
+    fence: tuple[str, int] | None = None
+    for line in _split_lines(text):
+        if fence is not None:
+            m = _FENCE_CLOSE.match(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= fence[1]:
+                fence = None
+        elif m := _FENCE_OPEN.match(line):
+            char = m.group(2)[0]
+            if not (char == "`" and "`" in m.group(3)):
+                fence = (char, len(m.group(2)))
+    return fence is not None
+
+
 def headings(text: str, level: int = 6) -> list[Heading]:
     """Every heading of ``text`` whose level is at most ``level``, in document order."""
     _check_level(level)

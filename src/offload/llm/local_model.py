@@ -33,6 +33,9 @@ from offload.llm.upstream import UpstreamClient, UpstreamHTTPError
 T = TypeVar("T")
 
 NOT_SHORTER = "model output was not shorter"
+CUT_OFF = "model output stopped at its token cap"
+ECHO = "model output was mostly a copy of its input"
+ECHO_SHARE = 0.8  # of the output's characters, copied from the start of its input
 MAX_CALLS = 12  # model calls per compress/distill/summary, map and reduce together
 MAX_ROUNDS = 3  # reduce rounds after the first map
 _RETRY_BACKOFF_S = 0.25
@@ -154,19 +157,20 @@ class LocalModel:
         n_in = self.counter.count(text)
         n_out = self.counter.count(out)
         seconds = time.monotonic() - run.started
-        if guard and (not out.strip() or n_out >= n_in):
+        failed = guard and (not out.strip() or n_out >= n_in or is_echo(out, text))
+        if failed:
+            reason = _failure(out, text, run.rejected)
             if strict:
                 raise UpstreamError(
-                    f"{run.feature} failed: {NOT_SHORTER} than its input "
-                    f"({n_out} >= {n_in} tokens); read the content whole instead, or "
-                    "configure a stronger local model"
+                    f"{run.feature} failed: {reason} ({n_out} vs {n_in} tokens in); read the "
+                    "content whole instead, or configure a stronger local model"
                 )
-            reason = NOT_SHORTER if out.strip() else "model output was empty"
             return ModelResult(text, True, reason, n_in, n_in, run.calls, seconds)
         return ModelResult(out, False, "", n_in, n_out, run.calls, seconds)
 
-    async def _call(self, system: str, user: str, max_tokens: int) -> str:
-        """One chat call with retries on transient failures; the cleaned content."""
+    async def _call(self, system: str, user: str, max_tokens: int) -> tuple[str, bool]:
+        """One chat call with retries on transient failures: the cleaned content, and
+        whether the model stopped at ``max_tokens`` (a cut-off answer, not a finished one)."""
         if self._client is None:
             raise ModelNotConfigured("the local model")
         payload: dict[str, Any] = {
@@ -186,7 +190,7 @@ class LocalModel:
                 # httpx timeouts are per operation; this bounds the whole call
                 with anyio.fail_after(self.settings.timeout):
                     response = await self._client.chat(payload)
-                return clean_output(_content(response))
+                return clean_output(_content(response)), _finish_reason(response) == "length"
             except TimeoutError as exc:
                 error: UpstreamError = UpstreamTimeout(
                     f"local model gave no answer within {self.settings.timeout:g}s; "
@@ -217,6 +221,7 @@ class _Run:
         self.system = system
         self.target = max(1, target)
         self.calls = 0
+        self.rejected: list[str] = []  # why pieces were kept raw (cut off, an echo)
         self.started = time.monotonic()
 
     async def reduce(self, text: str) -> str:
@@ -254,9 +259,17 @@ class _Run:
         count = self.model.counter.count
         max_tokens = min(self.target, max(16, count(piece)))
         self.calls += 1
-        out = await self.model._call(self.system, piece, max_tokens)
-        # per-piece guard: a piece that grew stays raw (no information lost)
-        if self.guard and (not out.strip() or count(out) >= count(piece)):
+        out, cut = await self.model._call(self.system, piece, max_tokens)
+        if not self.guard:
+            return out
+        # per-piece guard: a piece the model cut off, copied or grew stays raw (nothing lost)
+        if cut:
+            self.rejected.append(CUT_OFF)
+            return piece
+        if is_echo(out, piece):
+            self.rejected.append(ECHO)
+            return piece
+        if not out.strip() or count(out) >= count(piece):
             return piece
         return out
 
@@ -328,6 +341,35 @@ def clean_output(text: str) -> str:
         seen.add(key)
         kept.append(line.rstrip())
     return "\n".join(kept).strip()
+
+
+def is_echo(out: str, source: str) -> bool:
+    """True when most of ``out`` is ``source``'s own opening, copied (white space aside):
+    a model that echoes its input and stops is not compressing it."""
+    a, b = " ".join(out.split()), " ".join(source.split())
+    if not a:
+        return False
+    same = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        same += 1
+    return same >= ECHO_SHARE * len(a)
+
+
+def _failure(out: str, text: str, rejected: Sequence[str]) -> str:
+    if not out.strip():
+        return "model output was empty"
+    if out == text and rejected:
+        return rejected[0]  # every piece fell back to its raw text: say why the first did
+    return ECHO if is_echo(out, text) else NOT_SHORTER
+
+
+def _finish_reason(response: Mapping[str, Any]) -> str:
+    choices = response.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    reason = first.get("finish_reason") if isinstance(first, dict) else None
+    return reason if isinstance(reason, str) else ""
 
 
 def _content(response: Mapping[str, Any]) -> str:

@@ -24,6 +24,7 @@ from typing import Literal
 from offload.config import Settings
 from offload.core.gist import gist
 from offload.core.hashing import ctx_ref, text_hash
+from offload.core.markdown import ends_inside_fence
 from offload.core.tokens import TokenCounter, default_counter
 from offload.errors import Gone, InvalidInput, UpstreamError
 from offload.sections.compress import Budget, advertise, extractive
@@ -218,6 +219,9 @@ class Sections:
                         note = f"local model: {result.reason}; used the extractive form"
                     elif not body_budget.fits(result.text.strip(), self.counter):
                         note = "local model output was over budget; used the extractive form"
+                    elif ends_inside_fence(result.text) and not ends_inside_fence(s.text):
+                        # it would swallow the sections after it
+                        note = "local model output left a code fence open; used the extractive form"
                     else:
                         model_text = result.text.strip()
                     self.store.put_state(
