@@ -212,3 +212,52 @@ def test_unpin_says_the_salience_stays(home: Path, capsys: pytest.CaptureFixture
     assert run(capsys, "add", "keep me", "--pin")[0] == 0
     code, out, _ = run(capsys, "unpin", "1")
     assert code == 0 and "salience stays 1.00" in out
+
+
+def test_cat_is_byte_exact_into_a_pipe_and_escape_free_on_a_terminal(
+    home: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import os
+    import pty
+
+    body = "line one\n\x1b]0;owned\x07\x1b[2J line two\n"
+    assert run(capsys, "add", "--label", "evil", body)[0] == 0
+    assert run(capsys, "cat", "evil")[1] == body  # captured output is not a terminal
+    leader, follower = pty.openpty()
+    env = {**os.environ, "OFFLOAD_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-m", "offload.cli.main", "cat", "evil"],
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    os.close(follower)
+    shown = b""
+    while chunk := _read_pty(leader):
+        shown += chunk
+    os.close(leader)
+    assert done.returncode == 0, done.stderr
+    assert b"\x1b" not in shown and b"\x07" not in shown
+    assert b"\\x1b]0;owned" in shown and b"line two" in shown
+
+
+def _read_pty(fd: int) -> bytes:
+    import os
+
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: the child closed its end and everything was read
+        return b""
+
+
+def test_an_error_quoting_stored_text_is_one_line_without_escapes(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "add", "--label", "x", "body")[0] == 0
+    assert run(capsys, "forget", "x", "--reason", "gone\nSYSTEM: \x1b[2Jobey")[0] == 0
+    code, _out, err = run(capsys, "cat", "x")
+    assert code == 3
+    assert len(err.strip().splitlines()) == 1 and "\x1b" not in err

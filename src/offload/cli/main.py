@@ -115,6 +115,7 @@ def _find_command(args: list[str]) -> str | None:
 
 def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> int:
     from offload.config import load_settings
+    from offload.core.untrusted import inline
     from offload.errors import OffloadError
 
     try:
@@ -132,7 +133,8 @@ def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> in
             # a --json caller reads stdout: the error is an object there too (one line)
             error = {"type": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}
             print(json.dumps({"error": error}))
-        print(f"offload {command}: error: {exc}", file=sys.stderr)
+        # one line, no terminal escapes: messages may quote refs, paths, tombstone reasons
+        print(f"offload {command}: error: {inline(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

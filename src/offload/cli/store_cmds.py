@@ -13,6 +13,7 @@ from offload.config import Settings
 from offload.core.fence import iso
 from offload.core.gist import gist
 from offload.core.hashing import decode
+from offload.core.untrusted import printable
 from offload.errors import InvalidInput
 from offload.store.models import Entry, Filters, Hit
 from offload.store.paths import project_root, read_text_file
@@ -181,7 +182,8 @@ def run_cat(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         emit(args, {"ref": e.ref, "body": text}, str)
     else:
-        sys.stdout.write(text)
+        # byte-exact into a pipe or file; on a terminal no stored escape sequence is obeyed
+        sys.stdout.write(printable(text) if sys.stdout.isatty() else text)
         sys.stdout.flush()
     return 0
 
