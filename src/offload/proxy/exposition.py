@@ -29,6 +29,7 @@ NAMES = {
     "recall_hits": "recalled_messages",
     "recall_read": "recalled_refs_read",
     "loop_breaks": "loop_broken_requests",
+    "ceilings_learned": "client_compactions",
 }
 #: Counted by cause instead (``offload_proxy_prefix_breaks_total{cause}``): the unlabelled
 #: total would be the sum of the same family.

@@ -44,6 +44,7 @@ COUNTERS = (
     "recall_hits",
     "recall_read",
     "loop_breaks",
+    "ceilings_learned",
 )
 HELP = {
     "requests": "chat requests handled",
@@ -64,6 +65,7 @@ HELP = {
     "recall_hits": "paged-out messages recalled onto the wire",
     "recall_read": "recalled references the model named in its next answer",
     "loop_breaks": "requests where the loop guard saw a repeating spiral and added a note",
+    "ceilings_learned": "client compactions seen (their size is kept under from then on)",
 }
 UPSTREAM_EVICTION = "upstream_eviction"
 # Reusing less than this share of the previous prompt, with our prefix intact, is an eviction.
@@ -107,6 +109,7 @@ class RequestRecord:
     recall_hits: int = 0
     recall_read: int = 0
     loop_broken: bool = False
+    ceiling_learned: int = 0
 
 
 def cache_figures(obj: Mapping[str, Any]) -> tuple[int | None, int | None]:
@@ -188,6 +191,7 @@ class _Counts:
         v["recall_hits"] += rec.recall_hits
         v["recall_read"] += rec.recall_read
         v["loop_breaks"] += int(rec.loop_broken)
+        v["ceilings_learned"] += int(rec.ceiling_learned > 0)
         if cause is not None:
             v["prefix_breaks"] += 1
             self.breaks[cause] = self.breaks.get(cause, 0) + 1

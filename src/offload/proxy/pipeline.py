@@ -14,6 +14,7 @@ from offload.config import ProxySettings
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput
 from offload.proxy import loops
+from offload.proxy.ceilings import Ceilings, client_compacted, harness_key
 from offload.proxy.message_stubs import MessageStub, RangePart, RangeStub, StubMaker
 from offload.proxy.messages import (
     Message,
@@ -55,6 +56,7 @@ FIGURES = (
     "recall_hits",
     "recall_read",
     "loop_broken",
+    "ceiling_learned",
 )
 
 
@@ -77,6 +79,7 @@ class RewriteResult:
     recall_hits: int = 0  # recalled messages in it
     recall_read: int = 0  # references recalled last turn that the model's answer named
     loop_broken: bool = False  # a repeating spiral was seen and a loop note added
+    ceiling_learned: int = 0  # the client compacted itself: the wire tokens it did so at
 
     def figures(self) -> dict[str, Any]:
         """The per-request counts that the proxy's metrics and ``offload replay`` report."""
@@ -105,6 +108,7 @@ class Pipeline:
         self.scope = scope
         self.stubs = StubMaker(store, counter, scope=scope)
         self.recall = Recaller(store, settings, counter, scope)
+        self.ceilings = Ceilings(store)
         self._locks = SessionLocks()
         self._live = LiveSessions()
 
@@ -134,8 +138,12 @@ class Pipeline:
         lock = self._locks.get(session)
         with lock:
             try:
-                budget = Budget.of(self.settings, n_ctx)
-                return self._rewrite(session, msgs, head, budget, alternate)
+                harness = harness_key(msgs[:head])
+                budget = self.ceilings.budget(harness, Budget.of(self.settings, n_ctx))
+                result = self._rewrite(session, msgs, head, budget, alternate)
+                if result.ceiling_learned:
+                    self.ceilings.learn(harness, result.ceiling_learned)
+                return result
             except BaseException:
                 # No half-built in-memory record survives a failure; the persisted state
                 # is only ever replaced whole, after the wire is built.
@@ -154,6 +162,13 @@ class Pipeline:
         ct = (previous.client_tokens[:known] if previous is not None else []) + [
             self.stubs.tokens(m) for m in msgs[known:]
         ]
+        learned = 0  # the client compacted itself: the wire tokens it had been sent
+        if (
+            previous is not None
+            and cause == "client_edit"
+            and client_compacted(sum(previous.client_tokens), sum(ct))
+        ):
+            learned = sum(previous.wire_tokens)
 
         if previous is not None and known and state == previous.state:
             # Steady turn: the wire up to the first new message is the previous one.
@@ -242,6 +257,7 @@ class Pipeline:
             recall_hits=len(recalled.refs) if recalled is not None else 0,
             recall_read=read,
             loop_broken=looped is not None,
+            ceiling_learned=learned,
         )
 
     def _recall(

@@ -288,13 +288,24 @@ class Recaller:
         key = (session if not project else "", query, generation, budget)
         with self._lock:
             hit = self._cache.get(key)
+        origin = "the project's memory" if project else "this conversation's paged-out memory"
         if hit is None:
             filters = Filters(
                 scope=self.scope, source_prefix=None if project else f"proxy:{session}"
             )
             found = find(self.store, query, filters)
             on_wire = [c for c in (content_text(m) for m in wire) if c]
-            hit = render_hits(found, max(0, budget - NOTE_TOKENS), self.counter, on_wire)
+            records = budget - NOTE_TOKENS
+            hit = ("", [])
+            for _ in range(4):  # the note's exact cost is known once rendered
+                fenced, used = render_hits(found, max(0, records), self.counter, on_wire)
+                if not used:
+                    break
+                over = message_tokens(self.counter, block_message(origin, fenced, used)) - budget
+                if over <= 0:
+                    hit = (fenced, used)
+                    break
+                records -= over
             with self._lock:
                 self._cache[key] = hit
                 while len(self._cache) > 256:
@@ -302,11 +313,8 @@ class Recaller:
         fenced, used = hit
         if not used:
             return None
-        origin = "the project's memory" if project else "this conversation's paged-out memory"
         message = block_message(origin, fenced, used)
         tokens = message_tokens(self.counter, message)
-        if tokens > budget:
-            return None
         return Recalled(at, message, tokens, tuple(dict.fromkeys(h.ref for h in used)))
 
 

@@ -59,6 +59,7 @@ class Turn:
     recall_hits: int = 0
     recall_read: int = 0
     loop_broken: bool = False
+    ceiling_learned: int = 0
 
 
 @dataclass

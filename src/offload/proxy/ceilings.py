@@ -1,0 +1,86 @@
+"""Learning a client's own compaction ceiling, per harness.
+
+Some clients compact their history themselves (a lossy summary) when the prompt they are
+told about grows past a size of their own. When a session's history shrinks to half or less
+between two requests (a prefix break the pipeline classifies as the client's edit), the
+proxy records, for that harness (a digest of the system prompt), the wire tokens of the
+request before the shrink: the prompt size the client had been told about when it chose to
+compact. From then on that harness's wire is kept under it (with a margin), so the proxy's
+lossless windowing acts before the client's lossy compaction would. Persisted in the
+store's state (namespace ``proxy.harness``), so a restart keeps it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+
+from offload.proxy.messages import Message, canonical
+from offload.proxy.window import Budget
+from offload.store.store import Store
+
+NAMESPACE = "proxy.harness"
+#: The history must shrink to this share or less of the previous request to count.
+SHRINK = 0.5
+#: The wire is kept this far under a learned ceiling.
+MARGIN = 0.9
+
+
+def harness_key(head: Sequence[Message]) -> str:
+    """The harness a conversation comes from: a digest of its system/developer messages."""
+    system = [m for m in head if m.get("role") in ("system", "developer")]
+    return hashlib.sha256(canonical(system).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def client_compacted(previous_client: int, client: int) -> bool:
+    """Whether a history of ``client`` tokens after one of ``previous_client`` is the
+    client's own compaction (it shrank to half or less)."""
+    return previous_client > 0 and client <= SHRINK * previous_client
+
+
+def capped(budget: Budget, limit: int) -> Budget:
+    """``budget`` with its ceiling at most ``limit`` and the band under it scaled alike."""
+    if limit <= 0 or limit >= budget.ceiling:
+        return budget
+    scale = limit / budget.ceiling
+    high = int(budget.high * scale)
+    target = int(budget.target * scale)
+    return replace(budget, ceiling=limit, high=high, target=target, bite=max(0, high - target))
+
+
+class Ceilings:
+    """The learned ceilings, read from the store once per harness (thread-safe)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._known: dict[str, int | None] = {}
+        self._lock = threading.Lock()
+
+    def get(self, harness: str) -> int | None:
+        """The learned ceiling of ``harness`` (wire tokens), None when none was seen."""
+        with self._lock:
+            if harness in self._known:
+                return self._known[harness]
+        saved = self.store.get_state(NAMESPACE, harness)
+        value = saved.get("tokens") if isinstance(saved, dict) else None
+        tokens = value if isinstance(value, int) and value > 0 else None
+        with self._lock:
+            self._known[harness] = tokens
+        return tokens
+
+    def learn(self, harness: str, tokens: int) -> bool:
+        """Record a compaction at ``tokens``; True when it lowers what was known."""
+        current = self.get(harness)
+        if tokens <= 0 or (current is not None and current <= tokens):
+            return False
+        self.store.put_state(NAMESPACE, harness, {"tokens": int(tokens)})
+        with self._lock:
+            self._known[harness] = int(tokens)
+        return True
+
+    def budget(self, harness: str, budget: Budget) -> Budget:
+        """``budget`` kept under what ``harness`` is known to compact at."""
+        learned = self.get(harness)
+        return budget if learned is None else capped(budget, int(learned * MARGIN))

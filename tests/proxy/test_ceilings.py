@@ -1,0 +1,70 @@
+"""Learning a client's own compaction ceiling: its wire is kept under it from then on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from offload.config import ProxySettings
+from offload.core.tokens import EstimateCounter
+from offload.proxy.ceilings import MARGIN, Ceilings, capped, harness_key
+from offload.proxy.pipeline import Pipeline
+from offload.proxy.window import Budget
+from offload.store.store import Store
+
+Msgs = list[dict[str, Any]]
+N_CTX = 8192
+
+
+def chat(turns: int, system: str = "You are the Acme harness.") -> Msgs:
+    msgs: Msgs = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Plan a trip."},
+    ]
+    for t in range(turns):
+        msgs.append({"role": "assistant", "content": f"step {t} " + "details " * 40})
+        msgs.append({"role": "user", "content": f"and then {t}? " + "more " * 40})
+    return msgs
+
+
+def test_a_client_that_halves_its_history_teaches_the_harness_its_ceiling(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        pipe = Pipeline(store, ProxySettings(), EstimateCounter())
+        big = pipe.rewrite(chat(12), N_CTX)
+        assert not big.ceiling_learned
+        small = pipe.rewrite(chat(3), N_CTX)  # same head, the history cut to a quarter
+        assert small.ceiling_learned == big.wire_tokens
+        harness = harness_key(chat(0)[:1])
+        assert Ceilings(store).get(harness) == big.wire_tokens
+        # from then on (a restarted proxy too) that harness's wire stays under it
+        fresh = Pipeline(store, ProxySettings(), EstimateCounter())
+        for turns in range(3, 16):
+            result = fresh.rewrite(chat(turns), N_CTX)
+            assert result.wire_tokens <= int(big.wire_tokens * MARGIN)
+
+
+def test_another_harness_keeps_the_full_budget(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        pipe = Pipeline(store, ProxySettings(), EstimateCounter())
+        big = pipe.rewrite(chat(12), N_CTX)
+        pipe.rewrite(chat(3), N_CTX)
+        other = pipe.rewrite(chat(14, system="You are another harness."), N_CTX)
+        assert other.wire_tokens > int(big.wire_tokens * MARGIN)
+        assert not other.ceiling_learned
+
+
+def test_growing_or_slightly_edited_histories_teach_nothing(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        pipe = Pipeline(store, ProxySettings(), EstimateCounter())
+        pipe.rewrite(chat(8), N_CTX)
+        edited = chat(8)
+        edited[-1] = {"role": "user", "content": "changed my mind"}
+        assert not pipe.rewrite(edited, N_CTX).ceiling_learned
+        assert Ceilings(store).get(harness_key(chat(0)[:1])) is None
+
+
+def test_a_capped_budget_scales_its_band_under_the_limit() -> None:
+    budget = Budget.of(ProxySettings(), N_CTX)
+    cut = capped(budget, 3000)
+    assert cut.ceiling == 3000 and cut.target < cut.high < cut.ceiling
+    assert capped(budget, 10**6) == budget
