@@ -45,6 +45,25 @@ class SearchSettings:
     default_limit: int = 5
     max_limit: int = 20
     snippet_chars: int = 300
+    # hybrid ranking: an offline embedding model's similarity fused with BM25 (llm/embedding.py)
+    semantic: bool = True
+    embedding_model: str = "wordllama-l2_supercat-256"
+    semantic_weight: float = 0.3  # its share of the fused score; lexical keeps the rest
+
+    def __post_init__(self) -> None:
+        if self.embedding_model not in EMBEDDING_MODELS:
+            known = ", ".join(EMBEDDING_MODELS)
+            raise ConfigError(
+                f"search.embedding_model {self.embedding_model!r} is not known (known: {known})"
+            )
+        if not 0.0 <= self.semantic_weight < 1.0:
+            raise ConfigError(
+                f"search.semantic_weight must be within [0, 1), got {self.semantic_weight}"
+            )
+
+
+# the models offload.llm.embedding can load (kept here so settings validate without it)
+EMBEDDING_MODELS = ("wordllama-l2_supercat-256",)
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,18 @@ from typing import Any
 
 from offload.config import Settings
 from offload.core.untrusted import printable
+from offload.llm.embedding import load_embedder
 from offload.store import Store
 from offload.store.paths import project_scope
 
 
 def open_store(settings: Settings) -> Store:
-    """Open the store the settings name, resetting entries left hot by dead processes."""
-    store = Store.open(settings)
+    """Open the store the settings name, resetting entries left hot by dead processes.
+
+    Hybrid search by default: the embedding model is handed to the store (it loads on the
+    first write or search); without it search is lexical, with a one-line notice.
+    """
+    store = Store.open(settings, embedder=load_embedder(settings.search))
     store.reset_stale_hot()
     return store
 

@@ -10,6 +10,7 @@ from offload.cli.progress import Bar
 from offload.config import Settings
 from offload.store.archive import export_archive, import_archive
 from offload.store.maintenance import compact, doctor, reindex
+from offload.store.vectors import backfill
 
 
 def configure_doctor(p: argparse.ArgumentParser) -> None:
@@ -30,6 +31,7 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings) as store:
         if args.reindex:
             reindex(store, progress=Bar("reindexing"))
+            backfill(store, progress=Bar("embedding"))
         report = doctor(store, repair=args.repair, progress=Bar("checking blocks"))
         if args.compact:
             before, after = compact(store)

@@ -27,6 +27,7 @@ from offload.core.hashing import ctx_ref, text_hash
 from offload.core.markdown import ends_inside_fence
 from offload.core.tokens import TokenCounter, default_counter
 from offload.errors import Gone, InvalidInput, UpstreamError
+from offload.llm.embedding import load_embedder
 from offload.sections.compress import Budget, advertise, extractive
 from offload.sections.cut import CutResult, plan_cut
 from offload.sections.retrieve import Retriever
@@ -128,7 +129,10 @@ class Sections:
     def store(self) -> Store:
         """The store holding originals (opened on first use)."""
         if self._store is None:
-            self._store = Store.open(self.settings, counter=self.counter, clock=self.clock)
+            embedder = load_embedder(self.settings.search)
+            self._store = Store.open(
+                self.settings, counter=self.counter, clock=self.clock, embedder=embedder
+            )
         return self._store
 
     @property

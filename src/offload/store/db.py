@@ -366,3 +366,20 @@ def m_search_index_counted_runs(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM terms")
     index.reindex_chunks(conn)
     index.rebuild_meta(conn)
+
+
+@migration
+def m_entry_vectors(conn: sqlite3.Connection) -> None:
+    # hybrid search: one embedding per entry (store/vectors.py); AUTOINCREMENT so a row id
+    # is never reused and in-process matrices refresh by the largest id
+    run_script(
+        conn,
+        """
+        CREATE TABLE entry_vectors (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            entry_id INTEGER NOT NULL UNIQUE REFERENCES entries(id) ON DELETE CASCADE,
+            model TEXT NOT NULL,            -- the embedding model's id
+            data BLOB NOT NULL              -- float32 scale, then int8 components
+        );
+        """,
+    )

@@ -7,6 +7,7 @@ Many processes may share one store file: SQLite in WAL mode, every write one
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sqlite3
 import threading
 import time
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offload.config import Settings, StoreSettings
+from offload.config import SearchSettings, Settings, StoreSettings
 from offload.core.chunking import count_lines
 from offload.core.fence import iso
 from offload.core.hashing import encode, sha256_hex
@@ -26,8 +27,9 @@ from offload.errors import (
     Gone,
     InvalidInput,
     NotFound,
+    OffloadError,
 )
-from offload.store import blocks, db, index, lifecycle, query, state, tombstones
+from offload.store import blocks, db, index, lifecycle, query, state, tombstones, vectors
 from offload.store.models import (
     Checkout,
     Entry,
@@ -64,8 +66,14 @@ class Store:
         *,
         counter: TokenCounter | None = None,
         clock: Callable[[], float] = _now,
+        embedder: vectors.Encoder | None = None,
+        semantic_weight: float = SearchSettings().semantic_weight,
     ) -> None:
         self.path = Path(path)
+        # hybrid search (store/vectors.py): the model is handed in, never loaded here
+        self._embedder = embedder
+        self.semantic_weight = semantic_weight
+        self._matrix = None if embedder is None else vectors.VectorMatrix(embedder.model_id)
         self.settings = settings or StoreSettings()
         self._counter = counter
         self.clock = clock
@@ -82,9 +90,39 @@ class Store:
             self._counter = BoundedCounter(default_counter())
         return self._counter
 
+    @property
+    def embedder(self) -> vectors.Encoder | None:
+        """The embedding model for hybrid search (None: search is lexical)."""
+        return self._embedder
+
+    @property
+    def vector_matrix(self) -> vectors.VectorMatrix | None:
+        """The in-process matrix of the stored vectors of the embedder's model."""
+        return self._matrix
+
+    def _vector(self, topic: str, summary: str, tags: str, body: str) -> bytes | None:
+        """An entry's packed vector, computed before its write transaction (None: no model).
+
+        A model that fails to load turns hybrid search off for this process, with a notice:
+        a write never fails for want of a vector (doctor --reindex fills it in later).
+        """
+        if self._embedder is None:
+            return None
+        try:
+            text = vectors.entry_text(topic, summary, tags, body)
+            return vectors.encode_one(self._embedder, text)
+        except OffloadError as exc:
+            logging.getLogger("offload.store").warning("semantic search is off: %s", exc)
+            self._embedder = self._matrix = None
+            return None
+
     @classmethod
     def open(cls, settings: Settings, **kwargs: Any) -> Store:
-        """Open (creating if needed) the store that ``settings`` name."""
+        """Open (creating if needed) the store that ``settings`` name.
+
+        Pass ``embedder=`` (offload.llm.embedding.load_embedder) for hybrid search.
+        """
+        kwargs.setdefault("semantic_weight", settings.search.semantic_weight)
         return cls(settings.db_path, settings.store, **kwargs)
 
     # -- connections ----------------------------------------------------------------------
@@ -204,6 +242,7 @@ class Store:
         p.tokens = o.tokens if o.tokens is not None else self.counter.count(stored)
         labels = [o.label] if o.label is not None else []
         p.meta = index.meta_row(o.topic, o.summary, p.tags, labels, o.source)
+        p.vector = self._vector(o.topic, o.summary, p.tags, stored)
 
     def _prepare_block(self, data: bytes, *, indexed: bool) -> _PreparedBlock:
         text = data.decode("utf-8")
@@ -275,6 +314,8 @@ class Store:
         )
         entry_id = int(cur.lastrowid or 0)
         index.put_meta(conn, entry_id, p.meta)
+        if p.vector is not None and self._embedder is not None:
+            vectors.insert(conn, entry_id, self._embedder.model_id, p.vector)
         if label is not None:
             self._set_label(conn, label, entry_id)
         return PutResult(self._entry_by_id(conn, entry_id), created=True)
@@ -336,10 +377,14 @@ class Store:
         if salience is not None and not 0.0 <= salience <= 1.0:
             raise InvalidInput(f"salience must be within [0, 1], got {salience}")
         entry = self.resolve(ref, scope)
+        new_topic = entry.topic if topic is None else topic
+        new_summary = entry.summary if summary is None else summary
+        new_tags = " ".join(entry.tags if tags is None else _clean_tags(tags))
+        vector = None
+        if (new_topic, new_summary, new_tags) != (entry.topic, entry.summary, " ".join(entry.tags)):
+            body = self.block_text(entry.block_hash) if self._embedder is not None else ""
+            vector = self._vector(new_topic, new_summary, new_tags, body)
         with db.write_tx(self.conn) as conn:
-            new_topic = entry.topic if topic is None else topic
-            new_summary = entry.summary if summary is None else summary
-            new_tags = " ".join(entry.tags if tags is None else _clean_tags(tags))
             conn.execute(
                 "UPDATE entries SET topic = ?, summary = ?, tags = ?, salience = ? WHERE id = ?",
                 (
@@ -351,6 +396,8 @@ class Store:
                 ),
             )
             index.refresh_meta(conn, entry.id)
+            if vector is not None and self._embedder is not None:
+                vectors.insert(conn, entry.id, self._embedder.model_id, vector)
             return self._entry_by_id(conn, entry.id)
 
     # -- resolving and reading --------------------------------------------------------------
@@ -725,3 +772,4 @@ class _PendingPut:
     blocks: list[_PreparedBlock] = field(default_factory=list)
     tokens: int = 0
     meta: tuple[str, str, str, str, str] = ("", "", "", "", "")
+    vector: bytes | None = None  # packed (store/vectors.py); None without a model

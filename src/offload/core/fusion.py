@@ -1,0 +1,67 @@
+"""Fusing a lexical ranking with semantic similarity: a convex combination, lexical dominant.
+
+Reciprocal-rank fusion weighs the two lists equally by position, so a mediocre semantic list
+pushes good BM25 hits down (measured in docs/benchmarks.md: it lowers BM25's recall). Here
+each side's score is first put on [0, 1] for this one query, and the fused score is
+``(1 - weight) * lexical + weight * semantic`` with the lexical side dominant:
+
+- lexical: the score over the best lexical score (BM25 is positive here, higher better);
+- semantic: the similarity between the corpus's typical similarity to the query (``floor``,
+  e.g. the median; unrelated texts score about that) and the best one, clipped at 0: a
+  text no closer than a typical one adds nothing, whatever the raw cosine.
+
+Keys found by only one side keep 0 from the other, so a semantic-only match can climb in
+only when it is much closer than anything else. Ties keep the lexical order, then the
+semantic order, then the key: the result depends only on the inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+
+class _Key(Hashable, Protocol):
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+K = TypeVar("K", bound=_Key)
+
+
+def fuse(
+    lexical: Sequence[tuple[K, float]],
+    semantic: Mapping[K, float],
+    *,
+    weight: float,
+    floor: float,
+) -> list[tuple[K, float]]:
+    """(key, fused score) best first.
+
+    ``lexical``: (key, score) best first, scores >= 0. ``semantic``: each key's similarity
+    to the query (the semantic candidates and, where known, the lexical ones); equal
+    similarities are ordered by key. ``floor``:
+    the similarity of a typical text. ``weight`` in [0, 1]: the semantic share.
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"weight must be within [0, 1], got {weight}")
+    order: dict[K, int] = {}
+    for key, _ in lexical:
+        order.setdefault(key, len(order))
+    for key in sorted(semantic, key=lambda k: (-semantic[k], k)):
+        order.setdefault(key, len(order))
+    lex = _unit(dict(lexical[::-1]), 0.0)  # reversed: the first score of a repeated key wins
+    sem = _unit(dict(semantic), floor)
+    fused = {k: (1.0 - weight) * lex.get(k, 0.0) + weight * sem.get(k, 0.0) for k in order}
+    ranked = sorted(order, key=lambda k: (-fused[k], order[k]))
+    return [(k, fused[k]) for k in ranked]
+
+
+def _unit(scores: Mapping[K, float], floor: float) -> dict[K, float]:
+    """Scores mapped to [0, 1]: ``floor`` and below to 0, the best to 1."""
+    if not scores:
+        return {}
+    top = max(scores.values())
+    span = top - floor
+    if span <= 0.0:
+        return {k: 0.0 for k in scores}
+    return {k: min(1.0, max(0.0, (v - floor) / span)) for k, v in scores.items()}

@@ -1,0 +1,292 @@
+"""Entry vectors for hybrid search: stored beside each entry, scored from one matrix.
+
+Each entry has at most one vector (``entry_vectors``, migration ``m_entry_vectors``): the
+embedding of its topic, summary, tags and body, int8-quantised (256 bytes and a float32
+scale for 256 dimensions), with the model id that made it. The store never loads a model:
+it is handed an :class:`Encoder` (``offload.llm.embedding``), and computes a vector before
+the write transaction that stores it, so the write lock is never held while embedding.
+
+Search reads the vectors of the current model into an in-process float32 matrix once, and
+after that only the rows added since (``entry_vectors.id`` only grows); one matrix-vector
+product scores every entry. Rows of entries forgotten since stay in the matrix until the
+next full reload and are dropped by the filter that every candidate passes.
+
+An entry without a vector (stored before this migration, or while the model was missing)
+is still found lexically; ``offload doctor --reindex`` fills them in (:func:`backfill`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from offload.store import db
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from offload.store.store import Store
+
+Progress = Callable[[int, int], None]
+_SCALE = struct.Struct("<f")
+_BATCH = 256
+# a full reload when more than this share of the best rows belong to forgotten entries
+_STALE_RELOAD = 0.5
+# the typical similarity (fusion's floor) is the median over an even sample of this many
+_FLOOR_SAMPLE = 4096
+
+
+class Encoder(Protocol):
+    """What the store needs of an embedding model (see offload.llm.embedding)."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """One unit-length float32 row per text."""
+        ...
+
+
+def entry_text(topic: str, summary: str, tags: str, body: str) -> str:
+    """What an entry's vector describes: its metadata first, then its body."""
+    return "\n".join(part for part in (topic, summary, tags, body) if part)
+
+
+def pack(vector: NDArray[np.float32]) -> bytes:
+    """int8 components and their float32 scale (little-endian), a quarter of float32."""
+    import numpy as np
+
+    top = float(np.max(np.abs(vector))) if vector.size else 0.0
+    scale = top / 127.0 if top > 0 else 1.0
+    q = np.clip(np.rint(vector / scale), -127, 127).astype(np.int8)
+    return _SCALE.pack(scale) + bytes(q.tobytes())
+
+
+def unpack(data: bytes) -> NDArray[np.float32]:
+    """The float32 vector :func:`pack` stored."""
+    import numpy as np
+
+    (scale,) = _SCALE.unpack_from(data)
+    q = np.frombuffer(data, dtype=np.int8, offset=_SCALE.size)
+    out: NDArray[np.float32] = q.astype(np.float32) * np.float32(scale)
+    return out
+
+
+def encode_one(encoder: Encoder, text: str) -> bytes:
+    """The packed vector of one text (call it outside any write transaction)."""
+    return pack(encoder.encode([text])[0])
+
+
+def insert(conn: sqlite3.Connection, entry_id: int, model_id: str, data: bytes) -> None:
+    """Store (or replace) an entry's vector, inside the caller's write transaction.
+
+    A replaced vector gets a new row id (AUTOINCREMENT: ids are never reused), so every
+    in-process matrix sees it on its next refresh.
+    """
+    conn.execute(
+        "INSERT OR REPLACE INTO entry_vectors (entry_id, model, data) VALUES (?, ?, ?)",
+        (entry_id, model_id, data),
+    )
+
+
+@dataclass(frozen=True)
+class Nearest:
+    """The semantic side of one query: the closest entries and the typical similarity."""
+
+    scores: dict[int, float]  # entry id -> cosine similarity
+    floor: float
+
+
+class VectorMatrix:
+    """The vectors of one model as a float32 matrix, refreshed by the largest row id.
+
+    Shared by a store's threads (under a lock); rebuilt from scratch when the table was
+    rebuilt or too many of the best rows belong to forgotten entries.
+    """
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+        self._lock = threading.Lock()
+        self._last = 0
+        self._ids: Any = None  # NDArray[np.int64]: the entry id of each row (-1: replaced)
+        self._rows: Any = None  # NDArray[np.float32]: one unit row per vector
+        self._where: dict[int, int] = {}  # entry id -> its current row
+        self._reload = False
+
+    def refresh(self, conn: sqlite3.Connection) -> tuple[Any, Any]:
+        """(entry ids, matrix) including every vector stored so far."""
+        with self._lock:
+            row = conn.execute(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'entry_vectors'"
+            ).fetchone()
+            top = 0 if row is None else int(row[0])
+            if self._reload or top < self._last:
+                self._last, self._ids, self._rows, self._where = 0, None, None, {}
+                self._reload = False
+            if top > self._last:
+                new = conn.execute(
+                    "SELECT entry_id, data FROM entry_vectors WHERE id > ? AND id <= ? "
+                    "AND model = ? ORDER BY id",
+                    (self._last, top, self.model_id),
+                ).fetchall()
+                self._append(new)
+                self._last = top
+            return self._ids, self._rows
+
+    def _append(self, new: list[sqlite3.Row]) -> None:
+        import numpy as np
+
+        if not new:
+            return
+        ids = np.fromiter((int(r[0]) for r in new), dtype=np.int64, count=len(new))
+        rows = np.vstack([unpack(bytes(r[1])) for r in new])
+        base = 0 if self._ids is None else len(self._ids)
+        if self._ids is None:
+            self._ids, self._rows = ids, rows
+        else:
+            self._ids = np.concatenate([self._ids, ids])
+            self._rows = np.vstack([self._rows, rows])
+        for offset, eid in enumerate(ids.tolist()):
+            old = self._where.get(eid)
+            if old is not None:  # re-embedded: the old row no longer counts
+                self._ids[old] = -1
+                self._rows[old] = 0.0
+            self._where[eid] = base + offset
+
+    def similarity(self, query: NDArray[np.float32], entry_ids: Sequence[int]) -> dict[int, float]:
+        """The similarity of each of ``entry_ids`` that has a row (call after refresh)."""
+        with self._lock:
+            rows, where = self._rows, self._where
+            at = [(eid, where[eid]) for eid in entry_ids if eid in where]
+        if not at:
+            return {}
+        sims = rows[[i for _, i in at]] @ query
+        return {eid: float(s) for (eid, _), s in zip(at, sims.tolist(), strict=True)}
+
+    def note_stale(self, share: float) -> None:
+        """Report the share of the best rows that were forgotten entries."""
+        if share > _STALE_RELOAD:
+            with self._lock:
+                self._reload = True
+
+
+def nearest(
+    ids: Any, rows: Any, query: NDArray[np.float32], k: int, allowed: Any = None
+) -> tuple[list[tuple[int, float]], float]:
+    """The ``k`` rows closest to ``query`` (among ``allowed`` entry ids, when given) as
+    (entry id, similarity) best first, and the typical similarity (the floor)."""
+    import numpy as np
+
+    if ids is None or not len(ids):
+        return [], 0.0
+    sims = rows @ query
+    step = max(1, len(sims) // _FLOOR_SAMPLE)
+    floor = float(np.median(sims[::step]))
+    live = ids >= 0 if allowed is None else np.isin(ids, allowed)
+    pick = np.flatnonzero(live)
+    if not len(pick):
+        return [], floor
+    k = min(k, len(pick))
+    top = pick[np.argpartition(-sims[pick], k - 1)[:k]]
+    top = top[np.lexsort((-ids[top], -sims[top]))]  # ties: the newer entry first
+    return [(int(ids[i]), float(sims[i])) for i in top], floor
+
+
+def semantic_side(
+    store: Store,
+    text: str,
+    where: str,
+    params: list[Any],
+    lexical_ids: Sequence[int],
+    k: int,
+) -> Nearest | None:
+    """The semantic side of a search: the ``k`` nearest entries the filter keeps, plus the
+    similarity of every lexical candidate; None without a model or any vector."""
+    encoder, matrix = store.embedder, store.vector_matrix
+    if encoder is None or matrix is None:
+        return None
+    query = encoder.encode([text])[0]
+    if not query.any():
+        return None
+    conn = store.conn
+    ids, rows = matrix.refresh(conn)
+    close, floor = nearest(ids, rows, query, k * 4)
+    if not close:
+        return None
+    live, kept = _kept(conn, [eid for eid, _ in close], where, params)
+    matrix.note_stale(1.0 - len(live) / len(close))
+    if len(kept) < k and len(kept) < len(live):
+        # a selective filter (a small scope in a big store): search only what it keeps
+        allowed = [
+            int(r[0]) for r in conn.execute(f"SELECT e.id FROM entries e WHERE {where}", params)
+        ]
+        close, _ = nearest(ids, rows, query, k, allowed=allowed)
+        kept = {eid for eid, _ in close}
+    scores = dict([(eid, s) for eid, s in close if eid in kept][:k])
+    scores.update(matrix.similarity(query, lexical_ids))
+    return Nearest(scores, floor)
+
+
+def _kept(
+    conn: sqlite3.Connection, ids: list[int], where: str, params: list[Any]
+) -> tuple[set[int], set[int]]:
+    """(the ids still stored, those the filter keeps)."""
+    rows = conn.execute(
+        f"SELECT e.id, ({where}) FROM entries e WHERE e.id IN (SELECT value FROM json_each(?))",
+        (*params, json.dumps(ids)),
+    ).fetchall()
+    return {int(r[0]) for r in rows}, {int(r[0]) for r in rows if r[1]}
+
+
+def missing(conn: sqlite3.Connection, model_id: str) -> int:
+    """How many entries have no vector of ``model_id``."""
+    row = conn.execute(
+        "SELECT count(*) FROM entries e WHERE NOT EXISTS "
+        "(SELECT 1 FROM entry_vectors v WHERE v.entry_id = e.id AND v.model = ?)",
+        (model_id,),
+    ).fetchone()
+    return int(row[0])
+
+
+def backfill(store: Store, *, progress: Progress | None = None) -> int:
+    """Embed every entry without a vector of the store's model; returns how many.
+
+    Batches are encoded outside any transaction; each batch lands in one short write
+    transaction (an entry forgotten meanwhile is skipped).
+    """
+    encoder = store.embedder
+    if encoder is None:
+        return 0
+    model = encoder.model_id
+    conn = store.conn
+    total = missing(conn, model)
+    done = 0
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT e.id, e.topic, e.summary, e.tags, e.block_hash FROM entries e "
+            "WHERE e.id > ? AND NOT EXISTS (SELECT 1 FROM entry_vectors v "
+            "WHERE v.entry_id = e.id AND v.model = ?) ORDER BY e.id LIMIT ?",
+            (last, model, _BATCH),
+        ).fetchall()
+        if not rows:
+            return done
+        last = int(rows[-1][0])
+        texts = [
+            entry_text(r["topic"], r["summary"], r["tags"], store.block_text(r["block_hash"]))
+            for r in rows
+        ]
+        packed = [pack(v) for v in encoder.encode(texts)]
+        with db.write_tx(conn) as tx:
+            for r, data in zip(rows, packed, strict=True):
+                if tx.execute("SELECT 1 FROM entries WHERE id = ?", (r[0],)).fetchone():
+                    insert(tx, int(r[0]), model, data)
+        done += len(rows)
+        if progress is not None:
+            progress(min(done, total), total)

@@ -1,0 +1,76 @@
+"""core.fusion: the convex, lexical-dominant fusion of BM25 and semantic similarity."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from offload.core.fusion import fuse
+
+
+def test_with_no_semantic_side_the_lexical_order_is_kept() -> None:
+    lexical = [("a", 9.0), ("b", 5.0), ("c", 5.0), ("d", 0.5)]
+    assert [k for k, _ in fuse(lexical, {}, weight=0.3, floor=0.0)] == ["a", "b", "c", "d"]
+
+
+def test_with_no_lexical_side_the_semantic_order_is_used() -> None:
+    semantic = {"x": 0.2, "y": 0.9, "z": 0.5}
+    assert [k for k, _ in fuse([], semantic, weight=0.3, floor=0.1)] == ["y", "z", "x"]
+
+
+def test_both_sides_empty_give_nothing() -> None:
+    assert fuse([], {}, weight=0.3, floor=0.0) == []
+
+
+def test_semantic_similarity_breaks_a_lexical_tie() -> None:
+    lexical = [("a", 4.0), ("b", 4.0)]
+    fused = fuse(lexical, {"a": 0.3, "b": 0.8}, weight=0.3, floor=0.2)
+    assert [k for k, _ in fused] == ["b", "a"]
+
+
+def test_a_strong_lexical_lead_survives_a_semantic_preference() -> None:
+    lexical = [("exact", 10.0), ("vague", 2.0)]
+    fused = fuse(lexical, {"exact": 0.4, "vague": 0.9}, weight=0.3, floor=0.3)
+    assert fused[0][0] == "exact"
+
+
+def test_a_semantic_only_match_enters_the_ranking_below_strong_lexical_hits() -> None:
+    lexical = [("a", 10.0), ("b", 1.0)]
+    fused = dict(fuse(lexical, {"a": 0.5, "b": 0.3, "s": 0.9}, weight=0.3, floor=0.3))
+    assert fused["a"] > fused["s"] > fused["b"]
+
+
+def test_similarity_at_or_below_the_floor_adds_nothing() -> None:
+    fused = dict(fuse([("a", 1.0)], {"a": 0.1, "b": 0.05, "c": 0.6}, weight=0.5, floor=0.2))
+    assert fused["a"] == pytest.approx(0.5)
+    assert fused["b"] == 0.0
+
+
+def test_ties_keep_the_lexical_order_then_the_semantic_order() -> None:
+    fused = fuse([("b", 1.0), ("a", 1.0)], {"d": 0.5, "c": 0.5}, weight=0.0, floor=0.0)
+    assert [k for k, _ in fused] == ["b", "a", "c", "d"]
+
+
+def test_a_weight_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="weight"):
+        fuse([("a", 1.0)], {}, weight=1.5, floor=0.0)
+
+
+keys = st.integers(min_value=0, max_value=30)
+lexical_lists = st.lists(st.tuples(keys, st.floats(0, 50)), max_size=20)
+semantic_maps = st.dictionaries(keys, st.floats(-1, 1), max_size=20)
+
+
+@given(lexical_lists, semantic_maps, st.floats(0, 1), st.floats(-1, 1))
+def test_fusion_is_deterministic_and_ranks_every_key_once(
+    lexical: list[tuple[int, float]], semantic: dict[int, float], weight: float, floor: float
+) -> None:
+    first = fuse(lexical, semantic, weight=weight, floor=floor)
+    again = fuse(list(lexical), dict(reversed(semantic.items())), weight=weight, floor=floor)
+    assert first == again
+    ranked = [k for k, _ in first]
+    assert sorted(ranked) == sorted({k for k, _ in lexical} | set(semantic))
+    scores = [s for _, s in first]
+    assert scores == sorted(scores, reverse=True)
+    assert all(0.0 <= s <= 1.0 for s in scores)

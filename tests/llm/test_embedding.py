@@ -1,0 +1,97 @@
+"""llm.embedding: the shipped static embedding model, loaded from its package's files."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offload.config import EMBEDDING_MODELS, SearchSettings
+from offload.llm import embedding
+from offload.llm.embedding import EmbeddingUnavailable, StaticEmbedder, load_embedder
+
+
+@pytest.fixture(scope="module")
+def model() -> StaticEmbedder:
+    loaded = load_embedder(SearchSettings())
+    assert loaded is not None, "wordllama is a main dependency: it must be installed"
+    return loaded
+
+
+def test_the_shipped_model_encodes_a_batch_into_unit_rows(model: StaticEmbedder) -> None:
+    vectors = model.encode(["the build failed on main", "a picnic by the lake"])
+    assert model.model_id == "wordllama-l2_supercat-256"
+    assert vectors.shape == (2, model.dim) == (2, 256)
+    assert vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_related_texts_are_closer_than_unrelated_ones(model: StaticEmbedder) -> None:
+    q, near, far = model.encode(
+        [
+            "when did she adopt a puppy?",
+            "We brought home a little dog from the shelter last week",
+            "The quarterly tax filing is due on the fifteenth",
+        ]
+    )
+    assert float(q @ near) > float(q @ far)
+
+
+def test_encoding_is_deterministic_and_independent_of_the_batch(model: StaticEmbedder) -> None:
+    alone = model.encode(["deploy the release"])[0]
+    batched = model.encode(["something else first", "deploy the release"])[1]
+    assert np.array_equal(alone, batched)
+
+
+def test_a_text_without_tokens_is_a_zero_row_and_an_empty_batch_is_empty(
+    model: StaticEmbedder,
+) -> None:
+    assert not model.encode([""]).any()
+    assert model.encode([]).shape == (0, 256)
+
+
+def test_a_huge_text_costs_only_its_first_part(model: StaticEmbedder) -> None:
+    head = "error: connection refused\n" * 1000
+    vec_head, vec_long = model.encode([head[: embedding.MAX_CHARS], head + "zzz " * 100_000])
+    assert np.array_equal(vec_head, vec_long)
+
+
+def test_threads_share_one_load(tmp_path: Path) -> None:
+    loaded = load_embedder(SearchSettings())
+    assert loaded is not None
+    out: list[np.ndarray] = []
+    threads = [
+        threading.Thread(target=lambda: out.append(loaded.encode(["x y"]))) for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(out) == 4 and all(np.array_equal(o, out[0]) for o in out)
+
+
+def test_nothing_is_read_until_the_first_encode(tmp_path: Path) -> None:
+    lazy = StaticEmbedder("m", tmp_path / "missing.safetensors", tmp_path / "missing.json")
+    with pytest.raises(EmbeddingUnavailable, match="cannot load m"):
+        lazy.encode(["hello"])
+
+
+def test_semantic_off_in_the_settings_gives_no_model() -> None:
+    assert load_embedder(SearchSettings(semantic=False)) is None
+
+
+def test_a_missing_package_gives_no_model_and_one_notice(caplog: pytest.LogCaptureFixture) -> None:
+    missing = ("offload_test_no_such_package",)
+    with caplog.at_level(logging.WARNING, logger="offload.embedding"):
+        assert load_embedder(SearchSettings(), required=missing) is None
+        assert load_embedder(SearchSettings(), required=missing) is None
+    notices = [r.getMessage() for r in caplog.records]
+    assert len(notices) == 1
+    assert "offload_test_no_such_package" in notices[0] and "lexical" in notices[0]
+
+
+def test_every_model_the_settings_accept_can_be_loaded() -> None:
+    assert set(EMBEDDING_MODELS) == set(embedding.MODELS)
