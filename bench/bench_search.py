@@ -109,30 +109,47 @@ def recall_at(found: Sequence[str], evidence: Sequence[str], k: int) -> float:
     return sum(1 for e in evidence if e in top) / len(evidence)
 
 
+def embedder() -> Any:
+    """The shipped embedding model (hybrid search), or None when it is not installed."""
+    from offload.config import SearchSettings
+    from offload.llm.embedding import load_embedder
+
+    return load_embedder(SearchSettings())
+
+
 def bench_recall(convs: list[Conversation], tmp: Path, split: int | None) -> dict[str, Any]:
-    """R@k per category for offload and the plain FTS5 baseline (and per half with split)."""
+    """R@k per category for offload (lexical alone, and hybrid when the embedding model is
+    installed) and the plain FTS5 baseline (and per half with split)."""
     import offload
 
-    store = offload.open_store(tmp / "recall.db")
+    model = embedder()
+    store = offload.open_store(tmp / "recall.db", embedder=model)
+    lexical = offload.open_store(tmp / "recall.db")  # the same file, searched without a model
     rows: list[dict[str, Any]] = []
     for ci, c in enumerate(convs):
         put = store.put_many([text for _, text in c.turns], scope=c.sample_id)
         by_id = {r.entry.id: dia for r, (dia, _) in zip(put, c.turns, strict=True)}
         plain = plain_fts((i, text) for i, (_, text) in enumerate(c.turns))
         for question, cat, ev in c.questions:
-            hits = store.search(question, scope=c.sample_id, limit=max(KS))
+            hits = lexical.search(question, scope=c.sample_id, limit=max(KS))
             mine = [by_id.get(h.entry.id, "?") for h in hits]
+            both = [
+                by_id.get(h.entry.id, "?")
+                for h in store.search(question, scope=c.sample_id, limit=max(KS))
+            ]
             base = [c.turns[i][0] for i in plain_search(plain, question, max(KS))]
             rows.append(
                 {
                     "conv": ci,
                     "cat": cat,
                     **{f"offload@{k}": recall_at(mine, ev, k) for k in KS},
+                    **({f"hybrid@{k}": recall_at(both, ev, k) for k in KS} if model else {}),
                     **{f"fts5@{k}": recall_at(base, ev, k) for k in KS},
                 }
             )
         plain.close()
     store.close()
+    lexical.close()
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         groups["all"].append(r)
@@ -153,11 +170,15 @@ def bench_recall(convs: list[Conversation], tmp: Path, split: int | None) -> dic
 
 
 def print_recall(table: dict[str, Any]) -> None:
-    head = " | ".join(f"offload R@{k}" for k in KS) + " | " + " | ".join(f"FTS5 R@{k}" for k in KS)
+    sides = [("offload", "offload lexical")] if "hybrid@1" not in table["all"] else []
+    if not sides:
+        sides = [("hybrid", "offload hybrid"), ("offload", "lexical alone")]
+    sides.append(("fts5", "FTS5"))
+    head = " | ".join(f"{label} R@{k}" for _, label in sides for k in KS)
     print(f"| questions | n | {head} |")
-    print("|---|---:|" + "---:|" * (2 * len(KS)))
+    print("|---|---:|" + "---:|" * (len(sides) * len(KS)))
     for name, r in table.items():
-        cells = [f"{r[f'offload@{k}']:.3f}" for k in KS] + [f"{r[f'fts5@{k}']:.3f}" for k in KS]
+        cells = [f"{r[f'{key}@{k}']:.3f}" for key, _ in sides for k in KS]
         print(f"| {name} | {r['n']} | " + " | ".join(cells) + " |")
 
 
@@ -178,7 +199,9 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
     import offload
 
     texts = scale_texts(convs, n)
-    store = offload.open_store(tmp / "speed.db")
+    model = embedder()
+    store = offload.open_store(tmp / "speed.db", embedder=model)
+    lexical = offload.open_store(tmp / "speed.db")  # the same file, searched without a model
     t0 = time.perf_counter()
     for i in range(0, n, 2000):
         store.put_many(texts[i : i + 2000], scope=f"s{i // 2000 % 8}")
@@ -189,8 +212,10 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
     questions = [q for c in convs for q, _, _ in c.questions]
     for q in questions[:50]:  # warm both caches alike
         store.search(q, limit=10)
+        lexical.search(q, limit=10)
         plain_search(plain, q, 10)
     mine: list[float] = []
+    lex: list[float] = []
     base: list[float] = []
     for q in questions:
         t = time.perf_counter()
@@ -199,13 +224,20 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
         t = time.perf_counter()
         store.search(q, limit=10)
         mine.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        lexical.search(q, limit=10)
+        lex.append((time.perf_counter() - t) * 1000)
     store.close()
+    lexical.close()
     plain.close()
     return {
         "entries": n,
         "build_s": build_s,
         "plain_build_s": plain_build_s,
         "queries": len(questions),
+        "hybrid": model is not None,
+        "lexical_p50": pct(lex, 0.5),
+        "lexical_p95": pct(lex, 0.95),
         "offload_p50": pct(mine, 0.5),
         "offload_p95": pct(mine, 0.95),
         "fts5_p50": pct(base, 0.5),
@@ -223,7 +255,12 @@ from offload.core.tokens import EstimateCounter
 path, base_n, reps = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 turns = json.loads(sys.stdin.read())
 rng = random.Random(5)
-store = Store(path)
+try:  # hybrid search as installed by default (a checkout from before it has none)
+    from offload.config import SearchSettings
+    from offload.llm.embedding import load_embedder
+    store = Store(path, embedder=load_embedder(SearchSettings()))
+except ImportError:
+    store = Store(path)
 store.counter.count("warm up")
 for i in range(base_n):
     store.put(f"{rng.choice(turns)} ({i})", scope="base")

@@ -48,7 +48,7 @@ class SearchSettings:
     # hybrid ranking: an offline embedding model's similarity fused with BM25 (llm/embedding.py)
     semantic: bool = True
     embedding_model: str = "wordllama-l2_supercat-256"
-    semantic_weight: float = 0.3  # its share of the fused score; lexical keeps the rest
+    semantic_weight: float = 0.2  # its share of the fused score; lexical keeps the rest
 
     def __post_init__(self) -> None:
         if self.embedding_model not in EMBEDDING_MODELS:

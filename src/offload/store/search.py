@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
 from offload.errors import StoreError
-from offload.store import index, query
+from offload.store import hybrid, index, query
 from offload.store.models import Entry, Filters, Hit, access_score
 
 if TYPE_CHECKING:
@@ -109,6 +109,7 @@ def search_hits(
     try:
         found = lexical_candidates(conn, match_terms, where, params, need)
         ranked = rank(store, q, found, where, params, now)
+        ranked = hybrid.fused_candidates(store, text, ranked, where, params, need)
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly
         raise StoreError(f"search failed: {exc}") from exc

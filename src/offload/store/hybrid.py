@@ -1,0 +1,82 @@
+"""Hybrid ranking: the lexical candidates fused with the nearest entries by embedding.
+
+Called by :func:`offload.store.search.search_hits` on its final lexical ranking
+(neighbourhood, phrases, salience and use: measured better there than before it, see
+docs/benchmarks.md). Without an embedding model, or with no vector stored yet, the lexical
+ranking passes through unchanged: an entry whose vector has not landed is still found by
+its words. A query that matches no word finds nothing: the embedding re-orders and adds to
+a lexical answer, it never makes one up from nearest neighbours alone (a typo or a
+nonsense word would otherwise always "find" something).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from offload.core.fusion import fuse
+from offload.store import vectors
+
+if TYPE_CHECKING:
+    from offload.store.search import Candidate
+    from offload.store.store import Store
+
+_KEYS = (
+    "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
+    "e.accessed AS accessed, e.access_count AS uses"
+)
+
+
+def fused_candidates(
+    store: Store,
+    text: str,
+    found: list[Candidate],
+    where: str,
+    params: list[Any],
+    need: int,
+) -> list[Candidate]:
+    """``found`` (lexical, best first) fused with the ``need`` nearest entries the filter
+    keeps; scores become the fused ones (core.fusion), best first."""
+    if not found:
+        return found
+    side = vectors.semantic_side(store, text, where, params, [c.entry_id for c in found], need)
+    if side is None:
+        return found
+    order = fuse(
+        [(c.entry_id, c.score) for c in found],
+        side.scores,
+        weight=store.semantic_weight,
+        floor=side.floor,
+    )
+    by_id = {c.entry_id: c for c in found}
+    by_id.update(_semantic_only(store.conn, [e for e, _ in order if e not in by_id], where, params))
+    return [replace(by_id[eid], score=score) for eid, score in order if eid in by_id]
+
+
+def _semantic_only(
+    conn: sqlite3.Connection, ids: list[int], where: str, params: list[Any]
+) -> dict[int, Candidate]:
+    """Candidates for entries only the embedding found (their first chunk is shown)."""
+    from offload.store.search import Candidate  # search imports this module
+
+    if not ids:
+        return {}
+    rows = conn.execute(
+        f"SELECT {_KEYS} FROM entries e WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
+        (json.dumps(ids), *params),
+    ).fetchall()
+    return {
+        int(r["eid"]): Candidate(
+            entry_id=int(r["eid"]),
+            score=0.0,
+            chunk_id=None,
+            scope=r["scope"],
+            kind=r["kind"],
+            salience=float(r["salience"]),
+            accessed=float(r["accessed"]),
+            uses=int(r["uses"]),
+        )
+        for r in rows
+    }

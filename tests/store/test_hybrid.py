@@ -1,0 +1,73 @@
+"""store.hybrid: search fuses the lexical ranking with the embedding's nearest entries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from offload.config import SearchSettings
+from offload.core.tokens import EstimateCounter
+from offload.llm.embedding import StaticEmbedder, load_embedder
+from offload.store.store import Store
+
+
+@pytest.fixture(scope="module")
+def model() -> StaticEmbedder:
+    loaded = load_embedder(SearchSettings())
+    assert loaded is not None, "wordllama is a main dependency: it must be installed"
+    return loaded
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "offload.db"
+
+
+@pytest.fixture
+def hybrid(path: Path, model: StaticEmbedder) -> Iterator[Store]:
+    with Store(path, counter=EstimateCounter(), embedder=model) as s:
+        yield s
+
+
+def _ids(store: Store, text: str) -> list[int]:
+    return [h.entry.id for h in store.search(text, limit=10)]
+
+
+def test_similarity_orders_entries_that_match_the_same_words(hybrid: Store, path: Path) -> None:
+    dog = hybrid.put("tonight puppy naps sofa", scope="s").entry.id
+    market = hybrid.put("tonight market closes early", scope="s").entry.id
+    question = "tonight where will my little dog sleep"
+    with Store(path, counter=EstimateCounter()) as lexical:
+        assert _ids(lexical, question) == [market, dog]  # a tie: the newer entry first
+    assert _ids(hybrid, question) == [dog, market]
+
+
+def test_hybrid_order_is_the_same_on_every_run(hybrid: Store) -> None:
+    for i in range(40):
+        hybrid.put(f"note {i}: the deploy of service {i % 5} failed on disk space")
+    first = _ids(hybrid, "why did the deployment fail")
+    assert first and all(_ids(hybrid, "why did the deployment fail") == first for _ in range(3))
+
+
+def test_an_entry_stored_without_a_vector_is_found_by_its_words(hybrid: Store, path: Path) -> None:
+    with Store(path, counter=EstimateCounter()) as plain:
+        old = plain.put("the zebrawordx incident report").entry.id
+    hybrid.put("an unrelated note about lunch")
+    assert _ids(hybrid, "zebrawordx")[0] == old
+
+
+def test_a_query_matching_no_word_finds_nothing_even_with_a_model(hybrid: Store) -> None:
+    hybrid.put("we adopted a dog from the shelter")
+    assert _ids(hybrid, "qqxxzzv") == []
+
+
+def test_a_store_without_the_embedding_package_searches_lexically(path: Path) -> None:
+    absent = load_embedder(SearchSettings(), required=("offload_test_no_such_package",))
+    assert absent is None
+    with Store(path, counter=EstimateCounter(), embedder=absent) as store:
+        hit = store.put("Caroline said, I went to the LGBTQ support group").entry.id
+        store.put("Melanie said, I painted a sunrise")
+        assert _ids(store, "When did Caroline go to the support group?")[0] == hit
+        assert store.conn.execute("SELECT count(*) FROM entry_vectors").fetchone()[0] == 0
