@@ -100,9 +100,11 @@ def _fold(piece: str) -> str:
     if low.isascii():
         return low
     decomposed = unicodedata.normalize("NFKD", low)
-    return unicodedata.normalize(
+    folded = unicodedata.normalize(
         "NFC", "".join(c for c in decomposed if not unicodedata.combining(c))
     )
+    # compatibility forms can decompose to a space and a mark (U+FE70 is " " + U+064B)
+    return "".join(folded.split())
 
 
 def _stem(piece: str) -> str:
