@@ -7,6 +7,7 @@ server's prompt cache.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,7 +16,9 @@ import httpx
 import pytest
 
 from offload.core.sse import iter_sse_events, stream_text
+from offload.proxy.replay import load_runs
 from offload.store.store import Store
+from proxy.heavy_calls import heavy_call_runs
 from proxy.proxy_servers import proxy_for
 from realparts import TRACES, LlamaServer, ServerThread
 
@@ -124,3 +127,27 @@ def test_a_single_message_larger_than_n_ctx_is_stubbed_not_forwarded_raw(
     assert resp.json()["usage"]["prompt_tokens"] < N_CTX
     after = httpx.get(server.url + "/api/stats").json()["live"]["counters"]["stubs_made"]
     assert after > before
+
+
+def test_a_tail_of_whole_file_tool_calls_reaches_the_real_server_with_its_arguments_stubbed(
+    proxied: tuple[ServerThread, Any], llama: LlamaServer
+) -> None:
+    # two whole-file calls from the coding-agent runs derived from the SWE-agent trace,
+    # each with its result, then the user's next request: the tail alone is over n_ctx
+    runs = heavy_call_runs(load_runs(TRACES / "swe_agent_demos.jsonl"))
+    head = runs[0].messages[:2]
+    groups: list[dict[str, Any]] = []
+    for msg, answer in itertools.pairwise(runs[0].messages):
+        args = [c["function"]["arguments"] for c in msg.get("tool_calls") or ()]
+        if len(args) == 1 and len(args[0]) > 4000 and answer["role"] == "tool":
+            groups += [msg, answer]
+        if len(groups) == 4:
+            break
+    assert len(groups) == 4
+    messages = [*head, *groups, {"role": "user", "content": "Now run the tests."}]
+    body = {"messages": messages, "max_tokens": 8, "temperature": 0}
+    direct = httpx.post(llama.base_url + CHAT, json=body, timeout=120)
+    assert direct.status_code == 400, direct.text[:200]
+    resp = httpx.post(proxied[0].url + CHAT, json=body, timeout=300)
+    assert resp.status_code == 200, resp.text[:300]
+    assert resp.json()["usage"]["prompt_tokens"] < N_CTX

@@ -4,7 +4,8 @@ messages. (:mod:`offload.core.stubs` renders the stub text; this module decides 
 message's stub says, stores what it replaces and counts it.)
 
 A *stubbed* message keeps its role and every field but ``content`` (a ``tool`` message
-keeps ``tool_call_id`` and ``name``; an assistant keeps its ``tool_calls``); its content
+keeps ``tool_call_id`` and ``name``; an assistant keeps its ``tool_calls``, whose bulky
+arguments have stubs of their own: :mod:`offload.proxy.call_args`); its content
 becomes a stub naming ``ctx:sha256:<hex>`` of the original content, which the store holds
 byte for byte (a list of parts is stored as its canonical JSON).
 
@@ -41,6 +42,7 @@ from offload.core.stubs import StubInfo, is_stub, render_stub
 from offload.core.tokens import TokenCounter
 from offload.errors import NotFound, ReferenceError_
 from offload.proxy import transcript
+from offload.proxy.call_args import restore_calls
 from offload.proxy.messages import Message, content_text, message_tokens, range_role
 from offload.store.store import Store
 
@@ -438,7 +440,8 @@ def expand(
         return got
 
     out: list[Message] = []
-    for msg in wire:
+    for sent in wire:
+        msg = restore_calls(sent, body_of)  # stubbed tool-call arguments (call_args)
         text = msg.get("content")
         if is_proxy_note(msg):
             continue  # a recall block or a loop note: the proxy's, not the client's

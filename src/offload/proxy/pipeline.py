@@ -14,11 +14,15 @@ from offload.config import ProxySettings
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput
 from offload.proxy import loops
+from offload.proxy.call_args import CallsStub, CallStubber
 from offload.proxy.ceilings import Ceilings, client_compacted, harness_key
-from offload.proxy.message_stubs import MessageStub, RangePart, RangeStub, StubMaker
+from offload.proxy.message_stubs import MessageStub, RangePart, RangeStub, StubMaker, read_call
 from offload.proxy.messages import (
+    MESSAGE_OVERHEAD,
     Message,
+    calls_text,
     chain,
+    content_text,
     head_end,
     is_group_start,
     is_page_boundary,
@@ -109,6 +113,7 @@ class Pipeline:
         self.stubs = StubMaker(store, counter, scope=scope)
         self.recall = Recaller(store, settings, counter, scope)
         self.ceilings = Ceilings(store)
+        self.calls = CallStubber(self.stubs, read_call)
         self._locks = SessionLocks()
         self._live = LiveSessions()
 
@@ -414,18 +419,36 @@ class Pipeline:
 
     # -- costs and the wire ----------------------------------------------------------------------
 
-    def _bulky(self, msgs: Sequence[Message], i: int, threshold: int) -> MessageStub | None:
-        return self.stubs.worth_stubbing(msgs[i], source_of(msgs, i), threshold)
+    def _stubbing(
+        self, msgs: Sequence[Message], i: int, threshold: int, gain: float
+    ) -> _Stubbing | None:
+        """Message ``i`` stubbed where it is bulky: its content, and the arguments of its
+        tool calls unless it is the newest message; None when nothing changes."""
+        content = self.stubs.worth_stubbing(msgs[i], source_of(msgs, i), threshold, gain=gain)
+        calls = None
+        if i < len(msgs) - 1:
+            calls = self.calls.stub(msgs[i], threshold, gain=gain)
+        return None if content is None and calls is None else _Stubbing(content, calls)
 
-    def _forced(self, msgs: Sequence[Message], i: int, ct: Sequence[int]) -> MessageStub | None:
-        made = self.stubs.worth_stubbing(msgs[i], source_of(msgs, i), 0, gain=1.0)
+    def _bulky(self, msgs: Sequence[Message], i: int, threshold: int) -> _Stubbing | None:
+        return self._stubbing(msgs, i, threshold, 2.0)
+
+    def _forced(self, msgs: Sequence[Message], i: int, ct: Sequence[int]) -> _Stubbing | None:
+        made = self._stubbing(msgs, i, 0, 1.0)
         if made is None:
             return None
         return made if self._stub_tokens(msgs[i], made) < ct[i] else None
 
-    def _stub_tokens(self, msg: Message, made: MessageStub) -> int:
-        shape = {"role": msg["role"], "content": made.stub, **_calls(msg)}
-        return message_tokens(self.counter, shape, made.stub_tokens)
+    def _stub_tokens(self, msg: Message, made: _Stubbing) -> int:
+        if made.content is None:
+            content_tokens = self.stubs.content_tokens(content_text(msg))
+        else:
+            content_tokens = made.content.stub_tokens
+        n = content_tokens + MESSAGE_OVERHEAD  # as messages.message_tokens counts it
+        if made.calls is not None:
+            return n + made.calls.tokens
+        text = calls_text(msg)
+        return n + (self.stubs.content_tokens(text) if text else 0)
 
     def _cost(self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int) -> int:
         made = self._bulky(msgs, i, threshold)
@@ -434,6 +457,15 @@ class Pipeline:
     def _forced_cost(self, msgs: Sequence[Message], i: int, ct: Sequence[int]) -> int | None:
         made = self._forced(msgs, i, ct)
         return None if made is None else self._stub_tokens(msgs[i], made)
+
+    def _stubbed(self, msgs: Sequence[Message], i: int, made: _Stubbing) -> Message:
+        """Message ``i`` as it goes on the wire under ``made`` (what it replaces stored)."""
+        msg = msgs[i]
+        if made.content is not None:
+            msg = self.stubs.stubbed(msg, made.content, source_of(msgs, i))
+        if made.calls is not None:
+            msg = self.calls.apply(msg, made.calls)
+        return msg
 
     def _build(
         self,
@@ -451,7 +483,7 @@ class Pipeline:
         tokens: list[int] = []
         stubs = made_now = 0
 
-        def stubbed_under(lay: Layout, i: int, limit: int = threshold) -> MessageStub | None:
+        def stubbed_under(lay: Layout, i: int, limit: int = threshold) -> _Stubbing | None:
             if i in lay.forced:
                 return self._forced(msgs, i, ct)
             if lay.paged <= i < lay.stubbed:
@@ -470,7 +502,7 @@ class Pipeline:
                 wire.append(msg)
                 tokens.append(ct[i])
                 continue
-            wire.append(self.stubs.stubbed(msg, made, source_of(msgs, i)))
+            wire.append(self._stubbed(msgs, i, made))
             tokens.append(self._stub_tokens(msg, made))
             stubs += 1
             if before is not layout and (
@@ -481,9 +513,12 @@ class Pipeline:
         return wire, tokens, stubs, made_now
 
 
-def _calls(msg: Message) -> dict[str, Any]:
-    calls = msg.get("tool_calls")
-    return {"tool_calls": calls} if calls else {}
+@dataclass(frozen=True)
+class _Stubbing:
+    """How one message is stubbed: its content, its tool calls' arguments, or both."""
+
+    content: MessageStub | None
+    calls: CallsStub | None
 
 
 def _common_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:
