@@ -205,8 +205,14 @@ def test_coding_agent_runs_derived_from_the_real_trace_replay_at_4096_with_no_pr
         if counter.count(call["function"]["arguments"]) > 800
     ]
     assert len(heavy) >= 50  # the shape of the issue: calls carrying whole files
-    with Store(tmp_path / "s.db", counter=counter) as store:
-        report = replay(runs, Pipeline(store, ProxySettings(), counter), N_CTX)
-    totals = report.totals()
-    assert totals["problems"] == 0, [t.problems for t in report.turns if t.problems][:3]
-    assert totals["peak_wire_tokens"] <= Budget.of(ProxySettings(), N_CTX).ceiling
+    # each run in its own store: several demonstrations open with the very same messages,
+    # and the harness-ceiling learning (proxy.ceilings) would carry one run's into the next
+    problems: list[tuple[str, ...]] = []
+    peak = 0
+    for n, run in enumerate(runs):
+        with Store(tmp_path / f"s{n}.db", counter=counter) as store:
+            report = replay([run], Pipeline(store, ProxySettings(), counter), N_CTX)
+        problems += [t.problems for t in report.turns if t.problems]
+        peak = max(peak, report.totals()["peak_wire_tokens"])
+    assert problems == []
+    assert peak <= Budget.of(ProxySettings(), N_CTX).ceiling
