@@ -166,7 +166,7 @@ class VectorMatrix:
             at = [(eid, where[eid]) for eid in entry_ids if eid in where]
         if not at:
             return {}
-        sims = rows[[i for _, i in at]] @ query
+        sims = _dot(rows[[i for _, i in at]], query)
         return {eid: float(s) for (eid, _), s in zip(at, sims.tolist(), strict=True)}
 
     def note_stale(self, share: float) -> None:
@@ -174,6 +174,14 @@ class VectorMatrix:
         if share > _STALE_RELOAD:
             with self._lock:
                 self._reload = True
+
+
+def _dot(rows: Any, query: NDArray[np.float32]) -> Any:
+    """Each row's dot product with ``query``. numpy's own loop, not BLAS: on a busy
+    machine OpenBLAS's threads made a 2,000 x 256 product take ~45 ms instead of 0.1 ms."""
+    import numpy as np
+
+    return np.einsum("ij,j->i", rows, query)
 
 
 def nearest(
@@ -185,7 +193,7 @@ def nearest(
 
     if ids is None or not len(ids):
         return [], 0.0
-    sims = rows @ query
+    sims = _dot(rows, query)
     step = max(1, len(sims) // _FLOOR_SAMPLE)
     floor = float(np.median(sims[::step]))
     live = ids >= 0 if allowed is None else np.isin(ids, allowed)
