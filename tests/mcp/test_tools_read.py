@@ -276,3 +276,19 @@ async def test_stats_counts_this_sessions_calls_and_volumes(env: McpEnv) -> None
         lines[2] == "offloaded: 1 new (4 bytes), 1 already stored; fenced bodies sent: 1 (4 bytes)"
     )
     assert "saved" not in text.lower()
+
+
+async def test_a_lossy_entry_says_so_wherever_its_body_is_shown(env: McpEnv) -> None:
+    original = "the full original text with every detail kept\n" * 20
+    lossy = "a short lossy summary\n"
+    entry = env.store.put(original, body=lossy, scope=env.context().scope, topic="lossy one").entry
+    assert entry.compressed
+    async with env.connect() as s:
+        matrix = await s.ok("matrix")
+        read = await s.ok("read", ref=entry.ref)
+        checkout = await s.ok("checkout", ref=entry.ref)
+        retrieved = await s.ok("retrieve", ref=entry.ref)
+    assert "| text (lossy) |" in matrix
+    assert "lossy" in read.splitlines()[0] and "retrieve gives the original" in read
+    assert "lossy" in checkout.splitlines()[0]
+    assert "every detail kept" in retrieved and "every detail kept" not in read

@@ -51,8 +51,16 @@ def entry_line(e: Entry) -> str:
     """``ref | topic [tags] | kind | salience | status | ~tokens``."""
     topic = one_line(e.topic, _TOPIC_CHARS) or "(no topic)"
     tags = f" [{' '.join(one_line(t, 60) for t in e.tags)}]" if e.tags else ""
-    kind = one_line(e.kind, 60)
+    kind = one_line(e.kind, 60) + (" (lossy)" if e.compressed else "")
     return f"{e.ref} | {topic}{tags} | {kind} | {e.salience:.2f} | {status_of(e)} | ~{e.tokens}"
+
+
+LOSSY_NOTE = "lossy: the local model's compression; retrieve gives the original"
+
+
+def lossy_note(e: Entry) -> str:
+    """`` (lossy: ...)`` after a header that shows a compressed entry's body, else ``""``."""
+    return f" ({LOSSY_NOTE})" if e.compressed else ""
 
 
 def entry_lines(entries: Sequence[Entry]) -> str:

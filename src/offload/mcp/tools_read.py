@@ -117,6 +117,7 @@ async def read(ctx: McpContext, a: Args) -> str:
     if window.total_lines == 0:
         return f"{entry.ref} has an empty body"
     head = f"{entry.ref} L{window.first_line}-{window.last_line} of {window.total_lines}"
+    head += fmt.lossy_note(entry)
     out = [head, fenced(ctx, entry, window.text)]
     nxt = continuation(window, fmt.call("read", ref=ref, offset=window.next_offset))
     if nxt:
@@ -133,6 +134,7 @@ async def checkout(ctx: McpContext, a: Args) -> str:
     lines = [
         f"{e.ref} checked out (hot; {e.lines} lines, ~{e.tokens} tokens); when done: "
         + fmt.call("checkin", ref=e.ref, nonce=co.nonce)
+        + fmt.lossy_note(e)
     ]
     if co.churn:
         lines.append(f"warning: {co.churn}")
@@ -164,7 +166,8 @@ async def checkout_remote(ctx: McpContext, a: Args) -> str:
     async with LocalModel(ctx.settings.local_model) as model:
         if not model.configured:
             raise ModelNotConfigured("checkout_remote")
-        result = await model.distill(ctx.store.body(e), focus, strict=True)
+        # the original: distilling a lossy compression would lose twice
+        result = await model.distill(ctx.store.body(e, original=True), focus, strict=True)
     head = (
         f"{e.ref} distilled by the local model: ~{result.input_tokens} -> "
         f"~{result.output_tokens} tokens (lossy; read or checkout for the exact text)"
