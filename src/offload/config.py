@@ -122,6 +122,9 @@ class ProxySettings:
     # the loop guard: the same assistant call (or text) this many times in a row gets a
     # short note on the wire telling the model so (0: off)
     loop_repeats: int = 3
+    # learn each harness's own compaction size and keep its wire under it; off by default:
+    # a new conversation that opens like an earlier one shares its session and looks alike
+    learn_client_ceiling: bool = False
 
     def __post_init__(self) -> None:
         limit = self.first_byte_timeout_s

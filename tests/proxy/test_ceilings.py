@@ -29,7 +29,7 @@ def chat(turns: int, system: str = "You are the Acme harness.") -> Msgs:
 
 def test_a_client_that_halves_its_history_teaches_the_harness_its_ceiling(tmp_path: Path) -> None:
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
-        pipe = Pipeline(store, ProxySettings(), EstimateCounter())
+        pipe = Pipeline(store, ProxySettings(learn_client_ceiling=True), EstimateCounter())
         big = pipe.rewrite(chat(12), N_CTX)
         assert not big.ceiling_learned
         small = pipe.rewrite(chat(3), N_CTX)  # same head, the history cut to a quarter
@@ -37,7 +37,7 @@ def test_a_client_that_halves_its_history_teaches_the_harness_its_ceiling(tmp_pa
         harness = harness_key(chat(0)[:1])
         assert Ceilings(store).get(harness) == big.wire_tokens
         # from then on (a restarted proxy too) that harness's wire stays under it
-        fresh = Pipeline(store, ProxySettings(), EstimateCounter())
+        fresh = Pipeline(store, ProxySettings(learn_client_ceiling=True), EstimateCounter())
         for turns in range(3, 16):
             result = fresh.rewrite(chat(turns), N_CTX)
             assert result.wire_tokens <= int(big.wire_tokens * MARGIN)
@@ -45,7 +45,7 @@ def test_a_client_that_halves_its_history_teaches_the_harness_its_ceiling(tmp_pa
 
 def test_another_harness_keeps_the_full_budget(tmp_path: Path) -> None:
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
-        pipe = Pipeline(store, ProxySettings(), EstimateCounter())
+        pipe = Pipeline(store, ProxySettings(learn_client_ceiling=True), EstimateCounter())
         big = pipe.rewrite(chat(12), N_CTX)
         pipe.rewrite(chat(3), N_CTX)
         other = pipe.rewrite(chat(14, system="You are another harness."), N_CTX)
@@ -55,7 +55,7 @@ def test_another_harness_keeps_the_full_budget(tmp_path: Path) -> None:
 
 def test_growing_or_slightly_edited_histories_teach_nothing(tmp_path: Path) -> None:
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
-        pipe = Pipeline(store, ProxySettings(), EstimateCounter())
+        pipe = Pipeline(store, ProxySettings(learn_client_ceiling=True), EstimateCounter())
         pipe.rewrite(chat(8), N_CTX)
         edited = chat(8)
         edited[-1] = {"role": "user", "content": "changed my mind"}
@@ -68,3 +68,10 @@ def test_a_capped_budget_scales_its_band_under_the_limit() -> None:
     cut = capped(budget, 3000)
     assert cut.ceiling == 3000 and cut.target < cut.high < cut.ceiling
     assert capped(budget, 10**6) == budget
+
+
+def test_learning_is_off_unless_asked(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        pipe = Pipeline(store, ProxySettings(), EstimateCounter())
+        pipe.rewrite(chat(12), N_CTX)
+        assert not pipe.rewrite(chat(3), N_CTX).ceiling_learned

@@ -169,7 +169,8 @@ class Pipeline:
         ]
         learned = 0  # the client compacted itself: the wire tokens it had been sent
         if (
-            previous is not None
+            self.settings.learn_client_ceiling
+            and previous is not None
             and cause == "client_edit"
             and client_compacted(sum(previous.client_tokens), sum(ct))
         ):
