@@ -30,6 +30,10 @@ def ref_of(text: str) -> str:
     return m.group(0)
 
 
+# the expansion guard's reasons: grown, cut off at the cap, or an echo of the input
+GUARD_REFUSAL = re.compile("not shorter|stopped at its token cap|mostly a copy")
+
+
 async def test_checkout_remote_returns_a_shorter_fenced_distillate(
     env: McpEnv, llama_server: LlamaServer
 ) -> None:
@@ -38,7 +42,7 @@ async def test_checkout_remote_returns_a_shorter_fenced_distillate(
         res = await s.call("checkout_remote", ref=ref, focus="the root cause")
         before = env.store.resolve(ref)
     if res.is_error:  # a 135M model may fail the guard; then it must say so, not fall back
-        assert "not shorter" in res.text and "<offload:body" not in res.text
+        assert GUARD_REFUSAL.search(res.text) and "<offload:body" not in res.text
         return
     head, _, rest = res.text.partition("\n")
     n_in, n_out = map(int, re.findall(r"~(\d+)", head)[:2])
@@ -53,7 +57,7 @@ async def test_checkout_remote_refuses_an_output_that_is_not_shorter(
     async with env.connect(**model(llama_server)) as s:
         ref = ref_of(await s.ok("offload", content="ok", topic="tiny"))
         err = await s.fail("checkout_remote", ref=ref)
-    assert "not shorter" in err
+    assert GUARD_REFUSAL.search(err), err
 
 
 async def test_offload_compress_stores_a_lossy_body_and_keeps_the_original(

@@ -49,7 +49,10 @@ def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def fence(body: str, *, nonce: str, ref: str, topic: str, stored: float) -> str:
-    """Wrap ``body`` in a trust fence keyed by ``nonce``."""
-    attrs = f'ref="{escape_attr(ref)}" topic="{escape_attr(topic)}" stored="{iso(stored)}"'
+def fence(body: str, *, nonce: str, ref: str, topic: str, stored: float | None) -> str:
+    """Wrap ``body`` in a trust fence keyed by ``nonce`` (``stored=None``: no time, for
+    fences that must be the same bytes whenever their content was stored)."""
+    attrs = f'ref="{escape_attr(ref)}" topic="{escape_attr(topic)}"'
+    if stored is not None:
+        attrs += f' stored="{iso(stored)}"'
     return f"<offload:body:{nonce} {attrs}>{neutralise(body)}</offload:body:{nonce}>"

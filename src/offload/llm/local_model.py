@@ -247,6 +247,8 @@ class _Run:
                     size = math.ceil(size * 1.25)
                     pieces = split_lines(current, size, count)
             outputs = [await self._one(piece) for piece in pieces]
+            if outputs == pieces:
+                break  # every piece was kept raw: another round would ask the same again
             joined = "\n".join(outputs)
             n_joined = count(joined)
             if round_no > 0 and n_joined >= n_current:
@@ -255,9 +257,11 @@ class _Run:
         return current
 
     async def _one(self, piece: str) -> str:
-        # the model answers in at most about the target; a short piece needs less
+        # The prompt asks for about the target; the cap leaves room past it (twice, at most
+        # the piece's own size: anything longer is no compression), so a model that keeps
+        # to the prompt finishes, and one that runs into the cap (an echo, a loop) is refused.
         count = self.model.counter.count
-        max_tokens = min(self.target, max(16, count(piece)))
+        max_tokens = max(16, min(count(piece), 2 * self.target))
         self.calls += 1
         out, cut = await self.model._call(self.system, piece, max_tokens)
         if not self.guard:

@@ -208,7 +208,13 @@ def render_hits(
     body = "\n\n".join(rows)
     nonce = text_hash(body)[:24]
     fenced = fence(
-        body, nonce=nonce, ref=used[0].ref, topic="recalled memory", stored=used[0].stored
+        # no stored= time: the block must be the same bytes for the same conversation,
+        # whenever (and in whichever store) its parts were paged out
+        body,
+        nonce=nonce,
+        ref=used[0].ref,
+        topic="recalled memory",
+        stored=None,
     )
     return fenced, used
 
