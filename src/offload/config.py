@@ -125,8 +125,21 @@ class ProxySettings:
     # learn each harness's own compaction size and keep its wire under it; off by default:
     # a new conversation that opens like an earlier one shares its session and looks alike
     learn_client_ceiling: bool = False
+    # transparent retrieval: offer the upstream model the proxy's own memory tools (read a
+    # reference, search this session's memory) and answer its calls of them without the
+    # client seeing them: "auto" (unless the upstream says its template has no tools),
+    # "on", "off"; at most this many rounds of them per answer
+    retrieval: str = "auto"
+    retrieval_rounds: int = 4
 
     def __post_init__(self) -> None:
+        if self.retrieval not in ("auto", "on", "off"):
+            raise ConfigError(
+                f"proxy.retrieval must be one of auto, on, off, got {self.retrieval!r}"
+            )
+        rounds = self.retrieval_rounds
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 16:
+            raise ConfigError(f"proxy.retrieval_rounds must be from 1 to 16, got {rounds!r}")
         limit = self.first_byte_timeout_s
         if not 0 < limit < float("inf"):
             raise ConfigError(

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from offload.proxy.retrieval import DEFINITIONS
 from offload.store.store import Store
 from proxy.proxy_servers import completion, proxy_for
 
@@ -156,4 +157,7 @@ def test_a_request_the_rewrite_leaves_unchanged_reaches_the_upstream_byte_for_by
         for line, body in zip(one_shot.answered, one_shot.bodies, strict=True)
         if line.startswith(b"POST /v1/chat/")
     ]
-    assert chat == [raw]
+    # the proxy's own memory tools are spliced in before the closing brace, nothing else
+    (sent,) = chat
+    assert sent.startswith(raw[:-1])
+    assert json.loads(sent) == {**json.loads(raw), "tools": list(DEFINITIONS)}

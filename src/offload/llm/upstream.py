@@ -258,3 +258,11 @@ def chat_template_of(props: dict[str, Any] | None) -> str:
     """The chat template in a llama-server ``/props`` answer ("" if it has none)."""
     template = (props or {}).get("chat_template")
     return template if isinstance(template, str) else ""
+
+
+def tool_support_of(props: dict[str, Any] | None) -> bool | None:
+    """Whether a llama-server ``/props`` answer says its chat template renders tools
+    (``chat_template_caps.supports_tools``); None when it does not say."""
+    caps = (props or {}).get("chat_template_caps")
+    value = caps.get("supports_tools") if isinstance(caps, dict) else None
+    return value if isinstance(value, bool) else None

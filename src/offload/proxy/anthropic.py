@@ -19,12 +19,12 @@ import secrets
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import httpx
 from starlette.responses import JSONResponse, Response
 
 from offload.core.sse import SseDecoder
 from offload.errors import InvalidInput
 from offload.proxy.errors_http import ANTHROPIC, anthropic_error
+from offload.proxy.forward import UpstreamReply
 from offload.proxy.metrics import cache_figures
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -159,7 +159,7 @@ def _message_id() -> str:
 
 
 async def message_response(
-    resp: httpx.Response, model: str, on_obj: Callable[[dict[str, Any]], None]
+    resp: UpstreamReply, model: str, on_obj: Callable[[dict[str, Any]], None]
 ) -> Response:
     """A non-streaming chat answer as an Anthropic message."""
     try:
@@ -197,16 +197,16 @@ async def message_response(
     )
 
 
-def error_response(resp: httpx.Response) -> Response:
-    """An upstream error (body already read) in the Anthropic error shape."""
-    message = resp.text
+def error_response(status: int, body: bytes) -> Response:
+    """An upstream error (its status and body) in the Anthropic error shape."""
+    message = body.decode("utf-8", "replace")
     try:
-        err = json.loads(resp.content).get("error")
+        err = json.loads(body).get("error")
         if isinstance(err, dict) and err.get("message"):
             message = str(err["message"])
     except (ValueError, AttributeError):
         pass
-    return anthropic_error(resp.status_code, message)
+    return anthropic_error(status, message)
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:

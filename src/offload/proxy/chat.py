@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from offload.errors import InvalidInput, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from offload.proxy import retrieval_loop
 from offload.proxy.errors_http import OPENAI, ErrorShape, openai_error
 from offload.proxy.forward import (
     UpstreamReply,
@@ -32,6 +33,7 @@ from offload.proxy.forward import (
     response_headers,
 )
 from offload.proxy.metrics import RequestRecord, cache_figures
+from offload.proxy.overflow import NoFit, no_fit, no_fit_message, overflow_of
 from offload.proxy.pipeline import RewriteResult
 from offload.proxy.state import ProxyState
 from offload.proxy.turns import session_title, stub_lines
@@ -40,7 +42,6 @@ from offload.proxy.turns import session_title, stub_lines
 log = logging.getLogger("offload.proxy")
 
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-OVERFLOW = "exceed_context_size_error"
 # after an overflow, aim this far under the upstream's own count
 OVERFLOW_MARGIN = 0.95
 
@@ -110,7 +111,7 @@ async def run_chat(
     messages: list[dict[str, Any]],
     *,
     send: Callable[[bytes, dict[str, str]], Awaitable[R]],
-    transform: Callable[[R, bool, RewriteResult], Awaitable[Response]] | None = None,
+    transform: Callable[[UpstreamReply, bool, RewriteResult], Awaitable[Response]] | None = None,
     raw: bytes | None = None,
     shape: ErrorShape = OPENAI,
 ) -> Response:
@@ -120,11 +121,14 @@ async def run_chat(
     rewrite left the messages as they were. ``shape``: how the client's API says the
     proxy's own errors (timeouts, an unreachable upstream, a request that cannot fit)."""
     n_ctx = await state.n_ctx()
+    offer = retrieval_loop.offer_for(state, payload, raw)  # the proxy's own memory tools
+    if offer is not None:
+        payload, raw = offer.payload, offer.raw
     exchange = await _rewrite(state, payload, messages, n_ctx)
     headers = request_headers(request.headers)
     headers["content-type"] = "application/json"
     stream = bool(payload.get("stream"))
-    upstream = _Upstream(state, payload, messages, send, headers, raw, exchange, stream)
+    upstream = _Upstream(state, payload, messages, send, headers, raw, exchange, stream, offer)
     answered = await _answered(request, upstream, shape)
     if isinstance(answered, Response):
         return answered
@@ -143,15 +147,6 @@ async def run_chat(
     return await _relay_whole(request, state, resp, result)
 
 
-@dataclass(frozen=True)
-class _NoFit:
-    """The upstream's overflow answer for a wire the proxy cannot make any smaller."""
-
-    n_prompt: object  # the upstream's count (an int when it said)
-    n_ctx: int
-    wire_tokens: int  # the proxy's own count of the wire
-
-
 @dataclass
 class _Upstream(Generic[R]):
     """One chat request's way upstream: the exchange in flight (replaced by the overflow
@@ -165,6 +160,7 @@ class _Upstream(Generic[R]):
     raw: bytes | None
     exchange: _Exchange
     stream: bool
+    offer: retrieval_loop.Offer | None = None
 
     async def post(self) -> R:
         """Send the current exchange; the answer's headers are in, its body is not read.
@@ -188,53 +184,51 @@ class _Upstream(Generic[R]):
                 f"the upstream sent no answer within {limit:g} s (proxy.first_byte_timeout_s)"
             ) from None
 
-    async def answer(self) -> tuple[R, bytes | None] | _NoFit:
+    async def answer(self) -> tuple[UpstreamReply, bytes | None] | NoFit:
         """The upstream's answer, retried once after a context overflow, and its body when
-        it had to be read already; :class:`_NoFit` when the request cannot fit (the retry
-        would send the very same bytes, or overflowed too)."""
+        it had to be read already; :class:`NoFit` when the request cannot fit (the retry
+        would send the very same bytes, or overflowed too). With the proxy's tools offered,
+        the answer after the retrieval rounds (see retrieval_loop)."""
+        got = await self._answer()
+        if self.offer is None or isinstance(got, NoFit) or got[0].status_code >= 400:
+            return got
+        ex = self.exchange
+        rounds = retrieval_loop.rounds_for(self.state, self.offer, ex.result, ex.n_ctx, self.more)
+        return await rounds.continued(got[0], self.stream), None
+
+    def _no_fit(self, overflow: dict[str, Any]) -> NoFit:
+        return no_fit(overflow, self.exchange.n_ctx, self.exchange.result.wire_tokens)
+
+    async def more(self, messages: list[dict[str, Any]]) -> R:
+        """Post a continuation of this request with ``messages`` (a retrieval round)."""
+        body = json.dumps({**self.payload, "messages": messages}, ensure_ascii=False)
+        return await self.send(body.encode(), self.headers)
+
+    async def _answer(self) -> tuple[R, bytes | None] | NoFit:
         resp = await self.post()
         if resp.status_code != 400:
             return resp, None
         body = await error_body(resp)  # httpx keeps it for a transform to read again
-        overflow = _overflow_of(body)
+        overflow = overflow_of(body)
         if overflow is None:
             return resp, body
         retry = await _overflow_retry(
             self.state, overflow, self.exchange, self.payload, self.messages
         )
         if retry.result.messages == self.exchange.result.messages:
-            return _no_fit(overflow, self.exchange)  # the same bytes would overflow again
+            return self._no_fit(overflow)  # the same bytes would overflow again
         self.exchange = retry
         resp = await self.post()
         if resp.status_code != 400:
             return resp, None
         body = await error_body(resp)
-        overflow = _overflow_of(body)
-        return (resp, body) if overflow is None else _no_fit(overflow, self.exchange)
-
-
-def _no_fit(overflow: dict[str, Any], exchange: _Exchange) -> _NoFit:
-    n_ctx = overflow.get("n_ctx")
-    return _NoFit(
-        overflow.get("n_prompt_tokens"),
-        n_ctx if isinstance(n_ctx, int) else exchange.n_ctx,
-        exchange.result.wire_tokens,
-    )
-
-
-def _no_fit_message(no_fit: _NoFit) -> str:
-    counted = f"{no_fit.n_prompt} prompt tokens" if isinstance(no_fit.n_prompt, int) else "too many"
-    return (
-        f"the request does not fit the model's context: the upstream counted {counted} for"
-        f" n_ctx {no_fit.n_ctx}, and the proxy cannot page out any more of it (its wire is"
-        f" {no_fit.wire_tokens} tokens by the proxy's count: the pinned head and the newest"
-        " messages); shorten the newest message, or use a larger context"
-    )
+        overflow = overflow_of(body)
+        return (resp, body) if overflow is None else self._no_fit(overflow)
 
 
 async def _answered(
     request: Request, upstream: _Upstream[R], shape: ErrorShape
-) -> tuple[R, bytes | None] | Response:
+) -> tuple[UpstreamReply, bytes | None] | Response:
     """The upstream's answer, or the error response when there is none (timeout, upstream
     down, a request that cannot fit, client gone)."""
     state = upstream.state
@@ -252,11 +246,11 @@ async def _answered(
     if got is None:  # the client went away before the upstream answered
         _count_error(state, upstream.exchange.result)
         return Response(status_code=499)
-    if isinstance(got, _NoFit):
+    if isinstance(got, NoFit):
         _count_error(state, upstream.exchange.result)
-        log.info("request does not fit: %s", _no_fit_message(got))
+        log.info("request does not fit: %s", no_fit_message(got))
         return shape.response(
-            400, _no_fit_message(got), "invalid_request_error", code="context_length_exceeded"
+            400, no_fit_message(got), "invalid_request_error", code="context_length_exceeded"
         )
     return got
 
@@ -350,15 +344,6 @@ async def _rewrite(
     )
     result = await anyio.to_thread.run_sync(rewrite, messages, n_ctx)
     return _Exchange(payload, result, n_ctx)
-
-
-def _overflow_of(body: bytes) -> dict[str, Any] | None:
-    """The error object of an ``exceed_context_size_error`` answer (None for any other)."""
-    try:
-        err = json.loads(body).get("error")
-    except (ValueError, AttributeError):
-        return None
-    return err if isinstance(err, dict) and err.get("type") == OVERFLOW else None
 
 
 async def _overflow_retry(

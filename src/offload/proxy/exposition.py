@@ -30,6 +30,12 @@ NAMES = {
     "recall_read": "recalled_refs_read",
     "loop_breaks": "loop_broken_requests",
     "ceilings_learned": "client_compactions",
+    "retrieval_rounds": "retrieval_rounds",
+    "retrieval_reads": "retrieval_read_calls",
+    "retrieval_searches": "retrieval_search_calls",
+    "retrieval_bad_calls": "retrieval_bad_calls",
+    "retrieval_answers": "retrieval_answered_requests",
+    "retrieval_exhausted": "retrieval_exhausted_requests",
 }
 #: Counted by cause instead (``offload_proxy_prefix_breaks_total{cause}``): the unlabelled
 #: total would be the sum of the same family.

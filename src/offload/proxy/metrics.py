@@ -45,6 +45,12 @@ COUNTERS = (
     "recall_read",
     "loop_breaks",
     "ceilings_learned",
+    "retrieval_rounds",
+    "retrieval_reads",
+    "retrieval_searches",
+    "retrieval_bad_calls",
+    "retrieval_answers",
+    "retrieval_exhausted",
 )
 HELP = {
     "requests": "chat requests handled",
@@ -66,6 +72,12 @@ HELP = {
     "recall_read": "recalled references the model named in its next answer",
     "loop_breaks": "requests where the loop guard saw a repeating spiral and added a note",
     "ceilings_learned": "client compactions seen (their size is kept under from then on)",
+    "retrieval_rounds": "rounds of the proxy's own memory tools answered for the model",
+    "retrieval_reads": "calls of the proxy's memory read tool answered",
+    "retrieval_searches": "calls of the proxy's memory search tool answered",
+    "retrieval_bad_calls": "calls of the proxy's memory tools with unusable arguments",
+    "retrieval_answers": "answers the model gave after at least one memory round",
+    "retrieval_exhausted": "answers cut short because the model used up its memory rounds",
 }
 UPSTREAM_EVICTION = "upstream_eviction"
 # Reusing less than this share of the previous prompt, with our prefix intact, is an eviction.
@@ -292,6 +304,21 @@ class Metrics:
             self._dirty.add(rec.session_id)
             self._dirty.add("")
             return cause
+
+    def count(self, session_id: str, figures: Mapping[str, int]) -> None:
+        """Add ``figures`` (counter key -> amount) to the totals and to ``session_id``'s
+        counters (a session not seen yet is not created for them)."""
+        with self._lock:
+            sess = self._sessions.get(session_id)
+            for counts in (self._live, sess.live if sess is not None else None):
+                if counts is None:
+                    continue
+                for key, n in figures.items():
+                    if key in counts.values:
+                        counts.values[key] += n
+            self._dirty.add("")
+            if sess is not None:
+                self._dirty.add(session_id)
 
     def _add_turn(self, sess: _Session, rec: RequestRecord, cause: str | None) -> None:
         if rec.title and not sess.title:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
@@ -13,7 +12,7 @@ from offload.errors import InvalidInput
 from offload.proxy import anthropic
 from offload.proxy.chat import break_event, json_body, record, run_chat, validate_messages
 from offload.proxy.errors_http import ANTHROPIC, anthropic_error
-from offload.proxy.forward import relay
+from offload.proxy.forward import UpstreamReply, relay
 from offload.proxy.pipeline import RewriteResult
 from offload.proxy.state import ProxyState
 
@@ -28,9 +27,9 @@ async def messages(request: Request, state: ProxyState) -> Response:
         return anthropic_error(400, str(exc))
     model = str(body.get("model", ""))
 
-    async def transform(resp: httpx.Response, stream: bool, result: RewriteResult) -> Response:
+    async def transform(resp: UpstreamReply, stream: bool, result: RewriteResult) -> Response:
         if resp.status_code >= 400:
-            return anthropic.error_response(resp)
+            return anthropic.error_response(resp.status_code, await resp.aread())
         if stream:
             seen: dict[str, Any] = {}
             return StreamingResponse(

@@ -22,6 +22,7 @@ from offload.llm.upstream import (
     chat_template_of,
     n_ctx_of,
     split_base_url,
+    tool_support_of,
 )
 from offload.proxy.counting import UpstreamCounter
 from offload.proxy.forward import UpstreamReply, send_upstream
@@ -76,6 +77,11 @@ class ProxyState:
         self.chat_url = httpx.URL(f"{self.api}/chat/completions")
         self.counter = UpstreamCounter(self.root, timeout_s=settings.tokenize_timeout_s)
         self.pipeline = rewriter(store, settings, self.counter)
+        # what the proxy's own memory tools read (retrieval_loop): the pipeline's store, scope
+        self.store = store
+        self.memory_scope = settings.scope or "proxy"
+        # whether the upstream's chat template renders tools (/props; None: it does not say)
+        self.tool_support: bool | None = None
         self.metrics = Metrics(store, max_sessions=settings.metrics_sessions)
         connect_timeout = min(10.0, settings.timeout_s)
         self.http = httpx.AsyncClient(
@@ -162,13 +168,14 @@ class ProxyState:
         """Re-read n_ctx (and the chat template) from the upstream now (a failure keeps
         the previous values)."""
         auto = self.settings.alternate_roles == "auto"
-        if self.settings.n_ctx and not auto:
+        if self.settings.n_ctx and not auto and self.settings.retrieval != "auto":
             return
         self._n_ctx_at = time.monotonic()
         try:
             props = await self.control.props()
             if auto:
                 self.alternate = wants_alternation("auto", chat_template_of(props))
+            self.tool_support = tool_support_of(props)
             if self.settings.n_ctx:
                 return
             value = n_ctx_of(props)
