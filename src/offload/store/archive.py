@@ -12,14 +12,16 @@ import io
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import zstandard
 
 from offload.errors import InvalidInput, StoreError
-from offload.store import db, index
+from offload.store import db, index, rows
 from offload.store.models import Filters
-from offload.store.store import Store
+
+if TYPE_CHECKING:
+    from offload.store.backend import StoreHandle as Store
 
 FORMAT = "offload-archive"
 VERSION = 1
@@ -164,13 +166,14 @@ def _import_entry(store: Store, r: dict[str, Any]) -> int:
         entry_id = int(exists[0])
         added = 0
     else:
-        body_hash = store._put_block(conn, r["body"].encode("utf-8"))
+        now = store.clock()
+        body_hash = rows.put_block(conn, r["body"].encode("utf-8"), store.settings, now)
         if body_hash != r["block_hash"]:
             raise StoreError(
                 f"archive entry {r['content_hash'][:12]}: body does not match its hash"
             )
         if "original" in r:
-            store._put_block(conn, r["original"].encode("utf-8"), index=False)
+            rows.put_block(conn, r["original"].encode("utf-8"), store.settings, now, indexed=False)
         cols = [
             "kind", "topic", "tags", "summary", "salience", "status", "pinned", "tokens",
             "content_hash", "block_hash", "source", "scope", "created", "accessed",
@@ -185,5 +188,5 @@ def _import_entry(store: Store, r: dict[str, Any]) -> int:
         index.refresh_meta(conn, entry_id)
         added = 1
     for label in r.get("labels", []):
-        store._set_label(conn, label, entry_id)
+        rows.set_label(conn, label, entry_id)
     return added

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from offload.store.store import Store
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from offload.store.backend import StoreHandle as Store
 
 
 def quick_check(store: Store) -> str:

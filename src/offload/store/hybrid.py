@@ -20,8 +20,8 @@ from offload.core.fusion import fuse
 from offload.store import vectors
 
 if TYPE_CHECKING:
+    from offload.store.backend import StoreHandle as Store
     from offload.store.search import Candidate
-    from offload.store.store import Store
 
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "

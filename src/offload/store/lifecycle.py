@@ -2,8 +2,8 @@
 
 Checkin needs the nonce of the latest checkout. Every removal leaves a tombstone (so
 references answer why) and drops the entry's blocks once nothing else uses them. Functions
-take the :class:`~offload.store.store.Store`, whose methods delegate here: the public API
-stays on the store.
+take the store (as a :class:`~offload.store.backend.StoreHandle`), whose methods delegate
+here: the public API stays on the store.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from offload.core.fence import new_nonce
 from offload.errors import FenceError, IntegrityError, InvalidInput
-from offload.store import blocks, db, index, tombstones
+from offload.store import blocks, db, index, rows, tombstones
 from offload.store.models import Checkout, Entry, Status
 
 if TYPE_CHECKING:
-    from offload.store.store import Store
+    from offload.store.backend import StoreHandle as Store
 
 
 def checkout(store: Store, ref: str, *, scope: str | None, churn_window_s: float) -> Checkout:
@@ -38,7 +38,7 @@ def checkout(store: Store, ref: str, *, scope: str | None, churn_window_s: float
             "accessed = ?, access_count = access_count + 1 WHERE id = ?",
             (nonce, os.getpid(), now, now, entry.id),
         )
-        fresh = store._entry_by_id(conn, entry.id)
+        fresh = rows.entry_by_id(conn, entry.id)
     churn = ""
     if row is not None and row["status"] == "hot":
         churn = "it was already checked out; the earlier nonce no longer checks it in"
@@ -82,7 +82,7 @@ def _checkin(store: Store, entry: Entry, nonce: str) -> Entry | None:
             "checked_in = ? WHERE id = ?",
             (store.clock(), entry.id),
         )
-        return store._entry_by_id(conn, entry.id)
+        return rows.entry_by_id(conn, entry.id)
 
 
 def reset_stale_hot(store: Store) -> int:
@@ -120,7 +120,7 @@ def set_pin(store: Store, ref: str, on: bool, scope: str | None) -> Entry:
             conn.execute("UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry.id,))
         else:
             conn.execute("UPDATE entries SET pinned = 0 WHERE id = ?", (entry.id,))
-        return store._entry_by_id(conn, entry.id)
+        return rows.entry_by_id(conn, entry.id)
 
 
 def reap(
@@ -244,7 +244,7 @@ def delete(store: Store, conn: sqlite3.Connection, entry_id: int, reason: str) -
     row = conn.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
     if row is None:
         return
-    labels = store._labels(conn, entry_id)
+    labels = rows.labels(conn, entry_id)
     tombstones.bury(conn, row, labels, reason, store.clock())
     conn.execute("DELETE FROM labels WHERE entry_id = ?", (entry_id,))
     index.remove_meta(conn, entry_id)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from offload.errors import IntegrityError, InvalidInput, NotFound
-from offload.store import blocks, db, index, lifecycle
+from offload.store import blocks, db, index, lifecycle, rows
 from offload.store.models import DoctorReport, Reindexed
-from offload.store.store import Store
+
+if TYPE_CHECKING:
+    from offload.store.backend import StoreHandle as Store
 
 Progress = Callable[[int, int], None]
 
@@ -119,7 +122,8 @@ def _repair(store: Store, report: DoctorReport) -> None:
             report.repaired.append("rebuilt the full-text index" + left_out)
         else:
             for digest in report.unindexed_blocks:
-                store._index_block(conn, _block_id(conn, digest), store.block_text(digest))
+                text = store.block_text(digest)
+                rows.index_block(conn, rows.block_id(conn, digest), text, store.settings)
             if report.unindexed_blocks:
                 report.repaired.append(f"indexed {len(report.unindexed_blocks)} blocks")
 
@@ -166,12 +170,8 @@ def _rebuild_index(
         except (IntegrityError, InvalidInput, NotFound):
             skipped.append(digest)
         else:
-            store._index_block(conn, _block_id(conn, digest), text)
+            rows.index_block(conn, rows.block_id(conn, digest), text, store.settings)
         if progress is not None:
             progress(i, len(digests))
     index.rebuild_meta(conn)
     return Reindexed(len(digests) - len(skipped), tuple(skipped))
-
-
-def _block_id(conn: sqlite3.Connection, digest: str) -> int:
-    return int(conn.execute("SELECT id FROM blocks WHERE hash = ?", (digest,)).fetchone()[0])

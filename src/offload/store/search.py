@@ -32,7 +32,7 @@ from offload.store import hybrid, index, query
 from offload.store.models import Entry, Filters, Hit, access_score
 
 if TYPE_CHECKING:
-    from offload.store.store import Store
+    from offload.store.backend import StoreHandle as Store
 
 # Share of a hit's score each of its neighbours receives; a neighbour that matches nothing
 # itself joins the candidates with it. One half: a turn is evidence on its own first,

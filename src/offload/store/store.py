@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from offload.config import SearchSettings, Settings, StoreSettings
-from offload.core.chunking import count_lines
 from offload.core.fence import iso
 from offload.core.hashing import encode, sha256_hex
 from offload.core.refs import MIN_PREFIX, ParsedRef, parse_ref
@@ -29,7 +28,7 @@ from offload.errors import (
     NotFound,
     OffloadError,
 )
-from offload.store import blocks, db, index, lifecycle, query, state, tombstones, vectors
+from offload.store import blocks, db, index, lifecycle, query, rows, state, tombstones, vectors
 from offload.store.models import (
     Checkout,
     Entry,
@@ -43,10 +42,7 @@ from offload.store.search import search_hits
 Progress = Callable[[int, int], None]
 
 NO_FILTERS = Filters()
-_ENTRY_SELECT = (
-    "SELECT e.*, b.size AS size, b.lines AS lines FROM entries e "
-    "JOIN blocks b ON b.hash = e.block_hash"
-)
+_ENTRY_SELECT = rows.ENTRY_SELECT
 
 
 def _now() -> float:
@@ -226,7 +222,7 @@ class Store:
         data = encode(content)
         content_hash = sha256_hex(data)
         pending = _PendingPut(o, o.kind.strip() or "text", clean_tags, content, data, content_hash)
-        if self._live_entry(self.conn, content_hash, o.scope) is None:
+        if rows.live_entry(self.conn, content_hash, o.scope) is None:
             self._prepare_blocks(pending)  # a repeat needs none of this (re-checked in the tx)
         return pending
 
@@ -244,29 +240,17 @@ class Store:
         p.meta = index.meta_row(o.topic, o.summary, p.tags, labels, o.source)
         p.vector = self._vector(o.topic, o.summary, p.tags, stored)
 
-    def _prepare_block(self, data: bytes, *, indexed: bool) -> _PreparedBlock:
-        text = data.decode("utf-8")
-        codec, stored = blocks.pack(data)
-        prepared = self._prepare_index(text) if indexed else None
-        return _PreparedBlock(
-            sha256_hex(data), len(data), count_lines(text), codec, stored, prepared
+    def _prepare_block(self, data: bytes, *, indexed: bool) -> rows.PreparedBlock:
+        s = self.settings
+        return rows.prepare_block(
+            data, indexed=indexed, chunk_lines=s.chunk_lines, chunk_chars=s.chunk_chars
         )
-
-    def _prepare_index(self, text: str) -> index.PreparedIndex:
-        return index.prepare(text, self.settings.chunk_lines, self.settings.chunk_chars)
-
-    @staticmethod
-    def _live_entry(conn: sqlite3.Connection, content_hash: str, scope: str) -> sqlite3.Row | None:
-        return conn.execute(  # type: ignore[no-any-return]
-            "SELECT id, expires FROM entries WHERE content_hash = ? AND scope = ?",
-            (content_hash, scope),
-        ).fetchone()
 
     def _commit_put(self, conn: sqlite3.Connection, p: _PendingPut) -> PutResult:
         """The inserts of a prepared put (inside the caller's write transaction)."""
         o = p.options
         expires, label, pinned = o.expires, o.label, o.pinned
-        row = self._live_entry(conn, p.content_hash, o.scope)
+        row = rows.live_entry(conn, p.content_hash, o.scope)
         if row is not None and row["expires"] is not None and row["expires"] <= self.clock():
             # expired but not archived yet: archive it, and store the content anew
             lifecycle.delete(self, conn, int(row["id"]), "expired")
@@ -277,17 +261,17 @@ class Store:
                 # offloading it again renews a time-limited entry (sliding expiry)
                 conn.execute("UPDATE entries SET expires = ? WHERE id = ?", (expires, entry_id))
             if label is not None:
-                self._set_label(conn, label, entry_id)
+                rows.set_label(conn, label, entry_id)
             if pinned:
                 conn.execute(
                     "UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry_id,)
                 )
-            return PutResult(self._entry_by_id(conn, entry_id), created=False)
+            return PutResult(rows.entry_by_id(conn, entry_id), created=False)
         if not p.blocks:  # the entry was forgotten between the first look and the lock
             self._prepare_blocks(p)
         block_hash = ""
         for b in p.blocks:
-            digest = self._insert_block(conn, b)
+            digest = rows.insert_block(conn, b, self.clock())
             block_hash = block_hash or digest
         now = self.clock()
         cur = conn.execute(
@@ -317,51 +301,16 @@ class Store:
         if p.vector is not None and self._embedder is not None:
             vectors.insert(conn, entry_id, self._embedder.model_id, p.vector)
         if label is not None:
-            self._set_label(conn, label, entry_id)
-        return PutResult(self._entry_by_id(conn, entry_id), created=True)
-
-    def _insert_block(self, conn: sqlite3.Connection, b: _PreparedBlock) -> str:
-        row = conn.execute("SELECT id FROM blocks WHERE hash = ?", (b.digest,)).fetchone()
-        if row is not None:
-            # stored before only as an un-indexed original: index it now
-            if b.index is not None and b.size and not index.is_indexed(conn, int(row[0])):
-                index.insert_block(conn, int(row[0]), b.index)
-            return b.digest
-        cur = conn.execute(
-            "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (?, ?, ?, ?, ?, ?)",
-            (b.digest, b.size, b.lines, b.codec, b.stored, self.clock()),
-        )
-        if b.index is not None:
-            index.insert_block(conn, int(cur.lastrowid or 0), b.index)
-        return b.digest
-
-    def _put_block(self, conn: sqlite3.Connection, data: bytes, *, index: bool = True) -> str:
-        """Store (and by default index) one block inside the caller's transaction."""
-        return self._insert_block(conn, self._prepare_block(data, indexed=index))
-
-    def _index_block(self, conn: sqlite3.Connection, block_id: int, text: str) -> None:
-        index.insert_block(conn, block_id, self._prepare_index(text))
-
-    def _set_label(self, conn: sqlite3.Connection, label: str, entry_id: int) -> None:
-        previous = conn.execute("SELECT entry_id FROM labels WHERE label = ?", (label,)).fetchone()
-        conn.execute(
-            "INSERT INTO labels (label, entry_id) VALUES (?, ?) "
-            "ON CONFLICT(label) DO UPDATE SET entry_id = excluded.entry_id",
-            (label, entry_id),
-        )
-        conn.execute("DELETE FROM tombstone_labels WHERE label = ?", (label,))
-        if previous is None or int(previous[0]) != entry_id:
-            index.refresh_meta(conn, entry_id)  # labels are searchable
-            if previous is not None:
-                index.refresh_meta(conn, int(previous[0]))
+            rows.set_label(conn, label, entry_id)
+        return PutResult(rows.entry_by_id(conn, entry_id), created=True)
 
     def label(self, ref: str, label: str, scope: str | None = None) -> Entry:
         """Give an entry another name the resolver understands."""
         _check_label(label)
         entry = self.resolve(ref, scope)
         with db.write_tx(self.conn) as conn:
-            self._set_label(conn, label, entry.id)
-            return self._entry_by_id(conn, entry.id)
+            rows.set_label(conn, label, entry.id)
+            return rows.entry_by_id(conn, entry.id)
 
     def update(
         self,
@@ -398,21 +347,9 @@ class Store:
             index.refresh_meta(conn, entry.id)
             if vector is not None and self._embedder is not None:
                 vectors.insert(conn, entry.id, self._embedder.model_id, vector)
-            return self._entry_by_id(conn, entry.id)
+            return rows.entry_by_id(conn, entry.id)
 
     # -- resolving and reading --------------------------------------------------------------
-
-    def _labels(self, conn: sqlite3.Connection, entry_id: int) -> tuple[str, ...]:
-        rows = conn.execute(
-            "SELECT label FROM labels WHERE entry_id = ? ORDER BY label", (entry_id,)
-        ).fetchall()
-        return tuple(r[0] for r in rows)
-
-    def _entry_by_id(self, conn: sqlite3.Connection, entry_id: int) -> Entry:
-        row = conn.execute(f"{_ENTRY_SELECT} WHERE e.id = ?", (entry_id,)).fetchone()
-        if row is None:
-            raise NotFound(f"#{entry_id}")
-        return Entry.from_row(row, self._labels(conn, entry_id))
 
     def get(self, entry_id: int) -> Entry:
         """The entry with this id (expired entries answer Gone)."""
@@ -427,10 +364,10 @@ class Store:
         """
         parsed = parse_ref(ref)
         conn = self.conn
-        rows = self._lookup(conn, parsed)
+        matched = self._lookup(conn, parsed)
         now = self.clock()
-        live = [r for r in rows if r["expires"] is None or r["expires"] > now]
-        for r in rows:
+        live = [r for r in matched if r["expires"] is None or r["expires"] > now]
+        for r in matched:
             if r["expires"] is not None and r["expires"] <= now:
                 lifecycle.expire(self, int(r["id"]))  # archived; a live twin still answers
         if not live:
@@ -440,7 +377,7 @@ class Store:
             raise AmbiguousReference(parsed.raw, [f"ctx:sha256:{h[:16]}" for h in hashes])
         preferred = [r for r in live if scope is not None and r["scope"] == scope] or live
         row = preferred[0]
-        return Entry.from_row(row, self._labels(conn, int(row["id"])))
+        return Entry.from_row(row, rows.labels(conn, int(row["id"])))
 
     def _lookup(self, conn: sqlite3.Connection, parsed: ParsedRef) -> list[sqlite3.Row]:
         if parsed.kind == "id":
@@ -452,13 +389,13 @@ class Store:
             ).fetchall()
         if parsed.kind == "prefix":
             lo, hi = parsed.value, parsed.value + "g"  # 'g' sorts after every hex digit
-            rows = conn.execute(
+            found: list[sqlite3.Row] = conn.execute(
                 f"{_ENTRY_SELECT} WHERE (e.content_hash >= ? AND e.content_hash < ?) "
                 "OR (e.block_hash >= ? AND e.block_hash < ?) ORDER BY e.id",
                 (lo, hi, lo, hi),
             ).fetchall()
-            if rows or parsed.raw.lower().startswith("ctx:"):
-                return rows
+            if found or parsed.raw.lower().startswith("ctx:"):
+                return found
         return conn.execute(
             f"{_ENTRY_SELECT} JOIN labels l ON l.entry_id = e.id WHERE l.label = ?",
             (parsed.raw,),
@@ -538,13 +475,13 @@ class Store:
         ]
         if not ids:
             return []
-        rows = {
+        found = {
             int(r["id"]): r
             for r in self.conn.execute(
                 f"{_ENTRY_SELECT} WHERE e.id IN ({','.join('?' * len(ids))})", ids
             )
         }
-        return [Entry.from_row(rows[i], self._labels(self.conn, i)) for i in ids if i in rows]
+        return [Entry.from_row(found[i], rows.labels(self.conn, i)) for i in ids if i in found]
 
     def count(self, filters: Filters = NO_FILTERS) -> int:
         """How many entries match ``filters``."""
@@ -749,16 +686,6 @@ class _PutOptions:
     tokens: int | None = None
 
 
-@dataclass(frozen=True)
-class _PreparedBlock:
-    digest: str
-    size: int
-    lines: int
-    codec: str
-    stored: bytes
-    index: index.PreparedIndex | None  # None: kept, not indexed (a lossy put's original)
-
-
 @dataclass
 class _PendingPut:
     """A put whose CPU work is done: what the write transaction inserts."""
@@ -769,7 +696,7 @@ class _PendingPut:
     content: str
     data: bytes
     content_hash: str
-    blocks: list[_PreparedBlock] = field(default_factory=list)
+    blocks: list[rows.PreparedBlock] = field(default_factory=list)
     tokens: int = 0
     meta: tuple[str, str, str, str, str] = ("", "", "", "", "")
     vector: bytes | None = None  # packed (store/vectors.py); None without a model

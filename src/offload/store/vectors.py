@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from offload.store.store import Store
+    from offload.store.backend import StoreHandle as Store
 
 Progress = Callable[[int, int], None]
 _SCALE = struct.Struct("<f")

@@ -1,0 +1,127 @@
+"""Row-level operations on entries, labels and blocks: functions over a connection.
+
+Moved out of ``Store`` (they were its private methods) so that lifecycle, maintenance and
+archive use them without reaching into the store; ``Store`` composes them. Each runs inside
+the caller's transaction where it writes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from offload.config import StoreSettings
+from offload.core.chunking import count_lines
+from offload.core.hashing import sha256_hex
+from offload.errors import NotFound
+from offload.store import blocks, index
+from offload.store.models import Entry
+
+ENTRY_SELECT = (
+    "SELECT e.*, b.size AS size, b.lines AS lines FROM entries e "
+    "JOIN blocks b ON b.hash = e.block_hash"
+)
+
+
+@dataclass(frozen=True)
+class PreparedBlock:
+    """A block ready to insert: hash, sizes, codec and stored bytes, its index terms."""
+
+    digest: str
+    size: int
+    lines: int
+    codec: str
+    stored: bytes
+    index: index.PreparedIndex | None  # None: kept, not indexed (a lossy put's original)
+
+
+def prepare_index(text: str, chunk_lines: int, chunk_chars: int) -> index.PreparedIndex:
+    """A body's chunks and terms (pure CPU work, outside any transaction)."""
+    return index.prepare(text, chunk_lines, chunk_chars)
+
+
+def prepare_block(
+    data: bytes, *, indexed: bool, chunk_lines: int, chunk_chars: int
+) -> PreparedBlock:
+    """Compress, hash and (when ``indexed``) analyse one block's bytes."""
+    text = data.decode("utf-8")
+    codec, stored = blocks.pack(data)
+    prepared = prepare_index(text, chunk_lines, chunk_chars) if indexed else None
+    return PreparedBlock(sha256_hex(data), len(data), count_lines(text), codec, stored, prepared)
+
+
+def labels(conn: sqlite3.Connection, entry_id: int) -> tuple[str, ...]:
+    """An entry's labels, sorted."""
+    rows = conn.execute(
+        "SELECT label FROM labels WHERE entry_id = ? ORDER BY label", (entry_id,)
+    ).fetchall()
+    return tuple(r[0] for r in rows)
+
+
+def entry_by_id(conn: sqlite3.Connection, entry_id: int) -> Entry:
+    """The entry with this row id, with its labels (NotFound when there is none)."""
+    row = conn.execute(f"{ENTRY_SELECT} WHERE e.id = ?", (entry_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"#{entry_id}")
+    return Entry.from_row(row, labels(conn, entry_id))
+
+
+def live_entry(conn: sqlite3.Connection, content_hash: str, scope: str) -> Any:
+    """The (id, expires) row of the entry holding this content in ``scope``, or None."""
+    return conn.execute(
+        "SELECT id, expires FROM entries WHERE content_hash = ? AND scope = ?",
+        (content_hash, scope),
+    ).fetchone()
+
+
+def insert_block(conn: sqlite3.Connection, b: PreparedBlock, now: float) -> str:
+    """Store a prepared block (once: blocks are content-addressed); returns its hash."""
+    row = conn.execute("SELECT id FROM blocks WHERE hash = ?", (b.digest,)).fetchone()
+    if row is not None:
+        # stored before only as an un-indexed original: index it now
+        if b.index is not None and b.size and not index.is_indexed(conn, int(row[0])):
+            index.insert_block(conn, int(row[0]), b.index)
+        return b.digest
+    cur = conn.execute(
+        "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (?, ?, ?, ?, ?, ?)",
+        (b.digest, b.size, b.lines, b.codec, b.stored, now),
+    )
+    if b.index is not None:
+        index.insert_block(conn, int(cur.lastrowid or 0), b.index)
+    return b.digest
+
+
+def set_label(conn: sqlite3.Connection, label: str, entry_id: int) -> None:
+    """Point ``label`` at the entry (moving it from any other), and refresh the search rows."""
+    previous = conn.execute("SELECT entry_id FROM labels WHERE label = ?", (label,)).fetchone()
+    conn.execute(
+        "INSERT INTO labels (label, entry_id) VALUES (?, ?) "
+        "ON CONFLICT(label) DO UPDATE SET entry_id = excluded.entry_id",
+        (label, entry_id),
+    )
+    conn.execute("DELETE FROM tombstone_labels WHERE label = ?", (label,))
+    if previous is None or int(previous[0]) != entry_id:
+        index.refresh_meta(conn, entry_id)  # labels are searchable
+        if previous is not None:
+            index.refresh_meta(conn, int(previous[0]))
+
+
+def block_id(conn: sqlite3.Connection, digest: str) -> int:
+    """The row id of a stored block."""
+    return int(conn.execute("SELECT id FROM blocks WHERE hash = ?", (digest,)).fetchone()[0])
+
+
+def index_block(conn: sqlite3.Connection, block_id: int, text: str, s: StoreSettings) -> None:
+    """Index a stored block's body (doctor and reindex), inside the caller's transaction."""
+    index.insert_block(conn, block_id, prepare_index(text, s.chunk_lines, s.chunk_chars))
+
+
+def put_block(
+    conn: sqlite3.Connection, data: bytes, s: StoreSettings, now: float, *, indexed: bool = True
+) -> str:
+    """Store (and by default index) one block inside the caller's transaction; its hash."""
+    prepared = prepare_block(
+        data, indexed=indexed, chunk_lines=s.chunk_lines, chunk_chars=s.chunk_chars
+    )
+    return insert_block(conn, prepared, now)
