@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pgserver import PgServer, require_pg
 from realparts import LlamaServer, require_llama
 
 
@@ -47,3 +48,28 @@ def start_llama(
 def llama_server(start_llama: Callable[[int], LlamaServer]) -> LlamaServer:
     """A started real llama.cpp server (SmolLM2-135M, n_ctx 4096), shared by the session."""
     return start_llama(4096)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A started real PostgreSQL server on a loopback port, shared by the session.
+
+    Skips locally (fails under ``CI=true``) without the server binaries; stopped by PID and
+    its temp dir removed at the end of the session, whatever happened.
+    """
+    server = PgServer(require_pg())
+    try:
+        yield server.start()
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def pg_database(pg_server: PgServer) -> Iterator[str]:
+    """The ``postgresql://`` URL of a fresh empty database, dropped after the test."""
+    url = pg_server.create_database()
+    try:
+        yield url
+    finally:
+        if pg_server.pid is not None:
+            pg_server.drop_database(url.rsplit("/", 1)[1])
