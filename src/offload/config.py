@@ -36,6 +36,18 @@ class StoreSettings:
     chunk_lines: int = 60
     chunk_chars: int = 4000
     max_file_bytes: int = 8 * 1024 * 1024
+    # how a project's default scope is named: "path" (its git root on this machine) or
+    # "remote" (its normalised git remote URL, shared by every clone: for a team store)
+    scope_by: str = "path"
+
+    def __post_init__(self) -> None:
+        if self.scope_by not in SCOPE_BY:
+            raise ConfigError(
+                f"store.scope_by must be one of {', '.join(SCOPE_BY)}, got {self.scope_by!r}"
+            )
+
+
+SCOPE_BY = ("path", "remote")
 
 
 @dataclass(frozen=True)

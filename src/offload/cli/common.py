@@ -44,13 +44,16 @@ def add_root_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def scope_of(args: argparse.Namespace, *, for_write: bool = False) -> str | None:
-    """The scope a command acts on; None means every scope (reads only)."""
+def scope_of(
+    args: argparse.Namespace, settings: Settings, *, for_write: bool = False
+) -> str | None:
+    """The scope a command acts on; None means every scope (reads only). The default is
+    the cwd's project, named as ``store.scope_by`` says."""
     if getattr(args, "scope", None):
         return str(args.scope)
     if not for_write and getattr(args, "all_scopes", False):
         return None
-    return project_scope(Path.cwd())
+    return project_scope(Path.cwd(), settings.store.scope_by)
 
 
 def emit(args: argparse.Namespace, data: Any, render: Callable[[Any], str]) -> None:

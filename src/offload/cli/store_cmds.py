@@ -114,7 +114,7 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
                 salience=args.salience,
                 pinned=args.pin,
                 source=source,
-                scope=scope_of(args, for_write=True) or "",
+                scope=scope_of(args, settings, for_write=True) or "",
                 label=args.label,
             )
         data = {**_entry_json(res.entry), "created": res.created}
@@ -142,7 +142,7 @@ def _check_paging(args: argparse.Namespace) -> None:
 def run_ls(args: argparse.Namespace, settings: Settings) -> int:
     _check_paging(args)
     with open_store(settings) as store:
-        f = _filters(args)
+        f = _filters(args, settings)
         limit = max(1, args.limit)
         rows = store.entries(f, limit=limit, offset=(max(1, args.page) - 1) * limit)
         total = store.count(f)
@@ -157,7 +157,7 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
         limit = max(1, args.limit)
         hits = store.search(
             " ".join(args.query),
-            _filters(args),
+            _filters(args, settings),
             limit=limit,
             offset=(max(1, args.page) - 1) * limit,
             snippet_chars=settings.search.snippet_chars,
@@ -168,14 +168,14 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_show(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings) as store:
-        e = store.resolve(args.ref, scope_of(args))
+        e = store.resolve(args.ref, scope_of(args, settings))
         emit(args, _entry_json(e), lambda d: _show_text(e))
     return 0
 
 
 def run_cat(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings) as store:
-        e = store.resolve(args.ref, scope_of(args))
+        e = store.resolve(args.ref, scope_of(args, settings))
         text = store.body(e, original=args.original and e.compressed, touch=True)
     if args.lines:
         text = _slice_lines(text, args.lines)
@@ -190,14 +190,14 @@ def run_cat(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_pin(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings) as store:
-        e = store.pin(args.ref, scope_of(args))
+        e = store.pin(args.ref, scope_of(args, settings))
         emit(args, _entry_json(e), lambda d: f"pinned {_line(e)}")
     return 0
 
 
 def run_unpin(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings) as store:
-        e = store.unpin(args.ref, scope_of(args))
+        e = store.unpin(args.ref, scope_of(args, settings))
         # pinning raised the salience to 1.00; unpinning leaves it, and says so
         note = f" (salience stays {e.salience:.2f})"
         emit(args, _entry_json(e), lambda d: f"unpinned {_line(e)}{note}")
@@ -206,7 +206,7 @@ def run_unpin(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_forget(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings) as store:
-        e = store.forget(args.ref, reason=args.reason, scope=scope_of(args))
+        e = store.forget(args.ref, reason=args.reason, scope=scope_of(args, settings))
         emit(args, _entry_json(e), lambda d: f"forgot {_line(e)}")
     return 0
 
@@ -217,7 +217,7 @@ def run_reap(args: argparse.Namespace, settings: Settings) -> int:
             older_than_s=None if args.older_than is None else args.older_than * 86400,
             max_salience=args.max_salience,
             status=None if args.status == "any" else args.status,
-            scope=scope_of(args),
+            scope=scope_of(args, settings),
             dry_run=args.dry_run,
         )
     verb = "would reap" if args.dry_run else "reaped"
@@ -240,9 +240,9 @@ def run_stats(args: argparse.Namespace, settings: Settings) -> int:
 # -- rendering ------------------------------------------------------------------------------
 
 
-def _filters(args: argparse.Namespace) -> Filters:
+def _filters(args: argparse.Namespace, settings: Settings) -> Filters:
     return Filters(
-        scope=scope_of(args),
+        scope=scope_of(args, settings),
         kinds=tuple(args.kind),
         status=args.status,
         pinned=args.pinned,

@@ -48,7 +48,7 @@ class McpContext:
     @classmethod
     def build(cls, settings: Settings, store: Store, cwd: Path) -> McpContext:
         """Scope and roots from the settings, defaulting to the project ``cwd`` is in."""
-        scope = settings.mcp.scope or project_scope(cwd)
+        scope = settings.mcp.scope or project_scope(cwd, settings.store.scope_by)
         roots: Sequence[str | Path] = settings.mcp.roots or (project_root(cwd),)
         resolved = tuple(Path(r).expanduser().resolve() for r in roots)
         return cls(settings, store, scope, resolved)

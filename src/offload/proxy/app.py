@@ -93,7 +93,11 @@ def proxy_settings(settings: Settings, cwd: Path | None = None) -> ProxySettings
     """The proxy's settings with its store scope resolved: ``proxy.scope``, else the MCP
     server's (``mcp.scope``, else the git root of ``cwd``, default the working directory),
     so what the proxy pages out is found where the project's MCP server and CLI search."""
-    scope = settings.proxy.scope or settings.mcp.scope or project_scope(cwd or Path.cwd())
+    scope = (
+        settings.proxy.scope
+        or settings.mcp.scope
+        or project_scope(cwd or Path.cwd(), settings.store.scope_by)
+    )
     return dataclasses.replace(settings.proxy, scope=scope)
 
 

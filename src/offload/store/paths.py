@@ -1,13 +1,17 @@
-"""Reading files by path, confined to allowed roots; finding the project a directory is in."""
+"""Reading files by path, confined to allowed roots; finding the project a directory is in
+(its root, and the git remote that names it on every machine)."""
 
 from __future__ import annotations
 
+import configparser
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from offload.core.hashing import decode
+from offload.core.project_id import choose_remote, normalise_remote
 from offload.errors import BinaryFile, EncodingError, NotAFile, OutsideRoots, TooLarge
 
 _SNIFF = 8192
@@ -22,9 +26,64 @@ def project_root(cwd: Path) -> Path:
     return cwd
 
 
-def project_scope(cwd: Path) -> str:
-    """The default scope name for work started in ``cwd``: its project root path."""
-    return str(project_root(cwd))
+def project_scope(cwd: Path, by: str = "path") -> str:
+    """The default scope name for work started in ``cwd``: its project root path, or with
+    ``by="remote"`` the project's normalised git remote (the same for every clone, on any
+    machine: what a team store wants), falling back to the path without one."""
+    root = project_root(cwd)
+    if by == "remote":
+        identity = normalise_remote(project_remote(root) or "")
+        if identity is not None:
+            return identity
+    return str(root)
+
+
+def project_remote(root: Path) -> str | None:
+    """The URL of the remote naming the repository at ``root`` (``origin``, else the first
+    by name), read from its git config; None without a repository or a remote.
+
+    Read in-process rather than through ``git``: no binary needed, and no "dubious
+    ownership" refusal for a checkout owned by another user. A worktree's ``.git`` file
+    points at its git dir, whose ``commondir`` holds the shared config.
+    """
+    git_dir = _git_dir(root)
+    if git_dir is None:
+        return None
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    try:
+        parser.read_string((git_dir / "config").read_text(encoding="utf-8", errors="replace"))
+    except (OSError, configparser.Error):
+        return None
+    remotes: dict[str, str] = {}
+    for section in parser.sections():
+        m = _REMOTE_SECTION.fullmatch(section)
+        url = parser.get(section, "url", fallback=None)
+        if m is not None and url:
+            remotes[m["name"]] = url
+    return choose_remote(remotes)
+
+
+_REMOTE_SECTION = re.compile(r'remote\s+"(?P<name>[^"]*)"', re.IGNORECASE)
+
+
+def _git_dir(root: Path) -> Path | None:
+    dot_git = root / ".git"
+    try:
+        if dot_git.is_dir():
+            git_dir = dot_git
+        elif dot_git.is_file():
+            first = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+            if not first.startswith("gitdir:"):
+                return None
+            git_dir = (root / first[len("gitdir:") :].strip()).resolve()
+        else:
+            return None
+        common = git_dir / "commondir"
+        if common.is_file():
+            git_dir = (git_dir / common.read_text(encoding="utf-8").strip()).resolve()
+    except OSError:
+        return None
+    return git_dir
 
 
 @dataclass(frozen=True)
