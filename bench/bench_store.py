@@ -5,12 +5,25 @@
 Builds a store per size from realistic text (the shared agent traces mixed with generated
 code, logs and JSON), then measures medians. Prints a markdown table for
 docs/benchmarks.md. Deterministic corpus (seeded).
+
+Backends side by side (issue 14), through the public API only (``offload.store.open_store``
+with ``store.url``), so any backend the settings accept runs the same workload:
+
+    python bench/bench_store.py --url sqlite:///tmp/b/offload.db \
+        --url postgresql://postgres@127.0.0.1:5432/bench --entries 100000
+
+Each URL's store is filled to ``--entries`` (scope ``bench``; a store that already holds
+them is reused, so a 1,000,000-entry build is paid once: ~30 min per backend here), then:
+natural-language search p50/p95, resolve p50, offload of 100 KB p50, and the put
+throughput of 1 and ``--writers`` processes (each its own scope, started together).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -21,8 +34,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from offload.config import Settings, StoreSettings
 from offload.core.lines import read_lines
 from offload.core.tokens import EstimateCounter
+from offload.store import Filters, open_store
 from offload.store.maintenance import compact
 from offload.store.store import Store
 
@@ -228,13 +243,218 @@ def cli_wall(tmp: Path) -> dict[str, float]:
     return out
 
 
+# -- backends side by side (--url) ---------------------------------------------------------
+
+BENCH_SCOPE = "bench"
+BUILD_BATCH = 1000
+# natural-language questions over the corpus' vocabulary (seeded templates, not keywords)
+QUESTION_TEMPLATES = (
+    "why did the {a} {b} fail with a timeout",
+    "where is the {a} for the {b} configured",
+    "what happened to the {a} after the {b} retry",
+    "how does the {a} handler read the {b}",
+    "which {a} errors did the {b} log show",
+    "when was the {a} {b} last changed and why",
+)
+
+
+def open_url(url: str, home: Path) -> Store:
+    """The store at ``url`` through the public API (``store.url``), the estimate counter.
+
+    A tree without the ``store.url`` setting (before the storage seam) opens sqlite:/// URLs
+    by path, and refuses others plainly.
+    """
+    if "url" in {f.name for f in dataclasses.fields(StoreSettings)}:
+        settings = Settings().with_overrides({"store.home": str(home), "store.url": url})
+        return open_store(settings=settings, counter=EstimateCounter())
+    if url.startswith("sqlite:///"):
+        return open_store(url[len("sqlite://") :], counter=EstimateCounter())
+    raise SystemExit(f"this tree has no store.url setting: cannot open {url.split('://')[0]}")
+
+
+def questions(n: int, seed: int = 3) -> list[str]:
+    """``n`` natural-language questions built from the corpus' words."""
+    rng = random.Random(seed)
+    return [
+        rng.choice(QUESTION_TEMPLATES).format(a=a, b=b)
+        for a, b in (rng.sample(WORDS, 2) for _ in range(n))
+    ]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def timed_ms(fn: Callable[[], object], repeat: int) -> list[float]:
+    """Each call's wall time in ms."""
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def fill(store: Store, n: int) -> tuple[float, list[str]]:
+    """Fill the bench scope to ``n`` entries (put_many in batches); build seconds and
+    up to 300 refs to resolve."""
+    have = store.count(Filters(scope=BENCH_SCOPE))
+    t = time.perf_counter()
+    texts = corpus(n)
+    for _ in range(have):  # the corpus is deterministic: skip what an earlier run stored
+        next(texts)
+    done, batch = have, []
+    for text in texts:
+        batch.append(text)
+        if len(batch) == BUILD_BATCH:
+            store.put_many(batch, kind="bench", scope=BENCH_SCOPE)
+            done += len(batch)
+            batch = []
+            print(f"  built {done:,}/{n:,} ({time.perf_counter() - t:.0f} s)", file=sys.stderr)
+    if batch:
+        store.put_many(batch, kind="bench", scope=BENCH_SCOPE)
+    build_s = time.perf_counter() - t
+    rng = random.Random(5)
+    sample = store.entries(
+        Filters(scope=BENCH_SCOPE), limit=300, offset=rng.randrange(max(1, n - 300))
+    )
+    return build_s, [e.ref for e in sample]
+
+
+def latencies(store: Store, refs: list[str], searches: int) -> dict[str, float]:
+    """Search, resolve and offload-100 KB figures on a filled store (after a warm-up)."""
+    rng = random.Random(11)
+    asked = questions(searches)
+    for q in asked[:10]:
+        store.search(q, scope=BENCH_SCOPE, limit=10)
+    search: list[float] = []
+    for q in asked:
+        t = time.perf_counter()
+        store.search(q, scope=BENCH_SCOPE, limit=10)
+        search.append((time.perf_counter() - t) * 1000)
+    resolve = timed_ms(lambda: store.resolve(rng.choice(refs)), 300)
+    stamp = iter(range(10**9))
+
+    def put_100kb() -> None:
+        body = (gen_log(rng) * 60)[: 100 * 1024] + f"\n{next(stamp)}-{time.time_ns()}"
+        store.put(body, kind="bench", scope="bench-offload")
+
+    offload = timed_ms(put_100kb, 15)
+    return {
+        "search_p50": percentile(search, 0.5),
+        "search_p95": percentile(search, 0.95),
+        "resolve_p50": percentile(resolve, 0.5),
+        "offload_100kb_p50": percentile(offload, 0.5),
+    }
+
+
+def writer_main(url: str, home: Path, puts: int, seed: int) -> None:
+    """A writer child: open, say ready, wait for go, put ``puts`` ~4 KB JSON entries in its
+    own scope, print its first and last timestamps."""
+    rng = random.Random(seed)
+    bodies = [f"{gen_json(rng)[:4096]}\n{seed}-{i}-{time.time_ns()}" for i in range(puts)]
+    with open_url(url, home) as store:
+        store.count()  # connect (and migrate) before the clock starts
+        print("ready", flush=True)
+        sys.stdin.readline()
+        start = time.time()
+        for body in bodies:
+            store.put(body, kind="bench", scope=f"bench-writer-{seed}")
+        print(f"{start} {time.time()}", flush=True)
+
+
+def throughput(url: str, home: Path, writers: int, puts: int, round_no: int) -> float:
+    """Puts per second of ``writers`` processes writing at once (first start to last end)."""
+    cmd = [sys.executable, __file__, "--writer", url, "--home", str(home), "--puts", str(puts)]
+    procs = [
+        subprocess.Popen(
+            [*cmd, "--seed", str(round_no * 100 + i)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(writers)
+    ]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        spans = []
+        for p in procs:
+            out, _ = p.communicate(timeout=3600)
+            start, end = (float(x) for x in out.split())
+            spans.append((start, end))
+            if p.returncode:
+                raise SystemExit(f"a writer failed ({p.returncode})")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    wall = max(e for _, e in spans) - min(s for s, _ in spans)
+    return writers * puts / wall
+
+
+def load_average() -> str:
+    """The 1-minute load average now."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+def bench_url(url: str, args: argparse.Namespace, home: Path) -> dict[str, float | str]:
+    """Every team-store figure for one backend."""
+    row: dict[str, float | str] = {"backend": url.split("://")[0], "load_before": load_average()}
+    with open_url(url, home) as store:
+        build_s, refs = fill(store, args.entries)
+        row["build_s"] = build_s
+        row.update(latencies(store, refs, args.searches))
+    one = throughput(url, home, 1, args.writer_puts, 1)
+    many = throughput(url, home, args.writers, args.writer_puts, 2)
+    row.update({"puts_s_1": one, f"puts_s_{args.writers}": many, "speedup": many / one})
+    row["load_after"] = load_average()
+    return row
+
+
+def main_urls(args: argparse.Namespace) -> None:
+    """``--url`` mode: the same workload on each backend, one markdown table."""
+    with tempfile.TemporaryDirectory() as d:
+        rows = [bench_url(u, args, Path(d)) for u in args.url]
+    keys = [k for k in rows[0] if k != "backend"]
+    print(f"entries: {args.entries:,}; {args.searches} questions; writers 1 vs {args.writers}, "
+          f"{args.writer_puts} puts of ~4 KB each")  # fmt: skip
+    print("| figure | " + " | ".join(str(r["backend"]) for r in rows) + " |")
+    print("|---|" + "---:|" * len(rows))
+    for k in keys:
+        cells = [f"{r[k]:.3f}" if isinstance(r[k], float) else str(r[k]) for r in rows]
+        print(f"| {k} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     global TRACES  # a script's one data root
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--data", type=Path, default=TRACES.parent, help="holds traces/, catalogs/")
+    ap.add_argument("--url", action="append", default=[], help="a store URL (repeatable)")
+    ap.add_argument("--entries", type=int, default=100_000, help="--url: entries to fill")
+    ap.add_argument("--searches", type=int, default=200, help="--url: questions timed")
+    ap.add_argument("--writers", type=int, default=8, help="--url: concurrent writers")
+    ap.add_argument("--writer-puts", type=int, default=200, help="--url: puts per writer")
+    ap.add_argument("--writer", help=argparse.SUPPRESS)  # a writer child's store URL
+    ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--puts", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     TRACES = args.data / "traces"
+    if args.writer:
+        writer_main(args.writer, args.home, args.puts, args.seed)
+        return
+    if args.url:
+        main_urls(args)
+        return
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         rows = [bench_size(n, tmp) for n in args.sizes]
