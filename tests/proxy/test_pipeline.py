@@ -118,7 +118,7 @@ def test_stubbed_tool_messages_keep_their_call_id_and_name(store: Store) -> None
         assert m["tool_call_id"].startswith("call_")
         assert m["name"] == "read_log"
         assert "read_log" in m["content"]
-        assert 'retrieve(ref="ctx:sha256:' in m["content"]
+        assert 'offload_read(ref="ctx:sha256:' in m["content"]
 
 
 def test_every_tool_answer_on_the_wire_follows_its_call(store: Store) -> None:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from offload.config import ProxySettings
 from offload.core.tokens import EstimateCounter
 from offload.errors import ConfigError
+from offload.proxy.message_stubs import PROXY_READ, PROXY_SEARCH, range_search_call, read_call
 from offload.proxy.messages import validate
 from offload.proxy.retrieval import (
     DEFINITIONS,
@@ -225,3 +226,9 @@ def test_every_continuation_is_a_valid_chat_request(
     body = json.loads(anyio.run(final.aread))
     calls = body["choices"][0]["message"].get("tool_calls") or []
     assert all(c["function"]["name"] not in NAMES for c in calls)
+
+
+def test_stubs_name_the_proxys_own_tools() -> None:
+    assert (PROXY_READ, PROXY_SEARCH) == (READ_TOOL, SEARCH_TOOL)
+    assert read_call("ctx:sha256:abcd").startswith(f'{READ_TOOL}(ref="ctx:sha256:abcd")')
+    assert f'{SEARCH_TOOL}(query="…")' in range_search_call("s")

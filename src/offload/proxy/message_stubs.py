@@ -62,22 +62,33 @@ _RANGE_HEADER = re.compile(r"\[offload: \d+ earlier messages ")
 RANGE_CONTENTS = 4
 
 
+#: The proxy's own memory tools (:mod:`offload.proxy.retrieval`, which checks these names),
+#: named first in stubs so a model behind the proxy alone can expand them.
+PROXY_READ = "offload_read"
+PROXY_SEARCH = "offload_search"
+
+
 def read_call(ref: str) -> str:
-    """The exact calls that bring ``ref`` back (MCP tool and CLI)."""
-    return f'retrieve(ref="{ref}") or `offload cat {ref}`'
+    """The exact calls that bring ``ref`` back (the proxy's tool, the CLI; the MCP server's
+    ``read`` and ``retrieve`` take the same ``ref``). Kept short: every stub carries it."""
+    return f'{PROXY_READ}(ref="{ref}") or `offload cat {ref}`'
 
 
 def range_read_call(ref: str) -> str:
     """The exact calls that read a paged-out part as a transcript, and restore it."""
     return (
-        f'read(ref="{ref}", offset=1) or `offload cat {ref}` (a transcript; the exact'
-        f' messages: retrieve(ref="{ref}"), JSON whose "earlier" names the part before)'
+        f'read(ref="{ref}", offset=1), {PROXY_READ}(ref="{ref}") or `offload cat {ref}` (a'
+        f' transcript; the exact messages: retrieve(ref="{ref}"), JSON whose "earlier" names'
+        " the part before)"
     )
 
 
 def range_search_call(session: str) -> str:
     """The exact calls that search everything this conversation paged out."""
-    return f'search(queries=["…"], source="proxy:{session}") or `offload search "…"`'
+    return (
+        f'search(queries=["…"], source="proxy:{session}"), {PROXY_SEARCH}(query="…") or'
+        ' `offload search "…"`'
+    )
 
 
 @dataclass(frozen=True)

@@ -176,6 +176,8 @@ class Rounds:
         usages: list[Any] = []
         while True:
             body = await read_all(resp)
+            if resp is first and b'"tool_calls"' not in body:
+                return Settled(resp.status_code, resp.headers, body)  # no call: as it came
             obj = _json_object(body)
             message = _first_message(obj)
             if obj is None or message is None:
