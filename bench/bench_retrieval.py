@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,7 @@ from bench_proxy import (
     free_port,
     machine,
     pairs,
+    pct,
     require_llama,
     row,
     start_stub,
@@ -68,13 +71,67 @@ def start_proxy(upstream: str, home: str, retrieval: str) -> tuple[subprocess.Po
     return proc, url
 
 
+def micro(rounds: int = 2000) -> list[str]:
+    """The added code itself, in process (no sockets, so load noise stays small): offering
+    the tools on the 50-message body, and filtering a 300-event stream that calls none."""
+    from offload.proxy.retrieval import NAMES
+    from offload.proxy.retrieval_loop import offer
+    from offload.proxy.retrieval_stream import RoundFilter
+
+    body = {"messages": fifty_messages(), "max_tokens": 1, "temperature": 0}
+    raw = json.dumps(body).encode()
+    events = [
+        b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"content":" word"}}],'
+        b'"created":1,"id":"chatcmpl-x","model":"m","object":"chat.completion.chunk"}\n\n'
+    ] * 299
+    events.append(
+        b'data: {"choices":[{"finish_reason":"stop","index":0,"delta":{}}],"id":"chatcmpl-x",'
+        b'"usage":{"prompt_tokens":900,"completion_tokens":300},"timings":{"cache_n":899}}\n\n'
+    )
+    names = frozenset(NAMES)
+
+    def filtered() -> None:
+        flt = RoundFilter(names, first_round=True, sent_text=False)
+        for event in events:
+            flt.feed(event)
+        flt.close()
+        flt.finish(flt.usage, "")
+
+    out = []
+    for what, fn in (
+        (
+            "offer the tools on the 50-message request (spliced bytes)",
+            lambda: offer(body, raw, "on", None),
+        ),
+        ("filter a 300-event streamed answer that calls no tool", filtered),
+    ):
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        out.append(
+            f"| {what} | {statistics.median(times) * 1e6:.1f} µs | {pct(times, 0.9) * 1000:.1f} µs |"
+        )
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--upstream")
     parser.add_argument("--stub", action="store_true", help="bench_proxy's instant upstream")
     parser.add_argument("--n", type=int, default=300, help="pairs per measure")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--micro", action="store_true", help="only the in-process measures")
     args = parser.parse_args()
+    if args.micro:
+        load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(
+            f"Command: `python bench/bench_retrieval.py --micro` ({dt.date.today().isoformat()}), load {load}\n"
+        )
+        print("| in process | median | p90 |\n|---|---|---|")
+        print("\n".join(micro()))
+        return 0
     llama = stub = None
     upstream = args.upstream
     if args.stub:

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from offload.config import ProxySettings
+from offload.core.sse import iter_sse_events
 from offload.core.tokens import EstimateCounter
 from offload.errors import ConfigError
 from offload.proxy.message_stubs import PROXY_READ, PROXY_SEARCH, range_search_call, read_call
@@ -28,6 +29,7 @@ from offload.proxy.retrieval import (
     answer_call,
 )
 from offload.proxy.retrieval_loop import Rounds, Settled, offer
+from offload.proxy.retrieval_stream import RoundFilter
 from offload.store.store import Store
 
 SCOPE = "/work/project"
@@ -232,3 +234,49 @@ def test_stubs_name_the_proxys_own_tools() -> None:
     assert (PROXY_READ, PROXY_SEARCH) == (READ_TOOL, SEARCH_TOOL)
     assert read_call("ctx:sha256:abcd").startswith(f'{READ_TOOL}(ref="ctx:sha256:abcd")')
     assert f'{SEARCH_TOOL}(query="…")' in range_search_call("s")
+
+
+def _stream_bytes(crlf: bool) -> bytes:
+    def event(obj: dict[str, Any]) -> str:
+        return "data: " + json.dumps(obj) + "\n\n"
+
+    def delta(d: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": "x", "choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
+
+    ours = {"index": 0, "id": "a", "function": {"name": SEARCH_TOOL, "arguments": '{"query"'}}
+    more = {"index": 0, "function": {"arguments": ': "x"}'}}
+    theirs = {"index": 1, "id": "b", "function": {"name": "get_weather", "arguments": "{}"}}
+    text = "".join(
+        event(e)
+        for e in (
+            delta({"content": "héllo"}),
+            delta({"tool_calls": [ours]}),
+            delta({"tool_calls": [more, theirs]}),
+            delta({}, "tool_calls"),
+        )
+    )
+    text += "data: [DONE]\n\n"
+    return (text.replace("\n", "\r\n") if crlf else text).encode()
+
+
+@settings(max_examples=60, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8), crlf=st.booleans())
+def test_a_streamed_round_reads_the_same_however_the_bytes_are_cut(
+    cuts: list[int], crlf: bool
+) -> None:
+    def run(chunks: list[bytes]) -> tuple[list[Any], list[dict[str, Any]]]:
+        flt = RoundFilter(frozenset(NAMES), first_round=True, sent_text=False)
+        out = [b for c in chunks for b in flt.feed(c)] + flt.close()
+        out += flt.finish(None, "")
+        events = [e.json() for e in iter_sse_events(out) if not e.is_done]
+        return events, flt.ours()
+
+    whole = _stream_bytes(False)
+    data = _stream_bytes(crlf)
+    points = sorted({min(c, len(data)) for c in cuts})
+    chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+    assert run(chunks) == run([whole])
+    events, ours = run(chunks)
+    assert ours[0]["function"] == {"name": SEARCH_TOOL, "arguments": '{"query": "x"}'}
+    calls = [t for e in events for c in e["choices"] for t in c["delta"].get("tool_calls") or ()]
+    assert [(t["index"], t["function"]["name"]) for t in calls] == [(0, "get_weather")]

@@ -19,7 +19,7 @@ from offload.core.fence import fence, new_nonce
 from offload.core.lines import continuation, read_lines
 from offload.core.tokens import TokenCounter
 from offload.core.untrusted import inline
-from offload.errors import InvalidInput, ReferenceError_
+from offload.errors import InvalidInput, OffloadError, ReferenceError_
 from offload.proxy import recall
 from offload.store.models import Entry, Filters
 from offload.store.store import Store
@@ -125,6 +125,8 @@ def answer_call(memory: Memory, name: str, arguments: str) -> Answer:
             return Answer(_search(memory, args))
     except InvalidInput as exc:
         return Answer(f"error: {exc}", ok=False)
+    except OffloadError as exc:  # a busy or damaged store: the model is told, never a crash
+        return Answer(f"error: the memory store could not answer: {exc}", ok=False)
     return Answer(f"error: no tool named {inline(name, 40)!r}", ok=False)
 
 

@@ -164,7 +164,8 @@ class Rounds:
         (a whole answer passes byte for byte), else the answer after the rounds (a whole
         answer is settled here; a stream runs its rounds as the client reads it)."""
         if stream:
-            return StreamedRounds(self, first)
+            kind = first.headers.get("content-type", "")
+            return StreamedRounds(self, first) if "text/event-stream" in kind else first
         try:
             return await self._settle(first)
         finally:

@@ -46,16 +46,49 @@ class RoundFilter:
         self._envelope: dict[str, Any] = {}
         self._separated = False
         self._decoder = SseDecoder()
+        self._buf = b""
+        self._generic = False  # the stream uses CR line ends: decoded event by event
 
     # -- events ----------------------------------------------------------------------------
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The client's bytes for one upstream chunk."""
-        return self._events(self._decoder.feed(chunk))
+        if self._generic or b"\r" in chunk:
+            return self._generic_feed(chunk)
+        self._buf += chunk
+        out: list[bytes] = []
+        start = 0
+        while True:  # LF-only events (what llama-server and OpenAI send): split in place
+            end = self._buf.find(b"\n\n", start)
+            if end < 0:
+                break
+            out.extend(self._raw_event(self._buf[start : end + 2]))
+            start = end + 2
+        self._buf = self._buf[start:]
+        return out
 
     def close(self) -> list[bytes]:
         """The client's bytes for whatever the upstream's stream left pending."""
-        return self._events(self._decoder.close())
+        out = self._generic_feed(b"") if self._buf and not self._generic else []
+        return out + self._events(self._decoder.close())
+
+    def _generic_feed(self, chunk: bytes) -> list[bytes]:
+        """Any other line ends: the full SSE decoder from here on."""
+        self._generic = True
+        pending, self._buf = self._buf, b""
+        return self._events(self._decoder.feed(pending + chunk))
+
+    def _raw_event(self, raw: bytes) -> list[bytes]:
+        """One whole LF event; a lone ``data:`` line is handled without the decoder (and
+        passed on as it came when nothing in it changes)."""
+        body = raw[:-2]
+        if not body.startswith(b"data: ") or b"\n" in body:
+            return self._events(self._decoder.feed(raw))
+        data = body[6:].decode("utf-8", "surrogatepass")
+        if data.startswith("{") and not _may_matter(data) and self.first_round:
+            self._pieces.append((True, data))
+            return [raw]
+        return self._event(SseEvent(data))
 
     def _events(self, events: Iterable[SseEvent]) -> list[bytes]:
         out: list[bytes] = []
