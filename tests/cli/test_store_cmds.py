@@ -261,3 +261,13 @@ def test_an_error_quoting_stored_text_is_one_line_without_escapes(
     code, _out, err = run(capsys, "cat", "x")
     assert code == 3
     assert len(err.strip().splitlines()) == 1 and "\x1b" not in err
+
+
+def test_config_show_never_prints_a_password_a_url_setting_carries(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OFFLOAD_PROXY__UPSTREAM", "http://agent:hunter2@127.0.0.1:8080")
+    for flag in ((), ("--json",)):
+        code, out, _ = run(capsys, "config", "show", *flag)
+        assert code == 0
+        assert "hunter2" not in out and "agent:***@127.0.0.1:8080" in out

@@ -6,6 +6,7 @@ import argparse
 
 from offload.cli.common import emit
 from offload.config import Settings, explain
+from offload.core.urls import redact_url
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -13,7 +14,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    rows = explain(settings)
+    # a URL setting (store.url, proxy.upstream) may carry a password: never print it
+    rows = [(k, redact_url(v) if isinstance(v, str) else v, s) for k, v, s in explain(settings)]
     data = {
         "home": str(settings.home),
         "settings": {k: {"value": v, "source": s} for k, v, s in rows},
