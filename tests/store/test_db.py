@@ -77,16 +77,20 @@ def test_a_fresh_file_locked_past_the_busy_timeout_is_store_busy(tmp_path: Path)
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MB tmpfs (mounting needs root, as CI has): a disk that really fills up."""
+    """A 1 MB tmpfs (mounting needs root, as CI has): a disk that really fills up.
+
+    Small on purpose: an empty store takes ~300 KB of it, so a write of 1.5 MB that zstd
+    cannot shrink overflows it as surely as a bigger one overflows a bigger disk, and
+    analysing the body for the index (the cost of these tests) stays a quarter of it."""
     mount = tmp_path / "disk"
     mount.mkdir()
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
         capture_output=True,
         text=True,
         check=False,
     )
-    require(done.returncode == 0, f"a 4 MB tmpfs ({done.stderr.strip() or 'mount failed'})")
+    require(done.returncode == 0, f"a 1 MB tmpfs ({done.stderr.strip() or 'mount failed'})")
     try:
         yield mount
     finally:
@@ -103,7 +107,7 @@ def test_a_large_write_to_a_full_disk_fails_cleanly_and_loses_nothing(small_disk
     with Store(small_disk / "offload.db", counter=EstimateCounter()) as store:
         kept = store.put("acknowledged before the disk filled").entry
         with pytest.raises(StoreError, match=r"full.*nothing was saved") as caught:
-            store.put(incompressible(6_000_000))
+            store.put(incompressible(1_500_000))
         assert not isinstance(caught.value, StoreBusy)
         assert store.count() == 1
         assert store.body(store.resolve(kept.ref)) == "acknowledged before the disk filled"
@@ -113,7 +117,7 @@ def test_a_large_write_to_a_full_disk_fails_cleanly_and_loses_nothing(small_disk
 
 def test_a_large_add_on_a_full_disk_exits_5_with_one_line(small_disk: Path) -> None:
     big = small_disk.parent / "big.txt"
-    big.write_text(incompressible(6_000_000))
+    big.write_text(incompressible(1_500_000))
     done = subprocess.run(
         [sys.executable, "-m", "offload.cli.main", "add", "--path", str(big)],
         capture_output=True,
