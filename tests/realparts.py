@@ -27,6 +27,8 @@ import pytest
 import uvicorn
 from starlette.types import ASGIApp
 
+import loopback
+
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVER_MAIN = Path(__file__).with_name("llama_server_main.py")
 
@@ -273,7 +275,7 @@ class LlamaServer:
         if self._proc.poll() is not None:
             return True  # start() notices the exit and retries
         try:
-            resp = httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2.0)
+            resp = loopback.get(f"http://127.0.0.1:{self.port}/health", timeout=2.0)
         except httpx.TransportError:
             return False
         # 503 {"error": "Loading model"} while the weights load

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,54 +20,38 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from realparts import ServerThread, child_env, free_port, stop_process, wait_until
+import loopback
+from offload_process import OffloadProcess
+from realparts import ServerThread
 
 SCRIPTED_N_CTX = 4096
 ANSWER = "scripted answer"
 
 
-class ServeProcess:
+class ServeProcess(OffloadProcess):
     """``offload serve`` in a subprocess on a free loopback port, stopped by PID."""
 
+    what = "offload serve /api/stats"
+
     def __init__(self, tmp: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.home = tmp / "home"
-        self.project = tmp / "project"
+        super().__init__(tmp / "project", tmp / "home", tmp / "serve.log", env)
         self.home.mkdir(exist_ok=True)
+        self.project = self.cwd
         self.project.mkdir(exist_ok=True)
         self.args = args
-        self.extra_env = env or {}
-        self.log = tmp / "serve.log"
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> ServeProcess:
-        # a free port can be taken between probe and bind: retry on a fresh one
-        for _attempt in range(3):
-            self.port = free_port()
-            command = [sys.executable, "-m", "offload.cli.main", "serve"]
-            command += ["--port", str(self.port), "--scope", "serve-test", *self.args]
-            with self.log.open("ab") as log:
-                self.proc = subprocess.Popen(
-                    command,
-                    cwd=self.project,
-                    env=child_env(self.home, self.extra_env),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                )
-            proc = self.proc
-            wait_until(
-                lambda p=proc: self._answers() or p.poll() is not None,  # type: ignore[misc]
-                30,
-                what=f"offload serve /api/stats on port {self.port}",
-            )
-            if proc.poll() is None:
-                return self
-        raise AssertionError(f"offload serve would not start:\n{self.log_text()}")
+    def arguments(self, port: int) -> list[str]:
+        return ["serve", "--port", str(port), "--scope", "serve-test", *self.args]
+
+    def ready(self) -> bool:
+        try:
+            return loopback.get(f"{self.url}/api/stats", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
 
     def assert_shut_down_cleanly(self, code: int, took: float) -> None:
         """SIGTERM ended it promptly, through the lifespan's shutdown, without a traceback."""
@@ -78,20 +60,14 @@ class ServeProcess:
         assert "Application shutdown complete" in self.log_text()
         assert "Traceback" not in self.log_text()
 
-    def _answers(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/api/stats", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
     def stats(self) -> dict[str, Any]:
-        resp = httpx.get(f"{self.url}/api/stats", timeout=10)
+        resp = loopback.get(f"{self.url}/api/stats", timeout=10)
         assert resp.status_code == 200, resp.text
         data: dict[str, Any] = resp.json()
         return data
 
     def metrics(self) -> str:
-        resp = httpx.get(f"{self.url}/metrics", timeout=10)
+        resp = loopback.get(f"{self.url}/metrics", timeout=10)
         assert resp.status_code == 200, resp.text
         return resp.text
 
@@ -104,15 +80,6 @@ class ServeProcess:
         self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout=timeout)
         return code, time.monotonic() - started
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        stop_process(self.proc, timeout=15)
-        self.proc = None
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
 def metric(text: str, name: str) -> float:

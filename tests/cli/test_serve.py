@@ -18,6 +18,7 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 
 import exposition
+import loopback
 from mcp import Client
 from offload.cli.serve_cmds import with_gateway_table
 from offload.config import load_settings
@@ -68,7 +69,7 @@ def test_stats_name_every_mounted_surface_and_the_missing_gateway(served: ServeP
     assert "--gateway-config" in surfaces["gateway"]["why"]
     assert stats["proxy"]["upstream"]["n_ctx"] == SCRIPTED_N_CTX  # read from /props
     assert stats["store"]["path"] == str(served.home / "offload.db")
-    missing = httpx.get(f"{served.url}/gateway/mcp", timeout=10)
+    missing = loopback.get(f"{served.url}/gateway/mcp", timeout=10)
     assert missing.status_code == 404
     assert "not mounted" in missing.json()["error"]
 
@@ -104,15 +105,15 @@ def test_the_proxy_serves_models_and_chat_through_the_scripted_upstream(
     served: ServeProcess, upstream: ScriptedUpstream
 ) -> None:
     before = metric(served.metrics(), "offload_proxy_requests_total")
-    models = httpx.get(f"{served.url}/v1/models", timeout=10)
+    models = loopback.get(f"{served.url}/v1/models", timeout=10)
     assert models.status_code == 200
     model = models.json()["data"][0]
     assert model["id"] == "scripted-model"
     assert model["context_length"] == SCRIPTED_N_CTX
-    props = httpx.get(f"{served.url}/props", timeout=10)  # a pass-through path
+    props = loopback.get(f"{served.url}/props", timeout=10)  # a pass-through path
     assert props.json()["default_generation_settings"]["n_ctx"] == SCRIPTED_N_CTX
 
-    chat = httpx.post(
+    chat = loopback.post(
         f"{served.url}/v1/chat/completions",
         json={"model": "scripted-model", "messages": [{"role": "user", "content": "hi there"}]},
         timeout=30,
@@ -132,7 +133,7 @@ def test_the_proxy_serves_models_and_chat_through_the_scripted_upstream(
 def test_metrics_follow_prometheus_conventions_with_units_in_the_names(
     served: ServeProcess,
 ) -> None:
-    chat = httpx.post(
+    chat = loopback.post(
         f"{served.url}/v1/chat/completions",
         json={"model": "scripted-model", "messages": [{"role": "user", "content": "count me"}]},
         timeout=30,
@@ -153,7 +154,7 @@ def test_metrics_follow_prometheus_conventions_with_units_in_the_names(
 
 
 def test_the_dashboard_is_one_self_contained_page_naming_the_urls(served: ServeProcess) -> None:
-    resp = httpx.get(f"{served.url}/", timeout=10)
+    resp = loopback.get(f"{served.url}/", timeout=10)
     assert resp.status_code == 200
     assert resp.headers["content-type"].startswith("text/html")
     page = resp.text
@@ -170,17 +171,19 @@ def test_the_dashboard_is_one_self_contained_page_naming_the_urls(served: ServeP
 def test_a_foreign_origin_or_host_is_refused_on_every_surface(served: ServeProcess) -> None:
     evil = {"Origin": "http://evil.example"}
     for path in ("/", "/api/stats", "/metrics", "/v1/models"):
-        assert httpx.get(served.url + path, headers=evil, timeout=10).status_code == 403, path
+        assert loopback.get(served.url + path, headers=evil, timeout=10).status_code == 403, path
     mcp = f"{served.url}/mcp"
-    assert httpx.post(mcp, json=MCP_INIT, headers={**ACCEPT, **evil}, timeout=10).status_code == 403
     assert (
-        httpx.post(mcp, json=MCP_INIT, headers={**ACCEPT, "Host": "evil.example"}, timeout=10)
+        loopback.post(mcp, json=MCP_INIT, headers={**ACCEPT, **evil}, timeout=10).status_code == 403
+    )
+    assert (
+        loopback.post(mcp, json=MCP_INIT, headers={**ACCEPT, "Host": "evil.example"}, timeout=10)
     ).status_code == 421
     assert (
-        httpx.get(f"{served.url}/api/stats", headers={"Host": "evil.example"}, timeout=10)
+        loopback.get(f"{served.url}/api/stats", headers={"Host": "evil.example"}, timeout=10)
     ).status_code == 403
     own = {"Origin": served.url}
-    assert httpx.get(f"{served.url}/api/stats", headers=own, timeout=10).status_code == 200
+    assert loopback.get(f"{served.url}/api/stats", headers=own, timeout=10).status_code == 200
 
 
 def test_serve_starts_with_the_upstream_down_answers_502_and_stops_on_sigterm(
@@ -193,10 +196,10 @@ def test_serve_starts_with_the_upstream_down_answers_502_and_stops_on_sigterm(
     ).start()
     try:
         assert serve.stats()["proxy"]["upstream"]["n_ctx"] is None
-        models = httpx.get(f"{serve.url}/v1/models", timeout=10)
+        models = loopback.get(f"{serve.url}/v1/models", timeout=10)
         assert models.status_code == 502
         assert models.json()["error"]["type"] == "upstream_unavailable"
-        chat = httpx.post(
+        chat = loopback.post(
             f"{serve.url}/v1/chat/completions",
             json={"model": "m", "messages": [{"role": "user", "content": "anyone?"}]},
             timeout=30,
@@ -259,7 +262,7 @@ async def test_the_gateway_at_gateway_mcp_lists_the_tools_of_a_stdio_upstream(
             assert {"git__git_status", "git__git_log"} <= names
             status = await client.call_tool("git__git_status", {"repo_path": str(repo)})
             assert not status.is_error
-        page = httpx.get(f"{serve.url}/", timeout=10).text
+        page = loopback.get(f"{serve.url}/", timeout=10).text
         assert f"claude mcp add --transport http offload-gateway {serve.url}/gateway/mcp" in page
         text = serve.metrics()
         assert metric(text, 'offload_surface_mounted{surface="gateway"}') == 1

@@ -17,6 +17,7 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_support import McpEnv
 
+import loopback
 from realparts import MCP_INIT
 
 pytestmark = pytest.mark.slow
@@ -25,7 +26,7 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 
 
 def post(url: str, **headers: str) -> httpx.Response:
-    return httpx.post(url, json=MCP_INIT, headers={**HEADERS, **headers}, timeout=10)
+    return loopback.post(url, json=MCP_INIT, headers={**HEADERS, **headers}, timeout=10)
 
 
 @asynccontextmanager

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+import loopback
 from offload.store.store import Store
 from proxy.proxy_servers import (
     Scripted,
@@ -54,7 +55,7 @@ def proxy(upstream: tuple[Scripted, ServerThread], store: Store) -> Iterator[tup
 
 def test_malformed_json_is_a_400_in_the_openai_error_shape(proxy: tuple[Scripted, str]) -> None:
     state, url = proxy
-    resp = httpx.post(
+    resp = loopback.post(
         url + CHAT, content=b"{not json", headers={"content-type": "application/json"}
     )
     assert resp.status_code == 400
@@ -67,7 +68,7 @@ def test_an_unknown_role_is_refused_without_reaching_the_upstream(
     proxy: tuple[Scripted, str],
 ) -> None:
     state, url = proxy
-    resp = httpx.post(url + CHAT, json={"messages": [{"role": "wizard", "content": "x"}]})
+    resp = loopback.post(url + CHAT, json={"messages": [{"role": "wizard", "content": "x"}]})
     assert resp.status_code == 400
     assert "wizard" in resp.json()["error"]["message"]
     assert state.requests == []
@@ -76,8 +77,8 @@ def test_an_unknown_role_is_refused_without_reaching_the_upstream(
 def test_an_unreachable_upstream_is_a_502_in_the_openai_error_shape(store: Store) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     with proxy_for(dead, store, n_ctx=4096) as (server, _):
-        resp = httpx.post(server.url + CHAT, json={"messages": HELLO})
-        streamed = httpx.post(server.url + CHAT, json={"messages": HELLO, "stream": True})
+        resp = loopback.post(server.url + CHAT, json={"messages": HELLO})
+        streamed = loopback.post(server.url + CHAT, json={"messages": HELLO, "stream": True})
     for r in (resp, streamed):
         assert r.status_code == 502
         assert r.json()["error"]["type"] == "upstream_unavailable"
@@ -88,7 +89,7 @@ def test_an_upstream_slower_than_the_timeout_is_a_504_in_the_openai_error_shape(
 ) -> None:
     state, server = upstream
     with proxy_for(server.url, store, n_ctx=4096, timeout_s=0.5) as (proxy_server, _):
-        resp = httpx.post(
+        resp = loopback.post(
             proxy_server.url + CHAT, json={"messages": HELLO, "model": "hold"}, timeout=30
         )
     assert resp.status_code == 504
@@ -102,7 +103,7 @@ def test_an_upstream_4xx_is_passed_through_unchanged(proxy: tuple[Scripted, str]
     raw = b'{"error":{"code":401,"message":"bad key","type":"authentication_error"}}'
     state.answer = (401, raw)
     for stream in (False, True):
-        resp = httpx.post(url + CHAT, json={"messages": HELLO, "stream": stream})
+        resp = loopback.post(url + CHAT, json={"messages": HELLO, "stream": stream})
         assert resp.status_code == 401
         assert resp.content == raw
 
@@ -113,7 +114,7 @@ def test_authorization_is_forwarded_and_never_logged(
     state, url = proxy
     secret = "sk-test-0123456789abcdef"
     with caplog.at_level(logging.DEBUG):
-        resp = httpx.post(
+        resp = loopback.post(
             url + CHAT, json={"messages": HELLO}, headers={"Authorization": f"Bearer {secret}"}
         )
     assert resp.status_code == 200
@@ -125,11 +126,11 @@ def test_a_non_streaming_answer_comes_back_byte_for_byte_and_is_counted(
     proxy: tuple[Scripted, str],
 ) -> None:
     state, url = proxy
-    resp = httpx.post(url + CHAT, json={"messages": HELLO, "max_tokens": 4})
+    resp = loopback.post(url + CHAT, json={"messages": HELLO, "max_tokens": 4})
     assert resp.status_code == 200
     assert resp.json()["choices"][0]["message"]["content"] == "hello"
     assert state.requests[-1]["body"]["max_tokens"] == 4
-    stats = httpx.get(url + "/api/stats").json()
+    stats = loopback.get(url + "/api/stats").json()
     assert stats["live"]["counters"]["requests"] == 1
     assert stats["live"]["counters"]["prompt_tokens"] == 10
 
@@ -139,7 +140,7 @@ def test_stream_chunks_reach_the_client_before_the_upstream_finishes(
 ) -> None:
     state, url = proxy
     body = {"messages": HELLO, "stream": True, "model": "slow"}
-    with httpx.stream("POST", url + CHAT, json=body, timeout=10) as resp:
+    with loopback.stream("POST", url + CHAT, json=body, timeout=10) as resp:
         chunks = resp.iter_raw()
         first = next(chunks)
         # the upstream is still holding the rest back: the proxy did not buffer
@@ -149,7 +150,7 @@ def test_stream_chunks_reach_the_client_before_the_upstream_finishes(
     assert rest.rstrip().endswith(b"data: [DONE]")
     assert b'"cache_n": 7' in rest
     wait_until(
-        lambda: httpx.get(url + "/api/stats").json()["live"]["counters"]["cached_tokens"] == 7,
+        lambda: loopback.get(url + "/api/stats").json()["live"]["counters"]["cached_tokens"] == 7,
         5,
         what="stream usage counted",
     )
@@ -160,7 +161,7 @@ def test_a_client_that_disconnects_mid_stream_cancels_the_upstream(
 ) -> None:
     state, url = proxy
     body = {"messages": HELLO, "stream": True, "model": "hold"}
-    with httpx.stream("POST", url + CHAT, json=body, timeout=10) as resp:
+    with loopback.stream("POST", url + CHAT, json=body, timeout=10) as resp:
         assert b"first" in next(resp.iter_raw())
     wait_until(state.cancelled.is_set, 10, what="upstream stream cancelled")
     assert not state.finished.is_set()
@@ -171,7 +172,7 @@ def test_a_client_that_disconnects_before_a_non_streaming_answer_cancels_the_ups
 ) -> None:
     state, url = proxy
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(url + CHAT, json={"messages": HELLO, "model": "hold"}, timeout=0.5)
+        loopback.post(url + CHAT, json={"messages": HELLO, "model": "hold"}, timeout=0.5)
     wait_until(state.cancelled.is_set, 10, what="upstream request cancelled")
 
 
@@ -182,11 +183,11 @@ def test_a_single_message_larger_than_n_ctx_is_never_forwarded_raw(
     marker = "UNIQUE-MARKER-7f3a"
     dump = " ".join(f"{marker}-{i}" for i in range(6000))  # 6000 tokens > n_ctx 4096
     messages = [{"role": "user", "content": dump}, {"role": "user", "content": "summarise"}]
-    resp = httpx.post(url + CHAT, json={"messages": messages})
+    resp = loopback.post(url + CHAT, json={"messages": messages})
     assert resp.status_code == 200
     wire = json.dumps(state.requests[-1]["body"]["messages"])
     assert f"{marker}-5999" not in wire
-    assert httpx.get(url + "/api/stats").json()["live"]["counters"]["stubs_made"] >= 1
+    assert loopback.get(url + "/api/stats").json()["live"]["counters"]["stubs_made"] >= 1
 
 
 def test_models_advertise_the_upstream_context_size_and_the_alias(
@@ -195,7 +196,7 @@ def test_models_advertise_the_upstream_context_size_and_the_alias(
     state, server = upstream
     state.n_ctx = 3072
     with proxy_for(server.url, store, model_alias="offload-local") as (proxy_server, _):
-        listing = httpx.get(proxy_server.url + "/v1/models").json()
+        listing = loopback.get(proxy_server.url + "/v1/models").json()
     ids = [m["id"] for m in listing["data"]]
     assert ids == ["offload-local", "scripted"]
     assert all(m["context_length"] == 3072 for m in listing["data"])
@@ -204,19 +205,19 @@ def test_models_advertise_the_upstream_context_size_and_the_alias(
 
 def test_other_paths_pass_through_to_the_upstream(proxy: tuple[Scripted, str]) -> None:
     _state, url = proxy
-    assert httpx.get(url + "/props").json()["default_generation_settings"]["n_ctx"] == 4096
-    tokens = httpx.post(url + "/tokenize", json={"content": "a b c"}).json()["tokens"]
+    assert loopback.get(url + "/props").json()["default_generation_settings"]["n_ctx"] == 4096
+    tokens = loopback.post(url + "/tokenize", json={"content": "a b c"}).json()["tokens"]
     assert tokens == [0, 1, 2]
-    assert httpx.get(url + "/nowhere").status_code == 404
+    assert loopback.get(url + "/nowhere").status_code == 404
 
 
 def test_a_foreign_host_or_origin_is_refused(proxy: tuple[Scripted, str]) -> None:
     state, url = proxy
-    rebound = httpx.post(url + CHAT, json={"messages": HELLO}, headers={"Host": "evil.example"})
+    rebound = loopback.post(url + CHAT, json={"messages": HELLO}, headers={"Host": "evil.example"})
     assert rebound.status_code == 403
-    cross = httpx.get(url + "/api/stats", headers={"Origin": "http://evil.example"})
+    cross = loopback.get(url + "/api/stats", headers={"Origin": "http://evil.example"})
     assert cross.status_code == 403
-    local = httpx.get(url + "/api/stats", headers={"Origin": "http://localhost:3000"})
+    local = loopback.get(url + "/api/stats", headers={"Origin": "http://localhost:3000"})
     assert local.status_code == 200
     assert state.requests == []
 
@@ -227,15 +228,15 @@ def test_the_bearer_token_guards_the_proxys_own_endpoints_only(
     _state, server = upstream
     with proxy_for(server.url, store, bearer_token="t0ken") as (proxy_server, _):
         url = proxy_server.url
-        assert httpx.get(url + "/metrics").status_code == 401
+        assert loopback.get(url + "/metrics").status_code == 401
         assert (
-            httpx.get(url + "/api/stats", headers={"Authorization": "Bearer nope"}).status_code
+            loopback.get(url + "/api/stats", headers={"Authorization": "Bearer nope"}).status_code
             == 401
         )
-        ok = httpx.get(url + "/metrics", headers={"Authorization": "Bearer t0ken"})
+        ok = loopback.get(url + "/metrics", headers={"Authorization": "Bearer t0ken"})
         assert ok.status_code == 200 and "offload_proxy_requests_total" in ok.text
         # model routes carry the upstream's key in Authorization: not ours to check
-        chat = httpx.post(
+        chat = loopback.post(
             url + CHAT, json={"messages": HELLO}, headers={"Authorization": "Bearer sk-x"}
         )
         assert chat.status_code == 200
@@ -247,9 +248,11 @@ def test_counters_survive_a_restart_of_the_proxy(
     _state, server = upstream
     with proxy_for(server.url, store) as (proxy_server, _):
         for _ in range(3):
-            assert httpx.post(proxy_server.url + CHAT, json={"messages": HELLO}).status_code == 200
+            assert (
+                loopback.post(proxy_server.url + CHAT, json={"messages": HELLO}).status_code == 200
+            )
     with proxy_for(server.url, store) as (proxy_server, _):
-        stats = httpx.get(proxy_server.url + "/api/stats").json()
+        stats = loopback.get(proxy_server.url + "/api/stats").json()
     assert stats["live"]["counters"]["requests"] == 0
     assert stats["cumulative"]["counters"]["requests"] == 3
 
@@ -262,14 +265,14 @@ def test_the_anthropic_messages_shape_is_converted_both_ways(proxy: tuple[Script
         "system": "be brief",
         "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
     }
-    resp = httpx.post(url + "/v1/messages", json=body)
+    resp = loopback.post(url + "/v1/messages", json=body)
     assert resp.status_code == 200
     msg = resp.json()
     assert msg["type"] == "message" and msg["content"] == [{"type": "text", "text": "hello"}]
     assert msg["stop_reason"] == "end_turn" and msg["usage"]["input_tokens"] == 10
     sent = state.requests[-1]["body"]
     assert sent["messages"][0] == {"role": "system", "content": "be brief"}
-    with httpx.stream("POST", url + "/v1/messages", json={**body, "stream": True}) as sresp:
+    with loopback.stream("POST", url + "/v1/messages", json={**body, "stream": True}) as sresp:
         text = "".join(sresp.iter_text())
     events = [line[7:] for line in text.splitlines() if line.startswith("event: ")]
     assert events[0] == "message_start" and events[-1] == "message_stop"
@@ -293,9 +296,11 @@ def test_the_wire_alternates_roles_when_the_upstream_template_demands_it(
     state = Scripted(n_ctx=2048, chat_template=template)
     messages: list[dict[str, str]] = [{"role": "user", "content": "start"}]
     with serving(scripted_upstream(state)) as up, proxy_for(up.url, store) as (proxy, _):
-        assert httpx.get(proxy.url + "/api/stats").json()["upstream"]["alternate_roles"] is refuses
+        assert (
+            loopback.get(proxy.url + "/api/stats").json()["upstream"]["alternate_roles"] is refuses
+        )
         for t in range(30):
-            resp = httpx.post(proxy.url + CHAT, json={"messages": messages})
+            resp = loopback.post(proxy.url + CHAT, json={"messages": messages})
             assert resp.status_code == 200
             messages += [
                 {"role": "assistant", "content": f"answer {t} " + "detail " * 40},
@@ -314,7 +319,7 @@ def test_the_answer_is_counted_while_the_client_reads_it_not_on_the_next_turn(
 ) -> None:
     state, url = proxy
     messages = [{"role": "user", "content": "count me please"}]
-    resp = httpx.post(url + CHAT, json={"messages": messages, "stream": stream})
+    resp = loopback.post(url + CHAT, json={"messages": messages, "stream": stream})
     assert resp.status_code == 200
     answer = "first 0 1 2" if stream else "hello"  # what the scripted upstream answers
     wait_until(lambda: answer in state.tokenized, 10, what="the answer counted")
@@ -324,7 +329,7 @@ def test_the_answer_is_counted_while_the_client_reads_it_not_on_the_next_turn(
         {"role": "assistant", "content": answer},
         {"role": "user", "content": "and now this"},
     ]
-    assert httpx.post(url + CHAT, json={"messages": follow_up}).status_code == 200
+    assert loopback.post(url + CHAT, json={"messages": follow_up}).status_code == 200
     # before forwarding, only the new message was counted (the follow-up's own answer is
     # counted afterwards, in the background, and may land in the list at any time)
     forwarded_at = state.requests[-1]["tokenized_before"]

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,11 +19,13 @@ from typing import Any
 import httpx
 import pytest
 
+import loopback
 from offload.config import ProxySettings
 from offload.errors import ConfigError
 from offload.proxy.app import create_app
 from offload.store.store import Store
 from proxy.proxy_servers import serving
+from proxy.socket_upstream import NOT_FOUND, SocketUpstream, running
 from realparts import free_port
 
 CHAT = "/v1/chat/completions"
@@ -42,59 +43,32 @@ OVERFLOW = {
 }
 
 
-@dataclass
-class RawUpstream:
+@dataclass(kw_only=True)
+class RawUpstream(SocketUpstream):
     """A chat upstream on a raw socket; ``mode`` says how it fails."""
 
-    sock: socket.socket
     mode: str
-    release: threading.Event = field(default_factory=threading.Event)
     bodies: list[bytes] = field(default_factory=list)  # chat request bodies received
-    threads: list[threading.Thread] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def serve(self) -> None:
-        """Accept connections until the listening socket is shut down."""
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            thread = threading.Thread(target=self._connection, args=(conn,), daemon=True)
-            thread.start()
-            self.threads.append(thread)
-
-    def _connection(self, conn: socket.socket) -> None:
-        with conn:
-            reader = conn.makefile("rb")
-            while request_line := reader.readline():
-                length = 0
-                while (line := reader.readline()) not in (b"\r\n", b""):
-                    name, _, value = line.decode("latin-1").partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                body = reader.read(length)
-                if not request_line.startswith(b"POST /v1/chat/completions "):
-                    conn.sendall(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
-                    continue
-                with self.lock:  # recorded before any answer leaves, so a test sees it
-                    self.bodies.append(body)
-                if self.mode == "hang":
-                    self.release.wait(60)  # the fixture releases it at teardown
-                    return
-                if self.mode == "break":
-                    self._break_off(conn)
-                    return
-                payload = json.dumps(OVERFLOW).encode()
-                conn.sendall(
-                    b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
-                    b"content-length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload
-                )
+    def answer(self, conn: socket.socket, n: int, request_line: bytes, body: bytes) -> bool:
+        """Hang, break off mid-stream, or answer with a context overflow."""
+        if not request_line.startswith(b"POST /v1/chat/completions "):
+            conn.sendall(NOT_FOUND)
+            return True
+        with self.lock:  # recorded before any answer leaves, so a test sees it
+            self.bodies.append(body)
+        if self.mode == "hang":
+            self.release.wait(60)  # released at teardown
+            return False
+        if self.mode == "break":
+            self._break_off(conn)
+            return False
+        payload = json.dumps(OVERFLOW).encode()
+        conn.sendall(
+            b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+            b"content-length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload
+        )
+        return True
 
     @staticmethod
     def _break_off(conn: socket.socket) -> None:
@@ -110,24 +84,9 @@ class RawUpstream:
         )
 
 
-@contextmanager
-def raw_upstream(mode: str) -> Iterator[RawUpstream]:
+def raw_upstream(mode: str) -> AbstractContextManager[RawUpstream]:
     """A :class:`RawUpstream` on loopback; every thread it started ends with the block."""
-    sock = socket.create_server(("127.0.0.1", 0))
-    upstream = RawUpstream(sock, mode)
-    acceptor = threading.Thread(target=upstream.serve, daemon=True)
-    acceptor.start()
-    try:
-        yield upstream
-    finally:
-        upstream.release.set()
-        sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not
-        sock.close()
-        acceptor.join(5)
-        for thread in upstream.threads:
-            thread.join(5)
-        assert not acceptor.is_alive()
-        assert not any(t.is_alive() for t in upstream.threads)
+    return running(RawUpstream(mode=mode))
 
 
 @contextmanager
@@ -188,7 +147,7 @@ def test_an_upstream_that_breaks_off_mid_stream_ends_the_openai_stream_with_an_e
     store: Store, client: str
 ) -> None:
     with raw_upstream("break") as up, proxy(up.url, store, client) as url:
-        resp = httpx.post(url + CHAT, json={"messages": HELLO, "stream": True}, timeout=30)
+        resp = loopback.post(url + CHAT, json={"messages": HELLO, "stream": True}, timeout=30)
     assert resp.status_code == 200  # the stream had begun
     events = sse_events(resp.text)
     assert [json.loads(data) for _, data in events[:1]] == [FIRST]
@@ -204,7 +163,7 @@ def test_an_upstream_that_breaks_off_mid_stream_ends_the_anthropic_stream_with_a
     store: Store,
 ) -> None:
     with raw_upstream("break") as up, proxy(up.url, store, "lean") as url:
-        resp = httpx.post(url + MESSAGES, json=anthropic_body(stream=True), timeout=30)
+        resp = loopback.post(url + MESSAGES, json=anthropic_body(stream=True), timeout=30)
     assert resp.status_code == 200
     events = sse_events(resp.text)
     names = [name for name, _ in events]
@@ -227,8 +186,8 @@ def test_a_streamed_request_to_an_upstream_that_never_answers_is_a_504_after_the
         raw_upstream("hang") as up,
         proxy(up.url, store, client, first_byte_timeout_s=0.3) as url,
     ):
-        resp = httpx.post(url + CHAT, json={"messages": HELLO, "stream": True}, timeout=30)
-        anthropic = httpx.post(url + MESSAGES, json=anthropic_body(stream=True), timeout=30)
+        resp = loopback.post(url + CHAT, json={"messages": HELLO, "stream": True}, timeout=30)
+        anthropic = loopback.post(url + MESSAGES, json=anthropic_body(stream=True), timeout=30)
     assert resp.status_code == 504
     error = resp.json()["error"]
     assert error["type"] == "upstream_timeout" and "first_byte_timeout_s" in error["message"]
@@ -251,9 +210,9 @@ def test_the_anthropic_route_with_the_upstream_down_answers_in_anthropics_shape(
 ) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     with proxy(dead, store, "lean") as url:
-        whole = httpx.post(url + MESSAGES, json=anthropic_body(), timeout=30)
-        streamed = httpx.post(url + MESSAGES, json=anthropic_body(stream=True), timeout=30)
-        refused = httpx.post(
+        whole = loopback.post(url + MESSAGES, json=anthropic_body(), timeout=30)
+        streamed = loopback.post(url + MESSAGES, json=anthropic_body(stream=True), timeout=30)
+        refused = loopback.post(
             url + MESSAGES, json=anthropic_body(), headers={"host": "evil.example"}
         )
     for resp in (whole, streamed):
@@ -265,7 +224,7 @@ def test_a_non_streamed_anthropic_request_to_a_hung_upstream_is_a_504_in_anthrop
     store: Store,
 ) -> None:
     with raw_upstream("hang") as up, proxy(up.url, store, "lean", timeout_s=0.3) as url:
-        resp = httpx.post(url + MESSAGES, json=anthropic_body(), timeout=30)
+        resp = loopback.post(url + MESSAGES, json=anthropic_body(), timeout=30)
     assert_anthropic_error(resp, 504, "timeout_error")
 
 
@@ -278,8 +237,8 @@ def test_an_overflow_the_proxy_cannot_shrink_is_not_resent_and_is_a_clear_400(
 ) -> None:
     # one user message: nothing the proxy may page out, so a retry would be the same bytes
     with raw_upstream("overflow") as up, proxy(up.url, store, client) as url:
-        resp = httpx.post(url + CHAT, json={"messages": HELLO}, timeout=30)
-        anthropic = httpx.post(url + MESSAGES, json=anthropic_body(), timeout=30)
+        resp = loopback.post(url + CHAT, json={"messages": HELLO}, timeout=30)
+        anthropic = loopback.post(url + MESSAGES, json=anthropic_body(), timeout=30)
     assert resp.status_code == 400
     error = resp.json()["error"]
     assert error["code"] == "context_length_exceeded"

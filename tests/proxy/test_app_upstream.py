@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,67 +19,40 @@ from pathlib import Path
 import httpx
 import pytest
 
+import loopback
 from offload.proxy.retrieval import DEFINITIONS
 from offload.store.store import Store
 from proxy.proxy_servers import completion, proxy_for
+from proxy.socket_upstream import NOT_FOUND, SocketUpstream, running
 
 CHAT = "/v1/chat/completions"
 HELLO = [{"role": "user", "content": "hello there"}]
 
 
 @dataclass
-class OneShotUpstream:
+class OneShotUpstream(SocketUpstream):
     """Answers one request per connection; a second request on it is dropped unanswered."""
 
-    sock: socket.socket
     answered: list[bytes] = field(default_factory=list)  # request lines answered
     bodies: list[bytes] = field(default_factory=list)  # their bodies
     dropped: int = 0
-    threads: list[threading.Thread] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def serve(self) -> None:
-        """Accept connections until the listening socket is closed."""
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            thread = threading.Thread(target=self._connection, args=(conn,), daemon=True)
-            thread.start()
-            self.threads.append(thread)
-
-    def _connection(self, conn: socket.socket) -> None:
-        with conn:
-            reader = conn.makefile("rb")
-            for n in range(2):
-                request_line = reader.readline()
-                if not request_line:
-                    return
-                length = 0
-                while (line := reader.readline()) not in (b"\r\n", b""):
-                    name, _, value = line.decode("latin-1").partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                body = reader.read(length)
-                if n == 1:  # the whole request was read: closing now is the keep-alive race
-                    with self.lock:
-                        self.dropped += 1
-                    return
-                with self.lock:  # recorded before the answer leaves, so a test sees it
-                    self.answered.append(request_line)
-                    self.bodies.append(body)
-                conn.sendall(self._answer(request_line, body))
+    def answer(self, conn: socket.socket, n: int, request_line: bytes, body: bytes) -> bool:
+        """Answer the first request; close on the second, after reading it whole."""
+        if n == 1:  # the whole request was read: closing now is the keep-alive race
+            with self.lock:
+                self.dropped += 1
+            return False
+        with self.lock:  # recorded before the answer leaves, so a test sees it
+            self.answered.append(request_line)
+            self.bodies.append(body)
+        conn.sendall(self._answer(request_line, body))
+        return True
 
     @staticmethod
     def _answer(request_line: bytes, body: bytes) -> bytes:
         if not request_line.startswith(b"POST /v1/chat/completions "):
-            return b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n"
+            return NOT_FOUND
         if json.loads(body).get("stream"):
             chunk = json.dumps(completion() | {"object": "chat.completion.chunk"})
             payload = f"data: {chunk}\n\ndata: [DONE]\n\n".encode()
@@ -98,19 +70,8 @@ class OneShotUpstream:
 @pytest.fixture
 def one_shot() -> Iterator[OneShotUpstream]:
     """The one-request-per-connection upstream on loopback."""
-    sock = socket.create_server(("127.0.0.1", 0))
-    upstream = OneShotUpstream(sock)
-    acceptor = threading.Thread(target=upstream.serve, daemon=True)
-    acceptor.start()
-    try:
+    with running(OneShotUpstream()) as upstream:
         yield upstream
-    finally:
-        sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not
-        sock.close()
-        acceptor.join(5)
-        assert not acceptor.is_alive()
-        for thread in upstream.threads:
-            thread.join(5)
 
 
 @pytest.fixture
@@ -150,7 +111,9 @@ def test_a_request_the_rewrite_leaves_unchanged_reaches_the_upstream_byte_for_by
         b'{ "stream":false,\n "messages": [ {"content": "caf\\u00e9 \xc3\xa9t\xc3\xa9",'
         b' "role": "user"} ], "max_tokens": 4.0 }'
     )
-    resp = httpx.post(proxy_url + CHAT, content=raw, headers={"content-type": "application/json"})
+    resp = loopback.post(
+        proxy_url + CHAT, content=raw, headers={"content-type": "application/json"}
+    )
     assert resp.status_code == 200
     chat = [
         body
