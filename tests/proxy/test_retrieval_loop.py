@@ -5,6 +5,7 @@ client sees one ordinary answer (streamed or whole, OpenAI or Anthropic)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -347,3 +348,37 @@ def test_auto_offers_nothing_to_an_upstream_whose_template_has_no_tools(
     with tool_upstream(script) as url, proxy_for(url + "/v1", own_store) as (srv, _):
         chat(srv.url)
     assert "tools" not in script.requests[0]
+
+
+def test_a_model_behind_the_proxy_alone_expands_a_stub_with_the_read_tool(
+    proxy: str, script: ToolScript
+) -> None:
+    log = "\n".join(f"build step {i}: compiled module_{i}.c in {i * 7} ms" for i in range(400))
+    messages: list[dict[str, Any]] = [
+        *MESSAGES,
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1", "cat")]},
+        {"role": "tool", "tool_call_id": "c1", "content": log},
+    ]
+    for i in range(4):
+        messages += [
+            {"role": "assistant", "content": f"step {i} done"},
+            {"role": "user", "content": f"go on {i}"},
+        ]
+    payload = {"messages": messages, "max_tokens": 8}
+    assert httpx.post(proxy + CHAT, json=payload, timeout=30).status_code == 200
+    wire = json.dumps(script.requests[0]["messages"])
+    assert "module_399.c" not in wire  # the log left the wire
+    found = re.search(r'offload_read\(ref=\\"([^"\\]+)\\"', wire)
+    assert found is not None, wire[:2000]
+    ref = found.group(1)
+    call = json.dumps({"ref": ref, "offset": 390, "limit": 20})
+    script.requests.clear()
+    script.turns = [Turn(calls=[(READ_TOOL, call)]), Turn(text="module 399 took 2793 ms")]
+    resp = httpx.post(proxy + CHAT, json=payload, timeout=30)
+    assert resp.json()["choices"][0]["message"]["content"] == "module 399 took 2793 ms"
+    answer = script.requests[1]["messages"][-1]["content"]
+    assert "module_399.c in 2793 ms" in answer
+
+
+def _call(call_id: str, name: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}

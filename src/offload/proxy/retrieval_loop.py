@@ -11,7 +11,7 @@ When the tools are offered (:func:`offer`):
   constraint (``grammar``, ``json_schema``, a non-text ``response_format``), which
   upstreams refuse beside tools;
 - ``tool_choice`` is anything but ``"required"`` without tools of the client's own (there
-  only the proxy's tools could be called). ``"none"`` and a forced client tool keep the
+  only the proxy's tools could be called) or a forced tool the client does not define. ``"none"`` and a forced client tool keep the
   definitions (so the prompt's bytes stay those of every other turn) and pass the choice
   unchanged: the model then calls no tool or the client's, as asked;
 - a client tool of the same name wins: that one of ours is not offered (and its calls go to
@@ -99,8 +99,10 @@ def offer(
         return None
     taken = {_tool_name(t) for t in client or ()}
     ours = [d for d in DEFINITIONS if d["function"]["name"] not in taken]
-    if not ours:
-        return None
+    choice = payload.get("tool_choice")
+    forced = _tool_name(choice) if isinstance(choice, dict) else ""
+    if not ours or (forced and forced not in taken):
+        return None  # nothing left to offer, or a forced tool the client does not have
     names = frozenset(d["function"]["name"] for d in ours)
     spliced = None
     if raw is not None and client is None and len(ours) == len(DEFINITIONS):
