@@ -13,7 +13,9 @@ never put in messages or reprs.
 
 from __future__ import annotations
 
+import functools
 import json
+import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
@@ -26,6 +28,13 @@ from offload.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 # statuses meaning "this server has no such endpoint"
 _UNSUPPORTED = frozenset({404, 405, 501})
 _BODY_IN_MESSAGE = 500  # characters of an error body quoted in the message
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The verifying TLS context every HTTP client of the process shares: building one
+    parses certifi's CA bundle (~50 ms of CPU), and each client would build its own."""
+    return httpx.create_ssl_context()
 
 
 class UpstreamHTTPError(UpstreamError):
@@ -89,6 +98,7 @@ class UpstreamClient:
             headers=default_headers,
             timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
             transport=transport,
+            verify=tls_context(),
         )
         self._tokenize_supported = True
         self._props_supported = True

@@ -22,6 +22,7 @@ from offload.llm.upstream import (
     chat_template_of,
     n_ctx_of,
     split_base_url,
+    tls_context,
     tool_support_of,
 )
 from offload.proxy.counting import UpstreamCounter
@@ -88,6 +89,7 @@ class ProxyState:
             timeout=httpx.Timeout(settings.timeout_s, connect=connect_timeout),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=128),
             transport=transport,
+            verify=tls_context(),
         )
         # Chat completions to a plain-HTTP upstream (a local model server, where the hop's
         # cost shows in every time to first byte) go through the lean client; TLS upstreams
