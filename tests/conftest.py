@@ -6,9 +6,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from pgserver import PgServer, require_pg
 from realparts import LlamaServer, require_llama
+
+# Property tests run as in CI everywhere (hypothesis's own "ci" profile): derandomized, so
+# the examples are the same in every run and no result depends on a seed; no deadline and no
+# too-slow health check, since a loaded machine is not a failure; no example database, so a
+# run never depends on what an earlier one left behind. Tests bound their own max_examples.
+settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

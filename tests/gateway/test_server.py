@@ -15,6 +15,7 @@ from mcp import Client
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.slow  # two real upstream MCP server processes (~5 s of CPU)
 async def test_small_catalogs_pass_through_with_server_prefixed_names(
     run_gateway: RunGateway,
 ) -> None:
@@ -68,6 +69,7 @@ async def test_errors_and_small_responses_are_never_compressed(run_gateway: RunG
         assert text_of(small).startswith("line 00001")
 
 
+@pytest.mark.slow  # a real upstream MCP server process, crashed and started again (~4 s of CPU)
 async def test_a_crashed_upstream_reports_clearly_and_reconnects(run_gateway: RunGateway) -> None:
     servers = [
         catalog_upstream("flaky", "server-memory.json", "--extras"),

@@ -192,6 +192,7 @@ def test_sessions_with_bulky_calls_stay_valid_bounded_and_restorable(
         assert isinstance(json.loads(args), dict)
 
 
+@pytest.mark.slow  # replays the whole real SWE-agent trace (~6 s of CPU)
 def test_coding_agent_runs_derived_from_the_real_trace_replay_at_4096_with_no_problem(
     tmp_path: Path,
 ) -> None:

@@ -53,6 +53,7 @@ def test_a_bad_trace_line_is_named(tmp_path: Path) -> None:
         load_runs(bad)
 
 
+@pytest.mark.slow  # replays 12 real tau-bench runs chained (~4 s of CPU)
 def test_a_chained_real_session_stays_bounded_stable_and_lossless(tmp_path: Path) -> None:
     runs = load_runs(_first_runs(TAU, 12, tmp_path / "tau12.jsonl"))
     counter = EstimateCounter()
