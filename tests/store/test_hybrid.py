@@ -2,33 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from offload.config import SearchSettings
 from offload.core.tokens import EstimateCounter
-from offload.llm.embedding import StaticEmbedder, load_embedder
+from offload.llm.embedding import load_embedder
 from offload.store.store import Store
-
-
-@pytest.fixture(scope="module")
-def model() -> StaticEmbedder:
-    loaded = load_embedder(SearchSettings())
-    assert loaded is not None, "wordllama is a main dependency: it must be installed"
-    return loaded
-
-
-@pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "offload.db"
-
-
-@pytest.fixture
-def hybrid(path: Path, model: StaticEmbedder) -> Iterator[Store]:
-    with Store(path, counter=EstimateCounter(), embedder=model) as s:
-        yield s
 
 
 def _ids(store: Store, text: str) -> list[int]:

@@ -3,33 +3,18 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pytest
 from numpy.typing import NDArray
 
-from offload.config import SearchSettings
 from offload.core.tokens import EstimateCounter
-from offload.llm.embedding import StaticEmbedder, load_embedder
+from offload.llm.embedding import StaticEmbedder
 from offload.store import vectors
 from offload.store.models import Filters
 from offload.store.query import filter_sql
 from offload.store.store import Store
-
-
-@pytest.fixture(scope="module")
-def model() -> StaticEmbedder:
-    loaded = load_embedder(SearchSettings())
-    assert loaded is not None, "wordllama is a main dependency: it must be installed"
-    return loaded
-
-
-@pytest.fixture
-def hybrid(tmp_path: Path, model: StaticEmbedder) -> Iterator[Store]:
-    with Store(tmp_path / "offload.db", counter=EstimateCounter(), embedder=model) as s:
-        yield s
 
 
 def _stored(store: Store, entry_id: int) -> sqlite3.Row | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -227,21 +227,24 @@ def _host_app(served: Served) -> ASGIApp:
         )
         return HTMLResponse(page)
 
-    async def api_search(request: Request) -> Response:
-        query = request.query_params.get("q", "")
-        try:
-            found = await anyio.to_thread.run_sync(store_api.search, served.store, query)
-        except OffloadError as exc:
-            return JSONResponse({"error": str(exc)}, store_api.status_of(exc))
-        return JSONResponse(found)
+    def store_query(
+        query: Callable[[Store, str], dict[str, Any]], param: str
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """An endpoint answering ``query(store, ?param=...)`` as JSON, off the event loop;
+        an OffloadError is its message with the status it maps to."""
 
-    async def api_entry(request: Request) -> Response:
-        ref = request.query_params.get("ref", "")
-        try:
-            found = await anyio.to_thread.run_sync(store_api.entry, served.store, ref)
-        except OffloadError as exc:
-            return JSONResponse({"error": str(exc)}, store_api.status_of(exc))
-        return JSONResponse(found)
+        async def endpoint(request: Request) -> Response:
+            value = request.query_params.get(param, "")
+            try:
+                found = await anyio.to_thread.run_sync(query, served.store, value)
+            except OffloadError as exc:
+                return JSONResponse({"error": str(exc)}, store_api.status_of(exc))
+            return JSONResponse(found)
+
+        return endpoint
+
+    api_search = store_query(store_api.search, "q")
+    api_entry = store_query(store_api.entry, "ref")
 
     async def metrics(request: Request) -> Response:
         return PlainTextResponse(await served.metrics(), media_type="text/plain; version=0.0.4")
