@@ -15,10 +15,9 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
-from realparts import child_env, free_port, stop_process, wait_until
+from realparts import Started, child_env, free_port, stop_process, wait_until
 
 # generous: a bound on a start that takes ~1 s, not a measure of it (the machine may be busy)
 START_TIMEOUT_S = 60.0
@@ -33,7 +32,7 @@ def port_open(port: int) -> bool:
         return False
 
 
-class OffloadProcess:
+class OffloadProcess(Started):
     """``offload ARGS`` in a subprocess in ``cwd``, on a free loopback port."""
 
     what = "offload"  # for messages
@@ -91,14 +90,3 @@ class OffloadProcess:
     def log_text(self) -> str:
         """Everything the process wrote so far."""
         return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import httpx
 import pytest
@@ -202,7 +203,31 @@ def require_llama() -> Path:
     return model
 
 
-class LlamaServer:
+class Started:
+    """``with part as p:`` starts a real part on entry and stops it on exit, however the
+    block ends; the part defines ``start`` (returning itself) and ``stop``."""
+
+    def start(self) -> Self:
+        """Start the part; return it, started."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop the part (by PID for a process); a part never started stops as a no-op."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class LlamaServer(Started):
     """A real llama.cpp server in its own subprocess, on a free loopback port."""
 
     def __init__(
@@ -235,7 +260,7 @@ class LlamaServer:
         """The server process id while it runs."""
         return self._proc.pid if self._proc is not None else None
 
-    def start(self) -> LlamaServer:
+    def start(self) -> Self:
         """Start the subprocess and wait until ``GET /health`` answers ``{"status":"ok"}``."""
         if self._proc is not None:
             return self
@@ -307,17 +332,6 @@ class LlamaServer:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
-
-    def __enter__(self) -> LlamaServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def git_repo(path: Path, commits: int = 1) -> Path:
