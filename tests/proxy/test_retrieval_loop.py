@@ -382,3 +382,15 @@ def test_a_model_behind_the_proxy_alone_expands_a_stub_with_the_read_tool(
 
 def _call(call_id: str, name: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def test_an_upstream_that_refuses_tools_is_asked_again_without_them_and_never_offered_more(
+    own_store: Store,
+) -> None:
+    script = ToolScript(refuse_tools=True)
+    with tool_upstream(script) as url, proxy_for(url + "/v1", own_store) as (srv, _):
+        first = chat(srv.url)
+        second = chat(srv.url)
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert [bool(r.get("tools")) for r in script.requests] == [True, False, False]
+    assert script.requests[1] == {"messages": MESSAGES, "max_tokens": 32}

@@ -41,6 +41,7 @@ class ToolScript:
     requests: list[dict[str, Any]] = field(default_factory=list)
     forward_to: str = ""  # once the script is out: the real server that answers instead
     supports_tools: bool | None = None  # what /props says (None: nothing)
+    refuse_tools: bool = False  # answer a request with tools 400, as Ollama does for some models
     release: threading.Event = field(default_factory=threading.Event)
     cancelled: threading.Event = field(default_factory=threading.Event)
 
@@ -121,6 +122,9 @@ def tool_app(script: ToolScript) -> Starlette:
         raw = await request.body()
         body = json.loads(raw)
         script.requests.append(body)
+        if script.refuse_tools and body.get("tools"):
+            err = {"error": {"message": "this model does not support tools", "type": "api_error"}}
+            return JSONResponse(err, 400)
         turn = script.next_turn()
         if turn is None and script.forward_to:
             return await _forward(script.forward_to, raw, bool(body.get("stream")))

@@ -71,6 +71,8 @@ class Offer:
     names: frozenset[str]
     payload: dict[str, Any]
     raw: bytes | None
+    original: dict[str, Any]  # the client's payload and body, without the proxy's tools
+    original_raw: bytes | None
 
 
 def _definition_bytes(defs: Sequence[dict[str, Any]]) -> bytes:
@@ -109,7 +111,16 @@ def offer(
         body = raw.rstrip()
         if body.endswith(b"}") and len(payload) > 0:
             spliced = body[:-1] + b',"tools":' + _ALL_BYTES + b"}"
-    return Offer(names, {**payload, "tools": [*ours, *(client or ())]}, spliced)
+    return Offer(names, {**payload, "tools": [*ours, *(client or ())]}, spliced, payload, raw)
+
+
+def refused(offer: Offer, got: tuple[UpstreamReply, bytes | None] | object) -> bool:
+    """Whether the upstream refused a request only for the proxy's tools: a 400 that speaks
+    of tools, to a request that had none of the client's own."""
+    if not isinstance(got, tuple) or got[0].status_code != 400 or "tools" in offer.original:
+        return False
+    body = got[1]
+    return isinstance(body, bytes) and b"tool" in body.lower()
 
 
 def offer_for(state: ProxyState, payload: dict[str, Any], raw: bytes | None) -> Offer | None:
