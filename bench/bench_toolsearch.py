@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "gateway"))
@@ -30,19 +31,33 @@ sys.path.insert(0, str(ROOT / "tests" / "gateway"))
 from catalog_tasks import MULTI_STEP, SERVERS, TASKS  # noqa: E402
 from github_tasks import TASKS as GITHUB_TASKS  # noqa: E402
 
-from offload.gateway.toolsearch import ToolIndex, doc_for  # noqa: E402
+from offload.gateway.toolsearch import SEMANTIC_WEIGHT, ToolDoc, ToolIndex, doc_for  # noqa: E402
 
 CATALOGS = ROOT / "tests" / "data" / "catalogs"
 
 
-def load(directory: Path) -> tuple[ToolIndex, set[str]]:
-    """One index over every catalog in ``directory``; the gateway names it holds."""
+def load_docs(directory: Path) -> list[ToolDoc]:
+    """Every tool of every catalog in ``directory``, named as the gateway names it."""
     docs = []
     for path in sorted(directory.glob("*.json")):
         server = SERVERS.get(path.stem, path.stem)
         for tool in json.loads(path.read_text(encoding="utf-8"))["tools"]:
             docs.append(doc_for(f"{server}__{tool['name']}", tool))
+    return docs
+
+
+def load(directory: Path) -> tuple[ToolIndex, set[str]]:
+    """One lexical index over every catalog in ``directory``; the gateway names it holds."""
+    docs = load_docs(directory)
     return ToolIndex.build(docs), {d.key for d in docs}
+
+
+def embedder() -> Any:
+    """The shipped embedding model (what the gateway fuses in), or None if not installed."""
+    from offload.config import SearchSettings
+    from offload.llm.embedding import load_embedder
+
+    return load_embedder(SearchSettings())
 
 
 def hit_rates(
@@ -80,32 +95,25 @@ def multi_step(
     return whole / n, steps10 / max(1, total), steps5 / max(1, total), missed
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Print the figures (and, with --misses, what was missed)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--catalogs", type=Path, default=CATALOGS)
-    parser.add_argument("--misses", action="store_true", help="list the tasks missed")
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    index, names = load(args.catalogs)
-    build_ms = (time.perf_counter() - started) * 1000
+def report(label: str, index: ToolIndex, names: set[str], misses: bool) -> None:
+    """One engine's figures (and, with ``misses``, what it missed)."""
     github = [(q, tuple(f"github__{n}" for n in w)) for q, w in GITHUB_TASKS]
     mounted = [(q, w) for q, w in [*github, *TASKS] if any(k in names for k in w)]
     steps = [(q, s) for q, s in MULTI_STEP if all(any(k in names for k in st) for st in s)]
-    print(f"catalogs: {args.catalogs} ({len(names)} tools, index built in {build_ms:.0f} ms)")
     started = time.perf_counter()
     rows = [
         ("github tasks", [(q, w) for q, w in mounted if q in dict(github)]),
         ("other catalogs' tasks", [(q, w) for q, w in mounted if q not in dict(github)]),
         ("all single-tool tasks", mounted),
     ]
+    print(f"\n{label}")
     print(f"{'tasks':<24}{'n':>5}{'top-1':>8}{'top-3':>8}{'top-5':>8}")
-    misses: list[str] = []
-    for label, tasks in rows:
+    missed_all: list[str] = []
+    for name, tasks in rows:
         rates, missed = hit_rates(index, tasks)
-        if label == "all single-tool tasks":
-            misses = missed
-        print(f"{label:<24}{len(tasks):>5}{rates[1]:>8.1%}{rates[3]:>8.1%}{rates[5]:>8.1%}")
+        if name == "all single-tool tasks":
+            missed_all = missed
+        print(f"{name:<24}{len(tasks):>5}{rates[1]:>8.1%}{rates[3]:>8.1%}{rates[5]:>8.1%}")
     whole, s10, s5, step_misses = multi_step(index, steps)
     print(
         f"multi-step tasks: {len(steps)}; every step in the top 10: {whole:.1%} "
@@ -114,9 +122,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     queries = len(mounted) + len(steps)
     elapsed = (time.perf_counter() - started) * 1000
     print(f"{queries} queries in {elapsed:.0f} ms ({elapsed / max(1, queries):.1f} ms each)")
-    if args.misses:
-        print("\nmissed at top 3:", *misses, sep="\n  ")
+    if misses:
+        print("\nmissed at top 3:", *missed_all, sep="\n  ")
         print("\nmulti-step missed:", *step_misses, sep="\n  ")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the figures of the lexical ranking and, when the embedding model is installed,
+    of the hybrid one (what the gateway ships) at each ``--weight``, side by side."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--catalogs", type=Path, default=CATALOGS)
+    parser.add_argument("--misses", action="store_true", help="list the tasks missed")
+    parser.add_argument(
+        "--weight",
+        type=float,
+        action="append",
+        help=f"semantic share(s) of the hybrid ranking (default: the shipped {SEMANTIC_WEIGHT})",
+    )
+    args = parser.parse_args(argv)
+    docs = load_docs(args.catalogs)
+    names = {d.key for d in docs}
+    started = time.perf_counter()
+    lexical = ToolIndex.build(docs)
+    build_ms = (time.perf_counter() - started) * 1000
+    print(f"catalogs: {args.catalogs} ({len(names)} tools, index built in {build_ms:.0f} ms)")
+    report("lexical (BM25F)", lexical, names, args.misses)
+    model = embedder()
+    if model is None:
+        print("\nno embedding model installed: hybrid not measured")
+        return 0
+    for weight in args.weight or [SEMANTIC_WEIGHT]:
+        started = time.perf_counter()
+        hybrid = ToolIndex.build(docs, encoder=model, semantic_weight=weight)
+        build_ms = (time.perf_counter() - started) * 1000
+        label = f"hybrid (BM25F + {model.model_id}, weight {weight}; built in {build_ms:.0f} ms)"
+        report(label, hybrid, names, args.misses)
     return 0
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -10,12 +12,17 @@ import pytest
 from gateway_helpers import RunGateway, inproc_upstream, text_of
 
 from mcp import Client
+from offload.config import GatewaySettings, SearchSettings
 from offload.gateway.catalog import wire_size
+from offload.gateway.config import GatewayConfig
+from offload.gateway.server import Gateway
+from offload.llm.embedding import load_embedder
+from offload.store.store import Store
 
 pytestmark = pytest.mark.anyio
 
 
-def servers() -> list[object]:
+def servers() -> list[Any]:
     return [
         inproc_upstream("github", "github-mcp-server.json"),
         inproc_upstream("git", "mcp-server-git.json"),
@@ -243,3 +250,40 @@ async def test_a_client_keeps_at_most_the_limit_and_the_least_recently_used_go_b
         with anyio.fail_after(5):
             while changes < 5:  # one list_changed per activation that changed the listing
                 await anyio.sleep(0.01)
+
+
+@pytest.mark.slow
+async def test_with_the_stores_embedding_model_a_task_in_other_words_finds_its_tool(
+    tmp_path: Path,
+) -> None:
+    # the gateway ranks tools with the store's own model: the lexical ranking alone puts
+    # search_repositories below the top 3 for this task (list_issues first)
+    model = load_embedder(SearchSettings())
+    assert model is not None, "wordllama is a main dependency: it must be installed"
+    store = Store(tmp_path / "offload.db", embedder=model)
+    upstreams = servers()
+    gateway = Gateway(
+        GatewaySettings(connect_timeout_s=20.0, call_timeout_s=10.0),
+        GatewayConfig(tuple(s[0] for s in upstreams), {}),
+        store,
+        {s[0].name: s[1] for s in upstreams},
+    )
+    try:
+        async with anyio.create_task_group() as tg:
+            await gateway.start(tg)
+            try:
+                async with Client(gateway.server, mode="legacy") as client:
+                    found = text_of(
+                        await client.call_tool(
+                            "IndexSearch",
+                            {
+                                "queries": ["look for repositories about rust web frameworks"],
+                                "limit": 3,
+                            },
+                        )
+                    )
+            finally:
+                gateway.stop()
+    finally:
+        store.close()
+    assert "tool github__search_repositories" in found

@@ -4,13 +4,17 @@ merged clause by clause. Small fixed catalogs for ranking orders; GitHub's real 
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
+import pytest
 from catalog_tasks import MULTI_STEP, SERVERS
 from github_tasks import TASKS
 
+from offload.config import SearchSettings
 from offload.gateway.toolsearch import ToolIndex, clauses, doc_for
+from offload.llm.embedding import StaticEmbedder, load_embedder
 from realparts import CATALOGS
 
 
@@ -134,3 +138,56 @@ def test_whole_multi_step_tasks_find_every_step_in_the_top_10() -> None:
         top = {d.key for d, _ in index.search(query, 10)}
         whole += all(any(k in top for k in step) for step in steps)
     assert whole / len(tasks) >= 0.6
+
+
+@functools.cache
+def embedder() -> StaticEmbedder:
+    loaded = load_embedder(SearchSettings())
+    assert loaded is not None, "wordllama is a main dependency: it must be installed"
+    return loaded
+
+
+FOLDERS = [
+    ("fs", tool("create_directory", "Create a new directory or ensure it exists", path="Path")),
+    ("fs", tool("read_file", "Read a file from disk", path="Path of the file")),
+    ("fs", tool("move_file", "Move or rename a file", source="From", destination="To")),
+    ("gh", tool("create_pull_request", "Open a new pull request", title="PR title")),
+    ("mem", tool("search_nodes", "Search the graph", query="Words to match in entity names")),
+]
+
+
+def hybrid_of(tools: list[tuple[str, dict[str, Any]]]) -> ToolIndex:
+    return ToolIndex.build((doc_for(f"{s}__{t['name']}", t) for s, t in tools), embedder())
+
+
+def test_with_an_embedding_a_task_in_other_words_than_the_tools_finds_it() -> None:
+    lexical = index_of(*FOLDERS)
+    hybrid = hybrid_of(FOLDERS)
+    assert ranked(lexical, "make a folder") == []  # no word in common
+    assert ranked(hybrid, "make a folder")[0] == "fs__create_directory"
+
+
+def test_the_embedding_never_displaces_an_exact_name_or_a_clear_lexical_match() -> None:
+    hybrid = hybrid_of(FOLDERS)
+    assert ranked(hybrid, "move_file")[0] == "fs__move_file"
+    assert ranked(hybrid, "open a PR")[0] == "gh__create_pull_request"
+    assert ranked(hybrid, "") == [] and ranked(hybrid, "the of") == ranked(hybrid, "the of")
+
+
+def test_hybrid_tool_search_is_deterministic_and_scoped_by_keys() -> None:
+    first = hybrid_of(FOLDERS)
+    again = hybrid_of(FOLDERS)
+    assert ranked(first, "make a folder", 5) == ranked(again, "make a folder", 5)
+    only = first.search("make a folder", 5, keys=["fs__read_file", "fs__move_file"])
+    assert {d.key for d, _ in only} <= {"fs__read_file", "fs__move_file"}
+
+
+@pytest.mark.slow
+def test_hybrid_natural_github_tasks_rank_at_least_as_well_as_lexical() -> None:
+    data = json.loads((CATALOGS / "github-mcp-server.json").read_text())
+    docs = [doc_for(f"github__{t['name']}", t) for t in data["tools"]]
+    rates = []
+    for index in (ToolIndex.build(docs), ToolIndex.build(docs, embedder())):
+        found = [any(doc.name in want for doc, _ in index.search(q, 3)) for q, want in TASKS]
+        rates.append(sum(found) / len(found))
+    assert rates[1] >= rates[0] >= 0.85, rates

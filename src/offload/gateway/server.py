@@ -270,8 +270,11 @@ class Gateway:
         tool_docs = [
             doc_for(n, t.model_dump(by_alias=True)) for n, t in everything.deferred.items()
         ]
-        # analysing a large catalog takes a while: not on the event loop
-        self._tool_index = await anyio.to_thread.run_sync(ToolIndex.build, tool_docs)
+        # analysing (and embedding) a large catalog takes a while: not on the event loop;
+        # the store's embedding model, when it has one, ranks tools as it ranks entries
+        self._tool_index = await anyio.to_thread.run_sync(
+            ToolIndex.build, tool_docs, self.store.embedder
+        )
         if plan.phases:
             log.info(
                 "catalog %d -> %d bytes (phases %s; deferred: %s)",

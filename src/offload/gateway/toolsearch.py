@@ -8,6 +8,11 @@ term frequencies are length-normalised within the field and weighted (the tool's
 above its title, the server it belongs to, its description, its parameters' names and
 their descriptions) before the saturation.
 
+With an embedding model (the store's, ``offload.llm.embedding``), each tool's embedding is
+fused with BM25F as the store fuses entries (``core.fusion.fuse``: both sides on [0, 1] per
+query, lexical dominant), so a task worded unlike any tool ("make a folder") still finds
+``create_directory``; measured in docs/benchmarks.md "Gateway tool retrieval".
+
 A whole multi-step task passed as one query ("find the latest release, summarise it, and
 open an issue") is also split into clauses; the whole query's ranking and each clause's
 are merged round-robin (the whole query's first), so each step's best tools reach the
@@ -22,11 +27,25 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from offload.core.analysis import analyse_query, terms
+from offload.core.fusion import fuse
 
-__all__ = ["FIELDS", "ToolDoc", "ToolIndex", "clauses", "doc_for"]
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+__all__ = [
+    "FIELDS",
+    "SEMANTIC_WEIGHT",
+    "Encoder",
+    "ToolDoc",
+    "ToolIndex",
+    "clauses",
+    "doc_for",
+    "embedding_text",
+]
 
 _K1 = 1.2
 #: field -> (weight, length normalisation b)
@@ -46,6 +65,17 @@ _CLAUSE_BREAK = re.compile(
 _MAX_QUERY_CHARS = 4000
 _MIN_CLAUSE_TERMS = 2  # a shorter piece ("Bob" of "Alice and Bob") stays with its neighbour
 _MAX_CLAUSES = 6
+#: the embedding's share of a fused tool score (lexical keeps the rest), when a model is given
+SEMANTIC_WEIGHT = 0.3
+_EMBED_DESCRIPTION_CHARS = 600
+
+
+class Encoder(Protocol):
+    """An embedding model (``offload.llm.embedding``): unit-length rows, one per text."""
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """One unit-length float32 row per text."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -87,10 +117,20 @@ class ToolIndex:
     avg: dict[str, float] = field(default_factory=dict)
     df: Counter[str] = field(default_factory=Counter)
 
+    encoder: Encoder | None = None
+    vectors: Any = None  # NDArray[np.float32]: one unit row per doc, when an encoder is given
+    semantic_weight: float = SEMANTIC_WEIGHT
+
     @classmethod
-    def build(cls, docs: Iterable[ToolDoc]) -> ToolIndex:
-        """Index ``docs`` (order is kept for ties)."""
-        index = cls()
+    def build(
+        cls,
+        docs: Iterable[ToolDoc],
+        encoder: Encoder | None = None,
+        semantic_weight: float = SEMANTIC_WEIGHT,
+    ) -> ToolIndex:
+        """Index ``docs`` (order is kept for ties); with ``encoder``, each tool's embedding
+        too, fused with BM25F at ``semantic_weight`` (``core.fusion``)."""
+        index = cls(semantic_weight=semantic_weight)
         totals: Counter[str] = Counter()
         for doc in docs:
             per_field = {f: Counter(terms(text)) for f, text in doc.fields().items() if text}
@@ -104,6 +144,9 @@ class ToolIndex:
             totals.update(lengths)
         n = max(1, len(index.docs))
         index.avg = {f: max(1.0, totals[f] / n) for f in FIELDS}
+        if encoder is not None and index.docs:
+            index.encoder = encoder
+            index.vectors = encoder.encode([embedding_text(d) for d in index.docs])
         return index
 
     def _idf(self, term: str) -> float:
@@ -125,7 +168,8 @@ class ToolIndex:
         return score
 
     def rank(self, query: str, keys: Sequence[str] | None = None) -> list[tuple[int, float]]:
-        """Every matching document (its position and score), best first, for one query."""
+        """Every matching document (its position and score), best first, for one query:
+        BM25F, fused with the embedding's similarity when the index has one."""
         wanted = analyse_query(query).any_of
         if not wanted or not self.docs:
             return []
@@ -139,7 +183,32 @@ class ToolIndex:
             if score > 0:
                 scored.append((i, score))
         scored.sort(key=lambda s: (-s[1], s[0]))
-        return scored
+        if self.encoder is None or self.vectors is None:
+            return scored
+        return self._fused(query, scored, allowed)
+
+    def _fused(
+        self, query: str, lexical: list[tuple[int, float]], allowed: set[str] | None
+    ) -> list[tuple[int, float]]:
+        """The lexical ranking fused with every allowed tool's similarity to the query
+        (floor: the median similarity, so a typical tool adds nothing)."""
+        import numpy as np
+
+        assert self.encoder is not None
+        q = self.encoder.encode([query])[0]
+        if not q.any():
+            return lexical
+        sims = np.einsum("ij,j->i", self.vectors, q).tolist()
+        semantic = {
+            i: float(sims[i])
+            for i, doc in enumerate(self.docs)
+            if allowed is None or doc.key in allowed
+        }
+        if not semantic:
+            return lexical
+        floor = float(np.median(list(semantic.values())))
+        fused = fuse(lexical, semantic, weight=self.semantic_weight, floor=floor)
+        return [(i, s) for i, s in fused if s > 0]
 
     def search(
         self, query: str, limit: int = 5, keys: Sequence[str] | None = None
@@ -163,6 +232,14 @@ class ToolIndex:
                 if len(merged) >= limit:
                     return [(self.docs[i], s) for i, s in merged.items()]
         return [(self.docs[i], s) for i, s in merged.items()]
+
+
+def embedding_text(doc: ToolDoc) -> str:
+    """What a tool's embedding describes: its name as words, its title, its description's
+    opening (a long one's tail is mostly parameter detail)."""
+    name = " ".join(re.split(r"[^A-Za-z0-9]+", _spaced(doc.name)))
+    parts = (name, doc.title, doc.description[:_EMBED_DESCRIPTION_CHARS])
+    return "\n".join(p.strip() for p in parts if p.strip())
 
 
 def _initialisms(name: str) -> list[str]:
