@@ -6,7 +6,9 @@ semantic retriever adds its own :class:`Candidate` list and a fusion merges the 
 1. :func:`offload.core.analysis.analyse_query` turns the text into index terms exactly as
    bodies were analysed; stopwords are dropped unless nothing else is left. A word the
    index does not know is expanded through the vocabulary (known words containing it, or a
-   typo or two away), so partial identifiers and misspellings still match.
+   typo or two away), so partial identifiers and misspellings still match. A term that
+   a large share of the searched entries hold (a speaker's name in a conversation's scope)
+   is not searched for when the query has others (:mod:`offload.core.selectivity`).
 2. :func:`lexical_candidates`: every chunk and every entry's metadata matching *any* term,
    ranked by BM25 over all matches (metadata columns weighted above bodies), filtered.
 3. :func:`rank`: part of each strong hit's score flows to its neighbours (the entries just
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
 from offload.errors import StoreError
-from offload.store import hybrid, index, query
+from offload.store import hybrid, index, query, selective
 from offload.store.models import Entry, Filters, Hit, access_score
 
 if TYPE_CHECKING:
@@ -107,7 +109,11 @@ def search_hits(
     match_terms = with_expansions(conn, q)
     need = max(50, (limit + offset) * 3)
     try:
-        found = lexical_candidates(conn, match_terms, where, params, need)
+        # a term most of the searched entries hold is not searched for (core.selectivity)
+        telling = selective.selective_terms(conn, match_terms, where, params)
+        found = lexical_candidates(conn, telling, where, params, need)
+        if not found and len(telling) < len(match_terms):
+            found = lexical_candidates(conn, match_terms, where, params, need)
         ranked = rank(store, q, found, where, params, now)
         ranked = hybrid.fused_candidates(store, text, ranked, where, params, need)
     except sqlite3.OperationalError as exc:

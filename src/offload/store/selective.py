@@ -1,0 +1,51 @@
+"""Counting how common each query term is among the entries a search covers (SQLite).
+
+The decision is :func:`offload.core.selectivity.selective`; this module only counts. A
+term's count in the whole index comes from FTS5's own vocabulary (``fts5vocab``, a temp
+table per connection: no schema change), so a term rarer than the cap overall is never
+counted under the filter; only the few frequent ones are, and each count stops at the cap.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from offload.core import selectivity
+
+_VOCAB = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_body_rows "
+    "USING fts5vocab(main, search_body, row)"
+)
+_HELD = (
+    "SELECT count(*) FROM (SELECT DISTINCT e.id FROM search_body s "
+    "JOIN chunks c ON c.id = s.rowid JOIN blocks b ON b.id = c.block_id "
+    "JOIN entries e ON e.block_hash = b.hash "
+    "WHERE search_body MATCH ? AND {where} LIMIT ?)"
+)
+
+
+def selective_terms(
+    conn: sqlite3.Connection, terms: Sequence[str], where: str, params: list[Any]
+) -> list[str]:
+    """``terms`` less those held by a large share of the entries under the filter."""
+    if len(terms) < 2:
+        return list(terms)
+    searched = int(
+        conn.execute(f"SELECT count(*) FROM entries e WHERE {where}", params).fetchone()[0]
+    )
+    cap = selectivity.common_cap(searched)
+    if cap is None:
+        return list(terms)
+    conn.execute(_VOCAB)
+    held = {}
+    for t in dict.fromkeys(terms):
+        row = conn.execute("SELECT doc FROM temp.search_body_rows WHERE term = ?", (t,)).fetchone()
+        if row is not None and int(row[0]) >= cap:  # frequent overall: under the filter too?
+            row = conn.execute(
+                _HELD.format(where=where),
+                ('"' + t.replace('"', '""') + '"', *params, cap),
+            ).fetchone()
+            held[t] = int(row[0])
+    return selectivity.selective(terms, held, searched)
