@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from offload.core.analysis import analyse_query
-from offload.store import selective
+from offload.store import scope_terms
 from offload.store.models import Filters
 from offload.store.query import filter_sql
 from offload.store.store import Store
@@ -24,7 +24,7 @@ def _conversation(store: Store) -> int:
 def _terms(store: Store, text: str, scope: str | None) -> list[str]:
     where, params = filter_sql(Filters(scope=scope), store.clock())
     terms = list(analyse_query(text).any_of)
-    return selective.selective_terms(store.conn, terms, where, params)
+    return scope_terms.selective_terms(store.conn, terms, where, params)
 
 
 def test_a_term_common_in_the_scope_is_dropped_there_but_kept_across_scopes(

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
 from offload.errors import StoreError
-from offload.store import hybrid, index, query, selective
+from offload.store import hybrid, index, query, scope_terms
 from offload.store.models import Entry, Filters, Hit, access_score
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def search_hits(
     need = max(50, (limit + offset) * 3)
     try:
         # a term most of the searched entries hold is not searched for (core.selectivity)
-        telling = selective.selective_terms(conn, match_terms, where, params)
+        telling = scope_terms.selective_terms(conn, match_terms, where, params)
         found = lexical_candidates(conn, telling, where, params, need)
         if not found and len(telling) < len(match_terms):
             found = lexical_candidates(conn, match_terms, where, params, need)
