@@ -84,10 +84,10 @@ def test_topic_and_summary_name_the_task_the_tools_and_the_files() -> None:
 
 @given(st.text(max_size=300))
 def test_untrusted_text_becomes_one_line_without_offload_markers(text: str) -> None:
-    line = transcript.untrusted_line(text, 80)
+    line = transcript.one_line(text, 80)
     assert "\n" not in line and "\r" not in line and len(line) <= 80
-    assert "[offload:" not in line.lower() and "<offload:" not in line.lower()
-    assert "</offload:" not in line.lower()
+    assert "[offload:" not in line.lower() and "<offload:body" not in line.lower()
+    assert "</offload:body" not in line.lower()
 
 
 # -- what the pipeline stores ------------------------------------------------------------------

@@ -27,6 +27,9 @@ _CONTROL_KEEP_LINES = re.compile(
     r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
 )
 _BLANKS = re.compile(r"\s+")
+# ``[`` that starts something a reader could take for one of offload's own stub or note
+# markers (``[offload: 12 earlier messages stored as …]``); a backslash after it defuses it
+_MARKER_START = re.compile(r"\[(?=\s*offload\s*:)", re.IGNORECASE)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -37,11 +40,12 @@ def _escape(match: re.Match[str]) -> str:
 def inline(text: str, limit: int | None = None, *, line_break: str = "\\n") -> str:
     """``text`` as one inert line: each line break becomes ``line_break`` (the two
     characters ``\\n`` unless told), control and invisible format characters are escaped
-    (``\\x1b``, ``\\u202e``), runs of blanks become one space, fence-like tags are defused,
-    and the result is clipped to ``limit`` characters (ending with ``…``)."""
+    (``\\x1b``, ``\\u202e``), runs of blanks become one space, fence-like tags and
+    offload's own ``[offload: …]`` markers are defused, and the result is clipped to
+    ``limit`` characters (ending with ``…``)."""
     flat = _LINE_BREAK.sub(lambda _: line_break, text)  # taken literally, not as a template
     flat = _CONTROL.sub(_escape, flat)
-    flat = neutralise(_BLANKS.sub(" ", flat).strip())
+    flat = _MARKER_START.sub("[\\\\", neutralise(_BLANKS.sub(" ", flat).strip()))
     if limit is not None and len(flat) > limit:
         flat = flat[: max(0, limit - 1)].rstrip() + "…"
     return flat

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from offload.proxy.message_stubs import LOOP_MARKER
 from offload.proxy.messages import Message, canonical, content_text
-from offload.proxy.transcript import untrusted_line
+from offload.proxy.transcript import one_line
 
 
 def _signature(msg: Message) -> str:
@@ -59,9 +59,9 @@ def note(count: int, msg: Message) -> Message:
     if calls:
         fn = calls[0].get("function") if isinstance(calls[0], dict) else None
         fn = fn if isinstance(fn, dict) else {}
-        what = untrusted_line(f"the call {fn.get('name')}({fn.get('arguments') or ''})", 160)
+        what = one_line(f"the call {fn.get('name')}({fn.get('arguments') or ''})", 160)
     else:
-        what = "the answer " + untrusted_line(repr(content_text(msg)), 120)
+        what = "the answer " + one_line(repr(content_text(msg)), 120)
     text = (
         f"{LOOP_MARKER} You have repeated {what} {count} times in a row."
         " Do not repeat it again: change the approach, use another tool or other"

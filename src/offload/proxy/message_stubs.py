@@ -357,9 +357,7 @@ class StubMaker:
                 lines=count_lines(rendered.text),
                 nbytes=len(body.encode("utf-8", "surrogatepass")),
                 gist=(
-                    transcript.untrusted_line(
-                        gist(text_of_part, RANGE_GIST_CHARS), RANGE_GIST_CHARS
-                    )
+                    transcript.one_line(gist(text_of_part, RANGE_GIST_CHARS), RANGE_GIST_CHARS)
                     if text_of_part.strip()
                     else ""
                 ),
@@ -390,8 +388,8 @@ def _message_topic(msg: Message, source: str, text: str) -> tuple[str, str]:
     bits = [what, source, f"(id {call_id})" if isinstance(call_id, str) and call_id else ""]
     if names:
         bits.append("calls " + ", ".join(names))
-    topic = transcript.untrusted_line(" ".join(b for b in bits if b), 120)
-    summary = transcript.untrusted_line(gist(text, STUB_GIST_CHARS), 300) if text.strip() else ""
+    topic = transcript.one_line(" ".join(b for b in bits if b), 120)
+    summary = transcript.one_line(gist(text, STUB_GIST_CHARS), 300) if text.strip() else ""
     return topic, summary
 
 

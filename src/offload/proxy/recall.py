@@ -29,7 +29,7 @@ from offload.core.tokens import TokenCounter
 from offload.errors import ConfigError, OffloadError
 from offload.proxy.message_stubs import RECALL_MARKER
 from offload.proxy.messages import Message, content_text, group_start, message_tokens
-from offload.proxy.transcript import HEADER, untrusted_line
+from offload.proxy.transcript import HEADER, one_line
 from offload.store.models import Filters
 from offload.store.store import Store
 
@@ -195,7 +195,7 @@ def render_hits(
             continue
         if len(text) > HIT_CHARS:
             text = text[:HIT_CHARS] + f"\n[… cut; the rest: {hit.call()}]"
-        where = untrusted_line(hit.header.removeprefix("## "), 80)
+        where = one_line(hit.header.removeprefix("## "), 80)
         row = f"{hit.ref} L{hit.first_line}-{hit.last_line} {where}\n{text}"
         cost = counter.count(row) + 4
         if spent + cost > budget:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from offload.core import untrusted
 from offload.proxy.messages import Message, content_text
 
 #: A message header line starts with this.
@@ -38,8 +39,6 @@ KEY_ARGUMENTS = (
 _PATH_KEYS = frozenset({"path", "file_path", "filename", "file", "paths", "files"})
 # a path-like token: segments joined by "/" or a name with an extension (linear: no nesting)
 _PATH = re.compile(r"(?<![\w.-])(?:[\w.-]+/)+[\w.-]+|(?<![\w./-])[\w-]+\.[A-Za-z]{1,5}(?![\w/])")
-_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\u2028\u2029]+")
-_MARKUP = re.compile(r"\[offload:|</?offload:", re.IGNORECASE)
 MAX_FILES = 8
 
 
@@ -62,14 +61,10 @@ class Transcript:
     calls: tuple[Call, ...]
 
 
-def untrusted_line(text: str, limit: int) -> str:
-    """``text`` made safe to show a model inside a stub: one line, control characters and
-    line breaks collapsed, offload's own markers defused, at most ``limit`` characters."""
-    flat = _UNSAFE.sub(" ", text).strip()
-    flat = _MARKUP.sub(lambda m: m.group(0).replace("offload", "offl\u2060oad"), flat)
-    if len(flat) <= limit:
-        return flat
-    return flat[: max(0, limit - 1)].rstrip() + "…"
+def one_line(text: str, limit: int) -> str:
+    """``text`` as one inert line for a stub (:func:`offload.core.untrusted.inline`, line
+    breaks as spaces: a stub's fields read as prose)."""
+    return untrusted.inline(text, limit, line_break=" ")
 
 
 def render(messages: Sequence[Message], first: int, title: str = "") -> Transcript:
@@ -186,13 +181,13 @@ def describe(messages: Sequence[Message], task: str, first: int) -> tuple[str, s
     latest = (
         next((content_text(m) for m in reversed(messages) if m.get("role") == "user"), "") or task
     )
-    topic = untrusted_line(f"conversation #{first}-#{last}: {latest or 'tool run'}", 120)
+    topic = one_line(f"conversation #{first}-#{last}: {latest or 'tool run'}", 120)
     tools = ", ".join(f"{n}×{c}" for n, c in tool_counts(messages)[:8])
     files = ", ".join(files_of(messages))
     pieces = [f"task: {task}" if task else "", f"tools: {tools}" if tools else ""]
     pieces.append(f"files: {files}" if files else "")
     pieces.append(f"{len(messages)} messages")
-    summary = untrusted_line("; ".join(p for p in pieces if p), 400)
+    summary = one_line("; ".join(p for p in pieces if p), 400)
     return topic, summary
 
 
@@ -205,8 +200,8 @@ def contents(calls: Sequence[Call], limit: int, width: int = 90) -> list[tuple[i
         if (call.name, call.key) in seen:
             continue
         seen.add((call.name, call.key))
-        what = untrusted_line(f"{call.name} {call.key}".strip(), 40)
-        gist = untrusted_line(call.result, max(0, width - len(what) - 3))
+        what = one_line(f"{call.name} {call.key}".strip(), 40)
+        gist = one_line(call.result, max(0, width - len(what) - 3))
         out.append((call.line, what + (f" → {gist}" if gist else "")))
         if len(out) == limit:
             break
