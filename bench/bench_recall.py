@@ -11,7 +11,9 @@ the question (the proxy's own memory-search tool: :func:`offload.proxy.retrieval
 sized to the room left under the ceiling.
 
 Also reported: requests over the ceiling (must be 0), recall blocks and their tokens, and
-the rewrite time per question with and without recall (same pipeline, recall off).
+the rewrite time per question with and without recall: two pipelines played side by side,
+each question timed through both in turn; ``recall_added_ms_median`` is the median of the
+per-question differences in CPU time (what recall adds to a turn, search included).
 
 Usage: ``python bench/bench_recall.py LOCOMO.json [--n-ctx 8192 4096] [--limit N]``.
 LoCoMo is CC BY-NC: pass its path, never copy it into the repository.
@@ -66,12 +68,8 @@ def reached(texts: list[str], wire_text: str) -> bool:
     return bool(texts) and all(t in wire_text for t in texts)
 
 
-def run(path: Path, n_ctx: int, limit: int, recall_ratio: float) -> dict[str, Any]:
-    data = json.loads(path.read_text())[:limit]
-    counter = default_counter()
-    settings = ProxySettings(scope=SCOPE, recall_ratio=recall_ratio)
-    budget = Budget.of(settings, n_ctx)
-    out: dict[str, Any] = {
+def _figures(n_ctx: int, recall_ratio: float) -> dict[str, Any]:
+    return {
         "n_ctx": n_ctx,
         "recall_ratio": recall_ratio,
         "questions": 0,
@@ -82,46 +80,94 @@ def run(path: Path, n_ctx: int, limit: int, recall_ratio: float) -> dict[str, An
         "recall_blocks": 0,
         "recall_tokens": 0,
         "question_ms": [],
+        "question_cpu_ms": [],
     }
-    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "s.db", counter=counter) as st:
-        pipe = Pipeline(st, settings, counter, scope=SCOPE)
-        for sample in data:
-            msgs, by_id = chat_of(sample)
-            for k in range(2, len(msgs)):
-                if msgs[k]["role"] == "assistant":
-                    pipe.rewrite(msgs[:k], n_ctx)
-            for qa in sample["qa"]:
-                texts = [by_id[e] for e in qa.get("evidence", []) if e in by_id]
-                if not texts:
-                    continue
-                request = [*msgs, {"role": "user", "content": str(qa["question"])}]
-                started = time.perf_counter()
-                result = pipe.rewrite(request, n_ctx)
-                out["question_ms"].append((time.perf_counter() - started) * 1000)
-                out["questions"] += 1
-                out["over_ceiling"] += result.wire_tokens > budget.ceiling
-                out["recall_blocks"] += result.recall_tokens > 0
-                out["recall_tokens"] += result.recall_tokens
-                wire_text = "\n".join(
-                    m["content"] for m in result.messages if isinstance(m.get("content"), str)
-                )
-                hit = reached(texts, wire_text)
-                out["on_wire"] += hit
-                out["on_wire_any"] += any(t in wire_text for t in texts)
-                if not hit:
-                    room = budget.ceiling - result.wire_tokens
-                    found = search_result(
-                        st, counter, str(qa["question"]), SCOPE, result.session_id, room
-                    )
-                    hit = reached(texts, wire_text + "\n" + found)
-                out["with_one_retrieval"] += hit
+
+
+def _ask(
+    pipe: Pipeline, st: Store, out: dict[str, Any], request: list[dict[str, Any]], texts: list[str]
+) -> float:
+    """One question through ``pipe``: its figures added to ``out``; the rewrite's CPU ms
+    (this thread's CPU time: on a loaded machine wall time mostly measures waiting for a
+    core; both are reported)."""
+    counter = pipe.counter
+    budget = Budget.of(pipe.settings, out["n_ctx"])
+    started, cpu = time.perf_counter(), time.thread_time()
+    result = pipe.rewrite(request, out["n_ctx"])
+    ms = (time.thread_time() - cpu) * 1000
+    out["question_ms"].append((time.perf_counter() - started) * 1000)
+    out["question_cpu_ms"].append(ms)
+    out["questions"] += 1
+    out["over_ceiling"] += result.wire_tokens > budget.ceiling
+    out["recall_blocks"] += result.recall_tokens > 0
+    out["recall_tokens"] += result.recall_tokens
+    wire_text = "\n".join(
+        m["content"] for m in result.messages if isinstance(m.get("content"), str)
+    )
+    hit = reached(texts, wire_text)
+    out["on_wire"] += hit
+    out["on_wire_any"] += any(t in wire_text for t in texts)
+    if not hit:
+        room = budget.ceiling - result.wire_tokens
+        question = str(request[-1]["content"])
+        found = search_result(st, counter, question, SCOPE, result.session_id, room)
+        hit = reached(texts, wire_text + "\n" + found)
+    out["with_one_retrieval"] += hit
+    return ms
+
+
+def _finish(out: dict[str, Any]) -> dict[str, Any]:
     q = max(1, out["questions"])
     times = out.pop("question_ms")
     out["on_wire_share"] = round(out["on_wire"] / q, 4)
     out["on_wire_any_share"] = round(out["on_wire_any"] / q, 4)
     out["with_one_retrieval_share"] = round(out["with_one_retrieval"] / q, 4)
     out["question_ms_median"] = round(statistics.median(times), 3) if times else 0.0
+    cpu = out.pop("question_cpu_ms")
+    out["question_cpu_ms_median"] = round(statistics.median(cpu), 3) if cpu else 0.0
     return out
+
+
+def run(path: Path, n_ctx: int, limit: int, recall_ratio: float) -> list[dict[str, Any]]:
+    """The figures with recall at ``recall_ratio`` and with recall off, played side by side
+    (two pipelines and stores, each question timed through both in turn): the recall
+    row also carries the median of the per-question differences (the time recall adds)."""
+    data = json.loads(path.read_text())[:limit]
+    counter = default_counter()
+    on, off = _figures(n_ctx, recall_ratio), _figures(n_ctx, 0.0)
+    added: list[float] = []
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Store(Path(tmp) / "on.db", counter=counter) as st_on,
+        Store(Path(tmp) / "off.db", counter=counter) as st_off,
+    ):
+        pipe_on = Pipeline(
+            st_on, ProxySettings(scope=SCOPE, recall_ratio=recall_ratio), counter, scope=SCOPE
+        )
+        pipe_off = Pipeline(
+            st_off, ProxySettings(scope=SCOPE, recall_ratio=0.0), counter, scope=SCOPE
+        )
+        for sample in data:
+            msgs, by_id = chat_of(sample)
+            for k in range(2, len(msgs)):
+                if msgs[k]["role"] == "assistant":
+                    pipe_on.rewrite(msgs[:k], n_ctx)
+                    pipe_off.rewrite(msgs[:k], n_ctx)
+            for j, qa in enumerate(sample["qa"]):
+                texts = [by_id[e] for e in qa.get("evidence", []) if e in by_id]
+                if not texts:
+                    continue
+                request = [*msgs, {"role": "user", "content": str(qa["question"])}]
+                if j % 2:  # alternate which goes first: neither always runs on a warm cache
+                    ms_off = _ask(pipe_off, st_off, off, request, texts)
+                    ms_on = _ask(pipe_on, st_on, on, request, texts)
+                else:
+                    ms_on = _ask(pipe_on, st_on, on, request, texts)
+                    ms_off = _ask(pipe_off, st_off, off, request, texts)
+                added.append(ms_on - ms_off)
+    rows = [_finish(on), _finish(off)]
+    rows[0]["recall_added_cpu_ms_median"] = round(statistics.median(added), 3) if added else 0.0
+    return rows
 
 
 def main() -> None:
@@ -132,8 +178,7 @@ def main() -> None:
     args = parser.parse_args()
     load = os.getloadavg()[0]
     for n_ctx in args.n_ctx:
-        for ratio in (ProxySettings().recall_ratio, 0.0):
-            figures = run(args.locomo, n_ctx, args.limit, ratio)
+        for figures in run(args.locomo, n_ctx, args.limit, ProxySettings().recall_ratio):
             figures["load_1m"] = round(load, 2)
             print(json.dumps(figures), flush=True)
 

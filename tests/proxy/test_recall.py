@@ -83,7 +83,7 @@ def test_a_question_about_paged_out_memory_brings_it_back_before_the_question(
     assert len(blocks) == 1 and result.recall_hits >= 1
     block = blocks[0]["content"]
     assert "the pelican quartermaster rotated the vault key at 03:14" in block
-    assert "<offload:body:" in block and 'read(ref="ctx:sha256:' in block
+    assert "<offload:body:" in block and "from ctx:sha256:" in block and "read(ref=" in block
     assert result.messages[-2] is blocks[0] and result.messages[-1] == request[-1]
     assert result.wire_tokens <= Budget.of(p.settings, N_CTX).ceiling
     assert expand(store, result.messages) == request

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from offload.config import ProxySettings
 from offload.core.hashing import text_hash
 from offload.core.tokens import EstimateCounter
-from offload.proxy import transcript
+from offload.proxy import message_stubs, transcript
 from offload.proxy.message_stubs import StubMaker, expand, is_range_stub
 from offload.proxy.pipeline import Pipeline
 from offload.store.models import Filters
@@ -165,3 +166,46 @@ def test_content_stored_under_another_scope_is_stored_in_this_one_too(store: Sto
     StubMaker(store, EstimateCounter(), scope="proxy").ensure_stored(text, digest, source="proxy")
     StubMaker(store, EstimateCounter(), scope="/p").ensure_stored(text, digest, source="proxy")
     assert store.search("QUOKKA42", Filters(scope="/p"), limit=1)
+
+
+def range_parts(store: Store, ref: str) -> list[dict[str, Any]]:
+    """The stored parts along a range stub's chain, newest first."""
+    docs: list[dict[str, Any]] = []
+    cursor: str | None = ref
+    while cursor is not None:
+        docs.append(json.loads(store.body(store.resolve(cursor), original=True)))
+        cursor = docs[-1]["earlier"]
+    return docs
+
+
+def test_page_outs_merge_into_few_large_parts_that_restore_byte_for_byte(store: Store) -> None:
+    pipe = Pipeline(store, ProxySettings(), EstimateCounter(), scope="/work/project")
+    msgs = long_session(60)
+    wire: Msgs = []
+    for k in range(4, len(msgs) + 1, 2):  # turn by turn: many page-outs
+        wire = pipe.rewrite(msgs[:k], 2048).messages
+    stub = next(m["content"] for m in wire if is_range_stub(m))
+    ref = stub.split("\n", 1)[0].rsplit("stored as ", 1)[1].rstrip("]")
+    parts = range_parts(store, ref)
+    page_outs = store.count(Filters(scope="/work/project", source_prefix="proxy:"))
+    assert page_outs > 3 and len(parts) == 1, "every page-out so far fits one merged part"
+    assert parts[0]["first"] == 2 and parts[0]["messages"] == msgs[2 : parts[0]["last"] + 1]
+    assert expand(store, wire) == msgs
+
+
+def test_a_part_stops_taking_in_earlier_parts_at_the_merge_size(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(message_stubs, "MERGE_BYTES", 6000)
+    pipe = Pipeline(store, ProxySettings(), EstimateCounter(), scope="/work/project")
+    msgs = long_session(60)
+    wire: Msgs = []
+    for k in range(4, len(msgs) + 1, 2):
+        wire = pipe.rewrite(msgs[:k], 2048).messages
+    stub = next(m["content"] for m in wire if is_range_stub(m))
+    ref = stub.split("\n", 1)[0].rsplit("stored as ", 1)[1].rstrip("]")
+    parts = range_parts(store, ref)
+    assert len(parts) > 1
+    for newer, older in itertools.pairwise(parts):
+        assert older["last"] + 1 == newer["first"]  # contiguous, no message twice
+    assert expand(store, wire) == msgs

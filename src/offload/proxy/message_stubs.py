@@ -12,8 +12,10 @@ byte for byte (a list of parts is stored as its canonical JSON).
 A *range stub* stands in for a run of whole groups paged out of the middle of the
 conversation. Each page-out stores one entry (a "part"), labelled
 ``proxy:<session>:<first>-<last>``: its content is a JSON document holding the newly paged
-messages exactly as the client sent them plus a pointer to the part before it (what the
-stub's reference names, restored byte for byte), its body a readable transcript of those
+messages exactly as the client sent them, together with those of the parts just before it
+while the whole stays within ``MERGE_BYTES`` (so a long range reads back in a few large
+parts), plus a pointer to the part before it (what the stub's reference names, restored
+byte for byte), its body a readable transcript of those
 messages (what search indexes and ``read`` shows; :mod:`offload.proxy.transcript`), with a
 topic and a summary (the task, the tools, the files). The stub names the newest part, so
 the whole range is retrievable part by part, newest first, and carries a contents list
@@ -40,7 +42,7 @@ from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
 from offload.core.preview import TocEntry
 from offload.core.stubs import StubInfo, is_stub, render_stub
 from offload.core.tokens import TokenCounter
-from offload.errors import NotFound, ReferenceError_
+from offload.errors import NotFound, OffloadError, ReferenceError_
 from offload.proxy import transcript
 from offload.proxy.call_args import restore_calls
 from offload.proxy.messages import Message, content_text, message_tokens, range_role
@@ -60,6 +62,10 @@ _NOTES = (RECALL_MARKER, LOOP_MARKER)
 _RANGE_HEADER = re.compile(r"\[offload: \d+ earlier messages ")
 #: Tool calls named in a range stub's contents list.
 RANGE_CONTENTS = 4
+#: A page-out takes in the parts before it while the merged part's JSON stays within this
+#: many bytes: a long range reads back in a few large parts (each one ``offload cat``), not
+#: one part per page-out, while no single page-out rewrites more than this.
+MERGE_BYTES = 256 * 1024
 
 
 #: The proxy's own memory tools (:mod:`offload.proxy.retrieval`, which checks these names),
@@ -99,6 +105,16 @@ class RangePart:
     transcript: str  # what is indexed and read
     topic: str
     summary: str
+
+
+@dataclass(frozen=True)
+class PartMeta:
+    """Where a stored part sits in its chain."""
+
+    first: int  # its first message's index
+    last: int
+    earlier: str | None  # the part before it
+    nbytes: int  # its JSON's size
 
 
 @dataclass(frozen=True)
@@ -166,6 +182,7 @@ class StubMaker:
         self._tokens: OrderedDict[str, int] = OrderedDict()  # key: content itself (short) / hash
         self._stubs: OrderedDict[tuple[str, str, str], MessageStub] = OrderedDict()
         self._stored: OrderedDict[str, None] = OrderedDict()
+        self._parts: OrderedDict[str, PartMeta] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- counting --------------------------------------------------------------------------
@@ -316,36 +333,45 @@ class StubMaker:
         previous: RangeStub | None,
         paged_tokens: int,
     ) -> tuple[RangeStub, RangePart]:
-        """The stub for the range ``[first, end)`` and the body of its newest part,
-        messages ``[start, end)`` (``previous`` covers ``[first, start)``); nothing is
-        stored until :meth:`page_out`."""
+        """The stub for the range ``[first, end)`` and the body of its newest part:
+        messages ``[start, end)`` and those of the parts before it that it takes in
+        (``previous`` covers ``[first, start)``); nothing is stored until :meth:`page_out`."""
+        paged0 = start
+        start, earlier_ref = self._merge_start(messages, start, end, previous)
         doc: dict[str, Any] = {
             "conversation": session,
             "first": start,
             "last": end - 1,
             "messages": list(messages[start:end]),
-            "earlier": None if previous is None else previous.ref,
+            "earlier": earlier_ref,
         }
         body = json.dumps(doc, ensure_ascii=False)
         digest = text_hash(body)
+        self._remember(
+            CTX_PREFIX + digest, PartMeta(start, end - 1, earlier_ref, _json_bytes(body))
+        )
         label = f"proxy:{session}:{first}-{end - 1}"
         count = end - first
         roles: dict[str, int] = {}
         for msg in messages[first:end]:
             roles[msg["role"]] = roles.get(msg["role"], 0) + 1
         mix = ", ".join(f"{n} {role}" for role, n in sorted(roles.items()))
+        # the gist and the contents list are of what this page-out adds
         text_of_part = "\n".join(
-            content_text(m) for m in messages[start:end] if m["role"] in ("user", "assistant")
+            content_text(m) for m in messages[paged0:end] if m["role"] in ("user", "assistant")
         )
-        earlier = f"; the part before: {previous.ref}" if previous is not None else ""
+        earlier = f"; the part before: {earlier_ref}" if earlier_ref is not None else ""
         title = f"# conversation {session}, messages #{start}-#{end - 1}{earlier}"
         rendered = transcript.render(messages[start:end], start, title)
         opener = messages[first - 1] if first else None
         task = content_text(opener) if opener is not None and opener["role"] == "user" else ""
         topic, summary = transcript.describe(messages[start:end], task, start)
+        new_from = rendered.lines[paged0 - start] if paged0 - start < len(rendered.lines) else 0
         contents = tuple(
             TocEntry(line, title)
-            for line, title in transcript.contents(rendered.calls, RANGE_CONTENTS)
+            for line, title in transcript.contents(
+                [c for c in rendered.calls if c.line >= new_from], RANGE_CONTENTS
+            )
         )
         ref = short_ref(digest)
         text = _range_text(
@@ -369,6 +395,56 @@ class StubMaker:
         tokens = message_tokens(self.counter, {"role": role, "content": text})
         stub = RangeStub(first, end - 1, CTX_PREFIX + digest, label, text, tokens, role)
         return stub, RangePart(body, rendered.text, topic, summary)
+
+    def _merge_start(
+        self, messages: Sequence[Message], start: int, end: int, previous: RangeStub | None
+    ) -> tuple[int, str | None]:
+        """(first message, part before) of the part for messages ``[start, end)``: the
+        parts just before it are taken in while the merged JSON stays within
+        ``MERGE_BYTES`` (their messages are the client's own, verified by the session's
+        digest, so the merged part restores them byte for byte)."""
+        if previous is None:
+            return start, None
+        size = _json_bytes(json.dumps(list(messages[start:end]), ensure_ascii=False))
+        cursor: str | None = previous.ref
+        while cursor is not None:
+            meta = self._part_meta(cursor)
+            if meta is None or meta.last != start - 1 or size + meta.nbytes > MERGE_BYTES:
+                break
+            start, size, cursor = meta.first, size + meta.nbytes, meta.earlier
+        return start, cursor
+
+    def _remember(self, ref: str, meta: PartMeta) -> None:
+        with self._lock:
+            self._parts[ref] = meta
+            self._parts.move_to_end(ref)
+            while len(self._parts) > self._cache_size:
+                self._parts.popitem(last=False)
+
+    def _part_meta(self, ref: str) -> PartMeta | None:
+        """Where the stored part ``ref`` sits (None: unreadable, so nothing merges past it)."""
+        with self._lock:
+            known = self._parts.get(ref)
+        if known is not None:
+            return known
+        try:
+            body = self.store.body(self.store.resolve(ref, self.scope), original=True)
+            doc = json.loads(body)
+            earlier = doc["earlier"]
+            meta = PartMeta(
+                int(doc["first"]),
+                int(doc["last"]),
+                earlier if isinstance(earlier, str) else None,
+                _json_bytes(body),
+            )
+        except (OffloadError, ValueError, KeyError, TypeError):
+            return None
+        self._remember(ref, meta)
+        return meta
+
+
+def _json_bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _range_text(info: StubInfo, session: str) -> str:

@@ -1,0 +1,85 @@
+"""This session's paged-out messages, ranked one by one in memory for auto-recall."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offload.config import ProxySettings
+from offload.core.tokens import EstimateCounter
+from offload.proxy import message_stubs
+from offload.proxy.memory import Memory, SessionIndex
+from offload.proxy.pipeline import Pipeline
+from offload.store.store import Store
+
+SCOPE = "/work/project"
+N_CTX = 2048
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as s:
+        yield s
+
+
+def chat(turns: int) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are helpful."}]
+    for t in range(turns):
+        words = " ".join(f"filler{t}word{i}" for i in range(40))
+        msgs.append({"role": "user", "content": f"Question {t}: tell me about topic {t}. {words}"})
+        answer = f"Answer {t}: the usual things.\n{words}"
+        if t == 3:
+            answer += "\nThe harbour pilot keeps the brass astrolabe in locker nine."
+        msgs.append({"role": "assistant", "content": answer})
+    return msgs
+
+
+def paged(store: Store) -> str:
+    """The newest part's reference after a long chat was paged out."""
+    p = Pipeline(
+        store, ProxySettings(scope=SCOPE, recall_ratio=0.0), EstimateCounter(), scope=SCOPE
+    )
+    msgs = chat(30)
+    for k in range(2, len(msgs) + 1, 2):
+        p.rewrite(msgs[:k], N_CTX)
+    state = next(iter(p._live._items.values())).state
+    assert state.range is not None
+    return state.range.ref
+
+
+def test_the_message_holding_rare_words_ranks_first_and_names_its_lines(store: Store) -> None:
+    newest = paged(store)
+    index = Memory(store, SCOPE).index(newest)
+    assert [d.index for d in index.docs] == sorted(d.index for d in index.docs)
+    best = index.rank(["astrolab", "harbour", "pilot"], 3)
+    doc = best[0][1]
+    assert "brass astrolabe in locker nine" in doc.text and doc.index == 8
+    lines = store.body(store.resolve(doc.ref, SCOPE)).split("\n")
+    assert lines[doc.first_line - 1] == doc.header and doc.header.startswith("## #8 assistant")
+    assert "\n".join(lines[doc.first_line : doc.last_line]) == doc.text
+
+
+def test_the_index_spans_every_part_of_the_chain_and_is_built_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(message_stubs, "MERGE_BYTES", 3000)  # several parts, one chain
+    newest = paged(store)
+    memory = Memory(store, SCOPE)
+    index = memory.index(newest)
+    assert len({d.ref for d in index.docs}) > 1
+    indexes = [d.index for d in index.docs]
+    assert indexes == list(range(indexes[0], indexes[-1] + 1))  # each paged message once
+    assert memory.index(newest) is index
+
+
+def test_a_part_that_cannot_be_read_ends_the_chain_without_failing(store: Store) -> None:
+    index = Memory(store, SCOPE).index("ctx:sha256:" + "0" * 64)
+    assert index.docs == () and index.rank(["anything"], 5) == []
+
+
+def test_ranking_is_deterministic_and_ties_keep_conversation_order() -> None:
+    index = SessionIndex([])
+    assert index.rank(["x"], 3) == [] and index.weight("x") == 0.0
