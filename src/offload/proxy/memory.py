@@ -202,7 +202,6 @@ def newest_part(store: Store, scope: str, session: str) -> str | None:
         )
     except OffloadError:
         return None
-    own = [e for e in parts if e.source == f"proxy:{session}"]
-    if not own:
+    if not parts:
         return None
-    return max(own, key=lambda e: (e.created, e.id)).full_ref
+    return max(parts, key=lambda e: (e.created, e.id)).full_ref

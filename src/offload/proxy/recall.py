@@ -100,7 +100,7 @@ def find(
 
     Under a filter naming one proxy session (``source_prefix="proxy:<session>"``), the
     messages of that session's paged-out parts are ranked one by one in memory
-    (:func:`find_in`). Otherwise:
+    (:func:`find_in`). Otherwise (or when no part of it reads as messages):
 
     The store ranks chunks (many messages each); the messages of the best chunks are then
     ranked one by one by the query terms they hold, each term weighted by how rare it is
@@ -111,10 +111,10 @@ def find(
     session = _session_of(filters)
     if session is not None and filters.scope is not None:
         newest = newest_part(store, filters.scope, session)
-        if newest is None:
-            return []
-        index = memory_for(store, filters.scope).index(newest)
-        return find_in(index, query, limit=max(CANDIDATES, 4 * limit))
+        index = memory_for(store, filters.scope).index(newest) if newest is not None else None
+        if index is not None and index.docs:
+            return find_in(index, query, limit=max(CANDIDATES, 4 * limit))
+        # no part this proxy can read as messages (another writer's entry): the store's search
     try:
         hits = store.search(query, filters, limit=limit, snippet_chars=80)
     except OffloadError:  # a busy or damaged store: no recall this turn, never a failure
