@@ -79,7 +79,7 @@ def _as_postgres_user() -> dict[str, Any]:
     return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
 
 
-def kill_hard(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
+def kill_hard(proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
     """``kill -9`` a process the test started (a writer mid-transaction) and reap it."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
