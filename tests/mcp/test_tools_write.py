@@ -9,6 +9,7 @@ import pytest
 from mcp_support import McpEnv, Session
 
 from realparts import free_port
+from scripted_model import scripted_model
 
 pytestmark = pytest.mark.anyio
 
@@ -66,6 +67,28 @@ async def test_offload_compress_with_a_failing_model_stores_raw_and_says_why(env
     async with env.connect(**overrides) as s:
         text = await s.ok("offload", content="long text " * 100, compress=True)
     assert "compress: the local model failed" in text and "stored raw" in text
+
+
+async def test_a_word_only_in_a_compressed_entrys_original_finds_it_and_says_how_to_read_it(
+    env: McpEnv,
+) -> None:
+    original = "".join(f"step {i}: copy the rows of table {i}\n" for i in range(1, 60))
+    original += "step 60: the quokka table goes last\n"
+    with scripted_model() as (answers, url):
+        answers.content = "a 60-step copy plan, tables in order"
+        async with env.connect(**{"local_model.base_url": url, "local_model.retries": 0}) as s:
+            stored = await s.ok("offload", content=original, compress=True)
+            ref = ref_of(stored)
+            found = await s.ok("search", queries=["quokka"])
+            jump = re.search(r"\[open a hit: (read\(.*\)); summary", found)
+            read = await s.ok("read", ref=ref, offset=58, original=True)
+            lossy = await s.ok("read", ref=ref)
+    assert "(lossy)" in stored and env.store.resolve(ref).compressed
+    hit = found.splitlines()[1]
+    assert hit.startswith(f"  {ref} L") and "found in the original" in hit and "quokka" in hit
+    assert jump and "original=true" in jump.group(1)
+    assert "(the original)" in read.splitlines()[0] and "step 60: the quokka table" in read
+    assert "quokka" not in lossy and "lossy" in lossy.splitlines()[0]
 
 
 async def test_offload_path_reads_the_file_server_side_and_returns_only_a_pointer(

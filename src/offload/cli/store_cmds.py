@@ -284,6 +284,7 @@ def _hit_json(h: Hit) -> dict[str, Any]:
         "match_line": h.match_line,
         "score": round(h.score, 4),
         "snippet": h.snippet,
+        "in_original": h.in_original,
     }
 
 
@@ -310,10 +311,16 @@ def _hits_text(hits: list[Hit]) -> str:
     if not hits:
         return "no matches"
     return "\n".join(
-        f"{h.entry.ref} L{h.start_line}-{h.end_line} | {h.entry.topic or h.entry.kind} | "
-        f"L{h.match_line}: {h.snippet}"
+        f"{h.entry.ref} L{h.start_line}-{h.end_line}{_hit_note(h)} | "
+        f"{h.entry.topic or h.entry.kind} | L{h.match_line}: {h.snippet}"
         for h in hits
     )
+
+
+def _hit_note(h: Hit) -> str:
+    if h.in_original:
+        return f" (in the original; the stored body is lossy: offload cat --original {h.entry.ref})"
+    return " (lossy)" if h.entry.compressed else ""
 
 
 def _show_text(e: Entry) -> str:

@@ -2,7 +2,8 @@
 
 ``IndexSearch`` ranks indexed responses and instructions (the store's BM25 search) and
 deferred tool definitions (``toolsearch``), fused by reciprocal rank. ``IndexRead`` pages
-through one indexed body by lines. Their results are never indexed again.
+through one indexed body by lines. Stored lines reach the model inert (``core.untrusted``:
+fence-like tags defused, control characters escaped). Their results are never indexed again.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import mcp_types as types
 from offload.config import GatewaySettings
 from offload.core.fence import neutralise
 from offload.core.lines import continuation, read_lines
-from offload.core.untrusted import printable
+from offload.core.untrusted import inline, printable
 from offload.errors import InvalidInput
 from offload.gateway.catalog import TOOL_PREFIX
 from offload.gateway.responses import KIND, READ_CAP_BYTES
@@ -302,8 +303,13 @@ class IndexTools:
         window = read_lines(
             text, offset, limit, cap_bytes=READ_CAP_BYTES, max_line_chars=MAX_LINE_CHARS
         )
-        head = f"[{label} — lines {window.first_line}-{window.last_line} of {window.total_lines}]"
-        parts = [head, window.text.rstrip("\n")]
+        head = (
+            f"[{inline(label, 300)} — lines {window.first_line}-{window.last_line} "
+            f"of {window.total_lines}]"
+        )
+        # stored lines reach the model as data: no fence-like tags, no control sequences
+        # (tabs and line breaks stay; other controls are shown escaped, e.g. \x1b)
+        parts = [head, printable(neutralise(window.text.rstrip("\n")))]
         tail = continuation(window)
         if tail:
             parts.append(tail)

@@ -3,6 +3,9 @@
 Each fixed sample (:mod:`offload.llm.bench_samples`) is compressed once with the expansion
 guard off, so the figures describe the model itself: ratio (output/input tokens), latency,
 and key-fact retention (the fraction of a sample's facts present verbatim in the output).
+The model may answer with up to twice its input (the cap does not bound the ratio); an
+answer that still stops at the cap is flagged (its ratio is then a lower bound). ``calls``
+counts every request sent, a retry after a timeout included; ``retries`` says how many.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ class BenchRow:
     seconds: float
     facts_kept: int
     facts_total: int
-    calls: int
+    calls: int  # requests sent, retries included
     error: str = ""
+    retries: int = 0  # of ``calls``, how many repeated one that timed out or failed
+    cut_off: bool = False  # an answer stopped at its cap: the ratio is a lower bound
 
     @property
     def retention(self) -> float:
@@ -65,6 +70,7 @@ async def run_bench(
                 progress(len(rows), len(samples))
             n_in = model.counter.count(sample.text)
             started = time.monotonic()
+            sent, retried = model.requests, model.retried
             try:
                 result = await model.compress(sample.text, guard=False)
             except UpstreamUnavailable:
@@ -72,7 +78,18 @@ async def run_bench(
             except UpstreamError as exc:
                 seconds = time.monotonic() - started
                 rows.append(
-                    BenchRow(sample.name, n_in, 0, 0.0, seconds, 0, len(sample.facts), 0, str(exc))
+                    BenchRow(
+                        sample.name,
+                        n_in,
+                        0,
+                        0.0,
+                        seconds,
+                        0,
+                        len(sample.facts),
+                        model.requests - sent,
+                        str(exc),
+                        retries=model.retried - retried,
+                    )
                 )
                 continue
             rows.append(
@@ -84,7 +101,9 @@ async def run_bench(
                     seconds=result.seconds,
                     facts_kept=facts_kept(result.text, sample.facts),
                     facts_total=len(sample.facts),
-                    calls=result.calls,
+                    calls=model.requests - sent,
+                    retries=model.retried - retried,
+                    cut_off=result.cut_off > 0,
                 )
             )
     if progress is not None:
@@ -97,12 +116,16 @@ def format_table(rows: Sequence[BenchRow]) -> str:
     header = ("sample", "in tok", "out tok", "ratio", "seconds", "facts", "calls", "note")
     body: list[tuple[str, ...]] = []
     for r in rows:
+        notes = []
         if r.error:
-            note = f"error: {r.error}"[:60]
+            notes.append(f"error: {r.error}"[:60])
         elif r.ratio >= 1.0:
-            note = "expanded (guard would keep raw)"
-        else:
-            note = ""
+            notes.append("expanded (guard would keep raw)")
+        if r.cut_off:
+            notes.append("stopped at its cap (ratio is a lower bound)")
+        if r.retries:
+            notes.append(f"{r.retries} of the calls retried")
+        note = "; ".join(notes)
         body.append(
             (
                 r.sample,
@@ -116,6 +139,7 @@ def format_table(rows: Sequence[BenchRow]) -> str:
             )
         )
     ok = [r for r in rows if not r.error]
+    retries = sum(r.retries for r in rows)
     if ok:
         n_in = sum(r.input_tokens for r in ok)
         n_out = sum(r.output_tokens for r in ok)
@@ -129,8 +153,9 @@ def format_table(rows: Sequence[BenchRow]) -> str:
                 f"{n_out / max(1, n_in):.2f}",
                 f"{sum(r.seconds for r in ok):.2f}",
                 f"{kept}/{total}",
-                str(sum(r.calls for r in ok)),
-                f"retention {kept / max(1, total):.0%}",
+                str(sum(r.calls for r in rows)),  # every request sent, failed samples' too
+                f"retention {kept / max(1, total):.0%}"
+                + (f"; {retries} retries" if retries else ""),
             )
         )
     widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]

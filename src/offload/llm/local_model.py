@@ -74,8 +74,9 @@ class ModelResult:
     reason: str  # why the raw text was kept, or "" when the model's output is used
     input_tokens: int
     output_tokens: int  # tokens of ``text``
-    calls: int  # model calls made
+    calls: int  # model calls made (a retried call counts once; see ``LocalModel.requests``)
     seconds: float
+    cut_off: int = 0  # calls whose answer stopped at its token cap
 
 
 class LocalModel:
@@ -92,6 +93,9 @@ class LocalModel:
         self.counter = counter or default_counter()
         self.max_calls = max(1, max_calls)
         self._client: UpstreamClient | None = None
+        # every request sent, retries included, and how many of them were retries
+        self.requests = 0
+        self.retried = 0
         if settings.base_url:
             self._client = UpstreamClient(
                 settings.base_url, api_key=settings.api_key, timeout=settings.timeout
@@ -165,8 +169,8 @@ class LocalModel:
                     f"{run.feature} failed: {reason} ({n_out} vs {n_in} tokens in); read the "
                     "content whole instead, or configure a stronger local model"
                 )
-            return ModelResult(text, True, reason, n_in, n_in, run.calls, seconds)
-        return ModelResult(out, False, "", n_in, n_out, run.calls, seconds)
+            return ModelResult(text, True, reason, n_in, n_in, run.calls, seconds, run.cut_off)
+        return ModelResult(out, False, "", n_in, n_out, run.calls, seconds, run.cut_off)
 
     async def _call(self, system: str, user: str, max_tokens: int) -> tuple[str, bool]:
         """One chat call with retries on transient failures: the cleaned content, and
@@ -186,6 +190,8 @@ class LocalModel:
             payload["model"] = self.settings.model
         attempts = 1 + max(0, self.settings.retries)
         for attempt in range(attempts):
+            self.requests += 1
+            self.retried += 1 if attempt else 0
             try:
                 # httpx timeouts are per operation; this bounds the whole call
                 with anyio.fail_after(self.settings.timeout):
@@ -222,6 +228,7 @@ class _Run:
         self.target = max(1, target)
         self.calls = 0
         self.rejected: list[str] = []  # why pieces were kept raw (cut off, an echo)
+        self.cut_off = 0  # answers that stopped at their cap
         self.started = time.monotonic()
 
     async def reduce(self, text: str) -> str:
@@ -260,10 +267,15 @@ class _Run:
         # The prompt asks for about the target; the cap leaves room past it (twice, at most
         # the piece's own size: anything longer is no compression), so a model that keeps
         # to the prompt finishes, and one that runs into the cap (an echo, a loop) is refused.
+        # Unguarded (a benchmark of the model itself), the cap is twice the piece: the cap
+        # must not bound the ratio it measures, so an expansion shows as one.
         count = self.model.counter.count
-        max_tokens = max(16, min(count(piece), 2 * self.target))
+        n_piece = count(piece)
+        cap = min(n_piece, 2 * self.target) if self.guard else 2 * n_piece
+        max_tokens = max(16, cap)
         self.calls += 1
         out, cut = await self.model._call(self.system, piece, max_tokens)
+        self.cut_off += 1 if cut else 0
         if not self.guard:
             return out
         # per-piece guard: a piece the model cut off, copied or grew stays raw (nothing lost)

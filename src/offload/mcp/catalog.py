@@ -67,8 +67,9 @@ TOOLS: tuple[ToolDef, ...] = (
     ToolDef("recall", "An entry's summary and metadata.", _ref()),
     ToolDef(
         "read",
-        "Numbered lines of a body (default 200, ~64 KB per call); ends with the call to continue.",
-        _obj(["ref"], ref=_S, offset={"type": ["integer", "string"]}, limit=_I),
+        "Numbered lines of a body (default 200, ~64 KB per call); ends with the call to continue. "
+        "original: a compressed entry's original.",
+        _obj(["ref"], ref=_S, offset={"type": ["integer", "string"]}, limit=_I, original=_B),
     ),
     ToolDef("checkout", "Full body, fenced; marks it hot. Keep the nonce for checkin.", _ref()),
     ToolDef("checkin", "Mark a checked-out entry cold.", _obj(["ref", "nonce"], ref=_S, nonce=_S)),

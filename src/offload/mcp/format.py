@@ -58,6 +58,11 @@ def entry_line(e: Entry) -> str:
 LOSSY_NOTE = "lossy: the local model's compression; retrieve gives the original"
 
 
+ORIGINAL_HIT_NOTE = (
+    "found in the original; the stored body is lossy: read with original=true shows these lines"
+)
+
+
 def lossy_note(e: Entry) -> str:
     """`` (lossy: ...)`` after a header that shows a compressed entry's body, else ``""``."""
     return f" ({LOSSY_NOTE})" if e.compressed else ""
@@ -128,6 +133,10 @@ def hit_lines(
         shown[key] = number
         topic = one_line(h.entry.topic, 60)
         snippet = one_line(h.snippet, _SNIPPET_CHARS)
+        if h.in_original:
+            where += f" ({ORIGINAL_HIT_NOTE})"
+        elif h.entry.compressed:
+            where += " (lossy)"
         out.append(f"  {where} | {topic} | L{h.match_line}: {snippet}")
     return "\n".join(out)
 

@@ -82,7 +82,10 @@ async def search(ctx: McpContext, a: Args) -> str:
     if first is None:
         blocks.append("no hits; try other words, fewer filters or all_scopes=true")
     else:
-        jump = fmt.call("read", ref=first.entry.ref, offset=first.start_line)
+        if first.in_original:
+            jump = fmt.call("read", ref=first.entry.ref, offset=first.start_line, original=True)
+        else:
+            jump = fmt.call("read", ref=first.entry.ref, offset=first.start_line)
         blocks.append(f"[open a hit: {jump}; summary: recall(ref=…)]")
     return "\n".join(blocks)
 
@@ -107,8 +110,9 @@ async def read(ctx: McpContext, a: Args) -> str:
     ref = a.ref()
     limit = a.integer("limit", cfg.read_limit_lines, 1, 10_000)
     entry = ctx.store.resolve(ref, ctx.scope)
+    original = a.flag("original") and entry.compressed
     window = read_lines(
-        ctx.store.body(entry),
+        ctx.store.body(entry, original=original),
         _offset(a),
         limit=limit,
         cap_bytes=cfg.read_cap_bytes,
@@ -117,9 +121,10 @@ async def read(ctx: McpContext, a: Args) -> str:
     if window.total_lines == 0:
         return f"{entry.ref} has an empty body"
     head = f"{entry.ref} L{window.first_line}-{window.last_line} of {window.total_lines}"
-    head += fmt.lossy_note(entry)
+    head += " (the original)" if original else fmt.lossy_note(entry)
     out = [head, fenced(ctx, entry, window.text)]
-    nxt = continuation(window, fmt.call("read", ref=ref, offset=window.next_offset))
+    more = {"original": True} if original else {}
+    nxt = continuation(window, fmt.call("read", ref=ref, offset=window.next_offset, **more))
     if nxt:
         out.append(nxt)
     return "\n".join(out)

@@ -80,6 +80,7 @@ async def offload(ctx: McpContext, a: Args) -> str:
         source="mcp",
         scope=ctx.scope,
         body=body,
+        index_original=True,  # a lossy body must not hide the original's words from search
     )
     _count(ctx, res, content)
     return "\n".join(x for x in (_put_line(res), note if res.created else "") if x)

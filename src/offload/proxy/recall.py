@@ -123,7 +123,7 @@ def find(
     candidates: list[tuple[int, RecallHit, frozenset[str]]] = []
     seen: set[tuple[str, int]] = set()
     for rank, hit in enumerate(hits):
-        if hit.chunk_id is None:
+        if hit.chunk_id is None or hit.in_original:  # lines of another text than the body
             continue
         try:
             lines = store.block_text(hit.entry.block_hash).split("\n")

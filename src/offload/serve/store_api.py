@@ -58,6 +58,7 @@ def search(store: Store, query: str, *, limit: int = SEARCH_LIMIT) -> dict[str, 
                 "start_line": h.start_line,
                 "end_line": h.end_line,
                 "snippet": h.snippet,
+                "in_original": h.in_original,  # lines of the original, not the lossy body
             }
             for h in hits
         ],

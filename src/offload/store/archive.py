@@ -86,6 +86,7 @@ def _records(store: Store) -> Iterator[dict[str, Any]]:
         rec.update(type="entry", labels=labels, body=store.block_text(row["block_hash"]))
         if row["content_hash"] != row["block_hash"] and store.has_block(row["content_hash"]):
             rec["original"] = store.block_text(row["content_hash"])
+            rec["original_indexed"] = store.block_indexed(row["content_hash"])
         yield rec
     for row in conn.execute("SELECT * FROM tombstones ORDER BY id").fetchall():
         yield {"type": "tombstone", **{k: row[k] for k in row.keys() if k != "id"}}  # noqa: SIM118
@@ -173,7 +174,13 @@ def _import_entry(store: Store, r: dict[str, Any]) -> int:
                 f"archive entry {r['content_hash'][:12]}: body does not match its hash"
             )
         if "original" in r:
-            rows.put_block(conn, r["original"].encode("utf-8"), store.settings, now, indexed=False)
+            rows.put_block(
+                conn,
+                r["original"].encode("utf-8"),
+                store.settings,
+                now,
+                indexed=r.get("original_indexed") is True,
+            )
         cols = [
             "kind", "topic", "tags", "summary", "salience", "status", "pinned", "tokens",
             "content_hash", "block_hash", "source", "scope", "created", "accessed",

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from offload.errors import StoreBusy, StoreError
+from offload.errors import OffloadError, StoreBusy, StoreError
 
 T = TypeVar("T")
 Migration = Callable[[sqlite3.Connection], None]
@@ -383,3 +383,28 @@ def m_entry_vectors(conn: sqlite3.Connection) -> None:
         );
         """,
     )
+
+
+@migration
+def m_index_mcp_lossy_originals(conn: sqlite3.Connection) -> None:
+    # Issue 10 item 22: an MCP offload with compress=true now indexes the original beside
+    # the lossy body (put(index_original=True)). Originals stored before are indexed here,
+    # once, with the default chunk sizes. Only the MCP surface stores lossy compressions;
+    # the proxy's kept originals (exact JSON beside an indexed transcript) stay unindexed.
+    from offload.config import StoreSettings
+    from offload.store import blocks, index
+
+    defaults = StoreSettings()
+    rows = conn.execute(
+        "SELECT DISTINCT b.id, b.hash, b.codec, CAST(b.data AS BLOB) AS data FROM entries e "
+        "JOIN blocks b ON b.hash = e.content_hash WHERE e.source = 'mcp' "
+        "AND e.content_hash != e.block_hash AND b.size > 0 "
+        "AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.block_id = b.id) ORDER BY b.id"
+    ).fetchall()
+    for row in rows:
+        try:
+            text = blocks.unpack(row["hash"], row["codec"], bytes(row["data"]))
+        except (ValueError, OffloadError):
+            continue  # a corrupt block: doctor names it
+        prepared = index.prepare(text, defaults.chunk_lines, defaults.chunk_chars)
+        index.insert_block(conn, int(row["id"]), prepared)

@@ -161,8 +161,11 @@ def reindex(store: Store, *, progress: Progress | None = None) -> Reindexed:
 def _rebuild_index(
     store: Store, conn: sqlite3.Connection, progress: Progress | None = None
 ) -> Reindexed:
+    # kept originals stay indexed if they were (put(index_original=True)), and only those
+    originals = [r[0] for r in conn.execute(_INDEXED_ORIGINALS)]
     index.clear(conn)
     digests = [r[0] for r in conn.execute("SELECT DISTINCT block_hash FROM entries")]
+    digests += [d for d in originals if d not in set(digests)]
     skipped: list[str] = []
     for i, digest in enumerate(digests, 1):
         try:
@@ -175,3 +178,11 @@ def _rebuild_index(
             progress(i, len(digests))
     index.rebuild_meta(conn)
     return Reindexed(len(digests) - len(skipped), tuple(skipped))
+
+
+# lossy entries' kept originals that have chunks (chunks survive a damaged FTS table)
+_INDEXED_ORIGINALS = (
+    "SELECT DISTINCT b.hash FROM entries e JOIN blocks b ON b.hash = e.content_hash "
+    "WHERE e.content_hash != e.block_hash AND EXISTS "
+    "(SELECT 1 FROM chunks c WHERE c.block_id = b.id) ORDER BY b.id"
+)

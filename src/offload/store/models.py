@@ -139,6 +139,9 @@ class Hit:
     text: str  # the matched chunk's text ("" for metadata matches)
     # the best-matching lines of the chunk as (line number, excerpt), in line order
     lines: tuple[tuple[int, str], ...] = ()
+    # the chunk is from a lossy entry's kept original (its lines are the original's; the
+    # stored body, what read shows, is the compression): read the original to see it
+    in_original: bool = False
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,8 @@ _KEYS = (
 )
 _BODY_ENTRIES = (
     f"SELECT c.id AS cid, {_KEYS} FROM chunks c JOIN blocks b ON b.id = c.block_id "
-    "JOIN entries e ON e.block_hash = b.hash "
+    # a lossy entry's kept original is indexed too: a word only it holds finds the entry
+    "JOIN entries e ON (e.block_hash = b.hash OR e.content_hash = b.hash) "
     "WHERE c.id IN (SELECT value FROM json_each(?)) AND {where}"
 )
 _META_ENTRIES = (
@@ -354,12 +355,19 @@ def _use_score(c: Candidate, now: float) -> float:
 # -- 4. hits ------------------------------------------------------------------------------
 
 
+_CHUNK_COLS = "c.id, c.start_line, c.end_line, c.start, c.end, b.hash AS block"
+
+
 def _chunk_row(conn: sqlite3.Connection, c: Candidate) -> sqlite3.Row | None:
+    """The chunk shown for ``c`` and the hash of the block it belongs to (the stored
+    body's, or a lossy entry's original's)."""
     if c.chunk_id is not None:
-        sql = "SELECT id, start_line, end_line, start, end FROM chunks WHERE id = ?"
+        sql = (
+            f"SELECT {_CHUNK_COLS} FROM chunks c JOIN blocks b ON b.id = c.block_id WHERE c.id = ?"
+        )
         return conn.execute(sql, (c.chunk_id,)).fetchone()  # type: ignore[no-any-return]
     return conn.execute(  # type: ignore[no-any-return]
-        "SELECT c.id, c.start_line, c.end_line, c.start, c.end FROM entries e "
+        f"SELECT {_CHUNK_COLS} FROM entries e "
         "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.block_id = b.id "
         "WHERE e.id = ? ORDER BY c.id LIMIT 1",
         (c.entry_id,),
@@ -370,12 +378,7 @@ def _chunk_text(store: Store, c: Candidate) -> str:
     row = _chunk_row(store.conn, c)
     if row is None:
         return ""
-    digest = store.conn.execute(
-        "SELECT block_hash FROM entries WHERE id = ?", (c.entry_id,)
-    ).fetchone()
-    if digest is None:
-        return ""
-    return store.block_text(digest[0])[row["start"] : row["end"]]
+    return store.block_text(row["block"])[row["start"] : row["end"]]
 
 
 def hits(store: Store, page: list[Candidate], terms: set[str], width: int) -> list[Hit]:
@@ -402,7 +405,7 @@ def hits(store: Store, page: list[Candidate], terms: set[str], width: int) -> li
             about = " · ".join(x for x in (entry.topic, entry.summary) if x)
             out.append(Hit(entry, None, 1, entry.lines, 1, c.score, about[:width], ""))
             continue
-        text = store.block_text(entry.block_hash)[chunk["start"] : chunk["end"]]
+        text = store.block_text(chunk["block"])[chunk["start"] : chunk["end"]]
         best = best_lines(text, terms, int(chunk["start_line"]), width)
         line, snip = best[0]
         out.append(
@@ -416,6 +419,7 @@ def hits(store: Store, page: list[Candidate], terms: set[str], width: int) -> li
                 snip,
                 text,
                 tuple(sorted(best)),
+                in_original=chunk["block"] != entry.block_hash,
             )
         )
     return out

@@ -173,11 +173,14 @@ class Store:
         body: str | None = None,
         keep_original: bool = True,
         tokens: int | None = None,
+        index_original: bool = False,
     ) -> PutResult:
         """Store ``content`` and index it; the same content again returns the existing entry.
 
         ``body`` is what to store when it differs from ``content`` (a lossy compression);
-        the original is kept as its own block unless ``keep_original`` is False. The CPU
+        the original is kept as its own block unless ``keep_original`` is False, and
+        indexed too with ``index_original`` (a search then finds the entry by words only
+        the original holds; its hits say so, :attr:`Hit.in_original`). The CPU
         work (hashing, compression, chunking, analysis, token counting) runs before the
         write lock is taken; the lock covers only the inserts.
         """
@@ -185,7 +188,7 @@ class Store:
             content,
             _PutOptions(
                 kind, topic, tuple(tags), summary, salience, pinned, source, scope, label,
-                expires, regenerate, body, keep_original, tokens,
+                expires, regenerate, body, keep_original, tokens, index_original,
             ),
         )  # fmt: skip
         with db.write_tx(self.conn) as conn:
@@ -232,7 +235,8 @@ class Store:
         if o.body is not None:
             p.blocks.append(self._prepare_block(encode(o.body), indexed=True))
             if o.keep_original:
-                p.blocks.append(self._prepare_block(p.data, indexed=False))
+                # index_original: a word only the original holds still finds the entry
+                p.blocks.append(self._prepare_block(p.data, indexed=o.index_original))
         else:
             p.blocks.append(self._prepare_block(p.data, indexed=True))
         p.tokens = o.tokens if o.tokens is not None else self.counter.count(stored)
@@ -447,6 +451,11 @@ class Store:
             self.conn.execute("SELECT 1 FROM blocks WHERE hash = ?", (digest,)).fetchone()
             is not None
         )
+
+    def block_indexed(self, digest: str) -> bool:
+        """Whether the block with this hash is in the search index."""
+        row = self.conn.execute("SELECT id FROM blocks WHERE hash = ?", (digest,)).fetchone()
+        return row is not None and index.is_indexed(self.conn, int(row[0]))
 
     def touch(self, entry_id: int) -> None:
         """Record an access (feeds the recency x frequency score)."""
@@ -684,6 +693,7 @@ class _PutOptions:
     body: str | None = None
     keep_original: bool = True
     tokens: int | None = None
+    index_original: bool = False
 
 
 @dataclass
