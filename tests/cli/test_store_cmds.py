@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -271,3 +272,22 @@ def test_config_show_never_prints_a_password_a_url_setting_carries(
         code, out, _ = run(capsys, "config", "show", *flag)
         assert code == 0
         assert "hunter2" not in out and "agent:***@127.0.0.1:8080" in out
+
+
+def test_a_fresh_store_locked_by_another_process_exits_5_with_one_line(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 10 item 7: a concurrent first add died in the first migration with a traceback
+    home.mkdir(parents=True)
+    holder = sqlite3.connect(str(home / "offload.db"), isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # as while another process creates the store
+    monkeypatch.setenv("OFFLOAD_STORE__BUSY_TIMEOUT_S", "0.2")
+    try:
+        code, out, err = run(capsys, "add", "while locked")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert code == 5 and out == ""
+    assert err.count("\n") == 1 and "busy" in err and "Traceback" not in err
+    code, _out, _err = run(capsys, "add", "once the lock is gone")
+    assert code == 0

@@ -57,12 +57,18 @@ def catalog_upstream(name: str, catalog: str, *extra: str, **fields: Any) -> Ser
 
 
 def inproc_upstream(
-    name: str, catalog: str, *, extras: bool = False, instructions: str = ""
+    name: str,
+    catalog: str,
+    *,
+    extras: bool = False,
+    instructions: str = "",
+    resources: int = 0,
+    prompts: int = 0,
 ) -> tuple[ServerConfig, Connector]:
     """The same catalog server, connected in-process (no subprocess start-up cost)."""
     from catalog_server import build
 
-    server = build(CATALOGS / catalog, name, instructions, extras)
+    server = build(CATALOGS / catalog, name, instructions, extras, resources, prompts)
 
     def connect(handler: MessageHandler) -> Client:
         return Client(server, mode="legacy", message_handler=handler)

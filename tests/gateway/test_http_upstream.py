@@ -25,6 +25,7 @@ from gateway_helpers import RunGateway, inproc_upstream, read_indexed, text_of
 from mcp_types import Implementation
 
 from mcp import Client
+from offload.core.fence import neutralise
 from offload.gateway.config import ClientRule, ServerConfig
 from realparts import free_port, wait_until
 
@@ -136,7 +137,8 @@ async def test_a_large_response_from_an_http_upstream_is_indexed_and_reads_back_
             gw.server, mode="legacy", client_info=Implementation(name="raw", version="1")
         ) as raw:
             direct = text_of(await raw.call_tool("mem__retrieve", {"ref": ref}))
-        assert _NONCE.sub("NONCE", paged) == _NONCE.sub("NONCE", direct)
+        # ... and IndexRead shows stored lines inert: the upstream's own fence tags defused
+        assert _NONCE.sub("NONCE", paged) == _NONCE.sub("NONCE", neutralise(direct))
 
 
 async def test_a_killed_http_upstream_fails_clearly_and_reconnects_after_restart(

@@ -3,8 +3,11 @@
 Phases, applied in order until the estimate fits the threshold:
 
 1. long server instructions are indexed and replaced by a summary and their contents;
-2. servers' tool definitions are deferred behind search, the servers whose deferral saves
-   most and that are least used first (each definition becomes a searchable document);
+2. servers' tool definitions, and their resources, resource templates and prompts, are
+   deferred behind search, the parts whose deferral saves most and whose server is least
+   used first (each tool definition becomes a searchable document; each resource,
+   template and prompt a :class:`DeferredItem` under its label, ``resource:{server}__{uri}``,
+   ``template:{server}__{uriTemplate}``, ``prompt:{server}__{prompt}``);
 3. the instructions' contents are dropped, the summaries stay;
 4. the deferred batches' contents (their tool names) are dropped.
 
@@ -15,9 +18,9 @@ The store writes this implies (instruction and tool documents) are returned as
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
 
@@ -26,6 +29,11 @@ from offload.core.preview import contents
 SEP = "__"
 TOOL_PREFIX = "tool:"
 INSTRUCTIONS_PREFIX = "instructions:"
+RESOURCE_PREFIX = "resource:"
+TEMPLATE_PREFIX = "template:"
+PROMPT_PREFIX = "prompt:"
+ITEM_PREFIXES = (RESOURCE_PREFIX, TEMPLATE_PREFIX, PROMPT_PREFIX)
+ItemKind = Literal["resource", "template", "prompt"]
 _SUMMARY_CHARS = 240
 
 
@@ -53,6 +61,18 @@ class Budget:
     call_tool: str = "call_tool"
 
 
+@dataclass(frozen=True)
+class DeferredItem:
+    """A resource, resource template or prompt held back from the listings.
+
+    A prompt carries its gateway name (``server__prompt``); resources keep their URIs.
+    """
+
+    kind: ItemKind
+    server: str
+    item: types.Resource | types.ResourceTemplate | types.Prompt
+
+
 @dataclass
 class CatalogPlan:
     """The result of compression: what is listed, what is deferred, what to store."""
@@ -65,6 +85,12 @@ class CatalogPlan:
     size: int  # estimated bytes of the listed catalog
     full_size: int
     documents: dict[str, tuple[str, str]] = field(default_factory=dict)  # label -> (kind, text)
+    # listed resources, templates and prompts (prompts under gateway names)
+    resources: list[types.Resource] = field(default_factory=list)
+    templates: list[types.ResourceTemplate] = field(default_factory=list)
+    prompts: list[types.Prompt] = field(default_factory=list)
+    items: dict[str, DeferredItem] = field(default_factory=dict)  # label -> deferred item
+    deferred_item_servers: list[str] = field(default_factory=list)
 
 
 def gateway_name(server: str, tool: str) -> str:
@@ -127,10 +153,64 @@ def _summary(text: str) -> str:
     return ""
 
 
+def item_label(kind: ItemKind, server: str, key: str) -> str:
+    """The label of a deferred item: ``resource:{server}__{uri}`` (``template:``,
+    ``prompt:`` alike; a prompt's key is its upstream name)."""
+    prefix = {"resource": RESOURCE_PREFIX, "template": TEMPLATE_PREFIX, "prompt": PROMPT_PREFIX}
+    return f"{prefix[kind]}{server}{SEP}{key}"
+
+
+def renamed_prompt(server: str, prompt: types.Prompt) -> types.Prompt:
+    """The upstream ``prompt`` as the gateway lists it (``server__prompt``)."""
+    return prompt.model_copy(update={"name": gateway_name(server, prompt.name)})
+
+
+def server_items(s: ServerCatalog) -> dict[str, DeferredItem]:
+    """Every resource, template and prompt of ``s`` under its label, in catalog order."""
+    out: dict[str, DeferredItem] = {}
+    for r in s.resources:
+        out[item_label("resource", s.name, str(r.uri))] = DeferredItem("resource", s.name, r)
+    for t in s.templates:
+        out[item_label("template", s.name, t.uri_template)] = DeferredItem("template", s.name, t)
+    for p in s.prompts:
+        out[item_label("prompt", s.name, p.name)] = DeferredItem(
+            "prompt", s.name, renamed_prompt(s.name, p)
+        )
+    return out
+
+
+def item_document(label: str, d: DeferredItem) -> str:
+    """A deferred item as markdown: what it is and the exact request that reads or gets it."""
+    item = d.item
+    rows = [f"# {d.kind} {item.name}", ""]
+    if item.title:
+        rows += [item.title, ""]
+    rows += [(item.description or "(no description)").strip(), ""]
+    if isinstance(item, types.Resource):
+        rows.append(f"- uri: {item.uri}")
+        read = json.dumps({"uri": str(item.uri)}, ensure_ascii=False)
+    elif isinstance(item, types.ResourceTemplate):
+        rows.append(f"- uri template: {item.uri_template}")
+        read = '{"uri": "<the template with its variables filled in>"}'
+    else:
+        for arg in item.arguments or ():
+            need = ", required" if arg.required else ""
+            desc = " ".join((arg.description or "").split())
+            rows.append(f"- argument `{arg.name}`{need}" + (f": {desc}" if desc else ""))
+        args = {a.name: "..." for a in item.arguments or ()}
+        read = json.dumps({"name": item.name, "arguments": args}, ensure_ascii=False)
+    if not isinstance(item, types.Prompt) and item.mime_type:
+        rows.append(f"- mime type: {item.mime_type}")
+    method = "prompts/get" if d.kind == "prompt" else "resources/read"
+    rows += ["", f"Through this gateway: {method} {read} (label {label})", ""]
+    return "\n".join(rows)
+
+
 @dataclass
 class _State:
     indexed_instructions: bool = False
     deferred: list[str] = field(default_factory=list)
+    deferred_items: list[str] = field(default_factory=list)  # servers whose items are deferred
     instruction_contents: bool = True
     batch_contents: bool = True
 
@@ -173,6 +253,23 @@ def _instructions(
             if state.batch_contents:
                 line += ": " + ", ".join(t.name for t in tools)
             rows.append(line)
+    if state.deferred_items:
+        rows.append(
+            f"## Deferred resources and prompts\nFind them with {budget.search_tool}"
+            "(queries=[...]); a hit lists it for you again (resources/list, prompts/list) "
+            "and names the request that reads it. resources/read and prompts/get work for "
+            "deferred ones as for listed ones."
+        )
+        by_name = {s.name: s for s in servers}
+        for name in state.deferred_items:
+            s = by_name[name]
+            counts = [
+                f"{len(s.resources)} resources",
+                f"{len(s.templates)} resource templates",
+                f"{len(s.prompts)} prompts",
+            ]
+            prefixes = ", ".join(f'"{p}{name}{SEP}"' for p in ITEM_PREFIXES)
+            rows.append(f"- {name}: {', '.join(counts)} (source: one of {prefixes})")
     if unavailable:
         rows.append("## Unavailable upstreams")
         rows.extend(f"- {name}: {why}" for name, why in sorted(unavailable.items()))
@@ -193,17 +290,18 @@ def plan_catalog(
     listed = {
         s.name: [renamed(s.name, t, strip_output=strip_output) for t in s.tools] for s in servers
     }
-    fixed = (
-        wire_size(gateway_tools)
-        + wire_size([r for s in servers for r in s.resources])
-        + wire_size([r for s in servers for r in s.templates])
-        + wire_size([p for s in servers for p in s.prompts])
-    )
+    prompts = {s.name: [renamed_prompt(s.name, p) for p in s.prompts] for s in servers}
+    fixed = wire_size(gateway_tools)
     tool_sizes = {name: wire_size(tools) for name, tools in listed.items()}
+    item_sizes = {
+        s.name: wire_size(s.resources) + wire_size(s.templates) + wire_size(prompts[s.name])
+        for s in servers
+    }
     state = _State()
 
     def estimate() -> int:
         kept = sum(size for name, size in tool_sizes.items() if name not in state.deferred)
+        kept += sum(size for n, size in item_sizes.items() if n not in state.deferred_items)
         text = _instructions(servers, state, budget, unavailable)
         return fixed + kept + len(text.encode("utf-8"))
 
@@ -211,52 +309,88 @@ def plan_catalog(
     size = full_size
     phases: list[int] = []
     if compress and size > budget.threshold:
-        long_ones = [s for s in servers if len(s.instructions) > budget.instructions_threshold]
-        if long_ones:
-            state.indexed_instructions = True
-            phases.append(1)
-            size = estimate()
-        order = sorted(
-            (s for s in servers if s.tools),
-            key=lambda s: (-tool_sizes[s.name] / (1 + s.calls), s.name),
-        )
-        for s in order:
-            if size <= budget.threshold:
-                break
-            state.deferred.append(s.name)
-            if 2 not in phases:
-                phases.append(2)
-            size = estimate()
-        if size > budget.threshold and state.indexed_instructions:
-            state.instruction_contents = False
-            phases.append(3)
-            size = estimate()
-        if size > budget.threshold and state.deferred:
-            state.batch_contents = False
-            phases.append(4)
-            size = estimate()
+        size = _compress(servers, state, budget, tool_sizes, item_sizes, estimate, phases)
+    return _plan(servers, state, budget, unavailable, listed, prompts, phases, size, full_size)
 
+
+def _compress(
+    servers: Sequence[ServerCatalog],
+    state: _State,
+    budget: Budget,
+    tool_sizes: Mapping[str, int],
+    item_sizes: Mapping[str, int],
+    estimate: Callable[[], int],
+    phases: list[int],
+) -> int:
+    """Phases 1-4 on ``state``, in order, until ``estimate()`` fits; the final size."""
+    size = estimate()
+    if any(len(s.instructions) > budget.instructions_threshold for s in servers):
+        state.indexed_instructions = True
+        phases.append(1)
+        size = estimate()
+    # what deferring saves, per past use of its server: a server's tools, or its
+    # resources, templates and prompts together (one part of a catalog in one step)
+    parts = [(s, "tools", tool_sizes[s.name]) for s in servers if s.tools]
+    parts += [
+        (s, "items", item_sizes[s.name]) for s in servers if s.resources or s.templates or s.prompts
+    ]
+    parts.sort(key=lambda p: (-p[2] / (1 + p[0].calls), p[0].name, p[1]))
+    for s, what, _size in parts:
+        if size <= budget.threshold:
+            break
+        (state.deferred if what == "tools" else state.deferred_items).append(s.name)
+        if 2 not in phases:
+            phases.append(2)
+        size = estimate()
+    if size > budget.threshold and state.indexed_instructions:
+        state.instruction_contents = False
+        phases.append(3)
+        size = estimate()
+    if size > budget.threshold and state.deferred:
+        state.batch_contents = False
+        phases.append(4)
+        size = estimate()
+    return size
+
+
+def _plan(
+    servers: Sequence[ServerCatalog],
+    state: _State,
+    budget: Budget,
+    unavailable: Mapping[str, str],
+    listed: Mapping[str, list[types.Tool]],
+    prompts: Mapping[str, list[types.Prompt]],
+    phases: list[int],
+    size: int,
+    full_size: int,
+) -> CatalogPlan:
     documents: dict[str, tuple[str, str]] = {}
     if state.indexed_instructions:
         for s in servers:
             if len(s.instructions) > budget.instructions_threshold:
                 documents[f"{INSTRUCTIONS_PREFIX}{s.name}"] = ("instructions", s.instructions)
-    deferred: dict[str, types.Tool] = {}
-    tools: list[types.Tool] = []
-    for s in servers:
-        if s.name in state.deferred:
-            for t in listed[s.name]:
-                deferred[t.name] = t
-                documents[f"{TOOL_PREFIX}{t.name}"] = ("tool-definition", tool_document(t.name, t))
-        else:
-            tools.extend(listed[s.name])
-    return CatalogPlan(
-        tools=tools,
-        deferred=deferred,
+    plan = CatalogPlan(
+        tools=[],
+        deferred={},
         deferred_servers=list(state.deferred),
         instructions=_instructions(servers, state, budget, unavailable),
         phases=phases,
         size=size,
         full_size=full_size,
         documents=documents,
+        deferred_item_servers=list(state.deferred_items),
     )
+    for s in servers:
+        if s.name in state.deferred:
+            for t in listed[s.name]:
+                plan.deferred[t.name] = t
+                documents[f"{TOOL_PREFIX}{t.name}"] = ("tool-definition", tool_document(t.name, t))
+        else:
+            plan.tools.extend(listed[s.name])
+        if s.name in state.deferred_items:
+            plan.items.update(server_items(s))
+        else:
+            plan.resources.extend(s.resources)
+            plan.templates.extend(s.templates)
+            plan.prompts.extend(prompts[s.name])
+    return plan

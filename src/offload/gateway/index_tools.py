@@ -20,7 +20,7 @@ from offload.core.fence import neutralise
 from offload.core.lines import continuation, read_lines
 from offload.core.untrusted import inline, printable
 from offload.errors import InvalidInput
-from offload.gateway.catalog import TOOL_PREFIX
+from offload.gateway.catalog import TOOL_PREFIX, DeferredItem, item_document
 from offload.gateway.responses import KIND, READ_CAP_BYTES
 from offload.gateway.toolsearch import ToolIndex
 from offload.store.models import Filters, Hit
@@ -118,10 +118,12 @@ def definitions(settings: GatewaySettings, *, with_call_tool: bool) -> list[type
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    """A gateway tool's text and the deferred tools it activated."""
+    """A gateway tool's text, the deferred tools and the deferred items (resources,
+    templates, prompts; by label) it activated."""
 
     text: str
     activated: tuple[str, ...] = ()
+    items: tuple[str, ...] = ()
 
 
 def _limit(value: Any, default: int, maximum: int | None, what: str) -> int:
@@ -173,8 +175,11 @@ class IndexTools:
         tool_index: ToolIndex,
         tools: Mapping[str, types.Tool],
         active: Callable[[str], bool],
+        items: Mapping[str, DeferredItem] | None = None,
     ) -> ToolOutcome:
-        """Run every query; tool hits among ``tools`` (deferred definitions) activate."""
+        """Run every query; tool hits among ``tools`` (deferred definitions) and hits of
+        deferred ``items`` (by label, ranked in ``tool_index`` too) activate."""
+        items = items or {}
         queries = args.get("queries")
         if isinstance(queries, str):
             queries = [queries]
@@ -191,12 +196,14 @@ class IndexTools:
             raise InvalidInput("source must be a label prefix string")
         limit = _limit(args.get("limit"), DEFAULT_LIMIT, MAX_LIMIT, "limit")
         tool_keys = [k for k in tools if not source or f"{TOOL_PREFIX}{k}".startswith(source)]
+        tool_keys += [k for k in items if not source or k.startswith(source)]
         filters = Filters(scope=self.settings.scope, kinds=_SEARCHED_KINDS, source_prefix=source)
         if source and not tool_keys and self.store.count(filters) == 0:
             raise InvalidInput(self._nothing_matches(source, tools))
 
         shown: dict[tuple[str, int | None], str] = {}
         activated: list[str] = []
+        listed_items: list[str] = []
         out: list[str] = []
         for qi, query in enumerate(queries, 1):
             out.append(f"## Query {qi}: {json.dumps(query, ensure_ascii=False)}")
@@ -206,7 +213,9 @@ class IndexTools:
                 continue
             for hi, item in enumerate(ranked, 1):
                 key: tuple[str, int | None]
-                if isinstance(item, str):
+                if isinstance(item, str) and item in items:
+                    key = (item, None)
+                elif isinstance(item, str):
                     key = (f"{TOOL_PREFIX}{item}", None)
                 else:
                     key = (_label(item), item.chunk_id)
@@ -215,14 +224,21 @@ class IndexTools:
                     out.append(f"{hi}. (already shown as {shown[key]})")
                     continue
                 shown[key] = where
-                if isinstance(item, str):
+                if isinstance(item, str) and item in items:
+                    was_active = active(item)
+                    if not was_active:
+                        listed_items.append(item)
+                    out.append(self._item_hit(hi, item, items[item], was_active))
+                elif isinstance(item, str):
                     was_active = active(item)
                     if not was_active:
                         activated.append(item)
                     out.append(self._tool_hit(hi, item, tools[item], was_active))
                 else:
                     out.append(self._store_hit(hi, item))
-        return ToolOutcome("\n".join(out), tuple(dict.fromkeys(activated)))
+        return ToolOutcome(
+            "\n".join(out), tuple(dict.fromkeys(activated)), tuple(dict.fromkeys(listed_items))
+        )
 
     def _ranked(
         self,
@@ -264,6 +280,23 @@ class IndexTools:
             f'{self.settings.read_tool}(label="{TOOL_PREFIX}{key}")'
         )
 
+    def _item_hit(self, rank: int, label: str, d: DeferredItem, was_active: bool) -> str:
+        state = "listed" if was_active else "deferred, now listed for you"
+        item = d.item
+        desc = inline(item.description or "", 600)
+        if isinstance(item, types.Resource):
+            what, how = f"resource {item.uri}", f'resources/read {{"uri": "{item.uri}"}}'
+        elif isinstance(item, types.ResourceTemplate):
+            what, how = f"resource template {item.uri_template}", "resources/read with its URI"
+        else:
+            what, how = f"prompt {item.name}", f'prompts/get {{"name": "{item.name}", ...}}'
+        return (
+            f"{rank}. {inline(what, 400)} ({state})\n"
+            f"   {inline(item.name, 200)}: {desc}\n"
+            f"   read: {inline(how, 600)}; definition: "
+            f'{self.settings.read_tool}(label="{inline(label, 600)}")'
+        )
+
     def _store_hit(self, rank: int, hit: Hit) -> str:
         label = _label(hit)
         body = _numbered(hit.text, hit.start_line, hit.match_line) if hit.text else hit.snippet
@@ -288,8 +321,11 @@ class IndexTools:
 
     # -- IndexRead ---------------------------------------------------------------------------
 
-    def read(self, args: Mapping[str, Any]) -> tuple[ToolOutcome, str | None]:
-        """Numbered lines of one body; returns the tool key when ``label`` names a tool."""
+    def read(
+        self, args: Mapping[str, Any], items: Mapping[str, DeferredItem] | None = None
+    ) -> tuple[ToolOutcome, str | None]:
+        """Numbered lines of one body; returns the tool key when ``label`` names a tool.
+        A label among ``items`` reads that deferred item's definition (and lists it)."""
         label = args.get("label")
         if not isinstance(label, str) or not label.strip():
             raise InvalidInput('label is required, e.g. "filesystem__read_file:3"')
@@ -298,8 +334,12 @@ class IndexTools:
         if offset is None:
             offset = 1
         limit = _limit(args.get("limit"), READ_LIMIT, None, "limit")
-        entry = self.store.resolve(label, self.settings.scope)
-        text = self.store.body(entry)
+        item = (items or {}).get(label)
+        if item is not None:
+            text = item_document(label, item)
+        else:
+            entry = self.store.resolve(label, self.settings.scope)
+            text = self.store.body(entry)
         window = read_lines(
             text, offset, limit, cap_bytes=READ_CAP_BYTES, max_line_chars=MAX_LINE_CHARS
         )
@@ -314,4 +354,4 @@ class IndexTools:
         if tail:
             parts.append(tail)
         tool = label[len(TOOL_PREFIX) :] if label.startswith(TOOL_PREFIX) else None
-        return ToolOutcome("\n".join(parts)), tool
+        return ToolOutcome("\n".join(parts), items=(label,) if item else ()), tool

@@ -45,7 +45,7 @@ from offload.gateway.config import ClientRule, GatewayConfig
 from offload.gateway.index_tools import IndexTools
 from offload.gateway.responses import index_response, threshold_for, worth_indexing
 from offload.gateway.storecalls import retry_busy
-from offload.gateway.toolsearch import ToolIndex, doc_for
+from offload.gateway.toolsearch import ToolIndex, doc_for, doc_for_item
 from offload.gateway.upstreams import ChangeKind, Connector, Upstream
 from offload.store.store import Store
 
@@ -100,6 +100,8 @@ class Gateway:
         self.usage: dict[str, int] = dict(saved) if isinstance(saved, dict) else {}
         self._usage_unsaved = 0
         self.activations = Activations(settings.max_active_tools)
+        # deferred resources, templates and prompts a client found, by label
+        self.item_activations = Activations(settings.max_active_tools)
         self._plans: dict[tuple[bool, bool], CatalogPlan] = {}
         self._tool_index: ToolIndex | None = None
         self._stored_docs: set[str] = set()
@@ -270,6 +272,7 @@ class Gateway:
         tool_docs = [
             doc_for(n, t.model_dump(by_alias=True)) for n, t in everything.deferred.items()
         ]
+        tool_docs += [doc_for_item(label, d) for label, d in everything.items.items()]
         # analysing (and embedding) a large catalog takes a while: not on the event loop;
         # the store's embedding model, when it has one, ranks tools as it ranks entries
         self._tool_index = await anyio.to_thread.run_sync(
@@ -277,11 +280,12 @@ class Gateway:
         )
         if plan.phases:
             log.info(
-                "catalog %d -> %d bytes (phases %s; deferred: %s)",
+                "catalog %d -> %d bytes (phases %s; deferred tools: %s; resources/prompts: %s)",
                 plan.full_size,
                 plan.size,
                 plan.phases,
                 ", ".join(plan.deferred_servers) or "none",
+                ", ".join(plan.deferred_item_servers) or "none",
             )
         if notify:
             await self.notify_tools_changed()
@@ -328,13 +332,12 @@ class Gateway:
             log.warning("catalog change of %s not fully applied: %s", upstream.name, exc)
 
     async def _apply_change(self, kind: ChangeKind) -> None:
-        if kind in ("tools", "state"):
-            await self.refresh_catalog(notify=True)
-        elif kind == "resources":
-            self._plans.clear()
+        # resources and prompts count in the catalog and may be deferred: a change to any
+        # part re-plans the whole (and rebuilds the search over deferred parts)
+        await self.refresh_catalog(notify=True)
+        if kind == "resources":
             await self.notify_tools_changed(ResourcesListChanged())
         elif kind == "prompts":
-            self._plans.clear()
             await self.notify_tools_changed(PromptsListChanged())
 
     async def activate(self, ctx: Ctx, names: tuple[str, ...]) -> None:
@@ -353,14 +356,34 @@ class Gateway:
         )
         await self._notify_client(ctx)
 
-    async def _notify_client(self, ctx: Ctx) -> None:
-        """``tools/list_changed`` to the one client whose listing changed."""
+    async def activate_items(self, ctx: Ctx, labels: tuple[str, ...]) -> None:
+        """Return deferred resources, templates and prompts to this client's listings (at
+        most ``max_active_tools`` of them, least recently used out first); tell it."""
+        change = self.item_activations.activate(_client_key(ctx), labels)
+        if not change:
+            return
+        log.info("listed again: %s", ", ".join(change.added) or "nothing new")
+        plan = self.plan(True, True)
+        touched = {plan.items[x].kind for x in (*change.added, *change.evicted) if x in plan.items}
+        if touched & {"resource", "template"}:
+            await self._notify_client(ctx, ResourcesListChanged())
+        if "prompt" in touched:
+            await self._notify_client(ctx, PromptsListChanged())
+
+    async def _notify_client(self, ctx: Ctx, event: Any = None) -> None:
+        """``list_changed`` (tools unless told) to the one client whose listing changed."""
+        event = event or ToolsListChanged()
         if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            await self.bus.publish(ToolsListChanged())  # the stream cannot be targeted
+            await self.bus.publish(event)  # the stream cannot be targeted
             return
         # a client that left cannot be told
         with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, MCPError, RuntimeError):
-            await ctx.session.send_tool_list_changed()
+            if isinstance(event, ResourcesListChanged):
+                await ctx.session.send_resource_list_changed()
+            elif isinstance(event, PromptsListChanged):
+                await ctx.session.send_prompt_list_changed()
+            else:
+                await ctx.session.send_tool_list_changed()
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
         for plan in self._plans.values():
@@ -453,21 +476,30 @@ class Gateway:
         plan = self.plan(True, strip)
         tool_index = self._tool_index or ToolIndex()
         client = _client_key(ctx)
+        # a client that does not compress lists every item: nothing is deferred for it
+        items = plan.items if compress else {}
+
+        def active(key: str) -> bool:
+            if key in items:
+                return self.item_activations.is_active(client, key)
+            return self.activations.is_active(client, key) or not compress
+
         outcome = await anyio.to_thread.run_sync(
             lambda: self.index.search(
-                args,
-                tool_index=tool_index,
-                tools=plan.deferred,
-                active=lambda key: self.activations.is_active(client, key) or not compress,
+                args, tool_index=tool_index, tools=plan.deferred, active=active, items=items
             )
         )
         if compress:
             await self.activate(ctx, outcome.activated)
+            await self.activate_items(ctx, outcome.items)
         return _text_result(outcome.text)
 
     async def _index_read(self, ctx: Ctx, args: dict[str, Any]) -> types.CallToolResult:
-        outcome, tool = await anyio.to_thread.run_sync(lambda: self.index.read(args))
+        items = self.plan(True, True).items
+        outcome, tool = await anyio.to_thread.run_sync(lambda: self.index.read(args, items))
         text = outcome.text
+        if outcome.items and self.rule(ctx)[1]:
+            await self.activate_items(ctx, outcome.items)
         if tool is not None and tool in self.plan(True, True).deferred:
             if not self.activations.is_active(_client_key(ctx), tool):
                 text += f"\n[{tool} is now active: call it directly or via {self.settings.call_tool_name}]"
@@ -493,20 +525,27 @@ class Gateway:
             log.warning("usage counts not saved (%s); saved with the next batch", exc)
             self._usage_unsaved += unsaved
 
+    def _listed_items(self, ctx: Ctx, kind: str) -> tuple[CatalogPlan, list[Any]]:
+        """This client's plan and its activated deferred items of ``kind``, in order."""
+        index, compress = self.rule(ctx)
+        plan = self.plan(compress, index)
+        items = plan.items
+        labels = self.item_activations.listed(_client_key(ctx))
+        return plan, [items[x].item for x in labels if x in items and items[x].kind == kind]
+
     async def _list_resources(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         self._track(ctx)
-        return types.ListResourcesResult(
-            resources=[r for u in self.upstreams.values() for r in u.resources]
-        )
+        plan, extra = self._listed_items(ctx, "resource")
+        return types.ListResourcesResult(resources=[*plan.resources, *extra])
 
     async def _list_templates(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(
-            resource_templates=[t for u in self.upstreams.values() for t in u.templates]
-        )
+        self._track(ctx)
+        plan, extra = self._listed_items(ctx, "template")
+        return types.ListResourceTemplatesResult(resource_templates=[*plan.templates, *extra])
 
     async def _read_resource(
         self, ctx: Ctx, params: types.ReadResourceRequestParams
@@ -533,13 +572,8 @@ class Gateway:
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         self._track(ctx)
-        return types.ListPromptsResult(
-            prompts=[
-                p.model_copy(update={"name": gateway_name(u.name, p.name)})
-                for u in self.upstreams.values()
-                for p in u.prompts
-            ]
-        )
+        plan, extra = self._listed_items(ctx, "prompt")
+        return types.ListPromptsResult(prompts=[*plan.prompts, *extra])
 
     async def _get_prompt(
         self, ctx: Ctx, params: types.GetPromptRequestParams

@@ -29,8 +29,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import mcp_types as types
+
 from offload.core.analysis import analyse_query, terms
 from offload.core.fusion import fuse
+from offload.gateway.catalog import DeferredItem
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,6 +47,7 @@ __all__ = [
     "ToolIndex",
     "clauses",
     "doc_for",
+    "doc_for_item",
     "embedding_text",
 ]
 
@@ -305,4 +309,26 @@ def doc_for(key: str, tool: Mapping[str, Any]) -> ToolDoc:
         description=str(tool.get("description") or ""),
         params=tuple(props),
         param_text=_param_text(props),
+    )
+
+
+def doc_for_item(label: str, d: DeferredItem) -> ToolDoc:
+    """A :class:`ToolDoc` for a deferred resource, template or prompt (keyed by its label):
+    its name and title, its description with its URI (template) and MIME type, a
+    prompt's arguments as parameters."""
+    item = d.item
+    where = ""
+    if isinstance(item, types.Resource):
+        where = str(item.uri)
+    elif isinstance(item, types.ResourceTemplate):
+        where = item.uri_template
+    mime = "" if isinstance(item, types.Prompt) else item.mime_type or ""
+    args = (item.arguments or []) if isinstance(item, types.Prompt) else []
+    return ToolDoc(
+        key=label,
+        name=item.name,
+        title=item.title or "",
+        description="\n".join(x for x in (item.description or "", where, mime) if x),
+        params=tuple(a.name for a in args),
+        param_text="\n".join(a.description or "" for a in args),
     )
