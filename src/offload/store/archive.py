@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -76,6 +77,11 @@ def _line(out: io.TextIOWrapper, record: dict[str, Any]) -> None:
     out.write("\n")
 
 
+def _indexed(conn: sqlite3.Connection, digest: str) -> bool:
+    row = conn.execute("SELECT id FROM blocks WHERE hash = ?", (digest,)).fetchone()
+    return row is not None and index.is_indexed(conn, int(row[0]))
+
+
 def _records(store: Store) -> Iterator[dict[str, Any]]:
     conn = store.conn
     for row in conn.execute("SELECT * FROM entries ORDER BY id").fetchall():
@@ -86,7 +92,7 @@ def _records(store: Store) -> Iterator[dict[str, Any]]:
         rec.update(type="entry", labels=labels, body=store.block_text(row["block_hash"]))
         if row["content_hash"] != row["block_hash"] and store.has_block(row["content_hash"]):
             rec["original"] = store.block_text(row["content_hash"])
-            rec["original_indexed"] = store.block_indexed(row["content_hash"])
+            rec["original_indexed"] = _indexed(conn, row["content_hash"])
         yield rec
     for row in conn.execute("SELECT * FROM tombstones ORDER BY id").fetchall():
         yield {"type": "tombstone", **{k: row[k] for k in row.keys() if k != "id"}}  # noqa: SIM118

@@ -452,11 +452,6 @@ class Store:
             is not None
         )
 
-    def block_indexed(self, digest: str) -> bool:
-        """Whether the block with this hash is in the search index."""
-        row = self.conn.execute("SELECT id FROM blocks WHERE hash = ?", (digest,)).fetchone()
-        return row is not None and index.is_indexed(self.conn, int(row[0]))
-
     def touch(self, entry_id: int) -> None:
         """Record an access (feeds the recency x frequency score)."""
         with db.write_tx(self.conn) as conn:
