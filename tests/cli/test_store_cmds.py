@@ -50,6 +50,21 @@ def test_add_then_ls_search_show_and_cat_round_trip(
     assert run(capsys, "cat", ref, "--lines", "2-2")[1] == "second line\n"
 
 
+def test_search_shows_the_best_matching_lines_with_their_numbers(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = "header line\nnothing\nthe deploy failed\ndeploy canary failed here\nend\n"
+    assert run(capsys, "add", "--topic", "ci", body)[0] == 0
+    out = run(capsys, "search", "canary deploy failed")[1].splitlines()
+    assert out[0].endswith("L1-5 | ci")
+    assert out[1:] == ["  L3: the deploy failed", "  L4: deploy canary failed here"]
+    hit = json.loads(run(capsys, "search", "--json", "canary deploy failed")[1])["hits"][0]
+    assert hit["best_lines"] == [
+        {"line": 3, "text": "the deploy failed"},
+        {"line": 4, "text": "deploy canary failed here"},
+    ]
+
+
 def test_add_reads_a_file_inside_the_project(
     home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -89,6 +89,18 @@ async def test_search_answers_several_queries_and_references_repeated_chunks(env
     assert blocks[-1].startswith(f'[open a hit: read(ref="{ref}", offset={start})')
 
 
+async def test_search_shows_each_hits_best_matching_lines_with_their_numbers(
+    env: McpEnv,
+) -> None:
+    body = "header line\nnothing\nthe deploy failed\ndeploy canary failed here\nend\n"
+    async with env.connect() as s:
+        ref = await put(s, body, topic="ci")
+        text = await s.ok("search", queries=["canary deploy failed"])
+    assert text.splitlines()[1] == (
+        f"  {ref} L1-5 | ci | L3: the deploy failed · L4: deploy canary failed here"
+    )
+
+
 async def test_search_filters_by_kind_status_salience_source_and_scope(env: McpEnv) -> None:
     env.store.put("shared needle far away", scope="/else", kind="log", topic="far")
     async with env.connect() as s:

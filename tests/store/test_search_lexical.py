@@ -151,6 +151,12 @@ def test_snippets_show_the_best_matching_lines_with_their_numbers(store: Store) 
     assert [n for n, _ in hit.lines] == [3, 4]
 
 
+def test_snippets_leave_out_lines_holding_under_half_the_best_lines_terms(store: Store) -> None:
+    store.put("\n".join(["deploy notes", "the canary rollout failed at deploy time", "end"]))
+    (hit,) = store.search("canary rollout failed deploy")
+    assert [n for n, _ in hit.lines] == [2]
+
+
 def test_the_store_api_opens_puts_searches_reads_and_forgets(tmp_path: Path) -> None:
     with open_store(tmp_path / "m.db", counter=EstimateCounter()) as s:
         ref = s.put("Caroline said, hello there", scope="c").entry.ref

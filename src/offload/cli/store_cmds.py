@@ -285,6 +285,7 @@ def _hit_json(h: Hit) -> dict[str, Any]:
         "score": round(h.score, 4),
         "snippet": h.snippet,
         "in_original": h.in_original,
+        "best_lines": [{"line": n, "text": t} for n, t in _best_lines(h)],
     }
 
 
@@ -307,14 +308,23 @@ def _ls_text(rows: list[Entry], total: int, page: int, limit: int) -> str:
     return "\n".join(lines)
 
 
+def _best_lines(h: Hit) -> tuple[tuple[int, str], ...]:
+    # a metadata-only hit has no lines of its own: its topic and summary stand in
+    return h.lines or ((h.match_line, h.snippet),)
+
+
 def _hits_text(hits: list[Hit]) -> str:
+    """A head line per hit, then its best-matching lines, each with its number."""
     if not hits:
         return "no matches"
-    return "\n".join(
-        f"{h.entry.ref} L{h.start_line}-{h.end_line}{_hit_note(h)} | "
-        f"{h.entry.topic or h.entry.kind} | L{h.match_line}: {h.snippet}"
-        for h in hits
-    )
+    out: list[str] = []
+    for h in hits:
+        out.append(
+            f"{h.entry.ref} L{h.start_line}-{h.end_line}{_hit_note(h)} | "
+            f"{h.entry.topic or h.entry.kind}"
+        )
+        out.extend(f"  L{n}: {text}" for n, text in _best_lines(h))
+    return "\n".join(out)
 
 
 def _hit_note(h: Hit) -> str:

@@ -132,12 +132,14 @@ def hit_lines(
             continue
         shown[key] = number
         topic = one_line(h.entry.topic, 60)
-        snippet = one_line(h.snippet, _SNIPPET_CHARS)
         if h.in_original:
             where += f" ({ORIGINAL_HIT_NOTE})"
         elif h.entry.compressed:
             where += " (lossy)"
-        out.append(f"  {where} | {topic} | L{h.match_line}: {snippet}")
+        # the best-matching lines with their numbers (a metadata hit: its topic/summary)
+        best = h.lines or ((h.match_line, h.snippet),)
+        shown_lines = " · ".join(f"L{n}: {one_line(t, _SNIPPET_CHARS)}" for n, t in best)
+        out.append(f"  {where} | {topic} | {shown_lines}")
     return "\n".join(out)
 
 

@@ -429,7 +429,8 @@ def best_lines(
     text: str, terms: set[str], first_line: int, width: int, most: int = _SNIPPET_LINES
 ) -> list[tuple[int, str]]:
     """Up to ``most`` (line number, excerpt) pairs of the lines holding the most distinct
-    query terms, best first; the first line when none holds any."""
+    query terms, best first; the first line when none holds any. A line holding fewer than
+    half the best line's terms is left out (it would be noise beside it)."""
     lines = text.splitlines() or [""]
     scored: list[tuple[int, int, int]] = []  # (-terms matched, index, match offset)
     for i, line in enumerate(lines):
@@ -440,7 +441,9 @@ def best_lines(
     if not scored:
         return [(first_line, _excerpt(lines[0], 0, width))]
     scored.sort()
-    return [(first_line + i, _excerpt(lines[i], pos, width)) for _n, i, pos in scored[:most]]
+    top = -scored[0][0]
+    kept = [s for s in scored[:most] if -2 * s[0] >= top]
+    return [(first_line + i, _excerpt(lines[i], pos, width)) for _n, i, pos in kept]
 
 
 def _excerpt(line: str, pos: int, width: int) -> str:
