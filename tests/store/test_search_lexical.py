@@ -219,6 +219,38 @@ def test_an_old_store_is_reindexed_when_opened(tmp_path: Path) -> None:
         assert "chunks_fts" not in tables and "meta_fts" not in tables
 
 
+def _bodies_indexed_on_open(path: Path) -> int:
+    """How many chunk rows the migrations write into search_body when ``path`` is opened."""
+    conn = db.connect(path, busy_timeout_s=5, synchronous="NORMAL")
+    written: list[str] = []
+    conn.set_trace_callback(written.append)
+    db.migrate(conn)
+    conn.close()
+    return sum(1 for sql in written if sql.startswith("INSERT INTO search_body (rowid, terms)"))
+
+
+def test_an_old_store_is_analysed_once_when_opened(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _old_store(path)
+    assert _bodies_indexed_on_open(path) == 1  # one chunk, rebuilt once (it was twice)
+    with Store(path, counter=EstimateCounter()) as s:
+        assert [h.entry.id for h in s.search("canary")] == [1]
+
+
+def test_a_store_analysed_by_the_first_version_is_rebuilt_by_the_second(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _old_store(path)
+    conn = db.connect(path, busy_timeout_s=5, synchronous="NORMAL")
+    with db.write_tx(conn):
+        for name, fn in db.MIGRATIONS[4:5]:  # m_search_analysed_index as version 1 ran it
+            assert name == "m_search_analysed_index"
+            fn(conn)
+            conn.execute("INSERT INTO _migrations VALUES (?, 0)", (name,))
+        conn.execute("DELETE FROM state WHERE namespace = 'search.index'")  # v1 kept no record
+    conn.close()
+    assert _bodies_indexed_on_open(path) == 1
+
+
 def test_a_forgotten_entry_leaves_both_indexes(store: Store) -> None:
     e = store.put("findable body words", topic="findable topic").entry
     store.forget(e.ref)

@@ -18,6 +18,7 @@ transaction starts; inside it only the inserts run.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -202,9 +203,31 @@ def optimize(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO search_meta (search_meta) VALUES ('optimize')")
 
 
+_BUILT_WITH = ("search.index", "analysis_version")  # state row: what built the index
+
+
+def built_with_current_analysis(conn: sqlite3.Connection) -> bool:
+    """Whether search_body was last rebuilt by this ``analysis.ANALYSIS_VERSION`` (so a
+    later migration that rebuilds for an older version has nothing left to do)."""
+    row = conn.execute(
+        "SELECT value FROM state WHERE namespace = ? AND key = ?", _BUILT_WITH
+    ).fetchone()
+    return row is not None and row[0] == str(analysis.ANALYSIS_VERSION)
+
+
+def _record_built(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
+        "updated = excluded.updated",
+        (*_BUILT_WITH, str(analysis.ANALYSIS_VERSION), time.time()),
+    )
+
+
 def reindex_chunks(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
     """Fill search_body and the vocabulary from the chunks already recorded (their offsets
-    stay; only the terms are re-derived). Corrupt blocks are skipped; returns blocks done."""
+    stay; only the terms are re-derived), and record the analysis version that did it.
+    Corrupt blocks are skipped; returns blocks done."""
     from offload.store import blocks  # the codec; imported here to keep this module light
 
     ids = [
@@ -235,4 +258,5 @@ def reindex_chunks(conn: sqlite3.Connection, progress: Progress | None = None) -
         done += 1
         if progress is not None:
             progress(i, len(ids))
+    _record_built(conn)
     return done
