@@ -259,3 +259,15 @@ def test_a_forgotten_entry_leaves_both_indexes(store: Store) -> None:
         "INSERT INTO search_body (search_body, rank) VALUES ('integrity-check', 1)"
     )
     assert isinstance(integrity, sqlite3.Cursor)
+
+
+def test_a_put_writes_only_the_vocabulary_words_the_store_lacks(store: Store) -> None:
+    store.put("the quokka ate zucchini")
+    written: list[str] = []
+    store.conn.set_trace_callback(written.append)
+    store.put("zucchini for the wombat")
+    store.conn.set_trace_callback(None)
+    inserted = [s for s in written if s.startswith("INSERT OR IGNORE INTO terms")]
+    assert len(inserted) == 2 and any("'wombat'" in s for s in inserted)  # "for" and "wombat"
+    assert [h.entry.id for h in store.search("wombats")] == [2]  # still a known word
+    assert store.search("wombatt") and store.search("zuchini")  # typos reach both bodies

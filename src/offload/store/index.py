@@ -17,10 +17,11 @@ transaction starts; inside it only the inserts run.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from offload.core import analysis
 from offload.core.chunking import chunk_text
@@ -70,6 +71,25 @@ def prepare(text: str, chunk_lines: int, chunk_chars: int) -> PreparedIndex:
     )
     vocab = tuple(sorted(analysis.surface_words(text[:VOCABULARY_SCAN_CHARS])))
     return PreparedIndex(chunks, vocab)
+
+
+KNOWN_TERMS = "SELECT term FROM terms WHERE term IN (SELECT value FROM json_each(?))"
+
+
+def without_known_vocabulary(conn: sqlite3.Connection, prepared: PreparedIndex) -> PreparedIndex:
+    """``prepared`` keeping only the vocabulary words the store does not hold yet.
+
+    A read, done before the write lock: after a store's first few puts nearly every word of
+    a body is known, and inserting them all again was about a quarter of the time a 4 KB put
+    held the lock. A word another writer adds meanwhile is inserted twice, harmlessly
+    (``INSERT OR IGNORE``).
+    """
+    if not prepared.vocabulary:
+        return prepared
+    known = {r[0] for r in conn.execute(KNOWN_TERMS, (json.dumps(prepared.vocabulary),))}
+    if not known:
+        return prepared
+    return replace(prepared, vocabulary=tuple(t for t in prepared.vocabulary if t not in known))
 
 
 def insert_block(conn: sqlite3.Connection, block_id: int, prepared: PreparedIndex) -> None:

@@ -246,9 +246,13 @@ class Store:
 
     def _prepare_block(self, data: bytes, *, indexed: bool) -> rows.PreparedBlock:
         s = self.settings
-        return rows.prepare_block(
+        b = rows.prepare_block(
             data, indexed=indexed, chunk_lines=s.chunk_lines, chunk_chars=s.chunk_chars
         )
+        if b.index is None:
+            return b
+        # which vocabulary words are new is read here, before the write lock
+        return dataclasses.replace(b, index=index.without_known_vocabulary(self.conn, b.index))
 
     def _commit_put(self, conn: sqlite3.Connection, p: _PendingPut) -> PutResult:
         """The inserts of a prepared put (inside the caller's write transaction)."""
