@@ -158,3 +158,30 @@ def test_backfill_embeds_the_entries_stored_without_a_model(
 def test_backfill_without_a_model_does_nothing(store: Store) -> None:
     store.put("lexical only")
     assert vectors.backfill(store) == 0
+
+
+def _rows(n: int, dim: int = 256, seed: int = 3) -> NDArray[np.float32]:
+    rng = np.random.default_rng(seed)
+    # a prefix that carries most of the signal, as in a Matryoshka-trained model
+    rows = rng.standard_normal((n, dim)).astype(np.float32)
+    rows[:, vectors.COARSE_DIMS :] *= 0.3
+    out: NDArray[np.float32] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return out
+
+
+def test_the_two_pass_nearest_ranks_by_the_whole_vector_and_keeps_the_filter() -> None:
+    n = vectors.COARSE_ROWS + 5000
+    rows = _rows(n)
+    ids = np.arange(1, n + 1, dtype=np.int64)
+    prefixes = vectors.unit_prefixes(rows)  # what VectorMatrix.prefixes() holds
+    assert prefixes.shape == (n, vectors.COARSE_DIMS)
+    query = rows[123]
+    exact, floor = vectors.nearest(ids, rows, query, 20)
+    fast, fast_floor = vectors.nearest(ids, rows, query, 20, prefixes=prefixes)
+    assert fast[0] == exact[0] and fast[0][0] == 124  # the row itself, similarity 1
+    assert [s for _, s in fast] == sorted((s for _, s in fast), reverse=True)
+    assert len({e for e, _ in fast} & {e for e, _ in exact}) >= 18
+    assert fast_floor == floor
+    allowed = ids[ids % 2 == 0]
+    kept, _ = vectors.nearest(ids, rows, query, 20, allowed=allowed, prefixes=prefixes)
+    assert kept and all(e % 2 == 0 for e, _ in kept)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
 from offload.errors import StoreError
-from offload.store import hybrid, index, query, scope_terms
+from offload.store import hybrid, index, query, scope_terms, selective
 from offload.store.models import Entry, Filters, Hit, access_score
 
 if TYPE_CHECKING:
@@ -206,7 +206,7 @@ def lexical_candidates(
     few of them (a small scope in a big store).
     """
     match = match_expression(terms)
-    body = _top_entries(conn, _BODY_TOP, _BODY_ENTRIES, match, where, params, need)
+    body = _top_body(conn, terms, where, params, need)
     meta = _top_entries(conn, _META_TOP, _META_ENTRIES, match, where, params, need)
     out: dict[int, Candidate] = dict(body)
     for eid, c in meta.items():
@@ -245,6 +245,67 @@ def _top_entries(
         if len(best) >= need or len(scored) < pool:
             return best
         pool *= 8
+
+
+def _mapped(
+    conn: sqlite3.Connection,
+    entries_sql: str,
+    bm25: dict[int, float],
+    where: str,
+    params: list[Any],
+) -> dict[int, Candidate]:
+    """Scored rows mapped to the entries the filter keeps (each entry's best row)."""
+    rows = conn.execute(entries_sql.format(where=where), (json.dumps(list(bm25)), *params))
+    best: dict[int, Candidate] = {}
+    for r in rows.fetchall():
+        key = int(r["eid"]) if r["cid"] is None else int(r["cid"])
+        score = bm25.get(key, 0.0)
+        eid = int(r["eid"])
+        have = best.get(eid)
+        if have is None or score > have.score:
+            best[eid] = _candidate(r, score)
+    return best
+
+
+def _top_body(
+    conn: sqlite3.Connection, terms: list[str], where: str, params: list[Any], need: int
+) -> dict[int, Candidate]:
+    """The best chunks' entries, with BM25's work bounded by term selectivity
+    (store/selective.py): only rows matching a rare term are scored, exactly; once no row
+    matching only common terms can reach the top, that is the top; otherwise the next
+    rarest term joins the rare ones (at worst every term: the plain OR query)."""
+    p = selective.plan(conn, "search_body", terms)
+    pool = max(_MIN_POOL, need * 4)
+    while True:
+        bm25: dict[int, float] = {}
+        exhausted = True
+        for match in _partitions(p):
+            scored = conn.execute(_BODY_TOP, (match, pool)).fetchall()
+            exhausted = exhausted and len(scored) < pool
+            bm25.update((int(r[0]), -float(r[1])) for r in scored)
+        best = _mapped(conn, _BODY_ENTRIES, bm25, where, params)
+        if len(best) < need and not exhausted:
+            pool *= 8  # the filter keeps few of the best: reach deeper
+            continue
+        if not p.rest:
+            return best
+        kept = sorted((c.score for c in best.values()), reverse=True)
+        if len(kept) >= need and kept[need - 1] >= p.bound:
+            return best
+        if len(kept) < need:
+            p.widen_all()  # the filter keeps few rows of the rare terms: one pass over all
+        else:
+            p.widen()
+
+
+def _partitions(p: selective.Plan) -> list[str]:
+    """MATCH expressions covering every row that matches a rare term, disjointly, each
+    holding every term once (so bm25() scores a row as the plain OR query would)."""
+    rare = match_expression(p.scored)
+    if not p.rest:
+        return [rare]
+    common = match_expression(p.rest)
+    return [f"({rare}) AND ({common})", f"({rare}) NOT ({common})"]
 
 
 def _candidate(r: sqlite3.Row, score: float, *, direct: bool = True) -> Candidate:

@@ -1,0 +1,187 @@
+"""BM25 over any of a query's terms, with its work bounded by their selectivity.
+
+FTS5's ``bm25()`` costs tens of times more per matching row than finding the row (it reads
+the row's length and every phrase's positions), so an OR query holding a common word (a
+speaker's name in a third of the rows) spent nearly all its time scoring rows that end up
+nowhere near the top. Here the terms are split by document frequency, measured from the
+index itself (``fts5vocab``; common words cached per database file): only rows matching one
+of the rare terms are scored, in two disjoint queries, ``(rare) AND (common)`` and
+``(rare) NOT (common)``, so every phrase is in each expression once and FTS5 gives each row
+exactly the score the plain OR query would. A row matching only common terms scores at most
+the sum of their upper bounds (``idf * (k1 + 1)``): when the candidates' cut-off is above
+that bound the top is exactly the plain query's; when it is not, the next rarest term joins
+the rare ones and the pass repeats (at worst: every term, the plain query).
+
+SQL is built by small functions here and run by the caller's connection; nothing here
+writes to the store (the vocabulary table is a per-connection ``temp`` table).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# FTS5's bm25() constant k1 (fts5_aux.c): a term's share of a row's score is below idf * (k1 + 1)
+K1 = 1.2
+# Rows the first pass may score: the rarest terms whose matches add up to this join it
+# (at least one term). ~2 ms of bm25() on an idle core; the rest of the terms are bounded.
+POSTINGS_BUDGET = 3000
+# Cached document frequencies hold while the row count stays within this share.
+_DRIFT = 0.02
+_CACHED_DF = 64
+
+
+def idf(rows: int, df: int) -> float:
+    """FTS5's idf: log((N - n + 0.5) / (n + 0.5)), at least 1e-6."""
+    value = math.log((rows - df + 0.5) / (df + 0.5)) if rows else 0.0
+    return value if value > 0 else 1e-6
+
+
+def upper_bound(rows: int, dfs: Sequence[int]) -> float:
+    """The most a row matching only terms of these document frequencies can score."""
+    return sum(idf(rows, df) * (K1 + 1.0) for df in dfs)
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    """SQLite's varint (big-endian, 7 bits a byte, the 9th byte whole)."""
+    value = 0
+    for _ in range(8):
+        c = buf[i]
+        i += 1
+        value = (value << 7) | (c & 0x7F)
+        if not c & 0x80:
+            return value, i
+    return (value << 8) | buf[i], i + 1
+
+
+def totals_sql(table: str) -> str:
+    """The table's statistics record: FTS5 keeps the row count and the tokens per column
+    in ``%_data`` row 1 (the "averages" record bm25() itself reads)."""
+    return f"SELECT block FROM {table}_data WHERE id = 1"
+
+
+def vocab_sql(table: str) -> tuple[str, str]:
+    """(create, lookup): a per-connection fts5vocab table of ``table`` and a df lookup."""
+    vocab = f"temp.{table}_vocab"
+    create = f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {table}, 'row')"
+    return create, f"SELECT doc FROM {vocab} WHERE term = ?"
+
+
+@dataclass(frozen=True)
+class Totals:
+    """An FTS5 table's row count and average row length in tokens."""
+
+    rows: int
+    avg_length: float
+
+
+class TermStats:
+    """Document frequencies of one FTS5 table, cached while its row count holds."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        self._lock = threading.Lock()
+        self._rows = -1
+        self._df: dict[str, int] = {}
+
+    def totals(self, conn: sqlite3.Connection) -> Totals:
+        """The table's current row count and average length (one small read)."""
+        row = conn.execute(totals_sql(self.table)).fetchone()
+        if row is None or not row[0]:
+            return Totals(0, 0.0)
+        buf = bytes(row[0])
+        rows, i = _varint(buf, 0)
+        tokens = 0
+        while i < len(buf):
+            n, i = _varint(buf, i)
+            tokens += n
+        totals = Totals(rows, tokens / rows if rows else 0.0)
+        with self._lock:
+            if abs(rows - self._rows) > _DRIFT * max(self._rows, 1):
+                self._df, self._rows = {}, rows
+        return totals
+
+    def df(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
+        """Each term's document frequency (cached; call :meth:`totals` first)."""
+        with self._lock:
+            have = {t: self._df[t] for t in terms if t in self._df}
+        missing = [t for t in terms if t not in have]
+        if missing:
+            create, lookup = vocab_sql(self.table)
+            conn.execute(create)
+            for t in missing:
+                row = conn.execute(lookup, (t,)).fetchone()
+                have[t] = 0 if row is None else int(row[0])
+            with self._lock:
+                # a word absent or rare now may be stored any moment: only the common ones,
+                # whose weight barely moves with a few more rows, are remembered
+                self._df.update((t, have[t]) for t in missing if have[t] >= _CACHED_DF)
+        return have
+
+
+# per database file and table: a document frequency belongs to the file's index, whichever
+# connection reads it
+_stats: dict[tuple[str, str], TermStats] = {}
+_stats_lock = threading.Lock()
+_STATS_FILES = 64
+
+
+def stats_for(conn: sqlite3.Connection, table: str) -> TermStats:
+    """The cached statistics of ``table`` in the database file ``conn`` has open."""
+    file = ""
+    for row in conn.execute("PRAGMA database_list"):
+        if row[1] == "main":
+            file = str(row[2])
+    key = (file or f"memory:{id(conn)}", table)
+    with _stats_lock:
+        got = _stats.get(key)
+        if got is None:
+            if len(_stats) >= _STATS_FILES:
+                _stats.clear()
+            got = _stats[key] = TermStats(table)
+        return got
+
+
+@dataclass
+class Plan:
+    """The rare terms (``scored``: every row matching one is scored) and the common ones
+    (``rest``: bounded), rarest first."""
+
+    scored: list[str]
+    rest: list[str]
+    df: dict[str, int]
+    totals: Totals
+
+    @property
+    def bound(self) -> float:
+        """The most a row matching only ``rest`` terms can score."""
+        return upper_bound(self.totals.rows, [self.df[t] for t in self.rest])
+
+    def widen(self) -> None:
+        """Move the rarest remaining term to the scored ones."""
+        self.scored.append(self.rest.pop(0))
+
+    def widen_all(self) -> None:
+        """Score every term (the plain OR query)."""
+        self.scored.extend(self.rest)
+        self.rest.clear()
+
+
+def plan(conn: sqlite3.Connection, table: str, terms: Sequence[str]) -> Plan:
+    """Split ``terms``: the rarest up to :data:`POSTINGS_BUDGET` matches are scored by FTS5."""
+    stats = stats_for(conn, table)
+    totals = stats.totals(conn)
+    df = stats.df(conn, list(dict.fromkeys(terms)))
+    order = sorted(df, key=lambda t: (df[t], t))
+    order = [t for t in order if df[t] > 0] or order[:1]
+    scored: list[str] = []
+    spent = 0
+    for t in order:
+        if scored and spent + df[t] > POSTINGS_BUDGET:
+            break
+        scored.append(t)
+        spent += df[t]
+    return Plan(scored, order[len(scored) :], df, totals)

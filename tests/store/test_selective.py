@@ -1,0 +1,64 @@
+"""Bounded BM25 (store/selective.py): the same top as bm25() over every match, less work."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from offload.core import analysis
+from offload.core.tokens import EstimateCounter
+from offload.store import query, search, selective
+from offload.store.store import NO_FILTERS, Store
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"]
+
+
+def _corpus(store: Store, seed: int, n: int = 400) -> None:
+    rng = random.Random(seed)
+    texts = []
+    for i in range(n):
+        # "common" in nine rows of ten, a few mid words, a rare word now and then
+        words = ["common"] * (rng.random() < 0.9) + rng.sample(WORDS, rng.randint(1, 4))
+        words += [f"rare{rng.randint(0, 60)}"] * (rng.random() < 0.3)
+        texts.append(" ".join([*rng.sample(words, len(words)), f"row{i}"]))
+    store.put_many(texts, scope="c")
+
+
+def _top(store: Store, text: str, need: int) -> list[tuple[int, float]]:
+    where, params = query.filter_sql(NO_FILTERS, store.clock())
+    terms = list(analysis.analyse_query(text).any_of)
+    found = search.lexical_candidates(store.conn, terms, where, params, need)
+    return [(c.entry_id, round(c.score, 9)) for c in found[:need]]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("text", ["common alpha", "common bravo rare7", "alpha bravo charlie"])
+def test_bounded_bm25_gives_the_top_of_bm25_over_every_match(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, text: str
+) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        _corpus(store, seed)
+        monkeypatch.setattr(selective, "POSTINGS_BUDGET", 10**9)  # every term scored by FTS5
+        full = _top(store, text, 50)
+        monkeypatch.setattr(selective, "POSTINGS_BUDGET", 20)  # the rarest term alone
+        assert len(selective.plan(store.conn, "search_body", text.split()).scored) == 1
+        bounded = _top(store, text, 50)
+    assert [e for e, _ in bounded] == [e for e, _ in full]
+    assert [s for _, s in bounded] == pytest.approx([s for _, s in full], rel=1e-9)
+
+
+def test_a_word_searched_before_it_was_stored_is_found_once_stored(store: Store) -> None:
+    store.put_many([f"common filler {i}" for i in range(50)])
+    assert store.search("zebrawordx common")[0].entry.topic == ""
+    assert not [h for h in store.search("zebrawordx") if "zebrawordx" in h.text]
+    e = store.put("the zebrawordx failed").entry
+    assert store.search("zebrawordx")[0].entry.id == e.id
+
+
+def test_idf_and_bounds_follow_fts5s_formula() -> None:
+    assert selective.idf(100, 10) == pytest.approx(math.log(90.5 / 10.5))
+    assert selective.idf(100, 80) == 1e-6  # a word in most rows weighs (almost) nothing
+    assert selective.upper_bound(100, [10, 10]) == pytest.approx(2 * 2.2 * math.log(90.5 / 10.5))
