@@ -70,12 +70,17 @@ class OffloadProcess(Started):
                     stderr=log,
                 )
             proc = self.proc
-            wait_until(
-                lambda p=proc: self.ready() or p.poll() is not None,  # type: ignore[misc]
-                START_TIMEOUT_S,
-                interval=0.05,
-                what=f"{self.what} on port {self.port} (log: {self.log})",
-            )
+            try:
+                wait_until(
+                    lambda p=proc: self.ready() or p.poll() is not None,  # type: ignore[misc]
+                    START_TIMEOUT_S,
+                    interval=0.05,
+                    what=f"{self.what} on port {self.port} (log: {self.log})",
+                )
+            except BaseException:
+                # a start that timed out must not leave the process serving past the test
+                self.stop()
+                raise
             if proc.poll() is None:
                 return self
         raise AssertionError(f"{self.what} would not start:\n{self.log_text()}")
