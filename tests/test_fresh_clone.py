@@ -1,7 +1,7 @@
 """A newcomer's first commands, as the README writes them, from a fresh clone.
 
-The repository is cloned into an empty directory (no ``../shared`` beside it, no
-``.venv``); the README's install command is parsed from the README itself (so the two
+The repository is cloned into an empty directory (no data directory beside it,
+no ``.venv``); the README's install command is parsed from the README itself (so the two
 cannot drift) and run as written, and ``offload serve`` must answer. In the same clone
 the package builds as a wheel and an sdist ready for PyPI, and the README's test command
 runs a fast subset (not the whole suite again, recursively).

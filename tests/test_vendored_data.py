@@ -9,8 +9,10 @@ from realparts import CATALOGS, TEST_DATA, TRACES
 
 TESTS = Path(__file__).resolve().parent
 
-# a path built from a directory beside the checkout, e.g. parents[3] / "shared" or "../shared"
-OUTSIDE = re.compile(r"""["']\.\./shared|/\s*["']shared["']|/work/shared""")
+# the data directory a development machine keeps beside the checkout: a test must never
+# build a path to it (``parents[3] / NAME``, a relative ``../NAME``, or its absolute path)
+SIBLING = "shared"
+OUTSIDE = re.compile(rf"""["']\.\./{SIBLING}|/\s*["']{SIBLING}["']|/work/{SIBLING}""")
 
 
 def test_no_test_builds_a_path_to_the_shared_data_beside_the_checkout() -> None:
