@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -234,14 +235,7 @@ def _top_entries(
         rows = conn.execute(
             entries_sql.format(where=where), (json.dumps(list(bm25)), *params)
         ).fetchall()
-        best: dict[int, Candidate] = {}
-        for r in rows:
-            key = int(r["eid"]) if r["cid"] is None else int(r["cid"])
-            score = bm25.get(key, 0.0)
-            eid = int(r["eid"])
-            have = best.get(eid)
-            if have is None or score > have.score:
-                best[eid] = _candidate(r, score)
+        best = _best_per_entry(rows, bm25)
         if len(best) >= need or len(scored) < pool:
             return best
         pool *= 8
@@ -256,8 +250,13 @@ def _mapped(
 ) -> dict[int, Candidate]:
     """Scored rows mapped to the entries the filter keeps (each entry's best row)."""
     rows = conn.execute(entries_sql.format(where=where), (json.dumps(list(bm25)), *params))
+    return _best_per_entry(rows.fetchall(), bm25)
+
+
+def _best_per_entry(rows: Iterable[sqlite3.Row], bm25: dict[int, float]) -> dict[int, Candidate]:
+    """Each entry's best-scored row (a row is an entry's chunk, or the entry itself)."""
     best: dict[int, Candidate] = {}
-    for r in rows.fetchall():
+    for r in rows:
         key = int(r["eid"]) if r["cid"] is None else int(r["cid"])
         score = bm25.get(key, 0.0)
         eid = int(r["eid"])
