@@ -295,6 +295,16 @@ def explain(settings: Settings) -> list[tuple[str, Any, str]]:
     return rows
 
 
+# settings whose value is a credential, by the name's ending (a new ``*_token`` or
+# ``*api_key`` setting is covered without registering it): shown masked, never in clear
+SECRET_ENDINGS = ("token", "api_key", "apikey", "password", "secret")
+
+
+def is_secret(key: str) -> bool:
+    """Whether the dotted setting ``key`` holds a credential (``proxy.bearer_token``)."""
+    return key.rpartition(".")[2].lower().endswith(SECRET_ENDINGS)
+
+
 def non_default(settings: Settings) -> dict[str, dict[str, Any]]:
     """Only the values that differ from the defaults, nested by section (for writing back)."""
     defaults = Settings()

@@ -317,6 +317,26 @@ async def test_configured_bearer_tokens_guard_the_figures_and_the_mcp_endpoint(
             assert (await c.post("/mcp", json=MCP_INIT, headers=mcp_auth)).status_code == 200
 
 
+@pytest.mark.anyio
+async def test_the_banner_stats_and_dashboard_never_show_a_credential(tmp_path: Path) -> None:
+    settings = load_settings(
+        env={"OFFLOAD_HOME": str(tmp_path / "home")},
+        flags={
+            "mcp.bearer_token": "mcp-secret-4d2",
+            "proxy.upstream": f"http://agent:hunter2@127.0.0.1:{free_port()}/v1",
+        },
+    )
+    served = build(settings, Store.open(settings), cwd=tmp_path)
+    assert "hunter2" not in served.banner() and "agent:***@127.0.0.1" in served.banner()
+    async with asgi_lifespan(served.app, "serve"):
+        transport = httpx.ASGITransport(app=served.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8900") as c:
+            stats, page = (await c.get("/api/stats")).text, (await c.get("/")).text
+    assert stats.count("agent:***@127.0.0.1") == 1 and "agent:***@127.0.0.1" in page
+    for shown in (stats, page):
+        assert "hunter2" not in shown and "mcp-secret-4d2" not in shown
+
+
 def test_the_gateway_files_own_gateway_table_applies_under_env_and_flags(tmp_path: Path) -> None:
     config = tmp_path / "gateway.toml"
     config.write_text(

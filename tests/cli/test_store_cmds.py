@@ -133,6 +133,23 @@ def test_doctor_export_import_and_config_show(
     assert shown["settings"]["store.home"]["source"] == "env:OFFLOAD_HOME"
 
 
+def test_the_cli_defaults_to_the_scope_the_mcp_server_uses(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from offload.config import environ, load_settings
+    from offload.mcp.context import McpContext
+    from offload.store.store import Store
+
+    monkeypatch.setenv("OFFLOAD_MCP__SCOPE", "team-notes")
+    ref = json.loads(run(capsys, "add", "--json", "the retry budget is nine")[1])["ref"]
+    assert json.loads(run(capsys, "show", "--json", ref)[1])["scope"] == "team-notes"
+    hits = json.loads(run(capsys, "search", "--json", "retry budget")[1])["hits"]
+    assert [h["ref"] for h in hits] == [ref]
+    settings = load_settings(env=environ())
+    with Store.open(settings) as store:
+        assert McpContext.build(settings, store, tmp_path).scope == "team-notes"
+
+
 def test_help_lists_commands_and_unknown_commands_fail(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     assert "search" in capsys.readouterr().out
@@ -287,6 +304,29 @@ def test_config_show_never_prints_a_password_a_url_setting_carries(
         code, out, _ = run(capsys, "config", "show", *flag)
         assert code == 0
         assert "hunter2" not in out and "agent:***@127.0.0.1:8080" in out
+
+
+def test_config_show_masks_every_credential_setting_but_says_which_are_set(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OFFLOAD_PROXY__BEARER_TOKEN", "tok-proxy-7f3a")
+    monkeypatch.setenv("OFFLOAD_MCP__BEARER_TOKEN", "tok-mcp-91bc")
+    monkeypatch.setenv("OFFLOAD_LOCAL_MODEL__API_KEY", "sk-local-55d0")
+    for flag in ((), ("--json",)):
+        code, out, _ = run(capsys, "config", "show", *flag)
+        assert code == 0
+        for secret in ("tok-proxy-7f3a", "tok-mcp-91bc", "sk-local-55d0"):
+            assert secret not in out
+    shown = json.loads(out)["settings"]
+    assert shown["proxy.bearer_token"] == {
+        "value": "***",
+        "source": "env:OFFLOAD_PROXY__BEARER_TOKEN",
+    }
+    assert shown["mcp.bearer_token"]["value"] == "***"
+    assert shown["local_model.api_key"]["value"] == "***"
+    monkeypatch.delenv("OFFLOAD_MCP__BEARER_TOKEN")
+    shown = json.loads(run(capsys, "config", "show", "--json")[1])["settings"]
+    assert shown["mcp.bearer_token"]["value"] == ""  # unset stays visibly unset
 
 
 def test_a_fresh_store_locked_by_another_process_exits_5_with_one_line(

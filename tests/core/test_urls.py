@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from offload.core.urls import redact_url
+from offload.config import Settings, explain, is_secret
+from offload.core.urls import redact_setting, redact_url
 
 
 @pytest.mark.parametrize(
@@ -40,3 +41,17 @@ def test_a_password_holding_an_at_sign_never_leaks() -> None:
 
 def test_an_unparseable_url_hides_everything_after_the_scheme() -> None:
     assert redact_url("postgresql://u:secret@[::1/x") == "postgresql://***"
+
+
+def test_every_credential_setting_is_recognised_by_its_name() -> None:
+    secret = {key for key, _, _ in explain(Settings()) if is_secret(key)}
+    assert secret == {"mcp.bearer_token", "proxy.bearer_token", "local_model.api_key"}
+    assert not is_secret("proxy.tokenize_timeout_s")
+    assert not is_secret("local_model.compress_target_tokens")
+
+
+def test_a_setting_is_shown_with_its_credential_masked_and_its_url_redacted() -> None:
+    assert redact_setting("proxy.bearer_token", "abc") == "***"
+    assert redact_setting("proxy.bearer_token", "") == ""
+    assert redact_setting("proxy.upstream", "http://u:pw@h:1/v1") == "http://u:***@h:1/v1"
+    assert redact_setting("proxy.port", 8900) == 8900

@@ -84,13 +84,24 @@ def test_semantic_off_in_the_settings_gives_no_model() -> None:
 
 
 def test_a_missing_package_gives_no_model_and_one_notice(caplog: pytest.LogCaptureFixture) -> None:
-    missing = ("offload_test_no_such_package",)
+    # a memory of its own: the process's one remembers what earlier tests were told
+    missing, memory = ("offload_test_no_such_package",), embedding.Notices()
     with caplog.at_level(logging.WARNING, logger="offload.embedding"):
-        assert load_embedder(SearchSettings(), required=missing) is None
-        assert load_embedder(SearchSettings(), required=missing) is None
+        assert load_embedder(SearchSettings(), required=missing, notices=memory) is None
+        assert load_embedder(SearchSettings(), required=missing, notices=memory) is None
     notices = [r.getMessage() for r in caplog.records]
     assert len(notices) == 1
     assert "offload_test_no_such_package" in notices[0] and "lexical" in notices[0]
+
+
+def test_the_process_says_a_missing_package_once_whoever_asks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    missing = ("offload_test_package_absent_once",)  # named by this test alone
+    with caplog.at_level(logging.WARNING, logger="offload.embedding"):
+        for _ in range(3):
+            assert load_embedder(SearchSettings(), required=missing) is None
+    assert sum("offload_test_package_absent_once" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_every_model_the_settings_accept_can_be_loaded() -> None:

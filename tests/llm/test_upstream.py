@@ -37,6 +37,16 @@ async def test_a_port_with_nothing_listening_is_upstream_unavailable() -> None:
                 pass
 
 
+async def test_an_upstream_error_never_shows_the_password_of_the_base_url() -> None:
+    base = f"http://agent:hunter2@127.0.0.1:{free_port()}"
+    async with UpstreamClient(base) as client:
+        with pytest.raises(UpstreamUnavailable) as info:
+            await client.chat(HELLO)
+    assert "hunter2" not in str(info.value) and "agent:***@127.0.0.1" in str(info.value)
+    told = str(UpstreamHTTPError(401, '{"error": "no"}', base + "/v1/chat/completions"))
+    assert "hunter2" not in told and "HTTP 401" in told
+
+
 @pytest.mark.slow
 async def test_a_chat_completion_returns_content_and_usage(llama_server: LlamaServer) -> None:
     async with UpstreamClient(llama_server.base_url) as client:

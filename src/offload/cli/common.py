@@ -13,7 +13,7 @@ from offload.config import Settings
 from offload.core.untrusted import printable
 from offload.llm.embedding import load_embedder
 from offload.store import Store
-from offload.store.paths import project_scope
+from offload.store.paths import default_scope
 
 
 def open_store(settings: Settings) -> Store:
@@ -29,7 +29,9 @@ def open_store(settings: Settings) -> Store:
 
 def add_scope_args(parser: argparse.ArgumentParser) -> None:
     """``--scope NAME`` / ``--all-scopes`` (default: the project the cwd is in)."""
-    parser.add_argument("--scope", help="scope name (default: the git root of the cwd)")
+    parser.add_argument(
+        "--scope", help="scope name (default: [mcp] scope, else the git root of the cwd)"
+    )
     parser.add_argument("--all-scopes", action="store_true", help="every scope")
 
 
@@ -47,13 +49,13 @@ def add_root_arg(parser: argparse.ArgumentParser) -> None:
 def scope_of(
     args: argparse.Namespace, settings: Settings, *, for_write: bool = False
 ) -> str | None:
-    """The scope a command acts on; None means every scope (reads only). The default is
-    the cwd's project, named as ``store.scope_by`` says."""
+    """The scope a command acts on; None means every scope (reads only). The default is the
+    MCP server's own (:func:`default_scope`: ``mcp.scope``, else the cwd's project)."""
     if getattr(args, "scope", None):
         return str(args.scope)
     if not for_write and getattr(args, "all_scopes", False):
         return None
-    return project_scope(Path.cwd(), settings.store.scope_by)
+    return default_scope(settings, Path.cwd())
 
 
 def emit(args: argparse.Namespace, data: Any, render: Callable[[Any], str]) -> None:

@@ -6,7 +6,7 @@ import argparse
 
 from offload.cli.common import emit
 from offload.config import Settings, explain
-from offload.core.urls import redact_url
+from offload.core.urls import redact_setting
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -14,8 +14,8 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    # a URL setting (store.url, proxy.upstream) may carry a password: never print it
-    rows = [(k, redact_url(v) if isinstance(v, str) else v, s) for k, v, s in explain(settings)]
+    # a credential (proxy.bearer_token) or a URL's password (proxy.upstream): never in clear
+    rows = [(k, redact_setting(k, v), s) for k, v, s in explain(settings)]
     data = {
         "home": str(settings.home),
         "settings": {k: {"value": v, "source": s} for k, v, s in rows},

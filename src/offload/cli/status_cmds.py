@@ -18,6 +18,7 @@ from offload.cli.common import emit, open_store
 from offload.cli.setup_cmds import config_dir, wiring_for
 from offload.config import Settings
 from offload.core.clients import CLIENTS, wired
+from offload.core.urls import redact_url
 from offload.errors import OffloadError
 from offload.llm.upstream import UpstreamClient
 from offload.store.config_files import read_config
@@ -58,15 +59,17 @@ def store_status(settings: Settings) -> dict[str, Any]:
 
 
 async def upstream_status(url: str) -> dict[str, Any]:
-    """The model server answers; its context size from ``/props`` when it has one."""
+    """The model server answers; its context size from ``/props`` when it has one (``url``
+    shown without its password)."""
+    shown = redact_url(url)
     async with UpstreamClient(url, timeout=PROBE_TIMEOUT_S, connect_timeout=PROBE_TIMEOUT_S) as up:
         if not await up.health():
-            return {"ok": False, "url": url, "error": "not reachable (is llama-server running?)"}
+            return {"ok": False, "url": shown, "error": "not reachable (is llama-server running?)"}
         try:
             n_ctx = await up.n_ctx()
         except OffloadError as exc:
-            return {"ok": True, "url": url, "n_ctx": None, "error": str(exc)}
-    return {"ok": True, "url": url, "n_ctx": n_ctx}
+            return {"ok": True, "url": shown, "n_ctx": None, "error": str(exc)}
+    return {"ok": True, "url": shown, "n_ctx": n_ctx}
 
 
 def serve_status(url: str) -> dict[str, Any]:

@@ -1,14 +1,18 @@
-"""Showing a connection URL without its secrets.
+"""Showing a connection URL, or a setting, without its secrets.
 
 Store URLs (``postgresql://user:password@host/db?sslpassword=…``) and upstream URLs may
 carry credentials; anything offload prints or logs about them goes through
 :func:`redact_url`, which keeps what identifies the place (scheme, user, host, port,
-database, harmless options) and masks the rest.
+database, harmless options) and masks the rest. Settings go through
+:func:`redact_setting`: a credential (:func:`offload.config.is_secret`) is masked whole.
 """
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from offload.config import is_secret
 
 MASK = "***"
 # query options that carry a secret (libpq's password, sslpassword; generic token/key ones)
@@ -45,3 +49,11 @@ def redact_url(url: str) -> str:
 def _is_secret(option: str) -> bool:
     name = option.lower()
     return any(name == s or name.endswith("_" + s) or name.endswith(s) for s in _SECRET_OPTIONS)
+
+
+def redact_setting(key: str, value: Any) -> Any:
+    """``value`` of the dotted setting ``key`` as it may be shown: a credential masked whole
+    (an unset one stays empty, so "not set" shows), a URL through :func:`redact_url`."""
+    if is_secret(key):
+        return MASK if value else value
+    return redact_url(value) if isinstance(value, str) else value

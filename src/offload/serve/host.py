@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from offload.config import Settings
+from offload.core.urls import redact_url
 from offload.errors import OffloadError
 from offload.serve import store_api
 from offload.serve.dashboard import render_dashboard
@@ -74,7 +75,7 @@ class Served:
         """What ``offload serve`` prints on start."""
         rows = [
             f"offload serve on {self.base_url}",
-            f"  proxy      {self.base_url}/v1  (upstream {self.settings.proxy.upstream})",
+            f"  proxy      {self.base_url}/v1  (upstream {redact_url(self.settings.proxy.upstream)})",
             f"  mcp        {self.base_url}{MCP_PATH}",
             "  gateway    "
             + (f"{self.base_url}{GATEWAY_PATH}" if self.gateway else f"not mounted ({NO_GATEWAY})"),
@@ -101,7 +102,8 @@ class Served:
             "proxy": {
                 "mounted": True,
                 "url": self.base_url + "/v1",
-                "upstream": self.settings.proxy.upstream,
+                # /api/stats and the dashboard show it: never a password
+                "upstream": redact_url(self.settings.proxy.upstream),
             },
             "mcp": {
                 "mounted": True,

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from offload.config import Settings
 from offload.core.hashing import decode
 from offload.core.project_id import choose_remote, normalise_remote
 from offload.errors import BinaryFile, EncodingError, NotAFile, OutsideRoots, TooLarge
@@ -36,6 +37,13 @@ def project_scope(cwd: Path, by: str = "path") -> str:
         if identity is not None:
             return identity
     return str(root)
+
+
+def default_scope(settings: Settings, cwd: Path) -> str:
+    """The scope work started in ``cwd`` uses when none is named: ``mcp.scope`` when set,
+    else the project's (:func:`project_scope`, named as ``store.scope_by`` says). The MCP
+    server and the CLI both ask this, so ``offload search`` finds what an agent offloaded."""
+    return settings.mcp.scope or project_scope(cwd, settings.store.scope_by)
 
 
 def project_remote(root: Path) -> str | None:
