@@ -39,15 +39,27 @@ class StoreSettings:
     # how a project's default scope is named: "path" (its git root on this machine) or
     # "remote" (its normalised git remote URL, shared by every clone: for a team store)
     scope_by: str = "path"
+    # where the store is: "" (the SQLite file in home), sqlite:///path, or postgresql://...
+    # (a team store; user, password, TLS options in the URL or libpq's PG* files)
+    url: str = ""
 
     def __post_init__(self) -> None:
         if self.scope_by not in SCOPE_BY:
             raise ConfigError(
                 f"store.scope_by must be one of {', '.join(SCOPE_BY)}, got {self.scope_by!r}"
             )
+        if self.url.startswith("sqlite://") and not self.url.startswith("sqlite:///"):
+            raise ConfigError("store.url: a SQLite URL is sqlite:///absolute/path")
+        if self.url and not self.url.startswith(STORE_URL_SCHEMES):
+            # only the scheme: the rest may hold a password
+            scheme = self.url.split("://", 1)[0] if "://" in self.url else "(none)"
+            raise ConfigError(
+                f"store.url must start with sqlite:/// or postgresql://, got scheme {scheme!r}"
+            )
 
 
 SCOPE_BY = ("path", "remote")
+STORE_URL_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
 
 
 @dataclass(frozen=True)
@@ -225,7 +237,9 @@ class Settings:
 
     @property
     def db_path(self) -> Path:
-        """The SQLite database file."""
+        """The SQLite database file (``store.url``'s when it names one)."""
+        if self.store.url.startswith("sqlite:///"):
+            return Path(self.store.url[len("sqlite://") :])
         return self.home / "offload.db"
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> Settings:

@@ -1,5 +1,10 @@
-"""Fixtures for store tests: a fresh store in a temporary directory, with or without the
-embedding model."""
+"""Fixtures for store tests: a fresh store on each backend.
+
+Every test that takes ``store`` (or ``store_location``) runs twice: on a SQLite file in a
+temporary directory, and on a fresh database of the session's real PostgreSQL server
+(``pg_database``, tests/conftest.py), with or without the embedding model. Tests of file-level behaviour (WAL, a full disk, the
+SQLite schema itself) are marked ``sqlite_only`` and run on SQLite alone.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +18,31 @@ from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import StaticEmbedder, load_embedder
 from offload.store.store import Store
 
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each store test on both backends (SQLite alone for ``sqlite_only`` tests)."""
+    if "store_backend" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        metafunc.parametrize("store_backend", BACKENDS[:1] if only else BACKENDS)
+
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    """A store in its own directory; the estimate counter keeps tests fast."""
-    with Store(tmp_path / "offload.db", counter=EstimateCounter()) as s:
+def store_location(
+    store_backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Path | str:
+    """Where a fresh store lives: a SQLite file, or a fresh PostgreSQL database's URL."""
+    if store_backend == "postgresql":
+        url: str = request.getfixturevalue("pg_database")
+        return url
+    return tmp_path / "offload.db"
+
+
+@pytest.fixture
+def store(store_location: Path | str) -> Iterator[Store]:
+    """A fresh store on the test's backend; the estimate counter keeps tests fast."""
+    with Store(store_location, counter=EstimateCounter()) as s:
         yield s
 
 

@@ -16,7 +16,7 @@ from offload.store.store import Store
 WRITER = Path(__file__).with_name("writer_proc.py")
 
 
-def _writer(db: Path, worker: str, count: int) -> subprocess.Popen[str]:
+def _writer(db: Path | str, worker: str, count: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(WRITER), str(db), worker, str(count)],
         stdout=subprocess.PIPE,
@@ -25,8 +25,8 @@ def _writer(db: Path, worker: str, count: int) -> subprocess.Popen[str]:
     )
 
 
-def test_four_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
-    db = tmp_path / "offload.db"
+def test_four_processes_writing_at_once_lose_nothing(store_location: Path | str) -> None:
+    db = store_location
     Store(db, counter=EstimateCounter()).close()  # migrate once up front
     procs = [_writer(db, str(w), 500) for w in range(4)]
     for p in procs:
@@ -41,8 +41,10 @@ def test_four_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
         assert len(store.search("payload", limit=20)) == 20
 
 
-def test_a_writer_killed_mid_write_loses_nothing_it_acknowledged(tmp_path: Path) -> None:
-    db = tmp_path / "offload.db"
+def test_a_writer_killed_mid_write_loses_nothing_it_acknowledged(
+    store_location: Path | str,
+) -> None:
+    db = store_location
     Store(db, counter=EstimateCounter()).close()
     proc = _writer(db, "k", 100_000)
     acked: list[int] = []

@@ -13,6 +13,13 @@ from offload.store.maintenance import doctor
 from offload.store.store import Store
 
 
+def _corrupt(store: Store, digest: str) -> None:
+    """Overwrite a block's last three stored bytes with zeros (either backend)."""
+    row = store.conn.execute("SELECT data FROM blocks WHERE hash = ?", (digest,)).fetchone()
+    data = bytes(row[0])
+    store.conn.execute("UPDATE blocks SET data = ? WHERE hash = ?", (data[:-3] + b"\0\0\0", digest))
+
+
 def test_a_clean_store_passes_doctor(store: Store) -> None:
     store.put("a " * 500)
     report = doctor(store)
@@ -22,10 +29,7 @@ def test_a_clean_store_passes_doctor(store: Store) -> None:
 def test_doctor_reports_a_corrupted_block_and_tombstones_it_on_repair(store: Store) -> None:
     good = store.put("good body " * 50).entry
     bad = store.put("bad body " * 50).entry
-    store.conn.execute(
-        "UPDATE blocks SET data = substr(data, 1, length(data) - 3) || x'000000' WHERE hash = ?",
-        (bad.block_hash,),
-    )
+    _corrupt(store, bad.block_hash)
     report = doctor(store)
     assert report.corrupt_blocks == [bad.block_hash] and not report.clean
     repaired = doctor(store, repair=True)
@@ -40,8 +44,8 @@ def test_doctor_reports_a_corrupted_block_and_tombstones_it_on_repair(store: Sto
 def test_doctor_repairs_orphans_and_missing_index(store: Store) -> None:
     e = store.put("indexed words here").entry
     store.conn.execute(
-        "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES ('f' || substr(?, 2), 1, 1, 'raw', x'41', 0)",
-        (e.block_hash,),
+        "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (?, 1, 1, 'raw', ?, 0)",
+        ("f" + e.block_hash[1:], b"A"),
     )
     store.conn.execute("DELETE FROM chunks")
     report = doctor(store)
@@ -129,10 +133,7 @@ def test_reindex_names_the_corrupt_blocks_it_skips_and_does_not_count_them(store
 
     store.put("good findable body " * 20)
     bad = store.put("bad body " * 50).entry
-    store.conn.execute(
-        "UPDATE blocks SET data = substr(data, 1, length(data) - 3) || x'000000' WHERE hash = ?",
-        (bad.block_hash,),
-    )
+    _corrupt(store, bad.block_hash)
     done = reindex(store)
     assert done.indexed == 1 and done.skipped == (bad.block_hash,)
     assert store.search("findable")

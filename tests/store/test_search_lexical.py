@@ -251,6 +251,7 @@ def test_a_store_analysed_by_the_first_version_is_rebuilt_by_the_second(tmp_path
     assert _bodies_indexed_on_open(path) == 1
 
 
+@pytest.mark.sqlite_only  # FTS5's own integrity check
 def test_a_forgotten_entry_leaves_both_indexes(store: Store) -> None:
     e = store.put("findable body words", topic="findable topic").entry
     store.forget(e.ref)
@@ -261,12 +262,15 @@ def test_a_forgotten_entry_leaves_both_indexes(store: Store) -> None:
     assert isinstance(integrity, sqlite3.Cursor)
 
 
+@pytest.mark.sqlite_only  # SQLite's statement trace
 def test_a_put_writes_only_the_vocabulary_words_the_store_lacks(store: Store) -> None:
     store.put("the quokka ate zucchini")
     written: list[str] = []
-    store.conn.set_trace_callback(written.append)
+    conn = store.conn
+    assert isinstance(conn, sqlite3.Connection)
+    conn.set_trace_callback(written.append)
     store.put("zucchini for the wombat")
-    store.conn.set_trace_callback(None)
+    conn.set_trace_callback(None)
     inserted = [s for s in written if s.startswith("INSERT OR IGNORE INTO terms")]
     assert len(inserted) == 2 and any("'wombat'" in s for s in inserted)  # "for" and "wombat"
     assert [h.entry.id for h in store.search("wombats")] == [2]  # still a known word

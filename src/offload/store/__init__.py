@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from offload.store.models import Entry, Filters, Hit, PutResult
+from offload.store.pgconn import is_postgres
 from offload.store.store import Store
 
 if TYPE_CHECKING:
@@ -29,13 +30,14 @@ __all__ = ["Entry", "Filters", "Hit", "PutResult", "Store", "open_store"]
 def open_store(
     path: str | Path | None = None, *, settings: Settings | None = None, **kwargs: Any
 ) -> Store:
-    """Open (creating and migrating if needed) a store: the SQLite file at ``path``, or the
-    one ``settings`` name (its store settings apply either way). Close it when done, or use
-    it as a context manager."""
+    """Open (creating and migrating if needed) a store: the SQLite file at ``path`` (or the
+    PostgreSQL server a ``postgresql://`` URL names), or the one ``settings`` name (its
+    store settings apply either way). Close it when done, or use it as a context manager."""
     if path is None and settings is None:
         raise TypeError("open_store needs a path or settings")
+    where: Path | str | None = path if is_postgres(str(path)) else path and Path(path)
     if settings is None:
-        return Store(Path(path), **kwargs)  # type: ignore[arg-type]
-    if path is None:
+        return Store(where, **kwargs)  # type: ignore[arg-type]
+    if where is None:
         return Store.open(settings, **kwargs)
-    return Store(Path(path), settings.store, **kwargs)
+    return Store(where, settings.store, **kwargs)

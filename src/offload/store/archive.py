@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -19,6 +18,7 @@ import zstandard
 
 from offload.errors import InvalidInput, StoreError
 from offload.store import db, index, rows
+from offload.store.backend import Conn
 from offload.store.models import Filters
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def _line(out: io.TextIOWrapper, record: dict[str, Any]) -> None:
     out.write("\n")
 
 
-def _indexed(conn: sqlite3.Connection, digest: str) -> bool:
+def _indexed(conn: Conn, digest: str) -> bool:
     row = conn.execute("SELECT id FROM blocks WHERE hash = ?", (digest,)).fetchone()
     return row is not None and index.is_indexed(conn, int(row[0]))
 
@@ -88,7 +88,7 @@ def _records(store: Store) -> Iterator[dict[str, Any]]:
         labels = [
             r[0] for r in conn.execute("SELECT label FROM labels WHERE entry_id = ?", (row["id"],))
         ]
-        rec = {k: row[k] for k in row.keys() if k not in ("id", "nonce", "owner_pid")}  # noqa: SIM118 - Row iterates values
+        rec = {k: row[k] for k in row.keys() if k not in ("id", "nonce", "owner_pid", "owner_host")}  # noqa: SIM118 - Row iterates values
         rec.update(type="entry", labels=labels, body=store.block_text(row["block_hash"]))
         if row["content_hash"] != row["block_hash"] and store.has_block(row["content_hash"]):
             rec["original"] = store.block_text(row["content_hash"])

@@ -4,20 +4,57 @@
 (lifecycle, search, hybrid, vectors, maintenance, archive, health) take a
 :class:`StoreHandle` instead of importing ``Store`` (which imports them): no import cycle,
 and no module reaches into another's private names. Row-level operations are functions
-over a connection (store/rows.py, index.py, tombstones.py, state.py).
+over a :class:`Conn` (store/rows.py, index.py, tombstones.py, state.py).
+
+:class:`Conn` is the part of a DB-API connection those functions use: ``sqlite3``'s
+connection is one, :class:`offload.store.pgconn.PgConn` the other (it runs the same
+statements on PostgreSQL, store/pgsql.py). A :data:`Row` reads by column name and by
+position.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from offload.config import StoreSettings
     from offload.store.models import Entry, Filters
     from offload.store.vectors import Encoder, VectorMatrix
+
+
+# a result row: sqlite3.Row or pgconn.PgRow (both read by name and by position)
+Row = Any
+
+
+class Cursor(Protocol):
+    """The result of one statement."""
+
+    @property
+    def lastrowid(self) -> int | None: ...
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Conn(Protocol):
+    """A connection the row-level functions run their statements on."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
+
+    def commit(self) -> None: ...
 
 
 class StoreHandle(Protocol):
@@ -31,7 +68,7 @@ class StoreHandle(Protocol):
     def path(self) -> Path: ...
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> Conn:
         """This thread's connection."""
         ...
 
@@ -52,3 +89,7 @@ class StoreHandle(Protocol):
     def count(self, filters: Filters = ...) -> int: ...
 
     def reset_stale_hot(self) -> int: ...
+
+    def disk_bytes(self) -> int:
+        """What the store occupies on disk (file and log, or the database)."""
+        ...

@@ -12,11 +12,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from offload.errors import OffloadError, StoreBusy, StoreError
 
+if TYPE_CHECKING:
+    from offload.store.backend import Conn
+
 T = TypeVar("T")
+C = TypeVar("C", bound="Conn")  # a sqlite3 connection, or pgconn.PgConn
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
 
@@ -94,7 +98,7 @@ def retry_busy(fn: Callable[[], T], timeout_s: float) -> T:
 
 
 @contextmanager
-def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def write_tx(conn: C) -> Iterator[C]:
     """One write transaction (BEGIN IMMEDIATE): all of it commits, or none of it.
 
     SQLite errors inside become offload errors (``busy_guard``). SQLite itself rolls
@@ -412,3 +416,10 @@ def m_index_mcp_lossy_originals(conn: sqlite3.Connection) -> None:
             continue  # a corrupt block: doctor names it
         prepared = index.prepare(text, defaults.chunk_lines, defaults.chunk_chars)
         index.insert_block(conn, int(row["id"]), prepared)
+
+
+@migration
+def m_entry_owner_host(conn: sqlite3.Connection) -> None:
+    # which machine's process holds a checkout: a store shared by several machines resets
+    # only its own machine's dead checkouts (lifecycle.stale_hot)
+    conn.execute("ALTER TABLE entries ADD COLUMN owner_host TEXT")

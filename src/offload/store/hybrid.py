@@ -12,12 +12,12 @@ nonsense word would otherwise always "find" something).
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from offload.core.fusion import fuse
 from offload.store import vectors
+from offload.store.backend import Conn
 
 if TYPE_CHECKING:
     from offload.store.backend import StoreHandle as Store
@@ -56,7 +56,7 @@ def fused_candidates(
 
 
 def _semantic_only(
-    conn: sqlite3.Connection, ids: list[int], where: str, params: list[Any]
+    conn: Conn, ids: list[int], where: str, params: list[Any]
 ) -> dict[int, Candidate]:
     """Candidates for entries only the embedding found (their first chunk is shown)."""
     from offload.store.search import Candidate  # search imports this module

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from offload.core import analysis
 from offload.core.chunking import chunk_text
 from offload.errors import OffloadError
+from offload.store.backend import Conn
 
 # FTS5 splits only at whitespace and controls: every analysed term is one token.
 TOKENIZER = "unicode61 remove_diacritics 0 categories 'L* N* Co M* P* S*'"
@@ -76,7 +77,7 @@ def prepare(text: str, chunk_lines: int, chunk_chars: int) -> PreparedIndex:
 KNOWN_TERMS = "SELECT term FROM terms WHERE term IN (SELECT value FROM json_each(?))"
 
 
-def without_known_vocabulary(conn: sqlite3.Connection, prepared: PreparedIndex) -> PreparedIndex:
+def without_known_vocabulary(conn: Conn, prepared: PreparedIndex) -> PreparedIndex:
     """``prepared`` keeping only the vocabulary words the store does not hold yet.
 
     A read, done before the write lock: after a store's first few puts nearly every word of
@@ -92,7 +93,7 @@ def without_known_vocabulary(conn: sqlite3.Connection, prepared: PreparedIndex) 
     return replace(prepared, vocabulary=tuple(t for t in prepared.vocabulary if t not in known))
 
 
-def insert_block(conn: sqlite3.Connection, block_id: int, prepared: PreparedIndex) -> None:
+def insert_block(conn: Conn, block_id: int, prepared: PreparedIndex) -> None:
     """Index one block's chunks and vocabulary (inside the caller's transaction)."""
     conn.executemany(
         "INSERT OR IGNORE INTO terms (term) VALUES (?)", [(t,) for t in prepared.vocabulary]
@@ -108,13 +109,13 @@ def insert_block(conn: sqlite3.Connection, block_id: int, prepared: PreparedInde
         )
 
 
-def is_indexed(conn: sqlite3.Connection, block_id: int) -> bool:
+def is_indexed(conn: Conn, block_id: int) -> bool:
     """Whether a block has chunks in the index."""
     row = conn.execute("SELECT 1 FROM chunks WHERE block_id = ? LIMIT 1", (block_id,)).fetchone()
     return row is not None
 
 
-def remove_block(conn: sqlite3.Connection, block_id: int, text: str | None) -> None:
+def remove_block(conn: Conn, block_id: int, text: str | None) -> None:
     """Forget a block's chunks (``text`` None: a corrupt body; doctor rebuilds the index)."""
     rows = conn.execute(
         "SELECT id, start, end FROM chunks WHERE block_id = ?", (block_id,)
@@ -145,7 +146,7 @@ def meta_row(
     )
 
 
-def put_meta(conn: sqlite3.Connection, entry_id: int, row: tuple[str, str, str, str, str]) -> None:
+def put_meta(conn: Conn, entry_id: int, row: tuple[str, str, str, str, str]) -> None:
     """Write (or replace) an entry's metadata row; an entry without any has none (BM25's
     statistics are then those of the entries that do carry metadata)."""
     conn.execute("DELETE FROM search_meta WHERE rowid = ?", (entry_id,))
@@ -158,7 +159,7 @@ def put_meta(conn: sqlite3.Connection, entry_id: int, row: tuple[str, str, str, 
     )
 
 
-def refresh_meta(conn: sqlite3.Connection, entry_id: int) -> None:
+def refresh_meta(conn: Conn, entry_id: int) -> None:
     """Re-derive an entry's metadata row from its current fields and labels."""
     e = conn.execute(
         "SELECT topic, summary, tags, source FROM entries WHERE id = ?", (entry_id,)
@@ -172,12 +173,12 @@ def refresh_meta(conn: sqlite3.Connection, entry_id: int) -> None:
     put_meta(conn, entry_id, meta_row(e["topic"], e["summary"], e["tags"], labels, e["source"]))
 
 
-def remove_meta(conn: sqlite3.Connection, entry_id: int) -> None:
+def remove_meta(conn: Conn, entry_id: int) -> None:
     """Forget an entry's metadata row."""
     conn.execute("DELETE FROM search_meta WHERE rowid = ?", (entry_id,))
 
 
-def clear(conn: sqlite3.Connection) -> None:
+def clear(conn: Conn) -> None:
     """Empty the whole index (chunks, terms, both FTS tables), inside the caller's tx."""
     conn.execute("DELETE FROM chunks")
     conn.execute("DELETE FROM terms")
@@ -185,7 +186,7 @@ def clear(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM search_meta")
 
 
-def rebuild_meta(conn: sqlite3.Connection) -> None:
+def rebuild_meta(conn: Conn) -> None:
     """Re-derive every entry's metadata row."""
     conn.execute("DELETE FROM search_meta")
     labels: dict[int, list[str]] = {}
@@ -207,7 +208,7 @@ def rebuild_meta(conn: sqlite3.Connection) -> None:
     )
 
 
-def integrity_ok(conn: sqlite3.Connection) -> bool:
+def integrity_ok(conn: Conn) -> bool:
     """FTS5's own integrity checks of both tables."""
     try:
         conn.execute("INSERT INTO search_body (search_body, rank) VALUES ('integrity-check', 1)")
@@ -217,7 +218,7 @@ def integrity_ok(conn: sqlite3.Connection) -> bool:
     return True
 
 
-def optimize(conn: sqlite3.Connection) -> None:
+def optimize(conn: Conn) -> None:
     """Merge each FTS table's segments into one (inside the caller's transaction)."""
     conn.execute("INSERT INTO search_body (search_body) VALUES ('optimize')")
     conn.execute("INSERT INTO search_meta (search_meta) VALUES ('optimize')")
@@ -226,7 +227,7 @@ def optimize(conn: sqlite3.Connection) -> None:
 _BUILT_WITH = ("search.index", "analysis_version")  # state row: what built the index
 
 
-def built_with_current_analysis(conn: sqlite3.Connection) -> bool:
+def built_with_current_analysis(conn: Conn) -> bool:
     """Whether search_body was last rebuilt by this ``analysis.ANALYSIS_VERSION`` (so a
     later migration that rebuilds for an older version has nothing left to do)."""
     row = conn.execute(
@@ -235,7 +236,7 @@ def built_with_current_analysis(conn: sqlite3.Connection) -> bool:
     return row is not None and row[0] == str(analysis.ANALYSIS_VERSION)
 
 
-def _record_built(conn: sqlite3.Connection) -> None:
+def _record_built(conn: Conn) -> None:
     conn.execute(
         "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
         "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
@@ -244,7 +245,7 @@ def _record_built(conn: sqlite3.Connection) -> None:
     )
 
 
-def reindex_chunks(conn: sqlite3.Connection, progress: Progress | None = None) -> int:
+def reindex_chunks(conn: Conn, progress: Progress | None = None) -> int:
     """Fill search_body and the vocabulary from the chunks already recorded (their offsets
     stay; only the terms are re-derived), and record the analysis version that did it.
     Corrupt blocks are skipped; returns blocks done."""

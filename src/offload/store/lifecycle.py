@@ -8,15 +8,17 @@ here: the public API stays on the store.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
-import sqlite3
+import socket
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from offload.core.fence import new_nonce
 from offload.errors import FenceError, IntegrityError, InvalidInput
 from offload.store import blocks, db, index, rows, tombstones
+from offload.store.backend import Conn
 from offload.store.models import Checkout, Entry, Status
 
 if TYPE_CHECKING:
@@ -34,9 +36,9 @@ def checkout(store: Store, ref: str, *, scope: str | None, churn_window_s: float
             "SELECT checked_in, status FROM entries WHERE id = ?", (entry.id,)
         ).fetchone()
         conn.execute(
-            "UPDATE entries SET status = 'hot', nonce = ?, owner_pid = ?, checked_out = ?, "
-            "accessed = ?, access_count = access_count + 1 WHERE id = ?",
-            (nonce, os.getpid(), now, now, entry.id),
+            "UPDATE entries SET status = 'hot', nonce = ?, owner_pid = ?, owner_host = ?, "
+            "checked_out = ?, accessed = ?, access_count = access_count + 1 WHERE id = ?",
+            (nonce, os.getpid(), machine(), now, now, entry.id),
         )
         fresh = rows.entry_by_id(conn, entry.id)
     churn = ""
@@ -79,7 +81,7 @@ def _checkin(store: Store, entry: Entry, nonce: str) -> Entry | None:
             )
         conn.execute(
             "UPDATE entries SET status = 'cold', nonce = NULL, owner_pid = NULL, "
-            "checked_in = ? WHERE id = ?",
+            "owner_host = NULL, checked_in = ? WHERE id = ?",
             (store.clock(), entry.id),
         )
         return rows.entry_by_id(conn, entry.id)
@@ -87,16 +89,36 @@ def _checkin(store: Store, entry: Entry, nonce: str) -> Entry | None:
 
 def reset_stale_hot(store: Store) -> int:
     """Mark cold every entry left hot by a process that no longer runs; how many."""
-    rows = store.conn.execute("SELECT id, owner_pid FROM entries WHERE status = 'hot'").fetchall()
-    dead = [int(r["id"]) for r in rows if not pid_alive(r["owner_pid"])]
+    dead = stale_hot(store)
     if dead:
         with db.write_tx(store.conn) as conn:
             conn.executemany(
-                "UPDATE entries SET status = 'cold', nonce = NULL, owner_pid = NULL "
-                "WHERE id = ? AND status = 'hot'",
+                "UPDATE entries SET status = 'cold', nonce = NULL, owner_pid = NULL, "
+                "owner_host = NULL WHERE id = ? AND status = 'hot'",
                 [(i,) for i in dead],
             )
     return len(dead)
+
+
+def stale_hot(store: Store) -> list[int]:
+    """Entries left hot by a process of this machine that no longer runs. A checkout made
+    on another machine sharing the store is that machine's to judge (its pid means nothing
+    here)."""
+    here = machine()
+    rows = store.conn.execute(
+        "SELECT id, owner_pid, owner_host FROM entries WHERE status = 'hot'"
+    ).fetchall()
+    return [
+        int(r["id"])
+        for r in rows
+        if (r["owner_host"] or here) == here and not pid_alive(r["owner_pid"])
+    ]
+
+
+@functools.cache
+def machine() -> str:
+    """This machine's name, recorded with each checkout (whose process holds it)."""
+    return socket.gethostname()
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -239,7 +261,7 @@ def expire(store: Store, entry_id: int) -> None:
             delete(store, conn, entry_id, "expired")
 
 
-def delete(store: Store, conn: sqlite3.Connection, entry_id: int, reason: str) -> None:
+def delete(store: Store, conn: Conn, entry_id: int, reason: str) -> None:
     """Tombstone and remove one entry, then its blocks once unused (in the caller's transaction)."""
     row = conn.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
     if row is None:
@@ -253,7 +275,7 @@ def delete(store: Store, conn: sqlite3.Connection, entry_id: int, reason: str) -
         drop_block_if_unused(conn, digest)
 
 
-def drop_block_if_unused(conn: sqlite3.Connection, digest: str) -> None:
+def drop_block_if_unused(conn: Conn, digest: str) -> None:
     """Remove a block and its index rows when no entry refers to it (caller's transaction)."""
     used = conn.execute(
         "SELECT 1 FROM entries WHERE block_hash = ? OR content_hash = ? LIMIT 1",
@@ -274,5 +296,5 @@ def drop_block_if_unused(conn: sqlite3.Connection, digest: str) -> None:
     conn.execute("DELETE FROM blocks WHERE id = ?", (row["id"],))
 
 
-def _unindex_block(conn: sqlite3.Connection, block_id: int, text: str | None) -> None:
+def _unindex_block(conn: Conn, block_id: int, text: str | None) -> None:
     index.remove_block(conn, block_id, text)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from offload.errors import IntegrityError, InvalidInput, NotFound
 from offload.store import blocks, db, index, lifecycle, rows
+from offload.store.backend import Conn
 from offload.store.models import DoctorReport, Reindexed
 
 if TYPE_CHECKING:
@@ -75,13 +75,12 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     return report
 
 
-def _fts_ok(conn: sqlite3.Connection) -> bool:
+def _fts_ok(conn: Conn) -> bool:
     return index.integrity_ok(conn)
 
 
 def _count_stale_hot(store: Store) -> int:
-    rows = store.conn.execute("SELECT owner_pid FROM entries WHERE status = 'hot'").fetchall()
-    return sum(1 for r in rows if not lifecycle.pid_alive(r[0]))
+    return len(lifecycle.stale_hot(store))
 
 
 def _repair(store: Store, report: DoctorReport) -> None:
@@ -145,8 +144,7 @@ def compact(store: Store) -> tuple[int, int]:
 
 
 def _disk_bytes(store: Store) -> int:
-    files = [store.path, store.path.with_name(store.path.name + "-wal")]
-    return sum(p.stat().st_size for p in files if p.exists())
+    return store.disk_bytes()
 
 
 def reindex(store: Store, *, progress: Progress | None = None) -> Reindexed:
@@ -158,11 +156,9 @@ def reindex(store: Store, *, progress: Progress | None = None) -> Reindexed:
         return _rebuild_index(store, conn, progress)
 
 
-def _rebuild_index(
-    store: Store, conn: sqlite3.Connection, progress: Progress | None = None
-) -> Reindexed:
+def _rebuild_index(store: Store, conn: Conn, progress: Progress | None = None) -> Reindexed:
     # kept originals stay indexed if they were (put(index_original=True)), and only those
-    originals = [r[0] for r in conn.execute(_INDEXED_ORIGINALS)]
+    originals = [r["hash"] for r in conn.execute(_INDEXED_ORIGINALS)]
     index.clear(conn)
     digests = [r[0] for r in conn.execute("SELECT DISTINCT block_hash FROM entries")]
     digests += [d for d in originals if d not in set(digests)]
@@ -182,7 +178,8 @@ def _rebuild_index(
 
 # lossy entries' kept originals that have chunks (chunks survive a damaged FTS table)
 _INDEXED_ORIGINALS = (
-    "SELECT DISTINCT b.hash FROM entries e JOIN blocks b ON b.hash = e.content_hash "
+    # b.id selected too: PostgreSQL orders a DISTINCT only by what it selects
+    "SELECT DISTINCT b.id, b.hash FROM entries e JOIN blocks b ON b.hash = e.content_hash "
     "WHERE e.content_hash != e.block_hash AND EXISTS "
     "(SELECT 1 FROM chunks c WHERE c.block_id = b.id) ORDER BY b.id"
 )

@@ -7,7 +7,6 @@ the caller's transaction where it writes.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +15,7 @@ from offload.core.chunking import count_lines
 from offload.core.hashing import sha256_hex
 from offload.errors import NotFound
 from offload.store import blocks, index
+from offload.store.backend import Conn
 from offload.store.models import Entry
 
 ENTRY_SELECT = (
@@ -51,7 +51,7 @@ def prepare_block(
     return PreparedBlock(sha256_hex(data), len(data), count_lines(text), codec, stored, prepared)
 
 
-def labels(conn: sqlite3.Connection, entry_id: int) -> tuple[str, ...]:
+def labels(conn: Conn, entry_id: int) -> tuple[str, ...]:
     """An entry's labels, sorted."""
     rows = conn.execute(
         "SELECT label FROM labels WHERE entry_id = ? ORDER BY label", (entry_id,)
@@ -59,7 +59,7 @@ def labels(conn: sqlite3.Connection, entry_id: int) -> tuple[str, ...]:
     return tuple(r[0] for r in rows)
 
 
-def entry_by_id(conn: sqlite3.Connection, entry_id: int) -> Entry:
+def entry_by_id(conn: Conn, entry_id: int) -> Entry:
     """The entry with this row id, with its labels (NotFound when there is none)."""
     row = conn.execute(f"{ENTRY_SELECT} WHERE e.id = ?", (entry_id,)).fetchone()
     if row is None:
@@ -67,7 +67,7 @@ def entry_by_id(conn: sqlite3.Connection, entry_id: int) -> Entry:
     return Entry.from_row(row, labels(conn, entry_id))
 
 
-def live_entry(conn: sqlite3.Connection, content_hash: str, scope: str) -> Any:
+def live_entry(conn: Conn, content_hash: str, scope: str) -> Any:
     """The (id, expires) row of the entry holding this content in ``scope``, or None."""
     return conn.execute(
         "SELECT id, expires FROM entries WHERE content_hash = ? AND scope = ?",
@@ -75,7 +75,7 @@ def live_entry(conn: sqlite3.Connection, content_hash: str, scope: str) -> Any:
     ).fetchone()
 
 
-def insert_block(conn: sqlite3.Connection, b: PreparedBlock, now: float) -> str:
+def insert_block(conn: Conn, b: PreparedBlock, now: float) -> str:
     """Store a prepared block (once: blocks are content-addressed); returns its hash."""
     row = conn.execute("SELECT id FROM blocks WHERE hash = ?", (b.digest,)).fetchone()
     if row is not None:
@@ -92,7 +92,7 @@ def insert_block(conn: sqlite3.Connection, b: PreparedBlock, now: float) -> str:
     return b.digest
 
 
-def set_label(conn: sqlite3.Connection, label: str, entry_id: int) -> None:
+def set_label(conn: Conn, label: str, entry_id: int) -> None:
     """Point ``label`` at the entry (moving it from any other), and refresh the search rows."""
     previous = conn.execute("SELECT entry_id FROM labels WHERE label = ?", (label,)).fetchone()
     conn.execute(
@@ -107,18 +107,18 @@ def set_label(conn: sqlite3.Connection, label: str, entry_id: int) -> None:
             index.refresh_meta(conn, int(previous[0]))
 
 
-def block_id(conn: sqlite3.Connection, digest: str) -> int:
+def block_id(conn: Conn, digest: str) -> int:
     """The row id of a stored block."""
     return int(conn.execute("SELECT id FROM blocks WHERE hash = ?", (digest,)).fetchone()[0])
 
 
-def index_block(conn: sqlite3.Connection, block_id: int, text: str, s: StoreSettings) -> None:
+def index_block(conn: Conn, block_id: int, text: str, s: StoreSettings) -> None:
     """Index a stored block's body (doctor and reindex), inside the caller's transaction."""
     index.insert_block(conn, block_id, prepare_index(text, s.chunk_lines, s.chunk_chars))
 
 
 def put_block(
-    conn: sqlite3.Connection, data: bytes, s: StoreSettings, now: float, *, indexed: bool = True
+    conn: Conn, data: bytes, s: StoreSettings, now: float, *, indexed: bool = True
 ) -> str:
     """Store (and by default index) one block inside the caller's transaction; its hash."""
     prepared = prepare_block(

@@ -8,11 +8,11 @@ counted under the filter; only the few frequent ones are, and each count stops a
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from offload.core import selectivity
+from offload.store.backend import Conn
 
 _VOCAB = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_body_rows "
@@ -26,9 +26,7 @@ _HELD = (
 )
 
 
-def selective_terms(
-    conn: sqlite3.Connection, terms: Sequence[str], where: str, params: list[Any]
-) -> list[str]:
+def selective_terms(conn: Conn, terms: Sequence[str], where: str, params: list[Any]) -> list[str]:
     """``terms`` less those held by a large share of the entries under the filter."""
     if len(terms) < 2:
         return list(terms)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from offload.core import analysis
 from offload.errors import StoreError
 from offload.store import hybrid, index, query, scope_terms, selective
+from offload.store.backend import Conn, Row
 from offload.store.models import Entry, Filters, Hit, access_score
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ def match_expression(terms: list[str]) -> str:
     return " OR ".join(_quote(t) for t in dict.fromkeys(terms))
 
 
-def _known(conn: sqlite3.Connection, term: str) -> bool:
+def _known(conn: Conn, term: str) -> bool:
     m = _quote(term)
     for table in ("search_body", "search_meta"):
         if conn.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1", (m,)).fetchone():
@@ -144,7 +145,7 @@ def _known(conn: sqlite3.Connection, term: str) -> bool:
     return False
 
 
-def with_expansions(conn: sqlite3.Connection, q: analysis.QueryTerms) -> list[str]:
+def with_expansions(conn: Conn, q: analysis.QueryTerms) -> list[str]:
     """The query's terms plus, for each word piece the index does not know, the known
     vocabulary words that contain it or are a typo or two away from it (their terms)."""
     out = dict.fromkeys(q.any_of)
@@ -161,7 +162,7 @@ def with_expansions(conn: sqlite3.Connection, q: analysis.QueryTerms) -> list[st
     return list(out)
 
 
-def _expand(conn: sqlite3.Connection, words: list[str]) -> list[str]:
+def _expand(conn: Conn, words: list[str]) -> list[str]:
     """Known words that contain a query word, or are a typo or two away from one.
 
     Scans the vocabulary in SQL (C speed); only the few length- and edge-compatible
@@ -197,7 +198,7 @@ def _expand(conn: sqlite3.Connection, words: list[str]) -> list[str]:
 
 
 def lexical_candidates(
-    conn: sqlite3.Connection, terms: list[str], where: str, params: list[Any], need: int
+    conn: Conn, terms: list[str], where: str, params: list[Any], need: int
 ) -> list[Candidate]:
     """Entries matching any of ``terms`` under the filter, best BM25 first.
 
@@ -220,7 +221,7 @@ def lexical_candidates(
 
 
 def _top_entries(
-    conn: sqlite3.Connection,
+    conn: Conn,
     top_sql: str,
     entries_sql: str,
     match: str,
@@ -242,7 +243,7 @@ def _top_entries(
 
 
 def _mapped(
-    conn: sqlite3.Connection,
+    conn: Conn,
     entries_sql: str,
     bm25: dict[int, float],
     where: str,
@@ -253,7 +254,7 @@ def _mapped(
     return _best_per_entry(rows.fetchall(), bm25)
 
 
-def _best_per_entry(rows: Iterable[sqlite3.Row], bm25: dict[int, float]) -> dict[int, Candidate]:
+def _best_per_entry(rows: Iterable[Row], bm25: dict[int, float]) -> dict[int, Candidate]:
     """Each entry's best-scored row (a row is an entry's chunk, or the entry itself)."""
     best: dict[int, Candidate] = {}
     for r in rows:
@@ -267,7 +268,7 @@ def _best_per_entry(rows: Iterable[sqlite3.Row], bm25: dict[int, float]) -> dict
 
 
 def _top_body(
-    conn: sqlite3.Connection, terms: list[str], where: str, params: list[Any], need: int
+    conn: Conn, terms: list[str], where: str, params: list[Any], need: int
 ) -> dict[int, Candidate]:
     """The best chunks' entries, with BM25's work bounded by term selectivity
     (store/selective.py): only rows matching a rare term are scored, exactly; once no row
@@ -307,7 +308,7 @@ def _partitions(p: selective.Plan) -> list[str]:
     return [f"({rare}) AND ({common})", f"({rare}) NOT ({common})"]
 
 
-def _candidate(r: sqlite3.Row, score: float, *, direct: bool = True) -> Candidate:
+def _candidate(r: Row, score: float, *, direct: bool = True) -> Candidate:
     return Candidate(
         entry_id=int(r["eid"]),
         score=score,
@@ -356,7 +357,7 @@ _NEIGHBOURS = (
 
 
 def with_neighbours(
-    conn: sqlite3.Connection, found: list[Candidate], where: str, params: list[Any]
+    conn: Conn, found: list[Candidate], where: str, params: list[Any]
 ) -> list[Candidate]:
     """Each of the best direct hits passes NEIGHBOUR_SHARE of its score to the entries
     just before and after it in the same scope and kind, NEIGHBOUR_SHARE ** d at distance
@@ -418,15 +419,15 @@ def _use_score(c: Candidate, now: float) -> float:
 _CHUNK_COLS = "c.id, c.start_line, c.end_line, c.start, c.end, b.hash AS block"
 
 
-def _chunk_row(conn: sqlite3.Connection, c: Candidate) -> sqlite3.Row | None:
+def _chunk_row(conn: Conn, c: Candidate) -> Row | None:
     """The chunk shown for ``c`` and the hash of the block it belongs to (the stored
     body's, or a lossy entry's original's)."""
     if c.chunk_id is not None:
         sql = (
             f"SELECT {_CHUNK_COLS} FROM chunks c JOIN blocks b ON b.id = c.block_id WHERE c.id = ?"
         )
-        return conn.execute(sql, (c.chunk_id,)).fetchone()  # type: ignore[no-any-return]
-    return conn.execute(  # type: ignore[no-any-return]
+        return conn.execute(sql, (c.chunk_id,)).fetchone()
+    return conn.execute(
         f"SELECT {_CHUNK_COLS} FROM entries e "
         "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.block_id = b.id "
         "WHERE e.id = ? ORDER BY c.id LIMIT 1",

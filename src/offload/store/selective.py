@@ -13,7 +13,8 @@ that bound the top is exactly the plain query's; when it is not, the next rarest
 the rare ones and the pass repeats (at worst: every term, the plain query).
 
 SQL is built by small functions here and run by the caller's connection; nothing here
-writes to the store (the vocabulary table is a per-connection ``temp`` table).
+writes to the store (the vocabulary table is a per-connection ``temp`` table). On
+PostgreSQL (no FTS5 statistics to read) every term is scored: the plain OR query.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from offload.store.backend import Conn
 
 # FTS5's bm25() constant k1 (fts5_aux.c): a term's share of a row's score is below idf * (k1 + 1)
 K1 = 1.2
@@ -87,7 +90,7 @@ class TermStats:
         self._rows = -1
         self._df: dict[str, int] = {}
 
-    def totals(self, conn: sqlite3.Connection) -> Totals:
+    def totals(self, conn: Conn) -> Totals:
         """The table's current row count and average length (one small read)."""
         row = conn.execute(totals_sql(self.table)).fetchone()
         if row is None or not row[0]:
@@ -104,7 +107,7 @@ class TermStats:
                 self._df, self._rows = {}, rows
         return totals
 
-    def df(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
+    def df(self, conn: Conn, terms: Sequence[str]) -> dict[str, int]:
         """Each term's document frequency (cached; call :meth:`totals` first)."""
         with self._lock:
             have = {t: self._df[t] for t in terms if t in self._df}
@@ -129,7 +132,7 @@ _stats_lock = threading.Lock()
 _STATS_FILES = 64
 
 
-def stats_for(conn: sqlite3.Connection, table: str) -> TermStats:
+def stats_for(conn: Conn, table: str) -> TermStats:
     """The cached statistics of ``table`` in the database file ``conn`` has open."""
     file = ""
     for row in conn.execute("PRAGMA database_list"):
@@ -170,8 +173,11 @@ class Plan:
         self.rest.clear()
 
 
-def plan(conn: sqlite3.Connection, table: str, terms: Sequence[str]) -> Plan:
-    """Split ``terms``: the rarest up to :data:`POSTINGS_BUDGET` matches are scored by FTS5."""
+def plan(conn: Conn, table: str, terms: Sequence[str]) -> Plan:
+    """Split ``terms``: the rarest up to :data:`POSTINGS_BUDGET` matches are scored by FTS5
+    (on a store that is not SQLite's, every term is scored)."""
+    if not isinstance(conn, sqlite3.Connection):
+        return Plan(list(dict.fromkeys(terms)), [], {}, Totals(0, 0.0))
     stats = stats_for(conn, table)
     totals = stats.totals(conn)
     df = stats.df(conn, list(dict.fromkeys(terms)))

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
 from offload.store import db
+from offload.store.backend import Conn
 
 
-def next_number(conn: sqlite3.Connection, name: str) -> int:
+def next_number(conn: Conn, name: str) -> int:
     """The next value of a durable counter, never reused, also across restarts."""
     with db.write_tx(conn):
         row = conn.execute(
@@ -21,7 +21,7 @@ def next_number(conn: sqlite3.Connection, name: str) -> int:
         return int(row[0])
 
 
-def get(conn: sqlite3.Connection, namespace: str, key: str) -> Any:
+def get(conn: Conn, namespace: str, key: str) -> Any:
     """A saved JSON value, or None."""
     row = conn.execute(
         "SELECT value FROM state WHERE namespace = ? AND key = ?", (namespace, key)
@@ -29,7 +29,7 @@ def get(conn: sqlite3.Connection, namespace: str, key: str) -> Any:
     return None if row is None else json.loads(row[0])
 
 
-def put(conn: sqlite3.Connection, namespace: str, key: str, value: Any, now: float) -> None:
+def put(conn: Conn, namespace: str, key: str, value: Any, now: float) -> None:
     """Save a JSON-serialisable value, replacing any old one."""
     text = json.dumps(value, sort_keys=True, ensure_ascii=False)
     with db.write_tx(conn):
@@ -41,7 +41,7 @@ def put(conn: sqlite3.Connection, namespace: str, key: str, value: Any, now: flo
         )
 
 
-def items(conn: sqlite3.Connection, namespace: str) -> Iterator[tuple[str, Any]]:
+def items(conn: Conn, namespace: str) -> Iterator[tuple[str, Any]]:
     """Every (key, value) saved in ``namespace``, by key."""
     rows = conn.execute(
         "SELECT key, value FROM state WHERE namespace = ? ORDER BY key", (namespace,)
@@ -50,7 +50,7 @@ def items(conn: sqlite3.Connection, namespace: str) -> Iterator[tuple[str, Any]]
         yield row[0], json.loads(row[1])
 
 
-def delete(conn: sqlite3.Connection, namespace: str, key: str) -> bool:
+def delete(conn: Conn, namespace: str, key: str) -> bool:
     """Remove one saved value; True when it existed."""
     with db.write_tx(conn):
         cur = conn.execute("DELETE FROM state WHERE namespace = ? AND key = ?", (namespace, key))

@@ -1,7 +1,9 @@
 """The store API: the one place every surface reads and writes offloaded content.
 
 Many processes may share one store file: SQLite in WAL mode, every write one
-``BEGIN IMMEDIATE`` transaction. Each thread gets its own connection.
+``BEGIN IMMEDIATE`` transaction. Each thread gets its own connection. A store opened on a
+``postgresql://`` URL (``[store] url``) runs the same statements on PostgreSQL
+(store/pgconn.py): many machines then share one store.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from offload.core.fence import iso
 from offload.core.hashing import encode, sha256_hex
 from offload.core.refs import MIN_PREFIX, ParsedRef, parse_ref
 from offload.core.tokens import BoundedCounter, TokenCounter, default_counter
+from offload.core.urls import redact_url
 from offload.errors import (
     AmbiguousReference,
     Gone,
@@ -28,7 +31,19 @@ from offload.errors import (
     NotFound,
     OffloadError,
 )
-from offload.store import blocks, db, index, lifecycle, query, rows, state, tombstones, vectors
+from offload.store import (
+    blocks,
+    db,
+    index,
+    lifecycle,
+    pgconn,
+    query,
+    rows,
+    state,
+    tombstones,
+    vectors,
+)  # fmt: skip
+from offload.store.backend import Conn, Row
 from offload.store.models import (
     Checkout,
     Entry,
@@ -42,6 +57,8 @@ from offload.store.search import search_hits
 Progress = Callable[[int, int], None]
 
 NO_FILTERS = Filters()
+# connections a PostgreSQL store keeps open at most (a statement or a write holds one)
+PG_POOL_SIZE = 8
 _ENTRY_SELECT = rows.ENTRY_SELECT
 
 
@@ -57,7 +74,7 @@ class Store:
 
     def __init__(
         self,
-        path: Path,
+        path: Path | str,
         settings: StoreSettings | None = None,
         *,
         counter: TokenCounter | None = None,
@@ -65,7 +82,9 @@ class Store:
         embedder: vectors.Encoder | None = None,
         semantic_weight: float = SearchSettings().semantic_weight,
     ) -> None:
-        self.path = Path(path)
+        # a postgresql:// URL, or the SQLite file (a Path would fold the URL's '//')
+        self.url = str(path) if isinstance(path, str) and pgconn.is_postgres(path) else ""
+        self.path = Path(path) if not self.url else Path()
         # hybrid search (store/vectors.py): the model is handed in, never loaded here
         self._embedder = embedder
         self.semantic_weight = semantic_weight
@@ -77,7 +96,34 @@ class Store:
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._bodies = blocks.BodyCache()
-        db.migrate(self.conn, self.settings.busy_timeout_s)
+        self._pg: pgconn.ThreadConns | None = None
+        if self.url:
+            self._open_postgres()
+        else:
+            db.migrate(self._sqlite_conn(), self.settings.busy_timeout_s)
+
+    def _open_postgres(self) -> None:
+        from offload.store import pgschema
+
+        timeout = self.settings.busy_timeout_s
+        pool = pgconn.open_pool(self.url, max_size=PG_POOL_SIZE, timeout_s=timeout)
+        self._pg = pgconn.ThreadConns(pool, self.url, timeout)
+        try:
+            with pgconn.errors(self.url), pool.connection(timeout=timeout) as raw:
+                pgschema.migrate(raw)
+        except OffloadError:
+            self._pg.close()
+            raise
+
+    @property
+    def backend(self) -> str:
+        """Which database holds this store: "sqlite" or "postgresql"."""
+        return "postgresql" if self.url else "sqlite"
+
+    @property
+    def location(self) -> str:
+        """Where the store is, safe to show (a URL without its password, or the file)."""
+        return redact_url(self.url) if self.url else str(self.path)
 
     @property
     def counter(self) -> TokenCounter:
@@ -119,13 +165,19 @@ class Store:
         Pass ``embedder=`` (offload.llm.embedding.load_embedder) for hybrid search.
         """
         kwargs.setdefault("semantic_weight", settings.search.semantic_weight)
-        return cls(settings.db_path, settings.store, **kwargs)
+        url = settings.store.url
+        return cls(url if pgconn.is_postgres(url) else settings.db_path, settings.store, **kwargs)
 
     # -- connections ----------------------------------------------------------------------
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> Conn:
         """This thread's connection."""
+        if self._pg is not None:
+            return self._pg.get()
+        return self._sqlite_conn()
+
+    def _sqlite_conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = db.connect(
@@ -140,6 +192,9 @@ class Store:
 
     def close(self) -> None:
         """Close every connection this store opened."""
+        if self._pg is not None:
+            self._pg.close()
+            return
         with self._lock:
             for conn in self._conns:
                 _release_free_pages(conn)
@@ -254,7 +309,7 @@ class Store:
         # which vocabulary words are new is read here, before the write lock
         return dataclasses.replace(b, index=index.without_known_vocabulary(self.conn, b.index))
 
-    def _commit_put(self, conn: sqlite3.Connection, p: _PendingPut) -> PutResult:
+    def _commit_put(self, conn: Conn, p: _PendingPut) -> PutResult:
         """The inserts of a prepared put (inside the caller's write transaction)."""
         o = p.options
         expires, label, pinned = o.expires, o.label, o.pinned
@@ -387,7 +442,7 @@ class Store:
         row = preferred[0]
         return Entry.from_row(row, rows.labels(conn, int(row["id"])))
 
-    def _lookup(self, conn: sqlite3.Connection, parsed: ParsedRef) -> list[sqlite3.Row]:
+    def _lookup(self, conn: Conn, parsed: ParsedRef) -> list[Row]:
         if parsed.kind == "id":
             return conn.execute(f"{_ENTRY_SELECT} WHERE e.id = ?", (parsed.entry_id,)).fetchall()
         if parsed.kind == "hash":
@@ -397,7 +452,7 @@ class Store:
             ).fetchall()
         if parsed.kind == "prefix":
             lo, hi = parsed.value, parsed.value + "g"  # 'g' sorts after every hex digit
-            found: list[sqlite3.Row] = conn.execute(
+            found: list[Row] = conn.execute(
                 f"{_ENTRY_SELECT} WHERE (e.content_hash >= ? AND e.content_hash < ?) "
                 "OR (e.block_hash >= ? AND e.block_hash < ?) ORDER BY e.id",
                 (lo, hi, lo, hi),
@@ -409,7 +464,7 @@ class Store:
             (parsed.raw,),
         ).fetchall()
 
-    def _why_missing(self, conn: sqlite3.Connection, parsed: ParsedRef) -> Exception:
+    def _why_missing(self, conn: Conn, parsed: ParsedRef) -> Exception:
         tomb = tombstones.lookup(conn, parsed)
         if tomb is not None:
             return Gone(parsed.raw, tomb.reason, iso(tomb.gone), tomb.regenerate)
@@ -523,7 +578,7 @@ class Store:
         after archiving anything whose expiry has passed so the sums count live entries.
         """
         self.expire_due()
-        where, params = ("scope = ?", [scope]) if scope is not None else ("1", [])
+        where, params = ("scope = ?", [scope]) if scope is not None else ("1 = 1", [])
         kinds = self.conn.execute(
             "SELECT kind, sum(entries) AS n, sum(tokens) AS t, sum(hot) AS hot, "
             f"sum(pinned) AS pinned FROM scope_stats WHERE {where} GROUP BY kind "
@@ -549,8 +604,7 @@ class Store:
             "coalesce(sum(length(data)), 0) AS stored FROM blocks"
         ).fetchone()
         t = conn.execute("SELECT count(*) FROM tombstones").fetchone()[0]
-        files = [self.path, Path(f"{self.path}-wal")]
-        disk = sum(p.stat().st_size for p in files if p.exists())
+        disk = self.disk_bytes()
         return {
             **self.peek(),
             "blocks": b["n"],
@@ -558,8 +612,16 @@ class Store:
             "stored_bytes": b["stored"],
             "tombstones": t,
             "disk_bytes": disk,
-            "path": str(self.path),
+            "path": self.location,
         }
+
+    def disk_bytes(self) -> int:
+        """What the store occupies on disk: the file and its log, or the whole database."""
+        if self.url:
+            row = self.conn.execute("SELECT pg_database_size(current_database())").fetchone()
+            return int(row[0])
+        files = [self.path, Path(f"{self.path}-wal")]
+        return sum(p.stat().st_size for p in files if p.exists())
 
     # -- lifecycle (offload.store.lifecycle) ---------------------------------------------------
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 from offload.core.refs import ParsedRef
+from offload.store.backend import Conn, Row
 from offload.store.models import Tombstone
 
 
-def bury(
-    conn: sqlite3.Connection, row: sqlite3.Row, labels: tuple[str, ...], reason: str, now: float
-) -> None:
+def bury(conn: Conn, row: Row, labels: tuple[str, ...], reason: str, now: float) -> None:
     """Record why the entry in ``row`` is going (inside the caller's transaction)."""
     cur = conn.execute(
         "INSERT INTO tombstones (entry_id, content_hash, labels, topic, source, scope, "
@@ -34,7 +31,7 @@ def bury(
     )
 
 
-def lookup(conn: sqlite3.Connection, parsed: ParsedRef) -> Tombstone | None:
+def lookup(conn: Conn, parsed: ParsedRef) -> Tombstone | None:
     """The latest tombstone matching a reference, if any."""
     if parsed.kind == "id":
         row = conn.execute(
@@ -65,8 +62,8 @@ def lookup(conn: sqlite3.Connection, parsed: ParsedRef) -> Tombstone | None:
     )
 
 
-def _by_label(conn: sqlite3.Connection, label: str) -> sqlite3.Row | None:
-    row: sqlite3.Row | None = conn.execute(
+def _by_label(conn: Conn, label: str) -> Row | None:
+    row: Row | None = conn.execute(
         "SELECT t.* FROM tombstones t JOIN tombstone_labels tl ON tl.tombstone_id = t.id "
         "WHERE tl.label = ?",
         (label,),

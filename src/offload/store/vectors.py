@@ -18,7 +18,6 @@ is still found lexically; ``offload doctor --reindex`` fills them in (:func:`bac
 from __future__ import annotations
 
 import json
-import sqlite3
 import struct
 import threading
 from collections.abc import Callable, Sequence
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from offload.store import db
+from offload.store.backend import Conn, Row
 
 if TYPE_CHECKING:
     import numpy as np
@@ -90,7 +90,7 @@ def encode_one(encoder: Encoder, text: str) -> bytes:
     return pack(encoder.encode([text])[0])
 
 
-def insert(conn: sqlite3.Connection, entry_id: int, model_id: str, data: bytes) -> None:
+def insert(conn: Conn, entry_id: int, model_id: str, data: bytes) -> None:
     """Store (or replace) an entry's vector, inside the caller's write transaction.
 
     A replaced vector gets a new row id (AUTOINCREMENT: ids are never reused), so every
@@ -134,7 +134,7 @@ class VectorMatrix:
                 self._prefix = unit_prefixes(self._rows)
             return self._prefix
 
-    def refresh(self, conn: sqlite3.Connection) -> tuple[Any, Any]:
+    def refresh(self, conn: Conn) -> tuple[Any, Any]:
         """(entry ids, matrix) including every vector stored so far."""
         with self._lock:
             row = conn.execute(
@@ -155,7 +155,7 @@ class VectorMatrix:
                 self._last = top
             return self._ids, self._rows
 
-    def _append(self, new: list[sqlite3.Row]) -> None:
+    def _append(self, new: list[Row]) -> None:
         import numpy as np
 
         if not new:
@@ -294,9 +294,7 @@ def semantic_side(
     return Nearest(scores, floor)
 
 
-def _kept(
-    conn: sqlite3.Connection, ids: list[int], where: str, params: list[Any]
-) -> tuple[set[int], set[int]]:
+def _kept(conn: Conn, ids: list[int], where: str, params: list[Any]) -> tuple[set[int], set[int]]:
     """(the ids still stored, those the filter keeps)."""
     rows = conn.execute(
         f"SELECT e.id, ({where}) FROM entries e WHERE e.id IN (SELECT value FROM json_each(?))",
@@ -305,7 +303,7 @@ def _kept(
     return {int(r[0]) for r in rows}, {int(r[0]) for r in rows if r[1]}
 
 
-def missing(conn: sqlite3.Connection, model_id: str) -> int:
+def missing(conn: Conn, model_id: str) -> int:
     """How many entries have no vector of ``model_id``."""
     row = conn.execute(
         "SELECT count(*) FROM entries e WHERE NOT EXISTS "

@@ -1,0 +1,351 @@
+"""A PostgreSQL connection that runs the store's statements (the other side of the seam).
+
+:class:`PgConn` offers what the row-level functions use of a ``sqlite3`` connection
+(``execute``, ``executemany``, ``in_transaction``; rows readable by name and by position;
+``lastrowid``), translating each statement with :mod:`offload.store.pgsql`. Connections
+come from a ``psycopg_pool`` pool: borrowed per statement, or for a whole write
+transaction.
+
+Writes keep SQLite's guarantee that write transactions are serialised: ``BEGIN
+IMMEDIATE`` becomes ``BEGIN`` plus a transaction-scoped advisory lock, so a read-then-write
+inside one (dedup, label moves, counters) sees no concurrent writer, on any machine. The
+CPU work of a put is done before the lock is taken, as with SQLite.
+
+Credentials never reach a message: errors name the URL with its password removed
+(:func:`offload.core.urls.redact_url`). TLS and other libpq options pass through the URL's query string.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from offload.core.urls import redact_url
+from offload.errors import StoreBusy, StoreError
+from offload.store import pgsql
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+# the key of the advisory lock every write transaction holds ("offload" in ASCII)
+WRITE_LOCK = 0x6F66666C6F6164
+SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres(url: str) -> bool:
+    """Whether a store URL names a PostgreSQL server."""
+    return url.startswith(SCHEMES)
+
+
+class PgRow(tuple[Any, ...]):
+    """A row readable by position and by column name (like ``sqlite3.Row``)."""
+
+    _index: dict[str, int]
+    _names: tuple[str, ...]
+
+    def __new__(cls, values: Sequence[Any], names: tuple[str, ...], index: dict[str, int]) -> PgRow:
+        row = super().__new__(cls, values)
+        row._index, row._names = index, names
+        return row
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        """The column names, in order."""
+        return list(self._names)
+
+
+def _row_factory(cursor: Any) -> Any:
+    desc = cursor.description
+    if desc is None:
+        return tuple
+    names = tuple(d.name for d in desc)
+    index: dict[str, int] = {}
+    for i, n in enumerate(names):
+        index.setdefault(n, i)
+    return lambda values: PgRow(values, names, index)
+
+
+class PgCursor:
+    """The result of one translated statement, read whole when it ran."""
+
+    def __init__(
+        self, rowcount: int | None, lastrowid: int | None = None, rows: list[Any] | None = None
+    ) -> None:
+        self._rows: deque[Any] = deque(rows or ())
+        self.rowcount = -1 if rowcount is None else rowcount
+        self.lastrowid = lastrowid
+
+    def fetchone(self) -> Any:
+        """The next row, or None."""
+        return self._rows.popleft() if self._rows else None
+
+    def fetchall(self) -> list[Any]:
+        """Every remaining row."""
+        out = list(self._rows)
+        self._rows.clear()
+        return out
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+class PgConn:
+    """One thread's view of a PostgreSQL store, speaking the store's statements.
+
+    Outside a transaction each statement borrows a pooled connection just for itself (its
+    rows are read at once), so a store's connections are bounded by the pool, not by the
+    number of threads; a write transaction holds one from BEGIN to COMMIT. A statement that
+    meets a link broken while idle (the server restarted) is tried once more on a fresh one:
+    outside a transaction that is always a read, and nothing of it ran.
+    """
+
+    def __init__(self, pool: ConnectionPool[Any], url: str, timeout_s: float) -> None:
+        self._pool = pool
+        self._url = url
+        self._timeout_s = timeout_s
+        self._tx: psycopg.Connection[Any] | None = None
+        self._direct: set[int] = set()  # ids of connections made outside the pool
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether this thread has a write transaction open."""
+        return self._tx is not None
+
+    def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:
+        """Run one statement (translated); its rows are read at once."""
+        head = sql.strip().upper()
+        if head in ("BEGIN", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"):
+            self._transaction(head)
+            return PgCursor(None)
+        st = pgsql.translate(sql)
+        params = st.params(parameters) if st.params else parameters
+        return self._run(lambda raw: _run_one(raw, st, params))
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
+        """Run one statement for each parameter row."""
+        st = pgsql.translate(sql)
+        rows = [st.params(p) if st.params else p for p in parameters]
+        if not rows or st.noop:
+            return PgCursor(None)
+        return self._run(lambda raw: _run_many(raw, st, rows))
+
+    def _run(self, fn: Callable[[psycopg.Connection[Any]], PgCursor]) -> PgCursor:
+        import psycopg
+
+        if self._tx is not None:
+            with errors(self._url):
+                return fn(self._tx)
+        for attempt in (1, 2):
+            raw = self._borrow()
+            try:
+                with errors(self._url):
+                    try:
+                        return fn(raw)
+                    except psycopg.OperationalError:
+                        if attempt == 2 or not raw.broken:
+                            raise
+                        self._pool.check()  # the server restarted: replace every stale link
+            finally:
+                self._give_back(raw)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _borrow(self) -> psycopg.Connection[Any]:
+        import psycopg
+        import psycopg_pool
+
+        try:
+            raw: psycopg.Connection[Any] = self._pool.getconn(timeout=self._timeout_s)
+            return raw
+        except psycopg_pool.PoolTimeout:
+            pass
+        # after an outage the pool retries with growing pauses: ask the server itself
+        with errors(self._url):
+            raw = psycopg.connect(
+                self._url,
+                autocommit=True,
+                row_factory=_row_factory,
+                connect_timeout=max(1, round(self._timeout_s)),
+            )
+        configure(raw)
+        self._direct.add(id(raw))
+        return raw
+
+    def _give_back(self, raw: psycopg.Connection[Any]) -> None:
+        if id(raw) in self._direct:
+            self._direct.discard(id(raw))
+            raw.close()
+        else:
+            self._pool.putconn(raw)
+
+    def _transaction(self, head: str) -> None:
+        raw = self._tx
+        if head == "ROLLBACK":
+            if raw is not None:
+                self._tx = None
+                _rollback_quietly(raw)
+                self._give_back(raw)
+            return
+        if head == "COMMIT":
+            if raw is None:
+                return
+            self._tx = None
+            try:
+                with errors(self._url):
+                    raw.execute("COMMIT")
+            finally:
+                self._give_back(raw)
+            return
+        raw = self._borrow()
+        try:
+            with errors(self._url):
+                raw.execute("BEGIN")
+                raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+        except BaseException:
+            _rollback_quietly(raw)
+            self._give_back(raw)
+            raise
+        self._tx = raw
+
+    def commit(self) -> None:
+        """Nothing to do: a statement outside a write transaction commits by itself."""
+
+    def close(self) -> None:
+        """Roll back a transaction left open (a thread that died mid-write)."""
+        self._transaction("ROLLBACK")
+
+
+def _rollback_quietly(raw: psycopg.Connection[Any]) -> None:
+    import psycopg
+
+    if raw.closed or raw.broken:
+        return
+    with contextlib.suppress(psycopg.Error):  # the error being raised says more
+        raw.execute("ROLLBACK")
+
+
+def _run_one(raw: psycopg.Connection[Any], st: pgsql.Statement, params: Any) -> PgCursor:
+    cur = raw.execute(st.sql, params or None)
+    if st.returns_id:
+        row = cur.fetchone()
+        return PgCursor(cur.rowcount, int(row[0]) if row else None, [])
+    rows = cur.fetchall() if cur.description is not None else []
+    return PgCursor(cur.rowcount, None, rows)
+
+
+def _run_many(raw: psycopg.Connection[Any], st: pgsql.Statement, rows: list[Any]) -> PgCursor:
+    with raw.cursor() as cur:
+        cur.executemany(st.sql, rows)
+        return PgCursor(cur.rowcount, None, [])
+
+
+class _ErrorMap:
+    """psycopg's errors as offload's (the URL in the message has no password)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        import psycopg
+
+        if exc is None or not isinstance(exc, psycopg.Error):
+            return
+        where = redact_url(self.url)
+        if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.SerializationFailure):
+            raise StoreBusy(f"store at {where} is busy ({_first_line(exc)})") from None
+        if isinstance(exc, psycopg.OperationalError):
+            raise StoreError(
+                f"store at {where} is unavailable ({_first_line(exc)}); nothing was saved"
+            ) from None
+        raise StoreError(f"store at {where}: {_first_line(exc)}") from None
+
+
+def errors(url: str) -> _ErrorMap:
+    """A context in which psycopg's errors become offload's (named by the redacted URL)."""
+    return _ErrorMap(url)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _load_numeric(value: Any) -> Any:
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def configure(conn: psycopg.Connection[Any]) -> None:
+    """Set up a new connection: sums of integer columns (numeric) load as ints."""
+    from psycopg.types.numeric import NumericLoader
+
+    class _Numeric(NumericLoader):
+        def load(self, data: Any) -> Any:
+            value = super().load(data)
+            return _load_numeric(value) if isinstance(value, Decimal) else value
+
+    conn.adapters.register_loader("numeric", _Numeric)
+
+
+def open_pool(url: str, *, max_size: int, timeout_s: float) -> ConnectionPool[Any]:
+    """A pool of autocommit connections to ``url`` (statements run in their own
+    transaction unless the store begins one); fails with a clear StoreError."""
+    import psycopg
+    from psycopg_pool import ConnectionPool, PoolTimeout
+
+    pool: ConnectionPool[Any] = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        kwargs={"autocommit": True, "row_factory": _row_factory},
+        configure=configure,
+        timeout=timeout_s,
+        open=False,
+        name="offload",
+    )
+    try:
+        pool.open(wait=True, timeout=timeout_s)
+    except (PoolTimeout, psycopg.Error) as exc:
+        pool.close()
+        raise StoreError(f"cannot open store at {redact_url(url)}: {_first_line(exc)}") from None
+    return pool
+
+
+class ThreadConns:
+    """One :class:`PgConn` per thread, all from one pool."""
+
+    def __init__(self, pool: ConnectionPool[Any], url: str, timeout_s: float) -> None:
+        self.pool = pool
+        self.url = url
+        self.timeout_s = timeout_s
+        self._local = threading.local()
+        self._all: list[PgConn] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> PgConn:
+        """This thread's connection."""
+        conn: PgConn | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = PgConn(self.pool, self.url, self.timeout_s)
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Hand every connection back and close the pool."""
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+        self.pool.close()

@@ -1,0 +1,205 @@
+"""The PostgreSQL schema and its migrations (recorded in ``_migrations``, as SQLite's are).
+
+Migrations are registered in order with :func:`migration`; all pending ones run in one
+transaction under the store's write lock, so several machines opening a fresh store at
+once migrate it once, and a crash mid-migration leaves the previous schema (PostgreSQL's
+DDL is transactional). The concepts are SQLite's (store/db.py): content-addressed blocks,
+entries, labels, tombstones, chunks and their search rows, counters, state, per-scope sums
+and entry vectors. Ids come from sequences, so no id, run number or label row is ever
+reused, whichever machine wrote it. Text that is compared or sorted uses the "C"
+collation, so order and hash-prefix ranges are byte-wise, as in SQLite.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from offload.store.pgconn import WRITE_LOCK
+
+Migration = Callable[[Any], None]
+MIGRATIONS: list[tuple[str, Migration]] = []
+
+
+def migration(fn: Migration) -> Migration:
+    """Register a schema migration; they run in the order they are defined."""
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+def migrate(raw: Any) -> list[str]:
+    """Apply every pending migration on a psycopg connection; the names applied."""
+    applied: list[str] = []
+    with raw.transaction():
+        raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+        raw.execute(
+            "CREATE TABLE IF NOT EXISTS _migrations "
+            '(name text COLLATE "C" PRIMARY KEY, applied double precision NOT NULL)'
+        )
+        done = {r[0] for r in raw.execute("SELECT name FROM _migrations").fetchall()}
+        for name, fn in MIGRATIONS:
+            if name in done:
+                continue
+            fn(raw)
+            raw.execute("INSERT INTO _migrations VALUES (%s, %s)", (name, time.time()))
+            applied.append(name)
+    return applied
+
+
+@migration
+def pg001_initial(raw: Any) -> None:
+    raw.execute(
+        """
+        CREATE TABLE blocks (
+            id bigserial PRIMARY KEY,
+            hash text COLLATE "C" NOT NULL UNIQUE,
+            size integer NOT NULL,
+            lines integer NOT NULL,
+            codec text NOT NULL,
+            data bytea NOT NULL,
+            created double precision NOT NULL
+        );
+        CREATE TABLE entries (
+            id bigserial PRIMARY KEY,
+            kind text COLLATE "C" NOT NULL,
+            topic text NOT NULL DEFAULT '',
+            tags text NOT NULL DEFAULT '',
+            summary text NOT NULL DEFAULT '',
+            salience double precision NOT NULL DEFAULT 0.5 CHECK (salience BETWEEN 0 AND 1),
+            status text NOT NULL DEFAULT 'cold' CHECK (status IN ('cold', 'hot')),
+            pinned integer NOT NULL DEFAULT 0,
+            tokens integer NOT NULL,
+            content_hash text COLLATE "C" NOT NULL,
+            block_hash text COLLATE "C" NOT NULL REFERENCES blocks(hash),
+            source text COLLATE "C" NOT NULL DEFAULT '',
+            scope text COLLATE "C" NOT NULL DEFAULT '',
+            created double precision NOT NULL,
+            accessed double precision NOT NULL,
+            access_count integer NOT NULL DEFAULT 0,
+            expires double precision,
+            regenerate text NOT NULL DEFAULT '',
+            nonce text,
+            owner_pid integer,
+            owner_host text,
+            checked_out double precision,
+            checked_in double precision
+        );
+        CREATE UNIQUE INDEX entries_dedup ON entries(content_hash, scope);
+        CREATE INDEX entries_block ON entries(block_hash);
+        CREATE INDEX entries_rank ON entries(pinned DESC, salience DESC, accessed DESC, id DESC);
+        CREATE INDEX entries_scope_rank
+            ON entries(scope, pinned DESC, salience DESC, accessed DESC, id DESC);
+        CREATE INDEX entries_scope_stats ON entries(scope, kind, status, pinned, tokens, expires);
+        CREATE INDEX entries_source ON entries(source);
+        CREATE INDEX entries_expires ON entries(expires) WHERE expires IS NOT NULL;
+        CREATE INDEX entries_hot ON entries(status) WHERE status = 'hot';
+        CREATE INDEX entries_sequence ON entries(scope, kind, id);
+
+        CREATE TABLE labels (
+            label text COLLATE "C" PRIMARY KEY,
+            entry_id bigint NOT NULL REFERENCES entries(id) ON DELETE CASCADE
+        );
+        CREATE INDEX labels_entry ON labels(entry_id);
+
+        CREATE TABLE tombstones (
+            id bigserial PRIMARY KEY,
+            entry_id bigint,
+            content_hash text COLLATE "C" NOT NULL,
+            labels text NOT NULL DEFAULT '',
+            topic text NOT NULL DEFAULT '',
+            source text NOT NULL DEFAULT '',
+            scope text NOT NULL DEFAULT '',
+            reason text NOT NULL,
+            gone double precision NOT NULL,
+            regenerate text NOT NULL DEFAULT ''
+        );
+        CREATE INDEX tombstones_entry ON tombstones(entry_id);
+        CREATE INDEX tombstones_hash ON tombstones(content_hash);
+        CREATE TABLE tombstone_labels (
+            label text COLLATE "C" PRIMARY KEY,
+            tombstone_id bigint NOT NULL REFERENCES tombstones(id) ON DELETE CASCADE
+        );
+
+        CREATE TABLE chunks (
+            id bigserial PRIMARY KEY,
+            block_id bigint NOT NULL,
+            start_line integer NOT NULL,
+            end_line integer NOT NULL,
+            start integer NOT NULL,
+            "end" integer NOT NULL
+        );
+        CREATE INDEX chunks_block ON chunks(block_id);
+        -- the analysed terms of each chunk (offload.core.analysis), one lexeme per term
+        CREATE TABLE search_body (rowid bigint PRIMARY KEY, terms tsvector NOT NULL);
+        CREATE INDEX search_body_terms ON search_body USING gin (terms);
+        CREATE TABLE search_meta (
+            rowid bigint PRIMARY KEY,
+            topic text NOT NULL, summary text NOT NULL, tags text NOT NULL,
+            labels text NOT NULL, source text NOT NULL,
+            tsv tsvector NOT NULL  -- the columns' terms, weighted (pgsql.META_LETTERS)
+        );
+        CREATE INDEX search_meta_tsv ON search_meta USING gin (tsv);
+        CREATE TABLE terms (term text COLLATE "C" PRIMARY KEY);
+
+        CREATE TABLE counters (name text COLLATE "C" PRIMARY KEY, value bigint NOT NULL);
+        CREATE TABLE state (
+            namespace text COLLATE "C" NOT NULL,
+            key text COLLATE "C" NOT NULL,
+            value text NOT NULL,
+            updated double precision NOT NULL,
+            PRIMARY KEY (namespace, key)
+        );
+
+        CREATE TABLE entry_vectors (
+            id bigserial PRIMARY KEY,
+            entry_id bigint NOT NULL UNIQUE REFERENCES entries(id) ON DELETE CASCADE,
+            model text NOT NULL,
+            data bytea NOT NULL
+        );
+
+        -- a list of ids passed as one JSON array (SQLite's json_each(?))
+        CREATE FUNCTION offload_ids(ids text) RETURNS TABLE (value bigint)
+            LANGUAGE sql IMMUTABLE STRICT
+            AS $$ SELECT x::bigint FROM json_array_elements_text(ids::json) AS x $$;
+        """
+    )
+    _scope_stats(raw)
+
+
+def _scope_stats(raw: Any) -> None:
+    # peek reads these per-(scope, kind) sums; the trigger keeps them exact in the same
+    # transaction as the change (SQLite's m004_scope_stats)
+    raw.execute(
+        """
+        CREATE TABLE scope_stats (
+            scope text COLLATE "C" NOT NULL,
+            kind text COLLATE "C" NOT NULL,
+            entries integer NOT NULL DEFAULT 0,
+            tokens bigint NOT NULL DEFAULT 0,
+            hot integer NOT NULL DEFAULT 0,
+            pinned integer NOT NULL DEFAULT 0,
+            PRIMARY KEY (scope, kind)
+        );
+        CREATE FUNCTION offload_scope_stats() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP IN ('DELETE', 'UPDATE') THEN
+                UPDATE scope_stats SET entries = entries - 1, tokens = tokens - OLD.tokens,
+                    hot = hot - (OLD.status = 'hot')::int, pinned = pinned - OLD.pinned
+                WHERE scope = OLD.scope AND kind = OLD.kind;
+            END IF;
+            IF TG_OP IN ('INSERT', 'UPDATE') THEN
+                INSERT INTO scope_stats AS s (scope, kind, entries, tokens, hot, pinned)
+                    VALUES (NEW.scope, NEW.kind, 1, NEW.tokens, (NEW.status = 'hot')::int,
+                            NEW.pinned)
+                ON CONFLICT (scope, kind) DO UPDATE SET
+                    entries = s.entries + 1, tokens = s.tokens + excluded.tokens,
+                    hot = s.hot + excluded.hot, pinned = s.pinned + excluded.pinned;
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER scope_stats_change AFTER INSERT OR DELETE OR UPDATE OF
+            scope, kind, tokens, status, pinned ON entries
+            FOR EACH ROW EXECUTE FUNCTION offload_scope_stats();
+        """
+    )

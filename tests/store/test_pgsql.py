@@ -1,0 +1,68 @@
+"""The translation of the store's statements to PostgreSQL (pure: no server needed)."""
+
+from __future__ import annotations
+
+from offload.store import pgsql
+from offload.store.index import META_WEIGHTS
+
+
+def test_parameters_become_psycopg_placeholders_and_percent_signs_are_doubled() -> None:
+    st = pgsql.translate("SELECT id FROM entries WHERE source = ? AND topic != '5%'")
+    assert st.sql == "SELECT id FROM entries WHERE source = %s AND topic != '5%%'"
+    assert st.params is None and not st.returns_id
+
+
+def test_inserts_into_tables_with_ids_return_the_new_id() -> None:
+    st = pgsql.translate("INSERT INTO entries (kind) VALUES (?)")
+    assert st.returns_id and st.sql.endswith(" RETURNING id")
+    assert not pgsql.translate("INSERT INTO labels (label, entry_id) VALUES (?, ?)").returns_id
+
+
+def test_sqlite_only_constructs_are_rewritten() -> None:
+    assert pgsql.translate("INSERT OR IGNORE INTO terms (term) VALUES (?)").sql == (
+        "INSERT INTO terms (term) VALUES (%s) ON CONFLICT DO NOTHING"
+    )
+    sql = pgsql.translate(
+        "SELECT id, start, end FROM chunks WHERE block_id IN (SELECT value FROM json_each(?))"
+    ).sql
+    assert sql == (
+        'SELECT id, start, "end" FROM chunks WHERE block_id IN (SELECT value FROM offload_ids(%s))'
+    )
+    sql = pgsql.translate(
+        "SELECT term FROM terms WHERE instr(term, ?) > 0 OR substr(term, -2) = ?"
+    ).sql
+    assert "strpos(term, %s)" in sql and "right(term, 2)" in sql
+    assert pgsql.translate("PRAGMA quick_check").noop
+
+
+def test_analysed_terms_become_one_lexeme_each_with_positions_and_quotes_escaped() -> None:
+    text, nxt = pgsql.tsvector_literal("it's a\\b x")
+    assert text == "'it''s':1 'a\\\\b':2 'x':3" and nxt == 4
+    long_term = "z" * 3000  # PostgreSQL refuses lexemes of 2 KB: left out, not an error
+    assert pgsql.tsvector_literal(f"a {long_term} b")[0] == "'a':1 'b':2"
+
+
+def test_a_match_of_quoted_terms_becomes_a_tsquery_of_the_same_terms() -> None:
+    match = '"caroline" OR "it""s" OR "a|b"'
+    assert pgsql.tsquery_literal(match) == "'caroline' | 'it\"s' | 'a|b'"
+    assert pgsql.tsquery_terms(match) == ["'caroline'", "'it\"s'", "'a|b'"]
+
+
+def test_metadata_columns_keep_their_relative_weights() -> None:
+    weights = dict(zip(pgsql.META_COLUMNS, META_WEIGHTS, strict=True))
+    rank = dict(zip("DCBA", pgsql.META_RANK_WEIGHTS, strict=True))
+    top = max(META_WEIGHTS)
+    for col, w in weights.items():
+        assert abs(rank[pgsql.META_LETTERS[col]] - w / top) < 1e-9
+    vec = pgsql.meta_tsvector(("topic", "", "tag", "", "src"))
+    assert vec == (
+        f"'topic':1{pgsql.META_LETTERS['topic']} 'tag':2{pgsql.META_LETTERS['tags']} "
+        f"'src':3{pgsql.META_LETTERS['source']}"
+    )
+
+
+def test_a_list_of_words_is_read_as_json_text_not_as_ids() -> None:
+    sql = pgsql.translate("SELECT term FROM terms WHERE term IN (SELECT value FROM json_each(?))")
+    assert sql.sql == (
+        "SELECT term FROM terms WHERE term IN (SELECT json_array_elements_text(%s::json))"
+    )
