@@ -121,6 +121,34 @@ def test_stubbed_tool_messages_keep_their_call_id_and_name(store: Store) -> None
         assert 'offload_read(ref="ctx:sha256:' in m["content"]
 
 
+def test_with_retrieval_off_stubs_name_only_calls_the_client_can_make(store: Store) -> None:
+    pipe = make(store, retrieval="off")
+    stubs = [
+        str(m["content"])
+        for request in requests(conversation(40, every=4))
+        for m in pipe.rewrite(request, 2048).messages
+        if is_stub(str(m.get("content") or "")) or is_range_stub(m)
+    ]
+    assert any(is_stub(s) for s in stubs) and any(s.startswith("[offload: ") for s in stubs)
+    for text in stubs:
+        assert "offload_read" not in text and "offload_search" not in text
+        assert 'read(ref="ctx:sha256:' in text and "`offload cat ctx:sha256:" in text
+
+
+def test_with_retrieval_off_range_stubs_name_the_mcp_search_and_the_cli(store: Store) -> None:
+    pipe = make(store, retrieval="off")
+    ranges = [
+        str(m["content"])
+        for request in requests(conversation(40, every=4))
+        for m in pipe.rewrite(request, 2048).messages
+        if is_range_stub(m)
+    ]
+    assert ranges
+    for text in ranges:
+        assert 'search(queries=["…"], source="proxy:' in text and '`offload search "…"`' in text
+        assert "offload_" not in text.replace("`offload ", "")
+
+
 def test_every_tool_answer_on_the_wire_follows_its_call(store: Store) -> None:
     pipe = make(store)
     for request in requests(conversation(25)):

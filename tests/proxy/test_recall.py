@@ -89,6 +89,20 @@ def test_a_question_about_paged_out_memory_brings_it_back_before_the_question(
     assert expand(store, result.messages) == request
 
 
+@pytest.mark.parametrize(("mode", "reader"), [("auto", "offload_read"), ("off", "read")])
+def test_the_recall_block_names_the_read_tool_the_model_can_call(
+    store: Store, mode: str, reader: str
+) -> None:
+    p = pipe(store, retrieval=mode)
+    history = session()
+    p.rewrite(history, N_CTX)
+    result = p.rewrite(ask(history, "Who rotated the vault key, the pelican quartermaster?"), N_CTX)
+    block = next(str(m["content"]) for m in result.messages if is_recall_block(m))
+    note = block.split("\n", 1)[0]
+    assert note.endswith(f' more: {reader}(ref="REF", offset=LINE)]')
+    assert result.wire_tokens <= Budget.of(p.settings, N_CTX).ceiling
+
+
 def test_the_recall_block_is_the_same_bytes_for_the_same_history(tmp_path: Path) -> None:
     history = session()
     request = ask(history, "Who rotated the vault key, the pelican quartermaster?")

@@ -74,27 +74,28 @@ PROXY_READ = "offload_read"
 PROXY_SEARCH = "offload_search"
 
 
-def read_call(ref: str) -> str:
-    """The exact calls that bring ``ref`` back (the proxy's tool, the CLI; the MCP server's
-    ``read`` and ``retrieve`` take the same ``ref``). Kept short: every stub carries it."""
-    return f'{PROXY_READ}(ref="{ref}") or `offload cat {ref}`'
+def read_call(ref: str, proxy_tools: bool = True) -> str:
+    """The exact calls that bring ``ref`` back (the proxy's tool when it offers its tools,
+    else the MCP server's ``read``; the CLI either way; ``retrieve`` takes the same
+    ``ref``). Kept short: every stub carries it."""
+    tool = PROXY_READ if proxy_tools else "read"
+    return f'{tool}(ref="{ref}") or `offload cat {ref}`'
 
 
-def range_read_call(ref: str) -> str:
+def range_read_call(ref: str, proxy_tools: bool = True) -> str:
     """The exact calls that read a paged-out part as a transcript, and restore it."""
+    ours = f', {PROXY_READ}(ref="{ref}")' if proxy_tools else ""
     return (
-        f'read(ref="{ref}", offset=1), {PROXY_READ}(ref="{ref}") or `offload cat {ref}` (a'
+        f'read(ref="{ref}", offset=1){ours} or `offload cat {ref}` (a'
         f' transcript; the exact messages: retrieve(ref="{ref}"), JSON whose "earlier" names'
         " the part before)"
     )
 
 
-def range_search_call(session: str) -> str:
+def range_search_call(session: str, proxy_tools: bool = True) -> str:
     """The exact calls that search everything this conversation paged out."""
-    return (
-        f'search(queries=["…"], source="proxy:{session}"), {PROXY_SEARCH}(query="…") or'
-        ' `offload search "…"`'
-    )
+    ours = f', {PROXY_SEARCH}(query="…")' if proxy_tools else ""
+    return f'search(queries=["…"], source="proxy:{session}"){ours} or `offload search "…"`'
 
 
 @dataclass(frozen=True)
@@ -173,11 +174,20 @@ class StubMaker:
     """Counts, stubs and stores message contents, once per content hash (thread-safe)."""
 
     def __init__(
-        self, store: Store, counter: TokenCounter, *, scope: str, cache_size: int = 16384
+        self,
+        store: Store,
+        counter: TokenCounter,
+        *,
+        scope: str,
+        cache_size: int = 16384,
+        proxy_tools: bool = True,
     ) -> None:
         self.store = store
         self.counter = counter
         self.scope = scope
+        # whether stubs name the proxy's own memory tools (off: only the MCP tools and CLI
+        # the client can call itself)
+        self.proxy_tools = proxy_tools
         self._cache_size = cache_size
         self._tokens: OrderedDict[str, int] = OrderedDict()  # key: content itself (short) / hash
         self._stubs: OrderedDict[tuple[str, str, str], MessageStub] = OrderedDict()
@@ -233,7 +243,7 @@ class StubMaker:
             nbytes=len(text.encode("utf-8", "surrogatepass")),
             gist=gist(text, STUB_GIST_CHARS),
         )
-        stub = render_stub(info, read_call(info.ref))
+        stub = render_stub(info, read_call(info.ref, self.proxy_tools))
         made = MessageStub(key[0], tokens, stub, self.counter.count(stub))
         with self._lock:
             self._stubs[key] = made
@@ -390,6 +400,7 @@ class StubMaker:
                 toc=contents,
             ),
             session,
+            self.proxy_tools,
         )
         role = range_role(messages, first, end)
         tokens = message_tokens(self.counter, {"role": role, "content": text})
@@ -447,8 +458,10 @@ def _json_bytes(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _range_text(info: StubInfo, session: str) -> str:
-    return render_stub(info, range_read_call(info.ref), range_search_call(session))
+def _range_text(info: StubInfo, session: str, proxy_tools: bool = True) -> str:
+    return render_stub(
+        info, range_read_call(info.ref, proxy_tools), range_search_call(session, proxy_tools)
+    )
 
 
 def _message_topic(msg: Message, source: str, text: str) -> tuple[str, str]:
@@ -469,7 +482,7 @@ def _message_topic(msg: Message, source: str, text: str) -> tuple[str, str]:
     return topic, summary
 
 
-def least_stub_tokens(counter: TokenCounter) -> tuple[int, int]:
+def least_stub_tokens(counter: TokenCounter, proxy_tools: bool = True) -> tuple[int, int]:
     """Lower bounds on the wire tokens of any message stub and of any range stub (for
     :mod:`offload.proxy.bound`): each rendered with the shortest fields it can have.
 
@@ -478,7 +491,8 @@ def least_stub_tokens(counter: TokenCounter) -> tuple[int, int]:
     floor."""
     ref = ""
     message = render_stub(
-        StubInfo(ref=ref, kind="", source="", tokens=0, lines=0, nbytes=0), read_call(ref)
+        StubInfo(ref=ref, kind="", source="", tokens=0, lines=0, nbytes=0),
+        read_call(ref, proxy_tools),
     )
     ranged = _range_text(
         StubInfo(
@@ -490,6 +504,7 @@ def least_stub_tokens(counter: TokenCounter) -> tuple[int, int]:
             nbytes=0,
         ),
         "0" * 16,
+        proxy_tools,
     )
     return (
         message_tokens(counter, {"role": "user", "content": message}),

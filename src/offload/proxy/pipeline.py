@@ -6,6 +6,7 @@ worker thread); ``offload replay`` calls the same method turn by turn without an
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -110,10 +111,13 @@ class Pipeline:
         self.settings = settings
         self.counter = counter
         self.scope = scope
-        self.stubs = StubMaker(store, counter, scope=scope)
+        # with transparent retrieval off the model has no proxy tools: stubs name the MCP
+        # server's and the CLI's calls only
+        tools = settings.retrieval != "off"
+        self.stubs = StubMaker(store, counter, scope=scope, proxy_tools=tools)
         self.recall = Recaller(store, settings, counter, scope)
         self.ceilings = Ceilings(store)
-        self.calls = CallStubber(self.stubs, read_call)
+        self.calls = CallStubber(self.stubs, functools.partial(read_call, proxy_tools=tools))
         self._locks = SessionLocks()
         self._live = LiveSessions()
 

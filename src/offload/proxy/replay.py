@@ -168,7 +168,7 @@ def replay(
     report = Report(n_ctx=n_ctx, chained=chained)
     budget = Budget.of(pipeline.settings, n_ctx)
     memo: dict[str, Any] = {}  # parsed store bodies, shared by the checks
-    floors = least_stub_tokens(pipeline.counter)
+    floors = least_stub_tokens(pipeline.counter, pipeline.stubs.proxy_tools)
     for run in runs:
         points = turn_points(run.messages)
         if not points:
