@@ -14,6 +14,8 @@ import httpx
 import pytest
 
 from offload.core.sse import iter_sse_events
+from offload.core.tokens import default_counter
+from offload.proxy.counting import TEMPLATE_TOKENS_PER_MESSAGE, message_texts
 from offload.proxy.messages import head_end, session_key
 from offload.proxy.retrieval import DEFINITIONS, READ_TOOL, SEARCH_TOOL
 from offload.proxy.retrieval_loop import LAST_ROUND
@@ -353,7 +355,8 @@ def test_auto_offers_nothing_to_an_upstream_whose_template_has_no_tools(
 def test_a_model_behind_the_proxy_alone_expands_a_stub_with_the_read_tool(
     proxy: str, script: ToolScript
 ) -> None:
-    log = "\n".join(f"build step {i}: compiled module_{i}.c in {i * 7} ms" for i in range(400))
+    # larger than the window at any calibration the module's earlier requests left
+    log = "\n".join(f"build step {i}: compiled module_{i}.c in {i * 7} ms" for i in range(800))
     messages: list[dict[str, Any]] = [
         *MESSAGES,
         {"role": "assistant", "content": None, "tool_calls": [_call("c1", "cat")]},
@@ -367,7 +370,7 @@ def test_a_model_behind_the_proxy_alone_expands_a_stub_with_the_read_tool(
     payload = {"messages": messages, "max_tokens": 8}
     assert httpx.post(proxy + CHAT, json=payload, timeout=30).status_code == 200
     wire = json.dumps(script.requests[0]["messages"])
-    assert "module_399.c" not in wire  # the log left the wire
+    assert "module_399.c" not in wire and "module_799.c" not in wire  # the log left the wire
     found = re.search(r'offload_read\(ref=\\"([^"\\]+)\\"', wire)
     assert found is not None, wire[:2000]
     ref = found.group(1)
@@ -394,3 +397,34 @@ def test_an_upstream_that_refuses_tools_is_asked_again_without_them_and_never_of
     assert (first.status_code, second.status_code) == (200, 200)
     assert [bool(r.get("tools")) for r in script.requests] == [True, False, False]
     assert script.requests[1] == {"messages": MESSAGES, "max_tokens": 32}
+
+
+def true_prompt(messages: list[dict[str, Any]]) -> int:
+    """The prompt size of an upstream whose tokens run 1.5 to each offline estimate, with
+    the template's framing per message."""
+    raw = sum(default_counter().count(t) for t in message_texts(messages))
+    return TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + round(1.5 * raw)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_calibration_weighs_the_summed_usage_against_every_rounds_messages(
+    own_store: Store, stream: bool
+) -> None:
+    script = ToolScript(prompt_of=true_prompt)
+    script.turns = [
+        Turn(text=None, calls=[(SEARCH_TOOL, json.dumps({"query": "deploy key rotate"}))]),
+        Turn(text="Every 37 days."),
+    ]
+    with (
+        tool_upstream(script) as url,
+        proxy_for(url + "/v1", own_store, scope=SCOPE) as (srv, _),
+    ):
+        page_out(own_store)
+        resp = chat(srv.url, stream=stream, stream_options={"include_usage": True})
+        assert resp.status_code == 200
+        metrics = httpx.get(srv.url + "/metrics", timeout=10).text
+    assert len(script.requests) == 2
+    gauge = re.search(r"^\w*token_calibration_ratio(?:\{[^}]*\})? ([\d.]+)$", metrics, re.M)
+    assert gauge is not None
+    ratio = float(gauge[1])
+    assert ratio == pytest.approx(1.5, abs=0.01)  # one round's messages alone: 2.0, clamped

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +44,8 @@ class ToolScript:
     refuse_tools: bool = False  # answer a request with tools 400, as Ollama does for some models
     release: threading.Event = field(default_factory=threading.Event)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    # the prompt size a request's usage reports, from its messages (None: always 10)
+    prompt_of: Callable[[list[dict[str, Any]]], int] | None = None
 
     def next_turn(self) -> Turn | None:
         return self.turns.pop(0) if self.turns else None
@@ -60,7 +62,7 @@ def _calls(turn: Turn) -> list[dict[str, Any]]:
     ]
 
 
-def completion(turn: Turn) -> dict[str, Any]:
+def completion(turn: Turn, prompt: int = 10) -> dict[str, Any]:
     """A whole chat completion saying ``turn``."""
     message: dict[str, Any] = {"role": "assistant", "content": turn.text}
     if turn.calls:
@@ -70,7 +72,7 @@ def completion(turn: Turn) -> dict[str, Any]:
         "id": "chatcmpl-s",
         "object": "chat.completion",
         "choices": [{"index": 0, "finish_reason": finish, "message": message}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        "usage": {"prompt_tokens": prompt, "completion_tokens": 2, "total_tokens": prompt + 2},
     }
 
 
@@ -86,7 +88,7 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     }
 
 
-async def _stream(turn: Turn, script: ToolScript) -> AsyncIterator[bytes]:
+async def _stream(turn: Turn, script: ToolScript, prompt: int = 10) -> AsyncIterator[bytes]:
     try:
         yield _event(_chunk({"role": "assistant", "content": None}))
         if turn.text:
@@ -107,7 +109,7 @@ async def _stream(turn: Turn, script: ToolScript) -> AsyncIterator[bytes]:
                     _chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
                 )
         yield _event(_chunk({}, "tool_calls" if turn.calls else "stop"))
-        usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+        usage = {"prompt_tokens": prompt, "completion_tokens": 2, "total_tokens": prompt + 2}
         yield _event({"id": "chatcmpl-s", "choices": [], "usage": usage})
         yield b"data: [DONE]\n\n"
     except asyncio.CancelledError:
@@ -132,9 +134,10 @@ def tool_app(script: ToolScript) -> Starlette:
         if turn.status >= 400:
             err = {"error": {"message": "scripted failure", "type": "server_error"}}
             return JSONResponse(err, turn.status)
+        prompt = script.prompt_of(body["messages"]) if script.prompt_of is not None else 10
         if body.get("stream"):
-            return StreamingResponse(_stream(turn, script), media_type="text/event-stream")
-        return JSONResponse(completion(turn))
+            return StreamingResponse(_stream(turn, script, prompt), media_type="text/event-stream")
+        return JSONResponse(completion(turn, prompt))
 
     async def props(request: Request) -> Response:
         props: dict[str, Any] = {"default_generation_settings": {"n_ctx": 4096}}

@@ -11,7 +11,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -46,6 +46,8 @@ KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "fu
 OVERFLOW_MARGIN = 0.95
 
 R = TypeVar("R", bound=UpstreamReply)
+#: The messages an answer's reported usage counts (every retrieval round's).
+Sent = Callable[[], Sequence[Mapping[str, Any]]]
 
 
 async def json_body(request: Request) -> dict[str, Any]:
@@ -111,13 +113,15 @@ async def run_chat(
     messages: list[dict[str, Any]],
     *,
     send: Callable[[bytes, dict[str, str]], Awaitable[R]],
-    transform: Callable[[UpstreamReply, bool, RewriteResult], Awaitable[Response]] | None = None,
+    transform: Callable[[UpstreamReply, bool, RewriteResult, Sent], Awaitable[Response]]
+    | None = None,
     raw: bytes | None = None,
     shape: ErrorShape = OPENAI,
 ) -> Response:
     """Rewrite, forward, relay and count one chat request. ``send`` posts a body upstream
     (the lean client or httpx); ``transform`` lets the Anthropic route convert the answer
-    instead of relaying it. ``raw``: the client's body, which is sent as it came when the
+    instead of relaying it (``Sent`` gives the messages its usage counts, for
+    :func:`record`). ``raw``: the client's body, which is sent as it came when the
     rewrite left the messages as they were. ``shape``: how the client's API says the
     proxy's own errors (timeouts, an unreachable upstream, a request that cannot fit)."""
     n_ctx = await state.n_ctx()
@@ -138,13 +142,13 @@ async def run_chat(
         body = read if read is not None else await error_body(resp)
         _count_error(state, result)
         if transform is not None:
-            return await transform(resp, False, result)
+            return await transform(resp, False, result, upstream.sent)
         return Response(body, resp.status_code, headers=response_headers(resp.headers))
     if transform is not None:
-        return await transform(resp, stream, result)
+        return await transform(resp, stream, result, upstream.sent)
     if stream:
-        return _relay_stream(state, resp, result)
-    return await _relay_whole(request, state, resp, result)
+        return _relay_stream(state, resp, result, upstream.sent)
+    return await _relay_whole(request, state, resp, result, upstream.sent)
 
 
 @dataclass
@@ -161,6 +165,14 @@ class _Upstream(Generic[R]):
     exchange: _Exchange
     stream: bool
     offer: retrieval_loop.Offer | None = None
+    rounds: retrieval_loop.Rounds | None = None
+
+    def sent(self) -> list[dict[str, Any]]:
+        """Every message posted for this answer (over all retrieval rounds): what the
+        answer's usage, summed over the rounds, counts."""
+        if self.rounds is not None:
+            return self.rounds.sent()
+        return self.exchange.result.messages
 
     async def post(self) -> R:
         """Send the current exchange; the answer's headers are in, its body is not read.
@@ -200,6 +212,7 @@ class _Upstream(Generic[R]):
             return got
         ex = self.exchange
         rounds = retrieval_loop.rounds_for(self.state, self.offer, ex.result, ex.n_ctx, self.more)
+        self.rounds = rounds
         return await rounds.continued(got[0], self.stream), None
 
     def _no_fit(self, overflow: dict[str, Any]) -> NoFit:
@@ -270,7 +283,9 @@ def break_event(exc: BaseException) -> bytes:
     return OPENAI.event(502, f"the upstream broke off mid-answer: {why}", "upstream_unavailable")
 
 
-def _relay_stream(state: ProxyState, resp: UpstreamReply, result: RewriteResult) -> Response:
+def _relay_stream(
+    state: ProxyState, resp: UpstreamReply, result: RewriteResult, sent: Sent
+) -> Response:
     """Relay a streamed answer as it comes, counting it (and its text) at the end."""
     seen: dict[str, Any] = {}
     answer: list[str] = []
@@ -286,7 +301,7 @@ def _relay_stream(state: ProxyState, resp: UpstreamReply, result: RewriteResult)
                 answer.append(_answer_text(obj, "delta"))
 
     def on_end(completed: bool) -> None:
-        record(state, result, seen, error=not completed)
+        record(state, result, seen, error=not completed, sent=sent())
         if completed:
             state.precount("".join(answer))
 
@@ -298,7 +313,7 @@ def _relay_stream(state: ProxyState, resp: UpstreamReply, result: RewriteResult)
 
 
 async def _relay_whole(
-    request: Request, state: ProxyState, resp: UpstreamReply, result: RewriteResult
+    request: Request, state: ProxyState, resp: UpstreamReply, result: RewriteResult, sent: Sent
 ) -> Response:
     """Read a whole answer (unless the client goes away first), count it and pass it on."""
     body_or_none = await race_disconnect(request, lambda: read_all(resp))
@@ -310,7 +325,7 @@ async def _relay_whole(
         obj = json.loads(body_or_none)
     except ValueError:
         obj = {}
-    record(state, result, obj if isinstance(obj, dict) else {})
+    record(state, result, obj if isinstance(obj, dict) else {}, sent=sent())
     if isinstance(obj, dict):
         state.precount(_answer_text(obj, "message"))
     return Response(body_or_none, resp.status_code, headers=response_headers(resp.headers))
@@ -380,9 +395,16 @@ async def _overflow_retry(
 
 
 def record(
-    state: ProxyState, result: RewriteResult, obj: dict[str, Any], *, error: bool = False
+    state: ProxyState,
+    result: RewriteResult,
+    obj: dict[str, Any],
+    *,
+    error: bool = False,
+    sent: Sequence[Mapping[str, Any]] | None = None,
 ) -> None:
-    """Count one request, with the cache figures its response reported."""
+    """Count one request, with the cache figures its response reported. ``sent``: every
+    message its reported prompt size counts (over all retrieval rounds; by default the
+    wire), which calibrates the offline counter."""
     prompt, cached = cache_figures(obj)
     cause = state.metrics.record(
         RequestRecord(
@@ -399,7 +421,7 @@ def record(
     if cause is not None:
         log.info("session %s: prefix break (%s)", result.session_id[:12], cause)
     if prompt and not state.counter.exact:
-        state.counter.calibrate(result.messages, prompt)
+        state.counter.calibrate(result.messages if sent is None else sent, prompt)
 
 
 def _count_error(state: ProxyState, result: RewriteResult) -> None:

@@ -171,6 +171,12 @@ class Rounds:
     count: Count
     extra: list[Message] = field(default_factory=list)
     figures: dict[str, int] = field(default_factory=dict)
+    continuations: list[Message] = field(default_factory=list)  # what each round posted
+
+    def sent(self) -> list[Message]:
+        """Every message posted upstream for this answer, round after round (the wire,
+        then each continuation whole): what the usage summed over the rounds counts."""
+        return [*self.wire, *self.continuations]
 
     async def continued(self, first: UpstreamReply, stream: bool) -> UpstreamReply:
         """The client's answer: ``first`` when the model calls none of the proxy's tools
@@ -244,7 +250,9 @@ class Rounds:
         self.extra.append({"role": "assistant", "content": text or None, "tool_calls": calls})
         self.extra.extend(results)
         self._add("retrieval_rounds")
-        return await self.post([*self.wire, *self.extra])
+        posted = [*self.wire, *self.extra]
+        self.continuations.extend(posted)
+        return await self.post(posted)
 
     def _add(self, key: str, n: int = 1) -> None:
         self.figures[key] = self.figures.get(key, 0) + n

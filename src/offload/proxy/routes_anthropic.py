@@ -10,7 +10,14 @@ from starlette.responses import Response, StreamingResponse
 
 from offload.errors import InvalidInput
 from offload.proxy import anthropic
-from offload.proxy.chat import break_event, json_body, record, run_chat, validate_messages
+from offload.proxy.chat import (
+    Sent,
+    break_event,
+    json_body,
+    record,
+    run_chat,
+    validate_messages,
+)
 from offload.proxy.errors_http import ANTHROPIC, anthropic_error
 from offload.proxy.forward import UpstreamReply, relay
 from offload.proxy.pipeline import RewriteResult
@@ -27,7 +34,9 @@ async def messages(request: Request, state: ProxyState) -> Response:
         return anthropic_error(400, str(exc))
     model = str(body.get("model", ""))
 
-    async def transform(resp: UpstreamReply, stream: bool, result: RewriteResult) -> Response:
+    async def transform(
+        resp: UpstreamReply, stream: bool, result: RewriteResult, sent: Sent
+    ) -> Response:
         if resp.status_code >= 400:
             return anthropic.error_response(resp.status_code, await resp.aread())
         if stream:
@@ -36,7 +45,7 @@ async def messages(request: Request, state: ProxyState) -> Response:
                 anthropic.stream_events(
                     relay(
                         resp,
-                        on_end=lambda ok: record(state, result, seen, error=not ok),
+                        on_end=lambda ok: record(state, result, seen, error=not ok, sent=sent()),
                         on_break=break_event,  # an OpenAI error event: converted below
                     ),
                     model,
@@ -44,7 +53,9 @@ async def messages(request: Request, state: ProxyState) -> Response:
                 ),
                 media_type="text/event-stream",
             )
-        return await anthropic.message_response(resp, model, lambda obj: record(state, result, obj))
+        return await anthropic.message_response(
+            resp, model, lambda obj: record(state, result, obj, sent=sent())
+        )
 
     try:
         return await run_chat(
