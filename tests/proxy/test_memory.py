@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,9 +10,10 @@ from typing import Any
 import pytest
 
 from offload.config import ProxySettings
+from offload.core import analysis
 from offload.core.tokens import EstimateCounter
 from offload.proxy import message_stubs
-from offload.proxy.memory import Memory, SessionIndex
+from offload.proxy.memory import Doc, Memory, SessionIndex
 from offload.proxy.pipeline import Pipeline
 from offload.store.store import Store
 
@@ -83,3 +85,33 @@ def test_a_part_that_cannot_be_read_ends_the_chain_without_failing(store: Store)
 def test_ranking_is_deterministic_and_ties_keep_conversation_order() -> None:
     index = SessionIndex([])
     assert index.rank(["x"], 3) == [] and index.weight("x") == 0.0
+
+
+def doc(index: int, text: str) -> Doc:
+    counts = Counter(analysis.terms(text))
+    return Doc(
+        ref="ctx:sha256:" + "0" * 12,
+        index=index,
+        first_line=2 * index + 1,
+        last_line=2 * index + 2,
+        header=f"## #{index} user",
+        text=text,
+        terms=tuple(sorted(counts.items())),
+        length=sum(counts.values()),
+    )
+
+
+def test_a_reply_that_shares_no_word_with_the_query_is_found_through_its_neighbour() -> None:
+    texts = [f"small talk number {i} about the weather" for i in range(12)]
+    texts[5] = "here is the photo I took at the lighthouse"
+    texts[6] = "take a look at this one, what do you think?"  # says what, without its words
+    index = SessionIndex([doc(i, t) for i, t in enumerate(texts)])
+    ranked = [(score, d.index) for score, d in index.rank(analysis.terms("lighthouse photo"), 4)]
+    assert [i for _, i in ranked[:3]] == [5, 4, 6]  # the match, then its neighbours by order
+    assert ranked[0][0] == pytest.approx(2 * ranked[1][0]) and ranked[1][0] == ranked[2][0]
+    assert index.rank(analysis.terms("weather"), 20)[-1][1].index in (5, 6)  # shares only
+
+
+def test_neighbours_are_those_next_to_it_in_the_conversation_not_in_the_index() -> None:
+    index = SessionIndex([doc(1, "the lighthouse photo"), doc(3, "take a look at this")])
+    assert [d.index for _, d in index.rank(analysis.terms("lighthouse"), 5)] == [1]

@@ -31,6 +31,10 @@ from offload.store.store import Store
 #: BM25's term-frequency saturation and length normalisation (the usual values).
 K1 = 1.2
 B = 0.75
+#: The share of each neighbour's own score a message gets (the messages right before and
+#: after it in the conversation): a reply is about what it answers, and a message that
+#: says "look at this" is found through the words of the one that names it.
+NEIGHBOUR_SHARE = 0.5
 #: The longest chain of parts followed (a guard against a damaged chain).
 MAX_PARTS = 10_000
 
@@ -109,17 +113,26 @@ class SessionIndex:
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
     def rank(self, terms: Sequence[str], limit: int) -> list[tuple[float, Doc]]:
-        """The best ``limit`` messages for ``terms`` (distinct, in query order), best first;
-        messages matching none are left out."""
-        scores: dict[int, float] = {}
+        """The best ``limit`` messages for ``terms`` (distinct, in query order), best first:
+        each scored by BM25 plus ``NEIGHBOUR_SHARE`` of the BM25 of the messages right
+        before and after it; messages that neither match nor neighbour a match are left
+        out."""
+        own: dict[int, float] = {}
         norms = self._norms
-        get = scores.get
+        get = own.get
         for term in dict.fromkeys(terms):
             lift = self.weight(term) * (K1 + 1.0)
             for i, n in self.postings.get(term, ()):
-                scores[i] = get(i, 0.0) + lift * n / (n + norms[i])
+                own[i] = get(i, 0.0) + lift * n / (n + norms[i])
+        scores = dict(own)
+        docs = self.docs
+        for i, score in own.items():
+            share = NEIGHBOUR_SHARE * score
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(docs) and abs(docs[j].index - docs[i].index) == 1:
+                    scores[j] = scores.get(j, 0.0) + share
         best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        return [(s, self.docs[i]) for i, s in best]
+        return [(s, docs[i]) for i, s in best]
 
 
 class Memory:
