@@ -17,7 +17,8 @@ from offload.core.tokens import EstimateCounter
 from offload.errors import InvalidInput
 from offload.proxy.message_stubs import expand, is_proxy_note, is_range_stub
 from offload.proxy.messages import session_key
-from offload.proxy.pipeline import Pipeline
+from offload.proxy.pipeline import Pipeline, RewriteResult
+from offload.proxy.session import STATE_NAMESPACE
 from offload.store.store import Store
 
 Msgs = list[dict[str, Any]]
@@ -426,3 +427,78 @@ def test_a_head_stubbed_in_an_emergency_is_sent_verbatim_again_once_it_fits(
     assert calm.break_cause == "stubs_restored"
     assert calm.wire_tokens <= 1275
     assert expand(store, calm.messages) == msgs
+
+
+# -- several proxy processes on one store: the store's session state is the truth --------
+# Each pipeline below has its own Store object on one SQLite file (two processes, or two
+# machines on a team store, behind a load balancer).
+
+
+def alone(path: Path, msgs: Msgs) -> list[RewriteResult]:
+    with Store(path, counter=EstimateCounter()) as store:
+        pipe = make(store)
+        return [pipe.rewrite(copy.deepcopy(r), N_CTX) for r in requests(msgs)]
+
+
+def test_a_session_served_in_turn_by_two_processes_gets_the_wire_of_one(tmp_path: Path) -> None:
+    msgs = conversation(40, every=2)
+    reference = alone(tmp_path / "alone.db", msgs)
+    assert sum(r.windowed for r in reference) >= 3, "the conversation must be paged, repeatedly"
+    shared = tmp_path / "shared.db"
+    with (
+        Store(shared, counter=EstimateCounter()) as one,
+        Store(shared, counter=EstimateCounter()) as two,
+    ):
+        pipes = [make(one), make(two)]
+        for i, request in enumerate(requests(msgs)):
+            result = pipes[i % 2].rewrite(copy.deepcopy(request), N_CTX)
+            assert result.messages == reference[i].messages, f"request {i}"
+
+
+def test_a_process_whose_copy_went_stale_follows_the_store_and_says_so(tmp_path: Path) -> None:
+    msgs = conversation(40, every=2)
+    turns = list(requests(msgs))
+    reference = alone(tmp_path / "alone.db", msgs)
+    # the first turn after which the other process compacts: the state moves under us
+    moved = next(i for i, r in enumerate(reference) if i > 0 and r.windowed)
+    shared = tmp_path / "shared.db"
+    with (
+        Store(shared, counter=EstimateCounter()) as one,
+        Store(shared, counter=EstimateCounter()) as two,
+    ):
+        first, other = make(one), make(two)
+        for request in turns[:moved]:
+            first.rewrite(copy.deepcopy(request), N_CTX)
+        before = one.state_version(STATE_NAMESPACE, reference[0].session_id)
+        assert other.rewrite(copy.deepcopy(turns[moved]), N_CTX).windowed
+        assert one.state_version(STATE_NAMESPACE, reference[0].session_id) > before
+        back = first.rewrite(copy.deepcopy(turns[moved + 1]), N_CTX)
+    assert back.messages == reference[moved + 1].messages
+    assert back.break_cause == "moved"
+
+
+def test_a_steady_turn_reads_only_the_version_of_the_session_state(
+    tmp_path: Path,
+) -> None:
+    msgs = conversation(12)
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        pipe = make(store)
+        for request in requests(msgs):
+            pipe.rewrite(copy.deepcopy(request), N_CTX)
+        reads: list[str] = []
+        real_get, real_version = store.get_state_versioned, store.state_version
+
+        def get(namespace: str, key: str) -> tuple[Any, int]:
+            reads.append("value")
+            return real_get(namespace, key)
+
+        def version(namespace: str, key: str) -> int:
+            reads.append("version")
+            return real_version(namespace, key)
+
+        store.get_state_versioned = get  # type: ignore[method-assign]
+        store.state_version = version  # type: ignore[method-assign]
+        longer = [*msgs, {"role": "user", "content": "and now?"}]
+        result = pipe.rewrite(longer, N_CTX)
+    assert result.prefix_kept
+    assert reads == ["version"]

@@ -79,7 +79,8 @@ class RewriteResult:
     emergency: bool  # the emergency ratio acted
     prefix_kept: bool  # previous wire of this session is an exact prefix of this wire
     break_cause: str | None  # when not kept: "windowing" | "client_edit" | "new_session" |
-    # "restart" | "stubs_restored" (emergency stubs of the head or tail back to verbatim)
+    # "restart" | "moved" (another process wrote the session's state since this one served
+    # it) | "stubs_restored" (emergency stubs of the head or tail back to verbatim)
     recall_tokens: int = 0  # tokens of the recall block on the wire (0: none)
     recall_hits: int = 0  # recalled messages in it
     recall_read: int = 0  # references recalled last turn that the model's answer named
@@ -165,8 +166,10 @@ class Pipeline:
         self, session: str, msgs: list[Message], head: int, budget: Budget, alternate: bool
     ) -> RewriteResult:
         tail = self.settings.tail_messages
-        previous = self._live.get(session)
-        state, reuse, cause = self._resume(session, previous, msgs, head, budget, tail)
+        previous, moved = self._current(session)
+        state, reuse, cause, version = self._resume(session, previous, msgs, head, budget, tail)
+        if moved and cause == "restart":
+            cause = "moved"
         known = reuse if previous is not None and reuse else 0
         ct = (previous.client_tokens[:known] if previous is not None else []) + [
             self.stubs.tokens(m) for m in msgs[known:]
@@ -223,7 +226,7 @@ class Pipeline:
         emergency = emergency and windowed
         new_state = _reverify(new_state, state, msgs)
         if new_state != state or cause == "client_edit":
-            self.store.put_state(STATE_NAMESPACE, session, new_state.to_json())
+            version = self.store.put_state(STATE_NAMESPACE, session, new_state.to_json())
 
         kept = False
         if previous is not None:
@@ -238,7 +241,9 @@ class Pipeline:
         )
         read = read_back(previous.recalled, msgs[known:]) if previous is not None and known else 0
         refs = recalled.refs if recalled is not None else ()
-        self._live.put(session, Live(new_state, list(msgs), ct, wire, wire_tokens, stubs, refs))
+        self._live.put(
+            session, Live(new_state, version, list(msgs), ct, wire, wire_tokens, stubs, refs)
+        )
         out = wire
         extra = recalled.tokens if recalled is not None else 0
         if recalled is not None:
@@ -297,6 +302,23 @@ class Pipeline:
             generation,
         )
 
+    def _current(self, session: str) -> tuple[Live | None, bool]:
+        """This process's record of ``session`` if the store still holds the state it was
+        built from (same version), and whether a record was dropped as stale.
+
+        The store's session state is the truth; the record is a cache of it. Another
+        process on the same store (another machine behind a load balancer) that served a
+        turn in between wrote a newer version, and the wire must then follow that state,
+        as it would in the process that wrote it. One indexed read per turn.
+        """
+        previous = self._live.get(session)
+        if previous is None:
+            return None, False
+        if self.store.state_version(STATE_NAMESPACE, session) == previous.version:
+            return previous, False
+        self._live.drop(session)
+        return None, True
+
     def _resume(
         self,
         session: str,
@@ -305,8 +327,9 @@ class Pipeline:
         head: int,
         budget: Budget,
         tail: int,
-    ) -> tuple[SessionState, int, str | None]:
-        """(state to use, client messages reusable from ``previous``, break cause so far)."""
+    ) -> tuple[SessionState, int, str | None, int]:
+        """(state to use, client messages reusable from ``previous``, break cause so far,
+        the store's version of the session's state)."""
         # A different n_ctx (a reloaded model, the app's overflow retry) keeps the frontier:
         # the stub threshold is part of the state and only changes at a compaction.
         fresh = SessionState.fresh(budget.threshold, head)
@@ -314,16 +337,18 @@ class Pipeline:
             k = _common_prefix(previous.client, msgs)
             st = previous.state
             if not self._applies(st, msgs, head, tail, k):
-                return fresh, 0, "client_edit"
-            return st, k, ("client_edit" if k < len(previous.client) else None)
-        saved = SessionState.from_json(self.store.get_state(STATE_NAMESPACE, session))
+                return fresh, 0, "client_edit", previous.version
+            cause = "client_edit" if k < len(previous.client) else None
+            return st, k, cause, previous.version
+        value, version = self.store.get_state_versioned(STATE_NAMESPACE, session)
+        saved = SessionState.from_json(value)
         if saved is None:
-            return fresh, 0, "new_session"
+            return fresh, 0, "new_session", version
         if not self._applies(saved, msgs, head, tail, len(msgs)):
-            return fresh, 0, "client_edit"
+            return fresh, 0, "client_edit", version
         if chain("", msgs[: saved.verified]) != saved.digest:
-            return fresh, 0, "client_edit"
-        return saved, 0, "restart"
+            return fresh, 0, "client_edit", version
+        return saved, 0, "restart", version
 
     def _compact(
         self,

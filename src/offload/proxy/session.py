@@ -3,7 +3,9 @@
 The persisted :class:`SessionState` is small and changes only when the frontier moves, so
 a steady turn writes nothing; it is enough to rebuild the same wire after a restart.
 The in-memory :class:`Live` record keeps the previous request and wire, so a turn that
-only appends messages does work proportional to what it appended.
+only appends messages does work proportional to what it appended. It is a cache of the
+store's state, valid while the store holds the version it was built from: several proxy
+processes (machines) on one store may serve turns of one session in turn.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ class Live:
     """The previous request of a session, kept in memory."""
 
     state: SessionState
+    version: int  # the store's version of ``state`` (store/state.py); 0: never saved
     client: list[Message]
     client_tokens: list[int]
     wire: list[Message]

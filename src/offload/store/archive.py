@@ -96,7 +96,10 @@ def _records(store: Store) -> Iterator[dict[str, Any]]:
         yield rec
     for row in conn.execute("SELECT * FROM tombstones ORDER BY id").fetchall():
         yield {"type": "tombstone", **{k: row[k] for k in row.keys() if k != "id"}}  # noqa: SIM118
-    for row in conn.execute("SELECT * FROM state ORDER BY namespace, key").fetchall():
+    # a value's version is this store's own write count (store/state.py), not exported
+    for row in conn.execute(
+        "SELECT namespace, key, value, updated FROM state ORDER BY namespace, key"
+    ).fetchall():
         yield {"type": "state", **{k: row[k] for k in row.keys()}}  # noqa: SIM118
     for row in conn.execute("SELECT * FROM counters ORDER BY name").fetchall():
         yield {"type": "counter", "name": row["name"], "value": row["value"]}

@@ -423,3 +423,11 @@ def m_entry_owner_host(conn: sqlite3.Connection) -> None:
     # which machine's process holds a checkout: a store shared by several machines resets
     # only its own machine's dead checkouts (lifecycle.stale_hot)
     conn.execute("ALTER TABLE entries ADD COLUMN owner_host TEXT")
+
+
+@migration
+def m_state_version(conn: sqlite3.Connection) -> None:
+    # issue 14: a saved value's version, raised by every write of it (store/state.py), so a
+    # process caching one (the proxy's sessions) sees when another process wrote it. Rows
+    # saved before start at 1; a key never written reads as 0.
+    conn.execute("ALTER TABLE state ADD COLUMN version INTEGER NOT NULL DEFAULT 1")

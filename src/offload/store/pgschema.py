@@ -203,3 +203,10 @@ def _scope_stats(raw: Any) -> None:
             FOR EACH ROW EXECUTE FUNCTION offload_scope_stats();
         """
     )
+
+
+@migration
+def pg_state_version(raw: Any) -> None:
+    # a saved value's version, raised by every write of it (store/state.py; SQLite's
+    # m_state_version): the proxy's sessions cached by one machine see another's writes
+    raw.execute("ALTER TABLE state ADD COLUMN version bigint NOT NULL DEFAULT 1")

@@ -1,4 +1,10 @@
-"""Durable counters and small JSON state (proxy sessions, snapshots, gateway runs)."""
+"""Durable counters and small JSON state (proxy sessions, snapshots, gateway runs).
+
+Every saved value carries a version, raised by one in the statement that writes it: a
+process that caches a value (the proxy's sessions) checks that the store still holds the
+version it read or wrote, and reloads it when another process (another machine on a team
+store) wrote since. A key never written has version 0.
+"""
 
 from __future__ import annotations
 
@@ -29,16 +35,33 @@ def get(conn: Conn, namespace: str, key: str) -> Any:
     return None if row is None else json.loads(row[0])
 
 
-def put(conn: Conn, namespace: str, key: str, value: Any, now: float) -> None:
-    """Save a JSON-serialisable value, replacing any old one."""
+def get_versioned(conn: Conn, namespace: str, key: str) -> tuple[Any, int]:
+    """A saved JSON value and its version; (None, 0) when none is saved."""
+    row = conn.execute(
+        "SELECT value, version FROM state WHERE namespace = ? AND key = ?", (namespace, key)
+    ).fetchone()
+    return (None, 0) if row is None else (json.loads(row[0]), int(row[1]))
+
+
+def version(conn: Conn, namespace: str, key: str) -> int:
+    """The version of a saved value (0: none is saved); one indexed read, nothing parsed."""
+    row = conn.execute(
+        "SELECT version FROM state WHERE namespace = ? AND key = ?", (namespace, key)
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def put(conn: Conn, namespace: str, key: str, value: Any, now: float) -> int:
+    """Save a JSON-serialisable value, replacing any old one; the version it now has."""
     text = json.dumps(value, sort_keys=True, ensure_ascii=False)
     with db.write_tx(conn):
-        conn.execute(
-            "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
+        row = conn.execute(
+            "INSERT INTO state (namespace, key, value, updated, version) VALUES (?, ?, ?, ?, 1) "
             "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
-            "updated = excluded.updated",
+            "updated = excluded.updated, version = state.version + 1 RETURNING version",
             (namespace, key, text, now),
-        )
+        ).fetchone()
+        return int(row[0])
 
 
 def items(conn: Conn, namespace: str) -> Iterator[tuple[str, Any]]:

@@ -690,9 +690,18 @@ class Store:
         """A JSON value saved with :meth:`put_state`, or None."""
         return state.get(self.conn, namespace, key)
 
-    def put_state(self, namespace: str, key: str, value: Any) -> None:
-        """Save a JSON-serialisable value under (namespace, key), replacing any old one."""
-        state.put(self.conn, namespace, key, value, self.clock())
+    def get_state_versioned(self, namespace: str, key: str) -> tuple[Any, int]:
+        """A saved JSON value and its version (:mod:`offload.store.state`); (None, 0)."""
+        return state.get_versioned(self.conn, namespace, key)
+
+    def state_version(self, namespace: str, key: str) -> int:
+        """The version of a saved value (0: none): whether a cached copy is still current."""
+        return state.version(self.conn, namespace, key)
+
+    def put_state(self, namespace: str, key: str, value: Any) -> int:
+        """Save a JSON-serialisable value under (namespace, key), replacing any old one;
+        the version it now has (raised by one in the same statement)."""
+        return state.put(self.conn, namespace, key, value, self.clock())
 
     def state_items(self, namespace: str) -> Iterator[tuple[str, Any]]:
         """Every (key, value) saved in ``namespace``."""
