@@ -2,8 +2,9 @@
 store (issue 14's multi-machine simulation).
 
 What one stores the other finds and reads; a proxy session continued on the other sends
-the upstream the very wire the first would have sent; gateway labels never collide. The
-shared store is one SQLite file (two processes on one host behind a load balancer).
+the upstream the very wire the first would have sent; gateway labels never collide. Each
+test runs on a PostgreSQL store (machines of a team) and on one SQLite file (processes of
+one host behind a load balancer).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp import Client
+from pgserver import PgServer
 from realparts import git_repo, require, wait_until
 from serving import ScriptedUpstream, ServeProcess, conversation
 
@@ -43,12 +45,16 @@ def upstream() -> Iterator[ScriptedUpstream]:
 NewStore = Callable[[], dict[str, str]]
 
 
-@pytest.fixture
-def new_store(tmp_path: Path) -> NewStore:
-    """Makes fresh shared stores: a SQLite store directory outside every machine's home."""
+@pytest.fixture(params=["postgresql", "sqlite"])
+def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> NewStore:
+    """Makes fresh shared stores: a database of the session's PostgreSQL server, or a
+    SQLite store directory outside every machine's home."""
     made: list[Path] = []
 
     def make() -> dict[str, str]:
+        if request.param == "postgresql":
+            server: PgServer = request.getfixturevalue("pg_server")
+            return {"OFFLOAD_STORE__URL": server.create_database()}
         where = tmp_path / f"store{len(made)}"
         where.mkdir()
         made.append(where)

@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("maint_cmds", "re-hash every block, check references and the index, repair"),
     "export": ("maint_cmds", "write a portable archive of the store"),
     "import": ("maint_cmds", "load an archive written by export"),
+    "store": ("migrate_cmds", "store migrate --to URL: copy this store into another, verified"),
     "config": ("config_cmds", "show the effective settings and where each came from"),
     "mcp": ("mcp_cmds", "serve the cooperative MCP tools (stdio, or --http)"),
     "proxy": ("proxy_cmds", "run the OpenAI-compatible proxy"),
