@@ -7,6 +7,7 @@ import psycopg
 import pytest
 
 from offload.core.tokens import EstimateCounter
+from offload.errors import StoreError
 from offload.store.store import Store
 from pgserver import PgServer
 
@@ -29,30 +30,34 @@ ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA public
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pgschema.migrate runs CREATE TABLE IF NOT EXISTS _migrations at every open, "
-    "which needs CREATE on the schema even when the table exists",
-)
-def test_the_machines_role_uses_a_store_the_owner_created_and_cannot_alter_it(
-    pg_server: PgServer,
-) -> None:
-    names = {"owner": "team_owner", "user": "team_agent", "db": "team_store"}
+def team(pg_server: PgServer, prefix: str) -> tuple[str, str]:
+    """The documented setup under names starting with ``prefix``: (the administrator's URL
+    acting as the owner, the machines' URL)."""
+    names = {"owner": f"{prefix}_owner", "user": f"{prefix}_agent", "db": f"{prefix}_store"}
     for statement in SETUP.format(**names).strip().split(";\n"):
         pg_server.execute(statement)
     for statement in IN_DB.format(**names).strip().split(";\n"):
-        pg_server.execute(statement, dbname="team_store")
+        pg_server.execute(statement, dbname=names["db"])
+    url = pg_server.url(names["db"])
+    admin = url + f"?options=-c%20role%3D{names['owner']}"
+    return admin, url.replace("postgres@", f"{names['user']}@")
+
+
+def test_the_machines_role_uses_a_store_the_owner_created_and_cannot_alter_it(
+    pg_server: PgServer,
+) -> None:
+    admin, agent = team(pg_server, "team")
     # the schema is created once by an administrator acting as the owner
-    admin = pg_server.url("team_store") + "?options=-c%20role%3Dteam_owner"
     with Store(admin, counter=EstimateCounter()) as owner_store:
         owner_store.put("created by the owner\n", scope="p")
-    agent = pg_server.url("team_store").replace("postgres@", "team_agent@")
     with Store(agent, counter=EstimateCounter()) as store:
         ref = store.put("written by an agent\n", scope="p", label="note").entry.ref
         assert store.read(ref, "p") == "written by an agent\n"
         assert [h.entry.ref for h in store.search("agent", scope="p")] == [ref]
         store.forget(ref, reason="done", scope="p")
         assert store.next_number("gateway-run:x") == 1
+        assert store.put_state("proxy.session", "s", {"turn": 1}) == 1
+        assert store.put_state("proxy.session", "s", {"turn": 2}) == 2
     with (
         psycopg.connect(agent, autocommit=True) as conn,
         pytest.raises(psycopg.errors.InsufficientPrivilege),
@@ -63,3 +68,15 @@ def test_the_machines_role_uses_a_store_the_owner_created_and_cannot_alter_it(
         pytest.raises(psycopg.errors.InsufficientPrivilege),
     ):
         conn.execute("CREATE TABLE intruder (x int)")
+
+
+def test_the_machines_role_on_a_store_not_created_yet_is_told_to_use_the_owner(
+    pg_server: PgServer,
+) -> None:
+    _admin, agent = team(pg_server, "fresh")
+    with pytest.raises(StoreError, match=r"needs migrating .*open it once as the schema's owner"):
+        Store(agent, counter=EstimateCounter())
+    rows = pg_server.execute(
+        "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'", dbname="fresh_store"
+    )
+    assert int(rows[0][0]) == 0  # nothing was created

@@ -18,11 +18,13 @@ Credentials never reach a message: errors name the URL with its password removed
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 from offload.core.urls import redact_url
 from offload.errors import StoreBusy, StoreError
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
+# seconds libpq waits for one connection when the URL names no connect_timeout
+CONNECT_TIMEOUT_S = 5
 # the key of the advisory lock every write transaction holds ("offload" in ASCII)
 WRITE_LOCK = 0x6F66666C6F6164
 SCHEMES = ("postgresql://", "postgres://")
@@ -297,17 +301,37 @@ def configure(conn: psycopg.Connection[Any]) -> None:
     conn.adapters.register_loader("numeric", _Numeric)
 
 
+def connect_options(url: str) -> dict[str, Any]:
+    """libpq options offload adds to ``url``: a bounded ``connect_timeout`` unless the URL
+    names its own (libpq's default is to wait as long as the network does)."""
+    query = parse_qs(urlsplit(url).query)
+    return {} if "connect_timeout" in query else {"connect_timeout": CONNECT_TIMEOUT_S}
+
+
+def probe(url: str) -> None:
+    """Connect once, so that an unreachable server is one clear StoreError (exit 5) at
+    once, not the pool's retries until the busy timeout."""
+    import psycopg
+
+    with errors(url):
+        psycopg.connect(url, autocommit=True, **connect_options(url)).close()
+
+
 def open_pool(url: str, *, max_size: int, timeout_s: float) -> ConnectionPool[Any]:
     """A pool of autocommit connections to ``url`` (statements run in their own
     transaction unless the store begins one); fails with a clear StoreError."""
     import psycopg
     from psycopg_pool import ConnectionPool, PoolTimeout
 
+    # the pool logs a warning per failed attempt (with the server's text); offload reports
+    # an unreachable store itself, once, as a StoreError
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    probe(url)
     pool: ConnectionPool[Any] = ConnectionPool(
         url,
         min_size=1,
         max_size=max_size,
-        kwargs={"autocommit": True, "row_factory": _row_factory},
+        kwargs={"autocommit": True, "row_factory": _row_factory, **connect_options(url)},
         configure=configure,
         timeout=timeout_s,
         open=False,

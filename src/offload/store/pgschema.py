@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from offload.errors import StoreError
 from offload.store.pgconn import WRITE_LOCK
 
 Migration = Callable[[Any], None]
@@ -29,7 +30,41 @@ def migration(fn: Migration) -> Migration:
 
 
 def migrate(raw: Any) -> list[str]:
-    """Apply every pending migration on a psycopg connection; the names applied."""
+    """Apply every pending migration on a psycopg connection; the names applied.
+
+    A store whose schema is current is only read (no DDL, no lock), so the machines' role
+    needs no privilege beyond its rows (docs/team-store.md, least privilege). A role that
+    may not apply a pending migration gets a StoreError saying so.
+    """
+    import psycopg
+
+    if not pending(raw):
+        return []
+    try:
+        return _apply(raw)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        names = ", ".join(pending(raw)) or "none"
+        raise StoreError(
+            f"the store's schema needs migrating ({names}) and this role may not "
+            f"({_first_line(exc)}): open it once as the schema's owner"
+        ) from None
+
+
+def pending(raw: Any) -> list[str]:
+    """The migrations not recorded yet (all of them on an empty database); reads only."""
+    row = raw.execute("SELECT to_regclass('_migrations')").fetchone()
+    if row is None or row[0] is None:
+        return [name for name, _ in MIGRATIONS]
+    done = {r[0] for r in raw.execute("SELECT name FROM _migrations").fetchall()}
+    return [name for name, _ in MIGRATIONS if name not in done]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _apply(raw: Any) -> list[str]:
     applied: list[str] = []
     with raw.transaction():
         raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
