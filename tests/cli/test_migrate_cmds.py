@@ -47,6 +47,23 @@ def test_migrate_copies_a_sqlite_store_into_postgresql_and_verifies_it(
     assert (again["entries"], again["added"]) == (3, 0)
 
 
+def test_migrate_copies_a_postgresql_store_back_into_a_sqlite_file(
+    home: Path,
+    pg_database: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OFFLOAD_STORE__URL", pg_database)
+    assert run(capsys, "add", "--scope", "p", "--label", "back", "kept on the server\n")[0] == 0
+    target = tmp_path / "local" / "offload.db"
+    code, out, _ = run(capsys, "store", "migrate", "--to", f"sqlite://{target}", "--json")
+    assert code == 0, out
+    assert json.loads(out)["added"] == 1
+    with Store(target, counter=EstimateCounter()) as local:
+        assert local.read("back", "p") == "kept on the server\n"
+
+
 def test_migrating_a_store_onto_itself_is_refused_and_changes_nothing(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
