@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from offload.cli.main import main
+from offload.core.tokens import EstimateCounter
+from offload.store.store import Store
 
 
 @pytest.fixture
@@ -346,3 +348,50 @@ def test_a_fresh_store_locked_by_another_process_exits_5_with_one_line(
     assert err.count("\n") == 1 and "busy" in err and "Traceback" not in err
     code, _out, _err = run(capsys, "add", "once the lock is gone")
     assert code == 0
+
+
+def _entry_records(archive: Path) -> list[dict[str, object]]:
+    import zstandard
+
+    text = zstandard.ZstdDecompressor().stream_reader(archive.read_bytes()).read().decode()
+    records = [json.loads(line) for line in text.splitlines()]
+    return [r for r in records if r.get("type") == "entry"]
+
+
+def test_export_from_a_postgresql_store_imports_into_sqlite_byte_exact(
+    home: Path,
+    tmp_path: Path,
+    pg_database: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bodies = [
+        "crlf line one\r\nline two\r\n",
+        "tabs\tand trailing spaces   \n\n\n",
+        "ünïcödé ✓ 𝄞 \u202e right-to-left, a lone \\ and 'quotes' \"here\"\n" * 40,
+        "no final newline",
+        "".join(f"log line {i}: value={i * 7 % 13}\n" for i in range(3000)),  # ~90 KB
+    ]
+    monkeypatch.setenv("OFFLOAD_STORE__URL", pg_database)
+    refs = []
+    for i, body in enumerate(bodies):
+        argv = ["add", "--json", "--topic", f"t{i}", "--tags", "a,b", "--label", f"l{i}", body]
+        code, out, _ = run(capsys, *argv)
+        assert code == 0
+        refs.append(json.loads(out)["ref"])
+    team = tmp_path / "team.offload"
+    assert run(capsys, "export", str(team))[0] == 0
+    monkeypatch.delenv("OFFLOAD_STORE__URL")
+    solo = tmp_path / "solo"
+    code, out, _ = run(capsys, "--home", str(solo), "import", str(team))
+    assert code == 0 and out.startswith(f"imported {len(bodies)}")
+    with Store(solo / "offload.db", counter=EstimateCounter()) as store:
+        assert store.backend == "sqlite"
+        for ref, body in zip(refs, bodies, strict=True):
+            assert store.body(store.resolve(ref)).encode("utf-8") == body.encode("utf-8")
+        assert store.resolve("l4").id == store.resolve(refs[4]).id
+    again = tmp_path / "solo.offload"
+    assert run(capsys, "--home", str(solo), "export", str(again))[0] == 0
+    # every field, label and body as the team store exported them (the SQLite store's own
+    # state rows, such as which analysis built its index, are its own)
+    assert _entry_records(again) == _entry_records(team)

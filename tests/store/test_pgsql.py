@@ -66,3 +66,16 @@ def test_a_list_of_words_is_read_as_json_text_not_as_ids() -> None:
     assert sql.sql == (
         "SELECT term FROM terms WHERE term IN (SELECT json_array_elements_text(%s::json))"
     )
+
+
+def test_a_join_on_a_correlated_limited_subquery_becomes_a_lateral_join() -> None:
+    sql = pgsql.translate(
+        "SELECT e.id AS src, n.id AS nid FROM entries e JOIN entries n ON n.id IN "
+        "(SELECT p.id FROM entries p WHERE p.scope = e.scope AND p.id < e.id "
+        "ORDER BY p.id DESC LIMIT ?) WHERE e.id IN (SELECT value FROM json_each(?))"
+    ).sql
+    assert sql == (
+        "SELECT e.id AS src, n.id AS nid FROM entries e CROSS JOIN LATERAL "
+        "(SELECT p.id FROM entries p WHERE p.scope = e.scope AND p.id < e.id "
+        "ORDER BY p.id DESC LIMIT %s) n WHERE e.id IN (SELECT value FROM offload_ids(%s))"
+    )
