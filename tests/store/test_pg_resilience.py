@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from offload.config import StoreSettings
 from offload.core.tokens import EstimateCounter
 from offload.errors import StoreError
 from offload.store.store import Store
@@ -139,11 +140,17 @@ def test_the_cli_exits_5_with_one_line_while_the_server_is_down_and_works_after(
 
 def test_a_store_open_across_a_restart_recovers_without_reopening(own_server: PgServer) -> None:
     url = own_server.create_database()
-    with Store(url, counter=EstimateCounter()) as store:
+    # a long busy timeout: a write while the server is down must not wait for it
+    settings = StoreSettings(busy_timeout_s=120)
+    with Store(url, settings, counter=EstimateCounter()) as store:
         ref = store.put("before the restart\n").entry.ref
         own_server.stop("fast")
+        started = time.monotonic()
         with pytest.raises(StoreError, match="unavailable"):
             store.put("while it is down\n")
+        with pytest.raises(StoreError, match="unavailable"):
+            store.search("restart")
+        assert time.monotonic() - started < 60
         own_server.start()
         assert store.read(ref) == "before the restart\n"
         later = store.put("after the restart\n").entry.ref

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 # seconds libpq waits for one connection when the URL names no connect_timeout
 CONNECT_TIMEOUT_S = 5
+# seconds a statement waits for a pooled connection before asking the server if it is up
+POOL_WAIT_S = 1.0
 # the key of the advisory lock every write transaction holds ("offload" in ASCII)
 WRITE_LOCK = 0x6F66666C6F6164
 SCHEMES = ("postgresql://", "postgres://")
@@ -166,8 +168,18 @@ class PgConn:
         import psycopg
         import psycopg_pool
 
+        quick = min(POOL_WAIT_S, self._timeout_s)
         try:
-            raw: psycopg.Connection[Any] = self._pool.getconn(timeout=self._timeout_s)
+            raw: psycopg.Connection[Any] = self._pool.getconn(timeout=quick)
+            return raw
+        except psycopg_pool.PoolTimeout:
+            pass
+        # None at once: every pooled connection is busy, or the server is down. Asking the
+        # server tells which: one that is down is an error now, not after the busy timeout
+        # (probe raises StoreError); one that is up leaves the wait for the pool as it was.
+        probe(self._url)
+        try:
+            raw = self._pool.getconn(timeout=max(0.0, self._timeout_s - quick))
             return raw
         except psycopg_pool.PoolTimeout:
             pass
