@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offload.core.fusion import fuse
+from offload.core.fusion import MAX_WEIGHT, calibrated_weight, fuse, peakedness
 
 
 def test_with_no_semantic_side_the_lexical_order_is_kept() -> None:
@@ -74,3 +74,51 @@ def test_fusion_is_deterministic_and_ranks_every_key_once(
     scores = [s for _, s in first]
     assert scores == sorted(scores, reverse=True)
     assert all(0.0 <= s <= 1.0 for s in scores)
+
+
+def test_peakedness_is_one_for_a_lone_best_and_zero_for_a_flat_side() -> None:
+    assert peakedness([3.0]) == 1.0
+    assert peakedness([2.0, 2.0, 2.0]) == 0.0
+    assert peakedness([]) == 0.0
+    assert peakedness([0.3, 0.1], floor=0.3) == 0.0  # the best is no closer than typical
+    # the next scores' mean on the floor-to-best scale: (0.5 + 0) / 2
+    assert peakedness([1.0, 0.5, 0.0]) == pytest.approx(0.75)
+    assert peakedness([0.9, 0.5, 0.1], floor=0.1) == pytest.approx(0.75)
+
+
+def test_peakedness_looks_at_a_page_after_the_best() -> None:
+    # the long tail below the next ten does not make the best stand out more
+    assert peakedness([1.0] + [0.5] * 10 + [0.0] * 50) == pytest.approx(0.5)
+
+
+def test_a_flat_semantic_side_gets_no_share_and_a_flat_lexical_side_the_most() -> None:
+    peaked = [0.9, 0.2, 0.2]
+    flat = [0.3, 0.3, 0.3]
+    assert calibrated_weight(0.2, [5.0, 1.0], flat, 0.2) == 0.0
+    assert calibrated_weight(0.2, [5.0, 5.0, 5.0], peaked, 0.2) == MAX_WEIGHT
+    assert calibrated_weight(0.7, [5.0, 5.0, 5.0], peaked, 0.2) == 0.7  # never below config
+
+
+def test_the_share_scales_with_the_sides_peakedness() -> None:
+    lexical = [4.0, 2.0, 2.0]  # peakedness 0.5
+    semantic = [0.9, 0.1, 0.1]  # peakedness 1 above the floor 0.1
+    assert calibrated_weight(0.2, lexical, semantic, 0.1) == pytest.approx(0.4)
+    assert calibrated_weight(0.2, [4.0, 0.0], [0.9, 0.5], 0.1) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="weight"):
+        calibrated_weight(1.5, lexical, semantic, 0.1)
+
+
+def test_a_clear_lexical_winner_keeps_first_place_against_flat_similarities() -> None:
+    lexical = [("answer", 9.0), ("b", 2.0), ("c", 1.9), ("d", 1.8)]
+    semantic = {"answer": 0.31, "b": 0.35, "c": 0.34, "d": 0.33, "e": 0.36}
+    weight = calibrated_weight(0.2, [s for _, s in lexical], semantic.values(), 0.3)
+    assert fuse(lexical, semantic, weight=weight, floor=0.3)[0][0] == "answer"
+
+
+@given(st.lists(st.floats(0, 50), max_size=20), st.lists(st.floats(-1, 1), max_size=20))
+def test_the_calibrated_share_stays_between_zero_and_its_bound(
+    lexical: list[float], semantic: list[float]
+) -> None:
+    w = calibrated_weight(0.2, lexical, semantic, 0.0)
+    assert 0.0 <= w <= MAX_WEIGHT
+    assert w == calibrated_weight(0.2, list(reversed(lexical)), sorted(semantic), 0.0)

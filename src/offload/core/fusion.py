@@ -13,11 +13,19 @@ each side's score is first put on [0, 1] for this one query, and the fused score
 Keys found by only one side keep 0 from the other, so a semantic-only match can climb in
 only when it is much closer than anything else. Ties keep the lexical order, then the
 semantic order, then the key: the result depends only on the inputs.
+
+The share can follow the query (:func:`calibrated_weight`): a side whose best scores stand
+well above the rest (:func:`peakedness`) knows what it found; a flat side does not. The
+semantic share is the configured one scaled by how peaked the semantic side is against the
+lexical side, so a static embedding's flat similarities on a question the words answer
+clearly cannot pull the lexical ranking down, and it gets more say when the words leave a
+crowd of equal matches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+import heapq
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 
@@ -26,6 +34,47 @@ class _Key(Hashable, Protocol):
 
 
 K = TypeVar("K", bound=_Key)
+
+#: how many scores after the best say how far it stands out (a page of hits)
+PEAK_DEPTH = 10
+#: the most a calibrated semantic share reaches (unless configured higher): lexical keeps
+#: at least half
+MAX_WEIGHT = 0.5
+
+
+def peakedness(scores: Iterable[float], floor: float = 0.0) -> float:
+    """How far the best of ``scores`` stands above the next :data:`PEAK_DEPTH`, in [0, 1]:
+    one minus their mean on the scale where ``floor`` is 0 and the best is 1.
+
+    1 when nothing competes with the best (a single score), 0 when the next ones equal it
+    or the best is not above ``floor``.
+    """
+    ranked = heapq.nlargest(PEAK_DEPTH + 1, scores)
+    if not ranked or ranked[0] <= floor:
+        return 0.0
+    rest = ranked[1 : PEAK_DEPTH + 1]
+    if not rest:
+        return 1.0
+    span = ranked[0] - floor
+    return 1.0 - sum(min(1.0, max(0.0, (v - floor) / span)) for v in rest) / len(rest)
+
+
+def calibrated_weight(
+    weight: float, lexical: Iterable[float], semantic: Iterable[float], floor: float
+) -> float:
+    """The semantic share for one query: ``weight`` x the semantic side's
+    :func:`peakedness` (above ``floor``) over the lexical side's, at most the larger of
+    ``weight`` and :data:`MAX_WEIGHT` (that bound when the lexical side is flat)."""
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"weight must be within [0, 1], got {weight}")
+    cap = max(weight, MAX_WEIGHT)
+    sem = peakedness(semantic, floor)
+    lex = peakedness(lexical)
+    if sem == 0.0:
+        return 0.0
+    if lex == 0.0:
+        return cap
+    return min(cap, weight * sem / lex)
 
 
 def fuse(

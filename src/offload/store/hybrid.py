@@ -15,7 +15,7 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from offload.core.fusion import fuse
+from offload.core.fusion import calibrated_weight, fuse
 from offload.store import vectors
 from offload.store.backend import Conn
 
@@ -38,17 +38,19 @@ def fused_candidates(
     need: int,
 ) -> list[Candidate]:
     """``found`` (lexical, best first) fused with the ``need`` nearest entries the filter
-    keeps; scores become the fused ones (core.fusion), best first."""
+    keeps, at the share :func:`~offload.core.fusion.calibrated_weight` gives this query;
+    scores become the fused ones (core.fusion), best first."""
     if not found:
         return found
     side = vectors.semantic_side(store, text, where, params, [c.entry_id for c in found], need)
     if side is None:
         return found
+    # the share follows how clearly each side picks its best for this query
+    weight = calibrated_weight(
+        store.semantic_weight, [c.score for c in found], side.scores.values(), side.floor
+    )
     order = fuse(
-        [(c.entry_id, c.score) for c in found],
-        side.scores,
-        weight=store.semantic_weight,
-        floor=side.floor,
+        [(c.entry_id, c.score) for c in found], side.scores, weight=weight, floor=side.floor
     )
     by_id = {c.entry_id: c for c in found}
     by_id.update(_semantic_only(store.conn, [e for e, _ in order if e not in by_id], where, params))
