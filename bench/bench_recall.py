@@ -101,16 +101,17 @@ def _ask(
     out["over_ceiling"] += result.wire_tokens > budget.ceiling
     out["recall_blocks"] += result.recall_tokens > 0
     out["recall_tokens"] += result.recall_tokens
-    wire_text = "\n".join(
-        m["content"] for m in result.messages if isinstance(m.get("content"), str)
-    )
+    contents = [m["content"] for m in result.messages if isinstance(m.get("content"), str)]
+    wire_text = "\n".join(contents)
     hit = reached(texts, wire_text)
     out["on_wire"] += hit
     out["on_wire_any"] += any(t in wire_text for t in texts)
     if not hit:
         room = budget.ceiling - result.wire_tokens
         question = str(request[-1]["content"])
-        found = search_result(st, counter, question, SCOPE, result.session_id, room)
+        found = search_result(
+            st, counter, question, SCOPE, result.session_id, room, on_wire=contents
+        )
         hit = reached(texts, wire_text + "\n" + found)
     out["with_one_retrieval"] += hit
     return ms

@@ -172,6 +172,26 @@ def test_a_memory_search_that_finds_nothing_says_so(store: Store) -> None:
     assert answer.startswith("no memory matches")
 
 
+def test_a_memory_search_leaves_out_what_the_model_already_has(store: Store) -> None:
+    history = session()
+    result = pipe(store).rewrite(history, N_CTX)
+    needle = "the pelican quartermaster rotated the vault key at 03:14"
+    query = "pelican quartermaster vault key"
+    found = search_result(store, EstimateCounter(), query, SCOPE, result.session_id, 2000)
+    assert needle in found
+    held = [str(m["content"]) for m in history if needle in str(m.get("content"))]
+    assert len(held) == 1
+    again = search_result(
+        store, EstimateCounter(), query, SCOPE, result.session_id, 2000, on_wire=held
+    )
+    assert needle not in again and "<offload:body:" in again  # other hits take the room
+    shown = search_result(store, EstimateCounter(), "quartermaster", SCOPE, result.session_id, 2000)
+    twice = search_result(
+        store, EstimateCounter(), "quartermaster", SCOPE, result.session_id, 2000, on_wire=[shown]
+    )
+    assert twice.startswith("every memory match of 'quartermaster' is already in")
+
+
 def test_recall_figures_are_counted(store: Store) -> None:
     metrics = Metrics()
     metrics.record(RequestRecord(session_id="s", recall_tokens=120, recall_hits=2, recall_read=1))

@@ -428,3 +428,16 @@ def test_calibration_weighs_the_summed_usage_against_every_rounds_messages(
     assert gauge is not None
     ratio = float(gauge[1])
     assert ratio == pytest.approx(1.5, abs=0.01)  # one round's messages alone: 2.0, clamped
+
+
+def test_a_second_search_leaves_out_what_the_first_round_showed(
+    proxy: str, script: ToolScript, store: Store
+) -> None:
+    page_out(store)
+    search = (SEARCH_TOOL, json.dumps({"query": "deploy key rotate"}))
+    script.turns = [Turn(calls=[search]), Turn(calls=[search]), Turn(text="Every 37 days.")]
+    resp = chat(proxy)
+    assert resp.json()["choices"][0]["message"]["content"] == "Every 37 days."
+    first, second = (m["content"] for m in script.requests[2]["messages"] if m["role"] == "tool")
+    assert NEEDLE in first and NEEDLE not in second
+    assert second.startswith("every memory match of 'deploy key rotate' is already in")

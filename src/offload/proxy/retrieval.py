@@ -12,6 +12,7 @@ json.dumps({"query": question})).text``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,13 +93,15 @@ NAMES = tuple(d["function"]["name"] for d in DEFINITIONS)
 @dataclass(frozen=True)
 class Memory:
     """What a tool answer reads from: the store, the proxy's scope, this session and the
-    tokens left for the answer under the window's ceiling."""
+    tokens left for the answer under the window's ceiling; ``on_wire``: the texts of the
+    messages the model already has (a search leaves out the hits it would only repeat)."""
 
     store: Store
     counter: TokenCounter
     scope: str
     session: str
     room: int
+    on_wire: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,13 @@ def _window(entry: Entry, body: str, offset: int, limit: int, cap: int) -> str:
 def _search(memory: Memory, args: dict[str, Any]) -> str:
     query = _text_arg(args, "query")
     return search_result(
-        memory.store, memory.counter, query, memory.scope, memory.session, memory.room
+        memory.store,
+        memory.counter,
+        query,
+        memory.scope,
+        memory.session,
+        memory.room,
+        on_wire=memory.on_wire,
     )
 
 
@@ -207,16 +216,25 @@ def search_result(
     room: int,
     *,
     project: bool = False,
+    on_wire: Sequence[str] = (),
 ) -> str:
     """The answer to a memory search: the messages the best hits landed in, each with its
-    reference and lines, fenced, within ``min(SEARCH_TOKENS, room)`` tokens."""
+    reference and lines, fenced, within ``min(SEARCH_TOKENS, room)`` tokens; hits whose
+    text is in ``on_wire`` verbatim (the model has them already) are left out, so the room
+    goes to what it has not seen."""
     budget = min(SEARCH_TOKENS, room)
     if budget <= 0:
         return "no room left in the context window for memory results"
     filters = Filters(scope=scope, source_prefix=None if project else f"proxy:{session}")
     hits = recall.find(store, query, filters, limit=SEARCH_LIMIT)
-    fenced, used = recall.render_hits(hits, max(0, budget - 40), counter)
+    fenced, used = recall.render_hits(hits, max(0, budget - 40), counter, on_wire)
     if not used:
+        wire = "\x00".join(on_wire)
+        if hits and all(h.text.strip() in wire for h in hits):
+            return (
+                f"every memory match of {inline(query, 80)!r} is already in this conversation"
+                " as it stands; try other words"
+            )
         return f"no memory matches {inline(query, 80)!r}; try other words"
     first = used[0]
     more = f'{READ_TOOL}(ref="{first.ref}", offset={first.first_line})'

@@ -43,7 +43,7 @@ import anyio
 
 from offload.proxy.errors_http import OPENAI
 from offload.proxy.forward import UpstreamReply, close_shielded, read_all
-from offload.proxy.messages import MESSAGE_OVERHEAD, Message
+from offload.proxy.messages import MESSAGE_OVERHEAD, Message, content_text
 from offload.proxy.pipeline import RewriteResult
 from offload.proxy.retrieval import DEFINITIONS, READ_TOOL, Answer, Memory, answer_call
 from offload.proxy.retrieval_stream import RoundFilter, sum_usage
@@ -140,6 +140,7 @@ def rounds_for(
         state.memory_scope,
         result.session_id,
         ceiling - result.wire_tokens,
+        tuple(t for t in (content_text(m) for m in result.messages) if t),
     )
 
     def count(figures: Mapping[str, int]) -> None:
@@ -246,7 +247,11 @@ class Rounds:
             spent += self.memory.counter.count(content) + 2 * MESSAGE_OVERHEAD
             spent += self.memory.counter.count(fn["arguments"])
             results.append({"role": "tool", "tool_call_id": call["id"], "content": content})
-        self.memory = dataclasses.replace(self.memory, room=self.memory.room - spent)
+        # the next round's searches leave out what this round's answers showed
+        shown = tuple(str(r["content"]) for r in results)
+        self.memory = dataclasses.replace(
+            self.memory, room=self.memory.room - spent, on_wire=self.memory.on_wire + shown
+        )
         self.extra.append({"role": "assistant", "content": text or None, "tool_calls": calls})
         self.extra.extend(results)
         self._add("retrieval_rounds")
