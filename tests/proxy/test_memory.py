@@ -15,6 +15,7 @@ from offload.core.tokens import EstimateCounter
 from offload.proxy import message_stubs
 from offload.proxy.memory import Doc, Memory, SessionIndex
 from offload.proxy.pipeline import Pipeline
+from offload.proxy.recall import find_in
 from offload.store.store import Store
 
 SCOPE = "/work/project"
@@ -115,3 +116,12 @@ def test_a_reply_that_shares_no_word_with_the_query_is_found_through_its_neighbo
 def test_neighbours_are_those_next_to_it_in_the_conversation_not_in_the_index() -> None:
     index = SessionIndex([doc(1, "the lighthouse photo"), doc(3, "take a look at this")])
     assert [d.index for _, d in index.rank(analysis.terms("lighthouse"), 5)] == [1]
+
+
+def test_a_search_ranks_by_the_querys_content_words_not_its_function_words() -> None:
+    texts = [f"did you see what the weather did on day {i}?" for i in range(10)]
+    texts[4] = "I finally painted it: a lighthouse at dawn"
+    index = SessionIndex([doc(i, t) for i, t in enumerate(texts)])
+    found = [h.index for h in find_in(index, "When did you paint the lighthouse?")]
+    assert found == [4, 3, 5]  # the match and its neighbours; no chatter for "did the"
+    assert len(find_in(index, "when did the")) == 10  # nothing else asked: as it is

@@ -167,8 +167,9 @@ def _session_of(filters: Filters) -> str | None:
 
 def find_in(index: SessionIndex, query: str, *, limit: int = CANDIDATES) -> list[RecallHit]:
     """The messages of a session index that best match ``query``, best first (BM25 over
-    the same terms the store indexes; ties by conversation order)."""
-    wanted = analysis.terms(query)
+    the same terms the store indexes, the query's function words left out unless it has
+    nothing else; ties by conversation order)."""
+    wanted = analysis.terms(content_words(query))
     if not wanted:
         return []
     weights = {t: index.weight(t) for t in dict.fromkeys(wanted)}
@@ -178,6 +179,14 @@ def find_in(index: SessionIndex, query: str, *, limit: int = CANDIDATES) -> list
         )
         for _, d in index.rank(wanted, limit)
     ]
+
+
+def content_words(query: str) -> str:
+    """``query`` without its function words ("when did … the …"), which every message
+    holds and which, through each match's neighbours, would rank chatter; the query as it
+    is when it has nothing else."""
+    kept = [w for w in analysis.words(query) if not analysis.is_stopword(w)]
+    return " ".join(kept) if kept else query
 
 
 def _excerpt(hit: RecallHit, weights: dict[str, float]) -> RecallHit:
