@@ -20,6 +20,34 @@ def test_words_are_case_folded_and_stemmed() -> None:
     assert terms("Connections RUNNING researched") == ["connect", "run", "research"]
 
 
+def test_the_index_holds_a_written_form_that_stemming_changed_beside_its_stem() -> None:
+    assert analysis.index_terms("Connections RUNNING researched") == [
+        *("connect", "connections"),
+        *("run", "running"),
+        *("research", "researched"),
+    ]
+    assert analysis.index_text("Connections connections") == " ".join(["connect connections"] * 2)
+    # a word its stem leaves alone has one term; a hump's form joins its identifier's terms
+    assert analysis.index_terms("paint") == ["paint"]
+    assert analysis.written_forms("parseCfgFile") == ("parse",)
+    assert analysis.index_terms("parseCfgFile")[-1] == "parse"
+    assert analysis.written_forms("paint") == ()
+
+
+def test_a_lookup_matches_written_forms_but_compares_phrases_by_stem() -> None:
+    q = analyse_query("expecting Connections")
+    assert q.any_of == ("expect", "expecting", "connect", "connections")
+    assert q.sequence == ("expect", "connect")
+    assert q.forms == (("expecting", "expect"), ("connections", "connect"))
+
+
+def test_a_question_searches_stems_only() -> None:
+    # its inflections follow its own grammar ("did she paint"), not the text it is after
+    q = analyse_query("what were the Connections expecting?")
+    assert q.any_of == q.sequence == ("connect", "expect")
+    assert q.forms == ()
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -55,7 +83,7 @@ def test_unicode_is_folded_and_diacritics_removed() -> None:
 
 def test_a_query_is_analysed_like_the_index() -> None:
     q = analyse_query("When did Caroline go to the LGBTQ support group?")
-    assert q.any_of == ("carolin", "go", "lgbtq", "support", "group")
+    assert q.any_of == q.sequence == ("carolin", "go", "lgbtq", "support", "group")
     body = terms("Caroline said, I went to a LGBTQ support group yesterday")
     assert set(q.any_of) - set(body) == {"go"}
 
@@ -85,7 +113,7 @@ def test_blobs_longer_than_a_word_are_not_terms() -> None:
 @given(st.text(max_size=200))
 @example("\ufe70")  # NFKD gives a space and a combining mark
 def test_analysis_is_total_and_yields_no_spaces(text: str) -> None:
-    for t in terms(text):
+    for t in [*terms(text), *analysis.index_terms(text)]:
         assert t and not any(c.isspace() for c in t)
     analyse_query(text)
     surface_words(text)
@@ -103,9 +131,11 @@ def _cpu_seconds(text: str) -> float:
     cold caches."""
     analysis._cache.clear()
     analysis._run_cache.clear()
+    analysis._stem_run_cache.clear()
     analysis._surface_cache.clear()
     t0 = time.thread_time()
     terms(text)
+    analysis.index_text(text)
     surface_words(text)
     analyse_query(text[:2000])
     return time.thread_time() - t0

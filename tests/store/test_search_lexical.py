@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from offload.core import analysis
 from offload.core.tokens import EstimateCounter
-from offload.store import db, open_store
+from offload.store import db, index, open_store
 from offload.store.models import Filters
 from offload.store.store import Store
 
@@ -71,6 +72,18 @@ def test_an_exact_identifier_outranks_its_pieces(store: Store) -> None:
     pieces = store.put("first parse the cfg file, then load it").entry
     exact = store.put("call parseCfgFile(path) to load it").entry
     assert _ids(store, "parseCfgFile")[:2] == [exact.id, pieces.id]
+
+
+def test_the_written_form_outranks_other_inflections_of_its_stem(store: Store) -> None:
+    for i in range(6):
+        store.put(f"filler note {i}")
+    # the stem four times in a short text, against the exact word once in a longer one
+    many = store.put("expected 3, expected 4: the expected value was expected").entry
+    exact = store.put("a longer reply where we are expecting the parcel to arrive soon").entry
+    assert _ids(store, "expecting")[:2] == [exact.id, many.id]
+    assert _ids(store, "expected")[:2] == [many.id, exact.id]
+    # the stem still finds every inflection
+    assert set(_ids(store, "expect")) == {many.id, exact.id}
 
 
 @pytest.mark.parametrize(
@@ -249,6 +262,44 @@ def test_a_store_analysed_by_the_first_version_is_rebuilt_by_the_second(tmp_path
         conn.execute("DELETE FROM state WHERE namespace = 'search.index'")  # v1 kept no record
     conn.close()
     assert _bodies_indexed_on_open(path) == 1
+
+
+@pytest.mark.sqlite_only  # the FTS5 index as an older analysis wrote it
+def test_a_store_indexed_by_the_previous_analysis_is_rebuilt_once_on_open(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v2.db"
+    with Store(path, counter=EstimateCounter()) as s:
+        exact = s.put("a longer reply where we are expecting the parcel to arrive soon").entry
+        s.put("expected 3, expected 4: the expected value was expected")
+    conn = db.connect(path, busy_timeout_s=5, synchronous="NORMAL")
+    with db.write_tx(conn):
+        # the index as analysis version 2 wrote it: stems and identifiers, no written forms
+        conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
+        for cid, text in _chunk_texts(conn):
+            old = " ".join(t for w in analysis.words(text) for t in analysis.stem_terms(w))
+            conn.execute("INSERT INTO search_body (rowid, terms) VALUES (?, ?)", (cid, old))
+        conn.execute("UPDATE state SET value = '2' WHERE namespace = 'search.index'")
+        conn.execute("DELETE FROM _migrations WHERE name = 'm_search_index_written_forms'")
+    conn.close()
+    assert _bodies_indexed_on_open(path) == 2  # each chunk once
+    assert _bodies_indexed_on_open(path) == 0  # and never again
+    with Store(path, counter=EstimateCounter()) as s:
+        assert s.search("expecting")[0].entry.id == exact.id
+        assert index.integrity_ok(s.conn)
+
+
+def _chunk_texts(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+    from offload.store import blocks
+
+    out = []
+    for r in conn.execute(
+        "SELECT c.id, c.start, c.end, b.hash, b.codec, CAST(b.data AS BLOB) AS data "
+        "FROM chunks c JOIN blocks b ON b.id = c.block_id"
+    ).fetchall():
+        text = blocks.unpack(r["hash"], r["codec"], bytes(r["data"]))
+        out.append((int(r["id"]), text[r["start"] : r["end"]]))
+    return out
 
 
 @pytest.mark.sqlite_only  # FTS5's own integrity check

@@ -62,3 +62,14 @@ def test_idf_and_bounds_follow_fts5s_formula() -> None:
     assert selective.idf(100, 10) == pytest.approx(math.log(90.5 / 10.5))
     assert selective.idf(100, 80) == 1e-6  # a word in most rows weighs (almost) nothing
     assert selective.upper_bound(100, [10, 10]) == pytest.approx(2 * 2.2 * math.log(90.5 / 10.5))
+
+
+def test_a_written_form_is_searched_only_where_it_is_rarer_than_its_stem(store: Store) -> None:
+    # a name is written one way wherever it occurs: its form would count its rows twice
+    for i in range(3):
+        store.put(f"Caroline said, note {i}")
+    store.put("expected 3 and expected 4")
+    store.put("we are expecting it")
+    forms = analysis.analyse_query("Caroline expecting").forms
+    assert forms == (("caroline", "carolin"), ("expecting", "expect"))
+    assert selective.idle_forms(store.conn, "search_body", forms) == {"caroline"}

@@ -1,7 +1,7 @@
 """Text analysis for search (pure): the one function that turns text into index terms.
 
-The index and every query go through :func:`terms` / :func:`analyse_query`, so a word is
-always looked up exactly as it was stored. A "word" is a run of letters, digits and
+The index and every query go through :func:`index_text` / :func:`analyse_query`, so a word
+is always looked up exactly as it was stored. A "word" is a run of letters, digits and
 underscores, joined by ``.``, ``/`` or ``-`` into one identifier (``src/cfg.py``,
 ``ERR_CONN_REFUSED``, ``parseCfgFile``, ``foo-bar``). Each yields:
 
@@ -9,7 +9,14 @@ underscores, joined by ``.``, ``/`` or ``-`` into one identifier (``src/cfg.py``
   boundaries), case-folded, diacritics removed, and English words stemmed (Snowball, through
   PyStemmer): ``Connections`` → ``connect``;
 - the identifier kept whole and unstemmed (``err_conn_refused``, ``parsecfgfile``), so an
-  exact identifier ranks above a text that merely shares its pieces (its IDF is high).
+  exact identifier ranks above a text that merely shares its pieces (its IDF is high);
+- in the index (:func:`index_text`), each piece's written form where stemming changed it
+  (``connections`` beside ``connect``), so a lookup's exact word ranks above the stem's
+  other inflections: the query holds both, a text holding only the stem matches one of
+  the two, and the form is the rarer term (a search leaves out a form no rarer than its
+  stem, such as a name written one way: ``store.selective.idle_forms``; a question
+  searches stems only: :func:`analyse_query`). :func:`terms`, for term-overlap measures,
+  leaves written forms out.
 
 JSON string escapes are seen through: in ``"ok\\nZebra failed"`` both ``zebra`` and
 ``nzebra`` are terms (a Windows path ``C:\\new`` keeps ``new``), and ``\\u00e9`` reads as
@@ -38,19 +45,22 @@ __all__ = [
     "analyse_query",
     "bigrams",
     "content_terms",
+    "index_terms",
     "index_text",
     "is_stopword",
     "matching_spans",
     "pieces",
+    "stem_terms",
     "surface_words",
     "terms",
     "word_terms",
     "words",
+    "written_forms",
 ]
 
 # Bump when terms() would give different output for the same text: the index must then be
 # rebuilt (a contentless index forgets a row only when given the terms it was built from).
-ANALYSIS_VERSION = 2
+ANALYSIS_VERSION = 3
 # Longer runs are blobs (base64, hashes of hashes), not words anyone types.
 MAX_TERM_CHARS = 64
 
@@ -83,8 +93,9 @@ _STOPWORDS = frozenset(
 
 _local = threading.local()  # a Stemmer object is not safe to share between threads
 _CACHE_MAX = 200_000
-_cache: dict[str, tuple[str, ...]] = {}
+_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 _run_cache: dict[str, tuple[str, ...]] = {}
+_stem_run_cache: dict[str, tuple[str, ...]] = {}
 _surface_cache: dict[str, frozenset[str]] = {}
 _content_cache: dict[str, tuple[str, ...]] = {}
 
@@ -123,8 +134,10 @@ def _humps(run: str) -> list[str]:
     return [run]
 
 
-def _analyse_word(word: str) -> tuple[str, ...]:
+def _analyse_word(word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(stems and whole identifiers, written forms) of one word."""
     out: dict[str, None] = {}
+    forms: dict[str, None] = {}
     runs = _PIECE.findall(word)
     pieces = 0
     for run in dict.fromkeys(runs):  # a repeated piece adds nothing (and costs nothing)
@@ -133,16 +146,19 @@ def _analyse_word(word: str) -> tuple[str, ...]:
         for h in humps:
             folded = _fold(h)
             if folded and len(folded) <= MAX_TERM_CHARS:
-                out.setdefault(_stem(folded), None)
+                stem = _stem(folded)
+                out.setdefault(stem, None)
+                if stem != folded:
+                    forms.setdefault(folded, None)  # "expecting" beside "expect"
         if len(humps) > 1 and len(run) <= MAX_TERM_CHARS:
             out.setdefault(_fold(run), None)  # parseCfgFile whole in parseCfgFile.read
     if (len(runs) > 1 or pieces > 1) and len(word) <= MAX_TERM_CHARS:
         out.setdefault(_fold(word), None)
-    return tuple(t for t in out if t)
+    kept = tuple(t for t in out if t)
+    return kept, tuple(f for f in forms if f not in out)
 
 
-def word_terms(word: str) -> tuple[str, ...]:
-    """The index terms of one word (see the module docstring); cached per distinct word."""
+def _analysed(word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     cached = _cache.get(word)
     if cached is None:
         cached = _analyse_word(word)
@@ -150,6 +166,26 @@ def word_terms(word: str) -> tuple[str, ...]:
             _cache.clear()
         _cache[word] = cached
     return cached
+
+
+def word_terms(word: str) -> tuple[str, ...]:
+    """The index terms of one word (see the module docstring): its stems and whole
+    identifiers, then the written forms its stems changed; cached per distinct word."""
+    kept, forms = _analysed(word)
+    return kept + forms if forms else kept
+
+
+def stem_terms(word: str) -> tuple[str, ...]:
+    """A word's terms without its written forms: the sequence a phrase check compares
+    (a written form stands at its stem's place, so it would pair with it)."""
+    return _analysed(word)[0]
+
+
+def written_forms(word: str) -> tuple[str, ...]:
+    """The case-folded written forms of a word's pieces that stemming changed
+    (``Expecting`` → ``expecting``): indexed beside the stems, so the exact form a query
+    names outranks other inflections of its stem (the form is the rarer, higher-IDF term)."""
+    return _analysed(word)[1]
 
 
 def _decode_unicode_escapes(text: str) -> str:
@@ -195,14 +231,32 @@ def words(text: str) -> list[str]:
     return [w for run in _runs(text) for w in _run_words(run)]
 
 
-def terms(text: str) -> list[str]:
-    """Every index term of ``text``, in order (repeats kept: they are the body's length)."""
+def index_terms(text: str) -> list[str]:
+    """Every index term of ``text``, written forms included, in order (repeats kept: they
+    are the body's length)."""
     out: list[str] = []
     extend = out.extend
     cache = _run_cache
     for run in _runs(text):
         cached = cache.get(run)
         extend(cached if cached is not None else _run_terms(run))
+    return out
+
+
+def terms(text: str) -> list[str]:
+    """The stems and identifiers of ``text``, in order, without written forms: what a
+    term-overlap measure compares (a written form would count an inflected word twice)."""
+    out: list[str] = []
+    extend = out.extend
+    cache = _stem_run_cache
+    for run in _runs(text):
+        cached = cache.get(run)
+        if cached is None:
+            cached = tuple(t for w in _run_words(run) for t in stem_terms(w))
+            if len(cache) >= _CACHE_MAX:
+                cache.clear()
+            cache[run] = cached
+        extend(cached)
     return out
 
 
@@ -258,8 +312,10 @@ class QueryTerms:
     """A query as index terms: what to match, and the order for phrase checks."""
 
     any_of: tuple[str, ...]  # distinct terms to match (any of them), in query order
-    sequence: tuple[str, ...]  # the matched terms in query order, for phrase (bigram) checks
+    sequence: tuple[str, ...]  # the stem terms in query order, for phrase (bigram) checks
     words: tuple[str, ...]  # the raw content words, for vocabulary expansion
+    # (written form, its stem) of each content word's piece that stemming changed
+    forms: tuple[tuple[str, str], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -268,24 +324,38 @@ class QueryTerms:
 
 
 def analyse_query(text: str, *, max_words: int = 32) -> QueryTerms:
-    """Analyse a user query exactly like the index; drop stopwords unless nothing else."""
+    """Analyse a user query exactly like the index; drop stopwords unless nothing else.
+
+    A lookup (a query without function words: ``expecting``, ``parse errors``) also
+    searches its words' written forms, so the exact word it names ranks above the stem's
+    other inflections. A question ("what did she paint?") does not: its inflections follow
+    its own grammar, not the text it is after (measured on LoCoMo, docs/benchmarks.md).
+    """
     all_words = list(words(text))
     content = [w for w in all_words if not _all_stop(w)] or all_words
+    lookup = len(content) == len(all_words)
     content = content[:max_words]
     seq: list[str] = []
+    every: list[str] = []
+    forms: dict[tuple[str, str], None] = {}
     for w in content:
-        seq.extend(word_terms(w))
-    return QueryTerms(tuple(dict.fromkeys(seq)), tuple(seq), tuple(dict.fromkeys(content)))
+        seq.extend(stem_terms(w))
+        every.extend(word_terms(w) if lookup else stem_terms(w))
+        if lookup:
+            forms.update(((f, _stem(f)), None) for f in written_forms(w))
+    return QueryTerms(
+        tuple(dict.fromkeys(every)), tuple(seq), tuple(dict.fromkeys(content)), tuple(forms)
+    )
 
 
 def content_terms(text: str) -> list[str]:
-    """The terms of ``text``'s non-stopword words, in order (the side of a phrase check
-    that a query's :attr:`QueryTerms.sequence` is compared with)."""
+    """The terms of ``text``'s non-stopword words, in order, without written forms (the
+    side of a phrase check that a query's :attr:`QueryTerms.sequence` is compared with)."""
     out: list[str] = []
     for run in _runs(text):
         cached = _content_cache.get(run)
         if cached is None:
-            cached = tuple(t for w in _run_words(run) if not _all_stop(w) for t in word_terms(w))
+            cached = tuple(t for w in _run_words(run) if not _all_stop(w) for t in stem_terms(w))
             if len(_content_cache) >= _CACHE_MAX:
                 _content_cache.clear()
             _content_cache[run] = cached

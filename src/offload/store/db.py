@@ -431,3 +431,18 @@ def m_state_version(conn: sqlite3.Connection) -> None:
     # process caching one (the proxy's sessions) sees when another process wrote it. Rows
     # saved before start at 1; a key never written reads as 0.
     conn.execute("ALTER TABLE state ADD COLUMN version INTEGER NOT NULL DEFAULT 1")
+
+
+@migration
+def m_search_index_written_forms(conn: sqlite3.Connection) -> None:
+    # analysis.ANALYSIS_VERSION 3: each word's written form is indexed beside its stem
+    # ("expecting" beside "expect"), so a query's exact word outranks the stem's other
+    # inflections. Stores built by an older analysis are rebuilt once; a store that an
+    # earlier migration rebuilt in this same run is already current.
+    from offload.store import index
+
+    if index.built_with_current_analysis(conn):
+        return
+    conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
+    index.reindex_chunks(conn)
+    index.rebuild_meta(conn)

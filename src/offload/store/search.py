@@ -112,6 +112,9 @@ def search_hits(
     match_terms = with_expansions(conn, q)
     need = max(50, (limit + offset) * 3)
     try:
+        # a written form is searched only where it is rarer than its stem (selective.py)
+        idle = selective.idle_forms(conn, "search_body", q.forms) - set(q.sequence)
+        match_terms = [t for t in match_terms if t not in idle]
         # a term most of the searched entries hold is not searched for (core.selectivity)
         telling = scope_terms.selective_terms(conn, match_terms, where, params)
         found = lexical_candidates(conn, telling, where, params, need)
