@@ -193,14 +193,20 @@ def plan(conn: Conn, table: str, terms: Sequence[str]) -> Plan:
     return Plan(scored, order[len(scored) :], df, totals)
 
 
-def idle_forms(conn: sqlite3.Connection, table: str, forms: Sequence[tuple[str, str]]) -> set[str]:
+def idle_forms(conn: Conn, table: str, forms: Sequence[tuple[str, str]]) -> set[str]:
     """The written forms (``(form, stem)`` pairs of a query) that ``table`` holds in no
     fewer rows than their stems: a name is written one way wherever it occurs, so its form
     would only count the same rows twice. A form rarer than its stem tells which
     inflection was meant, and is searched beside it."""
     if not forms:
         return set()
-    stats = stats_for(conn, table)
-    stats.totals(conn)
-    df = stats.df(conn, list(dict.fromkeys(t for pair in forms for t in pair)))
+    terms = list(dict.fromkeys(t for pair in forms for t in pair))
+    if isinstance(conn, sqlite3.Connection):
+        stats = stats_for(conn, table)
+        stats.totals(conn)
+        df = stats.df(conn, terms)
+    else:  # no cached FTS5 statistics: each term's row count, read directly
+        create, lookup = vocab_sql(table)
+        conn.execute(create)
+        df = {t: int(conn.execute(lookup, (t,)).fetchone()[0]) for t in terms}
     return {f for f, s in forms if df[f] >= df[s]}
