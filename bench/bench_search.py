@@ -195,19 +195,34 @@ def pct(values: list[float], q: float) -> float:
 
 
 def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
-    """Query latency on ``n`` entries beside a plain FTS5 table of the same texts."""
+    """Query latency on ``n`` entries beside a plain FTS5 table of the same texts.
+
+    The stores are built in ``tmp``; a directory that already holds a complete build for the
+    same ``n`` (its ``built`` marker) is reused, so ``--speed-dir`` times a 100k store again
+    without the build.
+    """
     import offload
 
     texts = scale_texts(convs, n)
     model = embedder()
+    marker = tmp / f"built-{n}"
+    reused = marker.exists()
+    if not reused:  # an interrupted build is started again from nothing
+        for name in ("speed.db", "speed.db-wal", "speed.db-shm", "plain.db"):
+            (tmp / name).unlink(missing_ok=True)
     store = offload.open_store(tmp / "speed.db", embedder=model)
     lexical = offload.open_store(tmp / "speed.db")  # the same file, searched without a model
     t0 = time.perf_counter()
-    for i in range(0, n, 2000):
-        store.put_many(texts[i : i + 2000], scope=f"s{i // 2000 % 8}")
+    if not reused:
+        for i in range(0, n, 2000):
+            store.put_many(texts[i : i + 2000], scope=f"s{i // 2000 % 8}")
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    plain = plain_fts(enumerate(texts), str(tmp / "plain.db"))
+    if reused:
+        plain = sqlite3.connect(str(tmp / "plain.db"))
+    else:
+        plain = plain_fts(enumerate(texts), str(tmp / "plain.db"))
+        marker.write_text(f"{n} entries\n")
     plain_build_s = time.perf_counter() - t0
     questions = [q for c in convs for q, _, _ in c.questions]
     for q in questions[:50]:  # warm both caches alike
@@ -232,6 +247,7 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
     plain.close()
     return {
         "entries": n,
+        "reused": reused,
         "build_s": build_s,
         "plain_build_s": plain_build_s,
         "queries": len(questions),
@@ -409,6 +425,9 @@ def main() -> None:
     ap.add_argument("--write-base", type=int, default=2000)
     ap.add_argument("--write-reps", type=int, default=60)
     ap.add_argument("--baseline-src", help="another checkout's src/ to time writes beside")
+    ap.add_argument(
+        "--speed-dir", type=Path, help="build the speed stores here and reuse them on later runs"
+    )
     args = ap.parse_args()
     convs = load(args.data)
     parts = args.only or ["recall", "speed", "writes"]
@@ -421,7 +440,9 @@ def main() -> None:
             print_recall(bench_recall(convs, tmp, args.split))
             print(f"(recall run: {time.perf_counter() - t:.1f} s)")
         if "speed" in parts:
-            r = bench_speed(convs, tmp, args.entries)
+            speed_dir = args.speed_dir or tmp
+            speed_dir.mkdir(parents=True, exist_ok=True)
+            r = bench_speed(convs, speed_dir, args.entries)
             print(json.dumps(r, indent=1))
         srcs = {"this": str(Path(__file__).resolve().parents[1] / "src")}
         if args.baseline_src:
