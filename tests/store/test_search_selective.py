@@ -50,3 +50,21 @@ def test_a_query_of_common_words_alone_still_finds_their_entries(store: Store) -
     # the telling word matches nothing in the scope: the common one is searched after all
     found = store.search("Alice zzyzzx", scope="talk", limit=3)
     assert found and "Alice" in found[0].text
+
+
+def test_over_the_whole_store_the_index_counts_decide_as_the_filtered_count_does(
+    store: Store,
+) -> None:
+    # "alice" is in 50 of 61 turns; one entry elsewhere makes the scope a real filter, so
+    # the scoped call counts under it and the unscoped one reads the index's vocabulary
+    for i in range(50):
+        store.put(f"Alice said, item {i} is fine", scope="talk")
+    for i in range(10):
+        store.put(f"Bob said, noted number {i}", scope="talk")
+    store.put("the garden needs water", scope="elsewhere")
+    garden = list(analyse_query("garden").any_of)
+    assert _terms(store, "Alice garden", "talk") == garden
+    assert _terms(store, "Alice garden", None) == garden
+    # a term of a fifth of the entries is kept either way
+    assert len(_terms(store, "Bob garden", None)) == 2
+    assert len(_terms(store, "Bob garden", "talk")) == 2
