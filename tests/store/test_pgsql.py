@@ -79,3 +79,11 @@ def test_a_join_on_a_correlated_limited_subquery_becomes_a_lateral_join() -> Non
         "(SELECT p.id FROM entries p WHERE p.scope = e.scope AND p.id < e.id "
         "ORDER BY p.id DESC LIMIT %s) n WHERE e.id IN (SELECT value FROM offload_ids(%s))"
     )
+
+
+def test_bm25_term_statistics_are_computed_once_per_query_not_per_row() -> None:
+    sql = pgsql.translate(
+        "SELECT rowid, bm25(search_body) AS s FROM search_body "
+        "WHERE search_body MATCH ? ORDER BY s LIMIT ?"
+    ).sql
+    assert sql.startswith("WITH w AS MATERIALIZED (")
