@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from realparts import free_port, require, wait_until
+from realparts import ServerProcess, free_port, require, wait_until
 
 # Debian installs each major version's server tools here (none of them on PATH)
 DEBIAN_PG_ROOT = Path("/usr/lib/postgresql")
@@ -86,7 +86,7 @@ def kill_hard(proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
     return proc.wait(timeout=timeout)
 
 
-class PgServer:
+class PgServer(ServerProcess):
     """A real PostgreSQL server in a temp dir on a free loopback port, stopped by PID."""
 
     def __init__(
@@ -281,19 +281,6 @@ class PgServer:
         except psycopg.OperationalError:
             return False
         return True
-
-    def _reap(self) -> None:
-        if self._proc is not None:
-            self._proc.wait()
-            self._proc = None
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last lines of the server log, for failure messages."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
 
     def __enter__(self) -> PgServer:
         return self.start()

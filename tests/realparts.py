@@ -227,7 +227,28 @@ class Started:
         self.stop()
 
 
-class LlamaServer(Started):
+class ServerProcess:
+    """What a real server run as one child process shares: ``_proc`` while it runs (None
+    once reaped) and ``log_path``, the file its output goes to."""
+
+    _proc: subprocess.Popen[bytes] | None
+    log_path: Path
+
+    def _reap(self) -> None:
+        if self._proc is not None:
+            self._proc.wait()
+            self._proc = None
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the server log, for failure messages."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class LlamaServer(Started, ServerProcess):
     """A real llama.cpp server in its own subprocess, on a free loopback port."""
 
     def __init__(
@@ -319,19 +340,6 @@ class LlamaServer(Started):
                     self._proc.kill()
         finally:
             self._reap()
-
-    def _reap(self) -> None:
-        if self._proc is not None:
-            self._proc.wait()
-            self._proc = None
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last lines of the server log, for failure messages."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
 
 
 def git_repo(path: Path, commits: int = 1) -> Path:
