@@ -8,9 +8,9 @@ the MCP server and the CLI search when started in the project). Then:
 - needles: 50 distinctive strings from messages paged off the wire (evenly spaced over the
   paged run: in each message, its longest word of 8+ characters found in no other paged
   message). Found: one ``Store.search`` in that scope (the MCP ``search`` tool's call, top
-  5) has a hit whose chunk holds it. Read: one read of the hit's entry at the hit's line
-  (``core.lines.read_lines``, as the MCP ``read`` tool does: from 5 lines before the
-  matching line, 40 lines, at most 8 KB) holds it and costs at most 2,000 tokens.
+  5) has a hit whose chunk holds it. Read: the read MCP ``search`` suggests for a hit
+  (``read(ref, offset=<5 lines before the matching line>, max_tokens=2000)``, through the
+  same ``core.lines.read_lines_within``) holds it; it never costs more than 2,000 tokens.
 - restore: the calls that read the final range stub's messages back as transcripts (one
   ``offload cat`` / MCP ``checkout`` per part along its ``earlier`` chain).
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from offload.config import ProxySettings
-from offload.core.lines import read_lines
+from offload.core.lines import read_lines_within
 from offload.core.tokens import default_counter
 from offload.proxy.messages import content_text
 from offload.proxy.pipeline import Pipeline
@@ -86,9 +86,9 @@ def main() -> None:
                 continue
             found += 1
             body = st.body(hit.entry)
-            window = read_lines(
-                body, max(1, hit.match_line - 5), limit=40, cap_bytes=8192, max_line_chars=2000
-            )
+            # the read MCP search suggests for its first hit (tools_read.search's jump)
+            at = max(hit.start_line, hit.match_line - 5)
+            window = read_lines_within(body, at, max_tokens=2000, count=counter.count)
             tokens = counter.count(window.text)
             worst = max(worst, tokens)
             read_ok += needle in window.text and tokens <= 2000

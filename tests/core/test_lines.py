@@ -15,6 +15,7 @@ from offload.core.lines import (
     parse_offset,
     raw_lines,
     read_lines,
+    read_lines_within,
     split_lines,
 )
 from offload.errors import InvalidInput
@@ -251,3 +252,31 @@ def test_paging_visits_every_line_part_once_and_raw_pieces_rebuild_the_text(
             pieces.append(raw_lines(text, first, window.last_line))
             shown_until = window.last_line
     assert "".join(pieces) == text
+
+
+def _tokens(text: str) -> int:
+    return len(text.split())  # a stand-in tokenizer: one token per word
+
+
+def test_a_token_bounded_window_ends_before_the_line_past_the_budget() -> None:
+    text = "".join(f"w{i} " * 10 + "\n" for i in range(1, 41))  # 10 tokens a line
+    window = read_lines_within(text, 3, max_tokens=45, count=_tokens)
+    assert (window.first_line, window.last_line) == (3, 6)
+    assert _tokens(window.text) == 44  # four rows: a number and ten words each
+    assert window.next_offset == "7"
+    whole = read_lines_within(text, 1, max_tokens=10_000, count=_tokens)
+    assert whole == read_lines(text, 1)
+
+
+def test_a_token_bounded_window_shows_one_row_even_when_it_alone_is_over() -> None:
+    text = "a " * 50 + "\nb\n"
+    window = read_lines_within(text, 1, max_tokens=5, count=_tokens)
+    assert window.first_line == 1 and window.text
+    assert window.next_offset is not None
+
+
+def test_a_token_bounded_window_cuts_inside_a_long_line_by_parts() -> None:
+    text = "x " * 5000 + "\n"  # one line of 10,000 characters: five parts of 2,000
+    window = read_lines_within(text, 1, max_tokens=1500, count=_tokens)
+    assert _tokens(window.text) <= 1500
+    assert window.next_offset is not None and window.next_offset.startswith("1-")

@@ -3,6 +3,8 @@ read, checkout, checkin, retrieve, checkout_remote, stats."""
 
 from __future__ import annotations
 
+import base64
+import random
 import re
 
 import pytest
@@ -86,7 +88,32 @@ async def test_search_answers_several_queries_and_references_repeated_chunks(env
     assert f"{ref} L{start}-{end} (same chunk as q1)" in text
     assert text.count("L120: line 120") == 1
     assert 'q3 "caching": 1 hits' in text and "notes about compute and caching" in text
-    assert blocks[-1].startswith(f'[open a hit: read(ref="{ref}", offset={start})')
+    at = max(start, 120 - 5)  # a few lines before the matching one, within the chunk
+    assert blocks[-1].startswith(f'[open a hit: read(ref="{ref}", offset={at}, max_tokens=2000)')
+
+
+async def test_the_suggested_read_of_a_hit_shows_its_line_within_the_token_budget(
+    env: McpEnv,
+) -> None:
+    # dense lines (base64-like: ~1.5 characters a token) where 40 lines cost ~5k tokens
+    rng = random.Random(7)
+    rows = [base64.b64encode(rng.randbytes(150)).decode() for _ in range(300)]
+    rows[150] = "the zanzibarite marker sits here"
+    async with env.connect() as s:
+        ref = await put(s, "\n".join(rows) + "\n", topic="dense")
+        found = await s.ok("search", queries=["zanzibarite"])
+        jump = re.search(r"\[open a hit: read\((.*)\); summary", found)
+        assert jump, found
+        args = dict(re.findall(r'(\w+)=("[^"]*"|\d+)', jump.group(1)))
+        read = await s.ok(
+            "read", ref=ref, offset=int(args["offset"]), max_tokens=int(args["max_tokens"])
+        )
+        unbounded = await s.ok("read", ref=ref, offset=int(args["offset"]))
+    body = read.split("\n", 1)[1]
+    assert "151\tthe zanzibarite marker sits here" in read
+    assert env.store.counter.count(body) <= 2000 + 200  # the fence's own lines
+    assert "max_tokens=2000" in read.splitlines()[-1]  # the next page is bounded alike
+    assert env.store.counter.count(unbounded.split("\n", 1)[1]) > 5000  # what it saves
 
 
 async def test_search_shows_each_hits_best_matching_lines_with_their_numbers(

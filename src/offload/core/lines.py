@@ -15,6 +15,7 @@ depend on ``max_line_chars``, so resume with the same setting).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate, count
@@ -205,6 +206,46 @@ def read_lines(
         next_offset = str(cur_line) if cur_part == 1 else f"{cur_line}-{cur_part}"
         remaining = total - cur_line + 1
     return LineWindow("".join(rows), line, last_line, total, next_offset, remaining)
+
+
+def read_lines_within(
+    text: str,
+    offset: int | str,
+    *,
+    max_tokens: int,
+    count: Callable[[str], int],
+    limit: int = 200,
+    cap_bytes: int = 65536,
+    max_line_chars: int = 2000,
+) -> LineWindow:
+    """:func:`read_lines`, ending before the row that would take the window past
+    ``max_tokens`` as ``count`` measures it (at least one row is always shown).
+
+    The rows that fit, each counted once, give a byte cap; the window read under it is
+    counted again (a tokenizer may merge across a row boundary) and gives up its last row
+    while still over, so the work is bounded by the rows of one window.
+    """
+    if max_tokens < 1:
+        raise InvalidInput(f"max_tokens must be 1 or more, got {max_tokens}")
+    window = read_lines(text, offset, limit, cap_bytes, max_line_chars)
+    if count(window.text) <= max_tokens:
+        return window
+    used = budget = 0
+    for row in window.text.splitlines(keepends=True):
+        used += count(row)
+        if used > max_tokens:
+            break
+        budget += _size(row)
+    while True:
+        window = read_lines(text, offset, limit, max(1, min(cap_bytes, budget)), max_line_chars)
+        rows = window.text.splitlines(keepends=True)
+        if len(rows) <= 1 or count(window.text) <= max_tokens:
+            return window
+        budget = _size(window.text) - _size(rows[-1])
+
+
+def _size(row: str) -> int:
+    return len(row.encode("utf-8", "surrogatepass"))
 
 
 def continuation(window: LineWindow, call: str = "") -> str:

@@ -68,8 +68,15 @@ TOOLS: tuple[ToolDef, ...] = (
     ToolDef(
         "read",
         "Numbered lines of a body (default 200, ~64 KB per call); ends with the call to continue. "
-        "original: a compressed entry's original.",
-        _obj(["ref"], ref=_S, offset={"type": ["integer", "string"]}, limit=_I, original=_B),
+        "original: a compressed entry's original. max_tokens: stop before a line past it.",
+        _obj(
+            ["ref"],
+            ref=_S,
+            offset={"type": ["integer", "string"]},
+            limit=_I,
+            original=_B,
+            max_tokens=_I,
+        ),
     ),
     ToolDef("checkout", "Full body, fenced; marks it hot. Keep the nonce for checkin.", _ref()),
     ToolDef("checkin", "Mark a checked-out entry cold.", _obj(["ref", "nonce"], ref=_S, nonce=_S)),

@@ -4,7 +4,7 @@ checkout_remote, stats. Thin adapters: arguments in, store/core calls, short tex
 from __future__ import annotations
 
 from offload.core.fence import fence, new_nonce
-from offload.core.lines import continuation, read_lines
+from offload.core.lines import continuation, read_lines, read_lines_within
 from offload.errors import InvalidInput, ModelNotConfigured
 from offload.mcp import format as fmt
 from offload.mcp.args import Args
@@ -15,6 +15,10 @@ MAX_QUERIES = 10
 MATRIX_PAGE = 50
 _MAX_OFFSET = 10_000_000
 _MAX_LINE_CHARS = 2000
+# A hit's suggested read: a few lines of context before the matching line, sized so one
+# call shows the match at a small cost whatever the lines hold (base64 runs ~1.5 chars/token)
+_HIT_CONTEXT = 5
+HIT_READ_TOKENS = 2000
 
 
 def fenced(ctx: McpContext, entry: Entry, body: str, nonce: str | None = None) -> str:
@@ -82,10 +86,9 @@ async def search(ctx: McpContext, a: Args) -> str:
     if first is None:
         blocks.append("no hits; try other words, fewer filters or all_scopes=true")
     else:
-        if first.in_original:
-            jump = fmt.call("read", ref=first.entry.ref, offset=first.start_line, original=True)
-        else:
-            jump = fmt.call("read", ref=first.entry.ref, offset=first.start_line)
+        at = max(first.start_line, first.match_line - _HIT_CONTEXT)
+        more = {"original": True} if first.in_original else {}
+        jump = fmt.call("read", ref=first.entry.ref, offset=at, max_tokens=HIT_READ_TOKENS, **more)
         blocks.append(f"[open a hit: {jump}; summary: recall(ref=…)]")
     return "\n".join(blocks)
 
@@ -111,19 +114,34 @@ async def read(ctx: McpContext, a: Args) -> str:
     limit = a.integer("limit", cfg.read_limit_lines, 1, 10_000)
     entry = ctx.store.resolve(ref, ctx.scope)
     original = a.flag("original") and entry.compressed
-    window = read_lines(
-        ctx.store.body(entry, original=original),
-        _offset(a),
-        limit=limit,
-        cap_bytes=cfg.read_cap_bytes,
-        max_line_chars=_MAX_LINE_CHARS,
-    )
+    max_tokens = a.integer("max_tokens", 0, 0, 10_000_000)  # 0: bounded by lines and bytes
+    body = ctx.store.body(entry, original=original)
+    if max_tokens:
+        window = read_lines_within(
+            body,
+            _offset(a),
+            max_tokens=max_tokens,
+            count=ctx.store.counter.count,
+            limit=limit,
+            cap_bytes=cfg.read_cap_bytes,
+            max_line_chars=_MAX_LINE_CHARS,
+        )
+    else:
+        window = read_lines(
+            body,
+            _offset(a),
+            limit=limit,
+            cap_bytes=cfg.read_cap_bytes,
+            max_line_chars=_MAX_LINE_CHARS,
+        )
     if window.total_lines == 0:
         return f"{entry.ref} has an empty body"
     head = f"{entry.ref} L{window.first_line}-{window.last_line} of {window.total_lines}"
     head += " (the original)" if original else fmt.lossy_note(entry)
     out = [head, fenced(ctx, entry, window.text)]
-    more = {"original": True} if original else {}
+    more: dict[str, object] = {"original": True} if original else {}
+    if max_tokens:
+        more["max_tokens"] = max_tokens
     nxt = continuation(window, fmt.call("read", ref=ref, offset=window.next_offset, **more))
     if nxt:
         out.append(nxt)
