@@ -42,11 +42,9 @@ def selective_terms(conn: Conn, terms: Sequence[str], where: str, params: list[A
     cap = selectivity.common_cap(searched)
     if cap is None:
         return list(terms)
-    conn.execute(_VOCAB)
     held = {}
-    for t in dict.fromkeys(terms):
-        row = conn.execute("SELECT doc FROM temp.search_body_rows WHERE term = ?", (t,)).fetchone()
-        if row is not None and int(row[0]) >= cap:  # frequent overall: under the filter too?
+    for t, chunks in _index_counts(conn, terms).items():
+        if chunks >= cap:  # frequent overall: under the filter too?
             row = conn.execute(
                 _HELD.format(where=where),
                 ('"' + t.replace('"', '""') + '"', *params, cap),
@@ -64,10 +62,15 @@ def _over_the_index(conn: Conn, terms: Sequence[str]) -> list[str]:
     cap = selectivity.common_cap(chunks)
     if cap is None:
         return list(terms)
+    return selectivity.selective(terms, _index_counts(conn, terms), chunks)
+
+
+def _index_counts(conn: Conn, terms: Sequence[str]) -> dict[str, int]:
+    """How many of the index's chunks hold each of ``terms`` (the ones it knows)."""
     conn.execute(_VOCAB)
-    held = {}
+    counts = {}
     for t in dict.fromkeys(terms):
         row = conn.execute("SELECT doc FROM temp.search_body_rows WHERE term = ?", (t,)).fetchone()
         if row is not None:
-            held[t] = int(row[0])
-    return selectivity.selective(terms, held, chunks)
+            counts[t] = int(row[0])
+    return counts
