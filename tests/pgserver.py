@@ -23,6 +23,8 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -84,6 +86,17 @@ def kill_hard(proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
     if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
     return proc.wait(timeout=timeout)
+
+
+@contextmanager
+def private_server() -> Iterator[PgServer]:
+    """A server of one's own, for tests that stop, crash or restart it (the session's one
+    stays up); stopped and removed afterwards, a failed start included."""
+    server = PgServer(require_pg())
+    try:
+        yield server.start()
+    finally:
+        server.cleanup()
 
 
 class PgServer(ServerProcess):

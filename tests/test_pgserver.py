@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pgserver import PgServer, kill_hard, require_pg
+from pgserver import PgServer, kill_hard, private_server, require_pg
 
 
 def _query(url: str, sql: str) -> list[tuple[object, ...]]:
@@ -25,11 +25,8 @@ def _query(url: str, sql: str) -> list[tuple[object, ...]]:
 @pytest.fixture
 def own_server() -> Iterator[PgServer]:
     """A private server, for tests that stop or crash it (the session's one stays up)."""
-    server = PgServer(require_pg())
-    try:
-        yield server.start()
-    finally:
-        server.cleanup()
+    with private_server() as server:
+        yield server
 
 
 def test_the_session_server_answers_on_a_loopback_url(pg_server: PgServer) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from offload.cli.main import main
+from cli.cli_support import run
 from offload.core.tokens import EstimateCounter
 from offload.store.store import Store
 from realparts import child_env
@@ -21,12 +21,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OFFLOAD_SEARCH__SEMANTIC", "false")
     monkeypatch.chdir(tmp_path)
     return tmp_path / "home"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_migrate_copies_a_sqlite_store_into_postgresql_and_verifies_it(

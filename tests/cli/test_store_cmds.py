@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cli.cli_support import run
 from offload.cli.main import main
 from offload.core.tokens import EstimateCounter
 from offload.store.store import Store
@@ -20,12 +21,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     return tmp_path / "home"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_add_then_ls_search_show_and_cat_round_trip(

@@ -18,7 +18,7 @@ from offload.config import StoreSettings
 from offload.core.tokens import EstimateCounter
 from offload.errors import StoreError
 from offload.store.store import Store
-from pgserver import PgServer, kill_hard, require_pg
+from pgserver import PgServer, kill_hard, private_server
 from realparts import child_env, wait_until
 
 pytestmark = pytest.mark.slow
@@ -27,11 +27,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def own_server() -> Iterator[PgServer]:
     """A private server: these tests crash and restart it."""
-    server = PgServer(require_pg())
-    try:
-        yield server.start()
-    finally:
-        server.cleanup()
+    with private_server() as server:
+        yield server
 
 
 # puts numbered texts forever, printing each ref once put() returned (acknowledged); a
