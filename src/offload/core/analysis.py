@@ -33,7 +33,7 @@ import re
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import Stemmer
@@ -216,14 +216,21 @@ def _run_words(run: str) -> list[str]:
     return out
 
 
-def _run_terms(run: str) -> tuple[str, ...]:
-    cached = _run_cache.get(run)
+def _memo(
+    cache: dict[str, tuple[str, ...]], run: str, analyse: Callable[[str], Iterable[str]]
+) -> tuple[str, ...]:
+    """A run's terms from ``cache``, analysed once (the cache is cleared when it is full)."""
+    cached = cache.get(run)
     if cached is None:
-        cached = tuple(t for w in _run_words(run) for t in word_terms(w))
-        if len(_run_cache) >= _CACHE_MAX:
-            _run_cache.clear()
-        _run_cache[run] = cached
+        cached = tuple(t for w in _run_words(run) for t in analyse(w))
+        if len(cache) >= _CACHE_MAX:
+            cache.clear()
+        cache[run] = cached
     return cached
+
+
+def _run_terms(run: str) -> tuple[str, ...]:
+    return _memo(_run_cache, run, word_terms)
 
 
 def words(text: str) -> list[str]:
@@ -247,16 +254,8 @@ def terms(text: str) -> list[str]:
     """The stems and identifiers of ``text``, in order, without written forms: what a
     term-overlap measure compares (a written form would count an inflected word twice)."""
     out: list[str] = []
-    extend = out.extend
-    cache = _stem_run_cache
     for run in _runs(text):
-        cached = cache.get(run)
-        if cached is None:
-            cached = tuple(t for w in _run_words(run) for t in stem_terms(w))
-            if len(cache) >= _CACHE_MAX:
-                cache.clear()
-            cache[run] = cached
-        extend(cached)
+        out.extend(_memo(_stem_run_cache, run, stem_terms))
     return out
 
 
