@@ -18,6 +18,22 @@ from realparts import LlamaServer, require_llama
 settings.load_profile("ci")
 
 
+PG_FIXTURES = frozenset({"pg_server", "pg_database"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test on the session's PostgreSQL server slow.
+
+    Starting the server and a database per test costs more than the rest of a test file;
+    the whole suite (and CI) runs these, the fast tier does not. ``tryfirst`` so the mark
+    is there before ``-m`` deselects.
+    """
+    for item in items:
+        if PG_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     """Run ``@pytest.mark.anyio`` tests on asyncio only."""

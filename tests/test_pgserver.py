@@ -13,6 +13,9 @@ import pytest
 
 from pgserver import PgServer, kill_hard, private_server, require_pg
 
+# starts and restarts real PostgreSQL servers: the whole suite runs it, not the fast tier
+pytestmark = pytest.mark.slow
+
 
 def _query(url: str, sql: str) -> list[tuple[object, ...]]:
     import psycopg

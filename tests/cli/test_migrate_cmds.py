@@ -66,6 +66,7 @@ def test_migrating_a_store_onto_itself_is_refused_and_changes_nothing(
     assert code == 2 and "is the store being migrated" in err
 
 
+@pytest.mark.slow
 def test_an_unreachable_target_is_exit_5_in_one_line_without_the_password(
     tmp_path: Path,
 ) -> None:

@@ -186,6 +186,7 @@ def test_a_foreign_origin_or_host_is_refused_on_every_surface(served: ServeProce
     assert loopback.get(f"{served.url}/api/stats", headers=own, timeout=10).status_code == 200
 
 
+@pytest.mark.slow
 def test_serve_starts_with_the_upstream_down_answers_502_and_stops_on_sigterm(
     tmp_path: Path,
 ) -> None:

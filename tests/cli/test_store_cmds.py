@@ -216,6 +216,7 @@ def test_white_space_alone_is_not_stored(home: Path, capsys: pytest.CaptureFixtu
     assert code == 0 and json.loads(out)["total"] == 0
 
 
+@pytest.mark.slow
 def test_standard_input_is_capped_like_a_path(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env_cap = ["--home", str(home)]

@@ -34,7 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import offload
+
+# seconds of CPU: every pattern of offload, timed on hostile inputs; the whole suite runs it
+pytestmark = pytest.mark.slow
 
 SRC = Path(offload.__file__).parent
 SMALL = 1024  # characters; the large size is four times this

@@ -176,6 +176,7 @@ def tool_sessions(draw: st.DrawFn) -> Msgs:
     return msgs
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(msgs=tool_sessions(), n_ctx=st.sampled_from([2048, 4096, 8192]))
 def test_sessions_with_bulky_calls_stay_valid_bounded_and_restorable(

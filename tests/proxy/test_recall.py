@@ -200,6 +200,7 @@ def test_recall_figures_are_counted(store: Store) -> None:
     assert (counters["recall_hits"], counters["recall_read"]) == (2, 1)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -178,6 +178,7 @@ def range_parts(store: Store, ref: str) -> list[dict[str, Any]]:
     return docs
 
 
+@pytest.mark.slow
 def test_page_outs_merge_into_few_large_parts_that_restore_byte_for_byte(store: Store) -> None:
     pipe = Pipeline(store, ProxySettings(), EstimateCounter(), scope="/work/project")
     msgs = long_session(60)

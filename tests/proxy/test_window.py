@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
@@ -149,6 +150,7 @@ def _valid_tool_structure(wire: Msgs) -> bool:
     return True
 
 
+@pytest.mark.slow
 @settings(
     max_examples=25,
     deadline=None,

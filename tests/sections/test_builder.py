@@ -92,6 +92,7 @@ def test_the_generated_workspace_fits_every_budget_and_keeps_what_matters(
     assert "On branch feature/billing-export" in built["Git status"].text
 
 
+@pytest.mark.slow
 def test_the_same_input_gives_the_same_bytes_in_another_process(
     sections: Sections, settings: Settings, tmp_path: Path
 ) -> None:
@@ -116,6 +117,7 @@ def test_the_same_input_gives_the_same_bytes_in_another_process(
     assert json.loads(out.stdout) == ours
 
 
+@pytest.mark.slow
 def test_references_resolve_after_a_restart_in_another_process(
     sections: Sections, settings: Settings
 ) -> None:

@@ -18,14 +18,15 @@ from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import StaticEmbedder, load_embedder
 from offload.store.store import Store
 
-BACKENDS = ("sqlite", "postgresql")
-
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Run each store test on both backends (SQLite alone for ``sqlite_only`` tests)."""
     if "store_backend" in metafunc.fixturenames:
         only = metafunc.definition.get_closest_marker("sqlite_only") is not None
-        metafunc.parametrize("store_backend", BACKENDS[:1] if only else BACKENDS)
+        # the PostgreSQL runs need the server and double the store tests: the whole suite
+        # (and CI) runs them; the fast tier stays on SQLite
+        on_pg = pytest.param("postgresql", marks=pytest.mark.slow)
+        metafunc.parametrize("store_backend", ["sqlite"] if only else ["sqlite", on_pg])
 
 
 @pytest.fixture

@@ -8,10 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from offload.core.tokens import EstimateCounter
 from offload.store.maintenance import doctor
 from offload.store.models import Filters
 from offload.store.store import Store
+
+# real writer processes, seconds each: the whole suite runs them
+pytestmark = pytest.mark.slow
 
 WRITER = Path(__file__).with_name("writer_proc.py")
 

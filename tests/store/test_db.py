@@ -103,6 +103,7 @@ def incompressible(nbytes: int) -> str:
     return base64.b64encode(rng.randbytes(nbytes * 3 // 4)).decode()
 
 
+@pytest.mark.slow
 def test_a_large_write_to_a_full_disk_fails_cleanly_and_loses_nothing(small_disk: Path) -> None:
     with Store(small_disk / "offload.db", counter=EstimateCounter()) as store:
         kept = store.put("acknowledged before the disk filled").entry
@@ -115,6 +116,7 @@ def test_a_large_write_to_a_full_disk_fails_cleanly_and_loses_nothing(small_disk
         assert doctor(store).clean
 
 
+@pytest.mark.slow
 def test_a_large_add_on_a_full_disk_exits_5_with_one_line(small_disk: Path) -> None:
     big = small_disk.parent / "big.txt"
     big.write_text(incompressible(1_500_000))

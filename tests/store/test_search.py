@@ -112,6 +112,7 @@ def test_hostile_queries_neither_crash_nor_error(filled: Store, query: str) -> N
     assert filled.count() == 3
 
 
+@pytest.mark.slow
 @settings(
     max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
