@@ -46,7 +46,7 @@ from offload.proxy.routes_models import models
 from offload.proxy.routes_passthrough import passthrough
 from offload.proxy.routes_stats import metrics, stats
 from offload.proxy.state import ProxyState, RewriterFactory, default_rewriter
-from offload.store.paths import project_scope
+from offload.store.paths import default_scope
 from offload.store.store import Store
 
 # one logger name for the whole proxy surface, whichever module logs
@@ -90,14 +90,10 @@ def create_app(
 
 
 def proxy_settings(settings: Settings, cwd: Path | None = None) -> ProxySettings:
-    """The proxy's settings with its store scope resolved: ``proxy.scope``, else the MCP
-    server's (``mcp.scope``, else the git root of ``cwd``, default the working directory),
-    so what the proxy pages out is found where the project's MCP server and CLI search."""
-    scope = (
-        settings.proxy.scope
-        or settings.mcp.scope
-        or project_scope(cwd or Path.cwd(), settings.store.scope_by)
-    )
+    """The proxy's settings with its store scope resolved: ``proxy.scope``, else the scope
+    the project's MCP server and CLI use (:func:`default_scope`), so what the proxy pages
+    out is found where they search."""
+    scope = settings.proxy.scope or default_scope(settings, cwd or Path.cwd())
     return dataclasses.replace(settings.proxy, scope=scope)
 
 
