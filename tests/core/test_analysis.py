@@ -39,6 +39,7 @@ def test_a_lookup_matches_written_forms_but_compares_phrases_by_stem() -> None:
     assert q.any_of == ("expect", "expecting", "connect", "connections")
     assert q.sequence == ("expect", "connect")
     assert q.forms == (("expecting", "expect"), ("connections", "connect"))
+    assert q.lookup and q.words == ("expecting", "Connections")  # as written, case kept
 
 
 def test_a_question_searches_stems_only() -> None:
@@ -46,6 +47,7 @@ def test_a_question_searches_stems_only() -> None:
     q = analyse_query("what were the Connections expecting?")
     assert q.any_of == q.sequence == ("connect", "expect")
     assert q.forms == ()
+    assert not q.lookup
 
 
 @pytest.mark.parametrize(

@@ -194,6 +194,26 @@ def test_page_outs_merge_into_few_large_parts_that_restore_byte_for_byte(store: 
     assert expand(store, wire) == msgs
 
 
+def test_a_paged_message_is_found_once_however_often_its_range_grew(store: Store) -> None:
+    pipe = Pipeline(store, ProxySettings(), EstimateCounter(), scope="/work/project")
+    msgs = long_session(60)
+    wires: list[Msgs] = []
+    for k in range(4, len(msgs) + 1, 2):  # turn by turn: many page-outs, each merged
+        wires.append(pipe.rewrite(msgs[:k], 2048).messages)
+    parts = Filters(scope="/work/project", source_prefix="proxy:")
+    assert store.count(parts) > 3
+    found = 0
+    for t in range(60):
+        code = f"ZEBRA{t}X7"
+        hits = [h for h in store.search(code, parts, limit=20) if code in h.text]
+        assert len(hits) <= 1, (code, [h.entry.id for h in hits])
+        found += len(hits)
+    assert found > 20  # the paged ones, each once
+    # every stub each wire carried still restores its messages byte for byte
+    for k, wire in zip(range(4, len(msgs) + 1, 2), wires, strict=True):
+        assert expand(store, wire) == msgs[:k]
+
+
 def test_a_part_stops_taking_in_earlier_parts_at_the_merge_size(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

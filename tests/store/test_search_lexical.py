@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from offload.config import StoreSettings
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
 from offload.store import db, index, open_store
@@ -84,6 +85,39 @@ def test_the_written_form_outranks_other_inflections_of_its_stem(store: Store) -
     assert _ids(store, "expected")[:2] == [many.id, exact.id]
     # the stem still finds every inflection
     assert set(_ids(store, "expect")) == {many.id, exact.id}
+
+
+def test_a_lookup_ranks_the_word_as_written_above_the_same_word_in_another_case(
+    store: Store,
+) -> None:
+    for i in range(6):
+        store.put(f"filler note {i}")
+    # the other case nine times in a short text, against the written case once in a longer one
+    loud = store.put("Checking. Checking. Checking, Checking. Checking Checking " * 2).entry
+    quiet = store.put("we kept on checking the logs of the build server for a while").entry
+    assert _ids(store, "checking")[:2] == [quiet.id, loud.id]
+    assert _ids(store, "Checking")[:2] == [loud.id, quiet.id]
+    # a question is not a lookup: its words follow its grammar, case included
+    assert _ids(store, "who was checking?")[0] == loud.id
+    # the scores stay in order whatever the case check did
+    scores = [h.score for h in store.search("checking", limit=10)]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_a_lookup_shows_the_chunk_of_its_entry_that_holds_the_word_as_written(
+    store_location: Path | str,
+) -> None:
+    # small chunks: the entry's best chunk by BM25 holds the word three times in another case
+    settings = StoreSettings(chunk_lines=2)
+    with Store(store_location, settings, counter=EstimateCounter()) as store:
+        store.put("unrelated filler text")
+        body = "endpoints and endpoints\nmore endpoints\n" + "padding line\n" * 6
+        body += "the Endpoints table lists every host\nand a long tail of other words here\n"
+        e = store.put(body).entry
+        hit = store.search("Endpoints", limit=1)[0]
+        assert hit.entry.id == e.id
+        assert "Endpoints" in hit.text
+        assert store.search("endpoints", limit=1)[0].text.startswith("endpoints and")
 
 
 @pytest.mark.parametrize(

@@ -384,3 +384,34 @@ def test_checkin_of_an_entry_removed_after_it_was_resolved_says_why(
         monkeypatch.setattr(store, "resolve", resolve_then_lose)
         with pytest.raises(Gone, match="forgotten by another process"):
             store.checkin(co.entry.ref, co.nonce)
+
+
+def test_a_body_indexed_from_a_later_line_is_found_only_there_and_read_whole(
+    store: Store,
+) -> None:
+    body = "earlier words: zebrafinch\nsecond line\nnew words: kingfisher\nlast line\n"
+    e = store.put(body, index_from_line=3).entry
+    assert store.search("zebrafinch") == []  # held by the lines before: another entry's
+    hit = store.search("kingfisher")[0]
+    assert hit.entry.id == e.id
+    assert (hit.start_line, hit.match_line) == (3, 3)  # the body's own line numbers
+    assert hit.text.startswith("new words: kingfisher")
+    assert store.body(e) == body  # reading is not affected
+
+
+def test_a_reindex_keeps_a_body_indexed_from_a_later_line(store: Store) -> None:
+    from offload.store.maintenance import reindex
+
+    e = store.put("old: zebrafinch\nnew: kingfisher\n", index_from_line=2).entry
+    reindex(store)
+    assert store.search("zebrafinch") == []
+    assert [h.entry.id for h in store.search("kingfisher")] == [e.id]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2"])
+def test_a_put_indexed_from_no_line_is_refused_and_stores_nothing(
+    store: Store, bad: object
+) -> None:
+    with pytest.raises(InvalidInput, match="index_from_line"):
+        store.put("some text", index_from_line=bad)  # type: ignore[arg-type]
+    assert store.count() == 0

@@ -315,6 +315,8 @@ class QueryTerms:
     words: tuple[str, ...]  # the raw content words, for vocabulary expansion
     # (written form, its stem) of each content word's piece that stemming changed
     forms: tuple[tuple[str, str], ...] = ()
+    # a query without function words (keywords, a name): its words are meant as written
+    lookup: bool = False
 
     @property
     def empty(self) -> bool:
@@ -343,7 +345,11 @@ def analyse_query(text: str, *, max_words: int = 32) -> QueryTerms:
         if lookup:
             forms.update(((f, _stem(f)), None) for f in written_forms(w))
     return QueryTerms(
-        tuple(dict.fromkeys(every)), tuple(seq), tuple(dict.fromkeys(content)), tuple(forms)
+        tuple(dict.fromkeys(every)),
+        tuple(seq),
+        tuple(dict.fromkeys(content)),
+        tuple(forms),
+        lookup,
     )
 
 

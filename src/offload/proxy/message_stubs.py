@@ -16,8 +16,10 @@ messages exactly as the client sent them, together with those of the parts just 
 while the whole stays within ``MERGE_BYTES`` (so a long range reads back in a few large
 parts), plus a pointer to the part before it (what the stub's reference names, restored
 byte for byte), its body a readable transcript of those
-messages (what search indexes and ``read`` shows; :mod:`offload.proxy.transcript`), with a
-topic and a summary (the task, the tools, the files). The stub names the newest part, so
+messages (what ``read`` shows; :mod:`offload.proxy.transcript`), with a topic and a
+summary (the task, the tools, the files). Search indexes a part's transcript only from its
+newly paged messages on: the parts it takes in hold the rest, indexed already, so each
+paged message is found once, not once per later part that repeats it. The stub names the newest part, so
 the whole range is retrievable part by part, newest first, and carries a contents list
 (the tool calls the part holds, with their transcript lines) and the exact read and
 search calls.
@@ -103,9 +105,12 @@ class RangePart:
     """What one page-out stores: the exact messages as JSON and the transcript."""
 
     body: str  # the JSON document (the entry's content: what the stub's ref names)
-    transcript: str  # what is indexed and read
+    transcript: str  # what is read, and indexed from ``index_from_line`` on
     topic: str
     summary: str
+    # the transcript's first line that no earlier part holds: the parts it takes in are
+    # indexed already, so a search finds each message once (in the part that paged it)
+    index_from_line: int = 1
 
 
 @dataclass(frozen=True)
@@ -288,9 +293,11 @@ class StubMaker:
         body: str | None = None,
         topic: str = "",
         summary: str = "",
+        index_from_line: int = 1,
     ) -> None:
         """Persist ``text`` in this scope unless this process already knows it is stored
-        (``body``: what to index and show instead; ``text`` stays the restorable original)."""
+        (``body``: what to index and show instead, from ``index_from_line`` on; ``text``
+        stays the restorable original)."""
         with self._lock:
             if digest in self._stored:
                 self._stored.move_to_end(digest)
@@ -311,6 +318,7 @@ class StubMaker:
                 body=body,
                 topic=topic,
                 summary=summary,
+                index_from_line=index_from_line,
             )
         with self._lock:
             self._stored[digest] = None
@@ -330,6 +338,7 @@ class StubMaker:
             body=part.transcript,
             topic=part.topic,
             summary=part.summary,
+            index_from_line=part.index_from_line,
         )
         return stub
 
@@ -405,7 +414,8 @@ class StubMaker:
         role = range_role(messages, first, end)
         tokens = message_tokens(self.counter, {"role": role, "content": text})
         stub = RangeStub(first, end - 1, CTX_PREFIX + digest, label, text, tokens, role)
-        return stub, RangePart(body, rendered.text, topic, summary)
+        indexed_from = 1 if start == paged0 else max(1, new_from)
+        return stub, RangePart(body, rendered.text, topic, summary, indexed_from)
 
     def _merge_start(
         self, messages: Sequence[Message], start: int, end: int, previous: RangeStub | None

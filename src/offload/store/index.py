@@ -58,19 +58,30 @@ class PreparedIndex:
     vocabulary: tuple[str, ...]
 
 
-def prepare(text: str, chunk_lines: int, chunk_chars: int) -> PreparedIndex:
-    """Chunk and analyse a body (pure CPU work; no connection needed)."""
+def prepare(text: str, chunk_lines: int, chunk_chars: int, from_line: int = 1) -> PreparedIndex:
+    """Chunk and analyse a body (pure CPU work; no connection needed).
+
+    ``from_line`` > 1 indexes only the lines from that one on (their chunks keep the
+    body's own line numbers and offsets): the earlier lines are indexed elsewhere, as in a
+    proxy part that takes in the parts before it."""
+    skip_lines, offset = 0, 0
+    while skip_lines < from_line - 1:
+        at = text.find("\n", offset)
+        if at < 0:
+            break
+        skip_lines, offset = skip_lines + 1, at + 1
+    rest = text[offset:]
     chunks = tuple(
         PreparedChunk(
-            c.start_line,
-            c.end_line,
-            c.start,
-            c.end,
-            analysis.index_text(text[c.start : c.end]),
+            c.start_line + skip_lines,
+            c.end_line + skip_lines,
+            c.start + offset,
+            c.end + offset,
+            analysis.index_text(rest[c.start : c.end]),
         )
-        for c in chunk_text(text, chunk_lines, chunk_chars)
+        for c in chunk_text(rest, chunk_lines, chunk_chars)
     )
-    vocab = tuple(sorted(analysis.surface_words(text[:VOCABULARY_SCAN_CHARS])))
+    vocab = tuple(sorted(analysis.surface_words(rest[:VOCABULARY_SCAN_CHARS])))
     return PreparedIndex(chunks, vocab)
 
 

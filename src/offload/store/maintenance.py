@@ -159,6 +159,8 @@ def reindex(store: Store, *, progress: Progress | None = None) -> Reindexed:
 def _rebuild_index(store: Store, conn: Conn, progress: Progress | None = None) -> Reindexed:
     # kept originals stay indexed if they were (put(index_original=True)), and only those
     originals = [r["hash"] for r in conn.execute(_INDEXED_ORIGINALS)]
+    # a body indexed from a later line on (put(index_from_line)) stays so
+    starts = {r[0]: int(r[1]) for r in conn.execute(_FIRST_INDEXED_LINES)}
     index.clear(conn)
     digests = [r[0] for r in conn.execute("SELECT DISTINCT block_hash FROM entries")]
     digests += [d for d in originals if d not in set(digests)]
@@ -169,7 +171,9 @@ def _rebuild_index(store: Store, conn: Conn, progress: Progress | None = None) -
         except (IntegrityError, InvalidInput, NotFound):
             skipped.append(digest)
         else:
-            rows.index_block(conn, rows.block_id(conn, digest), text, store.settings)
+            rows.index_block(
+                conn, rows.block_id(conn, digest), text, store.settings, starts.get(digest, 1)
+            )
         if progress is not None:
             progress(i, len(digests))
     index.rebuild_meta(conn)
@@ -182,4 +186,9 @@ _INDEXED_ORIGINALS = (
     "SELECT DISTINCT b.id, b.hash FROM entries e JOIN blocks b ON b.hash = e.content_hash "
     "WHERE e.content_hash != e.block_hash AND EXISTS "
     "(SELECT 1 FROM chunks c WHERE c.block_id = b.id) ORDER BY b.id"
+)
+# each indexed block's first indexed line (more than 1: indexed from a later line on)
+_FIRST_INDEXED_LINES = (
+    "SELECT b.hash, min(c.start_line) FROM chunks c JOIN blocks b ON b.id = c.block_id "
+    "GROUP BY b.hash HAVING min(c.start_line) > 1"
 )

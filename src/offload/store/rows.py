@@ -36,18 +36,21 @@ class PreparedBlock:
     index: index.PreparedIndex | None  # None: kept, not indexed (a lossy put's original)
 
 
-def prepare_index(text: str, chunk_lines: int, chunk_chars: int) -> index.PreparedIndex:
-    """A body's chunks and terms (pure CPU work, outside any transaction)."""
-    return index.prepare(text, chunk_lines, chunk_chars)
+def prepare_index(
+    text: str, chunk_lines: int, chunk_chars: int, from_line: int = 1
+) -> index.PreparedIndex:
+    """A body's chunks and terms (pure CPU work, outside any transaction); only its lines
+    from ``from_line`` on (see :func:`offload.store.index.prepare`)."""
+    return index.prepare(text, chunk_lines, chunk_chars, from_line)
 
 
 def prepare_block(
-    data: bytes, *, indexed: bool, chunk_lines: int, chunk_chars: int
+    data: bytes, *, indexed: bool, chunk_lines: int, chunk_chars: int, from_line: int = 1
 ) -> PreparedBlock:
-    """Compress, hash and (when ``indexed``) analyse one block's bytes."""
+    """Compress, hash and (when ``indexed``) analyse one block's bytes (from ``from_line``)."""
     text = data.decode("utf-8")
     codec, stored = blocks.pack(data)
-    prepared = prepare_index(text, chunk_lines, chunk_chars) if indexed else None
+    prepared = prepare_index(text, chunk_lines, chunk_chars, from_line) if indexed else None
     return PreparedBlock(sha256_hex(data), len(data), count_lines(text), codec, stored, prepared)
 
 
@@ -112,9 +115,9 @@ def block_id(conn: Conn, digest: str) -> int:
     return int(conn.execute("SELECT id FROM blocks WHERE hash = ?", (digest,)).fetchone()[0])
 
 
-def index_block(conn: Conn, block_id: int, text: str, s: StoreSettings) -> None:
+def index_block(conn: Conn, block_id: int, text: str, s: StoreSettings, from_line: int = 1) -> None:
     """Index a stored block's body (doctor and reindex), inside the caller's transaction."""
-    index.insert_block(conn, block_id, prepare_index(text, s.chunk_lines, s.chunk_chars))
+    index.insert_block(conn, block_id, prepare_index(text, s.chunk_lines, s.chunk_chars, from_line))
 
 
 def put_block(

@@ -49,6 +49,9 @@ NEIGHBOUR_SOURCES = 100
 # Weight of a query's adjacent word pairs found side by side in a hit (a phrase).
 PHRASE_BOOST = 0.5
 _PHRASE_CHECKED = 30
+# A lookup's case check: how many of the best hits, and how many chunks of each entry
+_EXACT_CHECKED = 30
+_EXACT_CHUNKS = 4
 _MIN_POOL = 200
 _TYPO_CANDIDATES = 20_000
 _EXPANSIONS = 24
@@ -95,6 +98,8 @@ class Candidate:
     accessed: float
     uses: int
     direct: bool = True  # matched the query itself (not only through a neighbour)
+    # the entry's next best matching chunks, best first (a lookup's case check reads them)
+    others: tuple[int, ...] = ()
 
 
 def search_hits(
@@ -258,15 +263,24 @@ def _mapped(
 
 
 def _best_per_entry(rows: Iterable[Row], bm25: dict[int, float]) -> dict[int, Candidate]:
-    """Each entry's best-scored row (a row is an entry's chunk, or the entry itself)."""
+    """Each entry's best-scored row (a row is an entry's chunk, or the entry itself), with
+    its next best few chunks (:attr:`Candidate.others`)."""
     best: dict[int, Candidate] = {}
+    chunks: dict[int, list[tuple[float, int]]] = {}
     for r in rows:
         key = int(r["eid"]) if r["cid"] is None else int(r["cid"])
         score = bm25.get(key, 0.0)
         eid = int(r["eid"])
+        if r["cid"] is not None:
+            chunks.setdefault(eid, []).append((score, key))
         have = best.get(eid)
         if have is None or score > have.score:
             best[eid] = _candidate(r, score)
+    for eid, scored in chunks.items():
+        if len(scored) > 1:
+            c = best[eid]
+            top = sorted(scored, key=lambda s: (-s[0], s[1]))[: _EXACT_CHUNKS + 1]
+            c.others = tuple(cid for _s, cid in top if cid != c.chunk_id)[: _EXACT_CHUNKS - 1]
     return best
 
 
@@ -349,7 +363,7 @@ def rank(
     out = sorted(scored, key=lambda c: (-c.score, not c.direct, -c.entry_id))
     # a neighbour may displace a weaker match, never extend the list past the matches
     last = max((i for i, c in enumerate(out) if c.direct), default=-1)
-    return out[: last + 1]
+    return _as_written_first(store, q, out[: last + 1])
 
 
 _NEIGHBOURS = (
@@ -410,6 +424,68 @@ def _phrase_boost(store: Store, q: analysis.QueryTerms, ranked: list[Candidate])
     return ranked
 
 
+def _as_written_first(
+    store: Store, q: analysis.QueryTerms, ranked: list[Candidate]
+) -> list[Candidate]:
+    """A lookup's best few, reordered: a hit holding a query word only in another case
+    (``Checking`` nine times, for ``checking``) moves below the hits holding more of the
+    query's words exactly as written, the index being case-folded; every other pair keeps
+    its order. Each hit shows, of its entry's best few matching chunks, the first holding
+    the most of them as written. The window's scores are dealt out again in the new
+    order, so what follows (fusion, paging) sees a descending list."""
+    written = [w for w in q.words if w.lower() != w.upper() and len(w) <= analysis.MAX_TERM_CHARS]
+    if not q.lookup or not written:
+        return ranked
+    window = ranked[:_EXACT_CHECKED]
+    exact: dict[int, int] = {}
+    other_case: set[int] = set()
+    for c in window:
+        if c.chunk_id is None:
+            continue  # a neighbour or a semantic hit: no matching text to compare
+        best, shown = -1, ""
+        for cid in (c.chunk_id, *c.others):
+            text = _chunk_text_of(store, cid)
+            n = _written_count(text, written)
+            if n > best:
+                best, shown, c.chunk_id = n, text, cid
+        exact[c.entry_id] = best
+        folded = shown.casefold()
+        if any(
+            _written_count(folded, [w.casefold()]) and not _written_count(shown, [w])
+            for w in written
+        ):
+            other_case.add(c.entry_id)
+    out = list(window)
+    for c in [c for c in window if c.entry_id in other_case]:
+        i = out.index(c)
+        above = [
+            j for j in range(i + 1, len(out)) if exact.get(out[j].entry_id, 0) > exact[c.entry_id]
+        ]
+        if above:
+            out.insert(above[-1], out.pop(i))  # just below the last hit holding more
+    if out == window:
+        return ranked
+    for c, score in zip(out, [c.score for c in window], strict=True):
+        c.score = score
+    return out + ranked[_EXACT_CHECKED:]
+
+
+def _written_count(text: str, written: list[str]) -> int:
+    """How many of ``written`` occur in ``text`` exactly, each not within a longer word."""
+    n = 0
+    for w in written:
+        at = text.find(w)
+        while at >= 0:
+            end = at + len(w)
+            if (at == 0 or not text[at - 1].isalnum()) and (
+                end == len(text) or not text[end].isalnum()
+            ):
+                n += 1
+                break
+            at = text.find(w, at + 1)
+    return n
+
+
 def _use_score(c: Candidate, now: float) -> float:
     # a tiny floor: with no BM25 signal at all, salience still decides
     relevance = max(0.0, c.score) + 1e-6
@@ -443,6 +519,12 @@ def _chunk_text(store: Store, c: Candidate) -> str:
     if row is None:
         return ""
     return store.block_text(row["block"])[row["start"] : row["end"]]
+
+
+def _chunk_text_of(store: Store, chunk_id: int) -> str:
+    sql = f"SELECT {_CHUNK_COLS} FROM chunks c JOIN blocks b ON b.id = c.block_id WHERE c.id = ?"
+    row = store.conn.execute(sql, (chunk_id,)).fetchone()
+    return "" if row is None else store.block_text(row["block"])[row["start"] : row["end"]]
 
 
 def hits(store: Store, page: list[Candidate], terms: set[str], width: int) -> list[Hit]:

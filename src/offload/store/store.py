@@ -229,13 +229,17 @@ class Store:
         keep_original: bool = True,
         tokens: int | None = None,
         index_original: bool = False,
+        index_from_line: int = 1,
     ) -> PutResult:
         """Store ``content`` and index it; the same content again returns the existing entry.
 
         ``body`` is what to store when it differs from ``content`` (a lossy compression);
         the original is kept as its own block unless ``keep_original`` is False, and
         indexed too with ``index_original`` (a search then finds the entry by words only
-        the original holds; its hits say so, :attr:`Hit.in_original`). The CPU
+        the original holds; its hits say so, :attr:`Hit.in_original`). ``index_from_line``
+        indexes the stored body only from that line on: its earlier lines are another
+        entry's, already indexed there (a proxy part that takes in the parts before it), so a
+        search finds each text once. The CPU
         work (hashing, compression, chunking, analysis, token counting) runs before the
         write lock is taken; the lock covers only the inserts.
         """
@@ -244,6 +248,7 @@ class Store:
             _PutOptions(
                 kind, topic, tuple(tags), summary, salience, pinned, source, scope, label,
                 expires, regenerate, body, keep_original, tokens, index_original,
+                index_from_line,
             ),
         )  # fmt: skip
         with db.write_tx(self.conn) as conn:
@@ -276,6 +281,10 @@ class Store:
             _check_label(o.label)
         if o.body is not None:
             _check_text(o.body, "body")
+        if not isinstance(o.index_from_line, int) or o.index_from_line < 1:
+            raise InvalidInput(
+                f"index_from_line must be a line number >= 1, got {o.index_from_line!r}"
+            )
         clean_tags = " ".join(_clean_tags(o.tags))
         data = encode(content)
         content_hash = sha256_hex(data)
@@ -287,22 +296,29 @@ class Store:
     def _prepare_blocks(self, p: _PendingPut) -> None:
         o = p.options
         stored = p.content if o.body is None else o.body
+        first = o.index_from_line
         if o.body is not None:
-            p.blocks.append(self._prepare_block(encode(o.body), indexed=True))
+            p.blocks.append(self._prepare_block(encode(o.body), indexed=True, from_line=first))
             if o.keep_original:
                 # index_original: a word only the original holds still finds the entry
                 p.blocks.append(self._prepare_block(p.data, indexed=o.index_original))
         else:
-            p.blocks.append(self._prepare_block(p.data, indexed=True))
+            p.blocks.append(self._prepare_block(p.data, indexed=True, from_line=first))
         p.tokens = o.tokens if o.tokens is not None else self.counter.count(stored)
         labels = [o.label] if o.label is not None else []
         p.meta = index.meta_row(o.topic, o.summary, p.tags, labels, o.source)
         p.vector = self._vector(o.topic, o.summary, p.tags, stored)
 
-    def _prepare_block(self, data: bytes, *, indexed: bool) -> rows.PreparedBlock:
+    def _prepare_block(
+        self, data: bytes, *, indexed: bool, from_line: int = 1
+    ) -> rows.PreparedBlock:
         s = self.settings
         b = rows.prepare_block(
-            data, indexed=indexed, chunk_lines=s.chunk_lines, chunk_chars=s.chunk_chars
+            data,
+            indexed=indexed,
+            chunk_lines=s.chunk_lines,
+            chunk_chars=s.chunk_chars,
+            from_line=from_line,
         )
         if b.index is None:
             return b
@@ -764,6 +780,7 @@ class _PutOptions:
     keep_original: bool = True
     tokens: int | None = None
     index_original: bool = False
+    index_from_line: int = 1
 
 
 @dataclass
