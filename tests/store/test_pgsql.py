@@ -86,4 +86,29 @@ def test_bm25_term_statistics_are_computed_once_per_query_not_per_row() -> None:
         "SELECT rowid, bm25(search_body) AS s FROM search_body "
         "WHERE search_body MATCH ? ORDER BY s LIMIT ?"
     ).sql
-    assert sql.startswith("WITH w AS MATERIALIZED (")
+    assert sql.startswith("WITH nd AS MATERIALIZED (") and "w AS MATERIALIZED (" in sql
+
+
+def test_a_selective_partition_becomes_a_tsquery_of_and_or_and_not() -> None:
+    rare, common = '"rare7" OR "bravo"', '"common"'
+    assert pgsql.match_tsquery(f"({rare}) AND ({common})") == "('rare7' | 'bravo') & ('common')"
+    assert pgsql.match_tsquery(f"({rare}) NOT ({common})") == "('rare7' | 'bravo') & !('common')"
+    assert pgsql.match_tsquery(rare) == "'rare7' | 'bravo'"
+    assert pgsql.match_tsquery('"a) AND (b"') == "'a) AND (b'"  # inside quotes: a term
+    # every term of the partition is scored, each once
+    st = pgsql.translate(
+        "SELECT rowid, bm25(search_body) AS s FROM search_body "
+        "WHERE search_body MATCH ? ORDER BY s LIMIT ?"
+    )
+    assert st.params is not None
+    terms, lexemes, where, limit = st.params((f'({rare}) NOT ({common} OR "bravo")', 9))
+    assert terms == ["rare7", "bravo", "common"] and lexemes == ["'rare7'", "'bravo'", "'common'"]
+    assert where == "('rare7' | 'bravo') & !('common' | 'bravo')" and limit == 9
+
+
+def test_a_terms_row_count_is_bounded_work_and_a_row_count_is_the_estimate() -> None:
+    doc = pgsql.translate("SELECT doc FROM temp.search_body_rows WHERE term = ?")
+    assert f"LIMIT {pgsql.DF_EXACT_UP_TO}" in doc.sql and "most_common_elems" in doc.sql
+    assert doc.params is not None and doc.params(("it's",)) == ("it's", "'it''s'")
+    rows = pgsql.translate("SELECT count(*) AS n FROM search_body").sql
+    assert "reltuples" in rows

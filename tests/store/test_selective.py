@@ -37,9 +37,10 @@ def _top(store: Store, text: str, need: int) -> list[tuple[int, float]]:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("text", ["common alpha", "common bravo rare7", "alpha bravo charlie"])
 def test_bounded_bm25_gives_the_top_of_bm25_over_every_match(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, text: str
+    store_location: Path | str, monkeypatch: pytest.MonkeyPatch, seed: int, text: str
 ) -> None:
-    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+    # on PostgreSQL the bound is ts_rank's (the score there), the partitions tsqueries
+    with Store(store_location, counter=EstimateCounter()) as store:
         _corpus(store, seed)
         monkeypatch.setattr(selective, "POSTINGS_BUDGET", 10**9)  # every term scored by FTS5
         full = _top(store, text, 50)
@@ -48,6 +49,17 @@ def test_bounded_bm25_gives_the_top_of_bm25_over_every_match(
         bounded = _top(store, text, 50)
     assert [e for e, _ in bounded] == [e for e, _ in full]
     assert [s for _, s in bounded] == pytest.approx([s for _, s in full], rel=1e-9)
+
+
+def test_ts_rank_bound_covers_any_row_of_the_terms_and_tightens_with_more_of_them() -> None:
+    # ts_rank: at most 0.1 per unlabelled term, over log2(1 + positions) >= log2(1 + k)
+    assert selective.ts_rank_upper_bound(100, [10]) == pytest.approx(0.1 * selective.idf(100, 10))
+    two = selective.ts_rank_upper_bound(100, [10, 10])
+    assert two == pytest.approx(0.2 * selective.idf(100, 10) / math.log2(3))
+    assert selective.ts_rank_upper_bound(100, [10, 99]) == pytest.approx(
+        0.1 * selective.idf(100, 10)  # the common term adds less than it divides
+    )
+    assert selective.ts_rank_upper_bound(50, [80]) == pytest.approx(0.1e-6)  # estimate lagging
 
 
 def test_a_word_searched_before_it_was_stored_is_found_once_stored(store: Store) -> None:

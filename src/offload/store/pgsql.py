@@ -15,9 +15,11 @@ by a named rule below:
 - the FTS5 tables ``search_body``/``search_meta`` are ``tsvector`` columns with GIN indexes:
   their inserts build the vector from the terms that :mod:`offload.core.analysis` produced
   (one lexeme per term, positions kept), MATCH becomes ``@@`` on a ``tsquery`` of the same
-  quoted terms, ``bm25()`` becomes an IDF-weighted sum of ``ts_rank`` (:func:`_top`;
-  metadata columns weighted as :data:`offload.store.index.META_WEIGHTS` say), and FTS5's
-  commands (optimize, automerge, integrity-check) have nothing to do;
+  quoted terms (a selective partition ``(rare) AND/NOT (common)`` becomes ``&``/``& !``),
+  ``bm25()`` becomes an IDF-weighted sum of ``ts_rank`` (:func:`_top`; metadata columns
+  weighted as :data:`offload.store.index.META_WEIGHTS` say), a term's document frequency
+  (fts5vocab's ``doc``) is read cheaply (:func:`_df`), and FTS5's commands (optimize,
+  automerge, integrity-check) have nothing to do;
 - a join on ``n.id IN (a subquery correlated with the other side ... LIMIT ?)`` (an entry's
   neighbours) is a ``LATERAL`` join: PostgreSQL would otherwise run the subquery once per
   pair of rows (seconds at 2,000 entries);
@@ -29,6 +31,7 @@ A statement translates the same way every time, so translations are cached.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +49,10 @@ ID_TABLES = frozenset({"blocks", "entries", "tombstones", "chunks"})
 # search_meta's columns and the tsvector weight letter each one gets
 META_COLUMNS = ("topic", "summary", "tags", "labels", "source")
 _LETTERS = "ABCD"
+# a term's rows are counted up to this many; past it ANALYZE's statistics stand for the count
+DF_EXACT_UP_TO = 5000
+# ts_rank's default weight of an unlabelled lexeme (label D): search_body's terms
+BODY_TERM_WEIGHT = 0.1
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,7 @@ _SUBSTR_TAIL = re.compile(r"substr\((\w+), -(\d+)\)")
 _BLOB = re.compile(r"CAST\((\w+) AS BLOB\)")
 _TS_COLUMN = {"search_body": "terms", "search_meta": "tsv"}
 _VOCAB_ROW = re.compile(r"^SELECT doc FROM temp\.\w+ WHERE term = \?$")
+_ROW_COUNT = re.compile(r"^SELECT count\(\*\) AS n FROM (search_body|search_meta)$")
 _IN_CORRELATED = re.compile(
     r"^SELECT (.+?) FROM (\w+) (\w+) JOIN (\w+) (\w+) ON \5\.id IN \((SELECT \w+\.id FROM .+? LIMIT \?)\) (WHERE .+)$"
 )
@@ -163,45 +171,132 @@ def _meta_params(p: Sequence[Any]) -> Sequence[Any]:
     return (*p, meta_tsvector(p[1:6]))
 
 
-def _top(table: str) -> str:
-    """BM25's shape on PostgreSQL: each matched term's ``ts_rank`` (term frequency, damped
-    by the row's length) weighted by the term's inverse document frequency, FTS5's own
-    formula ``max(1e-6, ln((N - df + 0.5) / (df + 0.5)))`` (``ts_rank`` alone has no IDF, so
-    a common word would outrank a rare one). N is the planner's row estimate once the table
-    has been analysed, else an exact count; never below a term's own count (an estimate
-    may lag behind a burst of writes). The term statistics are MATERIALIZED: inlined, the
-    planner re-ran each term's count for every matching row (minutes at 2,000 entries)."""
-    col = _TS_COLUMN[table]
-    weights = ""
-    if table == "search_meta":
-        weights = "'{" + ", ".join(f"{w:.6g}" for w in META_RANK_WEIGHTS) + "}', "
-    rows = (
+def _rows(table: str) -> str:
+    """The table's row count: the planner's estimate once it has been analysed (reading
+    it costs nothing), else an exact count."""
+    return (
         f"SELECT greatest(1, CASE WHEN c.reltuples > 0 THEN c.reltuples::float8 "
         f"ELSE (SELECT count(*) FROM {table})::float8 END) AS n "
         f"FROM pg_class c WHERE c.oid = '{table}'::regclass"
     )
+
+
+def _lexeme_stats(table: str) -> str:
+    """ANALYZE's statistics of the table's tsvector column: its most common lexemes
+    (``el``) and the share of rows holding each (``fr``; the smallest share follows)."""
     return (
-        f"WITH w AS MATERIALIZED (SELECT x.q, "
-        f"greatest(1e-6, ln((greatest(nd.n, x.df) - x.df + 0.5) / (x.df + 0.5))) AS idf "
-        f"FROM (SELECT q, (SELECT count(*) FROM {table} WHERE {col} @@ q) AS df "
-        f"FROM unnest(%s::tsquery[]) AS q) x, ({rows}) nd) "
-        f"SELECT t.rowid, -sum(w.idf * ts_rank({weights}t.{col}, w.q, 1)) AS s "
-        f"FROM {table} t JOIN w ON t.{col} @@ w.q GROUP BY t.rowid ORDER BY s LIMIT %s"
+        "SELECT s.most_common_elems::text::text[] AS el, s.most_common_elem_freqs AS fr "
+        "FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename "
+        "JOIN pg_namespace ns ON ns.oid = c.relnamespace AND ns.nspname = s.schemaname "
+        f"WHERE c.oid = '{table}'::regclass AND s.attname = '{_TS_COLUMN[table]}' "
+        "AND NOT s.inherited"
     )
+
+
+def _df(table: str, term: str, q: str) -> str:
+    """A term's document frequency with bounded work: the rows holding it, counted up to
+    :data:`DF_EXACT_UP_TO` (exact below that: a small store is counted exactly); a term
+    ANALYZE found in at least that many rows is not counted at all: its share of the
+    statistics' sample times the row count stands for it (counting a common word's
+    rows reads its whole posting list: ~0.1 s at 100k rows). ``term`` (text) and ``q``
+    (its tsquery) are columns of the caller's query; ``st`` and ``nd`` its joins of
+    :func:`_lexeme_stats` and :func:`_rows`."""
+    est = f"st.fr[array_position(st.el, {term})] * nd.n"
+    return (
+        f"CASE WHEN coalesce({est}, 0) >= {DF_EXACT_UP_TO} THEN round({est}) "
+        f"ELSE (SELECT count(*) FROM (SELECT 1 FROM {table} "
+        f"WHERE {_TS_COLUMN[table]} @@ {q} LIMIT {DF_EXACT_UP_TO}) AS held) END"
+    )
+
+
+def _top(table: str) -> str:
+    """BM25's shape on PostgreSQL: each term's ``ts_rank`` (term frequency, damped by the
+    row's length) weighted by the term's inverse document frequency, FTS5's own formula
+    ``max(1e-6, ln((N - df + 0.5) / (df + 0.5)))`` (``ts_rank`` alone has no IDF, so a
+    common word would outrank a rare one), summed over every term of the MATCH for each
+    row the MATCH's tsquery selects (a term a row lacks adds 0). So a selective partition,
+    ``(rare) AND (common)``, scores its rows exactly as the plain OR query would, and only
+    its rows (the GIN index finds them). N is :func:`_rows`, never below a term's own
+    count (an estimate may lag behind a burst of writes); df is :func:`_df`. The term
+    statistics are MATERIALIZED: inlined, the planner re-ran them for every row (and each
+    count once for each use of it)."""
+    col = _TS_COLUMN[table]
+    weights = ""
+    if table == "search_meta":
+        weights = "'{" + ", ".join(f"{w:.6g}" for w in META_RANK_WEIGHTS) + "}', "
+    return (
+        f"WITH nd AS MATERIALIZED ({_rows(table)}), st AS MATERIALIZED ({_lexeme_stats(table)}), "
+        f"d AS MATERIALIZED (SELECT t.q, {_df(table, 't.term', 't.q')} AS df "
+        f"FROM unnest(%s::text[], %s::tsquery[]) AS t(term, q) CROSS JOIN nd "
+        f"LEFT JOIN st ON true), "
+        f"w AS MATERIALIZED (SELECT d.q, "
+        f"greatest(1e-6, ln((greatest(nd.n, d.df) - d.df + 0.5) / (d.df + 0.5))) AS idf "
+        f"FROM d CROSS JOIN nd) "
+        f"SELECT t.rowid, -(SELECT sum(w.idf * ts_rank({weights}t.{col}, w.q, 1)) FROM w) AS s "
+        f"FROM {table} t WHERE t.{col} @@ %s::tsquery ORDER BY s LIMIT %s"
+    )
+
+
+def _vocab_row(table: str) -> str:
+    """fts5vocab's per-term row count (``doc``) as :func:`_df` reads it."""
+    return (
+        f"SELECT {_df(table, 't.term', 't.q')} AS doc "
+        f"FROM (SELECT %s::text AS term, %s::tsquery AS q) AS t CROSS JOIN ({_rows(table)}) nd "
+        f"LEFT JOIN ({_lexeme_stats(table)}) st ON true"
+    )
+
+
+def _match_terms(match: str) -> list[str]:
+    """The distinct terms of an FTS5 MATCH of quoted terms (those PostgreSQL can hold)."""
+    out: list[str] = []
+    for m in _QUOTED.finditer(match):
+        term = m.group(1).replace('""', '"')
+        if _lexeme(term) is not None and term not in out:
+            out.append(term)
+    return out
 
 
 def tsquery_terms(match: str) -> list[str]:
     """Each term of an FTS5 MATCH of quoted terms as its own one-lexeme tsquery."""
-    out: list[str] = []
-    for m in _QUOTED.finditer(match):
-        lex = _lexeme(m.group(1).replace('""', '"'))
-        if lex is not None and lex not in out:
-            out.append(lex)
-    return out
+    return [str(_lexeme(t)) for t in _match_terms(match)]
+
+
+_PARTITION = re.compile(r'^\((".*")\) (AND|NOT) \((".*")\)$')
+# the tsquery of no lexeme: it matches no row
+_NOTHING = ""
+
+
+def match_tsquery(match: str) -> str:
+    """The tsquery selecting the rows an FTS5 MATCH selects: any of its quoted terms, or
+    a selective partition ``(a OR b) AND (c OR d)`` / ``(a OR b) NOT (c OR d)``
+    (search._partitions; a term is quoted, so ``) AND (`` is never inside one)."""
+    m = _PARTITION.match(match)
+    if m is None:
+        return tsquery_literal(match) or _NOTHING
+    rare, op, common = tsquery_literal(m.group(1)), m.group(2), tsquery_literal(m.group(3))
+    if not rare or (op == "AND" and not common):
+        return _NOTHING
+    if not common:
+        return rare
+    return f"({rare}) & {'!' if op == 'NOT' else ''}({common})"
 
 
 def _top_params(p: Sequence[Any]) -> Sequence[Any]:
-    return (tsquery_terms(p[0]), p[1])
+    terms = _match_terms(p[0])
+    return (terms, [_lexeme(t) for t in terms], match_tsquery(p[0]), p[1])
+
+
+def ts_rank_bound(idfs: Sequence[float]) -> float:
+    """The most a body row holding only terms of these IDFs can score in :func:`_top`:
+    ``ts_rank`` gives an unlabelled lexeme at most its weight (0.1) and divides by
+    log2(1 + the row's length in positions), at least log2(1 + k) for a row holding k of
+    the terms; the best k terms are the k of highest IDF."""
+    best = sorted(idfs, reverse=True)
+    out, total = 0.0, 0.0
+    for k, value in enumerate(best, 1):
+        total += value
+        out = max(out, BODY_TERM_WEIGHT * total / math.log2(k + 1))
+    return out
 
 
 def _map_at(indexes: frozenset[int]) -> ParamMap:
@@ -263,11 +358,12 @@ def translate(sql: str) -> Statement:
     if flat.startswith("CREATE VIRTUAL TABLE IF NOT EXISTS temp.") and "fts5vocab" in flat:
         return Statement("SELECT 1", noop=True)  # the vocabulary is search_body itself
     if _VOCAB_ROW.match(flat):
-        # fts5vocab's per-term row count: the rows whose vector holds the term
+        # fts5vocab's per-term row count: the rows whose vector holds the term (bounded)
         return Statement(
-            "SELECT count(*) AS doc FROM search_body WHERE terms @@ %s::tsquery",
-            lambda p: (tsquery_literal('"' + str(p[0]).replace('"', '""') + '"'),),
+            _vocab_row("search_body"), lambda p: (str(p[0]), _lexeme(str(p[0])) or _NOTHING)
         )
+    if m := _ROW_COUNT.match(flat):
+        return Statement(_rows(m.group(1)))
     if m := _IN_CORRELATED.match(flat):
         cols, table, alias, _other, near, sub, rest = m.groups()
         flat = f"SELECT {cols} FROM {table} {alias} CROSS JOIN LATERAL ({sub}) {near} {rest}"

@@ -14,7 +14,9 @@ the rare ones and the pass repeats (at worst: every term, the plain query).
 
 SQL is built by small functions here and run by the caller's connection; nothing here
 writes to the store (the vocabulary table is a per-connection ``temp`` table). On
-PostgreSQL (no FTS5 statistics to read) every term is scored: the plain OR query.
+PostgreSQL the same plan is read from the store's own statistics (row count and each term's
+row count, store/pgsql.py) and bounded by what ``ts_rank`` can give a row
+(:func:`offload.store.pgsql.ts_rank_bound`), since that is the score there.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from offload.store import pgsql
 from offload.store.backend import Conn
 
 # FTS5's bm25() constant k1 (fts5_aux.c): a term's share of a row's score is below idf * (k1 + 1)
@@ -46,6 +49,16 @@ def idf(rows: int, df: int) -> float:
 def upper_bound(rows: int, dfs: Sequence[int]) -> float:
     """The most a row matching only terms of these document frequencies can score."""
     return sum(idf(rows, df) * (K1 + 1.0) for df in dfs)
+
+
+def ts_rank_upper_bound(rows: int, dfs: Sequence[int]) -> float:
+    """:func:`upper_bound` for PostgreSQL's ranking (an estimated row count may lag
+    behind a term's own count: the larger one counts, as in pgsql._top)."""
+    return pgsql.ts_rank_bound([idf(max(rows, df), df) for df in dfs])
+
+
+# a store without FTS5's statistics record: the row count (pgsql reads the estimate)
+ROW_COUNT = "SELECT count(*) AS n FROM {table}"
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:
@@ -157,11 +170,12 @@ class Plan:
     rest: list[str]
     df: dict[str, int]
     totals: Totals
+    bound_of: Callable[[int, Sequence[int]], float] = upper_bound
 
     @property
     def bound(self) -> float:
         """The most a row matching only ``rest`` terms can score."""
-        return upper_bound(self.totals.rows, [self.df[t] for t in self.rest])
+        return self.bound_of(self.totals.rows, [self.df[t] for t in self.rest])
 
     def widen(self) -> None:
         """Move the rarest remaining term to the scored ones."""
@@ -175,12 +189,23 @@ class Plan:
 
 def plan(conn: Conn, table: str, terms: Sequence[str]) -> Plan:
     """Split ``terms``: the rarest up to :data:`POSTINGS_BUDGET` matches are scored by FTS5
-    (on a store that is not SQLite's, every term is scored)."""
+    (on PostgreSQL by pgsql's ``ts_rank`` sum, each term's row count read per query: the
+    rule there reads ``search_body``'s)."""
     if not isinstance(conn, sqlite3.Connection):
-        return Plan(list(dict.fromkeys(terms)), [], {}, Totals(0, 0.0))
+        rows = int(conn.execute(ROW_COUNT.format(table=table)).fetchone()[0])
+        create, lookup = vocab_sql(table)
+        conn.execute(create)
+        counts = {t: int(conn.execute(lookup, (t,)).fetchone()[0]) for t in dict.fromkeys(terms)}
+        return _split(counts, Totals(rows, 0.0), ts_rank_upper_bound)
     stats = stats_for(conn, table)
     totals = stats.totals(conn)
-    df = stats.df(conn, list(dict.fromkeys(terms)))
+    return _split(stats.df(conn, list(dict.fromkeys(terms))), totals, upper_bound)
+
+
+def _split(
+    df: dict[str, int], totals: Totals, bound_of: Callable[[int, Sequence[int]], float]
+) -> Plan:
+    """The rarest terms up to :data:`POSTINGS_BUDGET` matches scored, the rest bounded."""
     order = sorted(df, key=lambda t: (df[t], t))
     order = [t for t in order if df[t] > 0] or order[:1]
     scored: list[str] = []
@@ -190,7 +215,7 @@ def plan(conn: Conn, table: str, terms: Sequence[str]) -> Plan:
             break
         scored.append(t)
         spent += df[t]
-    return Plan(scored, order[len(scored) :], df, totals)
+    return Plan(scored, order[len(scored) :], df, totals, bound_of)
 
 
 def idle_forms(conn: Conn, table: str, forms: Sequence[tuple[str, str]]) -> set[str]:
