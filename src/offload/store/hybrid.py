@@ -66,7 +66,8 @@ def _semantic_only(
     if not ids:
         return {}
     rows = conn.execute(
-        f"SELECT {_KEYS} FROM entries e WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
+        # the ids drive the join (see offload.store.search._BODY_ENTRIES)
+        f"SELECT {_KEYS} FROM json_each(?) j CROSS JOIN entries e WHERE e.id = j.value AND {where}",
         (json.dumps(ids), *params),
     ).fetchall()
     return {
