@@ -120,6 +120,9 @@ class ToolIndex:
     lengths: list[dict[str, int]] = field(default_factory=list)
     avg: dict[str, float] = field(default_factory=dict)
     df: Counter[str] = field(default_factory=Counter)
+    # term -> (doc position, its field-weighted, length-normalised frequency), by position:
+    # a query scores only the tools that hold one of its terms
+    postings: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
     encoder: Encoder | None = None
     vectors: Any = None  # NDArray[np.float32]: one unit row per doc, when an encoder is given
@@ -148,6 +151,7 @@ class ToolIndex:
             totals.update(lengths)
         n = max(1, len(index.docs))
         index.avg = {f: max(1.0, totals[f] / n) for f in FIELDS}
+        index._post()
         if encoder is not None and index.docs:
             index.encoder = encoder
             index.vectors = encoder.encode([embedding_text(d) for d in index.docs])
@@ -157,19 +161,28 @@ class ToolIndex:
         n, df = len(self.docs), self.df[term]
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
-    def _score(self, i: int, query: Sequence[str]) -> float:
-        tfs, lengths = self.tfs[i], self.lengths[i]
-        score = 0.0
-        for term in query:
-            weighted = 0.0
+    def _post(self) -> None:
+        """Each term's postings: BM25F's pseudo-frequency of the term in each tool (every
+        field's frequency, length-normalised and weighted, summed), computed once."""
+        self.postings = {}
+        for i, (tfs, lengths) in enumerate(zip(self.tfs, self.lengths, strict=True)):
+            weighted: dict[str, float] = {}
             for f, counts in tfs.items():
-                tf = counts.get(term)
-                if tf:
-                    weight, b = FIELDS[f]
-                    weighted += weight * tf / (1 - b + b * lengths[f] / self.avg[f])
-            if weighted:
-                score += self._idf(term) * weighted / (_K1 + weighted)
-        return score
+                weight, b = FIELDS[f]
+                norm = 1 - b + b * lengths[f] / self.avg[f]
+                for term, tf in counts.items():
+                    weighted[term] = weighted.get(term, 0.0) + weight * tf / norm
+            for term, w in weighted.items():
+                self.postings.setdefault(term, []).append((i, w))
+
+    def _scores(self, query: Sequence[str]) -> dict[int, float]:
+        """BM25F of every tool holding a term of ``query`` (the others score 0)."""
+        scores: dict[int, float] = {}
+        for term in query:
+            idf = self._idf(term)
+            for i, weighted in self.postings.get(term, ()):
+                scores[i] = scores.get(i, 0.0) + idf * weighted / (_K1 + weighted)
+        return scores
 
     def rank(self, query: str, keys: Sequence[str] | None = None) -> list[tuple[int, float]]:
         """Every matching document (its position and score), best first, for one query:
@@ -179,13 +192,11 @@ class ToolIndex:
             return []
         allowed = set(keys) if keys is not None else None
         present = [t for t in wanted if self.df[t]]
-        scored = []
-        for i, doc in enumerate(self.docs):
-            if allowed is not None and doc.key not in allowed:
-                continue
-            score = self._score(i, present)
-            if score > 0:
-                scored.append((i, score))
+        scored = [
+            (i, score)
+            for i, score in self._scores(present).items()
+            if score > 0 and (allowed is None or self.docs[i].key in allowed)
+        ]
         scored.sort(key=lambda s: (-s[1], s[0]))
         if self.encoder is None or self.vectors is None:
             return scored
