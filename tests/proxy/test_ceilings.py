@@ -43,6 +43,42 @@ def test_a_client_that_halves_its_history_teaches_the_harness_its_ceiling(tmp_pa
             assert result.wire_tokens <= int(big.wire_tokens * MARGIN)
 
 
+def test_a_ceiling_learned_by_one_proxy_process_applies_in_another_at_once(
+    tmp_path: Path,
+) -> None:
+    settings = ProxySettings(learn_client_ceiling=True)
+    path = tmp_path / "s.db"
+    with (
+        Store(path, counter=EstimateCounter()) as here,
+        Store(path, counter=EstimateCounter()) as there,
+    ):
+        theirs = Pipeline(there, settings, EstimateCounter())
+        before = theirs.rewrite(chat(14), N_CTX)  # the other machine has seen this harness
+        ours = Pipeline(here, settings, EstimateCounter())
+        big = ours.rewrite(chat(12), N_CTX)
+        assert ours.rewrite(chat(3), N_CTX).ceiling_learned == big.wire_tokens
+        after = theirs.rewrite(chat(14), N_CTX)
+        assert before.wire_tokens > int(big.wire_tokens * MARGIN)
+        assert after.wire_tokens <= int(big.wire_tokens * MARGIN)
+
+
+def test_a_higher_ceiling_never_replaces_a_lower_one_another_process_learned(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    harness = harness_key(chat(0)[:1])
+    with (
+        Store(path, counter=EstimateCounter()) as here,
+        Store(path, counter=EstimateCounter()) as there,
+    ):
+        ours, theirs = Ceilings(here), Ceilings(there)
+        assert ours.learn(harness, 5000) and ours.get(harness) == 5000
+        assert theirs.get(harness) == 5000
+        assert theirs.learn(harness, 3000)
+        assert not ours.learn(harness, 4000)  # 3000 is known on the store, so 4000 is no news
+        assert ours.get(harness) == 3000 and theirs.get(harness) == 3000
+
+
 def test_another_harness_keeps_the_full_budget(tmp_path: Path) -> None:
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
         pipe = Pipeline(store, ProxySettings(learn_client_ceiling=True), EstimateCounter())

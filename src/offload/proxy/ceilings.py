@@ -7,7 +7,8 @@ proxy records, for that harness (a digest of the system prompt), the wire tokens
 request before the shrink: the prompt size the client had been told about when it chose to
 compact. From then on that harness's wire is kept under it (with a margin), so the proxy's
 lossless windowing acts before the client's lossy compaction would. Persisted in the
-store's state (namespace ``proxy.harness``), so a restart keeps it.
+store's state (namespace ``proxy.harness``), so a restart keeps it and every proxy process
+on the same store (a team store's machines) applies it.
 """
 
 from __future__ import annotations
@@ -51,33 +52,44 @@ def capped(budget: Budget, limit: int) -> Budget:
 
 
 class Ceilings:
-    """The learned ceilings, read from the store once per harness (thread-safe)."""
+    """The learned ceilings, cached per harness and checked against the store (thread-safe).
+
+    Each read checks the saved value's version (one indexed read), so what another proxy
+    process learned on the same store (another machine on a team store) applies here from
+    its next request on.
+    """
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._known: dict[str, int | None] = {}
+        self._known: dict[str, tuple[int, int | None]] = {}  # harness -> (version, tokens)
         self._lock = threading.Lock()
 
     def get(self, harness: str) -> int | None:
         """The learned ceiling of ``harness`` (wire tokens), None when none was seen."""
+        version = self.store.state_version(NAMESPACE, harness)
         with self._lock:
-            if harness in self._known:
-                return self._known[harness]
-        saved = self.store.get_state(NAMESPACE, harness)
+            cached = self._known.get(harness)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        saved, version = self.store.get_state_versioned(NAMESPACE, harness)
         value = saved.get("tokens") if isinstance(saved, dict) else None
         tokens = value if isinstance(value, int) and value > 0 else None
         with self._lock:
-            self._known[harness] = tokens
+            self._known[harness] = (version, tokens)
         return tokens
 
     def learn(self, harness: str, tokens: int) -> bool:
-        """Record a compaction at ``tokens``; True when it lowers what was known."""
+        """Record a compaction at ``tokens``; True when it lowers what was known.
+
+        What the store holds is read afresh first, so a lower ceiling another process
+        learned is never raised again by this one.
+        """
         current = self.get(harness)
         if tokens <= 0 or (current is not None and current <= tokens):
             return False
-        self.store.put_state(NAMESPACE, harness, {"tokens": int(tokens)})
+        version = self.store.put_state(NAMESPACE, harness, {"tokens": int(tokens)})
         with self._lock:
-            self._known[harness] = int(tokens)
+            self._known[harness] = (version, int(tokens))
         return True
 
     def budget(self, harness: str, budget: Budget) -> Budget:

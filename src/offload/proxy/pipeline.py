@@ -149,7 +149,9 @@ class Pipeline:
         with lock:
             try:
                 harness = harness_key(msgs[:head])
-                budget = self.ceilings.budget(harness, Budget.of(self.settings, n_ctx))
+                budget = Budget.of(self.settings, n_ctx)
+                if self.settings.learn_client_ceiling:  # off: nothing learned is applied
+                    budget = self.ceilings.budget(harness, budget)
                 result = self._rewrite(session, msgs, head, budget, alternate)
                 if result.ceiling_learned:
                     self.ceilings.learn(harness, result.ceiling_learned)
