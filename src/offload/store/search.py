@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
 from offload.errors import StoreError
-from offload.store import hybrid, index, query, scope_terms, selective
+from offload.store import context, hybrid, index, query, scope_terms, selective
 from offload.store.backend import Conn, Row
 from offload.store.models import Entry, Filters, Hit, access_score
 
@@ -128,8 +128,9 @@ def search_hits(
         telling = scope_terms.selective_terms(conn, match_terms, where, params)
         found = lexical_candidates(conn, telling, where, params, need)
         if not found and len(telling) < len(match_terms):
-            found = lexical_candidates(conn, match_terms, where, params, need)
-        ranked = rank(store, q, found, where, params, now)
+            telling = match_terms
+            found = lexical_candidates(conn, telling, where, params, need)
+        ranked = rank(store, q, found, where, params, now, terms=telling)
         ranked = hybrid.fused_candidates(store, text, ranked, where, params, need)
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly
@@ -366,12 +367,29 @@ def rank(
     where: str,
     params: list[Any],
     now: float,
+    *,
+    terms: Sequence[str] = (),
 ) -> list[Candidate]:
     """The final order: neighbourhood, phrase boost, then salience and use.
 
+    With the searched ``terms`` the best hits are scored with their neighbourhood as one
+    document (:mod:`offload.store.context`); without them, or on PostgreSQL (whose rank
+    is not FTS5's BM25), each passes a share of its score on (:func:`with_neighbours`).
     Entries that only a neighbour brought in are kept where they outrank a direct match;
     after the last direct match the list ends."""
-    ranked = with_neighbours(store.conn, found, where, params)
+    if terms and isinstance(store.conn, sqlite3.Connection):
+        ranked = context.with_context(
+            store,
+            terms,
+            found,
+            where,
+            params,
+            share=NEIGHBOUR_SHARE,
+            window=NEIGHBOUR_WINDOW,
+            sources=NEIGHBOUR_SOURCES,
+        )
+    else:
+        ranked = with_neighbours(store.conn, found, where, params)
     ranked = _phrase_boost(store, q, ranked)
     for c in ranked:
         c.score = _use_score(c, now)

@@ -1,0 +1,194 @@
+"""An entry scored with its neighbourhood as one document: BM25F with neighbour fields.
+
+Memories arrive in sequence, and the entry that answers a question often sits next to the
+one that names its subject. Adding a share of each neighbour's BM25 score to an entry
+counts a query term twice when the entry and its neighbour both hold it, and it scores the
+entry's own words and its neighbours' words against separate length norms. BM25F
+(Robertson, Zaragoza and Taylor 2004) scores an entry once, over fields: its own text
+(weight 1) and each neighbour at distance ``d`` in the same scope and kind (weight
+``NEIGHBOUR_SHARE ** d``, the share the neighbourhood already used). A term's weighted
+frequencies are summed before BM25's saturation, over the weighted length of the whole
+neighbourhood, so a term held twice saturates, a turn gets credit for the words its
+neighbours add, and a long neighbourhood is normalised like a long document.
+
+Everything comes from the store itself: FTS5's ``k1``/``b`` (1.2 / 0.75), its idf and its
+average row length (``store/selective.py``), the neighbourhood's length expected from that
+average. The text scored is each entry's best chunk (a direct match) or its first chunk,
+re-analysed exactly as it was indexed (``core.analysis.index_terms``).
+
+The context score replaces only the body's own BM25: a direct match keeps what its
+metadata added (``found`` holds body plus metadata), and entries that match nothing
+themselves join with their context score alone, marked as not direct.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from offload.core import analysis
+from offload.store import selective
+from offload.store.backend import Conn
+
+if TYPE_CHECKING:
+    from offload.store.backend import StoreHandle as Store
+    from offload.store.search import Candidate
+
+# FTS5's bm25() constants (fts5_aux.c): the context score is on the same scale as the
+# direct BM25 it replaces
+K1 = 1.2
+B = 0.75
+
+_NEIGHBOURS = (
+    "SELECT e.id AS src, n.id AS nid FROM entries e JOIN entries n ON n.id IN "
+    "(SELECT p.id FROM entries p WHERE p.scope = e.scope AND p.kind = e.kind AND p.id {op} e.id "
+    "ORDER BY p.id {order} LIMIT ?) WHERE e.id IN (SELECT value FROM json_each(?))"
+)
+_KEYS = (
+    "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
+    "e.accessed AS accessed, e.access_count AS uses"
+)
+_CHUNKS = (
+    "SELECT c.id AS cid, c.start AS start, c.end AS end, b.hash AS block FROM chunks c "
+    "JOIN blocks b ON b.id = c.block_id WHERE c.id IN (SELECT value FROM json_each(?))"
+)
+_FIRST_CHUNKS = (
+    "SELECT e.id AS eid, c.start AS start, c.end AS end, b.hash AS block FROM entries e "
+    "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.id = "
+    "(SELECT min(c2.id) FROM chunks c2 WHERE c2.block_id = b.id) "
+    "WHERE e.id IN (SELECT value FROM json_each(?))"
+)
+
+
+def field_weights(share: float, window: int) -> list[float]:
+    """The weight of a neighbour at distance 1..window: ``share ** d``."""
+    return [share**d for d in range(1, window + 1)]
+
+
+def bm25f(
+    terms: Sequence[str],
+    fields: Sequence[tuple[float, Counter[str], int]],
+    idf: dict[str, float],
+    avg_length: float,
+) -> float:
+    """BM25F of one neighbourhood: ``fields`` are (weight, term counts, length)."""
+    length = sum(w * n for w, _c, n in fields)
+    norm = K1 * (1.0 - B + B * length / avg_length) if avg_length > 0 else K1
+    score = 0.0
+    for t in dict.fromkeys(terms):
+        tf = sum(w * c.get(t, 0) for w, c, _n in fields)
+        if tf > 0:
+            score += idf.get(t, 0.0) * tf * (K1 + 1.0) / (tf + norm)
+    return score
+
+
+def neighbour_ids(conn: Conn, ids: list[int], window: int) -> dict[int, list[int | None]]:
+    """Each id's neighbours in the same scope and kind: ``2 * window`` slots, before (the
+    nearest first) then after (the nearest first); a missing one is None."""
+    before: dict[int, list[int]] = {}
+    after: dict[int, list[int]] = {}
+    for op, order, out in (("<", "DESC", before), (">", "ASC", after)):
+        sql = _NEIGHBOURS.format(op=op, order=order)
+        for r in conn.execute(sql, (window, json.dumps(ids))):
+            out.setdefault(int(r["src"]), []).append(int(r["nid"]))
+    slots: dict[int, list[int | None]] = {}
+    for i in ids:
+        b = sorted(before.get(i, []), reverse=True)
+        a = sorted(after.get(i, []))
+        slots[i] = [*(b + [None] * window)[:window], *(a + [None] * window)[:window]]
+    return slots
+
+
+def _texts(store: Store, chunk_of: dict[int, int], first_of: list[int]) -> dict[int, str]:
+    """Entry id -> the text scored: its best chunk, or its first chunk."""
+    conn = store.conn
+    out: dict[int, str] = {}
+    by_chunk = {cid: eid for eid, cid in chunk_of.items()}
+    if by_chunk:
+        for r in conn.execute(_CHUNKS, (json.dumps(list(by_chunk)),)):
+            text = store.block_text(r["block"])[int(r["start"]) : int(r["end"])]
+            out[by_chunk[int(r["cid"])]] = text
+    rest = [e for e in first_of if e not in out]
+    if rest:
+        for r in conn.execute(_FIRST_CHUNKS, (json.dumps(rest),)):
+            out[int(r["eid"])] = store.block_text(r["block"])[int(r["start"]) : int(r["end"])]
+    return out
+
+
+def with_context(
+    store: Store,
+    terms: Sequence[str],
+    found: list[Candidate],
+    where: str,
+    params: list[Any],
+    *,
+    share: float,
+    window: int,
+    sources: int,
+) -> list[Candidate]:
+    """``found`` (direct matches, best first) rescored by :func:`bm25f` over each of the
+    best ``sources`` and its neighbours, with the neighbours that match nothing themselves
+    added (when the filter keeps them); best first."""
+    from offload.store.search import Candidate  # search imports this module
+
+    conn = store.conn
+    top = found[:sources]
+    if not top or not terms:
+        return found
+    stats = selective.stats_for(conn, "search_body")
+    totals = stats.totals(conn)
+    df = stats.df(conn, list(dict.fromkeys(terms)))
+    idf = {t: selective.idf(totals.rows, n) for t, n in df.items()}
+    weights = field_weights(share, window)
+    # a neighbourhood's expected length: the entry and both sides' weighted neighbours
+    avg = totals.avg_length * (1.0 + 2.0 * sum(weights))
+    slots = neighbour_ids(conn, [c.entry_id for c in top], window)
+    by_id = {c.entry_id: c for c in found}
+    members = {n for s in slots.values() for n in s if n is not None} | set(slots)
+    new = [n for n in members if n not in by_id]
+    if new:
+        rows = conn.execute(
+            f"SELECT NULL AS cid, {_KEYS} FROM entries e "
+            f"WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
+            (json.dumps(new), *params),
+        ).fetchall()
+        for r in rows:
+            by_id[int(r["eid"])] = Candidate(
+                entry_id=int(r["eid"]),
+                score=0.0,
+                chunk_id=None,
+                scope=r["scope"],
+                kind=r["kind"],
+                salience=float(r["salience"]),
+                accessed=float(r["accessed"]),
+                uses=int(r["uses"]),
+                direct=False,
+            )
+    scored = [e for e in members if e in by_id]
+    # a scored entry's own neighbours are needed too: those of the added ones
+    more = [e for e in scored if e not in slots]
+    if more:
+        slots.update(neighbour_ids(conn, more, window))
+    every = {n for e in scored for n in slots[e] if n is not None} | set(scored)
+    chunk_of = {e: c.chunk_id for e, c in by_id.items() if e in every and c.chunk_id is not None}
+    texts = _texts(store, chunk_of, [e for e in every if e not in chunk_of])
+    counts = {e: Counter(analysis.index_terms(t)) for e, t in texts.items()}
+    lengths = {e: sum(c.values()) for e, c in counts.items()}
+    empty: Counter[str] = Counter()
+    out = dict(by_id)
+    for e in scored:
+        fields = [(1.0, counts.get(e, empty), lengths.get(e, 0))]
+        for k, n in enumerate(slots[e]):
+            if n is not None:
+                w = weights[k % window]
+                fields.append((w, counts.get(n, empty), lengths.get(n, 0)))
+        ctx = bm25f(terms, fields, idf, avg)
+        c = by_id[e]
+        own = bm25f(terms, fields[:1], idf, totals.avg_length) if c.direct else 0.0
+        # the body's own BM25 gives way to the neighbourhood's; metadata's share stays
+        out[e] = replace(c, score=max(0.0, c.score - own) + ctx)
+    ranked = sorted(out.values(), key=lambda c: (-c.score, -c.entry_id))
+    return [c for c in ranked if c.direct or c.score > 0.0]

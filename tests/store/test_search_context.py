@@ -1,0 +1,86 @@
+"""An entry scored with its neighbourhood as one document (BM25F over neighbour fields)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from offload.core.tokens import EstimateCounter
+from offload.store import context
+from offload.store.models import Filters
+from offload.store.store import Store
+
+IDF = {"lake": 2.0, "paint": 1.5}
+
+
+def _field(weight: float, text: str) -> tuple[float, Counter[str], int]:
+    words = text.split()
+    return (weight, Counter(words), len(words))
+
+
+def test_a_term_held_by_an_entry_and_its_neighbour_saturates() -> None:
+    alone = context.bm25f(["lake"], [_field(1.0, "lake a b c")], IDF, 4.0)
+    both = context.bm25f(["lake"], [_field(1.0, "lake a b c"), _field(0.5, "lake d e f")], IDF, 6.0)
+    # more than the entry alone, less than the entry plus half its neighbour's own score
+    assert alone < both < 1.5 * alone
+
+
+def test_a_neighbours_other_query_term_counts_in_full_idf() -> None:
+    same = context.bm25f(
+        ["lake", "paint"], [_field(1.0, "lake a b c"), _field(0.5, "lake d e f")], IDF, 6.0
+    )
+    other = context.bm25f(
+        ["lake", "paint"], [_field(1.0, "lake a b c"), _field(0.5, "paint d e f")], IDF, 6.0
+    )
+    assert other > same
+
+
+def test_a_longer_neighbourhood_is_normalised_like_a_longer_document() -> None:
+    short = context.bm25f(["lake"], [_field(1.0, "lake a")], IDF, 4.0)
+    long = context.bm25f(["lake"], [_field(1.0, "lake a"), _field(0.5, "b " * 20)], IDF, 4.0)
+    assert long < short
+
+
+def test_field_weights_halve_with_distance() -> None:
+    assert context.field_weights(0.5, 3) == [0.5, 0.25, 0.125]
+
+
+def _turns(n: int) -> list[str]:
+    out = [f"note {i} about nothing much" for i in range(n)]
+    out[5] = "the lake at dawn"
+    out[6] = "the lake again"
+    out[12] = "the lake at dusk"
+    out[13] = "I paint it"
+    for i in (20, 25, 30, 35, 38):
+        out[i] = f"paint drying number {i}"
+    return out
+
+
+@pytest.mark.sqlite_only
+def test_a_turn_beside_the_other_query_word_outranks_one_beside_the_same_word(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        ids = [r.entry.id for r in store.put_many(_turns(40), kind="turn", scope="chat")]
+        found = [h.entry.id for h in store.search("paint lake", scope="chat", limit=10)]
+    # "lake" beside "paint" (rarer words, the neighbourhood holds both) before "lake" beside
+    # "lake" again: a share of each neighbour's score would put it the other way round
+    assert found.index(ids[12]) < found.index(ids[5])
+    assert found.index(ids[13]) < found.index(ids[5])
+
+
+@pytest.mark.sqlite_only
+def test_a_neighbour_of_another_scope_or_kind_adds_nothing(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        store.put_many([f"note {i} about nothing much" for i in range(30)], scope="chat")
+        hit = store.put("the lake at dawn", kind="turn", scope="chat").entry
+        store.put("I paint it", kind="doc", scope="chat")
+        store.put("I paint it", kind="turn", scope="other")
+        alone = store.put("the lake at dusk", kind="turn", scope="chat").entry
+        found = store.search("paint lake", Filters(kinds=("turn",)), scope="chat", limit=10)
+    # the two lake turns are each other's only neighbours and score alike: the paint
+    # entries (another kind, another scope) right after the first one count for nothing
+    assert {h.entry.id for h in found} == {hit.id, alone.id}
+    assert found[0].score == pytest.approx(found[1].score)
