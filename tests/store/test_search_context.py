@@ -37,10 +37,16 @@ def test_a_neighbours_other_query_term_counts_in_full_idf() -> None:
     assert other > same
 
 
-def test_a_longer_neighbourhood_is_normalised_like_a_longer_document() -> None:
-    short = context.bm25f(["lake"], [_field(1.0, "lake a")], IDF, 4.0)
-    long = context.bm25f(["lake"], [_field(1.0, "lake a"), _field(0.5, "b " * 20)], IDF, 4.0)
-    assert long < short
+def test_a_long_neighbours_word_counts_less_than_a_short_ones() -> None:
+    short = context.bm25f(["lake"], [_field(1.0, "a b"), _field(0.5, "lake c")], IDF, 4.0)
+    long = context.bm25f(["lake"], [_field(1.0, "a b"), _field(0.5, "lake " + "c " * 20)], IDF, 4.0)
+    assert 0.0 < long < short
+
+
+def test_one_field_alone_scores_as_fts5_bm25() -> None:
+    got = context.bm25f(["lake"], [_field(1.0, "lake lake a b c f")], IDF, 4.0)
+    norm = 1.0 - context.B + context.B * 6 / 4.0
+    assert got == pytest.approx(2.0 * 2 * (context.K1 + 1) / (2 + context.K1 * norm))
 
 
 def test_field_weights_halve_with_distance() -> None:

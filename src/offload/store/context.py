@@ -6,14 +6,13 @@ counts a query term twice when the entry and its neighbour both hold it, and it 
 entry's own words and its neighbours' words against separate length norms. BM25F
 (Robertson, Zaragoza and Taylor 2004) scores an entry once, over fields: its own text
 (weight 1) and each neighbour at distance ``d`` in the same scope and kind (weight
-``NEIGHBOUR_SHARE ** d``, the share the neighbourhood already used). A term's weighted
-frequencies are summed before BM25's saturation, over the weighted length of the whole
-neighbourhood, so a term held twice saturates, a turn gets credit for the words its
-neighbours add, and a long neighbourhood is normalised like a long document.
+``NEIGHBOUR_SHARE ** d``, the share the neighbourhood already used). Each field's term
+frequency is normalised by that field's length (the "simple BM25F" of Zaragoza et al.
+2004), weighted, and summed before BM25's saturation: a term held by the entry and its
+neighbour saturates, and a turn gets credit for the query words its neighbours add.
 
 Everything comes from the store itself: FTS5's ``k1``/``b`` (1.2 / 0.75), its idf and its
-average row length (``store/selective.py``), the neighbourhood's length expected from that
-average. The text scored is each entry's best chunk (a direct match) or its first chunk,
+average row length (``store/selective.py``). The text scored is each entry's best chunk (a direct match) or its first chunk,
 re-analysed exactly as it was indexed (``core.analysis.index_terms``).
 
 The context score replaces only the body's own BM25: a direct match keeps what its
@@ -74,14 +73,21 @@ def bm25f(
     idf: dict[str, float],
     avg_length: float,
 ) -> float:
-    """BM25F of one neighbourhood: ``fields`` are (weight, term counts, length)."""
-    length = sum(w * n for w, _c, n in fields)
-    norm = K1 * (1.0 - B + B * length / avg_length) if avg_length > 0 else K1
+    """BM25F of one neighbourhood: ``fields`` are (weight, term counts, length).
+
+    Each field's frequency is normalised by its own length against ``avg_length`` (a
+    neighbour is a row of the same index), weighted, and summed before the saturation;
+    one field alone scores exactly as FTS5's bm25() scores that row."""
     score = 0.0
     for t in dict.fromkeys(terms):
-        tf = sum(w * c.get(t, 0) for w, c, _n in fields)
+        tf = 0.0
+        for w, counts, length in fields:
+            n = counts.get(t, 0)
+            if n:
+                norm = 1.0 - B + B * length / avg_length if avg_length > 0 else 1.0
+                tf += w * n / norm
         if tf > 0:
-            score += idf.get(t, 0.0) * tf * (K1 + 1.0) / (tf + norm)
+            score += idf.get(t, 0.0) * tf * (K1 + 1.0) / (tf + K1)
     return score
 
 
@@ -143,8 +149,7 @@ def with_context(
     df = stats.df(conn, list(dict.fromkeys(terms)))
     idf = {t: selective.idf(totals.rows, n) for t, n in df.items()}
     weights = field_weights(share, window)
-    # a neighbourhood's expected length: the entry and both sides' weighted neighbours
-    avg = totals.avg_length * (1.0 + 2.0 * sum(weights))
+    avg = totals.avg_length
     slots = neighbour_ids(conn, [c.entry_id for c in top], window)
     by_id = {c.entry_id: c for c in found}
     members = {n for s in slots.values() for n in s if n is not None} | set(slots)
@@ -187,7 +192,7 @@ def with_context(
                 fields.append((w, counts.get(n, empty), lengths.get(n, 0)))
         ctx = bm25f(terms, fields, idf, avg)
         c = by_id[e]
-        own = bm25f(terms, fields[:1], idf, totals.avg_length) if c.direct else 0.0
+        own = bm25f(terms, fields[:1], idf, avg) if c.direct else 0.0
         # the body's own BM25 gives way to the neighbourhood's; metadata's share stays
         out[e] = replace(c, score=max(0.0, c.score - own) + ctx)
     ranked = sorted(out.values(), key=lambda c: (-c.score, -c.entry_id))
