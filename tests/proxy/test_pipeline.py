@@ -136,6 +136,25 @@ def test_with_retrieval_off_stubs_name_only_calls_the_client_can_make(store: Sto
         assert 'read(ref="ctx:sha256:' in text and "`offload cat ctx:sha256:" in text
 
 
+def test_stubs_made_after_the_proxy_tools_are_withdrawn_name_only_the_clients_calls(
+    store: Store,
+) -> None:
+    pipe = make(store, retrieval="auto")
+    requests_ = list(requests(conversation(40, every=4)))
+    for request in requests_[:10]:
+        pipe.rewrite(request, 2048)  # stubs naming offload_read, cached
+    pipe.name_proxy_tools(False)  # the upstream turned out to render no tools
+    wire = pipe.rewrite(requests_[-1], 2048).messages
+    stubs = [str(m["content"]) for m in wire if is_stub(str(m.get("content") or ""))]
+    assert stubs
+    # the range stub already on the wire keeps its bytes until its range grows; every
+    # message stub is made again
+    for text in stubs:
+        if not is_range_stub({"role": "user", "content": text}):
+            assert "offload_read" not in text and 'read(ref="ctx:sha256:' in text
+    assert expand(store, wire) == requests_[-1]
+
+
 def test_with_retrieval_off_range_stubs_name_the_mcp_search_and_the_cli(store: Store) -> None:
     pipe = make(store, retrieval="off")
     ranges = [

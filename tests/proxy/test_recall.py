@@ -103,6 +103,21 @@ def test_the_recall_block_names_the_read_tool_the_model_can_call(
     assert result.wire_tokens <= Budget.of(p.settings, N_CTX).ceiling
 
 
+def test_under_auto_the_recall_block_names_the_mcp_read_once_the_upstream_lacks_tools(
+    store: Store,
+) -> None:
+    p = pipe(store, retrieval="auto")
+    history = session()
+    question = ask(history, "Who rotated the vault key, the pelican quartermaster?")
+    p.rewrite(history, N_CTX)
+    p.rewrite(question, N_CTX)  # a block naming the proxy's read is cached for this query
+    p.name_proxy_tools(False)
+    result = p.rewrite(question, N_CTX)
+    block = next(str(m["content"]) for m in result.messages if is_recall_block(m))
+    assert block.split("\n", 1)[0].endswith(' more: read(ref="REF", offset=LINE)]')
+    assert "offload_read" not in block
+
+
 def test_the_recall_block_is_the_same_bytes_for_the_same_history(tmp_path: Path) -> None:
     history = session()
     request = ask(history, "Who rotated the vault key, the pelican quartermaster?")

@@ -352,9 +352,20 @@ def test_auto_offers_nothing_to_an_upstream_whose_template_has_no_tools(
     assert "tools" not in script.requests[0]
 
 
-def test_a_model_behind_the_proxy_alone_expands_a_stub_with_the_read_tool(
-    proxy: str, script: ToolScript
+def test_under_auto_stubs_name_only_the_mcp_read_when_the_upstream_has_no_tools(
+    own_store: Store,
 ) -> None:
+    script = ToolScript(supports_tools=False)
+    with tool_upstream(script) as url, proxy_for(url + "/v1", own_store) as (srv, _):
+        payload = {"messages": _big_log_messages(), "max_tokens": 8}
+        assert httpx.post(srv.url + CHAT, json=payload, timeout=30).status_code == 200
+    wire = json.dumps(script.requests[0]["messages"])
+    assert "module_799.c" not in wire  # the log left the wire as a stub
+    assert 'read(ref=\\"ctx:sha256:' in wire
+    assert "offload_read" not in wire and "offload_search" not in wire
+
+
+def _big_log_messages() -> list[dict[str, Any]]:
     # larger than the window at any calibration the module's earlier requests left
     log = "\n".join(f"build step {i}: compiled module_{i}.c in {i * 7} ms" for i in range(800))
     messages: list[dict[str, Any]] = [
@@ -367,7 +378,13 @@ def test_a_model_behind_the_proxy_alone_expands_a_stub_with_the_read_tool(
             {"role": "assistant", "content": f"step {i} done"},
             {"role": "user", "content": f"go on {i}"},
         ]
-    payload = {"messages": messages, "max_tokens": 8}
+    return messages
+
+
+def test_a_model_behind_the_proxy_alone_expands_a_stub_with_the_read_tool(
+    proxy: str, script: ToolScript
+) -> None:
+    payload = {"messages": _big_log_messages(), "max_tokens": 8}
     assert httpx.post(proxy + CHAT, json=payload, timeout=30).status_code == 200
     wire = json.dumps(script.requests[0]["messages"])
     assert "module_399.c" not in wire and "module_799.c" not in wire  # the log left the wire

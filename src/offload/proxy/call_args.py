@@ -131,6 +131,12 @@ class CallStubber:
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
+    def name_read_call(self, read_call: Callable[[str], str]) -> None:
+        """The read call stubs made from now on name (the cached ones are dropped)."""
+        with self._lock:
+            self.read_call = read_call
+            self._cache.clear()
+
     def _stub(self, name: str, arguments: str, digest: str) -> tuple[str, int]:
         """(the wire's arguments, their tokens) for one call's arguments."""
         key = (digest, name)

@@ -205,7 +205,7 @@ class _Upstream(Generic[R]):
         if self.offer is not None and retrieval_loop.refused(self.offer, got):
             # the upstream refuses tools (a model without them): once more without ours, and
             # "auto" offers them no more
-            self.state.tool_support = False
+            self.state.learn_tool_support(False)
             self.payload, self.raw, self.offer = self.offer.original, self.offer.original_raw, None
             got = await self._answer()
         if self.offer is None or isinstance(got, NoFit) or got[0].status_code >= 400:

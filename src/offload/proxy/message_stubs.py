@@ -76,6 +76,13 @@ PROXY_READ = "offload_read"
 PROXY_SEARCH = "offload_search"
 
 
+def names_proxy_tools(mode: str, tool_support: bool | None) -> bool:
+    """Whether the upstream model is offered the proxy's own memory tools, so stubs and
+    recall blocks may name them: ``proxy.retrieval`` "on", or "auto" unless the upstream
+    says its chat template renders no tools (:mod:`offload.proxy.retrieval_loop`)."""
+    return mode == "on" or (mode == "auto" and tool_support is not False)
+
+
 def read_call(ref: str, proxy_tools: bool = True) -> str:
     """The exact calls that bring ``ref`` back (the proxy's tool when it offers its tools,
     else the MCP server's ``read``; the CLI either way; ``retrieve`` takes the same
@@ -199,6 +206,14 @@ class StubMaker:
         self._stored: OrderedDict[str, None] = OrderedDict()
         self._parts: OrderedDict[str, PartMeta] = OrderedDict()
         self._lock = threading.Lock()
+
+    def name_proxy_tools(self, on: bool) -> None:
+        """Whether stubs made from now on name the proxy's own tools (the stubs cached
+        with the other naming are dropped)."""
+        with self._lock:
+            if on != self.proxy_tools:
+                self.proxy_tools = on
+                self._stubs.clear()
 
     # -- counting --------------------------------------------------------------------------
 

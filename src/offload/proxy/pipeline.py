@@ -17,7 +17,15 @@ from offload.errors import InvalidInput
 from offload.proxy import loops
 from offload.proxy.call_args import CallsStub, CallStubber
 from offload.proxy.ceilings import Ceilings, client_compacted, harness_key
-from offload.proxy.message_stubs import MessageStub, RangePart, RangeStub, StubMaker, read_call
+from offload.proxy.message_stubs import (
+    PROXY_READ,
+    MessageStub,
+    RangePart,
+    RangeStub,
+    StubMaker,
+    names_proxy_tools,
+    read_call,
+)
 from offload.proxy.messages import (
     MESSAGE_OVERHEAD,
     Message,
@@ -113,14 +121,23 @@ class Pipeline:
         self.counter = counter
         self.scope = scope
         # with transparent retrieval off the model has no proxy tools: stubs name the MCP
-        # server's and the CLI's calls only
-        tools = settings.retrieval != "off"
+        # server's and the CLI's calls only ("auto" learns it: name_proxy_tools)
+        tools = names_proxy_tools(settings.retrieval, None)
         self.stubs = StubMaker(store, counter, scope=scope, proxy_tools=tools)
         self.recall = Recaller(store, settings, counter, scope)
         self.ceilings = Ceilings(store)
         self.calls = CallStubber(self.stubs, functools.partial(read_call, proxy_tools=tools))
         self._locks = SessionLocks()
         self._live = LiveSessions()
+
+    def name_proxy_tools(self, on: bool) -> None:
+        """Whether stubs and recall blocks made from now on name the proxy's own memory
+        tools: under ``retrieval = "auto"`` the proxy learns only from the upstream whether
+        the model can call them (a range stub already on the wire keeps its text until
+        the range grows)."""
+        self.stubs.name_proxy_tools(on)
+        self.calls.name_read_call(functools.partial(read_call, proxy_tools=on))
+        self.recall.name_reader(PROXY_READ if on else "read")
 
     def rewrite(
         self,

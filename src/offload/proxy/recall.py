@@ -29,7 +29,7 @@ from offload.core.hashing import text_hash
 from offload.core.tokens import TokenCounter
 from offload.errors import ConfigError, OffloadError
 from offload.proxy.memory import SessionIndex, memory_for, newest_part
-from offload.proxy.message_stubs import PROXY_READ, RECALL_MARKER
+from offload.proxy.message_stubs import PROXY_READ, RECALL_MARKER, names_proxy_tools
 from offload.proxy.messages import Message, content_text, group_start, message_tokens
 from offload.proxy.transcript import HEADER, one_line
 from offload.store.models import Filters
@@ -361,12 +361,20 @@ class Recaller:
         self.memory = memory_for(store, scope)
         # the read call the block names: the proxy's own tool when it offers its tools,
         # else the MCP server's
-        self.reader = PROXY_READ if settings.retrieval != "off" else "read"
+        self.reader = PROXY_READ if names_proxy_tools(settings.retrieval, None) else "read"
         self._cache: OrderedDict[tuple[str, str, str, int], tuple[str, list[RecallHit]]] = (
             OrderedDict()
         )
         self._overheads: dict[str, int] = {}
         self._lock = threading.Lock()
+
+    def name_reader(self, reader: str) -> None:
+        """The read tool blocks made from now on name (the cached blocks are dropped)."""
+        with self._lock:
+            if reader != self.reader:
+                self.reader = reader
+                self._cache.clear()
+                self._overheads.clear()
 
     def _overhead(self, origin: str) -> int:
         """Tokens of the block's note and fence alone (the records get the rest)."""

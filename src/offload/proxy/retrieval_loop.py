@@ -43,6 +43,7 @@ import anyio
 
 from offload.proxy.errors_http import OPENAI
 from offload.proxy.forward import UpstreamReply, close_shielded, read_all
+from offload.proxy.message_stubs import names_proxy_tools
 from offload.proxy.messages import MESSAGE_OVERHEAD, Message, content_text
 from offload.proxy.pipeline import RewriteResult
 from offload.proxy.retrieval import DEFINITIONS, READ_TOOL, Answer, Memory, answer_call
@@ -87,7 +88,7 @@ def offer(
 ) -> Offer | None:
     """The request with the proxy's tools added, or None when they are not offered (see
     the module's docstring for when)."""
-    if mode == "off" or (mode == "auto" and tool_support is False):
+    if not names_proxy_tools(mode, tool_support):
         return None
     if payload.get("n") not in (None, 1) or any(k in payload for k in _CONSTRAINTS):
         return None

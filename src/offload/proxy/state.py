@@ -28,6 +28,7 @@ from offload.llm.upstream import (
 from offload.proxy.counting import UpstreamCounter
 from offload.proxy.forward import UpstreamReply, send_upstream
 from offload.proxy.http1 import Http1Pool
+from offload.proxy.message_stubs import names_proxy_tools
 from offload.proxy.messages import wants_alternation
 from offload.proxy.metrics import Metrics
 from offload.proxy.pipeline import Pipeline, RewriteResult
@@ -51,6 +52,8 @@ class Rewriter(Protocol):
         session_hint: str = "",
         alternate: bool = False,
     ) -> RewriteResult: ...
+
+    def name_proxy_tools(self, on: bool) -> None: ...
 
 
 RewriterFactory = Callable[[Store, ProxySettings, TokenCounter], Rewriter]
@@ -153,6 +156,12 @@ class ProxyState:
                 except OffloadError as exc:  # a busy store: the counts stay dirty, retried
                     log.warning("metrics flush failed: %s", exc)
 
+    def learn_tool_support(self, support: bool | None) -> None:
+        """Record whether the upstream's template renders tools; stubs and recall blocks
+        then name only the memory tools the model is offered."""
+        self.tool_support = support
+        self.pipeline.name_proxy_tools(names_proxy_tools(self.settings.retrieval, support))
+
     async def n_ctx(self) -> int:
         """The upstream's context size: settings, else ``/props`` (re-read every
         ``props_refresh_s`` in the background), else the upstream's model list."""
@@ -177,7 +186,7 @@ class ProxyState:
             props = await self.control.props()
             if auto:
                 self.alternate = wants_alternation("auto", chat_template_of(props))
-            self.tool_support = tool_support_of(props)
+            self.learn_tool_support(tool_support_of(props))
             if self.settings.n_ctx:
                 return
             value = n_ctx_of(props)
