@@ -11,6 +11,8 @@ the MCP server and the CLI search when started in the project). Then:
   5) has a hit whose chunk holds it. Read: the read MCP ``search`` suggests for a hit
   (``read(ref, offset=<5 lines before the matching line>, max_tokens=2000)``, through the
   same ``core.lines.read_lines_within``) holds it; it never costs more than 2,000 tokens.
+  Also counted: the top 5's hits over all needles, and how many distinct chunk texts they
+  show (copies of one chunk in several entries crowd the others out).
 - restore: the calls that read the final range stub's messages back as transcripts (one
   ``offload cat`` / MCP ``checkout`` per part along its ``earlier`` chain).
 
@@ -79,8 +81,11 @@ def main() -> None:
         picked = needles(paged, 50)
         found = read_ok = 0
         worst = 0
+        shown = distinct = 0  # the top 5's hits, and how many distinct chunk texts they show
         for needle in picked:
             hits = st.search(needle, Filters(scope=SCOPE), limit=5)
+            shown += len(hits)
+            distinct += len({h.text for h in hits})
             hit = next((h for h in hits if needle in h.text), None)
             if hit is None:
                 continue
@@ -106,6 +111,8 @@ def main() -> None:
                     "found_by_one_search": found,
                     "read_at_hit_within_2k": read_ok,
                     "largest_read_tokens": worst,
+                    "top5_hits_shown": shown,
+                    "top5_distinct_texts": distinct,
                     "paged_messages": len(paged),
                     "range_restore_calls": calls,
                     "load_1m": round(os.getloadavg()[0], 2),
