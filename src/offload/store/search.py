@@ -261,11 +261,14 @@ def _mapped(
     where: str,
     params: list[Any],
 ) -> dict[int, Candidate]:
-    """Scored chunks mapped to the entries the filter keeps (each entry's best chunk)."""
+    """Scored chunks mapped to the entries the filter keeps (each entry's best chunk, and
+    its next best few: :attr:`Candidate.others`)."""
     best: dict[int, tuple[float, int]] = {}  # entry id -> (score, chunk id)
+    chunks: dict[int, list[tuple[float, int]]] = {}  # entry id -> every scored chunk
     for r in conn.execute(_BODY_ENTRIES, (json.dumps(list(bm25)),)).fetchall():
         cid, eid = int(r["cid"]), int(r["eid"])
         score = bm25.get(cid, 0.0)
+        chunks.setdefault(eid, []).append((score, cid))
         have = best.get(eid)
         if have is None or score > have[0]:
             best[eid] = (score, cid)
@@ -276,29 +279,29 @@ def _mapped(
     for r in rows.fetchall():
         c = _candidate(r, best[int(r["eid"])][0])
         c.chunk_id = best[c.entry_id][1]
+        c.others = _next_best(chunks[c.entry_id], c.chunk_id)
         out[c.entry_id] = c
     return out
 
 
+def _next_best(scored: list[tuple[float, int]], shown: int) -> tuple[int, ...]:
+    """The chunk ids after ``shown`` a lookup's case check reads (best first)."""
+    if len(scored) < 2:
+        return ()
+    top = sorted(scored, key=lambda s: (-s[0], s[1]))[:_EXACT_CHUNKS]
+    return tuple(cid for _s, cid in top if cid != shown)[: _EXACT_CHUNKS - 1]
+
+
 def _best_per_entry(rows: Iterable[Row], bm25: dict[int, float]) -> dict[int, Candidate]:
-    """Each entry's best-scored row (a row is an entry's chunk, or the entry itself), with
-    its next best few chunks (:attr:`Candidate.others`)."""
+    """Each entry's best-scored row (a row is an entry's chunk, or the entry itself)."""
     best: dict[int, Candidate] = {}
-    chunks: dict[int, list[tuple[float, int]]] = {}
     for r in rows:
         key = int(r["eid"]) if r["cid"] is None else int(r["cid"])
         score = bm25.get(key, 0.0)
         eid = int(r["eid"])
-        if r["cid"] is not None:
-            chunks.setdefault(eid, []).append((score, key))
         have = best.get(eid)
         if have is None or score > have.score:
             best[eid] = _candidate(r, score)
-    for eid, scored in chunks.items():
-        if len(scored) > 1:
-            c = best[eid]
-            top = sorted(scored, key=lambda s: (-s[0], s[1]))[: _EXACT_CHUNKS + 1]
-            c.others = tuple(cid for _s, cid in top if cid != c.chunk_id)[: _EXACT_CHUNKS - 1]
     return best
 
 
