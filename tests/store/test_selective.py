@@ -45,6 +45,7 @@ def test_bounded_bm25_gives_the_top_of_bm25_over_every_match(
         monkeypatch.setattr(selective, "POSTINGS_BUDGET", 10**9)  # every term scored by FTS5
         full = _top(store, text, 50)
         monkeypatch.setattr(selective, "POSTINGS_BUDGET", 20)  # the rarest term alone
+        monkeypatch.setattr(selective, "WHOLE_SHARE", 2.0)  # even where it is common
         assert len(selective.plan(store.conn, "search_body", text.split()).scored) == 1
         bounded = _top(store, text, 50)
     assert [e for e, _ in bounded] == [e for e, _ in full]

@@ -35,6 +35,9 @@ K1 = 1.2
 # Rows the first pass may score: the rarest terms whose matches add up to this join it
 # (at least one term). ~2 ms of bm25() on an idle core; the rest of the terms are bounded.
 POSTINGS_BUDGET = 3000
+# PostgreSQL: when the rows of the rarest term alone pass the budget and this share of
+# the commonest term's, every term is scored at once (the partitions would save little).
+WHOLE_SHARE = 0.5
 # Cached document frequencies hold while the row count stays within this share.
 _DRIFT = 0.02
 _CACHED_DF = 64
@@ -171,6 +174,8 @@ class Plan:
     df: dict[str, int]
     totals: Totals
     bound_of: Callable[[int, Sequence[int]], float] = upper_bound
+    # widen to every term at once (PostgreSQL: each pass scans every row it scores again)
+    widen_whole: bool = False
 
     @property
     def bound(self) -> float:
@@ -178,7 +183,10 @@ class Plan:
         return self.bound_of(self.totals.rows, [self.df[t] for t in self.rest])
 
     def widen(self) -> None:
-        """Move the rarest remaining term to the scored ones."""
+        """Move the rarest remaining term to the scored ones (or all, ``widen_whole``)."""
+        if self.widen_whole:
+            self.widen_all()
+            return
         self.scored.append(self.rest.pop(0))
 
     def widen_all(self) -> None:
@@ -196,7 +204,14 @@ def plan(conn: Conn, table: str, terms: Sequence[str]) -> Plan:
         create, lookup = vocab_sql(table)
         conn.execute(create)
         counts = {t: int(conn.execute(lookup, (t,)).fetchone()[0]) for t in dict.fromkeys(terms)}
-        return _split(counts, Totals(rows, 0.0), ts_rank_upper_bound)
+        p = _split(counts, Totals(rows, 0.0), ts_rank_upper_bound)
+        p.widen_whole = True
+        first = sum(counts[t] for t in p.scored)
+        if first > POSTINGS_BUDGET and first >= WHOLE_SHARE * max(counts.values()):
+            # even the rarest term is common: the partitions would score most of the
+            # matches and, ts_rank's bound being loose, most likely score them again
+            p.widen_all()
+        return p
     stats = stats_for(conn, table)
     totals = stats.totals(conn)
     return _split(stats.df(conn, list(dict.fromkeys(terms))), totals, upper_bound)
