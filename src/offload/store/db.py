@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -98,15 +98,23 @@ def retry_busy(fn: Callable[[], T], timeout_s: float) -> T:
 
 
 @contextmanager
-def write_tx(conn: C) -> Iterator[C]:
+def write_tx(conn: C, keys: Iterable[str] | None = None) -> Iterator[C]:
     """One write transaction (BEGIN IMMEDIATE): all of it commits, or none of it.
 
     SQLite errors inside become offload errors (``busy_guard``). SQLite itself rolls
     back on some errors (a full disk during a large write): the ROLLBACK is then skipped,
     so the original error is the one reported.
+
+    ``keys`` (puts only) name everything the transaction reads and then writes: on
+    PostgreSQL it then runs beside other puts that share none of them
+    (``PgConn.begin_keyed``); SQLite serialises every writer anyway.
     """
+    begin_keyed = getattr(conn, "begin_keyed", None) if keys is not None else None
     with busy_guard():
-        conn.execute("BEGIN IMMEDIATE")
+        if begin_keyed is not None and keys is not None:
+            begin_keyed(keys)
+        else:
+            conn.execute("BEGIN IMMEDIATE")
     try:
         with busy_guard():
             yield conn

@@ -172,6 +172,7 @@ def put_meta(conn: Conn, entry_id: int, row: tuple[str, str, str, str, str]) -> 
 
 def refresh_meta(conn: Conn, entry_id: int) -> None:
     """Re-derive an entry's metadata row from its current fields and labels."""
+    _lock_entry(conn, entry_id)
     e = conn.execute(
         "SELECT topic, summary, tags, source FROM entries WHERE id = ?", (entry_id,)
     ).fetchone()
@@ -182,6 +183,15 @@ def refresh_meta(conn: Conn, entry_id: int) -> None:
         r[0] for r in conn.execute("SELECT label FROM labels WHERE entry_id = ?", (entry_id,))
     ]
     put_meta(conn, entry_id, meta_row(e["topic"], e["summary"], e["tags"], labels, e["source"]))
+
+
+def _lock_entry(conn: Conn, entry_id: int) -> None:
+    """On PostgreSQL, hold the entry's row until commit before reading its labels: puts
+    moving different labels off one entry run at once there (each holds only its label's
+    lock), and the later one then reads the labels after the earlier one's change is
+    committed. SQLite serialises its writers: nothing to lock."""
+    if not isinstance(conn, sqlite3.Connection):
+        conn.execute("SELECT id FROM entries WHERE id = ? FOR UPDATE", (entry_id,))
 
 
 def remove_meta(conn: Conn, entry_id: int) -> None:

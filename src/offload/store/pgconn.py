@@ -9,7 +9,11 @@ transaction.
 Writes keep SQLite's guarantee that write transactions are serialised: ``BEGIN
 IMMEDIATE`` becomes ``BEGIN`` plus a transaction-scoped advisory lock, so a read-then-write
 inside one (dedup, label moves, counters) sees no concurrent writer, on any machine. The
-CPU work of a put is done before the lock is taken, as with SQLite.
+CPU work of a put is done before the lock is taken, as with SQLite. Puts are the one
+exception (:meth:`PgConn.begin_keyed`): they hold that lock *shared*, plus an exclusive
+lock per thing their read-then-write depends on (the content in its scope, each block,
+the label), taken in sorted order so that two puts never wait on each other in a cycle.
+Puts that share none of them run at once; every other write still waits for all of them.
 
 Credentials never reach a message: errors name the URL with its password removed
 (:func:`offload.core.urls.redact_url`). TLS and other libpq options pass through the URL's query string.
@@ -18,6 +22,7 @@ Credentials never reach a message: errors name the URL with its password removed
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 from collections import deque
@@ -40,6 +45,8 @@ CONNECT_TIMEOUT_S = 5
 POOL_WAIT_S = 1.0
 # the key of the advisory lock every write transaction holds ("offload" in ASCII)
 WRITE_LOCK = 0x6F66666C6F6164
+# a put's own locks (begin_keyed): taken in the order of the array, one statement
+_KEY_LOCKS = "SELECT count(pg_advisory_xact_lock(k)) FROM unnest(%s::bigint[]) AS k"
 SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -231,12 +238,70 @@ class PgConn:
             raise
         self._tx = raw
 
+    def begin_keyed(self, keys: Iterable[str]) -> None:
+        """Begin a put's write transaction: the store lock shared, and an exclusive lock
+        for each of ``keys`` (what the put reads and then writes), in sorted order.
+
+        A put that shares no key with another runs at the same time; one that does waits
+        for it, as every put did behind the store-wide lock. Writes that are not puts
+        (forget, reap, labels, checkouts, migrations) take the store lock exclusively and
+        so still see no put in flight.
+        """
+        locks = sorted({lock_key(k) for k in keys})
+        raw = self._borrow()
+        try:
+            with errors(self._url):
+                raw.execute("BEGIN")
+                raw.execute("SELECT pg_advisory_xact_lock_shared(%s)", (WRITE_LOCK,))
+                if locks:
+                    raw.execute(_KEY_LOCKS, (locks,))
+        except BaseException:
+            _rollback_quietly(raw)
+            self._give_back(raw)
+            raise
+        self._tx = raw
+
+    def settled_id(self, sequence: str, *, wait: bool) -> int | None:
+        """The value ``sequence`` had handed out when no write transaction was in flight
+        (every row with an id up to it is committed or never will be), or None when a
+        writer is in flight and ``wait`` is False.
+
+        Writers take the store lock at BEGIN, before any id is drawn: holding it
+        exclusively for an instant is a moment when none is in flight. ``wait`` waits
+        for the writers in flight to commit (new ones queue behind it for that instant).
+        """
+        take = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
+        raw = self._borrow()
+        try:
+            with errors(self._url):
+                raw.execute("BEGIN")
+                row: Any = raw.execute(f"SELECT {take}(%s)", (WRITE_LOCK,)).fetchone()
+                got = wait or bool(row[0])
+                top: Any = raw.execute(f"SELECT last_value, is_called FROM {sequence}").fetchone()
+                raw.execute("COMMIT")
+        except BaseException:
+            _rollback_quietly(raw)
+            raise
+        finally:
+            self._give_back(raw)
+        if not got:
+            return None
+        return int(top[0]) if top[1] else 0
+
     def commit(self) -> None:
         """Nothing to do: a statement outside a write transaction commits by itself."""
 
     def close(self) -> None:
         """Roll back a transaction left open (a thread that died mid-write)."""
         self._transaction("ROLLBACK")
+
+
+def lock_key(key: str) -> int:
+    """The 64-bit advisory lock key of a put's key (never the store lock's own)."""
+    value = int.from_bytes(
+        hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True
+    )
+    return value if value != WRITE_LOCK else value ^ 1
 
 
 def _rollback_quietly(raw: psycopg.Connection[Any]) -> None:
@@ -278,7 +343,12 @@ class _ErrorMap:
         if exc is None or not isinstance(exc, psycopg.Error):
             return
         where = redact_url(self.url)
-        if isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.SerializationFailure):
+        busy = (
+            psycopg.errors.LockNotAvailable,
+            psycopg.errors.SerializationFailure,
+            psycopg.errors.DeadlockDetected,
+        )
+        if isinstance(exc, busy):
             raise StoreBusy(f"store at {where} is busy ({_first_line(exc)})") from None
         if isinstance(exc, psycopg.OperationalError):
             raise StoreError(

@@ -245,3 +245,45 @@ def pg_state_version(raw: Any) -> None:
     # a saved value's version, raised by every write of it (store/state.py; SQLite's
     # m_state_version): the proxy's sessions cached by one machine see another's writes
     raw.execute("ALTER TABLE state ADD COLUMN version bigint NOT NULL DEFAULT 1")
+
+
+# the rows per (scope, kind) of scope_stats on PostgreSQL (pg_scope_stats_slots)
+SCOPE_STATS_SLOTS = 16
+
+
+@migration
+def pg_scope_stats_slots(raw: Any) -> None:
+    # Puts run beside each other on PostgreSQL (pgconn.PgConn.begin_keyed), but a single
+    # scope_stats row per (scope, kind) made every put into one scope wait for the one
+    # before it to commit (the trigger's row lock). Each transaction now adds its changes
+    # to one of SCOPE_STATS_SLOTS rows (by its transaction id); peek sums them. A removal
+    # is a negative change: a slot alone may go below zero, the sum is exact.
+    raw.execute(
+        f"""
+        ALTER TABLE scope_stats ADD COLUMN slot integer NOT NULL DEFAULT 0;
+        ALTER TABLE scope_stats DROP CONSTRAINT scope_stats_pkey;
+        ALTER TABLE scope_stats ADD PRIMARY KEY (scope, kind, slot);
+        CREATE OR REPLACE FUNCTION offload_scope_stats() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            n integer := (txid_current() % {SCOPE_STATS_SLOTS})::integer;
+        BEGIN
+            IF TG_OP IN ('DELETE', 'UPDATE') THEN
+                INSERT INTO scope_stats AS s (scope, kind, slot, entries, tokens, hot, pinned)
+                    VALUES (OLD.scope, OLD.kind, n, -1, -OLD.tokens,
+                            -(OLD.status = 'hot')::int, -OLD.pinned)
+                ON CONFLICT (scope, kind, slot) DO UPDATE SET
+                    entries = s.entries + excluded.entries, tokens = s.tokens + excluded.tokens,
+                    hot = s.hot + excluded.hot, pinned = s.pinned + excluded.pinned;
+            END IF;
+            IF TG_OP IN ('INSERT', 'UPDATE') THEN
+                INSERT INTO scope_stats AS s (scope, kind, slot, entries, tokens, hot, pinned)
+                    VALUES (NEW.scope, NEW.kind, n, 1, NEW.tokens, (NEW.status = 'hot')::int,
+                            NEW.pinned)
+                ON CONFLICT (scope, kind, slot) DO UPDATE SET
+                    entries = s.entries + excluded.entries, tokens = s.tokens + excluded.tokens,
+                    hot = s.hot + excluded.hot, pinned = s.pinned + excluded.pinned;
+            END IF;
+            RETURN NULL;
+        END $$;
+        """
+    )

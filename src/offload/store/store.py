@@ -30,6 +30,7 @@ from offload.errors import (
     InvalidInput,
     NotFound,
     OffloadError,
+    StoreBusy,
 )
 from offload.store import (
     blocks,
@@ -251,8 +252,7 @@ class Store:
                 index_from_line,
             ),
         )  # fmt: skip
-        with db.write_tx(self.conn) as conn:
-            return self._commit_put(conn, pending)
+        return self._commit_puts([pending])[0]
 
     def put_many(
         self,
@@ -269,7 +269,26 @@ class Store:
         import: one commit, one lock hold); results in order, duplicates as in :meth:`put`."""
         opts = _PutOptions(kind, "", tuple(tags), "", salience, False, source, scope, None, expires)
         pending = [self._prepare_put(c, opts) for c in contents]
+        return self._commit_puts(pending)
+
+    def _commit_puts(self, pending: list[_PendingPut]) -> list[PutResult]:
+        """Commit prepared puts in one write transaction.
+
+        On PostgreSQL it first runs beside other puts, locking only its own keys
+        (:func:`_put_keys`); when it meets something those do not cover (an expired entry
+        to archive, content forgotten since it was prepared) or a lock cycle with another
+        put, it is rolled back and done again under the store-wide lock, as every put was.
+        """
+        words = _take_vocabulary(pending)
+        if self._pg is not None:
+            try:
+                with db.write_tx(self.conn, _put_keys(pending)) as conn:
+                    _insert_vocabulary(conn, words)
+                    return [self._commit_put(conn, p, narrow=True) for p in pending]
+            except (_NeedsStoreLock, StoreBusy):
+                pass  # rolled back: nothing of it was written
         with db.write_tx(self.conn) as conn:
+            _insert_vocabulary(conn, words)
             return [self._commit_put(conn, p) for p in pending]
 
     def _prepare_put(self, content: str, o: _PutOptions) -> _PendingPut:
@@ -325,12 +344,16 @@ class Store:
         # which vocabulary words are new is read here, before the write lock
         return dataclasses.replace(b, index=index.without_known_vocabulary(self.conn, b.index))
 
-    def _commit_put(self, conn: Conn, p: _PendingPut) -> PutResult:
-        """The inserts of a prepared put (inside the caller's write transaction)."""
+    def _commit_put(self, conn: Conn, p: _PendingPut, *, narrow: bool = False) -> PutResult:
+        """The inserts of a prepared put (inside the caller's write transaction; ``narrow``:
+        one that holds only the put's own locks, _NeedsStoreLock when it needs more)."""
         o = p.options
         expires, label, pinned = o.expires, o.label, o.pinned
         row = rows.live_entry(conn, p.content_hash, o.scope)
-        if row is not None and row["expires"] is not None and row["expires"] <= self.clock():
+        expired = row is not None and row["expires"] is not None and row["expires"] <= self.clock()
+        if narrow and (expired or (row is None and not p.blocks)):
+            raise _NeedsStoreLock  # archiving, or blocks it holds no lock for
+        if expired:
             # expired but not archived yet: archive it, and store the content anew
             lifecycle.delete(self, conn, int(row["id"]), "expired")
             row = None
@@ -726,6 +749,43 @@ class Store:
     def delete_state(self, namespace: str, key: str) -> bool:
         """Remove one saved value; True when it existed."""
         return state.delete(self.conn, namespace, key)
+
+
+class _NeedsStoreLock(Exception):  # a signal between two methods, never raised out
+    """A put running beside others met work its own locks do not cover."""
+
+
+def _put_keys(pending: Sequence[_PendingPut]) -> list[str]:
+    """What prepared puts read and then write, as lock keys: each content in its scope
+    (dedup), each block (content-addressed: inserted once, indexed once), each label."""
+    keys: list[str] = []
+    for p in pending:
+        keys.append(f"entry\0{p.content_hash}\0{p.options.scope}")
+        keys.extend(f"block\0{b.digest}" for b in p.blocks)
+        if p.options.label is not None:
+            keys.append(f"label\0{p.options.label}")
+    return keys
+
+
+def _take_vocabulary(pending: Sequence[_PendingPut]) -> list[str]:
+    """The new vocabulary words of every prepared block, sorted, leaving the blocks with
+    none to insert: the transaction inserts them all at once (:func:`_insert_vocabulary`)."""
+    words: set[str] = set()
+    for p in pending:
+        for i, b in enumerate(p.blocks):
+            if b.index is not None and b.index.vocabulary:
+                words.update(b.index.vocabulary)
+                p.blocks[i] = dataclasses.replace(
+                    b, index=dataclasses.replace(b.index, vocabulary=())
+                )
+    return sorted(words)
+
+
+def _insert_vocabulary(conn: Conn, words: list[str]) -> None:
+    """Insert vocabulary words in sorted order: two puts inserting overlapping words then
+    wait for each other in one order, never in a cycle."""
+    if words:
+        conn.executemany("INSERT OR IGNORE INTO terms (term) VALUES (?)", [(w,) for w in words])
 
 
 def _release_free_pages(conn: sqlite3.Connection) -> None:

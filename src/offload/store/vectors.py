@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ _SCALE = struct.Struct("<f")
 _BATCH = 256
 # a full reload when more than this share of the best rows belong to forgotten entries
 _STALE_RELOAD = 0.5
+# a full reload once this many ids below the largest read are still missing
+_MAX_GAPS = 100_000
 # the typical similarity (fusion's floor) is the median over an even sample of this many
 _FLOOR_SAMPLE = 4096
 # Past this many rows the nearest are found in two passes: the first COARSE_DIMS components
@@ -126,6 +129,7 @@ class VectorMatrix:
         self._where: dict[int, int] = {}  # entry id -> its current row
         self._prefix: Any = None  # NDArray[np.float32]: unit COARSE_DIMS prefixes of the rows
         self._reload = False
+        self._gaps: set[int] = set()  # ids below _last not read yet (uncommitted, or gone)
 
     def prefixes(self) -> Any:
         """The rows' unit-length prefixes (call after refresh), built when first asked."""
@@ -135,25 +139,47 @@ class VectorMatrix:
             return self._prefix
 
     def refresh(self, conn: Conn) -> tuple[Any, Any]:
-        """(entry ids, matrix) including every vector stored so far."""
+        """(entry ids, matrix) including every vector stored so far.
+
+        Rows are read by id, but ids are not always committed in id order: on PostgreSQL
+        puts commit side by side, so a row may appear after a larger id was read. An id
+        below the largest one read that was missing is kept as a gap and asked for again
+        until it shows up or is known never to (:func:`settled_id`: its writer is gone).
+        """
         with self._lock:
             row = conn.execute(
                 "SELECT seq FROM sqlite_sequence WHERE name = 'entry_vectors'"
             ).fetchone()
             top = 0 if row is None else int(row[0])
-            if self._reload or top < self._last:
+            if self._reload or top < self._last or len(self._gaps) > _MAX_GAPS:
                 self._last, self._ids, self._rows, self._where = 0, None, None, {}
-                self._prefix = None
+                self._prefix, self._gaps = None, set()
                 self._reload = False
-            if top > self._last:
+            if top > self._last or self._gaps:
+                # taken before the read: every id up to it is committed or never will be
+                settled = settled_id(conn, wait=self._last == 0)
                 new = conn.execute(
-                    "SELECT entry_id, data FROM entry_vectors WHERE id > ? AND id <= ? "
-                    "AND model = ? ORDER BY id",
-                    (self._last, top, self.model_id),
+                    "SELECT id, entry_id, CASE WHEN model = ? THEN data END AS data "
+                    "FROM entry_vectors WHERE id > ? OR id IN (SELECT value FROM json_each(?)) "
+                    "ORDER BY id",
+                    (self.model_id, self._last, json.dumps(sorted(self._gaps))),
                 ).fetchall()
-                self._append(new)
-                self._last = top
+                self._append([(r[1], r[2]) for r in new if r[2] is not None])
+                self._note_gaps([int(r[0]) for r in new], settled)
             return self._ids, self._rows
+
+    def _note_gaps(self, read: list[int], settled: int | None) -> None:
+        """Advance past the ids read (sorted); what is missing below the largest becomes a
+        gap, and a gap is dropped once read or settled."""
+        gaps = self._gaps.difference(read)
+        last = self._last
+        for i in read:
+            if i > last:
+                gaps.update(range(last + 1, i))
+                last = i
+        if settled is not None:
+            gaps = {g for g in gaps if g > settled}
+        self._last, self._gaps = last, gaps
 
     def _append(self, new: list[Row]) -> None:
         import numpy as np
@@ -195,6 +221,18 @@ class VectorMatrix:
         if share > _STALE_RELOAD:
             with self._lock:
                 self._reload = True
+
+
+def settled_id(conn: Conn, *, wait: bool) -> int | None:
+    """An id up to which every entry_vectors row is committed or never will be (None:
+    not known now). SQLite serialises writers and draws ids in commit order: every id
+    missing below one read is gone for good. On PostgreSQL it is the id drawn last when
+    no writer was in flight (``PgConn.settled_id``; ``wait``: wait for that moment)."""
+    settled = getattr(conn, "settled_id", None)
+    if settled is None:
+        return sys.maxsize
+    value: int | None = settled("entry_vectors_id_seq", wait=wait)
+    return value
 
 
 def _dot(rows: Any, query: NDArray[np.float32]) -> Any:
