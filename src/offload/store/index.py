@@ -109,6 +109,12 @@ def insert_block(conn: Conn, block_id: int, prepared: PreparedIndex) -> None:
     conn.executemany(
         "INSERT OR IGNORE INTO terms (term) VALUES (?)", [(t,) for t in prepared.vocabulary]
     )
+    insert_chunks = getattr(conn, "insert_chunks", None)
+    if insert_chunks is not None:  # PostgreSQL: one round trip for them all
+        insert_chunks(
+            block_id, [(c.start_line, c.end_line, c.start, c.end, c.terms) for c in prepared.chunks]
+        )
+        return
     for ch in prepared.chunks:
         cur = conn.execute(
             "INSERT INTO chunks (block_id, start_line, end_line, start, end) "

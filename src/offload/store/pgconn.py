@@ -47,6 +47,19 @@ POOL_WAIT_S = 1.0
 WRITE_LOCK = 0x6F66666C6F6164
 # a put's own locks (begin_keyed): taken in the order of the array, one statement
 _KEY_LOCKS = "SELECT count(pg_advisory_xact_lock(k)) FROM unnest(%s::bigint[]) AS k"
+# a block's chunks and their search rows (insert_chunks): one statement, ids in chunk order
+_INSERT_CHUNKS = """
+WITH src AS MATERIALIZED (
+    SELECT s.*, nextval('chunks_id_seq') AS id
+    FROM unnest(%s::integer[], %s::integer[], %s::integer[], %s::integer[], %s::text[])
+        WITH ORDINALITY AS s(start_line, end_line, start, stop, terms, n)
+    ORDER BY s.n
+), c AS (
+    INSERT INTO chunks (id, block_id, start_line, end_line, start, "end")
+    SELECT id, %s, start_line, end_line, start, stop FROM src
+)
+INSERT INTO search_body (rowid, terms) SELECT id, terms::tsvector FROM src
+"""
 SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -237,6 +250,17 @@ class PgConn:
             self._give_back(raw)
             raise
         self._tx = raw
+
+    def insert_chunks(self, block_id: int, chunks: Sequence[Sequence[Any]]) -> None:
+        """Insert a block's chunks, each (start_line, end_line, start, end, terms), and
+        their search rows in one statement: one round trip instead of two per chunk (a
+        100 KB body has about a hundred chunks)."""
+        if not chunks:
+            return
+        cols: list[list[Any]] = [list(c) for c in zip(*chunks, strict=True)]
+        cols[4] = [pgsql.tsvector_literal(t)[0] for t in cols[4]]
+        params = (*cols, block_id)
+        self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_CHUNKS), params))
 
     def begin_keyed(self, keys: Iterable[str]) -> None:
         """Begin a put's write transaction: the store lock shared, and an exclusive lock

@@ -92,16 +92,29 @@ def _lexeme(term: str) -> str | None:
 
 def tsvector_literal(terms: str, letter: str = "", start: int = 1) -> tuple[str, int]:
     """A tsvector's text form for space-separated analysed terms (positions from ``start``);
-    returns it and the next free position."""
-    parts: list[str] = []
-    pos = start
-    for term in terms.split(" "):
-        lex = _lexeme(term)
-        if lex is None:
-            continue
-        parts.append(f"{lex}:{min(pos, MAX_POSITION)}{letter}")
-        pos += 1
-    return " ".join(parts), pos
+    returns it and the next free position.
+
+    Each distinct lexeme is written once with all its positions (``'w':1,5,9``), the form
+    PostgreSQL itself prints: built for every chunk of every put, and a 100 KB body has
+    ~30k terms but a few thousand distinct ones."""
+    words = [
+        t
+        for t in terms.split(" ")
+        if t and (len(t) * 4 <= MAX_LEXEME_BYTES or len(t.encode("utf-8")) <= MAX_LEXEME_BYTES)
+    ]
+    if "\\" in terms or "'" in terms:
+        words = [t.replace("\\", "\\\\").replace("'", "''") for t in words]
+    end = start + len(words)
+    at: dict[str, list[int]] = {}
+    for pos, w in enumerate(words, start):
+        at.setdefault(w, []).append(pos)
+    sep = f"{letter},"
+    parts = []
+    for w, ps in at.items():
+        if ps[-1] > MAX_POSITION:
+            ps = sorted({min(p, MAX_POSITION) for p in ps})
+        parts.append(f"'{w}':{sep.join(map(str, ps))}{letter}")
+    return " ".join(parts), end
 
 
 def meta_tsvector(columns: Sequence[str]) -> str:
@@ -347,7 +360,8 @@ def translate(sql: str) -> Statement:
     if m := _TOP.match(flat):
         return Statement(_top(m.group(1)), _top_params)
     if m := _SEQUENCE.match(flat):
-        # committed rows only (writers are serialised, so ids commit in order)
+        # the largest committed id; puts commit side by side, so a smaller one may still
+        # commit after it (vectors.VectorMatrix.refresh keeps such gaps)
         return Statement(f"SELECT coalesce(max(id), 0) AS seq FROM {m.group(1)}")
     if _REPLACE_VECTOR.match(flat):
         return Statement(
