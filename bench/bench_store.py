@@ -16,6 +16,9 @@ Each URL's store is filled to ``--entries`` (scope ``bench``; a store that alrea
 them is reused, so a 1,000,000-entry build is paid once: ~30 min per backend here), then:
 natural-language search p50/p95, resolve p50, offload of 100 KB p50, and the put
 throughput of 1 and ``--writers`` processes (each its own scope, started together).
+Beside it the ceiling: the same processes doing plain one-row inserts of the same ~4 KB
+texts, one transaction each, straight into the database (``ceiling``: what the machine
+and the database allow writers in parallel at this load; no put can do better).
 """
 
 from __future__ import annotations
@@ -365,9 +368,52 @@ def writer_main(url: str, home: Path, puts: int, seed: int) -> None:
         print(f"{start} {time.time()}", flush=True)
 
 
-def throughput(url: str, home: Path, writers: int, puts: int, round_no: int) -> float:
-    """Puts per second of ``writers`` processes writing at once (first start to last end)."""
+def trivial_main(url: str, puts: int, seed: int) -> None:
+    """A ceiling child: the same start protocol as :func:`writer_main`, but ``puts``
+    trivial inserts of a ~4 KB text straight into the database, one transaction each (no
+    offload code: what the database and the machine allow at this load)."""
+    rng = random.Random(seed)
+    bodies = [gen_json(rng)[:4096] for _ in range(puts)]
+    if url.startswith("sqlite:///"):
+        import sqlite3
+
+        conn = sqlite3.connect(
+            url[len("sqlite://") :] + ".ceiling", timeout=60, isolation_level=None
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE IF NOT EXISTS ceiling (id INTEGER PRIMARY KEY, v TEXT)")
+        sql = "INSERT INTO ceiling (v) VALUES (?)"
+    else:
+        import psycopg
+
+        conn = psycopg.connect(url, autocommit=True)  # type: ignore[assignment]
+        sql = "INSERT INTO bench_ceiling (v) VALUES (%s)"
+    print("ready", flush=True)
+    sys.stdin.readline()
+    start = time.time()
+    for body in bodies:
+        conn.execute(sql, (body,))
+    print(f"{start} {time.time()}", flush=True)
+    conn.close()
+
+
+def ceiling_table(url: str) -> None:
+    """Create the ceiling's table once, before its writers start."""
+    if url.startswith("sqlite:///"):
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_ceiling (id bigserial PRIMARY KEY, v text)")
+
+
+def throughput(
+    url: str, home: Path, writers: int, puts: int, round_no: int, *, trivial: bool = False
+) -> float:
+    """Puts per second of ``writers`` processes writing at once (first start to last end);
+    ``trivial``: the ceiling's plain inserts instead of puts."""
     cmd = [sys.executable, __file__, "--writer", url, "--home", str(home), "--puts", str(puts)]
+    cmd += ["--trivial"] if trivial else []
     procs = [
         subprocess.Popen(
             [*cmd, "--seed", str(round_no * 100 + i)],
@@ -415,6 +461,11 @@ def bench_url(url: str, args: argparse.Namespace, home: Path) -> dict[str, float
     one = throughput(url, home, 1, args.writer_puts, 1)
     many = throughput(url, home, args.writers, args.writer_puts, 2)
     row.update({"puts_s_1": one, f"puts_s_{args.writers}": many, "speedup": many / one})
+    # the same, for plain inserts: how far this machine lets writers run in parallel now
+    ceiling_table(url)
+    one = throughput(url, home, 1, args.writer_puts, 3, trivial=True)
+    many = throughput(url, home, args.writers, args.writer_puts, 4, trivial=True)
+    row.update({"inserts_s_1": one, f"inserts_s_{args.writers}": many, "ceiling": many / one})
     row["load_after"] = load_average()
     return row
 
@@ -447,8 +498,12 @@ def main() -> None:
     ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--puts", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--trivial", action="store_true", help=argparse.SUPPRESS)  # ceiling child
     args = ap.parse_args()
     TRACES = args.data / "traces"
+    if args.writer and args.trivial:
+        trivial_main(args.writer, args.puts, args.seed)
+        return
     if args.writer:
         writer_main(args.writer, args.home, args.puts, args.seed)
         return

@@ -46,7 +46,7 @@ POOL_WAIT_S = 1.0
 # the key of the advisory lock every write transaction holds ("offload" in ASCII)
 WRITE_LOCK = 0x6F66666C6F6164
 # a put's own locks (begin_keyed): taken in the order of the array, one statement
-_KEY_LOCKS = "SELECT count(pg_advisory_xact_lock(k)) FROM unnest(%s::bigint[]) AS k"
+_KEY_LOCKS = "SELECT count(pg_advisory_xact_lock(k)) FROM unnest(ARRAY[{}]::bigint[]) AS k"
 # a block's chunks and their search rows (insert_chunks): one statement, ids in chunk order
 _INSERT_CHUNKS = """
 WITH src AS MATERIALIZED (
@@ -243,8 +243,7 @@ class PgConn:
         raw = self._borrow()
         try:
             with errors(self._url):
-                raw.execute("BEGIN")
-                raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                raw.execute(f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})")
         except BaseException:
             _rollback_quietly(raw)
             self._give_back(raw)
@@ -271,14 +270,15 @@ class PgConn:
         (forget, reap, labels, checkouts, migrations) take the store lock exclusively and
         so still see no put in flight.
         """
-        locks = sorted({lock_key(k) for k in keys})
+        locks = ",".join(str(k) for k in sorted({lock_key(k) for k in keys}))
+        # one round trip: the keys are integers, written into the statement
+        begin = f"BEGIN; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK})"
+        if locks:
+            begin += f"; {_KEY_LOCKS.format(locks)}"
         raw = self._borrow()
         try:
             with errors(self._url):
-                raw.execute("BEGIN")
-                raw.execute("SELECT pg_advisory_xact_lock_shared(%s)", (WRITE_LOCK,))
-                if locks:
-                    raw.execute(_KEY_LOCKS, (locks,))
+                raw.execute(begin)
         except BaseException:
             _rollback_quietly(raw)
             self._give_back(raw)
