@@ -294,6 +294,8 @@ class PgConn:
         exclusively for an instant is a moment when none is in flight. ``wait`` waits
         for the writers in flight to commit (new ones queue behind it for that instant).
         """
+        if self._tx is not None:
+            return None  # this thread's own write is in flight (waiting would be for itself)
         take = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
         raw = self._borrow()
         try:
