@@ -108,6 +108,19 @@ def test_search_is_deterministic_and_scoped_by_keys() -> None:
     assert [d.key for d, _ in only] == ["fs__move_file"]
 
 
+def test_a_score_adds_each_query_terms_share_and_only_tools_holding_a_term_score() -> None:
+    index = index_of(
+        ("s", tool("alpha_tool", "alpha and beta")),
+        ("s", tool("gamma", "beta only")),
+        ("s", tool("delta", "unrelated words")),
+    )
+    both = dict(index.rank("alpha beta"))
+    alpha, beta = dict(index.rank("alpha")), dict(index.rank("beta"))
+    assert set(both) == {0, 1}  # delta holds neither term
+    assert both[0] == pytest.approx(alpha[0] + beta[0])
+    assert both[1] == pytest.approx(beta[1])
+
+
 def vendored_index() -> ToolIndex:
     docs = []
     for path in sorted(CATALOGS.glob("*.json")):
