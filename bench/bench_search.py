@@ -3,6 +3,7 @@
     python bench/bench_search.py --data /path/to/locomo_dev.json            # recall + speed
     python bench/bench_search.py --data PATH --only recall --split 2        # conversations 1-2 vs 3-5
     python bench/bench_search.py --data PATH --only speed --entries 100000
+    python bench/bench_search.py --data PATH --only scoped --speed-dir DIR --queries 200
     python bench/bench_search.py --data PATH --only writes --baseline-src /old/checkout/src
 
 Recall: every turn of a conversation is stored as one entry (``Speaker said, text``) through
@@ -15,7 +16,9 @@ non-stopword words, ordered by ``bm25()``.
 
 Speed: ``--entries`` texts built from the conversations' turns (two turns each, seeded), put
 through the bulk path, and the same texts in a plain FTS5 table; every question is timed as
-a query on both. Writes: the latency of one acknowledged ``put`` on a store already holding
+a query on both. Scoped: the same store searched under filters (a small scope, an eighth of
+the store, a filter every entry passes) beside the whole store, each beside plain FTS5 under
+the same filter (a join on the rows' scopes). Writes: the latency of one acknowledged ``put`` on a store already holding
 ``--write-base`` entries, for a turn, a 4 KB tool output and a 64 KB one; with
 ``--baseline-src`` the same measurement runs under another checkout's source in a child
 process, side by side. LoCoMo is CC BY-NC: pass its path, never copy it into the repository.
@@ -263,6 +266,88 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
     }
 
 
+SMALL_SCOPE = "small"
+SMALL_ENTRIES = 300
+
+
+def _plain_scopes(plain: sqlite3.Connection, n: int, small: list[str]) -> None:
+    """The plain table's scope per row (the same split as the store's) and the small
+    scope's texts, added once: its filtered baseline is a join on this table."""
+    if plain.execute("SELECT 1 FROM sqlite_master WHERE name = 'scopes'").fetchone():
+        return
+    plain.execute("CREATE TABLE scopes (id INTEGER PRIMARY KEY, scope TEXT NOT NULL)")
+    plain.executemany(
+        "INSERT INTO scopes VALUES (?, ?)", ((i, f"s{i // 2000 % 8}") for i in range(n))
+    )
+    rows = list(enumerate(small, n))
+    plain.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", rows)
+    plain.executemany("INSERT INTO scopes VALUES (?, ?)", ((i, SMALL_SCOPE) for i, _ in rows))
+    plain.execute("CREATE INDEX scopes_scope ON scopes(scope)")
+    plain.commit()
+
+
+def plain_scoped(conn: sqlite3.Connection, question: str, scope: str, k: int) -> list[int]:
+    """The plain baseline under a scope: the same MATCH, joined to the rows' scopes."""
+    match = fts_or_query(question)
+    if not match:
+        return []
+    rows = conn.execute(
+        "SELECT t.rowid FROM t JOIN scopes s ON s.id = t.rowid "
+        "WHERE t MATCH ? AND s.scope = ? ORDER BY bm25(t) LIMIT ?",
+        (match, scope, k),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def bench_scoped(convs: list[Conversation], tmp: Path, n: int, limit: int) -> dict[str, Any]:
+    """Filtered search beside whole-store search, each beside plain FTS5 with the same filter
+    (a join), on the ``--speed-dir`` store of ``n`` entries (built by ``--only speed``).
+
+    Filters: a small scope (SMALL_ENTRIES entries added to the store once), one of the
+    build's eight scopes (an eighth of the store), and a kind filter every entry passes."""
+    import offload
+    from offload.store.models import Filters
+
+    if not (tmp / f"built-{n}").exists():
+        raise SystemExit(f"--only scoped times the store --only speed built in {tmp}: none yet")
+    small = [f"{t} [small]" for t in scale_texts(convs, SMALL_ENTRIES, seed=12)]
+    store = offload.open_store(tmp / "speed.db", embedder=embedder())
+    if not store.count(Filters(scope=SMALL_SCOPE)):
+        store.put_many(small, scope=SMALL_SCOPE)
+    plain = sqlite3.connect(str(tmp / "plain.db"))
+    _plain_scopes(plain, n, small)
+    questions = [q for c in convs for q, _, _ in c.questions][:limit]
+    cases: dict[str, tuple[Filters, str | None]] = {
+        "whole": (Filters(), None),
+        "small": (Filters(scope=SMALL_SCOPE), SMALL_SCOPE),
+        "eighth": (Filters(scope="s0"), "s0"),
+        "everything": (Filters(kinds=("text",)), None),
+    }
+    for q in questions[:20]:  # warm the caches alike
+        for f, _ in cases.values():
+            store.search(q, f, limit=10)
+        plain_search(plain, q, 10)
+    times: dict[str, list[float]] = defaultdict(list)
+    for q in questions:
+        for name, (f, scope) in cases.items():
+            t = time.perf_counter()
+            if scope is None:
+                plain_search(plain, q, 10)
+            else:
+                plain_scoped(plain, q, scope, 10)
+            times[f"fts5_{name}"].append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            store.search(q, f, limit=10)
+            times[f"offload_{name}"].append((time.perf_counter() - t) * 1000)
+    store.close()
+    plain.close()
+    out: dict[str, Any] = {"entries": n, "queries": len(questions)}
+    for key, ms in times.items():
+        out[f"{key}_p50"] = pct(ms, 0.5)
+        out[f"{key}_p95"] = pct(ms, 0.95)
+    return out
+
+
 WRITE_SCRIPT = r"""
 import json, random, statistics, sys, time
 from pathlib import Path
@@ -417,11 +502,14 @@ def bench_concurrency(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="locomo_dev.json")
-    ap.add_argument("--only", choices=["recall", "speed", "writes", "concurrency"], action="append")
+    ap.add_argument(
+        "--only", choices=["recall", "speed", "scoped", "writes", "concurrency"], action="append"
+    )
     ap.add_argument("--conc-puts", type=int, default=300, help="puts per writer process")
     ap.add_argument("--conc-size", type=int, default=4096, help="bytes per concurrent put")
     ap.add_argument("--split", type=int, default=2, help="recall per half: conversations 1-N, N+1-")
     ap.add_argument("--entries", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=10_000, help="--only scoped: questions timed")
     ap.add_argument("--write-base", type=int, default=2000)
     ap.add_argument("--write-reps", type=int, default=60)
     ap.add_argument("--baseline-src", help="another checkout's src/ to time writes beside")
@@ -443,6 +531,11 @@ def main() -> None:
             speed_dir = args.speed_dir or tmp
             speed_dir.mkdir(parents=True, exist_ok=True)
             r = bench_speed(convs, speed_dir, args.entries)
+            print(json.dumps(r, indent=1))
+        if "scoped" in parts:
+            if args.speed_dir is None:
+                raise SystemExit("--only scoped needs --speed-dir (a store --only speed built)")
+            r = bench_scoped(convs, args.speed_dir, args.entries, args.queries)
             print(json.dumps(r, indent=1))
         srcs = {"this": str(Path(__file__).resolve().parents[1] / "src")}
         if args.baseline_src:

@@ -4,17 +4,18 @@ The decision is :func:`offload.core.selectivity.selective`; this module only cou
 term's count in the whole index comes from FTS5's own vocabulary (``fts5vocab``, a temp
 table per connection: no schema change), so a term rarer than the cap overall is never
 counted under the filter; only the few frequent ones are, and each count stops at the cap.
-A search of the whole store (no filter but expiry) takes its shares over the index's chunks
-from that vocabulary alone.
+A search of the whole store (no filter but expiry), or under a filter that keeps most of it
+(:data:`BROAD_SHARE`), takes its shares over the index's chunks from that vocabulary alone.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from offload.core import selectivity
-from offload.store import query
+from offload.store import narrow, query, selective
 from offload.store.backend import Conn
 from offload.store.models import Filters
 
@@ -22,16 +23,32 @@ _VOCAB = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_body_rows "
     "USING fts5vocab(main, search_body, row)"
 )
+# Each frequent term's chunks (FTS5 reads a term's rows in C, once per query), counted per
+# entry over one pass of the entries the filter keeps: the filter's size bounds the work,
+# not the terms' (driven from a term's rows instead, the joins cost ~0.4 s for one common
+# word at 100k entries).
 _HELD = (
-    "SELECT count(*) FROM (SELECT DISTINCT e.id FROM search_body s "
-    "JOIN chunks c ON c.id = s.rowid JOIN blocks b ON b.id = c.block_id "
-    "JOIN entries e ON e.block_hash = b.hash "
-    "WHERE search_body MATCH ? AND {where} LIMIT ?)"
+    "SELECT {counts} FROM entries e JOIN blocks b ON b.hash = e.block_hash "
+    "JOIN chunks c ON c.block_id = b.id WHERE {where}"
 )
+_HOLDS = (
+    "count(DISTINCT CASE WHEN c.id IN "
+    "(SELECT rowid FROM search_body WHERE search_body MATCH ?) THEN e.id END)"
+)
+# A filter keeping at least this share of the store's entries is searched with the index's
+# own shares (as the whole store is): counting under it would cost a pass over most entries.
+BROAD_SHARE = 0.5
 
 
-def selective_terms(conn: Conn, terms: Sequence[str], where: str, params: list[Any]) -> list[str]:
-    """``terms`` less those held by a large share of the entries under the filter."""
+def selective_terms(
+    conn: Conn,
+    terms: Sequence[str],
+    where: str,
+    params: list[Any],
+    runs: narrow.Runs | None = None,
+) -> list[str]:
+    """``terms`` less those held by a large share of the entries under the filter (with
+    ``runs``, a narrow filter's rows: each count reads only those)."""
     if len(terms) < 2:
         return list(terms)
     if params and (where, params) == query.filter_sql(Filters(), params[0]):
@@ -39,17 +56,23 @@ def selective_terms(conn: Conn, terms: Sequence[str], where: str, params: list[A
     searched = int(
         conn.execute(f"SELECT count(*) FROM entries e WHERE {where}", params).fetchone()[0]
     )
+    stored = conn.execute("SELECT coalesce(sum(entries), 0) FROM scope_stats").fetchone()
+    if searched >= BROAD_SHARE * int(stored[0]):
+        return _over_the_index(conn, terms)
     cap = selectivity.common_cap(searched)
     if cap is None:
         return list(terms)
-    held = {}
-    for t, chunks in _index_counts(conn, terms).items():
-        if chunks >= cap:  # frequent overall: under the filter too?
-            row = conn.execute(
-                _HELD.format(where=where),
-                ('"' + t.replace('"', '""') + '"', *params, cap),
-            ).fetchone()
-            held[t] = int(row[0])
+    # a term fewer chunks hold than the cap is rare under any filter: only the others count
+    frequent = [t for t, chunks in _index_counts(conn, terms).items() if chunks >= cap]
+    if not frequent:
+        return list(terms)
+    if runs is not None:
+        held = {t: narrow.holders(conn, runs, t) for t in frequent}
+    else:
+        sql = _HELD.format(counts=", ".join([_HOLDS] * len(frequent)), where=where)
+        quoted = ['"' + t.replace('"', '""') + '"' for t in frequent]
+        row = conn.execute(sql, (*quoted, *params)).fetchone()
+        held = {t: int(row[i]) for i, t in enumerate(frequent)}
     return selectivity.selective(terms, held, searched)
 
 
@@ -67,6 +90,10 @@ def _over_the_index(conn: Conn, terms: Sequence[str]) -> list[str]:
 
 def _index_counts(conn: Conn, terms: Sequence[str]) -> dict[str, int]:
     """How many of the index's chunks hold each of ``terms`` (the ones it knows)."""
+    if isinstance(conn, sqlite3.Connection):  # the cached counts (store/selective.py)
+        stats = selective.stats_for(conn, "search_body")
+        stats.totals(conn)
+        return {t: n for t, n in stats.df(conn, list(dict.fromkeys(terms))).items() if n}
     conn.execute(_VOCAB)
     counts = {}
     for t in dict.fromkeys(terms):

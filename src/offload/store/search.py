@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
 from offload.errors import StoreError
-from offload.store import context, hybrid, index, query, scope_terms, selective
+from offload.store import context, hybrid, index, narrow, query, scope_terms, selective
 from offload.store.backend import Conn, Row
 from offload.store.models import Entry, Filters, Hit, access_score
 
@@ -125,11 +125,13 @@ def search_hits(
         idle = selective.idle_forms(conn, "search_body", q.forms) - set(q.sequence)
         match_terms = [t for t in match_terms if t not in idle]
         # a term most of the searched entries hold is not searched for (core.selectivity)
-        telling = scope_terms.selective_terms(conn, match_terms, where, params)
-        found = lexical_candidates(conn, telling, where, params, need)
+        # a narrow filter is searched inside its own rows (store/narrow.py)
+        runs = narrow.filter_runs(conn, where, params)
+        telling = scope_terms.selective_terms(conn, match_terms, where, params, runs)
+        found = lexical_candidates(conn, telling, where, params, need, runs)
         if not found and len(telling) < len(match_terms):
             telling = match_terms
-            found = lexical_candidates(conn, telling, where, params, need)
+            found = lexical_candidates(conn, telling, where, params, need, runs)
         ranked = rank(store, q, found, where, params, now, terms=telling)
         ranked = hybrid.fused_candidates(store, text, ranked, where, params, need)
     except sqlite3.OperationalError as exc:
@@ -211,18 +213,31 @@ def _expand(conn: Conn, words: list[str]) -> list[str]:
 
 
 def lexical_candidates(
-    conn: Conn, terms: list[str], where: str, params: list[Any], need: int
+    conn: Conn,
+    terms: list[str],
+    where: str,
+    params: list[Any],
+    need: int,
+    runs: narrow.Runs | None = None,
 ) -> list[Candidate]:
     """Entries matching any of ``terms`` under the filter, best BM25 first.
 
     Score = the best chunk's BM25 + the metadata row's weighted BM25 (both flipped to
     higher-is-better). BM25 is computed by FTS5 over every match; the top of that ranking
     is then mapped to entries and filtered, reaching deeper only when the filter keeps too
-    few of them (a small scope in a big store).
+    few of them; with ``runs`` (a narrow filter) only the filter's rows are scored.
     """
     match = match_expression(terms)
-    body = _top_body(conn, terms, where, params, need)
-    meta = _top_entries(conn, _META_TOP, _META_ENTRIES, match, where, params, need)
+    if runs is None:
+        body = _top_body(conn, terms, where, params, need)
+        meta = _top_entries(conn, _META_TOP, _META_ENTRIES, match, where, params, need)
+    else:
+        pool = max(_MIN_POOL, need * 4)
+        scored = narrow.scores(conn, _BODY_TOP, match, runs.chunks, pool)
+        body = _mapped(conn, scored, where, params)
+        scored = narrow.scores(conn, _META_TOP, match, runs.entries, pool)
+        rows = conn.execute(_META_ENTRIES.format(where=where), (json.dumps(list(scored)), *params))
+        meta = _best_per_entry(rows.fetchall(), scored)
     out: dict[int, Candidate] = dict(body)
     for eid, c in meta.items():
         have = out.get(eid)

@@ -288,6 +288,8 @@ def nearest(
         best = np.argpartition(-rough, keep - 1)[:keep]
         pick = best if every else pick[best]
         sims = _dot(rows[pick], query)
+    elif 2 * len(pick) < len(ids):
+        sims = _dot(rows[pick], query)  # a narrow filter: score only the rows it keeps
     else:
         sims = _dot(rows, query)[pick]
     order = np.argpartition(-sims, k - 1)[:k]
