@@ -27,10 +27,12 @@ _TOPICS = (
 
 def _two_scopes(store: Store) -> None:
     # the scopes alternate, so each one's rows are many short runs of ids; fewer than
-    # selectivity.MIN_SEARCHED entries, so no term is dropped as common, scoped or not
+    # selectivity.MIN_SEARCHED entries each, and no query word common in the whole store
     for i in range(18):
         text = f"{_TOPICS[i % len(_TOPICS)]}, note {i} {'kettle' if i % 5 == 0 else 'pond'}"
         store.put(text, scope="a" if i % 2 else "b")
+    for i in range(30):  # so each of the two is a small share of the store
+        store.put(f"unrelated zebra record {i} about pipes", scope="z")
 
 
 def _ids(store: Store, query: str, scope: str | None) -> list[int]:
@@ -79,6 +81,9 @@ def test_a_small_filter_is_read_as_runs_and_a_scattered_or_big_one_is_not(
     assert narrow.filter_runs(store.conn, where, params) is None
     monkeypatch.setattr(narrow, "MAX_RUNS", 32)
     monkeypatch.setattr(narrow, "NARROW_ENTRIES", 8)
+    assert narrow.filter_runs(store.conn, where, params) is None
+    monkeypatch.setattr(narrow, "NARROW_ENTRIES", 20_000)
+    monkeypatch.setattr(narrow, "NARROW_SHARE", 0.1)  # 9 of 48 entries: a broad filter now
     assert narrow.filter_runs(store.conn, where, params) is None
 
 

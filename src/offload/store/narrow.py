@@ -10,7 +10,8 @@ those runs (a rowid range is a seek in FTS5's doclists). bm25() takes its statis
 the whole index either way, so a row scores exactly as in the whole-store query: the
 ranking inside the filter is the whole-store ranking restricted to it.
 
-A search of the whole store, a filter that keeps many entries, or one whose rows are
+A search of the whole store, a filter that keeps many entries or a large share of the
+store (the whole-store query's first pool already answers it), or one whose rows are
 scattered over many runs, is searched the whole-store way. PostgreSQL has its own ranking
 statement: it always is.
 """
@@ -30,6 +31,11 @@ from offload.store.models import Filters
 # ids (tens of ms at this size on an idle core) costs less than the whole-store query
 # reaching deep enough to keep enough of them.
 NARROW_ENTRIES = 20_000
+# ... and at most this share of the store: the whole-store query's first pool (4 x the
+# entries needed) keeps fewer than needed of such a filter's rows and reaches 8x deeper,
+# while a broader filter is answered by that first pool, faster than reading its ids
+# (bench_store's one scope holding every entry: 236 ms p50 that way, 473 ms read as runs).
+NARROW_SHARE = 0.25
 # ... as long as its rows fall into at most this many runs of consecutive ids (one FTS5
 # query each).
 MAX_RUNS = 32
@@ -73,7 +79,8 @@ def filter_runs(conn: Conn, where: str, params: list[Any]) -> Runs | None:
     if params and (where, params) == query.filter_sql(Filters(), params[0]):
         return None  # no filter but expiry: nothing is lost by the whole-store search
     kept = conn.execute(_COUNT.format(where=where), (*params, NARROW_ENTRIES + 1)).fetchone()
-    if int(kept[0]) > NARROW_ENTRIES:
+    stored = conn.execute("SELECT coalesce(sum(entries), 0) FROM scope_stats").fetchone()
+    if int(kept[0]) > NARROW_ENTRIES or NARROW_SHARE * int(stored[0]) < int(kept[0]):
         return None
     entries = runs_of([int(r[0]) for r in conn.execute(_ENTRY_IDS.format(where=where), params)])
     if len(entries) > MAX_RUNS:
