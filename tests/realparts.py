@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -363,3 +363,20 @@ def git_repo(path: Path, commits: int = 1) -> Path:
             env=env,
         )
     return path
+
+
+def release_together(procs: Sequence[subprocess.Popen[str]], timeout: float) -> list[str]:
+    """Let go at one moment child processes that each print ``ready`` and then wait for a
+    line on standard input; wait for them all (each must exit 0) and return their outputs."""
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    outs: list[str] = []
+    for p in procs:
+        out, err = p.communicate(timeout=timeout)
+        assert p.returncode == 0, err
+        outs.append(out)
+    return outs

@@ -19,7 +19,7 @@ from offload.core.tokens import EstimateCounter
 from offload.errors import StoreBusy, StoreError
 from offload.store.maintenance import doctor
 from offload.store.store import Store
-from realparts import child_env, require
+from realparts import child_env, release_together, require
 
 # A child that imports everything first, says "ready", waits for "go" on stdin, then runs
 # ``offload add`` through the real entry point: all children start their first open together.
@@ -48,15 +48,7 @@ def test_several_processes_adding_at_once_to_a_fresh_home_all_succeed(tmp_path: 
             )
             for i in range(6)
         ]
-        for p in procs:
-            assert p.stdout is not None and p.stdout.readline() == "ready\n"
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        for p in procs:
-            _out, err = p.communicate(timeout=120)
-            assert p.returncode == 0, err
+        release_together(procs, timeout=120)
         with Store(home / "offload.db", counter=EstimateCounter()) as store:
             assert store.count() == 6
 

@@ -25,7 +25,7 @@ from offload.store.maintenance import doctor
 from offload.store.pgconn import WRITE_LOCK
 from offload.store.store import Store
 from pgserver import PgServer
-from realparts import child_env, wait_until
+from realparts import child_env, release_together, wait_until
 
 T = TypeVar("T")
 WRITERS = 5
@@ -79,15 +79,7 @@ def test_writer_processes_at_once_lose_duplicate_and_mix_up_nothing(
     procs = [_start(pg_database, w, tmp_path) for w in range(WRITERS)]
     acks: list[dict[str, object]] = []
     try:
-        for p in procs:
-            assert p.stdout is not None and p.stdout.readline() == "ready\n"
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        for p in procs:
-            out, err = p.communicate(timeout=600)
-            assert p.returncode == 0, err
+        for out in release_together(procs, timeout=600):
             acks.extend(json.loads(line) for line in out.splitlines())
     finally:
         for p in procs:

@@ -161,17 +161,7 @@ def with_context(
             (json.dumps(new), *params),
         ).fetchall()
         for r in rows:
-            by_id[int(r["eid"])] = Candidate(
-                entry_id=int(r["eid"]),
-                score=0.0,
-                chunk_id=None,
-                scope=r["scope"],
-                kind=r["kind"],
-                salience=float(r["salience"]),
-                accessed=float(r["accessed"]),
-                uses=int(r["uses"]),
-                direct=False,
-            )
+            by_id[int(r["eid"])] = Candidate.of_entry(r, direct=False)
     scored = [e for e in members if e in by_id]
     # a scored entry's own neighbours are needed too: those of the added ones
     more = [e for e in scored if e not in slots]

@@ -70,16 +70,4 @@ def _semantic_only(
         f"SELECT {_KEYS} FROM json_each(?) j CROSS JOIN entries e WHERE e.id = j.value AND {where}",
         (json.dumps(ids), *params),
     ).fetchall()
-    return {
-        int(r["eid"]): Candidate(
-            entry_id=int(r["eid"]),
-            score=0.0,
-            chunk_id=None,
-            scope=r["scope"],
-            kind=r["kind"],
-            salience=float(r["salience"]),
-            accessed=float(r["accessed"]),
-            uses=int(r["uses"]),
-        )
-        for r in rows
-    }
+    return {int(r["eid"]): Candidate.of_entry(r) for r in rows}

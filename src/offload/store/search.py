@@ -105,6 +105,24 @@ class Candidate:
     # the entry's next best matching chunks, best first (a lookup's case check reads them)
     others: tuple[int, ...] = ()
 
+    @classmethod
+    def of_entry(
+        cls, r: Row, score: float = 0.0, *, chunk_id: int | None = None, direct: bool = True
+    ) -> Candidate:
+        """A candidate from a row of the entry columns every ranking step selects
+        (``eid``, ``scope``, ``kind``, ``salience``, ``accessed``, ``uses``)."""
+        return cls(
+            entry_id=int(r["eid"]),
+            score=score,
+            chunk_id=chunk_id,
+            scope=r["scope"],
+            kind=r["kind"],
+            salience=float(r["salience"]),
+            accessed=float(r["accessed"]),
+            uses=int(r["uses"]),
+            direct=direct,
+        )
+
 
 def search_hits(
     store: Store, text: str, filters: Filters, *, limit: int, offset: int, width: int
@@ -362,17 +380,8 @@ def _partitions(p: selective.Plan) -> list[str]:
 
 
 def _candidate(r: Row, score: float, *, direct: bool = True) -> Candidate:
-    return Candidate(
-        entry_id=int(r["eid"]),
-        score=score,
-        chunk_id=None if r["cid"] is None else int(r["cid"]),
-        scope=r["scope"],
-        kind=r["kind"],
-        salience=float(r["salience"]),
-        accessed=float(r["accessed"]),
-        uses=int(r["uses"]),
-        direct=direct,
-    )
+    chunk = None if r["cid"] is None else int(r["cid"])
+    return Candidate.of_entry(r, score, chunk_id=chunk, direct=direct)
 
 
 # -- 3. final ranking -----------------------------------------------------------------------
