@@ -14,7 +14,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +51,17 @@ from offload.store.models import (
     Hit,
     PutResult,
     Status,
+)
+from offload.store.puts import (
+    NeedsStoreLock,
+    PendingPut,
+    PutOptions,
+    check_label,
+    check_text,
+    clean_tags,
+    insert_vocabulary,
+    put_keys,
+    take_vocabulary,
 )
 from offload.store.search import search_hits
 
@@ -246,7 +256,7 @@ class Store:
         """
         pending = self._prepare_put(
             content,
-            _PutOptions(
+            PutOptions(
                 kind, topic, tuple(tags), summary, salience, pinned, source, scope, label,
                 expires, regenerate, body, keep_original, tokens, index_original,
                 index_from_line,
@@ -267,52 +277,52 @@ class Store:
     ) -> list[PutResult]:
         """Store many contents sharing these settings in one write transaction (a bulk
         import: one commit, one lock hold); results in order, duplicates as in :meth:`put`."""
-        opts = _PutOptions(kind, "", tuple(tags), "", salience, False, source, scope, None, expires)
+        opts = PutOptions(kind, "", tuple(tags), "", salience, False, source, scope, None, expires)
         pending = [self._prepare_put(c, opts) for c in contents]
         return self._commit_puts(pending)
 
-    def _commit_puts(self, pending: list[_PendingPut]) -> list[PutResult]:
+    def _commit_puts(self, pending: list[PendingPut]) -> list[PutResult]:
         """Commit prepared puts in one write transaction.
 
         On PostgreSQL it first runs beside other puts, locking only its own keys
-        (:func:`_put_keys`); when it meets something those do not cover (an expired entry
+        (:func:`put_keys`); when it meets something those do not cover (an expired entry
         to archive, content forgotten since it was prepared) or a lock cycle with another
         put, it is rolled back and done again under the store-wide lock, as every put was.
         """
-        words = _take_vocabulary(pending)
+        words = take_vocabulary(pending)
         if self._pg is not None:
             try:
-                with db.write_tx(self.conn, _put_keys(pending)) as conn:
-                    _insert_vocabulary(conn, words)
+                with db.write_tx(self.conn, put_keys(pending)) as conn:
+                    insert_vocabulary(conn, words)
                     return [self._commit_put(conn, p, narrow=True) for p in pending]
-            except (_NeedsStoreLock, StoreBusy):
+            except (NeedsStoreLock, StoreBusy):
                 pass  # rolled back: nothing of it was written
         with db.write_tx(self.conn) as conn:
-            _insert_vocabulary(conn, words)
+            insert_vocabulary(conn, words)
             return [self._commit_put(conn, p) for p in pending]
 
-    def _prepare_put(self, content: str, o: _PutOptions) -> _PendingPut:
+    def _prepare_put(self, content: str, o: PutOptions) -> PendingPut:
         """Validate and do the CPU work of a put, outside any transaction."""
-        _check_text(content, "content")
+        check_text(content, "content")
         if not 0.0 <= float(o.salience) <= 1.0:
             raise InvalidInput(f"salience must be within [0, 1], got {o.salience}")
         if o.label is not None:
-            _check_label(o.label)
+            check_label(o.label)
         if o.body is not None:
-            _check_text(o.body, "body")
+            check_text(o.body, "body")
         if not isinstance(o.index_from_line, int) or o.index_from_line < 1:
             raise InvalidInput(
                 f"index_from_line must be a line number >= 1, got {o.index_from_line!r}"
             )
-        clean_tags = " ".join(_clean_tags(o.tags))
+        tag_text = " ".join(clean_tags(o.tags))
         data = encode(content)
         content_hash = sha256_hex(data)
-        pending = _PendingPut(o, o.kind.strip() or "text", clean_tags, content, data, content_hash)
+        pending = PendingPut(o, o.kind.strip() or "text", tag_text, content, data, content_hash)
         if rows.live_entry(self.conn, content_hash, o.scope) is None:
             self._prepare_blocks(pending)  # a repeat needs none of this (re-checked in the tx)
         return pending
 
-    def _prepare_blocks(self, p: _PendingPut) -> None:
+    def _prepare_blocks(self, p: PendingPut) -> None:
         o = p.options
         stored = p.content if o.body is None else o.body
         first = o.index_from_line
@@ -344,15 +354,15 @@ class Store:
         # which vocabulary words are new is read here, before the write lock
         return dataclasses.replace(b, index=index.without_known_vocabulary(self.conn, b.index))
 
-    def _commit_put(self, conn: Conn, p: _PendingPut, *, narrow: bool = False) -> PutResult:
+    def _commit_put(self, conn: Conn, p: PendingPut, *, narrow: bool = False) -> PutResult:
         """The inserts of a prepared put (inside the caller's write transaction; ``narrow``:
-        one that holds only the put's own locks, _NeedsStoreLock when it needs more)."""
+        one that holds only the put's own locks, NeedsStoreLock when it needs more)."""
         o = p.options
         expires, label, pinned = o.expires, o.label, o.pinned
         row = rows.live_entry(conn, p.content_hash, o.scope)
         expired = row is not None and row["expires"] is not None and row["expires"] <= self.clock()
         if narrow and (expired or (row is None and not p.blocks)):
-            raise _NeedsStoreLock  # archiving, or blocks it holds no lock for
+            raise NeedsStoreLock  # archiving, or blocks it holds no lock for
         if expired:
             # expired but not archived yet: archive it, and store the content anew
             lifecycle.delete(self, conn, int(row["id"]), "expired")
@@ -408,7 +418,7 @@ class Store:
 
     def label(self, ref: str, label: str, scope: str | None = None) -> Entry:
         """Give an entry another name the resolver understands."""
-        _check_label(label)
+        check_label(label)
         entry = self.resolve(ref, scope)
         with db.write_tx(self.conn) as conn:
             rows.set_label(conn, label, entry.id)
@@ -430,7 +440,7 @@ class Store:
         entry = self.resolve(ref, scope)
         new_topic = entry.topic if topic is None else topic
         new_summary = entry.summary if summary is None else summary
-        new_tags = " ".join(entry.tags if tags is None else _clean_tags(tags))
+        new_tags = " ".join(entry.tags if tags is None else clean_tags(tags))
         vector = None
         if (new_topic, new_summary, new_tags) != (entry.topic, entry.summary, " ".join(entry.tags)):
             body = self.block_text(entry.block_hash) if self._embedder is not None else ""
@@ -751,43 +761,6 @@ class Store:
         return state.delete(self.conn, namespace, key)
 
 
-class _NeedsStoreLock(Exception):  # a signal between two methods, never raised out
-    """A put running beside others met work its own locks do not cover."""
-
-
-def _put_keys(pending: Sequence[_PendingPut]) -> list[str]:
-    """What prepared puts read and then write, as lock keys: each content in its scope
-    (dedup), each block (content-addressed: inserted once, indexed once), each label."""
-    keys: list[str] = []
-    for p in pending:
-        keys.append(f"entry\0{p.content_hash}\0{p.options.scope}")
-        keys.extend(f"block\0{b.digest}" for b in p.blocks)
-        if p.options.label is not None:
-            keys.append(f"label\0{p.options.label}")
-    return keys
-
-
-def _take_vocabulary(pending: Sequence[_PendingPut]) -> list[str]:
-    """The new vocabulary words of every prepared block, sorted, leaving the blocks with
-    none to insert: the transaction inserts them all at once (:func:`_insert_vocabulary`)."""
-    words: set[str] = set()
-    for p in pending:
-        for i, b in enumerate(p.blocks):
-            if b.index is not None and b.index.vocabulary:
-                words.update(b.index.vocabulary)
-                p.blocks[i] = dataclasses.replace(
-                    b, index=dataclasses.replace(b.index, vocabulary=())
-                )
-    return sorted(words)
-
-
-def _insert_vocabulary(conn: Conn, words: list[str]) -> None:
-    """Insert vocabulary words in sorted order: two puts inserting overlapping words then
-    wait for each other in one order, never in a cycle."""
-    if words:
-        conn.executemany("INSERT OR IGNORE INTO terms (term) VALUES (?)", [(w,) for w in words])
-
-
 def _release_free_pages(conn: sqlite3.Connection) -> None:
     """Give pages freed by index merges back to the filesystem (best effort, on close)."""
     try:
@@ -795,65 +768,3 @@ def _release_free_pages(conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     except sqlite3.OperationalError:
         pass  # another process holds the lock; the pages stay free for reuse
-
-
-def _check_text(text: Any, what: str) -> None:
-    if not isinstance(text, str):
-        raise InvalidInput(f"{what} must be text, got {type(text).__name__}")
-    encode(text)
-
-
-def _check_label(label: str) -> None:
-    if not isinstance(label, str) or not label.strip() or len(label) > 256:
-        raise InvalidInput("a label must be 1-256 characters")
-    if any(c.isspace() for c in label):
-        raise InvalidInput(f"label {label!r} must not contain spaces")
-    if label.lower().startswith("ctx:") or label.isdigit():
-        raise InvalidInput(f"label {label!r} would be read as a hash or an id")
-
-
-def _clean_tags(tags: Sequence[str]) -> list[str]:
-    if isinstance(tags, str):
-        tags = tags.replace(",", " ").split()
-    out: list[str] = []
-    for t in tags:
-        for part in str(t).replace(",", " ").split():
-            if part not in out:
-                out.append(part)
-    return out
-
-
-@dataclass(frozen=True)
-class _PutOptions:
-    kind: str
-    topic: str
-    tags: tuple[str, ...]
-    summary: str
-    salience: float
-    pinned: bool
-    source: str
-    scope: str
-    label: str | None
-    expires: float | None
-    regenerate: str = ""
-    body: str | None = None
-    keep_original: bool = True
-    tokens: int | None = None
-    index_original: bool = False
-    index_from_line: int = 1
-
-
-@dataclass
-class _PendingPut:
-    """A put whose CPU work is done: what the write transaction inserts."""
-
-    options: _PutOptions
-    kind: str
-    tags: str
-    content: str
-    data: bytes
-    content_hash: str
-    blocks: list[rows.PreparedBlock] = field(default_factory=list)
-    tokens: int = 0
-    meta: tuple[str, str, str, str, str] = ("", "", "", "", "")
-    vector: bytes | None = None  # packed (store/vectors.py); None without a model
