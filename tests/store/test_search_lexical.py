@@ -19,6 +19,12 @@ def _ids(store: Store, q: str, **kw: object) -> list[int]:
     return [h.entry.id for h in store.search(q, limit=10, **kw)]  # type: ignore[arg-type]
 
 
+def _filler(store: Store, prefix: str) -> None:
+    """Six unrelated entries, so the index statistics are not those of two texts alone."""
+    for i in range(6):
+        store.put(f"{prefix} {i}")
+
+
 def test_a_word_after_an_escaped_newline_in_json_is_found(store: Store) -> None:
     e = store.put('{"m":"ok\\nZebrawordx failed"}').entry
     assert _ids(store, "Zebrawordx") == [e.id]
@@ -68,16 +74,14 @@ def test_labels_are_searchable(store: Store) -> None:
 
 
 def test_an_exact_identifier_outranks_its_pieces(store: Store) -> None:
-    for i in range(6):
-        store.put(f"filler {i}")
+    _filler(store, "filler")
     pieces = store.put("first parse the cfg file, then load it").entry
     exact = store.put("call parseCfgFile(path) to load it").entry
     assert _ids(store, "parseCfgFile")[:2] == [exact.id, pieces.id]
 
 
 def test_the_written_form_outranks_other_inflections_of_its_stem(store: Store) -> None:
-    for i in range(6):
-        store.put(f"filler note {i}")
+    _filler(store, "filler note")
     # the stem four times in a short text, against the exact word once in a longer one
     many = store.put("expected 3, expected 4: the expected value was expected").entry
     exact = store.put("a longer reply where we are expecting the parcel to arrive soon").entry
@@ -90,8 +94,7 @@ def test_the_written_form_outranks_other_inflections_of_its_stem(store: Store) -
 def test_a_lookup_ranks_the_word_as_written_above_the_same_word_in_another_case(
     store: Store,
 ) -> None:
-    for i in range(6):
-        store.put(f"filler note {i}")
+    _filler(store, "filler note")
     # the other case nine times in a short text, against the written case once in a longer one
     loud = store.put("Checking. Checking. Checking, Checking. Checking Checking " * 2).entry
     quiet = store.put("we kept on checking the logs of the build server for a while").entry
@@ -151,8 +154,7 @@ def test_unicode_is_folded_like_the_index(store: Store, query: str, body: str) -
 
 
 def test_words_side_by_side_rank_above_the_same_words_apart(store: Store) -> None:
-    for i in range(6):
-        store.put(f"filler {i}")
+    _filler(store, "filler")
     apart = store.put("support for the new group was given").entry
     together = store.put("the support group met on tuesday").entry
     assert _ids(store, "support group")[:2] == [together.id, apart.id]
