@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import anyio
 import pytest
 from gateway_helpers import RunGateway, catalog_upstream, inproc_upstream, read_indexed, text_of
 
 from mcp import Client
+from offload.store.store import Store
 
 pytestmark = pytest.mark.anyio
 
@@ -139,3 +141,23 @@ async def test_the_read_all_call_reads_every_line_in_the_calls_it_names(
             rows.extend(page[1:-1] if more else page[1:])
             offset = more.group(1) if more else None
         assert (made, len(rows), limit) == (calls, 1800, 1800)
+
+
+async def test_two_gateways_on_one_store_add_their_calls_instead_of_overwriting(
+    run_gateway: RunGateway, tmp_path: Path
+) -> None:
+    # both read the saved count (none) at start, then each saves a batch of 50 calls and
+    # the rest on stop: written back as totals, one gateway's save erased the other's calls
+    servers = [inproc_upstream("git", "mcp-server-git.json")]
+    async with (
+        run_gateway(servers) as a,
+        run_gateway(servers) as b,
+        Client(a.server, mode="legacy") as ca,
+        Client(b.server, mode="legacy") as cb,
+    ):
+        for client, calls in ((ca, 53), (cb, 51)):
+            for _ in range(calls):
+                await client.call_tool("git__git_status", {"repo_path": "/x"})
+        assert b.usage == {"git": 50 + 51}  # a's saved batch and all of its own
+    with Store(tmp_path / "offload.db") as store:  # the gateways' store, both stopped
+        assert store.tallies("gateway-usage")["calls"] == {"git": 53 + 51}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ from offload.proxy.metrics import (
     cache_figures,
 )
 from offload.store.store import Store
+from realparts import child_env, release_together
 
 
 @pytest.fixture
@@ -88,6 +92,99 @@ def test_counters_are_cumulative_across_restarts_and_live_starts_at_zero(store: 
     assert again.snapshot()["cumulative"]["counters"]["requests"] == 7
 
 
+def test_two_proxies_on_one_store_add_their_counts_instead_of_overwriting(
+    store: Store, tmp_path: Path
+) -> None:
+    # both load the same totals; written back as totals, the later flush erased the other's
+    with Store(tmp_path / "offload.db") as other:
+        a, b = Metrics(store), Metrics(other)
+        for _ in range(3):
+            a.record(rec("shared", client_tokens=10, wire_tokens=4))
+        b.record(rec("shared", client_tokens=5, wire_tokens=5))
+        b.record(rec("shared", prefix_kept=False, break_cause="windowing"))
+        a.flush()
+        b.flush()
+        snap = b.snapshot()
+        assert snap["live"]["counters"]["requests"] == 2
+        assert snap["cumulative"]["counters"]["requests"] == 5  # a's three as well
+        assert snap["cumulative"]["counters"]["tokens_saved"] == 18
+        assert snap["sessions"]["shared"]["cumulative"]["counters"]["requests"] == 5
+        a.record(rec("shared"))
+        a.flush()
+    later = Metrics(store).snapshot()
+    assert later["cumulative"]["counters"]["requests"] == 6
+    assert later["cumulative"]["breaks"] == {"windowing": 1}
+    assert later["sessions"]["shared"]["cumulative"]["counters"]["requests"] == 6
+
+
+PROXIES = 3
+REQUESTS = 60
+# One proxy's counters in a process of its own: waits for "go", then records REQUESTS
+# requests over two sessions, flushing every seventh request and once at the end.
+PROXY = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from offload.proxy.metrics import Metrics, RequestRecord
+    from offload.store.store import Store
+
+    where, n = sys.argv[1], int(sys.argv[2])
+    store = Store(where if "://" in where else Path(where))
+    metrics = Metrics(store)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for i in range(n):
+        broke = i % 5 == 4
+        metrics.record(RequestRecord(
+            session_id=f"s{i % 2}", client_tokens=3, wire_tokens=1,
+            prefix_kept=not broke, break_cause="windowing" if broke else None,
+        ))
+        if i % 7 == 0:
+            metrics.flush()
+    metrics.flush()
+    store.close()
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_proxy_processes_flushing_at_once_lose_no_count(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    where = request.getfixturevalue("pg_database") if backend == "postgresql" else None
+    where = where or str(tmp_path / "offload.db")
+    Store(where if "://" in where else Path(where)).close()  # migrated before they start
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", PROXY, where, str(REQUESTS)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(tmp_path / f"home-{w}"),
+        )
+        for w in range(PROXIES)
+    ]
+    try:
+        release_together(procs, timeout=300)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    with Store(where if "://" in where else Path(where)) as store:
+        snap = Metrics(store).snapshot()
+    total = snap["cumulative"]
+    assert total["counters"]["requests"] == PROXIES * REQUESTS
+    assert total["counters"]["tokens_saved"] == 2 * PROXIES * REQUESTS
+    assert total["breaks"] == {"windowing": PROXIES * REQUESTS // 5}
+    for sid in ("s0", "s1"):
+        assert (
+            snap["sessions"][sid]["cumulative"]["counters"]["requests"] == PROXIES * REQUESTS // 2
+        )
+
+
 def test_a_flush_writes_one_row_per_changed_counter_set_not_per_request(store: Store) -> None:
     m = Metrics(store)
     for i in range(100):
@@ -106,7 +203,8 @@ def test_only_the_most_recent_sessions_are_kept(store: Store) -> None:
     m.flush()
     assert set(m.snapshot()["sessions"]) == {"b", "c"}
     keys = {k for k, _ in store.state_items("proxy.metrics")}
-    assert keys == {"totals", "session:b", "session:c"}
+    assert keys == {"session:b", "session:c"}
+    assert set(store.tallies("proxy.metrics")) == {"totals", "session:b", "session:c"}
     assert m.snapshot()["cumulative"]["counters"]["requests"] == 3
 
 

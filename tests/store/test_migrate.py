@@ -16,7 +16,7 @@ from offload.store.store import Store
 
 def filled(path: Path) -> Store:
     """A store holding plain, compressed (with original), labelled and forgotten entries,
-    state and a counter."""
+    state, a counter and a tally."""
     store = Store(path, counter=EstimateCounter())
     store.put("the frobnicator threshold is 42\n", scope="proj", label="thr", topic="cfg")
     store.put(
@@ -29,6 +29,7 @@ def filled(path: Path) -> Store:
     store.forget(gone.ref, reason="obsolete", scope="proj")
     store.put("the same text in another scope\n", scope="other", tags=("a", "b"))
     store.put_state("proxy", "session-1", {"frontier": [1, 2, 3]})
+    store.add_tally("gateway-usage", "calls", {"git": 12})
     for _ in range(3):
         store.next_number("gateway-run")
     return store
@@ -52,6 +53,7 @@ def test_a_migration_copies_every_entry_label_tombstone_state_and_counter(
             dst.resolve(forgotten, "proj")
         assert dst.get_state("proxy", "session-1") == {"frontier": [1, 2, 3]}
         assert dst.next_number("gateway-run") == 4  # numbers are never reused after a move
+        assert dst.tallies("gateway-usage") == {"calls": {"git": 12}}
     assert not (tmp_path / "migrate.offload-archive").exists()
 
 

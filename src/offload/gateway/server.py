@@ -7,6 +7,7 @@ A thin adapter: MCP requests in, calls to the upstreams, ``responses`` (indexing
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from functools import partial
@@ -52,6 +53,7 @@ from offload.store.store import Store
 log = logging.getLogger("offload.gateway")
 Ctx = ServerRequestContext[Any, Any]
 _USAGE_NS = "gateway-usage"
+_USAGE_BATCH = 50  # calls counted between two saves of the usage counts
 # where a client receives the server instructions: the 2025 handshake, the 2026 discovery
 _INSTRUCTIONS_METHODS = ("initialize", "server/discover")
 
@@ -96,9 +98,11 @@ class Gateway:
             for s in config.servers
             if s.enabled
         }
-        saved = store.get_state(_USAGE_NS, "calls")
-        self.usage: dict[str, int] = dict(saved) if isinstance(saved, dict) else {}
-        self._usage_unsaved = 0
+        # calls per upstream: what the store summed at the last save (every process on the
+        # store adds its own: store/tallies.py) and what this one counted since
+        self._usage_saved: dict[str, int] = dict(store.tallies(_USAGE_NS).get("calls", {}))
+        self._usage_unsaved: dict[str, int] = {}
+        self._usage_lock = threading.Lock()
         self.activations = Activations(settings.max_active_tools)
         # deferred resources, templates and prompts a client found, by label
         self.item_activations = Activations(settings.max_active_tools)
@@ -218,6 +222,7 @@ class Gateway:
     # -- catalog -------------------------------------------------------------------------------
 
     def _catalogs(self) -> list[ServerCatalog]:
+        usage = self.usage
         return [
             ServerCatalog(
                 name=u.name,
@@ -226,7 +231,7 @@ class Gateway:
                 templates=tuple(u.templates),
                 prompts=tuple(u.prompts),
                 instructions=u.instructions,
-                calls=self.usage.get(u.name, 0),
+                calls=usage.get(u.name, 0),
             )
             for u in self.upstreams.values()
         ]
@@ -506,24 +511,44 @@ class Gateway:
             await self.activate(ctx, (tool,))
         return _text_result(text)
 
+    @property
+    def usage(self) -> dict[str, int]:
+        """Calls per upstream: every process's on this store, as of the last save, plus
+        this one's since."""
+        with self._usage_lock:
+            out = dict(self._usage_saved)
+            for name, n in self._usage_unsaved.items():
+                out[name] = out.get(name, 0) + n
+            return out
+
     async def _count(self, server: str) -> None:
-        self.usage[server] = self.usage.get(server, 0) + 1
-        self._usage_unsaved += 1
+        with self._usage_lock:
+            self._usage_unsaved[server] = self._usage_unsaved.get(server, 0) + 1
+            due = sum(self._usage_unsaved.values()) >= _USAGE_BATCH
         # batched: one store write per 50 calls keeps pass-through overhead low; off the
         # event loop, since a busy store waits
-        if self._usage_unsaved >= 50:
+        if due:
             await anyio.to_thread.run_sync(self._save_usage)
 
     def _save_usage(self, *, force: bool = False) -> None:
-        if not self._usage_unsaved or not (force or self._usage_unsaved >= 50):
-            return
-        counts, unsaved = dict(self.usage), self._usage_unsaved
-        self._usage_unsaved = 0
+        with self._usage_lock:
+            unsaved = self._usage_unsaved
+            if not unsaved or not (force or sum(unsaved.values()) >= _USAGE_BATCH):
+                return
+            self._usage_unsaved = {}
         try:
-            retry_busy(lambda: self.store.put_state(_USAGE_NS, "calls", counts), "usage counts")
+            sums = retry_busy(
+                lambda: self.store.add_tally(_USAGE_NS, "calls", unsaved), "usage counts"
+            )
         except StoreError as exc:  # only the deferral order depends on it: keep serving
             log.warning("usage counts not saved (%s); saved with the next batch", exc)
-            self._usage_unsaved += unsaved
+            with self._usage_lock:
+                for name, n in unsaved.items():
+                    self._usage_unsaved[name] = self._usage_unsaved.get(name, 0) + n
+            return
+        with self._usage_lock:  # sums only grow: an older save's answer never goes back
+            for name, n in sums.items():
+                self._usage_saved[name] = max(self._usage_saved.get(name, 0), n)
 
     def _listed_items(self, ctx: Ctx, kind: str) -> tuple[CatalogPlan, list[Any]]:
         """This client's plan and its activated deferred items of ``kind``, in order."""

@@ -1,12 +1,16 @@
 """Proxy counters: per session and in total, live (since start) and cumulative (across restarts).
 
 Recording is an in-memory update under a lock (microseconds, on the request path).
-Persistence is write-behind: :meth:`Metrics.flush` writes every changed counter set to the
-store with ``put_state`` (namespace ``proxy.metrics``: key ``totals`` and one
-``session:<id>`` per session) and the proxy calls it every ``metrics_flush_s`` seconds when
-something changed, and once more on shutdown. So a clean stop or restart loses nothing; a
-crash (SIGKILL, power loss) loses at most the last ``metrics_flush_s`` seconds of counts.
-``/api/stats`` reports ``persisted_at`` so a reader can tell what is already durable.
+Persistence is write-behind and additive: :meth:`Metrics.flush` adds what was counted since
+the last flush to the store's tallies (namespace ``proxy.metrics``: key ``totals`` and one
+``session:<id>`` per session; a session's title, last-seen time and turns are saved beside
+them with ``put_state``) and takes back the sums, so several proxy processes on one store
+(machines sharing a PostgreSQL store) add up instead of overwriting each other. The proxy
+calls it every ``metrics_flush_s`` seconds when something changed, and once more on
+shutdown. So a clean stop or restart loses nothing; a crash (SIGKILL, power loss) loses at
+most the last ``metrics_flush_s`` seconds of counts. ``/api/stats`` reports
+``persisted_at`` so a reader can tell what is already durable; its cumulative figures are
+the store's sums as of this process's last flush plus what it counted since.
 
 Prefix breaks are classified by cause: the pipeline names its own (windowing, the client's
 edits or compaction); when our wire kept the prefix but the upstream reused far less of its
@@ -80,6 +84,7 @@ HELP = {
     "retrieval_exhausted": "answers cut short because the model used up its memory rounds",
 }
 UPSTREAM_EVICTION = "upstream_eviction"
+BREAK_PREFIX = "break:"  # a break cause's tally name (store/tallies.py reads old totals so)
 # Reusing less than this share of the previous prompt, with our prefix intact, is an eviction.
 EVICTION_REUSE = 0.5
 # /api/stats carries the turns of this many of the most recent sessions (the dashboard's
@@ -92,6 +97,14 @@ class StateStore(Protocol):
     """What metrics need from :class:`offload.store.store.Store`."""
 
     def put_state(self, namespace: str, key: str, value: Any) -> object: ...
+
+    def add_tally(
+        self, namespace: str, key: str, amounts: Mapping[str, int]
+    ) -> Mapping[str, int]: ...
+
+    def tallies(self, namespace: str) -> Mapping[str, Mapping[str, int]]: ...
+
+    def delete_tallies(self, namespace: str, key: str) -> bool: ...
 
     def state_items(self, namespace: str) -> Any: ...
 
@@ -183,6 +196,23 @@ class _Counts:
             str(k): int(v) for k, v in (data.get("breaks") or {}).items()
         }
 
+    @classmethod
+    def of_tally(cls, tally: Mapping[str, int] | None) -> _Counts:
+        """Counts from the store's tallies (breaks as ``break:<cause>``)."""
+        out = cls()
+        for name, n in (tally or {}).items():
+            if name in out.values:
+                out.values[name] = int(n)
+            elif name.startswith(BREAK_PREFIX):
+                out.breaks[name.removeprefix(BREAK_PREFIX)] = int(n)
+        return out
+
+    def tally(self) -> dict[str, int]:
+        """These counts as tally amounts (what :meth:`of_tally` reads)."""
+        out = {k: n for k, n in self.values.items() if n}
+        out.update({BREAK_PREFIX + k: n for k, n in self.breaks.items() if n})
+        return out
+
     def add(self, rec: RequestRecord, cause: str | None) -> None:
         v = self.values
         v["requests"] += 1
@@ -226,14 +256,40 @@ class _Counts:
         }
 
 
+class _Stored:
+    """One set of counters as the store last summed it (``base``), being added to the
+    store (``inflight``) and counted since (``pending``)."""
+
+    __slots__ = ("base", "inflight", "pending")
+
+    def __init__(self, base: _Counts | None = None) -> None:
+        self.base = base or _Counts()
+        self.inflight = _Counts()
+        self.pending = _Counts()
+
+    def total(self) -> _Counts:
+        return self.base.plus(self.inflight).plus(self.pending)
+
+    def take(self) -> dict[str, int]:
+        """What to add to the store: everything pending, now in flight."""
+        self.inflight, self.pending = self.pending, _Counts()
+        return self.inflight.tally()
+
+    def written(self, sums: Mapping[str, int]) -> None:
+        self.base, self.inflight = _Counts.of_tally(sums), _Counts()
+
+    def failed(self) -> None:
+        self.pending, self.inflight = self.inflight.plus(self.pending), _Counts()
+
+
 class _Session:
-    __slots__ = ("base", "last_prompt", "last_seen", "live", "title", "turns")
+    __slots__ = ("last_prompt", "last_seen", "live", "stored", "title", "turns")
 
     def __init__(
         self, base: _Counts, last_seen: float, data: Mapping[str, Any] | None = None
     ) -> None:
         data = data or {}
-        self.base = base
+        self.stored = _Stored(base)
         self.live = _Counts()
         self.last_seen = last_seen
         self.last_prompt: int | None = None
@@ -245,7 +301,7 @@ class _Session:
 
 
 class Metrics:
-    """Thread-safe counters with write-behind persistence to the store."""
+    """Thread-safe counters with write-behind, additive persistence to the store."""
 
     def __init__(
         self,
@@ -259,7 +315,7 @@ class Metrics:
         self._clock = clock
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
-        self._base = _Counts()
+        self._stored = _Stored()
         self._live = _Counts()
         self._sessions: dict[str, _Session] = {}
         self._dirty: set[str] = set()
@@ -272,7 +328,8 @@ class Metrics:
 
     def _load(self, store: StateStore) -> None:
         rows = dict(store.state_items(NAMESPACE))
-        self._base = _Counts(rows.get("totals"))
+        sums = store.tallies(NAMESPACE)
+        self._stored = _Stored(_Counts.of_tally(sums.get("totals")))
         sessions = [
             (k.removeprefix("session:"), v)
             for k, v in rows.items()
@@ -280,7 +337,8 @@ class Metrics:
         ]
         sessions.sort(key=lambda kv: float(kv[1].get("last_seen", 0.0)), reverse=True)
         for sid, data in sessions[: self._max_sessions]:
-            self._sessions[sid] = _Session(_Counts(data), float(data.get("last_seen", 0.0)), data)
+            base = _Counts.of_tally(sums.get(f"session:{sid}"))
+            self._sessions[sid] = _Session(base, float(data.get("last_seen", 0.0)), data)
         self._dropped.update(sid for sid, _ in sessions[self._max_sessions :])
 
     def record(self, rec: RequestRecord) -> str | None:
@@ -292,11 +350,11 @@ class Metrics:
                 self._sessions[rec.session_id] = sess
                 self._dropped.discard(rec.session_id)
                 self._evict()
-            seen_before = sess.live.values["requests"] + sess.base.values["requests"] > 0
+            seen_before = sess.stored.total().values["requests"] > 0
             # a session's first request has no previous prefix to break
             cause = classify_break(rec, sess.last_prompt) if seen_before else None
-            sess.live.add(rec, cause)
-            self._live.add(rec, cause)
+            for counts in (sess.live, sess.stored.pending, self._live, self._stored.pending):
+                counts.add(rec, cause)
             sess.last_seen = self._clock()
             if rec.prompt_tokens is not None:
                 sess.last_prompt = rec.prompt_tokens
@@ -310,9 +368,10 @@ class Metrics:
         counters (a session not seen yet is not created for them)."""
         with self._lock:
             sess = self._sessions.get(session_id)
-            for counts in (self._live, sess.live if sess is not None else None):
-                if counts is None:
-                    continue
+            sets = [self._live, self._stored.pending]
+            if sess is not None:
+                sets += [sess.live, sess.stored.pending]
+            for counts in sets:
                 for key, n in figures.items():
                     if key in counts.values:
                         counts.values[key] += n
@@ -356,37 +415,49 @@ class Metrics:
             return bool(self._dirty or self._dropped)
 
     def flush(self) -> int:
-        """Persist changed counters (a few ``put_state`` calls); returns how many were written."""
+        """Add what was counted since the last flush to the store (one tally per changed
+        counter set, a session's turns beside it); returns how many sets were written."""
         if self._store is None:
             return 0
         with self._flush_lock:
             with self._lock:
                 dirty, self._dirty = self._dirty, set()
                 dropped, self._dropped = self._dropped, set()
-                writes: list[tuple[str, dict[str, Any]]] = []
-                for sid in sorted(dirty):
-                    if sid == "":
-                        total = self._base.plus(self._live)
-                        writes.append(("totals", _persisted(total)))
-                    elif sid in self._sessions:
-                        sess = self._sessions[sid]
-                        data = _persisted(sess.base.plus(sess.live))
-                        data["last_seen"] = sess.last_seen
-                        data["title"] = sess.title
-                        data["turns"] = list(sess.turns)
-                        writes.append((f"session:{sid}", data))
+                writes = self._take(dirty)
+            done = 0
             try:
-                for key, value in writes:
-                    self._store.put_state(NAMESPACE, key, value)
+                for key, stored, amounts, data in writes:
+                    sums = self._store.add_tally(NAMESPACE, key, amounts)
+                    with self._lock:
+                        stored.written(sums)
+                    done += 1
+                    if data is not None:
+                        self._store.put_state(NAMESPACE, key, data)
                 for sid in dropped:
                     self._store.delete_state(NAMESPACE, f"session:{sid}")
+                    self._store.delete_tallies(NAMESPACE, f"session:{sid}")
             except BaseException:
-                with self._lock:  # not written: try again next time
+                with self._lock:  # not written: added next time (a set added is not again)
+                    for _, stored, _, _ in writes[done:]:
+                        stored.failed()
                     self._dirty |= dirty
                     self._dropped |= dropped
                 raise
             self.persisted_at = self._clock()
             return len(writes) + len(dropped)
+
+    def _take(self, dirty: set[str]) -> list[tuple[str, _Stored, dict[str, int], Any]]:
+        """(key, its counters, the amounts to add, the state saved beside or None) of each
+        changed set; called under the lock."""
+        writes: list[tuple[str, _Stored, dict[str, int], Any]] = []
+        for sid in sorted(dirty):
+            if sid == "":
+                writes.append(("totals", self._stored, self._stored.take(), None))
+            elif sid in self._sessions:
+                sess = self._sessions[sid]
+                data = {"last_seen": sess.last_seen, "title": sess.title, "turns": list(sess.turns)}
+                writes.append((f"session:{sid}", sess.stored, sess.stored.take(), data))
+        return writes
 
     def snapshot(self) -> dict[str, Any]:
         """Everything ``/api/stats`` shows: totals and sessions, live and cumulative; the
@@ -399,7 +470,7 @@ class Metrics:
                 sid: {
                     "title": s.title,
                     "live": s.live.as_dict(),
-                    "cumulative": s.base.plus(s.live).as_dict(),
+                    "cumulative": s.stored.total().as_dict(),
                     "last_seen": s.last_seen,
                     "turns": list(s.turns) if i < TURN_SESSIONS else [],
                 }
@@ -409,7 +480,7 @@ class Metrics:
                 "started_at": self.started_at,
                 "persisted_at": self.persisted_at,
                 "live": self._live.as_dict(),
-                "cumulative": self._base.plus(self._live).as_dict(),
+                "cumulative": self._stored.total().as_dict(),
                 "sessions": sessions,
                 "recent": [dict(r) for r in reversed(self._recent)],
                 "savings": turns.savings({sid: s.turns for sid, s in ordered}, SAVINGS_POINTS),
@@ -419,7 +490,3 @@ class Metrics:
         """Prometheus text exposition of every counter (see :mod:`offload.proxy.exposition`);
         ``extra_gauges``: name (after ``offload_proxy_``) -> (help, value)."""
         return exposition.render(self.snapshot(), HELP, extra_gauges)
-
-
-def _persisted(counts: _Counts) -> dict[str, Any]:
-    return {"counters": dict(counts.values), "breaks": dict(counts.breaks)}

@@ -2,8 +2,10 @@
 
 Line 1 is a header ``{"format": "offload-archive", "version": 1}``; then one record per
 line: ``entry`` (every field, its labels, its body and, when it differs, its original),
-``tombstone``, ``state`` and ``counter``. Importing keeps hashes, metadata and labels;
-entry ids are the target store's own.
+``tombstone``, ``state``, ``counter`` and ``tally`` (store/tallies.py). Importing keeps
+hashes, metadata and labels; entry ids are the target store's own. An archive written
+before tallies existed holds the old totals in its ``state`` records: they are imported as
+tallies.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import zstandard
 
 from offload.errors import InvalidInput, StoreError
-from offload.store import db, index, rows
+from offload.store import db, index, rows, tallies
 from offload.store.backend import Conn
 from offload.store.models import Filters
 
@@ -103,6 +105,8 @@ def _records(store: Store) -> Iterator[dict[str, Any]]:
         yield {"type": "state", **{k: row[k] for k in row.keys()}}  # noqa: SIM118
     for row in conn.execute("SELECT * FROM counters ORDER BY name").fetchall():
         yield {"type": "counter", "name": row["name"], "value": row["value"]}
+    for namespace, key, name, value in tallies.rows_all(conn):
+        yield {"type": "tally", "namespace": namespace, "key": key, "name": name, "value": value}
 
 
 def _read(path: Path) -> Iterator[dict[str, Any]]:
@@ -142,6 +146,8 @@ def import_archive(store: Store, path: Path, *, progress: Progress | None = None
             added += _import_entry(store, r)
             if progress is not None:
                 progress(i, len(entries))
+        old_archive = not any(r.get("type") == "tally" for r in records[1:])
+        _import_tallies(conn, records[1:], old_archive)
         for r in records[1:]:
             kind = r.get("type")
             if kind == "tombstone":
@@ -151,7 +157,7 @@ def import_archive(store: Store, path: Path, *, progress: Progress | None = None
                     f"INSERT INTO tombstones ({cols}) VALUES ({', '.join('?' * len(fields))})",
                     list(fields.values()),
                 )
-            elif kind == "state":
+            elif kind == "state" and _legacy_of(r, old_archive) is None:
                 conn.execute(
                     "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT(namespace, key) DO NOTHING",
@@ -164,6 +170,31 @@ def import_archive(store: Store, path: Path, *, progress: Progress | None = None
                     (r["name"], r["value"]),
                 )
     return added
+
+
+def _legacy_of(r: dict[str, Any], old_archive: bool) -> tuple[list[tallies.Row], str | None] | None:
+    """The counters an old archive's state record holds (tallies.legacy), else None."""
+    if not old_archive:
+        return None
+    return tallies.legacy(str(r["namespace"]), str(r["key"]), str(r["value"]))
+
+
+def _import_tallies(conn: Conn, records: list[dict[str, Any]], old_archive: bool) -> None:
+    """The archive's tallies, or the totals an old archive saved in state; what else such
+    a state value held (a proxy session's turns) is imported as state."""
+    found: list[tallies.Row] = []
+    for r in records:
+        if r.get("type") == "tally":
+            found.append((str(r["namespace"]), str(r["key"]), str(r["name"]), int(r["value"])))
+        elif r.get("type") == "state" and (moved := _legacy_of(r, old_archive)) is not None:
+            found.extend(moved[0])
+            if moved[1] is not None:
+                conn.execute(
+                    "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(namespace, key) DO NOTHING",
+                    (r["namespace"], r["key"], moved[1], r["updated"]),
+                )
+    tallies.keep_larger(conn, found)
 
 
 def _import_entry(store: Store, r: dict[str, Any]) -> int:

@@ -454,3 +454,35 @@ def m_search_index_written_forms(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
     index.reindex_chunks(conn)
     index.rebuild_meta(conn)
+
+
+@migration
+def m_additive_tallies(conn: sqlite3.Connection) -> None:
+    # issue 14: the gateway's calls and the proxy's metrics were saved as totals (JSON in
+    # state), so two processes on one store overwrote each other's counts. They are now
+    # counters every write adds to (store/tallies.py); the totals saved so far move there,
+    # and what else a value held (a proxy session's title and turns) stays in state.
+    from offload.store import tallies
+
+    conn.execute(
+        "CREATE TABLE tallies (namespace TEXT NOT NULL, key TEXT NOT NULL, name TEXT NOT NULL, "
+        "value INTEGER NOT NULL, PRIMARY KEY (namespace, key, name)) WITHOUT ROWID"
+    )
+    marks = ", ".join("?" * len(tallies.LEGACY_NAMESPACES))
+    found = conn.execute(
+        f"SELECT namespace, key, value FROM state WHERE namespace IN ({marks})",
+        tallies.LEGACY_NAMESPACES,
+    ).fetchall()
+    for namespace, key, text in found:
+        moved = tallies.legacy(namespace, key, text)
+        if moved is None:
+            continue
+        rows, kept = moved
+        conn.executemany("INSERT INTO tallies VALUES (?, ?, ?, ?)", rows)
+        if kept is None:
+            conn.execute("DELETE FROM state WHERE namespace = ? AND key = ?", (namespace, key))
+        else:
+            conn.execute(
+                "UPDATE state SET value = ? WHERE namespace = ? AND key = ?",
+                (kept, namespace, key),
+            )

@@ -287,3 +287,41 @@ def pg_scope_stats_slots(raw: Any) -> None:
         END $$;
         """
     )
+
+
+@migration
+def pg_additive_tallies(raw: Any) -> None:
+    # counters every write adds to (store/tallies.py; SQLite's m_additive_tallies): two
+    # machines' gateways and proxies no longer overwrite each other's counts; the totals
+    # saved as JSON in state so far move there
+    from offload.store import tallies
+
+    raw.execute(
+        """
+        CREATE TABLE tallies (
+            namespace text COLLATE "C" NOT NULL,
+            key text COLLATE "C" NOT NULL,
+            name text COLLATE "C" NOT NULL,
+            value bigint NOT NULL,
+            PRIMARY KEY (namespace, key, name)
+        )
+        """
+    )
+    found = raw.execute(
+        "SELECT namespace, key, value FROM state WHERE namespace = ANY(%s)",
+        (list(tallies.LEGACY_NAMESPACES),),
+    ).fetchall()
+    for namespace, key, text in found:
+        moved = tallies.legacy(namespace, key, text)
+        if moved is None:
+            continue
+        rows, kept = moved
+        for row in rows:
+            raw.execute("INSERT INTO tallies VALUES (%s, %s, %s, %s)", row)
+        if kept is None:
+            raw.execute("DELETE FROM state WHERE namespace = %s AND key = %s", (namespace, key))
+        else:
+            raw.execute(
+                "UPDATE state SET value = %s WHERE namespace = %s AND key = %s",
+                (kept, namespace, key),
+            )

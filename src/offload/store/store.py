@@ -13,7 +13,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from offload.store import (
     query,
     rows,
     state,
+    tallies,
     tombstones,
     vectors,
 )  # fmt: skip
@@ -759,6 +760,20 @@ class Store:
     def delete_state(self, namespace: str, key: str) -> bool:
         """Remove one saved value; True when it existed."""
         return state.delete(self.conn, namespace, key)
+
+    def add_tally(self, namespace: str, key: str, amounts: Mapping[str, int]) -> dict[str, int]:
+        """Add ``amounts`` (name -> how much) to the counters of (namespace, key); every
+        counter of that key after it. Additive: processes counting at once lose nothing
+        (:mod:`offload.store.tallies`)."""
+        return tallies.add(self.conn, namespace, key, amounts)
+
+    def tallies(self, namespace: str) -> dict[str, dict[str, int]]:
+        """Every counter of ``namespace``: key -> name -> value."""
+        return tallies.read(self.conn, namespace)
+
+    def delete_tallies(self, namespace: str, key: str) -> bool:
+        """Remove the counters of (namespace, key); True when there were any."""
+        return tallies.delete(self.conn, namespace, key)
 
 
 def _release_free_pages(conn: sqlite3.Connection) -> None:
