@@ -13,7 +13,7 @@ from catalog_tasks import MULTI_STEP, SERVERS
 from github_tasks import TASKS
 
 from offload.config import SearchSettings
-from offload.gateway.toolsearch import ToolIndex, clauses, doc_for
+from offload.gateway.toolsearch import VALUE_WEIGHT, ToolIndex, clauses, doc_for, value_terms
 from offload.llm.embedding import StaticEmbedder, load_embedder
 from realparts import CATALOGS
 
@@ -119,6 +119,42 @@ def test_a_score_adds_each_query_terms_share_and_only_tools_holding_a_term_score
     assert set(both) == {0, 1}  # delta holds neither term
     assert both[0] == pytest.approx(alpha[0] + beta[0])
     assert both[1] == pytest.approx(beta[1])
+
+
+VALUES = index_of(
+    ("git", tool("git_add", "Add file contents to the staging area", files="Paths to stage")),
+    ("apps", tool("list_apps", "List the apps of a project")),
+    ("mem", tool("search_nodes", "Search the graph for nodes")),
+    ("web", tool("browser_type", "Type text into an editable field", text="Text to type")),
+)
+
+
+def test_the_pieces_of_an_argument_value_and_quoted_words_are_value_terms() -> None:
+    assert value_terms("stage src/app.py for commit") == {"src", "app", "py"}
+    assert value_terms("forget the entity ProjectX") == {"project", "x"}
+    assert value_terms("commit with message 'fix typo'") == {"fix", "typo"}
+    assert value_terms('type "hello" here') == {"hello"}
+    assert value_terms("close issue 42") == {"42"}
+    # a plain word giving the same term keeps it; apostrophes and hyphens quote nothing
+    assert value_terms("commit abc123 to the app") == {"abc", "123"}
+    assert value_terms("what's staged? I haven't re-run it") == frozenset()
+    assert value_terms("") == frozenset()
+
+
+def test_an_argument_value_does_not_draw_the_ranking_to_a_tool_about_its_words() -> None:
+    assert ranked(VALUES, "stage src/app.py", 2) == ["git__git_add", "apps__list_apps"]
+    assert ranked(VALUES, "stage the app", 2) == ["apps__list_apps", "git__git_add"]
+    quoted = ["web__browser_type", "mem__search_nodes"]
+    assert ranked(VALUES, "type 'search nodes' into the field", 2) == quoted
+    assert ranked(VALUES, "search nodes")[0] == "mem__search_nodes"
+
+
+def test_a_value_terms_share_is_the_value_weight_and_a_whole_identifier_keeps_its_own() -> None:
+    apps = dict(VALUES.rank("list apps"))
+    dotted = dict(VALUES.rank("list.apps"))  # pieces list, apps (value terms); whole list.apps
+    assert 0 < VALUE_WEIGHT < 1
+    assert dotted[1] == pytest.approx(VALUE_WEIGHT * apps[1])
+    assert ranked(VALUES, "run list_apps")[0] == "apps__list_apps"  # the tool's name, whole
 
 
 def vendored_index() -> ToolIndex:

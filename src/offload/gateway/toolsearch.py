@@ -13,6 +13,12 @@ fused with BM25F as the store fuses entries (``core.fusion.fuse``: both sides on
 query, lexical dominant), so a task worded unlike any tool ("make a folder") still finds
 ``create_directory``; measured in docs/benchmarks.md "Gateway tool retrieval".
 
+A request's argument values (``src/app.py``, ``ProjectX``, ``3f2a9c1``, a quoted
+``'fix typo'``) name what a tool acts on, not what it does: their pieces count at
+:data:`VALUE_WEIGHT` (:func:`value_terms`), so "stage src/app.py" is not drawn to a tool
+about apps; such an identifier kept whole keeps its full weight, so a tool named in the
+query (``move_file``) still ranks first.
+
 A whole multi-step task passed as one query ("find the latest release, summarise it, and
 open an issue") is also split into clauses; the whole query's ranking and each clause's
 are merged round-robin (the whole query's first), so each step's best tools reach the
@@ -31,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types as types
 
-from offload.core.analysis import analyse_query, terms
+from offload.core.analysis import analyse_query, terms, word_terms, words
 from offload.core.fusion import fuse
 from offload.gateway.catalog import DeferredItem
 
@@ -42,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FIELDS",
     "SEMANTIC_WEIGHT",
+    "VALUE_WEIGHT",
     "Encoder",
     "ToolDoc",
     "ToolIndex",
@@ -49,6 +56,7 @@ __all__ = [
     "doc_for",
     "doc_for_item",
     "embedding_text",
+    "value_terms",
 ]
 
 _K1 = 1.2
@@ -72,6 +80,19 @@ _MAX_CLAUSES = 6
 #: the embedding's share of a fused tool score (lexical keeps the rest), when a model is given
 SEMANTIC_WEIGHT = 0.3
 _EMBED_DESCRIPTION_CHARS = 600
+#: a term's share of its BM25F score when only argument values of the request hold it
+VALUE_WEIGHT = 0.5
+# a quoted span: the quote opens after a space (or at the start) and closes before one or
+# punctuation, so "what's" or "haven't" quote nothing; bounded, so linear-time
+_QUOTED = re.compile(
+    r"(?:^|(?<=\s))['\"\u2018\u201c]([^'\"\u2019\u201d\n]{1,200})['\"\u2019\u201d]"
+    r"(?=$|[\s,.;:!?)])"
+)
+# an identifier-like word: a path, a file or dotted name, snake_case, a camelCase hump,
+# digits (a hyphen alone does not make one: "re-run", "web-frontend" are words)
+_VALUE_WORD = re.compile(r"[./_0-9]|[a-z][A-Z]")
+# where a run of letters and digits has several pieces (camelCase humps, letters/digits)
+_MULTI_PIECE = re.compile(r"[a-z][A-Z]|[A-Z][A-Z][a-z]|[A-Za-z][0-9]|[0-9][A-Za-z]")
 
 
 class Encoder(Protocol):
@@ -175,11 +196,14 @@ class ToolIndex:
             for term, w in weighted.items():
                 self.postings.setdefault(term, []).append((i, w))
 
-    def _scores(self, query: Sequence[str]) -> dict[int, float]:
-        """BM25F of every tool holding a term of ``query`` (the others score 0)."""
+    def _scores(
+        self, query: Sequence[str], values: frozenset[str] = frozenset()
+    ) -> dict[int, float]:
+        """BM25F of every tool holding a term of ``query`` (the others score 0); a term of
+        ``values`` counts at :data:`VALUE_WEIGHT`."""
         scores: dict[int, float] = {}
         for term in query:
-            idf = self._idf(term)
+            idf = self._idf(term) * (VALUE_WEIGHT if term in values else 1.0)
             for i, weighted in self.postings.get(term, ()):
                 scores[i] = scores.get(i, 0.0) + idf * weighted / (_K1 + weighted)
         return scores
@@ -194,7 +218,7 @@ class ToolIndex:
         present = [t for t in wanted if self.df[t]]
         scored = [
             (i, score)
-            for i, score in self._scores(present).items()
+            for i, score in self._scores(present, value_terms(query)).items()
             if score > 0 and (allowed is None or self.docs[i].key in allowed)
         ]
         scored.sort(key=lambda s: (-s[1], s[0]))
@@ -247,6 +271,29 @@ class ToolIndex:
                 if len(merged) >= limit:
                     return [(self.docs[i], s) for i, s in merged.items()]
         return [(self.docs[i], s) for i, s in merged.items()]
+
+
+def value_terms(query: str) -> frozenset[str]:
+    """The query terms that only its argument values hold: the pieces of each
+    identifier-like word (``src/app.py`` gives ``src``, ``app``, ``py``; ``ProjectX`` gives
+    ``project``, ``x``) and the words of a quoted span (``'fix typo'``).
+
+    A compound identifier kept whole (``src/app.py``, ``projectx``) is not among them, nor
+    a term that a plain word of the query also gives ("commit abc123 to the app": ``app``).
+    """
+    flat = query[:_MAX_QUERY_CHARS]
+    quoted = [w for m in _QUOTED.finditer(flat) for w in words(m.group(1))]
+    rest = words(_QUOTED.sub(" ", flat))
+    value_words = quoted + [w for w in rest if _VALUE_WORD.search(w)]
+    plain = {t for w in rest if not _VALUE_WORD.search(w) for t in word_terms(w)}
+    out: set[str] = set()
+    for w in value_words:
+        runs = re.findall(r"[^\W_]+", w)
+        wholes = {run.casefold() for run in runs if _MULTI_PIECE.search(run)}
+        if len(runs) > 1 or wholes:
+            wholes.add(w.casefold())  # a compound identifier, kept whole by the analysis
+        out.update(t for t in word_terms(w) if t not in wholes)
+    return frozenset(out - plain)
 
 
 def embedding_text(doc: ToolDoc) -> str:
