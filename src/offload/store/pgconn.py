@@ -33,7 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from offload.core.urls import redact_url
 from offload.errors import StoreBusy, StoreError
-from offload.store import pgsql
+from offload.store import pgsql, pgterms
 
 if TYPE_CHECKING:
     import psycopg
@@ -51,14 +51,14 @@ _KEY_LOCKS = "SELECT count(pg_advisory_xact_lock(k)) FROM unnest(ARRAY[{}]::bigi
 _INSERT_CHUNKS = """
 WITH src AS MATERIALIZED (
     SELECT s.*, nextval('chunks_id_seq') AS id
-    FROM unnest(%s::integer[], %s::integer[], %s::integer[], %s::integer[], %s::text[])
+    FROM unnest(%s::integer[], %s::integer[], %s::integer[], %s::integer[], %b::tsvector[])
         WITH ORDINALITY AS s(start_line, end_line, start, stop, terms, n)
     ORDER BY s.n
 ), c AS (
     INSERT INTO chunks (id, block_id, start_line, end_line, start, "end")
     SELECT id, %s, start_line, end_line, start, stop FROM src
 )
-INSERT INTO search_body (rowid, terms) SELECT id, terms::tsvector FROM src
+INSERT INTO search_body (rowid, terms) SELECT id, terms FROM src
 """
 SCHEMES = ("postgresql://", "postgres://")
 
@@ -257,7 +257,7 @@ class PgConn:
         if not chunks:
             return
         cols: list[list[Any]] = [list(c) for c in zip(*chunks, strict=True)]
-        cols[4] = [pgsql.tsvector_literal(t)[0] for t in cols[4]]
+        cols[4] = [pgterms.ChunkTerms(t) for t in cols[4]]  # binary tsvectors
         params = (*cols, block_id)
         self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_CHUNKS), params))
 
@@ -407,6 +407,7 @@ def configure(conn: psycopg.Connection[Any]) -> None:
             return _load_numeric(value) if isinstance(value, Decimal) else value
 
     conn.adapters.register_loader("numeric", _Numeric)
+    pgterms.register(conn)
 
 
 def connect_options(url: str) -> dict[str, Any]:

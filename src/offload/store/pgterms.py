@@ -1,0 +1,101 @@
+"""A chunk's analysed terms sent to PostgreSQL as a binary ``tsvector``.
+
+Every put of a 100 KB body writes about a hundred chunk vectors (~30k terms). Written as
+tsvector text (:func:`offload.store.pgsql.tsvector_literal`) they cost the client a Python
+loop over every term and the server a parse of ~200 KB of text: together most of such a
+put's CPU. The binary form (PostgreSQL's ``tsvectorrecv``: a lexeme count, then each
+lexeme NUL-terminated with its position count and positions) is built here from C-level
+steps only (split, count, sort, join), and the server copies it in.
+
+The positions are the lexeme's count, numbered 1..k, not where the term stood: the terms
+of a chunk are grouped by run (:func:`offload.core.analysis.index_text`), so their places
+never meant anything, and ``ts_rank`` (the only reader) uses a lexeme's position count and
+the vector's total, never the values. Both are what the text form gives: at most
+:data:`MAX_POSITIONS` per lexeme (PostgreSQL keeps no more), lexemes over
+:data:`~offload.store.pgsql.MAX_LEXEME_BYTES` left out. A chunk of more terms than
+positions exist (:data:`~offload.store.pgsql.MAX_POSITION`) takes the exact positions the
+text form would have, clamped the same way.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import Counter
+from functools import lru_cache
+from itertools import groupby
+from operator import itemgetter
+from typing import Any
+
+from offload.store.pgsql import MAX_LEXEME_BYTES, MAX_POSITION
+
+# PostgreSQL keeps at most this many positions of one lexeme (MAXNUMPOS)
+MAX_POSITIONS = 256
+TSVECTOR_OID = 3614
+_first = itemgetter(0)
+_second = itemgetter(1)
+
+
+class ChunkTerms(str):
+    """A chunk's space-separated analysed terms, sent as a binary tsvector
+    (:func:`register` tells a connection how)."""
+
+
+@lru_cache(maxsize=MAX_POSITIONS + 1)
+def _tail(k: int) -> bytes:
+    """What follows a lexeme with ``k`` positions: its NUL, the count, positions 1..k."""
+    return b"\0" + struct.pack(f">H{k}H", k, *range(1, k + 1))
+
+
+def binary_tsvector(terms: str, encoding: str = "utf-8") -> bytes:
+    """``terms`` (analysed, space-separated) as the binary form of a tsvector."""
+    words = terms.encode(encoding).split(b" ")
+    counts = Counter(words)
+    counts.pop(b"", None)
+    if counts and max(map(len, counts)) > MAX_LEXEME_BYTES:
+        for w in [w for w in counts if len(w) > MAX_LEXEME_BYTES]:
+            del counts[w]
+    if sum(counts.values()) > MAX_POSITION:
+        return _exact(words)
+    out = [struct.pack(">i", len(counts))]
+    # lexemes of one count share their tail: one join per distinct count (the server
+    # sorts the lexemes itself)
+    for k, group in groupby(sorted(counts.items(), key=_second), key=_second):
+        tail = _tail(min(k, MAX_POSITIONS))
+        out.append(tail.join(map(_first, group)))
+        out.append(tail)
+    return b"".join(out)
+
+
+def _exact(words: list[bytes]) -> bytes:
+    """The vector with each term's own position (1 on), clamped as the text form is."""
+    at: dict[bytes, list[int]] = {}
+    kept = (w for w in words if w and len(w) <= MAX_LEXEME_BYTES)
+    for pos, w in enumerate(kept, 1):
+        at.setdefault(w, []).append(min(pos, MAX_POSITION))
+    out = [struct.pack(">i", len(at))]
+    for w, ps in at.items():
+        unique = sorted(set(ps))[:MAX_POSITIONS]
+        out.append(w + b"\0" + struct.pack(f">H{len(unique)}H", len(unique), *unique))
+    return b"".join(out)
+
+
+@lru_cache(maxsize=1)
+def _dumper() -> type:
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+
+    class TsvectorDumper(Dumper):
+        format = Format.BINARY
+        oid = TSVECTOR_OID
+
+        def dump(self, obj: Any) -> bytes:
+            # the bytes are read in the connection's client encoding, as text would be
+            info = getattr(self.connection, "info", None)
+            return binary_tsvector(str(obj), getattr(info, "encoding", "utf-8"))
+
+    return TsvectorDumper
+
+
+def register(conn: Any) -> None:
+    """Teach a psycopg connection to send :class:`ChunkTerms` as binary tsvectors."""
+    conn.adapters.register_dumper(ChunkTerms, _dumper())
