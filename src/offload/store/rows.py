@@ -7,6 +7,7 @@ the caller's transaction where it writes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,26 @@ ENTRY_SELECT = (
     "SELECT e.*, b.size AS size, b.lines AS lines FROM entries e "
     "JOIN blocks b ON b.hash = e.block_hash"
 )
+# an entry with its labels in one statement (one round trip): a row per label, or one
+# with entry_label NULL for an entry without any (folded by with_labels)
+ENTRY_LABELS_SELECT = (
+    "SELECT e.*, b.size AS size, b.lines AS lines, lb.label AS entry_label FROM entries e "
+    "JOIN blocks b ON b.hash = e.block_hash LEFT JOIN labels lb ON lb.entry_id = e.id"
+)
+
+
+def with_labels(found: Iterable[Any]) -> list[tuple[Any, tuple[str, ...]]]:
+    """Rows of :data:`ENTRY_LABELS_SELECT` as one (row, sorted labels) per entry, in the
+    order the entries first appear."""
+    first: dict[int, Any] = {}
+    held: dict[int, list[str]] = {}
+    for r in found:
+        i = int(r["id"])
+        first.setdefault(i, r)
+        names = held.setdefault(i, [])
+        if r["entry_label"] is not None:
+            names.append(r["entry_label"])
+    return [(r, tuple(sorted(held[i]))) for i, r in first.items()]
 
 
 @dataclass(frozen=True)
@@ -64,10 +85,10 @@ def labels(conn: Conn, entry_id: int) -> tuple[str, ...]:
 
 def entry_by_id(conn: Conn, entry_id: int) -> Entry:
     """The entry with this row id, with its labels (NotFound when there is none)."""
-    row = conn.execute(f"{ENTRY_SELECT} WHERE e.id = ?", (entry_id,)).fetchone()
-    if row is None:
+    found = with_labels(conn.execute(f"{ENTRY_LABELS_SELECT} WHERE e.id = ?", (entry_id,)))
+    if not found:
         raise NotFound(f"#{entry_id}")
-    return Entry.from_row(row, labels(conn, entry_id))
+    return Entry.from_row(*found[0])
 
 
 def live_entry(conn: Conn, content_hash: str, scope: str) -> Any:

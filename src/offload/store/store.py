@@ -72,6 +72,7 @@ NO_FILTERS = Filters()
 # connections a PostgreSQL store keeps open at most (a statement or a write holds one)
 PG_POOL_SIZE = 8
 _ENTRY_SELECT = rows.ENTRY_SELECT
+_ENTRY_LABELS = rows.ENTRY_LABELS_SELECT
 
 
 def _now() -> float:
@@ -479,40 +480,48 @@ class Store:
         conn = self.conn
         matched = self._lookup(conn, parsed)
         now = self.clock()
-        live = [r for r in matched if r["expires"] is None or r["expires"] > now]
-        for r in matched:
+        live = [(r, ls) for r, ls in matched if r["expires"] is None or r["expires"] > now]
+        for r, _ in matched:
             if r["expires"] is not None and r["expires"] <= now:
                 lifecycle.expire(self, int(r["id"]))  # archived; a live twin still answers
         if not live:
             raise self._why_missing(conn, parsed)
-        hashes = sorted({r["content_hash"] for r in live})
+        hashes = sorted({r["content_hash"] for r, _ in live})
         if len(hashes) > 1:
             raise AmbiguousReference(parsed.raw, [f"ctx:sha256:{h[:16]}" for h in hashes])
-        preferred = [r for r in live if scope is not None and r["scope"] == scope] or live
-        row = preferred[0]
-        return Entry.from_row(row, rows.labels(conn, int(row["id"])))
+        preferred = [m for m in live if scope is not None and m[0]["scope"] == scope] or live
+        return Entry.from_row(*preferred[0])
 
-    def _lookup(self, conn: Conn, parsed: ParsedRef) -> list[Row]:
+    def _lookup(self, conn: Conn, parsed: ParsedRef) -> list[tuple[Row, tuple[str, ...]]]:
+        """The entries ``parsed`` names, each with its labels: one statement."""
         if parsed.kind == "id":
-            return conn.execute(f"{_ENTRY_SELECT} WHERE e.id = ?", (parsed.entry_id,)).fetchall()
+            return rows.with_labels(
+                conn.execute(f"{_ENTRY_LABELS} WHERE e.id = ?", (parsed.entry_id,))
+            )
         if parsed.kind == "hash":
-            return conn.execute(
-                f"{_ENTRY_SELECT} WHERE e.content_hash = ? OR e.block_hash = ? ORDER BY e.id",
-                (parsed.value, parsed.value),
-            ).fetchall()
+            return rows.with_labels(
+                conn.execute(
+                    f"{_ENTRY_LABELS} WHERE e.content_hash = ? OR e.block_hash = ? ORDER BY e.id",
+                    (parsed.value, parsed.value),
+                )
+            )
         if parsed.kind == "prefix":
             lo, hi = parsed.value, parsed.value + "g"  # 'g' sorts after every hex digit
-            found: list[Row] = conn.execute(
-                f"{_ENTRY_SELECT} WHERE (e.content_hash >= ? AND e.content_hash < ?) "
-                "OR (e.block_hash >= ? AND e.block_hash < ?) ORDER BY e.id",
-                (lo, hi, lo, hi),
-            ).fetchall()
+            found = rows.with_labels(
+                conn.execute(
+                    f"{_ENTRY_LABELS} WHERE (e.content_hash >= ? AND e.content_hash < ?) "
+                    "OR (e.block_hash >= ? AND e.block_hash < ?) ORDER BY e.id",
+                    (lo, hi, lo, hi),
+                )
+            )
             if found or parsed.raw.lower().startswith("ctx:"):
                 return found
-        return conn.execute(
-            f"{_ENTRY_SELECT} JOIN labels l ON l.entry_id = e.id WHERE l.label = ?",
-            (parsed.raw,),
-        ).fetchall()
+        return rows.with_labels(
+            conn.execute(
+                f"{_ENTRY_LABELS} JOIN labels l ON l.entry_id = e.id WHERE l.label = ?",
+                (parsed.raw,),
+            )
+        )
 
     def _why_missing(self, conn: Conn, parsed: ParsedRef) -> Exception:
         tomb = tombstones.lookup(conn, parsed)
