@@ -290,13 +290,15 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def timed_ms(fn: Callable[[], object], repeat: int) -> list[float]:
-    """Each call's wall time in ms."""
+def timed_ms(fn: Callable[[], object], repeat: int, cpu: list[float] | None = None) -> list[float]:
+    """Each call's wall time in ms (and its CPU time in this process into ``cpu``)."""
     out = []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
         out.append((time.perf_counter() - t) * 1000)
+        if cpu is not None:
+            cpu.append((time.process_time() - c) * 1000)
     return out
 
 
@@ -337,19 +339,23 @@ def latencies(store: Store, refs: list[str], searches: int) -> dict[str, float]:
         t = time.perf_counter()
         store.search(q, scope=BENCH_SCOPE, limit=10)
         search.append((time.perf_counter() - t) * 1000)
-    resolve = timed_ms(lambda: store.resolve(rng.choice(refs)), 300)
+    resolve_cpu: list[float] = []
+    resolve = timed_ms(lambda: store.resolve(rng.choice(refs)), 300, resolve_cpu)
     stamp = iter(range(10**9))
 
     def put_100kb() -> None:
         body = (gen_log(rng) * 60)[: 100 * 1024] + f"\n{next(stamp)}-{time.time_ns()}"
         store.put(body, kind="bench", scope="bench-offload")
 
-    offload = timed_ms(put_100kb, 15)
+    offload_cpu: list[float] = []
+    offload = timed_ms(put_100kb, 15, offload_cpu)
     return {
         "search_p50": percentile(search, 0.5),
         "search_p95": percentile(search, 0.95),
         "resolve_p50": percentile(resolve, 0.5),
+        "resolve_client_cpu_p50": percentile(resolve_cpu, 0.5),
         "offload_100kb_p50": percentile(offload, 0.5),
+        "offload_100kb_client_cpu_p50": percentile(offload_cpu, 0.5),
     }
 
 
@@ -362,10 +368,10 @@ def writer_main(url: str, home: Path, puts: int, seed: int) -> None:
         store.count()  # connect (and migrate) before the clock starts
         print("ready", flush=True)
         sys.stdin.readline()
-        start = time.time()
+        start, cpu = time.time(), time.process_time()
         for body in bodies:
             store.put(body, kind="bench", scope=f"bench-writer-{seed}")
-        print(f"{start} {time.time()}", flush=True)
+        print(f"{start} {time.time()} {time.process_time() - cpu}", flush=True)
 
 
 def trivial_main(url: str, puts: int, seed: int) -> None:
@@ -390,10 +396,10 @@ def trivial_main(url: str, puts: int, seed: int) -> None:
         sql = "INSERT INTO bench_ceiling (v) VALUES (%s)"
     print("ready", flush=True)
     sys.stdin.readline()
-    start = time.time()
+    start, cpu = time.time(), time.process_time()
     for body in bodies:
         conn.execute(sql, (body,))
-    print(f"{start} {time.time()}", flush=True)
+    print(f"{start} {time.time()} {time.process_time() - cpu}", flush=True)
     conn.close()
 
 
@@ -407,9 +413,49 @@ def ceiling_table(url: str) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS bench_ceiling (id bigserial PRIMARY KEY, v text)")
 
 
+def server_cpu_s(url: str) -> float:
+    """CPU seconds a local PostgreSQL server has used so far: its postmaster (with the
+    children it has reaped) and every live child (0 for SQLite, which runs in the writer;
+    NaN when the server's processes cannot be read: not on this machine)."""
+    if url.startswith("sqlite:///"):
+        return 0.0
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SHOW data_directory").fetchone()
+    try:
+        pid = int((Path(str(row and row[0])) / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError, TypeError):
+        return float("nan")
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        me, parent = int(stat.parent.name), int(fields[1])
+        if me == pid:  # utime stime cutime cstime
+            total += sum(int(f) for f in fields[11:15])
+        elif parent == pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One throughput run: puts per second, and per put the writers' own CPU time, the
+    server's and the rest of the wall time (waits: fsync, locks, the run queue), in ms."""
+
+    puts_s: float
+    client_ms: float
+    server_ms: float
+    wait_ms: float
+
+
 def throughput(
     url: str, home: Path, writers: int, puts: int, round_no: int, *, trivial: bool = False
-) -> float:
+) -> Run:
     """Puts per second of ``writers`` processes writing at once (first start to last end);
     ``trivial``: the ceiling's plain inserts instead of puts."""
     cmd = [sys.executable, __file__, "--writer", url, "--home", str(home), "--puts", str(puts)]
@@ -426,24 +472,29 @@ def throughput(
     try:
         for p in procs:
             assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        server = server_cpu_s(url)
         for p in procs:
             assert p.stdin is not None
             p.stdin.write("go\n")
             p.stdin.flush()
-        spans = []
+        spans, cpu = [], 0.0
         for p in procs:
             out, _ = p.communicate(timeout=3600)
-            start, end = (float(x) for x in out.split())
+            start, end, used = (float(x) for x in out.split())
             spans.append((start, end))
+            cpu += used
             if p.returncode:
                 raise SystemExit(f"a writer failed ({p.returncode})")
+        server = server_cpu_s(url) - server
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
     wall = max(e for _, e in spans) - min(s for s, _ in spans)
-    return writers * puts / wall
+    n = writers * puts
+    c, srv = cpu / n * 1000, server / n * 1000
+    return Run(n / wall, c, srv, writers * wall / n * 1000 - c - srv)
 
 
 def load_average() -> str:
@@ -460,12 +511,23 @@ def bench_url(url: str, args: argparse.Namespace, home: Path) -> dict[str, float
         row.update(latencies(store, refs, args.searches))
     one = throughput(url, home, 1, args.writer_puts, 1)
     many = throughput(url, home, args.writers, args.writer_puts, 2)
-    row.update({"puts_s_1": one, f"puts_s_{args.writers}": many, "speedup": many / one})
+    n = args.writers
+    row.update({"puts_s_1": one.puts_s, f"puts_s_{n}": many.puts_s})
+    row["speedup"] = many.puts_s / one.puts_s
+    # per put, from one writer: client CPU C, server CPU S, wait W; on 2 cores N writers
+    # reach at most min(N / (C+S+W), 2 / (C+S)) puts/s: a speedup of 2(C+S+W)/(C+S)
+    for label, run in (("1", one), (str(n), many)):
+        row[f"put_client_cpu_ms_{label}"] = run.client_ms
+        row[f"put_server_cpu_ms_{label}"] = run.server_ms
+        row[f"put_wait_ms_{label}"] = run.wait_ms
+    cpu = one.client_ms + one.server_ms
+    row["speedup_bound"] = min(n, 2 * (cpu + one.wait_ms) / cpu)
     # the same, for plain inserts: how far this machine lets writers run in parallel now
     ceiling_table(url)
     one = throughput(url, home, 1, args.writer_puts, 3, trivial=True)
     many = throughput(url, home, args.writers, args.writer_puts, 4, trivial=True)
-    row.update({"inserts_s_1": one, f"inserts_s_{args.writers}": many, "ceiling": many / one})
+    row.update({"inserts_s_1": one.puts_s, f"inserts_s_{n}": many.puts_s})
+    row["ceiling"] = many.puts_s / one.puts_s
     row["load_after"] = load_average()
     return row
 

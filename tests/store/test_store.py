@@ -106,6 +106,20 @@ def test_every_reference_form_resolves_to_the_same_entry(store: Store) -> None:
         assert store.resolve(ref).id == e.id, ref
 
 
+def test_every_reference_form_answers_with_all_of_the_entrys_labels_sorted(
+    store: Store,
+) -> None:
+    e = store.put("named thrice", label="zeta").entry
+    store.label("zeta", "alpha")
+    store.label("zeta", "mid-ä")
+    bare = store.put("named never", scope="other").entry
+    for ref in (f"id:{e.id}", "alpha", e.full_ref, e.content_hash[:10]):
+        assert store.resolve(ref).labels == ("alpha", "mid-ä", "zeta"), ref
+    assert store.label("alpha", "omega").labels == ("alpha", "mid-ä", "omega", "zeta")
+    assert store.resolve(bare.ref).labels == ()
+    assert store.put("named never", scope="other").entry.labels == ()
+
+
 def test_an_ambiguous_prefix_error_names_every_candidate(store: Store) -> None:
     a = store.put("alpha").entry
     b = store.put("beta").entry
