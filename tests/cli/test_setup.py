@@ -13,13 +13,20 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import yaml
+from mcp.client.streamable_http import streamable_http_client
 
+import loopback
+from mcp import Client
 from offload.cli.main import main
 from offload.core.client_edits import dig, without
 from offload.core.clients import CLIENTS
-from realparts import TEST_DATA
+from realparts import MCP_INIT, TEST_DATA
+from serving import ServeProcess
+
+ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 FIXTURES = TEST_DATA / "clients"
 ALL = sorted(CLIENTS)
@@ -252,3 +259,102 @@ def test_status_names_the_store_the_upstream_and_which_clients_are_wired(
     assert state[("llm", "provider")] == "other"  # wired to another proxy URL
     assert state[("codex", "mcp")] == "unreadable"
     assert state[("claude-code", "mcp")] == "no"
+
+
+TOKEN = "s3cret-setup-token-5d41402abc4b2a76"
+# where each client's http entry carries static headers, as the client documents it
+HEADER_KEYS = {"claude-code": "headers", "cursor": "headers", "opencode": "headers"}
+HEADER_KEYS["codex"] = "http_headers"  # Codex ignores `headers` on a server table
+
+
+def token_home(tmp_path: Path) -> Path:
+    """A store home whose offload.toml sets [mcp] bearer_token."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "offload.toml").write_text(f'[mcp]\nbearer_token = "{TOKEN}"\n')
+    return home
+
+
+@pytest.mark.parametrize("client", sorted(HEADER_KEYS))
+def test_with_a_bearer_token_the_http_entry_sends_it_and_only_its_owner_may_read_the_file(
+    client: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, root = token_home(tmp_path), tmp_path / "cfg"
+    root.mkdir()
+    url = "http://127.0.0.1:9913"
+    shown = [setup(capsys, home, root, client, "--mcp", "http", "--url", url, "--dry-run")]
+    shown.append(setup(capsys, home, root, client, "--mcp", "http", "--url", url, "--json"))
+    assert all(code == 0 for code, _, _ in shown)
+    assert "Bearer <[mcp] bearer_token>" in shown[0][1]  # the diff says where it goes
+    got = entry(client, root, "mcp")
+    assert got[HEADER_KEYS[client]] == {"Authorization": f"Bearer {TOKEN}"}
+    assert got["url"] == f"{url}/mcp"
+    (file,) = [f for f in CLIENTS[client].files if f.what == "mcp"]
+    assert (root / file.path).stat().st_mode & 0o777 == 0o600
+    shown.append(setup(capsys, home, root, client, "--revert"))
+    assert all(TOKEN not in out + err for _, out, err in shown)
+
+
+def test_an_existing_config_that_now_holds_the_token_is_made_private_and_stdio_is_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = token_home(tmp_path)
+    stdio_root, http_root = existing("cursor", tmp_path / "a"), existing("cursor", tmp_path / "b")
+    for root in (stdio_root, http_root):
+        (root / ".cursor" / "mcp.json").chmod(0o644)
+    assert setup(capsys, home, stdio_root, "cursor")[0] == 0
+    assert setup(capsys, home, http_root, "cursor", "--mcp", "http")[0] == 0
+    assert "headers" not in entry("cursor", stdio_root, "mcp")  # stdio has no HTTP to guard
+    assert (stdio_root / ".cursor" / "mcp.json").stat().st_mode & 0o777 == 0o644
+    assert (http_root / ".cursor" / "mcp.json").stat().st_mode & 0o777 == 0o600
+    # written again (another URL): the backup of the file holding the token is private too
+    assert (
+        setup(capsys, home, http_root, "cursor", "--mcp", "http", "--url", "http://[::1]:1")[0] == 0
+    )
+    backups = sorted((http_root / ".cursor").glob("mcp.json.offload-backup-*"))
+    modes = {TOKEN in p.read_text(): p.stat().st_mode & 0o777 for p in backups}
+    assert len(backups) == 2 and modes == {False: 0o644, True: 0o600}
+    args = ["status", "--json", "--config-dir", str(http_root), "--home", str(home)]
+    assert main([*args, "--url", "http://[::1]:1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert TOKEN not in json.dumps(doc)
+    assert {(r["client"], r["what"]): r["wired"] for r in doc["clients"]}[
+        ("cursor", "mcp")
+    ] == "yes"
+
+
+def http_entry(client: str, root: Path) -> tuple[str, dict[str, str]]:
+    """The URL and headers an http MCP entry tells its client to use."""
+    got = entry(client, root, "mcp")
+    return got["url"], dict(got.get(HEADER_KEYS[client], {}))
+
+
+@pytest.mark.slow  # a real offload serve process (seconds of CPU)
+@pytest.mark.anyio
+async def test_a_client_built_from_each_written_config_lists_the_tools_of_a_guarded_serve(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # one home, as a user has it: serve and setup read the token from its offload.toml
+    serve = ServeProcess(tmp_path)
+    home = token_home(tmp_path)
+    assert serve.home == home
+    serve.start()
+    try:
+        for client in sorted(HEADER_KEYS):
+            root = tmp_path / client
+            root.mkdir()
+            args = (client, "--mcp", "http", "--url", serve.url)
+            assert setup(capsys, home, root, *args)[0] == 0
+            url, headers = http_entry(client, root)
+            assert headers == {"Authorization": f"Bearer {TOKEN}"}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=30) as http,
+                Client(streamable_http_client(url, http_client=http)) as mcp,
+            ):
+                names = {t.name for t in (await mcp.list_tools()).tools}
+            assert {"offload", "search", "read"} <= names, client
+            bare = loopback.post(url, json=MCP_INIT, headers=ACCEPT, timeout=10)
+            assert bare.status_code == 401, client
+    finally:
+        serve.stop()
+    assert TOKEN not in serve.log_text()

@@ -76,6 +76,7 @@ def wiring_for(args: argparse.Namespace, settings: Settings, mcp: str) -> Wiring
         mcp_url=f"{base}/mcp" if mcp == "http" else "",
         proxy_url=base,
         model=args.model or settings.proxy.model_alias or "local",
+        mcp_token=settings.mcp.bearer_token if mcp == "http" else "",
     )
 
 
@@ -116,24 +117,31 @@ def plan(client: Client, args: argparse.Namespace, wiring: Wiring) -> list[Chang
     ]
 
 
-def diff(change: Change) -> str:
-    """A unified diff of one change (the whole file when it is new)."""
+def diff(change: Change, secret: str = "") -> str:
+    """A unified diff of one change (the whole file when it is new); ``secret`` (the
+    bearer token) is shown as a placeholder, never in clear."""
     old = (change.old or "").splitlines(keepends=True)
     new = change.new.splitlines(keepends=True)
     name = str(change.path)
-    return "".join(
+    text = "".join(
         difflib.unified_diff(old, new, "/dev/null" if change.old is None else name, name)
     )
+    return text.replace(secret, HIDDEN) if secret else text
 
 
-def write(changes: list[Change]) -> list[dict[str, Any]]:
-    """Back up and write every change; the records ``--revert`` needs, one per file."""
+HIDDEN = "<[mcp] bearer_token>"  # what output shows instead of the token
+
+
+def write(changes: list[Change], secret: str = "") -> list[dict[str, Any]]:
+    """Back up and write every change; the records ``--revert`` needs, one per file. A
+    file (or backup) holding ``secret`` is readable by its owner alone (0600)."""
     stamp = stamp_now()
     records: list[dict[str, Any]] = []
     for change in changes:
-        saved = backup(change.path, stamp) if change.old is not None else None
+        held = bool(secret) and secret in (change.old or "")
+        saved = backup(change.path, stamp, private=held) if change.old is not None else None
         data = change.new.encode("utf-8")
-        write_atomic(change.path, data)
+        write_atomic(change.path, data, private=bool(secret) and secret in change.new)
         records.append(
             {
                 "path": str(change.path),
@@ -149,19 +157,20 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     client = CLIENTS[args.client]
     if args.revert:
         return revert(args, settings, client)
-    changes = plan(client, args, wiring_for(args, settings, args.mcp))
+    wiring = wiring_for(args, settings, args.mcp)
+    changes = plan(client, args, wiring)
     if args.dry_run or not changes:
         data = {
             "client": client.name,
             "dry_run": bool(args.dry_run),
-            "changes": [{"path": str(c.path), "diff": diff(c)} for c in changes],
+            "changes": [{"path": str(c.path), "diff": diff(c, wiring.mcp_token)} for c in changes],
             "note": client.note,
         }
         emit(args, data, _render_plan)
         return 0
     with open_store(settings) as store:
         runs = list(store.get_state(STATE, client.name) or [])
-        records = write(changes)
+        records = write(changes, wiring.mcp_token)
         store.put_state(STATE, client.name, [*runs, {"files": records}])
     undo = f"offload setup {client.name} --revert" + (
         f" --config-dir {args.config_dir}" if args.config_dir else ""

@@ -15,6 +15,10 @@ Formats, as each client documents them (checked 2026-12):
   only the Responses API since ``wire_api = "chat"`` was removed, and the proxy serves
   chat completions.
 - Cursor: ``~/.cursor/mcp.json`` ``mcpServers`` (its base URL lives in the app's settings).
+
+With ``[mcp] bearer_token`` set, an http MCP entry carries ``Authorization: Bearer TOKEN``
+where each client documents static headers: ``headers`` (Claude Code, Cursor, OpenCode),
+``http_headers`` (Codex).
 - aider: ``~/.aider.conf.yml`` ``openai-api-base`` (aider has no MCP client).
 - llm: ``extra-openai-models.yaml`` in llm's config directory, a ``model_id`` with
   ``api_base`` (llm has no MCP client).
@@ -46,6 +50,11 @@ class Wiring:
     mcp_url: str  # the serve host's /mcp URL, or "" for stdio
     proxy_url: str  # the proxy's root, e.g. http://127.0.0.1:8900 (no /v1)
     model: str  # the model name clients send through the proxy
+    mcp_token: str = ""  # [mcp] bearer_token: sent as Authorization on the http entry
+
+    def auth(self) -> dict[str, Value]:
+        """The headers the http MCP entry sends (none without a token)."""
+        return {"Authorization": f"Bearer {self.mcp_token}"} if self.mcp_token else {}
 
 
 @dataclass(frozen=True)
@@ -69,8 +78,15 @@ class Client:
     note: str = ""
 
 
-def _stdio_or_http(w: Wiring, stdio: dict[str, Value], http: dict[str, Value]) -> Value:
-    return http if w.mcp_url else stdio
+def _stdio_or_http(
+    w: Wiring, stdio: dict[str, Value], http: dict[str, Value], headers: str = "headers"
+) -> Value:
+    """The stdio entry, or the http one with the token's header under ``headers`` (the
+    key the client documents) when a token is configured."""
+    if not w.mcp_url:
+        return stdio
+    auth = w.auth()
+    return {**http, headers: auth} if auth else http
 
 
 def _claude_mcp(w: Wiring) -> Value:
@@ -89,7 +105,10 @@ def _cursor_mcp(w: Wiring) -> Value:
 
 def _codex_mcp(w: Wiring) -> Value:
     argv = list(w.mcp_command)
-    return _stdio_or_http(w, {"command": argv[0], "args": argv[1:]}, {"url": w.mcp_url})
+    # Codex ignores a `headers` table: literal headers are `http_headers`
+    return _stdio_or_http(
+        w, {"command": argv[0], "args": argv[1:]}, {"url": w.mcp_url}, "http_headers"
+    )
 
 
 def _opencode_mcp(w: Wiring) -> Value:

@@ -41,24 +41,30 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def backup(path: Path, stamp: str) -> Path:
-    """A byte copy of ``path`` beside it, named with ``stamp`` (never overwriting one)."""
+def backup(path: Path, stamp: str, *, private: bool = False) -> Path:
+    """A byte copy of ``path`` beside it, named with ``stamp`` (never overwriting one);
+    ``private``: it holds a secret (see :func:`write_atomic`)."""
     target = path.with_name(f"{path.name}.offload-backup-{stamp}")
     n = 1
     while target.exists():
         n += 1
         target = path.with_name(f"{path.name}.offload-backup-{stamp}-{n}")
-    write_atomic(target, path.read_bytes(), like=path)
+    write_atomic(target, path.read_bytes(), like=path, private=private)
     return target
 
 
-def write_atomic(path: Path, data: bytes, *, like: Path | None = None) -> None:
+def write_atomic(
+    path: Path, data: bytes, *, like: Path | None = None, private: bool = False
+) -> None:
     """Replace ``path`` with ``data`` in one rename, keeping the mode of ``like`` (or of
-    ``path`` itself when it exists)."""
+    ``path`` itself when it exists). ``private`` (``data`` holds a secret): readable and
+    writable by the owner alone, whatever the old mode let others do (0600 when new)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         source = like if like is not None else path
         mode = source.stat().st_mode & 0o7777 if source.exists() else None
+        if private:  # mkstemp's file is 0600 already; an old mode keeps only its owner bits
+            mode = None if mode is None else mode & 0o700
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
