@@ -10,6 +10,7 @@ import pytest
 from offload.core.hashing import encode, sha256_hex, short_ref
 from offload.core.tokens import EstimateCounter
 from offload.errors import Gone
+from offload.store import archive
 from offload.store.migrate import archive_digests, migrate, verify_blocks
 from offload.store.store import Store
 
@@ -36,9 +37,11 @@ def filled(path: Path) -> Store:
 
 
 def test_a_migration_copies_every_entry_label_tombstone_state_and_counter(
-    tmp_path: Path,
+    tmp_path: Path, store_location: Path | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with filled(tmp_path / "src.db") as src, Store(tmp_path / "dst.db") as dst:
+    # into either backend; on PostgreSQL the import runs in batches (of 2 here: several)
+    monkeypatch.setattr(archive, "IMPORT_BATCH", 2)
+    with filled(tmp_path / "src.db") as src, Store(store_location) as dst:
         report = migrate(src, dst, tmp_path)
         assert (report.exported, report.added) == (3, 3)
         assert report.verified and report.blocks_checked == 4  # 3 bodies + 1 original
@@ -57,8 +60,10 @@ def test_a_migration_copies_every_entry_label_tombstone_state_and_counter(
     assert not (tmp_path / "migrate.offload-archive").exists()
 
 
-def test_a_second_migration_adds_nothing_and_still_verifies(tmp_path: Path) -> None:
-    with filled(tmp_path / "src.db") as src, Store(tmp_path / "dst.db") as dst:
+def test_a_second_migration_adds_nothing_and_still_verifies(
+    tmp_path: Path, store_location: Path | str
+) -> None:
+    with filled(tmp_path / "src.db") as src, Store(store_location) as dst:
         migrate(src, dst, tmp_path)
         again = migrate(src, dst, tmp_path)
         assert (again.exported, again.added, again.verified) == (3, 0, True)
@@ -107,3 +112,24 @@ def test_the_archive_names_each_body_and_original_once(tmp_path: Path) -> None:
         }
     digests = archive_digests(tmp_path / "a.zst")
     assert len(digests) == len(set(digests)) and set(digests) == expected
+
+
+def test_a_migrated_store_finds_what_the_source_finds(
+    tmp_path: Path, store_location: Path | str
+) -> None:
+    with filled(tmp_path / "src.db") as src, Store(store_location) as dst:
+        migrate(src, dst, tmp_path)
+        for question in ("frobnicator threshold", "lossy summary", "text in another scope"):
+            found = [h.entry.ref for h in dst.search(question, limit=3)]
+            assert found and found == [h.entry.ref for h in src.search(question, limit=3)]
+
+
+def test_verification_reads_blocks_in_pages_and_misses_none(
+    tmp_path: Path, store_location: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("offload.store.migrate.VERIFY_PAGE", 2)
+    with Store(store_location, counter=EstimateCounter()) as dst:
+        digests = [dst.put(f"text number {i}\n").entry.block_hash for i in range(5)]
+        missing = "f" * 64
+        checked, failed = verify_blocks(dst, [*digests[:3], missing, *digests[3:]])
+    assert (checked, failed) == (6, [missing])

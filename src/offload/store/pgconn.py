@@ -261,6 +261,21 @@ class PgConn:
         params = (*cols, block_id)
         self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_CHUNKS), params))
 
+    def copy_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Write ``rows`` into ``table`` with one ``COPY`` (bulk loads, store/pgbulk.py):
+        one round trip however many rows, inside the caller's write transaction."""
+        if not rows:
+            return
+        names = ", ".join(f'"{c}"' for c in columns)
+
+        def copy(raw: psycopg.Connection[Any]) -> PgCursor:
+            with raw.cursor() as cur, cur.copy(f"COPY {table} ({names}) FROM STDIN") as out:
+                for row in rows:
+                    out.write_row(row)
+            return PgCursor(len(rows))
+
+        self._run(copy)
+
     def begin_keyed(self, keys: Iterable[str]) -> None:
         """Begin a put's write transaction: the store lock shared, and an exclusive lock
         for each of ``keys`` (what the put reads and then writes), in sorted order.

@@ -36,6 +36,7 @@ from offload.store import (
     db,
     index,
     lifecycle,
+    pgbulk,
     pgconn,
     query,
     rows,
@@ -280,7 +281,10 @@ class Store:
         """Store many contents sharing these settings in one write transaction (a bulk
         import: one commit, one lock hold); results in order, duplicates as in :meth:`put`."""
         opts = PutOptions(kind, "", tuple(tags), "", salience, False, source, scope, None, expires)
-        pending = [self._prepare_put(c, opts) for c in contents]
+        # PostgreSQL: no look-up per put before the lock (a round trip each); the batch's
+        # write transaction checks every content and word at once (store/pgbulk.py)
+        bulk = self._pg is not None
+        pending = [self._prepare_put(c, opts, bulk=bulk) for c in contents]
         return self._commit_puts(pending)
 
     def _commit_puts(self, pending: list[PendingPut]) -> list[PutResult]:
@@ -292,6 +296,12 @@ class Store:
         put, it is rolled back and done again under the store-wide lock, as every put was.
         """
         words = take_vocabulary(pending)
+        if self._pg is not None and len(pending) > 1:
+            # a batch: its new contents in a few COPY statements (store/pgbulk.py)
+            model = self._embedder.model_id if self._embedder is not None else None
+            with db.write_tx(self.conn) as conn:
+                pgbulk.insert_terms(conn, words)
+                return pgbulk.commit_puts(conn, pending, self._commit_put, self.clock(), model)
         if self._pg is not None:
             try:
                 with db.write_tx(self.conn, put_keys(pending)) as conn:
@@ -303,8 +313,9 @@ class Store:
             insert_vocabulary(conn, words)
             return [self._commit_put(conn, p) for p in pending]
 
-    def _prepare_put(self, content: str, o: PutOptions) -> PendingPut:
-        """Validate and do the CPU work of a put, outside any transaction."""
+    def _prepare_put(self, content: str, o: PutOptions, *, bulk: bool = False) -> PendingPut:
+        """Validate and do the CPU work of a put, outside any transaction (``bulk``: without
+        the look-ups that spare a repeat its work, for a batch that checks them at once)."""
         check_text(content, "content")
         if not 0.0 <= float(o.salience) <= 1.0:
             raise InvalidInput(f"salience must be within [0, 1], got {o.salience}")
@@ -320,28 +331,35 @@ class Store:
         data = encode(content)
         content_hash = sha256_hex(data)
         pending = PendingPut(o, o.kind.strip() or "text", tag_text, content, data, content_hash)
-        if rows.live_entry(self.conn, content_hash, o.scope) is None:
-            self._prepare_blocks(pending)  # a repeat needs none of this (re-checked in the tx)
+        if bulk or rows.live_entry(self.conn, content_hash, o.scope) is None:
+            self._prepare_blocks(pending, known_words=not bulk)  # a repeat needs none of it
         return pending
 
-    def _prepare_blocks(self, p: PendingPut) -> None:
+    def _prepare_blocks(self, p: PendingPut, *, known_words: bool = True) -> None:
         o = p.options
         stored = p.content if o.body is None else o.body
         first = o.index_from_line
+        k = known_words
         if o.body is not None:
-            p.blocks.append(self._prepare_block(encode(o.body), indexed=True, from_line=first))
+            p.blocks.append(
+                self._prepare_block(encode(o.body), indexed=True, from_line=first, known_words=k)
+            )
             if o.keep_original:
                 # index_original: a word only the original holds still finds the entry
-                p.blocks.append(self._prepare_block(p.data, indexed=o.index_original))
+                p.blocks.append(
+                    self._prepare_block(p.data, indexed=o.index_original, known_words=k)
+                )
         else:
-            p.blocks.append(self._prepare_block(p.data, indexed=True, from_line=first))
+            p.blocks.append(
+                self._prepare_block(p.data, indexed=True, from_line=first, known_words=k)
+            )
         p.tokens = o.tokens if o.tokens is not None else self.counter.count(stored)
         labels = [o.label] if o.label is not None else []
         p.meta = index.meta_row(o.topic, o.summary, p.tags, labels, o.source)
         p.vector = self._vector(o.topic, o.summary, p.tags, stored)
 
     def _prepare_block(
-        self, data: bytes, *, indexed: bool, from_line: int = 1
+        self, data: bytes, *, indexed: bool, from_line: int = 1, known_words: bool = True
     ) -> rows.PreparedBlock:
         s = self.settings
         b = rows.prepare_block(
@@ -351,7 +369,7 @@ class Store:
             chunk_chars=s.chunk_chars,
             from_line=from_line,
         )
-        if b.index is None:
+        if b.index is None or not known_words:
             return b
         # which vocabulary words are new is read here, before the write lock
         return dataclasses.replace(b, index=index.without_known_vocabulary(self.conn, b.index))
