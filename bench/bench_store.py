@@ -19,6 +19,13 @@ throughput of 1 and ``--writers`` processes (each its own scope, started togethe
 Beside it the ceiling: the same processes doing plain one-row inserts of the same ~4 KB
 texts, one transaction each, straight into the database (``ceiling``: what the machine
 and the database allow writers in parallel at this load; no put can do better).
+
+``--corpus synthetic`` (the default) is the worst case for exact top-k search: its texts
+are built from 31 words, each in 40-80 % of the texts, so a question's words match most
+rows. ``--corpus locomo`` stores real conversation turns (two per entry, from
+``DATA/memory/locomo_dev.json``; bench_search.py's speed corpus, scopes s0..s7) and asks
+LoCoMo's questions of the whole store: a realistic vocabulary. ``--writers 0`` times the
+search side only.
 """
 
 from __future__ import annotations
@@ -302,42 +309,85 @@ def timed_ms(fn: Callable[[], object], repeat: int, cpu: list[float] | None = No
     return out
 
 
-def fill(store: Store, n: int) -> tuple[float, list[str]]:
-    """Fill the bench scope to ``n`` entries (put_many in batches); build seconds and
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """What ``--url`` mode stores and asks: the corpus' texts (and each one's scope), the
+    questions, and the scope searched (None: the whole store)."""
+
+    name: str
+    texts: Callable[[int], Iterator[str]]
+    scope_of: Callable[[int], str]
+    questions: Callable[[int], list[str]]
+    search_scope: str | None
+    scopes: tuple[str, ...]
+
+
+SYNTHETIC = Workload(
+    "synthetic", corpus, lambda i: BENCH_SCOPE, lambda n: questions(n), BENCH_SCOPE, (BENCH_SCOPE,)
+)
+
+
+def locomo_workload(path: Path) -> Workload:
+    """LoCoMo-derived texts and questions: bench_search.py's speed corpus exactly (two real
+    conversation turns per entry, seeded; scopes s0..s7 by 2,000s; its questions asked of
+    the whole store), so a store either benchmark built, or migrated, is reused by both."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_search import load, scale_texts
+
+    convs = load(path)
+    asked = [q for c in convs for q, _, _ in c.questions]
+    return Workload(
+        "locomo",
+        lambda n: iter(scale_texts(convs, n)),
+        lambda i: f"s{i // 2000 % 8}",
+        lambda n: [asked[i % len(asked)] for i in range(n)],
+        None,
+        tuple(f"s{k}" for k in range(8)),
+    )
+
+
+def fill(store: Store, n: int, work: Workload = SYNTHETIC) -> tuple[float, list[str]]:
+    """Fill the workload's scopes to ``n`` entries (put_many in batches); build seconds and
     up to 300 refs to resolve."""
-    have = store.count(Filters(scope=BENCH_SCOPE))
+    have = sum(store.count(Filters(scope=s)) for s in work.scopes)
     t = time.perf_counter()
-    texts = corpus(n)
+    texts = work.texts(n)
     for _ in range(have):  # the corpus is deterministic: skip what an earlier run stored
         next(texts)
-    done, batch = have, []
+    batch: list[str] = []
+    done, scope = have, work.scope_of(have)
     for text in texts:
-        batch.append(text)
-        if len(batch) == BUILD_BATCH:
-            store.put_many(batch, kind="bench", scope=BENCH_SCOPE)
+        if batch and (len(batch) == BUILD_BATCH or work.scope_of(done + len(batch)) != scope):
+            store.put_many(batch, kind="bench", scope=scope)
             done += len(batch)
             batch = []
             print(f"  built {done:,}/{n:,} ({time.perf_counter() - t:.0f} s)", file=sys.stderr)
+        scope = work.scope_of(done + len(batch))
+        batch.append(text)
     if batch:
-        store.put_many(batch, kind="bench", scope=BENCH_SCOPE)
+        store.put_many(batch, kind="bench", scope=scope)
     build_s = time.perf_counter() - t
     rng = random.Random(5)
     sample = store.entries(
-        Filters(scope=BENCH_SCOPE), limit=300, offset=rng.randrange(max(1, n - 300))
+        Filters(scope=work.scopes[0]),
+        limit=300,
+        offset=rng.randrange(max(1, n // len(work.scopes) - 300)),
     )
     return build_s, [e.ref for e in sample]
 
 
-def latencies(store: Store, refs: list[str], searches: int) -> dict[str, float]:
+def latencies(
+    store: Store, refs: list[str], searches: int, work: Workload = SYNTHETIC
+) -> dict[str, float]:
     """Search, resolve and offload-100 KB figures on a filled store (after a warm-up)."""
     rng = random.Random(11)
-    asked = questions(searches)
+    asked = work.questions(searches)
     for q in asked[:10]:
-        store.search(q, scope=BENCH_SCOPE, limit=10)
+        store.search(q, scope=work.search_scope, limit=10)
     search: list[float] = []
     for q in asked:
         t = time.perf_counter()
-        store.search(q, scope=BENCH_SCOPE, limit=10)
+        store.search(q, scope=work.search_scope, limit=10)
         search.append((time.perf_counter() - t) * 1000)
     resolve_cpu: list[float] = []
     resolve = timed_ms(lambda: store.resolve(rng.choice(refs)), 300, resolve_cpu)
@@ -506,9 +556,12 @@ def bench_url(url: str, args: argparse.Namespace, home: Path) -> dict[str, float
     """Every team-store figure for one backend."""
     row: dict[str, float | str] = {"backend": url.split("://")[0], "load_before": load_average()}
     with open_url(url, home) as store:
-        build_s, refs = fill(store, args.entries)
+        build_s, refs = fill(store, args.entries, args.work)
         row["build_s"] = build_s
-        row.update(latencies(store, refs, args.searches))
+        row.update(latencies(store, refs, args.searches, args.work))
+    if args.writers <= 0:  # --writers 0: the search side only
+        row["load_after"] = load_average()
+        return row
     one = throughput(url, home, 1, args.writer_puts, 1)
     many = throughput(url, home, args.writers, args.writer_puts, 2)
     n = args.writers
@@ -537,8 +590,9 @@ def main_urls(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as d:
         rows = [bench_url(u, args, Path(d)) for u in args.url]
     keys = [k for k in rows[0] if k != "backend"]
-    print(f"entries: {args.entries:,}; {args.searches} questions; writers 1 vs {args.writers}, "
-          f"{args.writer_puts} puts of ~4 KB each")  # fmt: skip
+    writers = f"writers 1 vs {args.writers}, {args.writer_puts} puts of ~4 KB each"
+    print(f"corpus: {args.work.name}; entries: {args.entries:,}; {args.searches} questions; "
+          f"{writers if args.writers > 0 else 'no writers'}")  # fmt: skip
     print("| figure | " + " | ".join(str(r["backend"]) for r in rows) + " |")
     print("|---|" + "---:|" * len(rows))
     for k in keys:
@@ -554,7 +608,14 @@ def main() -> None:
     ap.add_argument("--url", action="append", default=[], help="a store URL (repeatable)")
     ap.add_argument("--entries", type=int, default=100_000, help="--url: entries to fill")
     ap.add_argument("--searches", type=int, default=200, help="--url: questions timed")
-    ap.add_argument("--writers", type=int, default=8, help="--url: concurrent writers")
+    ap.add_argument("--writers", type=int, default=8, help="--url: concurrent writers (0: none)")
+    ap.add_argument(
+        "--corpus",
+        choices=["synthetic", "locomo"],
+        default="synthetic",
+        help="--url: synthetic (31 words, each in 40-80%% of texts: the worst case for exact "
+        "top-k) or locomo (DATA/memory/locomo_dev.json's turns and questions)",
+    )
     ap.add_argument("--writer-puts", type=int, default=200, help="--url: puts per writer")
     ap.add_argument("--writer", help=argparse.SUPPRESS)  # a writer child's store URL
     ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)
@@ -563,6 +624,9 @@ def main() -> None:
     ap.add_argument("--trivial", action="store_true", help=argparse.SUPPRESS)  # ceiling child
     args = ap.parse_args()
     TRACES = args.data / "traces"
+    args.work = SYNTHETIC
+    if args.url and args.corpus == "locomo":
+        args.work = locomo_workload(args.data / "memory" / "locomo_dev.json")
     if args.writer and args.trivial:
         trivial_main(args.writer, args.puts, args.seed)
         return
