@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from offload.core.tokens import EstimateCounter
-from offload.errors import InvalidInput
+from offload.errors import InvalidInput, NotFound
 from offload.llm.embedding import StaticEmbedder
 from offload.store.store import Store
 
@@ -96,3 +96,37 @@ def test_a_batch_embeds_each_new_entry(store_location: Path | str, model: Static
         rows = store.conn.execute("SELECT entry_id FROM entry_vectors ORDER BY entry_id").fetchall()
         assert [int(r[0]) for r in rows] == sorted({r.entry.id for r in got})
         assert store.search("vectors two", limit=1)[0].entry.id == got[1].entry.id
+
+
+def test_many_blocks_are_read_at_once_verified_and_a_missing_one_is_named(store: Store) -> None:
+    digests = [store.put(f"block text {i}\n").entry.block_hash for i in range(4)]
+    texts = store.block_texts([*digests, digests[0]])
+    assert texts == {d: store.block_text(d) for d in digests}
+    with pytest.raises(NotFound, match="f" * 16):
+        store.block_texts([digests[1], "f" * 64])
+
+
+def test_a_searchs_statements_do_not_grow_with_the_hits_it_checks_and_shows(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from offload.store import pgconn
+
+    ran: list[str] = []
+    real = pgconn.PgConn.execute
+
+    def counted(self: pgconn.PgConn, sql: str, parameters: object = ()) -> pgconn.PgCursor:
+        ran.append(sql)
+        return real(self, sql, parameters)
+
+    with Store(pg_database, counter=EstimateCounter()) as store:
+        store.put_many([f"the parser failed on input number {i} again\n" for i in range(60)])
+        statements = []
+        for limit in (3, 30):
+            store.search("parser failed", limit=limit)  # warm (the first search reads more)
+            monkeypatch.setattr(pgconn.PgConn, "execute", counted)
+            shown = store.search("parser failed", limit=limit)
+            monkeypatch.setattr(pgconn.PgConn, "execute", real)
+            assert len(shown) == limit
+            statements.append(len(ran))
+            ran.clear()
+        assert statements[0] == statements[1]

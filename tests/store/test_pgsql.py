@@ -112,3 +112,9 @@ def test_a_terms_row_count_is_bounded_work_and_a_row_count_is_the_estimate() -> 
     assert doc.params is not None and doc.params(("it's",)) == ("it's", "'it''s'")
     rows = pgsql.translate("SELECT count(*) AS n FROM search_body").sql
     assert "reltuples" in rows
+
+
+def test_the_chunk_count_is_exact_in_a_small_store_and_the_estimate_in_a_large_one() -> None:
+    sql = pgsql.translate("SELECT count(*) FROM chunks").sql
+    assert f"reltuples >= {pgsql.EXACT_ROWS_UP_TO}" in sql
+    assert "ELSE (SELECT count(*) FROM chunks)" in sql

@@ -86,3 +86,16 @@ def test_a_written_form_is_searched_only_where_it_is_rarer_than_its_stem(store: 
     forms = analysis.analyse_query("Caroline expecting").forms
     assert forms == (("caroline", "carolin"), ("expecting", "expect"))
     assert selective.idle_forms(store.conn, "search_body", forms) == {"caroline"}
+
+
+def test_vocabulary_counts_of_many_terms_at_once_are_each_terms_own_count(
+    store: Store,
+) -> None:
+    store.put_many(["alpha bravo", "alpha charlie", "alpha", "delta bravo"], scope="v")
+    create, lookup = selective.vocab_sql("search_body")
+    store.conn.execute(create)
+    terms = ["alpha", "bravo", "charlie", "nowhere", "alpha"]
+    rows = {t: store.conn.execute(lookup, (t,)).fetchone() for t in terms}  # SQLite: None
+    one_by_one = {t: 0 if r is None else int(r[0]) for t, r in rows.items()}
+    assert selective.vocab_counts(store.conn, "search_body", terms) == one_by_one
+    assert one_by_one == {"alpha": 3, "bravo": 2, "charlie": 1, "nowhere": 0}

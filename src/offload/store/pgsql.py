@@ -32,6 +32,7 @@ A statement translates the same way every time, so translations are cached.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -52,6 +53,8 @@ META_COLUMNS = ("topic", "summary", "tags", "labels", "source")
 _LETTERS = "ABCD"
 # a term's rows are counted up to this many; past it ANALYZE's statistics stand for the count
 DF_EXACT_UP_TO = 5000
+# the chunk count is counted up to this many rows; past it the planner's estimate stands
+EXACT_ROWS_UP_TO = 100_000
 # ts_rank's default weight of an unlabelled lexeme (label D): search_body's terms
 BODY_TERM_WEIGHT = 0.1
 
@@ -169,6 +172,9 @@ _SUBSTR_TAIL = re.compile(r"substr\((\w+), -(\d+)\)")
 _BLOB = re.compile(r"CAST\((\w+) AS BLOB\)")
 _TS_COLUMN = {"search_body": "terms", "search_meta": "tsv"}
 _VOCAB_ROW = re.compile(r"^SELECT doc FROM temp\.\w+ WHERE term = \?$")
+_VOCAB_ROWS = re.compile(
+    r"^SELECT term, doc FROM temp\.\w+ WHERE term IN \(SELECT value FROM json_each\(\?\)\)$"
+)
 _ROW_COUNT = re.compile(r"^SELECT count\(\*\) AS n FROM (search_body|search_meta)$")
 _IN_CORRELATED = re.compile(
     r"^SELECT (.+?) FROM (\w+) (\w+) JOIN (\w+) (\w+) ON \5\.id IN \((SELECT \w+\.id FROM .+? LIMIT \?)\) (WHERE .+)$"
@@ -192,6 +198,17 @@ def _rows(table: str) -> str:
         f"SELECT greatest(1, CASE WHEN c.reltuples > 0 THEN c.reltuples::float8 "
         f"ELSE (SELECT count(*) FROM {table})::float8 END) AS n "
         f"FROM pg_class c WHERE c.oid = '{table}'::regclass"
+    )
+
+
+def _chunk_count() -> str:
+    """The index's chunk count (scope_terms' shares over the whole index): exact below
+    :data:`EXACT_ROWS_UP_TO` (a small store is counted, whatever autovacuum did), the
+    planner's estimate above it (counting reads the whole primary key: ~0.1 s a million)."""
+    return (
+        f"SELECT CASE WHEN c.reltuples >= {EXACT_ROWS_UP_TO} THEN c.reltuples::bigint "
+        "ELSE (SELECT count(*) FROM chunks) END AS n "
+        "FROM pg_class c WHERE c.oid = 'chunks'::regclass"
     )
 
 
@@ -258,6 +275,20 @@ def _vocab_row(table: str) -> str:
         f"FROM (SELECT %s::text AS term, %s::tsquery AS q) AS t CROSS JOIN ({_rows(table)}) nd "
         f"LEFT JOIN ({_lexeme_stats(table)}) st ON true"
     )
+
+
+def _vocab_rows(table: str) -> str:
+    """:func:`_vocab_row` of many terms in one statement: (term, doc) rows."""
+    return (
+        f"SELECT t.term, {_df(table, 't.term', 't.q')} AS doc "
+        f"FROM unnest(%s::text[], %s::tsquery[]) AS t(term, q) CROSS JOIN ({_rows(table)}) nd "
+        f"LEFT JOIN ({_lexeme_stats(table)}) st ON true"
+    )
+
+
+def _vocab_rows_params(p: Sequence[Any]) -> Sequence[Any]:
+    terms = [str(t) for t in json.loads(p[0])]
+    return (terms, [_lexeme(t) or _NOTHING for t in terms])
 
 
 def _match_terms(match: str) -> list[str]:
@@ -377,6 +408,11 @@ def translate(sql: str) -> Statement:
         return Statement(
             _vocab_row("search_body"), lambda p: (str(p[0]), _lexeme(str(p[0])) or _NOTHING)
         )
+    if _VOCAB_ROWS.match(flat):
+        # many terms' counts at once (selective.vocab_counts): the same bounded count each
+        return Statement(_vocab_rows("search_body"), _vocab_rows_params)
+    if flat == "SELECT count(*) FROM chunks":
+        return Statement(_chunk_count())
     if m := _ROW_COUNT.match(flat):
         return Statement(_rows(m.group(1)))
     if m := _IN_CORRELATED.match(flat):

@@ -19,10 +19,6 @@ from offload.store import narrow, query, selective
 from offload.store.backend import Conn
 from offload.store.models import Filters
 
-_VOCAB = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.search_body_rows "
-    "USING fts5vocab(main, search_body, row)"
-)
 # Each frequent term's chunks (FTS5 reads a term's rows in C, once per query), counted per
 # entry over one pass of the entries the filter keeps: the filter's size bounds the work,
 # not the terms' (driven from a term's rows instead, the joins cost ~0.4 s for one common
@@ -94,10 +90,4 @@ def _index_counts(conn: Conn, terms: Sequence[str]) -> dict[str, int]:
         stats = selective.stats_for(conn, "search_body")
         stats.totals(conn)
         return {t: n for t, n in stats.df(conn, list(dict.fromkeys(terms))).items() if n}
-    conn.execute(_VOCAB)
-    counts = {}
-    for t in dict.fromkeys(terms):
-        row = conn.execute("SELECT doc FROM temp.search_body_rows WHERE term = ?", (t,)).fetchone()
-        if row is not None:
-            counts[t] = int(row[0])
-    return counts
+    return selective.vocab_counts(conn, "search_body", terms)  # PostgreSQL: one statement

@@ -478,8 +478,10 @@ def _phrase_boost(store: Store, q: analysis.QueryTerms, ranked: list[Candidate])
     pairs = analysis.bigrams(q.sequence)
     if not pairs:
         return ranked
-    for c in ranked[:_PHRASE_CHECKED]:
-        text = _chunk_text(store, c)
+    checked = ranked[:_PHRASE_CHECKED]
+    texts = _chunk_texts(store, _chunk_rows(store.conn, checked))
+    for c in checked:
+        text = texts.get(c.entry_id, "")
         found = pairs & analysis.bigrams(analysis.content_terms(text)) if text else set()
         c.score *= 1.0 + PHRASE_BOOST * len(found) / len(pairs)
     return ranked
@@ -559,27 +561,38 @@ def _use_score(c: Candidate, now: float) -> float:
 _CHUNK_COLS = "c.id, c.start_line, c.end_line, c.start, c.end, b.hash AS block"
 
 
-def _chunk_row(conn: Conn, c: Candidate) -> Row | None:
-    """The chunk shown for ``c`` and the hash of the block it belongs to (the stored
-    body's, or a lossy entry's original's)."""
-    if c.chunk_id is not None:
-        sql = (
-            f"SELECT {_CHUNK_COLS} FROM chunks c JOIN blocks b ON b.id = c.block_id WHERE c.id = ?"
-        )
-        return conn.execute(sql, (c.chunk_id,)).fetchone()
-    return conn.execute(
-        f"SELECT {_CHUNK_COLS} FROM entries e "
-        "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.block_id = b.id "
-        "WHERE e.id = ? ORDER BY c.id LIMIT 1",
-        (c.entry_id,),
-    ).fetchone()
+_CHUNKS_BY_ID = (
+    f"SELECT {_CHUNK_COLS} FROM chunks c JOIN blocks b ON b.id = c.block_id "
+    "WHERE c.id IN (SELECT value FROM json_each(?))"
+)
+_CHUNKS_OF_ENTRIES = (
+    f"SELECT e.id AS eid, {_CHUNK_COLS} FROM entries e "
+    "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.block_id = b.id "
+    "WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id, c.id"
+)
 
 
-def _chunk_text(store: Store, c: Candidate) -> str:
-    row = _chunk_row(store.conn, c)
-    if row is None:
-        return ""
-    return store.block_text(row["block"])[row["start"] : row["end"]]
+def _chunk_rows(conn: Conn, cands: Sequence[Candidate]) -> dict[int, Row]:
+    """The chunk shown for each candidate, by entry id, with the hash of the block it
+    belongs to (the stored body's, or a lossy entry's original's): the chunk it matched
+    by, else its entry's first. At most two statements (one per candidate was a round
+    trip each on PostgreSQL: ~40 per search)."""
+    out: dict[int, Row] = {}
+    by_chunk = {c.chunk_id: c.entry_id for c in cands if c.chunk_id is not None}
+    if by_chunk:
+        for r in conn.execute(_CHUNKS_BY_ID, (json.dumps(list(by_chunk)),)).fetchall():
+            out[by_chunk[int(r["id"])]] = r
+    first = [c.entry_id for c in cands if c.chunk_id is None]
+    if first:
+        for r in conn.execute(_CHUNKS_OF_ENTRIES, (json.dumps(first),)).fetchall():
+            out.setdefault(int(r["eid"]), r)  # ordered by chunk id: the entry's first
+    return out
+
+
+def _chunk_texts(store: Store, rows: dict[int, Row]) -> dict[int, str]:
+    """Each chunk row's text, by the same key (their blocks read in one statement)."""
+    bodies = store.block_texts([r["block"] for r in rows.values()])
+    return {k: bodies[r["block"]][r["start"] : r["end"]] for k, r in rows.items()}
 
 
 def _chunk_text_of(store: Store, chunk_id: int) -> str:
@@ -601,18 +614,20 @@ def hits(store: Store, page: list[Candidate], terms: set[str], width: int) -> li
             (json.dumps([c.entry_id for c in page]),),
         )
     }
+    shown = _chunk_rows(conn, [c for c in page if c.chunk_id is not None or c.direct is False])
+    texts = _chunk_texts(store, shown)
     out = []
     for c in page:
         r = rows.get(c.entry_id)
         if r is None:
             continue  # forgotten since the ranking
         entry = Entry.from_row(r)
-        chunk = _chunk_row(conn, c) if c.chunk_id is not None or c.direct is False else None
+        chunk = shown.get(c.entry_id)
         if chunk is None:
             about = " · ".join(x for x in (entry.topic, entry.summary) if x)
             out.append(Hit(entry, None, 1, entry.lines, 1, c.score, about[:width], ""))
             continue
-        text = store.block_text(chunk["block"])[chunk["start"] : chunk["end"]]
+        text = texts[c.entry_id]
         best = best_lines(text, terms, int(chunk["start_line"]), width)
         line, snip = best[0]
         out.append(
