@@ -44,9 +44,8 @@ _COUNT = "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE {where} LIMIT ?)"
 _ENTRY_IDS = "SELECT e.id FROM entries e WHERE {where} ORDER BY e.id"
 # a lossy entry's kept original is indexed too (as offload.store.search maps it)
 _CHUNK_IDS = (
-    "SELECT c.id AS cid, e.id AS eid, b.hash = e.block_hash AS own FROM entries e "
-    "JOIN blocks b ON (b.hash = e.block_hash OR b.hash = e.content_hash) "
-    "JOIN chunks c ON c.block_id = b.id WHERE {where}"
+    "SELECT m.chunk_id AS cid, e.id AS eid, m.own AS own FROM entries e "
+    "CROSS JOIN entry_chunks m ON m.entry_id = e.id WHERE {where}"
 )
 
 

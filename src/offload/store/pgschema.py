@@ -334,3 +334,12 @@ def pg_offload_ids_rows(raw: Any) -> None:
     # estimate of 1,000 rows, the planner hashed the whole chunks table to join 200 ids
     # (0.17 s at 100,000 chunks, growing with the store) instead of probing its key.
     raw.execute("ALTER FUNCTION offload_ids(text) ROWS 100")
+
+
+@migration
+def pg_entry_chunks_map(raw: Any) -> None:
+    # each chunk's entries stored and kept by triggers (store/chunkmap.py; SQLite's
+    # m_entry_chunks_map)
+    from offload.store import chunkmap
+
+    chunkmap.create_pg(raw)

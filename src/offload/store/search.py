@@ -73,11 +73,11 @@ _KEYS = (
 # mapped to its entry before the filter is applied to the entries by id: left free, the
 # planner walked a scope's entries by index and probed every id for each of them, the
 # scope's size times the ids' (a minute for a 12,500-entry scope of a 100k store).
+# (store/chunkmap.py: a chunk's entries by integer keys; a lossy entry's kept original is
+# indexed too, so a word only it holds finds the entry)
 _BODY_ENTRIES = (
-    "SELECT c.id AS cid, e.id AS eid FROM json_each(?) j CROSS JOIN chunks c "
-    "CROSS JOIN blocks b CROSS JOIN entries e WHERE c.id = j.value AND b.id = c.block_id "
-    # a lossy entry's kept original is indexed too: a word only it holds finds the entry
-    "AND (e.block_hash = b.hash OR e.content_hash = b.hash)"
+    "SELECT m.chunk_id AS cid, m.entry_id AS eid FROM json_each(?) j "
+    "CROSS JOIN entry_chunks m WHERE m.chunk_id = j.value"
 )
 _META_ENTRIES = (
     f"SELECT NULL AS cid, {_KEYS} FROM json_each(?) j CROSS JOIN entries e "
