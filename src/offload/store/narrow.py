@@ -1,25 +1,29 @@
-"""Searching inside a narrow filter: BM25 over the rows the filter keeps, by rowid range.
+"""Searching inside a filter: BM25 over only the rows the filter keeps (SQLite).
 
 Whole-store BM25 takes the index's best rows and drops those the filter does not keep,
-reaching deeper until enough are left. For a small scope in a big store that reaches the
-bottom of the index: every matching row is scored, then mapped to its entry and filtered
-(seconds at 100k entries for a 300-entry scope). A filter that keeps few entries is read
-instead: their chunk ids and entry ids, as a few runs of consecutive ids (entries arrive
-together, so a scope's rows mostly sit side by side), and FTS5 scores only the rows inside
-those runs (a rowid range is a seek in FTS5's doclists). bm25() takes its statistics from
-the whole index either way, so a row scores exactly as in the whole-store query: the
-ranking inside the filter is the whole-store ranking restricted to it.
+reaching deeper until enough are left. For a filter keeping a small share of the store
+that reaches the bottom of the index: every matching row is scored, then mapped to its
+entry and filtered (seconds at 100k entries for a 300-entry scope). A filter keeping at
+most :data:`NARROW_SHARE` of the store is read instead, once per search, into two
+per-connection temp tables: its entry ids, and their chunk ids (through the stored chunk
+map, store/chunkmap.py: integer keys, ~1-2 us an entry). Every BM25 statement is then
+limited to the span of those ids (a rowid range is a seek in FTS5's doclists) and, when
+other rows lie inside the span (a scattered scope, or several runs), to the rows in the
+temp table (``+rowid IN``: a probe per matching row, after FTS5 found it and before
+bm25() scores it). bm25() takes its statistics from the whole index either way, so a row
+scores exactly as in the whole-store query, and the selective plan's bounds
+(store/selective.py) hold unchanged: the ranking inside the filter is the whole-store
+ranking restricted to it, at a cost of the filter's size plus the matches in its span.
 
-A search of the whole store, a filter that keeps many entries or a large share of the
-store (the whole-store query's first pool already answers it), or one whose rows are
-scattered over many runs, is searched the whole-store way. PostgreSQL has its own ranking
-statement: it always is.
+A search of the whole store, or a filter that keeps a larger share (the whole-store
+query's first pool already answers it), is searched the whole-store way. PostgreSQL has
+its own ranking statement: it always is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,100 +31,131 @@ from offload.store import query
 from offload.store.backend import Conn
 from offload.store.models import Filters
 
-# A filter keeping at most this many entries is searched inside its own rows: reading their
-# ids (tens of ms at this size on an idle core) costs less than the whole-store query
-# reaching deep enough to keep enough of them.
-NARROW_ENTRIES = 20_000
-# ... and at most this share of the store: the whole-store query's first pool (4 x the
-# entries needed) keeps fewer than needed of such a filter's rows and reaches 8x deeper,
-# while a broader filter is answered by that first pool, faster than reading its ids
-# (bench_store's one scope holding every entry: 236 ms p50 that way, 473 ms read as runs).
+# A filter keeping at most this share of the store is searched inside its own rows: the
+# whole-store query's first pool (4 x the entries needed) keeps fewer than needed of such
+# a filter's rows and reaches 8x deeper, while a broader one is answered by that first
+# pool, faster than reading its ids (bench_store's one scope holding every entry: 236 ms
+# p50 that way, 473 ms read as runs, session 5).
 NARROW_SHARE = 0.25
-# ... as long as its rows fall into at most this many runs of consecutive ids (one FTS5
-# query each).
-MAX_RUNS = 32
 
-_COUNT = "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE {where} LIMIT ?)"
-_ENTRY_IDS = "SELECT e.id FROM entries e WHERE {where} ORDER BY e.id"
-# a lossy entry's kept original is indexed too (as offload.store.search maps it)
-_CHUNK_IDS = (
-    "SELECT m.chunk_id AS cid, e.id AS eid, m.own AS own FROM entries e "
-    "CROSS JOIN entry_chunks m ON m.entry_id = e.id WHERE {where}"
+_TABLES = (
+    "CREATE TEMP TABLE IF NOT EXISTS narrow_entries (id INTEGER PRIMARY KEY)",
+    "CREATE TEMP TABLE IF NOT EXISTS narrow_chunks (id INTEGER PRIMARY KEY)",
+)
+_BOUNDED_COUNT = "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE {where} LIMIT ?)"
+_FILL_ENTRIES = (
+    "INSERT INTO temp.narrow_entries SELECT e.id FROM entries e WHERE {where} ORDER BY e.id"
+)
+# the entries in id order: their map rows are read in order (neighbouring pages)
+_FILL_CHUNKS = (
+    "INSERT OR IGNORE INTO temp.narrow_chunks SELECT m.chunk_id FROM temp.narrow_entries x "
+    "CROSS JOIN entry_chunks m ON m.entry_id = x.id"
+)
+_SPAN = "SELECT min(id), max(id), count(*) FROM temp.{table}"
+# each frequent term's chunks (FTS5 reads a term's rows in C, once per statement), counted
+# per entry over one pass of the filter's own chunks
+_HELD = "SELECT {counts} FROM temp.narrow_entries x CROSS JOIN entry_chunks m ON m.entry_id = x.id AND m.own = 1"
+_HOLDS = (
+    "count(DISTINCT CASE WHEN m.chunk_id IN "
+    "(SELECT rowid FROM search_body WHERE search_body MATCH ?) THEN x.id END)"
 )
 
 
 @dataclass(frozen=True)
-class Runs:
-    """The filter's chunk ids and entry ids as inclusive (first, last) runs, and the
-    entries of the chunks of their own bodies (not a lossy entry's kept original)."""
+class Span:
+    """The ids a filter keeps in one table: their range, and whether other rows lie in it."""
 
-    chunks: tuple[tuple[int, int], ...]
-    entries: tuple[tuple[int, int], ...]
-    owners: dict[int, list[int]]
+    table: str  # the temp table holding them
+    first: int
+    last: int
+    dense: bool  # every id of the range is the filter's (a contiguous scope)
+
+    def restrict(self, top_sql: str) -> str:
+        """A whole-index BM25 statement (``... WHERE t MATCH ? ORDER BY s LIMIT ?``) limited
+        to these rows: parameters ``(match, first, last, limit)``."""
+        head, tail = top_sql.split(" ORDER BY ")
+        member = "" if self.dense else f" AND +rowid IN (SELECT id FROM temp.{self.table})"
+        return f"{head} AND rowid BETWEEN ? AND ?{member} ORDER BY {tail}"
+
+    @property
+    def params(self) -> tuple[int, int]:
+        """The range's bounds, for :meth:`restrict`'s statement."""
+        return (self.first, self.last)
 
 
-def runs_of(ids: Sequence[int]) -> tuple[tuple[int, int], ...]:
-    """Sorted ids as maximal runs of consecutive values."""
-    out: list[tuple[int, int]] = []
-    for i in ids:
-        if out and i == out[-1][1] + 1:
-            out[-1] = (out[-1][0], i)
-        else:
-            out.append((i, i))
-    return tuple(out)
+@dataclass(frozen=True)
+class Narrow:
+    """A filter read for one search: how many entries it keeps, and the spans of its
+    chunks (``search_body`` rows) and entries (``search_meta`` rows)."""
+
+    entries: int
+    chunks: Span
+    meta: Span
 
 
-def filter_runs(conn: Conn, where: str, params: list[Any]) -> Runs | None:
-    """The runs of a narrow filter's rows; None when the whole-store search suits it better
-    (many entries, rows scattered, or a store that is not SQLite's)."""
-    if not isinstance(conn, sqlite3.Connection):
+def filter_size(
+    conn: Conn, filters: Filters | None, where: str, params: list[Any], bound: int
+) -> int:
+    """How many entries the filter keeps, counted up to ``bound`` (more: ``bound``). A filter
+    of scope and kinds alone is read from ``scope_stats`` less the expired entries (a few
+    index rows), so a filter every entry passes costs no scan."""
+    if filters is not None and dataclasses.replace(filters, scope=None, kinds=()) == Filters():
+        conds, args = ["1 = 1"], []
+        if filters.scope is not None:
+            conds.append("scope = ?")
+            args.append(filters.scope)
+        if filters.kinds:
+            conds.append(f"kind IN ({','.join('?' * len(filters.kinds))})")
+            args.extend(filters.kinds)
+        cond = " AND ".join(conds)
+        total = conn.execute(
+            f"SELECT coalesce(sum(entries), 0) FROM scope_stats WHERE {cond}", args
+        ).fetchone()
+        expired = conn.execute(
+            f"SELECT count(*) FROM entries WHERE expires IS NOT NULL AND expires <= ? AND {cond}",
+            (params[0], *args),
+        ).fetchone()
+        return min(bound, int(total[0]) - int(expired[0]))
+    return int(conn.execute(_BOUNDED_COUNT.format(where=where), (*params, bound)).fetchone()[0])
+
+
+def stored_entries(conn: Conn) -> int:
+    """How many entries the store holds (expired ones included: a cheap sum)."""
+    return int(conn.execute("SELECT coalesce(sum(entries), 0) FROM scope_stats").fetchone()[0])
+
+
+def is_whole_store(where: str, params: list[Any]) -> bool:
+    """Whether the filter is no filter but expiry."""
+    return bool(params) and (where, params) == query.filter_sql(Filters(), params[0])
+
+
+def plan(conn: Conn, filters: Filters, where: str, params: list[Any]) -> Narrow | None:
+    """The filter read for one search, when it keeps at most NARROW_SHARE of the store;
+    None when the whole-store search suits it better (or the store is not SQLite's)."""
+    if not isinstance(conn, sqlite3.Connection) or is_whole_store(where, params):
         return None
-    if params and (where, params) == query.filter_sql(Filters(), params[0]):
-        return None  # no filter but expiry: nothing is lost by the whole-store search
-    kept = conn.execute(_COUNT.format(where=where), (*params, NARROW_ENTRIES + 1)).fetchone()
-    stored = conn.execute("SELECT coalesce(sum(entries), 0) FROM scope_stats").fetchone()
-    if int(kept[0]) > NARROW_ENTRIES or NARROW_SHARE * int(stored[0]) < int(kept[0]):
+    bound = int(NARROW_SHARE * stored_entries(conn))
+    if filter_size(conn, filters, where, params, bound + 1) > bound:
         return None
-    entries = runs_of([int(r[0]) for r in conn.execute(_ENTRY_IDS.format(where=where), params)])
-    if len(entries) > MAX_RUNS:
-        return None
-    owners: dict[int, list[int]] = {}
-    every: set[int] = set()
-    for r in conn.execute(_CHUNK_IDS.format(where=where), params):
-        every.add(int(r[0]))
-        if r[2]:
-            owners.setdefault(int(r[0]), []).append(int(r[1]))
-    chunks = runs_of(sorted(every))
-    if len(chunks) > MAX_RUNS:
-        return None
-    return Runs(chunks, entries, owners)
+    for sql in _TABLES:
+        conn.execute(sql)
+    conn.execute("DELETE FROM temp.narrow_entries")
+    conn.execute("DELETE FROM temp.narrow_chunks")
+    kept = conn.execute(_FILL_ENTRIES.format(where=where), params).rowcount
+    conn.execute(_FILL_CHUNKS)
+    return Narrow(int(kept), _span(conn, "narrow_chunks"), _span(conn, "narrow_entries"))
 
 
-def holders(conn: Conn, runs: Runs, term: str) -> int:
-    """How many of the filter's entries hold ``term`` in their own body."""
-    sql = "SELECT rowid FROM search_body WHERE search_body MATCH ? AND rowid BETWEEN ? AND ?"
-    quoted = '"' + term.replace('"', '""') + '"'
-    held: set[int] = set()
-    for first, last in runs.chunks:
-        for (cid,) in conn.execute(sql, (quoted, first, last)):
-            held.update(runs.owners.get(int(cid), ()))
-    return len(held)
+def _span(conn: Conn, table: str) -> Span:
+    first, last, n = conn.execute(_SPAN.format(table=table)).fetchone()
+    if not n:  # nothing kept: a range no row falls in
+        return Span(table, 1, 0, True)
+    return Span(table, int(first), int(last), int(n) == int(last) - int(first) + 1)
 
 
-def ranged(top_sql: str) -> str:
-    """A whole-index BM25 statement (``... WHERE t MATCH ? ORDER BY s LIMIT ?``) limited to
-    one rowid run: ``(match, first, last, limit)``."""
-    head, tail = top_sql.split(" ORDER BY ")
-    return f"{head} AND rowid BETWEEN ? AND ? ORDER BY {tail}"
-
-
-def scores(
-    conn: Conn, top_sql: str, match: str, runs: Sequence[tuple[int, int]], limit: int
-) -> dict[int, float]:
-    """The best ``limit`` rows of each run matching ``match`` (BM25, higher is better)."""
-    sql = ranged(top_sql)
-    out: dict[int, float] = {}
-    for first, last in runs:
-        for r in conn.execute(sql, (match, first, last, limit)):
-            out[int(r[0])] = -float(r[1])
-    return out
+def holders(conn: Conn, terms: list[str]) -> dict[str, int]:
+    """How many of the filter's entries (the last :func:`plan`'s) hold each of ``terms`` in
+    their own body (not a lossy entry's kept original)."""
+    sql = _HELD.format(counts=", ".join([_HOLDS] * len(terms)))
+    row = conn.execute(sql, ['"' + t.replace('"', '""') + '"' for t in terms]).fetchone()
+    return {t: int(row[i]) for i, t in enumerate(terms)}

@@ -10,12 +10,13 @@ A search of the whole store (no filter but expiry), or under a filter that keeps
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from offload.core import selectivity
-from offload.store import narrow, query, selective
+from offload.store import narrow, selective
 from offload.store.backend import Conn
 from offload.store.models import Filters
 
@@ -23,12 +24,13 @@ from offload.store.models import Filters
 # entry over one pass of the entries the filter keeps: the filter's size bounds the work,
 # not the terms' (driven from a term's rows instead, the joins cost ~0.4 s for one common
 # word at 100k entries).
+# (store/chunkmap.py: an entry's own chunks by its id)
 _HELD = (
-    "SELECT {counts} FROM entries e JOIN blocks b ON b.hash = e.block_hash "
-    "JOIN chunks c ON c.block_id = b.id WHERE {where}"
+    "SELECT {counts} FROM entries e JOIN entry_chunks m ON m.entry_id = e.id AND m.own = 1 "
+    "WHERE {where}"
 )
 _HOLDS = (
-    "count(DISTINCT CASE WHEN c.id IN "
+    "count(DISTINCT CASE WHEN m.chunk_id IN "
     "(SELECT rowid FROM search_body WHERE search_body MATCH ?) THEN e.id END)"
 )
 # A filter keeping at least this share of the store's entries is searched with the index's
@@ -41,20 +43,25 @@ def selective_terms(
     terms: Sequence[str],
     where: str,
     params: list[Any],
-    runs: narrow.Runs | None = None,
+    narrowed: narrow.Narrow | None = None,
+    *,
+    filters: Filters | None = None,
 ) -> list[str]:
     """``terms`` less those held by a large share of the entries under the filter (with
-    ``runs``, a narrow filter's rows: each count reads only those)."""
+    ``narrowed``, the filter as store/narrow.py read it for this search: each count reads
+    only its rows; ``filters``, what ``where`` says, lets a filter of scope and kinds be
+    sized without a scan)."""
     if len(terms) < 2:
         return list(terms)
-    if params and (where, params) == query.filter_sql(Filters(), params[0]):
+    if narrow.is_whole_store(where, params):
         return _over_the_index(conn, terms)
-    searched = int(
-        conn.execute(f"SELECT count(*) FROM entries e WHERE {where}", params).fetchone()[0]
-    )
-    stored = conn.execute("SELECT coalesce(sum(entries), 0) FROM scope_stats").fetchone()
-    if searched >= BROAD_SHARE * int(stored[0]):
-        return _over_the_index(conn, terms)
+    if narrowed is not None:
+        searched = narrowed.entries
+    else:
+        broad = math.ceil(BROAD_SHARE * narrow.stored_entries(conn))
+        searched = narrow.filter_size(conn, filters, where, params, broad)
+        if searched >= broad:
+            return _over_the_index(conn, terms)
     cap = selectivity.common_cap(searched)
     if cap is None:
         return list(terms)
@@ -62,8 +69,8 @@ def selective_terms(
     frequent = [t for t, chunks in _index_counts(conn, terms).items() if chunks >= cap]
     if not frequent:
         return list(terms)
-    if runs is not None:
-        held = {t: narrow.holders(conn, runs, t) for t in frequent}
+    if narrowed is not None:
+        held = narrow.holders(conn, frequent)
     else:
         sql = _HELD.format(counts=", ".join([_HOLDS] * len(frequent)), where=where)
         quoted = ['"' + t.replace('"', '""') + '"' for t in frequent]

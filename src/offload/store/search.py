@@ -144,12 +144,14 @@ def search_hits(
         match_terms = [t for t in match_terms if t not in idle]
         # a term most of the searched entries hold is not searched for (core.selectivity)
         # a narrow filter is searched inside its own rows (store/narrow.py)
-        runs = narrow.filter_runs(conn, where, params)
-        telling = scope_terms.selective_terms(conn, match_terms, where, params, runs)
-        found = lexical_candidates(conn, telling, where, params, need, runs)
+        narrowed = narrow.plan(conn, filters, where, params)
+        telling = scope_terms.selective_terms(
+            conn, match_terms, where, params, narrowed, filters=filters
+        )
+        found = lexical_candidates(conn, telling, where, params, need, narrowed)
         if not found and len(telling) < len(match_terms):
             telling = match_terms
-            found = lexical_candidates(conn, telling, where, params, need, runs)
+            found = lexical_candidates(conn, telling, where, params, need, narrowed)
         ranked = rank(store, q, found, where, params, now, terms=telling)
         ranked = hybrid.fused_candidates(store, text, ranked, where, params, need)
     except sqlite3.OperationalError as exc:
@@ -236,26 +238,20 @@ def lexical_candidates(
     where: str,
     params: list[Any],
     need: int,
-    runs: narrow.Runs | None = None,
+    narrowed: narrow.Narrow | None = None,
 ) -> list[Candidate]:
     """Entries matching any of ``terms`` under the filter, best BM25 first.
 
     Score = the best chunk's BM25 + the metadata row's weighted BM25 (both flipped to
     higher-is-better). BM25 is computed by FTS5 over every match; the top of that ranking
     is then mapped to entries and filtered, reaching deeper only when the filter keeps too
-    few of them; with ``runs`` (a narrow filter) only the filter's rows are scored.
+    few of them; with ``narrowed`` (store/narrow.py) only the filter's rows are scored.
     """
     match = match_expression(terms)
-    if runs is None:
-        body = _top_body(conn, terms, where, params, need)
-        meta = _top_entries(conn, _META_TOP, _META_ENTRIES, match, where, params, need)
-    else:
-        pool = max(_MIN_POOL, need * 4)
-        scored = narrow.scores(conn, _BODY_TOP, match, runs.chunks, pool)
-        body = _mapped(conn, scored, where, params)
-        scored = narrow.scores(conn, _META_TOP, match, runs.entries, pool)
-        rows = conn.execute(_META_ENTRIES.format(where=where), (json.dumps(list(scored)), *params))
-        meta = _best_per_entry(rows.fetchall(), scored)
+    chunks = None if narrowed is None else narrowed.chunks
+    meta_rows = None if narrowed is None else narrowed.meta
+    body = _top_body(conn, terms, where, params, need, chunks)
+    meta = _top_entries(conn, _META_TOP, _META_ENTRIES, match, where, params, need, meta_rows)
     out: dict[int, Candidate] = dict(body)
     for eid, c in meta.items():
         have = out.get(eid)
@@ -274,10 +270,12 @@ def _top_entries(
     where: str,
     params: list[Any],
     need: int,
+    span: narrow.Span | None = None,
 ) -> dict[int, Candidate]:
     pool = max(_MIN_POOL, need * 4)
+    top, bounds = (top_sql, ()) if span is None else (span.restrict(top_sql), span.params)
     while True:
-        scored = conn.execute(top_sql, (match, pool)).fetchall()
+        scored = conn.execute(top, (match, *bounds, pool)).fetchall()
         bm25 = {int(r[0]): -float(r[1]) for r in scored}
         rows = conn.execute(
             entries_sql.format(where=where), (json.dumps(list(bm25)), *params)
@@ -339,7 +337,12 @@ def _best_per_entry(rows: Iterable[Row], bm25: dict[int, float]) -> dict[int, Ca
 
 
 def _top_body(
-    conn: Conn, terms: list[str], where: str, params: list[Any], need: int
+    conn: Conn,
+    terms: list[str],
+    where: str,
+    params: list[Any],
+    need: int,
+    span: narrow.Span | None = None,
 ) -> dict[int, Candidate]:
     """The best chunks' entries, with BM25's work bounded by term selectivity
     (store/selective.py): only rows matching a rare term are scored, exactly; once no row
@@ -347,11 +350,13 @@ def _top_body(
     rarest term joins the rare ones (at worst every term: the plain OR query)."""
     p = selective.plan(conn, "search_body", terms)
     pool = max(_MIN_POOL, need * 4)
+    # a narrow filter: only its rows are scored (store/narrow.py)
+    top, bounds = (_BODY_TOP, ()) if span is None else (span.restrict(_BODY_TOP), span.params)
     while True:
         bm25: dict[int, float] = {}
         exhausted = True
         for match in _partitions(p):
-            scored = conn.execute(_BODY_TOP, (match, pool)).fetchall()
+            scored = conn.execute(top, (match, *bounds, pool)).fetchall()
             exhausted = exhausted and len(scored) < pool
             bm25.update((int(r[0]), -float(r[1])) for r in scored)
         best = _mapped(conn, bm25, where, params)
