@@ -16,9 +16,10 @@ non-stopword words, ordered by ``bm25()``.
 
 Speed: ``--entries`` texts built from the conversations' turns (two turns each, seeded), put
 through the bulk path, and the same texts in a plain FTS5 table; every question is timed as
-a query on both. Scoped: the same store searched under filters (a small scope, an eighth of
-the store, a filter every entry passes) beside the whole store, each beside plain FTS5 under
-the same filter (a join on the rows' scopes). Writes: the latency of one acknowledged ``put`` on a store already holding
+a query on both. Scoped: the same store searched under filters (a small scope, a scattered one,
+an eighth of the store, its newest fifth, a filter every entry passes) beside the whole
+store, each beside plain FTS5 under the same filter (a join on the rows' scopes, or a rowid
+range). Writes: the latency of one acknowledged ``put`` on a store already holding
 ``--write-base`` entries, for a turn, a 4 KB tool output and a 64 KB one; with
 ``--baseline-src`` the same measurement runs under another checkout's source in a child
 process, side by side. LoCoMo is CC BY-NC: pass its path, never copy it into the repository.
@@ -286,6 +287,43 @@ def _plain_scopes(plain: sqlite3.Connection, n: int, small: list[str]) -> None:
     plain.commit()
 
 
+SCATTERED_SCOPE = "scattered"
+SCATTERED_ENTRIES = 300
+
+
+def _scattered(store: Any, plain: sqlite3.Connection, convs: list[Conversation]) -> None:
+    """A scope of SCATTERED_ENTRIES entries put one at a time between as many entries of
+    another scope (a run of one id each: projects written interleaved), added once, and the
+    same rows (with their scopes) in the plain table."""
+    from offload.store.models import Filters
+
+    texts = [f"{t} [scattered]" for t in scale_texts(convs, 2 * SCATTERED_ENTRIES, seed=13)]
+    scopes = [SCATTERED_SCOPE if i % 2 == 0 else "scatter-gaps" for i in range(len(texts))]
+    if not store.count(Filters(scope=SCATTERED_SCOPE)):
+        for text, scope in zip(texts, scopes, strict=True):
+            store.put(text, scope=scope)
+    if plain.execute("SELECT 1 FROM scopes WHERE scope = ?", (SCATTERED_SCOPE,)).fetchone():
+        return
+    first = int(plain.execute("SELECT max(rowid) FROM t").fetchone()[0]) + 1
+    rows = list(enumerate(texts, first))
+    plain.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", rows)
+    plain.executemany("INSERT INTO scopes VALUES (?, ?)", ((i, scopes[i - first]) for i, _ in rows))
+    plain.commit()
+
+
+def plain_from(conn: sqlite3.Connection, question: str, first: int, k: int) -> list[int]:
+    """The plain baseline under "created after": the rows from ``first`` on (the store's
+    entries arrive in the plain table's row order)."""
+    match = fts_or_query(question)
+    if not match:
+        return []
+    rows = conn.execute(
+        "SELECT rowid FROM t WHERE t MATCH ? AND rowid >= ? ORDER BY bm25(t) LIMIT ?",
+        (match, first, k),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
 def plain_scoped(conn: sqlite3.Connection, question: str, scope: str, k: int) -> list[int]:
     """The plain baseline under a scope: the same MATCH, joined to the rows' scopes."""
     match = fts_or_query(question)
@@ -303,8 +341,10 @@ def bench_scoped(convs: list[Conversation], tmp: Path, n: int, limit: int) -> di
     """Filtered search beside whole-store search, each beside plain FTS5 with the same filter
     (a join), on the ``--speed-dir`` store of ``n`` entries (built by ``--only speed``).
 
-    Filters: a small scope (SMALL_ENTRIES entries added to the store once), one of the
-    build's eight scopes (an eighth of the store), and a kind filter every entry passes."""
+    Filters: a small scope (SMALL_ENTRIES entries added to the store once), a scattered
+    one (SCATTERED_ENTRIES, one id in two), one of the build's eight scopes (an eighth of
+    the store), the newest fifth of the store (created after; not a scope), and a kind
+    filter every entry passes."""
     import offload
     from offload.store.models import Filters
 
@@ -316,11 +356,17 @@ def bench_scoped(convs: list[Conversation], tmp: Path, n: int, limit: int) -> di
         store.put_many(small, scope=SMALL_SCOPE)
     plain = sqlite3.connect(str(tmp / "plain.db"))
     _plain_scopes(plain, n, small)
+    _scattered(store, plain, convs)
+    fifth = int(0.8 * n)  # the plain table's row 80,000 is the store's 80,001st entry
+    row = store.conn.execute("SELECT created FROM entries ORDER BY id LIMIT 1 OFFSET ?", (fifth,))
+    recent = float(row.fetchone()[0])
     questions = [q for c in convs for q, _, _ in c.questions][:limit]
-    cases: dict[str, tuple[Filters, str | None]] = {
+    cases: dict[str, tuple[Filters, str | int | None]] = {
         "whole": (Filters(), None),
         "small": (Filters(scope=SMALL_SCOPE), SMALL_SCOPE),
+        "scattered": (Filters(scope=SCATTERED_SCOPE), SCATTERED_SCOPE),
         "eighth": (Filters(scope="s0"), "s0"),
+        "recent_fifth": (Filters(created_after=recent), fifth),
         "everything": (Filters(kinds=("text",)), None),
     }
     for q in questions[:20]:  # warm the caches alike
@@ -333,6 +379,8 @@ def bench_scoped(convs: list[Conversation], tmp: Path, n: int, limit: int) -> di
             t = time.perf_counter()
             if scope is None:
                 plain_search(plain, q, 10)
+            elif isinstance(scope, int):
+                plain_from(plain, q, scope, 10)
             else:
                 plain_scoped(plain, q, scope, 10)
             times[f"fts5_{name}"].append((time.perf_counter() - t) * 1000)

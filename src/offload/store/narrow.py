@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from offload.store import query
 from offload.store.backend import Conn
@@ -43,8 +43,10 @@ _TABLES = (
     "CREATE TEMP TABLE IF NOT EXISTS narrow_chunks (id INTEGER PRIMARY KEY)",
 )
 _BOUNDED_COUNT = "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE {where} LIMIT ?)"
+# in id order, up to a bound: a filter that is not one of scope and kinds is sized by
+# the same scan that reads it
 _FILL_ENTRIES = (
-    "INSERT INTO temp.narrow_entries SELECT e.id FROM entries e WHERE {where} ORDER BY e.id"
+    "INSERT INTO temp.narrow_entries SELECT e.id FROM entries e WHERE {where} ORDER BY e.id LIMIT ?"
 )
 # the entries in id order: their map rows are read in order (neighbouring pages)
 _FILL_CHUNKS = (
@@ -54,11 +56,17 @@ _FILL_CHUNKS = (
 _SPAN = "SELECT min(id), max(id), count(*) FROM temp.{table}"
 # each frequent term's chunks (FTS5 reads a term's rows in C, once per statement), counted
 # per entry over one pass of the filter's own chunks
-_HELD = "SELECT {counts} FROM temp.narrow_entries x CROSS JOIN entry_chunks m ON m.entry_id = x.id AND m.own = 1"
-_HOLDS = (
-    "count(DISTINCT CASE WHEN m.chunk_id IN "
-    "(SELECT rowid FROM search_body WHERE search_body MATCH ?) THEN x.id END)"
+_HELD = (
+    "SELECT {counts} FROM temp.narrow_entries x "
+    "CROSS JOIN entry_chunks m ON m.entry_id = x.id AND m.own = 1"
 )
+_HOLDS = (
+    "count(DISTINCT CASE WHEN m.chunk_id IN (SELECT rowid FROM search_body "
+    "WHERE search_body MATCH ? AND rowid BETWEEN ? AND ?) THEN x.id END)"
+)
+# what the rest of the search checks entries against once the filter is read: the same
+# entries, by id (a probe of the temp table instead of the filter's own conditions)
+KEPT = "e.id IN (SELECT id FROM temp.narrow_entries)"
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,11 @@ class Narrow:
     chunks: Span
     meta: Span
 
+    @property
+    def where(self) -> tuple[str, list[Any]]:
+        """The filter as a condition on ``e`` (with its parameters): the entries read, by id."""
+        return KEPT, []
+
 
 def filter_size(
     conn: Conn, filters: Filters | None, where: str, params: list[Any], bound: int
@@ -99,7 +112,7 @@ def filter_size(
     """How many entries the filter keeps, counted up to ``bound`` (more: ``bound``). A filter
     of scope and kinds alone is read from ``scope_stats`` less the expired entries (a few
     index rows), so a filter every entry passes costs no scan."""
-    if filters is not None and dataclasses.replace(filters, scope=None, kinds=()) == Filters():
+    if _simple(filters):
         conds, args = ["1 = 1"], []
         if filters.scope is not None:
             conds.append("scope = ?")
@@ -119,6 +132,11 @@ def filter_size(
     return int(conn.execute(_BOUNDED_COUNT.format(where=where), (*params, bound)).fetchone()[0])
 
 
+def _simple(filters: Filters | None) -> TypeGuard[Filters]:
+    """Whether the filter is one of scope and kinds only (sized from ``scope_stats``)."""
+    return filters is not None and dataclasses.replace(filters, scope=None, kinds=()) == Filters()
+
+
 def stored_entries(conn: Conn) -> int:
     """How many entries the store holds (expired ones included: a cheap sum)."""
     return int(conn.execute("SELECT coalesce(sum(entries), 0) FROM scope_stats").fetchone()[0])
@@ -135,13 +153,16 @@ def plan(conn: Conn, filters: Filters, where: str, params: list[Any]) -> Narrow 
     if not isinstance(conn, sqlite3.Connection) or is_whole_store(where, params):
         return None
     bound = int(NARROW_SHARE * stored_entries(conn))
-    if filter_size(conn, filters, where, params, bound + 1) > bound:
+    if _simple(filters) and filter_size(conn, filters, where, params, bound + 1) > bound:
         return None
     for sql in _TABLES:
         conn.execute(sql)
     conn.execute("DELETE FROM temp.narrow_entries")
     conn.execute("DELETE FROM temp.narrow_chunks")
-    kept = conn.execute(_FILL_ENTRIES.format(where=where), params).rowcount
+    kept = conn.execute(_FILL_ENTRIES.format(where=where), (*params, bound + 1)).rowcount
+    if kept > bound:
+        conn.execute("DELETE FROM temp.narrow_entries")
+        return None
     conn.execute(_FILL_CHUNKS)
     return Narrow(int(kept), _span(conn, "narrow_chunks"), _span(conn, "narrow_entries"))
 
@@ -153,9 +174,12 @@ def _span(conn: Conn, table: str) -> Span:
     return Span(table, int(first), int(last), int(n) == int(last) - int(first) + 1)
 
 
-def holders(conn: Conn, terms: list[str]) -> dict[str, int]:
-    """How many of the filter's entries (the last :func:`plan`'s) hold each of ``terms`` in
-    their own body (not a lossy entry's kept original)."""
+def holders(conn: Conn, narrowed: Narrow, terms: list[str]) -> dict[str, int]:
+    """How many of the filter's entries (``narrowed``, the last :func:`plan`) hold each of
+    ``terms`` in their own body (not a lossy entry's kept original)."""
     sql = _HELD.format(counts=", ".join([_HOLDS] * len(terms)))
-    row = conn.execute(sql, ['"' + t.replace('"', '""') + '"' for t in terms]).fetchone()
+    args: list[Any] = []
+    for t in terms:
+        args += ['"' + t.replace('"', '""') + '"', *narrowed.chunks.params]
+    row = conn.execute(sql, args).fetchone()
     return {t: int(row[i]) for i, t in enumerate(terms)}

@@ -70,7 +70,7 @@ def selective_terms(
     if not frequent:
         return list(terms)
     if narrowed is not None:
-        held = narrow.holders(conn, frequent)
+        held = narrow.holders(conn, narrowed, frequent)
     else:
         sql = _HELD.format(counts=", ".join([_HOLDS] * len(frequent)), where=where)
         quoted = ['"' + t.replace('"', '""') + '"' for t in frequent]

@@ -148,6 +148,8 @@ def search_hits(
         telling = scope_terms.selective_terms(
             conn, match_terms, where, params, narrowed, filters=filters
         )
+        if narrowed is not None:  # from here on the filter is the entries read, by id
+            where, params = narrowed.where
         found = lexical_candidates(conn, telling, where, params, need, narrowed)
         if not found and len(telling) < len(match_terms):
             telling = match_terms

@@ -18,6 +18,7 @@ is still found lexically; ``offload doctor --reindex`` fills them in (:func:`bac
 from __future__ import annotations
 
 import json
+import sqlite3
 import struct
 import sys
 import threading
@@ -324,14 +325,24 @@ def semantic_side(
     matrix.note_stale(1.0 - len(live) / len(close))
     if len(kept) < k and len(kept) < len(live):
         # a selective filter (a small scope in a big store): search only what it keeps
-        allowed = [
-            int(r[0]) for r in conn.execute(f"SELECT e.id FROM entries e WHERE {where}", params)
-        ]
+        allowed = _filter_ids(conn, where, params)
         close, _ = nearest(ids, rows, query, k, allowed=allowed, prefixes=prefixes)
         kept = {eid for eid, _ in close}
     scores = dict([(eid, s) for eid, s in close if eid in kept][:k])
     scores.update(matrix.similarity(query, lexical_ids))
     return Nearest(scores, floor)
+
+
+def _filter_ids(conn: Conn, where: str, params: list[Any]) -> Any:
+    """The ids of the entries the filter keeps; on SQLite as one joined string, split by
+    numpy (a row per id costs ~10x more in Python at 14,000 entries)."""
+    import numpy as np
+
+    sql = f"SELECT e.id FROM entries e WHERE {where}"
+    if not isinstance(conn, sqlite3.Connection):
+        return np.array([int(r[0]) for r in conn.execute(sql, params)], dtype=np.int64)
+    text = conn.execute(f"SELECT group_concat(id) FROM ({sql})", params).fetchone()[0]
+    return np.array(text.split(",") if text else [], dtype=np.int64)
 
 
 def _kept(conn: Conn, ids: list[int], where: str, params: list[Any]) -> tuple[set[int], set[int]]:
