@@ -163,10 +163,15 @@ def meta_row(
     )
 
 
-def put_meta(conn: Conn, entry_id: int, row: tuple[str, str, str, str, str]) -> None:
+def put_meta(
+    conn: Conn, entry_id: int, row: tuple[str, str, str, str, str], *, fresh: bool = False
+) -> None:
     """Write (or replace) an entry's metadata row; an entry without any has none (BM25's
-    statistics are then those of the entries that do carry metadata)."""
-    conn.execute("DELETE FROM search_meta WHERE rowid = ?", (entry_id,))
+    statistics are then those of the entries that do carry metadata). ``fresh``: the
+    entry was inserted in this transaction (ids are never reused), so there is no row to
+    replace: one statement (a round trip on PostgreSQL) less."""
+    if not fresh:
+        conn.execute("DELETE FROM search_meta WHERE rowid = ?", (entry_id,))
     if not any(row):
         return
     conn.execute(

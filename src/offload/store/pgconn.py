@@ -61,6 +61,7 @@ WITH src AS MATERIALIZED (
 INSERT INTO search_body (rowid, terms) SELECT id, terms FROM src
 """
 SCHEMES = ("postgresql://", "postgres://")
+_TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus), without importing psycopg
 
 
 def is_postgres(url: str) -> bool:
@@ -89,11 +90,19 @@ class PgRow(tuple[Any, ...]):
         return list(self._names)
 
 
+def _returns_rows(cursor: Any) -> bool:
+    """Whether the statement returned rows (``cursor.description`` is not None), read
+    from the result without building its Column objects: those were a tenth of a
+    resolve's client CPU."""
+    res = cursor.pgresult
+    return res is not None and bool(res.nfields or res.status == _TUPLES_OK)
+
+
 def _row_factory(cursor: Any) -> Any:
-    desc = cursor.description
-    if desc is None:
+    if not _returns_rows(cursor):
         return tuple
-    names = tuple(d.name for d in desc)
+    res = cursor.pgresult
+    names = tuple(res.fname(i).decode() for i in range(res.nfields))
     index: dict[str, int] = {}
     for i, n in enumerate(names):
         index.setdefault(n, i)
@@ -359,7 +368,7 @@ def _run_one(raw: psycopg.Connection[Any], st: pgsql.Statement, params: Any) -> 
     if st.returns_id:
         row = cur.fetchone()
         return PgCursor(cur.rowcount, int(row[0]) if row else None, [])
-    rows = cur.fetchall() if cur.description is not None else []
+    rows = cur.fetchall() if _returns_rows(cur) else []
     return PgCursor(cur.rowcount, None, rows)
 
 

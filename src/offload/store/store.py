@@ -434,7 +434,7 @@ class Store:
             ),
         )
         entry_id = int(cur.lastrowid or 0)
-        index.put_meta(conn, entry_id, p.meta)
+        index.put_meta(conn, entry_id, p.meta, fresh=True)
         if p.vector is not None and self._embedder is not None:
             vectors.insert(conn, entry_id, self._embedder.model_id, p.vector)
         if label is not None:
