@@ -74,7 +74,6 @@ NO_FILTERS = Filters()
 # connections a PostgreSQL store keeps open at most (a statement or a write holds one)
 PG_POOL_SIZE = 8
 _ENTRY_SELECT = rows.ENTRY_SELECT
-_ENTRY_LABELS = rows.ENTRY_LABELS_SELECT
 _BLOCKS_BY_HASH = (
     "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks "
     "WHERE hash IN (SELECT value FROM json_each(?))"
@@ -519,12 +518,12 @@ class Store:
         """The entries ``parsed`` names, each with its labels: one statement."""
         if parsed.kind == "id":
             return rows.with_labels(
-                conn.execute(f"{_ENTRY_LABELS} WHERE e.id = ?", (parsed.entry_id,))
+                conn.execute(rows.labelled("WHERE e.id = ?"), (parsed.entry_id,))
             )
         if parsed.kind == "hash":
             return rows.with_labels(
                 conn.execute(
-                    f"{_ENTRY_LABELS} WHERE e.content_hash = ? OR e.block_hash = ? ORDER BY e.id",
+                    rows.labelled("WHERE e.content_hash = ? OR e.block_hash = ?"),
                     (parsed.value, parsed.value),
                 )
             )
@@ -532,8 +531,10 @@ class Store:
             lo, hi = parsed.value, parsed.value + "g"  # 'g' sorts after every hex digit
             found = rows.with_labels(
                 conn.execute(
-                    f"{_ENTRY_LABELS} WHERE (e.content_hash >= ? AND e.content_hash < ?) "
-                    "OR (e.block_hash >= ? AND e.block_hash < ?) ORDER BY e.id",
+                    rows.labelled(
+                        "WHERE (e.content_hash >= ? AND e.content_hash < ?) "
+                        "OR (e.block_hash >= ? AND e.block_hash < ?)"
+                    ),
                     (lo, hi, lo, hi),
                 )
             )
@@ -541,7 +542,7 @@ class Store:
                 return found
         return rows.with_labels(
             conn.execute(
-                f"{_ENTRY_LABELS} JOIN labels l ON l.entry_id = e.id WHERE l.label = ?",
+                rows.labelled("JOIN labels l ON l.entry_id = e.id WHERE l.label = ?"),
                 (parsed.raw,),
             )
         )
