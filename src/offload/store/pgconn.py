@@ -92,8 +92,7 @@ class PgRow(tuple[Any, ...]):
 
 def _returns_rows(cursor: Any) -> bool:
     """Whether the statement returned rows (``cursor.description`` is not None), read
-    from the result without building its Column objects: those were a tenth of a
-    resolve's client CPU."""
+    from the result without building its Column objects a second time."""
     res = cursor.pgresult
     return res is not None and bool(res.nfields or res.status == _TUPLES_OK)
 
@@ -101,8 +100,7 @@ def _returns_rows(cursor: Any) -> bool:
 def _row_factory(cursor: Any) -> Any:
     if not _returns_rows(cursor):
         return tuple
-    res = cursor.pgresult
-    names = tuple(res.fname(i).decode() for i in range(res.nfields))
+    names = tuple(d.name for d in cursor.description)
     index: dict[str, int] = {}
     for i, n in enumerate(names):
         index.setdefault(n, i)
