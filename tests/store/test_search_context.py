@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from offload.core import analysis
 from offload.core.tokens import EstimateCounter
-from offload.store import context
+from offload.store import context, index
+from offload.store.maintenance import reindex
 from offload.store.models import Filters
 from offload.store.store import Store
 
@@ -90,3 +93,75 @@ def test_a_neighbour_of_another_scope_or_kind_adds_nothing(tmp_path: Path) -> No
     # entries (another kind, another scope) right after the first one count for nothing
     assert {h.entry.id for h in found} == {hit.id, alone.id}
     assert found[0].score == pytest.approx(found[1].score)
+
+
+_TRICKY = [
+    'tool said {"m":"ok\\nZebrawordx failed"} at src/offload/store/context.py',
+    "parseHTTPResponse and snake_case_name in v1.2.3 ünïcödé Straße",
+    "the the the lake lake, painting painted paints",
+]
+
+
+def test_a_chunks_cached_term_counts_are_its_analysed_terms_counted() -> None:
+    for text in [*_TRICKY, *_turns(40)[:8]]:
+        cached = json.loads(index.term_counts(analysis.index_text(text)))
+        assert cached == Counter(analysis.index_terms(text))
+
+
+def _ranked(store: Store, queries: list[str]) -> list[list[tuple[int, float]]]:
+    return [
+        [(h.entry.id, h.score) for h in store.search(q, scope="chat", limit=20)] for q in queries
+    ]
+
+
+_QUERIES = ["paint lake", "lake at dawn", "Zebrawordx failed", "parse http response", "note 7"]
+
+
+@pytest.mark.sqlite_only
+def test_scores_from_cached_term_counts_equal_scores_from_the_text_analysed_again(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        store.put_many([*_turns(40), *_TRICKY, *_turns(40)[:10]], kind="turn", scope="chat")
+        cached = _ranked(store, _QUERIES)
+        # a store written before the cache: every chunk scored from its text
+        store.conn.execute("UPDATE chunks SET term_counts = NULL")
+        uncached = _ranked(store, _QUERIES)
+    assert all(cached)
+    assert cached == uncached
+
+
+@pytest.mark.sqlite_only
+def test_doctor_reindex_fills_in_the_term_counts_of_chunks_stored_before_the_cache(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        store.put_many(_turns(40), kind="turn", scope="chat")
+        before = _ranked(store, _QUERIES)
+        store.conn.execute("UPDATE chunks SET term_counts = NULL")
+        reindex(store)
+        missing = store.conn.execute("SELECT count(*) FROM chunks WHERE term_counts IS NULL")
+        assert missing.fetchone()[0] == 0
+        assert _ranked(store, _QUERIES) == before
+
+
+@pytest.mark.sqlite_only
+def test_rebuilding_the_index_from_its_chunks_rewrites_their_term_counts(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        store.put_many(_turns(40), kind="turn", scope="chat")
+        want = dict(store.conn.execute("SELECT id, term_counts FROM chunks").fetchall())
+        # counts left by an older analysis: a migration that re-derives the terms redoes them
+        store.conn.execute("UPDATE chunks SET term_counts = '{\"stale\":1}'")
+        store.conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
+        index.reindex_chunks(store.conn)
+        got = dict(store.conn.execute("SELECT id, term_counts FROM chunks").fetchall())
+    assert got == want
+
+
+def test_every_chunk_written_carries_its_term_counts(store: Store) -> None:
+    store.put_many(_TRICKY, kind="turn", scope="chat")
+    rows = store.conn.execute("SELECT term_counts FROM chunks").fetchall()
+    assert rows
+    assert all(json.loads(r[0]) for r in rows)

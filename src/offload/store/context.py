@@ -12,8 +12,10 @@ frequency is normalised by that field's length (the "simple BM25F" of Zaragoza e
 neighbour saturates, and a turn gets credit for the query words its neighbours add.
 
 Everything comes from the store itself: FTS5's ``k1``/``b`` (1.2 / 0.75), its idf and its
-average row length (``store/selective.py``). The text scored is each entry's best chunk (a direct match) or its first chunk,
-re-analysed exactly as it was indexed (``core.analysis.index_terms``).
+average row length (``store/selective.py``). The text scored is each entry's best chunk (a
+direct match) or its first chunk: its term counts were cached when it was written
+(``chunks.term_counts``, ``index.term_counts``); a chunk stored before that cache is
+re-analysed exactly as it was indexed (``core.analysis.index_terms``), to the same counts.
 
 The context score replaces only the body's own BM25: a direct match keeps what its
 metadata added (``found`` holds body plus metadata), and entries that match nothing
@@ -24,13 +26,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
 from offload.store import selective
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Row
 
 if TYPE_CHECKING:
     from offload.store.backend import StoreHandle as Store
@@ -51,15 +53,18 @@ _KEYS = (
     "e.accessed AS accessed, e.access_count AS uses"
 )
 _CHUNKS = (
-    "SELECT c.id AS cid, c.start AS start, c.end AS end, b.hash AS block FROM chunks c "
-    "JOIN blocks b ON b.id = c.block_id WHERE c.id IN (SELECT value FROM json_each(?))"
+    "SELECT c.id AS cid, c.start AS start, c.end AS end, b.hash AS block, "
+    "c.term_counts AS counts FROM json_each(?) j CROSS JOIN chunks c "
+    "JOIN blocks b ON b.id = c.block_id WHERE c.id = j.value"
 )
 _FIRST_CHUNKS = (
-    "SELECT e.id AS eid, c.start AS start, c.end AS end, b.hash AS block FROM entries e "
+    "SELECT e.id AS eid, c.start AS start, c.end AS end, b.hash AS block, "
+    "c.term_counts AS counts FROM json_each(?) j CROSS JOIN entries e "
     "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.id = "
-    "(SELECT min(c2.id) FROM chunks c2 WHERE c2.block_id = b.id) "
-    "WHERE e.id IN (SELECT value FROM json_each(?))"
+    "(SELECT min(c2.id) FROM chunks c2 WHERE c2.block_id = b.id) WHERE e.id = j.value"
 )
+# A text's term counts and length (the sum of its counts)
+Counts = tuple[dict[str, int], int]
 
 
 def field_weights(share: float, window: int) -> list[float]:
@@ -69,7 +74,7 @@ def field_weights(share: float, window: int) -> list[float]:
 
 def bm25f(
     terms: Sequence[str],
-    fields: Sequence[tuple[float, Counter[str], int]],
+    fields: Sequence[tuple[float, Mapping[str, int], int]],
     idf: dict[str, float],
     avg_length: float,
 ) -> float:
@@ -108,19 +113,31 @@ def neighbour_ids(conn: Conn, ids: list[int], window: int) -> dict[int, list[int
     return slots
 
 
-def _texts(store: Store, chunk_of: dict[int, int], first_of: list[int]) -> dict[int, str]:
-    """Entry id -> the text scored: its best chunk, or its first chunk."""
+def _counted(store: Store, r: Row) -> Counts:
+    """A chunk row's term counts: cached at write time (index.term_counts), or, for a
+    chunk stored before the cache, its text analysed exactly as it was indexed."""
+    cached = r["counts"]
+    if cached is not None:
+        counts: dict[str, int] = json.loads(cached)
+    else:
+        text = store.block_text(r["block"])[int(r["start"]) : int(r["end"])]
+        counts = Counter(analysis.index_terms(text))
+    return counts, sum(counts.values())
+
+
+def term_counts(store: Store, chunk_of: dict[int, int], first_of: list[int]) -> dict[int, Counts]:
+    """Entry id -> the term counts and length of the text scored: its best chunk (``chunk_of``),
+    or its first chunk (``first_of``)."""
     conn = store.conn
-    out: dict[int, str] = {}
+    out: dict[int, Counts] = {}
     by_chunk = {cid: eid for eid, cid in chunk_of.items()}
     if by_chunk:
         for r in conn.execute(_CHUNKS, (json.dumps(list(by_chunk)),)):
-            text = store.block_text(r["block"])[int(r["start"]) : int(r["end"])]
-            out[by_chunk[int(r["cid"])]] = text
+            out[by_chunk[int(r["cid"])]] = _counted(store, r)
     rest = [e for e in first_of if e not in out]
     if rest:
         for r in conn.execute(_FIRST_CHUNKS, (json.dumps(rest),)):
-            out[int(r["eid"])] = store.block_text(r["block"])[int(r["start"]) : int(r["end"])]
+            out[int(r["eid"])] = _counted(store, r)
     return out
 
 
@@ -169,17 +186,17 @@ def with_context(
         slots.update(neighbour_ids(conn, more, window))
     every = {n for e in scored for n in slots[e] if n is not None} | set(scored)
     chunk_of = {e: c.chunk_id for e, c in by_id.items() if e in every and c.chunk_id is not None}
-    texts = _texts(store, chunk_of, [e for e in every if e not in chunk_of])
-    counts = {e: Counter(analysis.index_terms(t)) for e, t in texts.items()}
-    lengths = {e: sum(c.values()) for e, c in counts.items()}
-    empty: Counter[str] = Counter()
+    counts = term_counts(store, chunk_of, [e for e in every if e not in chunk_of])
+    empty: Counts = ({}, 0)
     out = dict(by_id)
     for e in scored:
-        fields = [(1.0, counts.get(e, empty), lengths.get(e, 0))]
+        own_counts, own_length = counts.get(e, empty)
+        fields = [(1.0, own_counts, own_length)]
         for k, n in enumerate(slots[e]):
             if n is not None:
                 w = weights[k % window]
-                fields.append((w, counts.get(n, empty), lengths.get(n, 0)))
+                n_counts, n_length = counts.get(n, empty)
+                fields.append((w, n_counts, n_length))
         ctx = bm25f(terms, fields, idf, avg)
         c = by_id[e]
         own = bm25f(terms, fields[:1], idf, avg) if c.direct else 0.0

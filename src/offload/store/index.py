@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -85,6 +86,14 @@ def prepare(text: str, chunk_lines: int, chunk_chars: int, from_line: int = 1) -
     return PreparedIndex(chunks, vocab)
 
 
+def term_counts(terms: str) -> str:
+    """A chunk's cached term counts (``chunks.term_counts``): a JSON object of each index
+    term (of :func:`analysis.index_text`'s string) and how often it occurs, so ranking by a
+    chunk's neighbourhood (store/context.py) reads them instead of analysing the text again.
+    The length BM25 normalises by is the sum of the counts."""
+    return json.dumps(Counter(terms.split()), ensure_ascii=False, separators=(",", ":"))
+
+
 KNOWN_TERMS = "SELECT term FROM terms WHERE term IN (SELECT value FROM json_each(?))"
 
 
@@ -112,14 +121,18 @@ def insert_block(conn: Conn, block_id: int, prepared: PreparedIndex) -> None:
     insert_chunks = getattr(conn, "insert_chunks", None)
     if insert_chunks is not None:  # PostgreSQL: one round trip for them all
         insert_chunks(
-            block_id, [(c.start_line, c.end_line, c.start, c.end, c.terms) for c in prepared.chunks]
+            block_id,
+            [
+                (c.start_line, c.end_line, c.start, c.end, c.terms, term_counts(c.terms))
+                for c in prepared.chunks
+            ],
         )
         return
     for ch in prepared.chunks:
         cur = conn.execute(
-            "INSERT INTO chunks (block_id, start_line, end_line, start, end) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (block_id, ch.start_line, ch.end_line, ch.start, ch.end),
+            "INSERT INTO chunks (block_id, start_line, end_line, start, end, term_counts) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (block_id, ch.start_line, ch.end_line, ch.start, ch.end, term_counts(ch.terms)),
         )
         conn.execute(
             "INSERT INTO search_body (rowid, terms) VALUES (?, ?)", (cur.lastrowid, ch.terms)
@@ -280,9 +293,12 @@ def _record_built(conn: Conn) -> None:
 def reindex_chunks(conn: Conn, progress: Progress | None = None) -> int:
     """Fill search_body and the vocabulary from the chunks already recorded (their offsets
     stay; only the terms are re-derived), and record the analysis version that did it.
-    Corrupt blocks are skipped; returns blocks done."""
+    The chunks' cached term counts are re-derived too where the schema has them (an older
+    migration runs this before ``m_chunk_term_counts`` adds them). Corrupt blocks are
+    skipped; returns blocks done."""
     from offload.store import blocks  # the codec; imported here to keep this module light
 
+    cached = has_term_counts(conn)
     ids = [
         int(r[0]) for r in conn.execute("SELECT DISTINCT block_id FROM chunks ORDER BY block_id")
     ]
@@ -300,10 +316,13 @@ def reindex_chunks(conn: Conn, progress: Progress | None = None) -> int:
         chunks = conn.execute(
             "SELECT id, start, end FROM chunks WHERE block_id = ?", (block_id,)
         ).fetchall()
-        conn.executemany(
-            "INSERT INTO search_body (rowid, terms) VALUES (?, ?)",
-            [(c["id"], _joined(text[c["start"] : c["end"]])) for c in chunks],
-        )
+        terms = [(c["id"], _joined(text[c["start"] : c["end"]])) for c in chunks]
+        conn.executemany("INSERT INTO search_body (rowid, terms) VALUES (?, ?)", terms)
+        if cached:
+            conn.executemany(
+                "UPDATE chunks SET term_counts = ? WHERE id = ?",
+                [(term_counts(t), cid) for cid, t in terms],
+            )
         conn.executemany(
             "INSERT OR IGNORE INTO terms (term) VALUES (?)",
             [(t,) for t in sorted(analysis.surface_words(text[:VOCABULARY_SCAN_CHARS]))],
@@ -313,3 +332,10 @@ def reindex_chunks(conn: Conn, progress: Progress | None = None) -> int:
             progress(i, len(ids))
     _record_built(conn)
     return done
+
+
+def has_term_counts(conn: Conn) -> bool:
+    """Whether the chunks table has the cached term counts (migration m_chunk_term_counts)."""
+    if not isinstance(conn, sqlite3.Connection):
+        return True
+    return any(r[1] == "term_counts" for r in conn.execute("PRAGMA table_info(chunks)"))

@@ -51,12 +51,12 @@ _KEY_LOCKS = "SELECT count(pg_advisory_xact_lock(k)) FROM unnest(ARRAY[{}]::bigi
 _INSERT_CHUNKS = """
 WITH src AS MATERIALIZED (
     SELECT s.*, nextval('chunks_id_seq') AS id
-    FROM unnest(%s::integer[], %s::integer[], %s::integer[], %s::integer[], %b::tsvector[])
-        WITH ORDINALITY AS s(start_line, end_line, start, stop, terms, n)
+    FROM unnest(%s::integer[], %s::integer[], %s::integer[], %s::integer[], %b::tsvector[],
+        %s::text[]) WITH ORDINALITY AS s(start_line, end_line, start, stop, terms, counts, n)
     ORDER BY s.n
 ), c AS (
-    INSERT INTO chunks (id, block_id, start_line, end_line, start, "end")
-    SELECT id, %s, start_line, end_line, start, stop FROM src
+    INSERT INTO chunks (id, block_id, start_line, end_line, start, "end", term_counts)
+    SELECT id, %s, start_line, end_line, start, stop, counts FROM src
 )
 INSERT INTO search_body (rowid, terms) SELECT id, terms FROM src
 """
@@ -258,9 +258,9 @@ class PgConn:
         self._tx = raw
 
     def insert_chunks(self, block_id: int, chunks: Sequence[Sequence[Any]]) -> None:
-        """Insert a block's chunks, each (start_line, end_line, start, end, terms), and
-        their search rows in one statement: one round trip instead of two per chunk (a
-        100 KB body has about a hundred chunks)."""
+        """Insert a block's chunks, each (start_line, end_line, start, end, terms,
+        term_counts: index.term_counts), and their search rows in one statement: one
+        round trip instead of two per chunk (a 100 KB body has about a hundred chunks)."""
         if not chunks:
             return
         cols: list[list[Any]] = [list(c) for c in zip(*chunks, strict=True)]

@@ -343,3 +343,10 @@ def pg_entry_chunks_map(raw: Any) -> None:
     from offload.store import chunkmap
 
     chunkmap.create_pg(raw)
+
+
+@migration
+def pg_chunk_term_counts(raw: Any) -> None:
+    # SQLite's m_chunk_term_counts: each chunk's analysed term counts (index.term_counts),
+    # NULL for a chunk written before (its text is analysed instead)
+    raw.execute("ALTER TABLE chunks ADD COLUMN term_counts text")
