@@ -99,22 +99,22 @@ def test_two_proxies_on_one_store_add_their_counts_instead_of_overwriting(
     with Store(tmp_path / "offload.db") as other:
         a, b = Metrics(store), Metrics(other)
         for _ in range(3):
-            a.record(rec("shared", client_tokens=10, wire_tokens=4))
-        b.record(rec("shared", client_tokens=5, wire_tokens=5))
-        b.record(rec("shared", prefix_kept=False, break_cause="windowing"))
+            a.record(rec("common", client_tokens=10, wire_tokens=4))
+        b.record(rec("common", client_tokens=5, wire_tokens=5))
+        b.record(rec("common", prefix_kept=False, break_cause="windowing"))
         a.flush()
         b.flush()
         snap = b.snapshot()
         assert snap["live"]["counters"]["requests"] == 2
         assert snap["cumulative"]["counters"]["requests"] == 5  # a's three as well
         assert snap["cumulative"]["counters"]["tokens_saved"] == 18
-        assert snap["sessions"]["shared"]["cumulative"]["counters"]["requests"] == 5
-        a.record(rec("shared"))
+        assert snap["sessions"]["common"]["cumulative"]["counters"]["requests"] == 5
+        a.record(rec("common"))
         a.flush()
     later = Metrics(store).snapshot()
     assert later["cumulative"]["counters"]["requests"] == 6
     assert later["cumulative"]["breaks"] == {"windowing": 1}
-    assert later["sessions"]["shared"]["cumulative"]["counters"]["requests"] == 6
+    assert later["sessions"]["common"]["cumulative"]["counters"]["requests"] == 6
 
 
 PROXIES = 3

@@ -19,14 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from offload.config import SearchSettings, Settings, StoreSettings
-from offload.core.fence import iso
 from offload.core.hashing import encode, sha256_hex
-from offload.core.refs import MIN_PREFIX, ParsedRef, parse_ref
+from offload.core.refs import parse_ref
 from offload.core.tokens import BoundedCounter, TokenCounter, default_counter
 from offload.core.urls import redact_url
 from offload.errors import (
     AmbiguousReference,
-    Gone,
     InvalidInput,
     NotFound,
     OffloadError,
@@ -37,16 +35,16 @@ from offload.store import (
     db,
     index,
     lifecycle,
+    lookup,
     pgbulk,
     pgconn,
     query,
     rows,
     state,
     tallies,
-    tombstones,
     vectors,
 )  # fmt: skip
-from offload.store.backend import Conn, Row
+from offload.store.backend import Conn
 from offload.store.models import (
     Checkout,
     Entry,
@@ -500,61 +498,19 @@ class Store:
         """
         parsed = parse_ref(ref)
         conn = self.conn
-        matched = self._lookup(conn, parsed)
+        matched = lookup.entries_named(conn, parsed)
         now = self.clock()
         live = [(r, ls) for r, ls in matched if r["expires"] is None or r["expires"] > now]
         for r, _ in matched:
             if r["expires"] is not None and r["expires"] <= now:
                 lifecycle.expire(self, int(r["id"]))  # archived; a live twin still answers
         if not live:
-            raise self._why_missing(conn, parsed)
+            raise lookup.why_missing(conn, parsed)
         hashes = sorted({r["content_hash"] for r, _ in live})
         if len(hashes) > 1:
             raise AmbiguousReference(parsed.raw, [f"ctx:sha256:{h[:16]}" for h in hashes])
         preferred = [m for m in live if scope is not None and m[0]["scope"] == scope] or live
         return Entry.from_row(*preferred[0])
-
-    def _lookup(self, conn: Conn, parsed: ParsedRef) -> list[tuple[Row, tuple[str, ...]]]:
-        """The entries ``parsed`` names, each with its labels: one statement."""
-        if parsed.kind == "id":
-            return rows.with_labels(
-                conn.execute(rows.labelled("WHERE e.id = ?"), (parsed.entry_id,))
-            )
-        if parsed.kind == "hash":
-            return rows.with_labels(
-                conn.execute(
-                    rows.labelled("WHERE e.content_hash = ? OR e.block_hash = ?"),
-                    (parsed.value, parsed.value),
-                )
-            )
-        if parsed.kind == "prefix":
-            lo, hi = parsed.value, parsed.value + "g"  # 'g' sorts after every hex digit
-            found = rows.with_labels(
-                conn.execute(
-                    rows.labelled(
-                        "WHERE (e.content_hash >= ? AND e.content_hash < ?) "
-                        "OR (e.block_hash >= ? AND e.block_hash < ?)"
-                    ),
-                    (lo, hi, lo, hi),
-                )
-            )
-            if found or parsed.raw.lower().startswith("ctx:"):
-                return found
-        return rows.with_labels(
-            conn.execute(
-                rows.labelled("JOIN labels l ON l.entry_id = e.id WHERE l.label = ?"),
-                (parsed.raw,),
-            )
-        )
-
-    def _why_missing(self, conn: Conn, parsed: ParsedRef) -> Exception:
-        tomb = tombstones.lookup(conn, parsed)
-        if tomb is not None:
-            return Gone(parsed.raw, tomb.reason, iso(tomb.gone), tomb.regenerate)
-        hint = "list entries with `offload ls` or the matrix tool"
-        if parsed.kind == "prefix" and len(parsed.value) < MIN_PREFIX:
-            hint = f"give at least {MIN_PREFIX} hex characters"
-        return NotFound(parsed.raw, hint)
 
     def body(self, entry: Entry, *, original: bool = False, touch: bool = False) -> str:
         """The stored body, verified against its hash (``original``: what the caller sent)."""

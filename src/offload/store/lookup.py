@@ -1,0 +1,56 @@
+"""Finding the entries a reference names, and saying why none answers.
+
+:meth:`Store.resolve` composes these: it decides liveness, expiry and ambiguity; this module
+only reads rows (one statement per reference form) and tombstones.
+"""
+
+from __future__ import annotations
+
+from offload.core.fence import iso
+from offload.core.refs import MIN_PREFIX, ParsedRef
+from offload.errors import Gone, NotFound
+from offload.store import rows, tombstones
+from offload.store.backend import Conn, Row
+
+
+def entries_named(conn: Conn, parsed: ParsedRef) -> list[tuple[Row, tuple[str, ...]]]:
+    """The entries ``parsed`` names (live or not), each with its labels: one statement."""
+    if parsed.kind == "id":
+        return rows.with_labels(conn.execute(rows.labelled("WHERE e.id = ?"), (parsed.entry_id,)))
+    if parsed.kind == "hash":
+        return rows.with_labels(
+            conn.execute(
+                rows.labelled("WHERE e.content_hash = ? OR e.block_hash = ?"),
+                (parsed.value, parsed.value),
+            )
+        )
+    if parsed.kind == "prefix":
+        lo, hi = parsed.value, parsed.value + "g"  # 'g' sorts after every hex digit
+        found = rows.with_labels(
+            conn.execute(
+                rows.labelled(
+                    "WHERE (e.content_hash >= ? AND e.content_hash < ?) "
+                    "OR (e.block_hash >= ? AND e.block_hash < ?)"
+                ),
+                (lo, hi, lo, hi),
+            )
+        )
+        if found or parsed.raw.lower().startswith("ctx:"):
+            return found
+    return rows.with_labels(
+        conn.execute(
+            rows.labelled("JOIN labels l ON l.entry_id = e.id WHERE l.label = ?"),
+            (parsed.raw,),
+        )
+    )
+
+
+def why_missing(conn: Conn, parsed: ParsedRef) -> Exception:
+    """The error for a reference nothing live answers: Gone with its tombstone, or NotFound."""
+    tomb = tombstones.lookup(conn, parsed)
+    if tomb is not None:
+        return Gone(parsed.raw, tomb.reason, iso(tomb.gone), tomb.regenerate)
+    hint = "list entries with `offload ls` or the matrix tool"
+    if parsed.kind == "prefix" and len(parsed.value) < MIN_PREFIX:
+        hint = f"give at least {MIN_PREFIX} hex characters"
+    return NotFound(parsed.raw, hint)
