@@ -365,6 +365,36 @@ def git_repo(path: Path, commits: int = 1) -> Path:
     return path
 
 
+def run_together(
+    argvs: Sequence[Sequence[str]],
+    homes: Sequence[Path],
+    timeout: float,
+    cwd: Path | None = None,
+) -> list[str]:
+    """Start one child per argv (each with its own ``OFFLOAD_HOME``), let them go at one
+    moment (:func:`release_together`) and return their outputs; a child still running when
+    that fails is killed, so nothing outlives the test."""
+    procs = [
+        subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(home),
+            cwd=cwd,
+        )
+        for argv, home in zip(argvs, homes, strict=True)
+    ]
+    try:
+        return release_together(procs, timeout=timeout)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 def release_together(procs: Sequence[subprocess.Popen[str]], timeout: float) -> list[str]:
     """Let go at one moment child processes that each print ``ready`` and then wait for a
     line on standard input; wait for them all (each must exit 0) and return their outputs."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from offload.proxy.metrics import (
     cache_figures,
 )
 from offload.store.store import Store
-from realparts import child_env, release_together
+from realparts import run_together
 
 
 @pytest.fixture
@@ -155,24 +154,11 @@ def test_proxy_processes_flushing_at_once_lose_no_count(
     where = request.getfixturevalue("pg_database") if backend == "postgresql" else None
     where = where or str(tmp_path / "offload.db")
     Store(where if "://" in where else Path(where)).close()  # migrated before they start
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", PROXY, where, str(REQUESTS)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_env(tmp_path / f"home-{w}"),
-        )
-        for w in range(PROXIES)
-    ]
-    try:
-        release_together(procs, timeout=300)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    run_together(
+        [[sys.executable, "-c", PROXY, where, str(REQUESTS)]] * PROXIES,
+        [tmp_path / f"home-{w}" for w in range(PROXIES)],
+        timeout=300,
+    )
     with Store(where if "://" in where else Path(where)) as store:
         snap = Metrics(store).snapshot()
     total = snap["cumulative"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -13,7 +12,7 @@ from offload.core.tokens import EstimateCounter
 from offload.store import db
 from offload.store.archive import export_archive, import_archive
 from offload.store.store import Store
-from realparts import child_env, release_together
+from realparts import run_together
 
 PROCESSES = 3
 ADDS = 60
@@ -73,24 +72,11 @@ def test_processes_adding_to_the_same_counters_at_once_lose_nothing(
     store_location: Path | str, tmp_path: Path
 ) -> None:
     _open(store_location).close()  # migrated before they start
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", ADDER, str(store_location), str(ADDS)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_env(tmp_path / f"home-{w}"),
-        )
-        for w in range(PROCESSES)
-    ]
-    try:
-        outs = release_together(procs, timeout=300)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    outs = run_together(
+        [[sys.executable, "-c", ADDER, str(store_location), str(ADDS)]] * PROCESSES,
+        [tmp_path / f"home-{w}" for w in range(PROCESSES)],
+        timeout=300,
+    )
     with _open(store_location) as store:
         sums = store.tallies("team")
     assert sums["calls"] == {"git": PROCESSES * ADDS, "filesystem": 2 * PROCESSES * ADDS}
