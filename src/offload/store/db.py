@@ -473,19 +473,7 @@ def m_additive_tallies(conn: sqlite3.Connection) -> None:
         f"SELECT namespace, key, value FROM state WHERE namespace IN ({marks})",
         tallies.LEGACY_NAMESPACES,
     ).fetchall()
-    for namespace, key, text in found:
-        moved = tallies.legacy(namespace, key, text)
-        if moved is None:
-            continue
-        rows, kept = moved
-        conn.executemany("INSERT INTO tallies VALUES (?, ?, ?, ?)", rows)
-        if kept is None:
-            conn.execute("DELETE FROM state WHERE namespace = ? AND key = ?", (namespace, key))
-        else:
-            conn.execute(
-                "UPDATE state SET value = ? WHERE namespace = ? AND key = ?",
-                (kept, namespace, key),
-            )
+    tallies.move_legacy(conn.execute, found, "?")
 
 
 @migration

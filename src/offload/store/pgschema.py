@@ -311,20 +311,7 @@ def pg_additive_tallies(raw: Any) -> None:
         "SELECT namespace, key, value FROM state WHERE namespace = ANY(%s)",
         (list(tallies.LEGACY_NAMESPACES),),
     ).fetchall()
-    for namespace, key, text in found:
-        moved = tallies.legacy(namespace, key, text)
-        if moved is None:
-            continue
-        rows, kept = moved
-        for row in rows:
-            raw.execute("INSERT INTO tallies VALUES (%s, %s, %s, %s)", row)
-        if kept is None:
-            raw.execute("DELETE FROM state WHERE namespace = %s AND key = %s", (namespace, key))
-        else:
-            raw.execute(
-                "UPDATE state SET value = %s WHERE namespace = %s AND key = %s",
-                (kept, namespace, key),
-            )
+    tallies.move_legacy(raw.execute, found, "%s")
 
 
 @migration

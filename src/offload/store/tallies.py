@@ -11,7 +11,7 @@ back. Rows are ``(namespace, key, name) -> value``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from offload.store import db
@@ -118,3 +118,25 @@ def legacy(namespace: str, key: str, text: str) -> tuple[list[Row], str | None] 
     ]
     kept = None if rest is None else json.dumps(rest, sort_keys=True, ensure_ascii=False)
     return rows, kept
+
+
+def move_legacy(
+    execute: Callable[[str, tuple[Any, ...]], object],
+    found: Iterable[tuple[str, str, str]],
+    mark: str,
+) -> None:
+    """Move the old-shape state values ``found`` (namespace, key, JSON text) into tallies,
+    keeping in state what else they held: the migrations of both backends, whose
+    parameter ``mark`` differs (``?`` on SQLite, ``%s`` on PostgreSQL)."""
+    for namespace, key, text in found:
+        moved = legacy(namespace, key, text)
+        if moved is None:
+            continue
+        rows, kept = moved
+        for row in rows:
+            execute(f"INSERT INTO tallies VALUES ({mark}, {mark}, {mark}, {mark})", row)
+        where = f"WHERE namespace = {mark} AND key = {mark}"
+        if kept is None:
+            execute(f"DELETE FROM state {where}", (namespace, key))
+        else:
+            execute(f"UPDATE state SET value = {mark} {where}", (kept, namespace, key))
