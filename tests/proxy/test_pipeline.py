@@ -496,6 +496,58 @@ def test_a_process_whose_copy_went_stale_follows_the_store_and_says_so(tmp_path:
     assert back.break_cause == "moved"
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where the two processes' store lives: one SQLite file, or one PostgreSQL database."""
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("pg_database")
+        return url
+    return tmp_path / "shared.db"
+
+
+def test_a_turn_whose_session_another_process_compacted_meanwhile_is_rebuilt_on_that(
+    tmp_path: Path, shared_store: Path | str
+) -> None:
+    # Two processes serve one session at once: ``other`` compacts and saves while ``mine``
+    # is rewriting a later request from the state before. Saved over the version it read,
+    # mine's state would overwrite an acknowledged compaction (last writer wins); instead
+    # mine is rebuilt on it: the outcome is that of serving the two one after the other.
+    msgs = conversation(40, every=2)
+    turns = list(requests(msgs))
+    windowed = [i for i, r in enumerate(alone(tmp_path / "alone.db", msgs)) if r.windowed]
+    i = windowed[1]
+    with Store(tmp_path / "serial.db", counter=EstimateCounter()) as serial_store:
+        serial = make(serial_store)
+        for request in turns[: i + 1]:
+            serial.rewrite(copy.deepcopy(request), N_CTX)
+        after = [serial.rewrite(copy.deepcopy(r), N_CTX) for r in turns[i + 1 : i + 3]]
+        saved = serial_store.get_state(STATE_NAMESPACE, after[0].session_id)
+    with (
+        Store(shared_store, counter=EstimateCounter()) as one,
+        Store(shared_store, counter=EstimateCounter()) as two,
+    ):
+        other, mine = make(one), make(two)
+        for request in turns[:i]:
+            other.rewrite(copy.deepcopy(request), N_CTX)
+        mine.rewrite(copy.deepcopy(turns[i - 1]), N_CTX)  # mine is current too
+        meanwhile: list[RewriteResult] = []
+        save = two.replace_state
+
+        def other_saves_first(namespace: str, key: str, value: Any, expected: int) -> int:
+            if not meanwhile:  # the interleaving: other's turn lands between read and save
+                meanwhile.append(other.rewrite(copy.deepcopy(turns[i]), N_CTX))
+            return save(namespace, key, value, expected)
+
+        two.replace_state = other_saves_first  # type: ignore[method-assign]
+        late = mine.rewrite(copy.deepcopy(turns[i + 1]), N_CTX)
+        assert meanwhile[0].windowed, "the other process compacted in between"
+        assert late.messages == after[0].messages
+        assert late.break_cause == "moved"
+        # the next turn, whichever process serves it, follows both acknowledged turns
+        assert other.rewrite(copy.deepcopy(turns[i + 2]), N_CTX).messages == after[1].messages
+        assert two.get_state(STATE_NAMESPACE, late.session_id) == saved
+
+
 def test_a_steady_turn_reads_only_the_version_of_the_session_state(
     tmp_path: Path,
 ) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from offload.config import ProxySettings
 from offload.core.tokens import TokenCounter
-from offload.errors import InvalidInput
+from offload.errors import InvalidInput, OffloadError, StoreBusy
 from offload.proxy import loops
 from offload.proxy.call_args import CallsStub, CallStubber
 from offload.proxy.ceilings import Ceilings, client_compacted, harness_key
@@ -54,6 +54,14 @@ from offload.store.store import Store
 
 #: What a range stub is assumed to cost while planning (they measure ~90-130 tokens).
 RANGE_ESTIMATE = 140
+#: How often one request is rebuilt because another process saved its session's state
+#: first. Each rebuild means that other request succeeded, so this bounds only a pathology
+#: (requests of one session arriving faster than one rewrite takes), answered StoreBusy.
+REBUILDS = 16
+
+
+class _Moved(OffloadError):
+    """Another process saved the session's state after this rewrite read it."""
 
 
 FIGURES = (
@@ -169,7 +177,7 @@ class Pipeline:
                 budget = Budget.of(self.settings, n_ctx)
                 if self.settings.learn_client_ceiling:  # off: nothing learned is applied
                     budget = self.ceilings.budget(harness, budget)
-                result = self._rewrite(session, msgs, head, budget, alternate)
+                result = self._rewrite_saved(session, msgs, head, budget, alternate)
                 if result.ceiling_learned:
                     self.ceilings.learn(harness, result.ceiling_learned)
                 return result
@@ -181,11 +189,39 @@ class Pipeline:
 
     # -- one request -----------------------------------------------------------------------
 
-    def _rewrite(
+    def _rewrite_saved(
         self, session: str, msgs: list[Message], head: int, budget: Budget, alternate: bool
     ) -> RewriteResult:
+        """:meth:`_rewrite`, again on the newer state whenever another process saved the
+        session's state while this one was rewriting it.
+
+        A new state is saved only over the version it was computed from (compare and swap),
+        so two processes serving one session at once never overwrite each other's state:
+        the outcome is that of serving their requests one after the other, and the next
+        turn follows every acknowledged one whichever process serves it.
+        """
+        for attempt in range(REBUILDS):
+            try:
+                return self._rewrite(session, msgs, head, budget, alternate, attempt > 0)
+            except _Moved:
+                self._live.drop(session)
+        raise StoreBusy(
+            f"the state of proxy session {session} changed {REBUILDS} times while one request "
+            "was rewritten; retry the request"
+        )
+
+    def _rewrite(
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        budget: Budget,
+        alternate: bool,
+        moved: bool = False,
+    ) -> RewriteResult:
         tail = self.settings.tail_messages
-        previous, moved = self._current(session)
+        previous, stale = self._current(session)
+        moved = moved or stale
         state, reuse, cause, version = self._resume(session, previous, msgs, head, budget, tail)
         if moved and cause == "restart":
             cause = "moved"
@@ -245,7 +281,10 @@ class Pipeline:
         emergency = emergency and windowed
         new_state = _reverify(new_state, state, msgs)
         if new_state != state or cause == "client_edit":
-            version = self.store.put_state(STATE_NAMESPACE, session, new_state.to_json())
+            saved = self.store.replace_state(STATE_NAMESPACE, session, new_state.to_json(), version)
+            if not saved:  # computed from a state another process has replaced since
+                raise _Moved
+            version = saved
 
         kept = False
         if previous is not None:

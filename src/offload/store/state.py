@@ -3,7 +3,9 @@
 Every saved value carries a version, raised by one in the statement that writes it: a
 process that caches a value (the proxy's sessions) checks that the store still holds the
 version it read or wrote, and reloads it when another process (another machine on a team
-store) wrote since. A key never written has version 0.
+store) wrote since. A value computed from the one read is saved with :func:`replace` (compare
+and swap on the version), so a writer that read a superseded value never overwrites the
+newer one. A key never written has version 0.
 """
 
 from __future__ import annotations
@@ -62,6 +64,32 @@ def put(conn: Conn, namespace: str, key: str, value: Any, now: float) -> int:
             (namespace, key, text, now),
         ).fetchone()
         return int(row[0])
+
+
+def replace(conn: Conn, namespace: str, key: str, value: Any, now: float, expected: int) -> int:
+    """Save ``value`` only if the store still holds version ``expected`` of (namespace, key)
+    (0: nothing saved yet); the version it now has, or 0 when another writer got there
+    first (nothing changed then: the caller reads the newer value and decides again).
+
+    One conditional statement, so of two writers that read one version exactly one wins on
+    either backend (PostgreSQL re-checks the condition on the row another transaction
+    committed): a read-modify-write cannot lose the other's update.
+    """
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    with db.write_tx(conn):
+        if expected == 0:
+            row = conn.execute(
+                "INSERT INTO state (namespace, key, value, updated, version) "
+                "VALUES (?, ?, ?, ?, 1) ON CONFLICT(namespace, key) DO NOTHING RETURNING version",
+                (namespace, key, text, now),
+            ).fetchone()
+        else:
+            row = conn.execute(
+                "UPDATE state SET value = ?, updated = ?, version = version + 1 "
+                "WHERE namespace = ? AND key = ? AND version = ? RETURNING version",
+                (text, now, namespace, key, expected),
+            ).fetchone()
+        return 0 if row is None else int(row[0])
 
 
 def items(conn: Conn, namespace: str) -> Iterator[tuple[str, Any]]:

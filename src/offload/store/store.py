@@ -14,7 +14,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +40,6 @@ from offload.store import (
     pgconn,
     query,
     rows,
-    state,
-    tallies,
     vectors,
 )  # fmt: skip
 from offload.store.backend import Conn
@@ -64,6 +62,7 @@ from offload.store.puts import (
     put_keys,
     take_vocabulary,
 )
+from offload.store.saved import SavedState
 from offload.store.search import search_hits
 
 Progress = Callable[[int, int], None]
@@ -82,7 +81,7 @@ def _now() -> float:
     return time.time()
 
 
-class Store:
+class Store(SavedState):
     """A content-addressed, searchable store in one SQLite file.
 
     Build one per process with :meth:`open`; it is safe to share across threads.
@@ -741,51 +740,6 @@ class Store:
     def expire_due(self) -> int:
         """Archive every entry whose expiry has passed (tombstoned with the reason)."""
         return lifecycle.expire_due(self)
-
-    # -- counters and state ------------------------------------------------------------------
-
-    def next_number(self, name: str) -> int:
-        """The next value of a durable counter (never reused, also across restarts)."""
-        return state.next_number(self.conn, name)
-
-    def get_state(self, namespace: str, key: str) -> Any:
-        """A JSON value saved with :meth:`put_state`, or None."""
-        return state.get(self.conn, namespace, key)
-
-    def get_state_versioned(self, namespace: str, key: str) -> tuple[Any, int]:
-        """A saved JSON value and its version (:mod:`offload.store.state`); (None, 0)."""
-        return state.get_versioned(self.conn, namespace, key)
-
-    def state_version(self, namespace: str, key: str) -> int:
-        """The version of a saved value (0: none): whether a cached copy is still current."""
-        return state.version(self.conn, namespace, key)
-
-    def put_state(self, namespace: str, key: str, value: Any) -> int:
-        """Save a JSON-serialisable value under (namespace, key), replacing any old one;
-        the version it now has (raised by one in the same statement)."""
-        return state.put(self.conn, namespace, key, value, self.clock())
-
-    def state_items(self, namespace: str) -> Iterator[tuple[str, Any]]:
-        """Every (key, value) saved in ``namespace``."""
-        return state.items(self.conn, namespace)
-
-    def delete_state(self, namespace: str, key: str) -> bool:
-        """Remove one saved value; True when it existed."""
-        return state.delete(self.conn, namespace, key)
-
-    def add_tally(self, namespace: str, key: str, amounts: Mapping[str, int]) -> dict[str, int]:
-        """Add ``amounts`` (name -> how much) to the counters of (namespace, key); every
-        counter of that key after it. Additive: processes counting at once lose nothing
-        (:mod:`offload.store.tallies`)."""
-        return tallies.add(self.conn, namespace, key, amounts)
-
-    def tallies(self, namespace: str) -> dict[str, dict[str, int]]:
-        """Every counter of ``namespace``: key -> name -> value."""
-        return tallies.read(self.conn, namespace)
-
-    def delete_tallies(self, namespace: str, key: str) -> bool:
-        """Remove the counters of (namespace, key); True when there were any."""
-        return tallies.delete(self.conn, namespace, key)
 
 
 def _release_free_pages(conn: sqlite3.Connection) -> None:

@@ -1,0 +1,95 @@
+"""Saved state: a versioned replace loses no update when writers race (both backends)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from offload.core.tokens import EstimateCounter
+from offload.store.store import Store
+from realparts import run_together
+
+PROCESSES = 3
+ROUNDS = 40
+
+# One process: says "ready", waits for "go", then ROUNDS times reads a JSON list, appends
+# its own mark and saves it with replace_state, reading again whenever another won.
+APPENDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from offload.core.tokens import EstimateCounter
+    from offload.store.store import Store
+
+    where, me, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    store = Store(where if "://" in where else Path(where), counter=EstimateCounter())
+    store.state_version("team", "log")
+    print("ready", flush=True)
+    sys.stdin.readline()
+    lost = 0
+    for i in range(n):
+        while True:
+            value, version = store.get_state_versioned("team", "log")
+            if store.replace_state("team", "log", [*(value or []), f"{me}:{i}"], version):
+                break
+            lost += 1
+    print(lost, flush=True)
+    store.close()
+    """
+)
+
+
+def _open(where: Path | str) -> Store:
+    return Store(where, counter=EstimateCounter())
+
+
+def test_of_two_stores_replacing_the_version_both_read_exactly_one_wins(
+    store_location: Path | str,
+) -> None:
+    with _open(store_location) as a, _open(store_location) as b:
+        assert a.replace_state("proxy.session", "s", {"paged": 1}, 0) == 1
+        seen_a = a.get_state_versioned("proxy.session", "s")
+        seen_b = b.get_state_versioned("proxy.session", "s")
+        assert seen_a == seen_b == ({"paged": 1}, 1)
+        assert a.replace_state("proxy.session", "s", {"paged": 5}, 1) == 2
+        # b's write was computed from version 1: it is refused and changes nothing
+        assert b.replace_state("proxy.session", "s", {"paged": 2}, 1) == 0
+        assert b.get_state_versioned("proxy.session", "s") == ({"paged": 5}, 2)
+        assert b.replace_state("proxy.session", "s", {"paged": 6}, 2) == 3
+        assert a.get_state("proxy.session", "s") == {"paged": 6}
+
+
+def test_replacing_a_value_never_saved_is_refused_once_another_saved_it(
+    store_location: Path | str,
+) -> None:
+    with _open(store_location) as a, _open(store_location) as b:
+        assert a.replace_state("ns", "k", "first", 0) == 1
+        assert b.replace_state("ns", "k", "second", 0) == 0
+        assert b.get_state_versioned("ns", "k") == ("first", 1)
+        # a plain put still replaces whatever is there, and raises the version too
+        assert b.put_state("ns", "k", "third") == 2
+        assert a.replace_state("ns", "k", "fourth", 1) == 0
+
+
+@pytest.mark.slow
+def test_processes_appending_to_one_saved_value_at_once_lose_no_append(
+    store_location: Path | str, tmp_path: Path
+) -> None:
+    _open(store_location).close()  # migrated before they start
+    run_together(
+        [
+            [sys.executable, "-c", APPENDER, str(store_location), str(w), str(ROUNDS)]
+            for w in range(PROCESSES)
+        ],
+        [tmp_path / f"home-{w}" for w in range(PROCESSES)],
+        timeout=300,
+    )
+    with _open(store_location) as store:
+        log, version = store.get_state_versioned("team", "log")
+    assert sorted(log) == sorted(f"{w}:{i}" for w in range(PROCESSES) for i in range(ROUNDS))
+    assert version == PROCESSES * ROUNDS
+    for w in range(PROCESSES):  # each process's appends in its own order
+        assert [x for x in log if x.startswith(f"{w}:")] == [f"{w}:{i}" for i in range(ROUNDS)]
