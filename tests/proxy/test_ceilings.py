@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from offload.config import ProxySettings
 from offload.core.tokens import EstimateCounter
@@ -11,6 +15,7 @@ from offload.proxy.ceilings import MARGIN, Ceilings, capped, harness_key
 from offload.proxy.pipeline import Pipeline
 from offload.proxy.window import Budget
 from offload.store.store import Store
+from realparts import run_together
 
 Msgs = list[dict[str, Any]]
 N_CTX = 8192
@@ -77,6 +82,82 @@ def test_a_higher_ceiling_never_replaces_a_lower_one_another_process_learned(
         assert theirs.learn(harness, 3000)
         assert not ours.learn(harness, 4000)  # 3000 is known on the store, so 4000 is no news
         assert ours.get(harness) == 3000 and theirs.get(harness) == 3000
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """One store several proxy processes share: a SQLite file or a PostgreSQL database."""
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("pg_database")
+        return url
+    return tmp_path / "shared.db"
+
+
+def test_a_lower_ceiling_learned_while_another_process_learns_a_higher_one_stays(
+    shared_store: Path | str,
+) -> None:
+    harness = harness_key(chat(0)[:1])
+    with (
+        Store(shared_store, counter=EstimateCounter()) as here,
+        Store(shared_store, counter=EstimateCounter()) as there,
+    ):
+        ours, theirs = Ceilings(here), Ceilings(there)
+        assert ours.learn(harness, 5000) and theirs.get(harness) == 5000
+        save = there.replace_state
+        meanwhile: list[bool] = []
+
+        def ours_saves_first(namespace: str, key: str, value: Any, expected: int) -> int:
+            if not meanwhile:  # between their read of 5000 and their save of 4000
+                meanwhile.append(ours.learn(harness, 3000))
+            return save(namespace, key, value, expected)
+
+        there.replace_state = ours_saves_first  # type: ignore[method-assign]
+        assert not theirs.learn(harness, 4000), "3000 was saved first: 4000 is no news"
+        assert meanwhile == [True]
+        assert ours.get(harness) == theirs.get(harness) == 3000
+
+
+LEARNERS = 3
+LESSONS = 30
+
+# One proxy process's learner: says "ready", waits for "go", then learns LESSONS falling
+# ceilings interleaved with the other processes' (process w: START - (j * P + w)).
+LEARNER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from offload.core.tokens import EstimateCounter
+    from offload.proxy.ceilings import Ceilings
+    from offload.store.store import Store
+
+    where, me, procs, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    store = Store(where if "://" in where else Path(where), counter=EstimateCounter())
+    ceilings = Ceilings(store)
+    ceilings.get("acme")
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for j in range(n):
+        ceilings.learn("acme", 100_000 - (j * procs + me))
+    store.close()
+    """
+)
+
+
+@pytest.mark.slow
+def test_processes_learning_ceilings_at_once_keep_the_lowest(
+    shared_store: Path | str, tmp_path: Path
+) -> None:
+    Store(shared_store, counter=EstimateCounter()).close()  # migrated before they start
+    run_together(
+        [
+            [sys.executable, "-c", LEARNER, str(shared_store), str(w), str(LEARNERS), str(LESSONS)]
+            for w in range(LEARNERS)
+        ],
+        [tmp_path / f"home-{w}" for w in range(LEARNERS)],
+        timeout=300,
+    )
+    with Store(shared_store, counter=EstimateCounter()) as store:
+        assert Ceilings(store).get("acme") == 100_000 - (LESSONS * LEARNERS - 1)
 
 
 def test_another_harness_keeps_the_full_budget(tmp_path: Path) -> None:

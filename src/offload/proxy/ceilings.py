@@ -71,26 +71,36 @@ class Ceilings:
             cached = self._known.get(harness)
         if cached is not None and cached[0] == version:
             return cached[1]
+        return self._reload(harness)[1]
+
+    def _reload(self, harness: str) -> tuple[int, int | None]:
+        """(version, ceiling) as the store holds them now, cached."""
         saved, version = self.store.get_state_versioned(NAMESPACE, harness)
         value = saved.get("tokens") if isinstance(saved, dict) else None
         tokens = value if isinstance(value, int) and value > 0 else None
         with self._lock:
             self._known[harness] = (version, tokens)
-        return tokens
+        return version, tokens
 
     def learn(self, harness: str, tokens: int) -> bool:
         """Record a compaction at ``tokens``; True when it lowers what was known.
 
-        What the store holds is read afresh first, so a lower ceiling another process
-        learned is never raised again by this one.
+        The lower of the saved ceiling and ``tokens`` is saved over the version it was read
+        at (compare and swap), read again whenever another process saved in between: of
+        ceilings learned at once by several processes the lowest stays, never one that a
+        process read before another lowered it.
         """
-        current = self.get(harness)
-        if tokens <= 0 or (current is not None and current <= tokens):
+        if tokens <= 0:
             return False
-        version = self.store.put_state(NAMESPACE, harness, {"tokens": int(tokens)})
-        with self._lock:
-            self._known[harness] = (version, int(tokens))
-        return True
+        while True:  # each lap means another process saved: someone always progresses
+            version, current = self._reload(harness)
+            if current is not None and current <= tokens:
+                return False
+            saved = self.store.replace_state(NAMESPACE, harness, {"tokens": int(tokens)}, version)
+            if saved:
+                with self._lock:
+                    self._known[harness] = (saved, int(tokens))
+                return True
 
     def budget(self, harness: str, budget: Budget) -> Budget:
         """``budget`` kept under what ``harness`` is known to compact at."""
