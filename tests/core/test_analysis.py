@@ -171,6 +171,37 @@ def analysis_seconds() -> dict[str, tuple[float, float]]:
     return {u: (small, big) for u, (small, big) in found.items()}
 
 
+def test_distinct_words_sharing_pieces_fold_and_stem_each_piece_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # counts operations, not seconds: 400 distinct identifiers made of 20 pieces
+    for name in ("_cache", "_piece_cache", "_run_cache", "_surface_cache"):
+        monkeypatch.setattr(analysis, name, {})
+    calls = {"fold": 0, "stem": 0}
+    fold, stem = analysis._fold, analysis._stem
+
+    def counted_fold(piece: str) -> str:
+        calls["fold"] += 1
+        return fold(piece)
+
+    def counted_stem(piece: str) -> str:
+        calls["stem"] += 1
+        return stem(piece)
+
+    monkeypatch.setattr(analysis, "_fold", counted_fold)
+    monkeypatch.setattr(analysis, "_stem", counted_stem)
+    pieces = [f"piece{chr(97 + i)}" for i in range(20)]
+    text = " ".join(f"{a}-{b}" for a in pieces for b in pieces)
+    index = analysis.index_text(text)
+    assert calls["stem"] == len(pieces)
+    # a piece folded as its hump and whole, and each two-piece word whole
+    assert calls["fold"] == 2 * len(pieces) + len(pieces) ** 2
+    before = calls["fold"]
+    assert surface_words(text) == set(pieces)
+    assert calls["fold"] == before  # the vocabulary reuses the folded pieces
+    assert "piecea-pieceb" in index.split() and "piecea" in index.split()
+
+
 @pytest.mark.parametrize("unit", ADVERSARIAL_UNITS)
 def test_analysis_time_grows_linearly_on_adversarial_input(
     unit: str, analysis_seconds: dict[str, tuple[float, float]]

@@ -16,6 +16,8 @@ import httpx
 import pytest
 
 import loopback
+from offload.core import analysis, gist
+from offload.proxy import message_stubs
 from offload.store.store import Store
 from proxy.proxy_servers import (
     Scripted,
@@ -188,6 +190,37 @@ def test_a_single_message_larger_than_n_ctx_is_never_forwarded_raw(
     wire = json.dumps(state.requests[-1]["body"]["messages"])
     assert f"{marker}-5999" not in wire
     assert loopback.get(url + "/api/stats").json()["live"]["counters"]["stubs_made"] >= 1
+
+
+def test_a_huge_message_is_gisted_once_and_each_distinct_piece_stemmed_once(
+    proxy: tuple[Scripted, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the work bound in operations, not seconds: 6,000 distinct words of few pieces
+    for name in ("_cache", "_piece_cache", "_run_cache", "_surface_cache"):
+        monkeypatch.setattr(analysis, name, {})
+    stems: list[str] = []
+    gists: list[int] = []
+    stem = analysis._stem
+
+    def counted_stem(piece: str) -> str:
+        stems.append(piece)
+        return stem(piece)
+
+    def counted_gist(text: str, max_chars: int = 280) -> str:
+        gists.append(len(text))
+        return gist.gist(text, max_chars)
+
+    monkeypatch.setattr(analysis, "_stem", counted_stem)
+    monkeypatch.setattr(message_stubs, "gist", counted_gist, raising=True)
+    state, url = proxy
+    dump = " ".join(f"BULK-MARKER-9c2e-{i}" for i in range(6000))
+    messages = [{"role": "user", "content": dump}, {"role": "user", "content": "summarise"}]
+    assert loopback.post(url + CHAT, json={"messages": messages}).status_code == 200
+    assert "BULK-MARKER-9c2e-5999" not in json.dumps(state.requests[-1]["body"]["messages"])
+    assert sum(1 for n in gists if n >= len(dump)) == 1
+    # each distinct hump about once (BULK, MARKER, 9, c, 2, e and 6,000 numbers; a chunk
+    # boundary inside a word adds a few pieces), not once per word it is in (~42,000)
+    assert len(stems) <= 6006 + 100
 
 
 def test_models_advertise_the_upstream_context_size_and_the_alias(

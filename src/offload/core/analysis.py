@@ -94,6 +94,7 @@ _STOPWORDS = frozenset(
 _local = threading.local()  # a Stemmer object is not safe to share between threads
 _CACHE_MAX = 200_000
 _cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_piece_cache: dict[str, tuple[str, tuple[tuple[str, str], ...], int]] = {}
 _run_cache: dict[str, tuple[str, ...]] = {}
 _stem_run_cache: dict[str, tuple[str, ...]] = {}
 _surface_cache: dict[str, frozenset[str]] = {}
@@ -134,6 +135,27 @@ def _humps(run: str) -> list[str]:
     return [run]
 
 
+def _piece(run: str) -> tuple[str, tuple[tuple[str, str], ...], int]:
+    """One piece (a run of letters and digits): (its folded form, (folded, stem) of each
+    of its humps that makes a term, how many humps it has). Cached: distinct words share
+    most of their pieces (``UNIQUE-MARKER-17``, ``UNIQUE-MARKER-18``), so a body of
+    thousands of distinct identifiers folds and stems each distinct piece once, and the
+    vocabulary (:func:`surface_words`) reuses what the index terms folded."""
+    cached = _piece_cache.get(run)
+    if cached is None:
+        humps = _humps(run)
+        kept = []
+        for h in humps:
+            folded = _fold(h)
+            if folded and len(folded) <= MAX_TERM_CHARS:
+                kept.append((folded, _stem(folded)))
+        cached = (_fold(run), tuple(kept), len(humps))
+        if len(_piece_cache) >= _CACHE_MAX:
+            _piece_cache.clear()
+        _piece_cache[run] = cached
+    return cached
+
+
 def _analyse_word(word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(stems and whole identifiers, written forms) of one word."""
     out: dict[str, None] = {}
@@ -141,17 +163,14 @@ def _analyse_word(word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     runs = _PIECE.findall(word)
     pieces = 0
     for run in dict.fromkeys(runs):  # a repeated piece adds nothing (and costs nothing)
-        humps = _humps(run)
-        pieces += len(humps)
-        for h in humps:
-            folded = _fold(h)
-            if folded and len(folded) <= MAX_TERM_CHARS:
-                stem = _stem(folded)
-                out.setdefault(stem, None)
-                if stem != folded:
-                    forms.setdefault(folded, None)  # "expecting" beside "expect"
-        if len(humps) > 1 and len(run) <= MAX_TERM_CHARS:
-            out.setdefault(_fold(run), None)  # parseCfgFile whole in parseCfgFile.read
+        whole, humps, count = _piece(run)
+        pieces += count
+        for folded, stem in humps:
+            out.setdefault(stem, None)
+            if stem != folded:
+                forms.setdefault(folded, None)  # "expecting" beside "expect"
+        if count > 1 and len(run) <= MAX_TERM_CHARS:
+            out.setdefault(whole, None)  # parseCfgFile whole in parseCfgFile.read
     if (len(runs) > 1 or pieces > 1) and len(word) <= MAX_TERM_CHARS:
         out.setdefault(_fold(word), None)
     kept = tuple(t for t in out if t)
@@ -297,8 +316,9 @@ def _run_surface(run: str) -> frozenset[str]:
             for piece in set(_PIECE.findall(word)):
                 if len(piece) > MAX_TERM_CHARS:
                     continue
-                found.add(_fold(piece))
-                found.update(_fold(h) for h in _humps(piece))
+                whole, humps, _count = _piece(piece)
+                found.add(whole)  # a hump too long or folded away is no word either
+                found.update(folded for folded, _stem in humps)
         cached = frozenset(w for w in found if 3 <= len(w) <= MAX_TERM_CHARS and not w.isdigit())
         if len(_surface_cache) >= _CACHE_MAX:
             _surface_cache.clear()

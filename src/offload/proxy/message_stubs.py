@@ -205,6 +205,9 @@ class StubMaker:
         self._stubs: OrderedDict[tuple[str, str, str], MessageStub] = OrderedDict()
         self._stored: OrderedDict[str, None] = OrderedDict()
         self._parts: OrderedDict[str, PartMeta] = OrderedDict()
+        # a content's gist by its hash: a big message's stub is rendered again when the
+        # tool naming changes, and its stored summary is the same gist
+        self._gists: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
 
     def name_proxy_tools(self, on: bool) -> None:
@@ -239,6 +242,20 @@ class StubMaker:
         """Wire tokens of ``msg`` as it is."""
         return message_tokens(self.counter, msg, self.content_tokens(content_text(msg)))
 
+    def gist(self, text: str, digest: str) -> str:
+        """The stub gist of ``text`` (whose hash is ``digest``), computed once per content."""
+        with self._lock:
+            hit = self._gists.get(digest)
+            if hit is not None:
+                self._gists.move_to_end(digest)
+                return hit
+        made = gist(text, STUB_GIST_CHARS)
+        with self._lock:
+            self._gists[digest] = made
+            if len(self._gists) > self._cache_size:
+                self._gists.popitem(last=False)
+        return made
+
     # -- per-message stubs -------------------------------------------------------------------
 
     def message_stub(self, msg: Message, source: str) -> MessageStub:
@@ -261,7 +278,7 @@ class StubMaker:
             tokens=tokens,
             lines=count_lines(text),
             nbytes=len(text.encode("utf-8", "surrogatepass")),
-            gist=gist(text, STUB_GIST_CHARS),
+            gist=self.gist(text, key[0]),
         )
         stub = render_stub(info, read_call(info.ref, self.proxy_tools))
         made = MessageStub(key[0], tokens, stub, self.counter.count(stub))
@@ -292,7 +309,7 @@ class StubMaker:
         with self._lock:
             known = made.digest in self._stored
         if not known:
-            topic, summary = _message_topic(msg, source, text)
+            topic, summary = _message_topic(msg, source, text, self.gist(text, made.digest))
             self.ensure_stored(text, made.digest, source="proxy", topic=topic, summary=summary)
         out = dict(msg)
         out["content"] = made.stub
@@ -489,8 +506,8 @@ def _range_text(info: StubInfo, session: str, proxy_tools: bool = True) -> str:
     )
 
 
-def _message_topic(msg: Message, source: str, text: str) -> tuple[str, str]:
-    """(topic, summary) of one stubbed message: its role, tool and call id, and a gist."""
+def _message_topic(msg: Message, source: str, text: str, text_gist: str) -> tuple[str, str]:
+    """(topic, summary) of one stubbed message: its role, tool and call id, and its gist."""
     role = str(msg.get("role"))
     call_id = msg.get("tool_call_id")
     names = [
@@ -503,7 +520,7 @@ def _message_topic(msg: Message, source: str, text: str) -> tuple[str, str]:
     if names:
         bits.append("calls " + ", ".join(names))
     topic = transcript.one_line(" ".join(b for b in bits if b), 120)
-    summary = transcript.one_line(gist(text, STUB_GIST_CHARS), 300) if text.strip() else ""
+    summary = transcript.one_line(text_gist, 300) if text.strip() else ""
     return topic, summary
 
 
