@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import io
+import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
+import zstandard
 
 from offload.core.hashing import encode, sha256_hex, short_ref
 from offload.core.tokens import EstimateCounter
-from offload.errors import Gone
-from offload.store import archive
-from offload.store.migrate import archive_digests, migrate, verify_blocks
+from offload.errors import Gone, InvalidInput
+from offload.llm.embedding import StaticEmbedder
+from offload.store import archive, db, vectors
+from offload.store.archive import export_archive, import_archive
+from offload.store.migrate import (
+    archive_digests,
+    archive_vectors,
+    migrate,
+    verify_blocks,
+    verify_vectors,
+)
 from offload.store.store import Store
 
 
@@ -103,8 +115,6 @@ def test_verification_names_a_block_corrupted_or_missing_on_the_far_side(
 
 
 def test_the_archive_names_each_body_and_original_once(tmp_path: Path) -> None:
-    from offload.store.archive import export_archive
-
     with filled(tmp_path / "src.db") as src:
         export_archive(src, tmp_path / "a.zst")
         expected = {e.block_hash for e in src.entries()} | {
@@ -133,3 +143,87 @@ def test_verification_reads_blocks_in_pages_and_misses_none(
         missing = "f" * 64
         checked, failed = verify_blocks(dst, [*digests[:3], missing, *digests[3:]])
     assert (checked, failed) == (6, [missing])
+
+
+def _vectors(store: Store) -> dict[tuple[str, str], tuple[str, bytes]]:
+    rows = store.conn.execute(
+        "SELECT e.scope, e.content_hash, v.model, CAST(data AS BLOB) AS data "
+        "FROM entries e JOIN entry_vectors v ON v.entry_id = e.id"
+    ).fetchall()
+    return {(r["scope"], r["content_hash"]): (r["model"], bytes(r["data"])) for r in rows}
+
+
+def test_a_migration_carries_every_semantic_vector_and_verifies_it(
+    tmp_path: Path, store_location: Path | str, model: StaticEmbedder
+) -> None:
+    # the target is opened without the model: what it ranks by is what was carried
+    src = Store(tmp_path / "src.db", counter=EstimateCounter(), embedder=model)
+    with src, Store(store_location, counter=EstimateCounter()) as dst:
+        src.put("the frobnicator threshold is 42\n", scope="proj", topic="cfg")
+        src.put("deploys go out on tuesdays after review\n", scope="proj")
+        src.put("same words, another scope\n", scope="other")
+        expected = _vectors(src)
+        assert len(expected) == 3
+        report = migrate(src, dst, tmp_path)
+        assert report.verified and report.vectors_checked == 3
+        assert _vectors(dst) == expected
+        assert vectors.missing(dst.conn, model.model_id) == 0  # nothing left to re-embed
+        # the semantic side adds what shares no word with the question: the threshold
+        ranked = [h.entry.ref for h in src.search("deploy schedule", scope="proj", limit=3)]
+        assert len(ranked) == 2
+    with Store(store_location, counter=EstimateCounter(), embedder=model) as hybrid:
+        found = [h.entry.ref for h in hybrid.search("deploy schedule", scope="proj", limit=3)]
+        assert found == ranked
+
+
+def test_vector_verification_names_one_missing_or_different_on_the_far_side(
+    tmp_path: Path, model: StaticEmbedder
+) -> None:
+    with Store(tmp_path / "src.db", counter=EstimateCounter(), embedder=model) as src:
+        kept = src.put("a vector that arrives intact\n").entry.content_hash
+        rotted = src.put("a vector that differs over there\n").entry.content_hash
+        dropped = src.put("a vector that never arrived\n").entry.content_hash
+        export_archive(src, tmp_path / "a.zst")
+    with Store(tmp_path / "dst.db", counter=EstimateCounter()) as dst:
+        import_archive(dst, tmp_path / "a.zst")
+        with db.write_tx(dst.conn):
+            dst.conn.execute(
+                "UPDATE entry_vectors SET data = ? WHERE entry_id = "
+                "(SELECT id FROM entries WHERE content_hash = ?)",
+                (b"\x00\x00\x80?" + b"\x01" * 300, rotted),
+            )
+            dst.conn.execute(
+                "DELETE FROM entry_vectors WHERE entry_id = "
+                "(SELECT id FROM entries WHERE content_hash = ?)",
+                (dropped,),
+            )
+        checked, bad = verify_vectors(dst, archive_vectors(tmp_path / "a.zst"))
+    assert (checked, sorted(bad)) == (3, sorted([rotted, dropped]))
+    assert kept not in bad
+
+
+def test_an_archive_with_a_malformed_vector_imports_nothing(
+    tmp_path: Path, model: StaticEmbedder
+) -> None:
+    with Store(tmp_path / "src.db", counter=EstimateCounter(), embedder=model) as src:
+        src.put("first entry\n")
+        src.put("second entry\n")
+        export_archive(src, tmp_path / "a.zst")
+    lines = _archive_lines(tmp_path / "a.zst")
+    last = [line for line in lines if line.get("type") == "entry"][-1]
+    last["vector"]["data"] = "not base64 !"  # the first entry alone is well formed
+    _write_archive(tmp_path / "bad.zst", lines)
+    with Store(tmp_path / "dst.db", counter=EstimateCounter()) as dst:
+        with pytest.raises(InvalidInput, match="malformed vector"):
+            import_archive(dst, tmp_path / "bad.zst")
+        assert dst.count() == 0 and _vectors(dst) == {}
+
+
+def _archive_lines(path: Path) -> list[dict[str, Any]]:
+    with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as zr:
+        return [json.loads(line) for line in io.TextIOWrapper(zr, encoding="utf-8")]
+
+
+def _write_archive(path: Path, lines: list[dict[str, Any]]) -> None:
+    text = "".join(json.dumps(line) + "\n" for line in lines)
+    path.write_bytes(zstandard.ZstdCompressor().compress(text.encode("utf-8")))

@@ -2,8 +2,9 @@
 
 The source is the store the settings name (the SQLite file in the home by default); the
 target is ``--to`` (``postgresql://…`` for a team store, or ``sqlite:///path``). Every
-entry, label, tombstone, state and counter is copied through the portable archive, then
-every block is read back from the target and re-hashed (store/migrate.py). A re-run adds
+entry, label, semantic vector, tombstone, state and counter is copied through the portable
+archive, then every block is read back from the target and re-hashed and every vector
+compared (store/migrate.py); only entries that had no vector are embedded. A re-run adds
 only what is missing. URLs are shown without their password.
 """
 
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         "entries": report.exported,
         "added": report.added,
         "blocks_verified": report.blocks_checked,
+        "vectors_verified": report.vectors_checked,
         "embedded": embedded,
     }
     emit(
@@ -79,7 +81,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         data,
         lambda d: (
             f"migrated {report.exported} entries to {shown} ({report.added} new); "
-            f"{report.blocks_checked} blocks re-hashed on the target: all intact"
+            f"{report.blocks_checked} blocks re-hashed and {report.vectors_checked} vectors "
+            "compared on the target: all intact"
         ),
     )
     return 0

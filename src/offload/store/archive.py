@@ -1,15 +1,19 @@
 """A portable archive of a store: zstd-compressed JSON lines; the round trip is lossless.
 
 Line 1 is a header ``{"format": "offload-archive", "version": 1}``; then one record per
-line: ``entry`` (every field, its labels, its body and, when it differs, its original),
-``tombstone``, ``state``, ``counter`` and ``tally`` (store/tallies.py). Importing keeps
-hashes, metadata and labels; entry ids are the target store's own. An archive written
+line: ``entry`` (every field, its labels, its body and, when it differs, its original,
+and its semantic vector when it has one), ``tombstone``, ``state``, ``counter`` and
+``tally`` (store/tallies.py). Importing keeps hashes, metadata, labels and vectors (derived
+data, but re-embedding a team store's every entry is the slow part of a move, and a target
+without the model would lose hybrid ranking); entry ids are the target store's own. An archive written
 before tallies existed holds the old totals in its ``state`` records: they are imported as
 tallies.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import json
 from collections.abc import Callable, Iterator
@@ -31,6 +35,13 @@ VERSION = 1
 Progress = Callable[[int, int], None]
 # entries a PostgreSQL import writes per batch (store/pgbulk.py)
 IMPORT_BATCH = 500
+_VECTOR_OF = "SELECT model, CAST(data AS BLOB) AS data FROM entry_vectors WHERE entry_id = ?"
+# an imported vector joins its entry, found by what identifies it in any store; an entry
+# that already has one (of the target's own model, say) keeps it
+_ADD_VECTOR = (
+    "INSERT OR IGNORE INTO entry_vectors (entry_id, model, data) "
+    "SELECT id, ?, ? FROM entries WHERE scope = ? AND content_hash = ?"
+)
 
 
 def export_archive(store: Store, path: Path, *, progress: Progress | None = None) -> int:
@@ -97,6 +108,10 @@ def _records(store: Store) -> Iterator[dict[str, Any]]:
         if row["content_hash"] != row["block_hash"] and store.has_block(row["content_hash"]):
             rec["original"] = store.block_text(row["content_hash"])
             rec["original_indexed"] = _indexed(conn, row["content_hash"])
+        vector = conn.execute(_VECTOR_OF, (row["id"],)).fetchone()
+        if vector is not None:
+            data = base64.b64encode(bytes(vector["data"])).decode("ascii")
+            rec["vector"] = {"model": vector["model"], "data": data}
         yield rec
     for row in conn.execute("SELECT * FROM tombstones ORDER BY id").fetchall():
         yield {"type": "tombstone", **{k: row[k] for k in row.keys() if k != "id"}}  # noqa: SIM118
@@ -141,6 +156,7 @@ def import_archive(store: Store, path: Path, *, progress: Progress | None = None
     for r in entries:
         if not isinstance(r.get("body"), str) or not isinstance(r.get("content_hash"), str):
             raise InvalidInput(f"{path}: an entry record lacks its body or hash")
+    vectors = [(r, vector_bytes(path, r)) for r in entries if "vector" in r]
     added = 0
     conn = store.conn
     with db.write_tx(conn):
@@ -151,6 +167,8 @@ def import_archive(store: Store, path: Path, *, progress: Progress | None = None
                 added += _import_entry(store, r)
                 if progress is not None:
                     progress(i, len(entries))
+        for r, data in vectors:
+            conn.execute(_ADD_VECTOR, (r["vector"]["model"], data, r["scope"], r["content_hash"]))
         old_archive = not any(r.get("type") == "tally" for r in records[1:])
         _import_tallies(conn, records[1:], old_archive)
         for r in records[1:]:
@@ -175,6 +193,23 @@ def import_archive(store: Store, path: Path, *, progress: Progress | None = None
                     (r["name"], r["value"]),
                 )
     return added
+
+
+def vector_bytes(path: Path, r: dict[str, Any]) -> bytes:
+    """The packed vector an entry record carries (store/vectors.py's format); InvalidInput
+    when it is malformed, found before anything is written."""
+    vector = r["vector"]
+    try:
+        if not isinstance(vector, dict) or not isinstance(vector.get("model"), str):
+            raise ValueError("no model")
+        data = base64.b64decode(str(vector["data"]), validate=True)
+        if len(data) <= 4:  # a float32 scale, then at least one int8 component
+            raise ValueError("too short")
+    except (KeyError, ValueError, binascii.Error) as exc:
+        raise InvalidInput(
+            f"{path}: entry {str(r['content_hash'])[:12]} carries a malformed vector ({exc})"
+        ) from exc
+    return data
 
 
 def _legacy_of(r: dict[str, Any], old_archive: bool) -> tuple[list[tallies.Row], str | None] | None:

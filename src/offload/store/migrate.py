@@ -2,7 +2,8 @@
 
 :func:`migrate` writes the source's portable archive (store/archive.py: every entry, its
 labels, body and original, tombstones, state, counters), loads it into the target, then
-re-reads every block the archive names from the target and re-hashes it. The copy goes
+re-reads every block the archive names from the target and re-hashes it, and compares
+every semantic vector the archive carries with the one the target now holds. The copy goes
 through the same export and import as ``offload export`` / ``import``, so what one moves
 the other moves; a re-run after an interruption adds only what is missing (import keeps
 what is already there).
@@ -10,6 +11,8 @@ what is already there).
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import json
 from collections.abc import Callable, Iterator
@@ -29,6 +32,12 @@ Progress = Callable[[int, int], None]
 ARCHIVE_NAME = "migrate.offload-archive"
 # blocks the verification reads per statement
 VERIFY_PAGE = 500
+# the target's vectors, a page of entries at a time (by id: any store's ids only grow)
+_READ_VECTORS = (
+    "SELECT e.id, e.scope, e.content_hash, v.model, CAST(data AS BLOB) AS data "
+    "FROM entries e JOIN entry_vectors v ON v.entry_id = e.id WHERE e.id > ? "
+    "ORDER BY e.id LIMIT ?"
+)
 _READ_BLOCKS = (
     "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks "
     "WHERE hash IN (SELECT value FROM json_each(?))"
@@ -43,11 +52,13 @@ class MigrateReport:
     added: int
     blocks_checked: int
     bad_blocks: tuple[str, ...]  # digests missing on the target or whose bytes differ
+    vectors_checked: int = 0
+    bad_vectors: tuple[str, ...] = ()  # content digests whose vector is missing or differs
 
     @property
     def verified(self) -> bool:
-        """True when every block of the source reads back from the target intact."""
-        return not self.bad_blocks
+        """True when every block and vector of the source reads back from the target intact."""
+        return not self.bad_blocks and not self.bad_vectors
 
 
 def migrate(
@@ -69,16 +80,54 @@ def migrate(
         exported = export_archive(source, archive, progress=on_export)
         added = import_archive(target, archive, progress=on_import)
         checked, bad = verify_blocks(target, archive_digests(archive), progress=on_verify)
+        vectors_checked, bad_vectors = verify_vectors(target, archive_vectors(archive))
     finally:
         archive.unlink(missing_ok=True)
-    report = MigrateReport(exported, added, checked, tuple(bad))
+    report = MigrateReport(
+        exported, added, checked, tuple(bad), vectors_checked, tuple(bad_vectors)
+    )
     if not report.verified:
-        shown = ", ".join(d[:16] for d in bad[:5])
+        what = f"{len(bad)} of {checked} blocks" if bad else ""
+        if bad_vectors:
+            what += (" and " if what else "") + f"{len(bad_vectors)} of {vectors_checked} vectors"
+        shown = ", ".join(d[:16] for d in [*bad, *bad_vectors][:5])
         raise StoreError(
-            f"migration copied {added} entries but {len(bad)} of {checked} blocks did not read "
-            f"back intact from the target ({shown}); the source is unchanged, run it again"
+            f"migration copied {added} entries but {what} did not read back intact from the "
+            f"target ({shown}); the source is unchanged, run it again"
         )
     return report
+
+
+def archive_vectors(path: Path) -> dict[tuple[str, str], tuple[str, str]]:
+    """(scope, content digest) -> (model, sha256 of the packed vector) of every entry an
+    archive carries a vector for."""
+    found: dict[tuple[str, str], tuple[str, str]] = {}
+    for record in _records(path):
+        vector = record.get("vector")
+        if record.get("type") != "entry" or not isinstance(vector, dict):
+            continue
+        data = base64.b64decode(str(vector["data"]))
+        key = (str(record["scope"]), str(record["content_hash"]))
+        found[key] = (str(vector["model"]), hashlib.sha256(data).hexdigest())
+    return found
+
+
+def verify_vectors(
+    store: Store, expected: dict[tuple[str, str], tuple[str, str]]
+) -> tuple[int, list[str]]:
+    """Compare the vectors ``store`` holds with ``expected`` (:func:`archive_vectors`);
+    (checked, content digests whose vector is missing or differs on ``store``)."""
+    held: dict[tuple[str, str], tuple[str, str]] = {}
+    last = 0
+    # a team store may hold far more than the source: only the expected keys are kept
+    while expected and (rows := store.conn.execute(_READ_VECTORS, (last, VERIFY_PAGE)).fetchall()):
+        for r in rows:
+            key = (str(r["scope"]), str(r["content_hash"]))
+            if key in expected:
+                held[key] = (str(r["model"]), hashlib.sha256(bytes(r["data"])).hexdigest())
+        last = int(rows[-1]["id"])
+    bad = [key[1] for key, want in expected.items() if held.get(key) != want]
+    return len(expected), bad
 
 
 def archive_digests(path: Path) -> list[str]:
@@ -132,4 +181,11 @@ def _records(path: Path) -> Iterator[dict[str, object]]:
         raise StoreError(f"cannot read back the migration archive {path}: {exc}") from exc
 
 
-__all__ = ["MigrateReport", "archive_digests", "migrate", "verify_blocks"]
+__all__ = [
+    "MigrateReport",
+    "archive_digests",
+    "archive_vectors",
+    "migrate",
+    "verify_blocks",
+    "verify_vectors",
+]
