@@ -8,6 +8,7 @@ import pytest
 
 from offload.core.tokens import EstimateCounter
 from offload.errors import Gone, InvalidInput
+from offload.store import db
 from offload.store.archive import export_archive, import_archive
 from offload.store.maintenance import doctor
 from offload.store.store import Store
@@ -137,3 +138,38 @@ def test_reindex_names_the_corrupt_blocks_it_skips_and_does_not_count_them(store
     done = reindex(store)
     assert done.indexed == 1 and done.skipped == (bad.block_hash,)
     assert store.search("findable")
+
+
+def test_doctor_finds_a_damaged_chunk_map_and_repair_rebuilds_it(store: Store) -> None:
+    # the map (store/chunkmap.py) is kept by triggers; rows deleted or added behind their
+    # back (a bad restore, a hand edit) are invisible to every other check
+    lost = store.put("the pelican counts boats in the harbour\n" * 40, scope="docks").entry
+    kept = store.put("gulls circle the lighthouse at dusk\n", scope="docks").entry
+    with db.write_tx(store.conn) as conn:
+        conn.execute("DELETE FROM entry_chunks WHERE entry_id = ?", (lost.id,))
+        conn.execute(
+            "INSERT INTO entry_chunks (entry_id, chunk_id, own) "
+            "SELECT ?, chunk_id, 1 FROM entry_chunks WHERE entry_id = ?",
+            (lost.id + 1000, kept.id),
+        )
+    missing = len(_chunk_ids(store, lost.id))
+    report = doctor(store)
+    assert report.chunk_map_off == missing + len(_chunk_ids(store, kept.id)) > 1
+    assert not report.clean and report.blocks_checked == 2
+    repaired = doctor(store, repair=True)
+    assert any("chunk map" in r for r in repaired.repaired)
+    assert doctor(store).clean
+    held = store.conn.execute(
+        "SELECT count(*) FROM entry_chunks WHERE entry_id = ?", (lost.id,)
+    ).fetchone()
+    assert int(held[0]) == missing
+    assert [h.entry.id for h in store.search("pelican boats", scope="docks")] == [lost.id]
+
+
+def _chunk_ids(store: Store, entry_id: int) -> list[int]:
+    rows = store.conn.execute(
+        "SELECT c.id FROM entries e JOIN blocks b ON b.hash = e.block_hash "
+        "JOIN chunks c ON c.block_id = b.id WHERE e.id = ?",
+        (entry_id,),
+    ).fetchall()
+    return [int(r[0]) for r in rows]

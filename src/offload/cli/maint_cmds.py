@@ -46,6 +46,7 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         "stale_chunks": report.stale_chunks,
         "index_ok": report.index_ok,
         "stale_hot": report.stale_hot,
+        "chunk_map_off": report.chunk_map_off,
         "repaired": report.repaired,
     }
 
@@ -67,6 +68,8 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
             lines.append("full-text index failed its integrity check")
         if report.stale_hot:
             lines.append(f"{report.stale_hot} entries left hot by dead processes")
+        if report.chunk_map_off:
+            lines.append(f"{report.chunk_map_off} chunk map rows missing or extra")
         lines += [f"repaired: {r}" for r in report.repaired]
         if not report.clean and not args.repair:
             lines.append("run `offload doctor --repair` to fix what can be fixed")

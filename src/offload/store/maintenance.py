@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from offload.errors import IntegrityError, InvalidInput, NotFound
-from offload.store import blocks, db, index, lifecycle, rows
+from offload.store import blocks, chunkmap, db, index, lifecycle, rows
 from offload.store.backend import Conn
 from offload.store.models import DoctorReport, Reindexed
 
@@ -21,7 +21,8 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
 
     Repairs: orphan blocks are dropped, unindexed blocks indexed, chunks of missing blocks
     removed, entries left hot by dead processes reset, the FTS index rebuilt when its
-    integrity check fails. Corrupt blocks cannot be repaired (their bytes are gone); the
+    integrity check fails, the chunk -> entry map (store/chunkmap.py) refilled when it
+    differs from what the entries and chunks say (filtered search reads it). Corrupt blocks cannot be repaired (their bytes are gone); the
     entries that use them are reported, and with ``repair`` tombstoned as "corrupted" so
     references answer why instead of failing on read.
     """
@@ -70,6 +71,7 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     )
     report.index_ok = _fts_ok(conn)
     report.stale_hot = _count_stale_hot(store)
+    report.chunk_map_off = chunkmap.missing_or_stale(conn)
     if repair:
         _repair(store, report)
     return report
@@ -125,6 +127,11 @@ def _repair(store: Store, report: DoctorReport) -> None:
                 rows.index_block(conn, rows.block_id(conn, digest), text, store.settings)
             if report.unindexed_blocks:
                 report.repaired.append(f"indexed {len(report.unindexed_blocks)} blocks")
+        if report.chunk_map_off:
+            # last: the repairs above change chunks (the triggers map those), and the
+            # refill is made from the tables as they now are
+            chunkmap.rebuild(conn)
+            report.repaired.append(f"rebuilt the chunk map ({report.chunk_map_off} rows were off)")
 
 
 def compact(store: Store) -> tuple[int, int]:

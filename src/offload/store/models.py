@@ -178,6 +178,7 @@ class DoctorReport:
     stale_chunks: int = 0
     index_ok: bool = True
     stale_hot: int = 0
+    chunk_map_off: int = 0  # entry_chunks rows missing or beyond what entries/chunks say
     repaired: list[str] = field(default_factory=list)
 
     @property
@@ -190,5 +191,6 @@ class DoctorReport:
             or self.unindexed_blocks
             or self.stale_chunks
             or self.stale_hot
+            or self.chunk_map_off
             or not self.index_ok
         )
