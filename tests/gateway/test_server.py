@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import anyio
+import numpy as np
 import pytest
 from gateway_helpers import RunGateway, catalog_upstream, inproc_upstream, read_indexed, text_of
+from numpy.typing import NDArray
 
 from mcp import Client
 from offload.store.store import Store
+from realparts import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -161,3 +165,40 @@ async def test_two_gateways_on_one_store_add_their_calls_instead_of_overwriting(
         assert b.usage == {"git": 50 + 51}  # a's saved batch and all of its own
     with Store(tmp_path / "offload.db") as store:  # the gateways' store, both stopped
         assert store.tallies("gateway-usage")["calls"] == {"git": 53 + 51}
+
+
+class Letters:
+    """A deterministic stand-in for the contextual tool encoder: letter counts."""
+
+    model_id = "letters"
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        out = np.ones((len(texts), 26), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for ch in text.lower():
+                if "a" <= ch <= "z":
+                    out[i, ord(ch) - 97] += 1
+        unit: NDArray[np.float32] = out / np.linalg.norm(out, axis=1, keepdims=True)
+        return unit
+
+
+async def test_a_contextual_tool_encoder_upgrades_the_tool_index_after_the_start(
+    run_gateway: RunGateway,
+) -> None:
+    encoder = Letters()
+    servers = [inproc_upstream("git", "mcp-server-git.json")]
+    async with run_gateway(servers, tool_encoder=encoder, catalog_threshold=1) as gw:
+        first = gw.tool_index
+        assert first is not None and first.docs  # searchable from the start
+        wait_until(lambda: gw.tool_index is not None and gw.tool_index.strong is encoder, 30)
+        upgraded = gw.tool_index
+        assert upgraded is not None and upgraded.docs == first.docs
+        assert upgraded.search("git_log", 1)[0][0].key == "git__git_log"
+
+
+async def test_without_a_tool_encoder_the_tool_index_stays_as_built(
+    run_gateway: RunGateway,
+) -> None:
+    servers = [inproc_upstream("git", "mcp-server-git.json")]
+    async with run_gateway(servers, catalog_threshold=1) as gw:
+        assert gw.tool_index is not None and gw.tool_index.strong is None

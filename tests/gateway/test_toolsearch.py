@@ -6,14 +6,24 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from catalog_tasks import MULTI_STEP, SERVERS
 from github_tasks import TASKS
+from numpy.typing import NDArray
 
 from offload.config import SearchSettings
-from offload.gateway.toolsearch import VALUE_WEIGHT, ToolIndex, clauses, doc_for, value_terms
+from offload.gateway.toolsearch import (
+    VALUE_WEIGHT,
+    ToolIndex,
+    clauses,
+    doc_for,
+    embedding_views,
+    value_terms,
+)
 from offload.llm.embedding import StaticEmbedder, load_embedder
 from realparts import CATALOGS
 
@@ -240,3 +250,94 @@ def test_hybrid_natural_github_tasks_rank_at_least_as_well_as_lexical() -> None:
         found = [any(doc.name in want for doc, _ in index.search(q, 3)) for q, want in TASKS]
         rates.append(sum(found) / len(found))
     assert rates[1] >= rates[0] >= 0.85, rates
+
+
+class Concepts:
+    """A deterministic stand-in for a contextual model: a text's vector counts the
+    concepts its words name (synonyms share one), so it links words no tool uses."""
+
+    model_id = "concepts"
+    AXES = (
+        ("folder", "directory", "directories"),
+        ("reachable", "ping", "contacted"),
+        ("file", "files"),
+        ("pull", "pr", "request"),
+        ("graph", "entity", "nodes"),
+        ("move", "rename"),
+    )
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.calls += 1
+        out = np.full((len(texts), len(self.AXES) + 1), 0.05, dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().replace("_", " ").split():
+                for k, axis in enumerate(self.AXES):
+                    out[i, k] += word.strip("?.,") in axis
+        unit: NDArray[np.float32] = out / np.linalg.norm(out, axis=1, keepdims=True)
+        return unit
+
+
+PINGS = [
+    *FOLDERS,
+    ("k8s", tool("ping", "Verify that the server can be contacted")),
+    ("k8s", tool("kubectl_reconnect", "Reconnect to the server after a restart")),
+]
+
+
+def strong_of(tools: list[tuple[str, dict[str, Any]]], with_static: bool = True) -> ToolIndex:
+    docs = (doc_for(f"{s}__{t['name']}", t) for s, t in tools)
+    base = ToolIndex.build(docs, embedder() if with_static else None)
+    return base.with_strong(Concepts())
+
+
+def test_a_contextual_model_links_a_request_word_no_tool_uses() -> None:
+    for with_static in (True, False):
+        index = strong_of(PINGS, with_static)
+        assert ranked(index, "is the server reachable?")[0] == "k8s__ping"
+        assert ranked(index, "make a folder")[0] == "fs__create_directory"
+
+
+def test_with_a_contextual_model_a_named_tool_and_a_clear_match_still_rank_first() -> None:
+    index = strong_of(PINGS)
+    assert ranked(index, "move_file")[0] == "fs__move_file"
+    assert ranked(index, "open a PR")[0] == "gh__create_pull_request"
+    assert ranked(index, "") == []
+
+
+def test_with_a_contextual_model_search_is_deterministic_and_scoped_by_keys() -> None:
+    first, again = strong_of(PINGS), strong_of(PINGS)
+    query = "is the server reachable? then make a folder"
+    assert first.search(query, 5) == again.search(query, 5)
+    only = first.search(query, 5, keys=["fs__read_file", "k8s__kubectl_reconnect"])
+    assert {d.key for d, _ in only} <= {"fs__read_file", "k8s__kubectl_reconnect"}
+
+
+def test_a_search_embeds_the_query_and_its_clauses_in_one_call_and_remembers_them() -> None:
+    index = strong_of(PINGS)
+    encoder = index.strong
+    assert isinstance(encoder, Concepts)
+    before = encoder.calls
+    index.search("read the file, then move it, and make a folder", 5)
+    assert encoder.calls == before + 1
+    index.search("read the file, then move it, and make a folder", 5)
+    assert encoder.calls == before + 1
+
+
+def test_without_a_contextual_model_the_ranking_is_todays() -> None:
+    hybrid = hybrid_of(PINGS)
+    assert hybrid.strong is None
+    upgraded = strong_of(PINGS)
+    assert hybrid.search("make a folder", 5) == hybrid_of(PINGS).search("make a folder", 5)
+    assert upgraded.docs == hybrid.docs and upgraded.vectors is not None
+
+
+def test_a_tools_views_are_its_whole_text_its_name_and_title_and_its_first_sentence() -> None:
+    doc = doc_for("fs__create_directory", tool("create_directory", "Make one. Then more."))
+    assert embedding_views(doc) == (
+        "create directory\nMake one. Then more.",
+        "create directory",
+        "Make one.",
+    )

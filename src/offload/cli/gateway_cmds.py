@@ -75,12 +75,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from offload.gateway.run import run_http, run_stdio
     from offload.gateway.server import Gateway
     from offload.gateway.upstreams import stderr_log_handler
+    from offload.llm.minilm import tool_encoder
 
     config = load_gateway_config(path)
     logger = logging.getLogger("offload.gateway")
     logger.addHandler(stderr_log_handler())
     logger.setLevel(logging.INFO)
-    gateway = Gateway(settings.gateway, config, open_store(settings))
+    gateway = Gateway(
+        settings.gateway, config, open_store(settings), tool_encoder=tool_encoder(settings)
+    )
     gw = settings.gateway
     if args.http:
         anyio.run(lambda: run_http(gateway, gw.host, gw.port))

@@ -46,8 +46,9 @@ from offload.gateway.config import ClientRule, GatewayConfig
 from offload.gateway.index_tools import IndexTools
 from offload.gateway.responses import index_response, threshold_for, worth_indexing
 from offload.gateway.storecalls import retry_busy
-from offload.gateway.toolsearch import ToolIndex, doc_for, doc_for_item
+from offload.gateway.toolsearch import Encoder, ToolIndex, doc_for, doc_for_item
 from offload.gateway.upstreams import ChangeKind, Connector, Upstream
+from offload.llm.minilm import ToolEncoderUnavailable
 from offload.store.store import Store
 
 log = logging.getLogger("offload.gateway")
@@ -88,10 +89,13 @@ class Gateway:
         config: GatewayConfig,
         store: Store,
         connectors: Mapping[str, Connector] | None = None,
+        tool_encoder: Encoder | None = None,
     ) -> None:
         self.settings = settings
         self.config = config
         self.store = store
+        # a contextual model for the tool index (offload.llm.minilm), built off the start
+        self._tool_encoder = tool_encoder
         self.index = IndexTools(store, settings)
         self.upstreams = {
             s.name: Upstream(s, settings, self._on_upstream_change, (connectors or {}).get(s.name))
@@ -280,9 +284,14 @@ class Gateway:
         tool_docs += [doc_for_item(label, d) for label, d in everything.items.items()]
         # analysing (and embedding) a large catalog takes a while: not on the event loop;
         # the store's embedding model, when it has one, ranks tools as it ranks entries
-        self._tool_index = await anyio.to_thread.run_sync(
-            ToolIndex.build, tool_docs, self.store.embedder
-        )
+        base = await anyio.to_thread.run_sync(ToolIndex.build, tool_docs, self.store.embedder)
+        self._tool_index = base
+        if self._tool_encoder is not None and base.docs:
+            # minutes on loaded cores for a large catalog: search ranks with the static
+            # model until the stronger index replaces this one (unless a refresh did)
+            threading.Thread(
+                target=self._strengthen, args=(base, self._tool_encoder), daemon=True
+            ).start()
         if plan.phases:
             log.info(
                 "catalog %d -> %d bytes (phases %s; deferred tools: %s; resources/prompts: %s)",
@@ -294,6 +303,28 @@ class Gateway:
             )
         if notify:
             await self.notify_tools_changed()
+
+    def _strengthen(self, base: ToolIndex, encoder: Encoder) -> None:
+        """Swap in ``base`` with the contextual model's tool vectors, if it is still the
+        index in use (a catalog refresh meanwhile built a newer one)."""
+        try:
+            strong = base.with_strong(encoder)
+        except ToolEncoderUnavailable as exc:
+            log.warning("tool search keeps its static model: %s", exc)
+            self._tool_encoder = None
+            return
+        if self._tool_index is base:
+            self._tool_index = strong
+            log.info(
+                "tool index: %d tools with %s",
+                len(base.docs),
+                getattr(encoder, "model_id", "a contextual model"),
+            )
+
+    @property
+    def tool_index(self) -> ToolIndex | None:
+        """The tool index search uses now (None before the first catalog)."""
+        return self._tool_index
 
     def _store_documents(self, docs: dict[str, tuple[str, str]]) -> None:
         """Store catalog documents; contention that outlasts the retries leaves the rest

@@ -27,6 +27,7 @@ top. Deterministic: same catalog and query, same order.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import mcp_types as types
 
 from offload.core.analysis import analyse_query, terms, word_terms, words
-from offload.core.fusion import fuse
+from offload.core.fusion import calibrated_weight, fuse
 from offload.gateway.catalog import DeferredItem
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FIELDS",
     "SEMANTIC_WEIGHT",
+    "STRONG_WEIGHT",
     "VALUE_WEIGHT",
     "Encoder",
     "ToolDoc",
@@ -56,6 +58,7 @@ __all__ = [
     "doc_for",
     "doc_for_item",
     "embedding_text",
+    "embedding_views",
     "value_terms",
 ]
 
@@ -80,6 +83,12 @@ _MAX_CLAUSES = 6
 #: the embedding's share of a fused tool score (lexical keeps the rest), when a model is given
 SEMANTIC_WEIGHT = 0.3
 _EMBED_DESCRIPTION_CHARS = 600
+#: with a second, contextual model (``ToolIndex.with_strong``): the most the semantic side
+#: weighs, scaled per query by how peaked it is against the lexical side
+#: (``core.fusion.calibrated_weight``). Chosen two-fold on the tasks (each half chose 0.6;
+#: 0.6-0.8 give the same top-3 on both), docs/benchmarks.md "Session 7 (toolrank)".
+STRONG_WEIGHT = 0.6
+_QUERY_CACHE = 256
 #: a term's share of its BM25F score when only argument values of the request hold it
 VALUE_WEIGHT = 0.5
 # a quoted span: the quote opens after a space (or at the start) and closes before one or
@@ -91,6 +100,7 @@ _QUOTED = re.compile(
 # an identifier-like word: a path, a file or dotted name, snake_case, a camelCase hump,
 # digits (a hyphen alone does not make one: "re-run", "web-frontend" are words)
 _VALUE_WORD = re.compile(r"[./_0-9]|[a-z][A-Z]")
+_SENTENCE_END = re.compile(r"[.!?](?= |$)")
 # where a run of letters and digits has several pieces (camelCase humps, letters/digits)
 _MULTI_PIECE = re.compile(r"[a-z][A-Z]|[A-Z][A-Z][a-z]|[A-Za-z][0-9]|[0-9][A-Za-z]")
 
@@ -148,6 +158,11 @@ class ToolIndex:
     encoder: Encoder | None = None
     vectors: Any = None  # NDArray[np.float32]: one unit row per doc, when an encoder is given
     semantic_weight: float = SEMANTIC_WEIGHT
+    # a second, contextual model: one unit row per view of each doc (docs x views x dim)
+    strong: Encoder | None = None
+    strong_vectors: Any = None
+    strong_weight: float = STRONG_WEIGHT
+    _strong_queries: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(
@@ -222,9 +237,72 @@ class ToolIndex:
             if score > 0 and (allowed is None or self.docs[i].key in allowed)
         ]
         scored.sort(key=lambda s: (-s[1], s[0]))
+        if self.strong is not None and self.strong_vectors is not None:
+            return self._fused_strong(query, scored, allowed)
         if self.encoder is None or self.vectors is None:
             return scored
         return self._fused(query, scored, allowed)
+
+    def with_strong(self, strong: Encoder, weight: float = STRONG_WEIGHT) -> ToolIndex:
+        """This index plus a contextual model's vectors of every tool's views
+        (:func:`embedding_views`; slow: build it off the request path and swap it in).
+        Ranking then fuses BM25F with the mean of both models' similarities (each a
+        tool's best view, on [0, 1] above the median), at a calibrated share."""
+        import numpy as np
+
+        views = [embedding_views(d) for d in self.docs]
+        width = max((len(v) for v in views), default=0)
+        flat = [v[min(k, len(v) - 1)] for v in views for k in range(width)]
+        rows = strong.encode(flat) if flat else np.zeros((0, 1), dtype=np.float32)
+        upgraded = dataclasses.replace(self, strong=strong, strong_weight=weight)
+        upgraded.strong_vectors = rows.reshape(len(self.docs), width, -1) if flat else None
+        upgraded._strong_queries = {}
+        return upgraded
+
+    def _strong_query(self, texts: Sequence[str]) -> list[Any]:
+        """Each text's vector, the ones not yet embedded in one batch (a search ranks the
+        whole query and each clause: one model call for all of them). Searches run in
+        worker threads: the cache is only read by ``get`` and replaced whole."""
+        cache = self._strong_queries
+        fresh = [t for t in dict.fromkeys(texts) if cache.get(t) is None]
+        if fresh:
+            assert self.strong is not None
+            rows = dict(zip(fresh, self.strong.encode(fresh), strict=True))
+            if len(cache) + len(rows) > _QUERY_CACHE:
+                self._strong_queries = cache = {}
+            cache.update(rows)
+            return [cache.get(t, rows.get(t)) for t in texts]
+        return [cache.get(t) for t in texts]
+
+    def _fused_strong(
+        self, query: str, lexical: list[tuple[int, float]], allowed: set[str] | None
+    ) -> list[tuple[int, float]]:
+        """The lexical ranking fused with the mean of each model's similarity on [0, 1]
+        (a tool's best view; floor: the allowed tools' median), at the share
+        :func:`core.fusion.calibrated_weight` gives ``strong_weight`` for this query."""
+        import numpy as np
+
+        (q_strong,) = self._strong_query([query])
+        keep = [i for i, d in enumerate(self.docs) if allowed is None or d.key in allowed]
+        if not keep:
+            return lexical
+        sides = [np.einsum("ivj,j->iv", self.strong_vectors, q_strong)]
+        if self.encoder is not None and self.vectors is not None:
+            q = self.encoder.encode([query])[0]
+            if q.any():
+                sides.append(np.einsum("ij,j->i", self.vectors, q)[:, None])
+        total = np.zeros(len(keep))
+        for sims in sides:
+            best = sims.max(axis=1)[keep]
+            floor, top = float(np.median(best)), float(best.max())
+            if top > floor:
+                total += np.clip((best - floor) / (top - floor), 0.0, 1.0)
+        semantic = {i: float(v) / len(sides) for i, v in zip(keep, total, strict=True)}
+        weight = calibrated_weight(
+            self.strong_weight, [s for _, s in lexical], semantic.values(), 0.0
+        )
+        fused = fuse(lexical, semantic, weight=weight, floor=0.0)
+        return [(i, s) for i, s in fused if s > 0]
 
     def _fused(
         self, query: str, lexical: list[tuple[int, float]], allowed: set[str] | None
@@ -257,8 +335,10 @@ class ToolIndex:
         A query of several clauses merges the whole query's ranking with each clause's,
         round-robin; a tool's score is its best in any of them.
         """
-        rankings = [self.rank(query, keys)]
         parts = clauses(query)
+        if self.strong is not None and self.strong_vectors is not None:
+            self._strong_query([query, *parts])
+        rankings = [self.rank(query, keys)]
         if len(parts) > 1:
             rankings += [self.rank(part, keys) for part in parts]
         merged: dict[int, float] = {}
@@ -302,6 +382,23 @@ def embedding_text(doc: ToolDoc) -> str:
     name = " ".join(re.split(r"[^A-Za-z0-9]+", _spaced(doc.name)))
     parts = (name, doc.title, doc.description[:_EMBED_DESCRIPTION_CHARS])
     return "\n".join(p.strip() for p in parts if p.strip())
+
+
+def embedding_views(doc: ToolDoc) -> tuple[str, ...]:
+    """The texts a contextual model embeds for one tool, its similarity the best of them:
+    the whole :func:`embedding_text`, the name as words with the title, and the
+    description's first sentence (what the tool does, without the parameter detail that
+    dilutes a mean over a long text)."""
+    name = " ".join(re.split(r"[^A-Za-z0-9]+", _spaced(doc.name))).strip()
+    head = "\n".join(p for p in (name, doc.title.strip()) if p)
+    first = _first_sentence(doc.description)
+    return tuple(v for v in (embedding_text(doc), head, first) if v) or (doc.key,)
+
+
+def _first_sentence(text: str) -> str:
+    flat = " ".join(text[:_EMBED_DESCRIPTION_CHARS].split())
+    end = _SENTENCE_END.search(flat)
+    return flat[: end.start() + 1] if end else flat
 
 
 def _initialisms(name: str) -> list[str]:

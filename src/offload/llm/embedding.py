@@ -112,7 +112,7 @@ class StaticEmbedder:
         return out
 
 
-def _package_dir(name: str) -> Path | None:
+def package_dir(name: str) -> Path | None:
     """Where an installed package lives, found without importing (executing) it."""
     try:
         spec = importlib.util.find_spec(name)
@@ -125,7 +125,7 @@ def _package_dir(name: str) -> Path | None:
 
 def missing_packages(required: Sequence[str] = REQUIRED) -> list[str]:
     """The packages hybrid search needs that are not installed (empty: all there)."""
-    return [name for name in required if _package_dir(name) is None]
+    return [name for name in required if package_dir(name) is None]
 
 
 class Notices:
@@ -170,7 +170,7 @@ def load_embedder(
         )
         return None
     weights, tokenizer = MODELS[settings.embedding_model]
-    home = _package_dir(PACKAGE)
+    home = package_dir(PACKAGE)
     assert home is not None  # checked by missing_packages
     if not (home / weights).is_file() or not (home / tokenizer).is_file():
         notices.once(f"semantic search is off: {PACKAGE} lacks {weights}; search is lexical")

@@ -180,8 +180,10 @@ def build(
         from offload.gateway.config import load_gateway_config
         from offload.gateway.run import http_app as gateway_http_app
         from offload.gateway.server import Gateway
+        from offload.llm.minilm import tool_encoder
 
-        gateway = Gateway(settings.gateway, load_gateway_config(gateway_file), store)
+        config = load_gateway_config(gateway_file)
+        gateway = Gateway(settings.gateway, config, store, tool_encoder=tool_encoder(settings))
         gateway_app = gateway_http_app(gateway, settings.proxy.host, path=GATEWAY_PATH)
     base = f"http://{_host_part(settings.proxy.host)}:{settings.proxy.port}"
     served = Served(settings, store, base, proxy, mcp, mcp_ctx, gateway, gateway_app, gateway_file)

