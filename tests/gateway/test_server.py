@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -15,6 +16,7 @@ from gateway_helpers import RunGateway, catalog_upstream, inproc_upstream, read_
 from numpy.typing import NDArray
 
 from mcp import Client
+from offload.gateway.server import Gateway
 from offload.store.store import Store
 from realparts import wait_until
 
@@ -172,7 +174,11 @@ class Letters:
 
     model_id = "letters"
 
+    def __init__(self) -> None:
+        self.embedded = 0
+
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.embedded += len(texts)
         out = np.ones((len(texts), 26), dtype=np.float32)
         for i, text in enumerate(texts):
             for ch in text.lower():
@@ -202,3 +208,19 @@ async def test_without_a_tool_encoder_the_tool_index_stays_as_built(
     servers = [inproc_upstream("git", "mcp-server-git.json")]
     async with run_gateway(servers, catalog_threshold=1) as gw:
         assert gw.tool_index is not None and gw.tool_index.strong is None
+
+
+def upgraded(gw: Gateway, encoder: Letters) -> bool:
+    return gw.tool_index is not None and gw.tool_index.strong is encoder
+
+
+async def test_a_restarted_gateway_reads_its_tool_vectors_back_from_the_store(
+    run_gateway: RunGateway,
+) -> None:
+    servers = [inproc_upstream("git", "mcp-server-git.json")]
+    for run in range(2):
+        encoder = Letters()
+        async with run_gateway(servers, tool_encoder=encoder, catalog_threshold=1) as gw:
+            wait_until(partial(upgraded, gw, encoder), 30)
+            # the first run embeds the tools' views; the second reads them from the store
+            assert (encoder.embedded > 0) == (run == 0)

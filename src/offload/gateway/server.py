@@ -47,6 +47,7 @@ from offload.gateway.index_tools import IndexTools
 from offload.gateway.responses import index_response, threshold_for, worth_indexing
 from offload.gateway.storecalls import retry_busy
 from offload.gateway.toolsearch import Encoder, ToolIndex, doc_for, doc_for_item
+from offload.gateway.toolvectors import StoredEncoder
 from offload.gateway.upstreams import ChangeKind, Connector, Upstream
 from offload.llm.minilm import ToolEncoderUnavailable
 from offload.store.store import Store
@@ -308,7 +309,9 @@ class Gateway:
         """Swap in ``base`` with the contextual model's tool vectors, if it is still the
         index in use (a catalog refresh meanwhile built a newer one)."""
         try:
-            strong = base.with_strong(encoder)
+            model = getattr(encoder, "model_id", type(encoder).__name__)
+            saved = StoredEncoder(encoder, self.store, model)
+            strong = base.with_strong(encoder, views=saved)
         except ToolEncoderUnavailable as exc:
             log.warning("tool search keeps its static model: %s", exc)
             self._tool_encoder = None
@@ -316,9 +319,10 @@ class Gateway:
         if self._tool_index is base:
             self._tool_index = strong
             log.info(
-                "tool index: %d tools with %s",
+                "tool index: %d tools with %s (%d texts embedded, the rest saved before)",
                 len(base.docs),
-                getattr(encoder, "model_id", "a contextual model"),
+                model,
+                saved.computed,
             )
 
     @property

@@ -243,17 +243,21 @@ class ToolIndex:
             return scored
         return self._fused(query, scored, allowed)
 
-    def with_strong(self, strong: Encoder, weight: float = STRONG_WEIGHT) -> ToolIndex:
+    def with_strong(
+        self, strong: Encoder, weight: float = STRONG_WEIGHT, views: Encoder | None = None
+    ) -> ToolIndex:
         """This index plus a contextual model's vectors of every tool's views
         (:func:`embedding_views`; slow: build it off the request path and swap it in).
         Ranking then fuses BM25F with the mean of both models' similarities (each a
-        tool's best view, on [0, 1] above the median), at a calibrated share."""
+        tool's best view, on [0, 1] above the median), at a calibrated share. ``views``:
+        what embeds the tools' views, when not ``strong`` itself (the same model through
+        a cache: ``gateway.toolvectors``); queries always go to ``strong``."""
         import numpy as np
 
-        views = [embedding_views(d) for d in self.docs]
-        width = max((len(v) for v in views), default=0)
-        flat = [v[min(k, len(v) - 1)] for v in views for k in range(width)]
-        rows = strong.encode(flat) if flat else np.zeros((0, 1), dtype=np.float32)
+        per_tool = [embedding_views(d) for d in self.docs]
+        width = max((len(v) for v in per_tool), default=0)
+        flat = [v[min(k, len(v) - 1)] for v in per_tool for k in range(width)]
+        rows = (views or strong).encode(flat) if flat else np.zeros((0, 1), dtype=np.float32)
         upgraded = dataclasses.replace(self, strong=strong, strong_weight=weight)
         upgraded.strong_vectors = rows.reshape(len(self.docs), width, -1) if flat else None
         upgraded._strong_queries = {}

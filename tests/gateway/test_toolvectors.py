@@ -1,0 +1,59 @@
+"""gateway.toolvectors: tool vectors saved in the store, computed once per text and model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from offload.gateway.toolvectors import NAMESPACE, StoredEncoder, text_key
+from offload.store.store import Store
+
+
+class Counting:
+    """Deterministic vectors from the text's characters; counts the texts it embeds."""
+
+    def __init__(self, dim: int = 8) -> None:
+        self.dim = dim
+        self.texts: list[str] = []
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.texts += texts
+        out = np.ones((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for k, ch in enumerate(text):
+                out[i, k % self.dim] += ord(ch) % 7
+        unit: NDArray[np.float32] = out / np.linalg.norm(out, axis=1, keepdims=True)
+        return unit
+
+
+def test_a_text_is_embedded_once_and_read_back_identical_after_a_reopen(tmp_path: Path) -> None:
+    inner = Counting()
+    with Store(tmp_path / "offload.db") as store:
+        first = StoredEncoder(inner, store, "m1").encode(["create a directory", "ping", "ping"])
+    assert inner.texts == ["create a directory", "ping"]
+    with Store(tmp_path / "offload.db") as store:
+        again = StoredEncoder(inner, store, "m1")
+        second = again.encode(["ping", "create a directory", "move a file"])
+    assert inner.texts[2:] == ["move a file"] and again.computed == 1
+    assert np.array_equal(second[0], first[1]) and np.array_equal(second[1], first[0])
+    assert np.array_equal(second[2], Counting().encode(["move a file"])[0])
+
+
+def test_vectors_of_another_model_are_not_reused(tmp_path: Path) -> None:
+    with Store(tmp_path / "offload.db") as store:
+        StoredEncoder(Counting(), store, "m1").encode(["ping"])
+        other = Counting(dim=4)
+        rows = StoredEncoder(other, store, "m2").encode(["ping"])
+    assert other.texts == ["ping"] and rows.shape == (1, 4)
+
+
+def test_a_saved_vector_of_the_wrong_size_is_recomputed(tmp_path: Path) -> None:
+    with Store(tmp_path / "offload.db") as store:
+        StoredEncoder(Counting(dim=4), store, "m1").encode(["ping"])
+        inner = Counting(dim=8)
+        rows = StoredEncoder(inner, store, "m1").encode(["ping", "pong"])
+        assert store.get_state(f"{NAMESPACE}:m1", text_key("ping")) is not None
+    assert rows.shape == (2, 8) and inner.texts == ["pong", "ping"]
