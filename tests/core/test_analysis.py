@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import pytest
 from hypothesis import example, given
@@ -131,10 +132,7 @@ ROUNDS = 5
 def _cpu_seconds(text: str) -> float:
     """CPU time of this thread (not wall time, not other threads) to analyse ``text`` from
     cold caches."""
-    analysis._cache.clear()
-    analysis._run_cache.clear()
-    analysis._stem_run_cache.clear()
-    analysis._surface_cache.clear()
+    analysis.clear_caches()
     t0 = time.thread_time()
     terms(text)
     analysis.index_text(text)
@@ -175,8 +173,7 @@ def test_distinct_words_sharing_pieces_fold_and_stem_each_piece_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # counts operations, not seconds: 400 distinct identifiers made of 20 pieces
-    for name in ("_cache", "_piece_cache", "_run_cache", "_surface_cache"):
-        monkeypatch.setattr(analysis, name, {})
+    analysis.clear_caches()
     calls = {"fold": 0, "stem": 0}
     fold, stem = analysis._fold, analysis._stem
 
@@ -212,3 +209,65 @@ def test_analysis_time_grows_linearly_on_adversarial_input(
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
     print(json.dumps(_measure(json.loads(sys.argv[2]))))
+
+
+# Texts of every kind the index meets: prose, code identifiers, logs, JSON-escaped bodies,
+# Windows paths, scripts without spaces, combining marks, compatibility forms, blobs.
+VARIED_TEXTS = [
+    "Connections RUNNING researched; the cache's timeout was 30 s",
+    "def parseCfgFile(self): return self.ERR_CONN_REFUSED or src/cfg.py foo-bar HTTPServer2",
+    '{"m":"ok\\nZebrawordx failed","p":"C:\\\\new\\\\dir","u":"\\u00e9t\\u00e9 \\ud83d"}',
+    "naïve café Ωmega ΣΊΣΥΦΟΣ straße ﬁle ＡＢＣ 東京タワーは高い 123 ǅemal ½ \u0300\u0301 \ufe70",
+    "2026-11-02T10:01:00Z ERROR socket: retry 4242 ms ERR_SOCKET\n" * 40,
+    "a" * 70 + " " + "b" * 64 + " ..//--.. _ __init__ x.y.z 0.39019625450241735",
+    "",
+    " \n\t ",
+]
+
+
+def _reference_index_text(text: str) -> str:
+    """index_text as first written (a loop over the distinct runs): the contract the fast
+    one must keep byte for byte (a contentless FTS5 row is forgotten only with it)."""
+    parts: list[str] = []
+    for run, n in Counter(analysis._runs(text)).items():
+        ts = analysis.index_terms(run)
+        if ts:
+            one = " ".join(ts)
+            parts.append(one if n == 1 else " ".join([one] * n))
+    return " ".join(parts)
+
+
+def _reference_surface_words(text: str) -> set[str]:
+    found: set[str] = set()
+    for word in analysis.words(text):
+        for piece in set(analysis._PIECE.findall(word)):
+            if len(piece) > analysis.MAX_TERM_CHARS:
+                continue
+            found.add(analysis._fold(piece))
+            found.update(analysis._fold(h) for h in analysis._humps(piece))
+    return {w for w in found if 3 <= len(w) <= analysis.MAX_TERM_CHARS and not w.isdigit()}
+
+
+@pytest.mark.parametrize("text", VARIED_TEXTS)
+def test_the_index_string_and_vocabulary_are_those_of_the_reference_analysis(text: str) -> None:
+    for _ in range(2):  # from cold caches, then from warm ones
+        assert analysis.index_text(text) == _reference_index_text(text)
+        assert analysis.surface_words(text) == _reference_surface_words(text)
+    analysis.clear_caches()
+
+
+@given(st.text(alphabet='aZé東9_./-\\ \n"nu{}\u0301', max_size=300))
+def test_any_text_analyses_to_the_reference_index_string(text: str) -> None:
+    assert analysis.index_text(text) == _reference_index_text(text)
+    assert analysis.surface_words(text) == _reference_surface_words(text)
+
+
+def test_a_cache_filling_up_within_one_text_still_gives_every_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(analysis, "_CACHE_MAX", 3)
+    analysis.clear_caches()
+    text = " ".join(f"word{i} other{i % 5}" for i in range(50))
+    assert analysis.index_text(text) == _reference_index_text(text)
+    assert analysis.surface_words(text) == _reference_surface_words(text)
+    analysis.clear_caches()

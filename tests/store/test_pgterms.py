@@ -7,7 +7,7 @@ import struct
 
 import psycopg
 
-from offload.store import pgsql, pgterms
+from offload.store import index, pgsql, pgterms
 
 
 def _decoded(data: bytes) -> dict[bytes, list[int]]:
@@ -70,3 +70,14 @@ def test_the_server_ranks_every_lexeme_of_a_binary_vector_as_it_ranks_the_text_f
     assert row is not None
     mismatched, compared, other_lexemes = row
     assert mismatched == 0 and other_lexemes == 0 and compared > 1000
+
+
+def test_a_vector_from_the_puts_own_counts_is_the_vector_from_the_terms() -> None:
+    rng = random.Random(9)
+    for _ in range(200):
+        terms = " ".join(t for t in _random_terms(rng).split(" ") if t)  # index_text's form
+        counts = index.count_terms(terms)
+        for encoding in ("utf-8", "utf-16-le"):
+            assert pgterms.binary_tsvector(terms, encoding, counts) == pgterms.binary_tsvector(
+                terms, encoding
+            )

@@ -106,6 +106,11 @@ def test_a_chunks_cached_term_counts_are_its_analysed_terms_counted() -> None:
     for text in [*_TRICKY, *_turns(40)[:8]]:
         cached = json.loads(index.term_counts(analysis.index_text(text)))
         assert cached == Counter(analysis.index_terms(text))
+        # a put counts them once, before its write transaction, for both backends
+        (chunk,) = index.prepare(text, 10_000, 10**6).chunks or (None,)
+        if chunk is not None:
+            assert chunk.term_counts == index.term_counts(chunk.terms)
+            assert chunk.counts == index.count_terms(chunk.terms)
 
 
 def _ranked(store: Store, queries: list[str]) -> list[list[tuple[int, float]]]:

@@ -29,12 +29,14 @@ dictionary lookup per word.
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, KeysView
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import Stemmer
 
@@ -44,6 +46,7 @@ __all__ = [
     "QueryTerms",
     "analyse_query",
     "bigrams",
+    "clear_caches",
     "content_terms",
     "index_terms",
     "index_text",
@@ -91,14 +94,22 @@ _STOPWORDS = frozenset(
     """.split()  # noqa: SIM905 (a word list reads better as text)
 )
 
+_V = TypeVar("_V")
 _local = threading.local()  # a Stemmer object is not safe to share between threads
 _CACHE_MAX = 200_000
 _cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 _piece_cache: dict[str, tuple[str, tuple[tuple[str, str], ...], int]] = {}
 _run_cache: dict[str, tuple[str, ...]] = {}
 _stem_run_cache: dict[str, tuple[str, ...]] = {}
-_surface_cache: dict[str, frozenset[str]] = {}
 _content_cache: dict[str, tuple[str, ...]] = {}
+
+
+def clear_caches() -> None:
+    """Forget every cached analysis (a measurement from cold caches)."""
+    for cache in (_cache, _piece_cache, _run_cache, _stem_run_cache, _content_cache):
+        cache.clear()
+    _text_cache.clear()
+    _surface_cache.clear()
 
 
 def is_stopword(word: str) -> bool:
@@ -287,43 +298,69 @@ def index_text(text: str) -> str:
     keeps a big JSON body cheap. Deterministic, so the same text always gives the same
     string (a contentless index forgets a row only when given it again).
     """
-    parts: list[str] = []
-    cache = _run_cache
-    for run, n in Counter(_runs(text)).items():
-        ts = cache.get(run)
-        if ts is None:
-            ts = _run_terms(run)
-        if ts:
-            one = " ".join(ts)
-            parts.append(one if n == 1 else " ".join([one] * n))
-    return " ".join(parts)
+    counts = Counter(_runs(text))
+    cache = _text_cache.holding(counts.keys())
+    # each run's terms end in a space: repeating and joining them is C work, no loop here
+    return "".join(map(operator.mul, map(cache.__getitem__, counts), counts.values()))[:-1]
+
+
+def _run_text(run: str) -> str:
+    """A run's terms joined, with a trailing space ("" for a run without any)."""
+    ts = _run_terms(run)
+    return " ".join(ts) + " " if ts else ""
+
+
+class _RunCache(Generic[_V]):
+    """What each run of text analyses to, for the lookups done in C (``map`` over a whole
+    text's runs, no Python loop per run)."""
+
+    def __init__(self, analyse: Callable[[str], _V]) -> None:
+        self.data: dict[str, _V] = {}
+        self._analyse = analyse
+
+    def holding(self, runs: KeysView[str] | set[str]) -> dict[str, _V]:
+        """A dict holding every one of ``runs`` (the new ones analysed now). A full cache
+        is replaced, not cleared: another thread reading the old dict still finds all it
+        put there (the dict may pass its bound by one text's runs)."""
+        data = self.data
+        # a set's difference with a dict looks each run up (dict_keys - dict_keys would walk
+        # the whole cache)
+        missing = (runs if isinstance(runs, set) else set(runs)).difference(data)
+        if missing:
+            if len(data) + len(missing) > _CACHE_MAX:
+                data = self.data = {}
+                missing = set(runs)
+            for run in missing:
+                data[run] = self._analyse(run)
+        return data
+
+    def clear(self) -> None:
+        """Forget every run."""
+        self.data = {}
 
 
 def surface_words(text: str) -> set[str]:
     """Distinct case-folded, unstemmed words and pieces: the vocabulary for partial and
     misspelt query words (looked up by substring and edit distance)."""
+    runs = set(_runs(text))
+    cache = _surface_cache.holding(runs)
+    return set().union(*map(cache.__getitem__, runs))
+
+
+def _surface_of(run: str) -> frozenset[str]:
     found: set[str] = set()
-    for run in set(_runs(text)):
-        found.update(_run_surface(run))
-    return found
+    for word in _run_words(run):
+        for piece in set(_PIECE.findall(word)):
+            if len(piece) > MAX_TERM_CHARS:
+                continue
+            whole, humps, _count = _piece(piece)
+            found.add(whole)  # a hump too long or folded away is no word either
+            found.update(folded for folded, _stem in humps)
+    return frozenset(w for w in found if 3 <= len(w) <= MAX_TERM_CHARS and not w.isdigit())
 
 
-def _run_surface(run: str) -> frozenset[str]:
-    cached = _surface_cache.get(run)
-    if cached is None:
-        found: set[str] = set()
-        for word in _run_words(run):
-            for piece in set(_PIECE.findall(word)):
-                if len(piece) > MAX_TERM_CHARS:
-                    continue
-                whole, humps, _count = _piece(piece)
-                found.add(whole)  # a hump too long or folded away is no word either
-                found.update(folded for folded, _stem in humps)
-        cached = frozenset(w for w in found if 3 <= len(w) <= MAX_TERM_CHARS and not w.isdigit())
-        if len(_surface_cache) >= _CACHE_MAX:
-            _surface_cache.clear()
-        _surface_cache[run] = cached
-    return cached
+_text_cache = _RunCache(_run_text)  # a run's terms joined (index_text)
+_surface_cache = _RunCache(_surface_of)
 
 
 @dataclass(frozen=True)

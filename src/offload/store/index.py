@@ -21,8 +21,8 @@ import json
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from offload.core import analysis
 from offload.core.chunking import chunk_text
@@ -42,13 +42,24 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class PreparedChunk:
-    """One chunk ready to insert: line range, character offsets, its terms joined by spaces."""
+    """One chunk ready to insert: line range, character offsets, its terms joined by
+    spaces, and how often each occurs (``counts``; ``term_counts`` as JSON), counted once
+    before the write lock for both the cached counts and PostgreSQL's tsvector."""
 
     start_line: int
     end_line: int
     start: int
     end: int
     terms: str
+    counts: Mapping[str, int] = field(compare=False, repr=False)
+    term_counts: str
+
+    @classmethod
+    def of(cls, start_line: int, end_line: int, start: int, end: int, text: str) -> PreparedChunk:
+        """A chunk of ``text`` (the chunk's own characters) analysed."""
+        terms = analysis.index_text(text)
+        counts = count_terms(terms)
+        return cls(start_line, end_line, start, end, terms, counts, counts_json(counts))
 
 
 @dataclass(frozen=True)
@@ -73,12 +84,12 @@ def prepare(text: str, chunk_lines: int, chunk_chars: int, from_line: int = 1) -
         skip_lines, offset = skip_lines + 1, at + 1
     rest = text[offset:]
     chunks = tuple(
-        PreparedChunk(
+        PreparedChunk.of(
             c.start_line + skip_lines,
             c.end_line + skip_lines,
             c.start + offset,
             c.end + offset,
-            analysis.index_text(rest[c.start : c.end]),
+            rest[c.start : c.end],
         )
         for c in chunk_text(rest, chunk_lines, chunk_chars)
     )
@@ -91,7 +102,18 @@ def term_counts(terms: str) -> str:
     term (of :func:`analysis.index_text`'s string) and how often it occurs, so ranking by a
     chunk's neighbourhood (store/context.py) reads them instead of analysing the text again.
     The length BM25 normalises by is the sum of the counts."""
-    return json.dumps(Counter(terms.split()), ensure_ascii=False, separators=(",", ":"))
+    return counts_json(count_terms(terms))
+
+
+def count_terms(terms: str) -> Counter[str]:
+    """How often each term of an :func:`analysis.index_text` string occurs, in the order
+    the terms first appear."""
+    return Counter(terms.split())
+
+
+def counts_json(counts: Mapping[str, int]) -> str:
+    """Counted terms as :func:`term_counts`' JSON."""
+    return json.dumps(counts, ensure_ascii=False, separators=(",", ":"))
 
 
 KNOWN_TERMS = "SELECT term FROM terms WHERE term IN (SELECT value FROM json_each(?))"
@@ -123,7 +145,7 @@ def insert_block(conn: Conn, block_id: int, prepared: PreparedIndex) -> None:
         insert_chunks(
             block_id,
             [
-                (c.start_line, c.end_line, c.start, c.end, c.terms, term_counts(c.terms))
+                (c.start_line, c.end_line, c.start, c.end, c.terms, c.counts, c.term_counts)
                 for c in prepared.chunks
             ],
         )
@@ -132,7 +154,7 @@ def insert_block(conn: Conn, block_id: int, prepared: PreparedIndex) -> None:
         cur = conn.execute(
             "INSERT INTO chunks (block_id, start_line, end_line, start, end, term_counts) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            (block_id, ch.start_line, ch.end_line, ch.start, ch.end, term_counts(ch.terms)),
+            (block_id, ch.start_line, ch.end_line, ch.start, ch.end, ch.term_counts),
         )
         conn.execute(
             "INSERT INTO search_body (rowid, terms) VALUES (?, ?)", (cur.lastrowid, ch.terms)

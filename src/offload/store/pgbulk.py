@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from offload.store import index, pgsql, rows, vectors
+from offload.store import pgsql, rows, vectors
 from offload.store.backend import Conn
 from offload.store.models import Entry, PutResult
 from offload.store.puts import PendingPut
@@ -129,7 +129,7 @@ def _copy_blocks(conn: Conn, blocks: list[PreparedBlock], now: float) -> None:
         "chunks",
         ("id", "block_id", "start_line", "end_line", "start", "end", "term_counts"),
         [
-            (cid, bid, c.start_line, c.end_line, c.start, c.end, index.term_counts(c.terms))
+            (cid, bid, c.start_line, c.end_line, c.start, c.end, c.term_counts)
             for cid, (bid, c) in placed
         ],
     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
+from collections.abc import Mapping
 from functools import lru_cache
 from itertools import groupby
 from operator import itemgetter
@@ -37,7 +38,15 @@ _second = itemgetter(1)
 
 class ChunkTerms(str):
     """A chunk's space-separated analysed terms, sent as a binary tsvector
-    (:func:`register` tells a connection how)."""
+    (:func:`register` tells a connection how), with their counts when the put has them."""
+
+    counts: Mapping[str, int] | None
+
+    def __new__(cls, terms: str, counts: Mapping[str, int] | None = None) -> ChunkTerms:
+        """``terms``, and ``counts`` (:func:`offload.store.index.count_terms` of them)."""
+        self = super().__new__(cls, terms)
+        self.counts = counts
+        return self
 
 
 @lru_cache(maxsize=MAX_POSITIONS + 1)
@@ -46,20 +55,25 @@ def _tail(k: int) -> bytes:
     return b"\0" + struct.pack(f">H{k}H", k, *range(1, k + 1))
 
 
-def binary_tsvector(terms: str, encoding: str = "utf-8") -> bytes:
-    """``terms`` (analysed, space-separated) as the binary form of a tsvector."""
-    words = terms.encode(encoding).split(b" ")
-    counts = Counter(words)
-    counts.pop(b"", None)
-    if counts and max(map(len, counts)) > MAX_LEXEME_BYTES:
-        for w in [w for w in counts if len(w) > MAX_LEXEME_BYTES]:
-            del counts[w]
-    if sum(counts.values()) > MAX_POSITION:
-        return _exact(words)
-    out = [struct.pack(">i", len(counts))]
+def binary_tsvector(
+    terms: str, encoding: str = "utf-8", counts: Mapping[str, int] | None = None
+) -> bytes:
+    """``terms`` (analysed, space-separated) as the binary form of a tsvector; ``counts``,
+    when given, are how often each of them occurs (counted once per put, not again here)."""
+    if counts is None:
+        counts = Counter(terms.split(" "))
+        counts.pop("", None)
+    # the lexemes in bytes, in one C step (a term holds no space)
+    lexemes = " ".join(counts).encode(encoding).split(b" ") if counts else []
+    pairs = list(zip(lexemes, counts.values(), strict=True))
+    if lexemes and max(map(len, lexemes)) > MAX_LEXEME_BYTES:
+        pairs = [(w, k) for w, k in pairs if len(w) <= MAX_LEXEME_BYTES]
+    if sum(map(_second, pairs)) > MAX_POSITION:
+        return _exact(terms.encode(encoding).split(b" "))
+    out = [struct.pack(">i", len(pairs))]
     # lexemes of one count share their tail: one join per distinct count (the server
     # sorts the lexemes itself)
-    for k, group in groupby(sorted(counts.items(), key=_second), key=_second):
+    for k, group in groupby(sorted(pairs, key=_second), key=_second):
         tail = _tail(min(k, MAX_POSITIONS))
         out.append(tail.join(map(_first, group)))
         out.append(tail)
@@ -91,7 +105,9 @@ def _dumper() -> type:
         def dump(self, obj: Any) -> bytes:
             # the bytes are read in the connection's client encoding, as text would be
             info = getattr(self.connection, "info", None)
-            return binary_tsvector(str(obj), getattr(info, "encoding", "utf-8"))
+            return binary_tsvector(
+                str(obj), getattr(info, "encoding", "utf-8"), getattr(obj, "counts", None)
+            )
 
     return TsvectorDumper
 
