@@ -429,3 +429,19 @@ def test_a_put_indexed_from_no_line_is_refused_and_stores_nothing(
     with pytest.raises(InvalidInput, match="index_from_line"):
         store.put("some text", index_from_line=bad)  # type: ignore[arg-type]
     assert store.count() == 0
+
+
+def test_a_new_entry_a_put_returns_is_the_entry_a_read_gives_back(store: Store) -> None:
+    made = [
+        store.put("plain body\nof two lines\n"),
+        store.put(
+            "pinned body", kind="note", topic="Tópico", tags=["b", "a"], summary="sum",
+            salience=0.3, pinned=True, source="src/x.py", scope="proj", label="lbl:1",
+            expires=time.time() + 3600, regenerate="run it again",
+        ),
+        store.put("lossy", body="lossy, compressed", keep_original=True, salience=0.7),
+        store.put("", scope="empty"),
+    ]  # fmt: skip
+    for result in made:
+        assert result.created
+        assert result.entry == store.resolve(str(result.entry.id), result.entry.scope)

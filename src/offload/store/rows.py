@@ -108,19 +108,51 @@ def live_entry(conn: Conn, content_hash: str, scope: str) -> Any:
 
 def insert_block(conn: Conn, b: PreparedBlock, now: float) -> str:
     """Store a prepared block (once: blocks are content-addressed); returns its hash."""
-    row = conn.execute("SELECT id FROM blocks WHERE hash = ?", (b.digest,)).fetchone()
-    if row is not None:
-        # stored before only as an un-indexed original: index it now
-        if b.index is not None and b.size and not index.is_indexed(conn, int(row[0])):
-            index.insert_block(conn, int(row[0]), b.index)
-        return b.digest
-    cur = conn.execute(
-        "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (?, ?, ?, ?, ?, ?)",
+    # one statement (a round trip on PostgreSQL) for a new block, the common case; none
+    # comes back for one stored before
+    added = conn.execute(
+        "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (hash) DO NOTHING RETURNING id",
         (b.digest, b.size, b.lines, b.codec, b.stored, now),
-    )
-    if b.index is not None:
-        index.insert_block(conn, int(cur.lastrowid or 0), b.index)
+    ).fetchone()
+    if added is not None:
+        if b.index is not None:
+            index.insert_block(conn, int(added[0]), b.index)
+        return b.digest
+    # stored before, maybe only as an un-indexed original: index it now
+    held = block_id(conn, b.digest)
+    if b.index is not None and b.size and not index.is_indexed(conn, held):
+        index.insert_block(conn, held, b.index)
     return b.digest
+
+
+ENTRY_FIELDS = (
+    "kind", "topic", "tags", "summary", "salience", "pinned", "tokens", "content_hash",
+    "block_hash", "source", "scope", "created", "accessed", "expires", "regenerate",
+)  # fmt: skip
+_INSERT_ENTRY = (
+    f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}) "
+    f"VALUES ({', '.join('?' for _ in ENTRY_FIELDS)})"
+)
+
+
+def insert_entry(
+    conn: Conn, fields: dict[str, Any], block: PreparedBlock, labels: tuple[str, ...]
+) -> Entry:
+    """Insert a new entry (``fields``: every one of :data:`ENTRY_FIELDS`) whose body is
+    ``block``, and return it as a read would, without that read (a round trip on
+    PostgreSQL): the rest of its row is the schema's defaults, the size and lines are the
+    block's (content-addressed: the stored block has the same)."""
+    cur = conn.execute(_INSERT_ENTRY, tuple(fields[f] for f in ENTRY_FIELDS))
+    row: Any = {
+        **fields,
+        "id": int(cur.lastrowid or 0),
+        "status": "cold",
+        "access_count": 0,
+        "size": block.size,
+        "lines": block.lines,
+    }
+    return Entry.from_row(row, tuple(sorted(labels)))
 
 
 def set_label(conn: Conn, label: str, entry_id: int) -> None:

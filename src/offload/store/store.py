@@ -407,35 +407,34 @@ class Store(SavedState):
             digest = rows.insert_block(conn, b, self.clock())
             block_hash = block_hash or digest
         now = self.clock()
-        cur = conn.execute(
-            "INSERT INTO entries (kind, topic, tags, summary, salience, pinned, tokens, "
-            "content_hash, block_hash, source, scope, created, accessed, expires, regenerate) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                p.kind,
-                o.topic,
-                p.tags,
-                o.summary,
-                1.0 if pinned else float(o.salience),
-                1 if pinned else 0,
-                p.tokens,
-                p.content_hash,
-                block_hash,
-                o.source,
-                o.scope,
-                now,
-                now,
-                expires,
-                o.regenerate,
-            ),
+        entry = rows.insert_entry(
+            conn,
+            {
+                "kind": p.kind,
+                "topic": o.topic,
+                "tags": p.tags,
+                "summary": o.summary,
+                "salience": 1.0 if pinned else float(o.salience),
+                "pinned": 1 if pinned else 0,
+                "tokens": p.tokens,
+                "content_hash": p.content_hash,
+                "block_hash": block_hash,
+                "source": o.source,
+                "scope": o.scope,
+                "created": now,
+                "accessed": now,
+                "expires": expires,
+                "regenerate": o.regenerate,
+            },
+            p.blocks[0],
+            (label,) if label is not None else (),
         )
-        entry_id = int(cur.lastrowid or 0)
-        index.put_meta(conn, entry_id, p.meta, fresh=True)
+        index.put_meta(conn, entry.id, p.meta, fresh=True)
         if p.vector is not None and self._embedder is not None:
-            vectors.insert(conn, entry_id, self._embedder.model_id, p.vector)
+            vectors.insert(conn, entry.id, self._embedder.model_id, p.vector)
         if label is not None:
-            rows.set_label(conn, label, entry_id)
-        return PutResult(rows.entry_by_id(conn, entry_id), created=True)
+            rows.set_label(conn, label, entry.id)
+        return PutResult(entry, created=True)
 
     def label(self, ref: str, label: str, scope: str | None = None) -> Entry:
         """Give an entry another name the resolver understands."""
