@@ -196,8 +196,7 @@ def test_a_huge_message_is_gisted_once_and_each_distinct_piece_stemmed_once(
     proxy: tuple[Scripted, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the work bound in operations, not seconds: 6,000 distinct words of few pieces
-    for name in ("_cache", "_piece_cache", "_run_cache", "_surface_cache"):
-        monkeypatch.setattr(analysis, name, {})
+    analysis.clear_caches()
     stems: list[str] = []
     gists: list[int] = []
     stem = analysis._stem
