@@ -12,6 +12,27 @@ one-by-one path's do; everything commits or nothing does.
 
 Only new rows go this way. What needs a decision per row (content already stored, a block
 stored before only as an un-indexed original) is left to the caller's one-by-one path.
+
+Why a batch takes the store-wide lock, although a single put runs beside others under its
+own keys (``PgConn.begin_keyed``) and so waits for a whole bulk load (checked, session 7):
+
+- the look-ups above decide which rows are new, then ``COPY`` writes them without a
+  per-row conflict clause; a put beside it that stores one of the same blocks or contents
+  would fail the batch (or itself) on the unique indexes ``blocks.hash`` and
+  ``entries_dedup`` instead of finding the other's row: only locks taken before the
+  look-ups prevent that;
+- those locks are one advisory lock per key, about two per put: on a default server
+  (PostgreSQL 15, ``max_locks_per_transaction`` 64, ``max_connections`` 100) one
+  transaction took 10,000 advisory locks and failed at 20,000 with "out of shared memory",
+  the lock table every session shares, so a batch of ~5,000 puts would exhaust it and make
+  other sessions' lock requests fail meanwhile;
+- the batch inserts its new vocabulary words (``terms``, unique) early: a put beside it
+  with one of the same new words waits for the batch's commit on that index anyway.
+
+Narrowing it needs a batch bounded in keys (split into transactions, which ``put_many``'s
+one-transaction promise forbids today) or conflict-tolerant writes (``COPY`` into a staging
+table, then ``INSERT ... ON CONFLICT DO NOTHING``, and the chunks of a block the batch lost
+to another put dropped again), not a different lock.
 """
 
 from __future__ import annotations
