@@ -121,14 +121,19 @@ def embedder() -> Any:
     return load_embedder(SearchSettings())
 
 
-def bench_recall(convs: list[Conversation], tmp: Path, split: int | None) -> dict[str, Any]:
+def bench_recall(
+    convs: list[Conversation], tmp: Path, split: int | None, where: str | None = None
+) -> dict[str, Any]:
     """R@k per category for offload (lexical alone, and hybrid when the embedding model is
-    installed) and the plain FTS5 baseline (and per half with split)."""
+    installed) and the plain FTS5 baseline (and per half with split). ``where``: the
+    store to fill instead of a temporary SQLite file (an empty PostgreSQL database's URL:
+    the same questions through that backend)."""
     import offload
 
     model = embedder()
-    store = offload.open_store(tmp / "recall.db", embedder=model)
-    lexical = offload.open_store(tmp / "recall.db")  # the same file, searched without a model
+    at = where or tmp / "recall.db"
+    store = offload.open_store(at, embedder=model)
+    lexical = offload.open_store(at)  # the same store, searched without a model
     rows: list[dict[str, Any]] = []
     for ci, c in enumerate(convs):
         put = store.put_many([text for _, text in c.turns], scope=c.sample_id)
@@ -562,6 +567,9 @@ def main() -> None:
     ap.add_argument("--write-reps", type=int, default=60)
     ap.add_argument("--baseline-src", help="another checkout's src/ to time writes beside")
     ap.add_argument(
+        "--recall-store", help="recall: fill this empty store (a postgresql:// URL) instead"
+    )
+    ap.add_argument(
         "--speed-dir", type=Path, help="build the speed stores here and reuse them on later runs"
     )
     args = ap.parse_args()
@@ -573,7 +581,7 @@ def main() -> None:
         tmp = Path(d)
         if "recall" in parts:
             t = time.perf_counter()
-            print_recall(bench_recall(convs, tmp, args.split))
+            print_recall(bench_recall(convs, tmp, args.split, args.recall_store))
             print(f"(recall run: {time.perf_counter() - t:.1f} s)")
         if "speed" in parts:
             speed_dir = args.speed_dir or tmp

@@ -377,18 +377,28 @@ def fill(store: Store, n: int, work: Workload = SYNTHETIC) -> tuple[float, list[
 
 
 def latencies(
-    store: Store, refs: list[str], searches: int, work: Workload = SYNTHETIC
+    store: Store,
+    refs: list[str],
+    searches: int,
+    work: Workload = SYNTHETIC,
+    hits_out: Path | None = None,
 ) -> dict[str, float]:
-    """Search, resolve and offload-100 KB figures on a filled store (after a warm-up)."""
+    """Search, resolve and offload-100 KB figures on a filled store (after a warm-up);
+    ``hits_out``: each timed question's top 10 entry ids written there (JSON), to compare
+    two rankings of one store."""
     rng = random.Random(11)
     asked = work.questions(searches)
     for q in asked[:10]:
         store.search(q, scope=work.search_scope, limit=10)
     search: list[float] = []
+    shown: list[list[int]] = []
     for q in asked:
         t = time.perf_counter()
-        store.search(q, scope=work.search_scope, limit=10)
+        found = store.search(q, scope=work.search_scope, limit=10)
         search.append((time.perf_counter() - t) * 1000)
+        shown.append([h.entry.id for h in found])
+    if hits_out is not None:
+        hits_out.write_text(json.dumps({"questions": asked, "hits": shown}))
     resolve_cpu: list[float] = []
     resolve = timed_ms(lambda: store.resolve(rng.choice(refs)), 300, resolve_cpu)
     stamp = iter(range(10**9))
@@ -558,7 +568,7 @@ def bench_url(url: str, args: argparse.Namespace, home: Path) -> dict[str, float
     with open_url(url, home) as store:
         build_s, refs = fill(store, args.entries, args.work)
         row["build_s"] = build_s
-        row.update(latencies(store, refs, args.searches, args.work))
+        row.update(latencies(store, refs, args.searches, args.work, args.hits_out))
     if args.writers <= 0:  # --writers 0: the search side only
         row["load_after"] = load_average()
         return row
@@ -616,6 +626,7 @@ def main() -> None:
         help="--url: synthetic (31 words, each in 40-80%% of texts: the worst case for exact "
         "top-k) or locomo (DATA/memory/locomo_dev.json's turns and questions)",
     )
+    ap.add_argument("--hits-out", type=Path, help="--url: write each question's top 10 here")
     ap.add_argument("--writer-puts", type=int, default=200, help="--url: puts per writer")
     ap.add_argument("--writer", help=argparse.SUPPRESS)  # a writer child's store URL
     ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)

@@ -337,3 +337,12 @@ def pg_chunk_term_counts(raw: Any) -> None:
     # SQLite's m_chunk_term_counts: each chunk's analysed term counts (index.term_counts),
     # NULL for a chunk written before (its text is analysed instead)
     raw.execute("ALTER TABLE chunks ADD COLUMN term_counts text")
+
+
+@migration
+def pg_impact_postings(raw: Any) -> None:
+    # each (term, chunk) with the term's BM25 weight in the chunk, read best first by a
+    # search (store/pgimpact.py); kept by triggers on search_body, backfilled here
+    from offload.store import pgimpact
+
+    pgimpact.create(raw)
