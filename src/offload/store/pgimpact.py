@@ -53,26 +53,35 @@ K1 = 1.2
 B = 0.75
 # the first round reads this many postings of each term, at least the k asked for
 FIRST_DEPTH = 64
+# BM25's most per term is (k1 + 1) x IDF; ts_rank gave an unlabelled lexeme at most its
+# weight (pgsql.BODY_TERM_WEIGHT) x IDF: the factor that keeps the body's scores on the
+# scale of the metadata's (search_meta is still ranked by ts_rank)
+TS_RANK_SCALE = 0.1 / (K1 + 1)
 # the reference length is the average of the store's chunks until this many have been
 # written, then stays: the mean of 1,024 lengths is within ~3 % of the whole's (standard
 # error sigma / 32, lengths spreading about as much as their mean), and a later change
 # would rewrite every posting
 REFERENCE_SAMPLE = 1024
-# rounds before the exact read of every remaining posting (depth doubling: 2**ROUNDS * first)
-ROUNDS = 12
+# the advisory lock of a reference's rewrite ("impacts" in ASCII)
+REFERENCE_LOCK = 0x696D7061637473
 
 # the postings' expression of a chunk's terms: tf and length from the tsvector (a stripped
 # vector has no positions: a count of 1 each)
 _TF = "coalesce(array_length(u.positions, 1), 1)"
 _LENGTH = f"(SELECT sum({_TF}) FROM unnest(n.terms) AS u)"
-_IMPACT = f"{_TF} * {K1 + 1} / ({_TF} + {K1} * ({1 - B} + {B} * l.len / greatest(r.length, 1)))"
+_IMPACT = f"{_TF} * {K1 + 1} / ({_TF} + {K1} * ({1 - B} + {B} * n.len / greatest(r.length, 1)))"
 
-# the postings of some search_body rows (``n``: added, or all of them)
+# the postings of some search_body rows (``{rows}``: the added ones, or all): each chunk's
+# length taken once (inlined, the planner re-counted it for every posting) and the
+# reference read once
 _POSTINGS = f"""
+WITH n AS MATERIALIZED (
+    SELECT n.rowid, n.terms, (SELECT sum({_TF}) FROM unnest(n.terms) AS u) AS len
+    FROM {{rows}} n
+), r AS MATERIALIZED (SELECT length FROM impact_reference)
 INSERT INTO impacts (chunk, term, impact)
 SELECT n.rowid, u.lexeme, {_IMPACT}
-FROM {{rows}} n CROSS JOIN LATERAL (SELECT {_LENGTH} AS len) AS l
-CROSS JOIN LATERAL unnest(n.terms) AS u CROSS JOIN impact_reference r
+FROM n CROSS JOIN r CROSS JOIN LATERAL unnest(n.terms) AS u
 """
 SCHEMA = f"""
 CREATE TABLE impact_reference (
@@ -87,18 +96,19 @@ CREATE TABLE impacts (
     impact real NOT NULL,
     PRIMARY KEY (chunk, term)
 );
-CREATE FUNCTION offload_impacts_add() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION offload_impacts_add() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
     held bigint;
     have bigint;
 BEGIN
     SELECT chunks INTO held FROM impact_reference;
     IF held < {REFERENCE_SAMPLE} THEN
-        -- a young store: writers take turns, and the reference follows the average
-        -- each time the chunks have doubled (every posting rewritten: few of them yet)
-        SELECT chunks INTO held FROM impact_reference FOR UPDATE;
+        -- a young store: the reference follows the average each time the chunks have
+        -- doubled, every posting rewritten (few of them yet) by one writer at a time; a
+        -- put committing beside that rewrite keeps the previous reference (the next
+        -- doubling rewrites it), and no put waits for another
         SELECT count(*) INTO have FROM search_body;
-        IF held < {REFERENCE_SAMPLE} AND have >= 2 * held THEN
+        IF have >= 2 * held AND pg_try_advisory_xact_lock({REFERENCE_LOCK}) THEN
             UPDATE impact_reference SET chunks = have,
                 length = (SELECT coalesce(avg({_LENGTH}), 1) FROM search_body n);
             DELETE FROM impacts;
@@ -109,18 +119,18 @@ BEGIN
     {_POSTINGS.format(rows="added")};
     RETURN NULL;
 END $$;
-CREATE FUNCTION offload_impacts_drop() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION offload_impacts_drop() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
 BEGIN
     DELETE FROM impacts i USING removed o WHERE i.chunk = o.rowid;
     RETURN NULL;
 END $$;
-CREATE FUNCTION offload_impacts_change() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION offload_impacts_change() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
 BEGIN
     DELETE FROM impacts i USING removed o WHERE i.chunk = o.rowid;
     {_POSTINGS.format(rows="added")};
     RETURN NULL;
 END $$;
-CREATE FUNCTION offload_impacts_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION offload_impacts_truncate() RETURNS trigger LANGUAGE plpgsql SET jit = off AS $$
 BEGIN
     TRUNCATE impacts;
     RETURN NULL;
@@ -261,13 +271,12 @@ def top_chunks(conn: NativeConn, idfs: dict[str, float], k: int) -> dict[int, fl
     if not idfs or k <= 0:
         return {}
     depths = dict.fromkeys(idfs, max(FIRST_DEPTH, k))
-    for _ in range(ROUNDS):
+    while True:  # ends: a list read to its end has frontier 0, and the bound falls to 0
         got = read_round(conn, idfs, depths, k)
         if got.settled(k):
             return got.best(k)
-        depths = {t: d * 2 if t in _essential(got, k) else d for t, d in depths.items()}
-    whole = dict.fromkeys(idfs, 2**31 - 1)
-    return read_round(conn, idfs, whole, k).best(k)
+        deeper = _essential(got, k) or {t for t, f in got.frontier.items() if f > 0}
+        depths = {t: d * 2 if t in deeper else d for t, d in depths.items()}
 
 
 def _essential(got: Round, k: int) -> set[str]:
@@ -296,14 +305,14 @@ def term_idfs(rows: int, dfs: dict[str, int], terms: Sequence[str]) -> dict[str,
 
 
 # the postings search_body's rows imply, beside those held (tests, a store's check)
-_EXPECTED = f"""
-SELECT n.rowid AS chunk, u.lexeme AS term, ({_IMPACT})::real AS impact
-FROM search_body n CROSS JOIN LATERAL (SELECT {_LENGTH} AS len) AS l
-CROSS JOIN LATERAL unnest(n.terms) AS u CROSS JOIN impact_reference r
-"""
+_EXPECTED = (
+    _POSTINGS.format(rows="search_body")
+    .replace("INSERT INTO impacts (chunk, term, impact)\n", "")
+    .replace(f"SELECT n.rowid, u.lexeme, {_IMPACT}", f"SELECT n.rowid, u.lexeme, ({_IMPACT})::real")
+)
 STALE_SQL = f"""
-SELECT (SELECT count(*) FROM ({_EXPECTED} EXCEPT SELECT chunk, term, impact FROM impacts) a)
-    + (SELECT count(*) FROM (SELECT chunk, term, impact FROM impacts EXCEPT {_EXPECTED}) b)
+SELECT (SELECT count(*) FROM (({_EXPECTED}) EXCEPT SELECT chunk, term, impact FROM impacts) a)
+    + (SELECT count(*) FROM (SELECT chunk, term, impact FROM impacts EXCEPT ({_EXPECTED})) b)
 """
 
 

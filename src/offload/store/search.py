@@ -403,7 +403,10 @@ def _top_body_impacts(
     # chunk is one entry's, mostly; deeper only when the filter or the mapping fall short)
     pool = need
     while True:
-        bm25 = pgimpact.top_chunks(conn, idfs, pool)
+        top = pgimpact.top_chunks(conn, idfs, pool)
+        # on ts_rank's scale, as the metadata's scores are: a term's most in a body row is
+        # 0.1 x its IDF there, as it was before the postings (BM25's most: (k1 + 1) x IDF)
+        bm25 = {c: s * pgimpact.TS_RANK_SCALE for c, s in top.items()}
         best = _mapped(conn, bm25, where, params)
         if len(best) >= need or len(bm25) < pool:
             return best
