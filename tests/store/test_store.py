@@ -20,6 +20,7 @@ from offload.errors import (
     NotFound,
 )
 from offload.store.models import Filters
+from offload.store.puts import PutOptions
 from offload.store.store import Store
 
 texts = st.one_of(
@@ -445,3 +446,26 @@ def test_a_new_entry_a_put_returns_is_the_entry_a_read_gives_back(store: Store) 
     for result in made:
         assert result.created
         assert result.entry == store.resolve(str(result.entry.id), result.entry.scope)
+
+
+def _doc(label: str, kind: str) -> PutOptions:
+    return PutOptions(kind, "", (), "", 0.5, False, label, "", label, None)
+
+
+def test_put_each_stores_every_content_with_its_own_options_or_none_of_them(
+    store: Store,
+) -> None:
+    results = store.put_each(
+        [("alpha document", _doc("tool:a", "tool-definition")), ("beta", _doc("doc:b", "notes"))]
+    )
+    assert [r.created for r in results] == [True, True]
+    assert store.read("tool:a") == "alpha document" and store.read("doc:b") == "beta"
+    assert (store.resolve("tool:a").kind, store.resolve("doc:b").kind) == (
+        "tool-definition",
+        "notes",
+    )
+    with pytest.raises(InvalidInput):
+        store.put_each([("gamma", _doc("doc:c", "notes")), ("\ud800", _doc("doc:d", "notes"))])
+    assert store.count() == 2  # the valid one was not stored either
+    again = store.put_each([("alpha document", _doc("tool:a", "tool-definition"))])
+    assert not again[0].created and store.count() == 2

@@ -50,6 +50,7 @@ from offload.gateway.toolsearch import Encoder, ToolIndex, doc_for, doc_for_item
 from offload.gateway.toolvectors import StoredEncoder
 from offload.gateway.upstreams import ChangeKind, Connector, Upstream
 from offload.llm.minilm import ToolEncoderUnavailable
+from offload.store.puts import PutOptions
 from offload.store.store import Store
 
 log = logging.getLogger("offload.gateway")
@@ -331,23 +332,20 @@ class Gateway:
         return self._tool_index
 
     def _store_documents(self, docs: dict[str, tuple[str, str]]) -> None:
-        """Store catalog documents; contention that outlasts the retries leaves the rest
-        for the next refresh (the tool index is in memory: search keeps working)."""
-        for label, (kind, text) in docs.items():
-            try:
-                put = partial(
-                    self.store.put,
-                    text,
-                    kind=kind,
-                    source=label,
-                    label=label,
-                    scope=self.settings.scope,
-                )
-                retry_busy(put, f"storing {label}")
-            except StoreError as exc:
-                log.warning("catalog documents not stored yet (%s); retried on next change", exc)
-                return
-            self._stored_docs.add(label)
+        """Store catalog documents in one transaction (one commit for a whole catalog);
+        contention that outlasts the retries leaves them for the next refresh (the tool
+        index is in memory: search keeps working)."""
+        scope = self.settings.scope
+        puts = [
+            (text, PutOptions(kind, "", (), "", 0.5, False, label, scope, label, None))
+            for label, (kind, text) in docs.items()
+        ]
+        try:
+            retry_busy(partial(self.store.put_each, puts), f"storing {len(puts)} documents")
+        except StoreError as exc:
+            log.warning("catalog documents not stored yet (%s); retried on next change", exc)
+            return
+        self._stored_docs.update(docs)
 
     async def notify_tools_changed(self, event: Any = None) -> None:
         """``notifications/tools/list_changed`` on both protocol generations."""

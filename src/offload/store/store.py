@@ -288,6 +288,13 @@ class Store(SavedState):
         pending = [self._prepare_put(c, opts, bulk=bulk) for c in contents]
         return self._commit_puts(pending)
 
+    def put_each(self, puts: Iterable[tuple[str, PutOptions]]) -> list[PutResult]:
+        """Store each content with its own options (labels, kinds, sources may differ) in
+        one write transaction: all or none, one commit instead of one per put (a catalog's
+        documents). Results in order, each as :meth:`put` gives it."""
+        bulk = self._pg is not None
+        return self._commit_puts([self._prepare_put(c, o, bulk=bulk) for c, o in puts])
+
     def _commit_puts(self, pending: list[PendingPut]) -> list[PutResult]:
         """Commit prepared puts in one write transaction.
 
