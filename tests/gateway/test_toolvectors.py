@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 from numpy.typing import NDArray
 
 from offload.gateway.toolvectors import NAMESPACE, StoredEncoder, text_key
@@ -57,3 +58,13 @@ def test_a_saved_vector_of_the_wrong_size_is_recomputed(tmp_path: Path) -> None:
         rows = StoredEncoder(inner, store, "m1").encode(["ping", "pong"])
         assert store.get_state(f"{NAMESPACE}:m1", text_key("ping")) is not None
     assert rows.shape == (2, 8) and inner.texts == ["pong", "ping"]
+
+
+@pytest.mark.slow
+def test_on_postgresql_a_second_gateway_reads_the_vectors_the_first_saved(pg_database: str) -> None:
+    first, second = Counting(), Counting()
+    with Store(pg_database) as store:
+        saved = StoredEncoder(first, store, "m1").encode(["ping", "create a directory"])
+    with Store(pg_database) as store:
+        again = StoredEncoder(second, store, "m1").encode(["create a directory", "ping"])
+    assert second.texts == [] and np.array_equal(again, saved[::-1])
