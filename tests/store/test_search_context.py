@@ -10,7 +10,7 @@ import pytest
 
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
-from offload.store import context, index
+from offload.store import context, db, index
 from offload.store.maintenance import reindex
 from offload.store.models import Filters
 from offload.store.store import Store
@@ -102,15 +102,71 @@ _TRICKY = [
 ]
 
 
-def test_a_chunks_cached_term_counts_are_its_analysed_terms_counted() -> None:
+def test_a_chunks_cached_term_counts_are_its_analysed_terms_counted_after_its_length() -> None:
     for text in [*_TRICKY, *_turns(40)[:8]]:
         cached = json.loads(index.term_counts(analysis.index_text(text)))
+        length = cached.pop(index.LENGTH_KEY)
         assert cached == Counter(analysis.index_terms(text))
+        assert length == len(analysis.index_terms(text))
         # a put counts them once, before its write transaction, for both backends
         (chunk,) = index.prepare(text, 10_000, 10**6).chunks or (None,)
         if chunk is not None:
             assert chunk.term_counts == index.term_counts(chunk.terms)
             assert chunk.counts == index.count_terms(chunk.terms)
+
+
+# terms (as index.term_counts receives them, space-separated) that a careless string
+# search would confuse: a colon and a comma inside a term and a term reading like a key
+# and its count (x, then :1,), a term that is another's tail, a quote, a backslash,
+# non-ASCII, nothing at all
+_HOSTILE = [
+    "x, :1, :) a:1,b 1,b lake lake alake lake: ünï ünï",
+    'a"b ":)" say c:\\path lake',
+    "",
+]
+
+
+def test_the_query_terms_counts_read_from_the_cache_equal_the_whole_objects() -> None:
+    texts = [analysis.index_text(t) for t in [*_TRICKY, *_turns(40)[:8]]]
+    for terms in [*texts, *_HOSTILE]:
+        cached = index.term_counts(terms)
+        whole = json.loads(cached)
+        length = whole.pop(index.LENGTH_KEY)
+        probes = [*whole, "lake", "1,b", ":1", ":1,", '"', ")", "zzz", "a", "b", "x"]
+        quick = context.query_counts(cached, context.term_keys(probes))
+        if "\\" in cached:
+            assert quick is None  # an escape: parsed whole
+            continue
+        assert quick is not None
+        assert quick == ({t: n for t, n in whole.items()}, length)
+
+
+def test_a_cache_written_before_the_length_is_not_read_by_string_search() -> None:
+    old = json.dumps({"lake": 2, "dawn": 1}, separators=(",", ":"))
+    assert context.query_counts(old, context.term_keys(["lake"])) is None
+
+
+@pytest.mark.sqlite_only
+def test_the_migration_puts_each_caches_length_first_and_scores_stay_the_same(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        store.put_many([*_turns(40), *_TRICKY, *_HOSTILE], kind="turn", scope="chat")
+        want = dict(store.conn.execute("SELECT id, term_counts FROM chunks").fetchall())
+        now = _ranked(store, _QUERIES)
+        # the counts as written before the length led them
+        for cid, cached in want.items():
+            whole = json.loads(cached)
+            whole.pop(index.LENGTH_KEY)
+            old = json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
+            store.conn.execute("UPDATE chunks SET term_counts = ? WHERE id = ?", (old, cid))
+        before = _ranked(store, _QUERIES)
+        db.m_chunk_term_counts_length(store.conn)
+        got = dict(store.conn.execute("SELECT id, term_counts FROM chunks").fetchall())
+        after = _ranked(store, _QUERIES)
+    assert got == want
+    assert all(now)
+    assert before == now == after
 
 
 def _ranked(store: Store, queries: list[str]) -> list[list[tuple[int, float]]]:

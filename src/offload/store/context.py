@@ -31,7 +31,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
-from offload.store import selective
+from offload.store import index, selective
 from offload.store.backend import Conn, Row
 
 if TYPE_CHECKING:
@@ -113,31 +113,71 @@ def neighbour_ids(conn: Conn, ids: list[int], window: int) -> dict[int, list[int
     return slots
 
 
-def _counted(store: Store, r: Row) -> Counts:
-    """A chunk row's term counts: cached at write time (index.term_counts), or, for a
-    chunk stored before the cache, its text analysed exactly as it was indexed."""
+def query_counts(cached: str, keys: Mapping[str, str]) -> Counts | None:
+    """The counts of the query's terms and the length, read from a cached object that leads
+    with its length (index.term_counts) without parsing the rest: ``keys`` maps each term
+    to its JSON key followed by ``:`` (json.dumps, as the writer encoded it). None for an
+    object without the length (written before it) or holding an escape (parsed whole).
+
+    Exact: with no backslash in the text every ``"`` delimits a string, so a key's match
+    preceded by an even number of quotes opens a key (every string of the object is a key);
+    a term whose key needs an escape cannot occur in such a text."""
+    if not cached.startswith(index.LENGTH_FIRST) or "\\" in cached:
+        return None
+    start = len(index.LENGTH_FIRST)
+    end = cached.find(",", start)
+    length = int(cached[start : end if end >= 0 else len(cached) - 1])
+    counts: dict[str, int] = {}
+    for term, key in keys.items():
+        at = cached.find(key, start)
+        while at >= 0 and cached.count('"', 0, at) % 2:
+            at = cached.find(key, at + 1)
+        if at >= 0:
+            value = at + len(key)
+            stop = cached.find(",", value)
+            counts[term] = int(cached[value : stop if stop >= 0 else len(cached) - 1])
+    return counts, length
+
+
+def term_keys(terms: Sequence[str]) -> dict[str, str]:
+    """Each term's JSON key and colon, as index.term_counts writes it."""
+    return {t: json.dumps(t, ensure_ascii=False) + ":" for t in dict.fromkeys(terms)}
+
+
+def _counted(store: Store, r: Row, keys: Mapping[str, str]) -> Counts:
+    """A chunk row's term counts (of the query's terms, when the cache leads with its
+    length; else every term's) and length: cached at write time (index.term_counts), or,
+    for a chunk stored before the cache, its text analysed exactly as it was indexed."""
     cached = r["counts"]
     if cached is not None:
+        quick = query_counts(cached, keys)
+        if quick is not None:
+            return quick
         counts: dict[str, int] = json.loads(cached)
-    else:
-        text = store.block_text(r["block"])[int(r["start"]) : int(r["end"])]
-        counts = Counter(analysis.index_terms(text))
+        length = counts.pop(index.LENGTH_KEY, None)
+        return counts, sum(counts.values()) if length is None else int(length)
+    text = store.block_text(r["block"])[int(r["start"]) : int(r["end"])]
+    counts = Counter(analysis.index_terms(text))
     return counts, sum(counts.values())
 
 
-def term_counts(store: Store, chunk_of: dict[int, int], first_of: list[int]) -> dict[int, Counts]:
+def term_counts(
+    store: Store, chunk_of: dict[int, int], first_of: list[int], terms: Sequence[str]
+) -> dict[int, Counts]:
     """Entry id -> the term counts and length of the text scored: its best chunk (``chunk_of``),
-    or its first chunk (``first_of``)."""
+    or its first chunk (``first_of``). Only ``terms``' counts are sure to be there (BM25F
+    reads no others), the length always."""
     conn = store.conn
+    keys = term_keys(terms)
     out: dict[int, Counts] = {}
     by_chunk = {cid: eid for eid, cid in chunk_of.items()}
     if by_chunk:
         for r in conn.execute(_CHUNKS, (json.dumps(list(by_chunk)),)):
-            out[by_chunk[int(r["cid"])]] = _counted(store, r)
+            out[by_chunk[int(r["cid"])]] = _counted(store, r, keys)
     rest = [e for e in first_of if e not in out]
     if rest:
         for r in conn.execute(_FIRST_CHUNKS, (json.dumps(rest),)):
-            out[int(r["eid"])] = _counted(store, r)
+            out[int(r["eid"])] = _counted(store, r, keys)
     return out
 
 
@@ -186,7 +226,7 @@ def with_context(
         slots.update(neighbour_ids(conn, more, window))
     every = {n for e in scored for n in slots[e] if n is not None} | set(scored)
     chunk_of = {e: c.chunk_id for e, c in by_id.items() if e in every and c.chunk_id is not None}
-    counts = term_counts(store, chunk_of, [e for e in every if e not in chunk_of])
+    counts = term_counts(store, chunk_of, [e for e in every if e not in chunk_of], terms)
     empty: Counts = ({}, 0)
     out = dict(by_id)
     for e in scored:

@@ -101,7 +101,9 @@ def term_counts(terms: str) -> str:
     """A chunk's cached term counts (``chunks.term_counts``): a JSON object of each index
     term (of :func:`analysis.index_text`'s string) and how often it occurs, so ranking by a
     chunk's neighbourhood (store/context.py) reads them instead of analysing the text again.
-    The length BM25 normalises by is the sum of the counts."""
+    It leads with the length BM25 normalises by (the sum of the counts) under the key
+    ``""`` (no term is empty), so a search reads the length and its own few terms' counts
+    without parsing the whole object (context.query_counts)."""
     return counts_json(count_terms(terms))
 
 
@@ -112,8 +114,15 @@ def count_terms(terms: str) -> Counter[str]:
 
 
 def counts_json(counts: Mapping[str, int]) -> str:
-    """Counted terms as :func:`term_counts`' JSON."""
-    return json.dumps(counts, ensure_ascii=False, separators=(",", ":"))
+    """Counted terms as :func:`term_counts`' JSON (the length first)."""
+    whole = {LENGTH_KEY: sum(counts.values()), **counts}
+    return json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
+
+
+# the key of a chunk's length in its cached term counts: split() never yields an empty term
+LENGTH_KEY = ""
+# how a cached object holding its length begins (migration m_chunk_term_counts_length)
+LENGTH_FIRST = '{"":'
 
 
 KNOWN_TERMS = "SELECT term FROM terms WHERE term IN (SELECT value FROM json_each(?))"
