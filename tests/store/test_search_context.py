@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
 from pathlib import Path
 
@@ -161,6 +162,7 @@ def test_the_migration_puts_each_caches_length_first_and_scores_stay_the_same(
             old = json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
             store.conn.execute("UPDATE chunks SET term_counts = ? WHERE id = ?", (old, cid))
         before = _ranked(store, _QUERIES)
+        assert isinstance(store.conn, sqlite3.Connection)
         db.m_chunk_term_counts_length(store.conn)
         got = dict(store.conn.execute("SELECT id, term_counts FROM chunks").fetchall())
         after = _ranked(store, _QUERIES)
