@@ -112,7 +112,10 @@ BEGIN
             UPDATE impact_reference SET chunks = have,
                 length = (SELECT coalesce(avg({_LENGTH}), 1) FROM search_body n);
             DELETE FROM impacts;
-            {_POSTINGS.format(rows="search_body")};
+            -- a put committed since the DELETE's snapshot has postings the DELETE did
+            -- not see: they take the new reference too
+            {_POSTINGS.format(rows="search_body")}
+            ON CONFLICT (chunk, term) DO UPDATE SET impact = excluded.impact;
             RETURN NULL;
         END IF;
     END IF;
