@@ -138,3 +138,36 @@ def test_settings_with_a_postgres_url_open_a_team_store(pg_database: str) -> Non
         assert store.location == pg_database
         store.put("opened through settings")
         assert store.stats()["path"] == pg_database
+
+
+def test_a_store_opened_by_the_withdrawn_postings_migration_loses_its_triggers_and_tables(
+    pg_database: str,
+) -> None:
+    with _open(pg_database) as store:
+        store.put("before the postings", scope="team")
+        conn = store.conn
+        # what pg_impact_postings left in a store it ran on (the same names)
+        conn.execute("CREATE TABLE impacts (chunk bigint, term text, impact real)")
+        conn.execute("CREATE TABLE impact_reference (length real, chunks bigint)")
+        conn.execute(
+            "CREATE FUNCTION offload_impacts_add() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN INSERT INTO impacts VALUES (0, 'x', 1); RETURN NULL; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER search_body_impacts_add AFTER INSERT ON search_body "
+            "FOR EACH STATEMENT EXECUTE FUNCTION offload_impacts_add()"
+        )
+        conn.execute("DELETE FROM _migrations WHERE name = 'pg_drop_impact_postings'")
+        conn.commit()
+    with _open(pg_database) as again:
+        conn = again.conn
+        left = conn.execute(
+            "SELECT to_regclass('impacts'), to_regclass('impact_reference')"
+        ).fetchone()
+        assert tuple(left) == (None, None)
+        triggers = conn.execute(
+            "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'search_body_impacts%'"
+        ).fetchone()
+        assert triggers[0] == 0
+        e = again.put("after the postings are gone", scope="team").entry  # no trigger fails
+        assert [h.entry.id for h in again.search("gone", scope="team")] == [e.id]

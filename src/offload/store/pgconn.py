@@ -165,11 +165,6 @@ class PgConn:
         params = st.params(parameters) if st.params else parameters
         return self._run(lambda raw: _run_one(raw, st, params))
 
-    def native(self, sql: str, parameters: Any = (), /) -> PgCursor:
-        """Run one statement written for PostgreSQL as it is (no translation; the
-        search's own statements, store/pgimpact.py)."""
-        return self._run(lambda raw: _run_one(raw, pgsql.Statement(sql), parameters))
-
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
         """Run one statement for each parameter row."""
         st = pgsql.translate(sql)

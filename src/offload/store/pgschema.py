@@ -341,8 +341,17 @@ def pg_chunk_term_counts(raw: Any) -> None:
 
 @migration
 def pg_impact_postings(raw: Any) -> None:
-    # each (term, chunk) with the term's BM25 weight in the chunk, read best first by a
-    # search (store/pgimpact.py); kept by triggers on search_body, backfilled here
-    from offload.store import pgimpact
+    # Withdrawn the day it landed: impact-ordered postings kept by triggers on search_body
+    # tripled a 100 KB put's cost and worsened the search tail (docs/benchmarks.md, "PostgreSQL
+    # search by impact-ordered postings"). The name stays registered so a store that has not
+    # run it never builds them; pg_drop_impact_postings removes them where it did.
+    del raw
 
-    pgimpact.create(raw)
+
+@migration
+def pg_drop_impact_postings(raw: Any) -> None:
+    # a store opened by the withdrawn migration: its triggers would keep charging every write
+    for event in ("add", "drop", "change", "truncate"):
+        raw.execute(f"DROP TRIGGER IF EXISTS search_body_impacts_{event} ON search_body")
+        raw.execute(f"DROP FUNCTION IF EXISTS offload_impacts_{event}()")
+    raw.execute("DROP TABLE IF EXISTS impacts, impact_reference")

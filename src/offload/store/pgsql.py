@@ -153,7 +153,6 @@ _FTS_COMMAND = re.compile(
 _FTS_DELETE = re.compile(
     r"^INSERT INTO search_body \(search_body, rowid, terms\) VALUES \('delete', \?, \?\)$"
 )
-_KNOWN_BODY = "SELECT 1 FROM search_body WHERE search_body MATCH ? LIMIT 1"
 _BODY_INSERT = "INSERT INTO search_body (rowid, terms) VALUES (?, ?)"
 _META_INSERT = re.compile(
     r"^INSERT INTO search_meta \(rowid, topic, summary, tags, labels, source\)\s+"
@@ -234,16 +233,10 @@ def _df(table: str, term: str, q: str) -> str:
     (its tsquery) are columns of the caller's query; ``st`` and ``nd`` its joins of
     :func:`_lexeme_stats` and :func:`_rows`."""
     est = f"st.fr[array_position(st.el, {term})] * nd.n"
-    # a chunk's terms are counted in the postings (store/pgimpact.py: a btree read in
-    # order, stopping at the limit; GIN builds the term's whole bitmap first)
-    held = (
-        f"SELECT 1 FROM impacts WHERE term = {term} LIMIT {DF_EXACT_UP_TO}"
-        if table == "search_body"
-        else f"SELECT 1 FROM {table} WHERE {_TS_COLUMN[table]} @@ {q} LIMIT {DF_EXACT_UP_TO}"
-    )
     return (
         f"CASE WHEN coalesce({est}, 0) >= {DF_EXACT_UP_TO} THEN round({est}) "
-        f"ELSE (SELECT count(*) FROM ({held}) AS held) END"
+        f"ELSE (SELECT count(*) FROM (SELECT 1 FROM {table} "
+        f"WHERE {_TS_COLUMN[table]} @@ {q} LIMIT {DF_EXACT_UP_TO}) AS held) END"
     )
 
 
@@ -384,13 +377,6 @@ def translate(sql: str) -> Statement:
         if m.group(2) == "delete-all":
             return Statement(f"DELETE FROM {m.group(1)}")
         return Statement("SELECT 1", noop=True)  # optimize, automerge, integrity-check
-    if flat == _KNOWN_BODY:
-        # whether any chunk holds a term: its first posting (GIN would build the term's
-        # whole bitmap before answering)
-        return Statement(
-            "SELECT 1 FROM impacts WHERE term = ANY(%s::text[]) LIMIT 1",
-            lambda p: (_match_terms(p[0]),),
-        )
     if _FTS_DELETE.match(flat):
         return Statement("DELETE FROM search_body WHERE rowid = %s", lambda p: (p[0],))
     if flat == _BODY_INSERT:

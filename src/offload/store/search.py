@@ -31,19 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
 from offload.errors import StoreError
-from offload.store import (
-    context,
-    hybrid,
-    index,
-    narrow,
-    pgimpact,
-    query,
-    scope_terms,
-    selective,
-)
+from offload.store import context, hybrid, index, narrow, query, scope_terms, selective
 from offload.store.backend import Conn, Row
 from offload.store.models import Entry, Filters, Hit, access_score
-from offload.store.pgconn import PgConn
 
 if TYPE_CHECKING:
     from offload.store.backend import StoreHandle as Store
@@ -359,11 +349,7 @@ def _top_body(
     """The best chunks' entries, with BM25's work bounded by term selectivity
     (store/selective.py): only rows matching a rare term are scored, exactly; once no row
     matching only common terms can reach the top, that is the top; otherwise the next
-    rarest term joins the rare ones (at worst every term: the plain OR query). On
-    PostgreSQL the impact-ordered postings give the top without scoring every match
-    (:func:`_top_body_impacts`)."""
-    if span is None and isinstance(conn, PgConn):
-        return _top_body_impacts(conn, terms, where, params, need)
+    rarest term joins the rare ones (at worst every term: the plain OR query)."""
     p = selective.plan(conn, "search_body", terms)
     pool = max(_MIN_POOL, need * 4)
     # a narrow filter: only its rows are scored (store/narrow.py)
@@ -388,29 +374,6 @@ def _top_body(
             p.widen_all()  # the filter keeps few rows of the rare terms: one pass over all
         else:
             p.widen()
-
-
-def _top_body_impacts(
-    conn: PgConn, terms: list[str], where: str, params: list[Any], need: int
-) -> dict[int, Candidate]:
-    """PostgreSQL's best chunks' entries: BM25 over the impact-ordered postings, read
-    best first until no other chunk can reach the top (store/pgimpact.py); deeper when
-    the filter keeps too few of them."""
-    rows = int(conn.execute(selective.ROW_COUNT.format(table="search_body")).fetchone()[0])
-    counts = selective.vocab_counts(conn, "search_body", terms)
-    idfs = pgimpact.term_idfs(rows, counts, terms)
-    # the exact top costs more the deeper it reaches: the entries needed, no spare (a
-    # chunk is one entry's, mostly; deeper only when the filter or the mapping fall short)
-    pool = need
-    while True:
-        top = pgimpact.top_chunks(conn, idfs, pool)
-        # on ts_rank's scale, as the metadata's scores are: a term's most in a body row is
-        # 0.1 x its IDF there, as it was before the postings (BM25's most: (k1 + 1) x IDF)
-        bm25 = {c: s * pgimpact.TS_RANK_SCALE for c, s in top.items()}
-        best = _mapped(conn, bm25, where, params)
-        if len(best) >= need or len(bm25) < pool:
-            return best
-        pool *= 8
 
 
 def _partitions(p: selective.Plan) -> list[str]:
