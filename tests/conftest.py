@@ -96,3 +96,13 @@ def pg_database(pg_server: PgServer) -> Iterator[str]:
     finally:
         if pg_server.pid is not None:
             pg_server.drop_database(url.rsplit("/", 1)[1])
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """One store that several processes (or several ``Store`` objects standing for them)
+    share: a SQLite file, or a PostgreSQL database (slow tier)."""
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("pg_database")
+        return url
+    return tmp_path / "shared.db"

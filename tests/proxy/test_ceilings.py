@@ -84,15 +84,6 @@ def test_a_higher_ceiling_never_replaces_a_lower_one_another_process_learned(
         assert ours.get(harness) == 3000 and theirs.get(harness) == 3000
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
-def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
-    """One store several proxy processes share: a SQLite file or a PostgreSQL database."""
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("pg_database")
-        return url
-    return tmp_path / "shared.db"
-
-
 def test_a_lower_ceiling_learned_while_another_process_learns_a_higher_one_stays(
     shared_store: Path | str,
 ) -> None:

@@ -496,15 +496,6 @@ def test_a_process_whose_copy_went_stale_follows_the_store_and_says_so(tmp_path:
     assert back.break_cause == "moved"
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
-def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
-    """Where the two processes' store lives: one SQLite file, or one PostgreSQL database."""
-    if request.param == "postgresql":
-        url: str = request.getfixturevalue("pg_database")
-        return url
-    return tmp_path / "shared.db"
-
-
 def test_a_turn_whose_session_another_process_compacted_meanwhile_is_rebuilt_on_that(
     tmp_path: Path, shared_store: Path | str
 ) -> None:
