@@ -93,3 +93,13 @@ def test_processes_appending_to_one_saved_value_at_once_lose_no_append(
     assert version == PROCESSES * ROUNDS
     for w in range(PROCESSES):  # each process's appends in its own order
         assert [x for x in log if x.startswith(f"{w}:")] == [f"{w}:{i}" for i in range(ROUNDS)]
+
+
+def test_several_values_saved_at_once_get_their_own_versions_and_read_back(
+    store_location: Path | str,
+) -> None:
+    with _open(store_location) as a, _open(store_location) as b:
+        assert a.put_state("tool-vectors:m", "k1", "old") == 1
+        assert a.put_states("tool-vectors:m", [("k1", "new"), ("k2", [1, 2])]) == [2, 1]
+        assert dict(b.state_items("tool-vectors:m")) == {"k1": "new", "k2": [1, 2]}
+        assert a.put_states("tool-vectors:m", []) == []

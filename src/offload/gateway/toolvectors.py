@@ -11,11 +11,11 @@ Saved values are float32 bytes in base64; one of the wrong size is ignored and r
 from __future__ import annotations
 
 import base64
-import hashlib
 import logging
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from offload.core.hashing import text_hash
 from offload.errors import StoreError
 
 if TYPE_CHECKING:
@@ -34,12 +34,12 @@ class StateStore(Protocol):
 
     def state_items(self, namespace: str) -> Iterator[tuple[str, Any]]: ...
 
-    def put_state(self, namespace: str, key: str, value: Any) -> int: ...
+    def put_states(self, namespace: str, values: Sequence[tuple[str, Any]]) -> list[int]: ...
 
 
 def text_key(text: str) -> str:
-    """The key a text's vector is saved under."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """The key a text's vector is saved under (its content hash, core.hashing)."""
+    return text_hash(text)
 
 
 class StoredEncoder:
@@ -82,9 +82,11 @@ class StoredEncoder:
         return np.vstack([rows[t] for t in texts]).astype(np.float32)
 
     def _save(self, namespace: str, texts: Sequence[str], rows: NDArray[np.float32]) -> None:
-        try:
-            for text, row in zip(texts, rows, strict=True):
-                packed = base64.b64encode(row.astype("<f4").tobytes()).decode("ascii")
-                self._store.put_state(namespace, text_key(text), packed)
+        packed = [
+            (text_key(text), base64.b64encode(row.astype("<f4").tobytes()).decode("ascii"))
+            for text, row in zip(texts, rows, strict=True)
+        ]
+        try:  # one transaction: a catalog's hundreds of vectors cost one commit
+            self._store.put_states(namespace, packed)
         except StoreError as exc:
             log.warning("tool vectors not saved (recomputed next time): %s", exc)

@@ -12,7 +12,6 @@ what is already there).
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import json
 from collections.abc import Callable, Iterator
@@ -108,7 +107,7 @@ def archive_vectors(path: Path) -> dict[tuple[str, str], tuple[str, str]]:
             continue
         data = base64.b64decode(str(vector["data"]))
         key = (str(record["scope"]), str(record["content_hash"]))
-        found[key] = (str(vector["model"]), hashlib.sha256(data).hexdigest())
+        found[key] = (str(vector["model"]), sha256_hex(data))
     return found
 
 
@@ -124,7 +123,7 @@ def verify_vectors(
         for r in rows:
             key = (str(r["scope"]), str(r["content_hash"]))
             if key in expected:
-                held[key] = (str(r["model"]), hashlib.sha256(bytes(r["data"])).hexdigest())
+                held[key] = (str(r["model"]), sha256_hex(bytes(r["data"])))
         last = int(rows[-1]["id"])
     bad = [key[1] for key, want in expected.items() if held.get(key) != want]
     return len(expected), bad

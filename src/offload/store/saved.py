@@ -7,7 +7,7 @@ store's own module stays small.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from offload.store import state, tallies
@@ -44,6 +44,10 @@ class SavedState:
         """Save a JSON-serialisable value under (namespace, key), replacing any old one;
         the version it now has (raised by one in the same statement)."""
         return state.put(self.conn, namespace, key, value, self.clock())
+
+    def put_states(self, namespace: str, values: Sequence[tuple[str, Any]]) -> list[int]:
+        """:meth:`put_state` of each (key, value) in one write transaction; their versions."""
+        return state.put_many(self.conn, namespace, values, self.clock())
 
     def replace_state(self, namespace: str, key: str, value: Any, expected: int) -> int:
         """:meth:`put_state` only if the store still holds version ``expected`` (0: none

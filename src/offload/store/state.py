@@ -11,7 +11,7 @@ newer one. A key never written has version 0.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from offload.store import db
@@ -53,17 +53,32 @@ def version(conn: Conn, namespace: str, key: str) -> int:
     return 0 if row is None else int(row[0])
 
 
+_UPSERT = (
+    "INSERT INTO state (namespace, key, value, updated, version) VALUES (?, ?, ?, ?, 1) "
+    "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
+    "updated = excluded.updated, version = state.version + 1 RETURNING version"
+)
+
+
 def put(conn: Conn, namespace: str, key: str, value: Any, now: float) -> int:
     """Save a JSON-serialisable value, replacing any old one; the version it now has."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return put_many(conn, namespace, [(key, value)], now)[0]
+
+
+def put_many(
+    conn: Conn, namespace: str, values: Sequence[tuple[str, Any]], now: float
+) -> list[int]:
+    """:func:`put` of each (key, value) in one write transaction (one commit for all);
+    the versions they now have, in order."""
     with db.write_tx(conn):
-        row = conn.execute(
-            "INSERT INTO state (namespace, key, value, updated, version) VALUES (?, ?, ?, ?, 1) "
-            "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
-            "updated = excluded.updated, version = state.version + 1 RETURNING version",
-            (namespace, key, text, now),
-        ).fetchone()
-        return int(row[0])
+        return [
+            int(conn.execute(_UPSERT, (namespace, key, _text(value), now)).fetchone()[0])
+            for key, value in values
+        ]
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def replace(conn: Conn, namespace: str, key: str, value: Any, now: float, expected: int) -> int:
@@ -75,7 +90,7 @@ def replace(conn: Conn, namespace: str, key: str, value: Any, now: float, expect
     either backend (PostgreSQL re-checks the condition on the row another transaction
     committed): a read-modify-write cannot lose the other's update.
     """
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    text = _text(value)
     with db.write_tx(conn):
         if expected == 0:
             row = conn.execute(
