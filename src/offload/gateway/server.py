@@ -337,7 +337,21 @@ class Gateway:
         index is in memory: search keeps working)."""
         scope = self.settings.scope
         puts = [
-            (text, PutOptions(kind, "", (), "", 0.5, False, label, scope, label, None))
+            (
+                text,
+                PutOptions(
+                    kind=kind,
+                    topic="",
+                    tags=(),
+                    summary="",
+                    salience=0.5,
+                    pinned=False,
+                    source=label,
+                    scope=scope,
+                    label=label,
+                    expires=None,
+                ),
+            )
             for label, (kind, text) in docs.items()
         ]
         try:
