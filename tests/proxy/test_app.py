@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -366,3 +367,47 @@ def test_the_answer_is_counted_while_the_client_reads_it_not_on_the_next_turn(
     # counted afterwards, in the background, and may land in the list at any time)
     forwarded_at = state.requests[-1]["tokenized_before"]
     assert state.tokenized[calls:forwarded_at] == ["and now this"]
+
+
+def _main_turns(
+    store: Store, turns: int, side: list[dict[str, str]] | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A tool-using conversation through a real proxy, ``side`` sent before its last turn:
+    (the wire of the turn before ``side``, the wire of the last turn)."""
+    state = Scripted(n_ctx=2048)
+    tools = [{"type": "function", "function": {"name": "shell", "parameters": {}}}]
+    messages: list[dict[str, str]] = list(OPENING)
+    with serving(scripted_upstream(state)) as up, proxy_for(up.url, store) as (proxy, _):
+        for t in range(turns):
+            if t == turns - 1 and side is not None:
+                resp = loopback.post(proxy.url + CHAT, json={"messages": side, "max_tokens": 16})
+                assert resp.status_code == 200
+                assert state.requests[-1]["body"]["messages"] == side  # served as sent
+            resp = loopback.post(proxy.url + CHAT, json={"messages": messages, "tools": tools})
+            assert resp.status_code == 200
+            messages += [
+                {"role": "assistant", "content": f"answer {t} " + "detail " * 40},
+                {"role": "user", "content": f"question {t} " + "context " * 40},
+            ]
+    return state.requests[-3 if side else -2]["body"]["messages"], state.requests[-1]["body"][
+        "messages"
+    ]
+
+
+OPENING = [
+    {"role": "system", "content": "You are the Acme coding agent."},
+    {"role": "user", "content": "Fix the failing build."},
+]
+
+
+def test_a_side_request_beside_the_conversation_changes_nothing_of_its_wire(
+    tmp_path: Path,
+) -> None:
+    """A harness's title request (same opening, no tools, one short question) is served as
+    sent, and the conversation's next turn goes out exactly as it would have without it."""
+    side = [*OPENING, {"role": "user", "content": "Title this conversation in 5 words."}]
+    with Store(tmp_path / "alone.db") as alone, Store(tmp_path / "beside.db") as beside:
+        before, expected = _main_turns(alone, 16, None)
+        assert any(m["content"].startswith("[offload: ") for m in before)  # windowed
+        _, got = _main_turns(beside, 16, side)
+    assert got == expected

@@ -38,7 +38,9 @@ def test_a_client_that_halves_its_history_teaches_the_harness_its_ceiling(tmp_pa
         big = pipe.rewrite(chat(12), N_CTX)
         assert not big.ceiling_learned
         small = pipe.rewrite(chat(3), N_CTX)  # same head, the history cut to a quarter
-        assert small.ceiling_learned == big.wire_tokens
+        assert not small.ceiling_learned  # a side request would look the same
+        continued = pipe.rewrite(chat(4), N_CTX)  # the client goes on from the cut history
+        assert continued.ceiling_learned == big.wire_tokens
         harness = harness_key(chat(0)[:1])
         assert Ceilings(store).get(harness) == big.wire_tokens
         # from then on (a restarted proxy too) that harness's wire stays under it
@@ -61,7 +63,8 @@ def test_a_ceiling_learned_by_one_proxy_process_applies_in_another_at_once(
         before = theirs.rewrite(chat(14), N_CTX)  # the other machine has seen this harness
         ours = Pipeline(here, settings, EstimateCounter())
         big = ours.rewrite(chat(12), N_CTX)
-        assert ours.rewrite(chat(3), N_CTX).ceiling_learned == big.wire_tokens
+        ours.rewrite(chat(3), N_CTX)
+        assert ours.rewrite(chat(4), N_CTX).ceiling_learned == big.wire_tokens
         after = theirs.rewrite(chat(14), N_CTX)
         assert before.wire_tokens > int(big.wire_tokens * MARGIN)
         assert after.wire_tokens <= int(big.wire_tokens * MARGIN)
@@ -156,9 +159,22 @@ def test_another_harness_keeps_the_full_budget(tmp_path: Path) -> None:
         pipe = Pipeline(store, ProxySettings(learn_client_ceiling=True), EstimateCounter())
         big = pipe.rewrite(chat(12), N_CTX)
         pipe.rewrite(chat(3), N_CTX)
+        pipe.rewrite(chat(4), N_CTX)
         other = pipe.rewrite(chat(14, system="You are another harness."), N_CTX)
         assert other.wire_tokens > int(big.wire_tokens * MARGIN)
         assert not other.ceiling_learned
+
+
+def test_a_side_request_beside_a_long_history_teaches_nothing(tmp_path: Path) -> None:
+    """A title request opening like the conversation is short, but the conversation goes
+    on after it: the client never compacted."""
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        pipe = Pipeline(store, ProxySettings(learn_client_ceiling=True), EstimateCounter())
+        pipe.rewrite(chat(12), N_CTX)
+        side = [*chat(0), {"role": "user", "content": "Title this conversation."}]
+        assert not pipe.rewrite(side, N_CTX).ceiling_learned
+        assert not pipe.rewrite(chat(13), N_CTX).ceiling_learned
+        assert Ceilings(store).get(harness_key(chat(0)[:1])) is None
 
 
 def test_growing_or_slightly_edited_histories_teach_nothing(tmp_path: Path) -> None:
@@ -183,3 +199,4 @@ def test_learning_is_off_unless_asked(tmp_path: Path) -> None:
         pipe = Pipeline(store, ProxySettings(), EstimateCounter())
         pipe.rewrite(chat(12), N_CTX)
         assert not pipe.rewrite(chat(3), N_CTX).ceiling_learned
+        assert not pipe.rewrite(chat(4), N_CTX).ceiling_learned

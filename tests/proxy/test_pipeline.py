@@ -564,3 +564,61 @@ def test_a_steady_turn_reads_only_the_version_of_the_session_state(
         result = pipe.rewrite(longer, N_CTX)
     assert result.prefix_kept
     assert reads == ["version"]
+
+
+def served(path: Path, sequence: list[Msgs]) -> list[RewriteResult]:
+    """Each request of ``sequence`` rewritten in turn by one process on a store of its own."""
+    with Store(path, counter=EstimateCounter()) as store:
+        pipe = make(store)
+        return [pipe.rewrite(copy.deepcopy(r), N_CTX) for r in sequence]
+
+
+def test_a_side_request_another_process_serves_leaves_the_frontier_alone(
+    tmp_path: Path,
+) -> None:
+    msgs = conversation(30)
+    turns = list(requests(msgs))
+    reference = alone(tmp_path / "alone.db", msgs)
+    side = [*msgs[:2], {"role": "user", "content": "Title this session in five words."}]
+    shared = tmp_path / "shared.db"
+    with (
+        Store(shared, counter=EstimateCounter()) as one,
+        Store(shared, counter=EstimateCounter()) as two,
+    ):
+        main, other = make(one), make(two)
+        for request in turns[:-1]:
+            main.rewrite(copy.deepcopy(request), N_CTX)
+        session = reference[0].session_id
+        frontier = one.get_state_versioned(STATE_NAMESPACE, session)
+        assert frontier[0]["paged"] > 2  # the conversation was paged out
+        answered = other.rewrite(copy.deepcopy(side), N_CTX)
+        assert answered.messages == side
+        assert one.get_state_versioned(STATE_NAMESPACE, session) == frontier
+        last = main.rewrite(copy.deepcopy(turns[-1]), N_CTX)
+    assert last.messages == reference[-1].messages
+    assert last.prefix_kept
+
+
+def test_an_edited_history_continued_in_another_process_becomes_the_frontier(
+    tmp_path: Path,
+) -> None:
+    msgs = conversation(30)
+    turns = list(requests(msgs))
+    edited = copy.deepcopy(msgs)
+    edited[4]["content"] = "rewritten by the client"
+    onward = [*edited, *conversation(31)[-2:]]
+    reference = served(tmp_path / "alone.db", [*turns, edited, onward])
+    shared = tmp_path / "shared.db"
+    with (
+        Store(shared, counter=EstimateCounter()) as one,
+        Store(shared, counter=EstimateCounter()) as two,
+    ):
+        first, other = make(one), make(two)
+        for request in turns:
+            first.rewrite(copy.deepcopy(request), N_CTX)
+        assert other.rewrite(copy.deepcopy(edited), N_CTX).break_cause == "client_edit"
+        continued = first.rewrite(copy.deepcopy(onward), N_CTX)
+        again = make(two).rewrite(copy.deepcopy(onward), N_CTX)  # a restarted process
+    assert continued.messages == reference[-1].messages
+    assert again.messages == continued.messages
+    assert again.break_cause == "restart"

@@ -48,6 +48,8 @@ from offload.proxy.session import (
     LiveSessions,
     SessionLocks,
     SessionState,
+    SideRecord,
+    side_key,
 )
 from offload.proxy.window import Budget, Layout, cut_level, plan, trigger
 from offload.store.store import Store
@@ -184,8 +186,13 @@ class Pipeline:
             except BaseException:
                 # No half-built in-memory record survives a failure; the persisted state
                 # is only ever replaced whole, after the wire is built.
-                self._live.drop(session)
+                self._forget(session)
                 raise
+
+    def _forget(self, session: str) -> None:
+        """Drop this process's records of ``session`` and of its side record."""
+        self._live.drop(session)
+        self._live.drop(side_key(session))
 
     # -- one request -----------------------------------------------------------------------
 
@@ -204,7 +211,7 @@ class Pipeline:
             try:
                 return self._rewrite(session, msgs, head, budget, alternate, attempt > 0)
             except _Moved:
-                self._live.drop(session)
+                self._forget(session)
         raise StoreBusy(
             f"the state of proxy session {session} changed {REBUILDS} times while one request "
             "was rewritten; retry the request"
@@ -219,12 +226,9 @@ class Pipeline:
         alternate: bool,
         moved: bool = False,
     ) -> RewriteResult:
-        tail = self.settings.tail_messages
-        previous, stale = self._current(session)
-        moved = moved or stale
-        state, reuse, cause, version = self._resume(session, previous, msgs, head, budget, tail)
-        if moved and cause == "restart":
-            cause = "moved"
+        route = self._route(session, msgs, head, budget, moved)
+        previous, state, cause, version = route.previous, route.state, route.cause, route.version
+        reuse = route.reuse
         known = reuse if previous is not None and reuse else 0
         ct = (previous.client_tokens[:known] if previous is not None else []) + [
             self.stubs.tokens(m) for m in msgs[known:]
@@ -248,7 +252,7 @@ class Pipeline:
             wire, wire_tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
 
         total = sum(wire_tokens)
-        protect = protect_start(msgs, head, tail)
+        protect = protect_start(msgs, head, self.settings.tail_messages)
         restored = self._unforce(state, protect, ct, wire_tokens, budget)
         if restored is not None:
             # Head and tail messages stubbed in an emergency go back to verbatim once they fit.
@@ -280,8 +284,13 @@ class Pipeline:
             new_state = replace(new_state, floor=total, mark=len(msgs))
         emergency = emergency and windowed
         new_state = _reverify(new_state, state, msgs)
-        if new_state != state or cause == "client_edit":
-            saved = self.store.replace_state(STATE_NAMESPACE, session, new_state.to_json(), version)
+        value: dict[str, Any] | None = None
+        if route.side:
+            value = SideRecord(new_state, len(msgs), chain("", msgs), learned).to_json()
+        elif new_state != state or route.promoted:
+            value = new_state.to_json()
+        if value is not None:
+            saved = self.store.replace_state(STATE_NAMESPACE, route.key, value, version)
             if not saved:  # computed from a state another process has replaced since
                 raise _Moved
             version = saved
@@ -299,9 +308,9 @@ class Pipeline:
         )
         read = read_back(previous.recalled, msgs[known:]) if previous is not None and known else 0
         refs = recalled.refs if recalled is not None else ()
-        self._live.put(
-            session, Live(new_state, version, list(msgs), ct, wire, wire_tokens, stubs, refs)
-        )
+        live = Live(new_state, version, list(msgs), ct, wire, wire_tokens, stubs, refs)
+        live.learned = learned if route.side else 0
+        self._live.put(route.key, live)
         out = wire
         extra = recalled.tokens if recalled is not None else 0
         if recalled is not None:
@@ -330,7 +339,7 @@ class Pipeline:
             recall_hits=len(recalled.refs) if recalled is not None else 0,
             recall_read=read,
             loop_broken=looped is not None,
-            ceiling_learned=learned,
+            ceiling_learned=route.learned,
         )
 
     def _recall(
@@ -359,6 +368,52 @@ class Pipeline:
             budget.n_ctx,
             generation,
         )
+
+    def _route(
+        self, session: str, msgs: list[Message], head: int, budget: Budget, moved: bool
+    ) -> _Route:
+        """Which saved state this request continues and where its outcome is saved.
+
+        A request that does not extend the session's last one (nor fits its saved
+        frontier) is a departure: a side request, or the client's own edit or compaction.
+        It is served on the state it fits (the frontier, else a fresh one) and saved as the
+        session's side record, so the frontier stays for the conversation's next turn. A
+        request that continues the side record makes it the frontier (see
+        :class:`SideRecord`).
+        """
+        tail = self.settings.tail_messages
+        previous, stale = self._current(session)
+        state, reuse, cause, version = self._resume(session, previous, msgs, head, budget, tail)
+        if (moved or stale) and cause == "restart":
+            cause = "moved"
+        if cause != "client_edit":
+            return _Route(session, previous, state, reuse, cause, version)
+        key = side_key(session)
+        side, _ = self._current(key)
+        if side is not None:
+            n = len(side.client)
+            if (
+                len(msgs) > n
+                and msgs[:n] == side.client
+                and self._applies(side.state, msgs, head, tail, n)
+            ):
+                return _Route(
+                    session, side, side.state, n, None, version, False, True, side.learned
+                )
+            return _Route(key, previous, state, reuse, cause, side.version, True)
+        value, side_version = self.store.get_state_versioned(STATE_NAMESPACE, key)
+        record = SideRecord.from_json(value)
+        if (
+            record is not None
+            and len(msgs) > record.count
+            and self._applies(record.state, msgs, head, tail, len(msgs))
+            and chain("", msgs[: record.count]) == record.digest
+        ):
+            promoted = "moved" if moved or stale else "restart"
+            return _Route(
+                session, None, record.state, 0, promoted, version, False, True, record.learned
+            )
+        return _Route(key, previous, state, reuse, cause, side_version, True)
 
     def _current(self, session: str) -> tuple[Live | None, bool]:
         """This process's record of ``session`` if the store still holds the state it was
@@ -599,6 +654,21 @@ class Pipeline:
             ):
                 made_now += 1
         return wire, tokens, stubs, made_now
+
+
+@dataclass(frozen=True)
+class _Route:
+    """Where one request starts from and where its outcome goes (:meth:`Pipeline._route`)."""
+
+    key: str  # the state key saved and the record cached: the session's, or its side record's
+    previous: Live | None  # the record the request extends (its first ``reuse`` messages)
+    state: SessionState
+    reuse: int
+    cause: str | None  # the prefix break so far
+    version: int  # the saved version of ``key`` that the outcome replaces
+    side: bool = False  # a departure: saved as the side record, the frontier kept
+    promoted: bool = False  # continues the side record, which becomes the frontier
+    learned: int = 0  # the ceiling the promoted side record saw the client compact at
 
 
 @dataclass(frozen=True)

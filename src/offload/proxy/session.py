@@ -22,6 +22,8 @@ from offload.proxy.window import Layout
 
 STATE_NAMESPACE = "proxy.session"
 STATE_VERSION = 2
+#: The suffix of a session's side record key (state keys are 16 hex characters otherwise).
+SIDE = "/side"
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,51 @@ class SessionState:
             return None
 
 
+def side_key(session: str) -> str:
+    """The state key of ``session``'s side record (see :class:`SideRecord`)."""
+    return session + SIDE
+
+
+@dataclass(frozen=True)
+class SideRecord:
+    """The newest request of a session that departed from its frontier.
+
+    A harness sends requests beside its conversation that open with the same messages (a
+    title or a summary of the task, without tools). Such a request does not extend the
+    session's last request, and it is never continued. Saving its state as the session's
+    would reset the frontier that the next turn of the conversation needs for a byte-stable
+    wire. So a departing request is served on its own state and saved here, and the
+    frontier stays. Only a request that continues this record (extends all ``count``
+    messages it was made for) shows that the client really moved on (it edited or
+    compacted its history): this record then becomes the session's frontier.
+    """
+
+    state: SessionState
+    count: int  # the departing request's messages
+    digest: str  # chain digest of all of them
+    learned: int  # wire tokens the client compacted at (a ceiling learned if continued)
+
+    def to_json(self) -> dict[str, Any]:
+        """What :meth:`Store.replace_state` saves."""
+        return {
+            "side": self.state.to_json(),
+            "count": self.count,
+            "digest": self.digest,
+            "learned": self.learned,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> SideRecord | None:
+        """Inverse of :meth:`to_json`; None for anything unusable."""
+        if not isinstance(data, dict):
+            return None
+        state = SessionState.from_json(data.get("side"))
+        count, digest, learned = data.get("count"), data.get("digest"), data.get("learned")
+        if state is None or not isinstance(count, int) or not isinstance(digest, str):
+            return None
+        return cls(state, count, digest, learned if isinstance(learned, int) else 0)
+
+
 @dataclass
 class Live:
     """The previous request of a session, kept in memory."""
@@ -95,6 +142,7 @@ class Live:
     wire_tokens: list[int]
     stubs: int  # stub messages on ``wire``
     recalled: tuple[str, ...] = ()  # references in the recall block sent with ``wire``
+    learned: int = 0  # of a side record: as :attr:`SideRecord.learned`
 
 
 class SessionLocks:
