@@ -53,6 +53,29 @@ def test_one_field_alone_scores_as_fts5_bm25() -> None:
     assert got == pytest.approx(2.0 * 2 * (context.K1 + 1) / (2 + context.K1 * norm))
 
 
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["lake lake a b c f", "paint d", "lake paint e", "x y z", "paint"],
+        ["a b", "lake c", "", "lake " + "c " * 20],
+        ["paint lake", "lake", "paint paint paint"],
+        [""],
+    ],
+)
+def test_context_and_own_scores_equal_bm25f_over_all_fields_and_the_first_alone(
+    texts: list[str],
+) -> None:
+    weights = [1.0, *context.field_weights(0.5, 2), *context.field_weights(0.5, 2)]
+    fields = [_field(w, t) for w, t in zip(weights, texts, strict=False)]
+    terms = ["lake", "paint", "absent"]
+    got = context.context_and_own(terms, fields, IDF, 4.5)
+    # the same floats, not approximately: pages are compared score for score
+    assert got == (
+        context.bm25f(terms, fields, IDF, 4.5),
+        context.bm25f(terms, fields[:1], IDF, 4.5),
+    )
+
+
 def test_field_weights_halve_with_distance() -> None:
     assert context.field_weights(0.5, 3) == [0.5, 0.25, 0.125]
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
@@ -100,6 +99,34 @@ def bm25f(
         if tf > 0:
             score += idf.get(t, 0.0) * tf * (K1 + 1.0) / (tf + K1)
     return score
+
+
+def context_and_own(
+    terms: Sequence[str],
+    fields: Sequence[tuple[float, Mapping[str, int], int]],
+    idf: dict[str, float],
+    avg_length: float,
+) -> tuple[float, float]:
+    """(:func:`bm25f` over ``fields``, :func:`bm25f` over the first field alone) in one
+    pass, each float computed by the same operations in the same order as there
+    (``terms`` distinct)."""
+    norms = [
+        1.0 - B + B * length / avg_length if avg_length > 0 else 1.0 for _, _, length in fields
+    ]
+    score = own = 0.0
+    for t in terms:
+        tf = 0.0
+        for (w, counts, _), norm in zip(fields, norms, strict=True):
+            n = counts.get(t, 0)
+            if n:
+                tf += w * n / norm
+        if tf > 0:
+            score += idf.get(t, 0.0) * tf * (K1 + 1.0) / (tf + K1)
+        n = fields[0][1].get(t, 0)
+        if n:
+            alone = 0.0 + fields[0][0] * n / norms[0]
+            own += idf.get(t, 0.0) * alone * (K1 + 1.0) / (alone + K1)
+    return score, own
 
 
 def neighbour_ids(conn: Conn, ids: list[int], window: int) -> dict[int, list[int | None]]:
@@ -200,7 +227,8 @@ def with_context(
 ) -> list[Candidate]:
     """``found`` (direct matches, best first) rescored by :func:`bm25f` over each of the
     best ``sources`` and its neighbours, with the neighbours that match nothing themselves
-    added (when the filter keeps them); best first."""
+    added (when the filter keeps them); best first. The candidates of ``found`` are
+    rescored in place."""
     from offload.store.search import Candidate  # search imports this module
 
     conn = store.conn
@@ -234,7 +262,7 @@ def with_context(
     chunk_of = {e: c.chunk_id for e, c in by_id.items() if e in every and c.chunk_id is not None}
     counts = term_counts(store, chunk_of, [e for e in every if e not in chunk_of], terms)
     empty: Counts = ({}, 0)
-    out = dict(by_id)
+    distinct = list(dict.fromkeys(terms))
     for e in scored:
         own_counts, own_length = counts.get(e, empty)
         fields = [(1.0, own_counts, own_length)]
@@ -243,10 +271,10 @@ def with_context(
                 w = weights[k % window]
                 n_counts, n_length = counts.get(n, empty)
                 fields.append((w, n_counts, n_length))
-        ctx = bm25f(terms, fields, idf, avg)
+        ctx, own = context_and_own(distinct, fields, idf, avg)
         c = by_id[e]
-        own = bm25f(terms, fields[:1], idf, avg) if c.direct else 0.0
         # the body's own BM25 gives way to the neighbourhood's; metadata's share stays
-        out[e] = replace(c, score=max(0.0, c.score - own) + ctx)
-    ranked = sorted(out.values(), key=lambda c: (-c.score, -c.entry_id))
+        # (rescored in place: the caller's list is ranked anew, as rank() does after)
+        c.score = max(0.0, c.score - (own if c.direct else 0.0)) + ctx
+    ranked = sorted(by_id.values(), key=lambda c: (-c.score, -c.entry_id))
     return [c for c in ranked if c.direct or c.score > 0.0]

@@ -12,7 +12,6 @@ nonsense word would otherwise always "find" something).
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from offload.core.fusion import calibrated_weight, fuse
@@ -39,7 +38,7 @@ def fused_candidates(
 ) -> list[Candidate]:
     """``found`` (lexical, best first) fused with the ``need`` nearest entries the filter
     keeps, at the share :func:`~offload.core.fusion.calibrated_weight` gives this query;
-    scores become the fused ones (core.fusion), best first."""
+    scores become the fused ones (core.fusion, set on ``found``'s candidates), best first."""
     if not found:
         return found
     side = vectors.semantic_side(store, text, where, params, [c.entry_id for c in found], need)
@@ -54,7 +53,13 @@ def fused_candidates(
     )
     by_id = {c.entry_id: c for c in found}
     by_id.update(_semantic_only(store.conn, [e for e, _ in order if e not in by_id], where, params))
-    return [replace(by_id[eid], score=score) for eid, score in order if eid in by_id]
+    out = []
+    for eid, score in order:
+        c = by_id.get(eid)
+        if c is not None:  # rescored in place: ``found`` is the caller's to rank anew
+            c.score = score
+            out.append(c)
+    return out
 
 
 def _semantic_only(

@@ -559,7 +559,9 @@ def _written_count(text: str, written: list[str]) -> int:
 def _use_score(c: Candidate, now: float) -> float:
     # a tiny floor: with no BM25 signal at all, salience still decides
     relevance = max(0.0, c.score) + 1e-6
-    return relevance * (1.0 + 0.5 * c.salience + 0.25 * access_score(c.accessed, c.uses, now))
+    # never used: access_score is 0.0 exactly (log1p(0) = 0); most candidates, skipped
+    use = access_score(c.accessed, c.uses, now) if c.uses else 0.0
+    return relevance * (1.0 + 0.5 * c.salience + 0.25 * use)
 
 
 # -- 4. hits ------------------------------------------------------------------------------
