@@ -103,3 +103,28 @@ def test_several_values_saved_at_once_get_their_own_versions_and_read_back(
         assert a.put_states("tool-vectors:m", [("k1", "new"), ("k2", [1, 2])]) == [2, 1]
         assert dict(b.state_items("tool-vectors:m")) == {"k1": "new", "k2": [1, 2]}
         assert a.put_states("tool-vectors:m", []) == []
+
+
+def test_a_deleted_and_recreated_value_never_takes_a_version_it_had_before(
+    store_location: Path | str,
+) -> None:
+    """Compare and swap by version: a writer that read version 1 before the key was deleted
+    and saved again must not overwrite the new value (an ABA case)."""
+    with _open(store_location) as a, _open(store_location) as b:
+        assert a.put_state("ns", "k", "old") == 1
+        stale = b.get_state_versioned("ns", "k")
+        assert stale == ("old", 1)
+        assert a.delete_state("ns", "k")
+        deleted = a.state_version("ns", "k")
+        assert deleted > 1 and a.get_state_versioned("ns", "k") == (None, deleted)
+        # a writer that read the value before it was deleted cannot bring it back
+        assert b.replace_state("ns", "k", "stale", 1) == 0
+        assert a.get_state("ns", "k") is None
+        fresh = a.replace_state("ns", "k", "new", deleted)
+        assert fresh > deleted
+        assert b.replace_state("ns", "k", "stale", 1) == 0
+        assert b.replace_state("ns", "k", "stale", 0) == 0
+        assert b.get_state_versioned("ns", "k") == ("new", fresh)
+        assert a.delete_state("ns", "k")
+        assert a.put_state("ns", "k", "again") > fresh
+        assert dict(b.state_items("ns")) == {"k": "again"}

@@ -508,3 +508,13 @@ def m_chunk_term_counts_length(conn: sqlite3.Connection) -> None:
         "CASE WHEN term_counts = '{}' THEN '}' ELSE ',' || substr(term_counts, 2) END "
         "WHERE term_counts IS NOT NULL AND substr(term_counts, 1, 4) != '{\"\":'"
     )
+
+
+@migration
+def m_state_retired(conn: sqlite3.Connection) -> None:
+    # a deleted state key's last version (its deletion's), so that saving the key again
+    # never reuses a version a stale compare-and-swap writer may hold (store/state.py)
+    conn.execute(
+        "CREATE TABLE state_retired (namespace TEXT NOT NULL, key TEXT NOT NULL, "
+        "version INTEGER NOT NULL, PRIMARY KEY (namespace, key)) WITHOUT ROWID"
+    )

@@ -355,3 +355,12 @@ def pg_drop_impact_postings(raw: Any) -> None:
         raw.execute(f"DROP TRIGGER IF EXISTS search_body_impacts_{event} ON search_body")
         raw.execute(f"DROP FUNCTION IF EXISTS offload_impacts_{event}()")
     raw.execute("DROP TABLE IF EXISTS impacts, impact_reference")
+
+
+@migration
+def pg_state_retired(raw: Any) -> None:
+    # SQLite's m_state_retired: a deleted state key's last version (store/state.py)
+    raw.execute(
+        'CREATE TABLE state_retired (namespace text COLLATE "C" NOT NULL, '
+        'key text COLLATE "C" NOT NULL, version bigint NOT NULL, PRIMARY KEY (namespace, key))'
+    )

@@ -6,6 +6,11 @@ version it read or wrote, and reloads it when another process (another machine o
 store) wrote since. A value computed from the one read is saved with :func:`replace` (compare
 and swap on the version), so a writer that read a superseded value never overwrites the
 newer one. A key never written has version 0.
+
+A key's versions never repeat, deletion included: deleting a value is a write too (its
+version, one above the value's, is kept in ``state_retired``), and a value saved again after
+it starts above that. Were a recreated key to start at 1 again, a writer that read version 1
+before the deletion could overwrite the new value (an ABA case).
 """
 
 from __future__ import annotations
@@ -38,23 +43,39 @@ def get(conn: Conn, namespace: str, key: str) -> Any:
 
 
 def get_versioned(conn: Conn, namespace: str, key: str) -> tuple[Any, int]:
-    """A saved JSON value and its version; (None, 0) when none is saved."""
+    """A saved JSON value and its version; (None, :func:`version`) when none is saved."""
     row = conn.execute(
         "SELECT value, version FROM state WHERE namespace = ? AND key = ?", (namespace, key)
     ).fetchone()
-    return (None, 0) if row is None else (json.loads(row[0]), int(row[1]))
+    if row is None:
+        return None, _retired(conn, namespace, key)
+    return json.loads(row[0]), int(row[1])
 
 
 def version(conn: Conn, namespace: str, key: str) -> int:
-    """The version of a saved value (0: none is saved); one indexed read, nothing parsed."""
+    """The version of a saved value (0: none was ever saved; a deleted one's deletion);
+    one indexed read, nothing parsed."""
     row = conn.execute(
         "SELECT version FROM state WHERE namespace = ? AND key = ?", (namespace, key)
+    ).fetchone()
+    return _retired(conn, namespace, key) if row is None else int(row[0])
+
+
+def _retired(conn: Conn, namespace: str, key: str) -> int:
+    """The version of a deleted key's deletion (0: never deleted)."""
+    row = conn.execute(
+        "SELECT version FROM state_retired WHERE namespace = ? AND key = ?", (namespace, key)
     ).fetchone()
     return 0 if row is None else int(row[0])
 
 
+# the version a key saved again after a deletion starts at: above its deletion's
+_FIRST = (
+    "1 + COALESCE((SELECT r.version FROM state_retired r WHERE r.namespace = ? AND r.key = ?), 0)"
+)
+
 _UPSERT = (
-    "INSERT INTO state (namespace, key, value, updated, version) VALUES (?, ?, ?, ?, 1) "
+    f"INSERT INTO state (namespace, key, value, updated, version) VALUES (?, ?, ?, ?, {_FIRST}) "
     "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
     "updated = excluded.updated, version = state.version + 1 RETURNING version"
 )
@@ -72,7 +93,11 @@ def put_many(
     the versions they now have, in order."""
     with db.write_tx(conn):
         return [
-            int(conn.execute(_UPSERT, (namespace, key, _text(value), now)).fetchone()[0])
+            int(
+                conn.execute(
+                    _UPSERT, (namespace, key, _text(value), now, namespace, key)
+                ).fetchone()[0]
+            )
             for key, value in values
         ]
 
@@ -92,17 +117,19 @@ def replace(conn: Conn, namespace: str, key: str, value: Any, now: float, expect
     """
     text = _text(value)
     with db.write_tx(conn):
-        if expected == 0:
-            row = conn.execute(
-                "INSERT INTO state (namespace, key, value, updated, version) "
-                "VALUES (?, ?, ?, ?, 1) ON CONFLICT(namespace, key) DO NOTHING RETURNING version",
-                (namespace, key, text, now),
-            ).fetchone()
-        else:
+        row = None
+        if expected > 0:
             row = conn.execute(
                 "UPDATE state SET value = ?, updated = ?, version = version + 1 "
                 "WHERE namespace = ? AND key = ? AND version = ? RETURNING version",
                 (text, now, namespace, key, expected),
+            ).fetchone()
+        if row is None:  # absent at ``expected``: never saved (0) or deleted at it
+            row = conn.execute(
+                "INSERT INTO state (namespace, key, value, updated, version) "
+                f"SELECT ?, ?, ?, ?, {_FIRST} WHERE {_FIRST} = ? + 1 "
+                "ON CONFLICT(namespace, key) DO NOTHING RETURNING version",
+                (namespace, key, text, now, namespace, key, namespace, key, expected),
             ).fetchone()
         return 0 if row is None else int(row[0])
 
@@ -117,7 +144,18 @@ def items(conn: Conn, namespace: str) -> Iterator[tuple[str, Any]]:
 
 
 def delete(conn: Conn, namespace: str, key: str) -> bool:
-    """Remove one saved value; True when it existed."""
+    """Remove one saved value; True when it existed. The deletion takes the next version
+    (kept in ``state_retired``), so a writer that read the value can no longer replace it."""
     with db.write_tx(conn):
-        cur = conn.execute("DELETE FROM state WHERE namespace = ? AND key = ?", (namespace, key))
-        return cur.rowcount > 0
+        row = conn.execute(
+            "DELETE FROM state WHERE namespace = ? AND key = ? RETURNING version",
+            (namespace, key),
+        ).fetchone()
+        if row is None:
+            return False
+        conn.execute(
+            "INSERT INTO state_retired (namespace, key, version) VALUES (?, ?, ?) "
+            "ON CONFLICT(namespace, key) DO UPDATE SET version = excluded.version",
+            (namespace, key, int(row[0]) + 1),
+        )
+        return True
