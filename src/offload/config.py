@@ -73,8 +73,14 @@ class SearchSettings:
     semantic: bool = True
     embedding_model: str = "wordllama-l2_supercat-256"
     semantic_weight: float = 0.2  # its share of the fused score; lexical keeps the rest
+    # a long-running process (serve, mcp, proxy, gateway, a library caller) keeps the body
+    # index in memory for BM25 (store/resident.py), built in the background on its first
+    # search, up to this many MB (0: off; a one-shot CLI search never builds it)
+    resident_mb: int = 512
 
     def __post_init__(self) -> None:
+        if self.resident_mb < 0:
+            raise ConfigError(f"search.resident_mb must be 0 or more, got {self.resident_mb}")
         if self.embedding_model not in EMBEDDING_MODELS:
             known = ", ".join(EMBEDDING_MODELS)
             raise ConfigError(

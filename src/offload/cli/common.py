@@ -16,13 +16,16 @@ from offload.store import Store
 from offload.store.paths import default_scope
 
 
-def open_store(settings: Settings) -> Store:
+def open_store(settings: Settings, *, serving: bool = False) -> Store:
     """Open the store the settings name, resetting entries left hot by dead processes.
 
     Hybrid search by default: the embedding model is handed to the store (it loads on the
     first write or search); without it search is lexical, with a one-line notice.
+    ``serving``: a long-running process, which keeps the search index in memory
+    (search.resident_mb); a one-shot command would build it for a single search.
     """
-    store = Store.open(settings, embedder=load_embedder(settings.search))
+    resident = settings.search.resident_mb if serving else 0
+    store = Store.open(settings, embedder=load_embedder(settings.search), resident_mb=resident)
     store.reset_stale_hot()
     return store
 

@@ -82,7 +82,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     logger.addHandler(stderr_log_handler())
     logger.setLevel(logging.INFO)
     gateway = Gateway(
-        settings.gateway, config, open_store(settings), tool_encoder=tool_encoder(settings)
+        settings.gateway,
+        config,
+        open_store(settings, serving=True),
+        tool_encoder=tool_encoder(settings),
     )
     gw = settings.gateway
     if args.http:

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from offload.mcp.context import McpContext
     from offload.mcp.server import build_server
 
-    store = open_store(settings)
+    store = open_store(settings, serving=True)
     try:
         server = build_server(McpContext.build(settings, store, Path.cwd()))
         if args.http:

@@ -49,7 +49,7 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
 
     level = str(getattr(args, "log_level", "info")).upper()
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    store = open_store(settings)
+    store = open_store(settings, serving=True)
     try:
         app = create_app(proxy_settings(settings), store)
         # access logs carry method, path and status only: never headers or keys

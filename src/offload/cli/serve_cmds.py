@@ -72,7 +72,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     gateway_file = Path(settings.gateway.config) if settings.gateway.config else None
     if gateway_file is not None:
         settings = with_gateway_table(settings, gateway_file)
-    store = open_store(settings)
+    store = open_store(settings, serving=True)
     try:
         served = build(settings, store, cwd=Path.cwd(), gateway_file=gateway_file)
         print(served.banner(), file=sys.stderr, flush=True)

@@ -36,6 +36,11 @@ def open_store(
     if path is None and settings is None:
         raise TypeError("open_store needs a path or settings")
     where: Path | str | None = path if is_postgres(str(path)) else path and Path(path)
+    # a library caller's store is long-lived: it keeps its search index in memory
+    from offload.config import SearchSettings
+
+    search = settings.search if settings is not None else SearchSettings()
+    kwargs.setdefault("resident_mb", search.resident_mb)
     if settings is None:
         return Store(where, **kwargs)  # type: ignore[arg-type]
     if where is None:

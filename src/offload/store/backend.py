@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from offload.config import StoreSettings
     from offload.store.models import Entry, Filters
+    from offload.store.resident import ResidentIndex
     from offload.store.vectors import Encoder, VectorMatrix
 
 
@@ -63,6 +64,7 @@ class StoreHandle(Protocol):
     settings: StoreSettings
     clock: Callable[[], float]
     semantic_weight: float
+    resident: ResidentIndex | None
 
     @property
     def path(self) -> Path: ...

@@ -35,6 +35,7 @@ from offload.store.backend import Conn, Row
 
 if TYPE_CHECKING:
     from offload.store.backend import StoreHandle as Store
+    from offload.store.postings import View
     from offload.store.search import Candidate
 
 # FTS5's bm25() constants (fts5_aux.c): the context score is on the same scale as the
@@ -67,6 +68,11 @@ _FIRST_CHUNKS = (
     "c.term_counts AS counts FROM json_each(?) j CROSS JOIN entries e "
     "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.id = "
     "(SELECT min(c2.id) FROM chunks c2 WHERE c2.block_id = b.id) WHERE e.id = j.value"
+)
+# Each entry's first chunk of its own body (the chunk map's integer keys)
+_FIRST_OWN = (
+    "SELECT m.entry_id AS eid, min(m.chunk_id) AS cid FROM json_each(?) j "
+    "CROSS JOIN entry_chunks m WHERE m.entry_id = j.value AND m.own = 1 GROUP BY m.entry_id"
 )
 # A text's term counts and length (the sum of its counts)
 Counts = tuple[dict[str, int], int]
@@ -195,11 +201,18 @@ def _counted(store: Store, r: Row, keys: Mapping[str, str]) -> Counts:
 
 
 def term_counts(
-    store: Store, chunk_of: dict[int, int], first_of: list[int], terms: Sequence[str]
+    store: Store,
+    chunk_of: dict[int, int],
+    first_of: list[int],
+    terms: Sequence[str],
+    view: View | None = None,
 ) -> dict[int, Counts]:
     """Entry id -> the term counts and length of the text scored: its best chunk (``chunk_of``),
     or its first chunk (``first_of``). Only ``terms``' counts are sure to be there (BM25F
-    reads no others), the length always."""
+    reads no others), the length always. With ``view`` (store/resident.py) the counts are
+    read from memory; a chunk it does not hold (written since) is read as without it."""
+    if view is not None:
+        return _held_counts(store, chunk_of, first_of, terms, view)
     conn = store.conn
     keys = term_keys(terms)
     out: dict[int, Counts] = {}
@@ -214,6 +227,27 @@ def term_counts(
     return out
 
 
+def _held_counts(
+    store: Store,
+    chunk_of: dict[int, int],
+    first_of: list[int],
+    terms: Sequence[str],
+    view: View,
+) -> dict[int, Counts]:
+    """:func:`term_counts` from the in-memory index (the first chunks' ids from the map)."""
+    chunks = dict(chunk_of)
+    rest = [e for e in first_of if e not in chunks]
+    if rest:
+        for r in store.conn.execute(_FIRST_OWN, (json.dumps(rest),)):
+            chunks[int(r["eid"])] = int(r["cid"])
+    got = view.counts(list(chunks.values()), terms)
+    out = {e: got[c] for e, c in chunks.items() if c in got}
+    missing = {e: c for e, c in chunks.items() if c not in got}
+    if missing:
+        out.update(term_counts(store, missing, [], terms))
+    return out
+
+
 def with_context(
     store: Store,
     terms: Sequence[str],
@@ -224,6 +258,7 @@ def with_context(
     share: float,
     window: int,
     sources: int,
+    view: View | None = None,
 ) -> list[Candidate]:
     """``found`` (direct matches, best first) rescored by :func:`bm25f` over each of the
     best ``sources`` and its neighbours, with the neighbours that match nothing themselves
@@ -235,9 +270,13 @@ def with_context(
     top = found[:sources]
     if not top or not terms:
         return found
-    stats = selective.stats_for(conn, "search_body")
-    totals = stats.totals(conn)
-    df = stats.df(conn, list(dict.fromkeys(terms)))
+    if view is not None:  # the in-memory index: exact counts, no statement
+        totals = view.totals()
+        df = view.df(list(dict.fromkeys(terms)))
+    else:
+        stats = selective.stats_for(conn, "search_body")
+        totals = stats.totals(conn)
+        df = stats.df(conn, list(dict.fromkeys(terms)))
     idf = {t: selective.idf(totals.rows, n) for t, n in df.items()}
     weights = field_weights(share, window)
     avg = totals.avg_length
@@ -260,7 +299,7 @@ def with_context(
         slots.update(neighbour_ids(conn, more, window))
     every = {n for e in scored for n in slots[e] if n is not None} | set(scored)
     chunk_of = {e: c.chunk_id for e, c in by_id.items() if e in every and c.chunk_id is not None}
-    counts = term_counts(store, chunk_of, [e for e in every if e not in chunk_of], terms)
+    counts = term_counts(store, chunk_of, [e for e in every if e not in chunk_of], terms, view)
     empty: Counts = ({}, 0)
     distinct = list(dict.fromkeys(terms))
     for e in scored:

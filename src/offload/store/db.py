@@ -518,3 +518,27 @@ def m_state_retired(conn: sqlite3.Connection) -> None:
         "CREATE TABLE state_retired (namespace TEXT NOT NULL, key TEXT NOT NULL, "
         "version INTEGER NOT NULL, PRIMARY KEY (namespace, key)) WITHOUT ROWID"
     )
+
+
+@migration
+def m_chunk_generation(conn: sqlite3.Connection) -> None:
+    # issue 11 (speed at 100k): a search process keeps an index of the chunks in memory
+    # (store/resident.py) and reads only the chunks above the largest id it holds before
+    # each search; a deleted or rewritten chunk (forget, gc, reindex, then a reused rowid)
+    # bumps this generation so it rebuilds instead of ranking a stale row
+    run_script(
+        conn,
+        """
+        CREATE TABLE IF NOT EXISTS chunk_generation (
+            id INTEGER PRIMARY KEY CHECK (id = 0),
+            value INTEGER NOT NULL
+        );
+        INSERT OR IGNORE INTO chunk_generation (id, value) VALUES (0, 0);
+        CREATE TRIGGER IF NOT EXISTS chunk_generation_delete AFTER DELETE ON chunks BEGIN
+            UPDATE chunk_generation SET value = value + 1 WHERE id = 0;
+        END;
+        CREATE TRIGGER IF NOT EXISTS chunk_generation_update AFTER UPDATE ON chunks BEGIN
+            UPDATE chunk_generation SET value = value + 1 WHERE id = 0;
+        END;
+        """,
+    )

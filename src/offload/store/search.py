@@ -31,7 +31,16 @@ from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
 from offload.errors import StoreError
-from offload.store import context, hybrid, index, narrow, query, scope_terms, selective
+from offload.store import (
+    context,
+    hybrid,
+    index,
+    narrow,
+    postings,
+    query,
+    scope_terms,
+    selective,
+)
 from offload.store.backend import Conn, Row
 from offload.store.models import Entry, Filters, Hit, access_score
 
@@ -135,6 +144,8 @@ def search_hits(
         return []
     conn = store.conn
     now = store.clock()
+    # the in-memory index, brought up to date (None: the SQL path, store/resident.py)
+    view = None if store.resident is None else store.resident.view(conn)
     where, params = query.filter_sql(filters, now)
     match_terms = with_expansions(conn, q)
     need = max(50, (limit + offset) * 3)
@@ -150,11 +161,11 @@ def search_hits(
         )
         if narrowed is not None:  # from here on the filter is the entries read, by id
             where, params = narrowed.where
-        found = lexical_candidates(conn, telling, where, params, need, narrowed)
+        found = lexical_candidates(conn, telling, where, params, need, narrowed, view=view)
         if not found and len(telling) < len(match_terms):
             telling = match_terms
-            found = lexical_candidates(conn, telling, where, params, need, narrowed)
-        ranked = rank(store, q, found, where, params, now, terms=telling)
+            found = lexical_candidates(conn, telling, where, params, need, narrowed, view=view)
+        ranked = rank(store, q, found, where, params, now, terms=telling, view=view)
         ranked = hybrid.fused_candidates(store, text, ranked, where, params, need)
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly
@@ -241,6 +252,8 @@ def lexical_candidates(
     params: list[Any],
     need: int,
     narrowed: narrow.Narrow | None = None,
+    *,
+    view: postings.View | None = None,
 ) -> list[Candidate]:
     """Entries matching any of ``terms`` under the filter, best BM25 first.
 
@@ -248,11 +261,16 @@ def lexical_candidates(
     higher-is-better). BM25 is computed by FTS5 over every match; the top of that ranking
     is then mapped to entries and filtered, reaching deeper only when the filter keeps too
     few of them; with ``narrowed`` (store/narrow.py) only the filter's rows are scored.
+    With ``view`` (store/resident.py) the body's rows are scored in memory, to the same
+    scores and the same pools (a narrowed search still asks FTS5).
     """
     match = match_expression(terms)
     chunks = None if narrowed is None else narrowed.chunks
     meta_rows = None if narrowed is None else narrowed.meta
-    body = _top_body(conn, terms, where, params, need, chunks)
+    if chunks is None and view is not None and len(terms) <= postings.MAX_TERMS:
+        body = _top_body(conn, terms, where, params, need, view=view)
+    else:
+        body = _top_body(conn, terms, where, params, need, chunks)
     meta = _top_entries(conn, _META_TOP, _META_ENTRIES, match, where, params, need, meta_rows)
     out: dict[int, Candidate] = dict(body)
     for eid, c in meta.items():
@@ -345,22 +363,35 @@ def _top_body(
     params: list[Any],
     need: int,
     span: narrow.Span | None = None,
+    *,
+    view: postings.View | None = None,
 ) -> dict[int, Candidate]:
     """The best chunks' entries, with BM25's work bounded by term selectivity
     (store/selective.py): only rows matching a rare term are scored, exactly; once no row
     matching only common terms can reach the top, that is the top; otherwise the next
-    rarest term joins the rare ones (at worst every term: the plain OR query)."""
-    p = selective.plan(conn, "search_body", terms)
+    rarest term joins the rare ones (at worst every term: the plain OR query). With
+    ``view`` the same plan and pools are taken from the in-memory index."""
+    if view is not None:
+        p = selective.plan_of(view.df(list(dict.fromkeys(terms))), view.totals())
+        # FTS5 numbers a partition's phrases in the plan's order: so are the scores summed
+        scored_all = view.score([*p.scored, *p.rest])
+    else:
+        p = selective.plan(conn, "search_body", terms)
     pool = max(_MIN_POOL, need * 4)
     # a narrow filter: only its rows are scored (store/narrow.py)
     top, bounds = (_BODY_TOP, ()) if span is None else (span.restrict(_BODY_TOP), span.params)
     while True:
         bm25: dict[int, float] = {}
         exhausted = True
-        for match in _partitions(p):
-            scored = conn.execute(top, (match, *bounds, pool)).fetchall()
-            exhausted = exhausted and len(scored) < pool
-            bm25.update((int(r[0]), -float(r[1])) for r in scored)
+        if view is not None:
+            for got in _resident_partitions(scored_all, p, pool):
+                exhausted = exhausted and len(got) < pool
+                bm25.update(got)
+        else:
+            for match in _partitions(p):
+                scored = conn.execute(top, (match, *bounds, pool)).fetchall()
+                exhausted = exhausted and len(scored) < pool
+                bm25.update((int(r[0]), -float(r[1])) for r in scored)
         best = _mapped(conn, bm25, where, params)
         if len(best) < need and not exhausted:
             pool *= 8  # the filter keeps few of the best: reach deeper
@@ -386,6 +417,18 @@ def _partitions(p: selective.Plan) -> list[str]:
     return [f"({rare}) AND ({common})", f"({rare}) NOT ({common})"]
 
 
+def _resident_partitions(
+    scored: postings.Scored, p: selective.Plan, pool: int
+) -> list[list[tuple[int, float]]]:
+    """:func:`_partitions`' rows from the in-memory scores (``scored`` holds the plan's
+    terms in the order scored + rest, one mask bit each)."""
+    rare = (1 << len(p.scored)) - 1
+    if not p.rest:
+        return [scored.top(rare, pool)]
+    common = ((1 << (len(p.scored) + len(p.rest))) - 1) & ~rare
+    return [scored.top(rare, pool, also=common), scored.top(rare, pool, none_of=common)]
+
+
 def _candidate(r: Row, score: float, *, direct: bool = True) -> Candidate:
     chunk = None if r["cid"] is None else int(r["cid"])
     return Candidate.of_entry(r, score, chunk_id=chunk, direct=direct)
@@ -403,6 +446,7 @@ def rank(
     now: float,
     *,
     terms: Sequence[str] = (),
+    view: postings.View | None = None,
 ) -> list[Candidate]:
     """The final order: neighbourhood, phrase boost, then salience and use.
 
@@ -421,6 +465,7 @@ def rank(
             share=NEIGHBOUR_SHARE,
             window=NEIGHBOUR_WINDOW,
             sources=NEIGHBOUR_SOURCES,
+            view=view,
         )
     else:
         ranked = with_neighbours(store.conn, found, where, params)

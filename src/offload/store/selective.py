@@ -109,6 +109,20 @@ def vocab_counts(conn: Conn, table: str, terms: Sequence[str]) -> dict[str, int]
     return {t: got.get(t, 0) for t in want}
 
 
+def read_totals(conn: Conn, table: str) -> tuple[int, int]:
+    """An FTS5 table's row count and tokens (all columns), as bm25() reads them."""
+    row = conn.execute(totals_sql(table)).fetchone()
+    if row is None or not row[0]:
+        return 0, 0
+    buf = bytes(row[0])
+    rows, i = _varint(buf, 0)
+    tokens = 0
+    while i < len(buf):
+        n, i = _varint(buf, i)
+        tokens += n
+    return rows, tokens
+
+
 @dataclass(frozen=True)
 class Totals:
     """An FTS5 table's row count and average row length in tokens."""
@@ -128,15 +142,7 @@ class TermStats:
 
     def totals(self, conn: Conn) -> Totals:
         """The table's current row count and average length (one small read)."""
-        row = conn.execute(totals_sql(self.table)).fetchone()
-        if row is None or not row[0]:
-            return Totals(0, 0.0)
-        buf = bytes(row[0])
-        rows, i = _varint(buf, 0)
-        tokens = 0
-        while i < len(buf):
-            n, i = _varint(buf, i)
-            tokens += n
+        rows, tokens = read_totals(conn, self.table)
         totals = Totals(rows, tokens / rows if rows else 0.0)
         with self._lock:
             if abs(rows - self._rows) > _DRIFT * max(self._rows, 1):
@@ -233,6 +239,12 @@ def plan(conn: Conn, table: str, terms: Sequence[str]) -> Plan:
     stats = stats_for(conn, table)
     totals = stats.totals(conn)
     return _split(stats.df(conn, list(dict.fromkeys(terms))), totals, upper_bound)
+
+
+def plan_of(df: dict[str, int], totals: Totals) -> Plan:
+    """The SQLite plan for terms of known document frequencies (store/resident.py's
+    exact counts instead of the cached ones)."""
+    return _split(df, totals, upper_bound)
 
 
 def _split(

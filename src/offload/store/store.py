@@ -62,6 +62,7 @@ from offload.store.puts import (
     put_keys,
     take_vocabulary,
 )
+from offload.store.resident import ResidentIndex
 from offload.store.saved import SavedState
 from offload.store.search import search_hits
 
@@ -96,6 +97,7 @@ class Store(SavedState):
         clock: Callable[[], float] = _now,
         embedder: vectors.Encoder | None = None,
         semantic_weight: float = SearchSettings().semantic_weight,
+        resident_mb: int = 0,
     ) -> None:
         # a postgresql:// URL, or the SQLite file (a Path would fold the URL's '//')
         self.url = str(path) if isinstance(path, str) and pgconn.is_postgres(path) else ""
@@ -112,6 +114,13 @@ class Store(SavedState):
         self._lock = threading.Lock()
         self._bodies = blocks.BodyCache()
         self._pg: pgconn.ThreadConns | None = None
+        # BM25 over the body chunks in memory (store/resident.py; SQLite's chunk source
+        # only, store/chunkrows.py); None: the SQL path only
+        self.resident = (
+            ResidentIndex(self._own_conn, max_bytes=resident_mb << 20)
+            if resident_mb and not self.url
+            else None
+        )
         if self.url:
             self._open_postgres()
         else:
@@ -180,6 +189,7 @@ class Store(SavedState):
         Pass ``embedder=`` (offload.llm.embedding.load_embedder) for hybrid search.
         """
         kwargs.setdefault("semantic_weight", settings.search.semantic_weight)
+        kwargs.setdefault("resident_mb", settings.search.resident_mb)
         url = settings.store.url
         return cls(url if pgconn.is_postgres(url) else settings.db_path, settings.store, **kwargs)
 
@@ -205,8 +215,18 @@ class Store(SavedState):
                 self._conns.append(conn)
         return conn
 
+    def _own_conn(self) -> Conn:
+        """A SQLite connection of its own for a background reader (it closes it)."""
+        return db.connect(
+            self.path,
+            busy_timeout_s=self.settings.busy_timeout_s,
+            synchronous=self.settings.synchronous,
+        )
+
     def close(self) -> None:
         """Close every connection this store opened."""
+        if self.resident is not None:
+            self.resident.close()
         if self._pg is not None:
             self._pg.close()
             return

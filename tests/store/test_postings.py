@@ -1,0 +1,127 @@
+"""The in-memory index scores every row exactly as FTS5's own bm25() does."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+from offload.core import analysis
+from offload.core.tokens import EstimateCounter
+from offload.store import chunkrows, postings
+from offload.store.search import match_expression
+from offload.store.store import Store
+
+WORDS = [
+    "lake",
+    "paint",
+    "garden",
+    "river",
+    "Caroline",
+    "Melanie",
+    "adoption",
+    "painting",
+    "camping",
+    "support",
+    "group",
+    "pottery",
+    "beach",
+    "sunset",
+    "museum",
+    "violin",
+    "school",
+    "friends",
+    "family",
+    "dog",
+    "cat",
+    "horse",
+    "book",
+]
+
+
+def _corpus(path: Path, n: int = 120, seed: int = 3) -> Store:
+    rnd = random.Random(seed)
+    store = Store(path, counter=EstimateCounter())
+    for i in range(n):
+        words = rnd.choices(WORDS, k=rnd.randint(1, 30))
+        store.put(" ".join(words) + f" item{i}", scope=f"s{i % 3}")
+    return store
+
+
+def _view(conn: sqlite3.Connection) -> postings.View:
+    batch = chunkrows.SqliteChunks().read_all(conn)
+    return postings.View((postings.Segment.build(batch.rows),))
+
+
+def _fts(conn: sqlite3.Connection, expression: str) -> dict[int, float]:
+    rows = conn.execute(
+        "SELECT rowid, bm25(search_body) FROM search_body WHERE search_body MATCH ?",
+        (expression,),
+    ).fetchall()
+    return {int(r[0]): -float(r[1]) for r in rows}
+
+
+def _terms(text: str) -> list[str]:
+    return list(dict.fromkeys(analysis.index_text(text).split()))
+
+
+def test_every_matching_row_scores_bit_for_bit_as_fts5_scores_it(tmp_path: Path) -> None:
+    with _corpus(tmp_path / "s.db") as store:
+        conn = store.conn
+        assert isinstance(conn, sqlite3.Connection)
+        view = _view(conn)
+        for text in ("lake", "Caroline painting beach", "dog cat horse book river", "item7 lake"):
+            terms = _terms(text)
+            got = view.score(terms)
+            mine = dict(zip(got.ids.tolist(), got.scores.tolist(), strict=True))
+            assert mine == _fts(conn, match_expression(terms))  # == on floats: exact
+
+
+def test_a_partition_scores_as_fts5_scores_its_and_and_not_expressions(tmp_path: Path) -> None:
+    with _corpus(tmp_path / "s.db") as store:
+        conn = store.conn
+        assert isinstance(conn, sqlite3.Connection)
+        view = _view(conn)
+        rare, common = _terms("violin museum"), _terms("lake garden")
+        scored = view.score([*rare, *common])
+        r, c = match_expression(rare), match_expression(common)
+        both = scored.top(0b11, 10_000, also=0b1100)
+        only = scored.top(0b11, 10_000, none_of=0b1100)
+        assert dict(both) == _fts(conn, f"({r}) AND ({c})")
+        assert dict(only) == _fts(conn, f"({r}) NOT ({c})")
+
+
+def test_the_top_of_a_pool_is_ordered_by_score_then_id() -> None:
+    rows = [(i, f'{{"":{2 + i % 3},"a":{1 + i % 2},"b":1}}') for i in range(1, 40)]
+    view = postings.View((postings.Segment.build(rows),))
+    top = view.score(["a"]).top(1, 7)
+    assert len(top) == 7
+    assert top == sorted(top, key=lambda p: (-p[1], p[0]))
+    every = view.score(["a"]).top(1, 100)
+    assert top == every[:7]
+
+
+def test_merged_segments_hold_what_one_segment_of_the_same_rows_holds() -> None:
+    rows = [(i, f'{{"":3,"t{i % 5}":2,"u":1}}') for i in range(1, 30)]
+    whole = postings.View((postings.Segment.build(rows),))
+    parts = postings.View(
+        (postings.merge([postings.Segment.build(rows[:10]), postings.Segment.build(rows[10:])]),)
+    )
+    split = postings.View((postings.Segment.build(rows[:10]), postings.Segment.build(rows[10:])))
+    for view in (parts, split):
+        for terms in (["u"], ["t1", "u"], ["t3"]):
+            a, b = whole.score(terms), view.score(terms)
+            assert dict(zip(a.ids.tolist(), a.scores.tolist(), strict=True)) == dict(
+                zip(b.ids.tolist(), b.scores.tolist(), strict=True)
+            )
+        assert view.counts([3, 12, 99], ["t3", "u"]) == whole.counts([3, 12, 99], ["t3", "u"])
+    assert whole.counts([3], ["t3", "u"]) == {3: ({"t3": 2, "u": 1}, 3)}
+
+
+def test_a_row_without_its_length_first_cannot_be_indexed() -> None:
+    import pytest
+
+    with pytest.raises(postings.Unindexable):
+        postings.Segment.build([(1, '{"a":1}')])
+    with pytest.raises(postings.Unindexable):
+        postings.Segment.build([(1, None)])
