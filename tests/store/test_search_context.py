@@ -119,6 +119,49 @@ def test_a_neighbour_of_another_scope_or_kind_adds_nothing(tmp_path: Path) -> No
     assert found[0].score == pytest.approx(found[1].score)
 
 
+def _neighbours_by_hand(store: Store, window: int) -> dict[int, list[int | None]]:
+    rows = store.conn.execute("SELECT id, scope, kind FROM entries ORDER BY id").fetchall()
+    runs: dict[tuple[str, str], list[int]] = {}
+    for r in rows:
+        runs.setdefault((r[1], r[2]), []).append(int(r[0]))
+    out: dict[int, list[int | None]] = {}
+    for run in runs.values():
+        for at, i in enumerate(run):
+            before = run[max(0, at - window) : at][::-1]
+            after = run[at + 1 : at + 1 + window]
+            pad: list[int | None] = [None] * window
+            out[i] = [*(before + pad)[:window], *(after + pad)[:window]]
+    return out
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize(("window", "reach"), [(1, 0), (2, 0), (2, 4), (3, 0), (3, 5)])
+def test_neighbours_read_from_known_runs_equal_those_read_for_each_id(
+    tmp_path: Path, window: int, reach: int
+) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        # three interleaved runs of scope and kind, with holes where entries were forgotten
+        refs = [
+            store.put(f"note {i}", kind="turn" if i % 3 else "doc", scope=f"s{i % 2}").entry
+            for i in range(60)
+        ]
+        for e in refs[7:60:9]:
+            store.forget(e.ref)
+        want = _neighbours_by_hand(store, window)
+        every = sorted(want)
+        assert context.neighbour_ids(store.conn, every, window) == want
+        for seeds in (every[:3], every[10:40:4], every[-2:], []):
+            runs = context.Runs()
+            known = runs.slots(store.conn, seeds, window, reach=reach)
+            assert known == {i: want[i] for i in seeds}
+            # the seeds' neighbours (the case with_context asks for), others, an id not stored
+            asked = [n for i in seeds for n in known[i] if n is not None]
+            asked += [every[0], every[25], every[-1], refs[7].id, 10**9]
+            got = runs.slots(store.conn, asked, window)
+            gone = [None] * (2 * window)
+            assert got == {i: want.get(i, gone) for i in asked}
+
+
 _TRICKY = [
     'tool said {"m":"ok\\nZebrawordx failed"} at src/offload/store/context.py',
     "parseHTTPResponse and snake_case_name in v1.2.3 ünïcödé Straße",

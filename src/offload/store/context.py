@@ -43,17 +43,14 @@ if TYPE_CHECKING:
 K1 = 1.2
 B = 0.75
 
-# Each id's neighbours on both sides in one statement (a row per id, each side's ids
-# joined): two statements of a row per neighbour cost twice the SQLite steps
+# Each id's neighbours on one side (a row per id, the ids joined), nearest first
 _SIDE = (
-    "(SELECT group_concat(id) FROM (SELECT p.id FROM entries p WHERE p.scope = e.scope "
-    "AND p.kind = e.kind AND p.id {op} e.id ORDER BY p.id {order} LIMIT ?1))"
+    "SELECT e.id AS src, (SELECT group_concat(id) FROM (SELECT p.id FROM entries p "
+    "WHERE p.scope = e.scope AND p.kind = e.kind AND p.id {op} e.id ORDER BY p.id {order} "
+    "LIMIT ?1)) AS ids FROM json_each(?2) j CROSS JOIN entries e WHERE e.id = j.value"
 )
-_NEIGHBOURS = (
-    f"SELECT e.id AS src, {_SIDE.format(op='<', order='DESC')} AS before, "
-    f"{_SIDE.format(op='>', order='ASC')} AS after "
-    "FROM json_each(?2) j CROSS JOIN entries e WHERE e.id = j.value"
-)
+_BEFORE = _SIDE.format(op="<", order="DESC")
+_AFTER = _SIDE.format(op=">", order="ASC")
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
     "e.accessed AS accessed, e.access_count AS uses"
@@ -135,21 +132,88 @@ def context_and_own(
     return score, own
 
 
+# One side's links: id -> the nearest id on that side in its scope and kind (None: none);
+# an id missing has not been read
+Links = dict[int, int | None]
+
+
+class Runs:
+    """What has been read of the entries' order within each scope and kind, as links to
+    each id's nearest neighbour on either side. An id's neighbours follow from what was
+    read for another id of the same run, so only the ends of the known runs are read:
+    asking for a hit's neighbours' neighbours after the hit's costs a statement row per
+    run end and side, none when the hit's were read far enough (``reach``).
+
+    Valid while the store is unchanged (as two statements of one search are taken to be)."""
+
+    def __init__(self) -> None:
+        self.before: Links = {}
+        self.after: Links = {}
+
+    def slots(
+        self, conn: Conn, ids: list[int], window: int, reach: int = 0
+    ) -> dict[int, list[int | None]]:
+        """Each id's neighbours in the same scope and kind: ``2 * window`` slots, before
+        (the nearest first) then after (the nearest first); a missing one is None. What
+        is not known yet is read up to ``max(window, reach)`` ids beyond each id."""
+        limit = max(window, reach)
+        sides = ((_BEFORE, self.before, self.after, True), (_AFTER, self.after, self.before, False))
+        for sql, links, back, down in sides:
+            ends = {end for i in ids if (end := _run_end(links, i, window)) is not None}
+            if not ends:
+                continue
+            read: set[int] = set()
+            for r in conn.execute(sql, (limit, json.dumps(sorted(ends)))):
+                side = [int(i) for i in r["ids"].split(",")] if r["ids"] else []
+                # nearest first (group_concat keeps no order): ids descend before, ascend after
+                _link(links, back, int(r["src"]), sorted(side, reverse=down), limit)
+                read.add(int(r["src"]))
+            for gone in ends - read:  # not stored: nothing on either side
+                links[gone] = None
+        return {i: [*_walk(self.before, i, window), *_walk(self.after, i, window)] for i in ids}
+
+
 def neighbour_ids(conn: Conn, ids: list[int], window: int) -> dict[int, list[int | None]]:
-    """Each id's neighbours in the same scope and kind: ``2 * window`` slots, before (the
-    nearest first) then after (the nearest first); a missing one is None."""
-    sides: dict[int, tuple[list[int], list[int]]] = {}
-    for r in conn.execute(_NEIGHBOURS, (window, json.dumps(ids))):
-        before = [int(i) for i in r["before"].split(",")] if r["before"] else []
-        after = [int(i) for i in r["after"].split(",")] if r["after"] else []
-        sides[int(r["src"])] = (before, after)
-    slots: dict[int, list[int | None]] = {}
-    for i in ids:
-        got = sides.get(i, ([], []))
-        b = sorted(got[0], reverse=True)
-        a = sorted(got[1])
-        slots[i] = [*(b + [None] * window)[:window], *(a + [None] * window)[:window]]
-    return slots
+    """Each id's neighbours in the same scope and kind (:meth:`Runs.slots`)."""
+    return Runs().slots(conn, ids, window)
+
+
+def _link(links: Links, back: Links, src: int, side: Sequence[int | None], window: int) -> None:
+    """Record a side read for ``src`` (nearest first, up to ``window``; None or a short
+    list: the run ends there) in ``links``, and the same steps taken the other way in
+    ``back`` (the other side's links)."""
+    at = src
+    for n in side:
+        if n is None:
+            links[at] = None
+            return
+        links[at] = n
+        back[n] = at
+        at = n
+    if len(side) < window:
+        links[at] = None
+
+
+def _run_end(links: Links, i: int, window: int) -> int | None:
+    """The id whose link must be read to walk ``window`` steps from ``i`` (None: known)."""
+    at: int | None = i
+    for _ in range(window):
+        if at not in links:
+            return at
+        at = links[at]
+        if at is None:
+            return None
+    return None
+
+
+def _walk(links: Links, i: int, window: int) -> list[int | None]:
+    """``window`` slots walked from ``i`` along ``links`` (None past the run's end)."""
+    out: list[int | None] = []
+    at: int | None = i
+    for _ in range(window):
+        at = None if at is None else links.get(at)
+        out.append(at)
+    return out
 
 
 def query_counts(cached: str, keys: Mapping[str, str]) -> Counts | None:
@@ -280,7 +344,9 @@ def with_context(
     idf = {t: selective.idf(totals.rows, n) for t, n in df.items()}
     weights = field_weights(share, window)
     avg = totals.avg_length
-    slots = neighbour_ids(conn, [c.entry_id for c in top], window)
+    runs = Runs()
+    # read far enough for the neighbours' own neighbours too (asked for below)
+    slots = runs.slots(conn, [c.entry_id for c in top], window, reach=2 * window)
     by_id = {c.entry_id: c for c in found}
     members = {n for s in slots.values() for n in s if n is not None} | set(slots)
     new = [n for n in members if n not in by_id]
@@ -296,7 +362,7 @@ def with_context(
     # a scored entry's own neighbours are needed too: those of the added ones
     more = [e for e in scored if e not in slots]
     if more:
-        slots.update(neighbour_ids(conn, more, window))
+        slots.update(runs.slots(conn, more, window))
     every = {n for e in scored for n in slots[e] if n is not None} | set(scored)
     chunk_of = {e: c.chunk_id for e, c in by_id.items() if e in every and c.chunk_id is not None}
     counts = term_counts(store, chunk_of, [e for e in every if e not in chunk_of], terms, view)
