@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from offload.errors import OffloadError, StoreBusy, StoreError
 
@@ -98,7 +98,9 @@ def retry_busy(fn: Callable[[], T], timeout_s: float) -> T:
 
 
 @contextmanager
-def write_tx(conn: C, keys: Iterable[str] | None = None) -> Iterator[C]:
+def write_tx(
+    conn: C, keys: Iterable[str] | None = None, then: Sequence[tuple[str, Any]] = ()
+) -> Iterator[C]:
     """One write transaction (BEGIN IMMEDIATE): all of it commits, or none of it.
 
     SQLite errors inside become offload errors (``busy_guard``). SQLite itself rolls
@@ -107,14 +109,19 @@ def write_tx(conn: C, keys: Iterable[str] | None = None) -> Iterator[C]:
 
     ``keys`` (puts only) name everything the transaction reads and then writes: on
     PostgreSQL it then runs beside other puts that share none of them
-    (``PgConn.begin_keyed``); SQLite serialises every writer anyway.
+    (``PgConn.begin_keyed``); SQLite serialises every writer anyway. ``then``: the
+    transaction's first statements, (sql, parameters) each, run right after the BEGIN;
+    PostgreSQL sends them with it (and a put's locks) in one round trip and keeps the
+    last one's rows to answer the same statement if it comes next (``PgConn.begin_keyed``).
     """
     begin_keyed = getattr(conn, "begin_keyed", None) if keys is not None else None
     with busy_guard():
         if begin_keyed is not None and keys is not None:
-            begin_keyed(keys)
+            begin_keyed(keys, then)
         else:
             conn.execute("BEGIN IMMEDIATE")
+            for sql, params in then:
+                conn.execute(sql, params)
     try:
         with busy_guard():
             yield conn

@@ -144,20 +144,38 @@ def without_known_vocabulary(conn: Conn, prepared: PreparedIndex) -> PreparedInd
     return replace(prepared, vocabulary=tuple(t for t in prepared.vocabulary if t not in known))
 
 
+# PostgreSQL's vocabulary insert: every word in one statement (one round trip), in order
+VOCABULARY_FROM_JSON = (
+    "INSERT OR IGNORE INTO terms (term) SELECT json_array_elements_text(?::json) ORDER BY 1"
+)
+
+
+def vocabulary_insert(words: Sequence[str]) -> tuple[str, tuple[str]]:
+    """PostgreSQL's statement adding these vocabulary words (known ones are kept), sorted:
+    two writers inserting overlapping words then wait for each other in one order, never
+    in a cycle."""
+    return VOCABULARY_FROM_JSON, (json.dumps(sorted(words), ensure_ascii=False),)
+
+
+def insert_vocabulary_words(conn: Conn, words: Sequence[str]) -> None:
+    """Add vocabulary words (known ones are kept), inside the caller's transaction, in
+    sorted order (see :func:`vocabulary_insert`)."""
+    if not words:
+        return
+    if isinstance(conn, sqlite3.Connection):
+        conn.executemany(
+            "INSERT OR IGNORE INTO terms (term) VALUES (?)", [(t,) for t in sorted(words)]
+        )
+    else:
+        conn.execute(*vocabulary_insert(words))
+
+
 def insert_block(conn: Conn, block_id: int, prepared: PreparedIndex) -> None:
     """Index one block's chunks and vocabulary (inside the caller's transaction)."""
-    conn.executemany(
-        "INSERT OR IGNORE INTO terms (term) VALUES (?)", [(t,) for t in prepared.vocabulary]
-    )
+    insert_vocabulary_words(conn, prepared.vocabulary)
     insert_chunks = getattr(conn, "insert_chunks", None)
     if insert_chunks is not None:  # PostgreSQL: one round trip for them all
-        insert_chunks(
-            block_id,
-            [
-                (c.start_line, c.end_line, c.start, c.end, c.terms, c.counts, c.term_counts)
-                for c in prepared.chunks
-            ],
-        )
+        insert_chunks(block_id, chunk_rows(prepared))
         return
     for ch in prepared.chunks:
         cur = conn.execute(
@@ -168,6 +186,15 @@ def insert_block(conn: Conn, block_id: int, prepared: PreparedIndex) -> None:
         conn.execute(
             "INSERT INTO search_body (rowid, terms) VALUES (?, ?)", (cur.lastrowid, ch.terms)
         )
+
+
+def chunk_rows(prepared: PreparedIndex) -> list[tuple[object, ...]]:
+    """A body's chunks as PostgreSQL's chunk statements take them (``PgConn.insert_chunks``):
+    (start_line, end_line, start, end, terms, counts, term_counts) each."""
+    return [
+        (c.start_line, c.end_line, c.start, c.end, c.terms, c.counts, c.term_counts)
+        for c in prepared.chunks
+    ]
 
 
 def is_indexed(conn: Conn, block_id: int) -> bool:

@@ -22,6 +22,7 @@ Credentials never reach a message: errors name the URL with its password removed
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import threading
@@ -61,6 +62,26 @@ WITH src AS MATERIALIZED (
     SELECT id, %s, start_line, end_line, start, stop, counts FROM src
 )
 INSERT INTO search_body (rowid, terms) SELECT id, terms FROM src
+"""
+# a new block with its chunks and their search rows (insert_indexed_block): one statement,
+# so one round trip, where the block's insert and then its chunks' took two; a block stored
+# before (content-addressed) inserts nothing here and returns no row
+_INSERT_INDEXED_BLOCK = """
+WITH b AS (
+    INSERT INTO blocks (hash, size, lines, codec, data, created)
+    VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (hash) DO NOTHING RETURNING id
+), src AS MATERIALIZED (
+    SELECT s.*, b.id AS block_id, nextval('chunks_id_seq') AS id
+    FROM b, unnest(%b::integer[], %b::integer[], %b::integer[], %b::integer[], %b::tsvector[],
+        %b::text[]) WITH ORDINALITY AS s(start_line, end_line, start, stop, terms, counts, n)
+    ORDER BY s.n
+), c AS (
+    INSERT INTO chunks (id, block_id, start_line, end_line, start, "end", term_counts)
+    SELECT id, block_id, start_line, end_line, start, stop, counts FROM src
+), t AS (
+    INSERT INTO search_body (rowid, terms) SELECT id, terms FROM src
+)
+SELECT id FROM b
 """
 SCHEMES = ("postgresql://", "postgres://")
 _TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus), without importing psycopg
@@ -149,6 +170,8 @@ class PgConn:
         self._timeout_s = timeout_s
         self._tx: psycopg.Connection[Any] | None = None
         self._direct: set[int] = set()  # ids of connections made outside the pool
+        # a read sent with BEGIN (begin_keyed): ((sql, parameters), its result)
+        self._first: tuple[tuple[str, tuple[Any, ...]], PgCursor] | None = None
 
     @property
     def in_transaction(self) -> bool:
@@ -163,6 +186,9 @@ class PgConn:
             return PgCursor(None)
         st = pgsql.translate(sql)
         params = st.params(parameters) if st.params else parameters
+        first, self._first = self._first, None
+        if first is not None and self._tx is not None and first[0] == (st.sql, tuple(params)):
+            return first[1]  # read with the BEGIN (begin_keyed), nothing run since
         return self._run(lambda raw: _run_one(raw, st, params))
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
@@ -175,6 +201,8 @@ class PgConn:
 
     def _run(self, fn: Callable[[psycopg.Connection[Any]], PgCursor]) -> PgCursor:
         import psycopg
+
+        self._first = None  # another statement ran: an early read no longer answers one
 
         if self._tx is not None:
             with errors(self._url):
@@ -233,6 +261,7 @@ class PgConn:
 
     def _transaction(self, head: str) -> None:
         raw = self._tx
+        self._first = None
         if head == "ROLLBACK":
             if raw is not None:
                 self._tx = None
@@ -265,11 +294,20 @@ class PgConn:
         one round trip instead of two per chunk (a 100 KB body has about a hundred chunks)."""
         if not chunks:
             return
-        cols: list[list[Any]] = [list(c) for c in zip(*chunks, strict=True)]
-        # binary tsvectors, from the counts the put made already
-        terms = [pgterms.ChunkTerms(t, n) for t, n in zip(cols[4], cols[5], strict=True)]
-        params = (*cols[:4], terms, cols[6], block_id)
+        params = (*_chunk_columns(chunks), block_id)
         self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_CHUNKS), params))
+
+    def insert_indexed_block(
+        self, block: Sequence[Any], chunks: Sequence[Sequence[Any]]
+    ) -> int | None:
+        """Insert a new block, ``block`` = (hash, size, lines, codec, data, created), with
+        its chunks (as :meth:`insert_chunks` takes them, at least one) and their search
+        rows, in one statement; the block's new id, or None when a block with that hash
+        is stored already (then nothing was inserted)."""
+        params = (*block, *_chunk_columns(chunks))
+        cur = self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_INDEXED_BLOCK), params))
+        row = cur.fetchone()
+        return None if row is None else int(row[0])
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Write ``rows`` into ``table`` with one ``COPY`` (bulk loads, store/pgbulk.py):
@@ -286,7 +324,7 @@ class PgConn:
 
         self._run(copy)
 
-    def begin_keyed(self, keys: Iterable[str]) -> None:
+    def begin_keyed(self, keys: Iterable[str], then: Sequence[tuple[str, Any]] = ()) -> None:
         """Begin a put's write transaction: the store lock shared, and an exclusive lock
         for each of ``keys`` (what the put reads and then writes), in sorted order.
 
@@ -294,17 +332,29 @@ class PgConn:
         for it, as every put did behind the store-wide lock. Writes that are not puts
         (forget, reap, labels, checkouts, migrations) take the store lock exclusively and
         so still see no put in flight.
+
+        ``then``: statements (sql, parameters) the transaction starts with, after the
+        locks, sent with them in pipeline mode: all of it costs one round trip. The last
+        one's rows answer this connection's next statement if that is the same one with
+        the same parameters (see :meth:`execute`); any other statement drops them unread.
         """
         locks = ",".join(str(k) for k in sorted({lock_key(k) for k in keys}))
         # one round trip: the keys are integers, written into the statement
-        begin = f"BEGIN; SELECT pg_advisory_xact_lock_shared({WRITE_LOCK})"
+        begin = [f"SELECT pg_advisory_xact_lock_shared({WRITE_LOCK})"]
         if locks:
-            begin += f"; {_KEY_LOCKS.format(locks)}"
+            begin.append(_KEY_LOCKS.format(locks))
         raw = self._borrow()
         try:
             with errors(self._url):
-                raw.execute(begin)
+                if not then or not _pipelines():
+                    raw.execute("; ".join(["BEGIN", *begin]))
+                    for sql, params in then:
+                        self._tx = raw
+                        self.execute(sql, params)
+                else:
+                    self._first = _begin_with(raw, begin, then)
         except BaseException:
+            self._tx = None
             _rollback_quietly(raw)
             self._give_back(raw)
             raise
@@ -345,6 +395,41 @@ class PgConn:
     def close(self) -> None:
         """Roll back a transaction left open (a thread that died mid-write)."""
         self._transaction("ROLLBACK")
+
+
+def _begin_with(
+    raw: psycopg.Connection[Any], begin: list[str], then: Sequence[tuple[str, Any]]
+) -> tuple[tuple[str, tuple[Any, ...]], PgCursor]:
+    """BEGIN, the ``begin`` statements (the locks) and then ``then`` in pipeline mode: one
+    round trip for all of them. Each runs after the one before it, in the same
+    transaction, exactly as it would one by one. Returns the last statement's key (its
+    translated SQL and parameters) and its result."""
+    with raw.pipeline():
+        raw.execute("BEGIN")
+        for sql in begin:
+            raw.execute(sql)
+        for sql, parameters in then:
+            st = pgsql.translate(sql)
+            params = tuple(st.params(parameters) if st.params else parameters)
+            cur = raw.execute(st.sql, params or None)
+    rows = cur.fetchall() if _returns_rows(cur) else []
+    return (st.sql, params), PgCursor(cur.rowcount, None, rows)
+
+
+@functools.cache
+def _pipelines() -> bool:
+    """Whether psycopg's libpq has pipeline mode (libpq 14 on; the binary wheel's has)."""
+    import psycopg
+
+    return bool(psycopg.Pipeline.is_supported())
+
+
+def _chunk_columns(chunks: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """Chunks (see PgConn.insert_chunks) as the six arrays the chunk statements take."""
+    cols: list[list[Any]] = [list(c) for c in zip(*chunks, strict=True)]
+    # binary tsvectors, from the counts the put made already
+    terms = [pgterms.ChunkTerms(t, n) for t, n in zip(cols[4], cols[5], strict=True)]
+    return [*cols[:4], terms, cols[6]]
 
 
 def lock_key(key: str) -> int:

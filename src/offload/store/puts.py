@@ -14,7 +14,7 @@ from typing import Any
 
 from offload.core.hashing import encode
 from offload.errors import InvalidInput
-from offload.store import rows
+from offload.store import index, rows
 from offload.store.backend import Conn
 
 
@@ -50,9 +50,8 @@ def take_vocabulary(pending: Sequence[PendingPut]) -> list[str]:
 
 def insert_vocabulary(conn: Conn, words: list[str]) -> None:
     """Insert vocabulary words in sorted order: two puts inserting overlapping words then
-    wait for each other in one order, never in a cycle."""
-    if words:
-        conn.executemany("INSERT OR IGNORE INTO terms (term) VALUES (?)", [(w,) for w in words])
+    wait for each other in one order, never in a cycle (one statement on PostgreSQL)."""
+    index.insert_vocabulary_words(conn, words)
 
 
 def check_text(text: Any, what: str) -> None:

@@ -98,16 +98,26 @@ def entry_by_id(conn: Conn, entry_id: int) -> Entry:
     return Entry.from_row(*found[0])
 
 
+LIVE_ENTRY = "SELECT id, expires FROM entries WHERE content_hash = ? AND scope = ?"
+
+
 def live_entry(conn: Conn, content_hash: str, scope: str) -> Any:
     """The (id, expires) row of the entry holding this content in ``scope``, or None."""
-    return conn.execute(
-        "SELECT id, expires FROM entries WHERE content_hash = ? AND scope = ?",
-        (content_hash, scope),
-    ).fetchone()
+    return conn.execute(LIVE_ENTRY, (content_hash, scope)).fetchone()
 
 
 def insert_block(conn: Conn, b: PreparedBlock, now: float) -> str:
     """Store a prepared block (once: blocks are content-addressed); returns its hash."""
+    fused = getattr(conn, "insert_indexed_block", None)
+    if fused is not None and b.index is not None and b.index.chunks:
+        # PostgreSQL: a new block, its chunks and their search rows in one statement (one
+        # round trip); the vocabulary first, as index.insert_block has it
+        if b.index.vocabulary:
+            index.insert_vocabulary_words(conn, b.index.vocabulary)
+        block = (b.digest, b.size, b.lines, b.codec, b.stored, now)
+        if fused(block, index.chunk_rows(b.index)) is not None:
+            return b.digest
+        return _stored_block(conn, b)
     # one statement (a round trip on PostgreSQL) for a new block, the common case; none
     # comes back for one stored before
     added = conn.execute(
@@ -119,7 +129,11 @@ def insert_block(conn: Conn, b: PreparedBlock, now: float) -> str:
         if b.index is not None:
             index.insert_block(conn, int(added[0]), b.index)
         return b.digest
-    # stored before, maybe only as an un-indexed original: index it now
+    return _stored_block(conn, b)
+
+
+def _stored_block(conn: Conn, b: PreparedBlock) -> str:
+    """A block stored before, maybe only as an un-indexed original: index it now."""
     held = block_id(conn, b.digest)
     if b.index is not None and b.size and not index.is_indexed(conn, held):
         index.insert_block(conn, held, b.index)

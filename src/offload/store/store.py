@@ -331,9 +331,11 @@ class Store(SavedState):
                 pgbulk.insert_terms(conn, words)
                 return pgbulk.commit_puts(conn, pending, self._commit_put, self.clock(), model)
         if self._pg is not None:
+            # the vocabulary and the dedup look-up go with the BEGIN: one round trip
+            then: list[tuple[str, Any]] = [index.vocabulary_insert(words)] if words else []
+            then += [(rows.LIVE_ENTRY, (p.content_hash, p.options.scope)) for p in pending[:1]]
             try:
-                with db.write_tx(self.conn, put_keys(pending)) as conn:
-                    insert_vocabulary(conn, words)
+                with db.write_tx(self.conn, put_keys(pending), then) as conn:
                     return [self._commit_put(conn, p, narrow=True) for p in pending]
             except (NeedsStoreLock, StoreBusy):
                 pass  # rolled back: nothing of it was written
@@ -397,8 +399,8 @@ class Store(SavedState):
             chunk_chars=s.chunk_chars,
             from_line=from_line,
         )
-        if b.index is None or not known_words:
-            return b
+        if b.index is None or not known_words or self._pg is not None:
+            return b  # PostgreSQL: every word goes with the BEGIN (_commit_puts)
         # which vocabulary words are new is read here, before the write lock
         return dataclasses.replace(b, index=index.without_known_vocabulary(self.conn, b.index))
 
