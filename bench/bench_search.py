@@ -16,7 +16,9 @@ non-stopword words, ordered by ``bm25()``.
 
 Speed: ``--entries`` texts built from the conversations' turns (two turns each, seeded), put
 through the bulk path, and the same texts in a plain FTS5 table; every question is timed as
-a query on both. Scoped: the same store searched under filters (a small scope, a scattered one,
+a query on both, and on the same store searched the SQL way only (no in-memory index,
+store/resident.py: each store builds its own on its first search, timed and sized apart
+before the queries). Scoped: the same store searched under filters (a small scope, a scattered one,
 an eighth of the store, its newest fifth, a filter every entry passes) beside the whole
 store, each beside plain FTS5 under the same filter (a join on the rows' scopes, or a rowid
 range). Writes: the latency of one acknowledged ``put`` on a store already holding
@@ -221,6 +223,8 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
             (tmp / name).unlink(missing_ok=True)
     store = offload.open_store(tmp / "speed.db", embedder=model)
     lexical = offload.open_store(tmp / "speed.db")  # the same file, searched without a model
+    # the same file searched the SQL way only (no in-memory index): the side-by-side base
+    sql = offload.open_store(tmp / "speed.db", embedder=model, resident_mb=0)
     t0 = time.perf_counter()
     if not reused:
         for i in range(0, n, 2000):
@@ -234,17 +238,26 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
         marker.write_text(f"{n} entries\n")
     plain_build_s = time.perf_counter() - t0
     questions = [q for c in convs for q, _, _ in c.questions]
+    built = {
+        name: _resident_built(s, questions[0])
+        for name, s in (("hybrid", store), ("lexical", lexical))
+    }
     for q in questions[:50]:  # warm both caches alike
         store.search(q, limit=10)
         lexical.search(q, limit=10)
+        sql.search(q, limit=10)
         plain_search(plain, q, 10)
     mine: list[float] = []
     lex: list[float] = []
     base: list[float] = []
+    via_sql: list[float] = []
     for q in questions:
         t = time.perf_counter()
         plain_search(plain, q, 10)
         base.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        sql.search(q, limit=10)
+        via_sql.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
         store.search(q, limit=10)
         mine.append((time.perf_counter() - t) * 1000)
@@ -253,14 +266,18 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
         lex.append((time.perf_counter() - t) * 1000)
     store.close()
     lexical.close()
+    sql.close()
     plain.close()
     return {
         "entries": n,
         "reused": reused,
         "build_s": build_s,
         "plain_build_s": plain_build_s,
+        "resident_index": built,
         "queries": len(questions),
         "hybrid": model is not None,
+        "sql_path_p50": pct(via_sql, 0.5),
+        "sql_path_p95": pct(via_sql, 0.95),
         "lexical_p50": pct(lex, 0.5),
         "lexical_p95": pct(lex, 0.95),
         "offload_p50": pct(mine, 0.5),
@@ -269,6 +286,25 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
         "fts5_p95": pct(base, 0.95),
         "ratio_p50": pct(mine, 0.5) / pct(base, 0.5),
         "ratio_p95": pct(mine, 0.95) / pct(base, 0.95),
+    }
+
+
+def _resident_built(store: Any, question: str) -> dict[str, Any]:
+    """Start a store's in-memory index the way a user does (a first search), wait for the
+    background build, and what it took: wall seconds, the build's own, rows, MB."""
+    t = time.perf_counter()
+    store.search(question, limit=10)
+    if store.resident is None:
+        return {"on": False}
+    store.resident.built.wait()
+    r = store.resident.report
+    return {
+        "on": not r.refused,
+        "wall_s": round(time.perf_counter() - t, 2),
+        "build_s": round(r.seconds, 2),
+        "rows": r.rows,
+        "mb": round(r.nbytes / 2**20, 1),
+        "refused": r.refused,
     }
 
 
