@@ -122,3 +122,13 @@ def test_the_calibrated_share_stays_between_zero_and_its_bound(
     w = calibrated_weight(0.2, lexical, semantic, 0.0)
     assert 0.0 <= w <= MAX_WEIGHT
     assert w == calibrated_weight(0.2, list(reversed(lexical)), sorted(semantic), 0.0)
+
+
+@pytest.mark.parametrize("top", [0, 1, 3, 10, 50])
+def test_the_best_few_fused_are_the_first_of_the_whole_fused_order(top: int) -> None:
+    # ties everywhere: equal lexical scores, equal similarities, keys on one side only
+    lexical = [(k, float(10 - k // 3)) for k in range(20)]
+    semantic = {k: (k % 4) / 4 for k in range(10, 35)}
+    for weight in (0.0, 0.3, 0.5, 1.0):
+        whole = fuse(lexical, semantic, weight=weight, floor=0.25)
+        assert fuse(lexical, semantic, weight=weight, floor=0.25, top=top) == whole[:top]

@@ -30,6 +30,24 @@ def test_hybrid_order_is_the_same_on_every_run(hybrid: Store) -> None:
     assert first and all(_ids(hybrid, "why did the deployment fail") == first for _ in range(3))
 
 
+def test_a_hybrid_page_is_its_slice_of_the_longer_ranking(hybrid: Store) -> None:
+    for i in range(40):
+        hybrid.put(f"note {i}: the deploy of service {i % 5} failed on disk {i % 3}")
+    hybrid.put("the puppy sleeps on the sofa after the deployment")
+    question = "why did the deployment of the service fail"
+
+    def page(limit: int, offset: int) -> list[tuple[int, float]]:
+        found = hybrid.search(question, limit=limit, offset=offset)
+        return [(h.entry.id, h.score) for h in found]
+
+    # the same candidates (limit + offset <= 16 asks for the same pool): only the fused
+    # order's first limit + offset are ranked, which must be the longer order's
+    whole = page(16, 0)
+    assert len(whole) == 16
+    for limit, offset in ((1, 0), (3, 4), (5, 11), (10, 6)):
+        assert page(limit, offset) == whole[offset : offset + limit]
+
+
 def test_an_entry_stored_without_a_vector_is_found_by_its_words(hybrid: Store, path: Path) -> None:
     with Store(path, counter=EstimateCounter()) as plain:
         old = plain.put("the zebrawordx incident report").entry.id

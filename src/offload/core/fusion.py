@@ -25,7 +25,7 @@ crowd of equal matches.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 
@@ -83,8 +83,9 @@ def fuse(
     *,
     weight: float,
     floor: float,
+    top: int | None = None,
 ) -> list[tuple[K, float]]:
-    """(key, fused score) best first.
+    """(key, fused score) best first; with ``top``, only the best ``top`` of that list.
 
     ``lexical``: (key, score) best first, scores >= 0. ``semantic``: each key's similarity
     to the query (the semantic candidates and, where known, the lexical ones); equal
@@ -96,12 +97,18 @@ def fuse(
     order: dict[K, int] = {}
     for key, _ in lexical:
         order.setdefault(key, len(order))
-    for key in sorted(semantic, key=lambda k: (-semantic[k], k)):
-        order.setdefault(key, len(order))
+    # only the keys the lexical side lacks take a place from the semantic order
+    only = [k for k in semantic if k not in order]
+    for key in sorted(only, key=lambda k: (-semantic[k], k)):
+        order[key] = len(order)
     lex = _unit(dict(lexical[::-1]), 0.0)  # reversed: the first score of a repeated key wins
-    sem = _unit(dict(semantic), floor)
+    sem = _unit(semantic, floor)
     fused = {k: (1.0 - weight) * lex.get(k, 0.0) + weight * sem.get(k, 0.0) for k in order}
-    ranked = sorted(order, key=lambda k: (-fused[k], order[k]))
+    rank_key: Callable[[K], tuple[float, int]] = lambda k: (-fused[k], order[k])  # noqa: E731
+    if top is None or top >= len(order):
+        ranked = sorted(order, key=rank_key)
+    else:  # the same first ``top`` as the full sort (keys are distinct by their place)
+        ranked = heapq.nsmallest(top, order, key=rank_key)
     return [(k, fused[k]) for k in ranked]
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
@@ -105,29 +105,37 @@ def bm25f(
 
 
 def context_and_own(
-    terms: Sequence[str],
+    terms: Collection[str],
     fields: Sequence[tuple[float, Mapping[str, int], int]],
     idf: dict[str, float],
     avg_length: float,
 ) -> tuple[float, float]:
     """(:func:`bm25f` over ``fields``, :func:`bm25f` over the first field alone) in one
     pass, each float computed by the same operations in the same order as there
-    (``terms`` distinct)."""
-    norms = [
-        1.0 - B + B * length / avg_length if avg_length > 0 else 1.0 for _, _, length in fields
-    ]
+    (``terms`` distinct, in their order; a dict's keys look up fastest).
+
+    A field's counts usually hold a term or two of the query: each field adds what it
+    holds (in field order, as bm25f sums each term), then the terms are scored in order."""
+    tfs: dict[str, float] = {}
+    for w, counts, length in fields:
+        held = counts if len(counts) < len(terms) else terms
+        norm = 0.0
+        for t in held:
+            n = counts.get(t, 0)
+            if n and t in terms:
+                if not norm:
+                    norm = 1.0 - B + B * length / avg_length if avg_length > 0 else 1.0
+                tfs[t] = tfs.get(t, 0.0) + w * n / norm
+    w0, first, length0 = fields[0]
     score = own = 0.0
     for t in terms:
-        tf = 0.0
-        for (w, counts, _), norm in zip(fields, norms, strict=True):
-            n = counts.get(t, 0)
-            if n:
-                tf += w * n / norm
+        tf = tfs.get(t, 0.0)
         if tf > 0:
             score += idf.get(t, 0.0) * tf * (K1 + 1.0) / (tf + K1)
-        n = fields[0][1].get(t, 0)
+        n = first.get(t, 0)
         if n:
-            alone = 0.0 + fields[0][0] * n / norms[0]
+            norm0 = 1.0 - B + B * length0 / avg_length if avg_length > 0 else 1.0
+            alone = 0.0 + w0 * n / norm0
             own += idf.get(t, 0.0) * alone * (K1 + 1.0) / (alone + K1)
     return score, own
 
@@ -367,7 +375,7 @@ def with_context(
     chunk_of = {e: c.chunk_id for e, c in by_id.items() if e in every and c.chunk_id is not None}
     counts = term_counts(store, chunk_of, [e for e in every if e not in chunk_of], terms, view)
     empty: Counts = ({}, 0)
-    distinct = list(dict.fromkeys(terms))
+    distinct = dict.fromkeys(terms)
     for e in scored:
         own_counts, own_length = counts.get(e, empty)
         fields = [(1.0, own_counts, own_length)]

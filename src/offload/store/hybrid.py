@@ -35,10 +35,13 @@ def fused_candidates(
     where: str,
     params: list[Any],
     need: int,
+    keep: int | None = None,
 ) -> list[Candidate]:
     """``found`` (lexical, best first) fused with the ``need`` nearest entries the filter
     keeps, at the share :func:`~offload.core.fusion.calibrated_weight` gives this query;
-    scores become the fused ones (core.fusion, set on ``found``'s candidates), best first."""
+    scores become the fused ones (core.fusion, set on ``found``'s candidates), best first.
+    With ``keep``, the first ``keep`` of that list only (the page and what precedes it).
+    Without a semantic side ``found`` is returned whole."""
     if not found:
         return found
     side = vectors.semantic_side(store, text, where, params, [c.entry_id for c in found], need)
@@ -48,11 +51,18 @@ def fused_candidates(
     weight = calibrated_weight(
         store.semantic_weight, [c.score for c in found], side.scores.values(), side.floor
     )
-    order = fuse(
-        [(c.entry_id, c.score) for c in found], side.scores, weight=weight, floor=side.floor
-    )
+    lexical = [(c.entry_id, c.score) for c in found]
+    order = fuse(lexical, side.scores, weight=weight, floor=side.floor, top=keep)
     by_id = {c.entry_id: c for c in found}
-    by_id.update(_semantic_only(store.conn, [e for e, _ in order if e not in by_id], where, params))
+    only = [e for e, _ in order if e not in by_id]
+    by_id.update(_semantic_only(store.conn, only, where, params))
+    if keep is not None and any(e not in by_id for e in only):
+        # one the filter no longer keeps (forgotten since the semantic side's check) gives
+        # way to the next: the whole order then, as without ``keep``
+        order = fuse(lexical, side.scores, weight=weight, floor=side.floor)
+        only = [e for e, _ in order if e not in by_id]
+        by_id.update(_semantic_only(store.conn, only, where, params))
+        order = [(e, score) for e, score in order if e in by_id][:keep]
     out = []
     for eid, score in order:
         c = by_id.get(eid)

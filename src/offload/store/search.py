@@ -166,7 +166,9 @@ def search_hits(
             telling = match_terms
             found = lexical_candidates(conn, telling, where, params, need, narrowed, view=view)
         ranked = rank(store, q, found, where, params, now, terms=telling, view=view)
-        ranked = hybrid.fused_candidates(store, text, ranked, where, params, need)
+        ranked = hybrid.fused_candidates(
+            store, text, ranked, where, params, need, keep=offset + limit
+        )
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly
         raise StoreError(f"search failed: {exc}") from exc
