@@ -46,27 +46,28 @@ def selective_terms(
     narrowed: narrow.Narrow | None = None,
     *,
     filters: Filters | None = None,
+    stats: selective.SearchStats | None = None,
 ) -> list[str]:
     """``terms`` less those held by a large share of the entries under the filter (with
     ``narrowed``, the filter as store/narrow.py read it for this search: each count reads
     only its rows; ``filters``, what ``where`` says, lets a filter of scope and kinds be
-    sized without a scan)."""
+    sized without a scan; ``stats``, the search's term counts)."""
     if len(terms) < 2:
         return list(terms)
     if narrow.is_whole_store(where, params):
-        return _over_the_index(conn, terms)
+        return _over_the_index(conn, terms, stats)
     if narrowed is not None:
         searched = narrowed.entries
     else:
         broad = math.ceil(BROAD_SHARE * narrow.stored_entries(conn))
         searched = narrow.filter_size(conn, filters, where, params, broad)
         if searched >= broad:
-            return _over_the_index(conn, terms)
+            return _over_the_index(conn, terms, stats)
     cap = selectivity.common_cap(searched)
     if cap is None:
         return list(terms)
     # a term fewer chunks hold than the cap is rare under any filter: only the others count
-    frequent = [t for t, chunks in _index_counts(conn, terms).items() if chunks >= cap]
+    frequent = [t for t, chunks in _index_counts(conn, terms, stats).items() if chunks >= cap]
     if not frequent:
         return list(terms)
     if narrowed is not None:
@@ -79,22 +80,31 @@ def selective_terms(
     return selectivity.selective(terms, held, searched)
 
 
-def _over_the_index(conn: Conn, terms: Sequence[str]) -> list[str]:
+def _over_the_index(
+    conn: Conn, terms: Sequence[str], stats: selective.SearchStats | None = None
+) -> list[str]:
     """``terms`` less those most of the index's chunks hold, when the search covers the
     whole store (no filter but expiry): the shares come from the vocabulary alone. Counting
     entries under the filter instead costs a scan of the entries and, per common term, a
     join over up to a quarter of them (~0.4 s for one common word at 100k entries)."""
-    chunks = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+    if stats is not None:
+        chunks = stats.chunks
+    else:
+        chunks = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
     cap = selectivity.common_cap(chunks)
     if cap is None:
         return list(terms)
-    return selectivity.selective(terms, _index_counts(conn, terms), chunks)
+    return selectivity.selective(terms, _index_counts(conn, terms, stats), chunks)
 
 
-def _index_counts(conn: Conn, terms: Sequence[str]) -> dict[str, int]:
+def _index_counts(
+    conn: Conn, terms: Sequence[str], stats: selective.SearchStats | None = None
+) -> dict[str, int]:
     """How many of the index's chunks hold each of ``terms`` (the ones it knows)."""
+    if stats is not None:
+        return {t: n for t, n in stats.counts(terms).items() if n}
     if isinstance(conn, sqlite3.Connection):  # the cached counts (store/selective.py)
-        stats = selective.stats_for(conn, "search_body")
-        stats.totals(conn)
-        return {t: n for t, n in stats.df(conn, list(dict.fromkeys(terms))).items() if n}
+        cached = selective.stats_for(conn, "search_body")
+        cached.totals(conn)
+        return {t: n for t, n in cached.df(conn, list(dict.fromkeys(terms))).items() if n}
     return selective.vocab_counts(conn, "search_body", terms)  # PostgreSQL: one statement

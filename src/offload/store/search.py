@@ -36,6 +36,7 @@ from offload.store import (
     hybrid,
     index,
     narrow,
+    pgsql,
     postings,
     query,
     scope_terms,
@@ -147,24 +148,30 @@ def search_hits(
     # the in-memory index, brought up to date (None: the SQL path, store/resident.py)
     view = None if store.resident is None else store.resident.view(conn)
     where, params = query.filter_sql(filters, now)
-    match_terms = with_expansions(conn, q)
+    # the index's statistics this search reads, each once (PostgreSQL: one statement)
+    stats = selective.SearchStats(conn)
+    match_terms = with_expansions(conn, q, stats)
     need = max(50, (limit + offset) * 3)
     try:
         # a written form is searched only where it is rarer than its stem (selective.py)
-        idle = selective.idle_forms(conn, "search_body", q.forms) - set(q.sequence)
+        idle = selective.idle_forms(conn, "search_body", q.forms, stats) - set(q.sequence)
         match_terms = [t for t in match_terms if t not in idle]
         # a term most of the searched entries hold is not searched for (core.selectivity)
         # a narrow filter is searched inside its own rows (store/narrow.py)
         narrowed = narrow.plan(conn, filters, where, params)
         telling = scope_terms.selective_terms(
-            conn, match_terms, where, params, narrowed, filters=filters
+            conn, match_terms, where, params, narrowed, filters=filters, stats=stats
         )
         if narrowed is not None:  # from here on the filter is the entries read, by id
             where, params = narrowed.where
-        found = lexical_candidates(conn, telling, where, params, need, narrowed, view=view)
+        found = lexical_candidates(
+            conn, telling, where, params, need, narrowed, view=view, stats=stats
+        )
         if not found and len(telling) < len(match_terms):
             telling = match_terms
-            found = lexical_candidates(conn, telling, where, params, need, narrowed, view=view)
+            found = lexical_candidates(
+                conn, telling, where, params, need, narrowed, view=view, stats=stats
+            )
         ranked = rank(store, q, found, where, params, now, terms=telling, view=view)
         ranked = hybrid.fused_candidates(
             store, text, ranked, where, params, need, keep=offset + limit
@@ -187,25 +194,26 @@ def match_expression(terms: list[str]) -> str:
     return " OR ".join(_quote(t) for t in dict.fromkeys(terms))
 
 
-def _known(conn: Conn, term: str) -> bool:
-    m = _quote(term)
-    for table in ("search_body", "search_meta"):
-        if conn.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1", (m,)).fetchone():
-            return True
-    return False
-
-
-def with_expansions(conn: Conn, q: analysis.QueryTerms) -> list[str]:
+def with_expansions(
+    conn: Conn, q: analysis.QueryTerms, stats: selective.SearchStats | None = None
+) -> list[str]:
     """The query's terms plus, for each word piece the index does not know, the known
-    vocabulary words that contain it or are a typo or two away from it (their terms)."""
+    vocabulary words that contain it or are a typo or two away from it (their terms).
+
+    Whether the index knows a piece's forms, and the row counts of the query's own terms
+    and written forms that the search reads next, are asked in one go (``stats``)."""
+    stats = stats or selective.SearchStats(conn)
     out = dict.fromkeys(q.any_of)
-    unknown: dict[str, None] = {}
+    pieces: dict[str, set[str]] = {}
     for word in q.words:
         for piece in analysis.pieces(word):
-            forms = {piece, *analysis.word_terms(piece)}
-            if len(piece) >= 3 and not any(_known(conn, t) for t in forms):
-                unknown.setdefault(piece, None)
-    for found in _expand(conn, list(unknown)):
+            if len(piece) >= 3:
+                pieces.setdefault(piece, {piece, *analysis.word_terms(piece)})
+    asked = [t for forms in pieces.values() for t in sorted(forms)]
+    stats.prefetch([*q.any_of, *(t for pair in q.forms for t in pair), *asked])
+    known = stats.known(asked)
+    unknown = [piece for piece, forms in pieces.items() if not forms & known]
+    for found in _expand(conn, unknown):
         out.setdefault(found, None)  # the whole word: an identifier's whole term
         for t in analysis.word_terms(found):
             out.setdefault(t, None)
@@ -256,6 +264,7 @@ def lexical_candidates(
     narrowed: narrow.Narrow | None = None,
     *,
     view: postings.View | None = None,
+    stats: selective.SearchStats | None = None,
 ) -> list[Candidate]:
     """Entries matching any of ``terms`` under the filter, best BM25 first.
 
@@ -272,7 +281,7 @@ def lexical_candidates(
     if chunks is None and view is not None and len(terms) <= postings.MAX_TERMS:
         body = _top_body(conn, terms, where, params, need, view=view)
     else:
-        body = _top_body(conn, terms, where, params, need, chunks)
+        body = _top_body(conn, terms, where, params, need, chunks, stats=stats)
     meta = _top_entries(conn, _META_TOP, _META_ENTRIES, match, where, params, need, meta_rows)
     out: dict[int, Candidate] = dict(body)
     for eid, c in meta.items():
@@ -384,18 +393,20 @@ def _top_body(
     span: narrow.Span | None = None,
     *,
     view: postings.View | None = None,
+    stats: selective.SearchStats | None = None,
 ) -> dict[int, Candidate]:
     """The best chunks' entries, with BM25's work bounded by term selectivity
     (store/selective.py): only rows matching a rare term are scored, exactly; once no row
     matching only common terms can reach the top, that is the top; otherwise the next
     rarest term joins the rare ones (at worst every term: the plain OR query). With
-    ``view`` the same plan and pools are taken from the in-memory index."""
+    ``view`` the same plan and pools are taken from the in-memory index; ``stats``, the
+    search's term counts (the SQL path)."""
     if view is not None:
         p = selective.plan_of(view.df(list(dict.fromkeys(terms))), view.totals())
         # FTS5 numbers a partition's phrases in the plan's order: so are the scores summed
         scored_all = view.score([*p.scored, *p.rest])
     else:
-        p = selective.plan(conn, "search_body", terms)
+        p = selective.plan(conn, "search_body", terms, stats)
     pool = max(_MIN_POOL, need * 4)
     # a narrow filter: only its rows are scored (store/narrow.py)
     top, bounds = (_BODY_TOP, ()) if span is None else (span.restrict(_BODY_TOP), span.params)
@@ -409,7 +420,7 @@ def _top_body(
                 bm25.update(got)
         else:
             for match in _partitions(p):
-                scored = conn.execute(top, (match, *bounds, pool)).fetchall()
+                scored = _ranked(conn, top, (match, *bounds, pool), p, stats)
                 exhausted = exhausted and len(scored) < pool
                 bm25.update((int(r[0]), -float(r[1])) for r in scored)
         best = mapped(bm25)
@@ -425,6 +436,28 @@ def _top_body(
             p.widen_all()  # the filter keeps few rows of the rare terms: one pass over all
         else:
             p.widen()
+
+
+def _ranked(
+    conn: Conn,
+    top: str,
+    args: tuple[Any, ...],
+    p: selective.Plan,
+    stats: selective.SearchStats | None,
+) -> list[Row]:
+    """One ranking statement's rows; on PostgreSQL with the search's counts, the terms'
+    weights are computed here from them (pgsql.RANKED_BODY) instead of read again by
+    every ranking statement."""
+    if stats is None or isinstance(conn, sqlite3.Connection) or len(args) != 2:
+        return conn.execute(top, args).fetchall()
+    rows = p.totals.rows
+
+    def weight(term: str) -> float:
+        df = p.df.get(term, 0)
+        return selective.idf(max(rows, df), df)
+
+    sql, params = pgsql.RANKED_BODY, pgsql.ranked_body_params(args[0], weight, args[1])
+    return conn.execute(sql, params).fetchall()
 
 
 def _partitions(p: selective.Plan) -> list[str]:

@@ -190,6 +190,94 @@ def stats_for(conn: Conn, table: str) -> TermStats:
         return got
 
 
+class SearchStats:
+    """What one search asks of the body index before ranking, each read once: each term's
+    row count, whether a term is known (some body or metadata row holds it), the index's
+    row count and its chunk count.
+
+    On PostgreSQL the terms asked about together are read in one statement
+    (:func:`offload.store.pgsql.search_stats_sql`), and a term asked about again is not
+    read again; on SQLite the counts come from the per-file cache (:class:`TermStats`) and
+    a term's existence from FTS5 (both in-process)."""
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+        self._pg = not isinstance(conn, sqlite3.Connection)
+        self._df: dict[str, int] = {}
+        self._known: dict[str, bool] = {}
+        self._rows = -1
+        self._chunks = -1
+
+    def counts(self, terms: Sequence[str]) -> dict[str, int]:
+        """Each of ``terms``' row count in ``search_body`` (0: none holds it)."""
+        want = list(dict.fromkeys(terms))
+        if not self._pg:
+            stats = stats_for(self.conn, "search_body")
+            stats.totals(self.conn)
+            return stats.df(self.conn, want)
+        self._read([t for t in want if t not in self._df])
+        return {t: self._df[t] for t in want}
+
+    def prefetch(self, terms: Sequence[str]) -> None:
+        """Read ``terms``' counts now, with the others asked in the same statement (no-op
+        on SQLite, whose counts are cached per file)."""
+        if self._pg:
+            self._read([t for t in dict.fromkeys(terms) if t not in self._df])
+
+    def known(self, terms: Sequence[str]) -> set[str]:
+        """Those of ``terms`` some body or metadata row holds."""
+        want = list(dict.fromkeys(terms))
+        if not self._pg:
+            return {t for t in want if _fts_holds(self.conn, t)}
+        self._read([t for t in want if t not in self._df])
+        return {t for t in want if self._known[t]}
+
+    @property
+    def rows(self) -> int:
+        """The body index's row count (PostgreSQL: ANALYZE's estimate once analysed)."""
+        if self._rows < 0:
+            if self._pg:
+                self._read([])
+            else:
+                self._rows = self.totals().rows
+        return self._rows
+
+    @property
+    def chunks(self) -> int:
+        """The chunk count (exact on a small store, the planner's estimate on a large one)."""
+        if self._chunks < 0:
+            if self._pg:
+                self._read([])
+            else:
+                self._chunks = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        return self._chunks
+
+    def totals(self) -> Totals:
+        """SQLite's FTS5 totals (row count and average length)."""
+        return stats_for(self.conn, "search_body").totals(self.conn)
+
+    def _read(self, terms: list[str]) -> None:
+        if not terms and self._rows >= 0:
+            return
+        # a statement needs a term to return a row: a term that cannot match stands in
+        asked = terms or [""]
+        rows = self.conn.execute(pgsql.search_stats_sql(), pgsql.search_stats_params(asked))
+        for r in rows.fetchall():
+            self._rows, self._chunks = int(r[3]), int(r[4])
+            if terms:
+                self._df[str(r[0])] = int(r[1])
+                self._known[str(r[0])] = bool(r[2])
+
+
+def _fts_holds(conn: Conn, term: str) -> bool:
+    """Whether an FTS5 table (body or metadata) holds ``term``."""
+    m = '"' + term.replace('"', '""') + '"'
+    for table in ("search_body", "search_meta"):
+        if conn.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1", (m,)).fetchone():
+            return True
+    return False
+
+
 @dataclass
 class Plan:
     """The rare terms (``scored``: every row matching one is scored) and the common ones
@@ -221,13 +309,16 @@ class Plan:
         self.rest.clear()
 
 
-def plan(conn: Conn, table: str, terms: Sequence[str]) -> Plan:
+def plan(conn: Conn, table: str, terms: Sequence[str], stats: SearchStats | None = None) -> Plan:
     """Split ``terms``: the rarest up to :data:`POSTINGS_BUDGET` matches are scored by FTS5
-    (on PostgreSQL by pgsql's ``ts_rank`` sum, each term's row count read per query: the
-    rule there reads ``search_body``'s)."""
+    (on PostgreSQL by pgsql's ``ts_rank`` sum, each term's row count read once per search,
+    ``stats``: the rule there reads ``search_body``'s)."""
     if not isinstance(conn, sqlite3.Connection):
-        rows = int(conn.execute(ROW_COUNT.format(table=table)).fetchone()[0])
-        counts = vocab_counts(conn, table, terms)
+        if stats is None or table != "search_body":
+            rows = int(conn.execute(ROW_COUNT.format(table=table)).fetchone()[0])
+            counts = vocab_counts(conn, table, terms)
+        else:
+            counts, rows = stats.counts(terms), stats.rows
         p = _split(counts, Totals(rows, 0.0), ts_rank_upper_bound)
         p.widen_whole = True
         first = sum(counts[t] for t in p.scored)
@@ -236,9 +327,9 @@ def plan(conn: Conn, table: str, terms: Sequence[str]) -> Plan:
             # matches and, ts_rank's bound being loose, most likely score them again
             p.widen_all()
         return p
-    stats = stats_for(conn, table)
-    totals = stats.totals(conn)
-    return _split(stats.df(conn, list(dict.fromkeys(terms))), totals, upper_bound)
+    stats_ = stats_for(conn, table)
+    totals = stats_.totals(conn)
+    return _split(stats_.df(conn, list(dict.fromkeys(terms))), totals, upper_bound)
 
 
 def plan_of(df: dict[str, int], totals: Totals) -> Plan:
@@ -263,18 +354,25 @@ def _split(
     return Plan(scored, order[len(scored) :], df, totals, bound_of)
 
 
-def idle_forms(conn: Conn, table: str, forms: Sequence[tuple[str, str]]) -> set[str]:
+def idle_forms(
+    conn: Conn,
+    table: str,
+    forms: Sequence[tuple[str, str]],
+    stats: SearchStats | None = None,
+) -> set[str]:
     """The written forms (``(form, stem)`` pairs of a query) that ``table`` holds in no
     fewer rows than their stems: a name is written one way wherever it occurs, so its form
     would only count the same rows twice. A form rarer than its stem tells which
-    inflection was meant, and is searched beside it."""
+    inflection was meant, and is searched beside it (``stats``: the search's counts)."""
     if not forms:
         return set()
     terms = list(dict.fromkeys(t for pair in forms for t in pair))
-    if isinstance(conn, sqlite3.Connection):
-        stats = stats_for(conn, table)
-        stats.totals(conn)
-        df = stats.df(conn, terms)
+    if stats is not None and table == "search_body":
+        df = stats.counts(terms)
+    elif isinstance(conn, sqlite3.Connection):
+        cached = stats_for(conn, table)
+        cached.totals(conn)
+        df = cached.df(conn, terms)
     else:  # no cached FTS5 statistics: each term's row count, read directly
         df = vocab_counts(conn, table, terms)
     return {f for f, s in forms if df[f] >= df[s]}
