@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,3 +100,60 @@ def test_vocabulary_counts_of_many_terms_at_once_are_each_terms_own_count(
     one_by_one = {t: 0 if r is None else int(r[0]) for t, r in rows.items()}
     assert selective.vocab_counts(store.conn, "search_body", terms) == one_by_one
     assert one_by_one == {"alpha": 3, "bravo": 2, "charlie": 1, "nowhere": 0}
+
+
+def test_a_searchs_statistics_give_each_terms_count_and_whether_any_row_holds_it(
+    store: Store,
+) -> None:
+    store.put_many(["alpha bravo", "alpha charlie", "alpha", "delta bravo"], scope="v")
+    store.put("echo", topic="zuluword", scope="v")  # held by a metadata row only
+    stats = selective.SearchStats(store.conn)
+    terms = ["alpha", "bravo", "nowhere", "zuluword"]
+    assert stats.counts(terms) == selective.vocab_counts(store.conn, "search_body", terms)
+    assert stats.counts(terms)["alpha"] == 3
+    assert stats.known([*terms, "echo"]) == {"alpha", "bravo", "zuluword", "echo"}
+    assert stats.chunks == int(store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+
+def _stats_statements(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The terms each term-statistics statement asks about, as PostgreSQL runs them."""
+    from offload.store import pgconn, pgsql
+
+    asked: list[list[str]] = []
+    real = pgconn.PgConn.execute
+
+    def counted(self: pgconn.PgConn, sql: str, parameters: Any = ()) -> pgconn.PgCursor:
+        if sql == pgsql.search_stats_sql():
+            asked.append(list(parameters[0]))
+        return real(self, sql, parameters)
+
+    monkeypatch.setattr(pgconn.PgConn, "execute", counted)
+    return asked
+
+
+def test_a_postgresql_search_asks_its_term_statistics_in_one_statement(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Store(pg_database, counter=EstimateCounter()) as store:
+        store.put_many([f"the parser failed on input {i}" for i in range(30)])
+        asked = _stats_statements(monkeypatch)
+        assert store.search("Why did the parser fail on a nonexistentword?")
+    assert len(asked) == 1  # the vocabulary checks, the counts and the plan share it
+    assert {"parser", "fail", "nonexistentword"} <= set(asked[0])
+
+
+def test_a_common_terms_count_is_kept_across_searches_until_the_index_grows_past_the_drift(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Store(pg_database, counter=EstimateCounter()) as store:
+        store.put_many([f"common words in row {i}" for i in range(100)])
+        store.put("rare words")
+        asked = _stats_statements(monkeypatch)
+        first = selective.SearchStats(store.conn).counts(["common", "rare"])
+        again = selective.SearchStats(store.conn).counts(["common", "rare"])
+        assert first == again == {"common": 100, "rare": 1}
+        # the common count was read once; the rare one, which a put may change, each time
+        assert asked == [["common", "rare"], ["rare"]]
+        store.put_many([f"common words in a later row {i}" for i in range(10)])  # 10 % more
+        grown = selective.SearchStats(store.conn).counts(["common", "rare"])
+    assert grown == {"common": 110, "rare": 1}

@@ -174,6 +174,11 @@ class PgConn:
         self._first: tuple[tuple[str, tuple[Any, ...]], PgCursor] | None = None
 
     @property
+    def url(self) -> str:
+        """The store's URL (a key for per-store caches; never shown: it may hold a password)."""
+        return self._url
+
+    @property
     def in_transaction(self) -> bool:
         """Whether this thread has a write transaction open."""
         return self._tx is not None

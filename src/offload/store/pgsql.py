@@ -291,7 +291,8 @@ def search_stats_sql() -> str:
     run through :func:`translate`): for each term (parameters: the terms, their one-lexeme
     tsqueries) its row count in ``search_body`` (:func:`_df`'s bounded count), whether it
     is known at all (a body or a metadata row holds it), and on every row the index's row
-    count (:func:`_rows`) and its chunk count (:func:`_chunk_count`). A search asked these
+    count (:func:`_rows`), its chunk count (:func:`_chunk_count`) and the chunk id drawn
+    last (``clock``: how many chunks were ever written, the cache's measure of change). A search asked these
     in 6-10 statements, each a round trip and some a whole posting list again; and a word
     no row holds, checked alone (``LIMIT 1`` on a constant tsquery), was planned as a scan
     of the whole table (0.46 s at 1M rows) where the generic plan probes the index."""
@@ -302,7 +303,8 @@ def search_stats_sql() -> str:
         f"ON true) "
         f"SELECT d.term, d.doc, CASE WHEN d.doc > 0 THEN true "
         f"ELSE EXISTS (SELECT 1 FROM search_meta m WHERE m.tsv @@ d.q) END AS known, "
-        f"d.n AS body_rows, ch.n AS chunks FROM d CROSS JOIN ({_chunk_count()}) ch"
+        f"d.n AS body_rows, ch.n AS chunks, (SELECT last_value FROM chunks_id_seq) AS clock "
+        f"FROM d CROSS JOIN ({_chunk_count()}) ch"
     )
 
 

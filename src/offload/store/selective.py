@@ -259,14 +259,80 @@ class SearchStats:
     def _read(self, terms: list[str]) -> None:
         if not terms and self._rows >= 0:
             return
+        cache = _pg_counts_for(self.conn)
+        held = cache.counts(terms)
+        asked = [t for t in terms if t not in held]
+        rows, clock = self._ask(asked)
+        if not cache.note(rows, clock, {t: self._df[t] for t in asked}) and held:
+            self._ask(list(held))  # the cache was older than the index: read them afresh
+        else:
+            self._df.update(held)
+            self._known.update((t, True) for t in held)
+
+    def _ask(self, terms: list[str]) -> tuple[int, int]:
+        """Read ``terms`` (and the totals) in one statement; (rows, clock)."""
         # a statement needs a term to return a row: a term that cannot match stands in
         asked = terms or [""]
-        rows = self.conn.execute(pgsql.search_stats_sql(), pgsql.search_stats_params(asked))
-        for r in rows.fetchall():
-            self._rows, self._chunks = int(r[3]), int(r[4])
+        got = self.conn.execute(pgsql.search_stats_sql(), pgsql.search_stats_params(asked))
+        clock = 0
+        for r in got.fetchall():
+            self._rows, self._chunks, clock = int(r[3]), int(r[4]), int(r[5])
             if terms:
                 self._df[str(r[0])] = int(r[1])
                 self._known[str(r[0])] = bool(r[2])
+        return self._rows, clock
+
+
+class PgCounts:
+    """A PostgreSQL store's common terms' row counts, kept across searches by the rule
+    :class:`TermStats` keeps SQLite's by: a term held by at least ``_CACHED_DF`` rows
+    (whose weight barely moves with a few more), while the index's row count and the
+    chunks written since stay within ``_DRIFT`` of the count the cache was started at.
+    Counting such a term reads up to 5,000 of its rows (pgsql._df): ~5-50 ms each at
+    1M rows, several a question, where a cached one costs nothing."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows = -1
+        self._clock = -1
+        self._df: dict[str, int] = {}
+
+    def counts(self, terms: Sequence[str]) -> dict[str, int]:
+        """The cached counts of those of ``terms`` held (valid if :meth:`note` agrees)."""
+        with self._lock:
+            return {t: self._df[t] for t in terms if t in self._df}
+
+    def note(self, rows: int, clock: int, counts: dict[str, int]) -> bool:
+        """Record fresh ``counts`` read at ``rows``/``clock``; False when the cache had
+        drifted past the rule (it starts again from these)."""
+        with self._lock:
+            drift = _DRIFT * max(self._rows, 1)
+            fresh = (
+                self._rows >= 0
+                and abs(rows - self._rows) <= drift
+                and 0 <= clock - self._clock <= drift
+            )
+            if not fresh or len(self._df) >= _CACHED_TERMS:
+                self._df, self._rows, self._clock = {}, rows, clock
+            self._df.update((t, n) for t, n in counts.items() if n >= _CACHED_DF)
+            return fresh
+
+
+# per PostgreSQL store (its URL): the common terms' counts (PgCounts)
+_pg_counts: dict[str, PgCounts] = {}
+# the most terms one store's cache holds before it starts again
+_CACHED_TERMS = 100_000
+
+
+def _pg_counts_for(conn: Conn) -> PgCounts:
+    key = str(getattr(conn, "url", ""))
+    with _stats_lock:
+        got = _pg_counts.get(key)
+        if got is None:
+            if len(_pg_counts) >= _STATS_FILES:
+                _pg_counts.clear()
+            got = _pg_counts[key] = PgCounts()
+        return got
 
 
 def _fts_holds(conn: Conn, term: str) -> bool:
