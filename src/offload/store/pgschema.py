@@ -364,3 +364,61 @@ def pg_state_retired(raw: Any) -> None:
         'CREATE TABLE state_retired (namespace text COLLATE "C" NOT NULL, '
         'key text COLLATE "C" NOT NULL, version bigint NOT NULL, PRIMARY KEY (namespace, key))'
     )
+
+
+@migration
+def pg_chunk_term_counts_length(raw: Any) -> None:
+    # SQLite's m_chunk_term_counts_length: each cached term-count object leads with the
+    # chunk's length (key "", index.term_counts), as puts write them now; an in-process
+    # index of the chunks (store/resident.py) reads the length from there. Computed in SQL,
+    # the same sum of the counts (the object's own text follows unchanged).
+    raw.execute(
+        """
+        UPDATE chunks SET term_counts = '{"":' ||
+            (SELECT coalesce(sum(value::bigint), 0) FROM json_each_text(term_counts::json))
+            || CASE WHEN term_counts = '{}' THEN '}' ELSE ',' || substr(term_counts, 2) END
+        WHERE term_counts IS NOT NULL AND left(term_counts, 4) <> '{"":'
+        """
+    )
+
+
+@migration
+def pg_chunk_changes(raw: Any) -> None:
+    # An in-process index of the chunks (store/resident.py) reads, before each search, only
+    # the rows written since its last read (store/pgchunks.py). Ids commit out of order on
+    # PostgreSQL, so the watermark is the writing transaction: `changed` (NULL for the rows
+    # already stored: a full read takes them). The column and its default cost no rewrite
+    # of the table; the btree grows at its right edge, as the transaction ids do. A deleted
+    # or rewritten chunk bumps chunk_generation (SQLite's m_chunk_generation) only when a
+    # statement changed rows; the deleting writers hold the store lock exclusively already,
+    # so the one row serialises nothing more.
+    raw.execute(
+        """
+        ALTER TABLE chunks ADD COLUMN changed xid8;
+        ALTER TABLE chunks ALTER COLUMN changed SET DEFAULT pg_current_xact_id();
+        CREATE INDEX chunks_changed ON chunks (changed);
+        CREATE TABLE chunk_generation (
+            id integer PRIMARY KEY CHECK (id = 0),
+            value bigint NOT NULL
+        );
+        INSERT INTO chunk_generation (id, value) VALUES (0, 0);
+        CREATE FUNCTION offload_chunk_generation() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            -- a TRUNCATE trigger has no transition table: its test must not name one
+            IF TG_OP = 'TRUNCATE' THEN
+                UPDATE chunk_generation SET value = value + 1 WHERE id = 0;
+            ELSIF EXISTS (SELECT 1 FROM gone_chunks) THEN
+                UPDATE chunk_generation SET value = value + 1 WHERE id = 0;
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER chunk_generation_delete AFTER DELETE ON chunks
+            REFERENCING OLD TABLE AS gone_chunks
+            FOR EACH STATEMENT EXECUTE FUNCTION offload_chunk_generation();
+        CREATE TRIGGER chunk_generation_update AFTER UPDATE ON chunks
+            REFERENCING OLD TABLE AS gone_chunks
+            FOR EACH STATEMENT EXECUTE FUNCTION offload_chunk_generation();
+        CREATE TRIGGER chunk_generation_truncate AFTER TRUNCATE ON chunks
+            FOR EACH STATEMENT EXECUTE FUNCTION offload_chunk_generation();
+        """
+    )

@@ -1,0 +1,84 @@
+"""PostgreSQL's chunk rows as a stream (store/chunkrows.py's seam): a transaction-id watermark.
+
+On SQLite writers are serialised, so chunk ids commit in increasing order and the largest
+id read is a watermark. On PostgreSQL puts commit side by side on any machine: a put that
+drew chunk id 10 may commit after one that drew 11 was read, and a reader past 11 would
+never see 10. So every chunk row carries the transaction that wrote it (``chunks.changed``,
+``xid8``, default ``pg_current_xact_id()``, migration ``pg_chunk_changes``), and the
+watermark is a transaction id instead of a row id:
+
+- Each read is one statement, so one snapshot; with its rows it returns
+  ``pg_snapshot_xmin(pg_current_snapshot())``: every transaction below it had ended (committed
+  or rolled back) when the rows were read. Any row that becomes visible later was written by
+  a transaction at or above it. The next read asks for ``changed >= xmin``: nothing is lost,
+  whatever order ids were drawn and committed in, on however many machines.
+- Rows of transactions at or above the watermark that were visible already are read again
+  next time: their ids are kept in the token (``position[1:]``) and not handed out twice.
+  They are few (the writes that committed while an older transaction was still running).
+- A deleted or rewritten chunk (forget, gc, reindex, a repair) bumps ``chunk_generation``
+  (statement triggers, only when rows changed): the reader rebuilds, never ranks a stale row.
+  Deletions leave no log to prune; a long-running transaction only holds the watermark back
+  (more rows re-read, none lost).
+
+Chunks written before the migration have ``changed`` NULL: a full read takes them, and no
+later read needs them (they can only change by a deletion or rewrite, which bumps the
+generation). The full read goes in pages of :data:`PAGE` ids (each its own statement): its
+token is the first page's, so a row committed between pages is either read by a later page
+or by the next read (and, read twice, handed out once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from offload.store.backend import Conn
+
+# rows a full read asks for per statement (a result is held whole by the client)
+PAGE = 50_000
+# the generation and the watermark of this statement's snapshot, with the rows asked for
+# (LEFT JOIN: one row even when there are none); two statements, so each has its plan: the
+# rows after an id (a full read's page, by primary key) or the rows written at or after a
+# transaction (by chunks_changed)
+_HEAD = (
+    "SELECT g.value AS generation, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin, "
+    "c.id, c.term_counts, coalesce(c.changed::text, '0') AS changed "
+    "FROM chunk_generation g LEFT JOIN LATERAL ({rows}) c ON true WHERE g.id = 0"
+)
+_PAGE = _HEAD.format(
+    rows="SELECT id, term_counts, changed FROM chunks WHERE id > ? ORDER BY id LIMIT ?"
+)
+_SINCE = _HEAD.format(
+    rows="SELECT id, term_counts, changed FROM chunks WHERE changed >= ?::xid8 ORDER BY id"
+)
+
+
+def read_rows(
+    conn: Conn, since: int | None, seen: Sequence[int] = ()
+) -> tuple[int, int, list[tuple[int, str]], list[int]]:
+    """(generation, watermark, rows, ids to keep): every chunk row (``since`` None) or the
+    rows of transactions at or after ``since``, less the ids in ``seen`` (handed out
+    already); the ids to keep are those read at or above the new watermark (ascending)."""
+    skip = set(seen)
+    rows: list[tuple[int, str]] = []
+    keep: list[int] = []
+    generation = watermark = -1
+    after = 0
+    while True:
+        if since is None:
+            got: list[Any] = conn.execute(_PAGE, (after, PAGE)).fetchall()
+        else:
+            got = conn.execute(_SINCE, (str(since),)).fetchall()
+        if generation < 0:  # the first statement's snapshot is the token's
+            generation, watermark = int(got[0][0]), int(got[0][1])
+        for r in got:
+            if r[2] is None:
+                continue
+            cid = int(r[2])
+            if int(r[4]) >= watermark:
+                keep.append(cid)
+            if cid not in skip:
+                rows.append((cid, r[3]))
+        if since is not None or len(got) < PAGE or got[-1][2] is None:
+            return generation, watermark, rows, sorted(keep)
+        after = int(got[-1][2])
