@@ -44,6 +44,7 @@ from offload.store import (
 )
 from offload.store.backend import Conn, Row
 from offload.store.models import Entry, Filters, Hit, access_score
+from offload.store.shown import ShownChunks
 
 if TYPE_CHECKING:
     from offload.store.backend import StoreHandle as Store
@@ -172,14 +173,16 @@ def search_hits(
             found = lexical_candidates(
                 conn, telling, where, params, need, narrowed, view=view, stats=stats
             )
-        ranked = rank(store, q, found, where, params, now, terms=telling, view=view)
+        # the chunks read for the best candidates, kept for every later step
+        shown = ShownChunks(store)
+        ranked = rank(store, q, found, where, params, now, terms=telling, view=view, shown=shown)
         ranked = hybrid.fused_candidates(
             store, text, ranked, where, params, need, keep=offset + limit
         )
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly
         raise StoreError(f"search failed: {exc}") from exc
-    return hits(store, ranked[offset : offset + limit], set(match_terms), width)
+    return hits(store, ranked[offset : offset + limit], set(match_terms), width, shown)
 
 
 # -- 1. query terms ----------------------------------------------------------------------
@@ -500,8 +503,10 @@ def rank(
     *,
     terms: Sequence[str] = (),
     view: postings.View | None = None,
+    shown: ShownChunks | None = None,
 ) -> list[Candidate]:
-    """The final order: neighbourhood, phrase boost, then salience and use.
+    """The final order: neighbourhood, phrase boost, then salience and use (``shown``:
+    the search's chunk reads, kept for its hits).
 
     With the searched ``terms`` the best hits are scored with their neighbourhood as one
     document (:mod:`offload.store.context`); without them, or on PostgreSQL (whose rank
@@ -522,7 +527,8 @@ def rank(
         )
     else:
         ranked = with_neighbours(store.conn, found, where, params)
-    ranked = _phrase_boost(store, q, ranked)
+    shown = shown or ShownChunks(store)
+    ranked = _phrase_boost(q, ranked, shown)
     for c in ranked:
         c.score = _use_score(c, now)
     scored = ranked
@@ -530,7 +536,7 @@ def rank(
     out = sorted(scored, key=lambda c: (-c.score, not c.direct, -c.entry_id))
     # a neighbour may displace a weaker match, never extend the list past the matches
     last = max((i for i, c in enumerate(out) if c.direct), default=-1)
-    return _as_written_first(store, q, out[: last + 1])
+    return _as_written_first(q, out[: last + 1], shown)
 
 
 _NEIGHBOURS = (
@@ -577,23 +583,25 @@ def with_neighbours(
     return sorted(out.values(), key=lambda c: (-c.score, -c.entry_id))
 
 
-def _phrase_boost(store: Store, q: analysis.QueryTerms, ranked: list[Candidate]) -> list[Candidate]:
+def _phrase_boost(
+    q: analysis.QueryTerms, ranked: list[Candidate], shown: ShownChunks
+) -> list[Candidate]:
     """Raise hits where the query's adjacent words stand side by side (checked on the
     best few: positions are not kept in the index, so this reads their text)."""
     pairs = analysis.bigrams(q.sequence)
     if not pairs:
         return ranked
     checked = ranked[:_PHRASE_CHECKED]
-    texts = _chunk_texts(store, _chunk_rows(store.conn, checked))
+    shown.read((c.entry_id, c.chunk_id) for c in checked)
     for c in checked:
-        text = texts.get(c.entry_id, "")
+        text = shown.text(c.entry_id, c.chunk_id) or ""
         found = pairs & analysis.bigrams(analysis.content_terms(text)) if text else set()
         c.score *= 1.0 + PHRASE_BOOST * len(found) / len(pairs)
     return ranked
 
 
 def _as_written_first(
-    store: Store, q: analysis.QueryTerms, ranked: list[Candidate]
+    q: analysis.QueryTerms, ranked: list[Candidate], shown: ShownChunks
 ) -> list[Candidate]:
     """A lookup's best few, reordered: a hit holding a query word only in another case
     (``Checking`` nine times, for ``checking``) moves below the hits holding more of the
@@ -605,21 +613,28 @@ def _as_written_first(
     if not q.lookup or not written:
         return ranked
     window = ranked[:_EXACT_CHECKED]
+    # every chunk compared below, read at once
+    shown.read(
+        (c.entry_id, cid)
+        for c in window
+        if c.chunk_id is not None
+        for cid in (c.chunk_id, *c.others)
+    )
     exact: dict[int, int] = {}
     other_case: set[int] = set()
     for c in window:
         if c.chunk_id is None:
             continue  # a neighbour or a semantic hit: no matching text to compare
-        best, shown = -1, ""
+        best, picked = -1, ""
         for cid in (c.chunk_id, *c.others):
-            text = _chunk_text_of(store, cid)
+            text = shown.text(c.entry_id, cid) or ""
             n = _written_count(text, written)
             if n > best:
-                best, shown, c.chunk_id = n, text, cid
+                best, picked, c.chunk_id = n, text, cid
         exact[c.entry_id] = best
-        folded = shown.casefold()
+        folded = picked.casefold()
         if any(
-            _written_count(folded, [w.casefold()]) and not _written_count(shown, [w])
+            _written_count(folded, [w.casefold()]) and not _written_count(picked, [w])
             for w in written
         ):
             other_case.add(c.entry_id)
@@ -665,51 +680,15 @@ def _use_score(c: Candidate, now: float) -> float:
 # -- 4. hits ------------------------------------------------------------------------------
 
 
-_CHUNK_COLS = "c.id, c.start_line, c.end_line, c.start, c.end, b.hash AS block"
-
-
-_CHUNKS_BY_ID = (
-    f"SELECT {_CHUNK_COLS} FROM chunks c JOIN blocks b ON b.id = c.block_id "
-    "WHERE c.id IN (SELECT value FROM json_each(?))"
-)
-_CHUNKS_OF_ENTRIES = (
-    f"SELECT e.id AS eid, {_CHUNK_COLS} FROM entries e "
-    "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.block_id = b.id "
-    "WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id, c.id"
-)
-
-
-def _chunk_rows(conn: Conn, cands: Sequence[Candidate]) -> dict[int, Row]:
-    """The chunk shown for each candidate, by entry id, with the hash of the block it
-    belongs to (the stored body's, or a lossy entry's original's): the chunk it matched
-    by, else its entry's first. At most two statements (one per candidate was a round
-    trip each on PostgreSQL: ~40 per search)."""
-    out: dict[int, Row] = {}
-    by_chunk = {c.chunk_id: c.entry_id for c in cands if c.chunk_id is not None}
-    if by_chunk:
-        for r in conn.execute(_CHUNKS_BY_ID, (json.dumps(list(by_chunk)),)).fetchall():
-            out[by_chunk[int(r["id"])]] = r
-    first = [c.entry_id for c in cands if c.chunk_id is None]
-    if first:
-        for r in conn.execute(_CHUNKS_OF_ENTRIES, (json.dumps(first),)).fetchall():
-            out.setdefault(int(r["eid"]), r)  # ordered by chunk id: the entry's first
-    return out
-
-
-def _chunk_texts(store: Store, rows: dict[int, Row]) -> dict[int, str]:
-    """Each chunk row's text, by the same key (their blocks read in one statement)."""
-    bodies = store.block_texts([r["block"] for r in rows.values()])
-    return {k: bodies[r["block"]][r["start"] : r["end"]] for k, r in rows.items()}
-
-
-def _chunk_text_of(store: Store, chunk_id: int) -> str:
-    sql = f"SELECT {_CHUNK_COLS} FROM chunks c JOIN blocks b ON b.id = c.block_id WHERE c.id = ?"
-    row = store.conn.execute(sql, (chunk_id,)).fetchone()
-    return "" if row is None else store.block_text(row["block"])[row["start"] : row["end"]]
-
-
-def hits(store: Store, page: list[Candidate], terms: set[str], width: int) -> list[Hit]:
-    """Rows, text and snippets for the candidates shown (only these are decompressed)."""
+def hits(
+    store: Store,
+    page: list[Candidate],
+    terms: set[str],
+    width: int,
+    shown: ShownChunks | None = None,
+) -> list[Hit]:
+    """Rows, text and snippets for the candidates shown (only these are decompressed;
+    ``shown``: the chunks the search read already)."""
     if not page:
         return []
     conn = store.conn
@@ -721,20 +700,22 @@ def hits(store: Store, page: list[Candidate], terms: set[str], width: int) -> li
             (json.dumps([c.entry_id for c in page]),),
         )
     }
-    shown = _chunk_rows(conn, [c for c in page if c.chunk_id is not None or c.direct is False])
-    texts = _chunk_texts(store, shown)
+    shown = shown or ShownChunks(store)
+    with_text = [c for c in page if c.chunk_id is not None or c.direct is False]
+    shown.read((c.entry_id, c.chunk_id) for c in with_text)
     out = []
     for c in page:
         r = rows.get(c.entry_id)
         if r is None:
             continue  # forgotten since the ranking
         entry = Entry.from_row(r)
-        chunk = shown.get(c.entry_id)
-        if chunk is None:
+        has_text = c.chunk_id is not None or c.direct is False
+        chunk = shown.row(c.entry_id, c.chunk_id) if has_text else None
+        text = shown.text(c.entry_id, c.chunk_id) if chunk is not None else None
+        if chunk is None or text is None:
             about = " · ".join(x for x in (entry.topic, entry.summary) if x)
             out.append(Hit(entry, None, 1, entry.lines, 1, c.score, about[:width], ""))
             continue
-        text = texts[c.entry_id]
         best = best_lines(text, terms, int(chunk["start_line"]), width)
         line, snip = best[0]
         out.append(
