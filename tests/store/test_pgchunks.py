@@ -9,8 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from offload.core import analysis
 from offload.core.tokens import EstimateCounter
-from offload.store import pgchunks
+from offload.store import pgchunks, postings
 from offload.store.store import Store
 
 pytestmark = pytest.mark.slow
@@ -126,3 +127,71 @@ def test_an_old_store_gets_the_watermark_column_and_lengths_leading_its_counts(
         _, _, rows, _ = pgchunks.read_rows(again.conn, watermark)
         assert len(rows) == 1 and json.loads(rows[0][1])["new"] == 1
         assert added.id
+
+
+def _resident(url: str) -> Store:
+    return Store(url, counter=EstimateCounter(), resident_mb=64)
+
+
+def _view(store: Store) -> postings.View:
+    """The store's in-memory index, built (an event, not a sleep) and brought up to date."""
+    idx = store.resident
+    assert idx is not None
+    idx.start()
+    assert idx.built.wait(60)
+    view = idx.view(store.conn)
+    assert view is not None, idx.report
+    return view
+
+
+def _term(word: str) -> str:
+    return analysis.index_text(word).split()[0]
+
+
+def test_two_machines_see_each_others_writes_in_their_in_memory_indexes(pg_database: str) -> None:
+    with _resident(pg_database) as one, _resident(pg_database) as two:
+        one.put("Caroline said, the lake was calm", scope="chat")
+        two.put("Melanie said, the river was high", scope="chat")
+        _view(one), _view(two)
+        mine = one.put("Caroline said, a zebrafinch sang", scope="chat").entry
+        theirs = two.put("Melanie said, a quokka visited", scope="chat").entry
+        for store in (one, two):
+            view = store.resident.view(store.conn)  # type: ignore[union-attr]
+            assert view is not None and view.rows == 4
+            assert view.df([_term("zebrafinch"), _term("quokka")]) == {
+                _term("zebrafinch"): 1,
+                _term("quokka"): 1,
+            }
+            assert [h.entry.id for h in store.search("zebrafinch")] == [mine.id]
+            assert [h.entry.id for h in store.search("quokka")] == [theirs.id]
+
+
+def test_a_chunk_committed_out_of_order_reaches_the_in_memory_index(
+    pg_database: str,
+) -> None:
+    with _resident(pg_database) as store:
+        store.put("first row\n")
+        _view(store)
+        with psycopg.connect(pg_database) as slow, psycopg.connect(pg_database) as quick:
+            slow.execute(_CHUNK, ('{"":1,"slowword":1}',))
+            quick.execute(_CHUNK, ('{"":1,"quickword":1}',))
+            quick.commit()
+            assert store.resident.view(store.conn).df(["slowword", "quickword"]) == {  # type: ignore[union-attr]
+                "slowword": 0,
+                "quickword": 1,
+            }
+            slow.commit()
+        view = store.resident.view(store.conn)  # type: ignore[union-attr]
+        assert view is not None and view.rows == 3
+        assert view.df(["slowword", "quickword"]) == {"slowword": 1, "quickword": 1}
+
+
+def test_a_forgotten_entry_leaves_the_in_memory_index_after_a_rebuild(pg_database: str) -> None:
+    with _resident(pg_database) as store:
+        store.put("Caroline said, the lake was calm")
+        gone = store.put("Caroline said, a quokka visited").entry
+        _view(store)
+        store.forget(gone.ref)
+        assert store.resident.view(store.conn) is None  # type: ignore[union-attr]
+        assert store.search("quokka") == []
+        assert _view(store).df([_term("quokka")]) == {_term("quokka"): 0}

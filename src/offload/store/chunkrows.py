@@ -19,9 +19,8 @@ the in-process index off rather than ranking differently.
 SQLite: writers are serialised, so chunk ids commit in increasing order and the largest id
 read is a watermark. Deleting or rewriting a chunk bumps ``chunk_generation`` (triggers,
 migration ``m_chunk_generation``): rowid reuse needs a deletion first, so it is caught
-too. PostgreSQL (not here yet): ids commit out of order under concurrent writers, so its
-source needs an xid-based watermark (store/vectors.py's gaps and ``settled_id`` solve the
-same problem for vectors).
+too. PostgreSQL: ids commit out of order under concurrent writers, so its source
+(store/pgchunks.py) keeps a transaction-id watermark instead.
 """
 
 from __future__ import annotations
@@ -102,10 +101,12 @@ class SqliteChunks:
 
 
 def source_for(conn: Conn) -> ChunkSource | None:
-    """The chunk source of ``conn``'s backend (None: none yet, e.g. PostgreSQL)."""
+    """The chunk source of ``conn``'s backend (PostgreSQL's: store/pgchunks.py)."""
     if isinstance(conn, sqlite3.Connection):
         return SqliteChunks()
-    return None
+    from offload.store import pgchunks  # it builds on this module's types
+
+    return pgchunks.PgChunks()
 
 
 def _generation(conn: Conn) -> int:

@@ -32,7 +32,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from offload.store import chunkrows
 from offload.store.backend import Conn
+from offload.store.index import LENGTH_FIRST
 
 # rows a full read asks for per statement (a result is held whole by the client)
 PAGE = 50_000
@@ -82,3 +84,43 @@ def read_rows(
         if since is not None or len(got) < PAGE or got[-1][2] is None:
             return generation, watermark, rows, sorted(keep)
         after = int(got[-1][2])
+
+
+class PgChunks:
+    """:class:`~offload.store.chunkrows.ChunkSource` of a PostgreSQL store: the token's
+    position is the watermark, then the ids read at or above it (handed out already).
+
+    PostgreSQL keeps no totals of its own index (FTS5's row count and tokens): a full
+    read gives its rows' own, which the in-process index's memory bound is checked
+    against; a later read gives none (nothing to compare with)."""
+
+    def read_all(self, conn: Conn) -> chunkrows.Batch:
+        """Every chunk row, with the token of the first page's snapshot."""
+        generation, watermark, rows, keep = read_rows(conn, None)
+        return chunkrows.Batch(
+            chunkrows.Token(generation, (watermark, *keep)), rows, (len(rows), _tokens(rows))
+        )
+
+    def read_since(self, conn: Conn, token: chunkrows.Token) -> chunkrows.Batch | None:
+        """The rows written at or after the token's watermark and not handed out yet; None
+        when a chunk was deleted or rewritten since (the generation moved)."""
+        since, seen = token.position[0], token.position[1:]
+        generation, watermark, rows, keep = read_rows(conn, since, seen)
+        if generation != token.generation:
+            return None
+        return chunkrows.Batch(chunkrows.Token(generation, (watermark, *keep)), rows, None)
+
+
+def _tokens(rows: Sequence[tuple[int, str | None]]) -> int:
+    """The chunks' lengths summed, read from each object's leading ``""`` key (a row
+    without it counts 0: the index refuses such rows anyway)."""
+    total = 0
+    head = len(LENGTH_FIRST)
+    for _cid, text in rows:
+        if text is None or not text.startswith(LENGTH_FIRST):
+            continue
+        end = head
+        while end < len(text) and text[end].isdigit():
+            end += 1
+        total += int(text[head:end] or 0)
+    return total

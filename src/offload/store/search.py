@@ -276,13 +276,19 @@ def lexical_candidates(
     is then mapped to entries and filtered, reaching deeper only when the filter keeps too
     few of them; with ``narrowed`` (store/narrow.py) only the filter's rows are scored.
     With ``view`` (store/resident.py) the body's rows are scored in memory, to the same
-    scores and the same pools (a narrowed search still asks FTS5).
+    scores and the same pools (a narrowed search still asks FTS5); on PostgreSQL that is
+    FTS5's BM25 there too.
     """
     match = match_expression(terms)
     chunks = None if narrowed is None else narrowed.chunks
     meta_rows = None if narrowed is None else narrowed.meta
     if chunks is None and view is not None and len(terms) <= postings.MAX_TERMS:
         body = _top_body(conn, terms, where, params, need, view=view)
+        if not isinstance(conn, sqlite3.Connection):
+            # PostgreSQL ranks metadata by ts_rank: a body term is brought to its scale (the
+            # most it adds, idf * (k1 + 1), becomes ts_rank's most, 0.1 * idf)
+            for c in body.values():
+                c.score *= pgsql.BODY_TERM_WEIGHT / (selective.K1 + 1.0)
     else:
         body = _top_body(conn, terms, where, params, need, chunks, stats=stats)
     meta = _top_entries(conn, _META_TOP, _META_ENTRIES, match, where, params, need, meta_rows)

@@ -114,12 +114,10 @@ class Store(SavedState):
         self._lock = threading.Lock()
         self._bodies = blocks.BodyCache()
         self._pg: pgconn.ThreadConns | None = None
-        # BM25 over the body chunks in memory (store/resident.py; SQLite's chunk source
-        # only, store/chunkrows.py); None: the SQL path only
+        # BM25 over the body chunks in memory (store/resident.py; the chunk sources are
+        # store/chunkrows.py's and store/pgchunks.py's); None: the SQL path only
         self.resident = (
-            ResidentIndex(self._own_conn, max_bytes=resident_mb << 20)
-            if resident_mb and not self.url
-            else None
+            ResidentIndex(self._own_conn, max_bytes=resident_mb << 20) if resident_mb else None
         )
         if self.url:
             self._open_postgres()
@@ -216,7 +214,9 @@ class Store(SavedState):
         return conn
 
     def _own_conn(self) -> Conn:
-        """A SQLite connection of its own for a background reader (it closes it)."""
+        """A connection of its own for a background reader (it closes it)."""
+        if self._pg is not None:  # PostgreSQL: the pool's, a statement at a time
+            return pgconn.PgConn(self._pg.pool, self.url, self._pg.timeout_s)
         return db.connect(
             self.path,
             busy_timeout_s=self.settings.busy_timeout_s,
