@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from mcp import Client
 from offload.gateway.server import Gateway
+from offload.gateway.toolvectors import NAMESPACE, USERS
 from offload.store.store import Store
 from realparts import wait_until
 
@@ -224,3 +225,17 @@ async def test_a_restarted_gateway_reads_its_tool_vectors_back_from_the_store(
             wait_until(partial(upgraded, gw, encoder), 30)
             # the first run embeds the tools' views; the second reads them from the store
             assert (encoder.embedded > 0) == (run == 0)
+
+
+async def test_a_running_gateway_records_the_tool_vectors_it_uses_and_releases_them_on_stop(
+    run_gateway: RunGateway, tmp_path: Path
+) -> None:
+    servers = [inproc_upstream("git", "mcp-server-git.json")]
+    encoder = Letters()
+    async with run_gateway(servers, tool_encoder=encoder, catalog_threshold=1) as gw:
+        wait_until(partial(upgraded, gw, encoder), 30)
+        (record,) = [v for _, v in gw.store.state_items(f"{USERS}:letters")]
+        saved = {k for k, _ in gw.store.state_items(f"{NAMESPACE}:letters")}
+        assert saved and set(record["keys"]) == saved
+    with Store(tmp_path / "offload.db") as store:
+        assert not list(store.state_items(f"{USERS}:letters"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -9,7 +11,8 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from offload.gateway.toolvectors import NAMESPACE, StoredEncoder, text_key
+from offload.gateway.toolvectors import NAMESPACE, USERS, StoredEncoder, release, text_key
+from offload.store.lifecycle import machine
 from offload.store.store import Store
 
 
@@ -68,3 +71,67 @@ def test_on_postgresql_a_second_gateway_reads_the_vectors_the_first_saved(pg_dat
     with Store(pg_database) as store:
         again = StoredEncoder(second, store, "m1").encode(["create a directory", "ping"])
     assert second.texts == [] and np.array_equal(again, saved[::-1])
+
+
+def _saved(store: Store) -> set[str]:
+    return {key for key, _ in store.state_items(f"{NAMESPACE}:m1")}
+
+
+def test_vectors_of_tools_no_catalog_lists_any_more_are_pruned(tmp_path: Path) -> None:
+    with Store(tmp_path / "offload.db") as store:
+        StoredEncoder(Counting(), store, "m1", "gw-a").encode(["ping", "pong"])
+        later = StoredEncoder(Counting(), store, "m1", "gw-a")
+        later.encode(["ping", "move a file"])  # the catalog lost pong
+        assert _saved(store) == {text_key("ping"), text_key("move a file")}
+        assert later.pruned == 1
+
+
+def test_a_vector_another_running_gateway_uses_is_never_pruned(tmp_path: Path) -> None:
+    """Two gateways on one store (two processes' connections): each prune keeps what the
+    other's catalog lists, until that gateway stops."""
+    path = tmp_path / "offload.db"
+    with Store(path) as one, Store(path) as two:
+        StoredEncoder(Counting(), one, "m1", "gw-a").encode(["ping", "shared"])
+        other = Counting()
+        StoredEncoder(other, two, "m1", "gw-b").encode(["shared", "pong"])
+        assert other.texts == ["pong"]  # "shared" was read, not embedded again
+        StoredEncoder(Counting(), one, "m1", "gw-a").encode(["ping"])
+        assert _saved(one) == {text_key(t) for t in ("ping", "shared", "pong")}
+        release(two, "m1", "gw-b")  # the second gateway stops
+        StoredEncoder(Counting(), one, "m1", "gw-a").encode(["ping"])
+        assert _saved(one) == {text_key("ping")}
+
+
+def test_the_record_of_a_gateway_that_died_on_this_machine_no_longer_keeps_its_vectors(
+    tmp_path: Path,
+) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    pid = int(dead.stdout)
+    with Store(tmp_path / "offload.db") as store:
+        StoredEncoder(Counting(), store, "m1", "gw-a").encode(["ping"])
+        StoredEncoder(Counting(), store, "m1", "gw-dead").encode(["pong"])
+        StoredEncoder(Counting(), store, "m1", "gw-far").encode(["far"])
+        users = f"{USERS}:m1"
+        store.put_state(
+            users, "gw-dead", {"keys": [text_key("pong")], "host": machine(), "pid": pid}
+        )
+        # another machine's gateway: its pid means nothing here, so its record stays
+        store.put_state(
+            users, "gw-far", {"keys": [text_key("far")], "host": "elsewhere", "pid": pid}
+        )
+        StoredEncoder(Counting(), store, "m1", "gw-a").encode(["ping"])
+        assert _saved(store) == {text_key("ping"), text_key("far")}
+        assert {key for key, _ in store.state_items(users)} == {"gw-a", "gw-far"}
+
+
+def test_an_encoder_without_a_gateway_id_records_and_prunes_nothing(tmp_path: Path) -> None:
+    with Store(tmp_path / "offload.db") as store:
+        StoredEncoder(Counting(), store, "m1").encode(["ping"])
+        StoredEncoder(Counting(), store, "m1").encode(["pong"])
+        assert _saved(store) == {text_key("ping"), text_key("pong")}
+        assert not list(store.state_items(f"{USERS}:m1"))

@@ -128,3 +128,15 @@ def test_a_deleted_and_recreated_value_never_takes_a_version_it_had_before(
         assert a.delete_state("ns", "k")
         assert a.put_state("ns", "k", "again") > fresh
         assert dict(b.state_items("ns")) == {"k": "again"}
+
+
+def test_pruning_deletes_only_values_no_user_lists(store_location: Path | str) -> None:
+    with _open(store_location) as a, _open(store_location) as b:
+        a.put_states("vec", [("k1", "v1"), ("k2", "v2"), ("k3", "v3")])
+        a.put_state("vec-use", "gw-a", {"keys": ["k1"]})
+        b.put_state("vec-use", "gw-b", {"keys": ["k3", "k9"]})
+        b.put_state("vec-use", "odd", "not a record")
+        assert a.prune_state("vec", "vec-use") == 1
+        assert dict(b.state_items("vec")) == {"k1": "v1", "k3": "v3"}
+        assert b.state_version("vec", "k2") > 1  # a deletion like any other
+        assert a.prune_state("vec", "vec-use") == 0

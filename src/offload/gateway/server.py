@@ -31,7 +31,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from offload.config import GatewaySettings
 from offload.errors import InvalidInput, OffloadError, StoreError, UpstreamError
-from offload.gateway import index_tools
+from offload.gateway import index_tools, toolvectors
 from offload.gateway.activation import Activations
 from offload.gateway.catalog import (
     TOOL_PREFIX,
@@ -98,6 +98,9 @@ class Gateway:
         self.store = store
         # a contextual model for the tool index (offload.llm.minilm), built off the start
         self._tool_encoder = tool_encoder
+        # this gateway's record of the saved tool vectors its catalog uses (toolvectors)
+        self._vector_user = toolvectors.user_id()
+        self._vector_model: str | None = None
         self.index = IndexTools(store, settings)
         self.upstreams = {
             s.name: Upstream(s, settings, self._on_upstream_change, (connectors or {}).get(s.name))
@@ -154,6 +157,8 @@ class Gateway:
             upstream.stop()
         self.listen.close()
         self._save_usage(force=True)
+        if self._vector_model is not None:
+            toolvectors.release(self.store, self._vector_model, self._vector_user)
 
     async def wait_stopped(self, timeout: float) -> None:
         """After :meth:`stop`: wait (at most ``timeout``) until every upstream has closed."""
@@ -311,7 +316,8 @@ class Gateway:
         index in use (a catalog refresh meanwhile built a newer one)."""
         try:
             model = getattr(encoder, "model_id", type(encoder).__name__)
-            saved = StoredEncoder(encoder, self.store, model)
+            self._vector_model = model
+            saved = StoredEncoder(encoder, self.store, model, self._vector_user)
             strong = base.with_strong(encoder, views=saved)
         except ToolEncoderUnavailable as exc:
             log.warning("tool search keeps its static model: %s", exc)
@@ -320,10 +326,12 @@ class Gateway:
         if self._tool_index is base:
             self._tool_index = strong
             log.info(
-                "tool index: %d tools with %s (%d texts embedded, the rest saved before)",
+                "tool index: %d tools with %s (%d texts embedded, the rest saved before; "
+                "%d saved vectors no gateway uses pruned)",
                 len(base.docs),
                 model,
                 saved.computed,
+                saved.pruned,
             )
 
     @property

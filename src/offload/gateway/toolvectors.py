@@ -6,17 +6,28 @@ catalog changing by one tool, would pay it all again. Each vector is saved as st
 (namespace ``tool-vectors:<model id>``, key the sha256 of the text), so only texts never
 embedded before are: the same text under the same model always has the same vector.
 Saved values are float32 bytes in base64; one of the wrong size is ignored and recomputed.
+
+Vectors of tools no catalog lists any more are pruned, but never one that another gateway
+on the same store (another process, another machine) still uses: each gateway records the
+keys its catalog uses (namespace ``tool-vectors-use:<model id>``, key the gateway's own id,
+with its machine and process id) *before* it reads or saves vectors, and the prune deletes,
+in one write transaction, only what no record lists (``Store.prune_state``). A gateway
+removes its record when it stops; the record of one that died on this machine is dropped
+(its process no longer runs); one of another machine is that machine's to judge, so its
+vectors stay.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from offload.core.hashing import text_hash
 from offload.errors import StoreError
+from offload.store.lifecycle import machine, pid_alive
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("offload.gateway")
 
 NAMESPACE = "tool-vectors"
+USERS = "tool-vectors-use"
 
 
 class StateStore(Protocol):
@@ -34,7 +46,34 @@ class StateStore(Protocol):
 
     def state_items(self, namespace: str) -> Iterator[tuple[str, Any]]: ...
 
+    def put_state(self, namespace: str, key: str, value: Any) -> int: ...
+
     def put_states(self, namespace: str, values: Sequence[tuple[str, Any]]) -> list[int]: ...
+
+    def delete_state(self, namespace: str, key: str) -> bool: ...
+
+    def prune_state(self, namespace: str, users: str) -> int: ...
+
+
+def user_id() -> str:
+    """A fresh id for one gateway's record of the vectors it uses."""
+    return f"{machine()}:{os.getpid()}:{os.urandom(4).hex()}"
+
+
+def release(store: StateStore, model_id: str, user: str) -> None:
+    """Remove ``user``'s record (a gateway stopping): its vectors may be pruned from then on."""
+    try:
+        store.delete_state(f"{USERS}:{model_id}", user)
+    except StoreError as exc:
+        log.warning("tool vector use not released (kept until pruned): %s", exc)
+
+
+def _dead(value: Any) -> bool:
+    """Whether a use record is of a process of this machine that no longer runs."""
+    if not isinstance(value, dict) or value.get("host") != machine():
+        return False
+    pid = value.get("pid")
+    return isinstance(pid, int) and not pid_alive(pid)
 
 
 def text_key(text: str) -> str:
@@ -46,17 +85,24 @@ class StoredEncoder:
     """``encoder``'s vectors, read from the store where saved, computed and saved where
     not. A store that cannot save (busy past its retries) costs only the saving."""
 
-    def __init__(self, encoder: Encoder, store: StateStore, model_id: str) -> None:
+    def __init__(
+        self, encoder: Encoder, store: StateStore, model_id: str, user: str | None = None
+    ) -> None:
         self._encoder = encoder
         self._store = store
         self.model_id = model_id
+        # the gateway whose catalog these texts are: its record keeps them from the prune
+        # (None: nothing recorded, nothing pruned)
+        self.user = user
         self.computed = 0  # texts this encoder had to embed (the rest came from the store)
+        self.pruned = 0  # vectors of texts no gateway uses any more, deleted by the last encode
 
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """One row per text, as the inner encoder gives it."""
         import numpy as np
 
         namespace = f"{NAMESPACE}:{self.model_id}"
+        claimed = self.user is not None and self._claim(texts)
         saved = dict(self._store.state_items(namespace))
         rows: dict[str, NDArray[np.float32]] = {}
         for text in dict.fromkeys(texts):
@@ -77,9 +123,36 @@ class StoredEncoder:
         if wrong:  # saved by another version of the model: recompute those
             rows.update(zip(wrong, self._encoder.encode(wrong), strict=True))
             self.computed += len(wrong)
+        if claimed:
+            self._prune(namespace)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.vstack([rows[t] for t in texts]).astype(np.float32)
+
+    def _claim(self, texts: Sequence[str]) -> bool:
+        """Record the keys of ``texts`` as this gateway's (before anything is read, so a
+        prune running meanwhile keeps them); False when the store could not save it."""
+        assert self.user is not None
+        keys = sorted({text_key(t) for t in texts})
+        record = {"keys": keys, "host": machine(), "pid": os.getpid()}
+        try:
+            self._store.put_state(f"{USERS}:{self.model_id}", self.user, record)
+        except StoreError as exc:
+            log.warning("tool vector use not recorded (nothing pruned): %s", exc)
+            return False
+        return True
+
+    def _prune(self, namespace: str) -> None:
+        """Delete the vectors no live gateway's record lists (dead records of this machine
+        first)."""
+        users = f"{USERS}:{self.model_id}"
+        try:
+            for key, value in list(self._store.state_items(users)):
+                if key != self.user and _dead(value):
+                    self._store.delete_state(users, key)
+            self.pruned = self._store.prune_state(namespace, users)
+        except StoreError as exc:
+            log.warning("tool vectors not pruned (tried again next time): %s", exc)
 
     def _save(self, namespace: str, texts: Sequence[str], rows: NDArray[np.float32]) -> None:
         packed = [

@@ -63,6 +63,11 @@ class SavedState:
         """Remove one saved value; True when it existed."""
         return state.delete(self.conn, namespace, key)
 
+    def prune_state(self, namespace: str, users: str) -> int:
+        """Delete the values of ``namespace`` that no value of ``users`` lists under
+        ``"keys"`` (:func:`offload.store.state.prune`); how many went."""
+        return state.prune(self.conn, namespace, users)
+
     def add_tally(self, namespace: str, key: str, amounts: Mapping[str, int]) -> dict[str, int]:
         """Add ``amounts`` (name -> how much) to the counters of (namespace, key); every
         counter of that key after it. Additive: processes counting at once lose nothing

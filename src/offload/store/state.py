@@ -147,15 +147,34 @@ def delete(conn: Conn, namespace: str, key: str) -> bool:
     """Remove one saved value; True when it existed. The deletion takes the next version
     (kept in ``state_retired``), so a writer that read the value can no longer replace it."""
     with db.write_tx(conn):
-        row = conn.execute(
-            "DELETE FROM state WHERE namespace = ? AND key = ? RETURNING version",
-            (namespace, key),
-        ).fetchone()
-        if row is None:
-            return False
-        conn.execute(
-            "INSERT INTO state_retired (namespace, key, version) VALUES (?, ?, ?) "
-            "ON CONFLICT(namespace, key) DO UPDATE SET version = excluded.version",
-            (namespace, key, int(row[0]) + 1),
-        )
-        return True
+        return _delete(conn, namespace, key)
+
+
+def _delete(conn: Conn, namespace: str, key: str) -> bool:
+    row = conn.execute(
+        "DELETE FROM state WHERE namespace = ? AND key = ? RETURNING version", (namespace, key)
+    ).fetchone()
+    if row is None:
+        return False
+    conn.execute(
+        "INSERT INTO state_retired (namespace, key, version) VALUES (?, ?, ?) "
+        "ON CONFLICT(namespace, key) DO UPDATE SET version = excluded.version",
+        (namespace, key, int(row[0]) + 1),
+    )
+    return True
+
+
+def prune(conn: Conn, namespace: str, users: str) -> int:
+    """Delete every value of ``namespace`` whose key no value of ``users`` lists (under
+    ``"keys"``); how many went. One write transaction: a user saved before it began keeps
+    all its keys, so a writer that records its use first never loses what it uses."""
+    with db.write_tx(conn):
+        live: set[str] = set()
+        for _, value in items(conn, users):
+            keys = value.get("keys") if isinstance(value, dict) else None
+            live.update(k for k in keys or () if isinstance(k, str))
+        held = conn.execute("SELECT key FROM state WHERE namespace = ?", (namespace,)).fetchall()
+        gone = [str(r[0]) for r in held if str(r[0]) not in live]
+        for key in gone:
+            _delete(conn, namespace, key)
+        return len(gone)
