@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from offload.gateway.toolvectors import NAMESPACE, USERS, StoredEncoder, release, text_key
+from offload.gateway.toolvectors import NAMESPACE, USERS, StoredEncoder, VectorUser, text_key
 from offload.store.lifecycle import machine
 from offload.store.store import Store
 
@@ -79,8 +79,8 @@ def _saved(store: Store) -> set[str]:
 
 def test_vectors_of_tools_no_catalog_lists_any_more_are_pruned(tmp_path: Path) -> None:
     with Store(tmp_path / "offload.db") as store:
-        StoredEncoder(Counting(), store, "m1", "gw-a").encode(["ping", "pong"])
-        later = StoredEncoder(Counting(), store, "m1", "gw-a")
+        StoredEncoder(Counting(), store, "m1", VectorUser(store, "gw-a")).encode(["ping", "pong"])
+        later = StoredEncoder(Counting(), store, "m1", VectorUser(store, "gw-a"))
         later.encode(["ping", "move a file"])  # the catalog lost pong
         assert _saved(store) == {text_key("ping"), text_key("move a file")}
         assert later.pruned == 1
@@ -91,14 +91,15 @@ def test_a_vector_another_running_gateway_uses_is_never_pruned(tmp_path: Path) -
     other's catalog lists, until that gateway stops."""
     path = tmp_path / "offload.db"
     with Store(path) as one, Store(path) as two:
-        StoredEncoder(Counting(), one, "m1", "gw-a").encode(["ping", "shared"])
+        user_a, user_b = VectorUser(one, "gw-a"), VectorUser(two, "gw-b")
+        StoredEncoder(Counting(), one, "m1", user_a).encode(["ping", "shared"])
         other = Counting()
-        StoredEncoder(other, two, "m1", "gw-b").encode(["shared", "pong"])
+        StoredEncoder(other, two, "m1", user_b).encode(["shared", "pong"])
         assert other.texts == ["pong"]  # "shared" was read, not embedded again
-        StoredEncoder(Counting(), one, "m1", "gw-a").encode(["ping"])
+        StoredEncoder(Counting(), one, "m1", user_a).encode(["ping"])
         assert _saved(one) == {text_key(t) for t in ("ping", "shared", "pong")}
-        release(two, "m1", "gw-b")  # the second gateway stops
-        StoredEncoder(Counting(), one, "m1", "gw-a").encode(["ping"])
+        user_b.release()  # the second gateway stops
+        StoredEncoder(Counting(), one, "m1", user_a).encode(["ping"])
         assert _saved(one) == {text_key("ping")}
 
 
@@ -113,9 +114,9 @@ def test_the_record_of_a_gateway_that_died_on_this_machine_no_longer_keeps_its_v
     )
     pid = int(dead.stdout)
     with Store(tmp_path / "offload.db") as store:
-        StoredEncoder(Counting(), store, "m1", "gw-a").encode(["ping"])
-        StoredEncoder(Counting(), store, "m1", "gw-dead").encode(["pong"])
-        StoredEncoder(Counting(), store, "m1", "gw-far").encode(["far"])
+        StoredEncoder(Counting(), store, "m1", VectorUser(store, "gw-a")).encode(["ping"])
+        StoredEncoder(Counting(), store, "m1", VectorUser(store, "gw-dead")).encode(["pong"])
+        StoredEncoder(Counting(), store, "m1", VectorUser(store, "gw-far")).encode(["far"])
         users = f"{USERS}:m1"
         store.put_state(
             users, "gw-dead", {"keys": [text_key("pong")], "host": machine(), "pid": pid}
@@ -124,7 +125,7 @@ def test_the_record_of_a_gateway_that_died_on_this_machine_no_longer_keeps_its_v
         store.put_state(
             users, "gw-far", {"keys": [text_key("far")], "host": "elsewhere", "pid": pid}
         )
-        StoredEncoder(Counting(), store, "m1", "gw-a").encode(["ping"])
+        StoredEncoder(Counting(), store, "m1", VectorUser(store, "gw-a")).encode(["ping"])
         assert _saved(store) == {text_key("ping"), text_key("far")}
         assert {key for key, _ in store.state_items(users)} == {"gw-a", "gw-far"}
 
@@ -135,3 +136,15 @@ def test_an_encoder_without_a_gateway_id_records_and_prunes_nothing(tmp_path: Pa
         StoredEncoder(Counting(), store, "m1").encode(["pong"])
         assert _saved(store) == {text_key("ping"), text_key("pong")}
         assert not list(store.state_items(f"{USERS}:m1"))
+
+
+def test_a_gateway_that_stopped_records_nothing_more(tmp_path: Path) -> None:
+    """An index still being strengthened in a background thread when the gateway stops
+    must not leave a record behind that outlives it."""
+    with Store(tmp_path / "offload.db") as store:
+        user = VectorUser(store, "gw-a")
+        StoredEncoder(Counting(), store, "m1", user).encode(["ping"])
+        user.release()
+        late = StoredEncoder(Counting(), store, "m1", user)
+        late.encode(["pong"])
+        assert not list(store.state_items(f"{USERS}:m1")) and late.pruned == 0

@@ -99,8 +99,7 @@ class Gateway:
         # a contextual model for the tool index (offload.llm.minilm), built off the start
         self._tool_encoder = tool_encoder
         # this gateway's record of the saved tool vectors its catalog uses (toolvectors)
-        self._vector_user = toolvectors.user_id()
-        self._vector_model: str | None = None
+        self._vector_user = toolvectors.VectorUser(store)
         self.index = IndexTools(store, settings)
         self.upstreams = {
             s.name: Upstream(s, settings, self._on_upstream_change, (connectors or {}).get(s.name))
@@ -157,8 +156,7 @@ class Gateway:
             upstream.stop()
         self.listen.close()
         self._save_usage(force=True)
-        if self._vector_model is not None:
-            toolvectors.release(self.store, self._vector_model, self._vector_user)
+        self._vector_user.release()
 
     async def wait_stopped(self, timeout: float) -> None:
         """After :meth:`stop`: wait (at most ``timeout``) until every upstream has closed."""
@@ -316,7 +314,6 @@ class Gateway:
         index in use (a catalog refresh meanwhile built a newer one)."""
         try:
             model = getattr(encoder, "model_id", type(encoder).__name__)
-            self._vector_model = model
             saved = StoredEncoder(encoder, self.store, model, self._vector_user)
             strong = base.with_strong(encoder, views=saved)
         except ToolEncoderUnavailable as exc:

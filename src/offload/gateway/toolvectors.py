@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -55,17 +56,43 @@ class StateStore(Protocol):
     def prune_state(self, namespace: str, users: str) -> int: ...
 
 
-def user_id() -> str:
-    """A fresh id for one gateway's record of the vectors it uses."""
-    return f"{machine()}:{os.getpid()}:{os.urandom(4).hex()}"
+class VectorUser:
+    """One gateway's records of the saved vectors its catalog uses (one per model).
 
+    Thread-safe: the index is strengthened in background threads, and a record claimed
+    after :meth:`release` would outlive the gateway, so none is claimed after it.
+    """
 
-def release(store: StateStore, model_id: str, user: str) -> None:
-    """Remove ``user``'s record (a gateway stopping): its vectors may be pruned from then on."""
-    try:
-        store.delete_state(f"{USERS}:{model_id}", user)
-    except StoreError as exc:
-        log.warning("tool vector use not released (kept until pruned): %s", exc)
+    def __init__(self, store: StateStore, user: str | None = None) -> None:
+        self._store = store
+        self.id = user or f"{machine()}:{os.getpid()}:{os.urandom(4).hex()}"
+        self._lock = threading.Lock()
+        self._models: set[str] = set()
+        self._released = False
+
+    def claim(self, model_id: str, keys: list[str]) -> bool:
+        """Record ``keys`` as this gateway's; False when released or the store refused."""
+        record = {"keys": keys, "host": machine(), "pid": os.getpid()}
+        with self._lock:
+            if self._released:
+                return False
+            try:
+                self._store.put_state(f"{USERS}:{model_id}", self.id, record)
+            except StoreError as exc:
+                log.warning("tool vector use not recorded (nothing pruned): %s", exc)
+                return False
+            self._models.add(model_id)
+            return True
+
+    def release(self) -> None:
+        """Remove every record (the gateway stops): its vectors may be pruned from then on."""
+        with self._lock:
+            self._released = True
+            for model_id in sorted(self._models):
+                try:
+                    self._store.delete_state(f"{USERS}:{model_id}", self.id)
+                except StoreError as exc:
+                    log.warning("tool vector use not released (kept until pruned): %s", exc)
 
 
 def _dead(value: Any) -> bool:
@@ -86,7 +113,7 @@ class StoredEncoder:
     not. A store that cannot save (busy past its retries) costs only the saving."""
 
     def __init__(
-        self, encoder: Encoder, store: StateStore, model_id: str, user: str | None = None
+        self, encoder: Encoder, store: StateStore, model_id: str, user: VectorUser | None = None
     ) -> None:
         self._encoder = encoder
         self._store = store
@@ -131,16 +158,9 @@ class StoredEncoder:
 
     def _claim(self, texts: Sequence[str]) -> bool:
         """Record the keys of ``texts`` as this gateway's (before anything is read, so a
-        prune running meanwhile keeps them); False when the store could not save it."""
+        prune running meanwhile keeps them); False when nothing was recorded."""
         assert self.user is not None
-        keys = sorted({text_key(t) for t in texts})
-        record = {"keys": keys, "host": machine(), "pid": os.getpid()}
-        try:
-            self._store.put_state(f"{USERS}:{self.model_id}", self.user, record)
-        except StoreError as exc:
-            log.warning("tool vector use not recorded (nothing pruned): %s", exc)
-            return False
-        return True
+        return self.user.claim(self.model_id, sorted({text_key(t) for t in texts}))
 
     def _prune(self, namespace: str) -> None:
         """Delete the vectors no live gateway's record lists (dead records of this machine
@@ -148,7 +168,7 @@ class StoredEncoder:
         users = f"{USERS}:{self.model_id}"
         try:
             for key, value in list(self._store.state_items(users)):
-                if key != self.user and _dead(value):
+                if self.user is not None and key != self.user.id and _dead(value):
                     self._store.delete_state(users, key)
             self.pruned = self._store.prune_state(namespace, users)
         except StoreError as exc:
