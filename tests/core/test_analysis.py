@@ -271,3 +271,37 @@ def test_a_cache_filling_up_within_one_text_still_gives_every_run(
     assert analysis.index_text(text) == _reference_index_text(text)
     assert analysis.surface_words(text) == _reference_surface_words(text)
     analysis.clear_caches()
+
+
+def _reference_counts(text: str) -> tuple[str, list[tuple[str, int]]]:
+    """index_text and the split's counts in first-seen order (what a chunk's cached counts
+    and its tsvector are built from)."""
+    terms = _reference_index_text(text)
+    return terms, list(Counter(terms.split()).items())
+
+
+def _counts(text: str) -> tuple[str, list[tuple[str, int]]]:
+    terms, counts = analysis.index_text_counts(text)
+    return terms, list(counts.items())
+
+
+@pytest.mark.parametrize("text", VARIED_TEXTS)
+def test_the_index_string_counted_by_run_equals_counting_its_split(text: str) -> None:
+    for _ in range(2):  # from cold caches, then from warm ones
+        assert _counts(text) == _reference_counts(text)
+    analysis.clear_caches()
+
+
+@given(st.text(alphabet='aZé東9_./-\\ \n"nu{}\u0301\x1c\u2028', max_size=300))
+def test_any_text_counted_by_run_gives_the_counts_of_its_split(text: str) -> None:
+    assert _counts(text) == _reference_counts(text)
+
+
+def test_counting_by_run_survives_a_cache_filling_up_within_one_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(analysis, "_CACHE_MAX", 3)
+    analysis.clear_caches()
+    text = "\n".join(f"word{i} other{i % 5} again" for i in range(50)) * 3
+    assert _counts(text) == _reference_counts(text)
+    analysis.clear_caches()

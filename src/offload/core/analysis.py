@@ -110,6 +110,7 @@ def clear_caches() -> None:
         cache.clear()
     _text_cache.clear()
     _surface_cache.clear()
+    _split_cache.clear()
 
 
 def is_stopword(word: str) -> bool:
@@ -304,6 +305,25 @@ def index_text(text: str) -> str:
     return "".join(map(operator.mul, map(cache.__getitem__, counts), counts.values()))[:-1]
 
 
+def index_text_counts(text: str) -> tuple[str, Counter[str]]:
+    """:func:`index_text` and how often each of its terms occurs: the Counter of the
+    string's split, in the same order, counted without splitting it. Each distinct run's
+    terms are split once (and cached) and counted as often as the run occurs, so a chunk
+    of repeated lines (a log) costs its distinct runs, not its every term."""
+    counts = Counter(_runs(text))
+    cache = _text_cache.holding(counts.keys())
+    terms = "".join(map(operator.mul, map(cache.__getitem__, counts), counts.values()))[:-1]
+    split = _split_cache.holding(counts.keys())
+    # each run's terms repeated as often as it occurs, in order: what terms.split() gives
+    repeated = map(operator.mul, map(split.__getitem__, counts), counts.values())
+    return terms, Counter(itertools.chain.from_iterable(repeated))
+
+
+def _run_split(run: str) -> tuple[str, ...]:
+    """A run's terms, as a split of :func:`index_text`'s string gives them."""
+    return tuple(_run_text(run).split())
+
+
 def _run_text(run: str) -> str:
     """A run's terms joined, with a trailing space ("" for a run without any)."""
     ts = _run_terms(run)
@@ -361,6 +381,7 @@ def _surface_of(run: str) -> frozenset[str]:
 
 _text_cache = _RunCache(_run_text)  # a run's terms joined (index_text)
 _surface_cache = _RunCache(_surface_of)
+_split_cache = _RunCache(_run_split)  # a run's terms split (index_text_counts)
 
 
 @dataclass(frozen=True)

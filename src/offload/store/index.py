@@ -57,8 +57,8 @@ class PreparedChunk:
     @classmethod
     def of(cls, start_line: int, end_line: int, start: int, end: int, text: str) -> PreparedChunk:
         """A chunk of ``text`` (the chunk's own characters) analysed."""
-        terms = analysis.index_text(text)
-        counts = count_terms(terms)
+        # the same terms and counts as index_text + count_terms, counted per distinct run
+        terms, counts = analysis.index_text_counts(text)
         return cls(start_line, end_line, start, end, terms, counts, counts_json(counts))
 
 
