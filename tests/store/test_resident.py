@@ -7,6 +7,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+import pytest
+
 from offload.config import SearchSettings
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
@@ -244,7 +246,32 @@ def test_a_closed_store_builds_no_index(tmp_path: Path) -> None:
 
 
 def test_the_memory_setting_must_not_be_negative() -> None:
-    import pytest
-
     with pytest.raises(ConfigError):
         SearchSettings(resident_mb=-1)
+
+
+def test_a_long_tail_is_merged_and_folded_into_the_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from offload.store import resident
+
+    monkeypatch.setattr(resident, "TAIL_SEGMENTS", 2)
+    path = tmp_path / "s.db"
+    with _open(path) as store, _open(path, 0) as sql:
+        _fill(store, 20)
+        _built(store)
+        idx = store.resident
+        assert idx is not None
+        for i in range(5):  # a segment a search: merged past two
+            store.put(f"Caroline said, tail note {i}", scope="chat1")
+            view = idx.view(store.conn)
+            assert view is not None and len(view.segments) <= 3
+        monkeypatch.setattr(resident, "TAIL_ROWS_INLINE", 1)
+        store.put("Melanie said, one more tail note", scope="chat1")
+        store.put("Melanie said, and another", scope="chat1")
+        assert idx.view(store.conn) is not None  # passes the bound: folded in the background
+        assert idx.built.wait(60)
+        view = idx.view(store.conn)
+        assert view is not None and len(view.segments) == 1
+        assert view.rows == store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        assert _page(store, "tail note") == _page(sql, "tail note")
