@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
@@ -389,5 +390,8 @@ def with_context(
         # the body's own BM25 gives way to the neighbourhood's; metadata's share stays
         # (rescored in place: the caller's list is ranked anew, as rank() does after)
         c.score = max(0.0, c.score - (own if c.direct else 0.0)) + ctx
-    ranked = sorted(by_id.values(), key=lambda c: (-c.score, -c.entry_id))
+    # best first, ties newer first: two stable C-keyed sorts, the order of one sort by
+    # (-score, -entry_id) without a key tuple per candidate
+    ranked = sorted(by_id.values(), key=attrgetter("entry_id"), reverse=True)
+    ranked.sort(key=attrgetter("score"), reverse=True)
     return [c for c in ranked if c.direct or c.score > 0.0]

@@ -27,6 +27,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis
@@ -539,7 +540,11 @@ def rank(
         c.score = _use_score(c, now)
     scored = ranked
     # equal scores: a direct match first, then the newer entry
-    out = sorted(scored, key=lambda c: (-c.score, not c.direct, -c.entry_id))
+    # (stable sorts from the last key to the first: the order of one sort by
+    # (-score, not direct, -entry_id), without a key tuple per candidate)
+    out = sorted(scored, key=attrgetter("entry_id"), reverse=True)
+    out.sort(key=attrgetter("direct"), reverse=True)
+    out.sort(key=attrgetter("score"), reverse=True)
     # a neighbour may displace a weaker match, never extend the list past the matches
     last = max((i for i, c in enumerate(out) if c.direct), default=-1)
     return _as_written_first(q, out[: last + 1], shown)
