@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 from pathlib import Path
@@ -125,3 +126,15 @@ def test_a_row_without_its_length_first_cannot_be_indexed() -> None:
         postings.Segment.build([(1, '{"a":1}')])
     with pytest.raises(postings.Unindexable):
         postings.Segment.build([(1, None)])
+
+
+def test_only_terms_fts5_reads_as_themselves_are_held() -> None:
+    import pytest
+
+    assert (
+        postings.plain_term("caroline") and postings.plain_term("c++") and postings.plain_term("é")
+    )
+    for odd in ("Caroline", "a b", "tab\there", "zero\u200bwidth", "nl\n"):
+        assert not postings.plain_term(odd)
+        with pytest.raises(postings.Unindexable):
+            postings.Segment.build([(1, f'{{"":1,{json.dumps(odd)}:1}}')])

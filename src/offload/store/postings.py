@@ -39,6 +39,14 @@ MAX_TERMS = 62
 Counts = tuple[dict[str, int], int]
 
 
+def plain_term(term: str) -> bool:
+    """Whether FTS5's tokenizer reads ``term`` as itself, one whole token: printable, no
+    space, nothing its case folding would change. Analysed terms are (core.analysis folds
+    case and splits at spaces); the index holds and looks up only such terms, so its
+    document frequencies are FTS5's."""
+    return term.isprintable() and " " not in term and term.lower() == term
+
+
 class Unindexable(ValueError):
     """Rows the index cannot hold exactly (no cached counts, or an old-format object)."""
 
@@ -71,6 +79,8 @@ class Segment:
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         # the length key "" is every object's first: it becomes term slot 0, the lengths
         vocab = {t: i for i, t in enumerate(dict.fromkeys(chain.from_iterable(objects)))}
+        if not all(map(plain_term, vocab)):
+            raise Unindexable("a term FTS5 would read as other tokens than itself")
         per = np.fromiter(map(len, objects), dtype=np.int64, count=len(objects))
         total = int(per.sum())
         slots = np.fromiter(

@@ -153,6 +153,8 @@ def search_hits(
     # the index's statistics this search reads, each once (PostgreSQL: one statement)
     stats = selective.SearchStats(conn)
     match_terms = with_expansions(conn, q, stats)
+    if view is not None and not all(map(postings.plain_term, match_terms)):
+        view = None  # a term FTS5 reads otherwise than the index holds it: FTS5's way
     need = max(50, (limit + offset) * 3)
     try:
         # a written form is searched only where it is rarer than its stem (selective.py)
