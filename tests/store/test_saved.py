@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from offload.core.tokens import EstimateCounter
+from offload.store.pgconn import WRITE_LOCK, lock_key
 from offload.store.store import Store
-from realparts import run_together
+from realparts import run_together, wait_until
 
 PROCESSES = 3
 ROUNDS = 40
@@ -140,3 +144,62 @@ def test_pruning_deletes_only_values_no_user_lists(store_location: Path | str) -
         assert dict(b.state_items("vec")) == {"k1": "v1", "k3": "v3"}
         assert b.state_version("vec", "k2") > 1  # a deletion like any other
         assert a.prune_state("vec", "vec-use") == 0
+
+
+def _in_thread(work: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(work()), daemon=True)
+    thread.start()
+    return thread, done
+
+
+def _waiting_on_a_lock(url: str) -> bool:
+    with psycopg.connect(url) as probe:
+        row = probe.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone()
+    return row is not None and int(row[0]) > 0
+
+
+@pytest.mark.slow
+def test_state_writes_on_postgresql_do_not_wait_behind_a_bulk_loads_store_lock(
+    pg_database: str,
+) -> None:
+    with _open(pg_database) as store:
+        assert store.put_state("ns", "k", "v0") == 1
+        with psycopg.connect(pg_database) as bulk:  # a put_many in flight holds it
+            bulk.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            try:
+
+                def writes() -> object:
+                    return (
+                        store.put_state("ns", "k", "v1"),
+                        store.replace_state("ns", "k", "v2", 2),
+                        store.put_states("ns", [("a", 1), ("b", 2)]),
+                        store.delete_state("ns", "a"),
+                    )
+
+                thread, done = _in_thread(writes)
+                thread.join(60)  # a ceiling: before, it waited for the bulk load to end
+                assert done == [(2, 3, [1, 1], True)]
+            finally:
+                bulk.rollback()
+
+
+@pytest.mark.slow
+def test_writers_of_one_state_key_on_postgresql_still_wait_for_each_other(
+    pg_database: str,
+) -> None:
+    with _open(pg_database) as store:
+        assert store.put_state("ns", "k", "v0") == 1
+        with psycopg.connect(pg_database) as other:  # another writer of the key, mid-write
+            other.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("state\x00ns\x00k"),))
+            try:
+                thread, done = _in_thread(lambda: store.replace_state("ns", "k", "v1", 1))
+                wait_until(lambda: _waiting_on_a_lock(pg_database), 60, what="the wait")
+                assert not done
+                assert store.put_state("ns", "other key", "x") == 1  # other keys go ahead
+            finally:
+                other.rollback()
+            thread.join(60)
+            assert done == [2]

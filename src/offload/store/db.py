@@ -99,7 +99,11 @@ def retry_busy(fn: Callable[[], T], timeout_s: float) -> T:
 
 @contextmanager
 def write_tx(
-    conn: C, keys: Iterable[str] | None = None, then: Sequence[tuple[str, Any]] = ()
+    conn: C,
+    keys: Iterable[str] | None = None,
+    then: Sequence[tuple[str, Any]] = (),
+    *,
+    state: tuple[Sequence[str], Sequence[str] | None] | None = None,
 ) -> Iterator[C]:
     """One write transaction (BEGIN IMMEDIATE): all of it commits, or none of it.
 
@@ -113,11 +117,21 @@ def write_tx(
     transaction's first statements, (sql, parameters) each, run right after the BEGIN;
     PostgreSQL sends them with it (and a put's locks) in one round trip and keeps the
     last one's rows to answer the same statement if it comes next (``PgConn.begin_keyed``).
+
+    ``state``: ([namespace], keys) of saved state the transaction writes and nothing else
+    (store/state.py); on PostgreSQL it then waits only for writers of the same keys, not
+    behind the store lock a bulk load holds (``PgConn.begin_state``; keys None: the whole
+    of each namespace).
     """
     begin_keyed = getattr(conn, "begin_keyed", None) if keys is not None else None
+    begin_state = getattr(conn, "begin_state", None) if state is not None else None
     with busy_guard():
         if begin_keyed is not None and keys is not None:
             begin_keyed(keys, then)
+        elif begin_state is not None and state is not None:
+            begin_state(*state)
+            for sql, params in then:
+                conn.execute(sql, params)
         else:
             conn.execute("BEGIN IMMEDIATE")
             for sql, params in then:

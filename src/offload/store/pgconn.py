@@ -365,6 +365,37 @@ class PgConn:
             raise
         self._tx = raw
 
+    def begin_state(self, namespaces: Sequence[str], keys: Sequence[str] | None) -> None:
+        """Begin a write transaction of saved state (store/state.py) without the store lock:
+        the namespace's lock shared and each of ``keys``' exclusively; ``keys`` None: each
+        of ``namespaces``' locks exclusively (a prune reads one namespace and deletes in
+        another). Namespace locks come first, and locks of one kind in sorted order, so
+        state writers never wait on each other in a cycle.
+
+        State statements touch only the ``state`` and ``state_retired`` rows of their
+        keys, each write one conditional statement, so the store lock guards nothing they
+        need: a state write (a proxy session's frontier) no longer waits behind a bulk
+        load holding it (``put_many``), only behind writers of the same keys.
+        """
+        spaces = sorted({lock_key(f"state\x00{n}") for n in namespaces})
+        if keys is None:
+            begin = [_KEY_LOCKS.format(",".join(map(str, spaces)))]
+        else:
+            (namespace,) = namespaces  # keys of one namespace
+            locks = sorted({lock_key(f"state\x00{namespace}\x00{k}") for k in keys})
+            begin = [f"SELECT pg_advisory_xact_lock_shared({spaces[0]})"]
+            if locks:
+                begin.append(_KEY_LOCKS.format(",".join(map(str, locks))))
+        raw = self._borrow()
+        try:
+            with errors(self._url):
+                raw.execute("; ".join(["BEGIN", *begin]))
+        except BaseException:
+            _rollback_quietly(raw)
+            self._give_back(raw)
+            raise
+        self._tx = raw
+
     def settled_id(self, sequence: str, *, wait: bool) -> int | None:
         """The value ``sequence`` had handed out when no write transaction was in flight
         (every row with an id up to it is committed or never will be), or None when a

@@ -91,7 +91,7 @@ def put_many(
 ) -> list[int]:
     """:func:`put` of each (key, value) in one write transaction (one commit for all);
     the versions they now have, in order."""
-    with db.write_tx(conn):
+    with db.write_tx(conn, state=([namespace], [key for key, _ in values])):
         return [
             int(
                 conn.execute(
@@ -116,7 +116,7 @@ def replace(conn: Conn, namespace: str, key: str, value: Any, now: float, expect
     committed): a read-modify-write cannot lose the other's update.
     """
     text = _text(value)
-    with db.write_tx(conn):
+    with db.write_tx(conn, state=([namespace], [key])):
         row = None
         if expected > 0:
             row = conn.execute(
@@ -146,7 +146,7 @@ def items(conn: Conn, namespace: str) -> Iterator[tuple[str, Any]]:
 def delete(conn: Conn, namespace: str, key: str) -> bool:
     """Remove one saved value; True when it existed. The deletion takes the next version
     (kept in ``state_retired``), so a writer that read the value can no longer replace it."""
-    with db.write_tx(conn):
+    with db.write_tx(conn, state=([namespace], [key])):
         return _delete(conn, namespace, key)
 
 
@@ -168,7 +168,7 @@ def prune(conn: Conn, namespace: str, users: str) -> int:
     """Delete every value of ``namespace`` whose key no value of ``users`` lists (under
     ``"keys"``); how many went. One write transaction: a user saved before it began keeps
     all its keys, so a writer that records its use first never loses what it uses."""
-    with db.write_tx(conn):
+    with db.write_tx(conn, state=([namespace, users], None)):
         live: set[str] = set()
         for _, value in items(conn, users):
             keys = value.get("keys") if isinstance(value, dict) else None
