@@ -239,3 +239,28 @@ async def test_a_running_gateway_records_the_tool_vectors_it_uses_and_releases_t
         assert saved and set(record["keys"]) == saved
     with Store(tmp_path / "offload.db") as store:
         assert not list(store.state_items(f"{USERS}:letters"))
+
+
+async def test_a_starting_gateway_plans_its_catalog_once_not_once_per_upstream(
+    run_gateway: RunGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refreshes: list[bool] = []
+    real = Gateway.refresh_catalog
+
+    async def counted(self: Gateway, *, notify: bool = True) -> None:
+        refreshes.append(notify)
+        await real(self, notify=notify)
+
+    monkeypatch.setattr(Gateway, "refresh_catalog", counted)
+    servers = [
+        inproc_upstream("git", "mcp-server-git.json"),
+        inproc_upstream("memory", "server-memory.json"),
+        inproc_upstream("github", "github-mcp-server.json", resources=2, prompts=1),
+    ]
+    async with run_gateway(servers, catalog_threshold=1) as gw:
+        assert gw.tool_index is not None
+        assert {d.key.split("__")[0] for d in gw.tool_index.docs} >= {"git", "memory", "github"}
+        assert len(refreshes) == 1  # every upstream ready before it: one plan, at the start
+        # a change once started re-plans as before
+        await gw._on_upstream_change(gw.upstreams["git"], "tools")
+        assert len(refreshes) == 2

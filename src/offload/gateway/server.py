@@ -119,6 +119,8 @@ class Gateway:
         self._stored_docs: set[str] = set()
         self._sessions: dict[int, ServerSession] = {}
         self._first_attempts = anyio.Event()
+        self._started = False  # start() has seen every upstream's first attempt
+        self._early: set[ChangeKind] = set()  # changes before that, planned by start()
         self.bus = InMemorySubscriptionBus()
         self.listen = ListenHandler(self.bus)
         self.server = _GatewayServer(
@@ -147,7 +149,13 @@ class Gateway:
         async with anyio.create_task_group() as waits:
             for upstream in self.upstreams.values():
                 waits.start_soon(upstream.wait_attempted, self.settings.connect_timeout_s + 1)
-        await self.refresh_catalog(notify=False)
+        # Changes from here on re-plan by themselves; the ones before (each upstream
+        # getting ready) are all in the plan made now: one plan, one tool index and one
+        # embedding of it per start instead of one per upstream.
+        self._started = True
+        early, self._early = self._early, set()
+        await self.refresh_catalog(notify=bool(early))
+        await self._notify_kinds(early)
         self._first_attempts.set()
 
     def stop(self) -> None:
@@ -391,10 +399,17 @@ class Gateway:
     async def _apply_change(self, kind: ChangeKind) -> None:
         # resources and prompts count in the catalog and may be deferred: a change to any
         # part re-plans the whole (and rebuilds the search over deferred parts)
+        if not self._started:
+            self._early.add(kind)  # start() plans once every upstream's first attempt is in
+            return
         await self.refresh_catalog(notify=True)
-        if kind == "resources":
+        await self._notify_kinds({kind})
+
+    async def _notify_kinds(self, kinds: set[ChangeKind]) -> None:
+        """Tell clients the resource and prompt lists changed, where they did."""
+        if "resources" in kinds:
             await self.notify_tools_changed(ResourcesListChanged())
-        elif kind == "prompts":
+        if "prompts" in kinds:
             await self.notify_tools_changed(PromptsListChanged())
 
     async def activate(self, ctx: Ctx, names: tuple[str, ...]) -> None:
