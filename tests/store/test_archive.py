@@ -16,7 +16,7 @@ import zstandard
 from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import StaticEmbedder
 from offload.store import archive
-from offload.store.archive import export_archive
+from offload.store.archive import export_archive, import_archive
 from offload.store.store import Store
 
 
@@ -107,3 +107,19 @@ def test_an_export_reads_a_few_statements_per_page_not_per_entry(
         store.conn.set_trace_callback(None)
     entry_reads = [s for s in statements if "entries" in s or "labels" in s or "blocks" in s]
     assert len(entry_reads) <= 12, entry_reads  # one page of 120: was ~6 per entry
+
+
+def test_an_imported_value_of_a_key_deleted_in_the_target_takes_a_new_version(
+    store_location: Path | str, tmp_path: Path
+) -> None:
+    with Store(tmp_path / "src.db", counter=EstimateCounter()) as src:
+        src.put_state("ns", "k", "carried")
+        export_archive(src, tmp_path / "a.zst")
+    with Store(store_location, counter=EstimateCounter()) as target:
+        target.put_state("ns", "k", "old")
+        assert target.put_state("ns", "k", "older") == 2
+        target.delete_state("ns", "k")
+        deleted = target.state_version("ns", "k")
+        import_archive(target, tmp_path / "a.zst")
+        value, version = target.get_state_versioned("ns", "k")
+    assert value == "carried" and version > deleted

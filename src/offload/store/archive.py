@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import zstandard
 
 from offload.errors import InvalidInput, StoreError
-from offload.store import blocks, db, index, pgbulk, rows, tallies
+from offload.store import blocks, db, index, pgbulk, rows, state, tallies
 from offload.store.backend import Conn
 from offload.store.models import Filters
 
@@ -233,11 +233,7 @@ def import_archive(store: Store, path: Path, *, progress: Progress | None = None
                     list(fields.values()),
                 )
             elif kind == "state" and _legacy_of(r, old_archive) is None:
-                conn.execute(
-                    "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT(namespace, key) DO NOTHING",
-                    (r["namespace"], r["key"], r["value"], r["updated"]),
-                )
+                state.insert_text(conn, r["namespace"], r["key"], r["value"], r["updated"])
             elif kind == "counter":
                 conn.execute(
                     "INSERT INTO counters (name, value) VALUES (?, ?) "
@@ -281,11 +277,7 @@ def _import_tallies(conn: Conn, records: list[dict[str, Any]], old_archive: bool
         elif r.get("type") == "state" and (moved := _legacy_of(r, old_archive)) is not None:
             found.extend(moved[0])
             if moved[1] is not None:
-                conn.execute(
-                    "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT(namespace, key) DO NOTHING",
-                    (r["namespace"], r["key"], moved[1], r["updated"]),
-                )
+                state.insert_text(conn, r["namespace"], r["key"], moved[1], r["updated"])
     tallies.keep_larger(conn, found)
 
 

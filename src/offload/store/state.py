@@ -81,6 +81,17 @@ _UPSERT = (
 )
 
 
+def insert_text(conn: Conn, namespace: str, key: str, text: str, updated: float) -> None:
+    """Save ``text`` (a value's JSON) under a key not saved yet, inside the caller's write
+    transaction (an archive's import); a key saved already keeps its value. A key deleted
+    before starts above its deletion's version, as with :func:`put`."""
+    conn.execute(
+        f"INSERT INTO state (namespace, key, value, updated, version) VALUES (?, ?, ?, ?, {_FIRST}) "
+        "ON CONFLICT(namespace, key) DO NOTHING",
+        (namespace, key, text, updated, namespace, key),
+    )
+
+
 def put(conn: Conn, namespace: str, key: str, value: Any, now: float) -> int:
     """Save a JSON-serialisable value, replacing any old one; the version it now has."""
     return put_many(conn, namespace, [(key, value)], now)[0]
