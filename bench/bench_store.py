@@ -35,6 +35,7 @@ import dataclasses
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,7 +45,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from offload.config import Settings, StoreSettings
+from offload.config import SearchSettings, Settings, StoreSettings
 from offload.core.lines import read_lines
 from offload.core.tokens import EstimateCounter
 from offload.store import Filters, open_store
@@ -268,14 +269,21 @@ QUESTION_TEMPLATES = (
 )
 
 
-def open_url(url: str, home: Path) -> Store:
-    """The store at ``url`` through the public API (``store.url``), the estimate counter.
+def open_url(url: str, home: Path, resident_mb: int | None = None) -> Store:
+    """The store at ``url`` through the public API (``store.url``), the estimate counter;
+    ``resident_mb``: the in-memory index's bound (``search.resident_mb``; None: the
+    default), where the tree has one.
 
     A tree without the ``store.url`` setting (before the storage seam) opens sqlite:/// URLs
     by path, and refuses others plainly.
     """
     if "url" in {f.name for f in dataclasses.fields(StoreSettings)}:
-        settings = Settings().with_overrides({"store.home": str(home), "store.url": url})
+        overrides: dict[str, object] = {"store.home": str(home), "store.url": url}
+        if resident_mb is not None and "resident_mb" in {
+            f.name for f in dataclasses.fields(SearchSettings)
+        }:
+            overrides["search.resident_mb"] = resident_mb
+        settings = Settings().with_overrides(overrides)
         return open_store(settings=settings, counter=EstimateCounter())
     if url.startswith("sqlite:///"):
         return open_store(url[len("sqlite://") :], counter=EstimateCounter())
@@ -557,6 +565,27 @@ def throughput(
     return Run(n / wall, c, srv, writers * wall / n * 1000 - c - srv)
 
 
+def resident_built(store: Store, question: str) -> dict[str, float | str]:
+    """Start the store's in-memory index as a user does (a first search), wait for its
+    background build, and what it took (wall and the build's own seconds, MB, the
+    process's peak resident memory); nothing for a store without one."""
+    t = time.perf_counter()
+    store.search(question, scope=None, limit=10)
+    idx = getattr(store, "resident", None)
+    if idx is None:
+        return {}
+    idx.built.wait()
+    r = idx.report
+    return {
+        "resident_wall_s": time.perf_counter() - t,
+        "resident_build_s": r.seconds,
+        "resident_rows": str(r.rows),
+        "resident_mb": r.nbytes / 2**20,
+        "resident_refused": r.refused or "no",
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
 def load_average() -> str:
     """The 1-minute load average now."""
     return f"{os.getloadavg()[0]:.1f}"
@@ -565,9 +594,10 @@ def load_average() -> str:
 def bench_url(url: str, args: argparse.Namespace, home: Path) -> dict[str, float | str]:
     """Every team-store figure for one backend."""
     row: dict[str, float | str] = {"backend": url.split("://")[0], "load_before": load_average()}
-    with open_url(url, home) as store:
+    with open_url(url, home, args.resident_mb) as store:
         build_s, refs = fill(store, args.entries, args.work)
         row["build_s"] = build_s
+        row.update(resident_built(store, args.work.questions(1)[0]))
         row.update(latencies(store, refs, args.searches, args.work, args.hits_out))
     if args.writers <= 0:  # --writers 0: the search side only
         row["load_after"] = load_average()
@@ -627,6 +657,12 @@ def main() -> None:
         "top-k) or locomo (DATA/memory/locomo_dev.json's turns and questions)",
     )
     ap.add_argument("--hits-out", type=Path, help="--url: write each question's top 10 here")
+    ap.add_argument(
+        "--resident-mb",
+        type=int,
+        help="--url: the in-memory index's bound (search.resident_mb; 0: off; default: "
+        "the setting's), built before the questions are timed",
+    )
     ap.add_argument("--writer-puts", type=int, default=200, help="--url: puts per writer")
     ap.add_argument("--writer", help=argparse.SUPPRESS)  # a writer child's store URL
     ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)
