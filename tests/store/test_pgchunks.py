@@ -195,3 +195,26 @@ def test_a_forgotten_entry_leaves_the_in_memory_index_after_a_rebuild(pg_databas
         assert store.resident.view(store.conn) is None  # type: ignore[union-attr]
         assert store.search("quokka") == []
         assert _view(store).df([_term("quokka")]) == {_term("quokka"): 0}
+
+
+def test_with_the_in_memory_index_a_search_reads_no_term_counts_from_the_server(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from offload.store import pgconn, pgsql
+
+    with _resident(pg_database) as store:
+        store.put_many([f"Caroline said, the lake number {i}" for i in range(20)])
+        tagged = store.put("Melanie said, hello", topic="zuluword").entry
+        _view(store)
+        ran: list[str] = []
+        real = pgconn.PgConn.execute
+
+        def counted(self: pgconn.PgConn, sql: str, parameters: Any = ()) -> pgconn.PgCursor:
+            ran.append(sql)
+            return real(self, sql, parameters)
+
+        monkeypatch.setattr(pgconn.PgConn, "execute", counted)
+        assert len(store.search("When did Caroline see the lake?")) == 5
+        assert [h.entry.id for h in store.search("zuluword")] == [tagged.id]  # metadata only
+    assert pgsql.search_stats_sql() not in ran
+    assert ran.count(pgsql.META_TERMS) == 2  # which terms the metadata holds: one a search

@@ -313,6 +313,14 @@ def search_stats_params(terms: Sequence[str]) -> tuple[list[str], list[str]]:
     return list(terms), [_lexeme(t) or _NOTHING for t in terms]
 
 
+# Which of the terms (the parameters of search_stats_sql) some metadata row holds: with an
+# in-memory index of the bodies, the one thing a search still asks before ranking.
+META_TERMS = (
+    "SELECT t.term, EXISTS (SELECT 1 FROM search_meta m WHERE m.tsv @@ t.q) AS held "
+    "FROM unnest(?::text[], ?::tsquery[]) AS t(term, q)"
+)
+
+
 # A body ranking on PostgreSQL whose term weights the caller computed (from the counts
 # :func:`search_stats_sql` read once per search): :func:`_top`'s score for every row its
 # tsquery selects, without reading each term's count again in every ranking statement.

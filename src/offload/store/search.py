@@ -151,7 +151,7 @@ def search_hits(
     view = None if store.resident is None else store.resident.view(conn)
     where, params = query.filter_sql(filters, now)
     # the index's statistics this search reads, each once (PostgreSQL: one statement)
-    stats = selective.SearchStats(conn)
+    stats = selective.SearchStats(conn, view)
     match_terms = with_expansions(conn, q, stats)
     if view is not None and not all(map(postings.plain_term, match_terms)):
         view = None  # a term FTS5 reads otherwise than the index holds it: FTS5's way
@@ -294,7 +294,10 @@ def lexical_candidates(
                 c.score *= pgsql.BODY_TERM_WEIGHT / (selective.K1 + 1.0)
     else:
         body = _top_body(conn, terms, where, params, need, chunks, stats=stats)
-    meta = _top_entries(conn, _META_TOP, _META_ENTRIES, match, where, params, need, meta_rows)
+    held = None if stats is None else stats.meta_held(terms)
+    meta: dict[int, Candidate] = {}
+    if held is None or held:  # no metadata row holds a term: nothing to rank there
+        meta = _top_entries(conn, _META_TOP, _META_ENTRIES, match, where, params, need, meta_rows)
     out: dict[int, Candidate] = dict(body)
     for eid, c in meta.items():
         have = out.get(eid)

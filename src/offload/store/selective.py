@@ -27,9 +27,13 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from offload.store import pgsql
 from offload.store.backend import Conn
+
+if TYPE_CHECKING:
+    from offload.store.postings import View
 
 # FTS5's bm25() constant k1 (fts5_aux.c): a term's share of a row's score is below idf * (k1 + 1)
 K1 = 1.2
@@ -195,22 +199,28 @@ class SearchStats:
     row count, whether a term is known (some body or metadata row holds it), the index's
     row count and its chunk count.
 
-    On PostgreSQL the terms asked about together are read in one statement
+    With the in-memory index (``view``, store/resident.py) the body's counts are its own,
+    exact, and only whether a metadata row holds a term is asked (one statement). Without
+    it, on PostgreSQL the terms asked about together are read in one statement
     (:func:`offload.store.pgsql.search_stats_sql`), and a term asked about again is not
     read again; on SQLite the counts come from the per-file cache (:class:`TermStats`) and
     a term's existence from FTS5 (both in-process)."""
 
-    def __init__(self, conn: Conn) -> None:
+    def __init__(self, conn: Conn, view: View | None = None) -> None:
         self.conn = conn
+        self._view = view
         self._pg = not isinstance(conn, sqlite3.Connection)
         self._df: dict[str, int] = {}
         self._known: dict[str, bool] = {}
+        self._meta: dict[str, bool] = {}  # term -> some metadata row holds it (with a view)
         self._rows = -1
         self._chunks = -1
 
     def counts(self, terms: Sequence[str]) -> dict[str, int]:
         """Each of ``terms``' row count in ``search_body`` (0: none holds it)."""
         want = list(dict.fromkeys(terms))
+        if self._view is not None:
+            return self._view.df(want)
         if not self._pg:
             stats = stats_for(self.conn, "search_body")
             stats.totals(self.conn)
@@ -219,22 +229,39 @@ class SearchStats:
         return {t: self._df[t] for t in want}
 
     def prefetch(self, terms: Sequence[str]) -> None:
-        """Read ``terms``' counts now, with the others asked in the same statement (no-op
-        on SQLite, whose counts are cached per file)."""
-        if self._pg:
+        """Read what ``terms`` need now, with the others asked in the same statement (on
+        SQLite without a view nothing: its counts are cached per file)."""
+        if self._view is not None:
+            self._read_meta(list(dict.fromkeys(terms)))
+        elif self._pg:
             self._read([t for t in dict.fromkeys(terms) if t not in self._df])
 
     def known(self, terms: Sequence[str]) -> set[str]:
         """Those of ``terms`` some body or metadata row holds."""
         want = list(dict.fromkeys(terms))
+        if self._view is not None:
+            body = self._view.df(want)
+            self._read_meta(want)
+            return {t for t in want if body[t] or self._meta[t]}
         if not self._pg:
             return {t for t in want if _fts_holds(self.conn, t)}
         self._read([t for t in want if t not in self._df])
         return {t for t in want if self._known[t]}
 
+    def meta_held(self, terms: Sequence[str]) -> set[str] | None:
+        """Those of ``terms`` some metadata row holds, when known without ranking (with a
+        view); None: not known (the metadata is ranked to find out)."""
+        if self._view is None:
+            return None
+        want = list(dict.fromkeys(terms))
+        self._read_meta(want)
+        return {t for t in want if self._meta[t]}
+
     @property
     def rows(self) -> int:
         """The body index's row count (PostgreSQL: ANALYZE's estimate once analysed)."""
+        if self._view is not None:
+            return int(self._view.rows)
         if self._rows < 0:
             if self._pg:
                 self._read([])
@@ -245,12 +272,24 @@ class SearchStats:
     @property
     def chunks(self) -> int:
         """The chunk count (exact on a small store, the planner's estimate on a large one)."""
+        if self._view is not None:
+            return int(self._view.rows)
         if self._chunks < 0:
             if self._pg:
                 self._read([])
             else:
                 self._chunks = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
         return self._chunks
+
+    def _read_meta(self, terms: list[str]) -> None:
+        missing = [t for t in terms if t not in self._meta]
+        if not missing:
+            return
+        if not self._pg:
+            self._meta.update((t, _fts_holds(self.conn, t, ("search_meta",))) for t in missing)
+            return
+        rows = self.conn.execute(pgsql.META_TERMS, pgsql.search_stats_params(missing))
+        self._meta.update((str(r[0]), bool(r[1])) for r in rows.fetchall())
 
     def totals(self) -> Totals:
         """SQLite's FTS5 totals (row count and average length)."""
@@ -335,10 +374,12 @@ def _pg_counts_for(conn: Conn) -> PgCounts:
         return got
 
 
-def _fts_holds(conn: Conn, term: str) -> bool:
+def _fts_holds(
+    conn: Conn, term: str, tables: Sequence[str] = ("search_body", "search_meta")
+) -> bool:
     """Whether an FTS5 table (body or metadata) holds ``term``."""
     m = '"' + term.replace('"', '""') + '"'
-    for table in ("search_body", "search_meta"):
+    for table in tables:
         if conn.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1", (m,)).fetchone():
             return True
     return False
