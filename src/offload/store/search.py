@@ -37,6 +37,7 @@ from offload.store import (
     hybrid,
     index,
     narrow,
+    neighbours,
     pgsql,
     postings,
     query,
@@ -522,7 +523,7 @@ def rank(
 
     With the searched ``terms`` the best hits are scored with their neighbourhood as one
     document (:mod:`offload.store.context`); without them, or on PostgreSQL (whose rank
-    is not FTS5's BM25), each passes a share of its score on (:func:`with_neighbours`).
+    is not FTS5's BM25), each passes a share of its score on (:func:`offload.store.neighbours.with_neighbours`).
     Entries that only a neighbour brought in are kept where they outrank a direct match;
     after the last direct match the list ends."""
     if terms and isinstance(store.conn, sqlite3.Connection):
@@ -538,7 +539,15 @@ def rank(
             view=view,
         )
     else:
-        ranked = with_neighbours(store.conn, found, where, params)
+        ranked = neighbours.with_neighbours(
+            store.conn,
+            found,
+            where,
+            params,
+            share=NEIGHBOUR_SHARE,
+            window=NEIGHBOUR_WINDOW,
+            sources=NEIGHBOUR_SOURCES,
+        )
     shown = shown or ShownChunks(store)
     ranked = _phrase_boost(q, ranked, shown)
     for c in ranked:
@@ -553,50 +562,6 @@ def rank(
     # a neighbour may displace a weaker match, never extend the list past the matches
     last = max((i for i, c in enumerate(out) if c.direct), default=-1)
     return _as_written_first(q, out[: last + 1], shown)
-
-
-_NEIGHBOURS = (
-    "SELECT e.id AS src, n.id AS nid FROM entries e JOIN entries n ON n.id IN "
-    "(SELECT p.id FROM entries p WHERE p.scope = e.scope AND p.kind = e.kind AND p.id {op} e.id "
-    "ORDER BY p.id {order} LIMIT ?) WHERE e.id IN (SELECT value FROM json_each(?))"
-)
-
-
-def with_neighbours(
-    conn: Conn, found: list[Candidate], where: str, params: list[Any]
-) -> list[Candidate]:
-    """Each of the best direct hits passes NEIGHBOUR_SHARE of its score to the entries
-    just before and after it in the same scope and kind, NEIGHBOUR_SHARE ** d at distance
-    d up to NEIGHBOUR_WINDOW; neighbours that matched nothing join the candidates (only
-    if the filter keeps them)."""
-    sources = {c.entry_id: c.score for c in found[:NEIGHBOUR_SOURCES]}
-    extra: dict[int, float] = {}
-    ids = json.dumps(list(sources))
-    for op, order in (("<", "DESC"), (">", "ASC")):
-        near: dict[int, list[int]] = {}
-        sql = _NEIGHBOURS.format(op=op, order=order)
-        for r in conn.execute(sql, (NEIGHBOUR_WINDOW, ids)):
-            near.setdefault(int(r["src"]), []).append(int(r["nid"]))
-        for src, nids in near.items():
-            # nearest first: ids descend before the source, ascend after it
-            for d, nid in enumerate(sorted(nids, reverse=op == "<"), 1):
-                extra[nid] = extra.get(nid, 0.0) + NEIGHBOUR_SHARE**d * sources[src]
-    if not extra:
-        return found
-    out = {c.entry_id: c for c in found}
-    missing = [i for i in extra if i not in out]
-    if missing:
-        rows = conn.execute(
-            _META_ENTRIES.format(where=where),
-            (json.dumps(missing), *params),
-        ).fetchall()
-        for r in rows:
-            out[int(r["eid"])] = _candidate(r, 0.0, direct=False)
-    for nid, add in extra.items():
-        have = out.get(nid)
-        if have is not None:
-            have.score += add
-    return sorted(out.values(), key=lambda c: (-c.score, -c.entry_id))
 
 
 def _phrase_boost(
