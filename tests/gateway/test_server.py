@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
@@ -17,6 +19,7 @@ from numpy.typing import NDArray
 
 from mcp import Client
 from offload.gateway.server import Gateway
+from offload.gateway.toolsearch import ToolIndex
 from offload.gateway.toolvectors import NAMESPACE, USERS
 from offload.store.store import Store
 from realparts import wait_until
@@ -264,3 +267,47 @@ async def test_a_starting_gateway_plans_its_catalog_once_not_once_per_upstream(
         # a change once started re-plans as before
         await gw._on_upstream_change(gw.upstreams["git"], "tools")
         assert len(refreshes) == 2
+
+
+class Held(Letters):
+    """Letters whose first call waits until released (an embedding still running)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.calls += 1
+        if self.calls == 1:
+            self.entered.set()
+            self.release.wait(60)
+        return super().encode(texts)
+
+
+async def test_catalog_changes_during_an_embedding_embed_only_the_newest_catalog_after_it(
+    run_gateway: RunGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[int] = []
+    real = ToolIndex.with_strong
+
+    def counted(self: ToolIndex, *args: Any, **kwargs: Any) -> ToolIndex:
+        built.append(len(self.docs))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ToolIndex, "with_strong", counted)
+    encoder = Held()
+    servers = [inproc_upstream("git", "mcp-server-git.json")]
+    async with run_gateway(servers, tool_encoder=encoder, catalog_threshold=1) as gw:
+        try:
+            wait_until(encoder.entered.is_set, 60, what="the first embedding")
+            await gw.refresh_catalog()  # two changes while it runs
+            await gw.refresh_catalog()
+            newest = gw.tool_index
+            assert newest is not None
+        finally:
+            encoder.release.set()
+        wait_until(lambda: gw.tool_index is not None and gw.tool_index.strong is encoder, 60)
+        assert gw.tool_index is not None and gw.tool_index.docs == newest.docs
+        assert len(built) == 2  # the running one and the newest, not the one between

@@ -120,6 +120,7 @@ class Gateway:
         self._sessions: dict[int, ServerSession] = {}
         self._first_attempts = anyio.Event()
         self._started = False  # start() has seen every upstream's first attempt
+        self._strengthening = threading.Lock()  # one contextual embedding at a time
         self._early: set[ChangeKind] = set()  # changes before that, planned by start()
         self.bus = InMemorySubscriptionBus()
         self.listen = ListenHandler(self.bus)
@@ -319,7 +320,17 @@ class Gateway:
 
     def _strengthen(self, base: ToolIndex, encoder: Encoder) -> None:
         """Swap in ``base`` with the contextual model's tool vectors, if it is still the
-        index in use (a catalog refresh meanwhile built a newer one)."""
+        index in use (a catalog refresh meanwhile built a newer one).
+
+        One at a time: a burst of catalog changes embeds the catalog being embedded and
+        then the newest one only, not every one in between side by side on the same
+        cores (each a catalog's worth of model calls that the next change throws away)."""
+        with self._strengthening:
+            if self._tool_index is not base:
+                return  # superseded while it waited: the newer index's own thread embeds
+            self._strengthen_now(base, encoder)
+
+    def _strengthen_now(self, base: ToolIndex, encoder: Encoder) -> None:
         try:
             model = getattr(encoder, "model_id", type(encoder).__name__)
             saved = StoredEncoder(encoder, self.store, model, self._vector_user)
