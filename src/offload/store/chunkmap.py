@@ -170,4 +170,10 @@ def missing_or_stale(conn: Any) -> int:
 def rebuild(conn: Any) -> None:
     """Refill the map from the tables (inside the caller's write transaction)."""
     conn.execute("DELETE FROM entry_chunks")
-    conn.execute(FILL_SQLITE if isinstance(conn, sqlite3.Connection) else FILL_PG)
+    if isinstance(conn, sqlite3.Connection):
+        conn.execute(FILL_SQLITE)
+        # an in-memory copy (store/entrymap.py) reads only rows above its ids: a refill
+        # of an empty map deletes nothing, so its triggers would not tell it
+        conn.execute("UPDATE entry_map_generation SET value = value + 1 WHERE id = 0")
+    else:
+        conn.execute(FILL_PG)

@@ -563,3 +563,38 @@ def m_chunk_generation(conn: sqlite3.Connection) -> None:
         END;
         """,
     )
+
+
+@migration
+def m_entry_map_generation(conn: sqlite3.Connection) -> None:
+    # issue 11: a search process holds the chunk -> entry map in memory (store/entrymap.py)
+    # and reads only the rows of entries and chunks above the largest ids it read; any
+    # other change to the map bumps this generation so it rebuilds (doctor's refill
+    # bumps it itself, store/chunkmap.py)
+    bump = "UPDATE entry_map_generation SET value = value + 1 WHERE id = 0;"
+    run_script(
+        conn,
+        f"""
+        CREATE TABLE IF NOT EXISTS entry_map_generation (
+            id INTEGER PRIMARY KEY CHECK (id = 0),
+            value INTEGER NOT NULL
+        );
+        INSERT OR IGNORE INTO entry_map_generation (id, value) VALUES (0, 0);
+        CREATE TRIGGER IF NOT EXISTS entry_map_row_gone AFTER DELETE ON entry_chunks
+        BEGIN {bump} END;
+        CREATE TRIGGER IF NOT EXISTS entry_map_row_changed AFTER UPDATE ON entry_chunks
+        BEGIN {bump} END;
+        CREATE TRIGGER IF NOT EXISTS entry_map_entry_gone AFTER DELETE ON entries
+        BEGIN {bump} END;
+        CREATE TRIGGER IF NOT EXISTS entry_map_entry_moved
+        AFTER UPDATE OF id, block_hash, content_hash ON entries BEGIN {bump} END;
+        CREATE TRIGGER IF NOT EXISTS entry_map_entry_below AFTER INSERT ON entries
+        WHEN new.id < (SELECT max(id) FROM entries) BEGIN {bump} END;
+        CREATE TRIGGER IF NOT EXISTS entry_map_chunk_gone AFTER DELETE ON chunks
+        BEGIN {bump} END;
+        CREATE TRIGGER IF NOT EXISTS entry_map_chunk_moved
+        AFTER UPDATE OF id, block_id ON chunks BEGIN {bump} END;
+        CREATE TRIGGER IF NOT EXISTS entry_map_chunk_below AFTER INSERT ON chunks
+        WHEN new.id < (SELECT max(id) FROM chunks) BEGIN {bump} END;
+        """,
+    )

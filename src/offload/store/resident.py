@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from offload.errors import OffloadError
-from offload.store import chunkrows, postings
+from offload.store import chunkrows, entrymap, postings
 from offload.store.backend import Conn
 
 # rows parsed per step of a build (the interpreter passes to searches between steps)
@@ -87,6 +87,8 @@ class ResidentIndex:
         self._refused: chunkrows.Token | None = None  # a build refused at this token
         self._retry_at = 0.0  # monotonic time: no build before it (the last one failed)
         self.report: BuildReport | None = None
+        # the chunk -> entry map, kept beside the postings (its own generation and build)
+        self.entry_map = entrymap.ResidentMap(connect)
         # set whenever a build finishes (done or refused): tests and the bench wait on it
         self.built = threading.Event()
 
@@ -125,6 +127,7 @@ class ResidentIndex:
     def close(self) -> None:
         """Stop building (a build in progress ends at its next batch) and drop the index."""
         self._closed.set()
+        self.entry_map.close()
         with self._lock:
             thread, self._state = self._thread, None
         if thread is not None and thread is not threading.current_thread():

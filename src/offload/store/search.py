@@ -34,6 +34,7 @@ from offload.core import analysis
 from offload.errors import StoreError
 from offload.store import (
     context,
+    entrymap,
     hybrid,
     index,
     narrow,
@@ -150,6 +151,8 @@ def search_hits(
     now = store.clock()
     # the in-memory index, brought up to date (None: the SQL path, store/resident.py)
     view = None if store.resident is None else store.resident.view(conn)
+    # and the chunk -> entry map (None: through entry_chunks, store/entrymap.py)
+    entry_map = None if store.resident is None else store.resident.entry_map.current(conn)
     where, params = query.filter_sql(filters, now)
     # the index's statistics this search reads, each once (PostgreSQL: one statement)
     stats = selective.SearchStats(conn, view)
@@ -170,12 +173,28 @@ def search_hits(
         if narrowed is not None:  # from here on the filter is the entries read, by id
             where, params = narrowed.where
         found = lexical_candidates(
-            conn, telling, where, params, need, narrowed, view=view, stats=stats
+            conn,
+            telling,
+            where,
+            params,
+            need,
+            narrowed,
+            view=view,
+            stats=stats,
+            entry_map=entry_map,
         )
         if not found and len(telling) < len(match_terms):
             telling = match_terms
             found = lexical_candidates(
-                conn, telling, where, params, need, narrowed, view=view, stats=stats
+                conn,
+                telling,
+                where,
+                params,
+                need,
+                narrowed,
+                view=view,
+                stats=stats,
+                entry_map=entry_map,
             )
         # the chunks read for the best candidates, kept for every later step
         shown = ShownChunks(store)
@@ -272,6 +291,7 @@ def lexical_candidates(
     *,
     view: postings.View | None = None,
     stats: selective.SearchStats | None = None,
+    entry_map: entrymap.EntryMap | None = None,
 ) -> list[Candidate]:
     """Entries matching any of ``terms`` under the filter, best BM25 first.
 
@@ -281,20 +301,21 @@ def lexical_candidates(
     few of them; with ``narrowed`` (store/narrow.py) only the filter's rows are scored.
     With ``view`` (store/resident.py) the body's rows are scored in memory, to the same
     scores and the same pools (a narrowed search still asks FTS5); on PostgreSQL that is
-    FTS5's BM25 there too.
+    FTS5's BM25 there too. With ``entry_map`` the scored chunks' entries are looked up in
+    memory (store/entrymap.py); the filter still runs in SQL.
     """
     match = match_expression(terms)
     chunks = None if narrowed is None else narrowed.chunks
     meta_rows = None if narrowed is None else narrowed.meta
     if chunks is None and view is not None and len(terms) <= postings.MAX_TERMS:
-        body = _top_body(conn, terms, where, params, need, view=view)
+        body = _top_body(conn, terms, where, params, need, view=view, entry_map=entry_map)
         if not isinstance(conn, sqlite3.Connection):
             # PostgreSQL ranks metadata by ts_rank: a body term is brought to its scale (the
             # most it adds, idf * (k1 + 1), becomes ts_rank's most, 0.1 * idf)
             for c in body.values():
                 c.score *= pgsql.BODY_TERM_WEIGHT / (selective.K1 + 1.0)
     else:
-        body = _top_body(conn, terms, where, params, need, chunks, stats=stats)
+        body = _top_body(conn, terms, where, params, need, chunks, stats=stats, entry_map=entry_map)
     held = None if stats is None else stats.meta_held(terms)
     meta: dict[int, Candidate] = {}
     if held is None or held:  # no metadata row holds a term: nothing to rank there
@@ -339,8 +360,10 @@ class _Mapping:
     chunks and entries not seen yet are read (each pass read them all: ~1.75 passes a
     search at 100k)."""
 
-    def __init__(self, conn: Conn, where: str, params: list[Any]) -> None:
-        self.conn, self.where, self.params = conn, where, params
+    def __init__(
+        self, conn: Conn, where: str, params: list[Any], held: entrymap.EntryMap | None = None
+    ) -> None:
+        self.conn, self.where, self.params, self.held = conn, where, params, held
         self.entries_of: dict[int, list[int]] = {}  # chunk id -> its entries' ids
         self.rows: dict[int, Row | None] = {}  # entry id -> its row (None: filtered out)
 
@@ -348,6 +371,15 @@ class _Mapping:
         """Each entry's best chunk of ``bm25``, and its next best few
         (:attr:`Candidate.others`), for the entries the filter keeps."""
         new = [cid for cid in bm25 if cid not in self.entries_of]
+        if new and self.held is not None:
+            unknown = []  # chunks written since the map was read: asked of the table
+            for cid in new:
+                got = self.held.entries(cid)
+                if got is None:
+                    unknown.append(cid)
+                else:
+                    self.entries_of[cid] = list(got)
+            new = unknown
         if new:
             for cid in new:
                 self.entries_of[cid] = []
@@ -410,13 +442,14 @@ def _top_body(
     *,
     view: postings.View | None = None,
     stats: selective.SearchStats | None = None,
+    entry_map: entrymap.EntryMap | None = None,
 ) -> dict[int, Candidate]:
     """The best chunks' entries, with BM25's work bounded by term selectivity
     (store/selective.py): only rows matching a rare term are scored, exactly; once no row
     matching only common terms can reach the top, that is the top; otherwise the next
     rarest term joins the rare ones (at worst every term: the plain OR query). With
     ``view`` the same plan and pools are taken from the in-memory index; ``stats``, the
-    search's term counts (the SQL path)."""
+    search's term counts (the SQL path); ``entry_map``, the chunk -> entry map in memory."""
     if view is not None:
         p = selective.plan_of(view.df(list(dict.fromkeys(terms))), view.totals())
         # FTS5 numbers a partition's phrases in the plan's order: so are the scores summed
@@ -426,7 +459,7 @@ def _top_body(
     pool = max(_MIN_POOL, need * 4)
     # a narrow filter: only its rows are scored (store/narrow.py)
     top, bounds = (_BODY_TOP, ()) if span is None else (span.restrict(_BODY_TOP), span.params)
-    mapped = _Mapping(conn, where, params)
+    mapped = _Mapping(conn, where, params, entry_map)
     while True:
         bm25: dict[int, float] = {}
         exhausted = True

@@ -1,0 +1,189 @@
+"""Which entries each chunk belongs to, held in memory and kept fresh before each search.
+
+A lexical search maps its ~650 best-scored chunks to entries (store/search.py
+``_Mapping``): through ``entry_chunks`` (store/chunkmap.py) that is one statement of a
+few milliseconds at 100k entries; from a dict it is a lookup per chunk. The filter on the
+entries (scope, kind, dates, tombstones) still runs in SQL on the mapped ids.
+
+Freshness (SQLite; PostgreSQL keeps the SQL mapping): ``entry_chunks`` changes only by
+the triggers of store/chunkmap.py and doctor's refill. A new entry's rows carry its id,
+above every id read before (rowids only grow, barring a deletion); a new chunk's rows its
+id, likewise. So the rows added since a read of maxima ``(E, C)`` are those with
+``entry_id > E`` or ``chunk_id > C``, as long as nothing else happened; everything else
+bumps ``entry_map_generation`` (triggers, migration ``m_entry_map_generation``): a row of
+the map deleted or rewritten, an entry or chunk deleted (its id could be reused), an
+entry's block or a chunk's block rewritten, an entry or chunk inserted below the largest
+id, and doctor's refill (:func:`offload.store.chunkmap.rebuild`). A bumped generation
+drops the map; the next search maps through SQL and a rebuild starts in the background.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from offload.errors import OffloadError
+from offload.store.backend import Conn
+from offload.store.chunkrows import _snapshot
+
+# the map's tail (chunks whose entries changed since the base) is folded into a new base
+# past this many chunks: each refresh copies the tail, a fold the whole map
+TAIL_CHUNKS = 4096
+
+_GENERATION = "SELECT value FROM entry_map_generation WHERE id = 0"
+# each a bare max(): SQLite answers it from the rowid b-tree's last row (wrapped in an
+# expression it may scan the table)
+_MAXIMA = ("SELECT max(id) FROM entries", "SELECT max(id) FROM chunks")
+_ALL = "SELECT chunk_id, entry_id FROM entry_chunks ORDER BY chunk_id, entry_id"
+_SINCE = (
+    "SELECT chunk_id, entry_id FROM entry_chunks WHERE entry_id > ? UNION "
+    "SELECT chunk_id, entry_id FROM entry_chunks WHERE chunk_id > ?"
+)
+# the chunks of the rows read since: every entry of each (a new entry of an old chunk)
+_OF_CHUNKS = (
+    "SELECT m.chunk_id, m.entry_id FROM json_each(?) j CROSS JOIN entry_chunks m "
+    "WHERE m.chunk_id = j.value ORDER BY m.chunk_id, m.entry_id"
+)
+
+# after a build failed on an error, how long searches keep the SQL mapping
+RETRY_S = 30.0
+
+_log = logging.getLogger("offload.store")
+
+Entries = dict[int, tuple[int, ...]]
+
+
+@dataclass(frozen=True, eq=False)
+class EntryMap:
+    """Chunk id -> its entries' ids (ascending), as of ``token`` (generation, largest
+    entry id, largest chunk id). Immutable: a refresh makes a new one."""
+
+    base: Entries
+    tail: Entries
+    token: tuple[int, int, int]
+
+    def entries(self, chunk_id: int) -> tuple[int, ...] | None:
+        """The chunk's entries, or None: the map does not know the chunk (written since)."""
+        got = self.tail.get(chunk_id)
+        return self.base.get(chunk_id) if got is None else got
+
+
+def _grouped(rows: Iterable[tuple[int, int]]) -> Entries:
+    out: dict[int, list[int]] = {}
+    for cid, eid in rows:
+        out.setdefault(int(cid), []).append(int(eid))
+    return {cid: tuple(eids) for cid, eids in out.items()}
+
+
+def _maxima(conn: sqlite3.Connection) -> tuple[int, int]:
+    e, c = (conn.execute(sql).fetchone()[0] for sql in _MAXIMA)
+    return int(e or 0), int(c or 0)
+
+
+def read_all(conn: sqlite3.Connection) -> EntryMap:
+    """The whole map and its token, in one read snapshot."""
+    with _snapshot(conn):
+        gen = int(conn.execute(_GENERATION).fetchone()[0])
+        top_e, top_c = _maxima(conn)
+        base = _grouped(conn.execute(_ALL).fetchall())
+    return EntryMap(base, {}, (gen, top_e, top_c))
+
+
+def read_since(conn: sqlite3.Connection, held: EntryMap) -> EntryMap | None:
+    """``held`` with the rows added since, or None: the generation moved (rebuild)."""
+    with _snapshot(conn):
+        gen = int(conn.execute(_GENERATION).fetchone()[0])
+        if gen != held.token[0]:
+            return None
+        top_e, top_c = _maxima(conn)
+        if (top_e, top_c) == held.token[1:]:
+            return held
+        since = conn.execute(_SINCE, held.token[1:]).fetchall()
+        changed = sorted({int(r[0]) for r in since})
+        rows = conn.execute(_OF_CHUNKS, (json.dumps(changed),)).fetchall() if changed else []
+    tail = {**held.tail, **_grouped(rows)}
+    token = (gen, top_e, top_c)
+    if len(tail) > TAIL_CHUNKS:
+        return EntryMap({**held.base, **tail}, {}, token)
+    return EntryMap(held.base, tail, token)
+
+
+class ResidentMap:
+    """One store's :class:`EntryMap`, built in a thread of its own and refreshed before
+    each search (thread-safe). ``connect`` opens a connection for the build."""
+
+    def __init__(self, connect: Callable[[], Conn]) -> None:
+        self._connect = connect
+        self._lock = threading.Lock()
+        self._map: EntryMap | None = None
+        self._building = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._retry_at = 0.0  # monotonic time: no build before it (the last one failed)
+        # set whenever a build finishes: tests and the bench wait on it
+        self.built = threading.Event()
+
+    def current(self, conn: Conn) -> EntryMap | None:
+        """The map brought up to date with what ``conn`` sees, or None (not built yet,
+        rebuilding, PostgreSQL, or an error reading it): the caller maps through SQL."""
+        if not isinstance(conn, sqlite3.Connection) or self._closed:
+            return None
+        held = self._map
+        if held is None:
+            self.start()
+            return None
+        try:
+            fresh = read_since(conn, held)
+        except (sqlite3.Error, OffloadError) as exc:
+            _log.debug("resident entry map: %s; mapping the SQL way", exc)
+            fresh = None
+        with self._lock:
+            if self._map is held:
+                self._map = fresh
+        if fresh is None:
+            self.start()
+        return fresh
+
+    def start(self) -> None:
+        """Start a build in the background unless one is running or the map is held."""
+        with self._lock:
+            if self._building or self._closed or self._map is not None:
+                return
+            if time.monotonic() < self._retry_at:
+                return
+            self._building = True
+            self.built.clear()
+            self._thread = threading.Thread(target=self._build, name="offload-map", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        """Drop the map (a build in progress is waited for)."""
+        with self._lock:
+            self._closed, self._map, thread = True, None, self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _build(self) -> None:
+        conn: Conn | None = None
+        try:
+            conn = self._connect()
+            if isinstance(conn, sqlite3.Connection):
+                built = read_all(conn)
+                with self._lock:
+                    if not self._closed:
+                        self._map = built
+        except (sqlite3.Error, OffloadError, MemoryError) as exc:
+            _log.debug("resident entry map not built: %s", exc)
+            self._retry_at = time.monotonic() + RETRY_S
+        finally:
+            close = getattr(conn, "close", None)
+            if close is not None:
+                close()
+            with self._lock:
+                self._building = False
+            self.built.set()

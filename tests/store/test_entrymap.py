@@ -1,0 +1,158 @@
+"""The chunk -> entry map held in memory: the table's own after every write, never stale."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from offload.core.tokens import EstimateCounter
+from offload.store import db, entrymap
+from offload.store.maintenance import doctor, reindex
+from offload.store.store import Store
+
+WORDS = [
+    "lake",
+    "paint",
+    "garden",
+    "river",
+    "Caroline",
+    "Melanie",
+    "adoption",
+    "camping",
+    "pottery",
+    "beach",
+    "dog",
+]
+
+
+def _open(path: Path) -> Store:
+    return Store(path, counter=EstimateCounter(), resident_mb=64)
+
+
+def _fill(store: Store, n: int = 40, seed: int = 3) -> None:
+    rnd = random.Random(seed)
+    for i in range(n):
+        words = " ".join(rnd.choices(WORDS, k=rnd.randint(2, 20)))
+        store.put(f"Caroline said, {words} n{i}\n" * rnd.randint(1, 30), scope=f"chat{i % 2}")
+
+
+def _table(store: Store) -> entrymap.Entries:
+    rows = store.conn.execute(
+        "SELECT chunk_id, entry_id FROM entry_chunks ORDER BY chunk_id, entry_id"
+    ).fetchall()
+    out: dict[int, list[int]] = {}
+    for cid, eid in rows:
+        out.setdefault(int(cid), []).append(int(eid))
+    return {c: tuple(e) for c, e in out.items()}
+
+
+def _held(store: Store) -> entrymap.EntryMap | None:
+    assert store.resident is not None
+    return store.resident.entry_map.current(store.conn)
+
+
+def _as_dict(m: entrymap.EntryMap) -> entrymap.Entries:
+    return {**m.base, **m.tail}
+
+
+def _rebuilt(store: Store) -> entrymap.Entries:
+    """The map after a (re)build: started, waited for (an event, not a sleep), read."""
+    assert store.resident is not None
+    rmap = store.resident.entry_map
+    rmap.start()
+    assert rmap.built.wait(60)
+    m = rmap.current(store.conn)
+    assert m is not None
+    return _as_dict(m)
+
+
+def _fresh_or_dropped(store: Store) -> None:
+    """The map now is the table's, or it is dropped (and the rebuild is the table's)."""
+    m = _held(store)
+    if m is not None:
+        assert _as_dict(m) == _table(store)
+    assert _rebuilt(store) == _table(store)
+
+
+def test_the_built_map_is_the_tables(tmp_path: Path) -> None:
+    with _open(tmp_path / "s.db") as store:
+        _fill(store)
+        assert _rebuilt(store) == _table(store)
+
+
+def test_puts_after_the_build_are_read_by_the_watermark_without_a_rebuild(
+    tmp_path: Path,
+) -> None:
+    with _open(tmp_path / "s.db") as store:
+        _fill(store)
+        _rebuilt(store)
+        new = store.put("Melanie said, the zebrafinch sang\n" * 50, scope="chat0").entry
+        # the same content in another scope: a new entry of chunks the map already holds
+        twin = store.put("Melanie said, the zebrafinch sang\n" * 50, scope="chat9").entry
+        store.put_many([f"Melanie said, pottery by the beach {i}" for i in range(5)], scope="chat2")
+        m = _held(store)
+        assert m is not None  # no generation moved: the rows were read since, not rebuilt
+        assert _as_dict(m) == _table(store)
+        chunks = [c for c, e in _as_dict(m).items() if new.id in e]
+        assert chunks and all(twin.id in _as_dict(m)[c] for c in chunks)
+
+
+def test_forget_reindex_and_a_moved_block_drop_or_refresh_the_map(tmp_path: Path) -> None:
+    with _open(tmp_path / "s.db") as store:
+        _fill(store)
+        gone = store.put("Caroline said, a quokka visited", scope="chat0").entry
+        _rebuilt(store)
+        store.forget(gone.ref)
+        _fresh_or_dropped(store)
+        reindex(store)
+        _fresh_or_dropped(store)
+        # an entry pointed at another entry's block (what a compaction or repair does)
+        with db.write_tx(store.conn) as conn:
+            conn.execute(
+                "UPDATE entries SET block_hash = (SELECT block_hash FROM entries WHERE id = 2) "
+                "WHERE id = 3"
+            )
+        assert _held(store) is None
+        assert _rebuilt(store) == _table(store)
+
+
+def test_doctors_refill_of_an_emptied_map_is_seen(tmp_path: Path) -> None:
+    with _open(tmp_path / "s.db") as store:
+        _fill(store)
+        with db.write_tx(store.conn) as conn:
+            conn.execute("DELETE FROM entry_chunks")
+        assert _rebuilt(store) == {}  # built over the empty table
+        doctor(store, repair=True)  # refills it: not a deletion of any row the map holds
+        assert _held(store) is None
+        assert _rebuilt(store) == _table(store) != {}
+
+
+def test_a_chunk_written_after_the_map_was_read_is_mapped_through_the_table(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    with _open(path) as store:
+        _fill(store)
+        _rebuilt(store)
+        stale = _held(store)
+        new = store.put("Melanie said, a narwhal in the river", scope="chat1").entry
+        assert stale is not None
+        # a search holding the map read before the put (its own snapshot) still finds it
+        assert store.resident is not None
+        store.resident.entry_map.current = lambda conn: stale  # type: ignore[method-assign]
+        assert [h.entry.id for h in store.search("narwhal")] == [new.id]
+
+
+def test_pages_are_the_same_with_and_without_the_held_map(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with _open(path) as store, _open(path) as plain:
+        _fill(store, 60)
+        _rebuilt(store)
+        assert plain.resident is not None
+        plain.resident.entry_map.current = lambda conn: None  # type: ignore[method-assign]
+        store.put("Caroline said, the lake by the garden\n" * 20, scope="chat1")
+        for q in ("Caroline lake", "pottery beach dog", "river camping", "adoption"):
+            for kw in ({}, {"scope": "chat1"}):
+                a = [(h.entry.id, h.chunk_id, h.score) for h in store.search(q, **kw)]  # type: ignore[arg-type]
+                b = [(h.entry.id, h.chunk_id, h.score) for h in plain.search(q, **kw)]  # type: ignore[arg-type]
+                assert a == b and a
