@@ -72,6 +72,10 @@ def _fresh_or_dropped(store: Store) -> None:
     if m is not None:
         assert _as_dict(m) == _table(store)
     assert _rebuilt(store) == _table(store)
+    m = _held(store)
+    assert m is not None
+    every = [int(r[0]) for r in store.conn.execute("SELECT id FROM entries")]
+    assert m.first_chunks(every) == (_table_firsts(store), [])
 
 
 def test_the_built_map_is_the_tables(tmp_path: Path) -> None:
@@ -156,3 +160,27 @@ def test_pages_are_the_same_with_and_without_the_held_map(tmp_path: Path) -> Non
                 a = [(h.entry.id, h.chunk_id, h.score) for h in store.search(q, **kw)]  # type: ignore[arg-type]
                 b = [(h.entry.id, h.chunk_id, h.score) for h in plain.search(q, **kw)]  # type: ignore[arg-type]
                 assert a == b and a
+
+
+def _table_firsts(store: Store) -> entrymap.Firsts:
+    rows = store.conn.execute(
+        "SELECT entry_id, min(chunk_id) FROM entry_chunks WHERE own = 1 GROUP BY entry_id"
+    ).fetchall()
+    return {int(e): int(c) for e, c in rows}
+
+
+def test_each_entrys_first_chunk_is_the_tables_after_puts(tmp_path: Path) -> None:
+    with _open(tmp_path / "s.db") as store:
+        _fill(store)
+        _rebuilt(store)
+        store.put("Melanie said, the zebrafinch sang\n" * 50, scope="chat0")
+        store.put("Melanie said, the zebrafinch sang\n" * 50, scope="chat9")  # a twin
+        late = store.put("Caroline said, a late heron", scope="chat1").entry
+        m = _held(store)
+        assert m is not None
+        every = [int(r[0]) for r in store.conn.execute("SELECT id FROM entries")]
+        firsts, unknown = m.first_chunks(every)
+        assert firsts == _table_firsts(store) and unknown == []
+        # a map read before the last put answers for the entries it knows only
+        older = entrymap.EntryMap(m.base, {}, m.firsts, {}, (m.token[0], late.id - 1, 0))
+        assert older.first_chunks([late.id])[1] == [late.id]

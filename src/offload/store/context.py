@@ -310,6 +310,12 @@ def _held_counts(
     """:func:`term_counts` from the in-memory index (the first chunks' ids from the map)."""
     chunks = dict(chunk_of)
     rest = [e for e in first_of if e not in chunks]
+    # the first chunks from the map held in memory (store/entrymap.py), if held; the
+    # entries written since it was read through the table
+    held = None if store.resident is None else store.resident.entry_map.latest()
+    if rest and held is not None:
+        firsts, rest = held.first_chunks(rest)
+        chunks.update(firsts)
     if rest:
         for r in store.conn.execute(_FIRST_OWN, (json.dumps(rest),)):
             chunks[int(r["eid"])] = int(r["cid"])

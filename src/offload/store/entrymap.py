@@ -39,14 +39,14 @@ _GENERATION = "SELECT value FROM entry_map_generation WHERE id = 0"
 # each a bare max(): SQLite answers it from the rowid b-tree's last row (wrapped in an
 # expression it may scan the table)
 _MAXIMA = ("SELECT max(id) FROM entries", "SELECT max(id) FROM chunks")
-_ALL = "SELECT chunk_id, entry_id FROM entry_chunks ORDER BY chunk_id, entry_id"
+_ALL = "SELECT chunk_id, entry_id, own FROM entry_chunks ORDER BY chunk_id, entry_id"
 _SINCE = (
-    "SELECT chunk_id, entry_id FROM entry_chunks WHERE entry_id > ? UNION "
-    "SELECT chunk_id, entry_id FROM entry_chunks WHERE chunk_id > ?"
+    "SELECT chunk_id, entry_id, own FROM entry_chunks WHERE entry_id > ? UNION "
+    "SELECT chunk_id, entry_id, own FROM entry_chunks WHERE chunk_id > ?"
 )
 # the chunks of the rows read since: every entry of each (a new entry of an old chunk)
 _OF_CHUNKS = (
-    "SELECT m.chunk_id, m.entry_id FROM json_each(?) j CROSS JOIN entry_chunks m "
+    "SELECT m.chunk_id, m.entry_id, m.own FROM json_each(?) j CROSS JOIN entry_chunks m "
     "WHERE m.chunk_id = j.value ORDER BY m.chunk_id, m.entry_id"
 )
 
@@ -56,15 +56,21 @@ RETRY_S = 30.0
 _log = logging.getLogger("offload.store")
 
 Entries = dict[int, tuple[int, ...]]
+# entry id -> the first (smallest) chunk id of its own body
+Firsts = dict[int, int]
+Row3 = tuple[int, int, int]  # (chunk id, entry id, own)
 
 
 @dataclass(frozen=True, eq=False)
 class EntryMap:
-    """Chunk id -> its entries' ids (ascending), as of ``token`` (generation, largest
-    entry id, largest chunk id). Immutable: a refresh makes a new one."""
+    """Chunk id -> its entries' ids (ascending), and entry id -> its own body's first
+    chunk, as of ``token`` (generation, largest entry id, largest chunk id). Immutable:
+    a refresh makes a new one (``tail``: what changed since ``base``)."""
 
     base: Entries
     tail: Entries
+    firsts: Firsts
+    firsts_tail: Firsts
     token: tuple[int, int, int]
 
     def entries(self, chunk_id: int) -> tuple[int, ...] | None:
@@ -72,12 +78,41 @@ class EntryMap:
         got = self.tail.get(chunk_id)
         return self.base.get(chunk_id) if got is None else got
 
+    def first_chunks(self, entry_ids: Iterable[int]) -> tuple[Firsts, list[int]]:
+        """Each entry's own first chunk, and the entries the map cannot answer for
+        (written since it was read). An entry it knows without one has no own chunk."""
+        found: Firsts = {}
+        unknown = []
+        top = self.token[1]
+        for eid in entry_ids:
+            got = self.firsts_tail.get(eid)
+            if got is None:
+                got = self.firsts.get(eid)
+            if got is not None:
+                found[eid] = got
+            elif eid > top:
+                unknown.append(eid)
+        return found, unknown
 
-def _grouped(rows: Iterable[tuple[int, int]]) -> Entries:
+
+def _grouped(rows: Iterable[Row3]) -> Entries:
     out: dict[int, list[int]] = {}
-    for cid, eid in rows:
+    for cid, eid, _own in rows:
         out.setdefault(int(cid), []).append(int(eid))
     return {cid: tuple(eids) for cid, eids in out.items()}
+
+
+def _firsts(rows: Iterable[Row3], held: Firsts, into: Firsts) -> Firsts:
+    """``into`` with each entry's smallest own chunk of ``rows`` (and of ``held``): rows
+    are only ever added between bumps, so the smallest of the union is the first."""
+    for cid, eid, own in rows:
+        if own:
+            have = into.get(eid)
+            if have is None:
+                have = held.get(eid)
+            if have is None or cid < have:
+                into[eid] = cid
+    return into
 
 
 def _maxima(conn: sqlite3.Connection) -> tuple[int, int]:
@@ -90,8 +125,8 @@ def read_all(conn: sqlite3.Connection) -> EntryMap:
     with _snapshot(conn):
         gen = int(conn.execute(_GENERATION).fetchone()[0])
         top_e, top_c = _maxima(conn)
-        base = _grouped(conn.execute(_ALL).fetchall())
-    return EntryMap(base, {}, (gen, top_e, top_c))
+        rows = [(int(c), int(e), int(o)) for c, e, o in conn.execute(_ALL).fetchall()]
+    return EntryMap(_grouped(rows), {}, _firsts(rows, {}, {}), {}, (gen, top_e, top_c))
 
 
 def read_since(conn: sqlite3.Connection, held: EntryMap) -> EntryMap | None:
@@ -105,12 +140,15 @@ def read_since(conn: sqlite3.Connection, held: EntryMap) -> EntryMap | None:
             return held
         since = conn.execute(_SINCE, held.token[1:]).fetchall()
         changed = sorted({int(r[0]) for r in since})
-        rows = conn.execute(_OF_CHUNKS, (json.dumps(changed),)).fetchall() if changed else []
+        got = conn.execute(_OF_CHUNKS, (json.dumps(changed),)).fetchall() if changed else []
+    rows = [(int(c), int(e), int(o)) for c, e, o in got]
     tail = {**held.tail, **_grouped(rows)}
+    firsts_tail = _firsts(rows, held.firsts, dict(held.firsts_tail))
     token = (gen, top_e, top_c)
-    if len(tail) > TAIL_CHUNKS:
-        return EntryMap({**held.base, **tail}, {}, token)
-    return EntryMap(held.base, tail, token)
+    if len(tail) + len(firsts_tail) > TAIL_CHUNKS:
+        base, firsts = {**held.base, **tail}, {**held.firsts, **firsts_tail}
+        return EntryMap(base, {}, firsts, {}, token)
+    return EntryMap(held.base, tail, held.firsts, firsts_tail, token)
 
 
 class ResidentMap:
@@ -148,6 +186,11 @@ class ResidentMap:
         if fresh is None:
             self.start()
         return fresh
+
+    def latest(self) -> EntryMap | None:
+        """The map as the last refresh left it (this search's, or a later one's), or
+        None: a later step of a search that took :meth:`current` reads it again here."""
+        return self._map
 
     def start(self) -> None:
         """Start a build in the background unless one is running or the map is held."""
