@@ -366,10 +366,11 @@ class _Mapping:
         self.conn, self.where, self.params, self.held = conn, where, params, held
         self.entries_of: dict[int, list[int]] = {}  # chunk id -> its entries' ids
         self.rows: dict[int, Row | None] = {}  # entry id -> its row (None: filtered out)
+        self.chunks: dict[int, list[tuple[float, int]]] = {}  # the last call's, per entry
 
-    def __call__(self, bm25: dict[int, float]) -> dict[int, Candidate]:
-        """Each entry's best chunk of ``bm25``, and its next best few
-        (:attr:`Candidate.others`), for the entries the filter keeps."""
+    def __call__(self, bm25: dict[int, float]) -> dict[int, tuple[float, int]]:
+        """Each entry's best score and chunk of ``bm25``, for the entries the filter
+        keeps (:meth:`candidates` makes them candidates: only the last pass's are)."""
         new = [cid for cid in bm25 if cid not in self.entries_of]
         if new and self.held is not None:
             unknown = []  # chunks written since the map was read: asked of the table
@@ -400,13 +401,19 @@ class _Mapping:
             sql = _META_ENTRIES.format(where=self.where)
             for r in self.conn.execute(sql, (json.dumps(fresh), *self.params)).fetchall():
                 self.rows[int(r["eid"])] = r
+        self.chunks = chunks
+        return {eid: sc for eid, sc in best.items() if self.rows[eid] is not None}
+
+    def candidates(self, kept: dict[int, tuple[float, int]]) -> dict[int, Candidate]:
+        """The last call's entries as candidates, with their next best chunks
+        (:attr:`Candidate.others`)."""
         out: dict[int, Candidate] = {}
-        for eid, (score, cid) in best.items():
+        for eid, (score, cid) in kept.items():
             r = self.rows[eid]
-            if r is not None:
+            if r is not None:  # always: only the entries the filter kept are passed
                 c = _candidate(r, score)
                 c.chunk_id = cid
-                c.others = _next_best(chunks[eid], cid)
+                c.others = _next_best(self.chunks[eid], cid)
                 out[eid] = c
         return out
 
@@ -477,10 +484,10 @@ def _top_body(
             pool *= 8  # the filter keeps few of the best: reach deeper
             continue
         if not p.rest:
-            return best
-        kept = sorted((c.score for c in best.values()), reverse=True)
+            return mapped.candidates(best)
+        kept = sorted((score for score, _cid in best.values()), reverse=True)
         if len(kept) >= need and kept[need - 1] >= p.bound:
-            return best
+            return mapped.candidates(best)
         if len(kept) < need:
             p.widen_all()  # the filter keeps few rows of the rare terms: one pass over all
         else:
