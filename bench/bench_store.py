@@ -660,7 +660,7 @@ def main() -> None:
     ap.add_argument(
         "--resident-mb",
         type=int,
-        help="--url: the in-memory index's bound (search.resident_mb; 0: off; default: "
+        help="--url: the in-memory index's bound in MB (search.resident_mb; default: "
         "the setting's), built before the questions are timed",
     )
     ap.add_argument("--writer-puts", type=int, default=200, help="--url: puts per writer")
