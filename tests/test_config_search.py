@@ -30,3 +30,12 @@ def test_semantic_search_can_be_turned_off_from_the_environment() -> None:
 def test_a_bad_search_setting_is_a_clear_error(key: str, value: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_settings(env={key: value})
+
+
+def test_the_in_memory_index_can_be_turned_off_from_the_environment() -> None:
+    assert load_settings(env={"OFFLOAD_SEARCH__RESIDENT_MB": "0"}).search.resident_mb == 0
+
+
+def test_a_negative_in_memory_index_bound_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="resident_mb"):
+        load_settings(env={"OFFLOAD_SEARCH__RESIDENT_MB": "-1"})

@@ -390,7 +390,12 @@ def _build(layered: Mapping[str, tuple[Any, str]], base: Settings) -> Settings:
 # of a budget that makes no sense later. By default an int counts something (>= 1) and a float
 # is a duration or size (> 0, finite); the exceptions are listed here, so a new setting is
 # checked without registering it.
-_INT_FLOOR_ZERO = {"proxy.n_ctx", "proxy.tail_messages", "local_model.retries"}
+_INT_FLOOR_ZERO = {
+    "proxy.n_ctx",
+    "proxy.tail_messages",
+    "local_model.retries",
+    "search.resident_mb",  # 0: no in-memory index
+}
 _PORTS = (0, 65535)  # 0: let the system pick a free port
 _RATIOS = {"proxy.stub_ratio", "proxy.high_water", "proxy.target", "proxy.emergency"}
 # (smaller, larger, strictly): the first must stay below the second
