@@ -9,20 +9,7 @@ from offload.core.tokens import EstimateCounter
 from offload.store import db, entrymap
 from offload.store.maintenance import doctor, reindex
 from offload.store.store import Store
-
-WORDS = [
-    "lake",
-    "paint",
-    "garden",
-    "river",
-    "Caroline",
-    "Melanie",
-    "adoption",
-    "camping",
-    "pottery",
-    "beach",
-    "dog",
-]
+from wordcorpus import WORDS
 
 
 def _open(path: Path) -> Store:

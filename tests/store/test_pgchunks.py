@@ -9,10 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from offload.core import analysis
 from offload.core.tokens import EstimateCounter
-from offload.store import pgchunks, postings
+from offload.store import pgchunks
 from offload.store.store import Store
+from wordcorpus import built_view, index_term
 
 pytestmark = pytest.mark.slow
 
@@ -133,34 +133,19 @@ def _resident(url: str) -> Store:
     return Store(url, counter=EstimateCounter(), resident_mb=64)
 
 
-def _view(store: Store) -> postings.View:
-    """The store's in-memory index, built (an event, not a sleep) and brought up to date."""
-    idx = store.resident
-    assert idx is not None
-    idx.start()
-    assert idx.built.wait(60)
-    view = idx.view(store.conn)
-    assert view is not None, idx.report
-    return view
-
-
-def _term(word: str) -> str:
-    return analysis.index_text(word).split()[0]
-
-
 def test_two_machines_see_each_others_writes_in_their_in_memory_indexes(pg_database: str) -> None:
     with _resident(pg_database) as one, _resident(pg_database) as two:
         one.put("Caroline said, the lake was calm", scope="chat")
         two.put("Melanie said, the river was high", scope="chat")
-        _view(one), _view(two)
+        built_view(one), built_view(two)
         mine = one.put("Caroline said, a zebrafinch sang", scope="chat").entry
         theirs = two.put("Melanie said, a quokka visited", scope="chat").entry
         for store in (one, two):
             view = store.resident.view(store.conn)  # type: ignore[union-attr]
             assert view is not None and view.rows == 4
-            assert view.df([_term("zebrafinch"), _term("quokka")]) == {
-                _term("zebrafinch"): 1,
-                _term("quokka"): 1,
+            assert view.df([index_term("zebrafinch"), index_term("quokka")]) == {
+                index_term("zebrafinch"): 1,
+                index_term("quokka"): 1,
             }
             assert [h.entry.id for h in store.search("zebrafinch")] == [mine.id]
             assert [h.entry.id for h in store.search("quokka")] == [theirs.id]
@@ -171,7 +156,7 @@ def test_a_chunk_committed_out_of_order_reaches_the_in_memory_index(
 ) -> None:
     with _resident(pg_database) as store:
         store.put("first row\n")
-        _view(store)
+        built_view(store)
         with psycopg.connect(pg_database) as slow, psycopg.connect(pg_database) as quick:
             slow.execute(_CHUNK, ('{"":1,"slowword":1}',))
             quick.execute(_CHUNK, ('{"":1,"quickword":1}',))
@@ -190,11 +175,11 @@ def test_a_forgotten_entry_leaves_the_in_memory_index_after_a_rebuild(pg_databas
     with _resident(pg_database) as store:
         store.put("Caroline said, the lake was calm")
         gone = store.put("Caroline said, a quokka visited").entry
-        _view(store)
+        built_view(store)
         store.forget(gone.ref)
         assert store.resident.view(store.conn) is None  # type: ignore[union-attr]
         assert store.search("quokka") == []
-        assert _view(store).df([_term("quokka")]) == {_term("quokka"): 0}
+        assert built_view(store).df([index_term("quokka")]) == {index_term("quokka"): 0}
 
 
 def test_with_the_in_memory_index_a_search_reads_no_term_counts_from_the_server(
@@ -205,7 +190,7 @@ def test_with_the_in_memory_index_a_search_reads_no_term_counts_from_the_server(
     with _resident(pg_database) as store:
         store.put_many([f"Caroline said, the lake number {i}" for i in range(20)])
         tagged = store.put("Melanie said, hello", topic="zuluword").entry
-        _view(store)
+        built_view(store)
         ran: list[str] = []
         real = pgconn.PgConn.execute
 

@@ -12,32 +12,7 @@ from offload.core.tokens import EstimateCounter
 from offload.store import chunkrows, postings
 from offload.store.search import match_expression
 from offload.store.store import Store
-
-WORDS = [
-    "lake",
-    "paint",
-    "garden",
-    "river",
-    "Caroline",
-    "Melanie",
-    "adoption",
-    "painting",
-    "camping",
-    "support",
-    "group",
-    "pottery",
-    "beach",
-    "sunset",
-    "museum",
-    "violin",
-    "school",
-    "friends",
-    "family",
-    "dog",
-    "cat",
-    "horse",
-    "book",
-]
+from wordcorpus import WORDS
 
 
 def _corpus(path: Path, n: int = 120, seed: int = 3) -> Store:

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from offload.config import SearchSettings
-from offload.core import analysis
 from offload.core.tokens import EstimateCounter
 from offload.errors import ConfigError
 from offload.store import postings
@@ -18,33 +17,8 @@ from offload.store.backend import Conn
 from offload.store.models import Filters
 from offload.store.resident import ResidentIndex
 from offload.store.store import Store
+from wordcorpus import WORDS, built_view, index_term
 
-WORDS = [
-    "lake",
-    "paint",
-    "garden",
-    "river",
-    "Caroline",
-    "Melanie",
-    "adoption",
-    "painting",
-    "camping",
-    "support",
-    "group",
-    "pottery",
-    "beach",
-    "sunset",
-    "museum",
-    "violin",
-    "school",
-    "friends",
-    "family",
-    "dog",
-    "cat",
-    "horse",
-    "book",
-    "said",
-]
 QUESTIONS = (
     "When did Caroline go to the lake?",
     "What does Melanie paint?",
@@ -71,26 +45,11 @@ def _page(store: Store, text: str, **kw: object) -> list[tuple[int, int | None, 
     return [(h.entry.id, h.chunk_id, h.score) for h in store.search(text, limit=10, **kw)]  # type: ignore[arg-type]
 
 
-def _built(store: Store) -> postings.View:
-    """Start the build, wait for it (an event, not a sleep), and the fresh view."""
-    idx = store.resident
-    assert idx is not None
-    idx.start()
-    assert idx.built.wait(60)
-    view = idx.view(store.conn)
-    assert view is not None, idx.report
-    return view
-
-
-def _term(word: str) -> str:
-    return analysis.index_text(word).split()[0]
-
-
 def test_pages_are_those_of_the_sql_path(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with _open(path) as res, _open(path, 0) as sql:
         _fill(res)
-        _built(res)
+        built_view(res)
         for q in QUESTIONS:
             assert _page(res, q) == _page(sql, q)
             assert _page(res, q, scope="chat1") == _page(sql, q, scope="chat1")
@@ -100,11 +59,11 @@ def test_pages_are_those_of_the_sql_path(tmp_path: Path) -> None:
 def test_a_put_after_the_build_is_searched_through_the_index(tmp_path: Path) -> None:
     with _open(tmp_path / "s.db") as store:
         _fill(store, 40)
-        before = _built(store)
+        before = built_view(store)
         new = store.put("Melanie said, the zebrafinch sang", scope="chat0").entry.id
         view = store.resident.view(store.conn)  # type: ignore[union-attr]
         assert view is not None and view.rows == before.rows + 1
-        assert view.df([_term("zebrafinch")]) == {_term("zebrafinch"): 1}
+        assert view.df([index_term("zebrafinch")]) == {index_term("zebrafinch"): 1}
         assert [h.entry.id for h in store.search("zebrafinch")] == [new]
 
 
@@ -113,13 +72,13 @@ def test_a_forgotten_entrys_chunks_leave_the_index(tmp_path: Path) -> None:
     with _open(path) as store, _open(path, 0) as sql:
         _fill(store, 40)
         gone = store.put("Caroline said, a quokka visited", scope="chat0")
-        _built(store)
+        built_view(store)
         store.forget(gone.entry.ref)
         # the chunks changed under the index: this search is answered the SQL way
         assert store.resident.view(store.conn) is None  # type: ignore[union-attr]
         assert store.search("quokka") == []
-        view = _built(store)
-        assert view.df([_term("quokka")]) == {_term("quokka"): 0}
+        view = built_view(store)
+        assert view.df([index_term("quokka")]) == {index_term("quokka"): 0}
         assert _page(store, "Caroline lake") == _page(sql, "Caroline lake")
 
 
@@ -127,17 +86,17 @@ def test_a_reused_chunk_id_is_never_scored_with_its_old_terms(tmp_path: Path) ->
     with _open(tmp_path / "s.db") as store:
         _fill(store, 20)
         last = store.put("Caroline said, a quokka visited", scope="chat0")
-        _built(store)
+        built_view(store)
         conn = store.conn
         old_chunk = conn.execute("SELECT max(id) FROM chunks").fetchone()[0]
         store.forget(last.entry.ref)
         new = store.put("Melanie said, an axolotl swam", scope="chat0").entry.id
         assert conn.execute("SELECT max(id) FROM chunks").fetchone()[0] == old_chunk  # reused
         assert store.search("quokka") == []
-        view = _built(store)
-        assert view.counts([old_chunk], [_term("quokka"), _term("axolotl")])[old_chunk][0] == {
-            _term("axolotl"): 1
-        }
+        view = built_view(store)
+        assert view.counts([old_chunk], [index_term("quokka"), index_term("axolotl")])[old_chunk][
+            0
+        ] == {index_term("axolotl"): 1}
         assert store.search("quokka") == []
         assert [h.entry.id for h in store.search("axolotl")] == [new]
 
@@ -193,7 +152,7 @@ def test_views_swapped_under_concurrent_searches_and_writes_stay_whole(tmp_path:
     path = tmp_path / "s.db"
     with _open(path) as store:
         _fill(store, 40)
-        _built(store)
+        built_view(store)
         idx = store.resident
         assert idx is not None
         start = threading.Barrier(5)
@@ -259,7 +218,7 @@ def test_a_long_tail_is_merged_and_folded_into_the_base(
     path = tmp_path / "s.db"
     with _open(path) as store, _open(path, 0) as sql:
         _fill(store, 20)
-        _built(store)
+        built_view(store)
         idx = store.resident
         assert idx is not None
         for i in range(5):  # a segment a search: merged past two
