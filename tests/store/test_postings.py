@@ -84,7 +84,12 @@ def test_merged_segments_hold_what_one_segment_of_the_same_rows_holds() -> None:
         (postings.merge([postings.Segment.build(rows[:10]), postings.Segment.build(rows[10:])]),)
     )
     split = postings.View((postings.Segment.build(rows[:10]), postings.Segment.build(rows[10:])))
-    for view in (parts, split):
+    calls: list[int] = []
+    batched = postings.View(
+        (postings.Segment.build_batches([rows[:7], rows[7:8], rows[8:]], lambda: calls.append(1)),)
+    )
+    assert len(calls) == 3  # the cancellation check runs between batches
+    for view in (parts, split, batched):
         for terms in (["u"], ["t1", "u"], ["t3"]):
             a, b = whole.score(terms), view.score(terms)
             assert dict(zip(a.ids.tolist(), a.scores.tolist(), strict=True)) == dict(
@@ -101,6 +106,8 @@ def test_a_row_without_its_length_first_cannot_be_indexed() -> None:
         postings.Segment.build([(1, '{"a":1}')])
     with pytest.raises(postings.Unindexable):
         postings.Segment.build([(1, None)])
+    with pytest.raises(postings.Unindexable):  # positions would point at the wrong chunks
+        postings.Segment.build_batches([[(5, '{"":1,"a":1}')], [(2, '{"":1,"b":1}')]])
 
 
 def test_only_terms_fts5_reads_as_themselves_are_held() -> None:

@@ -252,12 +252,13 @@ class ResidentIndex:
 def _built_view(batch: chunkrows.Batch, closed: threading.Event) -> postings.View:
     """The rows of a full read as one segment, parsed a batch at a time."""
     rows = batch.rows
-    parts = []
-    for i in range(0, len(rows), BUILD_BATCH):
+
+    def check() -> None:
         if closed.is_set():
             raise _Closed
-        parts.append(postings.Segment.build(rows[i : i + BUILD_BATCH]))
-    return postings.View((postings.merge(parts) if parts else postings.Segment.build([]),))
+
+    parts = (rows[i : i + BUILD_BATCH] for i in range(0, len(rows), BUILD_BATCH))
+    return postings.View((postings.Segment.build_batches(parts, check),))
 
 
 def _close(conn: Conn) -> None:
