@@ -92,12 +92,12 @@ def test_a_vector_another_running_gateway_uses_is_never_pruned(tmp_path: Path) -
     path = tmp_path / "offload.db"
     with Store(path) as one, Store(path) as two:
         user_a, user_b = VectorUser(one, "gw-a"), VectorUser(two, "gw-b")
-        StoredEncoder(Counting(), one, "m1", user_a).encode(["ping", "shared"])
+        StoredEncoder(Counting(), one, "m1", user_a).encode(["ping", "common"])
         other = Counting()
-        StoredEncoder(other, two, "m1", user_b).encode(["shared", "pong"])
-        assert other.texts == ["pong"]  # "shared" was read, not embedded again
+        StoredEncoder(other, two, "m1", user_b).encode(["common", "pong"])
+        assert other.texts == ["pong"]  # "common" was read, not embedded again
         StoredEncoder(Counting(), one, "m1", user_a).encode(["ping"])
-        assert _saved(one) == {text_key(t) for t in ("ping", "shared", "pong")}
+        assert _saved(one) == {text_key(t) for t in ("ping", "common", "pong")}
         user_b.release()  # the second gateway stops
         StoredEncoder(Counting(), one, "m1", user_a).encode(["ping"])
         assert _saved(one) == {text_key("ping")}
