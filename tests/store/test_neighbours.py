@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from offload.store import neighbours, query
+from offload.store.candidate import Candidate
 from offload.store.models import Filters
-from offload.store.search import Candidate
 from offload.store.store import Store
 
 

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 from offload.core import analysis
 from offload.store import index, selective
 from offload.store.backend import Conn, Row
+from offload.store.candidate import Candidate
 
 if TYPE_CHECKING:
     from offload.store.backend import StoreHandle as Store
     from offload.store.postings import View
-    from offload.store.search import Candidate
 
 # FTS5's bm25() constants (fts5_aux.c): the context score is on the same scale as the
 # direct BM25 it replaces
@@ -343,7 +343,6 @@ def with_context(
     best ``sources`` and its neighbours, with the neighbours that match nothing themselves
     added (when the filter keeps them); best first. The candidates of ``found`` are
     rescored in place."""
-    from offload.store.search import Candidate  # search imports this module
 
     conn = store.conn
     top = found[:sources]

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 from offload.core.fusion import calibrated_weight, fuse
 from offload.store import vectors
 from offload.store.backend import Conn
+from offload.store.candidate import Candidate
 
 if TYPE_CHECKING:
     from offload.store.backend import StoreHandle as Store
-    from offload.store.search import Candidate
 
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
@@ -76,7 +76,6 @@ def _semantic_only(
     conn: Conn, ids: list[int], where: str, params: list[Any]
 ) -> dict[int, Candidate]:
     """Candidates for entries only the embedding found (their first chunk is shown)."""
-    from offload.store.search import Candidate  # search imports this module
 
     if not ids:
         return {}

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from offload.store.backend import Conn, Row
-
-if TYPE_CHECKING:
-    from offload.store.search import Candidate
+from offload.store.candidate import Candidate
 
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
@@ -63,7 +61,6 @@ def with_neighbours(
     entries just before and after it in the same scope and kind, ``share ** d`` at
     distance d up to ``window``; neighbours that matched nothing join the candidates (only
     if the filter keeps them)."""
-    from offload.store.search import Candidate  # search imports this module
 
     scores = {c.entry_id: c.score for c in found[:sources]}
     if isinstance(conn, sqlite3.Connection):

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +45,7 @@ from offload.store import (
     selective,
 )
 from offload.store.backend import Conn, Row
+from offload.store.candidate import Candidate
 from offload.store.models import Entry, Filters, Hit, access_score
 from offload.store.shown import ShownChunks
 
@@ -99,45 +99,6 @@ _META_ENTRIES = (
 )
 
 
-@dataclass(slots=True)
-class Candidate:
-    """One entry that may be shown: its score (higher is better) and best chunk.
-
-    ``chunk_id`` is None for an entry found by its metadata only, or brought in by a
-    neighbour or a semantic retriever (its first chunk is shown then).
-    """
-
-    entry_id: int
-    score: float
-    chunk_id: int | None
-    scope: str
-    kind: str
-    salience: float
-    accessed: float
-    uses: int
-    direct: bool = True  # matched the query itself (not only through a neighbour)
-    # the entry's next best matching chunks, best first (a lookup's case check reads them)
-    others: tuple[int, ...] = ()
-
-    @classmethod
-    def of_entry(
-        cls, r: Row, score: float = 0.0, *, chunk_id: int | None = None, direct: bool = True
-    ) -> Candidate:
-        """A candidate from a row of the entry columns every ranking step selects
-        (``eid``, ``scope``, ``kind``, ``salience``, ``accessed``, ``uses``)."""
-        return cls(
-            entry_id=int(r["eid"]),
-            score=score,
-            chunk_id=chunk_id,
-            scope=r["scope"],
-            kind=r["kind"],
-            salience=float(r["salience"]),
-            accessed=float(r["accessed"]),
-            uses=int(r["uses"]),
-            direct=direct,
-        )
-
-
 def search_hits(
     store: Store, text: str, filters: Filters, *, limit: int, offset: int, width: int
 ) -> list[Hit]:
@@ -172,22 +133,11 @@ def search_hits(
         )
         if narrowed is not None:  # from here on the filter is the entries read, by id
             where, params = narrowed.where
-        found = lexical_candidates(
-            conn,
-            telling,
-            where,
-            params,
-            need,
-            narrowed,
-            view=view,
-            stats=stats,
-            entry_map=entry_map,
-        )
-        if not found and len(telling) < len(match_terms):
-            telling = match_terms
-            found = lexical_candidates(
+
+        def lexical(terms: list[str]) -> list[Candidate]:
+            return lexical_candidates(
                 conn,
-                telling,
+                terms,
                 where,
                 params,
                 need,
@@ -196,6 +146,11 @@ def search_hits(
                 stats=stats,
                 entry_map=entry_map,
             )
+
+        found = lexical(telling)
+        if not found and len(telling) < len(match_terms):
+            telling = match_terms
+            found = lexical(telling)
         # the chunks read for the best candidates, kept for every later step
         shown = ShownChunks(store)
         ranked = rank(store, q, found, where, params, now, terms=telling, view=view, shown=shown)
