@@ -69,6 +69,19 @@ def test_a_lossy_entrys_indexed_original_is_mapped_as_not_its_own_body(store: St
     assert _map(store) == set()
 
 
+def test_an_original_indexed_after_its_lossy_entry_maps_its_chunks_to_that_entry(
+    store: Store,
+) -> None:
+    lossy = store.put(ORIGINAL, body=LOSSY, scope="a").entry  # original kept, not indexed
+    assert {c for e, c, o in _map(store) if e == lossy.id and o == 0} == set()
+    whole = store.put(ORIGINAL, scope="b").entry  # the same text: its block indexed now
+    chunks = _chunks_of(store, whole.id)
+    assert chunks
+    assert {c for e, c, o in _map(store) if e == lossy.id and o == 0} == chunks
+    assert {c for e, c, o in _map(store) if e == whole.id and o == 1} == chunks
+    assert _exact(store)
+
+
 def test_forget_expiry_and_reindex_keep_the_map_exact(store: Store) -> None:
     kept = store.put(LONG, scope="a").entry
     gone = store.put("forget me: a pelican note", scope="a").entry
