@@ -120,3 +120,21 @@ def test_only_terms_fts5_reads_as_themselves_are_held() -> None:
         assert not postings.plain_term(odd)
         with pytest.raises(postings.Unindexable):
             postings.Segment.build([(1, f'{{"":1,{json.dumps(odd)}:1}}')])
+
+
+def test_the_rows_of_the_rare_terms_score_as_when_every_term_is_scored(tmp_path: Path) -> None:
+    with _corpus(tmp_path / "s.db", n=300) as store:
+        conn = store.conn
+        assert isinstance(conn, sqlite3.Connection)
+        view = _view(conn)
+        for text in ("violin museum lake garden", "item7 dog cat horse", "lake", "zzz lake"):
+            terms = _terms(text)
+            every = view.score(terms)
+            for rare in range(len(terms) + 1):
+                got = view.score(terms, rare)
+                mask = (1 << rare) - 1
+                keep = (every.masks & mask) != 0 if rare < len(terms) else every.masks != 0
+                want = zip(every.ids[keep].tolist(), every.scores[keep].tolist(), strict=True)
+                mine = zip(got.ids.tolist(), got.scores.tolist(), strict=True)
+                assert dict(mine) == dict(want)  # == on floats: the same bits
+                assert sorted(got.masks.tolist()) == sorted(every.masks[keep].tolist())

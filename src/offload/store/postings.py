@@ -270,15 +270,23 @@ class View:
         """Each term's row count (exact)."""
         return {t: sum(len(s.postings(t)[0]) for s in self.segments) for t in terms}
 
-    def score(self, terms: Sequence[str]) -> Scored:
+    def score(self, terms: Sequence[str], rare: int | None = None) -> Scored:
         """Every row holding any of ``terms`` scored by FTS5's bm25() with the phrases in
-        this order (at most :data:`MAX_TERMS`)."""
+        this order (at most :data:`MAX_TERMS`); with ``rare``, only the rows holding one
+        of the first ``rare`` terms (scored by all of them, the same bits).
+
+        The later terms are then looked up only at those rows (a binary search of each
+        row in the term's postings, not a pass over them): a common term ("caroline", in
+        ~30 % of 1M chunks) costs the rare rows' count, not its own."""
         if len(terms) > MAX_TERMS:
             raise ValueError(f"at most {MAX_TERMS} terms")
         totals = self.totals()
         df = self.df(terms)
         idf = [selective.idf(totals.rows, df[t]) for t in terms]
-        parts = [_score_segment(s, terms, idf, totals.avg_length) for s in self.segments]
+        if rare is None or rare >= len(terms):
+            parts = [_score_segment(s, terms, idf, totals.avg_length) for s in self.segments]
+        else:
+            parts = [_score_rare(s, terms, idf, totals.avg_length, rare) for s in self.segments]
         return Scored(
             np.concatenate([p[0] for p in parts]),
             np.concatenate([p[1] for p in parts]),
@@ -322,12 +330,45 @@ def _score_segment(
         docs, freqs = s.postings(t)
         if not len(docs):
             continue
-        f = freqs.astype(np.float64)
-        d = s.lengths[docs].astype(np.float64)
-        # fts5_aux.c: idf * ((f * (k1 + 1.0)) / (f + k1 * (1 - b + b * D / avgdl))),
-        # operation for operation (numpy's + - * / round as C's doubles do)
-        norm = K1 * ((1 - B) + (B * d) / avg)
-        scores[docs] += idf[i] * ((f * (K1 + 1.0)) / (f + norm))
+        scores[docs] += _term_part(idf[i], freqs, s.lengths[docs], avg)
         masks[docs] |= 1 << i
     hit = np.flatnonzero(masks)
     return s.ids[hit], scores[hit], masks[hit]
+
+
+def _term_part(idf: float, freqs: Any, lengths: Any, avg: float) -> Any:
+    """One term's share of each row's score (``freqs``, ``lengths``: the rows')."""
+    f = freqs.astype(np.float64)
+    d = lengths.astype(np.float64)
+    # fts5_aux.c: idf * ((f * (k1 + 1.0)) / (f + k1 * (1 - b + b * D / avgdl))),
+    # operation for operation (numpy's + - * / round as C's doubles do)
+    norm = K1 * ((1 - B) + (B * d) / avg)
+    return idf * ((f * (K1 + 1.0)) / (f + norm))
+
+
+def _score_rare(
+    s: Segment, terms: Sequence[str], idf: Sequence[float], avg: float, rare: int
+) -> tuple[Any, Any, Any]:
+    """:func:`_score_segment`'s rows that hold one of the first ``rare`` terms: the same
+    additions per row in the same term order, so the same scores bit for bit."""
+    held = [s.postings(t)[0] for t in terms[:rare]]
+    rows = np.unique(np.concatenate(held)) if held else _EMPTY_I32
+    scores = np.zeros(len(rows), dtype=np.float64)
+    masks = np.zeros(len(rows), dtype=np.int64)
+    if not len(rows):
+        return s.ids[rows], scores, masks
+    for i, t in enumerate(terms):
+        docs, freqs = s.postings(t)
+        if not len(docs):
+            continue
+        if i < rare:  # every posting is a row: its place among them
+            at = np.searchsorted(rows, docs)
+        else:  # only the rows it holds: each row looked up in its postings
+            j = np.searchsorted(docs, rows)
+            hit = j < len(docs)
+            hit[hit] = docs[j[hit]] == rows[hit]
+            at = np.flatnonzero(hit)
+            freqs = freqs[j[hit]]
+        scores[at] += _term_part(idf[i], freqs, s.lengths[rows[at]], avg)
+        masks[at] |= 1 << i
+    return s.ids[rows], scores, masks

@@ -412,10 +412,14 @@ def _top_body(
     rarest term joins the rare ones (at worst every term: the plain OR query). With
     ``view`` the same plan and pools are taken from the in-memory index; ``stats``, the
     search's term counts (the SQL path); ``entry_map``, the chunk -> entry map in memory."""
+    # only the rows of the rare terms are read, so only they are scored (the common terms
+    # looked up there); a widened plan scores the rows of its new rare terms
+    scored_by: dict[int, postings.Scored] = {}
+    order: list[str] = []
     if view is not None:
         p = selective.plan_of(view.df(list(dict.fromkeys(terms))), view.totals())
         # FTS5 numbers a partition's phrases in the plan's order: so are the scores summed
-        scored_all = view.score([*p.scored, *p.rest])
+        order = [*p.scored, *p.rest]
     else:
         p = selective.plan(conn, "search_body", terms, stats)
     pool = max(_MIN_POOL, need * 4)
@@ -426,7 +430,10 @@ def _top_body(
         bm25: dict[int, float] = {}
         exhausted = True
         if view is not None:
-            for got in _resident_partitions(scored_all, p, pool):
+            rare = len(p.scored)
+            if rare not in scored_by:
+                scored_by[rare] = view.score(order, rare)
+            for got in _resident_partitions(scored_by[rare], p, pool):
                 exhausted = exhausted and len(got) < pool
                 bm25.update(got)
         else:
@@ -484,8 +491,8 @@ def _partitions(p: selective.Plan) -> list[str]:
 def _resident_partitions(
     scored: postings.Scored, p: selective.Plan, pool: int
 ) -> list[list[tuple[int, float]]]:
-    """:func:`_partitions`' rows from the in-memory scores (``scored`` holds the plan's
-    terms in the order scored + rest, one mask bit each)."""
+    """:func:`_partitions`' rows from the in-memory scores (``scored`` holds the rows of
+    the plan's rare terms, with the terms in the order scored + rest, one mask bit each)."""
     rare = (1 << len(p.scored)) - 1
     if not p.rest:
         return [scored.top(rare, pool)]
