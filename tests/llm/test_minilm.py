@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import functools
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from offload.llm.embedding import Notices
-from offload.llm.minilm import MiniLM, load_tool_encoder
+from offload.llm.minilm import MiniLM, ToolEncoderUnavailable, load_tool_encoder
 from realparts import require
 
 
@@ -55,3 +58,42 @@ def test_words_no_tool_uses_land_near_the_tool_that_means_them() -> None:
     )
     assert float(q_folder @ directory) > float(q_folder @ ping)
     assert float(q_ping @ ping) > float(q_ping @ directory)
+
+
+_EXIT_WHILE_ENCODING = """
+import sys, threading
+from offload.llm.embedding import Notices
+from offload.llm.minilm import load_tool_encoder
+
+encoder = load_tool_encoder(notices=Notices())
+assert encoder is not None
+running = threading.Event()
+
+def embed_forever() -> None:
+    for _ in range(100_000):
+        encoder.encode(["make a folder"])
+        running.set()
+
+threading.Thread(target=embed_forever, daemon=True).start()
+running.wait()
+print("exiting", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_process_exiting_while_a_daemon_thread_encodes_exits_cleanly() -> None:
+    model()  # skips without offload[tools]
+    # before the exit gate this aborted ("terminate called without an active exception")
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_WHILE_ENCODING], capture_output=True, timeout=120
+    )
+    assert b"terminate called" not in done.stderr
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b"exiting\n"
+
+
+def test_a_closed_encoder_refuses_new_batches() -> None:
+    encoder = MiniLM(Path("/nonexistent/model.onnx"), Path("/nonexistent/tokenizer.json"))
+    assert encoder.close(timeout=0.0)
+    with pytest.raises(ToolEncoderUnavailable, match="closed"):
+        encoder.encode(["make a folder"])

