@@ -94,9 +94,10 @@ def test_a_reused_chunk_id_is_never_scored_with_its_old_terms(tmp_path: Path) ->
         assert conn.execute("SELECT max(id) FROM chunks").fetchone()[0] == old_chunk  # reused
         assert store.search("quokka") == []
         view = built_view(store)
-        assert view.counts([old_chunk], [index_term("quokka"), index_term("axolotl")])[old_chunk][
-            0
-        ] == {index_term("axolotl"): 1}
+        _held, counts, _lengths = view.count_matrix(
+            [old_chunk], [index_term("quokka"), index_term("axolotl")]
+        )
+        assert counts.tolist() == [[0, 1]]
         assert store.search("quokka") == []
         assert [h.entry.id for h in store.search("axolotl")] == [new]
 

@@ -7,6 +7,7 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from offload.core import analysis
@@ -62,18 +63,40 @@ def test_one_field_alone_scores_as_fts5_bm25() -> None:
         [""],
     ],
 )
-def test_context_and_own_scores_equal_bm25f_over_all_fields_and_the_first_alone(
+def test_neighbourhood_scores_equal_bm25f_over_all_fields_and_the_first_alone(
     texts: list[str],
 ) -> None:
-    weights = [1.0, *context.field_weights(0.5, 2), *context.field_weights(0.5, 2)]
-    fields = [_field(w, t) for w, t in zip(weights, texts, strict=False)]
+    side_weights = [*context.field_weights(0.5, 2), *context.field_weights(0.5, 2)]
+    fields = [_field(w, t) for w, t in zip([1.0, *side_weights], texts, strict=False)]
     terms = ["lake", "paint", "absent"]
-    got = context.context_and_own(terms, fields, IDF, 4.5)
-    # the same floats, not approximately: pages are compared score for score
-    assert got == (
-        context.bm25f(terms, fields, IDF, 4.5),
-        context.bm25f(terms, fields[:1], IDF, 4.5),
+    # the texts as rows (a column per term), a row of zeros after them; one neighbourhood
+    # for each text as its own field, the others around it as far as there are any
+    counts = np.array([[f[1].get(t, 0) for t in terms] for f in fields] + [[0] * len(terms)])
+    lengths = np.array([f[2] for f in fields] + [0])
+    none = len(fields)
+    own, sides, expected = [], [], []
+    for i in range(len(fields)):
+        around = [j for j in range(len(fields)) if j != i][: len(side_weights)]
+        own.append(i)
+        sides.append(around + [none] * (len(side_weights) - len(around)))
+        mine = [(1.0, fields[i][1], fields[i][2])]
+        mine += [
+            (w, fields[j][1], fields[j][2]) for w, j in zip(side_weights, around, strict=False)
+        ]
+        expected.append(
+            (context.bm25f(terms, mine, IDF, 4.5), context.bm25f(terms, mine[:1], IDF, 4.5))
+        )
+    ctx, alone = context.neighbourhood_scores(
+        counts,
+        lengths,
+        np.array(own),
+        np.array(sides),
+        side_weights,
+        [IDF.get(t, 0.0) for t in terms],
+        4.5,
     )
+    # the same floats, not approximately: pages are compared score for score
+    assert list(zip(ctx.tolist(), alone.tolist(), strict=True)) == expected
 
 
 def test_field_weights_halve_with_distance() -> None:

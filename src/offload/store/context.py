@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from offload.core import analysis
 from offload.store import index, selective
@@ -105,40 +107,41 @@ def bm25f(
     return score
 
 
-def context_and_own(
-    terms: Collection[str],
-    fields: Sequence[tuple[float, Mapping[str, int], int]],
-    idf: dict[str, float],
+def neighbourhood_scores(
+    counts: Any,
+    lengths: Any,
+    own: Any,
+    sides: Any,
+    weights: Sequence[float],
+    idf: Sequence[float],
     avg_length: float,
-) -> tuple[float, float]:
-    """(:func:`bm25f` over ``fields``, :func:`bm25f` over the first field alone) in one
-    pass, each float computed by the same operations in the same order as there
-    (``terms`` distinct, in their order; a dict's keys look up fastest).
+) -> tuple[Any, Any]:
+    """(:func:`bm25f` of each neighbourhood, :func:`bm25f` of its own field alone), all at
+    once: ``counts`` holds a row per text (a column per distinct query term, in the
+    query's order; ``idf`` the terms' idf in that order) and ``lengths`` its length;
+    neighbourhood ``i`` is row ``own[i]`` (weight 1) and rows ``sides[i, k]`` (weight
+    ``weights[k]``; a missing neighbour is a row of zeros).
 
-    A field's counts usually hold a term or two of the query: each field adds what it
-    holds (in field order, as bm25f sums each term), then the terms are scored in order."""
-    tfs: dict[str, float] = {}
-    for w, counts, length in fields:
-        held = counts if len(counts) < len(terms) else terms
-        norm = 0.0
-        for t in held:
-            n = counts.get(t, 0)
-            if n and t in terms:
-                if not norm:
-                    norm = 1.0 - B + B * length / avg_length if avg_length > 0 else 1.0
-                tfs[t] = tfs.get(t, 0.0) + w * n / norm
-    w0, first, length0 = fields[0]
-    score = own = 0.0
-    for t in terms:
-        tf = tfs.get(t, 0.0)
-        if tf > 0:
-            score += idf.get(t, 0.0) * tf * (K1 + 1.0) / (tf + K1)
-        n = first.get(t, 0)
-        if n:
-            norm0 = 1.0 - B + B * length0 / avg_length if avg_length > 0 else 1.0
-            alone = 0.0 + w0 * n / norm0
-            own += idf.get(t, 0.0) * alone * (K1 + 1.0) / (alone + K1)
-    return score, own
+    The same floats as bm25f: each field's share by the same operations, added in field
+    order, then each term's part in term order (a field or a term adding nothing adds
+    0.0, which changes no sum)."""
+    norm = (1.0 - B) + (B * lengths) / avg_length if avg_length > 0 else np.ones(len(lengths))
+    f = counts.astype(np.float64)
+    alone = (1.0 * f[own]) / norm[own][:, None]
+    tf = alone
+    for k, w in enumerate(weights):
+        at = sides[:, k]
+        tf = tf + (w * f[at]) / norm[at][:, None]
+    return _saturated(tf, idf), _saturated(alone, idf)
+
+
+def _saturated(tf: Any, idf: Sequence[float]) -> Any:
+    """Each row's sum over the columns, in order, of BM25's saturated part of ``tf``."""
+    score = np.zeros(len(tf))
+    for col, value in enumerate(idf):
+        t = tf[:, col]
+        score = score + ((value * t) * (K1 + 1.0)) / (t + K1)
+    return score
 
 
 # One side's links: id -> the nearest id on that side in its scope and kind (None: none);
@@ -278,14 +281,10 @@ def term_counts(
     chunk_of: dict[int, int],
     first_of: list[int],
     terms: Sequence[str],
-    view: View | None = None,
 ) -> dict[int, Counts]:
     """Entry id -> the term counts and length of the text scored: its best chunk (``chunk_of``),
-    or its first chunk (``first_of``). Only ``terms``' counts are sure to be there (BM25F
-    reads no others), the length always. With ``view`` (store/resident.py) the counts are
-    read from memory; a chunk it does not hold (written since) is read as without it."""
-    if view is not None:
-        return _held_counts(store, chunk_of, first_of, terms, view)
+    or its first chunk (``first_of``), read from the chunks' rows. Only ``terms``' counts
+    are sure to be there (BM25F reads no others), the length always."""
     conn = store.conn
     keys = term_keys(terms)
     out: dict[int, Counts] = {}
@@ -300,31 +299,58 @@ def term_counts(
     return out
 
 
-def _held_counts(
+def count_matrix(
     store: Store,
     chunk_of: dict[int, int],
-    first_of: list[int],
+    entries: Sequence[int],
     terms: Sequence[str],
-    view: View,
-) -> dict[int, Counts]:
-    """:func:`term_counts` from the in-memory index (the first chunks' ids from the map)."""
-    chunks = dict(chunk_of)
-    rest = [e for e in first_of if e not in chunks]
-    # the first chunks from the map held in memory (store/entrymap.py), if held; the
-    # entries written since it was read through the table
+    view: View | None = None,
+) -> tuple[Any, Any]:
+    """:func:`term_counts` as arrays: each of ``entries``' counts of ``terms`` (distinct; a
+    column each) and length, a row each in their order, then one row of zeros (an entry
+    without a text has zeros too). With ``view`` the counts are read from memory; a chunk
+    it does not hold (written since) is read as without it."""
+    counts = np.zeros((len(entries) + 1, len(terms)), dtype=np.int64)
+    lengths = np.zeros(len(entries) + 1, dtype=np.int64)
+    first_of = [e for e in entries if e not in chunk_of]
+    if view is None:
+        read = term_counts(store, chunk_of, first_of, terms)
+    else:
+        chunks = dict(chunk_of)
+        chunks.update(_first_chunks(store, first_of))
+        rows = [i for i, e in enumerate(entries) if e in chunks]
+        held, got, got_lengths = view.count_matrix([chunks[entries[i]] for i in rows], terms)
+        at = np.asarray(rows, dtype=np.int64)[held]
+        counts[at], lengths[at] = got[held], got_lengths[held]
+        left = {
+            entries[i]: chunks[entries[i]]
+            for i, h in zip(rows, held.tolist(), strict=True)
+            if not h
+        }
+        read = term_counts(store, left, [], terms) if left else {}
+    column = {t: j for j, t in enumerate(terms)}
+    row = {e: i for i, e in enumerate(entries)} if read else {}
+    for e, (held_counts, length) in read.items():
+        i = row[e]
+        lengths[i] = length
+        for t, n in held_counts.items():
+            j = column.get(t)
+            if j is not None:
+                counts[i, j] = n
+    return counts, lengths
+
+
+def _first_chunks(store: Store, entries: list[int]) -> dict[int, int]:
+    """Each entry's own first chunk: from the map held in memory (store/entrymap.py), if
+    held; the entries written since it was read through the table."""
+    found: dict[int, int] = {}
     held = None if store.resident is None else store.resident.entry_map.latest()
-    if rest and held is not None:
-        firsts, rest = held.first_chunks(rest)
-        chunks.update(firsts)
-    if rest:
-        for r in store.conn.execute(_FIRST_OWN, (json.dumps(rest),)):
-            chunks[int(r["eid"])] = int(r["cid"])
-    got = view.counts(list(chunks.values()), terms)
-    out = {e: got[c] for e, c in chunks.items() if c in got}
-    missing = {e: c for e, c in chunks.items() if c not in got}
-    if missing:
-        out.update(term_counts(store, missing, [], terms))
-    return out
+    if entries and held is not None:
+        found, entries = held.first_chunks(entries)
+    if entries:
+        for r in store.conn.execute(_FIRST_OWN, (json.dumps(entries),)):
+            found[int(r["eid"])] = int(r["cid"])
+    return found
 
 
 def with_context(
@@ -357,7 +383,6 @@ def with_context(
         df = stats.df(conn, list(dict.fromkeys(terms)))
     idf = {t: selective.idf(totals.rows, n) for t, n in df.items()}
     weights = field_weights(share, window)
-    avg = totals.avg_length
     runs = Runs()
     # read far enough for the neighbours' own neighbours too (asked for below)
     slots = runs.slots(conn, [c.entry_id for c in top], window, reach=2 * window)
@@ -379,22 +404,29 @@ def with_context(
         slots.update(runs.slots(conn, more, window))
     every = {n for e in scored for n in slots[e] if n is not None} | set(scored)
     chunk_of = {e: c.chunk_id for e, c in by_id.items() if e in every and c.chunk_id is not None}
-    counts = term_counts(store, chunk_of, [e for e in every if e not in chunk_of], terms, view)
-    empty: Counts = ({}, 0)
-    distinct = dict.fromkeys(terms)
-    for e in scored:
-        own_counts, own_length = counts.get(e, empty)
-        fields = [(1.0, own_counts, own_length)]
-        for k, n in enumerate(slots[e]):
-            if n is not None:
-                w = weights[k % window]
-                n_counts, n_length = counts.get(n, empty)
-                fields.append((w, n_counts, n_length))
-        ctx, own = context_and_own(distinct, fields, idf, avg)
+    distinct = list(dict.fromkeys(terms))
+    texts = list(every)
+    row = {e: i for i, e in enumerate(texts)}
+    counts, lengths = count_matrix(store, chunk_of, texts, distinct, view)
+    none = len(texts)  # the row of zeros: no neighbour there
+    own = np.fromiter((row[e] for e in scored), dtype=np.int64, count=len(scored))
+    sides = np.array(
+        [none if n is None else row[n] for e in scored for n in slots[e]], dtype=np.int64
+    ).reshape(len(scored), 2 * window)
+    ctx, alone = neighbourhood_scores(
+        counts,
+        lengths,
+        own,
+        sides,
+        [weights[k % window] for k in range(2 * window)],
+        [idf.get(t, 0.0) for t in distinct],
+        totals.avg_length,
+    )
+    for e, x, o in zip(scored, ctx.tolist(), alone.tolist(), strict=True):
         c = by_id[e]
         # the body's own BM25 gives way to the neighbourhood's; metadata's share stays
         # (rescored in place: the caller's list is ranked anew, as rank() does after)
-        c.score = max(0.0, c.score - (own if c.direct else 0.0)) + ctx
+        c.score = max(0.0, c.score - (o if c.direct else 0.0)) + x
     # best first, ties newer first: two stable C-keyed sorts, the order of one sort by
     # (-score, -entry_id) without a key tuple per candidate
     ranked = sorted(by_id.values(), key=attrgetter("entry_id"), reverse=True)

@@ -36,8 +36,6 @@ B = 0.75
 # a query's terms are told apart by one bit each of an int64 mask
 MAX_TERMS = 62
 
-Counts = tuple[dict[str, int], int]
-
 
 def plain_term(term: str) -> bool:
     """Whether FTS5's tokenizer reads ``term`` as itself, one whole token: printable, no
@@ -293,31 +291,33 @@ class View:
             np.concatenate([p[2] for p in parts]),
         )
 
-    def counts(self, chunk_ids: Sequence[int], terms: Sequence[str]) -> dict[int, Counts]:
-        """The counts of ``terms`` and the length of each chunk held (a chunk not held is
-        absent from the answer)."""
-        want = np.asarray(sorted(set(chunk_ids)), dtype=np.int64)
-        out: dict[int, Counts] = {}
+    def count_matrix(self, chunk_ids: Sequence[int], terms: Sequence[str]) -> tuple[Any, Any, Any]:
+        """(held, counts, lengths) for ``chunk_ids`` in their order: whether the index
+        holds each chunk, its count of each of ``terms`` (a column each, in their order)
+        and its length; a chunk not held has zero counts and length."""
+        want = np.asarray(chunk_ids, dtype=np.int64)
+        held = np.zeros(len(want), dtype=bool)
+        counts = np.zeros((len(want), len(terms)), dtype=np.int64)
+        lengths = np.zeros(len(want), dtype=np.int64)
         for s in self.segments:
             at = np.searchsorted(s.ids, want)
             ok = at < len(s.ids)
             ok[ok] = s.ids[at[ok]] == want[ok]
-            pos, cids = at[ok], want[ok]
-            if not len(pos):
+            rows = np.flatnonzero(ok)
+            if not len(rows):
                 continue
-            found: list[dict[str, int]] = [{} for _ in range(len(pos))]
-            for t in dict.fromkeys(terms):
+            pos = at[rows]
+            held[rows] = True
+            lengths[rows] = s.lengths[pos]
+            for col, t in enumerate(terms):
                 docs, freqs = s.postings(t)
                 if not len(docs):
                     continue
                 j = np.searchsorted(docs, pos)
                 hit = j < len(docs)
                 hit[hit] = docs[j[hit]] == pos[hit]
-                for k, n in zip(np.flatnonzero(hit).tolist(), freqs[j[hit]].tolist(), strict=True):
-                    found[k][t] = n
-            for cid, p, c in zip(cids.tolist(), pos.tolist(), found, strict=True):
-                out[cid] = (c, int(s.lengths[p]))
-        return out
+                counts[rows[hit], col] = freqs[j[hit]]
+        return held, counts, lengths
 
 
 def _score_segment(
