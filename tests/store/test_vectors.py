@@ -12,8 +12,6 @@ from numpy.typing import NDArray
 from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import StaticEmbedder
 from offload.store import vectors
-from offload.store.models import Filters
-from offload.store.query import filter_sql
 from offload.store.store import Store
 
 
@@ -114,27 +112,6 @@ def test_the_matrix_picks_up_new_vectors_and_drops_replaced_ones(
     q = model.encode(["a new dog at home"])[0]
     close, _floor = vectors.nearest(ids, rows, q, 2)
     assert [eid for eid, _ in close] == [b, a]
-
-
-def test_the_semantic_side_keeps_only_what_the_filter_keeps(hybrid: Store) -> None:
-    for i in range(30):
-        hybrid.put(f"note {i}: we adopted a puppy from the shelter", scope="big")
-    small = hybrid.put("our new dog sleeps all day", scope="small").entry.id
-    hybrid.put("quarterly tax filing is due", scope="small")
-    where, params = filter_sql(Filters(scope="small"), hybrid.clock())
-    side = vectors.semantic_side(hybrid, "a puppy", where, params, [], k=1)
-    assert side is not None
-    assert list(side.scores) == [small]
-
-
-def test_the_semantic_side_scores_the_lexical_candidates_too(hybrid: Store) -> None:
-    a = hybrid.put("the release notes for version two").entry.id
-    b = hybrid.put("a walk in the park").entry.id
-    where, params = filter_sql(Filters(), hybrid.clock())
-    side = vectors.semantic_side(hybrid, "changelog of the release", where, params, [b], k=1)
-    assert side is not None
-    assert set(side.scores) == {a, b}
-    assert side.scores[a] > side.scores[b]
 
 
 def test_backfill_embeds_the_entries_stored_without_a_model(

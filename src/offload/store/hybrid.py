@@ -15,7 +15,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from offload.core.fusion import calibrated_weight, fuse
-from offload.store import vectors
+from offload.store import semantic
 from offload.store.backend import Conn
 from offload.store.candidate import Candidate
 
@@ -30,7 +30,7 @@ _KEYS = (
 
 def fused_candidates(
     store: Store,
-    text: str,
+    probe: semantic.Probe | None,
     found: list[Candidate],
     where: str,
     params: list[Any],
@@ -38,13 +38,13 @@ def fused_candidates(
     keep: int | None = None,
 ) -> list[Candidate]:
     """``found`` (lexical, best first) fused with the ``need`` nearest entries the filter
-    keeps, at the share :func:`~offload.core.fusion.calibrated_weight` gives this query;
+    keeps (``probe``: the query's scan, :func:`offload.store.semantic.start`), at the share :func:`~offload.core.fusion.calibrated_weight` gives this query;
     scores become the fused ones (core.fusion, set on ``found``'s candidates), best first.
     With ``keep``, the first ``keep`` of that list only (the page and what precedes it).
     Without a semantic side ``found`` is returned whole."""
-    if not found:
+    if not found or probe is None:
         return found
-    side = vectors.semantic_side(store, text, where, params, [c.entry_id for c in found], need)
+    side = semantic.finish(store, probe, where, params, [c.entry_id for c in found], need)
     if side is None:
         return found
     # the share follows how clearly each side picks its best for this query

@@ -43,6 +43,7 @@ from offload.store import (
     query,
     scope_terms,
     selective,
+    semantic,
 )
 from offload.store.backend import Conn, Row
 from offload.store.candidate import Candidate
@@ -122,6 +123,8 @@ def search_hits(
         view = None  # a term FTS5 reads otherwise than the index holds it: FTS5's way
     need = max(50, (limit + offset) * 3)
     try:
+        # the embedding's matrix scan runs on another thread while the lexical side runs here
+        probe = semantic.start(store, text, need)
         # a written form is searched only where it is rarer than its stem (selective.py)
         idle = selective.idle_forms(conn, "search_body", q.forms, stats) - set(q.sequence)
         match_terms = [t for t in match_terms if t not in idle]
@@ -155,7 +158,7 @@ def search_hits(
         shown = ShownChunks(store)
         ranked = rank(store, q, found, where, params, now, terms=telling, view=view, shown=shown)
         ranked = hybrid.fused_candidates(
-            store, text, ranked, where, params, need, keep=offset + limit
+            store, probe, ranked, where, params, need, keep=offset + limit
         )
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly

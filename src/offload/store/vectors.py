@@ -18,12 +18,10 @@ is still found lexically; ``offload doctor --reindex`` fills them in (:func:`bac
 from __future__ import annotations
 
 import json
-import sqlite3
 import struct
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from offload.store import db
@@ -104,14 +102,6 @@ def insert(conn: Conn, entry_id: int, model_id: str, data: bytes) -> None:
         "INSERT OR REPLACE INTO entry_vectors (entry_id, model, data) VALUES (?, ?, ?)",
         (entry_id, model_id, data),
     )
-
-
-@dataclass(frozen=True)
-class Nearest:
-    """The semantic side of one query: the closest entries and the typical similarity."""
-
-    scores: dict[int, float]  # entry id -> cosine similarity
-    floor: float
 
 
 class VectorMatrix:
@@ -316,62 +306,6 @@ def nearest(
     top, top_sims = pick[order], sims[order]
     ranked = np.lexsort((-ids[top], -top_sims))  # ties: the newer entry first
     return [(int(ids[top[i]]), float(top_sims[i])) for i in ranked], floor
-
-
-def semantic_side(
-    store: Store,
-    text: str,
-    where: str,
-    params: list[Any],
-    lexical_ids: Sequence[int],
-    k: int,
-) -> Nearest | None:
-    """The semantic side of a search: the ``k`` nearest entries the filter keeps, plus the
-    similarity of every lexical candidate; None without a model or any vector."""
-    encoder, matrix = store.embedder, store.vector_matrix
-    if encoder is None or matrix is None:
-        return None
-    query = encoder.encode([text])[0]
-    if not query.any():
-        return None
-    conn = store.conn
-    ids, rows = matrix.refresh(conn)
-    prefixes = matrix.prefixes() if ids is not None and len(ids) > COARSE_ROWS else None
-    sample = matrix.sample()
-    close, floor = nearest(ids, rows, query, k * 4, prefixes=prefixes, sample=sample)
-    if not close:
-        return None
-    live, kept = _kept(conn, [eid for eid, _ in close], where, params)
-    matrix.note_stale(1.0 - len(live) / len(close))
-    if len(kept) < k and len(kept) < len(live):
-        # a selective filter (a small scope in a big store): search only what it keeps
-        allowed = _filter_ids(conn, where, params)
-        close, _ = nearest(ids, rows, query, k, allowed, prefixes, sample)
-        kept = {eid for eid, _ in close}
-    scores = dict([(eid, s) for eid, s in close if eid in kept][:k])
-    scores.update(matrix.similarity(query, lexical_ids))
-    return Nearest(scores, floor)
-
-
-def _filter_ids(conn: Conn, where: str, params: list[Any]) -> Any:
-    """The ids of the entries the filter keeps; on SQLite as one joined string, split by
-    numpy (a row per id costs ~10x more in Python at 14,000 entries)."""
-    import numpy as np
-
-    sql = f"SELECT e.id FROM entries e WHERE {where}"
-    if not isinstance(conn, sqlite3.Connection):
-        return np.array([int(r[0]) for r in conn.execute(sql, params)], dtype=np.int64)
-    text = conn.execute(f"SELECT group_concat(id) FROM ({sql})", params).fetchone()[0]
-    return np.array(text.split(",") if text else [], dtype=np.int64)
-
-
-def _kept(conn: Conn, ids: list[int], where: str, params: list[Any]) -> tuple[set[int], set[int]]:
-    """(the ids still stored, those the filter keeps)."""
-    rows = conn.execute(
-        f"SELECT e.id, ({where}) FROM entries e WHERE e.id IN (SELECT value FROM json_each(?))",
-        (*params, json.dumps(ids)),
-    ).fetchall()
-    return {int(r[0]) for r in rows}, {int(r[0]) for r in rows if r[1]}
 
 
 def missing(conn: Conn, model_id: str) -> int:

@@ -1,0 +1,71 @@
+"""store.semantic: the nearest entries by embedding, scanned beside the lexical side."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from offload.store import semantic, vectors
+from offload.store.models import Filters
+from offload.store.query import filter_sql
+from offload.store.store import Store
+
+
+def _side(
+    store: Store, text: str, filters: Filters, lexical: list[int], k: int
+) -> semantic.Nearest | None:
+    where, params = filter_sql(filters, store.clock())
+    probe = semantic.start(store, text, k)
+    assert probe is not None
+    return semantic.finish(store, probe, where, params, lexical, k)
+
+
+def test_the_semantic_side_keeps_only_what_the_filter_keeps(hybrid: Store) -> None:
+    for i in range(30):
+        hybrid.put(f"note {i}: we adopted a puppy from the shelter", scope="big")
+    small = hybrid.put("our new dog sleeps all day", scope="small").entry.id
+    hybrid.put("quarterly tax filing is due", scope="small")
+    side = _side(hybrid, "a puppy", Filters(scope="small"), [], k=1)
+    assert side is not None
+    assert list(side.scores) == [small]
+
+
+def test_the_semantic_side_scores_the_lexical_candidates_too(hybrid: Store) -> None:
+    a = hybrid.put("the release notes for version two").entry.id
+    b = hybrid.put("a walk in the park").entry.id
+    side = _side(hybrid, "changelog of the release", Filters(), [b], k=1)
+    assert side is not None
+    assert set(side.scores) == {a, b}
+    assert side.scores[a] > side.scores[b]
+
+
+def test_the_matrix_scan_runs_on_a_worker_thread_and_touches_no_connection(
+    hybrid: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hybrid.put("we adopted a puppy from the shelter")
+    scanned_on: list[str] = []
+    real = vectors.nearest
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        scanned_on.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(vectors, "nearest", spy)
+    # the store's SQLite connection refuses use from another thread: a statement run by
+    # the worker would fail the scan
+    probe = semantic.start(hybrid, "a new dog", 5)
+    assert probe is not None
+    close, _floor = probe.close.result()
+    assert [name.startswith("offload-nearest") for name in scanned_on] == [True]
+    assert close and close[0][1] > 0
+
+
+def test_no_scan_starts_without_a_model_or_for_a_query_with_no_known_word(
+    store: Store, hybrid: Store
+) -> None:
+    store.put("we adopted a puppy from the shelter")
+    hybrid.put("we adopted a puppy from the shelter")
+    assert semantic.start(store, "a puppy", 5) is None
+    assert semantic.start(hybrid, "", 5) is None
