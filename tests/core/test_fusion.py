@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -132,3 +134,39 @@ def test_the_best_few_fused_are_the_first_of_the_whole_fused_order(top: int) -> 
     for weight in (0.0, 0.3, 0.5, 1.0):
         whole = fuse(lexical, semantic, weight=weight, floor=0.25)
         assert fuse(lexical, semantic, weight=weight, floor=0.25, top=top) == whole[:top]
+
+
+def _reference(
+    lexical: list[tuple[int, float]], semantic: dict[int, float], weight: float, floor: float
+) -> list[tuple[int, float]]:
+    """The fused order written out key by key (what fuse must equal, bit for bit)."""
+    order: dict[int, int] = {}
+    for key, _ in lexical:
+        order.setdefault(key, len(order))
+    for key in sorted((k for k in semantic if k not in order), key=lambda k: (-semantic[k], k)):
+        order[key] = len(order)
+
+    def unit(scores: dict[int, float], low: float) -> dict[int, float]:
+        span = max(scores.values()) - low if scores else 0.0
+        if span <= 0.0:
+            return {k: 0.0 for k in scores}
+        return {k: min(1.0, max(0.0, (v - low) / span)) for k, v in scores.items()}
+
+    lex, sem = unit(dict(lexical[::-1]), 0.0), unit(semantic, floor)
+    fused = {k: (1.0 - weight) * lex.get(k, 0.0) + weight * sem.get(k, 0.0) for k in order}
+    return sorted(((k, fused[k]) for k in order), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+def test_fused_scores_and_order_equal_the_formula_key_by_key_bit_for_bit() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        keys = rng.sample(range(60), rng.randint(1, 40))
+        # repeated keys, equal scores and scores below the floor all occur
+        lexical = [(rng.choice(keys), float(rng.randint(0, 6))) for _ in range(rng.randint(0, 30))]
+        semantic = {
+            k: rng.choice([0.1, 0.2, 0.35, 0.5, 0.9]) for k in rng.sample(keys, len(keys) // 2)
+        }
+        weight, floor = rng.choice([0.0, 0.3, 0.5, 1.0]), rng.choice([0.0, 0.2, 0.4])
+        want = _reference(lexical, semantic, weight, floor)
+        assert fuse(lexical, semantic, weight=weight, floor=floor) == want
+        assert fuse(lexical, semantic, weight=weight, floor=floor, top=3) == want[:3]

@@ -25,7 +25,7 @@ crowd of equal matches.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 
@@ -94,6 +94,8 @@ def fuse(
     """
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"weight must be within [0, 1], got {weight}")
+    import numpy as np
+
     order: dict[K, int] = {}
     for key, _ in lexical:
         order.setdefault(key, len(order))
@@ -101,23 +103,30 @@ def fuse(
     only = [k for k in semantic if k not in order]
     for key in sorted(only, key=lambda k: (-semantic[k], k)):
         order[key] = len(order)
-    lex = _unit(dict(lexical[::-1]), 0.0)  # reversed: the first score of a repeated key wins
-    sem = _unit(semantic, floor)
-    fused = {k: (1.0 - weight) * lex.get(k, 0.0) + weight * sem.get(k, 0.0) for k in order}
-    rank_key: Callable[[K], tuple[float, int]] = lambda k: (-fused[k], order[k])  # noqa: E731
-    if top is None or top >= len(order):
-        ranked = sorted(order, key=rank_key)
-    else:  # the same first ``top`` as the full sort (keys are distinct by their place)
-        ranked = heapq.nsmallest(top, order, key=rank_key)
-    return [(k, fused[k]) for k in ranked]
+    first = dict(lexical[::-1])  # reversed: the first score of a repeated key wins
+    lex = np.zeros(len(order))
+    lex[[order[k] for k in first]] = _unit(list(first.values()), 0.0)
+    sem = np.zeros(len(order))
+    sem[[order[k] for k in semantic]] = _unit(list(semantic.values()), floor)
+    # elementwise, in the order a loop over the keys would take: the same bits
+    fused = (1.0 - weight) * lex + weight * sem
+    # best first; equal scores keep their place in ``order`` (a stable sort)
+    ranked = np.argsort(-fused, kind="stable")
+    if top is not None:
+        ranked = ranked[:top]
+    keys = list(order)
+    return [(keys[i], float(fused[i])) for i in ranked.tolist()]
 
 
-def _unit(scores: Mapping[K, float], floor: float) -> dict[K, float]:
-    """Scores mapped to [0, 1]: ``floor`` and below to 0, the best to 1."""
-    if not scores:
-        return {}
-    top = max(scores.values())
-    span = top - floor
+def _unit(scores: Sequence[float], floor: float) -> Any:
+    """Scores mapped to [0, 1] as a float64 array: ``floor`` and below to 0, the best to 1
+    (NaN to 0, as ``min(1.0, max(0.0, x))`` would)."""
+    import numpy as np
+
+    values = np.asarray(scores, dtype=np.float64)
+    if not len(values):
+        return values
+    span = float(values.max()) - floor
     if span <= 0.0:
-        return {k: 0.0 for k in scores}
-    return {k: min(1.0, max(0.0, (v - floor) / span)) for k, v in scores.items()}
+        return np.zeros(len(values))
+    return np.fmin(np.fmax((values - floor) / span, 0.0), 1.0)
