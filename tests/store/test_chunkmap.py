@@ -82,6 +82,18 @@ def test_an_original_indexed_after_its_lossy_entry_maps_its_chunks_to_that_entry
     assert _exact(store)
 
 
+def test_a_batch_indexing_many_blocks_at_once_maps_each_to_its_entries(store: Store) -> None:
+    lossy = store.put(ORIGINAL, body=LOSSY, scope="a").entry  # original kept, not indexed
+    texts = [ORIGINAL, LONG, "a third text: one pelican", "a fourth text: two pelicans"]
+    done = store.put_many(texts, scope="b")
+    for r in done:
+        chunks = _chunks_of(store, r.entry.id)
+        assert chunks and {c for e, c, o in _map(store) if e == r.entry.id and o == 1} == chunks
+    kept = {c for e, c, o in _map(store) if e == lossy.id and o == 0}
+    assert kept == _chunks_of(store, done[0].entry.id)
+    assert _exact(store)
+
+
 def test_forget_expiry_and_reindex_keep_the_map_exact(store: Store) -> None:
     kept = store.put(LONG, scope="a").entry
     gone = store.put("forget me: a pelican note", scope="a").entry
