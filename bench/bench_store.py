@@ -575,6 +575,7 @@ def resident_built(store: Store, question: str) -> dict[str, float | str]:
     if idx is None:
         return {}
     idx.built.wait()
+    idx.entry_keys.wait()  # PostgreSQL's entries' columns (store/entrykeys.py)
     r = idx.report
     return {
         "resident_wall_s": time.perf_counter() - t,

@@ -47,7 +47,8 @@ def _alone(store: Store) -> list[dict[str, Any]]:
         labels = [
             r[0] for r in conn.execute("SELECT label FROM labels WHERE entry_id = ?", (row["id"],))
         ]
-        skip = ("id", "nonce", "owner_pid", "owner_host")
+        # the store's own columns (PostgreSQL's write stamp too: pgschema.pg_entry_changes)
+        skip = ("id", "nonce", "owner_pid", "owner_host", "changed")
         rec = {k: row[k] for k in row.keys() if k not in skip}  # noqa: SIM118
         rec.update(type="entry", labels=labels, body=store.block_text(row["block_hash"]))
         if row["content_hash"] != row["block_hash"] and store.has_block(row["content_hash"]):

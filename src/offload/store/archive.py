@@ -40,6 +40,9 @@ IMPORT_BATCH = 500
 # bodies are held at once, so the page stays modest
 EXPORT_PAGE = 200
 _ENTRY_PAGE = "SELECT * FROM entries WHERE id > ? ORDER BY id LIMIT ?"
+# an entry's columns that belong to this store, not to the entry: its id, a checkout's
+# owner, and PostgreSQL's write stamp (pgschema.pg_entry_changes)
+_LOCAL_COLUMNS = frozenset(("id", "nonce", "owner_pid", "owner_host", "changed"))
 # a page's labels and vectors by the page's id range; labels in the order the store holds
 # them, as each entry's own look-up gave them
 _LABELS_OF = "SELECT entry_id, label FROM labels WHERE entry_id >= ? AND entry_id <= ?"
@@ -160,7 +163,7 @@ def _entry_records(store: Store, page: list[Any]) -> Iterator[dict[str, Any]]:
         {str(r[0]) for r in conn.execute(_INDEXED_OF, (json.dumps(lossy),))} if lossy else set()
     )
     for row in page:
-        rec = {k: row[k] for k in row.keys() if k not in ("id", "nonce", "owner_pid", "owner_host")}  # noqa: SIM118 - Row iterates values
+        rec = {k: row[k] for k in row.keys() if k not in _LOCAL_COLUMNS}  # noqa: SIM118 - Row iterates values
         body = bodies.get(row["block_hash"])
         if body is None:  # as reading it alone says
             body = store.block_text(row["block_hash"])

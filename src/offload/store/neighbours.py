@@ -9,7 +9,7 @@ On SQLite the neighbours are read in three statements (before, after, and the en
 that matched nothing themselves, under the filter); each is in-process. On PostgreSQL
 each was a round trip (~10-15 ms each at 1M entries under load), so there one statement
 reads both sides of every source with each neighbour's ranking columns and whether the
-filter keeps it.
+filter keeps it; with the entries' columns in memory (store/entrykeys.py) none.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import json
 import sqlite3
 from typing import Any
 
+from offload.store import entrykeys
 from offload.store.backend import Conn, Row
 from offload.store.candidate import Candidate
 
@@ -56,14 +57,19 @@ def with_neighbours(
     share: float,
     window: int,
     sources: int,
+    gate: entrykeys.Gate | None = None,
 ) -> list[Candidate]:
     """Each of the best ``sources`` direct hits passes ``share`` of its score to the
     entries just before and after it in the same scope and kind, ``share ** d`` at
     distance d up to ``window``; neighbours that matched nothing join the candidates (only
-    if the filter keeps them)."""
+    if the filter keeps them). ``gate``: the filter and the entries' columns in memory
+    (PostgreSQL; a source it does not hold sends the whole step to SQL)."""
 
     scores = {c.entry_id: c.score for c in found[:sources]}
-    if isinstance(conn, sqlite3.Connection):
+    held = None if gate is None else _sides_held(gate, scores, window)
+    if held is not None:
+        near, kept = held
+    elif isinstance(conn, sqlite3.Connection):
         near, kept = _sides_sqlite(conn, scores, window), None
     else:
         near, kept = _sides_pg(conn, scores, where, params, window)
@@ -126,4 +132,27 @@ def _sides_pg(
     for (src, before), nids in sides.items():
         ordered = sorted(nids, reverse=before)
         near.setdefault(src, []).extend(enumerate(ordered, 1))
+    return near, kept
+
+
+def _sides_held(
+    gate: entrykeys.Gate, scores: dict[int, float], window: int
+) -> tuple[dict[int, list[tuple[int, int]]], dict[int, Row]] | None:
+    """:func:`_sides_pg`'s answer from the columns in memory, or None when a source is
+    not held (written since the copy was read)."""
+    near: dict[int, list[tuple[int, int]]] = {}
+    kept: dict[int, Row] = {}
+    keys, keep = gate.keys, gate.keep
+    for src in scores:
+        own = keys.get(src)
+        if own is None:
+            return None
+        before, after = keys.neighbours(src, own, window)
+        if not before and not after:
+            continue
+        near[src] = [*enumerate(before, 1), *enumerate(after, 1)]
+        for nid in (*before, *after):
+            k = keys.get(nid)
+            if k is not None and keep(k):
+                kept[nid] = entrykeys.row_of(nid, k)
     return near, kept

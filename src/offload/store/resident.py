@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from offload.errors import OffloadError
-from offload.store import chunkrows, entrymap, postings
+from offload.store import chunkrows, entrykeys, entrymap, postings
 from offload.store.backend import Conn
 
 # rows parsed per step of a build (the interpreter passes to searches between steps)
@@ -89,6 +89,8 @@ class ResidentIndex:
         self.report: BuildReport | None = None
         # the chunk -> entry map, kept beside the postings (its own generation and build)
         self.entry_map = entrymap.ResidentMap(connect)
+        # PostgreSQL: every entry's filter and ranking columns (store/entrykeys.py)
+        self.entry_keys = entrykeys.ResidentKeys(connect)
         # set whenever a build finishes (done or refused): tests and the bench wait on it
         self.built = threading.Event()
 
@@ -128,6 +130,7 @@ class ResidentIndex:
         """Stop building (a build in progress ends at its next batch) and drop the index."""
         self._closed.set()
         self.entry_map.close()
+        self.entry_keys.close()
         with self._lock:
             thread, self._state = self._thread, None
         if thread is not None and thread is not threading.current_thread():

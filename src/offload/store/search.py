@@ -33,6 +33,7 @@ from offload.core import analysis
 from offload.errors import StoreError
 from offload.store import (
     context,
+    entrykeys,
     entrymap,
     hybrid,
     index,
@@ -115,6 +116,8 @@ def search_hits(
     view = None if store.resident is None else store.resident.view(conn)
     # and the chunk -> entry map (None: through entry_chunks, store/entrymap.py)
     entry_map = None if store.resident is None else store.resident.entry_map.current(conn)
+    # PostgreSQL: the entries' filter and ranking columns (None: read by id, store/entrykeys.py)
+    keys = None if store.resident is None else store.resident.entry_keys.current(conn)
     where, params = query.filter_sql(filters, now)
     # the index's statistics this search reads, each once (PostgreSQL: one statement)
     stats = selective.SearchStats(conn, view)
@@ -136,6 +139,12 @@ def search_hits(
         )
         if narrowed is not None:  # from here on the filter is the entries read, by id
             where, params = narrowed.where
+        # the filter as a test of the held columns: the same conditions as ``where``
+        gate = (
+            None
+            if keys is None or narrowed is not None
+            else entrykeys.Gate(keys, entrykeys.keeper(filters, now))
+        )
 
         def lexical(terms: list[str]) -> list[Candidate]:
             return lexical_candidates(
@@ -148,6 +157,7 @@ def search_hits(
                 view=view,
                 stats=stats,
                 entry_map=entry_map,
+                gate=gate,
             )
 
         found = lexical(telling)
@@ -156,7 +166,9 @@ def search_hits(
             found = lexical(telling)
         # the chunks read for the best candidates, kept for every later step
         shown = ShownChunks(store)
-        ranked = rank(store, q, found, where, params, now, terms=telling, view=view, shown=shown)
+        ranked = rank(
+            store, q, found, where, params, now, terms=telling, view=view, shown=shown, gate=gate
+        )
         ranked = hybrid.fused_candidates(
             store, probe, ranked, where, params, need, keep=offset + limit
         )
@@ -250,6 +262,7 @@ def lexical_candidates(
     view: postings.View | None = None,
     stats: selective.SearchStats | None = None,
     entry_map: entrymap.EntryMap | None = None,
+    gate: entrykeys.Gate | None = None,
 ) -> list[Candidate]:
     """Entries matching any of ``terms`` under the filter, best BM25 first.
 
@@ -260,24 +273,31 @@ def lexical_candidates(
     With ``view`` (store/resident.py) the body's rows are scored in memory, to the same
     scores and the same pools (a narrowed search still asks FTS5); on PostgreSQL that is
     FTS5's BM25 there too. With ``entry_map`` the scored chunks' entries are looked up in
-    memory (store/entrymap.py); the filter still runs in SQL.
+    memory (store/entrymap.py); with ``gate`` (PostgreSQL, store/entrykeys.py) the filter
+    and the entries' columns too.
     """
     match = match_expression(terms)
     chunks = None if narrowed is None else narrowed.chunks
     meta_rows = None if narrowed is None else narrowed.meta
     if chunks is None and view is not None and len(terms) <= postings.MAX_TERMS:
-        body = _top_body(conn, terms, where, params, need, view=view, entry_map=entry_map)
+        body = _top_body(
+            conn, terms, where, params, need, view=view, entry_map=entry_map, gate=gate
+        )
         if not isinstance(conn, sqlite3.Connection):
             # PostgreSQL ranks metadata by ts_rank: a body term is brought to its scale (the
             # most it adds, idf * (k1 + 1), becomes ts_rank's most, 0.1 * idf)
             for c in body.values():
                 c.score *= pgsql.BODY_TERM_WEIGHT / (selective.K1 + 1.0)
     else:
-        body = _top_body(conn, terms, where, params, need, chunks, stats=stats, entry_map=entry_map)
+        body = _top_body(
+            conn, terms, where, params, need, chunks, stats=stats, entry_map=entry_map, gate=gate
+        )
     held = None if stats is None else stats.meta_held(terms)
     meta: dict[int, Candidate] = {}
     if held is None or held:  # no metadata row holds a term: nothing to rank there
-        meta = _top_entries(conn, _META_TOP, _META_ENTRIES, match, where, params, need, meta_rows)
+        meta = _top_entries(
+            conn, _META_TOP, _META_ENTRIES, match, where, params, need, meta_rows, gate
+        )
     out: dict[int, Candidate] = dict(body)
     for eid, c in meta.items():
         have = out.get(eid)
@@ -297,15 +317,23 @@ def _top_entries(
     params: list[Any],
     need: int,
     span: narrow.Span | None = None,
+    gate: entrykeys.Gate | None = None,
 ) -> dict[int, Candidate]:
     pool = max(_MIN_POOL, need * 4)
     top, bounds = (top_sql, ()) if span is None else (span.restrict(top_sql), span.params)
     while True:
         scored = conn.execute(top, (match, *bounds, pool)).fetchall()
         bm25 = {int(r[0]): -float(r[1]) for r in scored}
-        rows = conn.execute(
-            entries_sql.format(where=where), (json.dumps(list(bm25)), *params)
-        ).fetchall()
+        held: list[Row] = []
+        ask = list(bm25)
+        if gate is not None:  # the held entries' rows from memory, the others by id
+            got, ask = gate.rows(ask)
+            held = [r for r in got.values() if r is not None]
+        rows = held
+        if ask:
+            rows += conn.execute(
+                entries_sql.format(where=where), (json.dumps(ask), *params)
+            ).fetchall()
         best = _best_per_entry(rows, bm25)
         if len(best) >= need or len(scored) < pool:
             return best
@@ -319,9 +347,15 @@ class _Mapping:
     search at 100k)."""
 
     def __init__(
-        self, conn: Conn, where: str, params: list[Any], held: entrymap.EntryMap | None = None
+        self,
+        conn: Conn,
+        where: str,
+        params: list[Any],
+        held: entrymap.EntryMap | None = None,
+        gate: entrykeys.Gate | None = None,
     ) -> None:
         self.conn, self.where, self.params, self.held = conn, where, params, held
+        self.gate = gate
         self.entries_of: dict[int, list[int]] = {}  # chunk id -> its entries' ids
         self.rows: dict[int, Row | None] = {}  # entry id -> its row (None: filtered out)
         self.chunks: dict[int, list[tuple[float, int]]] = {}  # the last call's, per entry
@@ -353,6 +387,9 @@ class _Mapping:
                 if have is None or score > have[0]:
                     best[eid] = (score, cid)
         fresh = [e for e in best if e not in self.rows]
+        if fresh and self.gate is not None:  # the held entries' rows from memory
+            held, fresh = self.gate.rows(fresh)
+            self.rows.update(held)
         if fresh:
             for e in fresh:
                 self.rows[e] = None
@@ -408,13 +445,15 @@ def _top_body(
     view: postings.View | None = None,
     stats: selective.SearchStats | None = None,
     entry_map: entrymap.EntryMap | None = None,
+    gate: entrykeys.Gate | None = None,
 ) -> dict[int, Candidate]:
     """The best chunks' entries, with BM25's work bounded by term selectivity
     (store/selective.py): only rows matching a rare term are scored, exactly; once no row
     matching only common terms can reach the top, that is the top; otherwise the next
     rarest term joins the rare ones (at worst every term: the plain OR query). With
     ``view`` the same plan and pools are taken from the in-memory index; ``stats``, the
-    search's term counts (the SQL path); ``entry_map``, the chunk -> entry map in memory."""
+    search's term counts (the SQL path); ``entry_map``, the chunk -> entry map in memory;
+    ``gate``, the filter over the entries' columns in memory (PostgreSQL)."""
     # only the rows of the rare terms are read, so only they are scored (the common terms
     # looked up there); a widened plan scores the rows of its new rare terms
     scored_by: dict[int, postings.Scored] = {}
@@ -428,7 +467,7 @@ def _top_body(
     pool = max(_MIN_POOL, need * 4)
     # a narrow filter: only its rows are scored (store/narrow.py)
     top, bounds = (_BODY_TOP, ()) if span is None else (span.restrict(_BODY_TOP), span.params)
-    mapped = _Mapping(conn, where, params, entry_map)
+    mapped = _Mapping(conn, where, params, entry_map, gate)
     while True:
         bm25: dict[int, float] = {}
         exhausted = True
@@ -522,9 +561,11 @@ def rank(
     terms: Sequence[str] = (),
     view: postings.View | None = None,
     shown: ShownChunks | None = None,
+    gate: entrykeys.Gate | None = None,
 ) -> list[Candidate]:
     """The final order: neighbourhood, phrase boost, then salience and use (``shown``:
-    the search's chunk reads, kept for its hits).
+    the search's chunk reads, kept for its hits; ``gate``: the filter and the entries'
+    columns in memory, PostgreSQL).
 
     With the searched ``terms`` the best hits are scored with their neighbourhood as one
     document (:mod:`offload.store.context`); without them, or on PostgreSQL (whose rank
@@ -552,6 +593,7 @@ def rank(
             share=NEIGHBOUR_SHARE,
             window=NEIGHBOUR_WINDOW,
             sources=NEIGHBOUR_SOURCES,
+            gate=gate,
         )
     shown = shown or ShownChunks(store)
     ranked = _phrase_boost(q, ranked, shown)

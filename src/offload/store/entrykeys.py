@@ -1,0 +1,342 @@
+"""PostgreSQL: every entry's filter and ranking columns in memory, kept fresh before each search.
+
+A lexical search on PostgreSQL read, by primary key, the rows of the ~1,300 entries its
+best chunks map to (the filter and the ranking columns), then the neighbours of its best
+hits in their scope and kind with the same columns: at 1M entries ~1,300 random heap
+pages a search, 28 + 19 ms warm and ~200 ms cold (docs/benchmarks.md, session 9). Those
+columns are small: held here for every entry (:data:`FIELDS`), with each scope and kind's
+ids in order, a search filters, ranks and finds neighbours by lookups
+(store/search.py, store/neighbours.py), to the same answers the statements give.
+
+Freshness is store/pgchunks.py's transaction-id watermark, on ``entries``: a row trigger
+(migration ``pg_entry_changes``) stamps every inserted or updated row with its writing
+transaction (``entries.changed``, ``xid8``), whatever the write path (put, touch, pin,
+expiry, annotate, check-out, import); each read returns
+``pg_snapshot_xmin(pg_current_snapshot())`` of its own statement, and the next read takes
+every row stamped at or above it. A row re-read is applied again (an update may follow a
+read), so no id list is kept. A deleted entry (forget, gc, a truncate) or one whose id
+changed bumps ``entry_generation`` (statement triggers, only when rows changed): the copy
+is dropped, that search and the ones until the background rebuild is done take the SQL
+path. Rows stamped NULL (written before the migration) are taken by the full read and can
+change afterwards only by an update (stamped) or a deletion (the generation).
+
+A search asks :meth:`ResidentKeys.current` once, at its start (after the chunk index's own
+read), and every step of it uses that one :class:`EntryKeys` (immutable). An entry the
+copy does not know (written after that read) is asked of the table by the caller.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from offload.errors import OffloadError
+from offload.store.backend import Conn
+from offload.store.models import Filters
+
+# the columns held, in this order after the id (the filter's and the ranking's: what
+# query.filter_sql and Candidate.of_entry read)
+FIELDS = (
+    "scope",
+    "kind",
+    "salience",
+    "accessed",
+    "access_count",
+    "expires",
+    "status",
+    "pinned",
+    "source",
+    "created",
+)
+SCOPE, KIND, SALIENCE, ACCESSED, USES, EXPIRES, STATUS, PINNED, SOURCE, CREATED = range(10)
+# rows a full read asks for per statement (a result is held whole by the client)
+PAGE = 50_000
+# entries changed since the base past this many are folded into a new base (each refresh
+# copies the tail; a fold copies the whole dict, ~30 ms at 1M entries)
+TAIL_ENTRIES = 4096
+# after a build failed on an error, how long searches keep the SQL path
+RETRY_S = 30.0
+
+_HEAD = (
+    "SELECT g.value AS generation, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin, "
+    "e.* FROM entry_generation g LEFT JOIN LATERAL ({rows}) e ON true WHERE g.id = 0"
+)
+_COLUMNS = "id, " + ", ".join(FIELDS)
+_PAGE = _HEAD.format(rows=f"SELECT {_COLUMNS} FROM entries WHERE id > ? ORDER BY id LIMIT ?")
+_SINCE = _HEAD.format(rows=f"SELECT {_COLUMNS} FROM entries WHERE changed >= ?::xid8 ORDER BY id")
+
+_log = logging.getLogger("offload.store")
+
+Keys = tuple[Any, ...]  # one entry's FIELDS, in order
+Group = tuple[str, str]  # (scope, kind)
+
+
+class Unheld(OffloadError):
+    """A row the copy cannot answer for exactly (a NaN, whose order SQL and Python differ on)."""
+
+
+@dataclass(frozen=True, eq=False)
+class EntryKeys:
+    """Every entry's :data:`FIELDS` and each (scope, kind)'s ids ascending, as of
+    ``token`` (generation, watermark). Immutable: a refresh makes a new one sharing
+    ``base`` (``tail``: the entries changed since; ``tail_groups``: the groups they touched)."""
+
+    base: dict[int, Keys]
+    tail: dict[int, Keys]
+    groups: dict[Group, list[int]]
+    tail_groups: dict[Group, list[int]]
+    token: tuple[int, int]
+
+    def get(self, entry_id: int) -> Keys | None:
+        """The entry's columns, or None: the copy does not hold it (written since)."""
+        got = self.tail.get(entry_id)
+        return self.base.get(entry_id) if got is None else got
+
+    def neighbours(self, entry_id: int, keys: Keys, window: int) -> tuple[list[int], list[int]]:
+        """Up to ``window`` ids of the entry's scope and kind before it (nearest first) and
+        after it (nearest first)."""
+        group = (keys[SCOPE], keys[KIND])
+        ids = self.tail_groups.get(group)
+        if ids is None:
+            ids = self.groups.get(group, [])
+        at = bisect.bisect_left(ids, entry_id)
+        end = at + 1 if at < len(ids) and ids[at] == entry_id else at
+        return ids[max(0, at - window) : at][::-1], ids[end : end + window]
+
+
+@dataclass(frozen=True, eq=False)
+class Gate:
+    """A search's filter over one :class:`EntryKeys`: ``keep`` is the filter's test
+    (:func:`keeper`), ``keys`` what the search reads the columns from."""
+
+    keys: EntryKeys
+    keep: Callable[[Keys], bool]
+
+    def rows(self, entry_ids: Iterable[int]) -> tuple[dict[int, dict[str, Any] | None], list[int]]:
+        """Each held entry's row (:func:`row_of`), None where the filter drops it, and the
+        ids the copy does not hold (asked of the table by the caller)."""
+        out: dict[int, dict[str, Any] | None] = {}
+        unknown: list[int] = []
+        get, keep = self.keys.get, self.keep
+        for eid in entry_ids:
+            k = get(eid)
+            if k is None:
+                unknown.append(eid)
+            else:
+                out[eid] = row_of(eid, k) if keep(k) else None
+        return out, unknown
+
+
+def row_of(entry_id: int, keys: Keys) -> dict[str, Any]:
+    """A row of the columns every ranking step reads (``Candidate.of_entry``'s)."""
+    return {
+        "cid": None,
+        "eid": entry_id,
+        "scope": keys[SCOPE],
+        "kind": keys[KIND],
+        "salience": keys[SALIENCE],
+        "accessed": keys[ACCESSED],
+        "uses": keys[USES],
+    }
+
+
+def keeper(f: Filters, now: float) -> Callable[[Keys], bool]:
+    """``query.filter_sql(f, now)`` as a test of held columns (the same conditions, in
+    the same comparisons: floats against floats, text by code points as "C" collates)."""
+    kinds = frozenset(f.kinds)
+    pinned = None if f.pinned is None else (1 if f.pinned else 0)
+
+    def keep(k: Keys) -> bool:
+        expires = k[EXPIRES]
+        if expires is not None and not expires > now:
+            return False
+        if f.scope is not None and k[SCOPE] != f.scope:
+            return False
+        if kinds and k[KIND] not in kinds:
+            return False
+        if f.status is not None and k[STATUS] != f.status:
+            return False
+        if pinned is not None and k[PINNED] != pinned:
+            return False
+        if f.min_salience is not None and not k[SALIENCE] >= f.min_salience:
+            return False
+        if f.source_prefix and not k[SOURCE].startswith(f.source_prefix):
+            return False
+        if f.created_after is not None and not k[CREATED] >= f.created_after:
+            return False
+        return f.created_before is None or k[CREATED] < f.created_before
+
+    return keep
+
+
+def _held(row: Any, strings: dict[str, str]) -> tuple[int, Keys]:
+    """An entry's id and columns from a read row (``row[2]`` the id), repeated strings
+    shared (a scope or kind is one object however many entries hold it)."""
+    values = list(row[3:])
+    for i in (SCOPE, KIND, STATUS, SOURCE):
+        s = values[i]
+        values[i] = strings.setdefault(s, s)
+    for i in (SALIENCE, ACCESSED, EXPIRES, CREATED):
+        v = values[i]
+        if v is not None and math.isnan(v):
+            raise Unheld(f"entry {row[2]}: NaN in {FIELDS[i]}")
+        values[i] = None if v is None else float(v)
+    return int(row[2]), tuple(values)
+
+
+def read_all(conn: Conn) -> EntryKeys:
+    """Every entry's columns, with the first page's generation and watermark."""
+    strings: dict[str, str] = {}
+    base: dict[int, Keys] = {}
+    groups: dict[Group, list[int]] = {}
+    token = (-1, -1)
+    after = 0
+    while True:
+        got = conn.execute(_PAGE, (after, PAGE)).fetchall()
+        if token[0] < 0:  # the first statement's snapshot is the token's
+            token = (int(got[0][0]), int(got[0][1]))
+        for r in got:
+            if r[2] is None:
+                continue
+            eid, keys = _held(r, strings)
+            base[eid] = keys
+            groups.setdefault((keys[SCOPE], keys[KIND]), []).append(eid)
+        if len(got) < PAGE or got[-1][2] is None:
+            return EntryKeys(base, {}, groups, {}, token)
+        after = int(got[-1][2])
+
+
+def read_since(conn: Conn, held: EntryKeys) -> EntryKeys | None:
+    """``held`` with the rows stamped at or above its watermark applied, or None: an entry
+    was deleted (or renumbered) since (the generation moved)."""
+    got = conn.execute(_SINCE, (str(held.token[1]),)).fetchall()
+    generation, watermark = int(got[0][0]), int(got[0][1])
+    if generation != held.token[0]:
+        return None
+    rows = [r for r in got if r[2] is not None]
+    if not rows and watermark == held.token[1]:
+        return held
+    return _applied(held, rows, (generation, watermark))
+
+
+def _applied(held: EntryKeys, rows: Iterable[Any], token: tuple[int, int]) -> EntryKeys:
+    """``held`` with ``rows`` as its entries' current columns (a new or moved entry's id
+    put in its group's order)."""
+    strings: dict[str, str] = {}
+    tail = dict(held.tail)
+    touched: dict[Group, list[int]] = {}
+
+    def group(g: Group) -> list[int]:
+        have = touched.get(g)
+        if have is None:
+            have = touched[g] = list(held.tail_groups.get(g, held.groups.get(g, [])))
+        return have
+
+    for r in rows:
+        eid, keys = _held(r, strings)
+        old = held.get(eid)
+        was = None if old is None else (old[SCOPE], old[KIND])
+        now = (keys[SCOPE], keys[KIND])
+        if was != now:
+            if was is not None:
+                ids = group(was)
+                del ids[bisect.bisect_left(ids, eid)]
+            ids = group(now)
+            if not ids or ids[-1] < eid:
+                ids.append(eid)
+            else:
+                bisect.insort(ids, eid)
+        tail[eid] = keys
+    tail_groups = {**held.tail_groups, **touched}
+    if len(tail) > TAIL_ENTRIES:
+        return EntryKeys({**held.base, **tail}, {}, {**held.groups, **tail_groups}, {}, token)
+    return EntryKeys(held.base, tail, held.groups, tail_groups, token)
+
+
+class ResidentKeys:
+    """One PostgreSQL store's :class:`EntryKeys`, built in a thread of its own and
+    refreshed before each search (thread-safe). ``connect`` opens a connection for the
+    build. SQLite stores never build one (their filter runs in-process already)."""
+
+    def __init__(self, connect: Callable[[], Conn]) -> None:
+        self._connect = connect
+        self._lock = threading.Lock()
+        self._keys: EntryKeys | None = None
+        self._building = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._retry_at = 0.0  # monotonic time: no build before it (the last one failed)
+        # set whenever a build finishes: tests and the bench wait on it
+        self.built = threading.Event()
+
+    def current(self, conn: Conn) -> EntryKeys | None:
+        """The copy brought up to date with what ``conn`` sees, or None (SQLite, not built
+        yet, rebuilding, or an error reading it): the caller filters in SQL."""
+        if isinstance(conn, sqlite3.Connection) or self._closed:
+            return None
+        held = self._keys
+        if held is None:
+            self.start()
+            return None
+        try:
+            fresh = read_since(conn, held)
+        except (OffloadError, ValueError) as exc:
+            _log.debug("resident entry keys: %s; filtering the SQL way", exc)
+            fresh = None
+        with self._lock:
+            if self._keys is held:
+                self._keys = fresh
+        if fresh is None:
+            self.start()
+        return fresh
+
+    def start(self) -> None:
+        """Start a build in the background unless one is running or the copy is held."""
+        with self._lock:
+            if self._building or self._closed or self._keys is not None:
+                return
+            if time.monotonic() < self._retry_at:
+                return
+            self._building = True
+            self.built.clear()
+            self._thread = threading.Thread(target=self._build, name="offload-keys", daemon=True)
+            self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a build started (by a search) to finish; True at once when none was."""
+        with self._lock:
+            started = self._thread is not None
+        return not started or self.built.wait(timeout)
+
+    def close(self) -> None:
+        """Drop the copy (a build in progress is waited for)."""
+        with self._lock:
+            self._closed, self._keys, thread = True, None, self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _build(self) -> None:
+        conn: Conn | None = None
+        try:
+            conn = self._connect()
+            built = read_all(conn)
+            with self._lock:
+                if not self._closed:
+                    self._keys = built
+        except (OffloadError, MemoryError, ValueError) as exc:
+            _log.debug("resident entry keys not built: %s", exc)
+            self._retry_at = time.monotonic() + RETRY_S
+        finally:
+            close = getattr(conn, "close", None)
+            if close is not None:
+                close()
+            with self._lock:
+                self._building = False
+            self.built.set()
