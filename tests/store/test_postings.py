@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
@@ -31,6 +34,15 @@ def _view(conn: sqlite3.Connection) -> postings.View:
     return postings.View((postings.Segment.build(batch.rows),))
 
 
+@contextmanager
+def _indexed(path: Path, n: int = 120) -> Iterator[tuple[sqlite3.Connection, postings.View]]:
+    """A corpus store's connection and an in-memory view of all its chunks."""
+    with _corpus(path, n) as store:
+        conn = store.conn
+        assert isinstance(conn, sqlite3.Connection)
+        yield conn, _view(conn)
+
+
 def _fts(conn: sqlite3.Connection, expression: str) -> dict[int, float]:
     rows = conn.execute(
         "SELECT rowid, bm25(search_body) FROM search_body WHERE search_body MATCH ?",
@@ -44,10 +56,7 @@ def _terms(text: str) -> list[str]:
 
 
 def test_every_matching_row_scores_bit_for_bit_as_fts5_scores_it(tmp_path: Path) -> None:
-    with _corpus(tmp_path / "s.db") as store:
-        conn = store.conn
-        assert isinstance(conn, sqlite3.Connection)
-        view = _view(conn)
+    with _indexed(tmp_path / "s.db") as (conn, view):
         for text in ("lake", "Caroline painting beach", "dog cat horse book river", "item7 lake"):
             terms = _terms(text)
             got = view.score(terms)
@@ -56,10 +65,7 @@ def test_every_matching_row_scores_bit_for_bit_as_fts5_scores_it(tmp_path: Path)
 
 
 def test_a_partition_scores_as_fts5_scores_its_and_and_not_expressions(tmp_path: Path) -> None:
-    with _corpus(tmp_path / "s.db") as store:
-        conn = store.conn
-        assert isinstance(conn, sqlite3.Connection)
-        view = _view(conn)
+    with _indexed(tmp_path / "s.db") as (conn, view):
         rare, common = _terms("violin museum"), _terms("lake garden")
         scored = view.score([*rare, *common])
         r, c = match_expression(rare), match_expression(common)
@@ -117,8 +123,6 @@ def test_a_row_without_its_length_first_cannot_be_indexed() -> None:
 
 
 def test_only_terms_fts5_reads_as_themselves_are_held() -> None:
-    import pytest
-
     assert (
         postings.plain_term("caroline") and postings.plain_term("c++") and postings.plain_term("é")
     )
@@ -129,10 +133,7 @@ def test_only_terms_fts5_reads_as_themselves_are_held() -> None:
 
 
 def test_the_rows_of_the_rare_terms_score_as_when_every_term_is_scored(tmp_path: Path) -> None:
-    with _corpus(tmp_path / "s.db", n=300) as store:
-        conn = store.conn
-        assert isinstance(conn, sqlite3.Connection)
-        view = _view(conn)
+    with _indexed(tmp_path / "s.db", n=300) as (_conn, view):
         for text in ("violin museum lake garden", "item7 dog cat horse", "lake", "zzz lake"):
             terms = _terms(text)
             every = view.score(terms)

@@ -81,7 +81,7 @@ class SqliteChunks:
 
     def read_all(self, conn: Conn) -> Batch:
         """Every chunk row, the generation and FTS5's totals in one read transaction."""
-        with _snapshot(conn):
+        with ReadSnapshot(conn):
             gen = _generation(conn)
             rows = [(int(r[0]), r[1]) for r in conn.execute(_ALL).fetchall()]
             totals = selective.read_totals(conn, "search_body")
@@ -90,7 +90,7 @@ class SqliteChunks:
 
     def read_since(self, conn: Conn, token: Token) -> Batch | None:
         """Rows above the token's largest id, or None when the generation moved."""
-        with _snapshot(conn):
+        with ReadSnapshot(conn):
             gen = _generation(conn)
             if gen != token.generation:
                 return None
@@ -114,7 +114,7 @@ def _generation(conn: Conn) -> int:
     return 0 if row is None else int(row[0])
 
 
-class _snapshot:
+class ReadSnapshot:
     """A read transaction around a few statements (or the caller's own, if one is open):
     SQLite's autocommit reads would each see a different moment."""
 

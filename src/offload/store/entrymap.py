@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from offload.errors import OffloadError
 from offload.store.backend import Conn
-from offload.store.chunkrows import _snapshot
+from offload.store.chunkrows import ReadSnapshot
 
 # the map's tail (chunks whose entries changed since the base) is folded into a new base
 # past this many chunks: each refresh copies the tail, a fold the whole map
@@ -122,7 +122,7 @@ def _maxima(conn: sqlite3.Connection) -> tuple[int, int]:
 
 def read_all(conn: sqlite3.Connection) -> EntryMap:
     """The whole map and its token, in one read snapshot."""
-    with _snapshot(conn):
+    with ReadSnapshot(conn):
         gen = int(conn.execute(_GENERATION).fetchone()[0])
         top_e, top_c = _maxima(conn)
         rows = [(int(c), int(e), int(o)) for c, e, o in conn.execute(_ALL).fetchall()]
@@ -131,7 +131,7 @@ def read_all(conn: sqlite3.Connection) -> EntryMap:
 
 def read_since(conn: sqlite3.Connection, held: EntryMap) -> EntryMap | None:
     """``held`` with the rows added since, or None: the generation moved (rebuild)."""
-    with _snapshot(conn):
+    with ReadSnapshot(conn):
         gen = int(conn.execute(_GENERATION).fetchone()[0])
         if gen != held.token[0]:
             return None
