@@ -340,10 +340,15 @@ def built_with_current_analysis(conn: Conn) -> bool:
 
 
 def _record_built(conn: Conn) -> None:
+    # a write of a state value raises its version (store/state.py); the migrations before
+    # m_state_version run this on a state table that has no versions yet
+    versioned = not isinstance(conn, sqlite3.Connection) or any(
+        r[1] == "version" for r in conn.execute("PRAGMA table_info(state)")
+    )
     conn.execute(
         "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
         "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
-        "updated = excluded.updated",
+        "updated = excluded.updated" + (", version = state.version + 1" if versioned else ""),
         (*_BUILT_WITH, str(analysis.ANALYSIS_VERSION), time.time()),
     )
 
