@@ -30,6 +30,12 @@ def test_each_lexeme_gets_as_many_positions_as_it_occurs_at_most_256() -> None:
     assert got == {b"it's": [1, 2, 3], b"a\\b": [1], b"x": [1], b"many": list(range(1, 257))}
 
 
+def test_a_lexeme_too_long_is_left_out_of_a_vector_built_from_counts() -> None:
+    counts = {"cache": 2, "z" * 2100: 1, "hit": 300, "ok": 1}
+    got = _decoded(pgterms.binary_tsvector(" ".join(counts), counts=counts))
+    assert got == {b"cache": [1, 2], b"hit": list(range(1, 257)), b"ok": [1]}
+
+
 def test_a_chunk_of_more_terms_than_positions_keeps_the_text_forms_clamped_positions() -> None:
     terms = " ".join(["a", "b"] * 9000)
     got = _decoded(pgterms.binary_tsvector(terms))

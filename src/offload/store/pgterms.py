@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from itertools import groupby
-from operator import itemgetter
+from itertools import chain
 from typing import Any
 
 from offload.store.pgsql import MAX_LEXEME_BYTES, MAX_POSITION
@@ -32,8 +31,6 @@ from offload.store.pgsql import MAX_LEXEME_BYTES, MAX_POSITION
 # PostgreSQL keeps at most this many positions of one lexeme (MAXNUMPOS)
 MAX_POSITIONS = 256
 TSVECTOR_OID = 3614
-_first = itemgetter(0)
-_second = itemgetter(1)
 
 
 class ChunkTerms(str):
@@ -49,10 +46,12 @@ class ChunkTerms(str):
         return self
 
 
-@lru_cache(maxsize=MAX_POSITIONS + 1)
+@lru_cache(maxsize=4 * MAX_POSITIONS)
 def _tail(k: int) -> bytes:
-    """What follows a lexeme with ``k`` positions: its NUL, the count, positions 1..k."""
-    return b"\0" + struct.pack(f">H{k}H", k, *range(1, k + 1))
+    """What follows a lexeme that occurs ``k`` times: its NUL, the count of positions
+    (at most MAX_POSITIONS, as PostgreSQL keeps), positions 1..count."""
+    n = min(k, MAX_POSITIONS)
+    return b"\0" + struct.pack(f">H{n}H", n, *range(1, n + 1))
 
 
 def binary_tsvector(
@@ -64,20 +63,22 @@ def binary_tsvector(
         counts = Counter(terms.split(" "))
         counts.pop("", None)
     # the lexemes in bytes, in one C step (a term holds no space)
-    lexemes = " ".join(counts).encode(encoding).split(b" ") if counts else []
-    pairs = list(zip(lexemes, counts.values(), strict=True))
-    if lexemes and max(map(len, lexemes)) > MAX_LEXEME_BYTES:
-        pairs = [(w, k) for w, k in pairs if len(w) <= MAX_LEXEME_BYTES]
-    if sum(map(_second, pairs)) > MAX_POSITION:
+    joined = " ".join(counts).encode(encoding) if counts else b""
+    lexemes = joined.split(b" ") if joined else []
+    values: Iterable[int] = counts.values()
+    total = sum(counts.values())
+    # no lexeme is longer than all of them together: most chunks skip the length check
+    if len(joined) > MAX_LEXEME_BYTES and max(map(len, lexemes)) > MAX_LEXEME_BYTES:
+        pairs = zip(lexemes, counts.values(), strict=True)
+        kept = [(w, k) for w, k in pairs if len(w) <= MAX_LEXEME_BYTES]
+        lexemes, values = [w for w, _ in kept], [k for _, k in kept]
+        total = sum(values)
+    if total > MAX_POSITION:
         return _exact(terms.encode(encoding).split(b" "))
-    out = [struct.pack(">i", len(pairs))]
-    # lexemes of one count share their tail: one join per distinct count (the server
+    # each lexeme then its tail, all in C (the tails are cached by count; the server
     # sorts the lexemes itself)
-    for k, group in groupby(sorted(pairs, key=_second), key=_second):
-        tail = _tail(min(k, MAX_POSITIONS))
-        out.append(tail.join(map(_first, group)))
-        out.append(tail)
-    return b"".join(out)
+    body = chain.from_iterable(zip(lexemes, map(_tail, values), strict=True))
+    return struct.pack(">i", len(lexemes)) + b"".join(body)
 
 
 def _exact(words: list[bytes]) -> bytes:
