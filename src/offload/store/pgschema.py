@@ -511,6 +511,7 @@ def pg_chunk_map_added_by_loop(raw: Any) -> None:
     )
 
 
+@migration
 def pg_entry_changes(raw: Any) -> None:
     # An in-process copy of every entry's filter and ranking columns (store/entrykeys.py)
     # reads, before each search, only the rows written since its last read: pg_chunk_changes'
