@@ -124,3 +124,17 @@ def test_statements_sent_with_begin_run_in_order_inside_the_transaction(
         with db.write_tx(conn, ["t\0b"], [read]) as tx:
             # nothing of the failed one was kept, and the connection works on
             assert [r[0] for r in tx.execute(*read).fetchall()] == ["1"]
+
+
+def test_values_sent_with_begin_are_read_back_as_written(pg_database: str) -> None:
+    odd = "it's 100 % \\ \"quoted\" é 日本 $$ ; -- E'x' \\n"
+    with _open(pg_database) as store:
+        conn = _pg(store)
+        write = ("INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, 0)",)
+        read = ("SELECT key, value FROM state WHERE namespace = ? AND key = ?", ("t", odd))
+        with db.write_tx(conn, ["t\0odd"], [(*write, ("t", odd, odd)), read]) as tx:
+            assert [tuple(r) for r in tx.execute(*read).fetchall()] == [(odd, odd)]
+        first = store.put(f"{_BODY}\n{odd}", scope=odd)
+        again = store.put(f"{_BODY}\n{odd}", scope=odd)
+        assert first.created and not again.created and again.entry.id == first.entry.id
+        assert [h.entry.id for h in store.search("quoted", scope=odd)] == [first.entry.id]

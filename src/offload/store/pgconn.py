@@ -22,7 +22,6 @@ Credentials never reach a message: errors name the URL with its password removed
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import logging
 import threading
@@ -339,7 +338,7 @@ class PgConn:
         so still see no put in flight.
 
         ``then``: statements (sql, parameters) the transaction starts with, after the
-        locks, sent with them in pipeline mode: all of it costs one round trip. The last
+        locks, sent with them in one query string: all of it costs one round trip. The last
         one's rows answer this connection's next statement if that is the same one with
         the same parameters (see :meth:`execute`); any other statement drops them unread.
         """
@@ -351,11 +350,8 @@ class PgConn:
         raw = self._borrow()
         try:
             with errors(self._url):
-                if not then or not _pipelines():
+                if not then:
                     raw.execute("; ".join(["BEGIN", *begin]))
-                    for sql, params in then:
-                        self._tx = raw
-                        self.execute(sql, params)
                 else:
                     self._first = _begin_with(raw, begin, then)
         except BaseException:
@@ -436,28 +432,31 @@ class PgConn:
 def _begin_with(
     raw: psycopg.Connection[Any], begin: list[str], then: Sequence[tuple[str, Any]]
 ) -> tuple[tuple[str, tuple[Any, ...]], PgCursor]:
-    """BEGIN, the ``begin`` statements (the locks) and then ``then`` in pipeline mode: one
-    round trip for all of them. Each runs after the one before it, in the same
-    transaction, exactly as it would one by one. Returns the last statement's key (its
-    translated SQL and parameters) and its result."""
-    with raw.pipeline():
-        raw.execute("BEGIN")
-        for sql in begin:
-            raw.execute(sql)
-        for sql, parameters in then:
-            st = pgsql.translate(sql)
-            params = tuple(st.params(parameters) if st.params else parameters)
-            cur = raw.execute(st.sql, params or None)
-    rows = cur.fetchall() if _returns_rows(cur) else []
-    return (st.sql, params), PgCursor(cur.rowcount, None, rows)
+    """BEGIN, the ``begin`` statements (the locks) and then ``then`` as one query string:
+    one round trip and one execute for all of them. Each runs after the one before it, in
+    the same transaction and with its own snapshot, exactly as it would one by one (so a
+    read after the locks sees what the writers before them committed); an error skips the
+    rest. ``then``'s parameters are written in as literals (libpq's quoting). Returns the
+    last statement's key (its translated SQL and parameters) and its result.
 
-
-@functools.cache
-def _pipelines() -> bool:
-    """Whether psycopg's libpq has pipeline mode (libpq 14 on; the binary wheel's has)."""
+    psycopg's pipeline mode also sent them in one round trip, but its Python loop per
+    statement and per result cost the client ~0.25 ms more a put (docs/benchmarks.md,
+    session 10)."""
     import psycopg
 
-    return bool(psycopg.Pipeline.is_supported())
+    inline = psycopg.ClientCursor(raw)
+    parts = ["BEGIN", *begin]
+    key: tuple[str, tuple[Any, ...]] = ("", ())
+    for sql, parameters in then:
+        st = pgsql.translate(sql)
+        params = tuple(st.params(parameters) if st.params else parameters)
+        parts.append(inline.mogrify(st.sql, params))
+        key = (st.sql, params)
+    cur = raw.execute("; ".join(parts))
+    while cur.nextset():
+        pass  # to the last statement's result
+    rows = cur.fetchall() if _returns_rows(cur) else []
+    return key, PgCursor(cur.rowcount, None, rows)
 
 
 def _chunk_columns(chunks: Sequence[Sequence[Any]]) -> list[list[Any]]:
