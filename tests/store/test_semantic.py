@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from offload.core.tokens import EstimateCounter
+from offload.llm.embedding import StaticEmbedder
 from offload.store import semantic, vectors
 from offload.store.models import Filters
 from offload.store.query import filter_sql
@@ -69,3 +73,23 @@ def test_no_scan_starts_without_a_model_or_for_a_query_with_no_known_word(
     hybrid.put("we adopted a puppy from the shelter")
     assert semantic.start(store, "a puppy", 5) is None
     assert semantic.start(hybrid, "", 5) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_scans_with_a_pool_of_its_own(
+    hybrid: Store, path: Path, model: StaticEmbedder
+) -> None:
+    hybrid.put("we adopted a puppy from the shelter")
+    probe = semantic.start(hybrid, "a new dog", 5)  # the parent's pool is running
+    assert probe is not None and probe.close.result()[0]
+    pid = os.fork()
+    if pid == 0:  # the child (its own store): a scan must finish, not wait for dead threads
+        code = 1
+        try:
+            with Store(path, counter=EstimateCounter(), embedder=model) as own:
+                again = semantic.start(own, "a new dog", 5)
+                code = 0 if again is not None and again.close.result(timeout=30)[0] else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

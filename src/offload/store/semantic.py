@@ -10,6 +10,7 @@ statement runs on the caller's thread (a store's connection is not shared across
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -39,6 +40,16 @@ def _executor() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="offload-nearest")
         return _pool
+
+
+def _forget_pool() -> None:
+    # a forked child inherits the pool but not its threads: a scan submitted there would
+    # wait forever, so the child starts a pool of its own
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 @dataclass(frozen=True)
