@@ -20,7 +20,7 @@ is dropped, that search and the ones until the background rebuild is done take t
 path. Rows stamped NULL (written before the migration) are taken by the full read and can
 change afterwards only by an update (stamped) or a deletion (the generation).
 
-A search asks :meth:`ResidentKeys.current` once, at its start (after the chunk index's own
+A search asks :meth:`HeldCopy.current <offload.store.held.HeldCopy.current>` once, at its start (after the chunk index's own
 read), and every step of it uses that one :class:`EntryKeys` (immutable). An entry the
 copy does not know (written after that read) is asked of the table by the caller.
 """
@@ -28,17 +28,15 @@ copy does not know (written after that read) is asked of the table by the caller
 from __future__ import annotations
 
 import bisect
-import logging
 import math
 import sqlite3
-import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from offload.errors import OffloadError
 from offload.store.backend import Conn
+from offload.store.held import HeldCopy
 from offload.store.models import Filters
 
 # the columns held, in this order after the id (the filter's and the ranking's: what
@@ -61,8 +59,6 @@ PAGE = 50_000
 # entries changed since the base past this many are folded into a new base (each refresh
 # copies the tail; a fold copies the whole dict, ~30 ms at 1M entries)
 TAIL_ENTRIES = 4096
-# after a build failed on an error, how long searches keep the SQL path
-RETRY_S = 30.0
 
 _HEAD = (
     "SELECT g.value AS generation, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin, "
@@ -72,7 +68,6 @@ _COLUMNS = "id, " + ", ".join(FIELDS)
 _PAGE = _HEAD.format(rows=f"SELECT {_COLUMNS} FROM entries WHERE id > ? ORDER BY id LIMIT ?")
 _SINCE = _HEAD.format(rows=f"SELECT {_COLUMNS} FROM entries WHERE changed >= ?::xid8 ORDER BY id")
 
-_log = logging.getLogger("offload.store")
 
 Keys = tuple[Any, ...]  # one entry's FIELDS, in order
 Group = tuple[str, str]  # (scope, kind)
@@ -260,83 +255,19 @@ def _applied(held: EntryKeys, rows: Iterable[Any], token: tuple[int, int]) -> En
     return EntryKeys(held.base, tail, held.groups, tail_groups, token)
 
 
-class ResidentKeys:
-    """One PostgreSQL store's :class:`EntryKeys`, built in a thread of its own and
-    refreshed before each search (thread-safe). ``connect`` opens a connection for the
-    build. SQLite stores never build one (their filter runs in-process already)."""
+def resident(connect: Callable[[], Conn]) -> HeldCopy[EntryKeys]:
+    """One PostgreSQL store's copy, built in a thread of its own and refreshed before each
+    search (store/held.py). SQLite stores never build one (their filter runs in-process
+    already)."""
+    return HeldCopy(
+        connect,
+        name="keys",
+        serves=_is_postgres,
+        read_all=read_all,
+        read_since=read_since,
+        errors=(OffloadError, ValueError),
+    )
 
-    def __init__(self, connect: Callable[[], Conn]) -> None:
-        self._connect = connect
-        self._lock = threading.Lock()
-        self._keys: EntryKeys | None = None
-        self._building = False
-        self._closed = False
-        self._thread: threading.Thread | None = None
-        self._retry_at = 0.0  # monotonic time: no build before it (the last one failed)
-        # set whenever a build finishes: tests and the bench wait on it
-        self.built = threading.Event()
 
-    def current(self, conn: Conn) -> EntryKeys | None:
-        """The copy brought up to date with what ``conn`` sees, or None (SQLite, not built
-        yet, rebuilding, or an error reading it): the caller filters in SQL."""
-        if isinstance(conn, sqlite3.Connection) or self._closed:
-            return None
-        held = self._keys
-        if held is None:
-            self.start()
-            return None
-        try:
-            fresh = read_since(conn, held)
-        except (OffloadError, ValueError) as exc:
-            _log.debug("resident entry keys: %s; filtering the SQL way", exc)
-            fresh = None
-        with self._lock:
-            if self._keys is held:
-                self._keys = fresh
-        if fresh is None:
-            self.start()
-        return fresh
-
-    def start(self) -> None:
-        """Start a build in the background unless one is running or the copy is held."""
-        with self._lock:
-            if self._building or self._closed or self._keys is not None:
-                return
-            if time.monotonic() < self._retry_at:
-                return
-            self._building = True
-            self.built.clear()
-            self._thread = threading.Thread(target=self._build, name="offload-keys", daemon=True)
-            self._thread.start()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for a build started (by a search) to finish; True at once when none was."""
-        with self._lock:
-            started = self._thread is not None
-        return not started or self.built.wait(timeout)
-
-    def close(self) -> None:
-        """Drop the copy (a build in progress is waited for)."""
-        with self._lock:
-            self._closed, self._keys, thread = True, None, self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-
-    def _build(self) -> None:
-        conn: Conn | None = None
-        try:
-            conn = self._connect()
-            built = read_all(conn)
-            with self._lock:
-                if not self._closed:
-                    self._keys = built
-        except (OffloadError, MemoryError, ValueError) as exc:
-            _log.debug("resident entry keys not built: %s", exc)
-            self._retry_at = time.monotonic() + RETRY_S
-        finally:
-            close = getattr(conn, "close", None)
-            if close is not None:
-                close()
-            with self._lock:
-                self._building = False
-            self.built.set()
+def _is_postgres(conn: Conn) -> bool:
+    return not isinstance(conn, sqlite3.Connection)

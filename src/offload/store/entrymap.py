@@ -20,16 +20,14 @@ drops the map; the next search maps through SQL and a rebuild starts in the back
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
-import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from offload.errors import OffloadError
 from offload.store.backend import Conn
 from offload.store.chunkrows import ReadSnapshot
+from offload.store.held import HeldCopy
 
 # the map's tail (chunks whose entries changed since the base) is folded into a new base
 # past this many chunks: each refresh copies the tail, a fold the whole map
@@ -50,10 +48,6 @@ _OF_CHUNKS = (
     "WHERE m.chunk_id = j.value ORDER BY m.chunk_id, m.entry_id"
 )
 
-# after a build failed on an error, how long searches keep the SQL mapping
-RETRY_S = 30.0
-
-_log = logging.getLogger("offload.store")
 
 Entries = dict[int, tuple[int, ...]]
 # entry id -> the first (smallest) chunk id of its own body
@@ -151,82 +145,28 @@ def read_since(conn: sqlite3.Connection, held: EntryMap) -> EntryMap | None:
     return EntryMap(held.base, tail, held.firsts, firsts_tail, token)
 
 
-class ResidentMap:
-    """One store's :class:`EntryMap`, built in a thread of its own and refreshed before
-    each search (thread-safe). ``connect`` opens a connection for the build."""
+def resident(connect: Callable[[], Conn]) -> HeldCopy[EntryMap]:
+    """One SQLite store's map, built in a thread of its own and refreshed before each
+    search (store/held.py); PostgreSQL keeps the SQL mapping."""
+    return HeldCopy(
+        connect,
+        name="map",
+        serves=_is_sqlite,
+        read_all=_read_all,
+        read_since=_read_since,
+        errors=(sqlite3.Error, OffloadError),
+    )
 
-    def __init__(self, connect: Callable[[], Conn]) -> None:
-        self._connect = connect
-        self._lock = threading.Lock()
-        self._map: EntryMap | None = None
-        self._building = False
-        self._closed = False
-        self._thread: threading.Thread | None = None
-        self._retry_at = 0.0  # monotonic time: no build before it (the last one failed)
-        # set whenever a build finishes: tests and the bench wait on it
-        self.built = threading.Event()
 
-    def current(self, conn: Conn) -> EntryMap | None:
-        """The map brought up to date with what ``conn`` sees, or None (not built yet,
-        rebuilding, PostgreSQL, or an error reading it): the caller maps through SQL."""
-        if not isinstance(conn, sqlite3.Connection) or self._closed:
-            return None
-        held = self._map
-        if held is None:
-            self.start()
-            return None
-        try:
-            fresh = read_since(conn, held)
-        except (sqlite3.Error, OffloadError) as exc:
-            _log.debug("resident entry map: %s; mapping the SQL way", exc)
-            fresh = None
-        with self._lock:
-            if self._map is held:
-                self._map = fresh
-        if fresh is None:
-            self.start()
-        return fresh
+def _is_sqlite(conn: Conn) -> bool:
+    return isinstance(conn, sqlite3.Connection)
 
-    def latest(self) -> EntryMap | None:
-        """The map as the last refresh left it (this search's, or a later one's), or
-        None: a later step of a search that took :meth:`current` reads it again here."""
-        return self._map
 
-    def start(self) -> None:
-        """Start a build in the background unless one is running or the map is held."""
-        with self._lock:
-            if self._building or self._closed or self._map is not None:
-                return
-            if time.monotonic() < self._retry_at:
-                return
-            self._building = True
-            self.built.clear()
-            self._thread = threading.Thread(target=self._build, name="offload-map", daemon=True)
-            self._thread.start()
+def _read_all(conn: Conn) -> EntryMap:
+    assert isinstance(conn, sqlite3.Connection)  # HeldCopy asks only a connection it serves
+    return read_all(conn)
 
-    def close(self) -> None:
-        """Drop the map (a build in progress is waited for)."""
-        with self._lock:
-            self._closed, self._map, thread = True, None, self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
 
-    def _build(self) -> None:
-        conn: Conn | None = None
-        try:
-            conn = self._connect()
-            if isinstance(conn, sqlite3.Connection):
-                built = read_all(conn)
-                with self._lock:
-                    if not self._closed:
-                        self._map = built
-        except (sqlite3.Error, OffloadError, MemoryError) as exc:
-            _log.debug("resident entry map not built: %s", exc)
-            self._retry_at = time.monotonic() + RETRY_S
-        finally:
-            close = getattr(conn, "close", None)
-            if close is not None:
-                close()
-            with self._lock:
-                self._building = False
-            self.built.set()
+def _read_since(conn: Conn, held: EntryMap) -> EntryMap | None:
+    assert isinstance(conn, sqlite3.Connection)
+    return read_since(conn, held)
