@@ -559,5 +559,9 @@ def pg_entry_changes(raw: Any) -> None:
     )
     # the column's statistics now (NULL everywhere): before autovacuum's first look the
     # planner guessed a third of the table for `changed >= ?` and walked every entry by
-    # its primary key (0.74 s a search at 1M entries) instead of the new index
-    raw.execute("ANALYZE entries (changed)")
+    # its primary key (0.74 s a search at 1M entries) instead of the new index. Not on an
+    # empty table: that records it as empty (reltuples 0), and the plans the first puts
+    # cache in plpgsql (the chunk map trigger's probes of entries) stayed the ones for an
+    # empty table: ~1 ms of backend CPU more a 4 KB put (docs/benchmarks.md, session 10)
+    if raw.execute("SELECT EXISTS (SELECT 1 FROM entries)").fetchone()[0]:
+        raw.execute("ANALYZE entries (changed)")
