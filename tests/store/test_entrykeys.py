@@ -7,17 +7,17 @@ import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
 import zstandard
 
 from offload.core.tokens import EstimateCounter
-from offload.store import archive, entrykeys, pgconn
+from offload.store import archive, entrykeys
 from offload.store.models import Filters
 from offload.store.query import filter_sql
 from offload.store.store import Store
+from statements import recorded_statements
 from wordcorpus import built_view
 
 pytestmark = pytest.mark.slow
@@ -196,15 +196,7 @@ def test_searches_with_the_copy_show_the_same_pages_as_without_it_and_read_no_en
     with _resident(pg_database) as store:
         built_view(store)
         _keys(store)
-        ran: list[str] = []
-        real = pgconn.PgConn.execute
-
-        def counted(self: pgconn.PgConn, sql: str, parameters: Any = ()) -> pgconn.PgCursor:
-            ran.append(sql)
-            return real(self, sql, parameters)
-
-        with monkeypatch.context() as m:
-            m.setattr(pgconn.PgConn, "execute", counted)
+        with recorded_statements(store, monkeypatch) as ran:
             got = [[h.entry.id for h in store.search(q, f, limit=10)] for q, f in asks]
         # the filter and the neighbours from memory: no entry's row read by id but the page's
         assert not [

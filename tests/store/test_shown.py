@@ -2,39 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import pytest
 
 from offload.store.shown import ShownChunks
 from offload.store.store import Store
-
-
-@contextmanager
-def _statements(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The statements the store's connection runs inside the block."""
-    ran: list[str] = []
-    conn = store.conn
-    if isinstance(conn, sqlite3.Connection):
-        conn.set_trace_callback(ran.append)
-        try:
-            yield ran
-        finally:
-            conn.set_trace_callback(None)
-        return
-    from offload.store import pgconn
-
-    real = pgconn.PgConn.execute
-
-    def counted(self: pgconn.PgConn, sql: str, parameters: object = ()) -> pgconn.PgCursor:
-        ran.append(sql)
-        return real(self, sql, parameters)
-
-    with monkeypatch.context() as m:
-        m.setattr(pgconn.PgConn, "execute", counted)
-        yield ran
+from statements import recorded_statements
 
 
 def test_chunks_named_by_id_and_entries_first_chunks_are_read_together_and_once(
@@ -44,14 +16,14 @@ def test_chunks_named_by_id_and_entries_first_chunks_are_read_together_and_once(
     second = store.put("two\n" * 3).entry
     ids = [int(r[0]) for r in store.conn.execute("SELECT id FROM chunks ORDER BY id")]
     shown = ShownChunks(store)
-    with _statements(store, monkeypatch) as ran:
+    with recorded_statements(store, monkeypatch) as ran:
         shown.read([(first.id, ids[0]), (second.id, None)])
     assert 0 < len(ran) <= 3  # by id, first chunks, their blocks
     assert shown.text(first.id, ids[0]) == "one\n" * 3
     assert shown.text(second.id, None) == "two\n" * 3
     row = shown.row(second.id, None)
     assert row is not None and int(row["start_line"]) == 1
-    with _statements(store, monkeypatch) as again:
+    with recorded_statements(store, monkeypatch) as again:
         shown.read([(first.id, ids[0]), (second.id, None), (second.id, ids[1])])
     assert again == []
 
