@@ -15,7 +15,7 @@ import pytest
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
 from offload.store import chunkrows, postings
-from offload.store.search import match_expression
+from offload.store.query import match_expression
 from offload.store.store import Store
 from wordcorpus import WORDS
 

@@ -111,7 +111,7 @@ SHAPE_QUERIES = (
 
 def _text(i: int) -> str:
     # each word in 1/13 or 1/17 of the entries: common in no scope (core.selectivity), and
-    # a query matches fewer entries than search.NEIGHBOUR_SOURCES in the whole store (the
+    # a query matches fewer entries than ranking.NEIGHBOUR_SOURCES in the whole store (the
     # best hits a scoped search passes context from are then the whole store's too)
     return f"{_WORDS[i % 13]} {_MORE[(i * 7) % 17]} note {i}"
 

@@ -6,7 +6,7 @@ hits in their scope and kind with the same columns: at 1M entries ~1,300 random 
 pages a search, 28 + 19 ms warm and ~200 ms cold (docs/benchmarks.md, session 9). Those
 columns are small: held here for every entry (:data:`FIELDS`), with each scope and kind's
 ids in order, a search filters, ranks and finds neighbours by lookups
-(store/search.py, store/neighbours.py), to the same answers the statements give.
+(store/lexical.py, store/neighbours.py), to the same answers the statements give.
 
 Freshness is store/pgchunks.py's transaction-id watermark, on ``entries``: a row trigger
 (migration ``pg_entry_changes``) stamps every inserted or updated row with its writing

@@ -1,6 +1,6 @@
 """Which entries each chunk belongs to, held in memory and kept fresh before each search.
 
-A lexical search maps its ~650 best-scored chunks to entries (store/search.py
+A lexical search maps its ~650 best-scored chunks to entries (store/lexical.py
 ``_Mapping``): through ``entry_chunks`` (store/chunkmap.py) that is one statement of a
 few milliseconds at 100k entries; from a dict it is a lookup per chunk. The filter on the
 entries (scope, kind, dates, tombstones) still runs in SQL on the mapped ids.

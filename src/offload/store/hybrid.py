@@ -80,7 +80,7 @@ def _semantic_only(
     if not ids:
         return {}
     rows = conn.execute(
-        # the ids drive the join (see offload.store.search._BODY_ENTRIES)
+        # the ids drive the join (see offload.store.lexical._BODY_ENTRIES)
         f"SELECT {_KEYS} FROM json_each(?) j CROSS JOIN entries e WHERE e.id = j.value AND {where}",
         (json.dumps(ids), *params),
     ).fetchall()

@@ -136,7 +136,7 @@ _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 
 
 def tsquery_literal(match: str) -> str:
-    """The tsquery for an FTS5 MATCH of quoted terms joined by OR (search.match_expression)."""
+    """The tsquery for an FTS5 MATCH of quoted terms joined by OR (query.match_expression)."""
     lexemes = []
     for m in _QUOTED.finditer(match):
         lex = _lexeme(m.group(1).replace('""', '"'))
@@ -368,7 +368,7 @@ _NOTHING = ""
 def match_tsquery(match: str) -> str:
     """The tsquery selecting the rows an FTS5 MATCH selects: any of its quoted terms, or
     a selective partition ``(a OR b) AND (c OR d)`` / ``(a OR b) NOT (c OR d)``
-    (search._partitions; a term is quoted, so ``) AND (`` is never inside one)."""
+    (lexical._partitions; a term is quoted, so ``) AND (`` is never inside one)."""
     m = _PARTITION.match(match)
     if m is None:
         return tsquery_literal(match) or _NOTHING

@@ -1,7 +1,8 @@
-"""Building search queries (pure): SQL filter clauses and the edit distance for typos.
+"""Building search queries (pure): FTS5 MATCH expressions, SQL filter clauses and the
+edit distance for typos.
 
-Query terms come from :mod:`offload.core.analysis`; the MATCH expression is built in
-:mod:`offload.store.search`.
+Query terms come from :mod:`offload.core.analysis`; running the queries is
+:mod:`offload.store.search`'s and :mod:`offload.store.lexical`'s.
 """
 
 from __future__ import annotations
@@ -9,6 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from offload.store.models import Filters
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def match_expression(terms: list[str]) -> str:
+    """An FTS5 MATCH for any of ``terms`` (each quoted: user text is never syntax)."""
+    return " OR ".join(_quote(t) for t in dict.fromkeys(terms))
 
 
 def filter_sql(f: Filters, now: float, alias: str = "e") -> tuple[str, list[Any]]:
