@@ -1,5 +1,5 @@
 """Gateway benchmarks: catalog compression, tool-search hit rate, pass-through overhead,
-response indexing time. Figures go to docs/benchmarks.md.
+response indexing time. Figures go to docs/benchmarks/gateway.md.
 
     python bench/bench_gateway.py [--calls 300]
 """

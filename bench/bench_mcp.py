@@ -6,7 +6,7 @@ Fills a fresh store (real agent-trace messages from tests/data/traces, made uniq
 with a seeded suffix; generated text when the traces are absent), spawns
 ``python -m offload.cli.main mcp`` as a real subprocess, and times each tool round trip
 through the SDK's stdio client (JSON-RPC framing, the SDK on both sides, the store).
-Prints a markdown table (p50, p95 in ms) for docs/benchmarks.md.
+Prints a markdown table (p50, p95 in ms) for docs/benchmarks/runtime.md.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ sending a response"). The proxy pays that upstream connect on streams just as a 
 client does.
 
 Usage: ``python bench/bench_proxy.py [--upstream URL | --stub] [--n 300] [--clients 64]
-[--seed 1] [--append docs/benchmarks.md]``. Without ``--upstream`` it starts SmolLM2-135M in
+[--seed 1] [--append docs/benchmarks/proxy.md]``. Without ``--upstream`` it starts SmolLM2-135M in
 xllamacpp (n_ctx 8192, one thread). ``--stub`` puts an instant llama-like upstream in its own
 process instead (canned chunked SSE, connection closed after each stream, ``/props`` and
 ``/tokenize``): the model's own time and noise drop out, leaving the proxy's. The proxy runs

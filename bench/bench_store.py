@@ -4,7 +4,7 @@
 
 Builds a store per size from realistic text (the shared agent traces mixed with generated
 code, logs and JSON), then measures medians. Prints a markdown table for
-docs/benchmarks.md. Deterministic corpus (seeded).
+docs/benchmarks/store.md and docs/benchmarks/team-store.md. Deterministic corpus (seeded).
 
 Backends side by side (issue 14), through the public API only (``offload.store.open_store``
 with ``store.url``), so any backend the settings accept runs the same workload:

@@ -178,7 +178,7 @@ def vendored_index() -> ToolIndex:
 
 
 def test_natural_github_tasks_find_the_intended_tool_in_the_top_3() -> None:
-    # GitHub's catalog alone; a general engine, no synonym table (see docs/benchmarks.md)
+    # GitHub's catalog alone; a general engine, no synonym table (see docs/benchmarks/gateway.md)
     data = json.loads((CATALOGS / "github-mcp-server.json").read_text())
     index = ToolIndex.build(doc_for(f"github__{t['name']}", t) for t in data["tools"])
     found = [any(doc.name in want for doc, _ in index.search(q, 3)) for q, want in TASKS]

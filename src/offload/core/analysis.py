@@ -408,7 +408,7 @@ def analyse_query(text: str, *, max_words: int = 32) -> QueryTerms:
     A lookup (a query without function words: ``expecting``, ``parse errors``) also
     searches its words' written forms, so the exact word it names ranks above the stem's
     other inflections. A question ("what did she paint?") does not: its inflections follow
-    its own grammar, not the text it is after (measured on LoCoMo, docs/benchmarks.md).
+    its own grammar, not the text it is after (measured on LoCoMo, docs/benchmarks/search.md).
     """
     all_words = list(words(text))
     content = [w for w in all_words if not _all_stop(w)] or all_words

@@ -1,7 +1,7 @@
 """Fusing a lexical ranking with semantic similarity: a convex combination, lexical dominant.
 
 Reciprocal-rank fusion weighs the two lists equally by position, so a mediocre semantic list
-pushes good BM25 hits down (measured in docs/benchmarks.md: it lowers BM25's recall). Here
+pushes good BM25 hits down (measured in docs/benchmarks/search.md: it lowers BM25's recall). Here
 each side's score is first put on [0, 1] for this one query, and the fused score is
 ``(1 - weight) * lexical + weight * semantic`` with the lexical side dominant:
 

@@ -8,7 +8,7 @@ question's other, telling words. Like a stopword, it is then not searched for, a
 the query has other terms (a query made only of such terms keeps them all).
 
 The share (a quarter) is a round value, not fitted: LoCoMo recall measured with 0.15 and
-with 0.3 differed by 0.003 (docs/benchmarks.md "Search").
+with 0.3 differed by 0.003 (docs/benchmarks/search.md "Search").
 """
 
 from __future__ import annotations

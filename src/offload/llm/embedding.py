@@ -3,7 +3,7 @@
 The model is wordllama's shipped static model (``l2_supercat``, 256 dimensions, 16 MB): a
 token-embedding table averaged over a text's tokens, so one text costs a tokenisation and
 a mean (about 0.1 ms), fast enough to embed every write before its transaction and every
-query inline. Measured against all-MiniLM-L6-v2 (int8 ONNX) in docs/benchmarks.md: nearly
+query inline. Measured against all-MiniLM-L6-v2 (int8 ONNX) in docs/benchmarks/search.md: nearly
 the same recall once fused with BM25, at a few hundred times less CPU per text.
 
 The two files are read straight from the installed package (importing ``wordllama`` itself

@@ -3,7 +3,7 @@
 A lexical search on PostgreSQL read, by primary key, the rows of the ~1,300 entries its
 best chunks map to (the filter and the ranking columns), then the neighbours of its best
 hits in their scope and kind with the same columns: at 1M entries ~1,300 random heap
-pages a search, 28 + 19 ms warm and ~200 ms cold (docs/benchmarks.md, session 9). Those
+pages a search, 28 + 19 ms warm and ~200 ms cold (docs/benchmarks/team-store.md, session 9). Those
 columns are small: held here for every entry (:data:`FIELDS`), with each scope and kind's
 ids in order, a search filters, ranks and finds neighbours by lookups
 (store/lexical.py, store/neighbours.py), to the same answers the statements give.

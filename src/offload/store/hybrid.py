@@ -2,7 +2,7 @@
 
 Called by :func:`offload.store.search.search_hits` on its final lexical ranking
 (neighbourhood, phrases, salience and use: measured better there than before it, see
-docs/benchmarks.md). Without an embedding model, or with no vector stored yet, the lexical
+docs/benchmarks/search.md). Without an embedding model, or with no vector stored yet, the lexical
 ranking passes through unchanged: an entry whose vector has not landed is still found by
 its words. A query that matches no word finds nothing: the embedding re-orders and adds to
 a lexical answer, it never makes one up from nearest neighbours alone (a typo or a

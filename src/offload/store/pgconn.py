@@ -440,7 +440,7 @@ def _begin_with(
     last statement's key (its translated SQL and parameters) and its result.
 
     psycopg's pipeline mode also sent them in one round trip, but its Python loop per
-    statement and per result cost the client ~0.25 ms more a put (docs/benchmarks.md,
+    statement and per result cost the client ~0.25 ms more a put (docs/benchmarks/team-store.md,
     session 10)."""
     import psycopg
 

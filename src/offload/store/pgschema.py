@@ -342,7 +342,7 @@ def pg_chunk_term_counts(raw: Any) -> None:
 @migration
 def pg_impact_postings(raw: Any) -> None:
     # Withdrawn the day it landed: impact-ordered postings kept by triggers on search_body
-    # tripled a 100 KB put's cost and worsened the search tail (docs/benchmarks.md, "PostgreSQL
+    # tripled a 100 KB put's cost and worsened the search tail (docs/benchmarks/team-store.md, "PostgreSQL
     # search by impact-ordered postings"). The name stays registered so a store that has not
     # run it never builds them; pg_drop_impact_postings removes them where it did.
     del raw
@@ -472,7 +472,7 @@ def pg_chunk_map_added_by_loop(raw: Any) -> None:
     # pg_chunk_map_added_by_block's one query over the new chunks' blocks (a UNION of two
     # semi-joins on an array of ids) ran in ~0.05 ms but cost ~0.8 ms of server CPU per
     # chunk statement, paid by every put and finding nothing for a put's new block (about
-    # a quarter of a 4 KB put's server CPU, docs/benchmarks.md session 10). The same check
+    # a quarter of a 4 KB put's server CPU, docs/benchmarks/team-store.md session 10). The same check
     # as a loop over the distinct blocks, each an index probe by id and two by hash, costs
     # ~0.05 ms; the inserts and their rows are the same.
     raw.execute(
@@ -562,6 +562,6 @@ def pg_entry_changes(raw: Any) -> None:
     # its primary key (0.74 s a search at 1M entries) instead of the new index. Not on an
     # empty table: that records it as empty (reltuples 0), and the plans the first puts
     # cache in plpgsql (the chunk map trigger's probes of entries) stayed the ones for an
-    # empty table: ~1 ms of backend CPU more a 4 KB put (docs/benchmarks.md, session 10)
+    # empty table: ~1 ms of backend CPU more a 4 KB put (docs/benchmarks/team-store.md, session 10)
     if raw.execute("SELECT EXISTS (SELECT 1 FROM entries)").fetchone()[0]:
         raw.execute("ANALYZE entries (changed)")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # Share of a hit's score each of its neighbours receives; a neighbour that matches nothing
 # itself joins the candidates with it. One half: a turn is evidence on its own first,
-# context second (checked on both halves of the dev data, docs/benchmarks.md "Search").
+# context second (checked on both halves of the dev data, docs/benchmarks/search.md "Search").
 NEIGHBOUR_SHARE = 0.5
 # How far a hit's score reaches (in entries of the same scope and kind), halving each step.
 NEIGHBOUR_WINDOW = 2
