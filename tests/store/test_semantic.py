@@ -11,10 +11,12 @@ import pytest
 
 from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import StaticEmbedder
-from offload.store import semantic, vectors
+from offload.store import entrykeys, semantic, vectors
 from offload.store.models import Filters
 from offload.store.query import filter_sql
 from offload.store.store import Store
+from statements import recorded_statements
+from wordcorpus import built_view
 
 
 def _side(
@@ -93,3 +95,55 @@ def test_a_forked_child_scans_with_a_pool_of_its_own(
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _held_keys(store: Store) -> entrykeys.EntryKeys:
+    """The store's copy of the entries' columns, built (an event, not a sleep), current."""
+    idx = store.resident
+    assert idx is not None
+    idx.entry_keys.current(store.conn)  # the first ask starts the build
+    assert idx.entry_keys.wait(60)
+    got = idx.entry_keys.current(store.conn)
+    assert got is not None
+    return got
+
+
+@pytest.mark.slow
+def test_the_held_columns_filter_the_semantic_side_and_an_entry_written_since_is_asked(
+    pg_database: str, model: StaticEmbedder
+) -> None:
+    with Store(pg_database, counter=EstimateCounter(), embedder=model, resident_mb=64) as s:
+        for i in range(12):
+            s.put(f"note {i}: we adopted a puppy from the shelter", scope="big")
+        held = s.put("our new dog sleeps all day", scope="small").entry.id
+        keys = _held_keys(s)
+        late = s.put("the puppy chewed my shoes", scope="small").entry.id  # after the read
+        assert keys.get(late) is None
+        now = s.clock()
+        where, params = filter_sql(Filters(scope="small"), now)
+        gate = entrykeys.Gate(keys, entrykeys.keeper(Filters(scope="small"), now))
+        probe = semantic.start(s, "a puppy", 5)
+        assert probe is not None
+        side = semantic.finish(s, probe, where, params, [], 5, gate)
+        assert side is not None and set(side.scores) == {held, late}
+
+
+@pytest.mark.slow
+def test_hybrid_pages_with_the_held_columns_equal_those_without_and_read_no_entry_by_id(
+    pg_database: str, model: StaticEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = [f"{w} note {i}: the {w} and the river" for i in range(8) for w in ("puppy", "lake")]
+    texts += ["our new dog sleeps all day", "a kitten from the shelter", "tax filing is due"]
+    asks = [("a puppy at the lake", Filters()), ("the dog from the shelter", Filters(scope="s0"))]
+    with Store(pg_database, counter=EstimateCounter(), embedder=model, resident_mb=64) as s:
+        for i, text in enumerate(texts):
+            s.put(text, scope=f"s{i % 2}")
+        built_view(s)
+        _held_keys(s)
+        with recorded_statements(s, monkeypatch) as ran:
+            got = [[(h.entry.id, h.score) for h in s.search(q, f, limit=10)] for q, f in asks]
+        # neither the scan's ids nor the entries only it found are read by id
+        assert not [sql for sql in ran if "SELECT e.id, (" in sql or "CROSS JOIN entries e" in sql]
+        s.resident.entry_keys.close()  # type: ignore[union-attr]  # by id from here on
+        expected = [[(h.entry.id, h.score) for h in s.search(q, f, limit=10)] for q, f in asks]
+    assert got == expected and all(expected)

@@ -15,7 +15,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from offload.core.fusion import calibrated_weight, fuse
-from offload.store import semantic
+from offload.store import entrykeys, semantic
 from offload.store.backend import Conn
 from offload.store.candidate import Candidate
 
@@ -36,15 +36,18 @@ def fused_candidates(
     params: list[Any],
     need: int,
     keep: int | None = None,
+    gate: entrykeys.Gate | None = None,
 ) -> list[Candidate]:
     """``found`` (lexical, best first) fused with the ``need`` nearest entries the filter
     keeps (``probe``: the query's scan, :func:`offload.store.semantic.start`), at the share :func:`~offload.core.fusion.calibrated_weight` gives this query;
     scores become the fused ones (core.fusion, set on ``found``'s candidates), best first.
     With ``keep``, the first ``keep`` of that list only (the page and what precedes it).
-    Without a semantic side ``found`` is returned whole."""
+    Without a semantic side ``found`` is returned whole. ``gate``: the filter and the
+    entries' columns in memory (store/entrykeys.py), tested there before any statement."""
     if not found or probe is None:
         return found
-    side = semantic.finish(store, probe, where, params, [c.entry_id for c in found], need)
+    ids = [c.entry_id for c in found]
+    side = semantic.finish(store, probe, where, params, ids, need, gate)
     if side is None:
         return found
     # the share follows how clearly each side picks its best for this query
@@ -55,13 +58,13 @@ def fused_candidates(
     order = fuse(lexical, side.scores, weight=weight, floor=side.floor, top=keep)
     by_id = {c.entry_id: c for c in found}
     only = [e for e, _ in order if e not in by_id]
-    by_id.update(_semantic_only(store.conn, only, where, params))
+    by_id.update(_semantic_only(store.conn, only, where, params, gate))
     if keep is not None and any(e not in by_id for e in only):
         # one the filter no longer keeps (forgotten since the semantic side's check) gives
         # way to the next: the whole order then, as without ``keep``
         order = fuse(lexical, side.scores, weight=weight, floor=side.floor)
         only = [e for e, _ in order if e not in by_id]
-        by_id.update(_semantic_only(store.conn, only, where, params))
+        by_id.update(_semantic_only(store.conn, only, where, params, gate))
         order = [(e, score) for e, score in order if e in by_id][:keep]
     out = []
     for eid, score in order:
@@ -73,15 +76,19 @@ def fused_candidates(
 
 
 def _semantic_only(
-    conn: Conn, ids: list[int], where: str, params: list[Any]
+    conn: Conn, ids: list[int], where: str, params: list[Any], gate: entrykeys.Gate | None
 ) -> dict[int, Candidate]:
     """Candidates for entries only the embedding found (their first chunk is shown)."""
-
+    out: dict[int, Candidate] = {}
+    if gate is not None:  # the held entries from memory, the others by id
+        held, ids = gate.rows(ids)
+        out = {eid: Candidate.of_entry(row) for eid, row in held.items() if row is not None}
     if not ids:
-        return {}
+        return out
     rows = conn.execute(
         # the ids drive the join (see offload.store.lexical._BODY_ENTRIES)
         f"SELECT {_KEYS} FROM json_each(?) j CROSS JOIN entries e WHERE e.id = j.value AND {where}",
         (json.dumps(ids), *params),
     ).fetchall()
-    return {int(r["eid"]): Candidate.of_entry(r) for r in rows}
+    out.update((int(r["eid"]), Candidate.of_entry(r)) for r in rows)
+    return out

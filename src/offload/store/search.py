@@ -124,7 +124,7 @@ def search_hits(
             store, q, found, where, params, now, terms=telling, view=view, shown=shown, gate=gate
         )
         ranked = hybrid.fused_candidates(
-            store, probe, ranked, where, params, need, keep=offset + limit
+            store, probe, ranked, where, params, need, keep=offset + limit, gate=gate
         )
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly

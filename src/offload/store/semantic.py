@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from offload.store import vectors
+from offload.store import entrykeys, vectors
 from offload.store.backend import Conn
 
 if TYPE_CHECKING:
@@ -99,14 +99,17 @@ def finish(
     params: list[Any],
     lexical_ids: Sequence[int],
     k: int,
+    gate: entrykeys.Gate | None = None,
 ) -> Nearest | None:
     """The ``k`` nearest entries the filter keeps, plus the similarity of every lexical
-    candidate; None when the scan found nothing."""
+    candidate; None when the scan found nothing. With ``gate`` (the entries' columns in
+    memory, store/entrykeys.py) the filter is tested there; only the entries it does not
+    hold are asked of the table."""
     close, floor = probe.close.result()
     if not close:
         return None
     conn, matrix = store.conn, store.vector_matrix
-    live, kept = _kept(conn, [eid for eid, _ in close], where, params)
+    live, kept = _kept(conn, [eid for eid, _ in close], where, params, gate)
     if matrix is not None:
         matrix.note_stale(1.0 - len(live) / len(close))
     if len(kept) < k and len(kept) < len(live):
@@ -134,8 +137,18 @@ def _filter_ids(conn: Conn, where: str, params: list[Any]) -> Any:
     return np.array(text.split(",") if text else [], dtype=np.int64)
 
 
-def _kept(conn: Conn, ids: list[int], where: str, params: list[Any]) -> tuple[set[int], set[int]]:
+def _kept(
+    conn: Conn, ids: list[int], where: str, params: list[Any], gate: entrykeys.Gate | None = None
+) -> tuple[set[int], set[int]]:
     """(the ids still stored, those the filter keeps)."""
+    if gate is not None:
+        held, ask = gate.rows(ids)
+        live, kept = set(held), {eid for eid, row in held.items() if row is not None}
+        if ask:
+            more_live, more_kept = _kept(conn, ask, where, params)
+            live |= more_live
+            kept |= more_kept
+        return live, kept
     rows = conn.execute(
         f"SELECT e.id, ({where}) FROM entries e WHERE e.id IN (SELECT value FROM json_each(?))",
         (*params, json.dumps(ids)),
