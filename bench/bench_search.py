@@ -297,6 +297,9 @@ def _resident_built(store: Any, question: str) -> dict[str, Any]:
     if store.resident is None:
         return {"on": False}
     store.resident.built.wait()
+    # the chunk -> entry map and the entries' columns build beside it (store/held.py)
+    store.resident.entry_map.wait()
+    store.resident.entry_keys.wait()
     r = store.resident.report
     return {
         "on": not r.refused,

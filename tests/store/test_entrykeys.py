@@ -1,12 +1,15 @@
-"""PostgreSQL's entries' columns in memory (store/entrykeys.py), on a real server."""
+"""Every entry's columns in memory (store/entrykeys.py): SQLite files and a real
+PostgreSQL server (slow tier)."""
 
 from __future__ import annotations
 
 import io
 import itertools
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -20,15 +23,21 @@ from offload.store.store import Store
 from statements import recorded_statements
 from wordcorpus import built_view
 
-pytestmark = pytest.mark.slow
 
-
-def _resident(url: str) -> Store:
-    return Store(url, counter=EstimateCounter(), resident_mb=64)
+def _resident(location: Path | str) -> Store:
+    return Store(location, counter=EstimateCounter(), resident_mb=64)
 
 
 @pytest.fixture
-def store(pg_database: str) -> Iterator[Store]:
+def store(shared_store: Path | str) -> Iterator[Store]:
+    """A store with its in-memory copies, on each backend."""
+    with _resident(shared_store) as s:
+        yield s
+
+
+@pytest.fixture
+def pg_store(pg_database: str) -> Iterator[Store]:
+    """The same, on PostgreSQL only."""
     with _resident(pg_database) as s:
         yield s
 
@@ -74,9 +83,11 @@ def test_puts_touches_and_pins_since_a_read_are_read_and_applied(store: Store) -
     assert keys.get(b.id) is None  # the old copy is unchanged (a search keeps its own)
 
 
+@pytest.mark.slow
 def test_an_update_committed_after_a_later_one_was_read_is_still_applied(
-    store: Store, pg_database: str
+    pg_store: Store, pg_database: str
 ) -> None:
+    store = pg_store
     a = store.put("alpha one").entry
     b = store.put("bravo two").entry
     _keys(store)
@@ -95,17 +106,58 @@ def test_an_update_committed_after_a_later_one_was_read_is_still_applied(
     assert after is not None and after.get(a.id)[entrykeys.SALIENCE] == 0.9  # type: ignore[index]
 
 
-def test_a_rolled_back_update_is_never_applied(store: Store, pg_database: str) -> None:
+def _other_connection(location: Path | str) -> sqlite3.Connection | psycopg.Connection[Any]:
+    """A connection of another process's kind to the same store (no offload code)."""
+    if isinstance(location, Path):
+        return sqlite3.connect(location, isolation_level=None)
+    return psycopg.connect(location)
+
+
+def _sql(location: Path | str, sql: str) -> str:
+    return sql if isinstance(location, Path) else sql.replace("?", "%s")
+
+
+def test_a_rolled_back_update_is_never_applied(store: Store, shared_store: Path | str) -> None:
     a = store.put("alpha one").entry
     _keys(store)
     resident = store.resident
     assert resident is not None
-    with psycopg.connect(pg_database) as other:
-        other.execute("UPDATE entries SET scope = 'elsewhere' WHERE id = %s", (a.id,))
+    other = _other_connection(shared_store)
+    try:
+        if isinstance(other, sqlite3.Connection):
+            other.execute("BEGIN IMMEDIATE")
+        other.execute(
+            _sql(shared_store, "UPDATE entries SET scope = 'elsewhere' WHERE id = ?"), (a.id,)
+        )
         assert resident.entry_keys.current(store.conn) is not None
         other.rollback()
+    finally:
+        other.close()
     got = resident.entry_keys.current(store.conn)
     assert got is not None and got.get(a.id)[entrykeys.SCOPE] == ""  # type: ignore[index]
+
+
+def test_a_write_by_another_connection_is_applied_before_the_next_search(
+    store: Store, shared_store: Path | str
+) -> None:
+    a = store.put("alpha one", scope="s").entry
+    b = store.put("bravo two", scope="s").entry
+    held = _keys(store)
+    other = _other_connection(shared_store)
+    try:
+        other.execute(
+            _sql(shared_store, "UPDATE entries SET salience = 0.75 WHERE id = ?"), (a.id,)
+        )
+        other.execute(_sql(shared_store, "UPDATE entries SET expires = 5.0 WHERE id = ?"), (b.id,))
+        other.commit()
+    finally:
+        other.close()
+    got = store.resident.entry_keys.current(store.conn)  # type: ignore[union-attr]
+    assert got is not None and got is not held
+    assert got.get(a.id)[entrykeys.SALIENCE] == 0.75  # type: ignore[index]
+    assert got.get(b.id)[entrykeys.EXPIRES] == 5.0  # type: ignore[index]
+    # nothing written since: the same copy, no rows read
+    assert store.resident.entry_keys.current(store.conn) is got  # type: ignore[union-attr]
 
 
 def test_a_moved_entry_leaves_its_old_scopes_order_and_joins_the_new_one(
@@ -175,14 +227,14 @@ def test_the_held_filter_keeps_exactly_the_entries_the_sql_filter_keeps(store: S
 
 
 def test_searches_with_the_copy_show_the_same_pages_as_without_it_and_read_no_entry_by_id(
-    pg_database: str, monkeypatch: pytest.MonkeyPatch
+    shared_store: Path | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     words = ["lake", "river", "quokka", "zebra", "garden", "violin", "support", "group"]
     texts = [
         f"{a} said, the {b} and the {c} were {d}"
         for a, b, c, d in itertools.islice(itertools.product(words, repeat=4), 300)
     ]
-    with _resident(pg_database) as store:
+    with _resident(shared_store) as store:
         for i in range(0, len(texts), 50):
             store.put_many(texts[i : i + 50], scope=f"s{i // 100}", kind=("a", "b")[i // 50 % 2])
         store.touch(5)
@@ -193,20 +245,41 @@ def test_searches_with_the_copy_show_the_same_pages_as_without_it_and_read_no_en
         ("garden support group", Filters(kinds=("b",))),
         ("river lake", Filters(min_salience=0.6)),
     ]
-    with _resident(pg_database) as store:
+    with _resident(shared_store) as store:
         built_view(store)
         _keys(store)
         with recorded_statements(store, monkeypatch) as ran:
             got = [[h.entry.id for h in store.search(q, f, limit=10)] for q, f in asks]
         # the filter and the neighbours from memory: no entry's row read by id but the page's
-        assert not [
-            sql
-            for sql in ran
-            if "CROSS JOIN entries e" in sql or "entries s CROSS JOIN LATERAL" in sql
-        ]
+        # (the last: SQLite's neighbour order, store/context.py Runs)
+        by_id = (
+            "CROSS JOIN entries e",
+            "entries s CROSS JOIN LATERAL",
+            "NULL AS cid",
+            "group_concat(id)",
+        )
+        assert not [sql for sql in ran if any(s in sql for s in by_id)]
         store.resident.entry_keys.close()  # type: ignore[union-attr]  # by id from here on
         expected = [[h.entry.id for h in store.search(q, f, limit=10)] for q, f in asks]
     assert got == expected and all(expected)
+
+
+def test_sqlite_rows_stored_before_the_stamp_are_held_and_stamped_by_their_next_change(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    with _resident(path) as store:
+        a = store.put("alpha one", scope="s").entry
+        b = store.put("bravo two", scope="s").entry
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("UPDATE entries SET changed = NULL")  # as the migration finds old rows
+    raw.close()
+    with _resident(path) as store:
+        held = _keys(store)
+        assert held.neighbours(a.id, held.get(a.id), 2) == ([], [b.id])  # type: ignore[arg-type]
+        store.touch(a.id)
+        got = store.resident.entry_keys.current(store.conn)  # type: ignore[union-attr]
+        assert got is not None and got.get(a.id)[entrykeys.USES] == 1  # type: ignore[index]
 
 
 def test_an_export_carries_no_write_stamp(store: Store, tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from offload.core import analysis
-from offload.store import index, selective
+from offload.store import entrykeys, index, selective
 from offload.store.backend import Conn, Row
 from offload.store.candidate import Candidate
 
@@ -188,6 +188,34 @@ class Runs:
 def neighbour_ids(conn: Conn, ids: list[int], window: int) -> dict[int, list[int | None]]:
     """Each id's neighbours in the same scope and kind (:meth:`Runs.slots`)."""
     return Runs().slots(conn, ids, window)
+
+
+class HeldRuns(Runs):
+    """:class:`Runs` answered from the entries' columns in memory (store/entrykeys.py):
+    each scope and kind's ids in order, no statement; an id the copy does not hold
+    (written since it was read) is read as :class:`Runs` reads it."""
+
+    def __init__(self, keys: entrykeys.EntryKeys) -> None:
+        super().__init__()
+        self.keys = keys
+
+    def slots(
+        self, conn: Conn, ids: list[int], window: int, reach: int = 0
+    ) -> dict[int, list[int | None]]:
+        """:meth:`Runs.slots`' answer."""
+        out: dict[int, list[int | None]] = {}
+        unheld = []
+        pad: list[int | None] = [None] * window
+        for i in ids:
+            own = self.keys.get(i)
+            if own is None:
+                unheld.append(i)
+                continue
+            before, after = self.keys.neighbours(i, own, window)
+            out[i] = [*before, *pad[len(before) :], *after, *pad[len(after) :]]
+        if unheld:
+            out.update(super().slots(conn, unheld, window, reach))
+        return out
 
 
 def _link(links: Links, back: Links, src: int, side: Sequence[int | None], window: int) -> None:
@@ -364,11 +392,13 @@ def with_context(
     window: int,
     sources: int,
     view: View | None = None,
+    gate: entrykeys.Gate | None = None,
 ) -> list[Candidate]:
     """``found`` (direct matches, best first) rescored by :func:`bm25f` over each of the
     best ``sources`` and its neighbours, with the neighbours that match nothing themselves
     added (when the filter keeps them); best first. The candidates of ``found`` are
-    rescored in place."""
+    rescored in place. With ``gate`` the neighbours and their rows come from the
+    entries' columns in memory (store/entrykeys.py)."""
 
     conn = store.conn
     top = found[:sources]
@@ -383,12 +413,17 @@ def with_context(
         df = stats.df(conn, list(dict.fromkeys(terms)))
     idf = {t: selective.idf(totals.rows, n) for t, n in df.items()}
     weights = field_weights(share, window)
-    runs = Runs()
+    runs = Runs() if gate is None else HeldRuns(gate.keys)
     # read far enough for the neighbours' own neighbours too (asked for below)
     slots = runs.slots(conn, [c.entry_id for c in top], window, reach=2 * window)
     by_id = {c.entry_id: c for c in found}
     members = {n for s in slots.values() for n in s if n is not None} | set(slots)
     new = [n for n in members if n not in by_id]
+    if new and gate is not None:  # the held entries' rows from memory, the others by id
+        held, new = gate.rows(new)
+        for e, r in held.items():
+            if r is not None:
+                by_id[e] = Candidate.of_entry(r, direct=False)
     if new:
         rows = conn.execute(
             f"SELECT NULL AS cid, {_KEYS} FROM entries e "

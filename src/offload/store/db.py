@@ -598,3 +598,39 @@ def m_entry_map_generation(conn: sqlite3.Connection) -> None:
         WHEN new.id < (SELECT max(id) FROM chunks) BEGIN {bump} END;
         """,
     )
+
+
+@migration
+def m_entry_changes(conn: sqlite3.Connection) -> None:
+    # issue 11 (speed at 100k): a search process holds every entry's filter and ranking
+    # columns in memory (store/entrykeys.py) and reads, before each search, only the rows
+    # stamped since its last read. Writers are serialised, so a counter bumped by every
+    # insert and every update of a held column is a watermark; a deleted entry or a changed
+    # id bumps entry_generation (the copy is rebuilt). NULL for the rows already stored: a
+    # full read takes them, and any later change stamps them.
+    stamp = (
+        "UPDATE entry_stamp SET value = value + 1 WHERE id = 0; "
+        "UPDATE entries SET changed = (SELECT value FROM entry_stamp WHERE id = 0) "
+        "WHERE id = new.id;"
+    )
+    bump = "UPDATE entry_generation SET value = value + 1 WHERE id = 0;"
+    held = "scope, kind, salience, accessed, access_count, expires, status, pinned, source, created"
+    run_script(
+        conn,
+        f"""
+        ALTER TABLE entries ADD COLUMN changed INTEGER;
+        CREATE INDEX entries_changed ON entries(changed) WHERE changed IS NOT NULL;
+        CREATE TABLE entry_stamp (id INTEGER PRIMARY KEY CHECK (id = 0), value INTEGER NOT NULL);
+        INSERT INTO entry_stamp (id, value) VALUES (0, 0);
+        CREATE TABLE entry_generation (
+            id INTEGER PRIMARY KEY CHECK (id = 0),
+            value INTEGER NOT NULL
+        );
+        INSERT INTO entry_generation (id, value) VALUES (0, 0);
+        CREATE TRIGGER entry_changes_added AFTER INSERT ON entries BEGIN {stamp} END;
+        CREATE TRIGGER entry_changes_updated AFTER UPDATE OF {held} ON entries
+        BEGIN {stamp} END;
+        CREATE TRIGGER entry_changes_gone AFTER DELETE ON entries BEGIN {bump} END;
+        CREATE TRIGGER entry_changes_renumbered AFTER UPDATE OF id ON entries BEGIN {bump} END;
+        """,
+    )

@@ -1,28 +1,37 @@
-"""PostgreSQL: every entry's filter and ranking columns in memory, kept fresh before each search.
+"""Every entry's filter and ranking columns in memory, kept fresh before each search.
 
-A lexical search on PostgreSQL read, by primary key, the rows of the ~1,300 entries its
-best chunks map to (the filter and the ranking columns), then the neighbours of its best
-hits in their scope and kind with the same columns: at 1M entries ~1,300 random heap
-pages a search, 28 + 19 ms warm and ~200 ms cold (docs/benchmarks/team-store.md, session 9). Those
-columns are small: held here for every entry (:data:`FIELDS`), with each scope and kind's
-ids in order, a search filters, ranks and finds neighbours by lookups
-(store/lexical.py, store/neighbours.py), to the same answers the statements give.
+A lexical search read, by primary key, the rows of the ~1,300 entries its best chunks map
+to (the filter and the ranking columns), then the neighbours of its best hits in their
+scope and kind with the same columns: on PostgreSQL at 1M entries ~1,300 random heap
+pages a search, 28 + 19 ms warm and ~200 ms cold (docs/benchmarks/team-store.md, session
+9); on SQLite at 100k a third of a search's CPU (docs/benchmarks/search.md). Those columns
+are small: held here for every entry (:data:`FIELDS`), with each scope and kind's ids in
+order, a search filters, ranks and finds neighbours by lookups (store/lexical.py,
+store/neighbours.py, store/context.py), to the same answers the statements give.
 
-Freshness is store/pgchunks.py's transaction-id watermark, on ``entries``: a row trigger
-(migration ``pg_entry_changes``) stamps every inserted or updated row with its writing
-transaction (``entries.changed``, ``xid8``), whatever the write path (put, touch, pin,
-expiry, annotate, check-out, import); each read returns
+Freshness, PostgreSQL: store/pgchunks.py's transaction-id watermark, on ``entries``: a row
+trigger (migration ``pg_entry_changes``) stamps every inserted or updated row with its
+writing transaction (``entries.changed``, ``xid8``), whatever the write path (put, touch,
+pin, expiry, annotate, check-out, import); each read returns
 ``pg_snapshot_xmin(pg_current_snapshot())`` of its own statement, and the next read takes
 every row stamped at or above it. A row re-read is applied again (an update may follow a
-read), so no id list is kept. A deleted entry (forget, gc, a truncate) or one whose id
-changed bumps ``entry_generation`` (statement triggers, only when rows changed): the copy
-is dropped, that search and the ones until the background rebuild is done take the SQL
-path. Rows stamped NULL (written before the migration) are taken by the full read and can
-change afterwards only by an update (stamped) or a deletion (the generation).
+read), so no id list is kept.
 
-A search asks :meth:`HeldCopy.current <offload.store.held.HeldCopy.current>` once, at its start (after the chunk index's own
-read), and every step of it uses that one :class:`EntryKeys` (immutable). An entry the
-copy does not know (written after that read) is asked of the table by the caller.
+Freshness, SQLite: writers are serialised, so a counter is a watermark: triggers
+(migration ``m_entry_changes``) bump ``entry_stamp`` on every insert and every update of
+a held column and stamp the row with it (``entries.changed``); a read in one snapshot
+returns the counter with the rows, and the next read takes the rows stamped above it.
+
+Both: a deleted entry (forget, gc, a truncate) or one whose id changed bumps
+``entry_generation``: the copy is dropped, that search and the ones until the background
+rebuild is done take the SQL path. Rows stamped NULL (written before the migration) are
+taken by the full read and can change afterwards only by an update (stamped) or a
+deletion (the generation).
+
+A search asks :meth:`HeldCopy.current <offload.store.held.HeldCopy.current>` once, at its
+start (after the chunk index's own read), and every step of it uses that one
+:class:`EntryKeys` (immutable). An entry the copy does not know (written after that read)
+is asked of the table by the caller.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from typing import Any
 
 from offload.errors import OffloadError
 from offload.store.backend import Conn
+from offload.store.chunkrows import ReadSnapshot
 from offload.store.held import HeldCopy
 from offload.store.models import Filters
 
@@ -67,6 +77,13 @@ _HEAD = (
 _COLUMNS = "id, " + ", ".join(FIELDS)
 _PAGE = _HEAD.format(rows=f"SELECT {_COLUMNS} FROM entries WHERE id > ? ORDER BY id LIMIT ?")
 _SINCE = _HEAD.format(rows=f"SELECT {_COLUMNS} FROM entries WHERE changed >= ?::xid8 ORDER BY id")
+# SQLite: the token, then the rows in the same snapshot (the row's shape of the above)
+_SQLITE_TOKEN = (
+    "SELECT (SELECT value FROM entry_generation WHERE id = 0), "
+    "(SELECT value FROM entry_stamp WHERE id = 0)"
+)
+_SQLITE_ALL = f"SELECT NULL, NULL, {_COLUMNS} FROM entries ORDER BY id"
+_SQLITE_SINCE = f"SELECT NULL, NULL, {_COLUMNS} FROM entries WHERE changed > ? ORDER BY id"
 
 
 Keys = tuple[Any, ...]  # one entry's FIELDS, in order
@@ -187,30 +204,52 @@ def _held(row: Any, strings: dict[str, str]) -> tuple[int, Keys]:
 
 
 def read_all(conn: Conn) -> EntryKeys:
-    """Every entry's columns, with the first page's generation and watermark."""
-    strings: dict[str, str] = {}
-    base: dict[int, Keys] = {}
-    groups: dict[Group, list[int]] = {}
+    """Every entry's columns, with the generation and watermark of the same snapshot."""
+    if isinstance(conn, sqlite3.Connection):
+        with ReadSnapshot(conn):
+            gen, stamp = conn.execute(_SQLITE_TOKEN).fetchone()
+            rows = conn.execute(_SQLITE_ALL).fetchall()
+        return _built([rows], (int(gen), int(stamp)))
+    pages = []
     token = (-1, -1)
     after = 0
     while True:
         got = conn.execute(_PAGE, (after, PAGE)).fetchall()
         if token[0] < 0:  # the first statement's snapshot is the token's
             token = (int(got[0][0]), int(got[0][1]))
-        for r in got:
+        pages.append(got)
+        if len(got) < PAGE or got[-1][2] is None:
+            return _built(pages, token)
+        after = int(got[-1][2])
+
+
+def _built(pages: Iterable[Iterable[Any]], token: tuple[int, int]) -> EntryKeys:
+    """A copy of the rows read (``row[2]`` the id; None: no row), ids ascending."""
+    strings: dict[str, str] = {}
+    base: dict[int, Keys] = {}
+    groups: dict[Group, list[int]] = {}
+    for page in pages:
+        for r in page:
             if r[2] is None:
                 continue
             eid, keys = _held(r, strings)
             base[eid] = keys
             groups.setdefault((keys[SCOPE], keys[KIND]), []).append(eid)
-        if len(got) < PAGE or got[-1][2] is None:
-            return EntryKeys(base, {}, groups, {}, token)
-        after = int(got[-1][2])
+    return EntryKeys(base, {}, groups, {}, token)
 
 
 def read_since(conn: Conn, held: EntryKeys) -> EntryKeys | None:
-    """``held`` with the rows stamped at or above its watermark applied, or None: an entry
-    was deleted (or renumbered) since (the generation moved)."""
+    """``held`` with the rows stamped since its watermark applied, or None: an entry was
+    deleted (or renumbered) since (the generation moved)."""
+    if isinstance(conn, sqlite3.Connection):
+        with ReadSnapshot(conn):
+            gen, stamp = conn.execute(_SQLITE_TOKEN).fetchone()
+            if int(gen) != held.token[0]:
+                return None
+            if int(stamp) == held.token[1]:
+                return held
+            got = conn.execute(_SQLITE_SINCE, (held.token[1],)).fetchall()
+        return _applied(held, got, (int(gen), int(stamp)))
     got = conn.execute(_SINCE, (str(held.token[1]),)).fetchall()
     generation, watermark = int(got[0][0]), int(got[0][1])
     if generation != held.token[0]:
@@ -256,18 +295,13 @@ def _applied(held: EntryKeys, rows: Iterable[Any], token: tuple[int, int]) -> En
 
 
 def resident(connect: Callable[[], Conn]) -> HeldCopy[EntryKeys]:
-    """One PostgreSQL store's copy, built in a thread of its own and refreshed before each
-    search (store/held.py). SQLite stores never build one (their filter runs in-process
-    already)."""
+    """One store's copy, built in a thread of its own and refreshed before each search
+    (store/held.py)."""
     return HeldCopy(
         connect,
         name="keys",
-        serves=_is_postgres,
+        serves=lambda _conn: True,
         read_all=read_all,
         read_since=read_since,
-        errors=(OffloadError, ValueError),
+        errors=(OffloadError, ValueError, sqlite3.Error),
     )
-
-
-def _is_postgres(conn: Conn) -> bool:
-    return not isinstance(conn, sqlite3.Connection)

@@ -73,7 +73,7 @@ def lexical_candidates(
     With ``view`` (store/resident.py) the body's rows are scored in memory, to the same
     scores and the same pools (a narrowed search still asks FTS5); on PostgreSQL that is
     FTS5's BM25 there too. With ``entry_map`` the scored chunks' entries are looked up in
-    memory (store/entrymap.py); with ``gate`` (PostgreSQL, store/entrykeys.py) the filter
+    memory (store/entrymap.py); with ``gate`` (store/entrykeys.py) the filter
     and the entries' columns too.
     """
     match = match_expression(terms)
@@ -253,7 +253,7 @@ def _top_body(
     rarest term joins the rare ones (at worst every term: the plain OR query). With
     ``view`` the same plan and pools are taken from the in-memory index; ``stats``, the
     search's term counts (the SQL path); ``entry_map``, the chunk -> entry map in memory;
-    ``gate``, the filter over the entries' columns in memory (PostgreSQL)."""
+    ``gate``, the filter over the entries' columns in memory."""
     # only the rows of the rare terms are read, so only they are scored (the common terms
     # looked up there); a widened plan scores the rows of its new rare terms
     scored_by: dict[int, postings.Scored] = {}

@@ -63,7 +63,7 @@ def with_neighbours(
     entries just before and after it in the same scope and kind, ``share ** d`` at
     distance d up to ``window``; neighbours that matched nothing join the candidates (only
     if the filter keeps them). ``gate``: the filter and the entries' columns in memory
-    (PostgreSQL; a source it does not hold sends the whole step to SQL)."""
+    (a source it does not hold sends the whole step to SQL)."""
 
     scores = {c.entry_id: c.score for c in found[:sources]}
     held = None if gate is None else _sides_held(gate, scores, window)

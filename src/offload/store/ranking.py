@@ -53,7 +53,7 @@ def rank(
 ) -> list[Candidate]:
     """The final order: neighbourhood, phrase boost, then salience and use (``shown``:
     the search's chunk reads, kept for its hits; ``gate``: the filter and the entries'
-    columns in memory, PostgreSQL).
+    columns in memory).
 
     With the searched ``terms`` the best hits are scored with their neighbourhood as one
     document (:mod:`offload.store.context`); without them, or on PostgreSQL (whose rank
@@ -71,6 +71,7 @@ def rank(
             window=NEIGHBOUR_WINDOW,
             sources=NEIGHBOUR_SOURCES,
             view=view,
+            gate=gate,
         )
     else:
         ranked = neighbours.with_neighbours(

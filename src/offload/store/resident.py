@@ -89,7 +89,7 @@ class ResidentIndex:
         self.report: BuildReport | None = None
         # the chunk -> entry map, kept beside the postings (its own generation and build)
         self.entry_map = entrymap.resident(connect)
-        # PostgreSQL: every entry's filter and ranking columns (store/entrykeys.py)
+        # every entry's filter and ranking columns (store/entrykeys.py)
         self.entry_keys = entrykeys.resident(connect)
         # set whenever a build finishes (done or refused): tests and the bench wait on it
         self.built = threading.Event()

@@ -70,7 +70,7 @@ def search_hits(
     view = None if store.resident is None else store.resident.view(conn)
     # and the chunk -> entry map (None: through entry_chunks, store/entrymap.py)
     entry_map = None if store.resident is None else store.resident.entry_map.current(conn)
-    # PostgreSQL: the entries' filter and ranking columns (None: read by id, store/entrykeys.py)
+    # the entries' filter and ranking columns (None: read by id, store/entrykeys.py)
     keys = None if store.resident is None else store.resident.entry_keys.current(conn)
     where, params = query.filter_sql(filters, now)
     # the index's statistics this search reads, each once (PostgreSQL: one statement)
@@ -94,11 +94,8 @@ def search_hits(
         if narrowed is not None:  # from here on the filter is the entries read, by id
             where, params = narrowed.where
         # the filter as a test of the held columns: the same conditions as ``where``
-        gate = (
-            None
-            if keys is None or narrowed is not None
-            else entrykeys.Gate(keys, entrykeys.keeper(filters, now))
-        )
+        # (a narrowed ``where`` is the ids that filter kept at this search's start)
+        gate = None if keys is None else entrykeys.Gate(keys, entrykeys.keeper(filters, now))
 
         def matching(terms: list[str]) -> list[Candidate]:
             return lexical.lexical_candidates(
