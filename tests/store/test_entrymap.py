@@ -1,9 +1,13 @@
-"""The chunk -> entry map held in memory: the table's own after every write, never stale."""
+"""The chunk -> entry map held in memory: the table's own after every write, never stale
+(SQLite files, and a real PostgreSQL server in the slow tier)."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
+
+import psycopg
+import pytest
 
 from offload.core.tokens import EstimateCounter
 from offload.store import db, entrymap
@@ -12,7 +16,7 @@ from offload.store.store import Store
 from wordcorpus import WORDS
 
 
-def _open(path: Path) -> Store:
+def _open(path: Path | str) -> Store:
     return Store(path, counter=EstimateCounter(), resident_mb=64)
 
 
@@ -65,16 +69,16 @@ def _fresh_or_dropped(store: Store) -> None:
     assert m.first_chunks(every) == (_table_firsts(store), [])
 
 
-def test_the_built_map_is_the_tables(tmp_path: Path) -> None:
-    with _open(tmp_path / "s.db") as store:
+def test_the_built_map_is_the_tables(shared_store: Path | str) -> None:
+    with _open(shared_store) as store:
         _fill(store)
         assert _rebuilt(store) == _table(store)
 
 
 def test_puts_after_the_build_are_read_by_the_watermark_without_a_rebuild(
-    tmp_path: Path,
+    shared_store: Path | str,
 ) -> None:
-    with _open(tmp_path / "s.db") as store:
+    with _open(shared_store) as store:
         _fill(store)
         _rebuilt(store)
         new = store.put("Melanie said, the zebrafinch sang\n" * 50, scope="chat0").entry
@@ -88,8 +92,8 @@ def test_puts_after_the_build_are_read_by_the_watermark_without_a_rebuild(
         assert chunks and all(twin.id in _as_dict(m)[c] for c in chunks)
 
 
-def test_forget_reindex_and_a_moved_block_drop_or_refresh_the_map(tmp_path: Path) -> None:
-    with _open(tmp_path / "s.db") as store:
+def test_forget_reindex_and_a_moved_block_drop_or_refresh_the_map(shared_store: Path | str) -> None:
+    with _open(shared_store) as store:
         _fill(store)
         gone = store.put("Caroline said, a quokka visited", scope="chat0").entry
         _rebuilt(store)
@@ -107,8 +111,8 @@ def test_forget_reindex_and_a_moved_block_drop_or_refresh_the_map(tmp_path: Path
         assert _rebuilt(store) == _table(store)
 
 
-def test_doctors_refill_of_an_emptied_map_is_seen(tmp_path: Path) -> None:
-    with _open(tmp_path / "s.db") as store:
+def test_doctors_refill_of_an_emptied_map_is_seen(shared_store: Path | str) -> None:
+    with _open(shared_store) as store:
         _fill(store)
         with db.write_tx(store.conn) as conn:
             conn.execute("DELETE FROM entry_chunks")
@@ -119,9 +123,9 @@ def test_doctors_refill_of_an_emptied_map_is_seen(tmp_path: Path) -> None:
 
 
 def test_a_chunk_written_after_the_map_was_read_is_mapped_through_the_table(
-    tmp_path: Path,
+    shared_store: Path | str,
 ) -> None:
-    path = tmp_path / "s.db"
+    path = shared_store
     with _open(path) as store:
         _fill(store)
         _rebuilt(store)
@@ -134,8 +138,8 @@ def test_a_chunk_written_after_the_map_was_read_is_mapped_through_the_table(
         assert [h.entry.id for h in store.search("narwhal")] == [new.id]
 
 
-def test_pages_are_the_same_with_and_without_the_held_map(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
+def test_pages_are_the_same_with_and_without_the_held_map(shared_store: Path | str) -> None:
+    path = shared_store
     with _open(path) as store, _open(path) as plain:
         _fill(store, 60)
         _rebuilt(store)
@@ -156,8 +160,8 @@ def _table_firsts(store: Store) -> entrymap.Firsts:
     return {int(e): int(c) for e, c in rows}
 
 
-def test_each_entrys_first_chunk_is_the_tables_after_puts(tmp_path: Path) -> None:
-    with _open(tmp_path / "s.db") as store:
+def test_each_entrys_first_chunk_is_the_tables_after_puts(shared_store: Path | str) -> None:
+    with _open(shared_store) as store:
         _fill(store)
         _rebuilt(store)
         store.put("Melanie said, the zebrafinch sang\n" * 50, scope="chat0")
@@ -171,3 +175,26 @@ def test_each_entrys_first_chunk_is_the_tables_after_puts(tmp_path: Path) -> Non
         # a map read before the last put answers for the entries it knows only
         older = entrymap.EntryMap(m.base, {}, m.firsts, {}, (m.token[0], late.id - 1, 0))
         assert older.first_chunks([late.id])[1] == [late.id]
+
+
+@pytest.mark.slow
+def test_postgresql_rows_committed_after_a_later_transaction_was_read_are_still_applied(
+    pg_database: str,
+) -> None:
+    with _open(pg_database) as store:
+        _fill(store, 6)
+        _rebuilt(store)
+        chunks = sorted(_table(store))
+        a, b = chunks[0], chunks[-1]
+        add = "INSERT INTO entry_chunks (entry_id, chunk_id, own) VALUES (%s, %s, 0)"
+        with psycopg.connect(pg_database) as slow, psycopg.connect(pg_database) as quick:
+            slow.execute(add, (10_000, a))  # a transaction that began first, committed last
+            quick.execute(add, (10_001, b))
+            quick.commit()
+            mid = _held(store)
+            assert mid is not None and 10_001 in _as_dict(mid)[b]
+            assert 10_000 not in _as_dict(mid)[a]
+            slow.commit()
+        after = _held(store)
+        assert after is not None and _as_dict(after) == _table(store)
+        assert 10_000 in _as_dict(after)[a]

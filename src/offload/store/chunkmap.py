@@ -170,10 +170,8 @@ def missing_or_stale(conn: Any) -> int:
 def rebuild(conn: Any) -> None:
     """Refill the map from the tables (inside the caller's write transaction)."""
     conn.execute("DELETE FROM entry_chunks")
-    if isinstance(conn, sqlite3.Connection):
-        conn.execute(FILL_SQLITE)
-        # an in-memory copy (store/entrymap.py) reads only rows above its ids: a refill
-        # of an empty map deletes nothing, so its triggers would not tell it
-        conn.execute("UPDATE entry_map_generation SET value = value + 1 WHERE id = 0")
-    else:
-        conn.execute(FILL_PG)
+    conn.execute(FILL_SQLITE if isinstance(conn, sqlite3.Connection) else FILL_PG)
+    # an in-memory copy (store/entrymap.py) reads only the rows written since: a refill
+    # of an empty map deletes nothing, so its triggers would not tell it
+    # (not "value = value + 1": pgsql.translate rewrites that for the counters table)
+    conn.execute("UPDATE entry_map_generation SET value = 1 + value WHERE id = 0")

@@ -5,7 +5,7 @@ A lexical search maps its ~650 best-scored chunks to entries (store/lexical.py
 few milliseconds at 100k entries; from a dict it is a lookup per chunk. The filter on the
 entries (scope, kind, dates, tombstones) still runs in SQL on the mapped ids.
 
-Freshness (SQLite; PostgreSQL keeps the SQL mapping): ``entry_chunks`` changes only by
+Freshness, SQLite: ``entry_chunks`` changes only by
 the triggers of store/chunkmap.py and doctor's refill. A new entry's rows carry its id,
 above every id read before (rowids only grow, barring a deletion); a new chunk's rows its
 id, likewise. So the rows added since a read of maxima ``(E, C)`` are those with
@@ -15,6 +15,14 @@ the map deleted or rewritten, an entry or chunk deleted (its id could be reused)
 entry's block or a chunk's block rewritten, an entry or chunk inserted below the largest
 id, and doctor's refill (:func:`offload.store.chunkmap.rebuild`). A bumped generation
 drops the map; the next search maps through SQL and a rebuild starts in the background.
+
+Freshness, PostgreSQL: ids commit out of order, so the watermark is store/pgchunks.py's
+transaction id, on the map's rows (``entry_chunks.changed``, migration
+``pg_entry_map_changes``): a read takes every chunk with a row written at or above the last
+read's ``pg_snapshot_xmin``, all of its rows (re-applying a chunk's rows is idempotent).
+Deleting, updating or truncating the map's rows bumps the same generation (statement
+triggers). The token's largest entry id is -1 there: an entry the map holds no first chunk
+for may be one committed late, so it is asked of the table (:meth:`EntryMap.first_chunks`).
 """
 
 from __future__ import annotations
@@ -43,6 +51,23 @@ _SINCE = (
     "SELECT chunk_id, entry_id, own FROM entry_chunks WHERE chunk_id > ?"
 )
 # the chunks of the rows read since: every entry of each (a new entry of an old chunk)
+# PostgreSQL: the generation and the watermark of this statement's snapshot, with the
+# rows asked for (LEFT JOIN: one row even when there are none)
+_PG_HEAD = (
+    "SELECT g.value AS generation, pg_snapshot_xmin(pg_current_snapshot())::text AS xmin, "
+    "m.chunk_id, m.entry_id, m.own FROM entry_map_generation g LEFT JOIN LATERAL ({rows}) m "
+    "ON true WHERE g.id = 0"
+)
+_PG_PAGE = _PG_HEAD.format(
+    rows="SELECT chunk_id, entry_id, own FROM entry_chunks WHERE (entry_id, chunk_id) > (?, ?) "
+    "ORDER BY entry_id, chunk_id LIMIT ?"
+)
+_PG_SINCE = _PG_HEAD.format(
+    rows="SELECT chunk_id, entry_id, own FROM entry_chunks WHERE chunk_id IN "
+    "(SELECT chunk_id FROM entry_chunks WHERE changed >= ?::xid8) ORDER BY chunk_id, entry_id"
+)
+# rows a full read asks for per statement (a result is held whole by the client)
+PG_PAGE = 50_000
 _OF_CHUNKS = (
     "SELECT m.chunk_id, m.entry_id, m.own FROM json_each(?) j CROSS JOIN entry_chunks m "
     "WHERE m.chunk_id = j.value ORDER BY m.chunk_id, m.entry_id"
@@ -136,9 +161,45 @@ def read_since(conn: sqlite3.Connection, held: EntryMap) -> EntryMap | None:
         changed = sorted({int(r[0]) for r in since})
         got = conn.execute(_OF_CHUNKS, (json.dumps(changed),)).fetchall() if changed else []
     rows = [(int(c), int(e), int(o)) for c, e, o in got]
+    return _with_tail(held, rows, (gen, top_e, top_c))
+
+
+def read_all_pg(conn: Conn) -> EntryMap:
+    """PostgreSQL: the whole map, in pages of rows by primary key, with the first page's
+    token (a row committed between pages is read again by the next refresh)."""
+    rows: list[Row3] = []
+    token: tuple[int, int, int] | None = None
+    after = (-1, -1)
+    while True:
+        got = conn.execute(_PG_PAGE, (*after, PG_PAGE)).fetchall()
+        if token is None:  # the first statement's snapshot is the token's
+            token = (int(got[0][0]), -1, int(got[0][1]))
+        page = [(int(r[2]), int(r[3]), int(r[4])) for r in got if r[2] is not None]
+        rows += page
+        if len(page) < PG_PAGE:
+            # by entry, then chunk: each chunk's entries ascend, as the SQLite read's do
+            return EntryMap(_grouped(rows), {}, _firsts(rows, {}, {}), {}, token)
+        after = (page[-1][1], page[-1][0])
+
+
+def read_since_pg(conn: Conn, held: EntryMap) -> EntryMap | None:
+    """PostgreSQL: ``held`` with every chunk written to since its watermark read again
+    whole, or None: the generation moved (rebuild)."""
+    got = conn.execute(_PG_SINCE, (str(held.token[2]),)).fetchall()
+    gen, xmin = int(got[0][0]), int(got[0][1])
+    if gen != held.token[0]:
+        return None
+    rows = [(int(r[2]), int(r[3]), int(r[4])) for r in got if r[2] is not None]
+    if not rows and xmin == held.token[2]:
+        return held
+    return _with_tail(held, rows, (gen, -1, xmin))
+
+
+def _with_tail(held: EntryMap, rows: list[Row3], token: tuple[int, int, int]) -> EntryMap:
+    """``held`` with ``rows`` as their chunks' whole rows (folded into a new base past
+    :data:`TAIL_CHUNKS`)."""
     tail = {**held.tail, **_grouped(rows)}
     firsts_tail = _firsts(rows, held.firsts, dict(held.firsts_tail))
-    token = (gen, top_e, top_c)
     if len(tail) + len(firsts_tail) > TAIL_CHUNKS:
         base, firsts = {**held.base, **tail}, {**held.firsts, **firsts_tail}
         return EntryMap(base, {}, firsts, {}, token)
@@ -146,27 +207,23 @@ def read_since(conn: sqlite3.Connection, held: EntryMap) -> EntryMap | None:
 
 
 def resident(connect: Callable[[], Conn]) -> HeldCopy[EntryMap]:
-    """One SQLite store's map, built in a thread of its own and refreshed before each
-    search (store/held.py); PostgreSQL keeps the SQL mapping."""
+    """One store's map, built in a thread of its own and refreshed before each search
+    (store/held.py)."""
     return HeldCopy(
         connect,
         name="map",
-        serves=_is_sqlite,
+        serves=lambda _conn: True,
         read_all=_read_all,
         read_since=_read_since,
         errors=(sqlite3.Error, OffloadError),
     )
 
 
-def _is_sqlite(conn: Conn) -> bool:
-    return isinstance(conn, sqlite3.Connection)
-
-
 def _read_all(conn: Conn) -> EntryMap:
-    assert isinstance(conn, sqlite3.Connection)  # HeldCopy asks only a connection it serves
-    return read_all(conn)
+    return read_all(conn) if isinstance(conn, sqlite3.Connection) else read_all_pg(conn)
 
 
 def _read_since(conn: Conn, held: EntryMap) -> EntryMap | None:
-    assert isinstance(conn, sqlite3.Connection)
-    return read_since(conn, held)
+    if isinstance(conn, sqlite3.Connection):
+        return read_since(conn, held)
+    return read_since_pg(conn, held)

@@ -565,3 +565,46 @@ def pg_entry_changes(raw: Any) -> None:
     # empty table: ~1 ms of backend CPU more a 4 KB put (docs/benchmarks/team-store.md, session 10)
     if raw.execute("SELECT EXISTS (SELECT 1 FROM entries)").fetchone()[0]:
         raw.execute("ANALYZE entries (changed)")
+
+
+@migration
+def pg_entry_map_changes(raw: Any) -> None:
+    # The chunk -> entry map held in memory (store/entrymap.py) reads, before each search,
+    # only the map's rows written since its last read: pg_chunk_changes' watermark, on
+    # entry_chunks (NULL for the rows already stored: a full read takes them; no rewrite).
+    # The map's rows are only ever inserted by triggers and deleted (an entry or chunk gone
+    # or moved, doctor's refill): a deletion, an update or a truncate bumps
+    # entry_map_generation, only when a statement changed rows (a refill bumps it itself,
+    # chunkmap.rebuild), and the copy is rebuilt.
+    raw.execute(
+        """
+        ALTER TABLE entry_chunks ADD COLUMN changed xid8;
+        ALTER TABLE entry_chunks ALTER COLUMN changed SET DEFAULT pg_current_xact_id();
+        CREATE INDEX entry_chunks_changed ON entry_chunks (changed);
+        CREATE TABLE entry_map_generation (
+            id integer PRIMARY KEY CHECK (id = 0),
+            value bigint NOT NULL
+        );
+        INSERT INTO entry_map_generation (id, value) VALUES (0, 0);
+        CREATE FUNCTION offload_entry_map_generation() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'TRUNCATE' THEN
+                UPDATE entry_map_generation SET value = value + 1 WHERE id = 0;
+            ELSIF EXISTS (SELECT 1 FROM gone_rows) THEN
+                UPDATE entry_map_generation SET value = value + 1 WHERE id = 0;
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER entry_map_generation_delete AFTER DELETE ON entry_chunks
+            REFERENCING OLD TABLE AS gone_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION offload_entry_map_generation();
+        CREATE TRIGGER entry_map_generation_update AFTER UPDATE ON entry_chunks
+            REFERENCING OLD TABLE AS gone_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION offload_entry_map_generation();
+        CREATE TRIGGER entry_map_generation_truncate AFTER TRUNCATE ON entry_chunks
+            FOR EACH STATEMENT EXECUTE FUNCTION offload_entry_map_generation();
+        """
+    )
+    # the column's statistics now, as pg_entry_changes does (not on an empty table)
+    if raw.execute("SELECT EXISTS (SELECT 1 FROM entry_chunks)").fetchone()[0]:
+        raw.execute("ANALYZE entry_chunks (changed)")
