@@ -382,6 +382,42 @@ def pg_chunk_term_counts_length(raw: Any) -> None:
     )
 
 
+def _watermarked(table: str, generation: str, gone: str) -> str:
+    """``table.changed``: each row's writing transaction (NULL for the rows already there,
+    no rewrite), indexed; and a one-row ``generation`` counter bumped by any statement that
+    deletes or updates rows of ``table`` (``gone``: its transition table), and by a truncate."""
+    bump = f"UPDATE {generation} SET value = value + 1 WHERE id = 0;"
+    fn = f"offload_{generation}"
+    return f"""
+        ALTER TABLE {table} ADD COLUMN changed xid8;
+        ALTER TABLE {table} ALTER COLUMN changed SET DEFAULT pg_current_xact_id();
+        CREATE INDEX {table}_changed ON {table} (changed);
+        CREATE TABLE {generation} (
+            id integer PRIMARY KEY CHECK (id = 0),
+            value bigint NOT NULL
+        );
+        INSERT INTO {generation} (id, value) VALUES (0, 0);
+        CREATE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            -- a TRUNCATE trigger has no transition table: its test must not name one
+            IF TG_OP = 'TRUNCATE' THEN
+                {bump}
+            ELSIF EXISTS (SELECT 1 FROM {gone}) THEN
+                {bump}
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER {generation}_delete AFTER DELETE ON {table}
+            REFERENCING OLD TABLE AS {gone}
+            FOR EACH STATEMENT EXECUTE FUNCTION {fn}();
+        CREATE TRIGGER {generation}_update AFTER UPDATE ON {table}
+            REFERENCING OLD TABLE AS {gone}
+            FOR EACH STATEMENT EXECUTE FUNCTION {fn}();
+        CREATE TRIGGER {generation}_truncate AFTER TRUNCATE ON {table}
+            FOR EACH STATEMENT EXECUTE FUNCTION {fn}();
+        """
+
+
 @migration
 def pg_chunk_changes(raw: Any) -> None:
     # An in-process index of the chunks (store/resident.py) reads, before each search, only
@@ -392,36 +428,7 @@ def pg_chunk_changes(raw: Any) -> None:
     # or rewritten chunk bumps chunk_generation (SQLite's m_chunk_generation) only when a
     # statement changed rows; the deleting writers hold the store lock exclusively already,
     # so the one row serialises nothing more.
-    raw.execute(
-        """
-        ALTER TABLE chunks ADD COLUMN changed xid8;
-        ALTER TABLE chunks ALTER COLUMN changed SET DEFAULT pg_current_xact_id();
-        CREATE INDEX chunks_changed ON chunks (changed);
-        CREATE TABLE chunk_generation (
-            id integer PRIMARY KEY CHECK (id = 0),
-            value bigint NOT NULL
-        );
-        INSERT INTO chunk_generation (id, value) VALUES (0, 0);
-        CREATE FUNCTION offload_chunk_generation() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            -- a TRUNCATE trigger has no transition table: its test must not name one
-            IF TG_OP = 'TRUNCATE' THEN
-                UPDATE chunk_generation SET value = value + 1 WHERE id = 0;
-            ELSIF EXISTS (SELECT 1 FROM gone_chunks) THEN
-                UPDATE chunk_generation SET value = value + 1 WHERE id = 0;
-            END IF;
-            RETURN NULL;
-        END $$;
-        CREATE TRIGGER chunk_generation_delete AFTER DELETE ON chunks
-            REFERENCING OLD TABLE AS gone_chunks
-            FOR EACH STATEMENT EXECUTE FUNCTION offload_chunk_generation();
-        CREATE TRIGGER chunk_generation_update AFTER UPDATE ON chunks
-            REFERENCING OLD TABLE AS gone_chunks
-            FOR EACH STATEMENT EXECUTE FUNCTION offload_chunk_generation();
-        CREATE TRIGGER chunk_generation_truncate AFTER TRUNCATE ON chunks
-            FOR EACH STATEMENT EXECUTE FUNCTION offload_chunk_generation();
-        """
-    )
+    raw.execute(_watermarked("chunks", "chunk_generation", "gone_chunks"))
 
 
 @migration
@@ -576,35 +583,7 @@ def pg_entry_map_changes(raw: Any) -> None:
     # or moved, doctor's refill): a deletion, an update or a truncate bumps
     # entry_map_generation, only when a statement changed rows (a refill bumps it itself,
     # chunkmap.rebuild), and the copy is rebuilt.
-    raw.execute(
-        """
-        ALTER TABLE entry_chunks ADD COLUMN changed xid8;
-        ALTER TABLE entry_chunks ALTER COLUMN changed SET DEFAULT pg_current_xact_id();
-        CREATE INDEX entry_chunks_changed ON entry_chunks (changed);
-        CREATE TABLE entry_map_generation (
-            id integer PRIMARY KEY CHECK (id = 0),
-            value bigint NOT NULL
-        );
-        INSERT INTO entry_map_generation (id, value) VALUES (0, 0);
-        CREATE FUNCTION offload_entry_map_generation() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-            IF TG_OP = 'TRUNCATE' THEN
-                UPDATE entry_map_generation SET value = value + 1 WHERE id = 0;
-            ELSIF EXISTS (SELECT 1 FROM gone_rows) THEN
-                UPDATE entry_map_generation SET value = value + 1 WHERE id = 0;
-            END IF;
-            RETURN NULL;
-        END $$;
-        CREATE TRIGGER entry_map_generation_delete AFTER DELETE ON entry_chunks
-            REFERENCING OLD TABLE AS gone_rows
-            FOR EACH STATEMENT EXECUTE FUNCTION offload_entry_map_generation();
-        CREATE TRIGGER entry_map_generation_update AFTER UPDATE ON entry_chunks
-            REFERENCING OLD TABLE AS gone_rows
-            FOR EACH STATEMENT EXECUTE FUNCTION offload_entry_map_generation();
-        CREATE TRIGGER entry_map_generation_truncate AFTER TRUNCATE ON entry_chunks
-            FOR EACH STATEMENT EXECUTE FUNCTION offload_entry_map_generation();
-        """
-    )
+    raw.execute(_watermarked("entry_chunks", "entry_map_generation", "gone_rows"))
     # the column's statistics now, as pg_entry_changes does (not on an empty table)
     if raw.execute("SELECT EXISTS (SELECT 1 FROM entry_chunks)").fetchone()[0]:
         raw.execute("ANALYZE entry_chunks (changed)")
