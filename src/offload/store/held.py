@@ -1,8 +1,8 @@
 """A copy of some of a store's rows held in memory: built in a thread of its own, brought up
 to date before each search, dropped back to SQL whenever it cannot be.
 
-Shared by the chunk -> entry map (store/entrymap.py, SQLite) and the entries' filter and
-ranking columns (store/entrykeys.py, both backends). Each supplies how to read the whole copy
+Shared by the chunk -> entry map (store/entrymap.py) and the entries' filter and
+ranking columns (store/entrykeys.py), on both backends. Each supplies how to read the whole copy
 and how to bring a held one up to date (None: it cannot prove the copy fresh); this class
 owns the lifecycle: the first ask starts a build and is answered None (the caller takes the
 SQL way), so is every ask until the build is done; a failed refresh drops the copy and
