@@ -35,6 +35,16 @@ def test_sqlite_only_constructs_are_rewritten() -> None:
     assert pgsql.translate("PRAGMA quick_check").noop
 
 
+def test_only_an_upsert_into_counters_has_its_bare_value_qualified() -> None:
+    upsert = pgsql.translate(
+        "INSERT INTO counters (name, value) VALUES (?, 1) "
+        "ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value"
+    ).sql
+    assert "SET value = counters.value + 1" in upsert
+    bump = "UPDATE entry_map_generation SET value = value + 1 WHERE id = 0"
+    assert pgsql.translate(bump).sql == bump
+
+
 def test_analysed_terms_become_one_lexeme_each_with_positions_and_quotes_escaped() -> None:
     text, nxt = pgsql.tsvector_literal("it's a\\b x")
     assert text == "'it''s':1 'a\\\\b':2 'x':3" and nxt == 4

@@ -173,5 +173,4 @@ def rebuild(conn: Any) -> None:
     conn.execute(FILL_SQLITE if isinstance(conn, sqlite3.Connection) else FILL_PG)
     # an in-memory copy (store/entrymap.py) reads only the rows written since: a refill
     # of an empty map deletes nothing, so its triggers would not tell it
-    # (not "value = value + 1": pgsql.translate rewrites that for the counters table)
-    conn.execute("UPDATE entry_map_generation SET value = 1 + value WHERE id = 0")
+    conn.execute("UPDATE entry_map_generation SET value = value + 1 WHERE id = 0")

@@ -413,8 +413,11 @@ def _generic(sql: str) -> str:
     out = out.replace("instr(", "strpos(")
     out = _SUBSTR_TAIL.sub(r"right(\1, \2)", out)
     out = _END.sub('"end"', out)
-    out = out.replace("max(value, excluded.value)", "greatest(counters.value, excluded.value)")
-    out = out.replace("SET value = value + 1", "SET value = counters.value + 1")
+    if out.lstrip().startswith("INSERT INTO counters"):
+        # an upsert's bare `value` is ambiguous on PostgreSQL (the row or excluded's); only
+        # there: another table's `UPDATE ... SET value = value + 1` is valid as written
+        out = out.replace("max(value, excluded.value)", "greatest(counters.value, excluded.value)")
+        out = out.replace("SET value = value + 1", "SET value = counters.value + 1")
     ignore = out.lstrip().startswith("INSERT OR IGNORE INTO")
     if ignore:
         out = out.replace("INSERT OR IGNORE INTO", "INSERT INTO", 1) + " ON CONFLICT DO NOTHING"
