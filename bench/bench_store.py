@@ -575,7 +575,7 @@ def resident_built(store: Store, question: str) -> dict[str, float | str]:
     if idx is None:
         return {}
     idx.built.wait()
-    idx.entry_map.wait()  # SQLite's chunk -> entry map (store/entrymap.py)
+    idx.entry_map.wait()  # the chunk -> entry map (store/entrymap.py)
     idx.entry_keys.wait()  # the entries' columns (store/entrykeys.py)
     r = idx.report
     return {

@@ -300,7 +300,6 @@ def resident(connect: Callable[[], Conn]) -> HeldCopy[EntryKeys]:
     return HeldCopy(
         connect,
         name="keys",
-        serves=lambda _conn: True,
         read_all=read_all,
         read_since=read_since,
         errors=(OffloadError, ValueError, sqlite3.Error),

@@ -212,7 +212,6 @@ def resident(connect: Callable[[], Conn]) -> HeldCopy[EntryMap]:
     return HeldCopy(
         connect,
         name="map",
-        serves=lambda _conn: True,
         read_all=_read_all,
         read_since=_read_since,
         errors=(sqlite3.Error, OffloadError),

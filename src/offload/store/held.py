@@ -29,22 +29,20 @@ T = TypeVar("T")
 
 class HeldCopy(Generic[T]):
     """One store's copy of type ``T`` (thread-safe). ``connect`` opens the build's own
-    connection; ``serves`` says which connections the copy is for (a backend); ``errors``
-    are the failures of a read that send the caller the SQL way instead."""
+    connection; ``errors`` are the failures of a read that send the caller the SQL way
+    instead."""
 
     def __init__(
         self,
         connect: Callable[[], Conn],
         *,
         name: str,
-        serves: Callable[[Conn], bool],
         read_all: Callable[[Conn], T],
         read_since: Callable[[Conn, T], T | None],
         errors: tuple[type[Exception], ...],
     ) -> None:
         self.name = name
         self._connect = connect
-        self._serves = serves
         self._read_all = read_all
         self._read_since = read_since
         self._errors = errors
@@ -59,9 +57,9 @@ class HeldCopy(Generic[T]):
         self.built = threading.Event()
 
     def current(self, conn: Conn) -> T | None:
-        """The copy brought up to date with what ``conn`` sees, or None (another backend,
-        not built yet, rebuilding, or an error reading it): the caller takes the SQL way."""
-        if self._closed or not self._serves(conn):
+        """The copy brought up to date with what ``conn`` sees, or None (not built yet,
+        rebuilding, or an error reading it): the caller takes the SQL way."""
+        if self._closed:
             return None
         held = self._held
         if held is None:
@@ -115,11 +113,10 @@ class HeldCopy(Generic[T]):
         conn: Conn | None = None
         try:
             conn = self._connect()
-            if self._serves(conn):
-                built = self._read_all(conn)
-                with self._lock:
-                    if not self._closed:
-                        self._held = built
+            built = self._read_all(conn)
+            with self._lock:
+                if not self._closed:
+                    self._held = built
         except self._build_errors as exc:
             _log.debug("resident %s not built: %s", self.name, exc)
             self._retry_at = time.monotonic() + RETRY_S
