@@ -14,7 +14,7 @@ import pytest
 
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
-from offload.store import chunkrows, postings
+from offload.store import chunkrows, postings, selective
 from offload.store.query import match_expression
 from offload.store.store import Store
 from wordcorpus import WORDS
@@ -145,3 +145,61 @@ def test_the_rows_of_the_rare_terms_score_as_when_every_term_is_scored(tmp_path:
                 mine = zip(got.ids.tolist(), got.scores.tolist(), strict=True)
                 assert dict(mine) == dict(want)  # == on floats: the same bits
                 assert sorted(got.masks.tolist()) == sorted(every.masks[keep].tolist())
+
+
+def _skewed_rows(n: int, words: int, seed: int) -> list[tuple[int, str]]:
+    """``n`` chunks where word ``i`` is in about 0.9/(i + 1) of them: a few common words,
+    many rare ones."""
+    rnd = random.Random(seed)
+    rows = []
+    for cid in range(1, n + 1):
+        counts = {f"w{i}": rnd.randint(1, 3) for i in range(words) if rnd.random() < 0.9 / (i + 1)}
+        whole = {"": sum(counts.values()) + rnd.randint(0, 4), **counts}
+        rows.append((cid, json.dumps(whole, separators=(",", ":"))))
+    return rows
+
+
+def _formula(rows: list[tuple[int, str]], terms: list[str]) -> dict[int, float]:
+    """bm25() of every row holding a term, summed term by term in Python floats (the same
+    IEEE doubles, the same operations in the same order as fts5_aux.c)."""
+    objects = [(cid, json.loads(text)) for cid, text in rows]
+    avg = sum(o[""] for _cid, o in objects) / len(objects)
+    df = {t: sum(t in o for _cid, o in objects) for t in terms}
+    idf = [selective.idf(len(objects), df[t]) for t in terms]
+    scores: dict[int, float] = {}
+    for cid, o in objects:
+        if not any(t in o for t in terms):
+            continue
+        total, d = 0.0, float(o[""])
+        for i, t in enumerate(terms):
+            if t in o:
+                f = float(o[t])
+                norm = postings.K1 * ((1 - postings.B) + (postings.B * d) / avg)
+                total += idf[i] * ((f * (postings.K1 + 1.0)) / (f + norm))
+        scores[cid] = total
+    return scores
+
+
+def test_a_plan_widened_term_by_term_scores_each_step_as_the_formula_does() -> None:
+    # 6,000 rows: the rarest term's rows are too few for a map of positions (each is
+    # looked up by binary search), the next steps' rows enough for one, and the last
+    # step's postings most of the segment (scored in place)
+    rows = _skewed_rows(6000, 100, seed=5)
+    view = postings.View((postings.Segment.build(rows[:5000]), postings.Segment.build(rows[5000:])))
+    terms = ["w99", "w60", "w20", "w7", "w0"]
+    every = _formula(rows, terms)
+    widening = view.widening(terms)
+    for rare in range(1, len(terms) + 1):
+        got = widening.upto(rare)
+        keep = (got.masks & ((1 << rare) - 1)) != 0
+        mine = dict(zip(got.ids[keep].tolist(), got.scores[keep].tolist(), strict=True))
+        want = {
+            cid: s
+            for cid, s in every.items()
+            if any(f'"{t}":' in rows[cid - 1][1] for t in terms[:rare])
+        }
+        assert mine == want  # == on floats: the same bits
+        assert len(got.ids) == len(set(got.ids.tolist()))  # each row once
+        fresh = view.score(terms, rare)
+        assert dict(zip(fresh.ids.tolist(), fresh.scores.tolist(), strict=True)) == want
+    assert len(widening.upto(2).ids) == len(every)  # a narrower call: the wider rows

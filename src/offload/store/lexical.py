@@ -256,12 +256,11 @@ def _top_body(
     ``gate``, the filter over the entries' columns in memory."""
     # only the rows of the rare terms are read, so only they are scored (the common terms
     # looked up there); a widened plan scores the rows of its new rare terms
-    scored_by: dict[int, postings.Scored] = {}
-    order: list[str] = []
+    widening: postings.Widening | None = None
     if view is not None:
         p = selective.plan_of(view.df(list(dict.fromkeys(terms))), view.totals())
         # FTS5 numbers a partition's phrases in the plan's order: so are the scores summed
-        order = [*p.scored, *p.rest]
+        widening = view.widening([*p.scored, *p.rest])
     else:
         p = selective.plan(conn, "search_body", terms, stats)
     pool = max(_MIN_POOL, need * 4)
@@ -271,11 +270,8 @@ def _top_body(
     while True:
         bm25: dict[int, float] = {}
         exhausted = True
-        if view is not None:
-            rare = len(p.scored)
-            if rare not in scored_by:
-                scored_by[rare] = view.score(order, rare)
-            for got in _resident_partitions(scored_by[rare], p, pool):
+        if widening is not None:
+            for got in _resident_partitions(widening.upto(len(p.scored)), p, pool):
                 exhausted = exhausted and len(got) < pool
                 bm25.update(got)
         else:

@@ -271,25 +271,13 @@ class View:
     def score(self, terms: Sequence[str], rare: int | None = None) -> Scored:
         """Every row holding any of ``terms`` scored by FTS5's bm25() with the phrases in
         this order (at most :data:`MAX_TERMS`); with ``rare``, only the rows holding one
-        of the first ``rare`` terms (scored by all of them, the same bits).
+        of the first ``rare`` terms (scored by all of them, the same bits)."""
+        return self.widening(terms).upto(len(terms) if rare is None else rare)
 
-        The later terms are then looked up only at those rows (a binary search of each
-        row in the term's postings, not a pass over them): a common term ("caroline", in
-        ~30 % of 1M chunks) costs the rare rows' count, not its own."""
-        if len(terms) > MAX_TERMS:
-            raise ValueError(f"at most {MAX_TERMS} terms")
-        totals = self.totals()
-        df = self.df(terms)
-        idf = [selective.idf(totals.rows, df[t]) for t in terms]
-        if rare is None or rare >= len(terms):
-            parts = [_score_segment(s, terms, idf, totals.avg_length) for s in self.segments]
-        else:
-            parts = [_score_rare(s, terms, idf, totals.avg_length, rare) for s in self.segments]
-        return Scored(
-            np.concatenate([p[0] for p in parts]),
-            np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]),
-        )
+    def widening(self, terms: Sequence[str]) -> Widening:
+        """The scores of ``terms``' rows, to be taken for a plan that widens
+        (:class:`Widening`)."""
+        return Widening(self, terms)
 
     def count_matrix(self, chunk_ids: Sequence[int], terms: Sequence[str]) -> tuple[Any, Any, Any]:
         """(held, counts, lengths) for ``chunk_ids`` in their order: whether the index
@@ -320,8 +308,64 @@ class View:
         return held, counts, lengths
 
 
-# rows at most 1/this of a segment are united by sorting, more by a flag per row
-_UNION_BY_FLAGS = 32
+class Widening:
+    """One query's scores as its plan widens: :meth:`upto` gives the rows holding one of
+    the first ``rare`` terms, each scored by every term. A wider plan adds only the rows
+    its new terms bring (those holding none of the earlier terms), so a plan widened term
+    by term scores each row once, not once a step; the later terms are looked up only at
+    the rows (a common term, in ~30 % of 1M chunks, costs the rows' count, not its own).
+
+    Not shared between threads: one search's, used and dropped."""
+
+    def __init__(self, view: View, terms: Sequence[str]) -> None:
+        if len(terms) > MAX_TERMS:
+            raise ValueError(f"at most {MAX_TERMS} terms")
+        totals = view.totals()
+        df = view.df(terms)
+        self._view = view
+        self._terms = tuple(terms)
+        self._idf = [selective.idf(totals.rows, df[t]) for t in terms]
+        self._avg = totals.avg_length
+        self._rare = 0
+        self._parts: list[tuple[Any, Any, Any]] = []
+        self._scored = Scored(np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64))
+
+    def upto(self, rare: int) -> Scored:
+        """The rows holding one of the first ``rare`` terms (all rows if ``rare`` is the
+        terms' count), scored by FTS5's bm25() over every term in order, one mask bit
+        each; after a wider call, that call's rows (a superset: mask them)."""
+        rare = min(rare, len(self._terms))
+        if rare <= self._rare:
+            return self._scored
+        for s in self._view.segments:
+            self._parts.append(self._added(s, rare))
+        self._rare = rare
+        self._scored = Scored(*(np.concatenate([p[i] for p in self._parts]) for i in range(3)))
+        return self._scored
+
+    def _added(self, s: Segment, rare: int) -> tuple[Any, Any, Any]:
+        """``s``'s rows holding one of the terms from the last call's ``rare`` up to this
+        one's and none before: (chunk ids, scores, masks)."""
+        lo, terms = self._rare, self._terms
+        new = [s.postings(t)[0] for t in terms[lo:rare]]
+        if rare == len(terms) and sum(map(len, new)) * _DENSE_SHARE >= s.rows:
+            # most of the segment: every row scored in place, then the new ones kept
+            ids, scores, masks = _score_segment(s, terms, self._idf, self._avg)
+            keep = (masks & ((1 << lo) - 1)) == 0
+            return ids[keep], scores[keep], masks[keep]
+        rows = _union(new)
+        if lo and len(rows):
+            rows = _holding_none(s, rows, terms[:lo])
+        scores, masks = _score_rows(s, rows, terms, self._idf, self._avg, lo)
+        return s.ids[rows], scores, masks
+
+
+# the postings of a widened plan's last terms at least 1/this of a segment: every row of
+# it is scored in place (a pass over flags per row beats sorting that many postings)
+_DENSE_SHARE = 4
+# rows at least 1/this of a segment are found among a term's postings by a map of the
+# segment's positions (filling it, ~0.1 ms a million rows, pays for itself from there)
+_MAP_SHARE = 64
 
 
 def _score_segment(
@@ -350,47 +394,83 @@ def _term_part(idf: float, freqs: Any, lengths: Any, avg: float) -> Any:
     return idf * ((f * (K1 + 1.0)) / (f + norm))
 
 
-def _union(held: Sequence[Any], size: int) -> Any:
-    """The sorted distinct rows of several postings lists (each sorted, below ``size``).
+def _union(held: Sequence[Any]) -> Any:
+    """The sorted distinct rows of several postings lists (each sorted).
 
-    One list is its own answer. Many rows are marked in a flag per row of the segment: at
-    1M chunks np.unique's hash and sort of a widened plan's ~10^5-10^6 postings took ~10 ms
-    a call, a pass over a million flags ~1 ms; few rows are cheaper sorted."""
+    The lists are joined and sorted stably, which for int32 merges their sorted runs (a
+    timsort): numpy 2's np.unique hashes instead, ~30x slower on 10^4-10^5 postings."""
     held = [h for h in held if len(h)]
     if not held:
         return _EMPTY_I32
     if len(held) == 1:
         return held[0]
-    if sum(len(h) for h in held) * _UNION_BY_FLAGS < size:
-        return np.unique(np.concatenate(held))
-    flags = np.zeros(size, dtype=bool)
-    for h in held:
-        flags[h] = True
-    return np.flatnonzero(flags).astype(held[0].dtype, copy=False)
+    rows = np.sort(np.concatenate(held), kind="stable")
+    first = np.empty(len(rows), dtype=bool)
+    first[0] = True
+    np.not_equal(rows[1:], rows[:-1], out=first[1:])
+    return rows[first]
 
 
-def _score_rare(
-    s: Segment, terms: Sequence[str], idf: Sequence[float], avg: float, rare: int
-) -> tuple[Any, Any, Any]:
-    """:func:`_score_segment`'s rows that hold one of the first ``rare`` terms: the same
-    additions per row in the same term order, so the same scores bit for bit."""
-    rows = _union([s.postings(t)[0] for t in terms[:rare]], s.rows)
+class _Meeting:
+    """Sorted positions into a segment, and where a term's postings meet them, found the
+    cheapest way: one gather per posting from a map of the positions (when the rows are
+    many), or a binary search of the shorter side in the longer."""
+
+    def __init__(self, rows: Any, size: int) -> None:
+        self.rows = rows
+        self.where: Any = None
+        if len(rows) * _MAP_SHARE >= size:
+            self.where = np.full(size, -1, dtype=np.int32)
+            self.where[rows] = np.arange(len(rows), dtype=np.int32)
+
+    def meet(self, docs: Any) -> tuple[Any, Any]:
+        """(places among the rows, places among ``docs``) of the rows ``docs`` holds."""
+        rows = self.rows
+        short, long = sorted((len(rows), len(docs)))
+        if self.where is not None and len(docs) <= short * max(1, long.bit_length()):
+            at = self.where[docs]
+            hit = at >= 0
+            return at[hit], np.flatnonzero(hit)
+        if len(docs) <= len(rows):  # each posting looked up among the rows
+            j = np.searchsorted(rows, docs)
+            hit = j < len(rows)
+            hit[hit] = rows[j[hit]] == docs[hit]
+            return j[hit], np.flatnonzero(hit)
+        j = np.searchsorted(docs, rows)  # each row looked up among the postings
+        hit = j < len(docs)
+        hit[hit] = docs[j[hit]] == rows[hit]
+        return np.flatnonzero(hit), j[hit]
+
+
+def _holding_none(s: Segment, rows: Any, terms: Sequence[str]) -> Any:
+    """The ``rows`` holding none of ``terms``."""
+    meeting = _Meeting(rows, s.rows)
+    held = np.zeros(len(rows), dtype=bool)
+    for t in terms:
+        held[meeting.meet(s.postings(t)[0])[0]] = True
+    return rows[~held]
+
+
+def _score_rows(
+    s: Segment, rows: Any, terms: Sequence[str], idf: Sequence[float], avg: float, start: int
+) -> tuple[Any, Any]:
+    """(scores, masks) of ``rows``, which hold none of the first ``start`` terms: the
+    additions :func:`_score_segment` makes for them, in the same term order, so the same
+    scores bit for bit."""
     scores = np.zeros(len(rows), dtype=np.float64)
     masks = np.zeros(len(rows), dtype=np.int64)
     if not len(rows):
-        return s.ids[rows], scores, masks
-    for i, t in enumerate(terms):
-        docs, freqs = s.postings(t)
+        return scores, masks
+    meeting = _Meeting(rows, s.rows)
+    for i in range(start, len(terms)):
+        docs, freqs = s.postings(terms[i])
         if not len(docs):
             continue
-        if i < rare:  # every posting is a row: its place among them
-            at = np.searchsorted(rows, docs)
-        else:  # only the rows it holds: each row looked up in its postings
-            j = np.searchsorted(docs, rows)
-            hit = j < len(docs)
-            hit[hit] = docs[j[hit]] == rows[hit]
-            at = np.flatnonzero(hit)
-            freqs = freqs[j[hit]]
+        at, picked = meeting.meet(docs)
+        if not len(at):
+            continue
+        if len(picked) < len(freqs):
+            freqs = freqs[picked]
         scores[at] += _term_part(idf[i], freqs, s.lengths[rows[at]], avg)
         masks[at] |= 1 << i
-    return s.ids[rows], scores, masks
+    return scores, masks
