@@ -565,6 +565,34 @@ def throughput(
     return Run(n / wall, c, srv, writers * wall / n * 1000 - c - srv)
 
 
+def paired(
+    url: str, home: Path, writers: int, puts: int, rounds: int, first: int, trivial: bool = False
+) -> tuple[Run, Run, list[float]]:
+    """``rounds`` pairs of runs, one writer and ``writers`` at once, the pair's order
+    alternating (a run slowed by the one before it, or by the machine's load drifting,
+    shows in one ratio, not in every one): the median run of each kind (field by field)
+    and each pair's speedup. Seeds are taken from ``first`` on."""
+    ones, manys, ratios = [], [], []
+    for r in range(rounds):
+        seeds = (first + 2 * r, first + 2 * r + 1)
+        if r % 2:
+            many = throughput(url, home, writers, puts, seeds[1], trivial=trivial)
+            one = throughput(url, home, 1, puts, seeds[0], trivial=trivial)
+        else:
+            one = throughput(url, home, 1, puts, seeds[0], trivial=trivial)
+            many = throughput(url, home, writers, puts, seeds[1], trivial=trivial)
+        ones.append(one)
+        manys.append(many)
+        ratios.append(many.puts_s / one.puts_s)
+    return _median_run(ones), _median_run(manys), ratios
+
+
+def _median_run(runs: list[Run]) -> Run:
+    return Run(
+        *(statistics.median(getattr(r, f.name) for r in runs) for f in dataclasses.fields(Run))
+    )
+
+
 def resident_built(store: Store, question: str) -> dict[str, float | str]:
     """Start the store's in-memory index as a user does (a first search), wait for its
     background build, and what it took (wall and the build's own seconds, MB, the
@@ -604,11 +632,12 @@ def bench_url(url: str, args: argparse.Namespace, home: Path) -> dict[str, float
     if args.writers <= 0:  # --writers 0: the search side only
         row["load_after"] = load_average()
         return row
-    one = throughput(url, home, 1, args.writer_puts, 1)
-    many = throughput(url, home, args.writers, args.writer_puts, 2)
-    n = args.writers
+    n, rounds = args.writers, args.writer_rounds
+    one, many, ratios = paired(url, home, n, args.writer_puts, rounds, 1)
     row.update({"puts_s_1": one.puts_s, f"puts_s_{n}": many.puts_s})
-    row["speedup"] = many.puts_s / one.puts_s
+    row["speedup"] = statistics.median(ratios)
+    if rounds > 1:
+        row["speedup_rounds"] = " ".join(f"{r:.2f}" for r in ratios)
     # per put, from one writer: client CPU C, server CPU S, wait W; on 2 cores N writers
     # reach at most min(N / (C+S+W), 2 / (C+S)) puts/s: a speedup of 2(C+S+W)/(C+S)
     for label, run in (("1", one), (str(n), many)):
@@ -619,10 +648,9 @@ def bench_url(url: str, args: argparse.Namespace, home: Path) -> dict[str, float
     row["speedup_bound"] = min(n, 2 * (cpu + one.wait_ms) / cpu)
     # the same, for plain inserts: how far this machine lets writers run in parallel now
     ceiling_table(url)
-    one = throughput(url, home, 1, args.writer_puts, 3, trivial=True)
-    many = throughput(url, home, args.writers, args.writer_puts, 4, trivial=True)
+    one, many, ratios = paired(url, home, n, args.writer_puts, rounds, 1 + 2 * rounds, True)
     row.update({"inserts_s_1": one.puts_s, f"inserts_s_{n}": many.puts_s})
-    row["ceiling"] = many.puts_s / one.puts_s
+    row["ceiling"] = statistics.median(ratios)
     row["load_after"] = load_average()
     return row
 
@@ -666,6 +694,13 @@ def main() -> None:
         "the setting's), built before the questions are timed",
     )
     ap.add_argument("--writer-puts", type=int, default=200, help="--url: puts per writer")
+    ap.add_argument(
+        "--writer-rounds",
+        type=int,
+        default=1,
+        help="--url: pairs of writer runs (one writer, then all; the order alternating); "
+        "the speedup is the pairs' median",
+    )
     ap.add_argument("--writer", help=argparse.SUPPRESS)  # a writer child's store URL
     ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--puts", type=int, default=0, help=argparse.SUPPRESS)
