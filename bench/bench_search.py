@@ -24,7 +24,7 @@ store, each beside plain FTS5 under the same filter (a join on the rows' scopes,
 range). Writes: the latency of one acknowledged ``put`` on a store already holding
 ``--write-base`` entries, for a turn, a 4 KB tool output and a 64 KB one; with
 ``--baseline-src`` the same measurement runs under another checkout's source in a child
-process, side by side. LoCoMo is CC BY-NC: pass its path, never copy it into the repository.
+process, side by side (``--write-rounds``: rounds on fresh stores, the order alternating). LoCoMo is CC BY-NC: pass its path, never copy it into the repository.
 """
 
 from __future__ import annotations
@@ -481,23 +481,46 @@ print(json.dumps(out))
 
 
 def bench_writes(
-    convs: list[Conversation], tmp: Path, base_n: int, reps: int, srcs: dict[str, str]
+    convs: list[Conversation],
+    tmp: Path,
+    base_n: int,
+    reps: int,
+    srcs: dict[str, str],
+    rounds: int = 1,
 ) -> dict[str, dict[str, float]]:
-    """Median ms of one acknowledged put (default BPE token counter) under each source tree."""
+    """Median ms of one acknowledged put (default BPE token counter) under each source tree,
+    over ``rounds`` rounds (each on fresh stores, the trees' order alternating: run one
+    after the other once, the ratio swung from 0.9x to 1.7x between runs here). With two
+    trees, ``"ratio"`` holds each figure's median of the rounds' first-tree / second-tree
+    ratios."""
     turns = json.dumps([t for c in convs for _, t in c.turns])
-    out = {}
-    for name, src in srcs.items():
-        env = {**os.environ, "PYTHONPATH": src}
-        res = subprocess.run(
-            [sys.executable, "-c", WRITE_SCRIPT, str(tmp / f"w-{name}.db"), str(base_n), str(reps)],
-            input=turns,
-            capture_output=True,
-            text=True,
-            env=env,
-            check=True,
-        )
-        out[name] = json.loads(res.stdout)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in srcs}
+    for r in range(rounds):
+        order = list(srcs) if r % 2 == 0 else list(srcs)[::-1]
+        for name in order:
+            db = tmp / f"w-{name}-{r}.db"
+            env = {**os.environ, "PYTHONPATH": srcs[name]}
+            res = subprocess.run(
+                [sys.executable, "-c", WRITE_SCRIPT, str(db), str(base_n), str(reps)],
+                input=turns,
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
+            )
+            runs[name].append(json.loads(res.stdout))
+    out = {name: _medians(rs) for name, rs in runs.items()}
+    if len(srcs) == 2:
+        first, second = (runs[name] for name in srcs)
+        out["ratio"] = {
+            k: statistics.median(a[k] / b[k] for a, b in zip(first, second, strict=True))
+            for k in first[0]
+        }
     return out
+
+
+def _medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
 CONCURRENT_WRITER = r"""
@@ -604,6 +627,12 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=10_000, help="--only scoped: questions timed")
     ap.add_argument("--write-base", type=int, default=2000)
     ap.add_argument("--write-reps", type=int, default=60)
+    ap.add_argument(
+        "--write-rounds",
+        type=int,
+        default=1,
+        help="rounds of --only writes, each on fresh stores, the trees' order alternating",
+    )
     ap.add_argument("--baseline-src", help="another checkout's src/ to time writes beside")
     ap.add_argument(
         "--recall-store", help="recall: fill this empty store (a postgresql:// URL) instead"
@@ -636,7 +665,13 @@ def main() -> None:
         if args.baseline_src:
             srcs["baseline"] = args.baseline_src
         if "writes" in parts:
-            print(json.dumps(bench_writes(convs, tmp, args.write_base, args.write_reps, srcs)))
+            print(
+                json.dumps(
+                    bench_writes(
+                        convs, tmp, args.write_base, args.write_reps, srcs, args.write_rounds
+                    )
+                )
+            )
         if "concurrency" in parts:
             conc = bench_concurrency(convs, tmp, args.conc_puts, args.conc_size, srcs)
             print(json.dumps(conc))
