@@ -24,7 +24,8 @@ store, each beside plain FTS5 under the same filter (a join on the rows' scopes,
 range). Writes: the latency of one acknowledged ``put`` on a store already holding
 ``--write-base`` entries, for a turn, a 4 KB tool output and a 64 KB one; with
 ``--baseline-src`` the same measurement runs under another checkout's source in a child
-process, side by side (``--write-rounds``: rounds on fresh stores, the order alternating). LoCoMo is CC BY-NC: pass its path, never copy it into the repository.
+process, side by side (``--write-rounds``: rounds on fresh stores, the order alternating).
+LoCoMo is CC BY-NC: pass its path, never copy it into the repository.
 """
 
 from __future__ import annotations

@@ -574,13 +574,11 @@ def paired(
     and each pair's speedup. Seeds are taken from ``first`` on."""
     ones, manys, ratios = [], [], []
     for r in range(rounds):
-        seeds = (first + 2 * r, first + 2 * r + 1)
-        if r % 2:
-            many = throughput(url, home, writers, puts, seeds[1], trivial=trivial)
-            one = throughput(url, home, 1, puts, seeds[0], trivial=trivial)
-        else:
-            one = throughput(url, home, 1, puts, seeds[0], trivial=trivial)
-            many = throughput(url, home, writers, puts, seeds[1], trivial=trivial)
+        runs: dict[int, Run] = {}  # 0: one writer, 1: all of them
+        for kind in (0, 1) if r % 2 == 0 else (1, 0):
+            count = 1 if kind == 0 else writers
+            runs[kind] = throughput(url, home, count, puts, first + 2 * r + kind, trivial=trivial)
+        one, many = runs[0], runs[1]
         ones.append(one)
         manys.append(many)
         ratios.append(many.puts_s / one.puts_s)

@@ -432,14 +432,18 @@ class _Meeting:
             hit = at >= 0
             return at[hit], np.flatnonzero(hit)
         if len(docs) <= len(rows):  # each posting looked up among the rows
-            j = np.searchsorted(rows, docs)
-            hit = j < len(rows)
-            hit[hit] = rows[j[hit]] == docs[hit]
-            return j[hit], np.flatnonzero(hit)
-        j = np.searchsorted(docs, rows)  # each row looked up among the postings
-        hit = j < len(docs)
-        hit[hit] = docs[j[hit]] == rows[hit]
-        return np.flatnonzero(hit), j[hit]
+            return _found(rows, docs)
+        in_docs, at = _found(docs, rows)  # each row looked up among the postings
+        return at, in_docs
+
+
+def _found(sorted_: Any, keys: Any) -> tuple[Any, Any]:
+    """(places in ``sorted_``, places in ``keys``) of the ``keys`` it holds: a binary search
+    of each key."""
+    j = np.searchsorted(sorted_, keys)
+    hit = j < len(sorted_)
+    hit[hit] = sorted_[j[hit]] == keys[hit]
+    return j[hit], np.flatnonzero(hit)
 
 
 def _holding_none(s: Segment, rows: Any, terms: Sequence[str]) -> Any:
