@@ -20,3 +20,26 @@ def test_rebuilding_the_index_raises_the_version_of_its_record(tmp_path: Path) -
         assert state.version(conn, "search.index", "analysis_version") == before + 1
         assert index.built_with_current_analysis(conn)
         assert [h.entry.id for h in store.search("disk full")] == [1]
+
+
+_LOG = "\n".join(f"step {i}: fetched shard{i % 9} of runTests in {i * 7} ms" for i in range(400))
+
+
+def test_a_body_with_its_later_chunks_left_analyses_them_to_the_same_chunks() -> None:
+    whole = index.prepare(_LOG, 10, 4000)
+    part = index.prepare(_LOG, 10, 4000, analyse_first=3)
+    assert len(whole.chunks) == 40 and not whole.later
+    assert len(part.analysed) == 3 and len(part.later) == 37 and part.has_chunks
+    batches = list(part.batches(16))
+    assert [len(b) for b in batches] == [3, 16, 16, 5]
+    assert tuple(c for b in batches for c in b) == whole.chunks == part.chunks
+    assert part.vocabulary == whole.vocabulary
+    # from a later line on, the offsets stay the body's own
+    tail = index.prepare(_LOG, 10, 4000, from_line=101, analyse_first=0)
+    assert tail.analysed == () and tail.chunks == index.prepare(_LOG, 10, 4000, 101).chunks
+    assert tail.chunks[0].start_line == 101 and tail.chunks[0].start == _LOG.index("step 100:")
+
+
+def test_an_empty_body_has_no_chunks_to_index() -> None:
+    empty = index.prepare("", 10, 4000, analyse_first=2)
+    assert not empty.has_chunks and empty.chunks == () and list(empty.batches(8)) == []

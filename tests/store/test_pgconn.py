@@ -11,7 +11,7 @@ from offload.config import StoreSettings
 from offload.core.hashing import sha256_hex
 from offload.core.tokens import EstimateCounter
 from offload.errors import StoreError
-from offload.store import db
+from offload.store import db, index
 from offload.store.pgconn import PgConn
 from offload.store.store import Store
 
@@ -71,6 +71,58 @@ def test_an_original_stored_unindexed_is_indexed_when_put_on_its_own(pg_database
         e = store.put(_BODY, scope="whole").entry
         assert e.block_hash == digest and _chunks(store, digest)
         assert e.id in {h.entry.id for h in store.search("shard3 loader", scope="whole")}
+
+
+# five lines a chunk: 60 chunks, so a put sends them in three batches (index.BATCH_CHUNKS)
+_SMALL_CHUNKS = StoreSettings(chunk_lines=5)
+
+
+def test_a_big_block_sent_in_batches_keeps_every_chunk_as_analysed_at_once(
+    pg_database: str,
+) -> None:
+    with Store(pg_database, _SMALL_CHUNKS, counter=EstimateCounter()) as store:
+        assert index.BATCH_CHUNKS < 60 <= 3 * index.BATCH_CHUNKS
+        e = store.put(_BODY + "\nthe very last line names zanzibar", scope="s").entry
+        found = _chunks(store, e.block_hash)
+        whole = index.prepare(
+            _BODY + "\nthe very last line names zanzibar", 5, _SMALL_CHUNKS.chunk_chars
+        ).chunks
+        assert [(r["start"], r["term_counts"]) for r in found] == [
+            (c.start, c.term_counts) for c in whole
+        ]
+        assert [int(r["id"]) for r in found] == sorted(int(r["id"]) for r in found)
+        ids = str([int(r["id"]) for r in found])
+        assert store.conn.execute(
+            "SELECT count(*) FROM search_body WHERE rowid IN (SELECT value FROM json_each(?))",
+            (ids,),
+        ).fetchone()[0] == len(whole)
+        # a word of the last batch's last chunk, and one of the first batch's first
+        assert [h.entry.id for h in store.search("zanzibar", scope="s")] == [e.id]
+        assert [h.entry.id for h in store.search("shard3 loader", scope="s")] == [e.id]
+        again = store.put(_BODY + "\nthe very last line names zanzibar", scope="t").entry
+        assert again.block_hash == e.block_hash and _chunks(store, e.block_hash) == found
+
+
+def test_a_later_batch_the_server_rejects_rolls_the_whole_block_back(pg_database: str) -> None:
+    with Store(pg_database, _SMALL_CHUNKS, counter=EstimateCounter()) as store:
+        conn = _pg(store)
+        prepared = index.prepare(_BODY, 5, _SMALL_CHUNKS.chunk_chars, analyse_first=24)
+        first, *later = map(index.chunk_rows, prepared.batches(24))
+        broken = [(None, *later[-1][0][1:]), *later[-1][1:]]  # a chunk without a line
+        block = (sha256_hex(_BODY.encode()), len(_BODY), 300, "raw", _BODY.encode(), 0.0)
+        with pytest.raises(StoreError), db.write_tx(conn) as tx:
+            assert isinstance(tx, PgConn)
+            tx.insert_indexed_block(block, first, iter([later[0], broken]))
+        assert _chunks(store, block[0]) == []
+        assert (
+            store.conn.execute(
+                "SELECT count(*) FROM blocks WHERE hash = ?", (block[0],)
+            ).fetchone()[0]
+            == 0
+        )
+        # the connection went back to the pool in a working state
+        e = store.put(_BODY, scope="s").entry
+        assert len(_chunks(store, e.block_hash)) == 60
 
 
 def test_the_read_sent_with_begin_answers_only_the_same_next_statement(

@@ -302,13 +302,27 @@ class PgConn:
         self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_CHUNKS), params))
 
     def insert_indexed_block(
-        self, block: Sequence[Any], chunks: Sequence[Sequence[Any]]
+        self,
+        block: Sequence[Any],
+        chunks: Sequence[Sequence[Any]],
+        later: Iterable[Sequence[Sequence[Any]]] = (),
     ) -> int | None:
         """Insert a new block, ``block`` = (hash, size, lines, codec, data, created), with
         its chunks (as :meth:`insert_chunks` takes them, at least one) and their search
         rows, in one statement; the block's new id, or None when a block with that hash
-        is stored already (then nothing was inserted)."""
+        is stored already (then nothing was inserted).
+
+        ``later``: more batches of its chunks, in order, each taken from the iterable
+        (analysed, by the caller's generator) only once the batch before has been sent.
+        Inside a transaction they go in pipeline mode, without waiting for the server's
+        answers: the server writes one batch while the next is being analysed.
+        """
+        if self._tx is None:  # each statement would commit on its own: all in one
+            chunks = [*chunks, *(row for batch in later for row in batch)]
+            later = ()
         params = (*block, *_chunk_columns(chunks))
+        if later != ():
+            return self._run(lambda raw: _stream_block(raw, params, later)).lastrowid
         cur = self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_INDEXED_BLOCK), params))
         row = cur.fetchone()
         return None if row is None else int(row[0])
@@ -482,6 +496,29 @@ def _rollback_quietly(raw: psycopg.Connection[Any]) -> None:
         return
     with contextlib.suppress(psycopg.Error):  # the error being raised says more
         raw.execute("ROLLBACK")
+
+
+def _stream_block(
+    raw: psycopg.Connection[Any], params: Sequence[Any], later: Iterable[Sequence[Sequence[Any]]]
+) -> PgCursor:
+    """The block statement, then one chunk statement per later batch, pipelined: each is
+    sent as soon as its batch is ready, and only the block's id is waited for (once, by
+    which time the next batch has been analysed). The cursor's lastrowid is the block's
+    new id, or None when it was stored before (then no later batch is even analysed)."""
+    with raw.pipeline():
+        head = raw.execute(_INSERT_INDEXED_BLOCK, params)
+        block_id: int | None = None
+        for batch in later:
+            if block_id is None:
+                row = head.fetchone()
+                if row is None:
+                    return PgCursor(0, None, [])
+                block_id = int(row[0])
+            raw.execute(_INSERT_CHUNKS, (*_chunk_columns(batch), block_id))
+        if block_id is None:
+            row = head.fetchone()
+            block_id = None if row is None else int(row[0])
+    return PgCursor(1, block_id, [])
 
 
 def _run_one(raw: psycopg.Connection[Any], st: pgsql.Statement, params: Any) -> PgCursor:

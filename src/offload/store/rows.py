@@ -65,20 +65,34 @@ class PreparedBlock:
 
 
 def prepare_index(
-    text: str, chunk_lines: int, chunk_chars: int, from_line: int = 1
+    text: str,
+    chunk_lines: int,
+    chunk_chars: int,
+    from_line: int = 1,
+    analyse_first: int | None = None,
 ) -> index.PreparedIndex:
     """A body's chunks and terms (pure CPU work, outside any transaction); only its lines
-    from ``from_line`` on (see :func:`offload.store.index.prepare`)."""
-    return index.prepare(text, chunk_lines, chunk_chars, from_line)
+    from ``from_line`` on, only ``analyse_first`` chunks analysed now when given (see
+    :func:`offload.store.index.prepare`)."""
+    return index.prepare(text, chunk_lines, chunk_chars, from_line, analyse_first)
 
 
 def prepare_block(
-    data: bytes, *, indexed: bool, chunk_lines: int, chunk_chars: int, from_line: int = 1
+    data: bytes,
+    *,
+    indexed: bool,
+    chunk_lines: int,
+    chunk_chars: int,
+    from_line: int = 1,
+    analyse_first: int | None = None,
 ) -> PreparedBlock:
-    """Compress, hash and (when ``indexed``) analyse one block's bytes (from ``from_line``)."""
+    """Compress, hash and (when ``indexed``) analyse one block's bytes (from ``from_line``;
+    ``analyse_first``: see :func:`offload.store.index.prepare`)."""
     text = data.decode("utf-8")
     codec, stored = blocks.pack(data)
-    prepared = prepare_index(text, chunk_lines, chunk_chars, from_line) if indexed else None
+    prepared = (
+        prepare_index(text, chunk_lines, chunk_chars, from_line, analyse_first) if indexed else None
+    )
     return PreparedBlock(sha256_hex(data), len(data), count_lines(text), codec, stored, prepared)
 
 
@@ -109,13 +123,16 @@ def live_entry(conn: Conn, content_hash: str, scope: str) -> Any:
 def insert_block(conn: Conn, b: PreparedBlock, now: float) -> str:
     """Store a prepared block (once: blocks are content-addressed); returns its hash."""
     fused = getattr(conn, "insert_indexed_block", None)
-    if fused is not None and b.index is not None and b.index.chunks:
+    if fused is not None and b.index is not None and b.index.has_chunks:
         # PostgreSQL: a new block, its chunks and their search rows in one statement (one
-        # round trip); the vocabulary first, as index.insert_block has it
+        # round trip), a big body's later chunks in more, each analysed while the server
+        # writes the one before; the vocabulary first, as index.insert_block has it
         if b.index.vocabulary:
             index.insert_vocabulary_words(conn, b.index.vocabulary)
         block = (b.digest, b.size, b.lines, b.codec, b.stored, now)
-        if fused(block, index.chunk_rows(b.index)) is not None:
+        batches = map(index.chunk_rows, b.index.batches(index.BATCH_CHUNKS))
+        later = batches if b.index.later else ()
+        if fused(block, next(batches), later) is not None:
             return b.digest
         return _stored_block(conn, b)
     # one statement (a round trip on PostgreSQL) for a new block, the common case; none

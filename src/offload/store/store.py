@@ -276,7 +276,11 @@ class Store(SavedState):
         entry's, already indexed there (a proxy part that takes in the parts before it), so a
         search finds each text once. The CPU
         work (hashing, compression, chunking, analysis, token counting) runs before the
-        write lock is taken; the lock covers only the inserts.
+        write lock is taken; the lock covers only the inserts. On PostgreSQL a body of more
+        than :data:`index.BATCH_CHUNKS` chunks is the exception: its later chunks are
+        analysed inside the transaction, each batch while the server writes the one
+        before, holding only the put's own locks (the analysis and the server's work
+        overlap instead of adding up).
         """
         pending = self._prepare_put(
             content,
@@ -398,6 +402,9 @@ class Store(SavedState):
             chunk_lines=s.chunk_lines,
             chunk_chars=s.chunk_chars,
             from_line=from_line,
+            # PostgreSQL, one put: a big body's later chunks are analysed while the server
+            # writes its first ones (rows.insert_block); a batch analyses all of them now
+            analyse_first=index.BATCH_CHUNKS if self._pg is not None and known_words else None,
         )
         if b.index is None or not known_words or self._pg is not None:
             return b  # PostgreSQL: every word goes with the BEGIN (_commit_puts)
