@@ -390,10 +390,11 @@ def latencies(
     searches: int,
     work: Workload = SYNTHETIC,
     hits_out: Path | None = None,
+    put_samples: int = 41,
 ) -> dict[str, float]:
     """Search, resolve and offload-100 KB figures on a filled store (after a warm-up);
     ``hits_out``: each timed question's top 10 entry ids written there (JSON), to compare
-    two rankings of one store."""
+    two rankings of one store; ``put_samples``: the 100 KB puts timed."""
     rng = random.Random(11)
     asked = work.questions(searches)
     for q in asked[:10]:
@@ -416,7 +417,7 @@ def latencies(
         store.put(body, kind="bench", scope="bench-offload")
 
     offload_cpu: list[float] = []
-    offload = timed_ms(put_100kb, 15, offload_cpu)
+    offload = timed_ms(put_100kb, put_samples, offload_cpu)
     return {
         "search_p50": percentile(search, 0.5),
         "search_p95": percentile(search, 0.95),
@@ -626,7 +627,9 @@ def bench_url(url: str, args: argparse.Namespace, home: Path) -> dict[str, float
         build_s, refs = fill(store, args.entries, args.work)
         row["build_s"] = build_s
         row.update(resident_built(store, args.work.questions(1)[0]))
-        row.update(latencies(store, refs, args.searches, args.work, args.hits_out))
+        row.update(
+            latencies(store, refs, args.searches, args.work, args.hits_out, args.put_samples)
+        )
     if args.writers <= 0:  # --writers 0: the search side only
         row["load_after"] = load_average()
         return row
@@ -676,6 +679,7 @@ def main() -> None:
     ap.add_argument("--url", action="append", default=[], help="a store URL (repeatable)")
     ap.add_argument("--entries", type=int, default=100_000, help="--url: entries to fill")
     ap.add_argument("--searches", type=int, default=200, help="--url: questions timed")
+    ap.add_argument("--put-samples", type=int, default=41, help="--url: 100 KB puts timed")
     ap.add_argument("--writers", type=int, default=8, help="--url: concurrent writers (0: none)")
     ap.add_argument(
         "--corpus",

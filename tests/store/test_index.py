@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from offload.core.tokens import EstimateCounter
 from offload.store import index, state
@@ -43,3 +47,20 @@ def test_a_body_with_its_later_chunks_left_analyses_them_to_the_same_chunks() ->
 def test_an_empty_body_has_no_chunks_to_index() -> None:
     empty = index.prepare("", 10, 4000, analyse_first=2)
     assert not empty.has_chunks and empty.chunks == () and list(empty.batches(8)) == []
+
+
+@given(
+    st.dictionaries(
+        st.text(st.characters(codec="utf-8"), min_size=1, max_size=12),
+        st.integers(min_value=1, max_value=10**6),
+        max_size=20,
+    )
+)
+def test_cached_term_counts_are_the_json_of_the_length_then_each_count(
+    counts: dict[str, int],
+) -> None:
+    # the interleaving fast path and the escaping fallback both write json.dumps' text
+    whole = {index.LENGTH_KEY: sum(counts.values()), **counts}
+    written = index.counts_json(counts)
+    assert written == json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
+    assert json.loads(written) == whole and written.startswith(index.LENGTH_FIRST)

@@ -18,6 +18,7 @@ transaction starts; inside it only the inserts run.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from collections import Counter
@@ -166,9 +167,27 @@ def count_terms(terms: str) -> Counter[str]:
 
 
 def counts_json(counts: Mapping[str, int]) -> str:
-    """Counted terms as :func:`term_counts`' JSON (the length first)."""
-    whole = {LENGTH_KEY: sum(counts.values()), **counts}
-    return json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
+    """Counted terms as :func:`term_counts`' JSON (the length first): what
+    ``json.dumps(..., ensure_ascii=False, separators=(",", ":"))`` writes."""
+    length = sum(counts.values())
+    if not counts or _NEEDS_ESCAPE.search("".join(counts)):
+        whole = {LENGTH_KEY: length, **counts}
+        return json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
+    # no term needs escaping (the usual case): the object is its keys and values
+    # interleaved with '":' and ',"', joined in C, with no per-term encoder call (this was
+    # a quarter of a 100 KB put's analysis)
+    n = len(counts)
+    pairs: list[str] = [""] * (2 * n)
+    pairs[0::2] = counts
+    pairs[1::2] = map(str, counts.values())
+    pieces: list[str] = [""] * (4 * n)
+    pieces[0::2] = pairs
+    pieces[1::2] = ['":', ',"'] * n
+    return f'{{"":{length},"' + "".join(pieces[:-1]) + "}"
+
+
+# what JSON must escape in a string (ensure_ascii=False): a quote, a backslash, a control
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
 
 # the key of a chunk's length in its cached term counts: split() never yields an empty term
