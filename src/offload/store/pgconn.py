@@ -324,8 +324,7 @@ class PgConn:
         if later != ():
             return self._run(lambda raw: _stream_block(raw, params, later)).lastrowid
         cur = self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_INDEXED_BLOCK), params))
-        row = cur.fetchone()
-        return None if row is None else int(row[0])
+        return _new_id(cur.fetchone())
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Write ``rows`` into ``table`` with one ``COPY`` (bulk loads, store/pgbulk.py):
@@ -510,15 +509,18 @@ def _stream_block(
         block_id: int | None = None
         for batch in later:
             if block_id is None:
-                row = head.fetchone()
-                if row is None:
+                block_id = _new_id(head.fetchone())
+                if block_id is None:
                     return PgCursor(0, None, [])
-                block_id = int(row[0])
             raw.execute(_INSERT_CHUNKS, (*_chunk_columns(batch), block_id))
         if block_id is None:
-            row = head.fetchone()
-            block_id = None if row is None else int(row[0])
+            block_id = _new_id(head.fetchone())
     return PgCursor(1, block_id, [])
+
+
+def _new_id(row: Any) -> int | None:
+    """The id a ``RETURNING id`` row holds, or None for no row (nothing was inserted)."""
+    return None if row is None else int(row[0])
 
 
 def _run_one(raw: psycopg.Connection[Any], st: pgsql.Statement, params: Any) -> PgCursor:

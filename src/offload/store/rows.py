@@ -64,19 +64,6 @@ class PreparedBlock:
     index: index.PreparedIndex | None  # None: kept, not indexed (a lossy put's original)
 
 
-def prepare_index(
-    text: str,
-    chunk_lines: int,
-    chunk_chars: int,
-    from_line: int = 1,
-    analyse_first: int | None = None,
-) -> index.PreparedIndex:
-    """A body's chunks and terms (pure CPU work, outside any transaction); only its lines
-    from ``from_line`` on, only ``analyse_first`` chunks analysed now when given (see
-    :func:`offload.store.index.prepare`)."""
-    return index.prepare(text, chunk_lines, chunk_chars, from_line, analyse_first)
-
-
 def prepare_block(
     data: bytes,
     *,
@@ -91,7 +78,7 @@ def prepare_block(
     text = data.decode("utf-8")
     codec, stored = blocks.pack(data)
     prepared = (
-        prepare_index(text, chunk_lines, chunk_chars, from_line, analyse_first) if indexed else None
+        index.prepare(text, chunk_lines, chunk_chars, from_line, analyse_first) if indexed else None
     )
     return PreparedBlock(sha256_hex(data), len(data), count_lines(text), codec, stored, prepared)
 
@@ -208,7 +195,7 @@ def block_id(conn: Conn, digest: str) -> int:
 
 def index_block(conn: Conn, block_id: int, text: str, s: StoreSettings, from_line: int = 1) -> None:
     """Index a stored block's body (doctor and reindex), inside the caller's transaction."""
-    index.insert_block(conn, block_id, prepare_index(text, s.chunk_lines, s.chunk_chars, from_line))
+    index.insert_block(conn, block_id, index.prepare(text, s.chunk_lines, s.chunk_chars, from_line))
 
 
 def put_block(
