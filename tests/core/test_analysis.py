@@ -295,6 +295,7 @@ def test_the_index_string_counted_by_run_equals_counting_its_split(text: str) ->
 @given(st.text(alphabet='aZé東9_./-\\ \n"nu{}\u0301\x1c\u2028', max_size=300))
 def test_any_text_counted_by_run_gives_the_counts_of_its_split(text: str) -> None:
     assert _counts(text) == _reference_counts(text)
+    assert list(analysis.index_counts(text).items()) == _reference_counts(text)[1]
 
 
 def test_counting_by_run_survives_a_cache_filling_up_within_one_text(

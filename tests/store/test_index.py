@@ -44,6 +44,20 @@ def test_a_body_with_its_later_chunks_left_analyses_them_to_the_same_chunks() ->
     assert tail.chunks[0].start_line == 101 and tail.chunks[0].start == _LOG.index("step 100:")
 
 
+def test_chunks_analysed_without_their_joined_terms_count_and_join_them_alike() -> None:
+    joined = index.prepare(_LOG, 10, 4000)
+    counted = index.prepare(_LOG, 10, 4000, analyse_first=3, joined=False)
+    assert counted.chunks == joined.chunks  # offsets and cached counts
+    for a, b in zip(counted.chunks, joined.chunks, strict=True):
+        assert a.joined is None and b.joined is not None
+        assert list(a.counts.items()) == list(b.counts.items())
+        assert a.terms == b.terms  # made on demand, the same string
+    # what a PostgreSQL statement takes: a function for the terms, not the string
+    (row,) = index.chunk_rows(counted.chunks[:1])
+    assert callable(row[4]) and row[4]() == joined.chunks[0].terms
+    assert index.chunk_rows(joined.chunks[:1])[0][4] == joined.chunks[0].terms
+
+
 def test_an_empty_body_has_no_chunks_to_index() -> None:
     empty = index.prepare("", 10, 4000, analyse_first=2)
     assert not empty.has_chunks and empty.chunks == () and list(empty.batches(8)) == []

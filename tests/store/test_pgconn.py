@@ -103,6 +103,48 @@ def test_a_big_block_sent_in_batches_keeps_every_chunk_as_analysed_at_once(
         assert again.block_hash == e.block_hash and _chunks(store, e.block_hash) == found
 
 
+def _mapped(store: Store, entry_id: int) -> list[tuple[int, int]]:
+    rows = store.conn.execute(
+        "SELECT chunk_id, own FROM entry_chunks WHERE entry_id = ? ORDER BY chunk_id",
+        (entry_id,),
+    ).fetchall()
+    return [(int(r[0]), int(r[1])) for r in rows]
+
+
+def test_an_entry_sent_amid_its_streamed_chunks_is_mapped_to_every_one(pg_database: str) -> None:
+    with Store(pg_database, _SMALL_CHUNKS, counter=EstimateCounter()) as store:
+        e = store.put(_BODY, scope="s", topic="loader").entry
+        assert e == store.get(e.id)  # the entry returned is the one stored
+        own = [(int(r["id"]), 1) for r in _chunks(store, e.block_hash)]
+        assert len(own) == 60 and _mapped(store, e.id) == own  # every batch's chunks
+        # a lossy put: the body streamed with the entry, the original (indexed) after it
+        original = _BODY.replace("loader", "fetcher")
+        lossy = store.put(original, body=_BODY + "\nsummed up", index_original=True).entry
+        kept = [(int(r["id"]), 0) for r in _chunks(store, sha256_hex(original.encode()))]
+        body = [(int(r["id"]), 1) for r in _chunks(store, lossy.block_hash)]
+        assert (len(kept), len(body)) == (60, 61)
+        assert _mapped(store, lossy.id) == sorted(body + kept)
+        assert lossy.id in {h.entry.id for h in store.search("fetcher shard3")}
+
+
+def test_the_statement_after_a_stored_block_still_runs_and_gives_its_id(
+    pg_database: str,
+) -> None:
+    with Store(pg_database, _SMALL_CHUNKS, counter=EstimateCounter()) as store:
+        conn = _pg(store)
+        first = store.put(_BODY, scope="s").entry
+        prepared = index.prepare(_BODY, 5, _SMALL_CHUNKS.chunk_chars, analyse_first=24)
+        head, *later = map(index.chunk_rows, prepared.batches(24))
+        block = (first.block_hash, len(_BODY), 300, "raw", _BODY.encode(), 0.0)
+        then = ("INSERT INTO labels (label, entry_id) VALUES (?, ?)", ("l", first.id))
+        with db.write_tx(conn) as tx:
+            assert isinstance(tx, PgConn)
+            got = tx.insert_indexed_block(block, head, iter(later), then=then)
+        assert got.block_id is None and got.then_id is None  # stored before; no id to give
+        assert store.resolve("l").id == first.id
+        assert len(_chunks(store, first.block_hash)) == 60  # nothing indexed twice
+
+
 def test_a_later_batch_the_server_rejects_rolls_the_whole_block_back(pg_database: str) -> None:
     with Store(pg_database, _SMALL_CHUNKS, counter=EstimateCounter()) as store:
         conn = _pg(store)

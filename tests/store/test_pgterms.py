@@ -87,3 +87,22 @@ def test_a_vector_from_the_puts_own_counts_is_the_vector_from_the_terms() -> Non
             assert pgterms.binary_tsvector(terms, encoding, counts) == pgterms.binary_tsvector(
                 terms, encoding
             )
+
+
+def test_a_vector_from_counts_asks_for_the_terms_only_when_positions_run_out() -> None:
+    asked: list[int] = []
+
+    def terms_of(terms: str) -> pgterms.ChunkTerms:
+        def made() -> str:
+            asked.append(1)
+            return terms
+
+        return pgterms.ChunkTerms(made, index.count_terms(terms))
+
+    short = " ".join(["cache", "hit"] * 40)
+    assert terms_of(short).binary() == pgterms.binary_tsvector(short)
+    assert asked == []
+    # more terms than a tsvector has positions: the exact positions need them in order
+    long = " ".join(f"w{i % 50}" for i in range(17000))
+    assert terms_of(long).binary() == pgterms.binary_tsvector(long)
+    assert asked == [1]

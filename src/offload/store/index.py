@@ -45,24 +45,39 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class PreparedChunk:
-    """One chunk ready to insert: line range, character offsets, its terms joined by
-    spaces, and how often each occurs (``counts``; ``term_counts`` as JSON), counted once
-    before the write lock for both the cached counts and PostgreSQL's tsvector."""
+    """One chunk ready to insert: line range, character offsets, how often each of its
+    terms occurs (``counts``; ``term_counts`` as JSON), counted once before the write lock
+    for both the cached counts and PostgreSQL's tsvector, and its terms joined by spaces
+    (:attr:`terms`, what an FTS5 row holds)."""
 
     start_line: int
     end_line: int
     start: int
     end: int
-    terms: str
     counts: Mapping[str, int] = field(compare=False, repr=False)
     term_counts: str
+    text: str = field(compare=False, repr=False)  # the chunk's own characters
+    # the joined terms when they were made with the counts (None: on demand, see terms)
+    joined: str | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def of(cls, start_line: int, end_line: int, start: int, end: int, text: str) -> PreparedChunk:
-        """A chunk of ``text`` (the chunk's own characters) analysed."""
+    def of(
+        cls, start_line: int, end_line: int, start: int, end: int, text: str, joined: bool = True
+    ) -> PreparedChunk:
+        """A chunk of ``text`` (the chunk's own characters) analysed; ``joined`` False: its
+        counts only (a PostgreSQL put needs no joined string: ~a fifth of the analysis)."""
+        if not joined:
+            counts = analysis.index_counts(text)
+            return cls(start_line, end_line, start, end, counts, counts_json(counts), text)
         # the same terms and counts as index_text + count_terms, counted per distinct run
         terms, counts = analysis.index_text_counts(text)
-        return cls(start_line, end_line, start, end, terms, counts, counts_json(counts))
+        return cls(start_line, end_line, start, end, counts, counts_json(counts), text, terms)
+
+    @property
+    def terms(self) -> str:
+        """The chunk's terms joined by spaces (:func:`analysis.index_text`): made now when
+        the chunk was analysed without them."""
+        return self.joined if self.joined is not None else analysis.index_text(self.text)
 
 
 class Span(NamedTuple):
@@ -88,6 +103,7 @@ class PreparedIndex:
     analysed: tuple[PreparedChunk, ...]
     vocabulary: tuple[str, ...]
     later: tuple[Span, ...] = ()
+    joined: bool = True  # the later chunks' terms joined too (PreparedChunk.of)
 
     @property
     def has_chunks(self) -> bool:
@@ -97,7 +113,7 @@ class PreparedIndex:
     @cached_property
     def chunks(self) -> tuple[PreparedChunk, ...]:
         """Every chunk, analysed (the later ones now, once)."""
-        return self.analysed + tuple(PreparedChunk.of(*s) for s in self.later)
+        return self.analysed + tuple(PreparedChunk.of(*s, self.joined) for s in self.later)
 
     def batches(self, size: int) -> Iterator[tuple[PreparedChunk, ...]]:
         """Every chunk in order: the analysed ones as one batch, then the later ones
@@ -105,7 +121,7 @@ class PreparedIndex:
         if self.analysed:
             yield self.analysed
         for i in range(0, len(self.later), max(1, size)):
-            yield tuple(PreparedChunk.of(*s) for s in self.later[i : i + size])
+            yield tuple(PreparedChunk.of(*s, self.joined) for s in self.later[i : i + size])
 
 
 # a big body's chunks per statement on PostgreSQL: the server writes one batch while the
@@ -120,13 +136,15 @@ def prepare(
     chunk_chars: int,
     from_line: int = 1,
     analyse_first: int | None = None,
+    joined: bool = True,
 ) -> PreparedIndex:
     """Chunk and analyse a body (pure CPU work; no connection needed).
 
     ``from_line`` > 1 indexes only the lines from that one on (their chunks keep the
     body's own line numbers and offsets): the earlier lines are indexed elsewhere, as in a
     proxy part that takes in the parts before it. ``analyse_first``: analyse only that many
-    chunks now and leave the rest :attr:`PreparedIndex.later` (None: analyse them all)."""
+    chunks now and leave the rest :attr:`PreparedIndex.later` (None: analyse them all).
+    ``joined`` False: the chunks' counts without their joined terms (PreparedChunk.of)."""
     skip_lines, offset = 0, 0
     while skip_lines < from_line - 1:
         at = text.find("\n", offset)
@@ -146,8 +164,8 @@ def prepare(
     ]
     now = len(spans) if analyse_first is None else max(0, analyse_first)
     vocab = tuple(sorted(analysis.surface_words(rest[:VOCABULARY_SCAN_CHARS])))
-    analysed = tuple(PreparedChunk.of(*s) for s in spans[:now])
-    return PreparedIndex(analysed, vocab, tuple(spans[now:]))
+    analysed = tuple(PreparedChunk.of(*s, joined) for s in spans[:now])
+    return PreparedIndex(analysed, vocab, tuple(spans[now:]), joined)
 
 
 def term_counts(terms: str) -> str:
@@ -261,10 +279,25 @@ def insert_block(conn: Conn, block_id: int, prepared: PreparedIndex) -> None:
 
 def chunk_rows(chunks: Sequence[PreparedChunk]) -> list[tuple[object, ...]]:
     """Chunks as PostgreSQL's chunk statements take them (``PgConn.insert_chunks``):
-    (start_line, end_line, start, end, terms, counts, term_counts) each."""
+    (start_line, end_line, start, end, terms, counts, term_counts) each; ``terms`` is the
+    joined string, or a function making it for a chunk analysed without (only a chunk of
+    more terms than a tsvector has positions needs them in order)."""
     return [
-        (c.start_line, c.end_line, c.start, c.end, c.terms, c.counts, c.term_counts) for c in chunks
+        (
+            c.start_line,
+            c.end_line,
+            c.start,
+            c.end,
+            c.joined if c.joined is not None else _terms_of(c),
+            c.counts,
+            c.term_counts,
+        )
+        for c in chunks
     ]
+
+
+def _terms_of(chunk: PreparedChunk) -> Callable[[], str]:
+    return lambda: chunk.terms
 
 
 def is_indexed(conn: Conn, block_id: int) -> bool:

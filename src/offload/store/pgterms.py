@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from itertools import chain
 from typing import Any
@@ -33,17 +33,30 @@ MAX_POSITIONS = 256
 TSVECTOR_OID = 3614
 
 
-class ChunkTerms(str):
-    """A chunk's space-separated analysed terms, sent as a binary tsvector
-    (:func:`register` tells a connection how), with their counts when the put has them."""
+class ChunkTerms:
+    """A chunk's analysed terms, sent as a binary tsvector (:func:`register` tells a
+    connection how): from their counts when the put has them, the terms themselves (the
+    space-separated string, or a function making it) read only without counts or for a
+    chunk of more terms than a tsvector has positions."""
 
-    counts: Mapping[str, int] | None
+    __slots__ = ("_terms", "counts")
 
-    def __new__(cls, terms: str, counts: Mapping[str, int] | None = None) -> ChunkTerms:
+    def __init__(
+        self, terms: str | Callable[[], str], counts: Mapping[str, int] | None = None
+    ) -> None:
         """``terms``, and ``counts`` (:func:`offload.store.index.count_terms` of them)."""
-        self = super().__new__(cls, terms)
+        self._terms = terms
         self.counts = counts
-        return self
+
+    def terms(self) -> str:
+        """The terms, space-separated."""
+        return self._terms if isinstance(self._terms, str) else self._terms()
+
+    def binary(self, encoding: str = "utf-8") -> bytes:
+        """The binary tsvector (see :func:`binary_tsvector`)."""
+        if self.counts is None:
+            return binary_tsvector(self.terms(), encoding)
+        return _from_counts(self.counts, encoding, self.terms)
 
 
 @lru_cache(maxsize=4 * MAX_POSITIONS)
@@ -62,6 +75,12 @@ def binary_tsvector(
     if counts is None:
         counts = Counter(terms.split(" "))
         counts.pop("", None)
+    return _from_counts(counts, encoding, lambda: terms)
+
+
+def _from_counts(counts: Mapping[str, int], encoding: str, ordered: Callable[[], str]) -> bytes:
+    """The binary tsvector of terms counted ``counts``; ``ordered`` gives the terms
+    themselves, asked only for a chunk of more terms than positions."""
     # the lexemes in bytes, in one C step (a term holds no space)
     joined = " ".join(counts).encode(encoding) if counts else b""
     lexemes = joined.split(b" ") if joined else []
@@ -74,7 +93,7 @@ def binary_tsvector(
         lexemes, values = [w for w, _ in kept], [k for _, k in kept]
         total = sum(values)
     if total > MAX_POSITION:
-        return _exact(terms.encode(encoding).split(b" "))
+        return _exact(ordered().encode(encoding).split(b" "))
     # each lexeme then its tail, all in C (the tails are cached by count; the server
     # sorts the lexemes itself)
     body = chain.from_iterable(zip(lexemes, map(_tail, values), strict=True))
@@ -106,9 +125,7 @@ def _dumper() -> type:
         def dump(self, obj: Any) -> bytes:
             # the bytes are read in the connection's client encoding, as text would be
             info = getattr(self.connection, "info", None)
-            return binary_tsvector(
-                str(obj), getattr(info, "encoding", "utf-8"), getattr(obj, "counts", None)
-            )
+            return bytes(obj.binary(getattr(info, "encoding", "utf-8")))
 
     return TsvectorDumper
 

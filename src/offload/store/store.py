@@ -396,6 +396,7 @@ class Store(SavedState):
         self, data: bytes, *, indexed: bool, from_line: int = 1, known_words: bool = True
     ) -> rows.PreparedBlock:
         s = self.settings
+        single_pg = self._pg is not None and known_words
         b = rows.prepare_block(
             data,
             indexed=indexed,
@@ -403,8 +404,11 @@ class Store(SavedState):
             chunk_chars=s.chunk_chars,
             from_line=from_line,
             # PostgreSQL, one put: a big body's later chunks are analysed while the server
-            # writes its first ones (rows.insert_block); a batch analyses all of them now
-            analyse_first=index.BATCH_CHUNKS if self._pg is not None and known_words else None,
+            # writes its first ones (rows.insert_block); a batch analyses all of them now.
+            # Its tsvectors are made from the counts: no joined terms (a batch's COPY
+            # writes them as text)
+            analyse_first=index.BATCH_CHUNKS if single_pg else None,
+            joined=not single_pg,
         )
         if b.index is None or not known_words or self._pg is not None:
             return b  # PostgreSQL: every word goes with the BEGIN (_commit_puts)
@@ -438,13 +442,10 @@ class Store(SavedState):
             return PutResult(rows.entry_by_id(conn, entry_id), created=False)
         if not p.blocks:  # the entry was forgotten between the first look and the lock
             self._prepare_blocks(p)
-        block_hash = ""
-        for b in p.blocks:
-            digest = rows.insert_block(conn, b, self.clock())
-            block_hash = block_hash or digest
         now = self.clock()
-        entry = rows.insert_entry(
+        entry = rows.insert_with_entry(
             conn,
+            p.blocks,
             {
                 "kind": p.kind,
                 "topic": o.topic,
@@ -454,7 +455,7 @@ class Store(SavedState):
                 "pinned": 1 if pinned else 0,
                 "tokens": p.tokens,
                 "content_hash": p.content_hash,
-                "block_hash": block_hash,
+                "block_hash": p.blocks[0].digest,
                 "source": o.source,
                 "scope": o.scope,
                 "created": now,
@@ -462,8 +463,8 @@ class Store(SavedState):
                 "expires": expires,
                 "regenerate": o.regenerate,
             },
-            p.blocks[0],
             (label,) if label is not None else (),
+            now,
         )
         index.put_meta(conn, entry.id, p.meta, fresh=True)
         if p.vector is not None and self._embedder is not None:
