@@ -118,12 +118,21 @@ def gen_log(rng: random.Random) -> str:
     rows = []
     for i in range(rng.randrange(20, 200)):
         lvl = rng.choice(["INFO", "INFO", "DEBUG", "WARN", "ERROR"])
+        # until session 15 the error suffix multiplied the whole row: four rows in five
+        # were blank (and a "100 KB" put of them 86 KB at the median)
         rows.append(
             f"2026-11-{rng.randrange(1, 29):02d}T10:{i % 60:02d}:00Z {lvl} "
-            f"{rng.choice(WORDS)}: {rng.choice(WORDS)} {rng.randrange(10**5)} ms "
-            f"ERR_{rng.choice(WORDS).upper()}" * (lvl == "ERROR")
+            f"{rng.choice(WORDS)}: {rng.choice(WORDS)} {rng.randrange(10**5)} ms"
+            + (f" ERR_{rng.choice(WORDS).upper()}" if lvl == "ERROR" else "")
         )
     return "\n".join(rows) + "\n"
+
+
+def big_log(rng: random.Random, size: int, tag: str) -> str:
+    """A log body of exactly ``size`` characters and one more line, ``tag`` (unique): a
+    generated log repeated as often as it takes, then cut."""
+    log = gen_log(rng)
+    return (log * (size // len(log) + 1))[:size] + f"\n{tag}"
 
 
 def gen_json(rng: random.Random) -> str:
@@ -180,10 +189,7 @@ def bench_size(n: int, tmp: Path) -> dict[str, float]:
         counter = iter(range(10**9))
 
         def put(size: int = size, counter: Iterator[int] = counter) -> None:
-            body = (gen_log(rng) * (size // 2000 + 1))[
-                :size
-            ] + f"\n{next(counter)}-{time.time_ns()}"
-            store.put(body, kind="bench")
+            store.put(big_log(rng, size, f"{next(counter)}-{time.time_ns()}"), kind="bench")
 
         res[label] = median_ms(put, 15 if size < 10**6 else 7)
     res["resolve"] = median_ms(lambda: store.resolve(rng.choice(refs)), 300)
@@ -413,7 +419,7 @@ def latencies(
     stamp = iter(range(10**9))
 
     def put_100kb() -> None:
-        body = (gen_log(rng) * 60)[: 100 * 1024] + f"\n{next(stamp)}-{time.time_ns()}"
+        body = big_log(rng, 100 * 1024, f"{next(stamp)}-{time.time_ns()}")
         store.put(body, kind="bench", scope="bench-offload")
 
     offload_cpu: list[float] = []

@@ -31,22 +31,25 @@ _LOG = "\n".join(f"step {i}: fetched shard{i % 9} of runTests in {i * 7} ms" for
 
 def test_a_body_with_its_later_chunks_left_analyses_them_to_the_same_chunks() -> None:
     whole = index.prepare(_LOG, 10, 4000)
-    part = index.prepare(_LOG, 10, 4000, analyse_first=3)
+    sizes = [c.end - c.start for c in whole.chunks]
+    first = sum(sizes[:3])  # the first three chunks' characters
+    part = index.prepare(_LOG, 10, 4000, analyse_chars=first)
     assert len(whole.chunks) == 40 and not whole.later
     assert len(part.analysed) == 3 and len(part.later) == 37 and part.has_chunks
-    batches = list(part.batches(16))
-    assert [len(b) for b in batches] == [3, 16, 16, 5]
+    assert len(index.prepare(_LOG, 10, 4000, analyse_chars=first + 1).analysed) == 4
+    batches = list(part.batches(sum(sizes[3:19])))  # 16 chunks' worth, then less
+    assert [len(b) for b in batches][:2] == [3, 16] and sum(map(len, batches)) == 40
     assert tuple(c for b in batches for c in b) == whole.chunks == part.chunks
     assert part.vocabulary == whole.vocabulary
     # from a later line on, the offsets stay the body's own
-    tail = index.prepare(_LOG, 10, 4000, from_line=101, analyse_first=0)
+    tail = index.prepare(_LOG, 10, 4000, from_line=101, analyse_chars=0)
     assert tail.analysed == () and tail.chunks == index.prepare(_LOG, 10, 4000, 101).chunks
     assert tail.chunks[0].start_line == 101 and tail.chunks[0].start == _LOG.index("step 100:")
 
 
 def test_chunks_analysed_without_their_joined_terms_count_and_join_them_alike() -> None:
     joined = index.prepare(_LOG, 10, 4000)
-    counted = index.prepare(_LOG, 10, 4000, analyse_first=3, joined=False)
+    counted = index.prepare(_LOG, 10, 4000, analyse_chars=500, joined=False)
     assert counted.chunks == joined.chunks  # offsets and cached counts
     for a, b in zip(counted.chunks, joined.chunks, strict=True):
         assert a.joined is None and b.joined is not None
@@ -59,8 +62,19 @@ def test_chunks_analysed_without_their_joined_terms_count_and_join_them_alike() 
 
 
 def test_an_empty_body_has_no_chunks_to_index() -> None:
-    empty = index.prepare("", 10, 4000, analyse_first=2)
+    empty = index.prepare("", 10, 4000, analyse_chars=2)
     assert not empty.has_chunks and empty.chunks == () and list(empty.batches(8)) == []
+
+
+def _spans(*sizes: int) -> list[index.Span]:
+    return [index.Span(i, i, 0, n, "x" * n) for i, n in enumerate(sizes)]
+
+
+def test_chunks_are_grouped_by_size_each_group_reaching_it_but_the_last() -> None:
+    groups = index.split_by_size(_spans(3, 4, 10, 1, 1, 2), 7)
+    assert [[s.end for s in g] for g in groups] == [[3, 4], [10], [1, 1, 2]]
+    assert [len(g) for g in index.split_by_size(_spans(5, 5), 1)] == [1, 1]  # one at least
+    assert index.split_by_size([], 7) == []
 
 
 @given(

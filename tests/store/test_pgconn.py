@@ -73,7 +73,9 @@ def test_an_original_stored_unindexed_is_indexed_when_put_on_its_own(pg_database
         assert e.id in {h.entry.id for h in store.search("shard3 loader", scope="whole")}
 
 
-# five lines a chunk: 60 chunks, so a put sends them in three batches (index.BATCH_CHUNKS)
+# five lines a chunk: 60 chunks of ~210 characters, so a put sends them in two statements
+# (index.BATCH_CHARS), and the tests below in three, of ~24 chunks
+_CHARS = 5000
 _SMALL_CHUNKS = StoreSettings(chunk_lines=5)
 
 
@@ -81,7 +83,7 @@ def test_a_big_block_sent_in_batches_keeps_every_chunk_as_analysed_at_once(
     pg_database: str,
 ) -> None:
     with Store(pg_database, _SMALL_CHUNKS, counter=EstimateCounter()) as store:
-        assert index.BATCH_CHUNKS < 60 <= 3 * index.BATCH_CHUNKS
+        assert index.BATCH_CHARS < len(_BODY) <= 3 * index.BATCH_CHARS
         e = store.put(_BODY + "\nthe very last line names zanzibar", scope="s").entry
         found = _chunks(store, e.block_hash)
         whole = index.prepare(
@@ -133,8 +135,8 @@ def test_the_statement_after_a_stored_block_still_runs_and_gives_its_id(
     with Store(pg_database, _SMALL_CHUNKS, counter=EstimateCounter()) as store:
         conn = _pg(store)
         first = store.put(_BODY, scope="s").entry
-        prepared = index.prepare(_BODY, 5, _SMALL_CHUNKS.chunk_chars, analyse_first=24)
-        head, *later = map(index.chunk_rows, prepared.batches(24))
+        prepared = index.prepare(_BODY, 5, _SMALL_CHUNKS.chunk_chars, analyse_chars=_CHARS)
+        head, *later = map(index.chunk_rows, prepared.batches(_CHARS))
         block = (first.block_hash, len(_BODY), 300, "raw", _BODY.encode(), 0.0)
         then = ("INSERT INTO labels (label, entry_id) VALUES (?, ?)", ("l", first.id))
         with db.write_tx(conn) as tx:
@@ -148,8 +150,8 @@ def test_the_statement_after_a_stored_block_still_runs_and_gives_its_id(
 def test_a_later_batch_the_server_rejects_rolls_the_whole_block_back(pg_database: str) -> None:
     with Store(pg_database, _SMALL_CHUNKS, counter=EstimateCounter()) as store:
         conn = _pg(store)
-        prepared = index.prepare(_BODY, 5, _SMALL_CHUNKS.chunk_chars, analyse_first=24)
-        first, *later = map(index.chunk_rows, prepared.batches(24))
+        prepared = index.prepare(_BODY, 5, _SMALL_CHUNKS.chunk_chars, analyse_chars=_CHARS)
+        first, *later = map(index.chunk_rows, prepared.batches(_CHARS))
         broken = [(None, *later[-1][0][1:]), *later[-1][1:]]  # a chunk without a line
         block = (sha256_hex(_BODY.encode()), len(_BODY), 300, "raw", _BODY.encode(), 0.0)
         with pytest.raises(StoreError), db.write_tx(conn) as tx:

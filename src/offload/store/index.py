@@ -95,7 +95,7 @@ class PreparedIndex:
     """Everything the index needs for one body.
 
     ``analysed`` chunks were analysed by :func:`prepare`, outside any write lock. A big
-    body on PostgreSQL leaves the rest ``later`` (``analyse_first``): its write analyses
+    body on PostgreSQL leaves the rest ``later`` (``analyse_chars``): its write analyses
     them a batch at a time while the server writes the batch before (:meth:`batches`),
     so the client's analysis and the server's inserts overlap instead of adding up.
     """
@@ -115,19 +115,39 @@ class PreparedIndex:
         """Every chunk, analysed (the later ones now, once)."""
         return self.analysed + tuple(PreparedChunk.of(*s, self.joined) for s in self.later)
 
-    def batches(self, size: int) -> Iterator[tuple[PreparedChunk, ...]]:
-        """Every chunk in order: the analysed ones as one batch, then the later ones
-        ``size`` at a time, each batch analysed only when it is asked for."""
+    def batches(self, chars: int) -> Iterator[tuple[PreparedChunk, ...]]:
+        """Every chunk in order: the analysed ones as one batch, then the later ones in
+        batches of about ``chars`` characters (:func:`split_by_size`), each analysed only
+        when it is asked for."""
         if self.analysed:
             yield self.analysed
-        for i in range(0, len(self.later), max(1, size)):
-            yield tuple(PreparedChunk.of(*s, self.joined) for s in self.later[i : i + size])
+        for group in split_by_size(self.later, chars):
+            yield tuple(PreparedChunk.of(*s, self.joined) for s in group)
 
 
-# a big body's chunks per statement on PostgreSQL: the server writes one batch while the
-# client analyses the next (measured: the put's wait for the server fell from ~14.5 ms
-# to ~5 ms for 100 KB of 126 chunks; smaller batches add a statement's overhead each)
-BATCH_CHUNKS = 24
+# About this many characters of a big body's chunks go in one statement on PostgreSQL: the
+# server writes one batch while the client analyses the next, and a put analyses as much
+# before its transaction (store/store.py). By size, not by count: a batch of 24 chunks
+# was 16 KB of a log of short lines but 75 KB of one of full ones, whose first statement
+# then kept the server busy while the client had little left to analyse (measured side by
+# side, bench/bench_put.py: 8 KB batches -2.0 ms a 100 KB put against 24 chunks, 4 KB
+# -2.4 ms for 0.5 ms more of the client's CPU, 32 KB -1.3 ms).
+BATCH_CHARS = 8 * 1024
+
+
+def split_by_size(spans: Sequence[Span], chars: int) -> list[tuple[Span, ...]]:
+    """``spans`` in order, in groups of consecutive spans each holding at least ``chars``
+    characters (the last one what is left); every group holds one span at least."""
+    groups: list[tuple[Span, ...]] = []
+    start, held = 0, 0
+    for i, s in enumerate(spans):
+        held += len(s.text)
+        if held >= chars:
+            groups.append(tuple(spans[start : i + 1]))
+            start, held = i + 1, 0
+    if start < len(spans):
+        groups.append(tuple(spans[start:]))
+    return groups
 
 
 def prepare(
@@ -135,16 +155,18 @@ def prepare(
     chunk_lines: int,
     chunk_chars: int,
     from_line: int = 1,
-    analyse_first: int | None = None,
+    analyse_chars: int | None = None,
     joined: bool = True,
 ) -> PreparedIndex:
     """Chunk and analyse a body (pure CPU work; no connection needed).
 
     ``from_line`` > 1 indexes only the lines from that one on (their chunks keep the
     body's own line numbers and offsets): the earlier lines are indexed elsewhere, as in a
-    proxy part that takes in the parts before it. ``analyse_first``: analyse only that many
-    chunks now and leave the rest :attr:`PreparedIndex.later` (None: analyse them all).
-    ``joined`` False: the chunks' counts without their joined terms (PreparedChunk.of)."""
+    proxy part that takes in the parts before it. ``analyse_chars``: analyse now only the
+    first chunks holding that many characters (the first of :func:`split_by_size`'s
+    groups; 0: none) and leave the rest :attr:`PreparedIndex.later` (None: analyse them
+    all). ``joined`` False: the chunks' counts without their joined terms
+    (PreparedChunk.of)."""
     skip_lines, offset = 0, 0
     while skip_lines < from_line - 1:
         at = text.find("\n", offset)
@@ -162,7 +184,12 @@ def prepare(
         )
         for c in chunk_text(rest, chunk_lines, chunk_chars)
     ]
-    now = len(spans) if analyse_first is None else max(0, analyse_first)
+    if analyse_chars is None:
+        now = len(spans)
+    elif analyse_chars <= 0 or not spans:
+        now = 0
+    else:
+        now = len(split_by_size(spans, analyse_chars)[0])
     vocab = tuple(sorted(analysis.surface_words(rest[:VOCABULARY_SCAN_CHARS])))
     analysed = tuple(PreparedChunk.of(*s, joined) for s in spans[:now])
     return PreparedIndex(analysed, vocab, tuple(spans[now:]), joined)

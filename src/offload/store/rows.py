@@ -71,15 +71,15 @@ def prepare_block(
     chunk_lines: int,
     chunk_chars: int,
     from_line: int = 1,
-    analyse_first: int | None = None,
+    analyse_chars: int | None = None,
     joined: bool = True,
 ) -> PreparedBlock:
     """Compress, hash and (when ``indexed``) analyse one block's bytes (from ``from_line``;
-    ``analyse_first``, ``joined``: see :func:`offload.store.index.prepare`)."""
+    ``analyse_chars``, ``joined``: see :func:`offload.store.index.prepare`)."""
     text = data.decode("utf-8")
     codec, stored = blocks.pack(data)
     prepared = (
-        index.prepare(text, chunk_lines, chunk_chars, from_line, analyse_first, joined)
+        index.prepare(text, chunk_lines, chunk_chars, from_line, analyse_chars, joined)
         if indexed
         else None
     )
@@ -120,7 +120,7 @@ def insert_block(conn: Conn, b: PreparedBlock, now: float) -> str:
         if b.index.vocabulary:
             index.insert_vocabulary_words(conn, b.index.vocabulary)
         block = (b.digest, b.size, b.lines, b.codec, b.stored, now)
-        batches = map(index.chunk_rows, b.index.batches(index.BATCH_CHUNKS))
+        batches = map(index.chunk_rows, b.index.batches(index.BATCH_CHARS))
         later = batches if b.index.later else ()
         if fused(block, next(batches), later).block_id is not None:
             return b.digest
@@ -222,7 +222,7 @@ def _streamed_with_entry(
     if b.index.vocabulary:
         index.insert_vocabulary_words(conn, b.index.vocabulary)
     block = (b.digest, b.size, b.lines, b.codec, b.stored, now)
-    batches = map(index.chunk_rows, b.index.batches(index.BATCH_CHUNKS))
+    batches = map(index.chunk_rows, b.index.batches(index.BATCH_CHARS))
     got = fused(block, next(batches), batches, then=_entry_statement(fields))
     if got.block_id is None:
         _stored_block(conn, b)

@@ -277,7 +277,7 @@ class Store(SavedState):
         search finds each text once. The CPU
         work (hashing, compression, chunking, analysis, token counting) runs before the
         write lock is taken; the lock covers only the inserts. On PostgreSQL a body of more
-        than :data:`index.BATCH_CHUNKS` chunks is the exception: its later chunks are
+        than :data:`index.BATCH_CHARS` characters is the exception: its later chunks are
         analysed inside the transaction, each batch while the server writes the one
         before, holding only the put's own locks (the analysis and the server's work
         overlap instead of adding up).
@@ -407,7 +407,7 @@ class Store(SavedState):
             # writes its first ones (rows.insert_block); a batch analyses all of them now.
             # Its tsvectors are made from the counts: no joined terms (a batch's COPY
             # writes them as text)
-            analyse_first=index.BATCH_CHUNKS if single_pg else None,
+            analyse_chars=index.BATCH_CHARS if single_pg else None,
             joined=not single_pg,
         )
         if b.index is None or not known_words or self._pg is not None:
