@@ -130,8 +130,8 @@ class PreparedIndex:
 # before its transaction (store/store.py). By size, not by count: a batch of 24 chunks
 # was 16 KB of a log of short lines but 75 KB of one of full ones, whose first statement
 # then kept the server busy while the client had little left to analyse (measured side by
-# side, bench/bench_put.py: 8 KB batches -2.0 ms a 100 KB put against 24 chunks, 4 KB
-# -2.4 ms for 0.5 ms more of the client's CPU, 32 KB -1.3 ms).
+# side, bench/bench_put.py: 8 KB batches -2.0 to -2.3 ms a 100 KB put against 24 chunks
+# for ~1 ms more of the client's CPU, 4 KB -2.4 ms for 1.4 ms more, 32 KB -1.3 ms).
 BATCH_CHARS = 8 * 1024
 
 

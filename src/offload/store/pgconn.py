@@ -562,12 +562,11 @@ def _stream_block(
     with raw.pipeline():
         head = raw.execute(_STREAM_HEAD, params)
         after = None if then is None else raw.execute(then[0].sql, then[1] or None)
+        wants_id = then is not None and then[0].returns_id
         for batch in later:
             raw.execute(_STREAM_CHUNKS, _chunk_columns(batch))
         block_id = _new_id(head.fetchone()) or None
-        then_id = None
-        if then is not None and after is not None and then[0].returns_id:
-            then_id = _new_id(after.fetchone())
+        then_id = _new_id(after.fetchone()) if after is not None and wants_id else None
     return Inserted(block_id, then_id)
 
 

@@ -112,19 +112,10 @@ def live_entry(conn: Conn, content_hash: str, scope: str) -> Any:
 
 def insert_block(conn: Conn, b: PreparedBlock, now: float) -> str:
     """Store a prepared block (once: blocks are content-addressed); returns its hash."""
-    fused = getattr(conn, "insert_indexed_block", None)
-    if fused is not None and b.index is not None and b.index.has_chunks:
-        # PostgreSQL: a new block, its chunks and their search rows in one statement (one
-        # round trip), a big body's later chunks in more, each analysed while the server
-        # writes the one before; the vocabulary first, as index.insert_block has it
-        if b.index.vocabulary:
-            index.insert_vocabulary_words(conn, b.index.vocabulary)
-        block = (b.digest, b.size, b.lines, b.codec, b.stored, now)
-        batches = map(index.chunk_rows, b.index.batches(index.BATCH_CHARS))
-        later = batches if b.index.later else ()
-        if fused(block, next(batches), later).block_id is not None:
-            return b.digest
-        return _stored_block(conn, b)
+    fused = getattr(conn, "insert_indexed_block", None) is not None
+    if fused and b.index is not None and b.index.has_chunks:
+        _send_indexed(conn, b, b.index, now)
+        return b.digest
     # one statement (a round trip on PostgreSQL) for a new block, the common case; none
     # comes back for one stored before
     added = conn.execute(
@@ -161,9 +152,8 @@ def insert_entry(
     conn: Conn, fields: dict[str, Any], block: PreparedBlock, labels: tuple[str, ...]
 ) -> Entry:
     """Insert a new entry (``fields``: every one of :data:`ENTRY_FIELDS`) whose body is
-    ``block``, and return it as a read would, without that read (a round trip on
-    PostgreSQL): the rest of its row is the schema's defaults, the size and lines are the
-    block's (content-addressed: the stored block has the same)."""
+    ``block``, and return it as a read would (:func:`_entry_of`), without that read (a
+    round trip on PostgreSQL)."""
     cur = conn.execute(*_entry_statement(fields))
     return _entry_of(fields, int(cur.lastrowid or 0), block, labels)
 
@@ -216,17 +206,33 @@ def _streamed_with_entry(
 ) -> int | None:
     """The entry's id when ``b`` went as a streamed block with the entry (None: it did not
     go, nothing was written)."""
-    fused = getattr(conn, "insert_indexed_block", None)
-    if fused is None or b.index is None or not b.index.later or not conn.in_transaction:
+    fused = getattr(conn, "insert_indexed_block", None) is not None
+    if not fused or b.index is None or not b.index.later or not conn.in_transaction:
         return None
-    if b.index.vocabulary:
-        index.insert_vocabulary_words(conn, b.index.vocabulary)
+    return int(_send_indexed(conn, b, b.index, now, _entry_statement(fields)) or 0)
+
+
+def _send_indexed(
+    conn: Any,
+    b: PreparedBlock,
+    prepared: index.PreparedIndex,
+    now: float,
+    then: tuple[str, tuple[Any, ...]] | None = None,
+) -> int | None:
+    """PostgreSQL: a new block, its chunks and their search rows in one statement (one
+    round trip), a big body's later chunks in more, each analysed while the server writes
+    the one before (``PgConn.insert_indexed_block``); the vocabulary first, as
+    index.insert_block has it. A block stored before is indexed if it was not. Returns
+    the id ``then`` gave (None without it)."""
+    if prepared.vocabulary:
+        index.insert_vocabulary_words(conn, prepared.vocabulary)
     block = (b.digest, b.size, b.lines, b.codec, b.stored, now)
-    batches = map(index.chunk_rows, b.index.batches(index.BATCH_CHARS))
-    got = fused(block, next(batches), batches, then=_entry_statement(fields))
+    batches = map(index.chunk_rows, prepared.batches(index.BATCH_CHARS))
+    later = batches if prepared.later else ()
+    got = conn.insert_indexed_block(block, next(batches), later, then)
     if got.block_id is None:
         _stored_block(conn, b)
-    return int(got.then_id or 0)
+    return int(got.then_id) if got.then_id is not None else None
 
 
 def _entry_statement(fields: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
