@@ -234,3 +234,76 @@ def test_values_sent_with_begin_are_read_back_as_written(pg_database: str) -> No
         again = store.put(f"{_BODY}\n{odd}", scope=odd)
         assert first.created and not again.created and again.entry.id == first.entry.id
         assert [h.entry.id for h in store.search("quoted", scope=odd)] == [first.entry.id]
+
+
+def test_reads_run_ahead_answer_the_same_statements_once_until_another_runs(
+    pg_database: str,
+) -> None:
+    with _open(pg_database) as store, _open(pg_database) as writer:
+        conn = _pg(store)
+        store.put("the loader read shard1", scope="s")
+        count = ("SELECT count(*) FROM entries WHERE scope = ?", ("s",))
+        ids = ("SELECT id FROM entries WHERE scope = ? ORDER BY id", ("s",))
+        conn.read_ahead([count, ids])
+        writer.put("the loader read shard2", scope="s")  # another connection, meanwhile
+        assert conn.execute(*count).fetchone()[0] == 1  # answered: read before the write
+        assert len(conn.execute(*ids).fetchall()) == 1
+        assert conn.execute(*count).fetchone()[0] == 2  # once only: read now
+        # another statement run in between drops what was read ahead
+        conn.read_ahead([count])
+        writer.put("the loader read shard3", scope="s")
+        conn.execute("SELECT 1")
+        assert conn.execute(*count).fetchone()[0] == 3
+        # the same statement with other parameters is not answered
+        conn.read_ahead([(count[0], ("other",))])
+        writer.put("the loader read shard4", scope="s")
+        assert conn.execute(*count).fetchone()[0] == 4
+
+
+def test_a_write_transaction_never_takes_an_answer_read_ahead(pg_database: str) -> None:
+    with _open(pg_database) as store:
+        conn = _pg(store)
+        count = ("SELECT count(*) FROM entries", ())
+        conn.read_ahead([count])
+        with db.write_tx(conn) as tx:
+            tx.execute(
+                "INSERT INTO blocks (hash, size, lines, codec, data, created) "
+                "VALUES ('h', 0, 0, 'raw', ?, 0)",
+                (b"",),
+            )
+            conn.read_ahead([count])  # refused inside the transaction
+            assert tx.execute("SELECT count(*) FROM blocks WHERE hash = 'h'").fetchone()[0] == 1
+
+
+def test_a_search_brings_its_three_held_copies_up_to_date_in_one_round_trip(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Store(pg_database, counter=EstimateCounter(), resident_mb=64) as store:
+        for i in range(30):
+            store.put(f"Caroline said the loader read shard{i}", scope="s")
+        store.search("loader")  # starts the copies' builds
+        held = store.resident
+        assert held is not None and held.built.wait(60)
+        assert held.entry_map.wait(60) and held.entry_keys.wait(60)
+        store.search("loader")
+        trips: list[int] = []
+        real = PgConn._run
+
+        def counted(self: PgConn, fn: Any) -> Any:
+            trips.append(1)
+            return real(self, fn)
+
+        monkeypatch.setattr(PgConn, "_run", counted)
+        pages: list[list[int]] = []
+        for ahead, word in ((True, "narwhal"), (False, "walrus")):
+            with _open(pg_database) as writer:  # every copy has a new row to read
+                new = writer.put(f"Melanie saw a {word} by shard3", scope="s").entry
+            if not ahead:
+                monkeypatch.setattr(type(held), "read_ahead", lambda self, conn: None)
+            trips.clear()
+            pages.append([h.entry.id for h in store.search(f"{word} shard3", scope="s")])
+            assert pages[-1][0] == new.id  # found through the copies, fresh
+            assert held.entry_map.latest() is not None and held.entry_keys.latest() is not None
+            if ahead:
+                with_ahead = len(trips)
+        assert with_ahead == len(trips) - 2  # three reads in one trip, where each took one

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from offload.store.backend import Conn
 
@@ -25,6 +25,8 @@ RETRY_S = 30.0
 _log = logging.getLogger("offload.store")
 
 T = TypeVar("T")
+# a statement and its parameters
+Read = tuple[str, tuple[Any, ...]]
 
 
 class HeldCopy(Generic[T]):
@@ -40,11 +42,13 @@ class HeldCopy(Generic[T]):
         read_all: Callable[[Conn], T],
         read_since: Callable[[Conn, T], T | None],
         errors: tuple[type[Exception], ...],
+        next_read: Callable[[Conn, T], Read | None] | None = None,
     ) -> None:
         self.name = name
         self._connect = connect
         self._read_all = read_all
         self._read_since = read_since
+        self._next_read = next_read
         self._errors = errors
         self._build_errors: tuple[type[Exception], ...] = (*errors, MemoryError)
         self._lock = threading.Lock()
@@ -76,6 +80,14 @@ class HeldCopy(Generic[T]):
         if fresh is None:
             self.start()
         return fresh
+
+    def next_read(self, conn: Conn) -> Read | None:
+        """The statement :meth:`current` would run now to refresh the copy, with its
+        parameters, where the backend says (None: none, or nothing held)."""
+        held = self._held
+        if held is None or self._closed or self._next_read is None:
+            return None
+        return self._next_read(conn, held)
 
     def latest(self) -> T | None:
         """The copy as the last refresh left it (this search's, or a later one's), or None:

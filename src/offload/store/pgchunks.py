@@ -55,6 +55,12 @@ _SINCE = _HEAD.format(
 )
 
 
+def since_read(since: int) -> tuple[str, tuple[str]]:
+    """The statement reading the rows of transactions at or after ``since`` (the
+    watermark), with its parameters."""
+    return _SINCE, (str(since),)
+
+
 def read_rows(
     conn: Conn, since: int | None, seen: Sequence[int] = ()
 ) -> tuple[int, int, list[tuple[int, str]], list[int]]:
@@ -70,7 +76,7 @@ def read_rows(
         if since is None:
             got: list[Any] = conn.execute(_PAGE, (after, PAGE)).fetchall()
         else:
-            got = conn.execute(_SINCE, (str(since),)).fetchall()
+            got = conn.execute(*since_read(since)).fetchall()
         if generation < 0:  # the first statement's snapshot is the token's
             generation, watermark = int(got[0][0]), int(got[0][1])
         for r in got:
@@ -100,6 +106,11 @@ class PgChunks:
         return chunkrows.Batch(
             chunkrows.Token(generation, (watermark, *keep)), rows, (len(rows), _tokens(rows))
         )
+
+    def next_read(self, token: chunkrows.Token) -> tuple[str, tuple[str]]:
+        """The statement :meth:`read_since` runs for ``token``, with its parameters (a
+        search runs it ahead with others: ``PgConn.read_ahead``)."""
+        return since_read(token.position[0])
 
     def read_since(self, conn: Conn, token: chunkrows.Token) -> chunkrows.Batch | None:
         """The rows written at or after the token's watermark and not handed out yet; None

@@ -197,6 +197,8 @@ class PgConn:
         self._direct: set[int] = set()  # ids of connections made outside the pool
         # a read sent with BEGIN (begin_keyed): ((sql, parameters), its result)
         self._first: tuple[tuple[str, tuple[Any, ...]], PgCursor] | None = None
+        # reads run ahead together (read_ahead): sql -> (its parameters, its result)
+        self._ahead: dict[str, tuple[tuple[Any, ...], PgCursor]] = {}
 
     @property
     def url(self) -> str:
@@ -219,7 +221,26 @@ class PgConn:
         first, self._first = self._first, None
         if first is not None and self._tx is not None and first[0] == (st.sql, tuple(params)):
             return first[1]  # read with the BEGIN (begin_keyed), nothing run since
+        ahead = self._ahead.get(st.sql) if self._ahead else None
+        if ahead is not None and self._tx is None and ahead[0] == tuple(params):
+            del self._ahead[st.sql]
+            return ahead[1]  # read ahead (read_ahead), nothing else run since
         return self._run(lambda raw: _run_one(raw, st, params))
+
+    def read_ahead(self, reads: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """Run ``reads`` (the store's SQL and parameters, each a read) now, together: one
+        round trip, one statement each with its own snapshot, as one by one. Each result
+        answers the next :meth:`execute` of the same statement with the same parameters,
+        once, provided no other statement runs before it (one that does drops them all).
+        A search's three refresh reads of the copies it holds in memory go this way
+        (store/resident.py). Nothing inside a write transaction (its reads see its writes)."""
+        if self._tx is not None or not reads:
+            return
+        keyed = [_translated(sql, parameters) for sql, parameters in reads]
+        results = self._run(lambda raw: _run_together(raw, keyed))
+        self._ahead = {
+            st.sql: (tuple(params), cur) for (st, params), cur in zip(keyed, results, strict=True)
+        }
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
         """Run one statement for each parameter row."""
@@ -233,6 +254,7 @@ class PgConn:
         import psycopg
 
         self._first = None  # another statement ran: an early read no longer answers one
+        self._ahead = {}
 
         if self._tx is not None:
             with errors(self._url):
@@ -506,6 +528,22 @@ def _begin_with(
         pass  # to the last statement's result
     rows = cur.fetchall() if _returns_rows(cur) else []
     return key, PgCursor(cur.rowcount, None, rows)
+
+
+def _run_together(
+    raw: psycopg.Connection[Any], reads: Sequence[tuple[pgsql.Statement, Any]]
+) -> list[PgCursor]:
+    """``reads`` as one query string (parameters written in as literals, libpq's quoting),
+    each statement's rows read whole."""
+    import psycopg
+
+    inline = psycopg.ClientCursor(raw)
+    cur = raw.execute("; ".join(inline.mogrify(st.sql, params) for st, params in reads))
+    out: list[PgCursor] = []
+    while True:
+        out.append(PgCursor(cur.rowcount, None, cur.fetchall() if _returns_rows(cur) else []))
+        if not cur.nextset():
+            return out
 
 
 def _chunk_columns(chunks: Sequence[Sequence[Any]]) -> list[Any]:

@@ -119,6 +119,24 @@ class ResidentIndex:
             return None
         return state.view
 
+    def read_ahead(self, conn: Conn) -> None:
+        """PostgreSQL: run now, in one round trip, the reads that bring this index, the
+        chunk -> entry map and the entries' columns up to date (``PgConn.read_ahead``):
+        a search's :meth:`view` and the copies' refreshes then take their answers, where
+        each was a round trip of its own (~0.3-0.6 ms apiece at 1M)."""
+        ahead = getattr(conn, "read_ahead", None)
+        state = self._state
+        if ahead is None or self._closed.is_set():
+            return
+        source = chunkrows.source_for(conn)
+        mine = getattr(source, "next_read", None)
+        reads = [
+            mine(state.token) if mine is not None and state is not None else None,
+            self.entry_map.next_read(conn),
+            self.entry_keys.next_read(conn),
+        ]
+        ahead([r for r in reads if r is not None])
+
     def start(self) -> None:
         """Start a build now (in the background) unless one is running or done."""
         with self._lock:

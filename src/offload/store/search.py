@@ -66,6 +66,8 @@ def search_hits(
         return []
     conn = store.conn
     now = store.clock()
+    if store.resident is not None:  # PostgreSQL: the three refreshes' reads in one trip
+        store.resident.read_ahead(conn)
     # the in-memory index, brought up to date (None: the SQL path, store/resident.py)
     view = None if store.resident is None else store.resident.view(conn)
     # and the chunk -> entry map (None: through entry_chunks, store/entrymap.py)
