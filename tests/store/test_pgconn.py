@@ -307,3 +307,22 @@ def test_a_search_brings_its_three_held_copies_up_to_date_in_one_round_trip(
             if ahead:
                 with_ahead = len(trips)
         assert with_ahead == len(trips) - 2  # three reads in one trip, where each took one
+
+
+def test_a_search_whose_read_ahead_fails_refreshes_its_copies_itself(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Store(pg_database, counter=EstimateCounter(), resident_mb=64) as store:
+        store.put("Caroline said the loader read shard1", scope="s")
+        store.search("loader")
+        held = store.resident
+        assert held is not None and held.built.wait(60)
+        assert held.entry_map.wait(60) and held.entry_keys.wait(60)
+
+        def broken(self: PgConn, reads: object) -> None:
+            raise StoreError("the reads ahead failed")
+
+        monkeypatch.setattr(PgConn, "read_ahead", broken)
+        new = store.put("Melanie saw a narwhal", scope="s").entry
+        assert [h.entry.id for h in store.search("narwhal", scope="s")] == [new.id]
+        assert held.entry_map.latest() is not None and held.entry_keys.latest() is not None

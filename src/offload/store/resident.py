@@ -135,7 +135,10 @@ class ResidentIndex:
             self.entry_map.next_read(conn),
             self.entry_keys.next_read(conn),
         ]
-        ahead([r for r in reads if r is not None])
+        try:
+            ahead([r for r in reads if r is not None])
+        except OffloadError as exc:  # each refresh reads for itself, and copes, as before
+            _log.debug("resident index: reading ahead: %s", exc)
 
     def start(self) -> None:
         """Start a build now (in the background) unless one is running or done."""
