@@ -314,19 +314,21 @@ def index_text_counts(text: str) -> tuple[str, Counter[str]]:
     counts = Counter(_runs(text))
     cache = _text_cache.holding(counts.keys())
     terms = "".join(map(operator.mul, map(cache.__getitem__, counts), counts.values()))[:-1]
-    split = _split_cache.holding(counts.keys())
-    # each run's terms repeated as often as it occurs, in order: what terms.split() gives
-    repeated = map(operator.mul, map(split.__getitem__, counts), counts.values())
-    return terms, Counter(itertools.chain.from_iterable(repeated))
+    return terms, _terms_counted(counts)
 
 
 def index_counts(text: str) -> Counter[str]:
     """How often each term of :func:`index_text`'s string occurs, in the same order, without
     building the string: what a PostgreSQL put sends (a tsvector and cached counts are made
     from the counts alone), spared the join that only an FTS5 row needs."""
-    counts = Counter(_runs(text))
-    split = _split_cache.holding(counts.keys())
-    repeated = map(operator.mul, map(split.__getitem__, counts), counts.values())
+    return _terms_counted(Counter(_runs(text)))
+
+
+def _terms_counted(runs: Counter[str]) -> Counter[str]:
+    """The terms of counted runs, counted: each distinct run's terms split once (and
+    cached) and repeated as often as it occurs, in order: what index_text's split gives."""
+    split = _split_cache.holding(runs.keys())
+    repeated = map(operator.mul, map(split.__getitem__, runs), runs.values())
     return Counter(itertools.chain.from_iterable(repeated))
 
 

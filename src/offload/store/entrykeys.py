@@ -250,7 +250,7 @@ def read_since(conn: Conn, held: EntryKeys) -> EntryKeys | None:
                 return held
             got = conn.execute(_SQLITE_SINCE, (held.token[1],)).fetchall()
         return _applied(held, got, (int(gen), int(stamp)))
-    got = conn.execute(*_pg_since(held)).fetchall()
+    got = conn.execute(*pg_since(held)).fetchall()
     generation, watermark = int(got[0][0]), int(got[0][1])
     if generation != held.token[0]:
         return None
@@ -260,14 +260,10 @@ def read_since(conn: Conn, held: EntryKeys) -> EntryKeys | None:
     return _applied(held, rows, (generation, watermark))
 
 
-def _pg_since(held: EntryKeys) -> tuple[str, tuple[str]]:
-    return _SINCE, (str(held.token[1]),)
-
-
-def next_read(conn: Conn, held: EntryKeys) -> tuple[str, tuple[str]] | None:
+def pg_since(held: EntryKeys) -> tuple[str, tuple[str]]:
     """PostgreSQL: the statement a refresh of ``held`` runs, with its parameters (a search
-    runs it ahead with others: ``PgConn.read_ahead``); None on SQLite."""
-    return None if isinstance(conn, sqlite3.Connection) else _pg_since(held)
+    runs it ahead with others: ``PgConn.read_ahead``)."""
+    return _SINCE, (str(held.token[1]),)
 
 
 def _applied(held: EntryKeys, rows: Iterable[Any], token: tuple[int, int]) -> EntryKeys:
@@ -312,6 +308,6 @@ def resident(connect: Callable[[], Conn]) -> HeldCopy[EntryKeys]:
         name="keys",
         read_all=read_all,
         read_since=read_since,
-        next_read=next_read,
+        pg_next_read=pg_since,
         errors=(OffloadError, ValueError, sqlite3.Error),
     )

@@ -185,7 +185,7 @@ def read_all_pg(conn: Conn) -> EntryMap:
 def read_since_pg(conn: Conn, held: EntryMap) -> EntryMap | None:
     """PostgreSQL: ``held`` with every chunk written to since its watermark read again
     whole, or None: the generation moved (rebuild)."""
-    got = conn.execute(*_pg_since(held)).fetchall()
+    got = conn.execute(*pg_since(held)).fetchall()
     gen, xmin = int(got[0][0]), int(got[0][1])
     if gen != held.token[0]:
         return None
@@ -195,14 +195,10 @@ def read_since_pg(conn: Conn, held: EntryMap) -> EntryMap | None:
     return _with_tail(held, rows, (gen, -1, xmin))
 
 
-def _pg_since(held: EntryMap) -> tuple[str, tuple[str]]:
-    return _PG_SINCE, (str(held.token[2]),)
-
-
-def next_read(conn: Conn, held: EntryMap) -> tuple[str, tuple[str]] | None:
+def pg_since(held: EntryMap) -> tuple[str, tuple[str]]:
     """PostgreSQL: the statement a refresh of ``held`` runs, with its parameters (a search
-    runs it ahead with others: ``PgConn.read_ahead``); None on SQLite."""
-    return None if isinstance(conn, sqlite3.Connection) else _pg_since(held)
+    runs it ahead with others: ``PgConn.read_ahead``)."""
+    return _PG_SINCE, (str(held.token[2]),)
 
 
 def _with_tail(held: EntryMap, rows: list[Row3], token: tuple[int, int, int]) -> EntryMap:
@@ -224,7 +220,7 @@ def resident(connect: Callable[[], Conn]) -> HeldCopy[EntryMap]:
         name="map",
         read_all=_read_all,
         read_since=_read_since,
-        next_read=next_read,
+        pg_next_read=pg_since,
         errors=(sqlite3.Error, OffloadError),
     )
 

@@ -42,13 +42,13 @@ class HeldCopy(Generic[T]):
         read_all: Callable[[Conn], T],
         read_since: Callable[[Conn, T], T | None],
         errors: tuple[type[Exception], ...],
-        next_read: Callable[[Conn, T], Read | None] | None = None,
+        pg_next_read: Callable[[T], Read] | None = None,
     ) -> None:
         self.name = name
         self._connect = connect
         self._read_all = read_all
         self._read_since = read_since
-        self._next_read = next_read
+        self._pg_next_read = pg_next_read
         self._errors = errors
         self._build_errors: tuple[type[Exception], ...] = (*errors, MemoryError)
         self._lock = threading.Lock()
@@ -81,13 +81,13 @@ class HeldCopy(Generic[T]):
             self.start()
         return fresh
 
-    def next_read(self, conn: Conn) -> Read | None:
-        """The statement :meth:`current` would run now to refresh the copy, with its
-        parameters, where the backend says (None: none, or nothing held)."""
+    def pg_next_read(self) -> Read | None:
+        """PostgreSQL: the statement :meth:`current` would run now to refresh the copy,
+        with its parameters (None: nothing held)."""
         held = self._held
-        if held is None or self._closed or self._next_read is None:
+        if held is None or self._closed or self._pg_next_read is None:
             return None
-        return self._next_read(conn, held)
+        return self._pg_next_read(held)
 
     def latest(self) -> T | None:
         """The copy as the last refresh left it (this search's, or a later one's), or None:

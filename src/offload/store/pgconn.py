@@ -49,65 +49,69 @@ POOL_WAIT_S = 1.0
 WRITE_LOCK = 0x6F66666C6F6164
 # a put's own locks (begin_keyed): taken in the order of the array, one statement
 _KEY_LOCKS = "SELECT count(pg_advisory_xact_lock(k)) FROM unnest(ARRAY[{}]::bigint[]) AS k"
-# a block's chunks and their search rows (insert_chunks): one statement, ids in chunk order
 # every array goes in binary: a text array of the counts' JSON cost the client a regex
 # callback per quote it escaped (~25 ms for a 100 KB body), the binary form none
-_INSERT_CHUNKS = """
+_CHUNK_ARRAYS = """unnest(%b::integer[], %b::integer[], %b::integer[], %b::integer[], %b::tsvector[],
+        %b::text[]) WITH ORDINALITY AS s(start_line, end_line, start, stop, terms, counts, n)"""
+_CHUNK_ROWS = """INSERT INTO chunks (id, block_id, start_line, end_line, start, "end", term_counts)
+    SELECT id, {block}, start_line, end_line, start, stop, counts FROM src"""
+
+
+def _chunks_statement(block: str, where: str = "") -> str:
+    """A block's chunks and their search rows in one statement, ids in chunk order; the
+    block's id is the SQL ``block`` (after the arrays' parameters), ``where`` a filter."""
+    return f"""
 WITH src AS MATERIALIZED (
     SELECT s.*, nextval('chunks_id_seq') AS id
-    FROM unnest(%b::integer[], %b::integer[], %b::integer[], %b::integer[], %b::tsvector[],
-        %b::text[]) WITH ORDINALITY AS s(start_line, end_line, start, stop, terms, counts, n)
+    FROM {_CHUNK_ARRAYS}
+    {where}
     ORDER BY s.n
 ), c AS (
-    INSERT INTO chunks (id, block_id, start_line, end_line, start, "end", term_counts)
-    SELECT id, %s, start_line, end_line, start, stop, counts FROM src
+    {_CHUNK_ROWS.format(block=block)}
 )
 INSERT INTO search_body (rowid, terms) SELECT id, terms FROM src
 """
-# a new block with its chunks and their search rows (insert_indexed_block): one statement,
-# so one round trip, where the block's insert and then its chunks' took two; a block stored
-# before (content-addressed) inserts nothing here and returns no row
-_INSERT_INDEXED_BLOCK = """
+
+
+def _indexed_block_statement(answer: str) -> str:
+    """A new block with its chunks and their search rows in one statement, ``answer`` the
+    SELECT it ends with (over ``b``: the block's new id, no row when it was stored
+    before: content-addressed, nothing is inserted then)."""
+    return f"""
 WITH b AS (
     INSERT INTO blocks (hash, size, lines, codec, data, created)
     VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (hash) DO NOTHING RETURNING id
 ), src AS MATERIALIZED (
     SELECT s.*, b.id AS block_id, nextval('chunks_id_seq') AS id
-    FROM b, unnest(%b::integer[], %b::integer[], %b::integer[], %b::integer[], %b::tsvector[],
-        %b::text[]) WITH ORDINALITY AS s(start_line, end_line, start, stop, terms, counts, n)
+    FROM b, {_CHUNK_ARRAYS}
     ORDER BY s.n
 ), c AS (
-    INSERT INTO chunks (id, block_id, start_line, end_line, start, "end", term_counts)
-    SELECT id, block_id, start_line, end_line, start, stop, counts FROM src
+    {_CHUNK_ROWS.format(block="block_id")}
 ), t AS (
     INSERT INTO search_body (rowid, terms) SELECT id, terms FROM src
 )
-SELECT id FROM b
+{answer}
 """
-# A streamed block (insert_indexed_block with later batches): the head is the statement
-# above, its new id (0 when it was stored before) also kept in a transaction-local setting
-# that the later batches' statements read, so the client sends them without waiting for
-# the id (it waited ~2-4 ms of a 100 KB put); a batch after a block stored before inserts
-# nothing. The setting ends with the transaction.
+
+
+# a block's chunks (insert_chunks): one round trip instead of two per chunk
+_INSERT_CHUNKS = _chunks_statement("%s")
+# a new block with its chunks (insert_indexed_block): one round trip, where the block's
+# insert and then its chunks' took two
+_INSERT_INDEXED_BLOCK = _indexed_block_statement("SELECT id FROM b")
+# A streamed block (insert_indexed_block with later batches): its new id (0 when it was
+# stored before) also kept in a transaction-local setting that the later batches'
+# statements read, so the client sends them without waiting for the id (it waited ~2-4 ms
+# of a 100 KB put); a batch after a block stored before inserts nothing. The setting ends
+# with the transaction.
 _STREAM_SETTING = "offload.streamed_block"
-_STREAM_HEAD = _INSERT_INDEXED_BLOCK.replace(
-    "SELECT id FROM b",
-    f"SELECT set_config('{_STREAM_SETTING}', coalesce((SELECT id FROM b), 0)::text, true)::bigint",
+_STREAM_HEAD = _indexed_block_statement(
+    f"SELECT set_config('{_STREAM_SETTING}', coalesce((SELECT id FROM b), 0)::text, true)::bigint"
 )
-_STREAM_CHUNKS = f"""
-WITH src AS MATERIALIZED (
-    SELECT s.*, current_setting('{_STREAM_SETTING}')::bigint AS block_id,
-        nextval('chunks_id_seq') AS id
-    FROM unnest(%b::integer[], %b::integer[], %b::integer[], %b::integer[], %b::tsvector[],
-        %b::text[]) WITH ORDINALITY AS s(start_line, end_line, start, stop, terms, counts, n)
-    WHERE current_setting('{_STREAM_SETTING}') <> '0'
-    ORDER BY s.n
-), c AS (
-    INSERT INTO chunks (id, block_id, start_line, end_line, start, "end", term_counts)
-    SELECT id, block_id, start_line, end_line, start, stop, counts FROM src
+_STREAM_CHUNKS = _chunks_statement(
+    f"current_setting('{_STREAM_SETTING}')::bigint",
+    f"WHERE current_setting('{_STREAM_SETTING}') <> '0'",
 )
-INSERT INTO search_body (rowid, terms) SELECT id, terms FROM src
-"""
 SCHEMES = ("postgresql://", "postgres://")
 _TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus), without importing psycopg
 

@@ -132,8 +132,8 @@ class ResidentIndex:
         mine = getattr(source, "next_read", None)
         reads = [
             mine(state.token) if mine is not None and state is not None else None,
-            self.entry_map.next_read(conn),
-            self.entry_keys.next_read(conn),
+            self.entry_map.pg_next_read(),
+            self.entry_keys.pg_next_read(),
         ]
         try:
             ahead([r for r in reads if r is not None])
