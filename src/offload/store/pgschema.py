@@ -587,3 +587,28 @@ def pg_entry_map_changes(raw: Any) -> None:
     # the column's statistics now, as pg_entry_changes does (not on an empty table)
     if raw.execute("SELECT EXISTS (SELECT 1 FROM entry_chunks)").fetchone()[0]:
         raw.execute("ANALYZE entry_chunks (changed)")
+
+
+@migration
+def pg_toast_lz4(raw: Any) -> None:
+    # A 100 KB put's ~33 chunk rows each hold a few KB of cached counts and as much
+    # tsvector: over TOAST's 2 KB, so the server compressed every one with pglz, a fifth
+    # of its CPU for such a put (perf, docs/benchmarks/team-store.md, session 16). lz4
+    # compresses them about as well at a fraction of the cost (-1.7 to -4.8 ms of the
+    # server's CPU a put). Only new values change; a server built without lz4 (or older
+    # than 14) keeps pglz. A block's bytes are zstd already (store/blocks.py): compressing
+    # them again only spends the server's time, so they are kept out of line as they are.
+    raw.execute("ALTER TABLE blocks ALTER COLUMN data SET STORAGE EXTERNAL")
+    if not _offers_lz4(raw):
+        return
+    for table, column in (("chunks", "term_counts"), ("search_body", "terms")):
+        raw.execute(f"ALTER TABLE {table} ALTER COLUMN {column} SET COMPRESSION lz4")
+
+
+def _offers_lz4(raw: Any) -> bool:
+    """Whether the server can compress TOASTed values with lz4 (PostgreSQL 14 or later,
+    built with it): lz4 is then one of ``default_toast_compression``'s values."""
+    row = raw.execute(
+        "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+    ).fetchone()
+    return bool(row is not None and row[0])
