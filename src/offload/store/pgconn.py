@@ -96,14 +96,14 @@ WITH b AS (
 
 # a block's chunks (insert_chunks): one round trip instead of two per chunk
 _INSERT_CHUNKS = _chunks_statement("%s")
-# a new block with its chunks (insert_indexed_block): one round trip, where the block's
-# insert and then its chunks' took two
+# a new block with its chunks outside a transaction (insert_indexed_block): one round
+# trip, where the block's insert and then its chunks' took two
 _INSERT_INDEXED_BLOCK = _indexed_block_statement("SELECT id FROM b")
-# A streamed block (insert_indexed_block with later batches): its new id (0 when it was
-# stored before) also kept in a transaction-local setting that the later batches'
-# statements read, so the client sends them without waiting for the id (it waited ~2-4 ms
-# of a 100 KB put); a batch after a block stored before inserts nothing. The setting ends
-# with the transaction.
+# A block inside a transaction (insert_indexed_block, pipelined): its new id (0 when it
+# was stored before) also kept in a transaction-local setting that a big body's later
+# batches' statements read, so the client sends them without waiting for the id (it
+# waited ~2-4 ms of a 100 KB put); a batch after a block stored before inserts nothing.
+# The setting ends with the transaction.
 _STREAM_SETTING = "offload.streamed_block"
 _STREAM_HEAD = _indexed_block_statement(
     f"SELECT set_config('{_STREAM_SETTING}', coalesce((SELECT id FROM b), 0)::text, true)::bigint"
@@ -359,6 +359,7 @@ class PgConn:
         chunks: Sequence[Sequence[Any]],
         later: Iterable[Sequence[Sequence[Any]]] = (),
         then: tuple[str, Sequence[Any]] | None = None,
+        before: tuple[str, Sequence[Any]] | None = None,
     ) -> Inserted:
         """Insert a new block, ``block`` = (hash, size, lines, codec, data, created), with
         its chunks (as :meth:`insert_chunks` takes them, at least one) and their search
@@ -373,15 +374,23 @@ class PgConn:
         ``then``: a statement (the store's SQL and parameters) run right after the
         block's, before the later batches, whether the block was new or not; its id is
         :attr:`Inserted.then_id`. A put's entry goes there, so the later chunks are
-        mapped to it as they land rather than all at once after the last.
+        mapped to it as they land rather than all at once after the last. ``before``: a
+        statement run first (a put's vocabulary).
+
+        Inside a transaction all of it is one pipeline: one round trip, however many
+        statements.
         """
-        if self._tx is None:  # each statement would commit on its own: all in one
-            chunks = [*chunks, *(row for batch in later for row in batch)]
-            later = ()
         params = (*block, *_chunk_columns(chunks))
         follow = None if then is None else _translated(*then)
-        if later != ():
-            return self._run(lambda raw: _stream_block(raw, params, later, follow))
+        first = None if before is None else _translated(*before)
+        if self._tx is not None:
+            return self._run(lambda raw: _stream_block(raw, params, later, follow, first))
+        # outside one each statement would commit on its own: the chunks all in one
+        rest = [row for batch in later for row in batch]
+        if rest:
+            params = (*block, *_chunk_columns([*chunks, *rest]))
+        if first is not None:
+            self._run(lambda raw: _run_one(raw, *first))
         cur = self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_INDEXED_BLOCK), params))
         block_id = _new_id(cur.fetchone())
         if follow is None:
@@ -596,12 +605,15 @@ def _stream_block(
     params: Sequence[Any],
     later: Iterable[Sequence[Sequence[Any]]],
     then: tuple[pgsql.Statement, Any] | None = None,
+    before: tuple[pgsql.Statement, Any] | None = None,
 ) -> Inserted:
-    """The block statement (and ``then``), then one chunk statement per later batch,
-    pipelined: each is sent as soon as its batch is ready, and the answers are waited for
-    once, after the last. The block's new id is None when it was stored before (then the
-    later batches insert nothing)."""
+    """``before``, the block statement (and ``then``), then one chunk statement per later
+    batch, pipelined: each is sent as soon as its batch is ready, and the answers are
+    waited for once, after the last. The block's new id is None when it was stored before
+    (then the later batches insert nothing)."""
     with raw.pipeline():
+        if before is not None:
+            raw.execute(before[0].sql, before[1] or None)
         head = raw.execute(_STREAM_HEAD, params)
         after = None if then is None else raw.execute(then[0].sql, then[1] or None)
         wants_id = then is not None and then[0].returns_id

@@ -28,7 +28,7 @@ def put_keys(pending: Sequence[PendingPut]) -> list[str]:
     keys: list[str] = []
     for p in pending:
         keys.append(f"entry\0{p.content_hash}\0{p.options.scope}")
-        keys.extend(f"block\0{b.digest}" for b in p.blocks)
+        keys.extend(f"block\0{d}" for d in p.digests)
         if p.options.label is not None:
             keys.append(f"label\0{p.options.label}")
     return keys
@@ -116,6 +116,8 @@ class PendingPut:
     data: bytes
     content_hash: str
     blocks: list[rows.PreparedBlock] = field(default_factory=list)
+    # the hashes of the blocks it stores (the body's first), known before they are prepared
+    digests: tuple[str, ...] = ()
     tokens: int = 0
     meta: tuple[str, str, str, str, str] = ("", "", "", "", "")
     vector: bytes | None = None  # packed (store/vectors.py); None without a model

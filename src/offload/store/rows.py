@@ -184,11 +184,11 @@ def insert_with_entry(
     """Store a new entry's blocks (its body first) and insert the entry (``fields``:
     every one of :data:`ENTRY_FIELDS`, ``block_hash`` the body's).
 
-    On PostgreSQL a body whose chunks are streamed (a big one, :func:`insert_block`) has
-    its entry sent right after the block's statement, in the same pipeline: the later
-    batches' chunks are then mapped to it as they land, while the client analyses the
-    next (the map's rows for a 100 KB body were ~2 ms of the server's work after the
-    last batch), and the entry's round trip is gone. Elsewhere: the blocks, then the entry.
+    On PostgreSQL an indexed body has its entry sent right after the block's statement, in
+    the same pipeline (one round trip for the vocabulary, the block, the entry and the
+    chunks): a big body's later batches' chunks are then mapped to it as they land, while
+    the client analyses the next (the map's rows for a 100 KB body were ~2 ms of the
+    server's work after the last batch). Elsewhere: the blocks, then the entry.
     """
     body, *rest = blocks
     entry_id = _streamed_with_entry(conn, body, fields, now)
@@ -204,10 +204,10 @@ def insert_with_entry(
 def _streamed_with_entry(
     conn: Conn, b: PreparedBlock, fields: dict[str, Any], now: float
 ) -> int | None:
-    """The entry's id when ``b`` went as a streamed block with the entry (None: it did not
-    go, nothing was written)."""
+    """The entry's id when ``b`` went with the entry in one pipeline (None: it did not go,
+    nothing was written)."""
     fused = getattr(conn, "insert_indexed_block", None) is not None
-    if not fused or b.index is None or not b.index.later or not conn.in_transaction:
+    if not fused or b.index is None or not b.index.has_chunks or not conn.in_transaction:
         return None
     return int(_send_indexed(conn, b, b.index, now, _entry_statement(fields)) or 0)
 
@@ -222,14 +222,13 @@ def _send_indexed(
     """PostgreSQL: a new block, its chunks and their search rows in one statement (one
     round trip), a big body's later chunks in more, each analysed while the server writes
     the one before (``PgConn.insert_indexed_block``); the vocabulary first, as
-    index.insert_block has it. A block stored before is indexed if it was not. Returns
-    the id ``then`` gave (None without it)."""
-    if prepared.vocabulary:
-        index.insert_vocabulary_words(conn, prepared.vocabulary)
+    index.insert_block has it (in the same pipeline). A block stored before is indexed if
+    it was not. Returns the id ``then`` gave (None without it)."""
+    words = index.vocabulary_insert(prepared.vocabulary) if prepared.vocabulary else None
     block = (b.digest, b.size, b.lines, b.codec, b.stored, now)
     batches = map(index.chunk_rows, prepared.batches(index.BATCH_CHARS))
     later = batches if prepared.later else ()
-    got = conn.insert_indexed_block(block, next(batches), later, then)
+    got = conn.insert_indexed_block(block, next(batches), later, then, words)
     if got.block_id is None:
         _stored_block(conn, b)
     return int(got.then_id) if got.then_id is not None else None

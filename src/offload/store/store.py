@@ -274,13 +274,17 @@ class Store(SavedState):
         the original holds; its hits say so, :attr:`Hit.in_original`). ``index_from_line``
         indexes the stored body only from that line on: its earlier lines are another
         entry's, already indexed there (a proxy part that takes in the parts before it), so a
-        search finds each text once. The CPU
-        work (hashing, compression, chunking, analysis, token counting) runs before the
-        write lock is taken; the lock covers only the inserts. On PostgreSQL a body of more
-        than :data:`index.BATCH_CHARS` characters is the exception: its later chunks are
-        analysed inside the transaction, each batch while the server writes the one
-        before, holding only the put's own locks (the analysis and the server's work
-        overlap instead of adding up).
+        search finds each text once.
+
+        On SQLite the CPU work (hashing, compression, chunking, analysis, token counting)
+        runs before the write lock is taken; the lock covers only the inserts. On
+        PostgreSQL a put holds only its own locks (other puts run beside it), and its first
+        round trip both begins the transaction and asks whether the content is stored
+        already: a repeat is answered with no analysis, and new content is analysed inside
+        the transaction, a big body's later chunks each while the server writes the batch
+        before (the analysis and the server's work overlap instead of adding up). With an
+        embedding model the work is done before, as on SQLite: an embedding should not
+        hold a connection.
         """
         pending = self._prepare_put(
             content,
@@ -327,6 +331,8 @@ class Store(SavedState):
         to archive, content forgotten since it was prepared) or a lock cycle with another
         put, it is rolled back and done again under the store-wide lock, as every put was.
         """
+        if self._pg is not None and len(pending) == 1 and not pending[0].blocks:
+            return [self._commit_new_pg(pending[0])]
         words = take_vocabulary(pending)
         if self._pg is not None and len(pending) > 1:
             # a batch: its new contents in a few COPY statements (store/pgbulk.py)
@@ -347,9 +353,26 @@ class Store(SavedState):
             insert_vocabulary(conn, words)
             return [self._commit_put(conn, p) for p in pending]
 
+    def _commit_new_pg(self, p: PendingPut) -> PutResult:
+        """A put on PostgreSQL whose content was not looked up nor prepared (one put,
+        without an embedding model): the look-up goes with the BEGIN, the same round trip,
+        and new content is prepared inside the transaction, which already holds the locks
+        of every block the put will write (:attr:`PendingPut.digests`). Its vocabulary and
+        entry go with the block's statements (``rows.insert_with_entry``)."""
+        then = [(rows.LIVE_ENTRY, (p.content_hash, p.options.scope))]
+        try:
+            with db.write_tx(self.conn, put_keys([p]), then) as conn:
+                return self._commit_put(conn, p, narrow=True)
+        except (NeedsStoreLock, StoreBusy):
+            pass  # rolled back: nothing of it was written (what it prepared is kept)
+        with db.write_tx(self.conn) as conn:
+            return self._commit_put(conn, p)
+
     def _prepare_put(self, content: str, o: PutOptions, *, bulk: bool = False) -> PendingPut:
         """Validate and do the CPU work of a put, outside any transaction (``bulk``: without
-        the look-ups that spare a repeat its work, for a batch that checks them at once)."""
+        the look-ups that spare a repeat its work, for a batch that checks them at once).
+        A single put on PostgreSQL without an embedding model is only validated and hashed
+        here: its look-up and its work are done in the transaction (:meth:`_commit_new_pg`)."""
         check_text(content, "content")
         if not 0.0 <= float(o.salience) <= 1.0:
             raise InvalidInput(f"salience must be within [0, 1], got {o.salience}")
@@ -365,6 +388,11 @@ class Store(SavedState):
         data = encode(content)
         content_hash = sha256_hex(data)
         pending = PendingPut(o, o.kind.strip() or "text", tag_text, content, data, content_hash)
+        body = content_hash if o.body is None else sha256_hex(encode(o.body))
+        kept = (content_hash,) if o.body is not None and o.keep_original else ()
+        pending.digests = (body, *kept)  # what _prepare_blocks will make
+        if self._pg is not None and not bulk and self._embedder is None:
+            return pending  # looked up with the BEGIN, prepared after (_commit_new_pg)
         if bulk or rows.live_entry(self.conn, content_hash, o.scope) is None:
             self._prepare_blocks(pending, known_words=not bulk)  # a repeat needs none of it
         return pending
@@ -422,8 +450,8 @@ class Store(SavedState):
         expires, label, pinned = o.expires, o.label, o.pinned
         row = rows.live_entry(conn, p.content_hash, o.scope)
         expired = row is not None and row["expires"] is not None and row["expires"] <= self.clock()
-        if narrow and (expired or (row is None and not p.blocks)):
-            raise NeedsStoreLock  # archiving, or blocks it holds no lock for
+        if narrow and expired:
+            raise NeedsStoreLock  # archiving: more than its own locks
         if expired:
             # expired but not archived yet: archive it, and store the content anew
             lifecycle.delete(self, conn, int(row["id"]), "expired")
@@ -440,7 +468,7 @@ class Store(SavedState):
                     "UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry_id,)
                 )
             return PutResult(rows.entry_by_id(conn, entry_id), created=False)
-        if not p.blocks:  # the entry was forgotten between the first look and the lock
+        if not p.blocks:  # not prepared yet, or forgotten between the first look and the lock
             self._prepare_blocks(p)
         now = self.clock()
         entry = rows.insert_with_entry(
