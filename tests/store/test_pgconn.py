@@ -326,3 +326,64 @@ def test_a_search_whose_read_ahead_fails_refreshes_its_copies_itself(
         new = store.put("Melanie saw a narwhal", scope="s").entry
         assert [h.entry.id for h in store.search("narwhal", scope="s")] == [new.id]
         assert held.entry_map.latest() is not None and held.entry_keys.latest() is not None
+
+
+def test_a_new_put_is_one_round_trip_between_begin_and_commit_and_a_repeat_is_not_analysed(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _open(pg_database) as store:
+        store.put("warm the pool and the schema", scope="s")
+        trips: list[str] = []
+        real_run, real_begin = PgConn._run, PgConn.begin_keyed
+
+        def run(self: PgConn, fn: Any) -> Any:
+            trips.append("run")
+            return real_run(self, fn)
+
+        def begin(self: PgConn, keys: Any, then: Any = ()) -> None:
+            trips.append("begin")
+            real_begin(self, keys, then)
+
+        monkeypatch.setattr(PgConn, "_run", run)
+        monkeypatch.setattr(PgConn, "begin_keyed", begin)
+        for body in ("the loader read shard1 in 3 ms", _BODY):  # one batch, then streamed
+            trips.clear()
+            assert store.put(body, scope="s").created
+            # the look-up went with the BEGIN; vocabulary, block, entry, chunks: one pipeline
+            assert trips == ["begin", "run"]
+        analysed: list[str] = []
+        real_prepare = index.prepare
+
+        def prepare(*args: Any, **kwargs: Any) -> index.PreparedIndex:
+            analysed.append("x")
+            return real_prepare(*args, **kwargs)
+
+        monkeypatch.setattr(index, "prepare", prepare)
+        trips.clear()
+        again = store.put(_BODY, scope="s")
+        assert not again.created and analysed == []  # a repeat is never analysed
+        assert trips == ["begin", "run"]  # the look-up with the BEGIN, then its entry's read
+        assert store.put(_BODY, scope="other").created and analysed == ["x"]
+
+
+def test_the_vocabulary_sent_before_a_block_is_stored_with_it_or_not_at_all(
+    pg_database: str,
+) -> None:
+    with _open(pg_database) as store:
+        conn = _pg(store)
+        prepared = index.prepare(_BODY, 5, 400)
+        block = (sha256_hex(_BODY.encode()), len(_BODY), 300, "raw", _BODY.encode(), 0.0)
+        rows = index.chunk_rows(prepared.chunks)
+        words = index.vocabulary_insert(["zebrafish", "aardvark"])
+        bad = ("INSERT INTO labels (label, entry_id) VALUES (?, ?)", ("l", 999))  # no entry
+        with pytest.raises(StoreError), db.write_tx(conn) as tx:
+            assert isinstance(tx, PgConn)
+            tx.insert_indexed_block(block, rows, then=bad, before=words)
+        held = "SELECT term FROM terms WHERE term IN ('zebrafish', 'aardvark') ORDER BY term"
+        assert conn.execute(held).fetchall() == [] and _chunks(store, block[0]) == []
+        with db.write_tx(conn) as tx:
+            assert isinstance(tx, PgConn)
+            got = tx.insert_indexed_block(block, rows, before=words)
+        assert got.block_id is not None
+        assert [r[0] for r in conn.execute(held).fetchall()] == ["aardvark", "zebrafish"]
+        assert len(_chunks(store, block[0])) == len(rows)
