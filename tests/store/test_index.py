@@ -92,3 +92,11 @@ def test_cached_term_counts_are_the_json_of_the_length_then_each_count(
     written = index.counts_json(counts)
     assert written == json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
     assert json.loads(written) == whole and written.startswith(index.LENGTH_FIRST)
+
+
+def test_counts_past_the_bound_of_remembered_count_texts_are_still_written_right() -> None:
+    # every count a new number: the remembered texts are forgotten and made again
+    for start in range(0, 3 * index.COUNT_TEXTS_MAX, 997):
+        counts = {f"t{i}": start + i for i in range(1, 1000)}
+        written = json.loads(index.counts_json(counts))
+        assert written == {index.LENGTH_KEY: sum(counts.values()), **counts}
