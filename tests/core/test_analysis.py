@@ -289,6 +289,7 @@ def _counts(text: str) -> tuple[str, list[tuple[str, int]]]:
 def test_the_index_string_counted_by_run_equals_counting_its_split(text: str) -> None:
     for _ in range(2):  # from cold caches, then from warm ones
         assert _counts(text) == _reference_counts(text)
+        assert list(analysis.index_counts(text).items()) == _reference_counts(text)[1]
     analysis.clear_caches()
 
 
@@ -305,4 +306,5 @@ def test_counting_by_run_survives_a_cache_filling_up_within_one_text(
     analysis.clear_caches()
     text = "\n".join(f"word{i} other{i % 5} again" for i in range(50)) * 3
     assert _counts(text) == _reference_counts(text)
+    assert list(analysis.index_counts(text).items()) == _reference_counts(text)[1]
     analysis.clear_caches()

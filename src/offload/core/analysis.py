@@ -320,8 +320,14 @@ def index_text_counts(text: str) -> tuple[str, Counter[str]]:
 def index_counts(text: str) -> Counter[str]:
     """How often each term of :func:`index_text`'s string occurs, in the same order, without
     building the string: what a PostgreSQL put sends (a tsvector and cached counts are made
-    from the counts alone), spared the join that only an FTS5 row needs."""
-    return _terms_counted(Counter(_runs(text)))
+    from the counts alone), spared the join that only an FTS5 row needs.
+
+    Each run's terms are chained in reading order and counted once, without counting the
+    runs first (a quarter of the time): a term first appears in the same place either
+    way, at its run's first occurrence, so the order is :func:`_terms_counted`'s."""
+    runs = _runs(text)
+    split = _split_cache.holding(set(runs))
+    return Counter(itertools.chain.from_iterable(map(split.__getitem__, runs)))
 
 
 def _terms_counted(runs: Counter[str]) -> Counter[str]:
