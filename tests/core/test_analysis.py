@@ -308,3 +308,12 @@ def test_counting_by_run_survives_a_cache_filling_up_within_one_text(
     assert _counts(text) == _reference_counts(text)
     assert list(analysis.index_counts(text).items()) == _reference_counts(text)[1]
     analysis.clear_caches()
+
+
+@given(st.text(alphabet="0123456789", min_size=1, max_size=80))
+def test_a_number_analyses_to_what_the_word_analysis_gives_it(number: str) -> None:
+    # numbers skip the word analysis (the run's own term, none past the length bound)
+    assert analysis.index_terms(number) == list(analysis.word_terms(number))
+    assert analysis.surface_words(number) == _reference_surface_words(number) == set()
+    text = f"took {number} ms"
+    assert list(analysis.index_counts(text).items()) == _reference_counts(text)[1]
