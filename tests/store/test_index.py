@@ -8,6 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from offload.core import analysis
 from offload.core.tokens import EstimateCounter
 from offload.store import index, state
 from offload.store.db import write_tx
@@ -100,3 +101,33 @@ def test_counts_past_the_bound_of_remembered_count_texts_are_still_written_right
         counts = {f"t{i}": start + i for i in range(1, 1000)}
         written = json.loads(index.counts_json(counts))
         assert written == {index.LENGTH_KEY: sum(counts.values()), **counts}
+
+
+@given(
+    st.text(alphabet='aZé東9_./-\\ \n"nu{}\u0301\x1c\u2028', max_size=400),
+    st.integers(min_value=1, max_value=4),
+    st.integers(min_value=64, max_value=90),
+)
+def test_a_vocabulary_left_to_the_chunks_runs_is_the_body_s_own(
+    text: str, lines: int, chars: int
+) -> None:
+    # counts without joined terms (a PostgreSQL put): the vocabulary is made from the
+    # chunks' runs when no chunk ends inside a line, else from the body as before
+    whole = tuple(sorted(analysis.surface_words(text)))
+    prepared = index.prepare(text, lines, chars, analyse_chars=64, joined=False)
+    pieces = [c.text for c in prepared.analysed] + [s.text for s in prepared.later]
+    at_line_ends = all(p.endswith("\n") for p in pieces[:-1])
+    assert (prepared.vocabulary is None) is at_line_ends
+    assert prepared.words() == whole
+    assert index.prepare(text, lines, chars).vocabulary == whole  # joined: from the body
+
+
+def test_a_vocabulary_is_left_to_the_chunks_only_when_their_runs_are_the_body_s() -> None:
+    lines = "\n".join(f"alpha{i} bravo charlie" for i in range(200)) + "\n"
+    long_line = "delta " * 200  # cut into several chunks, maybe inside a word
+    big = lines * (index.VOCABULARY_SCAN_CHARS // len(lines) + 1)  # past the scan bound
+    for text, left in ((lines, True), (lines + long_line, False), (big, False)):
+        prepared = index.prepare(text, 5, 400, analyse_chars=0, joined=False)
+        assert (prepared.vocabulary is None) is left
+        scanned = text[: index.VOCABULARY_SCAN_CHARS]
+        assert prepared.words() == tuple(sorted(analysis.surface_words(scanned)))

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from offload.config import StoreSettings
+from offload.core import analysis
 from offload.core.hashing import sha256_hex
 from offload.core.tokens import EstimateCounter
 from offload.errors import StoreError
@@ -387,3 +388,16 @@ def test_the_vocabulary_sent_before_a_block_is_stored_with_it_or_not_at_all(
         assert got.block_id is not None
         assert [r[0] for r in conn.execute(held).fetchall()] == ["aardvark", "zebrafish"]
         assert len(_chunks(store, block[0])) == len(rows)
+
+
+def test_a_streamed_put_stores_the_vocabulary_of_every_batch_after_the_last(
+    pg_database: str,
+) -> None:
+    body = _BODY + "\nthe very last line names zanzibar"
+    with Store(pg_database, _SMALL_CHUNKS, counter=EstimateCounter()) as store:
+        e = store.put(body, scope="s").entry
+        assert len(_chunks(store, e.block_hash)) == 61  # streamed in several batches
+        held = {r[0] for r in store.conn.execute("SELECT term FROM terms").fetchall()}
+        assert held == analysis.surface_words(body) and "zanzibar" in held
+        # a misspelt word of the last batch finds the entry through the vocabulary
+        assert [h.entry.id for h in store.search("zanzibr", scope="s")] == [e.id]

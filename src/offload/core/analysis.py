@@ -48,6 +48,7 @@ __all__ = [
     "bigrams",
     "clear_caches",
     "content_terms",
+    "counted_runs",
     "index_counts",
     "index_terms",
     "index_text",
@@ -56,6 +57,7 @@ __all__ = [
     "pieces",
     "stem_terms",
     "surface_words",
+    "surface_words_of_runs",
     "terms",
     "word_terms",
     "words",
@@ -335,9 +337,17 @@ def index_counts(text: str) -> Counter[str]:
     Each run's terms are chained in reading order and counted once, without counting the
     runs first (a quarter of the time): a term first appears in the same place either
     way, at its run's first occurrence, so the order is :func:`_terms_counted`'s."""
+    return counted_runs(text)[0]
+
+
+def counted_runs(text: str) -> tuple[Counter[str], set[str]]:
+    """:func:`index_counts` of ``text`` and its distinct runs: the vocabulary of a text
+    cut into pieces at line ends is then :func:`surface_words_of_runs` of the union of its
+    pieces' runs (no run holds a line end), with no second pass over the text."""
     runs = _runs(text)
-    split = _split_cache.holding(set(runs))
-    return Counter(itertools.chain.from_iterable(map(split.__getitem__, runs)))
+    distinct = set(runs)
+    split = _split_cache.holding(distinct)
+    return Counter(itertools.chain.from_iterable(map(split.__getitem__, runs))), distinct
 
 
 def _terms_counted(runs: Counter[str]) -> Counter[str]:
@@ -391,7 +401,11 @@ class _RunCache(Generic[_V]):
 def surface_words(text: str) -> set[str]:
     """Distinct case-folded, unstemmed words and pieces: the vocabulary for partial and
     misspelt query words (looked up by substring and edit distance)."""
-    runs = set(_runs(text))
+    return surface_words_of_runs(set(_runs(text)))
+
+
+def surface_words_of_runs(runs: set[str]) -> set[str]:
+    """:func:`surface_words` of a text whose distinct runs are ``runs``."""
     cache = _surface_cache.holding(runs)
     return set().union(*map(cache.__getitem__, runs))
 

@@ -59,6 +59,8 @@ class PreparedChunk:
     text: str = field(compare=False, repr=False)  # the chunk's own characters
     # the joined terms when they were made with the counts (None: on demand, see terms)
     joined: str | None = field(default=None, compare=False, repr=False)
+    # its distinct runs, when analysed without joined terms (PreparedIndex.words)
+    runs: frozenset[str] | set[str] = field(default=frozenset(), compare=False, repr=False)
 
     @classmethod
     def of(
@@ -67,8 +69,10 @@ class PreparedChunk:
         """A chunk of ``text`` (the chunk's own characters) analysed; ``joined`` False: its
         counts only (a PostgreSQL put needs no joined string: ~a fifth of the analysis)."""
         if not joined:
-            counts = analysis.index_counts(text)
-            return cls(start_line, end_line, start, end, counts, counts_json(counts), text)
+            counts, runs = analysis.counted_runs(text)
+            return cls(
+                start_line, end_line, start, end, counts, counts_json(counts), text, None, runs
+            )
         # the same terms and counts as index_text + count_terms, counted per distinct run
         terms, counts = analysis.index_text_counts(text)
         return cls(start_line, end_line, start, end, counts, counts_json(counts), text, terms)
@@ -101,7 +105,9 @@ class PreparedIndex:
     """
 
     analysed: tuple[PreparedChunk, ...]
-    vocabulary: tuple[str, ...]
+    # the body's vocabulary words, sorted; None: made from its chunks' runs once they are
+    # analysed (:meth:`words`)
+    vocabulary: tuple[str, ...] | None
     later: tuple[Span, ...] = ()
     joined: bool = True  # the later chunks' terms joined too (PreparedChunk.of)
 
@@ -114,6 +120,15 @@ class PreparedIndex:
     def chunks(self) -> tuple[PreparedChunk, ...]:
         """Every chunk, analysed (the later ones now, once)."""
         return self.analysed + tuple(PreparedChunk.of(*s, self.joined) for s in self.later)
+
+    def words(self, chunks: Sequence[PreparedChunk] | None = None) -> tuple[str, ...]:
+        """The vocabulary words, sorted: :attr:`vocabulary`, or when that was left to the
+        chunks, the surface words of the runs of ``chunks`` (every chunk of the body,
+        analysed; by default :attr:`chunks`)."""
+        if self.vocabulary is not None:
+            return self.vocabulary
+        runs = set().union(*(c.runs for c in (self.chunks if chunks is None else chunks)))
+        return tuple(sorted(analysis.surface_words_of_runs(runs)))
 
     def batches(self, chars: int) -> Iterator[tuple[PreparedChunk, ...]]:
         """Every chunk in order: the analysed ones as one batch, then the later ones in
@@ -166,7 +181,8 @@ def prepare(
     first chunks holding that many characters (the first of :func:`split_by_size`'s
     groups; 0: none) and leave the rest :attr:`PreparedIndex.later` (None: analyse them
     all). ``joined`` False: the chunks' counts without their joined terms
-    (PreparedChunk.of)."""
+    (PreparedChunk.of), and the vocabulary left to the chunks' runs when that gives the
+    same words (:func:`_runs_of_chunks_cover`): no second pass over the body."""
     skip_lines, offset = 0, 0
     while skip_lines < from_line - 1:
         at = text.find("\n", offset)
@@ -190,9 +206,19 @@ def prepare(
         now = 0
     else:
         now = len(split_by_size(spans, analyse_chars)[0])
-    vocab = tuple(sorted(analysis.surface_words(rest[:VOCABULARY_SCAN_CHARS])))
+    vocab = None
+    if joined or not _runs_of_chunks_cover(spans, len(rest)):
+        vocab = tuple(sorted(analysis.surface_words(rest[:VOCABULARY_SCAN_CHARS])))
     analysed = tuple(PreparedChunk.of(*s, joined) for s in spans[:now])
     return PreparedIndex(analysed, vocab, tuple(spans[now:]), joined)
+
+
+def _runs_of_chunks_cover(spans: Sequence[Span], chars: int) -> bool:
+    """Whether the runs of these chunks of a ``chars``-character text are the runs the
+    vocabulary is made of: the whole text is scanned (within VOCABULARY_SCAN_CHARS) and no
+    chunk but the last ends inside a line (a line longer than a chunk is cut anywhere, maybe
+    inside a word; a run never holds a line end)."""
+    return chars <= VOCABULARY_SCAN_CHARS and all(s.text.endswith("\n") for s in spans[:-1])
 
 
 def term_counts(terms: str) -> str:
@@ -304,7 +330,7 @@ def insert_vocabulary_words(conn: Conn, words: Sequence[str]) -> None:
 
 def insert_block(conn: Conn, block_id: int, prepared: PreparedIndex) -> None:
     """Index one block's chunks and vocabulary (inside the caller's transaction)."""
-    insert_vocabulary_words(conn, prepared.vocabulary)
+    insert_vocabulary_words(conn, prepared.words())
     insert_chunks = getattr(conn, "insert_chunks", None)
     if insert_chunks is not None:  # PostgreSQL: one round trip for them all
         insert_chunks(block_id, chunk_rows(prepared.chunks))

@@ -160,9 +160,7 @@ def _copy_blocks(conn: Conn, blocks: list[PreparedBlock], now: float) -> None:
         ("rowid", "terms"),
         [(cid, pgsql.tsvector_literal(c.terms)[0]) for cid, (_bid, c) in placed],
     )
-    insert_terms(
-        conn, sorted({w for b in blocks if b.index is not None for w in b.index.vocabulary})
-    )
+    insert_terms(conn, sorted({w for b in blocks if b.index is not None for w in b.index.words()}))
 
 
 def insert_terms(conn: Conn, words: Sequence[str]) -> None:

@@ -22,6 +22,7 @@ Credentials never reach a message: errors name the URL with its password removed
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import threading
@@ -360,6 +361,7 @@ class PgConn:
         later: Iterable[Sequence[Sequence[Any]]] = (),
         then: tuple[str, Sequence[Any]] | None = None,
         before: tuple[str, Sequence[Any]] | None = None,
+        after: Callable[[], tuple[str, Sequence[Any]] | None] | None = None,
     ) -> Inserted:
         """Insert a new block, ``block`` = (hash, size, lines, codec, data, created), with
         its chunks (as :meth:`insert_chunks` takes them, at least one) and their search
@@ -375,7 +377,8 @@ class PgConn:
         block's, before the later batches, whether the block was new or not; its id is
         :attr:`Inserted.then_id`. A put's entry goes there, so the later chunks are
         mapped to it as they land rather than all at once after the last. ``before``: a
-        statement run first (a put's vocabulary).
+        statement run first (a put's vocabulary); ``after``: one made once the later
+        batches are taken (a vocabulary made of their chunks), run last; either None: none.
 
         Inside a transaction all of it is one pipeline: one round trip, however many
         statements.
@@ -384,13 +387,15 @@ class PgConn:
         follow = None if then is None else _translated(*then)
         first = None if before is None else _translated(*before)
         if self._tx is not None:
-            return self._run(lambda raw: _stream_block(raw, params, later, follow, first))
+            return self._run(lambda raw: _stream_block(raw, params, later, follow, first, after))
         # outside one each statement would commit on its own: the chunks all in one
         rest = [row for batch in later for row in batch]
         if rest:
             params = (*block, *_chunk_columns([*chunks, *rest]))
-        if first is not None:
-            self._run(lambda raw: _run_one(raw, *first))
+        last = None if after is None else after()
+        for sql in (first, None if last is None else _translated(*last)):
+            if sql is not None:
+                self._run(functools.partial(_run_one, st=sql[0], params=sql[1]))
         cur = self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_INDEXED_BLOCK), params))
         block_id = _new_id(cur.fetchone())
         if follow is None:
@@ -606,21 +611,26 @@ def _stream_block(
     later: Iterable[Sequence[Sequence[Any]]],
     then: tuple[pgsql.Statement, Any] | None = None,
     before: tuple[pgsql.Statement, Any] | None = None,
+    after: Callable[[], tuple[str, Sequence[Any]] | None] | None = None,
 ) -> Inserted:
     """``before``, the block statement (and ``then``), then one chunk statement per later
-    batch, pipelined: each is sent as soon as its batch is ready, and the answers are
-    waited for once, after the last. The block's new id is None when it was stored before
-    (then the later batches insert nothing)."""
+    batch, then ``after``'s statement, pipelined: each is sent as soon as its batch is
+    ready, and the answers are waited for once, after the last. The block's new id is None
+    when it was stored before (then the later batches insert nothing)."""
     with raw.pipeline():
         if before is not None:
             raw.execute(before[0].sql, before[1] or None)
         head = raw.execute(_STREAM_HEAD, params)
-        after = None if then is None else raw.execute(then[0].sql, then[1] or None)
+        follow = None if then is None else raw.execute(then[0].sql, then[1] or None)
         wants_id = then is not None and then[0].returns_id
         for batch in later:
             raw.execute(_STREAM_CHUNKS, _chunk_columns(batch))
+        last = None if after is None else after()
+        if last is not None:
+            st, parameters = _translated(*last)
+            raw.execute(st.sql, parameters or None)
         block_id = _new_id(head.fetchone()) or None
-        then_id = _new_id(after.fetchone()) if after is not None and wants_id else None
+        then_id = _new_id(follow.fetchone()) if follow is not None and wants_id else None
     return Inserted(block_id, then_id)
 
 
