@@ -367,7 +367,7 @@ def test_a_new_put_is_one_round_trip_between_begin_and_commit_and_a_repeat_is_no
         assert store.put(_BODY, scope="other").created and analysed == ["x"]
 
 
-def test_the_vocabulary_sent_before_a_block_is_stored_with_it_or_not_at_all(
+def test_the_vocabulary_sent_last_with_a_block_is_stored_with_it_or_not_at_all(
     pg_database: str,
 ) -> None:
     with _open(pg_database) as store:
@@ -375,19 +375,35 @@ def test_the_vocabulary_sent_before_a_block_is_stored_with_it_or_not_at_all(
         prepared = index.prepare(_BODY, 5, 400)
         block = (sha256_hex(_BODY.encode()), len(_BODY), 300, "raw", _BODY.encode(), 0.0)
         rows = index.chunk_rows(prepared.chunks)
-        words = index.vocabulary_insert(["zebrafish", "aardvark"])
+
+        def words() -> tuple[str, tuple[str]]:
+            return index.vocabulary_insert(["zebrafish", "aardvark"])
+
         bad = ("INSERT INTO labels (label, entry_id) VALUES (?, ?)", ("l", 999))  # no entry
         with pytest.raises(StoreError), db.write_tx(conn) as tx:
             assert isinstance(tx, PgConn)
-            tx.insert_indexed_block(block, rows, then=bad, before=words)
+            tx.insert_indexed_block(block, rows, then=bad, after=words)
         held = "SELECT term FROM terms WHERE term IN ('zebrafish', 'aardvark') ORDER BY term"
         assert conn.execute(held).fetchall() == [] and _chunks(store, block[0]) == []
         with db.write_tx(conn) as tx:
             assert isinstance(tx, PgConn)
-            got = tx.insert_indexed_block(block, rows, before=words)
+            got = tx.insert_indexed_block(block, rows, after=words)
         assert got.block_id is not None
         assert [r[0] for r in conn.execute(held).fetchall()] == ["aardvark", "zebrafish"]
         assert len(_chunks(store, block[0])) == len(rows)
+        # outside a transaction: each statement on its own, the vocabulary still last
+        other = _BODY.replace("loader", "reader")
+        head, *later = map(
+            index.chunk_rows, index.prepare(other, 5, 400, analyse_chars=500).batches(2000)
+        )
+        digest = sha256_hex(other.encode())
+        assert later  # more batches, all in one statement outside a transaction
+        bird = lambda: index.vocabulary_insert(["quetzal"])  # noqa: E731
+        conn.insert_indexed_block(
+            (digest, len(other), 300, "raw", other.encode(), 0.0), head, iter(later), after=bird
+        )
+        assert len(_chunks(store, digest)) == len(rows)
+        assert conn.execute("SELECT count(*) FROM terms WHERE term = 'quetzal'").fetchone()[0] == 1
 
 
 def test_a_streamed_put_stores_the_vocabulary_of_every_batch_after_the_last(

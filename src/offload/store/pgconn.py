@@ -22,7 +22,6 @@ Credentials never reach a message: errors name the URL with its password removed
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import logging
 import threading
@@ -360,7 +359,6 @@ class PgConn:
         chunks: Sequence[Sequence[Any]],
         later: Iterable[Sequence[Sequence[Any]]] = (),
         then: tuple[str, Sequence[Any]] | None = None,
-        before: tuple[str, Sequence[Any]] | None = None,
         after: Callable[[], tuple[str, Sequence[Any]] | None] | None = None,
     ) -> Inserted:
         """Insert a new block, ``block`` = (hash, size, lines, codec, data, created), with
@@ -376,31 +374,30 @@ class PgConn:
         ``then``: a statement (the store's SQL and parameters) run right after the
         block's, before the later batches, whether the block was new or not; its id is
         :attr:`Inserted.then_id`. A put's entry goes there, so the later chunks are
-        mapped to it as they land rather than all at once after the last. ``before``: a
-        statement run first (a put's vocabulary); ``after``: one made once the later
-        batches are taken (a vocabulary made of their chunks), run last; either None: none.
+        mapped to it as they land rather than all at once after the last. ``after``: a
+        statement made once the later batches are taken (a put's vocabulary, maybe made of
+        their chunks), run last (None, or giving None: none).
 
         Inside a transaction all of it is one pipeline: one round trip, however many
         statements.
         """
         params = (*block, *_chunk_columns(chunks))
         follow = None if then is None else _translated(*then)
-        first = None if before is None else _translated(*before)
         if self._tx is not None:
-            return self._run(lambda raw: _stream_block(raw, params, later, follow, first, after))
+            return self._run(lambda raw: _stream_block(raw, params, later, follow, after))
         # outside one each statement would commit on its own: the chunks all in one
         rest = [row for batch in later for row in batch]
         if rest:
             params = (*block, *_chunk_columns([*chunks, *rest]))
-        last = None if after is None else after()
-        for sql in (first, None if last is None else _translated(*last)):
-            if sql is not None:
-                self._run(functools.partial(_run_one, st=sql[0], params=sql[1]))
         cur = self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_INDEXED_BLOCK), params))
         block_id = _new_id(cur.fetchone())
-        if follow is None:
-            return Inserted(block_id, None)
-        return Inserted(block_id, self._run(lambda raw: _run_one(raw, *follow)).lastrowid)
+        then_id = (
+            None if follow is None else self._run(lambda raw: _run_one(raw, *follow)).lastrowid
+        )
+        last = None if after is None else after()
+        if last is not None:
+            self.execute(*last)
+        return Inserted(block_id, then_id)
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Write ``rows`` into ``table`` with one ``COPY`` (bulk loads, store/pgbulk.py):
@@ -610,16 +607,13 @@ def _stream_block(
     params: Sequence[Any],
     later: Iterable[Sequence[Sequence[Any]]],
     then: tuple[pgsql.Statement, Any] | None = None,
-    before: tuple[pgsql.Statement, Any] | None = None,
     after: Callable[[], tuple[str, Sequence[Any]] | None] | None = None,
 ) -> Inserted:
-    """``before``, the block statement (and ``then``), then one chunk statement per later
-    batch, then ``after``'s statement, pipelined: each is sent as soon as its batch is
-    ready, and the answers are waited for once, after the last. The block's new id is None
-    when it was stored before (then the later batches insert nothing)."""
+    """The block statement (and ``then``), then one chunk statement per later batch, then
+    ``after``'s statement, pipelined: each is sent as soon as its batch is ready, and the
+    answers are waited for once, after the last. The block's new id is None when it was
+    stored before (then the later batches insert nothing)."""
     with raw.pipeline():
-        if before is not None:
-            raw.execute(before[0].sql, before[1] or None)
         head = raw.execute(_STREAM_HEAD, params)
         follow = None if then is None else raw.execute(then[0].sql, then[1] or None)
         wants_id = then is not None and then[0].returns_id

@@ -221,9 +221,10 @@ def _send_indexed(
 ) -> int | None:
     """PostgreSQL: a new block, its chunks and their search rows in one statement (one
     round trip), a big body's later chunks in more, each analysed while the server writes
-    the one before (``PgConn.insert_indexed_block``); the vocabulary first, as
-    index.insert_block has it (in the same pipeline; a vocabulary left to the chunks' runs
-    after the last batch, :meth:`index.PreparedIndex.words`). A block stored before is
+    the one before (``PgConn.insert_indexed_block``), then its vocabulary, in the same
+    pipeline (a vocabulary left to the chunks' runs is made once the last batch is
+    analysed, :meth:`index.PreparedIndex.words`). Last, after ``then`` (a put's entry):
+    see ``Store._commit_one_pg`` on the order of row locks. A block stored before is
     indexed if it was not. Returns the id ``then`` gave (None without it)."""
     seen: list[index.PreparedChunk] = []
 
@@ -231,21 +232,14 @@ def _send_indexed(
         seen.extend(batch)
         return index.chunk_rows(batch)
 
-    def words_after() -> tuple[str, tuple[str]] | None:
+    def vocabulary() -> tuple[str, tuple[str]] | None:
         words = prepared.words(seen)
         return index.vocabulary_insert(words) if words else None
 
-    deferred = prepared.vocabulary is None
-    first = (
-        None
-        if deferred or not prepared.vocabulary
-        else index.vocabulary_insert(prepared.vocabulary)
-    )
     block = (b.digest, b.size, b.lines, b.codec, b.stored, now)
     batches = map(rows_of, prepared.batches(index.BATCH_CHARS))
     later = batches if prepared.later else ()
-    after = words_after if deferred else None
-    got = conn.insert_indexed_block(block, next(batches), later, then, first, after)
+    got = conn.insert_indexed_block(block, next(batches), later, then, vocabulary)
     if got.block_id is None:
         _stored_block(conn, b)
     return int(got.then_id) if got.then_id is not None else None

@@ -326,39 +326,33 @@ class Store(SavedState):
     def _commit_puts(self, pending: list[PendingPut]) -> list[PutResult]:
         """Commit prepared puts in one write transaction.
 
-        On PostgreSQL it first runs beside other puts, locking only its own keys
-        (:func:`put_keys`); when it meets something those do not cover (an expired entry
-        to archive, content forgotten since it was prepared) or a lock cycle with another
-        put, it is rolled back and done again under the store-wide lock, as every put was.
+        One put on PostgreSQL first runs beside other puts, locking only its own keys
+        (:func:`put_keys`, :meth:`_commit_one_pg`); when it meets something those do not
+        cover (an expired entry to archive) or a lock cycle with another put, it is rolled
+        back and done again under the store-wide lock, as every put was. A batch holds the
+        store-wide lock (on PostgreSQL its new contents go in a few COPY statements).
         """
-        if self._pg is not None and len(pending) == 1 and not pending[0].blocks:
-            return [self._commit_new_pg(pending[0])]
+        if self._pg is not None and len(pending) == 1:
+            return [self._commit_one_pg(pending[0])]
         words = take_vocabulary(pending)
-        if self._pg is not None and len(pending) > 1:
+        if self._pg is not None:
             # a batch: its new contents in a few COPY statements (store/pgbulk.py)
             model = self._embedder.model_id if self._embedder is not None else None
             with db.write_tx(self.conn) as conn:
                 pgbulk.insert_terms(conn, words)
                 return pgbulk.commit_puts(conn, pending, self._commit_put, self.clock(), model)
-        if self._pg is not None:
-            # the vocabulary and the dedup look-up go with the BEGIN: one round trip
-            then: list[tuple[str, Any]] = [index.vocabulary_insert(words)] if words else []
-            then += [(rows.LIVE_ENTRY, (p.content_hash, p.options.scope)) for p in pending[:1]]
-            try:
-                with db.write_tx(self.conn, put_keys(pending), then) as conn:
-                    return [self._commit_put(conn, p, narrow=True) for p in pending]
-            except (NeedsStoreLock, StoreBusy):
-                pass  # rolled back: nothing of it was written
         with db.write_tx(self.conn) as conn:
             insert_vocabulary(conn, words)
             return [self._commit_put(conn, p) for p in pending]
 
-    def _commit_new_pg(self, p: PendingPut) -> PutResult:
-        """A put on PostgreSQL whose content was not looked up nor prepared (one put,
-        without an embedding model): the look-up goes with the BEGIN, the same round trip,
-        and new content is prepared inside the transaction, which already holds the locks
-        of every block the put will write (:attr:`PendingPut.digests`). Its vocabulary and
-        entry go with the block's statements (``rows.insert_with_entry``)."""
+    def _commit_one_pg(self, p: PendingPut) -> PutResult:
+        """One put on PostgreSQL: the look-up for a repeat goes with the BEGIN, the same
+        round trip, and content not prepared yet (no embedding model) is prepared inside the
+        transaction, which already holds the locks of every block the put will write
+        (:attr:`PendingPut.digests`). Its entry and vocabulary go with the block's
+        statements (``rows.insert_with_entry``), the vocabulary last: every put takes the
+        row locks of its entry's per-scope sums before those of new vocabulary words, so
+        two never wait for each other in a cycle."""
         then = [(rows.LIVE_ENTRY, (p.content_hash, p.options.scope))]
         try:
             with db.write_tx(self.conn, put_keys([p]), then) as conn:
@@ -372,7 +366,7 @@ class Store(SavedState):
         """Validate and do the CPU work of a put, outside any transaction (``bulk``: without
         the look-ups that spare a repeat its work, for a batch that checks them at once).
         A single put on PostgreSQL without an embedding model is only validated and hashed
-        here: its look-up and its work are done in the transaction (:meth:`_commit_new_pg`)."""
+        here: its look-up and its work are done in the transaction (:meth:`_commit_one_pg`)."""
         check_text(content, "content")
         if not 0.0 <= float(o.salience) <= 1.0:
             raise InvalidInput(f"salience must be within [0, 1], got {o.salience}")
@@ -392,7 +386,7 @@ class Store(SavedState):
         kept = (content_hash,) if o.body is not None and o.keep_original else ()
         pending.digests = (body, *kept)  # what _prepare_blocks will make
         if self._pg is not None and not bulk and self._embedder is None:
-            return pending  # looked up with the BEGIN, prepared after (_commit_new_pg)
+            return pending  # looked up with the BEGIN, prepared after (_commit_one_pg)
         if bulk or rows.live_entry(self.conn, content_hash, o.scope) is None:
             self._prepare_blocks(pending, known_words=not bulk)  # a repeat needs none of it
         return pending
