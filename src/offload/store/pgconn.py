@@ -381,14 +381,13 @@ class PgConn:
         Inside a transaction all of it is one pipeline: one round trip, however many
         statements.
         """
-        params = (*block, *_chunk_columns(chunks))
         follow = None if then is None else _translated(*then)
         if self._tx is not None:
+            params = (*block, *_chunk_columns(chunks))
             return self._run(lambda raw: _stream_block(raw, params, later, follow, after))
         # outside one each statement would commit on its own: the chunks all in one
-        rest = [row for batch in later for row in batch]
-        if rest:
-            params = (*block, *_chunk_columns([*chunks, *rest]))
+        whole = [*chunks, *(row for batch in later for row in batch)]
+        params = (*block, *_chunk_columns(whole))
         cur = self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_INDEXED_BLOCK), params))
         block_id = _new_id(cur.fetchone())
         then_id = (
