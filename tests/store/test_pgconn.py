@@ -189,10 +189,6 @@ def test_the_read_sent_with_begin_answers_only_the_same_next_statement(
             # asked again, it runs again (the early rows answered once)
             tx.execute("UPDATE state SET value = 'w' WHERE namespace = 't' AND key = 'k'")
             assert [r[0] for r in tx.execute(*read).fetchall()] == ["w"]
-        other = ("SELECT value FROM state WHERE namespace = ? AND key = ?", ("t", "other"))
-        with db.write_tx(conn, ["t\0k"], [read, other]) as tx:
-            # a different read (other parameters) is run, not answered by the early one
-            assert [r[0] for r in tx.execute(*read).fetchall()] == ["w"]
 
 
 def test_a_repeated_put_finds_its_entry_through_the_early_read(pg_database: str) -> None:
@@ -364,7 +360,7 @@ def test_a_new_put_is_one_round_trip_between_begin_and_commit_and_a_repeat_is_no
         again = store.put(_BODY, scope="s")
         assert not again.created and analysed == []  # a repeat is never analysed
         assert trips == ["begin", "run"]  # the look-up with the BEGIN, then its entry's read
-        assert store.put(_BODY, scope="other").created and analysed == ["x"]
+        assert store.put(_BODY + "\nmore", scope="s").created and analysed == ["x"]
 
 
 def test_the_vocabulary_sent_last_with_a_block_is_stored_with_it_or_not_at_all(
@@ -417,3 +413,62 @@ def test_a_streamed_put_stores_the_vocabulary_of_every_batch_after_the_last(
         assert held == analysis.surface_words(body) and "zanzibar" in held
         # a misspelt word of the last batch finds the entry through the vocabulary
         assert [h.entry.id for h in store.search("zanzibr", scope="s")] == [e.id]
+
+
+def test_content_indexed_in_another_scope_is_not_analysed_again_and_is_found_in_both(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Store(pg_database, _SMALL_CHUNKS, counter=EstimateCounter()) as store:
+        first = store.put(_BODY, scope="a").entry
+        analysed: list[str] = []
+        real_prepare = index.prepare
+
+        def prepare(*args: Any, **kwargs: Any) -> index.PreparedIndex:
+            analysed.append("x")
+            return real_prepare(*args, **kwargs)
+
+        monkeypatch.setattr(index, "prepare", prepare)
+        second = store.put(_BODY, scope="b")
+        assert second.created and analysed == []  # the BEGIN said: indexed already
+        e = second.entry
+        assert e.id != first.id and e.block_hash == first.block_hash
+        own = [(int(r["id"]), 1) for r in _chunks(store, e.block_hash)]
+        assert len(own) == 60 and _mapped(store, e.id) == own  # every chunk is the new one's too
+        assert [h.entry.id for h in store.search("shard3 loader", scope="b")] == [e.id]
+        assert [h.entry.id for h in store.search("shard3 loader", scope="a")] == [first.id]
+        # a block stored but not indexed (a lossy put's original) is analysed and indexed
+        original = _BODY.replace("loader", "fetcher")
+        store.put(original, body="a summary of the fetcher log", scope="c")
+        assert _chunks(store, sha256_hex(original.encode())) == []
+        analysed.clear()
+        kept = store.put(original, scope="d").entry
+        assert analysed == ["x"] and len(_chunks(store, kept.block_hash)) == 60
+        assert [h.entry.id for h in store.search("fetcher shard3", scope="d")] == [kept.id]
+
+
+def test_each_read_sent_with_begin_answers_its_own_statement_once_and_writes_run_again(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _open(pg_database) as store:
+        conn = _pg(store)
+        write = ("UPDATE state SET value = 'x' WHERE namespace = ? AND key = ?", ("t", "k"))
+        read = ("SELECT value FROM state WHERE namespace = ? AND key = ?", ("t", "k"))
+        other = ("SELECT count(*) FROM state WHERE namespace = ?", ("t",))
+        store.conn.execute(
+            "INSERT INTO state (namespace, key, value, updated) VALUES ('t', 'k', 'v', 0)"
+        )
+        trips: list[int] = []
+        real = PgConn._run
+
+        def counted(self: PgConn, fn: Any) -> Any:
+            trips.append(1)
+            return real(self, fn)
+
+        monkeypatch.setattr(PgConn, "_run", counted)
+        with db.write_tx(conn, ["t\0k"], [write, read, other]) as tx:
+            assert tx.execute(*other).fetchone()[0] == 1  # answered, in any order
+            assert [r[0] for r in tx.execute(*read).fetchall()] == ["x"]  # saw the write
+            assert trips == []
+            assert [r[0] for r in tx.execute(*read).fetchall()] == ["x"]  # once: run now
+            assert tx.execute(*write).rowcount == 1  # a write is never answered: it runs
+            assert len(trips) == 2

@@ -116,7 +116,8 @@ def write_tx(
     (``PgConn.begin_keyed``); SQLite serialises every writer anyway. ``then``: the
     transaction's first statements, (sql, parameters) each, run right after the BEGIN;
     PostgreSQL sends them with it (and a put's locks) in one round trip and keeps the
-    last one's rows to answer the same statement if it comes next (``PgConn.begin_keyed``).
+    rows of each read to answer the same statement once, until another runs
+    (``PgConn.begin_keyed``).
 
     ``state``: ([namespace], keys) of saved state the transaction writes and nothing else
     (store/state.py); on PostgreSQL it then waits only for writers of the same keys, not

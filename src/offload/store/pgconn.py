@@ -199,8 +199,8 @@ class PgConn:
         self._timeout_s = timeout_s
         self._tx: psycopg.Connection[Any] | None = None
         self._direct: set[int] = set()  # ids of connections made outside the pool
-        # a read sent with BEGIN (begin_keyed): ((sql, parameters), its result)
-        self._first: tuple[tuple[str, tuple[Any, ...]], PgCursor] | None = None
+        # reads sent with BEGIN (begin_keyed): (sql, parameters) -> its result
+        self._first: dict[tuple[str, tuple[Any, ...]], PgCursor] = {}
         # reads run ahead together (read_ahead): sql -> (its parameters, its result)
         self._ahead: dict[str, tuple[tuple[Any, ...], PgCursor]] = {}
 
@@ -222,9 +222,10 @@ class PgConn:
             return PgCursor(None)
         st = pgsql.translate(sql)
         params = st.params(parameters) if st.params else parameters
-        first, self._first = self._first, None
-        if first is not None and self._tx is not None and first[0] == (st.sql, tuple(params)):
-            return first[1]  # read with the BEGIN (begin_keyed), nothing run since
+        if self._first and self._tx is not None:
+            first = self._first.pop((st.sql, tuple(params)), None)
+            if first is not None:
+                return first  # read with the BEGIN (begin_keyed), nothing else run since
         ahead = self._ahead.get(st.sql) if self._ahead else None
         if ahead is not None and self._tx is None and ahead[0] == tuple(params):
             del self._ahead[st.sql]
@@ -257,7 +258,7 @@ class PgConn:
     def _run(self, fn: Callable[[psycopg.Connection[Any]], _R]) -> _R:
         import psycopg
 
-        self._first = None  # another statement ran: an early read no longer answers one
+        self._first = {}  # another statement ran: an early read no longer answers one
         self._ahead = {}
 
         if self._tx is not None:
@@ -317,7 +318,7 @@ class PgConn:
 
     def _transaction(self, head: str) -> None:
         raw = self._tx
-        self._first = None
+        self._first = {}
         if head == "ROLLBACK":
             if raw is not None:
                 self._tx = None
@@ -423,9 +424,10 @@ class PgConn:
         so still see no put in flight.
 
         ``then``: statements (sql, parameters) the transaction starts with, after the
-        locks, sent with them in one query string: all of it costs one round trip. The last
-        one's rows answer this connection's next statement if that is the same one with
-        the same parameters (see :meth:`execute`); any other statement drops them unread.
+        locks, sent with them in one query string: all of it costs one round trip. The rows
+        of each that returns rows (a read) answer this connection's next execution of the
+        same statement with the same parameters, once (see :meth:`execute`); any other
+        statement drops those not asked for yet, unread.
         """
         locks = ",".join(str(k) for k in sorted({lock_key(k) for k in keys}))
         # one round trip: the keys are integers, written into the statement
@@ -516,13 +518,14 @@ class PgConn:
 
 def _begin_with(
     raw: psycopg.Connection[Any], begin: list[str], then: Sequence[tuple[str, Any]]
-) -> tuple[tuple[str, tuple[Any, ...]], PgCursor]:
+) -> dict[tuple[str, tuple[Any, ...]], PgCursor]:
     """BEGIN, the ``begin`` statements (the locks) and then ``then`` as one query string:
     one round trip and one execute for all of them. Each runs after the one before it, in
     the same transaction and with its own snapshot, exactly as it would one by one (so a
     read after the locks sees what the writers before them committed); an error skips the
     rest. ``then``'s parameters are written in as literals (libpq's quoting). Returns the
-    last statement's key (its translated SQL and parameters) and its result.
+    result of each of ``then``'s reads (a statement that returned rows) by its key (its
+    translated SQL and parameters).
 
     psycopg's pipeline mode also sent them in one round trip, but its Python loop per
     statement and per result cost the client ~0.25 ms more a put (docs/benchmarks/team-store.md,
@@ -531,17 +534,21 @@ def _begin_with(
 
     inline = psycopg.ClientCursor(raw)
     parts = ["BEGIN", *begin]
-    key: tuple[str, tuple[Any, ...]] = ("", ())
+    keys: list[tuple[str, tuple[Any, ...]]] = []
     for sql, parameters in then:
         st = pgsql.translate(sql)
         params = tuple(st.params(parameters) if st.params else parameters)
         parts.append(inline.mogrify(st.sql, params))
-        key = (st.sql, params)
+        keys.append((st.sql, params))
     cur = raw.execute("; ".join(parts))
-    while cur.nextset():
-        pass  # to the last statement's result
-    rows = cur.fetchall() if _returns_rows(cur) else []
-    return key, PgCursor(cur.rowcount, None, rows)
+    for _ in range(1 + len(begin)):
+        cur.nextset()  # past BEGIN and the locks, to the first of then's results
+    answers: dict[tuple[str, tuple[Any, ...]], PgCursor] = {}
+    for key in keys:
+        if _returns_rows(cur):  # a read: a write must run again when asked again
+            answers[key] = PgCursor(cur.rowcount, None, cur.fetchall())
+        cur.nextset()
+    return answers
 
 
 def _run_together(

@@ -132,10 +132,22 @@ def insert_block(conn: Conn, b: PreparedBlock, now: float) -> str:
 
 def _stored_block(conn: Conn, b: PreparedBlock) -> str:
     """A block stored before, maybe only as an un-indexed original: index it now."""
+    if b.index is None or not b.size:
+        return b.digest
     held = block_id(conn, b.digest)
-    if b.index is not None and b.size and not index.is_indexed(conn, held):
+    if not index.is_indexed(conn, held):
         index.insert_block(conn, held, b.index)
     return b.digest
+
+
+INDEXED_BLOCK = (
+    "SELECT EXISTS (SELECT 1 FROM chunks c JOIN blocks b ON b.id = c.block_id WHERE b.hash = ?)"
+)
+
+
+def block_indexed(conn: Conn, digest: str) -> bool:
+    """Whether the block with this hash is stored and indexed (has chunks)."""
+    return bool(conn.execute(INDEXED_BLOCK, (digest,)).fetchone()[0])
 
 
 ENTRY_FIELDS = (

@@ -353,7 +353,11 @@ class Store(SavedState):
         statements (``rows.insert_with_entry``), the vocabulary last: every put takes the
         row locks of its entry's per-scope sums before those of new vocabulary words, so
         two never wait for each other in a cycle."""
-        then = [(rows.LIVE_ENTRY, (p.content_hash, p.options.scope))]
+        then: list[tuple[str, tuple[str, ...]]] = [
+            (rows.LIVE_ENTRY, (p.content_hash, p.options.scope))
+        ]
+        if not p.blocks:  # and whether its body is indexed already (another scope's entry)
+            then.append((rows.INDEXED_BLOCK, (p.digests[0],)))
         try:
             with db.write_tx(self.conn, put_keys([p]), then) as conn:
                 return self._commit_put(conn, p, narrow=True)
@@ -391,14 +395,18 @@ class Store(SavedState):
             self._prepare_blocks(pending, known_words=not bulk)  # a repeat needs none of it
         return pending
 
-    def _prepare_blocks(self, p: PendingPut, *, known_words: bool = True) -> None:
+    def _prepare_blocks(
+        self, p: PendingPut, *, known_words: bool = True, index_body: bool = True
+    ) -> None:
         o = p.options
         stored = p.content if o.body is None else o.body
         first = o.index_from_line
         k = known_words
         if o.body is not None:
             p.blocks.append(
-                self._prepare_block(encode(o.body), indexed=True, from_line=first, known_words=k)
+                self._prepare_block(
+                    encode(o.body), indexed=index_body, from_line=first, known_words=k
+                )
             )
             if o.keep_original:
                 # index_original: a word only the original holds still finds the entry
@@ -407,7 +415,7 @@ class Store(SavedState):
                 )
         else:
             p.blocks.append(
-                self._prepare_block(p.data, indexed=True, from_line=first, known_words=k)
+                self._prepare_block(p.data, indexed=index_body, from_line=first, known_words=k)
             )
         p.tokens = o.tokens if o.tokens is not None else self.counter.count(stored)
         labels = [o.label] if o.label is not None else []
@@ -463,7 +471,8 @@ class Store(SavedState):
                 )
             return PutResult(rows.entry_by_id(conn, entry_id), created=False)
         if not p.blocks:  # not prepared yet, or forgotten between the first look and the lock
-            self._prepare_blocks(p)
+            # a body indexed already (the same content in another scope) is not analysed
+            self._prepare_blocks(p, index_body=not rows.block_indexed(conn, p.digests[0]))
         now = self.clock()
         entry = rows.insert_with_entry(
             conn,
