@@ -11,8 +11,11 @@ see exactly the same terms (FTS5 only splits them at spaces):
   and source, weighted above bodies (:data:`META_WEIGHTS`). It keeps its own content, so a
   row is simply replaced when the entry's metadata or labels change.
 
-The CPU work (chunking, analysis, vocabulary) is done by :func:`prepare` before a write
-transaction starts; inside it only the inserts run.
+The CPU work (chunking, analysis, vocabulary) is done by :func:`prepare`, pure. On SQLite
+it runs before a write transaction starts, and inside it only the inserts run; a single put
+on PostgreSQL, which holds only its own locks, prepares inside its transaction once the
+BEGIN has told it the content is new, and analyses a big body's later chunks batch by
+batch while the server writes the one before.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """A put between its two halves: the options it was asked with, the prepared work the
 write transaction inserts, and the checks and lock keys both halves share.
 
-``Store.put`` prepares outside any lock (analysis, compression, embedding) and commits
-inside one; what passes between them lives here.
+``Store.put`` prepares (analysis, compression, embedding) and commits; on SQLite the
+preparation runs outside any lock, on PostgreSQL a single put without an embedding model
+prepares inside its transaction, under its own locks. What passes between them lives here.
 """
 
 from __future__ import annotations
