@@ -37,6 +37,32 @@ def _chunks(store: Store, digest: str) -> list[Any]:
     ).fetchall()
 
 
+def _count_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gains an item for each statement sent to the server (PgConn._run)."""
+    trips: list[int] = []
+    real = PgConn._run
+
+    def counted(self: PgConn, fn: Any) -> Any:
+        trips.append(1)
+        return real(self, fn)
+
+    monkeypatch.setattr(PgConn, "_run", counted)
+    return trips
+
+
+def _count_analyses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A list that gains an item each time a body is analysed (index.prepare)."""
+    analysed: list[str] = []
+    real_prepare = index.prepare
+
+    def prepare(*args: Any, **kwargs: Any) -> index.PreparedIndex:
+        analysed.append("x")
+        return real_prepare(*args, **kwargs)
+
+    monkeypatch.setattr(index, "prepare", prepare)
+    return analysed
+
+
 def test_a_new_block_is_stored_with_its_chunks_in_order_and_searchable(pg_database: str) -> None:
     with _open(pg_database) as store:
         e = store.put(_BODY, scope="s").entry
@@ -283,14 +309,7 @@ def test_a_search_brings_its_three_held_copies_up_to_date_in_one_round_trip(
         assert held is not None and held.built.wait(60)
         assert held.entry_map.wait(60) and held.entry_keys.wait(60)
         store.search("loader")
-        trips: list[int] = []
-        real = PgConn._run
-
-        def counted(self: PgConn, fn: Any) -> Any:
-            trips.append(1)
-            return real(self, fn)
-
-        monkeypatch.setattr(PgConn, "_run", counted)
+        trips = _count_trips(monkeypatch)
         pages: list[list[int]] = []
         for ahead, word in ((True, "narwhal"), (False, "walrus")):
             with _open(pg_database) as writer:  # every copy has a new row to read
@@ -348,14 +367,7 @@ def test_a_new_put_is_one_round_trip_between_begin_and_commit_and_a_repeat_is_no
             assert store.put(body, scope="s").created
             # the look-up went with the BEGIN; vocabulary, block, entry, chunks: one pipeline
             assert trips == ["begin", "run"]
-        analysed: list[str] = []
-        real_prepare = index.prepare
-
-        def prepare(*args: Any, **kwargs: Any) -> index.PreparedIndex:
-            analysed.append("x")
-            return real_prepare(*args, **kwargs)
-
-        monkeypatch.setattr(index, "prepare", prepare)
+        analysed = _count_analyses(monkeypatch)
         trips.clear()
         again = store.put(_BODY, scope="s")
         assert not again.created and analysed == []  # a repeat is never analysed
@@ -420,14 +432,7 @@ def test_content_indexed_in_another_scope_is_not_analysed_again_and_is_found_in_
 ) -> None:
     with Store(pg_database, _SMALL_CHUNKS, counter=EstimateCounter()) as store:
         first = store.put(_BODY, scope="a").entry
-        analysed: list[str] = []
-        real_prepare = index.prepare
-
-        def prepare(*args: Any, **kwargs: Any) -> index.PreparedIndex:
-            analysed.append("x")
-            return real_prepare(*args, **kwargs)
-
-        monkeypatch.setattr(index, "prepare", prepare)
+        analysed = _count_analyses(monkeypatch)
         second = store.put(_BODY, scope="b")
         assert second.created and analysed == []  # the BEGIN said: indexed already
         e = second.entry
@@ -457,14 +462,7 @@ def test_each_read_sent_with_begin_answers_its_own_statement_once_and_writes_run
         store.conn.execute(
             "INSERT INTO state (namespace, key, value, updated) VALUES ('t', 'k', 'v', 0)"
         )
-        trips: list[int] = []
-        real = PgConn._run
-
-        def counted(self: PgConn, fn: Any) -> Any:
-            trips.append(1)
-            return real(self, fn)
-
-        monkeypatch.setattr(PgConn, "_run", counted)
+        trips = _count_trips(monkeypatch)
         with db.write_tx(conn, ["t\0k"], [write, read, other]) as tx:
             assert tx.execute(*other).fetchone()[0] == 1  # answered, in any order
             assert [r[0] for r in tx.execute(*read).fetchall()] == ["x"]  # saw the write
