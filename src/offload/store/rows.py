@@ -73,17 +73,22 @@ def prepare_block(
     from_line: int = 1,
     analyse_chars: int | None = None,
     joined: bool = True,
+    text: str | None = None,
+    digest: str | None = None,
 ) -> PreparedBlock:
     """Compress, hash and (when ``indexed``) analyse one block's bytes (from ``from_line``;
-    ``analyse_chars``, ``joined``: see :func:`offload.store.index.prepare`)."""
-    text = data.decode("utf-8")
+    ``analyse_chars``, ``joined``: see :func:`offload.store.index.prepare`). ``text`` and
+    ``digest``: the bytes decoded and hashed, when the caller has them already."""
+    if text is None:
+        text = data.decode("utf-8")
     codec, stored = blocks.pack(data)
     prepared = (
         index.prepare(text, chunk_lines, chunk_chars, from_line, analyse_chars, joined)
         if indexed
         else None
     )
-    return PreparedBlock(sha256_hex(data), len(data), count_lines(text), codec, stored, prepared)
+    digest = sha256_hex(data) if digest is None else digest
+    return PreparedBlock(digest, len(data), count_lines(text), codec, stored, prepared)
 
 
 def labels(conn: Conn, entry_id: int) -> tuple[str, ...]:
@@ -238,7 +243,7 @@ def _send_indexed(
     the one before (``PgConn.insert_indexed_block``), then its vocabulary, in the same
     pipeline (a vocabulary left to the chunks' runs is made once the last batch is
     analysed, :meth:`index.PreparedIndex.words`). Last, after ``then`` (a put's entry):
-    see ``Store._commit_one_pg`` on the order of row locks. A block stored before is
+    see ``writes._commit_one_pg`` on the order of row locks. A block stored before is
     indexed if it was not. Returns the id ``then`` gave (None without it)."""
     seen: list[index.PreparedChunk] = []
 

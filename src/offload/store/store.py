@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from offload.config import SearchSettings, Settings, StoreSettings
-from offload.core.hashing import encode, sha256_hex
 from offload.core.refs import parse_ref
 from offload.core.tokens import BoundedCounter, TokenCounter, default_counter
 from offload.core.urls import redact_url
@@ -28,7 +27,6 @@ from offload.errors import (
     InvalidInput,
     NotFound,
     OffloadError,
-    StoreBusy,
 )
 from offload.store import (
     blocks,
@@ -36,11 +34,11 @@ from offload.store import (
     index,
     lifecycle,
     lookup,
-    pgbulk,
     pgconn,
     query,
     rows,
     vectors,
+    writes,
 )  # fmt: skip
 from offload.store.backend import Conn
 from offload.store.models import (
@@ -52,15 +50,9 @@ from offload.store.models import (
     Status,
 )
 from offload.store.puts import (
-    NeedsStoreLock,
-    PendingPut,
     PutOptions,
     check_label,
-    check_text,
     clean_tags,
-    insert_vocabulary,
-    put_keys,
-    take_vocabulary,
 )
 from offload.store.resident import ResidentIndex
 from offload.store.saved import SavedState
@@ -164,7 +156,7 @@ class Store(SavedState):
         """The in-process matrix of the stored vectors of the embedder's model."""
         return self._matrix
 
-    def _vector(self, topic: str, summary: str, tags: str, body: str) -> bytes | None:
+    def vector_of(self, topic: str, summary: str, tags: str, body: str) -> bytes | None:
         """An entry's packed vector, computed before its write transaction (None: no model).
 
         A model that fails to load turns hybrid search off for this process, with a notice:
@@ -284,9 +276,10 @@ class Store(SavedState):
         the transaction, a big body's later chunks each while the server writes the batch
         before (the analysis and the server's work overlap instead of adding up). With an
         embedding model the work is done before, as on SQLite: an embedding should not
-        hold a connection.
+        hold a connection (store/writes.py).
         """
-        pending = self._prepare_put(
+        pending = writes.prepare_put(
+            self,
             content,
             PutOptions(
                 kind, topic, tuple(tags), summary, salience, pinned, source, scope, label,
@@ -294,7 +287,7 @@ class Store(SavedState):
                 index_from_line,
             ),
         )  # fmt: skip
-        return self._commit_puts([pending])[0]
+        return writes.commit_puts(self, [pending])[0]
 
     def put_many(
         self,
@@ -313,196 +306,18 @@ class Store(SavedState):
         # PostgreSQL: no look-up per put before the lock (a round trip each); the batch's
         # write transaction checks every content and word at once (store/pgbulk.py)
         bulk = self._pg is not None
-        pending = [self._prepare_put(c, opts, bulk=bulk) for c in contents]
-        return self._commit_puts(pending)
+        return writes.commit_puts(
+            self, [writes.prepare_put(self, c, opts, bulk=bulk) for c in contents]
+        )
 
     def put_each(self, puts: Iterable[tuple[str, PutOptions]]) -> list[PutResult]:
         """Store each content with its own options (labels, kinds, sources may differ) in
         one write transaction: all or none, one commit instead of one per put (a catalog's
         documents). Results in order, each as :meth:`put` gives it."""
         bulk = self._pg is not None
-        return self._commit_puts([self._prepare_put(c, o, bulk=bulk) for c, o in puts])
-
-    def _commit_puts(self, pending: list[PendingPut]) -> list[PutResult]:
-        """Commit prepared puts in one write transaction.
-
-        One put on PostgreSQL first runs beside other puts, locking only its own keys
-        (:func:`put_keys`, :meth:`_commit_one_pg`); when it meets something those do not
-        cover (an expired entry to archive) or a lock cycle with another put, it is rolled
-        back and done again under the store-wide lock, as every put was. A batch holds the
-        store-wide lock (on PostgreSQL its new contents go in a few COPY statements).
-        """
-        if self._pg is not None and len(pending) == 1:
-            return [self._commit_one_pg(pending[0])]
-        words = take_vocabulary(pending)
-        if self._pg is not None:
-            # a batch: its new contents in a few COPY statements (store/pgbulk.py)
-            model = self._embedder.model_id if self._embedder is not None else None
-            with db.write_tx(self.conn) as conn:
-                pgbulk.insert_terms(conn, words)
-                return pgbulk.commit_puts(conn, pending, self._commit_put, self.clock(), model)
-        with db.write_tx(self.conn) as conn:
-            insert_vocabulary(conn, words)
-            return [self._commit_put(conn, p) for p in pending]
-
-    def _commit_one_pg(self, p: PendingPut) -> PutResult:
-        """One put on PostgreSQL: the look-up for a repeat goes with the BEGIN, the same
-        round trip, and content not prepared yet (no embedding model) is prepared inside the
-        transaction, which already holds the locks of every block the put will write
-        (:attr:`PendingPut.digests`). Its entry and vocabulary go with the block's
-        statements (``rows.insert_with_entry``), the vocabulary last: every put takes the
-        row locks of its entry's per-scope sums before those of new vocabulary words, so
-        two never wait for each other in a cycle."""
-        then: list[tuple[str, tuple[str, ...]]] = [
-            (rows.LIVE_ENTRY, (p.content_hash, p.options.scope))
-        ]
-        if not p.blocks:  # and whether its body is indexed already (another scope's entry)
-            then.append((rows.INDEXED_BLOCK, (p.digests[0],)))
-        try:
-            with db.write_tx(self.conn, put_keys([p]), then) as conn:
-                return self._commit_put(conn, p, narrow=True)
-        except (NeedsStoreLock, StoreBusy):
-            pass  # rolled back: nothing of it was written (what it prepared is kept)
-        with db.write_tx(self.conn) as conn:
-            return self._commit_put(conn, p)
-
-    def _prepare_put(self, content: str, o: PutOptions, *, bulk: bool = False) -> PendingPut:
-        """Validate and do the CPU work of a put, outside any transaction (``bulk``: without
-        the look-ups that spare a repeat its work, for a batch that checks them at once).
-        A single put on PostgreSQL without an embedding model is only validated and hashed
-        here: its look-up and its work are done in the transaction (:meth:`_commit_one_pg`)."""
-        check_text(content, "content")
-        if not 0.0 <= float(o.salience) <= 1.0:
-            raise InvalidInput(f"salience must be within [0, 1], got {o.salience}")
-        if o.label is not None:
-            check_label(o.label)
-        if o.body is not None:
-            check_text(o.body, "body")
-        if not isinstance(o.index_from_line, int) or o.index_from_line < 1:
-            raise InvalidInput(
-                f"index_from_line must be a line number >= 1, got {o.index_from_line!r}"
-            )
-        tag_text = " ".join(clean_tags(o.tags))
-        data = encode(content)
-        content_hash = sha256_hex(data)
-        pending = PendingPut(o, o.kind.strip() or "text", tag_text, content, data, content_hash)
-        body = content_hash if o.body is None else sha256_hex(encode(o.body))
-        kept = (content_hash,) if o.body is not None and o.keep_original else ()
-        pending.digests = (body, *kept)  # what _prepare_blocks will make
-        if self._pg is not None and not bulk and self._embedder is None:
-            return pending  # looked up with the BEGIN, prepared after (_commit_one_pg)
-        if bulk or rows.live_entry(self.conn, content_hash, o.scope) is None:
-            self._prepare_blocks(pending, known_words=not bulk)  # a repeat needs none of it
-        return pending
-
-    def _prepare_blocks(
-        self, p: PendingPut, *, known_words: bool = True, index_body: bool = True
-    ) -> None:
-        o = p.options
-        stored = p.content if o.body is None else o.body
-        first = o.index_from_line
-        k = known_words
-        if o.body is not None:
-            p.blocks.append(
-                self._prepare_block(
-                    encode(o.body), indexed=index_body, from_line=first, known_words=k
-                )
-            )
-            if o.keep_original:
-                # index_original: a word only the original holds still finds the entry
-                p.blocks.append(
-                    self._prepare_block(p.data, indexed=o.index_original, known_words=k)
-                )
-        else:
-            p.blocks.append(
-                self._prepare_block(p.data, indexed=index_body, from_line=first, known_words=k)
-            )
-        p.tokens = o.tokens if o.tokens is not None else self.counter.count(stored)
-        labels = [o.label] if o.label is not None else []
-        p.meta = index.meta_row(o.topic, o.summary, p.tags, labels, o.source)
-        p.vector = self._vector(o.topic, o.summary, p.tags, stored)
-
-    def _prepare_block(
-        self, data: bytes, *, indexed: bool, from_line: int = 1, known_words: bool = True
-    ) -> rows.PreparedBlock:
-        s = self.settings
-        single_pg = self._pg is not None and known_words
-        b = rows.prepare_block(
-            data,
-            indexed=indexed,
-            chunk_lines=s.chunk_lines,
-            chunk_chars=s.chunk_chars,
-            from_line=from_line,
-            # PostgreSQL, one put: a big body's later chunks are analysed while the server
-            # writes its first ones (rows.insert_block); a batch analyses all of them now.
-            # Its tsvectors are made from the counts: no joined terms (a batch's COPY
-            # writes them as text)
-            analyse_chars=index.BATCH_CHARS if single_pg else None,
-            joined=not single_pg,
+        return writes.commit_puts(
+            self, [writes.prepare_put(self, c, o, bulk=bulk) for c, o in puts]
         )
-        if b.index is None or not known_words or self._pg is not None:
-            return b  # PostgreSQL: every word goes with the BEGIN (_commit_puts)
-        # which vocabulary words are new is read here, before the write lock
-        return dataclasses.replace(b, index=index.without_known_vocabulary(self.conn, b.index))
-
-    def _commit_put(self, conn: Conn, p: PendingPut, *, narrow: bool = False) -> PutResult:
-        """The inserts of a prepared put (inside the caller's write transaction; ``narrow``:
-        one that holds only the put's own locks, NeedsStoreLock when it needs more)."""
-        o = p.options
-        expires, label, pinned = o.expires, o.label, o.pinned
-        row = rows.live_entry(conn, p.content_hash, o.scope)
-        expired = row is not None and row["expires"] is not None and row["expires"] <= self.clock()
-        if narrow and expired:
-            raise NeedsStoreLock  # archiving: more than its own locks
-        if expired:
-            # expired but not archived yet: archive it, and store the content anew
-            lifecycle.delete(self, conn, int(row["id"]), "expired")
-            row = None
-        if row is not None:
-            entry_id = int(row["id"])
-            if expires is not None and row["expires"] is not None and expires > row["expires"]:
-                # offloading it again renews a time-limited entry (sliding expiry)
-                conn.execute("UPDATE entries SET expires = ? WHERE id = ?", (expires, entry_id))
-            if label is not None:
-                rows.set_label(conn, label, entry_id)
-            if pinned:
-                conn.execute(
-                    "UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry_id,)
-                )
-            return PutResult(rows.entry_by_id(conn, entry_id), created=False)
-        if not p.blocks:  # not prepared yet, or forgotten between the first look and the lock
-            # a body indexed already (the same content in another scope) is not analysed
-            self._prepare_blocks(p, index_body=not rows.block_indexed(conn, p.digests[0]))
-        now = self.clock()
-        entry = rows.insert_with_entry(
-            conn,
-            p.blocks,
-            {
-                "kind": p.kind,
-                "topic": o.topic,
-                "tags": p.tags,
-                "summary": o.summary,
-                "salience": 1.0 if pinned else float(o.salience),
-                "pinned": 1 if pinned else 0,
-                "tokens": p.tokens,
-                "content_hash": p.content_hash,
-                "block_hash": p.blocks[0].digest,
-                "source": o.source,
-                "scope": o.scope,
-                "created": now,
-                "accessed": now,
-                "expires": expires,
-                "regenerate": o.regenerate,
-            },
-            (label,) if label is not None else (),
-            now,
-        )
-        index.put_meta(conn, entry.id, p.meta, fresh=True)
-        if p.vector is not None and self._embedder is not None:
-            vectors.insert(conn, entry.id, self._embedder.model_id, p.vector)
-        if label is not None:
-            rows.set_label(conn, label, entry.id)
-        return PutResult(entry, created=True)
 
     def label(self, ref: str, label: str, scope: str | None = None) -> Entry:
         """Give an entry another name the resolver understands."""
@@ -532,7 +347,7 @@ class Store(SavedState):
         vector = None
         if (new_topic, new_summary, new_tags) != (entry.topic, entry.summary, " ".join(entry.tags)):
             body = self.block_text(entry.block_hash) if self._embedder is not None else ""
-            vector = self._vector(new_topic, new_summary, new_tags, body)
+            vector = self.vector_of(new_topic, new_summary, new_tags, body)
         with db.write_tx(self.conn) as conn:
             conn.execute(
                 "UPDATE entries SET topic = ?, summary = ?, tags = ?, salience = ? WHERE id = ?",
