@@ -14,7 +14,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from functools import lru_cache
-from itertools import chain
 from typing import Any
 
 from offload.store import pgterms
@@ -78,9 +77,13 @@ def bytes_array(items: Sequence[bytes], element_oid: int) -> bytes:
     binary form."""
     if not items:
         return struct.pack(">iiI", 0, 0, element_oid)
-    head = struct.pack(">iiIii", 1, 0, element_oid, len(items), 1)
-    lengths = map(_LENGTH.pack, map(len, items))
-    return head + b"".join(chain.from_iterable(zip(lengths, items, strict=True)))
+    n = len(items)
+    head = struct.pack(">iiIii", 1, 0, element_oid, n, 1)
+    # each element's length then its bytes, interleaved by slices (as pgterms' lexemes)
+    parts: list[bytes] = [b""] * (2 * n)
+    parts[0::2] = map(_LENGTH.pack, map(len, items))
+    parts[1::2] = items
+    return head + b"".join(parts)
 
 
 @lru_cache(maxsize=1)

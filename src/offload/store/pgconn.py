@@ -242,9 +242,10 @@ class PgConn:
         if self._tx is not None or not reads:
             return
         keyed = [_translated(sql, parameters) for sql, parameters in reads]
-        results = self._run(lambda raw: _run_together(raw, keyed))
+        results = self._run(lambda raw: _run_together(raw, _inlined(raw, keyed)))
         self._ahead = {
-            st.sql: (tuple(params), cur) for (st, params), cur in zip(keyed, results, strict=True)
+            st.sql: (tuple(params), cur or PgCursor(None))
+            for (st, params), cur in zip(keyed, results, strict=True)
         }
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
@@ -519,50 +520,40 @@ class PgConn:
 def _begin_with(
     raw: psycopg.Connection[Any], begin: list[str], then: Sequence[tuple[str, Any]]
 ) -> dict[tuple[str, tuple[Any, ...]], PgCursor]:
-    """BEGIN, the ``begin`` statements (the locks) and then ``then`` as one query string:
-    one round trip and one execute for all of them. Each runs after the one before it, in
-    the same transaction and with its own snapshot, exactly as it would one by one (so a
-    read after the locks sees what the writers before them committed); an error skips the
-    rest. ``then``'s parameters are written in as literals (libpq's quoting). Returns the
-    result of each of ``then``'s reads (a statement that returned rows) by its key (its
-    translated SQL and parameters).
+    """BEGIN, the ``begin`` statements (the locks) and then ``then`` as one query string
+    (:func:`_run_together`): one round trip and one execute for all of them. Each runs
+    after the one before it, in the same transaction and with its own snapshot, exactly as
+    it would one by one (so a read after the locks sees what the writers before them
+    committed); an error skips the rest. Returns the result of each of ``then``'s reads (a
+    statement that returned rows) by its key (its translated SQL and parameters).
 
     psycopg's pipeline mode also sent them in one round trip, but its Python loop per
     statement and per result cost the client ~0.25 ms more a put (docs/benchmarks/team-store.md,
     session 10)."""
+    keyed = [_translated(sql, parameters) for sql, parameters in then]
+    results = _run_together(raw, ["BEGIN", *begin, *_inlined(raw, keyed)])
+    answers = zip(keyed, results[1 + len(begin) :], strict=True)
+    # a read answers once; a write must run again when asked again
+    return {(st.sql, tuple(params)): r for (st, params), r in answers if r is not None}
+
+
+def _inlined(
+    raw: psycopg.Connection[Any], statements: Sequence[tuple[pgsql.Statement, Any]]
+) -> list[str]:
+    """Statements with their parameters written in as literals (libpq's quoting)."""
     import psycopg
 
     inline = psycopg.ClientCursor(raw)
-    parts = ["BEGIN", *begin]
-    keys: list[tuple[str, tuple[Any, ...]]] = []
-    for sql, parameters in then:
-        st = pgsql.translate(sql)
-        params = tuple(st.params(parameters) if st.params else parameters)
-        parts.append(inline.mogrify(st.sql, params))
-        keys.append((st.sql, params))
-    cur = raw.execute("; ".join(parts))
-    for _ in range(1 + len(begin)):
-        cur.nextset()  # past BEGIN and the locks, to the first of then's results
-    answers: dict[tuple[str, tuple[Any, ...]], PgCursor] = {}
-    for key in keys:
-        if _returns_rows(cur):  # a read: a write must run again when asked again
-            answers[key] = PgCursor(cur.rowcount, None, cur.fetchall())
-        cur.nextset()
-    return answers
+    return [inline.mogrify(st.sql, params) for st, params in statements]
 
 
-def _run_together(
-    raw: psycopg.Connection[Any], reads: Sequence[tuple[pgsql.Statement, Any]]
-) -> list[PgCursor]:
-    """``reads`` as one query string (parameters written in as literals, libpq's quoting),
-    each statement's rows read whole."""
-    import psycopg
-
-    inline = psycopg.ClientCursor(raw)
-    cur = raw.execute("; ".join(inline.mogrify(st.sql, params) for st, params in reads))
-    out: list[PgCursor] = []
+def _run_together(raw: psycopg.Connection[Any], statements: Sequence[str]) -> list[PgCursor | None]:
+    """``statements`` (their parameters written in) as one query string: one round trip.
+    Each one's rows are read whole; None for one that returns no rows (a write, BEGIN)."""
+    cur = raw.execute("; ".join(statements))
+    out: list[PgCursor | None] = []
     while True:
-        out.append(PgCursor(cur.rowcount, None, cur.fetchall() if _returns_rows(cur) else []))
+        out.append(PgCursor(cur.rowcount, None, cur.fetchall()) if _returns_rows(cur) else None)
         if not cur.nextset():
             return out
 
