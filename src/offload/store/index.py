@@ -49,8 +49,8 @@ Progress = Callable[[int, int], None]
 @dataclass(frozen=True)
 class PreparedChunk:
     """One chunk ready to insert: line range, character offsets, how often each of its
-    terms occurs (``counts``; ``term_counts`` as JSON), counted once before the write lock
-    for both the cached counts and PostgreSQL's tsvector, and its terms joined by spaces
+    terms occurs (``counts``; ``term_counts`` as JSON), counted once for both the cached
+    counts and PostgreSQL's tsvector, and its terms joined by spaces
     (:attr:`terms`, what an FTS5 row holds)."""
 
     start_line: int
@@ -145,7 +145,7 @@ class PreparedIndex:
 
 # About this many characters of a big body's chunks go in one statement on PostgreSQL: the
 # server writes one batch while the client analyses the next, and a put analyses as much
-# before its transaction (store/store.py). By size, not by count: a batch of 24 chunks
+# before its first statement (store/writes.py). By size, not by count: a batch of 24 chunks
 # was 16 KB of a log of short lines but 75 KB of one of full ones, whose first statement
 # then kept the server busy while the client had little left to analyse (measured side by
 # side, bench/bench_put.py: 8 KB batches -2.0 to -2.3 ms a 100 KB put against 24 chunks
