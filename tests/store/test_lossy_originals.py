@@ -82,3 +82,24 @@ def test_opening_an_older_store_indexes_the_originals_of_mcp_compressions(tmp_pa
         assert [h.in_original for h in store.search("quokka")] == [True]
         assert store.search("wombat") == []
         assert doctor(store).clean
+
+
+def test_a_store_older_than_the_cached_term_counts_opens_and_indexes_its_mcp_originals(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    with Store(path, counter=EstimateCounter()) as store:
+        store.put(ORIGINAL, body=LOSSY, source="mcp")
+        # the schema before chunks cached their term counts, and before originals were indexed
+        store.conn.execute("ALTER TABLE chunks DROP COLUMN term_counts")
+        store.conn.execute(
+            "DELETE FROM _migrations WHERE name IN ('m_index_mcp_lossy_originals', "
+            "'m_chunk_term_counts', 'm_chunk_term_counts_length', 'm_chunk_term_counts_packed')"
+        )
+        store.conn.commit()
+    with Store(path, counter=EstimateCounter()) as store:
+        assert [h.in_original for h in store.search("quokka")] == [True]
+        # no chunk of that schema has cached counts: they are scored from their text
+        uncached = store.conn.execute("SELECT count(*) FROM chunks WHERE term_counts IS NULL")
+        assert uncached.fetchone()[0] == _chunks(store) > 1
+        assert doctor(store).clean

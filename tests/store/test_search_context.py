@@ -12,7 +12,7 @@ import pytest
 
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
-from offload.store import context, db, index
+from offload.store import context, db, index, packed_counts
 from offload.store.maintenance import reindex
 from offload.store.models import Filters
 from offload.store.store import Store
@@ -242,9 +242,9 @@ def test_the_migration_puts_each_caches_length_first_and_scores_stay_the_same(
 ) -> None:
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
         store.put_many([*_turns(40), *_TRICKY, *_HOSTILE], kind="turn", scope="chat")
-        want = dict(store.conn.execute("SELECT id, term_counts FROM chunks").fetchall())
+        want = _cached_counts(store)
         now = _ranked(store, _QUERIES)
-        # the counts as written before the length led them
+        # the counts as written before the length led them (JSON text, uncompressed)
         for cid, cached in want.items():
             whole = json.loads(cached)
             whole.pop(index.LENGTH_KEY)
@@ -253,11 +253,17 @@ def test_the_migration_puts_each_caches_length_first_and_scores_stay_the_same(
         before = _ranked(store, _QUERIES)
         assert isinstance(store.conn, sqlite3.Connection)
         db.m_chunk_term_counts_length(store.conn)
-        got = dict(store.conn.execute("SELECT id, term_counts FROM chunks").fetchall())
+        got = _cached_counts(store)
         after = _ranked(store, _QUERIES)
     assert got == want
     assert all(now)
     assert before == now == after
+
+
+def _cached_counts(store: Store) -> dict[int, str | None]:
+    """Each chunk's cached counts as JSON, however the backend stores them."""
+    rows = store.conn.execute("SELECT id, term_counts FROM chunks").fetchall()
+    return {int(r[0]): packed_counts.unpack(r[1]) for r in rows}
 
 
 def _ranked(store: Store, queries: list[str]) -> list[list[tuple[int, float]]]:
@@ -303,17 +309,17 @@ def test_rebuilding_the_index_from_its_chunks_rewrites_their_term_counts(
 ) -> None:
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
         store.put_many(_turns(40), kind="turn", scope="chat")
-        want = dict(store.conn.execute("SELECT id, term_counts FROM chunks").fetchall())
+        want = _cached_counts(store)
         # counts left by an older analysis: a migration that re-derives the terms redoes them
         store.conn.execute("UPDATE chunks SET term_counts = '{\"stale\":1}'")
         store.conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
         index.reindex_chunks(store.conn)
-        got = dict(store.conn.execute("SELECT id, term_counts FROM chunks").fetchall())
+        got = _cached_counts(store)
     assert got == want
 
 
 def test_every_chunk_written_carries_its_term_counts(store: Store) -> None:
     store.put_many(_TRICKY, kind="turn", scope="chat")
-    rows = store.conn.execute("SELECT term_counts FROM chunks").fetchall()
-    assert rows
-    assert all(json.loads(r[0]) for r in rows)
+    counts = _cached_counts(store).values()
+    assert counts
+    assert all(json.loads(c or "") for c in counts)

@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from offload.store import selective
+from offload.store import packed_counts, selective
 from offload.store.backend import Conn
 
-# (chunk id, cached term counts JSON); ascending ids within a batch
-ChunkRow = tuple[int, str]
+# (chunk id, cached term counts JSON or None: not cached); ascending ids within a batch
+ChunkRow = tuple[int, str | None]
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class SqliteChunks:
         """Every chunk row, the generation and FTS5's totals in one read transaction."""
         with ReadSnapshot(conn):
             gen = _generation(conn)
-            rows = [(int(r[0]), r[1]) for r in conn.execute(_ALL).fetchall()]
+            rows = _unpacked(conn.execute(_ALL).fetchall())
             totals = selective.read_totals(conn, "search_body")
         last = rows[-1][0] if rows else 0
         return Batch(Token(gen, (last,)), rows, totals)
@@ -94,10 +94,15 @@ class SqliteChunks:
             gen = _generation(conn)
             if gen != token.generation:
                 return None
-            rows = [(int(r[0]), r[1]) for r in conn.execute(_SINCE, token.position).fetchall()]
+            rows = _unpacked(conn.execute(_SINCE, token.position).fetchall())
             totals = selective.read_totals(conn, "search_body")
         last = rows[-1][0] if rows else token.position[0]
         return Batch(Token(gen, (last,)), rows, totals)
+
+
+def _unpacked(rows: Sequence[sqlite3.Row]) -> list[ChunkRow]:
+    # SQLite keeps the counts compressed (store/packed_counts.py); the index reads JSON
+    return [(int(r[0]), packed_counts.unpack(r[1])) for r in rows]
 
 
 def source_for(conn: Conn) -> ChunkSource | None:

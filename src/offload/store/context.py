@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from offload.core import analysis
-from offload.store import entrykeys, index, selective
+from offload.store import entrykeys, index, packed_counts, selective
 from offload.store.backend import Conn, Row
 from offload.store.candidate import Candidate
 
@@ -291,7 +291,7 @@ def _counted(store: Store, r: Row, keys: Mapping[str, str]) -> Counts:
     """A chunk row's term counts (of the query's terms, when the cache leads with its
     length; else every term's) and length: cached at write time (index.term_counts), or,
     for a chunk stored before the cache, its text analysed exactly as it was indexed."""
-    cached = r["counts"]
+    cached = packed_counts.unpack(r["counts"])
     if cached is not None:
         quick = query_counts(cached, keys)
         if quick is not None:

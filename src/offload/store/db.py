@@ -445,7 +445,9 @@ def m_index_mcp_lossy_originals(conn: sqlite3.Connection) -> None:
         except (ValueError, OffloadError):
             continue  # a corrupt block: doctor names it
         prepared = index.prepare(text, defaults.chunk_lines, defaults.chunk_chars)
-        index.insert_block(conn, int(row["id"]), prepared)
+        # this runs before m_chunk_term_counts adds the column on a store that old
+        cached = index.has_term_counts(conn)
+        index.insert_block(conn, int(row["id"]), prepared, cached_counts=cached)
 
 
 @migration
@@ -528,7 +530,7 @@ def m_chunk_term_counts_length(conn: sqlite3.Connection) -> None:
         "UPDATE chunks SET term_counts = '{\"\":' || "
         "(SELECT coalesce(sum(value), 0) FROM json_each(chunks.term_counts)) || "
         "CASE WHEN term_counts = '{}' THEN '}' ELSE ',' || substr(term_counts, 2) END "
-        "WHERE term_counts IS NOT NULL AND substr(term_counts, 1, 4) != '{\"\":'"
+        "WHERE typeof(term_counts) = 'text' AND substr(term_counts, 1, 4) != '{\"\":'"
     )
 
 
@@ -635,3 +637,26 @@ def m_entry_changes(conn: sqlite3.Connection) -> None:
         CREATE TRIGGER entry_changes_renumbered AFTER UPDATE OF id ON entries BEGIN {bump} END;
         """,
     )
+
+
+@migration
+def m_chunk_term_counts_packed(conn: sqlite3.Connection) -> None:
+    # the cached term counts zstd-compressed (store/packed_counts.py): as JSON text they
+    # were 0.80x the raw bytes of bulky tool outputs, the largest part of a store on disk.
+    # Rewritten a page of ids at a time, so memory stays bounded on a large store.
+    from offload.store import packed_counts
+
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT id, term_counts FROM chunks WHERE id > ? AND typeof(term_counts) = 'text' "
+            "ORDER BY id LIMIT 2000",
+            (last,),
+        ).fetchall()
+        if not rows:
+            return
+        conn.executemany(
+            "UPDATE chunks SET term_counts = ? WHERE id = ?",
+            [(packed_counts.pack(r[1]), r[0]) for r in rows],
+        )
+        last = int(rows[-1][0])

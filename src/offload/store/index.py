@@ -33,6 +33,7 @@ from typing import NamedTuple
 from offload.core import analysis
 from offload.core.chunking import chunk_text
 from offload.errors import OffloadError
+from offload.store import packed_counts
 from offload.store.backend import Conn
 
 # FTS5 splits only at whitespace and controls: every analysed term is one token.
@@ -331,19 +332,32 @@ def insert_vocabulary_words(conn: Conn, words: Sequence[str]) -> None:
         conn.execute(*vocabulary_insert(words))
 
 
-def insert_block(conn: Conn, block_id: int, prepared: PreparedIndex) -> None:
-    """Index one block's chunks and vocabulary (inside the caller's transaction)."""
+def insert_block(
+    conn: Conn, block_id: int, prepared: PreparedIndex, *, cached_counts: bool = True
+) -> None:
+    """Index one block's chunks and vocabulary (inside the caller's transaction).
+    ``cached_counts`` False: a SQLite schema from before the chunks' cached term counts (a
+    migration that runs before ``m_chunk_term_counts``); they stay NULL, scored from the
+    text."""
     insert_vocabulary_words(conn, prepared.words())
     insert_chunks = getattr(conn, "insert_chunks", None)
     if insert_chunks is not None:  # PostgreSQL: one round trip for them all
         insert_chunks(block_id, chunk_rows(prepared.chunks))
         return
     for ch in prepared.chunks:
-        cur = conn.execute(
-            "INSERT INTO chunks (block_id, start_line, end_line, start, end, term_counts) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (block_id, ch.start_line, ch.end_line, ch.start, ch.end, ch.term_counts),
-        )
+        place = (block_id, ch.start_line, ch.end_line, ch.start, ch.end)
+        if cached_counts:
+            cur = conn.execute(
+                "INSERT INTO chunks (block_id, start_line, end_line, start, end, term_counts) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (*place, packed_counts.pack(ch.term_counts)),
+            )
+        else:
+            cur = conn.execute(
+                "INSERT INTO chunks (block_id, start_line, end_line, start, end) "
+                "VALUES (?, ?, ?, ?, ?)",
+                place,
+            )
         conn.execute(
             "INSERT INTO search_body (rowid, terms) VALUES (?, ?)", (cur.lastrowid, ch.terms)
         )
@@ -559,7 +573,7 @@ def reindex_chunks(conn: Conn, progress: Progress | None = None) -> int:
         if cached:
             conn.executemany(
                 "UPDATE chunks SET term_counts = ? WHERE id = ?",
-                [(term_counts(t), cid) for cid, t in terms],
+                [(packed_counts.pack(term_counts(t)), cid) for cid, t in terms],
             )
         conn.executemany(
             "INSERT OR IGNORE INTO terms (term) VALUES (?)",

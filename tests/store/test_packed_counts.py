@@ -1,0 +1,106 @@
+"""A chunk's cached term counts kept compressed on SQLite (store/packed_counts.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from offload.core import analysis
+from offload.core.tokens import EstimateCounter
+from offload.store import index, packed_counts
+from offload.store.store import Store
+from wordcorpus import built_view
+
+_TEXTS = [
+    "parseHTTPResponse and snake_case_name in v1.2.3 ünïcödé Straße",
+    "".join(f"line {i}: the lake froze at dawn, config_{i % 7} reloaded\n" for i in range(90)),
+]
+_QUERIES = ["lake froze", "config reloaded", "parse http response", "Straße"]
+
+
+def _json_of(text: str) -> str:
+    return index.term_counts(analysis.index_text(text))
+
+
+def test_packed_counts_read_back_as_the_same_json() -> None:
+    for text in [*_TEXTS, ""]:
+        cached = _json_of(text)
+        packed = packed_counts.pack(cached)
+        assert isinstance(packed, bytes)
+        assert packed_counts.unpack(packed) == cached
+
+
+def test_counts_stored_as_text_and_null_read_as_they_are() -> None:
+    cached = _json_of(_TEXTS[0])
+    assert packed_counts.unpack(cached) == cached
+    assert packed_counts.unpack(None) is None
+
+
+def test_a_damaged_value_reads_as_no_cache_never_as_other_counts() -> None:
+    cached = _json_of(_TEXTS[1])
+    packed = packed_counts.pack(cached)
+    for at in range(len(packed)):
+        for flip in (0x01, 0x80):
+            damaged = bytearray(packed)
+            damaged[at] ^= flip
+            assert packed_counts.unpack(bytes(damaged)) in (None, cached)
+    assert packed_counts.unpack(b"") is None
+    assert packed_counts.unpack(packed[:-1]) is None
+
+
+def test_a_value_claiming_more_than_the_bound_is_not_decompressed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cached = _json_of(_TEXTS[1])
+    packed = packed_counts.pack(cached)
+    monkeypatch.setattr(packed_counts, "MAX_UNPACKED", len(cached.encode()) - 1)
+    assert packed_counts.unpack(packed) is None
+
+
+@pytest.mark.sqlite_only
+def test_sqlite_keeps_each_chunks_counts_compressed_and_smaller(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        store.put_many(_TEXTS, kind="tool-output")
+        rows = store.conn.execute(
+            "SELECT typeof(term_counts), length(term_counts), term_counts FROM chunks"
+        ).fetchall()
+    assert rows and {r[0] for r in rows} == {"blob"}
+    unpacked = [packed_counts.unpack(r[2]) or "" for r in rows]
+    assert sum(r[1] for r in rows) < sum(len(u.encode()) for u in unpacked) / 2
+
+
+def _ranked(store: Store) -> list[list[tuple[int, float]]]:
+    return [[(h.entry.id, h.score) for h in store.search(q, limit=10)] for q in _QUERIES]
+
+
+@pytest.mark.sqlite_only
+def test_opening_a_store_of_uncompressed_counts_compresses_them_and_ranks_the_same(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    turns = [f"turn {i}: the lake froze at dawn while config_{i} reloaded" for i in range(60)]
+    with Store(path, counter=EstimateCounter()) as store:
+        store.put_many([*_TEXTS, *turns], kind="turn")
+        want = _ranked(store)
+        # as the previous release wrote them: the JSON as text
+        rows = store.conn.execute("SELECT id, term_counts FROM chunks").fetchall()
+        store.conn.executemany(
+            "UPDATE chunks SET term_counts = ? WHERE id = ?",
+            [(packed_counts.unpack(r[1]), r[0]) for r in rows],
+        )
+        store.conn.execute("DELETE FROM _migrations WHERE name = 'm_chunk_term_counts_packed'")
+        assert _ranked(store) == want  # read as text as well
+        json_of = {int(r[0]): packed_counts.unpack(r[1]) for r in rows}
+    with Store(path, counter=EstimateCounter(), resident_mb=0) as store:
+        assert isinstance(store.conn, sqlite3.Connection)
+        stored = store.conn.execute("SELECT id, term_counts FROM chunks").fetchall()
+        assert all(isinstance(r[1], bytes) for r in stored)
+        assert {int(r[0]): packed_counts.unpack(r[1]) for r in stored} == json_of
+        assert _ranked(store) == want
+    # the in-memory index reads them too, to the same pages
+    with Store(path, counter=EstimateCounter(), resident_mb=64) as store:
+        view = built_view(store)
+        assert view.rows == len(json_of)
+        assert _ranked(store) == want
