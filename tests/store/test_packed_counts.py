@@ -13,9 +13,10 @@ from offload.store import index, packed_counts
 from offload.store.store import Store
 from wordcorpus import built_view
 
+# a chat turn (small counts, kept as text) and a log whose chunks hold ~200 distinct terms
 _TEXTS = [
     "parseHTTPResponse and snake_case_name in v1.2.3 ünïcödé Straße",
-    "".join(f"line {i}: the lake froze at dawn, config_{i % 7} reloaded\n" for i in range(90)),
+    "".join(f"line {i}: the lake froze at dawn, config_{i} reloaded ünï{i}\n" for i in range(90)),
 ]
 _QUERIES = ["lake froze", "config reloaded", "parse http response", "Straße"]
 
@@ -27,9 +28,18 @@ def _json_of(text: str) -> str:
 def test_packed_counts_read_back_as_the_same_json() -> None:
     for text in [*_TEXTS, ""]:
         cached = _json_of(text)
-        packed = packed_counts.pack(cached)
-        assert isinstance(packed, bytes)
-        assert packed_counts.unpack(packed) == cached
+        assert packed_counts.unpack(packed_counts.pack(cached)) == cached
+
+
+def test_only_counts_of_at_least_the_minimum_size_are_compressed() -> None:
+    small, large = _json_of(_TEXTS[0]), _json_of(_TEXTS[1])
+    assert len(small.encode()) < packed_counts.MIN_PACKED <= len(large.encode())
+    assert packed_counts.pack(small) == small
+    packed = packed_counts.pack(large)
+    assert isinstance(packed, bytes) and len(packed) < len(large.encode()) / 2
+    # the bound is in bytes, not characters
+    wide = "ü" * (packed_counts.MIN_PACKED // 2)
+    assert isinstance(packed_counts.pack(wide), bytes)
 
 
 def test_counts_stored_as_text_and_null_read_as_they_are() -> None:
@@ -41,6 +51,7 @@ def test_counts_stored_as_text_and_null_read_as_they_are() -> None:
 def test_a_damaged_value_reads_as_no_cache_never_as_other_counts() -> None:
     cached = _json_of(_TEXTS[1])
     packed = packed_counts.pack(cached)
+    assert isinstance(packed, bytes)
     for at in range(len(packed)):
         for flip in (0x01, 0x80):
             damaged = bytearray(packed)
@@ -55,20 +66,23 @@ def test_a_value_claiming_more_than_the_bound_is_not_decompressed(
 ) -> None:
     cached = _json_of(_TEXTS[1])
     packed = packed_counts.pack(cached)
+    assert isinstance(packed, bytes)
     monkeypatch.setattr(packed_counts, "MAX_UNPACKED", len(cached.encode()) - 1)
     assert packed_counts.unpack(packed) is None
 
 
 @pytest.mark.sqlite_only
-def test_sqlite_keeps_each_chunks_counts_compressed_and_smaller(tmp_path: Path) -> None:
+def test_sqlite_keeps_large_counts_compressed_and_small_ones_as_text(tmp_path: Path) -> None:
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
         store.put_many(_TEXTS, kind="tool-output")
         rows = store.conn.execute(
             "SELECT typeof(term_counts), length(term_counts), term_counts FROM chunks"
         ).fetchall()
-    assert rows and {r[0] for r in rows} == {"blob"}
-    unpacked = [packed_counts.unpack(r[2]) or "" for r in rows]
-    assert sum(r[1] for r in rows) < sum(len(u.encode()) for u in unpacked) / 2
+    kinds = [r[0] for r in rows]
+    assert kinds.count("text") == 1 and kinds.count("blob") >= 2  # the turn, the log's chunks
+    blobs = [r for r in rows if r[0] == "blob"]
+    unpacked = [packed_counts.unpack(r[2]) or "" for r in blobs]
+    assert sum(r[1] for r in blobs) < sum(len(u.encode()) for u in unpacked) / 2
 
 
 def _ranked(store: Store) -> list[list[tuple[int, float]]]:
@@ -96,7 +110,11 @@ def test_opening_a_store_of_uncompressed_counts_compresses_them_and_ranks_the_sa
     with Store(path, counter=EstimateCounter(), resident_mb=0) as store:
         assert isinstance(store.conn, sqlite3.Connection)
         stored = store.conn.execute("SELECT id, term_counts FROM chunks").fetchall()
-        assert all(isinstance(r[1], bytes) for r in stored)
+        large = {
+            c for c, j in json_of.items() if len((j or "").encode()) >= packed_counts.MIN_PACKED
+        }
+        assert large and len(large) < len(rows)
+        assert {int(r[0]) for r in stored if isinstance(r[1], bytes)} == large
         assert {int(r[0]): packed_counts.unpack(r[1]) for r in stored} == json_of
         assert _ranked(store) == want
     # the in-memory index reads them too, to the same pages

@@ -246,7 +246,7 @@ def test_the_migration_puts_each_caches_length_first_and_scores_stay_the_same(
         now = _ranked(store, _QUERIES)
         # the counts as written before the length led them (JSON text, uncompressed)
         for cid, cached in want.items():
-            whole = json.loads(cached)
+            whole = json.loads(cached or "")
             whole.pop(index.LENGTH_KEY)
             old = json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
             store.conn.execute("UPDATE chunks SET term_counts = ? WHERE id = ?", (old, cid))

@@ -641,17 +641,17 @@ def m_entry_changes(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_chunk_term_counts_packed(conn: sqlite3.Connection) -> None:
-    # the cached term counts zstd-compressed (store/packed_counts.py): as JSON text they
-    # were 0.80x the raw bytes of bulky tool outputs, the largest part of a store on disk.
-    # Rewritten a page of ids at a time, so memory stays bounded on a large store.
+    # the larger cached term counts zstd-compressed (store/packed_counts.py): as JSON text
+    # they were 0.80x the raw bytes of bulky tool outputs, the largest part of a store on
+    # disk. Rewritten a page of ids at a time, so memory stays bounded on a large store.
     from offload.store import packed_counts
 
     last = 0
     while True:
         rows = conn.execute(
             "SELECT id, term_counts FROM chunks WHERE id > ? AND typeof(term_counts) = 'text' "
-            "ORDER BY id LIMIT 2000",
-            (last,),
+            "AND length(CAST(term_counts AS BLOB)) >= ? ORDER BY id LIMIT 2000",
+            (last, packed_counts.MIN_PACKED),
         ).fetchall()
         if not rows:
             return
