@@ -31,11 +31,13 @@ search side only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import random
 import resource
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -231,15 +233,20 @@ def tool_outputs(min_bytes: int) -> list[str]:
     return out
 
 
-def disk_ratio(tmp: Path, name: str, texts: list[str]) -> tuple[float, float]:
+def disk_ratio(tmp: Path, name: str, texts: list[str]) -> tuple[float, float, dict[str, float]]:
     """Bytes on disk over raw UTF-8 bytes of the distinct texts: as written (after a WAL
-    checkpoint), and after `offload doctor --compact`."""
+    checkpoint), after `offload doctor --compact`, and each table's and index's share of
+    the compacted file (SQLite's dbstat), largest first."""
     with Store(tmp / f"{name}.db", counter=EstimateCounter()) as store:
         raw = sum(len(t.encode()) for t in texts if store.put(t, kind="tool-output").created)
     written = sum(p.stat().st_size for p in tmp.glob(f"{name}.db*")) / raw
     with Store(tmp / f"{name}.db", counter=EstimateCounter()) as store:
         _, after = compact(store)
-    return written, after / raw
+    with contextlib.closing(sqlite3.connect(tmp / f"{name}.db")) as conn:
+        parts = conn.execute(
+            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+        ).fetchall()
+    return written, after / raw, {part: size / raw for part, size in parts}
 
 
 def cli_wall(tmp: Path) -> dict[str, float]:
@@ -757,6 +764,8 @@ def main() -> None:
     print(
         f"\nbulky tool outputs (>= 2 KB, real): on disk {bulky[0]:.2f} x raw, {bulky[1]:.2f} compacted"
     )
+    largest = list(bulky[2].items())[:5]
+    print("  of it, compacted: " + ", ".join(f"{part} {share:.2f}" for part, share in largest))
     print(f"small trace messages (< 2 KB): on disk {small[0]:.2f} x raw, {small[1]:.2f} compacted")
     print(f"CLI wall (median of 7): --help {wall['help']:.0f} ms, ls {wall['ls']:.0f} ms")
 
