@@ -47,6 +47,7 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         "index_ok": report.index_ok,
         "stale_hot": report.stale_hot,
         "chunk_map_off": report.chunk_map_off,
+        "unreadable_counts": len(report.unreadable_counts),
         "repaired": report.repaired,
     }
 
@@ -70,6 +71,9 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
             lines.append(f"{report.stale_hot} entries left hot by dead processes")
         if report.chunk_map_off:
             lines.append(f"{report.chunk_map_off} chunk map rows missing or extra")
+        if report.unreadable_counts:
+            n = len(report.unreadable_counts)
+            lines.append(f"{n} chunks' cached term counts unreadable (scored from their text)")
         lines += [f"repaired: {r}" for r in report.repaired]
         if not report.clean and not args.repair:
             lines.append("run `offload doctor --repair` to fix what can be fixed")

@@ -410,6 +410,24 @@ def _joined(text: str) -> str:
     return analysis.index_text(text)
 
 
+def stored_counts(chunk_text: str) -> str | bytes:
+    """A chunk's cached term counts as SQLite stores them (:func:`term_counts` of its
+    analysed text, :func:`packed_counts.pack`), made again from its text."""
+    return packed_counts.pack(term_counts(_joined(chunk_text)))
+
+
+_PACKED_COUNTS = "SELECT id, term_counts FROM chunks WHERE typeof(term_counts) = 'blob'"
+
+
+def unreadable_counts(conn: Conn) -> list[int]:
+    """The chunks whose cached term counts are stored compressed and do not decompress (a
+    damaged file): each is scored from its text meanwhile, and keeps a search off the
+    in-memory index. PostgreSQL keeps them as text: none there."""
+    if not isinstance(conn, sqlite3.Connection):
+        return []
+    return [int(r[0]) for r in conn.execute(_PACKED_COUNTS) if packed_counts.unpack(r[1]) is None]
+
+
 def meta_row(
     topic: str, summary: str, tags: str, labels: Sequence[str], source: str
 ) -> tuple[str, str, str, str, str]:

@@ -72,9 +72,29 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     report.index_ok = _fts_ok(conn)
     report.stale_hot = _count_stale_hot(store)
     report.chunk_map_off = chunkmap.missing_or_stale(conn)
+    report.unreadable_counts = index.unreadable_counts(conn)
     if repair:
         _repair(store, report)
     return report
+
+
+_CHUNK_PLACE = (
+    "SELECT c.start AS start, c.end AS end, b.hash AS hash FROM chunks c "
+    "JOIN blocks b ON b.id = c.block_id WHERE c.id = ?"
+)
+
+
+def _count_again(store: Store, conn: Conn, chunk_ids: list[int]) -> None:
+    """Each chunk's cached term counts made again from its text (its block verified; a
+    corrupt block makes doctor rebuild the whole index instead)."""
+    for cid in chunk_ids:
+        r = conn.execute(_CHUNK_PLACE, (cid,)).fetchone()
+        if r is None:
+            continue
+        text = store.block_text(r["hash"])[int(r["start"]) : int(r["end"])]
+        conn.execute(
+            "UPDATE chunks SET term_counts = ? WHERE id = ?", (index.stored_counts(text), cid)
+        )
 
 
 def _fts_ok(conn: Conn) -> bool:
@@ -127,6 +147,10 @@ def _repair(store: Store, report: DoctorReport) -> None:
                 rows.index_block(conn, rows.block_id(conn, digest), text, store.settings)
             if report.unindexed_blocks:
                 report.repaired.append(f"indexed {len(report.unindexed_blocks)} blocks")
+            if report.unreadable_counts:
+                _count_again(store, conn, report.unreadable_counts)
+                n = len(report.unreadable_counts)
+                report.repaired.append(f"made the cached term counts of {n} chunks again")
         if report.chunk_map_off:
             # last: the repairs above change chunks (the triggers map those), and the
             # refill is made from the tables as they now are

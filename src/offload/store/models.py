@@ -179,6 +179,7 @@ class DoctorReport:
     index_ok: bool = True
     stale_hot: int = 0
     chunk_map_off: int = 0  # entry_chunks rows missing or beyond what entries/chunks say
+    unreadable_counts: list[int] = field(default_factory=list)  # chunk ids (index.py)
     repaired: list[str] = field(default_factory=list)
 
     @property
@@ -192,5 +193,6 @@ class DoctorReport:
             or self.stale_chunks
             or self.stale_hot
             or self.chunk_map_off
+            or self.unreadable_counts
             or not self.index_ok
         )
