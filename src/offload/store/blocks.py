@@ -4,29 +4,36 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import TypeVar
 
 import zstandard
 
 from offload.core.hashing import decode, sha256_hex
 from offload.errors import IntegrityError
 
+T = TypeVar("T")
 # Below this size compression costs more than it saves.
 MIN_COMPRESS = 64
-_local = threading.local()
 
 
-def _compressor() -> zstandard.ZstdCompressor:
-    c = getattr(_local, "c", None)
-    if c is None:
-        c = _local.c = zstandard.ZstdCompressor(level=6)
-    return c
+def per_thread(make: Callable[[], T]) -> Callable[[], T]:
+    """A getter of one object per thread, made on its first use: zstandard's compressors
+    and decompressors must not be shared between threads."""
+    local = threading.local()
+
+    def get() -> T:
+        made: T | None = getattr(local, "made", None)
+        if made is None:
+            made = local.made = make()
+        return made
+
+    return get
 
 
-def _decompressor() -> zstandard.ZstdDecompressor:
-    d = getattr(_local, "d", None)
-    if d is None:
-        d = _local.d = zstandard.ZstdDecompressor()
-    return d
+_compressor = per_thread(lambda: zstandard.ZstdCompressor(level=6))
+# a zstd frame's reader: the frame says how it was written
+decompressor = per_thread(zstandard.ZstdDecompressor)
 
 
 def pack(data: bytes) -> tuple[str, bytes]:
@@ -42,7 +49,7 @@ def pack(data: bytes) -> tuple[str, bytes]:
 def unpack(digest: str, codec: str, stored: bytes) -> str:
     """Decompress and verify; a mismatch raises IntegrityError, never returns bad text."""
     try:
-        data = stored if codec == "raw" else _decompressor().decompress(stored)
+        data = stored if codec == "raw" else decompressor().decompress(stored)
     except zstandard.ZstdError as exc:
         raise IntegrityError(
             f"block {digest[:12]} cannot be decompressed ({exc}); run `offload doctor`"

@@ -17,9 +17,9 @@ mostly larger and hold nine tenths of the bytes.
 
 from __future__ import annotations
 
-import threading
-
 import zstandard
+
+from offload.store import blocks
 
 # zstd level 3: 0.42x of the JSON at ~12 us a chunk; level 19 reaches 0.39x at 17x the time
 LEVEL = 3
@@ -28,23 +28,8 @@ MIN_PACKED = 1024
 # what a stored frame may say it holds (a chunk's counts are a few KB): a damaged header
 # must not make the reader allocate whatever it claims
 MAX_UNPACKED = 64 * 1024 * 1024
-_local = threading.local()
-
-
-def _compressor() -> zstandard.ZstdCompressor:
-    # zstandard's (de)compressors must not be shared between threads
-    c = getattr(_local, "c", None)
-    if c is None:
-        # with its checksum (4 bytes): a damaged value reads as no cache, not as other counts
-        c = _local.c = zstandard.ZstdCompressor(level=LEVEL, write_checksum=True)
-    return c
-
-
-def _decompressor() -> zstandard.ZstdDecompressor:
-    d = getattr(_local, "d", None)
-    if d is None:
-        d = _local.d = zstandard.ZstdDecompressor()
-    return d
+# with its checksum (4 bytes): a damaged value reads as no cache, not as other counts
+_compressor = blocks.per_thread(lambda: zstandard.ZstdCompressor(level=LEVEL, write_checksum=True))
 
 
 def pack(counts_json: str) -> str | bytes:
@@ -66,6 +51,6 @@ def unpack(stored: str | bytes | None) -> str | None:
     try:
         if not 0 <= zstandard.frame_content_size(stored) <= MAX_UNPACKED:
             return None  # no size written (pack always writes it), or past any chunk's
-        return _decompressor().decompress(stored).decode()
+        return blocks.decompressor().decompress(stored).decode()
     except (zstandard.ZstdError, UnicodeDecodeError):
         return None
