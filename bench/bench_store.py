@@ -44,6 +44,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -628,6 +629,22 @@ def resident_built(store: Store, question: str) -> dict[str, float | str]:
     }
 
 
+def cpu_probe_ms() -> float:
+    """A fixed CPU-bound workload's best time of five, in CPU milliseconds (counting and
+    encoding words, as a put's analysis does, but with no offload code): the machine's
+    speed at that moment, whatever the tree. This machine's speed swings up to 2x within
+    minutes; a run whose probe reads slower ran in a slow phase."""
+    text = " ".join(f"word{i % 997} value_{i}" for i in range(20_000))
+    best = float("inf")
+    for _ in range(5):
+        t = time.process_time()
+        counts = Counter(text.split())
+        json.dumps(counts)
+        sorted(counts)
+        best = min(best, time.process_time() - t)
+    return best * 1000
+
+
 def load_average() -> str:
     """The 1-minute load average now."""
     return f"{os.getloadavg()[0]:.1f}"
@@ -640,9 +657,11 @@ def bench_url(url: str, args: argparse.Namespace, home: Path) -> dict[str, float
         build_s, refs = fill(store, args.entries, args.work)
         row["build_s"] = build_s
         row.update(resident_built(store, args.work.questions(1)[0]))
+        row["cpu_probe_ms_before"] = cpu_probe_ms()
         row.update(
             latencies(store, refs, args.searches, args.work, args.hits_out, args.put_samples)
         )
+        row["cpu_probe_ms_after"] = cpu_probe_ms()
     if args.writers <= 0:  # --writers 0: the search side only
         row["load_after"] = load_average()
         return row
