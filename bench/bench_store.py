@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import multiprocessing
 import os
 import random
 import resource
@@ -629,20 +630,55 @@ def resident_built(store: Store, question: str) -> dict[str, float | str]:
     }
 
 
+def _probe_once(text: str) -> None:
+    counts = Counter(text.split())
+    json.dumps(counts)
+    sorted(counts)
+
+
+def _probe_text() -> str:
+    return " ".join(f"word{i % 997} value_{i}" for i in range(20_000))
+
+
 def cpu_probe_ms() -> float:
     """A fixed CPU-bound workload's best time of five, in CPU milliseconds (counting and
     encoding words, as a put's analysis does, but with no offload code): the machine's
     speed at that moment, whatever the tree. This machine's speed swings up to 2x within
     minutes; a run whose probe reads slower ran in a slow phase."""
-    text = " ".join(f"word{i % 997} value_{i}" for i in range(20_000))
+    text = _probe_text()
     best = float("inf")
     for _ in range(5):
         t = time.process_time()
-        counts = Counter(text.split())
-        json.dumps(counts)
-        sorted(counts)
+        _probe_once(text)
         best = min(best, time.process_time() - t)
     return best * 1000
+
+
+def _probe_seconds(rounds: int, start_at: float) -> float:
+    """The probe's workload ``rounds`` times from ``start_at`` (epoch seconds): its wall
+    seconds (a child of :func:`cpu_parallel`)."""
+    text = _probe_text()
+    time.sleep(max(0.0, start_at - time.time()))  # both children start together
+    t = time.perf_counter()
+    for _ in range(rounds):
+        _probe_once(text)
+    return time.perf_counter() - t
+
+
+def cpu_parallel(rounds: int = 50) -> float:
+    """How much CPU work two processes get done at once against one alone, the median of
+    three pairs: what any CPU-bound pair of processes can gain on this machine now (2.0 on
+    two whole cores; two hyperthreads of one core give less)."""
+    ctx = multiprocessing.get_context("spawn")
+    ratios = []
+    with ctx.Pool(2) as pool:
+        pool.starmap(_probe_seconds, [(1, 0.0)] * 2)  # both children started and idle
+        for _ in range(3):
+            solo = _probe_seconds(rounds, 0.0)
+            start_at = time.time() + 0.5
+            both = pool.starmap(_probe_seconds, [(rounds, start_at)] * 2)
+            ratios.append(2 * solo / max(both))
+    return statistics.median(ratios)
 
 
 def load_average() -> str:
@@ -671,14 +707,18 @@ def bench_url(url: str, args: argparse.Namespace, home: Path) -> dict[str, float
     row["speedup"] = statistics.median(ratios)
     if rounds > 1:
         row["speedup_rounds"] = " ".join(f"{r:.2f}" for r in ratios)
-    # per put, from one writer: client CPU C, server CPU S, wait W; on 2 cores N writers
-    # reach at most min(N / (C+S+W), 2 / (C+S)) puts/s: a speedup of 2(C+S+W)/(C+S)
+    # per put, from one writer: client CPU C, server CPU S, wait W; on 2 cores that get P
+    # times one core's work done together, N writers reach at most min(N / (C+S+W),
+    # P / (C+S)) puts/s: a speedup of P(C+S+W)/(C+S), before the cost of N processes
+    # taking turns on them
     for label, run in (("1", one), (str(n), many)):
         row[f"put_client_cpu_ms_{label}"] = run.client_ms
         row[f"put_server_cpu_ms_{label}"] = run.server_ms
         row[f"put_wait_ms_{label}"] = run.wait_ms
     cpu = one.client_ms + one.server_ms
-    row["speedup_bound"] = min(n, 2 * (cpu + one.wait_ms) / cpu)
+    # two cores allow at most P times one's CPU work (P measured now: cpu_parallel)
+    row["cpu_parallel"] = parallel = cpu_parallel()
+    row["speedup_bound"] = min(n, parallel * (cpu + one.wait_ms) / cpu)
     # the same, for plain inserts: how far this machine lets writers run in parallel now
     ceiling_table(url)
     one, many, ratios = paired(url, home, n, args.writer_puts, rounds, 1 + 2 * rounds, True)
