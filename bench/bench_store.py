@@ -655,14 +655,15 @@ def cpu_probe_ms() -> float:
 
 
 def _probe_seconds(rounds: int, start_at: float) -> float:
-    """The probe's workload ``rounds`` times from ``start_at`` (epoch seconds): its wall
-    seconds (a child of :func:`cpu_parallel`)."""
+    """The probe's workload ``rounds`` times from ``start_at`` (epoch seconds): the CPU
+    seconds it took (a child of :func:`cpu_parallel`). CPU time, not wall: another process
+    taking turns on a core does not count, a core slowed by its busy sibling does."""
     text = _probe_text()
     time.sleep(max(0.0, start_at - time.time()))  # both children start together
-    t = time.perf_counter()
+    t = time.process_time()
     for _ in range(rounds):
         _probe_once(text)
-    return time.perf_counter() - t
+    return time.process_time() - t
 
 
 def cpu_parallel(rounds: int = 50) -> float:
