@@ -92,6 +92,7 @@ def test_a_store_older_than_the_cached_term_counts_opens_and_indexes_its_mcp_ori
         store.put(ORIGINAL, body=LOSSY, source="mcp")
         # the schema before chunks cached their term counts, and before originals were indexed
         store.conn.execute("ALTER TABLE chunks DROP COLUMN term_counts")
+        store.conn.execute("ALTER TABLE chunks DROP COLUMN packed_counts")
         store.conn.execute(
             "DELETE FROM _migrations WHERE name IN ('m_index_mcp_lossy_originals', "
             "'m_chunk_term_counts', 'm_chunk_term_counts_length', 'm_chunk_term_counts_packed')"

@@ -180,18 +180,20 @@ def test_doctor_finds_unreadable_cached_counts_and_repair_makes_them_again(store
     log = "".join(f"row {i}: pelican_{i} counted {i * 7} boats in dock{i}\n" for i in range(200))
     entry = store.put(log, scope="docks").entry
     ids = _chunk_ids(store, entry.id)
-    stored = dict(store.conn.execute("SELECT id, term_counts FROM chunks").fetchall())
+    stored = dict(store.conn.execute("SELECT id, packed_counts FROM chunks").fetchall())
     packed = [cid for cid in ids if isinstance(stored[cid], bytes)]
     assert packed  # the log's chunks hold more than a kilobyte of counts each
     want = [(h.entry.id, h.score) for h in store.search("pelican boats", scope="docks")]
     damaged = bytearray(stored[packed[0]])
     damaged[len(damaged) // 2] ^= 0xFF
-    store.conn.execute("UPDATE chunks SET term_counts = ? WHERE id = ?", (damaged, packed[0]))
+    store.conn.execute("UPDATE chunks SET packed_counts = ? WHERE id = ?", (damaged, packed[0]))
     report = doctor(store)
     assert report.unreadable_counts == [packed[0]] and not report.clean
     repaired = doctor(store, repair=True)
     assert any("term counts of 1 chunks" in r for r in repaired.repaired)
     assert doctor(store).clean
-    again = store.conn.execute("SELECT term_counts FROM chunks WHERE id = ?", (packed[0],))
-    assert again.fetchone()[0] == stored[packed[0]]
+    again = store.conn.execute(
+        "SELECT term_counts, packed_counts FROM chunks WHERE id = ?", (packed[0],)
+    )
+    assert tuple(again.fetchone()) == (None, stored[packed[0]])
     assert [(h.entry.id, h.score) for h in store.search("pelican boats", scope="docks")] == want

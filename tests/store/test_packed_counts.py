@@ -72,21 +72,42 @@ def test_a_value_claiming_more_than_the_bound_is_not_decompressed(
 
 
 @pytest.mark.sqlite_only
-def test_sqlite_keeps_large_counts_compressed_and_small_ones_as_text(tmp_path: Path) -> None:
+def test_sqlite_keeps_large_counts_compressed_apart_and_small_ones_as_text(tmp_path: Path) -> None:
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
         store.put_many(_TEXTS, kind="tool-output")
-        rows = store.conn.execute(
-            "SELECT typeof(term_counts), length(term_counts), term_counts FROM chunks"
-        ).fetchall()
-    kinds = [r[0] for r in rows]
-    assert kinds.count("text") == 1 and kinds.count("blob") >= 2  # the turn, the log's chunks
-    blobs = [r for r in rows if r[0] == "blob"]
-    unpacked = [packed_counts.unpack(r[2]) or "" for r in blobs]
-    assert sum(r[1] for r in blobs) < sum(len(u.encode()) for u in unpacked) / 2
+        rows = store.conn.execute("SELECT term_counts, packed_counts FROM chunks").fetchall()
+    texts = [r[0] for r in rows if r[0] is not None]
+    packed = [r[1] for r in rows if r[1] is not None]
+    # one of the two in each row: the turn's as text, the log's chunks compressed
+    assert all((r[0] is None) != (r[1] is None) for r in rows)
+    assert len(texts) == 1 and len(packed) >= 2
+    assert all(isinstance(t, str) for t in texts) and all(isinstance(p, bytes) for p in packed)
+    unpacked = [packed_counts.unpack(p) or "" for p in packed]
+    assert sum(map(len, packed)) < sum(len(u.encode()) for u in unpacked) / 2
 
 
 def _ranked(store: Store) -> list[list[tuple[int, float]]]:
     return [[(h.entry.id, h.score) for h in store.search(q, limit=10)] for q in _QUERIES]
+
+
+def _counts_as_json(store: Store) -> dict[int, str | None]:
+    rows = store.conn.execute("SELECT id, coalesce(term_counts, packed_counts) FROM chunks")
+    return {int(r[0]): packed_counts.unpack(r[1]) for r in rows}
+
+
+@pytest.mark.sqlite_only
+def test_an_older_offload_reads_the_compressed_chunks_as_uncached_and_ranks_the_same(
+    tmp_path: Path,
+) -> None:
+    # an older release still running during an upgrade reads term_counts only: it must
+    # find text or nothing there (nothing: it scores the chunk from its text)
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        store.put_many(_TEXTS, kind="turn")
+        want = _ranked(store)
+        kinds = store.conn.execute("SELECT DISTINCT typeof(term_counts) FROM chunks")
+        assert {r[0] for r in kinds} == {"text", "null"}
+        store.conn.execute("UPDATE chunks SET packed_counts = NULL")  # what it reads
+        assert _ranked(store) == want
 
 
 @pytest.mark.sqlite_only
@@ -98,24 +119,24 @@ def test_opening_a_store_of_uncompressed_counts_compresses_them_and_ranks_the_sa
     with Store(path, counter=EstimateCounter()) as store:
         store.put_many([*_TEXTS, *turns], kind="turn")
         want = _ranked(store)
-        # as the previous release wrote them: the JSON as text
-        rows = store.conn.execute("SELECT id, term_counts FROM chunks").fetchall()
+        json_of = _counts_as_json(store)
+        # as the previous release wrote them: every object as text, no column of its own
         store.conn.executemany(
             "UPDATE chunks SET term_counts = ? WHERE id = ?",
-            [(packed_counts.unpack(r[1]), r[0]) for r in rows],
+            [(j, cid) for cid, j in json_of.items()],
         )
+        store.conn.execute("ALTER TABLE chunks DROP COLUMN packed_counts")
         store.conn.execute("DELETE FROM _migrations WHERE name = 'm_chunk_term_counts_packed'")
-        assert _ranked(store) == want  # read as text as well
-        json_of = {int(r[0]): packed_counts.unpack(r[1]) for r in rows}
     with Store(path, counter=EstimateCounter(), resident_mb=0) as store:
         assert isinstance(store.conn, sqlite3.Connection)
-        stored = store.conn.execute("SELECT id, term_counts FROM chunks").fetchall()
+        rows = store.conn.execute("SELECT id, term_counts, packed_counts FROM chunks")
+        packed = {int(r[0]) for r in rows if r[2] is not None and r[1] is None}
         large = {
             c for c, j in json_of.items() if len((j or "").encode()) >= packed_counts.MIN_PACKED
         }
-        assert large and len(large) < len(rows)
-        assert {int(r[0]) for r in stored if isinstance(r[1], bytes)} == large
-        assert {int(r[0]): packed_counts.unpack(r[1]) for r in stored} == json_of
+        assert large and len(large) < len(json_of)
+        assert packed == large
+        assert _counts_as_json(store) == json_of
         assert _ranked(store) == want
     # the in-memory index reads them too, to the same pages
     with Store(path, counter=EstimateCounter(), resident_mb=64) as store:

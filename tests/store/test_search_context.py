@@ -262,7 +262,9 @@ def test_the_migration_puts_each_caches_length_first_and_scores_stay_the_same(
 
 def _cached_counts(store: Store) -> dict[int, str | None]:
     """Each chunk's cached counts as JSON, however the backend stores them."""
-    rows = store.conn.execute("SELECT id, term_counts FROM chunks").fetchall()
+    sqlite = isinstance(store.conn, sqlite3.Connection)
+    counts = "coalesce(term_counts, packed_counts)" if sqlite else "term_counts"
+    rows = store.conn.execute(f"SELECT id, {counts} FROM chunks").fetchall()
     return {int(r[0]): packed_counts.unpack(r[1]) for r in rows}
 
 
@@ -283,7 +285,7 @@ def test_scores_from_cached_term_counts_equal_scores_from_the_text_analysed_agai
         store.put_many([*_turns(40), *_TRICKY, *_turns(40)[:10]], kind="turn", scope="chat")
         cached = _ranked(store, _QUERIES)
         # a store written before the cache: every chunk scored from its text
-        store.conn.execute("UPDATE chunks SET term_counts = NULL")
+        store.conn.execute("UPDATE chunks SET term_counts = NULL, packed_counts = NULL")
         uncached = _ranked(store, _QUERIES)
     assert all(cached)
     assert cached == uncached
@@ -296,9 +298,11 @@ def test_doctor_reindex_fills_in_the_term_counts_of_chunks_stored_before_the_cac
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
         store.put_many(_turns(40), kind="turn", scope="chat")
         before = _ranked(store, _QUERIES)
-        store.conn.execute("UPDATE chunks SET term_counts = NULL")
+        store.conn.execute("UPDATE chunks SET term_counts = NULL, packed_counts = NULL")
         reindex(store)
-        missing = store.conn.execute("SELECT count(*) FROM chunks WHERE term_counts IS NULL")
+        missing = store.conn.execute(
+            "SELECT count(*) FROM chunks WHERE coalesce(term_counts, packed_counts) IS NULL"
+        )
         assert missing.fetchone()[0] == 0
         assert _ranked(store, _QUERIES) == before
 

@@ -71,8 +71,9 @@ class ChunkSource(Protocol):
 
 
 _GENERATION = "SELECT value FROM chunk_generation WHERE id = 0"
-_ALL = "SELECT id, term_counts FROM chunks ORDER BY id"
-_SINCE = "SELECT id, term_counts FROM chunks WHERE id > ? ORDER BY id"
+# large counts are kept compressed in packed_counts, term_counts NULL (store/packed_counts.py)
+_ALL = "SELECT id, coalesce(term_counts, packed_counts) FROM chunks ORDER BY id"
+_SINCE = "SELECT id, coalesce(term_counts, packed_counts) FROM chunks WHERE id > ? ORDER BY id"
 
 
 class SqliteChunks:

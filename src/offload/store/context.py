@@ -25,6 +25,7 @@ themselves join with their context score alone, marked as not direct.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
@@ -60,15 +61,19 @@ _KEYS = (
 )
 _CHUNKS = (
     "SELECT c.id AS cid, c.start AS start, c.end AS end, b.hash AS block, "
-    "c.term_counts AS counts FROM json_each(?) j CROSS JOIN chunks c "
+    "{counts} AS counts FROM json_each(?) j CROSS JOIN chunks c "
     "JOIN blocks b ON b.id = c.block_id WHERE c.id = j.value"
 )
 _FIRST_CHUNKS = (
     "SELECT e.id AS eid, c.start AS start, c.end AS end, b.hash AS block, "
-    "c.term_counts AS counts FROM json_each(?) j CROSS JOIN entries e "
+    "{counts} AS counts FROM json_each(?) j CROSS JOIN entries e "
     "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.id = "
     "(SELECT min(c2.id) FROM chunks c2 WHERE c2.block_id = b.id) WHERE e.id = j.value"
 )
+# a chunk's cached counts: SQLite keeps large ones compressed in a column of their own
+# (store/packed_counts.py), PostgreSQL all as text
+_SQLITE_COUNTS = "coalesce(c.term_counts, c.packed_counts)"
+_PG_COUNTS = "c.term_counts"
 # Each entry's first chunk of its own body (the chunk map's integer keys)
 _FIRST_OWN = (
     "SELECT m.entry_id AS eid, min(m.chunk_id) AS cid FROM json_each(?) j "
@@ -314,15 +319,16 @@ def term_counts(
     or its first chunk (``first_of``), read from the chunks' rows. Only ``terms``' counts
     are sure to be there (BM25F reads no others), the length always."""
     conn = store.conn
+    counts = _SQLITE_COUNTS if isinstance(conn, sqlite3.Connection) else _PG_COUNTS
     keys = term_keys(terms)
     out: dict[int, Counts] = {}
     by_chunk = {cid: eid for eid, cid in chunk_of.items()}
     if by_chunk:
-        for r in conn.execute(_CHUNKS, (json.dumps(list(by_chunk)),)):
+        for r in conn.execute(_CHUNKS.format(counts=counts), (json.dumps(list(by_chunk)),)):
             out[by_chunk[int(r["cid"])]] = _counted(store, r, keys)
     rest = [e for e in first_of if e not in out]
     if rest:
-        for r in conn.execute(_FIRST_CHUNKS, (json.dumps(rest),)):
+        for r in conn.execute(_FIRST_CHUNKS.format(counts=counts), (json.dumps(rest),)):
             out[int(r["eid"])] = _counted(store, r, keys)
     return out
 

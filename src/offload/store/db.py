@@ -530,7 +530,7 @@ def m_chunk_term_counts_length(conn: sqlite3.Connection) -> None:
         "UPDATE chunks SET term_counts = '{\"\":' || "
         "(SELECT coalesce(sum(value), 0) FROM json_each(chunks.term_counts)) || "
         "CASE WHEN term_counts = '{}' THEN '}' ELSE ',' || substr(term_counts, 2) END "
-        "WHERE typeof(term_counts) = 'text' AND substr(term_counts, 1, 4) != '{\"\":'"
+        "WHERE term_counts IS NOT NULL AND substr(term_counts, 1, 4) != '{\"\":'"
     )
 
 
@@ -641,22 +641,25 @@ def m_entry_changes(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_chunk_term_counts_packed(conn: sqlite3.Connection) -> None:
-    # the larger cached term counts zstd-compressed (store/packed_counts.py): as JSON text
-    # they were 0.80x the raw bytes of bulky tool outputs, the largest part of a store on
-    # disk. Rewritten a page of ids at a time, so memory stays bounded on a large store.
+    # the larger cached term counts zstd-compressed in a column of their own
+    # (store/packed_counts.py): as JSON text they were 0.80x the raw bytes of bulky tool
+    # outputs, the largest part of a store on disk. term_counts is left NULL for them, so
+    # an older offload reading the file scores those chunks from their text. Rewritten a
+    # page of ids at a time, so memory stays bounded on a large store.
     from offload.store import packed_counts
 
+    conn.execute("ALTER TABLE chunks ADD COLUMN packed_counts BLOB")
     last = 0
     while True:
         rows = conn.execute(
-            "SELECT id, term_counts FROM chunks WHERE id > ? AND typeof(term_counts) = 'text' "
+            "SELECT id, term_counts FROM chunks WHERE id > ? "
             "AND length(CAST(term_counts AS BLOB)) >= ? ORDER BY id LIMIT 2000",
             (last, packed_counts.MIN_PACKED),
         ).fetchall()
         if not rows:
             return
         conn.executemany(
-            "UPDATE chunks SET term_counts = ? WHERE id = ?",
-            [(packed_counts.pack(r[1]), r[0]) for r in rows],
+            "UPDATE chunks SET term_counts = ?, packed_counts = ? WHERE id = ?",
+            [(*packed_counts.columns(r[1]), r[0]) for r in rows],
         )
         last = int(rows[-1][0])

@@ -33,7 +33,7 @@ from typing import NamedTuple
 from offload.core import analysis
 from offload.core.chunking import chunk_text
 from offload.errors import OffloadError
-from offload.store import packed_counts
+from offload.store import blocks, packed_counts
 from offload.store.backend import Conn
 
 # FTS5 splits only at whitespace and controls: every analysed term is one token.
@@ -338,7 +338,7 @@ def insert_block(
     """Index one block's chunks and vocabulary (inside the caller's transaction).
     ``cached_counts`` False: a SQLite schema from before the chunks' cached term counts (a
     migration that runs before ``m_chunk_term_counts``); they stay NULL, scored from the
-    text."""
+    text. True on SQLite: the schema has both of their columns (store/packed_counts.py)."""
     insert_vocabulary_words(conn, prepared.words())
     insert_chunks = getattr(conn, "insert_chunks", None)
     if insert_chunks is not None:  # PostgreSQL: one round trip for them all
@@ -348,9 +348,9 @@ def insert_block(
         place = (block_id, ch.start_line, ch.end_line, ch.start, ch.end)
         if cached_counts:
             cur = conn.execute(
-                "INSERT INTO chunks (block_id, start_line, end_line, start, end, term_counts) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (*place, packed_counts.pack(ch.term_counts)),
+                "INSERT INTO chunks (block_id, start_line, end_line, start, end, term_counts, "
+                "packed_counts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (*place, *packed_counts.columns(ch.term_counts)),
             )
         else:
             cur = conn.execute(
@@ -410,13 +410,14 @@ def _joined(text: str) -> str:
     return analysis.index_text(text)
 
 
-def stored_counts(chunk_text: str) -> str | bytes:
-    """A chunk's cached term counts as SQLite stores them (:func:`term_counts` of its
-    analysed text, :func:`packed_counts.pack`), made again from its text."""
-    return packed_counts.pack(term_counts(_joined(chunk_text)))
+def stored_counts(chunk_text: str) -> tuple[str | None, bytes | None]:
+    """A chunk's cached term counts as SQLite stores them, (``term_counts``,
+    ``packed_counts``) (:func:`term_counts` of its analysed text,
+    :func:`packed_counts.columns`), made again from its text."""
+    return packed_counts.columns(term_counts(_joined(chunk_text)))
 
 
-_PACKED_COUNTS = "SELECT id, term_counts FROM chunks WHERE typeof(term_counts) = 'blob'"
+_PACKED_COUNTS = "SELECT id, packed_counts FROM chunks WHERE packed_counts IS NOT NULL"
 
 
 def unreadable_counts(conn: Conn) -> list[int]:
@@ -566,9 +567,8 @@ def reindex_chunks(conn: Conn, progress: Progress | None = None) -> int:
     The chunks' cached term counts are re-derived too where the schema has them (an older
     migration runs this before ``m_chunk_term_counts`` adds them). Corrupt blocks are
     skipped; returns blocks done."""
-    from offload.store import blocks  # the codec; imported here to keep this module light
-
     cached = has_term_counts(conn)
+    packed = cached and has_packed_counts(conn)
     ids = [
         int(r[0]) for r in conn.execute("SELECT DISTINCT block_id FROM chunks ORDER BY block_id")
     ]
@@ -588,10 +588,15 @@ def reindex_chunks(conn: Conn, progress: Progress | None = None) -> int:
         ).fetchall()
         terms = [(c["id"], _joined(text[c["start"] : c["end"]])) for c in chunks]
         conn.executemany("INSERT INTO search_body (rowid, terms) VALUES (?, ?)", terms)
-        if cached:
+        if packed:
+            conn.executemany(
+                "UPDATE chunks SET term_counts = ?, packed_counts = ? WHERE id = ?",
+                [(*packed_counts.columns(term_counts(t)), cid) for cid, t in terms],
+            )
+        elif cached:  # a migration older than m_chunk_term_counts_packed
             conn.executemany(
                 "UPDATE chunks SET term_counts = ? WHERE id = ?",
-                [(packed_counts.pack(term_counts(t)), cid) for cid, t in terms],
+                [(term_counts(t), cid) for cid, t in terms],
             )
         conn.executemany(
             "INSERT OR IGNORE INTO terms (term) VALUES (?)",
@@ -609,3 +614,11 @@ def has_term_counts(conn: Conn) -> bool:
     if not isinstance(conn, sqlite3.Connection):
         return True
     return any(r[1] == "term_counts" for r in conn.execute("PRAGMA table_info(chunks)"))
+
+
+def has_packed_counts(conn: Conn) -> bool:
+    """Whether a SQLite chunks table keeps large cached counts compressed in a column of
+    their own (migration m_chunk_term_counts_packed); PostgreSQL never does."""
+    if not isinstance(conn, sqlite3.Connection):
+        return False
+    return any(r[1] == "packed_counts" for r in conn.execute("PRAGMA table_info(chunks)"))

@@ -93,7 +93,8 @@ def _count_again(store: Store, conn: Conn, chunk_ids: list[int]) -> None:
             continue
         text = store.block_text(r["hash"])[int(r["start"]) : int(r["end"])]
         conn.execute(
-            "UPDATE chunks SET term_counts = ? WHERE id = ?", (index.stored_counts(text), cid)
+            "UPDATE chunks SET term_counts = ?, packed_counts = ? WHERE id = ?",
+            (*index.stored_counts(text), cid),
         )
 
 

@@ -3,10 +3,13 @@
 ``index.term_counts`` writes each chunk's counts as a JSON object (its length first). Kept
 as text they took 0.80x the raw bytes of bulky tool outputs, more than the body's own
 compressed block (0.28x) and its full-text index (0.46x) together
-(docs/benchmarks/store.md). SQLite stores them compressed, as BLOBs (migration
-``m_chunk_term_counts_packed``); a TEXT value is the JSON itself, as PostgreSQL keeps it
-(its TOAST compresses it with lz4 on the server). Every reader passes a stored value
-through :func:`unpack`, so both forms read alike.
+(docs/benchmarks/store.md). SQLite stores them compressed, in their own column
+(``chunks.packed_counts``, migration ``m_chunk_term_counts_packed``), with
+``chunks.term_counts`` NULL: an older offload still running against the same file (during
+an upgrade) reads no cache there and scores the chunk from its text, as it scores a chunk
+stored before the cache, instead of failing on bytes where it expects text. PostgreSQL
+keeps the JSON as text (its TOAST compresses it with lz4 on the server). Every reader
+passes the value it finds through :func:`unpack`, so both forms read alike.
 
 Only objects of :data:`MIN_PACKED` bytes or more are compressed. Decompressing costs ~3 us
 however small the object, and a search without the in-memory index reads ~900 of them:
@@ -40,6 +43,12 @@ def pack(counts_json: str) -> str | bytes:
         return counts_json
     packed: bytes = _compressor().compress(data)
     return packed
+
+
+def columns(counts_json: str) -> tuple[str | None, bytes | None]:
+    """A chunk's (``term_counts``, ``packed_counts``) on SQLite: one of them NULL."""
+    stored = pack(counts_json)
+    return (stored, None) if isinstance(stored, str) else (None, stored)
 
 
 def unpack(stored: str | bytes | None) -> str | None:
