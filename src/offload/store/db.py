@@ -646,7 +646,7 @@ def m_chunk_term_counts_packed(conn: sqlite3.Connection) -> None:
     # outputs, the largest part of a store on disk. term_counts is left NULL for them, so
     # an older offload reading the file scores those chunks from their text. Rewritten a
     # page of ids at a time, so memory stays bounded on a large store.
-    from offload.store import packed_counts
+    from offload.store import index, packed_counts
 
     conn.execute("ALTER TABLE chunks ADD COLUMN packed_counts BLOB")
     last = 0
@@ -658,8 +658,5 @@ def m_chunk_term_counts_packed(conn: sqlite3.Connection) -> None:
         ).fetchall()
         if not rows:
             return
-        conn.executemany(
-            "UPDATE chunks SET term_counts = ?, packed_counts = ? WHERE id = ?",
-            [(*packed_counts.columns(r[1]), r[0]) for r in rows],
-        )
+        index.rewrite_counts(conn, [(int(r[0]), r[1]) for r in rows])
         last = int(rows[-1][0])

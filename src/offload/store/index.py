@@ -25,7 +25,7 @@ import re
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import NamedTuple
@@ -410,11 +410,13 @@ def _joined(text: str) -> str:
     return analysis.index_text(text)
 
 
-def stored_counts(chunk_text: str) -> tuple[str | None, bytes | None]:
-    """A chunk's cached term counts as SQLite stores them, (``term_counts``,
-    ``packed_counts``) (:func:`term_counts` of its analysed text,
-    :func:`packed_counts.columns`), made again from its text."""
-    return packed_counts.columns(term_counts(_joined(chunk_text)))
+def rewrite_counts(conn: Conn, counts: Iterable[tuple[int, str]]) -> None:
+    """Store chunks' cached term counts again, (chunk id, :func:`term_counts`' JSON) each,
+    in a SQLite schema's two columns for them (store/packed_counts.py)."""
+    conn.executemany(
+        "UPDATE chunks SET term_counts = ?, packed_counts = ? WHERE id = ?",
+        [(*packed_counts.columns(cached), cid) for cid, cached in counts],
+    )
 
 
 _PACKED_COUNTS = "SELECT id, packed_counts FROM chunks WHERE packed_counts IS NOT NULL"
@@ -589,10 +591,7 @@ def reindex_chunks(conn: Conn, progress: Progress | None = None) -> int:
         terms = [(c["id"], _joined(text[c["start"] : c["end"]])) for c in chunks]
         conn.executemany("INSERT INTO search_body (rowid, terms) VALUES (?, ?)", terms)
         if packed:
-            conn.executemany(
-                "UPDATE chunks SET term_counts = ?, packed_counts = ? WHERE id = ?",
-                [(*packed_counts.columns(term_counts(t)), cid) for cid, t in terms],
-            )
+            rewrite_counts(conn, [(cid, term_counts(t)) for cid, t in terms])
         elif cached:  # a migration older than m_chunk_term_counts_packed
             conn.executemany(
                 "UPDATE chunks SET term_counts = ? WHERE id = ?",
@@ -613,7 +612,7 @@ def has_term_counts(conn: Conn) -> bool:
     """Whether the chunks table has the cached term counts (migration m_chunk_term_counts)."""
     if not isinstance(conn, sqlite3.Connection):
         return True
-    return any(r[1] == "term_counts" for r in conn.execute("PRAGMA table_info(chunks)"))
+    return "term_counts" in _chunk_columns(conn)
 
 
 def has_packed_counts(conn: Conn) -> bool:
@@ -621,4 +620,8 @@ def has_packed_counts(conn: Conn) -> bool:
     their own (migration m_chunk_term_counts_packed); PostgreSQL never does."""
     if not isinstance(conn, sqlite3.Connection):
         return False
-    return any(r[1] == "packed_counts" for r in conn.execute("PRAGMA table_info(chunks)"))
+    return "packed_counts" in _chunk_columns(conn)
+
+
+def _chunk_columns(conn: sqlite3.Connection) -> set[str]:
+    return {str(r[1]) for r in conn.execute("PRAGMA table_info(chunks)")}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from offload.core import analysis
 from offload.errors import IntegrityError, InvalidInput, NotFound
 from offload.store import blocks, chunkmap, db, index, lifecycle, rows
 from offload.store.backend import Conn
@@ -87,15 +88,13 @@ _CHUNK_PLACE = (
 def _count_again(store: Store, conn: Conn, chunk_ids: list[int]) -> None:
     """Each chunk's cached term counts made again from its text (its block verified; a
     corrupt block makes doctor rebuild the whole index instead)."""
+    counted: list[tuple[int, str]] = []
     for cid in chunk_ids:
         r = conn.execute(_CHUNK_PLACE, (cid,)).fetchone()
-        if r is None:
-            continue
-        text = store.block_text(r["hash"])[int(r["start"]) : int(r["end"])]
-        conn.execute(
-            "UPDATE chunks SET term_counts = ?, packed_counts = ? WHERE id = ?",
-            (*index.stored_counts(text), cid),
-        )
+        if r is not None:
+            text = store.block_text(r["hash"])[int(r["start"]) : int(r["end"])]
+            counted.append((cid, index.term_counts(analysis.index_text(text))))
+    index.rewrite_counts(conn, counted)
 
 
 def _fts_ok(conn: Conn) -> bool:
