@@ -289,14 +289,14 @@ def _counts(text: str) -> tuple[str, list[tuple[str, int]]]:
 def test_the_index_string_counted_by_run_equals_counting_its_split(text: str) -> None:
     for _ in range(2):  # from cold caches, then from warm ones
         assert _counts(text) == _reference_counts(text)
-        assert list(analysis.index_counts(text).items()) == _reference_counts(text)[1]
+        assert list(analysis.counted_runs(text)[0].items()) == _reference_counts(text)[1]
     analysis.clear_caches()
 
 
 @given(st.text(alphabet='aZé東9_./-\\ \n"nu{}\u0301\x1c\u2028', max_size=300))
 def test_any_text_counted_by_run_gives_the_counts_of_its_split(text: str) -> None:
     assert _counts(text) == _reference_counts(text)
-    assert list(analysis.index_counts(text).items()) == _reference_counts(text)[1]
+    assert list(analysis.counted_runs(text)[0].items()) == _reference_counts(text)[1]
 
 
 def test_counting_by_run_survives_a_cache_filling_up_within_one_text(
@@ -306,7 +306,7 @@ def test_counting_by_run_survives_a_cache_filling_up_within_one_text(
     analysis.clear_caches()
     text = "\n".join(f"word{i} other{i % 5} again" for i in range(50)) * 3
     assert _counts(text) == _reference_counts(text)
-    assert list(analysis.index_counts(text).items()) == _reference_counts(text)[1]
+    assert list(analysis.counted_runs(text)[0].items()) == _reference_counts(text)[1]
     analysis.clear_caches()
 
 
@@ -316,4 +316,4 @@ def test_a_number_analyses_to_what_the_word_analysis_gives_it(number: str) -> No
     assert analysis.index_terms(number) == list(analysis.word_terms(number))
     assert analysis.surface_words(number) == _reference_surface_words(number) == set()
     text = f"took {number} ms"
-    assert list(analysis.index_counts(text).items()) == _reference_counts(text)[1]
+    assert list(analysis.counted_runs(text)[0].items()) == _reference_counts(text)[1]

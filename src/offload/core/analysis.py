@@ -49,7 +49,6 @@ __all__ = [
     "clear_caches",
     "content_terms",
     "counted_runs",
-    "index_counts",
     "index_terms",
     "index_text",
     "is_stopword",
@@ -329,21 +328,17 @@ def index_text_counts(text: str) -> tuple[str, Counter[str]]:
     return terms, _terms_counted(counts)
 
 
-def index_counts(text: str) -> Counter[str]:
+def counted_runs(text: str) -> tuple[Counter[str], set[str]]:
     """How often each term of :func:`index_text`'s string occurs, in the same order, without
-    building the string: what a PostgreSQL put sends (a tsvector and cached counts are made
-    from the counts alone), spared the join that only an FTS5 row needs.
+    building the string, and the text's distinct runs: what a PostgreSQL put sends (a
+    tsvector and cached counts are made from the counts alone), spared the join that only
+    an FTS5 row needs. The vocabulary of a text cut into pieces at line ends is then
+    :func:`surface_words_of_runs` of the union of its pieces' runs (no run holds a line
+    end), with no second pass over the text.
 
     Each run's terms are chained in reading order and counted once, without counting the
     runs first (a quarter of the time): a term first appears in the same place either
     way, at its run's first occurrence, so the order is :func:`_terms_counted`'s."""
-    return counted_runs(text)[0]
-
-
-def counted_runs(text: str) -> tuple[Counter[str], set[str]]:
-    """:func:`index_counts` of ``text`` and its distinct runs: the vocabulary of a text
-    cut into pieces at line ends is then :func:`surface_words_of_runs` of the union of its
-    pieces' runs (no run holds a line end), with no second pass over the text."""
     runs = _runs(text)
     distinct = set(runs)
     split = _split_cache.holding(distinct)
