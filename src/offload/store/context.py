@@ -70,10 +70,16 @@ _FIRST_CHUNKS = (
     "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.id = "
     "(SELECT min(c2.id) FROM chunks c2 WHERE c2.block_id = b.id) WHERE e.id = j.value"
 )
-# a chunk's cached counts: SQLite keeps large ones compressed in a column of their own
-# (store/packed_counts.py), PostgreSQL all as text
-_SQLITE_COUNTS = "coalesce(c.term_counts, c.packed_counts)"
-_PG_COUNTS = "c.term_counts"
+# (chunks by id, each entry's first chunk) by backend (is it SQLite?): SQLite keeps large
+# cached counts compressed in a column of their own (store/packed_counts.py), PostgreSQL
+# all as text
+_COUNT_READS = {
+    sqlite: (_CHUNKS.format(counts=counts), _FIRST_CHUNKS.format(counts=counts))
+    for sqlite, counts in (
+        (True, "coalesce(c.term_counts, c.packed_counts)"),
+        (False, "c.term_counts"),
+    )
+}
 # Each entry's first chunk of its own body (the chunk map's integer keys)
 _FIRST_OWN = (
     "SELECT m.entry_id AS eid, min(m.chunk_id) AS cid FROM json_each(?) j "
@@ -319,16 +325,16 @@ def term_counts(
     or its first chunk (``first_of``), read from the chunks' rows. Only ``terms``' counts
     are sure to be there (BM25F reads no others), the length always."""
     conn = store.conn
-    counts = _SQLITE_COUNTS if isinstance(conn, sqlite3.Connection) else _PG_COUNTS
+    chunks_sql, first_sql = _COUNT_READS[isinstance(conn, sqlite3.Connection)]
     keys = term_keys(terms)
     out: dict[int, Counts] = {}
     by_chunk = {cid: eid for eid, cid in chunk_of.items()}
     if by_chunk:
-        for r in conn.execute(_CHUNKS.format(counts=counts), (json.dumps(list(by_chunk)),)):
+        for r in conn.execute(chunks_sql, (json.dumps(list(by_chunk)),)):
             out[by_chunk[int(r["cid"])]] = _counted(store, r, keys)
     rest = [e for e in first_of if e not in out]
     if rest:
-        for r in conn.execute(_FIRST_CHUNKS.format(counts=counts), (json.dumps(rest),)):
+        for r in conn.execute(first_sql, (json.dumps(rest),)):
             out[int(r["eid"])] = _counted(store, r, keys)
     return out
 
