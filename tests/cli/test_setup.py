@@ -21,8 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 import loopback
 from mcp import Client
 from offload.cli.main import main
-from offload.core.client_edits import dig, without
-from offload.core.clients import CLIENTS
+from offload.core.client_edits import dig, json_header, without
+from offload.core.clients import CLIENTS, current
 from realparts import MCP_INIT, TEST_DATA
 from serving import ServeProcess
 
@@ -42,7 +42,7 @@ def files_of(root: Path) -> dict[str, bytes]:
 def parsed(path: Path) -> Any:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
-        return json.loads(text)
+        return json.loads(json_header(text)[1])  # Zed's and VS Code's leading comments
     if path.suffix == ".toml":
         return tomllib.loads(text)
     return yaml.safe_load(text)
@@ -51,19 +51,24 @@ def parsed(path: Path) -> Any:
 def entry(client: str, root: Path, what: str) -> Any:
     """The entry offload wrote for ``what`` ("mcp"/"provider") in the client's config."""
     (file,) = [f for f in CLIENTS[client].files if f.what == what]
-    doc = parsed(root / file.path)
-    if isinstance(doc, list):
-        return next((x for x in doc if x.get(file.at[0]) == file.at[1]), None)
-    return dig(doc, file.at)
+    return current(file, parsed(root / file.path))
 
 
 def without_offload(client: str, root: Path) -> dict[str, Any]:
     """Each config's document with offload's entries taken out."""
+    return strip(client, {f.path: parsed(root / f.path) for f in CLIENTS[client].files})
+
+
+def strip(client: str, docs: dict[str, Any]) -> dict[str, Any]:
+    """``docs`` (path -> document) without anything at the places offload writes."""
     out: dict[str, Any] = {}
     for file in CLIENTS[client].files:
-        doc = out.get(file.path, parsed(root / file.path))
-        if isinstance(doc, list):
-            out[file.path] = [x for x in doc if x.get(file.at[0]) != file.at[1]]
+        doc = out.get(file.path, docs[file.path])
+        if file.match:
+            items = dig(doc, file.at[:-1]) if file.at[:-1] else doc
+            kept = [x for x in items if x.get(file.match) != file.at[-1]]
+            doc = {**doc, file.at[0]: kept} if file.at[:-1] else kept
+            out[file.path] = doc
         else:
             out[file.path] = without(doc, file.at)
     return out
@@ -75,6 +80,11 @@ def setup(
     code = main(["setup", *args, "--config-dir", str(root), "--home", str(home)])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def every(client: str) -> list[str]:
+    """The flags that write every entry of ``client`` (the provider only when asked)."""
+    return ["--provider"] if any(f.what == "provider" for f in CLIENTS[client].files) else []
 
 
 def existing(client: str, tmp_path: Path) -> Path:
@@ -89,13 +99,13 @@ def test_setup_on_a_fresh_home_writes_the_entries_and_revert_removes_them(
 ) -> None:
     root, home = tmp_path / "cfg", tmp_path / "home"
     root.mkdir()
-    code, out, _ = setup(capsys, home, root, client)
+    code, out, _ = setup(capsys, home, root, client, *every(client))
     assert code == 0 and "undo with: offload setup" in out
     for what in {f.what for f in CLIENTS[client].files}:
         assert entry(client, root, what) is not None
     written = files_of(root)
     assert written and not any(".offload-backup-" in name for name in written)  # nothing to back up
-    assert setup(capsys, home, root, client)[0:2] == (
+    assert setup(capsys, home, root, client, *every(client))[0:2] == (
         0,
         f"{client}: already wired, nothing to change\n",
     )
@@ -112,14 +122,14 @@ def test_setup_keeps_every_other_server_and_setting_and_revert_restores_the_byte
     root, home = existing(client, tmp_path), tmp_path / "home"
     before = files_of(root)
     docs_before = {f.path: parsed(root / f.path) for f in CLIENTS[client].files}
-    assert setup(capsys, home, root, client)[0] == 0
+    assert setup(capsys, home, root, client, *every(client))[0] == 0
     after = files_of(root)
     backups = {k: v for k, v in after.items() if ".offload-backup-" in k}
     assert sorted(v for v in backups.values()) == sorted(before.values())  # byte copies
-    assert without_offload(client, root) == docs_before  # nothing else changed
+    assert without_offload(client, root) == strip(client, docs_before)  # nothing else changed
     for what in {f.what for f in CLIENTS[client].files}:
         assert entry(client, root, what) is not None
-    assert setup(capsys, home, root, client)[0] == 0
+    assert setup(capsys, home, root, client, *every(client))[0] == 0
     assert files_of(root) == after  # a second run changes nothing, makes no backup
     assert setup(capsys, home, root, client, "--revert")[0] == 0
     restored = {k: v for k, v in files_of(root).items() if ".offload-backup-" not in k}
@@ -136,7 +146,7 @@ def test_comments_and_layout_of_toml_and_yaml_configs_survive(
     ):
         root = existing(client, tmp_path / client)
         old = (root / name).read_text(encoding="utf-8")
-        assert setup(capsys, tmp_path / "home", root, client)[0] == 0
+        assert setup(capsys, tmp_path / "home", root, client, *every(client))[0] == 0
         new = (root / name).read_text(encoding="utf-8")
         kept = [line for line in old.splitlines() if line.startswith("#") or not line.strip()]
         assert all(line in new.splitlines() for line in kept)
@@ -150,7 +160,7 @@ def test_a_malformed_config_is_refused_in_one_line_with_nothing_changed(
     root = tmp_path / "cfg"
     shutil.copytree(FIXTURES / client / "malformed", root)
     before = files_of(root)
-    code, out, err = setup(capsys, tmp_path / "home", root, client)
+    code, out, err = setup(capsys, tmp_path / "home", root, client, *every(client))
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "nothing changed" in err and str(root) in err
     assert files_of(root) == before  # no partial write, no backup
@@ -222,19 +232,21 @@ def test_a_client_without_that_entry_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = setup(capsys, tmp_path / "home", tmp_path, "aider", "--only", "mcp")
-    assert code == 2 and "aider has no mcp entry" in err
+    assert code == 2 and "aider has no MCP client; `offload setup aider --provider`" in err
+    code, _, err = setup(capsys, tmp_path / "home", tmp_path, "codex", "--only", "provider")
+    assert code == 2 and "Codex CLI has no provider entry" in err
 
 
-def test_revert_refuses_when_the_file_was_edited_after_setup(
+def test_revert_refuses_when_offloads_own_entry_was_edited_after_setup(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root, home = existing("codex", tmp_path), tmp_path / "home"
     assert setup(capsys, home, root, "codex")[0] == 0
     config = root / ".codex" / "config.toml"
-    config.write_text(config.read_text() + 'model = "edited"\n')
+    config.write_text(config.read_text() + 'model = "edited"\n')  # lands in offload's table
     edited = files_of(root)
     code, _, err = setup(capsys, home, root, "codex", "--revert")
-    assert code == 2 and "changed after offload setup wrote it" in err
+    assert code == 2 and "the offload entry (mcp_servers.offload) changed after setup" in err
     assert files_of(root) == edited
 
 
@@ -245,7 +257,7 @@ def test_status_names_the_store_the_upstream_and_which_clients_are_wired(
     root.mkdir()
     down = "http://127.0.0.1:9"  # the discard port: nothing listens
     assert setup(capsys, home, root, "cursor", "--mcp", "http", "--url", down)[0] == 0
-    assert setup(capsys, home, root, "llm", "--url", "http://127.0.0.1:9999")[0] == 0
+    assert setup(capsys, home, root, "llm", "--provider", "--url", "http://127.0.0.1:9999")[0] == 0
     shutil.copytree(FIXTURES / "codex" / "malformed", root, dirs_exist_ok=True)
     args = ["status", "--json", "--config-dir", str(root), "--home", str(home)]
     code = main([*args, "--upstream", down, "--url", down])
