@@ -370,3 +370,53 @@ async def test_a_client_built_from_each_written_config_lists_the_tools_of_a_guar
     finally:
         serve.stop()
     assert TOKEN not in serve.log_text()
+
+
+def client_edit(path: Path) -> tuple[str, Any]:
+    """Change ``path`` as its client might: a key of the user's own added, and (JSON) the
+    whole file rewritten in another layout. Returns the key and its value."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        head, body = json_header(text)
+        doc = json.loads(body)
+        doc["userEdit"] = {"added": "by the client"}
+        path.write_text(head + json.dumps(doc, indent=4) + "\n", encoding="utf-8")
+        return "userEdit", {"added": "by the client"}
+    if path.suffix == ".toml":
+        path.write_text('user_edit = "by the client"\n' + text, encoding="utf-8")
+        return "user_edit", "by the client"
+    if isinstance(yaml.safe_load(text), list):  # llm's list of models
+        path.write_text(text + "- model_id: user-added\n  api_base: http://x/v1\n")
+        return "", {"model_id": "user-added", "api_base": "http://x/v1"}
+    path.write_text(text + "user_edit: by the client\n", encoding="utf-8")
+    return "user_edit", "by the client"
+
+
+@pytest.mark.parametrize("client", ALL)
+def test_dry_run_setup_a_client_edit_then_revert_leaves_only_the_clients_edit(
+    client: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = existing(client, tmp_path), tmp_path / "home"
+    before = files_of(root)
+    code, out, _ = setup(capsys, home, root, client, *every(client), "--dry-run")
+    assert code == 0 and "(dry run: nothing written)" in out
+    assert files_of(root) == before  # nothing written, not even a record
+    assert setup(capsys, home, root, client, *every(client))[0] == 0
+    wired_once = files_of(root)
+    assert setup(capsys, home, root, client, *every(client))[1].endswith(
+        "already wired, nothing to change\n"
+    )
+    assert files_of(root) == wired_once  # idempotent
+    paths = sorted({f.path for f in CLIENTS[client].files})
+    edits = {p: client_edit(root / p) for p in paths}
+    for f in CLIENTS[client].files:  # offload's entries survived the client's edit
+        assert entry(client, root, f.what) is not None
+    # reverted from another store: the record is found beside the configs, not in the store
+    code, out, err = setup(capsys, tmp_path / "another-home", root, client, "--revert")
+    assert code == 0, err
+    for p in paths:
+        doc, (key, value) = parsed(root / p), edits[p]
+        assert (doc.pop(key) if key else doc.pop()) == value  # the client's edit stays
+        assert doc == parsed(FIXTURES / client / "existing" / p)  # offload's additions gone
+    assert "took offload's entries out" in out
+    assert setup(capsys, home, root, client, "--revert")[0] == 2  # nothing left to revert

@@ -198,7 +198,9 @@ def _remember(record: dict[str, Any], change: Change, saved: Path | None, data: 
         rec = {"created": change.old is None, "backup": str(saved) if saved else None}
         rec.update(exact=True, entries={})
     else:  # the file changed between two setups: its first backup is no longer exact
-        rec["exact"] = rec["exact"] and old_bytes is not None and digest(old_bytes) == rec["written"]
+        rec["exact"] = (
+            rec["exact"] and old_bytes is not None and digest(old_bytes) == rec["written"]
+        )
     for entry in change.added:
         kept = rec["entries"].get(entry["what"])
         rec["entries"][entry["what"]] = {**entry, **_first(kept)} if kept else entry

@@ -356,7 +356,9 @@ def _verify(
         raise refusal
 
 
-def _verify_removed(new: str, fmt: str, path: Sequence[str], old: dict[str, Any], name: str) -> None:
+def _verify_removed(
+    new: str, fmt: str, path: Sequence[str], old: dict[str, Any], name: str
+) -> None:
     """Refuse unless ``new`` parses to ``old`` without ``path`` and nothing else."""
     try:
         got = parse(new, fmt, name) or {}

@@ -40,10 +40,10 @@ __all__ = [
     "NAME",
     "Client",
     "ConfigFile",
+    "Conflict",
     "Wiring",
     "added",
     "apply",
-    "Conflict",
     "current",
     "leftover",
     "undo",
@@ -65,9 +65,11 @@ def current(file: ConfigFile, doc: Any) -> Value:
         return nested_current(doc, spec)
     if file.match:
         items = dig(doc, file.at[:-1]) if file.at[:-1] else doc
-        found = [x for x in items if dig(x, [file.match]) == file.at[-1]] if isinstance(
-            items, list
-        ) else []
+        found = (
+            [x for x in items if dig(x, [file.match]) == file.at[-1]]
+            if isinstance(items, list)
+            else []
+        )
         return found[0] if found else None
     return dig(doc, file.at)
 
