@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 import tomllib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -271,6 +273,12 @@ def test_status_names_the_store_the_upstream_and_which_clients_are_wired(
     assert state[("llm", "provider")] == "other"  # wired to another proxy URL
     assert state[("codex", "mcp")] == "unreadable"
     assert state[("claude-code", "mcp")] == "no"
+    assert doc["warnings"] == [
+        f"cursor: its MCP entry points at {down}/mcp, where nothing answers; start `offload "
+        "serve`, or undo with `offload setup cursor --revert`",
+        "llm: its model requests go to http://127.0.0.1:9999/v1, where nothing answers; start "
+        "`offload serve`, or undo with `offload setup llm --revert`",
+    ]
 
 
 TOKEN = "s3cret-setup-token-5d41402abc4b2a76"
@@ -420,3 +428,100 @@ def test_dry_run_setup_a_client_edit_then_revert_leaves_only_the_clients_edit(
         assert doc == parsed(FIXTURES / client / "existing" / p)  # offload's additions gone
     assert "took offload's entries out" in out
     assert setup(capsys, home, root, client, "--revert")[0] == 2  # nothing left to revert
+
+
+def test_mcp_is_the_default_and_the_provider_is_written_only_when_asked_and_says_what_it_means(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    root.mkdir()
+    code, out, _ = setup(capsys, home, root, "claude-code")
+    assert code == 0 and "provider:" not in out
+    assert not (root / ".claude" / "settings.json").exists()  # no traffic rerouted silently
+    code, out, _ = setup(capsys, home, root, "claude-code", "--provider", "--dry-run")
+    assert code == 0 and '"ANTHROPIC_BASE_URL": "http://127.0.0.1:8900"' in out
+    assert "Claude Code's model requests will go to offload's proxy at http://127.0.0.1:8900" in out
+    assert not (root / ".claude" / "settings.json").exists()
+    code, out, _ = setup(capsys, home, root, "claude-code", "--provider")
+    assert code == 0 and "provider: Claude Code's model requests will go to" in out
+    assert "which forwards them to the model server at" in out
+    code, _, err = setup(capsys, home, root, "claude-code", "--provider", "--only", "mcp")
+    assert code == 2 and "with --only pick one" in err
+
+
+def test_claude_desktop_takes_stdio_only_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = setup(capsys, tmp_path / "home", tmp_path, "claude-desktop", "--mcp", "http")
+    assert code == 2 and "stdio servers only" in err
+    assert files_of(tmp_path) == {}
+
+
+def test_a_client_that_replaced_its_own_file_keeps_its_settings_on_revert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Claude Code rewrites ~/.claude.json itself (counters, projects): revert takes out the
+    # entry and leaves the rest as the client last wrote it
+    root, home = existing("claude-code", tmp_path), tmp_path / "home"
+    assert setup(capsys, home, root, "claude-code")[0] == 0
+    config = root / ".claude.json"
+    doc = json.loads(config.read_text())
+    doc["numStartups"] = 42
+    doc["projects"]["/home/user/src/other"] = {"allowedTools": []}
+    config.write_text(json.dumps(doc, separators=(",", ":")))
+    code, out, _ = setup(capsys, home, root, "claude-code", "--revert")
+    assert code == 0 and "keeping later changes" in out
+    after = json.loads(config.read_text())
+    assert "offload" not in after["mcpServers"] and set(after["mcpServers"]) == {"github", "sqlite"}
+    assert after["numStartups"] == 42 and "/home/user/src/other" in after["projects"]
+
+
+def test_setup_records_live_with_the_configs_and_are_private(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, root = token_home(tmp_path), tmp_path / "cfg"
+    root.mkdir()
+    assert setup(capsys, home, root, "cursor", "--mcp", "http")[0] == 0
+    record = root / ".local" / "state" / "offload" / "setup" / "cursor.json"
+    assert record.stat().st_mode & 0o777 == 0o600  # it holds the entry, token included
+    files = json.loads(record.read_text())["files"]
+    assert list(files) == [str(root / ".cursor" / "mcp.json")]
+    assert not (home / "offload.db").exists()  # setup no longer needs the store
+    assert setup(capsys, tmp_path / "elsewhere", root, "cursor", "--revert")[0] == 0
+    assert not record.exists() and not (root / ".cursor" / "mcp.json").exists()
+
+
+class _Answers(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_status_warns_when_the_proxy_answers_but_its_upstream_does_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    root.mkdir()
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{proxy.server_address[1]}"
+        assert setup(capsys, home, root, "aider", "--provider", "--url", url)[0] == 0
+        args = ["status", "--json", "--config-dir", str(root), "--home", str(home)]
+        assert main([*args, "--upstream", "http://127.0.0.1:9", "--url", url]) == 0
+        doc = json.loads(capsys.readouterr().out)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        thread.join()
+    assert doc["serve"]["ok"] is True
+    assert doc["warnings"] == [
+        "aider: its model requests reach the proxy, but the model server "
+        "http://127.0.0.1:9 does not answer"
+    ]
