@@ -419,6 +419,10 @@ def test_dry_run_setup_a_client_edit_then_revert_leaves_only_the_clients_edit(
     edits = {p: client_edit(root / p) for p in paths}
     for f in CLIENTS[client].files:  # offload's entries survived the client's edit
         assert entry(client, root, f.what) is not None
+    edited = files_of(root)
+    code, out, _ = setup(capsys, home, root, client, "--revert", "--dry-run")
+    assert code == 0 and "would take offload's entries out of" in out
+    assert files_of(root) == edited
     # reverted from another store: the record is found beside the configs, not in the store
     code, out, err = setup(capsys, tmp_path / "another-home", root, client, "--revert")
     assert code == 0, err

@@ -252,14 +252,32 @@ def revert(args: argparse.Namespace, client: Client) -> int:
     if not record or not record["files"]:
         raise InvalidInput(
             f"nothing to revert: offload setup has not written {client.title}'s config "
-            f"(no record at {where})"
+            f"(no record at {where}; an older offload kept its records in the store, and "
+            "the backups it made are beside the files, NAME.offload-backup-*)"
         )
     steps = [_undo_step(client, Path(p), rec) for p, rec in record["files"].items()]
+    if args.dry_run:
+        planned = [f"would {_WOULD[s.how]} {s.path}" for s in steps]
+        emit(args, {"client": client.name, "dry_run": True, "reverted": planned}, _render_undo)
+        return 0
     stamp = stamp_now()
     done = [_apply_step(step, stamp) for step in steps]
     setup_records.forget(where)
-    emit(args, {"client": client.name, "reverted": done}, lambda d: "\n".join(d["reverted"]))
+    emit(args, {"client": client.name, "dry_run": False, "reverted": done}, _render_undo)
     return 0
+
+
+_WOULD = {
+    "remove": "remove (setup had created it)",
+    "restore": "restore from its backup",
+    "edit": "take offload's entries out of",
+    "none": "leave alone",
+}
+
+
+def _render_undo(data: dict[str, Any]) -> str:
+    tail = ["(dry run: nothing written)"] if data["dry_run"] else []
+    return "\n".join([*data["reverted"], *tail])
 
 
 @dataclass
