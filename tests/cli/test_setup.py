@@ -25,6 +25,9 @@ from mcp import Client
 from offload.cli.main import main
 from offload.core.client_edits import dig, json_header, without
 from offload.core.clients import CLIENTS, current
+from offload.core.tokens import EstimateCounter
+from offload.store.config_files import STATE, digest
+from offload.store.store import Store
 from realparts import MCP_INIT, TEST_DATA
 from serving import ServeProcess
 
@@ -529,3 +532,22 @@ def test_status_warns_when_the_proxy_answers_but_its_upstream_does_not(
         "aider: its model requests reach the proxy, but the model server "
         "http://127.0.0.1:9 does not answer"
     ]
+
+
+def test_a_setup_an_older_offload_recorded_in_the_store_is_still_reverted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = existing("cursor", tmp_path), tmp_path / "home"
+    config = root / ".cursor" / "mcp.json"
+    before = config.read_bytes()
+    saved = config.with_name("mcp.json.offload-backup-20261201T000000Z")
+    saved.write_bytes(before)
+    config.write_text('{"mcpServers": {"offload": {"command": "offload"}}}\n')
+    run = {"path": str(config), "backup": str(saved), "written": digest(config.read_bytes())}
+    with Store(home / "offload.db", counter=EstimateCounter()) as store:  # an older setup's
+        store.put_state(STATE, "cursor", [{"files": [run]}])
+    code, out, _ = setup(capsys, home, root, "cursor", "--revert")
+    assert code == 0 and f"restored {config}" in out
+    assert config.read_bytes() == before
+    code, _, err = setup(capsys, home, root, "cursor", "--revert")
+    assert code == 2 and "nothing to revert" in err

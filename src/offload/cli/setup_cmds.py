@@ -23,11 +23,20 @@ from pathlib import Path
 from typing import Any
 
 from offload.cli import setup_records
-from offload.cli.common import emit
+from offload.cli.common import emit, open_store
 from offload.config import Settings
 from offload.core.clients import CLIENTS, Client, ConfigFile, Wiring, added, apply, leftover, undo
 from offload.errors import InvalidInput
-from offload.store.config_files import backup, digest, read_config, stamp_now, write_atomic
+from offload.store.config_files import (
+    STATE,
+    backup,
+    check_unchanged,
+    digest,
+    read_config,
+    restore,
+    stamp_now,
+    write_atomic,
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -216,7 +225,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Wire the client, print the diff, or revert what setup added."""
     client = CLIENTS[args.client]
     if args.revert:
-        return revert(args, client)
+        return revert(args, client, settings)
     wiring = wiring_for(args, settings, args.mcp)
     changes = plan(client, args, wiring)
     means = routes(client, kinds(client, args), wiring, settings)
@@ -245,15 +254,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def revert(args: argparse.Namespace, client: Client) -> int:
+def revert(args: argparse.Namespace, client: Client, settings: Settings) -> int:
     """Take out what setup added to the client's files, all files or none."""
     where = setup_records.record_path(args.config_dir, client.name)
     record = setup_records.load(where)
     if not record or not record["files"]:
+        if not args.dry_run and revert_older(args, client, settings):
+            return 0
         raise InvalidInput(
             f"nothing to revert: offload setup has not written {client.title}'s config "
-            f"(no record at {where}; an older offload kept its records in the store, and "
-            "the backups it made are beside the files, NAME.offload-backup-*)"
+            f"(no record at {where}, nor in the store {settings.db_path}; backups are "
+            "beside the files, NAME.offload-backup-*)"
         )
     steps = [_undo_step(client, Path(p), rec) for p, rec in record["files"].items()]
     if args.dry_run:
@@ -278,6 +289,25 @@ _WOULD = {
 def _render_undo(data: dict[str, Any]) -> str:
     tail = ["(dry run: nothing written)"] if data["dry_run"] else []
     return "\n".join([*data["reverted"], *tail])
+
+
+def revert_older(args: argparse.Namespace, client: Client, settings: Settings) -> bool:
+    """Restore the files of the last run an older ``offload setup`` recorded in the store
+    (byte for byte; refused when a file changed since). False when it recorded none; a
+    store that does not exist is not created to find out."""
+    if not settings.store.url and not settings.db_path.exists():
+        return False
+    with open_store(settings) as store:
+        runs = list(store.get_state(STATE, client.name) or [])
+        if not runs:
+            return False
+        files = runs[-1]["files"]
+        for record in files:
+            check_unchanged(record)
+        done = [restore(record) for record in reversed(files)]
+        store.put_state(STATE, client.name, runs[:-1])
+    emit(args, {"client": client.name, "dry_run": False, "reverted": done}, _render_undo)
+    return True
 
 
 @dataclass
