@@ -109,7 +109,8 @@ def mcp_command() -> list[str]:
 
 def config_dir(args: argparse.Namespace) -> Path:
     """The directory the client's config paths are relative to."""
-    return Path(args.config_dir).expanduser() if args.config_dir else Path.home()
+    # absolute: the record names each file by its path, wherever revert is run from
+    return Path(args.config_dir).expanduser().absolute() if args.config_dir else Path.home()
 
 
 def config_path(args: argparse.Namespace, file: ConfigFile) -> Path:

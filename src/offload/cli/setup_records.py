@@ -27,7 +27,7 @@ from offload.store.config_files import read_config, write_atomic
 def records_dir(config_dir: str | None) -> Path:
     """Where setup's records live (see the module docstring)."""
     if config_dir:
-        return Path(config_dir).expanduser() / ".local" / "state" / "offload" / "setup"
+        return Path(config_dir).expanduser().absolute() / ".local" / "state" / "offload" / "setup"
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state) / "offload" / "setup"
 

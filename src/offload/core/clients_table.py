@@ -148,7 +148,14 @@ def _windsurf_mcp(w: Wiring) -> Value:
 
 def _goose_mcp(w: Wiring) -> Value:
     cmd, args = _argv(w)
-    common: dict[str, Value] = {"enabled": True, "name": NAME, "envs": {}, "timeout": 300}
+    # some Goose releases require `description` on every extension
+    common: dict[str, Value] = {
+        "enabled": True,
+        "name": NAME,
+        "description": "offload: store bulky context, search and read it back",
+        "envs": {},
+        "timeout": 300,
+    }
     return _stdio_or_http(
         w,
         {**common, "type": "stdio", "cmd": cmd, "args": args},
