@@ -551,3 +551,17 @@ def test_a_setup_an_older_offload_recorded_in_the_store_is_still_reverted(
     assert config.read_bytes() == before
     code, _, err = setup(capsys, home, root, "cursor", "--revert")
     assert code == 2 and "nothing to revert" in err
+
+
+def test_status_does_not_probe_a_base_url_the_user_set_for_themselves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    (root / ".claude").mkdir(parents=True)
+    own = {"env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9/corporate-gateway"}}
+    (root / ".claude" / "settings.json").write_text(json.dumps(own))
+    args = ["status", "--json", "--config-dir", str(root), "--home", str(home)]
+    assert main([*args, "--upstream", "http://127.0.0.1:9", "--url", "http://127.0.0.1:9"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    state = {(r["client"], r["what"]): r["wired"] for r in doc["clients"]}
+    assert state[("claude-code", "provider")] == "other" and doc["warnings"] == []

@@ -18,7 +18,7 @@ from offload.cli.common import emit, open_store
 from offload.cli.setup_cmds import config_path, wiring_for
 from offload.config import Settings
 from offload.core.client_edits import Value, parse
-from offload.core.clients import CLIENTS, current, wired
+from offload.core.clients import CLIENTS, NAME, current, wired
 from offload.core.urls import redact_url
 from offload.errors import OffloadError
 from offload.llm.upstream import UpstreamClient
@@ -98,7 +98,9 @@ def clients_status(args: argparse.Namespace, settings: Settings) -> list[dict[st
             except OffloadError:
                 state = "unreadable"
             row = {"client": client.name, "what": file.what, "path": str(path), "wired": state}
-            out.append({**row, "url": url})
+            # a key named offload is setup's even when it points elsewhere; another key
+            # (ANTHROPIC_BASE_URL, Hermes's model block) set otherwise is the user's own
+            out.append({**row, "url": url if state == "yes" or NAME in file.at else None})
     return out
 
 
