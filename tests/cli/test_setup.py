@@ -23,7 +23,8 @@ from mcp.client.streamable_http import streamable_http_client
 import loopback
 from mcp import Client
 from offload.cli.main import main
-from offload.core.client_edits import dig, json_header, without
+from offload.core.client_edits import dig, without
+from offload.core.client_jsonc import loads
 from offload.core.clients import CLIENTS, current
 from offload.core.tokens import EstimateCounter
 from offload.store.config_files import STATE, digest
@@ -47,7 +48,7 @@ def files_of(root: Path) -> dict[str, bytes]:
 def parsed(path: Path) -> Any:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
-        return json.loads(json_header(text)[1])  # Zed's and VS Code's leading comments
+        return loads(text, str(path))  # Zed's and VS Code's comments and trailing commas
     if path.suffix == ".toml":
         return tomllib.loads(text)
     return yaml.safe_load(text)
@@ -388,10 +389,9 @@ def client_edit(path: Path) -> tuple[str, Any]:
     whole file rewritten in another layout. Returns the key and its value."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
-        head, body = json_header(text)
-        doc = json.loads(body)
+        doc = loads(text, str(path))
         doc["userEdit"] = {"added": "by the client"}
-        path.write_text(head + json.dumps(doc, indent=4) + "\n", encoding="utf-8")
+        path.write_text(json.dumps(doc, indent=4) + "\n", encoding="utf-8")
         return "userEdit", {"added": "by the client"}
     if path.suffix == ".toml":
         path.write_text('user_edit = "by the client"\n' + text, encoding="utf-8")

@@ -76,17 +76,6 @@ def test_a_config_of_the_wrong_shape_is_refused() -> None:
         yaml_set_item("a: 1\n", ("model_id", "offload"), {"model_id": "offload"}, "f")
 
 
-def test_leading_comments_of_a_jsonc_settings_file_are_kept() -> None:
-    text = '// Zed settings\n/* more */\n{\n  "theme": "One Dark"\n}\n'
-    new = json_set(text, ("context_servers", "offload"), {"command": "x"}, "f", "jsonc")
-    assert new.startswith("// Zed settings\n/* more */\n{")
-    assert json_unset(new, ("context_servers", "offload"), 0, "f", "jsonc").startswith(
-        '// Zed settings\n/* more */\n{\n  "theme": "One Dark"\n}'
-    )
-    with pytest.raises(InvalidInput, match="not valid JSONC"):
-        json_set('{\n  // inside\n  "a": 1\n}', ("b",), 1, "f", "jsonc")
-
-
 def test_removal_keeps_the_parents_that_were_there_and_drops_those_it_made_empty() -> None:
     text = '{"mcpServers": {"offload": {"url": "u"}}, "env": {}}'
     assert json.loads(json_unset(text, ("mcpServers", "offload"), 0, "f")) == {"env": {}}

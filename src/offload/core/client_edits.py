@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from offload.core import client_jsonc
 from offload.errors import InvalidInput
 
 Value = Any  # a JSON-shaped value: str, int, bool, list, dict
@@ -27,34 +28,16 @@ def unreadable(name: str, fmt: str, detail: str) -> InvalidInput:
     return InvalidInput(f"{name} is not valid {fmt} ({detail}); nothing changed, fix or move it")
 
 
-def json_header(text: str) -> tuple[str, str]:
-    """``text`` split into its leading comments (``//`` lines, ``/* */`` blocks) with the
-    whitespace around them, and the JSON body after them. Zed and VS Code write a settings
-    file that opens with such comments (JSONC): they are kept; a comment inside the body
-    is refused like any invalid JSON."""
-    i, n = 0, len(text)
-    while i < n:
-        if text[i].isspace():
-            i += 1
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif text.startswith("/*", i) and text.find("*/", i + 2) >= 0:
-            i = text.find("*/", i + 2) + 2
-        else:
-            break
-    return text[:i], text[i:]
-
-
 def parse(text: str | None, fmt: str, name: str) -> Any:
     """The document in ``text`` (``None`` for an absent or empty file). ``fmt``: "json",
-    "jsonc" (JSON after leading comments, see :func:`json_header`), "toml" or "yaml"."""
-    if fmt == "jsonc" and text is not None:
-        text = json_header(text)[1]
+    "jsonc" (comments and trailing commas, :mod:`offload.core.client_jsonc`), "toml" or
+    "yaml"."""
     if text is None or not text.strip():
         return None
+    if fmt == "jsonc":
+        return client_jsonc.loads(text, name)
     try:
-        if fmt in ("json", "jsonc"):
+        if fmt == "json":
             return json.loads(text)
         if fmt == "toml":
             return tomllib.loads(text)
@@ -87,7 +70,7 @@ def json_set(
     text: str | None, path: Sequence[str], value: Value, name: str, fmt: str = "json"
 ) -> str:
     """Set ``path`` to ``value`` in a JSON object; intermediate objects are created. With
-    ``fmt`` "jsonc" the leading comments are kept."""
+    ``fmt`` "jsonc" only the entry's span is edited: comments and layout stay."""
     doc = _mapping(parse(text, fmt, name), name, "JSON")
     if text is not None and dig(doc, path) == value:
         return text
@@ -98,12 +81,23 @@ def json_set(
             raise InvalidInput(f"{name}: {key!r} is not an object; nothing changed")
         node = child
     node[path[-1]] = value
-    return _json_text(text, doc, fmt)
+    if fmt == "jsonc" and text and text.strip():
+        return _checked(client_jsonc.set_at(text, path, value, name), doc, name)
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def _json_text(old: str | None, doc: Any, fmt: str) -> str:
-    head = json_header(old)[0] if fmt == "jsonc" and old else ""
-    return head + json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+def _checked(new: str, expected: Any, name: str) -> str:
+    """``new`` if it parses to ``expected``; refused otherwise."""
+    try:
+        safe = client_jsonc.loads(new, name) == expected
+    except InvalidInput:
+        safe = False
+    if not safe:
+        raise InvalidInput(
+            f"{name}: cannot edit the offload entry safely (unusual layout); nothing changed, "
+            "edit it by hand"
+        )
+    return new
 
 
 def present(doc: Any, path: Sequence[str]) -> int:
@@ -139,7 +133,10 @@ def json_unset(text: str, path: Sequence[str], keep: int, name: str, fmt: str = 
     doc = _mapping(parse(text, fmt, name), name, "JSON")
     if dig(doc, path) is None:
         return text
-    return _json_text(text, removed(doc, path, keep), fmt)
+    expected = removed(doc, path, keep)
+    if fmt == "jsonc":
+        return _checked(client_jsonc.unset_at(text, path, keep, name), expected, name)
+    return json.dumps(expected, indent=2, ensure_ascii=False) + "\n"
 
 
 def _toml_header(line: str) -> str | None:

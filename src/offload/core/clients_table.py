@@ -390,7 +390,7 @@ CLIENTS: dict[str, Client] = {
             "zed",
             "Zed",
             (_mcp(".config/zed/settings.json", "jsonc", _zed_mcp, "context_servers", NAME),),
-            note="MCP only; comments before the settings' opening brace are kept",
+            note="MCP only; your settings' comments are kept",
             source="zed.dev/docs/ai/mcp",
         ),
         Client(
