@@ -69,8 +69,9 @@ def _mapping(doc: Any, name: str, fmt: str) -> dict[str, Any]:
 def json_set(
     text: str | None, path: Sequence[str], value: Value, name: str, fmt: str = "json"
 ) -> str:
-    """Set ``path`` to ``value`` in a JSON object; intermediate objects are created. With
-    ``fmt`` "jsonc" only the entry's span is edited: comments and layout stay."""
+    """Set ``path`` to ``value`` in a JSON object; intermediate objects are created. Only
+    the entry's span of the text is edited (:mod:`offload.core.client_jsonc`): the rest
+    keeps its layout, and with ``fmt`` "jsonc" its comments; a new file is two-space JSON."""
     doc = _mapping(parse(text, fmt, name), name, "JSON")
     if text is not None and dig(doc, path) == value:
         return text
@@ -81,7 +82,7 @@ def json_set(
             raise InvalidInput(f"{name}: {key!r} is not an object; nothing changed")
         node = child
     node[path[-1]] = value
-    if fmt == "jsonc" and text and text.strip():
+    if text and text.strip():  # edited in place: the rest keeps its layout and comments
         return _checked(client_jsonc.set_at(text, path, value, name), doc, name)
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
@@ -134,9 +135,7 @@ def json_unset(text: str, path: Sequence[str], keep: int, name: str, fmt: str = 
     if dig(doc, path) is None:
         return text
     expected = removed(doc, path, keep)
-    if fmt == "jsonc":
-        return _checked(client_jsonc.unset_at(text, path, keep, name), expected, name)
-    return json.dumps(expected, indent=2, ensure_ascii=False) + "\n"
+    return _checked(client_jsonc.unset_at(text, path, keep, name), expected, name)
 
 
 def _toml_header(line: str) -> str | None:
