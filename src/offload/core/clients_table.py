@@ -187,6 +187,16 @@ def _kiro_mcp(w: Wiring) -> Value:
     )
 
 
+def _copilot_mcp(w: Wiring) -> Value:
+    cmd, args = _argv(w)
+    # `tools` names the tools Copilot may call: all of offload's
+    return _stdio_or_http(
+        w,
+        {"type": "stdio", "command": cmd, "args": args, "tools": ["*"]},
+        {"type": "http", "url": w.mcp_url, "tools": ["*"]},
+    )
+
+
 _VSCODE = ".config/Code/User"
 _VSCODE_MAC = "Library/Application Support/Code/User"
 _CLINE = "globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json"
@@ -438,6 +448,13 @@ CLIENTS: dict[str, Client] = {
             ),
             note="MCP only, in your user mcp.json",
             source="code.visualstudio.com/docs/copilot/customization/mcp-servers",
+        ),
+        Client(
+            "copilot",
+            "GitHub Copilot CLI",
+            (_mcp(".copilot/mcp-config.json", "json", _copilot_mcp, "mcpServers", NAME),),
+            note="MCP only",
+            source="docs.github.com/en/copilot/how-tos/copilot-cli/customize-copilot/add-mcp-servers",
         ),
         Client(
             "kiro",
