@@ -565,3 +565,19 @@ def test_status_does_not_probe_a_base_url_the_user_set_for_themselves(
     doc = json.loads(capsys.readouterr().out)
     state = {(r["client"], r["what"]): r["wired"] for r in doc["clients"]}
     assert state[("claude-code", "provider")] == "other" and doc["warnings"] == []
+
+
+def test_status_text_lists_wired_entries_one_line_each_and_the_rest_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    root.mkdir()
+    down = "http://127.0.0.1:9"
+    assert setup(capsys, home, root, "cursor", "--mcp", "http", "--url", down)[0] == 0
+    args = ["status", "--config-dir", str(root), "--home", str(home), "--upstream", down]
+    assert main([*args, "--url", down]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"client    cursor         mcp       yes        {root}/.cursor/mcp.json" in lines
+    (idle,) = [line for line in lines if line.startswith("not wired ")]
+    assert "claude-code, claude-desktop" in idle and "cursor" not in idle
+    assert lines[-1].startswith(f"warning   cursor: its MCP entry points at {down}/mcp")

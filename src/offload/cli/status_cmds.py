@@ -177,7 +177,15 @@ def _render(data: dict[str, Any]) -> str:
     ]
     home = str(Path.home())
     for row in data["clients"]:
+        if row["wired"] == "no":  # twenty clients: those not wired share one line below
+            continue
         shown = row["path"].replace(home, "~", 1) if row["path"].startswith(home) else row["path"]
         lines.append(f"client    {row['client']:<14} {row['what']:<9} {row['wired']:<10} {shown}")
+    idle = sorted(
+        {r["client"] for r in data["clients"]}
+        - {r["client"] for r in data["clients"] if r["wired"] != "no"}
+    )
+    if idle:
+        lines.append(f"not wired {', '.join(idle)} (offload setup CLIENT)")
     lines += [f"warning   {line}" for line in data["warnings"]]
     return "\n".join(lines)
