@@ -581,3 +581,17 @@ def test_status_text_lists_wired_entries_one_line_each_and_the_rest_on_one_line(
     (idle,) = [line for line in lines if line.startswith("not wired ")]
     assert "claude-code, claude-desktop" in idle and "cursor" not in idle
     assert lines[-1].startswith(f"warning   cursor: its MCP entry points at {down}/mcp")
+
+
+def test_without_config_dir_the_record_goes_to_the_xdg_state_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))  # Path.home(): never the real one
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "me").mkdir()
+    assert main(["setup", "kiro", "--home", str(tmp_path / "store")]) == 0
+    assert (tmp_path / "me" / ".kiro" / "settings" / "mcp.json").is_file()
+    assert (tmp_path / "state" / "offload" / "setup" / "kiro.json").is_file()
+    assert main(["setup", "kiro", "--revert", "--home", str(tmp_path / "other")]) == 0
+    assert not (tmp_path / "me" / ".kiro" / "settings" / "mcp.json").exists()
+    capsys.readouterr()
