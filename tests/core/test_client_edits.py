@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 
 import pytest
 import yaml
 
-from offload.core.client_edits import json_set, toml_set_table, yaml_set_item, yaml_set_key
+from offload.core.client_edits import (
+    json_set,
+    json_unset,
+    toml_set_table,
+    toml_unset_table,
+    yaml_set_item,
+    yaml_set_key,
+    yaml_unset_item,
+    yaml_unset_key,
+)
 from offload.errors import InvalidInput
 
 
@@ -64,3 +74,21 @@ def test_a_config_of_the_wrong_shape_is_refused() -> None:
         json_set('{"mcpServers": []}', ("mcpServers", "offload"), {}, "f")
     with pytest.raises(InvalidInput, match="expected a YAML list"):
         yaml_set_item("a: 1\n", ("model_id", "offload"), {"model_id": "offload"}, "f")
+
+
+def test_removal_keeps_the_parents_that_were_there_and_drops_those_it_made_empty() -> None:
+    text = '{"mcpServers": {"offload": {"url": "u"}}, "env": {}}'
+    assert json.loads(json_unset(text, ("mcpServers", "offload"), 0, "f")) == {"env": {}}
+    assert json.loads(json_unset(text, ("mcpServers", "offload"), 1, "f")) == {
+        "mcpServers": {},
+        "env": {},
+    }
+    assert json_unset(text, ("other", "offload"), 0, "f") == text  # absent: unchanged
+
+
+def test_toml_and_yaml_removals_keep_the_rest_of_the_text() -> None:
+    toml = "# c\nmodel = 'm'\n\n[mcp_servers.offload]\ncommand = 'x'\n\n[mcp_servers.offload.env]\nA = '1'\n"
+    assert toml_unset_table(toml, ("mcp_servers", "offload"), "f") == "# c\nmodel = 'm'\n"
+    assert yaml_unset_key("a: 1\n# c\nk: v\nb: 2\n", "k", "f") == "a: 1\n# c\nb: 2\n"
+    listed = "- model_id: a\n- model_id: offload\n  api_base: x\n"
+    assert yaml_unset_item(listed, ("model_id", "offload"), "f") == "- model_id: a\n"

@@ -44,7 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve_cmds", "proxy + MCP + gateway + dashboard + /metrics on one port"),
     "context": ("sections_cmds", "cache-alignment report for context files"),
     "models": ("models_cmds", "local-model tools (models bench --endpoint URL)"),
-    "setup": ("setup_cmds", "wire a client (claude-code, opencode, codex, cursor, aider, llm)"),
+    "setup": ("setup_cmds", "wire a client's MCP (or --provider) in its own config; --revert"),
     "status": ("status_cmds", "store health, upstream and its n_ctx, serve, wired clients"),
 }
 

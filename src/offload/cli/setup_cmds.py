@@ -2,9 +2,14 @@
 
 The entries themselves (which file, which key, which value) are :mod:`offload.core.clients`;
 this adapter reads the files, shows the diff (``--dry-run``), backs each file up beside
-itself, writes atomically and records the run in the store so ``--revert`` restores the
-files byte for byte. Every file is parsed before any is written: an unreadable config
-stops the command (exit 2) with nothing changed.
+itself, writes atomically and records what it added (:mod:`offload.cli.setup_records`) so
+``--revert`` takes exactly that out again, even after the client rewrote its file. Every
+file is parsed before any is written: an unreadable config stops the command (exit 2) with
+nothing changed.
+
+MCP wiring is the default. Routing the client's model traffic through the proxy (the
+provider entry) is a separate choice, ``--provider`` (both) or ``--only provider``, and is
+printed with what it means.
 """
 
 from __future__ import annotations
@@ -13,13 +18,14 @@ import argparse
 import difflib
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from offload.cli import setup_records
 from offload.cli.common import emit, open_store
 from offload.config import Settings
-from offload.core.clients import CLIENTS, Client, ConfigFile, Wiring, apply
+from offload.core.clients import CLIENTS, Client, ConfigFile, Wiring, added, apply, leftover, undo
 from offload.errors import InvalidInput
 from offload.store.config_files import (
     STATE,
@@ -43,7 +49,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="stdio: the client starts `offload mcp`; http: it connects to `offload serve`",
     )
     parser.add_argument(
-        "--only", choices=["mcp", "provider"], help="write only the MCP or the provider entry"
+        "--provider",
+        action="store_true",
+        help="also route the client's model requests through offload's proxy",
+    )
+    parser.add_argument(
+        "--only",
+        choices=["mcp", "provider"],
+        help="write only the MCP entry, or only the provider entry (routes model requests)",
     )
     parser.add_argument("--url", help="the serve/proxy URL (default http://[proxy] host:port)")
     parser.add_argument("--model", help="the model name sent through the proxy (default: local)")
@@ -53,16 +66,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the directory client configs live under (default: your home directory)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
-    parser.add_argument("--revert", action="store_true", help="restore the last setup's files")
+    parser.add_argument(
+        "--revert", action="store_true", help="take out what setup added to this client's files"
+    )
 
 
 @dataclass
 class Change:
-    """One config file and its text before and after."""
+    """One config file, its text before and after, and what each entry added."""
 
     path: Path
     old: str | None
     new: str
+    files: list[ConfigFile] = field(default_factory=list)
+    added: list[dict[str, Any]] = field(default_factory=list)
 
 
 def wiring_for(args: argparse.Namespace, settings: Settings, mcp: str) -> Wiring:
@@ -92,29 +109,48 @@ def mcp_command() -> list[str]:
 
 def config_dir(args: argparse.Namespace) -> Path:
     """The directory the client's config paths are relative to."""
-    return Path(args.config_dir).expanduser() if args.config_dir else Path.home()
+    # absolute: the record names each file by its path, wherever revert is run from
+    return Path(args.config_dir).expanduser().absolute() if args.config_dir else Path.home()
 
 
-def selected(client: Client, only: str | None) -> list[ConfigFile]:
-    """The client's files offload writes, all or only one kind."""
-    return [f for f in client.files if only is None or f.what == only]
+def config_path(args: argparse.Namespace, file: ConfigFile) -> Path:
+    """Where ``file`` is on this machine."""
+    return config_dir(args) / file.where(sys.platform)
+
+
+def kinds(client: Client, args: argparse.Namespace) -> set[str]:
+    """The kinds of entry asked for: MCP by default, the provider only when asked."""
+    if args.only and args.provider:
+        raise InvalidInput("--provider writes both entries; with --only pick one of them")
+    wanted = {args.only} if args.only else {"mcp", "provider"} if args.provider else {"mcp"}
+    has = {f.what for f in client.files}
+    if not wanted & has:
+        if "mcp" in wanted and "provider" in has:
+            raise InvalidInput(
+                f"{client.title} has no MCP client; `offload setup {client.name} --provider` "
+                "routes its model requests through offload's proxy instead"
+            )
+        raise InvalidInput(f"{client.title} has no {'/'.join(sorted(wanted))} entry; {client.note}")
+    return wanted & has
 
 
 def plan(client: Client, args: argparse.Namespace, wiring: Wiring) -> list[Change]:
     """Every file's new text, computed before anything is written."""
-    files = selected(client, args.only)
-    if not files:
-        raise InvalidInput(f"{client.title} has no {args.only} entry; {client.note}")
-    old: dict[Path, str | None] = {}
-    new: dict[Path, str | None] = {}
-    for file in files:  # two entries may share one file (OpenCode): apply them in turn
-        path = config_dir(args) / file.path
-        if path not in old:
-            old[path] = new[path] = read_config(path)
-        new[path] = apply(file, new[path], wiring, str(path))
-    return [
-        Change(p, old[p], text) for p, text in new.items() if text is not None and text != old[p]
-    ]
+    wanted = kinds(client, args)
+    changes: dict[Path, Change] = {}
+    for file in client.files:  # two entries may share one file (OpenCode): apply them in turn
+        if file.what not in wanted:
+            continue
+        path = config_path(args, file)
+        if path not in changes:
+            old = read_config(path)
+            changes[path] = Change(path, old, old or "")
+        change = changes[path]
+        text = change.new if change.files or change.old is not None else None
+        change.new = apply(file, text, wiring, str(path))
+        change.files.append(file)
+        change.added.append(added(file, text, file.entry(wiring), str(path)))
+    return [c for c in changes.values() if c.new != c.old]
 
 
 def diff(change: Change, secret: str = "") -> str:
@@ -132,76 +168,202 @@ def diff(change: Change, secret: str = "") -> str:
 HIDDEN = "<[mcp] bearer_token>"  # what output shows instead of the token
 
 
-def write(changes: list[Change], secret: str = "") -> list[dict[str, Any]]:
-    """Back up and write every change; the records ``--revert`` needs, one per file. A
+def routes(client: Client, wanted: set[str], wiring: Wiring, settings: Settings) -> str:
+    """What the provider entry means, in a sentence ("" without one)."""
+    if "provider" not in wanted:
+        return ""
+    return (
+        f"{client.title}'s model requests will go to offload's proxy at {wiring.proxy_url}, "
+        f"which forwards them to the model server at {settings.proxy.upstream}; while "
+        "`offload serve` (or `offload proxy`) is not running they fail"
+    )
+
+
+def write(
+    client: Client, args: argparse.Namespace, changes: list[Change], secret: str = ""
+) -> list[dict[str, Any]]:
+    """Back up and write every change, and record what it added; one line per file. A
     file (or backup) holding ``secret`` is readable by its owner alone (0600)."""
+    where = setup_records.record_path(args.config_dir, client.name)
+    record = setup_records.load(where) or {"client": client.name, "files": {}}
     stamp = stamp_now()
-    records: list[dict[str, Any]] = []
+    done: list[dict[str, Any]] = []
     for change in changes:
         held = bool(secret) and secret in (change.old or "")
         saved = backup(change.path, stamp, private=held) if change.old is not None else None
         data = change.new.encode("utf-8")
         write_atomic(change.path, data, private=bool(secret) and secret in change.new)
-        records.append(
-            {
-                "path": str(change.path),
-                "backup": str(saved) if saved else None,
-                "written": digest(data),
-            }
+        _remember(record, change, saved, data)
+        done.append({"path": str(change.path), "backup": str(saved) if saved else None})
+    setup_records.save(where, record)
+    return done
+
+
+def _remember(record: dict[str, Any], change: Change, saved: Path | None, data: bytes) -> None:
+    """Fold one write into the client's record: the first backup and what each entry first
+    replaced stay; the value written and the digest are the latest."""
+    old_bytes = change.old.encode("utf-8") if change.old is not None else None
+    rec = record["files"].get(str(change.path))
+    if rec is None:
+        rec = {"created": change.old is None, "backup": str(saved) if saved else None}
+        rec.update(exact=True, entries={})
+    else:  # the file changed between two setups: its first backup is no longer exact
+        rec["exact"] = (
+            rec["exact"] and old_bytes is not None and digest(old_bytes) == rec["written"]
         )
-    return records
+    for entry in change.added:
+        kept = rec["entries"].get(entry["what"])
+        rec["entries"][entry["what"]] = {**entry, **_first(kept)} if kept else entry
+    rec["written"] = digest(data)
+    record["files"][str(change.path)] = rec
+
+
+def _first(kept: dict[str, Any]) -> dict[str, Any]:
+    return {k: kept[k] for k in ("had", "before", "keep")}
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    """Wire the client, print the diff, or revert the last run."""
+    """Wire the client, print the diff, or revert what setup added."""
     client = CLIENTS[args.client]
     if args.revert:
-        return revert(args, settings, client)
+        return revert(args, client, settings)
     wiring = wiring_for(args, settings, args.mcp)
     changes = plan(client, args, wiring)
+    means = routes(client, kinds(client, args), wiring, settings)
     if args.dry_run or not changes:
         data = {
             "client": client.name,
             "dry_run": bool(args.dry_run),
             "changes": [{"path": str(c.path), "diff": diff(c, wiring.mcp_token)} for c in changes],
+            "routes": means,
             "note": client.note,
         }
         emit(args, data, _render_plan)
         return 0
-    with open_store(settings) as store:
-        runs = list(store.get_state(STATE, client.name) or [])
-        records = write(changes, wiring.mcp_token)
-        store.put_state(STATE, client.name, [*runs, {"files": records}])
-    undo = f"offload setup {client.name} --revert" + (
+    records = write(client, args, changes, wiring.mcp_token)
+    undo_cmd = f"offload setup {client.name} --revert" + (
         f" --config-dir {args.config_dir}" if args.config_dir else ""
     )
-    done = {"client": client.name, "files": records, "note": client.note, "undo": undo}
+    done = {
+        "client": client.name,
+        "files": records,
+        "routes": means,
+        "note": client.note,
+        "undo": undo_cmd,
+    }
     emit(args, done, _render_done)
     return 0
 
 
-def revert(args: argparse.Namespace, settings: Settings, client: Client) -> int:
-    """Restore the files of the client's last setup run, all or none."""
+def revert(args: argparse.Namespace, client: Client, settings: Settings) -> int:
+    """Take out what setup added to the client's files, all files or none."""
+    where = setup_records.record_path(args.config_dir, client.name)
+    record = setup_records.load(where)
+    if not record or not record["files"]:
+        if not args.dry_run and revert_older(args, client, settings):
+            return 0
+        raise InvalidInput(
+            f"nothing to revert: offload setup has not written {client.title}'s config "
+            f"(no record at {where}, nor in the store {settings.db_path}; backups are "
+            "beside the files, NAME.offload-backup-*)"
+        )
+    steps = [_undo_step(client, Path(p), rec) for p, rec in record["files"].items()]
+    if args.dry_run:
+        planned = [f"would {_WOULD[s.how]} {s.path}" for s in steps]
+        emit(args, {"client": client.name, "dry_run": True, "reverted": planned}, _render_undo)
+        return 0
+    stamp = stamp_now()
+    done = [_apply_step(step, stamp) for step in steps]
+    setup_records.forget(where)
+    emit(args, {"client": client.name, "dry_run": False, "reverted": done}, _render_undo)
+    return 0
+
+
+_WOULD = {
+    "remove": "remove (setup had created it)",
+    "restore": "restore from its backup",
+    "edit": "take offload's entries out of",
+    "none": "leave alone",
+}
+
+
+def _render_undo(data: dict[str, Any]) -> str:
+    tail = ["(dry run: nothing written)"] if data["dry_run"] else []
+    return "\n".join([*data["reverted"], *tail])
+
+
+def revert_older(args: argparse.Namespace, client: Client, settings: Settings) -> bool:
+    """Restore the files of the last run an older ``offload setup`` recorded in the store
+    (byte for byte; refused when a file changed since). False when it recorded none; a
+    store that does not exist is not created to find out."""
+    if not settings.store.url and not settings.db_path.exists():
+        return False
     with open_store(settings) as store:
         runs = list(store.get_state(STATE, client.name) or [])
         if not runs:
-            raise InvalidInput(
-                f"nothing to revert: offload setup has not written {client.title}'s config "
-                f"(store {settings.db_path})"
-            )
+            return False
         files = runs[-1]["files"]
         for record in files:
             check_unchanged(record)
         done = [restore(record) for record in reversed(files)]
         store.put_state(STATE, client.name, runs[:-1])
-    emit(args, {"client": client.name, "reverted": done}, lambda d: "\n".join(d["reverted"]))
-    return 0
+    emit(args, {"client": client.name, "dry_run": False, "reverted": done}, _render_undo)
+    return True
+
+
+@dataclass
+class _Step:
+    path: Path
+    how: str  # "restore" (backup bytes), "remove" (the file), "edit" (new text), "none"
+    data: bytes = b""
+    source: str = ""
+
+
+def _undo_step(client: Client, path: Path, rec: dict[str, Any]) -> _Step:
+    """What reverting one file does, decided before anything is written."""
+    text = read_config(path)
+    if text is None:
+        return _Step(path, "none", source="already gone")
+    now = text.encode("utf-8")
+    saved = Path(rec["backup"]) if rec["backup"] else None
+    if rec["exact"] and digest(now) == rec["written"]:  # untouched since setup wrote it
+        if rec["created"]:
+            return _Step(path, "remove")
+        if saved is not None and saved.is_file():
+            return _Step(path, "restore", saved.read_bytes(), saved.name)
+    files = {f.what: f for f in client.files}
+    for what, entry in reversed(list(rec["entries"].items())):
+        text = undo(files[what], text, entry, str(path))
+    if rec["created"] and not leftover(files[next(iter(rec["entries"]))], text):
+        return _Step(path, "remove")
+    if text.encode("utf-8") == now:
+        return _Step(path, "none", source="offload's entries were already gone")
+    return _Step(path, "edit", text.encode("utf-8"))
+
+
+def _apply_step(step: _Step, stamp: str) -> str:
+    if step.how == "remove":
+        step.path.unlink(missing_ok=True)
+        return f"removed {step.path} (setup had created it)"
+    if step.how == "restore":
+        write_atomic(step.path, step.data, like=step.path)
+        return f"restored {step.path} from {step.source}"
+    if step.how == "edit":
+        saved = backup(step.path, stamp, private=True)
+        write_atomic(step.path, step.data)
+        return (
+            f"took offload's entries out of {step.path}, keeping later changes "
+            f"(the file before: {saved.name})"
+        )
+    return f"{step.path}: nothing to do ({step.source})"
 
 
 def _render_plan(data: dict[str, Any]) -> str:
     if not data["changes"]:
         return f"{data['client']}: already wired, nothing to change"
     out = [c["diff"].rstrip("\n") for c in data["changes"]]
+    if data["routes"]:
+        out.append(f"with this, {data['routes']}")
     out.append("(dry run: nothing written)")
     return "\n".join(out)
 
@@ -211,6 +373,8 @@ def _render_done(data: dict[str, Any]) -> str:
     for record in data["files"]:
         saved = f" (backup {Path(record['backup']).name})" if record["backup"] else " (created)"
         lines.append(f"wrote {record['path']}{saved}")
+    if data["routes"]:
+        lines.append(f"provider: {data['routes']}")
     lines.append(f"undo with: {data['undo']}")
     if data["note"]:
         lines.append(f"note: {data['note']}")

@@ -15,9 +15,10 @@ import anyio
 import httpx
 
 from offload.cli.common import emit, open_store
-from offload.cli.setup_cmds import config_dir, wiring_for
+from offload.cli.setup_cmds import config_path, wiring_for
 from offload.config import Settings
-from offload.core.clients import CLIENTS, wired
+from offload.core.client_edits import Value, parse
+from offload.core.clients import CLIENTS, NAME, current, wired
 from offload.core.urls import redact_url
 from offload.errors import OffloadError
 from offload.llm.upstream import UpstreamClient
@@ -82,18 +83,65 @@ def serve_status(url: str) -> dict[str, Any]:
 
 
 def clients_status(args: argparse.Namespace, settings: Settings) -> list[dict[str, Any]]:
-    """For each client and each entry: wired as setup would write it, differently, or not."""
+    """For each client and each entry: wired as setup would write it, differently, or not;
+    and the URL it points at, if any (the proxy, or serve's /mcp)."""
     both = [wiring_for(args, settings, mcp) for mcp in ("stdio", "http")]
     out = []
     for client in CLIENTS.values():
         for file in client.files:
-            path = config_dir(args) / file.path
+            path = config_path(args, file)
+            url = None
             try:
-                state = wired(file, read_config(path), both, str(path))
+                text = read_config(path)
+                state = wired(file, text, both, str(path))
+                url = first_url(current(file, parse(text, file.fmt, str(path))))
             except OffloadError:
                 state = "unreadable"
+            row = {"client": client.name, "what": file.what, "path": str(path), "wired": state}
+            # a key named offload is setup's even when it points elsewhere; another key
+            # (ANTHROPIC_BASE_URL, Hermes's model block) set otherwise is the user's own
+            out.append({**row, "url": url if state == "yes" or NAME in file.at else None})
+    return out
+
+
+def first_url(value: Value) -> str | None:
+    """The first http(s) URL in an entry's value (where it sends the client), or None."""
+    if isinstance(value, str):
+        return value if value.startswith(("http://", "https://")) else None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return next((u for u in map(first_url, items) if u), None)
+
+
+def root_of(url: str) -> str:
+    """The proxy's or serve's root from an entry's URL (``/v1`` and ``/mcp`` dropped)."""
+    url = url.rstrip("/")
+    for tail in ("/v1", "/mcp"):
+        if url.endswith(tail):
+            return url[: -len(tail)]
+    return url
+
+
+def warnings(data: dict[str, Any]) -> list[str]:
+    """A line for each wired client whose requests cannot get through: the proxy or serve
+    it points at does not answer, or (provider) the upstream behind it does not."""
+    answers: dict[str, bool] = {data["serve"]["url"]: data["serve"]["ok"]}
+    out = []
+    for row in data["clients"]:
+        if row["wired"] not in ("yes", "other") or not row["url"]:
+            continue
+        root = root_of(row["url"])
+        if root not in answers:
+            answers[root] = serve_status(root)["ok"]
+        if not answers[root]:
+            kind = "model requests go to" if row["what"] == "provider" else "MCP entry points at"
             out.append(
-                {"client": client.name, "what": file.what, "path": str(path), "wired": state}
+                f"{row['client']}: its {kind} {row['url']}, where nothing answers; "
+                f"start `offload serve`, or undo with `offload setup {row['client']} --revert`"
+            )
+        elif row["what"] == "provider" and not data["upstream"]["ok"]:
+            out.append(
+                f"{row['client']}: its model requests reach the proxy, but the model server "
+                f"{data['upstream']['url']} does not answer"
             )
     return out
 
@@ -107,6 +155,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         "serve": serve_status(base),
         "clients": clients_status(args, settings),
     }
+    data["warnings"] = warnings(data)
     emit(args, data, _render)
     return 0 if data["store"]["ok"] else 1
 
@@ -128,6 +177,15 @@ def _render(data: dict[str, Any]) -> str:
     ]
     home = str(Path.home())
     for row in data["clients"]:
+        if row["wired"] == "no":  # twenty clients: those not wired share one line below
+            continue
         shown = row["path"].replace(home, "~", 1) if row["path"].startswith(home) else row["path"]
-        lines.append(f"client    {row['client']:<12} {row['what']:<9} {row['wired']:<10} {shown}")
+        lines.append(f"client    {row['client']:<14} {row['what']:<9} {row['wired']:<10} {shown}")
+    idle = sorted(
+        {r["client"] for r in data["clients"]}
+        - {r["client"] for r in data["clients"] if r["wired"] != "no"}
+    )
+    if idle:
+        lines.append(f"not wired {', '.join(idle)} (offload setup CLIENT)")
+    lines += [f"warning   {line}" for line in data["warnings"]]
     return "\n".join(lines)

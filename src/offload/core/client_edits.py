@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from offload.core import client_jsonc
 from offload.errors import InvalidInput
 
 Value = Any  # a JSON-shaped value: str, int, bool, list, dict
@@ -28,9 +29,13 @@ def unreadable(name: str, fmt: str, detail: str) -> InvalidInput:
 
 
 def parse(text: str | None, fmt: str, name: str) -> Any:
-    """The document in ``text`` (``None`` for an absent or empty file)."""
+    """The document in ``text`` (``None`` for an absent or empty file). ``fmt``: "json",
+    "jsonc" (comments and trailing commas, :mod:`offload.core.client_jsonc`), "toml" or
+    "yaml"."""
     if text is None or not text.strip():
         return None
+    if fmt == "jsonc":
+        return client_jsonc.loads(text, name)
     try:
         if fmt == "json":
             return json.loads(text)
@@ -61,9 +66,13 @@ def _mapping(doc: Any, name: str, fmt: str) -> dict[str, Any]:
     return doc
 
 
-def json_set(text: str | None, path: Sequence[str], value: Value, name: str) -> str:
-    """Set ``path`` to ``value`` in a JSON object; intermediate objects are created."""
-    doc = _mapping(parse(text, "json", name), name, "JSON")
+def json_set(
+    text: str | None, path: Sequence[str], value: Value, name: str, fmt: str = "json"
+) -> str:
+    """Set ``path`` to ``value`` in a JSON object; intermediate objects are created. Only
+    the entry's span of the text is edited (:mod:`offload.core.client_jsonc`): the rest
+    keeps its layout, and with ``fmt`` "jsonc" its comments; a new file is two-space JSON."""
+    doc = _mapping(parse(text, fmt, name), name, "JSON")
     if text is not None and dig(doc, path) == value:
         return text
     node = doc
@@ -73,7 +82,60 @@ def json_set(text: str | None, path: Sequence[str], value: Value, name: str) -> 
             raise InvalidInput(f"{name}: {key!r} is not an object; nothing changed")
         node = child
     node[path[-1]] = value
+    if text and text.strip():  # edited in place: the rest keeps its layout and comments
+        return _checked(client_jsonc.set_at(text, path, value, name), doc, name)
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def _checked(new: str, expected: Any, name: str) -> str:
+    """``new`` if it parses to ``expected``; refused otherwise."""
+    try:
+        safe = client_jsonc.loads(new, name) == expected
+    except InvalidInput:
+        safe = False
+    if not safe:
+        raise InvalidInput(
+            f"{name}: cannot edit the offload entry safely (unusual layout); nothing changed, "
+            "edit it by hand"
+        )
+    return new
+
+
+def present(doc: Any, path: Sequence[str]) -> int:
+    """How many leading keys of ``path`` name objects present in ``doc`` (0: only the
+    document itself, if that): the parents an entry's removal must leave in place."""
+    n = 0
+    for i in range(1, len(path)):
+        if not isinstance(dig(doc, path[:i]), dict):
+            break
+        n = i
+    return n
+
+
+def removed(doc: Any, path: Sequence[str], keep: int) -> Any:
+    """A copy of ``doc`` without ``path``; parents left empty go too, except the first
+    ``keep`` keys of the path (they were there before)."""
+    if not isinstance(doc, dict) or not path or path[0] not in doc:
+        return doc
+    out = dict(doc)
+    if len(path) == 1:
+        del out[path[0]]
+        return out
+    child = removed(out[path[0]], path[1:], keep - 1)
+    if child == {} and keep <= 0:
+        del out[path[0]]
+    else:
+        out[path[0]] = child
+    return out
+
+
+def json_unset(text: str, path: Sequence[str], keep: int, name: str, fmt: str = "json") -> str:
+    """``text`` without ``path`` (see :func:`removed`); unchanged when it is absent."""
+    doc = _mapping(parse(text, fmt, name), name, "JSON")
+    if dig(doc, path) is None:
+        return text
+    expected = removed(doc, path, keep)
+    return _checked(client_jsonc.unset_at(text, path, keep, name), expected, name)
 
 
 def _toml_header(line: str) -> str | None:
@@ -137,6 +199,22 @@ def toml_set_table(
     return new
 
 
+def toml_unset_table(text: str, path: Sequence[str], name: str) -> str:
+    """``text`` without ``[path]`` and its sub-tables; unchanged when there is none."""
+    doc = _mapping(parse(text, "toml", name), name, "TOML")
+    if dig(doc, path) is None:
+        return text
+    dotted = ".".join(path)
+
+    def ours(line: str) -> bool | None:
+        header = _toml_header(line)
+        return None if header is None else header == dotted or header.startswith(dotted + ".")
+
+    new = _drop_blocks(text, ours).rstrip() + "\n"
+    _verify_removed(new, "toml", path, doc, name)
+    return new
+
+
 def _drop_blocks(text: str, starts: Callable[[str], bool | None]) -> str:
     """``text`` without the blocks that ``starts`` opens (True: one of ours begins, False:
     another begins, None: the current block goes on). Comments and blank lines at the end
@@ -182,6 +260,45 @@ def yaml_set_key(text: str | None, key: str, value: Value, name: str) -> str:
     line = f"{key}: {json.dumps(value, ensure_ascii=False)}\n"
     new = f"{head}\n{line}" if head else line
     _verify(new, "yaml", [key], value, doc, name)
+    return new
+
+
+def yaml_unset_key(text: str, key: str, name: str) -> str:
+    """``text`` without the top-level ``key``; unchanged when it is absent."""
+    doc = _mapping(parse(text, "yaml", name), name, "YAML")
+    if key not in doc:
+        return text
+
+    def ours(line: str) -> bool | None:
+        if line[:1] in ("", " ", "\t", "#", "\n", "\r"):
+            return None
+        return line.split(":", 1)[0].strip().strip("\"'") == key
+
+    new = _drop_blocks(text, ours).rstrip() + "\n"
+    _verify_removed(new, "yaml", [key], doc, name)
+    return new
+
+
+def yaml_unset_item(text: str, match: tuple[str, str], name: str) -> str:
+    """``text`` without the items of its top-level YAML sequence whose ``match[0]`` is
+    ``match[1]``; unchanged when there is none."""
+    doc = parse(text, "yaml", name)
+    key, wanted = match
+    if not isinstance(doc, list) or not any(dig(x, [key]) == wanted for x in doc):
+        return text
+    lines = text.splitlines(keepends=True)
+    drop: set[int] = set()
+    for start, end in _yaml_blocks(text):
+        block = yaml.safe_load("".join(lines[start:end]))
+        if isinstance(block, list) and block and dig(block[0], [key]) == wanted:
+            drop.update(range(start, end))
+    new = "".join(line for i, line in enumerate(lines) if i not in drop).rstrip() + "\n"
+    try:
+        safe = (parse(new, "yaml", name) or []) == [x for x in doc if dig(x, [key]) != wanted]
+    except InvalidInput:
+        safe = False
+    if not safe:
+        raise InvalidInput(f"{name}: cannot remove the {wanted!r} entry safely; edit it by hand")
     return new
 
 
@@ -233,3 +350,17 @@ def _verify(
         raise refusal from exc
     if dig(got, path) != value or without(got, path) != without(old, path):
         raise refusal
+
+
+def _verify_removed(
+    new: str, fmt: str, path: Sequence[str], old: dict[str, Any], name: str
+) -> None:
+    """Refuse unless ``new`` parses to ``old`` without ``path`` and nothing else."""
+    try:
+        got = parse(new, fmt, name) or {}
+    except InvalidInput:
+        got = None
+    if got != without(old, path) and got != removed(old, path, len(path)):
+        raise InvalidInput(
+            f"{name}: cannot remove {'.'.join(path)} safely (unusual layout); edit it by hand"
+        )

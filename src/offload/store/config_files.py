@@ -2,8 +2,9 @@
 
 Used by ``offload setup``: every write is atomic (a temporary file in the same directory,
 fsynced, renamed over the old one) and keeps the old file's mode; a backup is a byte copy
-beside the file, ``NAME.offload-backup-STAMP``. What each run wrote is recorded in the
-store (state namespace ``setup``) so ``--revert`` restores exactly those files.
+beside the file, ``NAME.offload-backup-STAMP``. What setup added is recorded beside the
+configs (``offload.cli.setup_records``); ``STATE``, :func:`check_unchanged` and
+:func:`restore` serve the store records an older ``offload setup`` kept.
 """
 
 from __future__ import annotations
