@@ -86,7 +86,7 @@ _EMBED_DESCRIPTION_CHARS = 600
 #: with a second, contextual model (``ToolIndex.with_strong``): the most the semantic side
 #: weighs, scaled per query by how peaked it is against the lexical side
 #: (``core.fusion.calibrated_weight``). Chosen two-fold on the tasks (each half chose 0.6;
-#: 0.6-0.8 give the same top-3 on both), docs/benchmarks/gateway.md "Session 7 (toolrank)".
+#: 0.6-0.8 give the same top-3 on both), docs/benchmarks/gateway.md "Tool search".
 STRONG_WEIGHT = 0.6
 _QUERY_CACHE = 256
 #: a term's share of its BM25F score when only argument values of the request hold it
