@@ -11,7 +11,7 @@ their descriptions) before the saturation.
 With an embedding model (the store's, ``offload.llm.embedding``), each tool's embedding is
 fused with BM25F as the store fuses entries (``core.fusion.fuse``: both sides on [0, 1] per
 query, lexical dominant), so a task worded unlike any tool ("make a folder") still finds
-``create_directory``; measured in docs/benchmarks/gateway.md "Gateway tool retrieval".
+``create_directory``; measured in docs/benchmarks/gateway.md "Tool search".
 
 A request's argument values (``src/app.py``, ``ProjectX``, ``3f2a9c1``, a quoted
 ``'fix typo'``) name what a tool acts on, not what it does: their pieces count at
