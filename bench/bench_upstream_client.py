@@ -6,8 +6,9 @@ saves on one hop: each pair sends the same chat request (a ~30 KB body) once thr
 client, in random order, to the instant stub upstream of ``bench_proxy.py`` (its own
 process: canned chunked SSE, connection closed after every stream like llama-server, kept
 alive for plain answers). Each client is used as the proxy uses it: ``Http1Pool`` with
-``prepare()`` as the request arrives, one ``httpx.AsyncClient`` with ``send(stream=True)``
-and ``aiter_raw``; the event loop is uvloop's, as under ``offload serve``.
+``prepare()`` as the request arrives; one ``httpx.AsyncClient`` through the proxy's
+``send_upstream`` (``send(stream=True)``, one resend on a connection the upstream just
+closed) and ``aiter_raw``. The event loop is uvloop's, as under ``offload serve``.
 
 Reported per measure (streamed, plain): the median wall time of a request for each client,
 the median of the per-pair differences and its p90, and each client's CPU per request in
@@ -33,6 +34,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_proxy import fifty_messages, machine, start_stub
+from offload.proxy.forward import send_upstream
 from offload.proxy.http1 import Http1Pool
 
 CHAT = "/v1/chat/completions"
@@ -57,7 +59,7 @@ def with_httpx(client: httpx.AsyncClient, url: str) -> Send:
         request = client.build_request(
             "POST", url + CHAT, content=body, headers={"content-type": "application/json"}
         )
-        reply = await client.send(request, stream=True)
+        reply = await send_upstream(client, request)  # the proxy's one resend on a stale connection
         size = 0
         async for chunk in reply.aiter_raw():
             size += len(chunk)
