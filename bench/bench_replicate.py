@@ -1,7 +1,7 @@
-"""Grow a PostgreSQL benchmark store by copies of its entries, made in SQL (issue 14's 1M store).
+"""Grow a PostgreSQL benchmark store by copies of its entries, made in SQL (the 1M team store).
 
 Filling 1,000,000 entries through ``bench_store.py`` takes hours on this machine; the
-session-8 1M store was the 100k LoCoMo store plus nine copies of its entries. This does
+1M store is the 100k LoCoMo store plus nine copies of its entries. This does
 that reproducibly, on a store of the current schema::
 
     python bench/bench_store.py --data DATA --corpus locomo --url postgresql://.../l100k \\

@@ -6,7 +6,7 @@ Builds a store per size from realistic text (the shared agent traces mixed with 
 code, logs and JSON), then measures medians. Prints a markdown table for
 docs/benchmarks/store.md and docs/benchmarks/team-store.md. Deterministic corpus (seeded).
 
-Backends side by side (issue 14), through the public API only (``offload.store.open_store``
+Backends side by side, through the public API only (``offload.store.open_store``
 with ``store.url``), so any backend the settings accept runs the same workload:
 
     python bench/bench_store.py --url sqlite:///tmp/b/offload.db \
@@ -122,8 +122,8 @@ def gen_log(rng: random.Random) -> str:
     rows = []
     for i in range(rng.randrange(20, 200)):
         lvl = rng.choice(["INFO", "INFO", "DEBUG", "WARN", "ERROR"])
-        # until session 15 the error suffix multiplied the whole row: four rows in five
-        # were blank (and a "100 KB" put of them 86 KB at the median)
+        # one error suffix per ERROR row (multiplying the whole row left four rows in
+        # five blank, and a "100 KB" put of them 86 KB at the median)
         rows.append(
             f"2026-11-{rng.randrange(1, 29):02d}T10:{i % 60:02d}:00Z {lvl} "
             f"{rng.choice(WORDS)}: {rng.choice(WORDS)} {rng.randrange(10**5)} ms"

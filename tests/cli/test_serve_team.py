@@ -1,5 +1,5 @@
 """Two machines, one memory: two ``offload serve`` processes with their own homes on one
-store (issue 14's multi-machine simulation).
+store (several machines simulated on one).
 
 What one stores the other finds and reads; a proxy session continued on the other sends
 the upstream the very wire the first would have sent; gateway labels never collide. Each

@@ -330,7 +330,7 @@ def test_config_show_masks_every_credential_setting_but_says_which_are_set(
 def test_a_fresh_store_locked_by_another_process_exits_5_with_one_line(
     home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # issue 10 item 7: a concurrent first add died in the first migration with a traceback
+    # a concurrent first add must not die in the first migration with a traceback
     home.mkdir(parents=True)
     holder = sqlite3.connect(str(home / "offload.db"), isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # as while another process creates the store

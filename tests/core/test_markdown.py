@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offload.core.markdown import PREAMBLE_TITLE, Section, headings, split_sections
+from offload.core.markdown import (
+    PREAMBLE_TITLE,
+    Section,
+    atx_heading,
+    headings,
+    is_atx_heading,
+    split_sections,
+)
+from offload.core.preview import contents
 from offload.errors import InvalidInput
 
 
@@ -279,3 +287,42 @@ def test_a_fence_left_open_is_found_and_a_closed_one_is_not() -> None:
     assert not ends_inside_fence("intro\n```python\nx = 1\n```\nafter\n")
     assert ends_inside_fence("~~~~\n```\n~~~\n")  # a shorter fence does not close a longer one
     assert not ends_inside_fence("inline ``` `code` ``` only\n")
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("#", (1, "")),
+        ("# x", (1, "x")),
+        ("#\tx", (1, "x")),
+        ("# x #", (1, "x")),
+        ("# x#", (1, "x#")),
+        ("# #", (1, "")),
+        ("###### six", (6, "six")),
+        ("   ### three spaces", (3, "three spaces")),
+        ("## crlf\r\n", (2, "crlf")),
+        ("#x", None),
+        ("####### x", None),
+        ("    # four spaces", None),
+        ("\t# a tab", None),
+        ("#!/bin/sh", None),
+        ("", None),
+    ],
+)
+def test_the_heading_rule_on_its_edge_cases(line: str, expected: tuple[int, str] | None) -> None:
+    assert atx_heading(line) == expected
+    assert is_atx_heading(line) == (expected is not None)
+
+
+def test_a_heading_line_inside_a_code_fence_is_not_a_heading_of_the_document() -> None:
+    text = "# real\n```\n# in code\n```\n## after\n"
+    assert [h.title for h in headings(text)] == ["real", "after"]
+    assert [e.title for e in contents(text)] == ["real", "after"]
+
+
+@pytest.mark.parametrize("line", ["#", "#x", "####### x", "# x #", "    # x", "# #"])
+def test_the_sectioner_and_the_contents_agree_on_what_a_heading_is(line: str) -> None:
+    text = f"# top\n\nintro\n\n{line}\n\nbody\n\n## next\n\nmore\n"
+    sectioned = [(h.line, h.level) for h in headings(text) if h.title]
+    listed = [(e.line, e.level) for e in contents(text)]
+    assert listed == sectioned

@@ -1,4 +1,4 @@
-"""Deferred resources, resource templates and prompts (issue 10 item 19): a large list is
+"""Deferred resources, resource templates and prompts: a large list is
 held back behind search like tools, found and listed again per client, and reading or
 getting a deferred one still answers exactly what the upstream answers."""
 

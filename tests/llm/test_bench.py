@@ -1,4 +1,4 @@
-"""``models bench`` figures against a scripted endpoint (issue 10 item 23): the token cap
+"""``models bench`` figures against a scripted endpoint: the token cap
 does not bound the ratio, an answer at the cap is flagged, and a retry is a call."""
 
 from __future__ import annotations

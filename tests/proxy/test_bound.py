@@ -118,7 +118,7 @@ def sessions(draw: st.DrawFn) -> Msgs:
 # Derandomized: since range stubs list their contents (their cost now varies with what they
 # hold), some generated sessions show the bound is not monotone in its floors (a lower floor
 # can force verbatim growth where the pipeline legally stubs the newest message instead).
-# That open defect is recorded in issue 6/12's notes; the fixed examples here all hold.
+# That is an open defect of the bound; the fixed examples here all hold.
 @pytest.mark.slow
 @settings(
     max_examples=30,

@@ -199,13 +199,13 @@ def test_prometheus_text_has_one_family_per_meaning_with_sessions_and_causes_apa
     m.record(rec("s1", prompt_tokens=10, cached_tokens=5))
     m.record(rec("s1", prefix_kept=False, break_cause="client_edit"))
     text = m.prometheus({"context_size_tokens": ("context size", 2048.0)})
-    lines = text.splitlines()
-    assert "offload_proxy_requests_total 2" in lines
-    assert 'offload_proxy_session_requests_total{session="s1"} 2' in lines
-    assert 'offload_proxy_prefix_breaks_total{cause="client_edit"} 1' in lines
-    assert "offload_proxy_cache_reuse_ratio 0.500000" in lines
-    assert "offload_proxy_context_size_tokens 2048" in lines
-    assert "offload_proxy_start_time_seconds 1700000000" in lines
+    families = read(text)
+    assert value(families, "offload_proxy_requests_total") == 2
+    assert value(families, "offload_proxy_session_requests_total", session="s1") == 2
+    assert value(families, "offload_proxy_prefix_breaks_total", cause="client_edit") == 1
+    assert value(families, "offload_proxy_cache_reuse_ratio") == 0.5
+    assert value(families, "offload_proxy_context_size_tokens") == 2048
+    assert value(families, "offload_proxy_start_time_seconds") == 1700000000
     assert "window=" not in text
 
 

@@ -3,6 +3,7 @@ proxy traffic through a scripted upstream on a loopback port."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -134,7 +135,9 @@ async def test_stored_markup_is_shown_as_text_in_hits_and_in_the_opened_entry(
     assert f'data-ref="{ref}"' in page
     text = re.search(r'<pre class="entry" id="entry-text">(.*?)</pre>', page, re.S)
     assert text and "platypus notes" in text.group(1)
-    assert "&lt;img src=x onerror=&quot;document.title=1&quot;&gt;&lt;b&gt;" in text.group(1)
+    # escaped: no markup character left raw, and it reads back as exactly the stored text
+    assert not set('<>"') & set(text.group(1))
+    assert MARKUP in html.unescape(text.group(1))
     assert MARKUP not in page and "<b>bold" not in page
 
 

@@ -1,4 +1,4 @@
-"""A lossy entry's kept original is searchable (issue 10 item 22): put(index_original=True)."""
+"""A lossy entry's kept original is searchable: put(index_original=True)."""
 
 from __future__ import annotations
 

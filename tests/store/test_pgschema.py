@@ -14,7 +14,7 @@ def test_a_new_store_leaves_its_entries_unanalysed_so_first_plans_assume_rows(
     pg_database: str,
 ) -> None:
     # an ANALYZE of the empty table records it as empty (reltuples 0), and the plans the
-    # first puts cached were those for an empty table (docs/benchmarks/team-store.md, session 10)
+    # first puts cached were those for an empty table (docs/benchmarks/team-store.md)
     with Store(pg_database, counter=EstimateCounter()) as store:
         row = store.conn.execute(
             "SELECT reltuples FROM pg_class WHERE oid = 'entries'::regclass"

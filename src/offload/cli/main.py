@@ -49,7 +49,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _top_parser() -> argparse.ArgumentParser:
+def top_parser() -> argparse.ArgumentParser:
+    """The parser of ``offload`` itself (its options and the list of commands)."""
     parser = argparse.ArgumentParser(
         prog="offload",
         description="Keep an LLM agent's context lean: a durable, searchable store behind stubs.",
@@ -74,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     command = _find_command(args_list)
     if command is None or command not in COMMANDS:
-        top = _top_parser()
+        top = top_parser()
         if command is None and ("-h" in args_list or "--help" in args_list):
             top.print_help()
             return 0
@@ -88,17 +89,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             top.error(f"unknown command {command!r}; see `offload --help`")
         top.print_help()
         return 2
+    module, parser = command_parser(command)
+    rest = list(args_list)
+    rest.remove(command)
+    args = parser.parse_args(rest)
+    args.command = command
+    return _run(module, command, args)
+
+
+def command_parser(command: str) -> tuple[types.ModuleType, argparse.ArgumentParser]:
+    """The module of ``command`` (a key of :data:`COMMANDS`) and its full parser."""
     module_name, help_ = COMMANDS[command]
     module = importlib.import_module(f"offload.cli.{module_name}")
     parser = argparse.ArgumentParser(prog=f"offload {command}", description=help_)
     _common(parser)
     configure = getattr(module, f"configure_{command}", None) or module.configure
     configure(parser)
-    rest = list(args_list)
-    rest.remove(command)
-    args = parser.parse_args(rest)
-    args.command = command
-    return _run(module, command, args)
+    return module, parser
 
 
 def _find_command(args: list[str]) -> str | None:

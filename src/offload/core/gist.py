@@ -11,7 +11,7 @@ import json
 import re
 from collections import Counter
 
-from offload.core.markdown import headings
+from offload.core.markdown import headings, is_atx_heading
 from offload.errors import InvalidInput
 
 __all__ = ["gist", "identifiers"]
@@ -45,7 +45,6 @@ _ERROR_LINE = re.compile(
 _TRACEBACK = re.compile(r"\s*Traceback \(most recent call last\)")
 _TRACE_FRAME = re.compile(r"\s*File \".*\", line \d+")
 _FENCE = re.compile(r" {0,3}(?:`{3,}|~{3,})")
-_ATX = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
 _BOILERPLATE = {"{", "}", "[", "]", "(", ")", "---", "...", "```", "~~~", "<!doctype html>"}
 _FIRST_LINES = 2
 _HEADINGS = 5
@@ -110,7 +109,7 @@ def _meaningful(line: str) -> bool:
     stripped = line.strip()
     if not stripped or stripped.lower() in _BOILERPLATE or stripped.startswith("#!"):
         return False
-    if _FENCE.match(line) or _ATX.match(line):
+    if _FENCE.match(line) or is_atx_heading(line):
         return False
     return any(ch.isalnum() for ch in stripped)
 

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 
 from offload.errors import InvalidInput
 
-__all__ = ["PREAMBLE_TITLE", "Heading", "Section", "headings", "split_sections"]
+__all__ = [
+    "PREAMBLE_TITLE",
+    "Heading",
+    "Section",
+    "atx_heading",
+    "headings",
+    "is_atx_heading",
+    "split_sections",
+]
 
 PREAMBLE_TITLE = "(preamble)"
 
@@ -80,6 +88,26 @@ def _atx_title(rest: str | None) -> str:
     return _ATX_CLOSING.sub("", rest.strip()).strip()
 
 
+def atx_heading(line: str) -> tuple[int, str] | None:
+    """``(level, title)`` when ``line`` is an ATX heading, else None.
+
+    The one heading rule of offload (CommonMark's): up to three spaces, one to six ``#``,
+    then a blank or the end of the line; a closing run of ``#`` after a blank is not part
+    of the title. So ``#`` alone is an empty level-1 heading, while ``#x``, ``####### x``
+    and a line indented by four spaces are not headings. The line's ending (LF, CRLF) is
+    ignored. Whether the line sits inside a code fence is the caller's to know.
+    """
+    m = _ATX.match(_content(line))
+    if m is None:
+        return None
+    return len(m.group(1)), _atx_title(m.group(2))
+
+
+def is_atx_heading(line: str) -> bool:
+    """Whether ``line`` is an ATX heading (see :func:`atx_heading`)."""
+    return _ATX.match(_content(line)) is not None
+
+
 def _front_matter_end(contents: list[str]) -> int:
     """Index just past a leading YAML front-matter block, or 0 if there is none."""
     if not contents or contents[0].rstrip() != "---":
@@ -119,8 +147,8 @@ def _scan(contents: list[str]) -> list[Heading]:
                 fence = (char, len(m.group(2)))
                 state = ""
                 continue
-        if m := _ATX.match(line):
-            found.append(Heading(i + 1, len(m.group(1)), _atx_title(m.group(2))))
+        if atx := atx_heading(line):
+            found.append(Heading(i + 1, atx[0], atx[1]))
             state = ""
             continue
         if _THEMATIC.match(line):

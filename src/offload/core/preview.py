@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from offload.core.lines import line_content, line_count, split_lines
+from offload.core.markdown import atx_heading, is_atx_heading
 from offload.core.untrusted import inline
 from offload.errors import InvalidInput
 
@@ -31,9 +32,8 @@ _TITLE_MAX = 80
 _SAMPLE_LINES = 2000
 
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
-_ATX = re.compile(r" {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*")
-_NOT_PARAGRAPH = re.compile(r" {0,3}(?:[-*+>|]|\d+[.)]|#|`{3}|~{3})")
+_NOT_PARAGRAPH = re.compile(r" {0,3}(?:[-*+>|]|\d+[.)]|`{3}|~{3})")
 _MD_LIST = re.compile(r"\s*(?:[-*+]|\d+\.)\s+\S")
 # Link text stops at the next bracket and the target at the next parenthesis, so a scan
 # never rereads the rest of a line from every ``[`` (linear).
@@ -157,7 +157,7 @@ def detect_kind(text: str) -> Kind:
             continue
         if in_fence:
             continue
-        if _ATX.fullmatch(line):
+        if is_atx_heading(line):
             headings += 1
         elif _CODE_DEF.match(line) or _CODE_IMPORT.match(line):
             code += 1
@@ -467,9 +467,10 @@ def _markdown_contents(lines: list[str]) -> list[TocEntry]:
             fence = (match.group(1)[0], len(match.group(1)))
             prev_paragraph = False
             continue
-        atx = _ATX.fullmatch(line)
-        if atx and atx.group(2).strip():
-            entries.append(TocEntry(i + 1, _clip(atx.group(2), _TITLE_MAX), len(atx.group(1))))
+        atx = atx_heading(line)
+        if atx is not None:
+            if atx[1]:
+                entries.append(TocEntry(i + 1, _clip(atx[1], _TITLE_MAX), atx[0]))
             prev_paragraph = False
             continue
         underline = _SETEXT.fullmatch(line)

@@ -11,7 +11,7 @@ their descriptions) before the saturation.
 With an embedding model (the store's, ``offload.llm.embedding``), each tool's embedding is
 fused with BM25F as the store fuses entries (``core.fusion.fuse``: both sides on [0, 1] per
 query, lexical dominant), so a task worded unlike any tool ("make a folder") still finds
-``create_directory``; measured in docs/benchmarks/gateway.md "Gateway tool retrieval".
+``create_directory``; measured in docs/benchmarks/gateway.md "Tool search".
 
 A request's argument values (``src/app.py``, ``ProjectX``, ``3f2a9c1``, a quoted
 ``'fix typo'``) name what a tool acts on, not what it does: their pieces count at
@@ -86,7 +86,7 @@ _EMBED_DESCRIPTION_CHARS = 600
 #: with a second, contextual model (``ToolIndex.with_strong``): the most the semantic side
 #: weighs, scaled per query by how peaked it is against the lexical side
 #: (``core.fusion.calibrated_weight``). Chosen two-fold on the tasks (each half chose 0.6;
-#: 0.6-0.8 give the same top-3 on both), docs/benchmarks/gateway.md "Session 7 (toolrank)".
+#: 0.6-0.8 give the same top-3 on both), docs/benchmarks/gateway.md "Tool search".
 STRONG_WEIGHT = 0.6
 _QUERY_CACHE = 256
 #: a term's share of its BM25F score when only argument values of the request hold it

@@ -1,7 +1,7 @@
 """Tool vectors kept in the store, keyed by the embedded text's hash and the model.
 
 Embedding a large catalog's tool views with the contextual model takes tens of seconds on
-loaded cores (docs/benchmarks/gateway.md, "Session 7 (toolrank)"); a gateway restarting, or a
+loaded cores (docs/benchmarks/gateway.md, "Tool search"); a gateway restarting, or a
 catalog changing by one tool, would pay it all again. Each vector is saved as store state
 (namespace ``tool-vectors:<model id>``, key the sha256 of the text), so only texts never
 embedded before are: the same text under the same model always has the same vector.

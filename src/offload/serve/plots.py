@@ -7,10 +7,13 @@ the page reads the same with or without script. A spec is plain data:
 
 from __future__ import annotations
 
-import html
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from markupsafe import Markup
+
+from offload.serve.markup import render
 
 WIDTH, HEIGHT = 640, 180
 LEFT, RIGHT, TOP, BOTTOM = 56, 8, 10, 22
@@ -108,9 +111,9 @@ def _fmt_y(value: float, yfmt: str) -> str:
     return f"{round(value)}%" if yfmt == "pct" else compact(value)
 
 
-def svg(spec: Mapping[str, Any], *, plot_id: str, title: str) -> str:
-    """The spec as an inline ``<svg>`` (the same elements the page's script draws)."""
-    e = html.escape
+def svg(spec: Mapping[str, Any], *, plot_id: str, title: str) -> Markup:
+    """The spec as an inline ``<svg>`` (the same elements the page's script draws), from
+    ``templates/plot.svg``."""
     xmin, xmax, ymax = float(spec["xmin"]), float(spec["xmax"]), float(spec["ymax"]) or 1.0
     inner_w, inner_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
@@ -120,50 +123,65 @@ def svg(spec: Mapping[str, Any], *, plot_id: str, title: str) -> str:
     def sy(y: float) -> float:
         return TOP + (1 - min(y, ymax) / ymax) * inner_h
 
-    out = [
-        f'<svg class="plot" id="{e(plot_id)}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img"'
-        f' aria-label="{e(title)}" data-drawn="server"><title>{e(title)}</title>'
+    grid = [
+        {
+            "y": f"{sy(ymax * f):.1f}",
+            "ty": f"{sy(ymax * f) + 4:.1f}",
+            "label": _fmt_y(ymax * f, spec["yfmt"]),
+        }
+        for f in (0.0, 0.5, 1.0)
     ]
-    for frac in (0.0, 0.5, 1.0):
-        y = sy(ymax * frac)
-        out.append(
-            f'<line class="axis" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
-            f'<text x="{LEFT - 4}" y="{y + 4:.1f}" text-anchor="end">'
-            f"{e(_fmt_y(ymax * frac, spec['yfmt']))}</text>"
-        )
-    labels = spec.get("xlabels") or []
-    if labels:
-        out.append(f'<text x="{LEFT}" y="{HEIGHT - 6}">{e(labels[0])}</text>')
-        out.append(
-            f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 6}" text-anchor="end">{e(labels[-1])}</text>'
-        )
-    for h in spec["hlines"]:
-        y = sy(float(h["y"]))
-        out.append(
-            f'<line class="{e(h["cls"])}" data-level="{e(h["cls"])}" x1="{LEFT}"'
-            f' x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>'
-            f'<text x="{WIDTH - RIGHT - 2}" y="{y - 3:.1f}" text-anchor="end">{e(h["label"])}</text>'
-        )
+    hlines = [
+        {
+            "cls": h["cls"],
+            "label": h["label"],
+            "y": f"{sy(float(h['y'])):.1f}",
+            "ty": f"{sy(float(h['y'])) - 3:.1f}",
+        }
+        for h in spec["hlines"]
+    ]
+    rects = []
     for b in spec["bars"]:
         width = max(1.0, inner_w / max(int(b["n"]), 1) * 0.7)
         for x, y in b["pts"]:
             top = sy(float(y))
-            out.append(
-                f'<rect class="{e(b["cls"])}" data-series="{e(b["cls"])}"'
-                f' x="{sx(float(x)) - width / 2:.1f}" y="{top:.1f}" width="{width:.1f}"'
-                f' height="{TOP + inner_h - top:.1f}"/>'
+            rects.append(
+                {
+                    "cls": b["cls"],
+                    "x": f"{sx(float(x)) - width / 2:.1f}",
+                    "y": f"{top:.1f}",
+                    "w": f"{width:.1f}",
+                    "h": f"{TOP + inner_h - top:.1f}",
+                }
             )
-    for line in spec["lines"]:
-        if line["pts"]:
-            pts = " ".join(f"{sx(float(x)):.1f},{sy(float(y)):.1f}" for x, y in line["pts"])
-            out.append(
-                f'<polyline class="{e(line["cls"])}" data-series="{e(line["cls"])}"'
-                f' data-points="{len(line["pts"])}" points="{pts}"/>'
-            )
+    polylines = [
+        {
+            "cls": line["cls"],
+            "n": len(line["pts"]),
+            "points": " ".join(f"{sx(float(x)):.1f},{sy(float(y)):.1f}" for x, y in line["pts"]),
+        }
+        for line in spec["lines"]
+        if line["pts"]
+    ]
+    empty = None
     if spec.get("empty"):
-        out.append(
-            f'<text x="{LEFT + inner_w / 2:.1f}" y="{TOP + inner_h / 2:.1f}"'
-            f' text-anchor="middle">{e(spec["empty"])}</text>'
-        )
-    out.append("</svg>")
-    return "".join(out)
+        empty = {
+            "x": f"{LEFT + inner_w / 2:.1f}",
+            "y": f"{TOP + inner_h / 2:.1f}",
+            "text": spec["empty"],
+        }
+    return render(
+        "plot.svg",
+        plot_id=plot_id,
+        title=title,
+        width=WIDTH,
+        height=HEIGHT,
+        left=LEFT,
+        right=WIDTH - RIGHT,
+        grid=grid,
+        xlabels=spec.get("xlabels") or [],
+        hlines=hlines,
+        rects=rects,
+        polylines=polylines,
+        empty=empty,
+    )
