@@ -214,7 +214,7 @@ def test_an_archive_with_a_malformed_vector_imports_nothing(
     last["vector"]["data"] = "not base64 !"  # the first entry alone is well formed
     _write_archive(tmp_path / "bad.zst", lines)
     with Store(tmp_path / "dst.db", counter=EstimateCounter()) as dst:
-        with pytest.raises(InvalidInput, match="malformed vector"):
+        with pytest.raises(InvalidInput, match="vector is not base64"):
             import_archive(dst, tmp_path / "bad.zst")
         assert dst.count() == 0 and _vectors(dst) == {}
 
