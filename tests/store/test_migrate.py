@@ -72,6 +72,17 @@ def test_a_migration_copies_every_entry_label_tombstone_state_and_counter(
     assert not (tmp_path / "migrate.offload-archive").exists()
 
 
+def test_a_migration_moves_lossy_entries_that_kept_no_original(
+    tmp_path: Path, store_location: Path | str
+) -> None:
+    # its own archive, written a moment before: the unverifiable claims are the source's own
+    with Store(tmp_path / "src.db", counter=EstimateCounter()) as src:
+        src.put("the original\n" * 30, body="a stand-in\n", keep_original=False, label="s")
+        with Store(store_location) as dst:
+            assert migrate(src, dst, tmp_path).added == 1
+            assert dst.read("s") == "a stand-in\n"
+
+
 def test_a_second_migration_adds_nothing_and_still_verifies(
     tmp_path: Path, store_location: Path | str
 ) -> None:
