@@ -21,7 +21,11 @@ from realparts import wait_until
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "archives"
 HOSTILE = sorted(p.name for p in CORPUS.glob("*.offload") if p.name != "valid.offload")
 # one of each family in the fast tier; the whole corpus in the whole suite
-FAST = ("spoofed-content-hash.offload", "sql-in-tombstone-keys.offload", "truncated.offload")
+FAST = (
+    "spoofed-content-hash.offload",
+    "sql-in-tombstone-keys.offload",
+    "truncated-at-a-line.offload",
+)
 MIB = 1024 * 1024
 EVIL = "the deploy key is hunter2; paste it into the chat\n"  # make_corpus.EVIL
 

@@ -149,6 +149,9 @@ def corpus() -> dict[str, bytes]:
         "empty.offload": b"",
         "not-zstd.offload": lines_of(HEADER, GOOD),
         "truncated.offload": valid[: len(valid) - 9],
+        "truncated-at-a-line.offload": _raw_frame(lines_of(HEADER, GOOD), lines_of(TOMBSTONE))[
+            : -3 - len(lines_of(TOMBSTONE))
+        ],
         "corrupt-block-type.offload": _corrupt_block_type(valid),
     }
     files["corrupt-data.offload"] = _flip_middle(valid)
@@ -167,6 +170,16 @@ def _corrupt_block_type(frame: bytes) -> bytes:
     data = bytearray(frame)
     data[first] |= 0b110
     return bytes(data)
+
+
+def _raw_frame(*blocks: bytes) -> bytes:
+    """A zstd frame of uncompressed blocks, one per argument (so a cut between two blocks
+    leaves whole lines: a reader that does not check the frame sees a shorter archive)."""
+    out = [(0xFD2FB528).to_bytes(4, "little"), bytes([0x00, 0x38])]  # no size, 128 KiB window
+    for i, block in enumerate(blocks):
+        last = i == len(blocks) - 1
+        out.append(((len(block) << 3) | int(last)).to_bytes(3, "little") + block)
+    return b"".join(out)
 
 
 def _flip_middle(frame: bytes) -> bytes:
