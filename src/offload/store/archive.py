@@ -8,6 +8,10 @@ data, but re-embedding a team store's every entry is the slow part of a move, an
 without the model would lose hybrid ranking); entry ids are the target store's own. An archive written
 before tallies existed holds the old totals in its ``state`` records: they are imported as
 tallies.
+
+An import trusts nothing in the file: it is read as a stream within bounds
+(store/archive_read.py), each record checked against a fixed schema and each hash against
+the bytes it carries (store/archive_schema.py), and written with fixed statements.
 """
 
 from __future__ import annotations

@@ -43,9 +43,9 @@ _RLE, _RESERVED = 1, 3
 class ImportLimits:
     """How much of an archive an import reads before refusing it (None: no bound)."""
 
-    line_bytes: int | None = 256 * MIB
-    records: int | None = 10_000_000
-    total_bytes: int | None = 16384 * MIB
+    line_bytes: int | None = StoreSettings.import_max_line_mb * MIB
+    records: int | None = StoreSettings.import_max_records
+    total_bytes: int | None = StoreSettings.import_max_mb * MIB
 
     @classmethod
     def of(cls, s: StoreSettings) -> ImportLimits:
