@@ -100,3 +100,19 @@ def test_a_lossy_entry_without_its_original_imports_only_when_accepted(
         assert store.count() == 0
         assert import_archive(store, tmp_path / "a.offload", accept_unverified=True) == 1
         assert store.read("s") == "a summary\n"
+
+
+def test_an_archive_never_moves_a_label_the_store_gives_another_entry(
+    store_location: Path | str, tmp_path: Path
+) -> None:
+    theirs = "the archive's text\n"
+    with Store(tmp_path / "src.db", counter=EstimateCounter()) as src:
+        src.put(theirs, scope="proj", label="deploy")
+        src.put("more\n", scope="proj", label="fresh")
+        export_archive(src, tmp_path / "a.offload")
+    with Store(store_location, counter=EstimateCounter()) as store:
+        _seed(store)  # "deploy" names REAL here
+        assert import_archive(store, tmp_path / "a.offload") == 2
+        assert store.read("deploy", scope="proj") == REAL
+        assert store.read("fresh", scope="proj") == "more\n"
+        assert store.read(f"ctx:sha256:{text_hash(theirs)}", scope="proj") == theirs

@@ -276,6 +276,7 @@ class _Loader:
         if not self.batch:
             return
         batch, self.batch = self.batch, []
+        _keep_held_labels(self.conn, batch)
         if pgbulk.supported(self.conn):
             self.added += _import_bulk(self.store, batch)
         else:
@@ -304,6 +305,19 @@ class _Loader:
             state.insert_text(self.conn, r["namespace"], r["key"], moved[1], r["updated"])
 
 
+def _keep_held_labels(conn: Conn, batch: list[Record]) -> None:
+    """Drop from ``batch`` the labels the store gives an entry already: an archive never
+    moves a label (``deploy-key`` would otherwise read the archive's text from then on)."""
+    wanted = [label for r in batch for label in r["labels"]]
+    if not wanted:
+        return
+    held = {str(row[0]) for row in conn.execute(_HELD_LABELS, (json.dumps(wanted),))}
+    if held:
+        for r in batch:
+            r["labels"] = [label for label in r["labels"] if label not in held]
+
+
+_HELD_LABELS = "SELECT label FROM labels WHERE label IN (SELECT value FROM json_each(?))"
 # fixed statements: an archive's keys are checked against a schema, never used as names
 _TOMBSTONE_COLUMNS = (
     "entry_id", "content_hash", "labels", "topic", "source", "scope", "reason", "gone",
