@@ -36,6 +36,11 @@ class StoreSettings:
     chunk_lines: int = 60
     chunk_chars: int = 4000
     max_file_bytes: int = 8 * 1024 * 1024
+    # what `offload import` reads of an archive before refusing it (store/archive_read.py):
+    # the longest record (one line of text), how many records, how much text in all
+    import_max_line_mb: int = 256
+    import_max_records: int = 10_000_000
+    import_max_mb: int = 16384
     # how a project's default scope is named: "path" (its git root on this machine) or
     # "remote" (its normalised git remote URL, shared by every clone: for a team store)
     scope_by: str = "path"

@@ -197,3 +197,37 @@ def test_doctor_finds_unreadable_cached_counts_and_repair_makes_them_again(store
     )
     assert tuple(again.fetchone()) == (None, stored[packed[0]])
     assert [(h.entry.id, h.score) for h in store.search("pelican boats", scope="docks")] == want
+
+
+def test_doctor_reports_a_content_hash_no_held_content_backs_and_repair_renames_it(
+    store: Store,
+) -> None:
+    claimed = store.put("the real text\n" * 9, body="a stand-in\n", keep_original=False).entry
+    plain = store.put("plain\n").entry
+    report = doctor(store)
+    assert report.unverified_content == [claimed.id] and not report.clean
+    report = doctor(store, repair=True)
+    assert any(f"renamed #{claimed.id}" in line for line in report.repaired)
+    renamed = store.resolve(f"#{claimed.id}")
+    assert renamed.content_hash == renamed.block_hash == claimed.block_hash
+    assert (
+        store.body(renamed) == "a stand-in\n" and store.body(store.resolve(plain.ref)) == "plain\n"
+    )
+    with pytest.raises(Gone, match="could not be verified"):
+        store.resolve(f"ctx:sha256:{claimed.content_hash}")
+    again = store.put("the real text\n" * 9)  # the real content is stored, not deduplicated
+    assert again.created and store.body(again.entry) == "the real text\n" * 9
+    assert doctor(store).clean
+
+
+def test_repair_forgets_an_unverified_entry_whose_body_the_scope_holds_already(
+    store: Store,
+) -> None:
+    kept = store.put("a stand-in\n", label="kept").entry
+    claimed = store.put("the real text\n", body="a stand-in\n", keep_original=False).entry
+    report = doctor(store, repair=True)
+    assert any(f"forgot #{claimed.id}" in line for line in report.repaired)
+    assert store.resolve("kept").id == kept.id and store.count() == 1
+    with pytest.raises(Gone, match=f"#{kept.id}"):
+        store.resolve(f"ctx:sha256:{claimed.content_hash}")
+    assert doctor(store).clean

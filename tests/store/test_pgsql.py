@@ -78,6 +78,15 @@ def test_a_list_of_words_is_read_as_json_text_not_as_ids() -> None:
     )
 
 
+def test_a_list_of_labels_is_read_as_json_text_not_as_ids() -> None:
+    sql = pgsql.translate(
+        "SELECT label FROM labels WHERE label IN (SELECT value FROM json_each(?))"
+    )
+    assert sql.sql == (
+        "SELECT label FROM labels WHERE label IN (SELECT json_array_elements_text(%s::json))"
+    )
+
+
 def test_a_join_on_a_correlated_limited_subquery_becomes_a_lateral_join() -> None:
     sql = pgsql.translate(
         "SELECT e.id AS src, n.id AS nid FROM entries e JOIN entries n ON n.id IN "

@@ -8,6 +8,7 @@ from pathlib import Path
 from offload.cli.common import emit, open_store
 from offload.cli.progress import Bar
 from offload.config import Settings
+from offload.errors import InvalidInput
 from offload.store.archive import export_archive, import_archive
 from offload.store.maintenance import compact, doctor, reindex
 from offload.store.vectors import backfill
@@ -25,6 +26,12 @@ def configure_export(p: argparse.ArgumentParser) -> None:
 
 def configure_import(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="archive written by `offload export`")
+    p.add_argument(
+        "--accept-unverified",
+        action="store_true",
+        help="also import lossy entries whose original the archive does not carry (their "
+        "content hash cannot be checked): only for an archive you trust",
+    )
 
 
 def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
@@ -48,6 +55,7 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         "stale_hot": report.stale_hot,
         "chunk_map_off": report.chunk_map_off,
         "unreadable_counts": len(report.unreadable_counts),
+        "unverified_content": report.unverified_content,
         "repaired": report.repaired,
     }
 
@@ -74,6 +82,12 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         if report.unreadable_counts:
             n = len(report.unreadable_counts)
             lines.append(f"{n} chunks' cached term counts unreadable (scored from their text)")
+        if report.unverified_content:
+            n = len(report.unverified_content)
+            lines.append(
+                f"{n} entries whose content hash names content the store does not hold "
+                "(cannot be verified: a lossy entry without its original)"
+            )
         lines += [f"repaired: {r}" for r in report.repaired]
         if not report.clean and not args.repair:
             lines.append("run `offload doctor --repair` to fix what can be fixed")
@@ -84,6 +98,8 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_export(args: argparse.Namespace, settings: Settings) -> int:
+    if not args.file.strip():
+        raise InvalidInput("export needs a file name to write the archive to")
     with open_store(settings) as store:
         n = export_archive(store, Path(args.file), progress=Bar("exporting"))
     emit(args, {"entries": n, "file": args.file}, lambda d: f"exported {n} entries to {args.file}")
@@ -92,7 +108,12 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_import(args: argparse.Namespace, settings: Settings) -> int:
     with open_store(settings) as store:
-        n = import_archive(store, Path(args.file), progress=Bar("importing"))
+        n = import_archive(
+            store,
+            Path(args.file),
+            progress=Bar("importing"),
+            accept_unverified=args.accept_unverified,
+        )
     emit(
         args,
         {"added": n, "file": args.file},

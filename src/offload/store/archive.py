@@ -8,30 +8,44 @@ data, but re-embedding a team store's every entry is the slow part of a move, an
 without the model would lose hybrid ranking); entry ids are the target store's own. An archive written
 before tallies existed holds the old totals in its ``state`` records: they are imported as
 tallies.
+
+An import trusts nothing in the file: it is read as a stream within bounds
+(store/archive_read.py), each record checked against a fixed schema and each hash against
+the bytes it carries (store/archive_schema.py), and written with fixed statements.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import io
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import zstandard
 
 from offload.errors import InvalidInput, StoreError
-from offload.store import blocks, db, index, pgbulk, rows, state, tallies
+from offload.store import (
+    archive_read,
+    archive_schema,
+    blocks,
+    db,
+    index,
+    pgbulk,
+    rows,
+    state,
+    tallies,
+)
+from offload.store.archive_read import ImportLimits
+from offload.store.archive_schema import FORMAT, VERSION, Record
 from offload.store.backend import Conn
 from offload.store.models import Filters
 
 if TYPE_CHECKING:
     from offload.store.backend import StoreHandle as Store
 
-FORMAT = "offload-archive"
-VERSION = 1
 Progress = Callable[[int, int], None]
 # entries a PostgreSQL import writes per batch (store/pgbulk.py)
 IMPORT_BATCH = 500
@@ -69,6 +83,8 @@ def export_archive(store: Store, path: Path, *, progress: Progress | None = None
     The archive is written beside ``path`` and renamed into place, so a reader never sees a
     half-written one; a failure (no such directory, a full disk) leaves nothing behind.
     """
+    if not path.name or path.is_dir():
+        raise InvalidInput(f"export needs a file to write, got {str(path)!r}")
     tmp = path.with_name(path.name + ".partial")
     try:
         raw = tmp.open("wb")
@@ -181,134 +197,161 @@ def _entry_records(store: Store, page: list[Any]) -> Iterator[dict[str, Any]]:
         yield rec
 
 
-def _read(path: Path) -> Iterator[dict[str, Any]]:
-    try:
-        with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as zr:
-            text = io.TextIOWrapper(zr, encoding="utf-8")
-            for n, line in enumerate(text, 1):
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InvalidInput(f"{path}: line {n} is not JSON ({exc.msg})") from exc
-    except zstandard.ZstdError as exc:
-        raise InvalidInput(f"{path}: not an offload archive ({exc})") from exc
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read ({exc.strerror})") from exc
+def _checked(path: Path, limits: ImportLimits, accept_unverified: bool) -> Iterator[Record]:
+    """The archive's records, each checked against the schema (store/archive_schema.py),
+    read within ``limits`` (store/archive_read.py)."""
+    numbered = archive_read.lines(path, limits)
+    first = next(numbered, None)
+    archive_schema.check_header(path, None if first is None else first[1])
+    for n, value in numbered:
+        yield archive_schema.check_record(path, n, value, accept_unverified=accept_unverified)
 
 
-def import_archive(store: Store, path: Path, *, progress: Progress | None = None) -> int:
+@dataclass
+class _Survey:
+    """What the first, validating pass over an archive found."""
+
+    entries: int = 0
+    tallies: bool = False
+
+
+def import_archive(
+    store: Store,
+    path: Path,
+    *,
+    progress: Progress | None = None,
+    accept_unverified: bool = False,
+    limits: ImportLimits | None = None,
+) -> int:
     """Load an archive; content already present is kept (dedup). Returns entries added.
 
-    The archive is validated whole before anything is written, so a bad archive changes
-    nothing.
+    The archive is read twice: once to check every record against the schema and every
+    hash against the bytes it carries, within ``limits`` (the store settings' by default),
+    writing nothing; then again to write, every record checked again, in one transaction.
+    A bad archive is InvalidInput and changes nothing. ``accept_unverified`` lets in lossy
+    entries without their original, whose content hash nothing in the archive backs (an
+    archive this process wrote itself).
     """
-    records = list(_read(path))
-    if not records or records[0].get("format") != FORMAT:
-        raise InvalidInput(f"{path}: not an offload archive (missing header)")
-    if records[0].get("version") != VERSION:
-        raise InvalidInput(f"{path}: archive version {records[0].get('version')} is not supported")
-    entries = [r for r in records[1:] if r.get("type") == "entry"]
-    for r in entries:
-        if not isinstance(r.get("body"), str) or not isinstance(r.get("content_hash"), str):
-            raise InvalidInput(f"{path}: an entry record lacks its body or hash")
-    vectors = [(r, vector_bytes(path, r)) for r in entries if "vector" in r]
-    added = 0
-    conn = store.conn
-    with db.write_tx(conn):
-        if pgbulk.supported(conn):
-            added = _import_bulk(store, entries, progress)
+    limits = limits if limits is not None else ImportLimits.of(store.settings)
+    survey = _Survey()
+    for r in _checked(path, limits, accept_unverified):
+        survey.entries += r["type"] == "entry"
+        survey.tallies = survey.tallies or r["type"] == "tally"
+    loader = _Loader(store, survey, progress)
+    with db.write_tx(store.conn):
+        for r in _checked(path, limits, accept_unverified):
+            loader.take(r)
+        loader.flush()
+    return loader.added
+
+
+class _Loader:
+    """Writes checked records in the caller's transaction: entries a batch at a time (with
+    their vectors), every other record as it comes."""
+
+    def __init__(self, store: Store, survey: _Survey, progress: Progress | None) -> None:
+        self.store, self.conn, self.survey, self.progress = store, store.conn, survey, progress
+        self.batch: list[Record] = []
+        self.added = self.done = 0
+
+    def take(self, r: Record) -> None:
+        if r["type"] == "entry":
+            self.batch.append(r)
+            if len(self.batch) >= IMPORT_BATCH:
+                self.flush()
+            return
+        self.flush()
+        conn = self.conn
+        if r["type"] == "tombstone":
+            conn.execute(_ADD_TOMBSTONE, [r.get(c) for c in _TOMBSTONE_COLUMNS])
+        elif r["type"] == "state":
+            self._state(r)
+        elif r["type"] == "counter":
+            conn.execute(_ADD_COUNTER, (r["name"], r["value"]))
+        elif r["type"] == "tally":
+            tallies.keep_larger(conn, [(r["namespace"], r["key"], r["name"], r["value"])])
+
+    def flush(self) -> None:
+        """Write the entries held so far."""
+        if not self.batch:
+            return
+        batch, self.batch = self.batch, []
+        _keep_held_labels(self.conn, batch)
+        if pgbulk.supported(self.conn):
+            self.added += _import_bulk(self.store, batch)
         else:
-            for i, r in enumerate(entries, 1):
-                added += _import_entry(store, r)
-                if progress is not None:
-                    progress(i, len(entries))
-        for r, data in vectors:
-            conn.execute(_ADD_VECTOR, (r["vector"]["model"], data, r["scope"], r["content_hash"]))
-        old_archive = not any(r.get("type") == "tally" for r in records[1:])
-        _import_tallies(conn, records[1:], old_archive)
-        for r in records[1:]:
-            kind = r.get("type")
-            if kind == "tombstone":
-                fields = {k: v for k, v in r.items() if k != "type"}
-                cols = ", ".join(fields)
-                conn.execute(
-                    f"INSERT INTO tombstones ({cols}) VALUES ({', '.join('?' * len(fields))})",
-                    list(fields.values()),
-                )
-            elif kind == "state" and _legacy_of(r, old_archive) is None:
-                state.insert_text(conn, r["namespace"], r["key"], r["value"], r["updated"])
-            elif kind == "counter":
-                conn.execute(
-                    "INSERT INTO counters (name, value) VALUES (?, ?) "
-                    "ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)",
-                    (r["name"], r["value"]),
-                )
-    return added
-
-
-def vector_bytes(path: Path, r: dict[str, Any]) -> bytes:
-    """The packed vector an entry record carries (store/vectors.py's format); InvalidInput
-    when it is malformed, found before anything is written."""
-    vector = r["vector"]
-    try:
-        if not isinstance(vector, dict) or not isinstance(vector.get("model"), str):
-            raise ValueError("no model")
-        data = base64.b64decode(str(vector["data"]), validate=True)
-        if len(data) <= 4:  # a float32 scale, then at least one int8 component
-            raise ValueError("too short")
-    except (KeyError, ValueError, binascii.Error) as exc:
-        raise InvalidInput(
-            f"{path}: entry {str(r['content_hash'])[:12]} carries a malformed vector ({exc})"
-        ) from exc
-    return data
-
-
-def _legacy_of(r: dict[str, Any], old_archive: bool) -> tuple[list[tallies.Row], str | None] | None:
-    """The counters an old archive's state record holds (tallies.legacy), else None."""
-    if not old_archive:
-        return None
-    return tallies.legacy(str(r["namespace"]), str(r["key"]), str(r["value"]))
-
-
-def _import_tallies(conn: Conn, records: list[dict[str, Any]], old_archive: bool) -> None:
-    """The archive's tallies, or the totals an old archive saved in state; what else such
-    a state value held (a proxy session's turns) is imported as state."""
-    found: list[tallies.Row] = []
-    for r in records:
-        if r.get("type") == "tally":
-            found.append((str(r["namespace"]), str(r["key"]), str(r["name"]), int(r["value"])))
-        elif r.get("type") == "state" and (moved := _legacy_of(r, old_archive)) is not None:
-            found.extend(moved[0])
-            if moved[1] is not None:
-                state.insert_text(conn, r["namespace"], r["key"], moved[1], r["updated"])
-    tallies.keep_larger(conn, found)
-
-
-def _import_bulk(store: Store, entries: list[dict[str, Any]], progress: Progress | None) -> int:
-    """Import entries in batches on PostgreSQL (store/pgbulk.py): the new contents of each
-    batch in a few COPY statements, every other record one by one as before (its labels
-    only: it is stored already, or the batch stores it). Entries added."""
-    conn = store.conn
-    added = 0
-    for start in range(0, len(entries), IMPORT_BATCH):
-        batch = entries[start : start + IMPORT_BATCH]
-        stored = pgbulk.stored_contents(conn, [(r["content_hash"], r["scope"]) for r in batch])
-        new: list[dict[str, Any]] = []
-        rest: list[dict[str, Any]] = []
+            self.added += sum(_import_entry(self.store, r) for r in batch)
         for r in batch:
-            key = (r["content_hash"], r["scope"])
-            (rest if key in stored else new).append(r)
-            stored.add(key)
-        ids = pgbulk.insert_new(conn, [_new_entry(store, r) for r in new], store.clock())
-        for r, entry_id in zip(new, ids, strict=True):
-            for label in r.get("labels", []):
-                rows.set_label(conn, label, entry_id)
-        for r in rest:
-            _import_entry(store, r)
-        added += len(new)
-        if progress is not None:
-            progress(start + len(batch), len(entries))
-    return added
+            if "vector" in r:
+                vector = r["vector"]
+                self.conn.execute(
+                    _ADD_VECTOR, (vector["model"], vector["data"], r["scope"], r["content_hash"])
+                )
+        self.done += len(batch)
+        if self.progress is not None:
+            self.progress(self.done, self.survey.entries)
+
+    def _state(self, r: Record) -> None:
+        """A state value; an archive written before tallies holds the old totals in state
+        (tallies.legacy): those are imported as tallies, what else the value held as state."""
+        moved = (
+            None if self.survey.tallies else tallies.legacy(r["namespace"], r["key"], r["value"])
+        )
+        if moved is None:
+            state.insert_text(self.conn, r["namespace"], r["key"], r["value"], r["updated"])
+            return
+        tallies.keep_larger(self.conn, moved[0])
+        if moved[1] is not None:
+            state.insert_text(self.conn, r["namespace"], r["key"], moved[1], r["updated"])
+
+
+def _keep_held_labels(conn: Conn, batch: list[Record]) -> None:
+    """Drop from ``batch`` the labels the store gives an entry already: an archive never
+    moves a label (``deploy-key`` would otherwise read the archive's text from then on)."""
+    wanted = [label for r in batch for label in r["labels"]]
+    if not wanted:
+        return
+    held = {str(row[0]) for row in conn.execute(_HELD_LABELS, (json.dumps(wanted),))}
+    if held:
+        for r in batch:
+            r["labels"] = [label for label in r["labels"] if label not in held]
+
+
+_HELD_LABELS = "SELECT label FROM labels WHERE label IN (SELECT value FROM json_each(?))"
+# fixed statements: an archive's keys are checked against a schema, never used as names
+_TOMBSTONE_COLUMNS = (
+    "entry_id", "content_hash", "labels", "topic", "source", "scope", "reason", "gone",
+    "regenerate",
+)  # fmt: skip
+_ADD_TOMBSTONE = (
+    "INSERT INTO tombstones (entry_id, content_hash, labels, topic, source, scope, reason, "
+    "gone, regenerate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_ADD_COUNTER = (
+    "INSERT INTO counters (name, value) VALUES (?, ?) "
+    "ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)"
+)
+
+
+def _import_bulk(store: Store, batch: list[Record]) -> int:
+    """Import a batch of entries on PostgreSQL (store/pgbulk.py): the new contents in a few
+    COPY statements, every other record one by one (its labels only: it is stored already,
+    or the batch stores it). Entries added."""
+    conn = store.conn
+    stored = pgbulk.stored_contents(conn, [(r["content_hash"], r["scope"]) for r in batch])
+    new: list[Record] = []
+    rest: list[Record] = []
+    for r in batch:
+        key = (r["content_hash"], r["scope"])
+        (rest if key in stored else new).append(r)
+        stored.add(key)
+    ids = pgbulk.insert_new(conn, [_new_entry(store, r) for r in new], store.clock())
+    for r, entry_id in zip(new, ids, strict=True):
+        for label in r.get("labels", []):
+            rows.set_label(conn, label, entry_id)
+    for r in rest:
+        _import_entry(store, r)
+    return len(new)
 
 
 def _new_entry(store: Store, r: dict[str, Any]) -> pgbulk.NewEntry:

@@ -6,8 +6,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from offload.core import analysis
+from offload.core.hashing import CTX_PREFIX
 from offload.errors import IntegrityError, InvalidInput, NotFound
-from offload.store import blocks, chunkmap, db, index, lifecycle, rows
+from offload.store import blocks, chunkmap, db, index, lifecycle, rows, tombstones
 from offload.store.backend import Conn
 from offload.store.models import DoctorReport, Reindexed
 
@@ -23,7 +24,9 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     Repairs: orphan blocks are dropped, unindexed blocks indexed, chunks of missing blocks
     removed, entries left hot by dead processes reset, the FTS index rebuilt when its
     integrity check fails, the chunk -> entry map (store/chunkmap.py) refilled when it
-    differs from what the entries and chunks say (filtered search reads it). Corrupt blocks cannot be repaired (their bytes are gone); the
+    differs from what the entries and chunks say (filtered search reads it), an entry whose
+    content hash names content the store does not hold renamed to its body's hash (the
+    old hash answers with a tombstone saying why). Corrupt blocks cannot be repaired (their bytes are gone); the
     entries that use them are reported, and with ``repair`` tombstoned as "corrupted" so
     references answer why instead of failing on read.
     """
@@ -74,6 +77,7 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     report.stale_hot = _count_stale_hot(store)
     report.chunk_map_off = chunkmap.missing_or_stale(conn)
     report.unreadable_counts = index.unreadable_counts(conn)
+    report.unverified_content = [int(r[0]) for r in conn.execute(_UNVERIFIED)]
     if repair:
         _repair(store, report)
     return report
@@ -83,6 +87,43 @@ _CHUNK_PLACE = (
     "SELECT c.start AS start, c.end AS end, b.hash AS hash FROM chunks c "
     "JOIN blocks b ON b.id = c.block_id WHERE c.id = ?"
 )
+
+
+# an entry's content hash is verified with the block that holds the content: its body
+# (content_hash = block_hash) or its kept original; with neither, it is a bare claim
+_UNVERIFIED = (
+    "SELECT e.id FROM entries e WHERE e.content_hash != e.block_hash AND NOT EXISTS "
+    "(SELECT 1 FROM blocks b WHERE b.hash = e.content_hash) ORDER BY e.id"
+)
+
+
+def _rekey_unverified(store: Store, conn: Conn, entry_ids: list[int]) -> list[str]:
+    """Each entry whose content hash cannot be verified is named by its body's hash from
+    now on, and its old hash answers with a tombstone saying why; where the scope holds
+    that body as an entry already, the entry is forgotten instead (its body lives on
+    there). Nothing is read back under a hash its bytes do not have."""
+    done: list[str] = []
+    for entry_id in entry_ids:
+        row = conn.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        body = str(row["block_hash"])
+        why = (
+            "its content hash could not be verified (the store holds no content with that "
+            f"hash); its body is {CTX_PREFIX}{body}"
+        )
+        twin = conn.execute(
+            "SELECT id FROM entries WHERE scope = ? AND content_hash = ?", (row["scope"], body)
+        ).fetchone()
+        if twin is not None:
+            lifecycle.delete(store, conn, entry_id, f"{why} (#{int(twin[0])})")
+            done.append(f"forgot #{entry_id}: unverified content hash, its body is #{twin[0]}")
+            continue
+        tombstones.bury(conn, row, (), why, store.clock())
+        conn.execute("UPDATE entries SET content_hash = block_hash WHERE id = ?", (entry_id,))
+        done.append(
+            f"renamed #{entry_id} to its body's hash {body[:12]} "
+            f"(its content hash {str(row['content_hash'])[:12]} was unverified)"
+        )
+    return done
 
 
 def _count_again(store: Store, conn: Conn, chunk_ids: list[int]) -> None:
@@ -151,6 +192,7 @@ def _repair(store: Store, report: DoctorReport) -> None:
                 _count_again(store, conn, report.unreadable_counts)
                 n = len(report.unreadable_counts)
                 report.repaired.append(f"made the cached term counts of {n} chunks again")
+        report.repaired += _rekey_unverified(store, conn, report.unverified_content)
         if report.chunk_map_off:
             # last: the repairs above change chunks (the triggers map those), and the
             # refill is made from the tables as they now are

@@ -180,6 +180,9 @@ class DoctorReport:
     stale_hot: int = 0
     chunk_map_off: int = 0  # entry_chunks rows missing or beyond what entries/chunks say
     unreadable_counts: list[int] = field(default_factory=list)  # chunk ids (index.py)
+    # entry ids whose content hash names content the store does not hold (a lossy entry
+    # without its original): nothing here can show the body stands for that content
+    unverified_content: list[int] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
 
     @property
@@ -194,5 +197,6 @@ class DoctorReport:
             or self.stale_hot
             or self.chunk_map_off
             or self.unreadable_counts
+            or self.unverified_content
             or not self.index_ok
         )

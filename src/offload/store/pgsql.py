@@ -8,8 +8,8 @@ by a named rule below:
 - ``?`` parameters become ``%s`` (and a literal ``%`` is doubled);
 - ``INSERT OR IGNORE`` becomes ``ON CONFLICT DO NOTHING``; a replaced vector gets a new id;
 - ``json_each(?)`` (a list of ids) becomes ``offload_ids(%s)``, a function of the schema;
-  a list of words or digests (``term``/``hash IN (SELECT value FROM json_each(?))``) is
-  read as JSON text;
+  a list of words, digests or labels (``term``/``hash``/``label IN (SELECT value FROM
+  json_each(?))``) is read as JSON text;
 - the column ``end`` is quoted; ``instr``/``substr(x, -n)`` become ``strpos``/``right``;
   ``max(a, b)`` of two counter values is ``greatest``, and an upsert's unqualified
   ``value`` names the counter's row;
@@ -179,7 +179,7 @@ _ROW_COUNT = re.compile(r"^SELECT count\(\*\) AS n FROM (search_body|search_meta
 _IN_CORRELATED = re.compile(
     r"^SELECT (.+?) FROM (\w+) (\w+) JOIN (\w+) (\w+) ON \5\.id IN \((SELECT \w+\.id FROM .+? LIMIT \?)\) (WHERE .+)$"
 )
-_TERMS_IN = re.compile(r"\b(term|hash) IN \(SELECT value FROM json_each\(\?\)\)")
+_TERMS_IN = re.compile(r"\b(term|hash|label) IN \(SELECT value FROM json_each\(\?\)\)")
 _COUNT_OF_SUBQUERY = re.compile(r"^SELECT count\(\*\) FROM \(SELECT .*\)$")
 
 
