@@ -124,13 +124,49 @@ def embedder() -> Any:
     return load_embedder(SearchSettings())
 
 
+def put_via_mcp(at: Path | str, texts: Sequence[str], scope: str) -> list[int]:
+    """Store each text as an agent does: one call of the MCP ``offload`` tool a text, through
+    the official SDK's in-memory client, on a server whose scope is ``scope``; the entry
+    ids in order (read back by content hash)."""
+    import anyio
+    from mcp.client.client import Client
+
+    import offload
+    from offload.config import load_settings
+    from offload.core.hashing import text_hash
+    from offload.mcp.context import McpContext
+    from offload.mcp.server import build_server
+
+    settings = load_settings(env={})
+    store = offload.open_store(at, embedder=embedder())  # as the MCP server opens its store
+    ctx = McpContext(settings, store, scope, (Path.cwd(),))
+
+    async def run() -> None:
+        async with Client(build_server(ctx)) as client:
+            for text in texts:
+                res = await client.call_tool("offload", {"content": text})
+                assert not res.is_error, res
+
+    try:
+        anyio.run(run)
+        return [store.resolve("ctx:sha256:" + text_hash(t), scope).id for t in texts]
+    finally:
+        store.close()
+
+
 def bench_recall(
-    convs: list[Conversation], tmp: Path, split: int | None, where: str | None = None
+    convs: list[Conversation],
+    tmp: Path,
+    split: int | None,
+    where: str | None = None,
+    via: str = "library",
 ) -> dict[str, Any]:
     """R@k per category for offload (lexical alone, and hybrid when the embedding model is
     installed) and the plain FTS5 baseline (and per half with split). ``where``: the
     store to fill instead of a temporary SQLite file (an empty PostgreSQL database's URL:
-    the same questions through that backend)."""
+    the same questions through that backend). ``via``: how turns are stored: ``library``
+    (``put_many``, one call a conversation) or ``mcp`` (the MCP ``offload`` tool, one call a
+    turn, as an agent stores them; search is the store's, as MCP ``search`` calls it)."""
     import offload
 
     model = embedder()
@@ -139,8 +175,12 @@ def bench_recall(
     lexical = offload.open_store(at)  # the same store, searched without a model
     rows: list[dict[str, Any]] = []
     for ci, c in enumerate(convs):
-        put = store.put_many([text for _, text in c.turns], scope=c.sample_id)
-        by_id = {r.entry.id: dia for r, (dia, _) in zip(put, c.turns, strict=True)}
+        texts = [text for _, text in c.turns]
+        if via == "mcp":
+            ids = put_via_mcp(at, texts, c.sample_id)
+        else:
+            ids = [r.entry.id for r in store.put_many(texts, scope=c.sample_id)]
+        by_id = {i: dia for i, (dia, _) in zip(ids, c.turns, strict=True)}
         plain = plain_fts((i, text) for i, (_, text) in enumerate(c.turns))
         for question, cat, ev in c.questions:
             hits = lexical.search(question, scope=c.sample_id, limit=max(KS))
@@ -639,6 +679,12 @@ def main() -> None:
         "--recall-store", help="recall: fill this empty store (a postgresql:// URL) instead"
     )
     ap.add_argument(
+        "--via",
+        choices=["library", "mcp"],
+        default="library",
+        help="recall: store turns with put_many, or one MCP offload call a turn (an agent's path)",
+    )
+    ap.add_argument(
         "--speed-dir", type=Path, help="build the speed stores here and reuse them on later runs"
     )
     args = ap.parse_args()
@@ -650,7 +696,8 @@ def main() -> None:
         tmp = Path(d)
         if "recall" in parts:
             t = time.perf_counter()
-            print_recall(bench_recall(convs, tmp, args.split, args.recall_store))
+            table = bench_recall(convs, tmp, args.split, args.recall_store, args.via)
+            print_recall(table)
             print(f"(recall run: {time.perf_counter() - t:.1f} s)")
         if "speed" in parts:
             speed_dir = args.speed_dir or tmp

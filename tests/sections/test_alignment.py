@@ -88,3 +88,55 @@ def test_the_report_renders_a_table_and_the_suggestions() -> None:
 def test_repeated_names_in_a_turn_are_refused() -> None:
     with pytest.raises(InvalidInput, match="unique"):
         align([[("A", "x"), ("A", "y")]], COUNTER)
+
+
+def test_the_same_sections_give_the_same_cache_key() -> None:
+    from offload.sections import cache_key
+
+    sections = [("rules", "be brief"), ("readme", "a tool"), ("status", "clean")]
+    key = cache_key(sections)
+    assert key == cache_key(list(sections))
+    assert key.startswith("offload-") and len(key) <= 64
+    assert cache_key(sections[:2]) != key
+
+
+def test_a_section_after_the_stable_ones_does_not_change_the_cache_key() -> None:
+    from offload.sections import cache_key
+
+    before = [("rules", "be brief"), ("readme", "a tool"), ("status", "clean")]
+    after = [("rules", "be brief"), ("readme", "a tool"), ("status", "2 files changed")]
+    assert cache_key(before, through="readme") == cache_key(after, through="readme")
+    assert cache_key(before) != cache_key(after)
+
+
+def test_cache_keys_do_not_collide_by_moving_text_between_sections() -> None:
+    from offload.sections import cache_key
+
+    assert cache_key([("a", "xy"), ("b", "z")]) != cache_key([("a", "x"), ("b", "yz")])
+    assert cache_key([("ab", "")]) != cache_key([("a", "b")])
+
+
+def test_a_cache_key_through_a_missing_section_is_refused() -> None:
+    from offload.sections import cache_key
+
+    with pytest.raises(InvalidInput, match="no section named"):
+        cache_key([("a", "x")], through="b")
+
+
+def test_built_sections_and_their_pairs_give_the_same_cache_key() -> None:
+    from offload.sections import BuiltSection, cache_key
+
+    built = [BuiltSection("rules", "be brief", "unchanged", 2, 2)]
+    assert cache_key(built) == cache_key([("rules", "be brief")])
+
+
+def test_a_report_names_the_cache_key_of_its_stable_sections_in_the_suggested_order() -> None:
+    from offload.sections import cache_key
+
+    before = {"status": "clean", "rules": "be brief", "readme": "a tool"}
+    after = {"status": "dirty", "rules": "be brief", "readme": "a tool"}
+    report = align([before, after], COUNTER)
+    assert report.suggested_order[-1] == "status"
+    assert report.cache_key == cache_key([("rules", "be brief"), ("readme", "a tool")])
+    assert report.cache_key in format_report(report)
+    assert align([after], COUNTER).cache_key is None

@@ -362,3 +362,24 @@ def test_a_put_writes_only_the_vocabulary_words_the_store_lacks(store: Store) ->
     assert len(inserted) == 2 and any("'wombat'" in s for s in inserted)  # "for" and "wombat"
     assert [h.entry.id for h in store.search("wombats")] == [2]  # still a known word
     assert store.search("wombatt") and store.search("zuchini")  # typos reach both bodies
+
+
+def test_a_topic_and_summary_made_from_the_body_rank_as_if_absent(store: Store) -> None:
+    from offload.core.gist import gist
+
+    turns = [
+        "Caroline said, I went to a LGBTQ support group yesterday and it was so powerful.",
+        "Melanie said, Wow, that's cool! What happened at the support group?",
+        "Caroline said, The transgender stories were so inspiring!",
+        "Melanie said, I took the kids to the beach last weekend.",
+        "Caroline said, I am painting a sunrise for the support group.",
+    ]
+    for t in turns:
+        store.put(t, scope="plain")
+        store.put(t, scope="derived", topic=t.splitlines()[0][:80], summary=gist(t))
+
+    def order(scope: str) -> list[str]:
+        hits = store.search("support group painting", scope=scope, limit=5)
+        return [store.read(h.entry.ref) for h in hits]
+
+    assert order("derived") == order("plain")

@@ -7,7 +7,8 @@
 - :func:`openai_tool`, :func:`anthropic_tool`, :func:`mcp_tool` define the retrieve tool;
   :class:`Retriever` (``Sections.retriever()``) answers it, also as a small MCP server.
 - :func:`align`, :func:`align_prompts` and :func:`format_report` say which sections keep
-  the prompt cache warm and how to order them.
+  the prompt cache warm and how to order them; :func:`cache_key` names a stable prompt
+  (OpenAI's ``prompt_cache_key``).
 
 See ``docs/library.md``.
 """
@@ -18,6 +19,7 @@ from offload.sections.alignment import (
     align,
     align_history,
     align_prompts,
+    cache_key,
     format_report,
     split_prompt,
 )
@@ -50,6 +52,7 @@ __all__ = [
     "align_history",
     "align_prompts",
     "anthropic_tool",
+    "cache_key",
     "extractive",
     "format_report",
     "input_schema",

@@ -10,15 +10,22 @@ cache breakpoint belongs and before which nothing should be compressed or compac
 (changing anything there invalidates the cache for all that follows).
 
 :func:`align_prompts` takes whole prompt strings and splits them at markdown headings;
-:func:`format_report` renders a report as markdown, like a ``/context`` command. Pure.
+:func:`format_report` renders a report as markdown, like a ``/context`` command.
+
+:func:`cache_key` names a stable prompt: the same sections (names and texts, in order) give
+the same key in every process, and a section after the stable ones changes nothing. Pass
+it as OpenAI's ``prompt_cache_key`` (at most 64 characters; this is 48) so requests that
+share the prefix are routed to the same cache; a report's :attr:`AlignmentReport.cache_key`
+is the key of its stable sections in the suggested order. Pure.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from offload.core.hashing import text_hash
 from offload.core.markdown import split_sections
@@ -31,12 +38,48 @@ __all__ = [
     "align",
     "align_history",
     "align_prompts",
+    "cache_key",
     "format_report",
     "split_prompt",
 ]
 
 Status = Literal["new", "changed", "unchanged"]
 SectionsInput = Mapping[str, str] | Sequence[tuple[str, str]]
+KEY_PREFIX = "offload-"
+_KEY_HEX = 40
+
+
+class Named(Protocol):
+    """A section as built (``offload.sections.BuiltSection``): a name and its prompt text."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+def cache_key(
+    sections: Iterable[Named] | Iterable[tuple[str, str]], through: str | None = None
+) -> str:
+    """A stable key for a prompt's sections: ``offload-`` and 40 hex digits of the sha256
+    of each section's name and text (length-prefixed, so no two section lists collide by
+    concatenation), in order, up to and including the section named ``through`` (all of
+    them when None). The same sections give the same key anywhere; what follows
+    ``through`` does not change it."""
+    digest = hashlib.sha256()
+    found = through is None
+    for item in sections:
+        name, text = item if isinstance(item, tuple) else (item.name, item.text)
+        for part in (name, text):
+            data = part.encode("utf-8", "surrogatepass")
+            digest.update(len(data).to_bytes(8, "big") + data)
+        if name == through:
+            found = True
+            break
+    if not found:
+        raise InvalidInput(f"cache_key: no section named {through!r}")
+    return KEY_PREFIX + digest.hexdigest()[:_KEY_HEX]
 
 
 @dataclass(frozen=True)
@@ -70,6 +113,8 @@ class AlignmentReport:
     suggested_cached_tokens: int
     compact_after: str | None  # the last stable section in the suggested order
     compact_at: int  # token offset of the compact point in the suggested order
+    #: :func:`cache_key` of the stable sections in the suggested order (None: none stable)
+    cache_key: str | None = None
 
     @property
     def cached_share(self) -> float:
@@ -153,6 +198,9 @@ def align_history(
             break
         suggested_cached += s.tokens
         compact_after = s.name
+    texts = dict(pairs)
+    stable_pairs = [(s.name, texts[s.name]) for s in ordered]
+    key = cache_key(stable_pairs, compact_after) if compact_after is not None else None
     return AlignmentReport(
         sections=tuple(stats),
         removed=removed,
@@ -163,6 +211,7 @@ def align_history(
         suggested_cached_tokens=suggested_cached,
         compact_after=compact_after,
         compact_at=suggested_cached,
+        cache_key=key,
     )
 
 
@@ -241,7 +290,8 @@ def format_report(report: AlignmentReport) -> str:
             rows.append(
                 f'Compact point: after "{report.compact_after}" ({report.compact_at:,} tokens). '
                 "Put the cache breakpoint there; compress or compact only what follows it, "
-                "since changing anything before it re-bills everything after."
+                "since changing anything before it re-bills everything after. "
+                f"Cache key of the sections before it: {report.cache_key}."
             )
         else:
             rows.append("Compact point: none — every section changed since the last turn.")

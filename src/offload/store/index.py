@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from offload.core import analysis
 from offload.core.chunking import chunk_text
+from offload.core.metatext import novel
 from offload.errors import OffloadError
 from offload.store import blocks, packed_counts
 from offload.store.backend import Conn
@@ -432,9 +433,18 @@ def unreadable_counts(conn: Conn) -> list[int]:
 
 
 def meta_row(
-    topic: str, summary: str, tags: str, labels: Sequence[str], source: str
+    topic: str,
+    summary: str,
+    tags: str,
+    labels: Sequence[str],
+    source: str,
+    body: str | None = None,
 ) -> tuple[str, str, str, str, str]:
-    """The analysed columns of an entry's search_meta row."""
+    """The analysed columns of an entry's search_meta row. With the entry's ``body``, a
+    topic or summary counts only for what the body does not already hold word for word
+    (``core.metatext.novel``: a first line or an extractive gist is not new evidence)."""
+    if body is not None:
+        topic, summary = novel(topic, body), novel(summary, body)
     return (
         _joined(topic),
         _joined(summary),
@@ -466,7 +476,7 @@ def refresh_meta(conn: Conn, entry_id: int) -> None:
     """Re-derive an entry's metadata row from its current fields and labels."""
     _lock_entry(conn, entry_id)
     e = conn.execute(
-        "SELECT topic, summary, tags, source FROM entries WHERE id = ?", (entry_id,)
+        "SELECT topic, summary, tags, source, block_hash FROM entries WHERE id = ?", (entry_id,)
     ).fetchone()
     if e is None:
         remove_meta(conn, entry_id)
@@ -474,7 +484,17 @@ def refresh_meta(conn: Conn, entry_id: int) -> None:
     labels = [
         r[0] for r in conn.execute("SELECT label FROM labels WHERE entry_id = ?", (entry_id,))
     ]
-    put_meta(conn, entry_id, meta_row(e["topic"], e["summary"], e["tags"], labels, e["source"]))
+    body = _block_text(conn, e["block_hash"])
+    meta = meta_row(e["topic"], e["summary"], e["tags"], labels, e["source"], body)
+    put_meta(conn, entry_id, meta)
+
+
+def _block_text(conn: Conn, digest: str) -> str | None:
+    """A block's verified plaintext read inside the caller's transaction (None if absent)."""
+    row = conn.execute(
+        "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
+    ).fetchone()
+    return None if row is None else blocks.unpack(digest, row["codec"], bytes(row["data"]))
 
 
 def _lock_entry(conn: Conn, entry_id: int) -> None:
@@ -505,7 +525,9 @@ def rebuild_meta(conn: Conn) -> None:
     labels: dict[int, list[str]] = {}
     for r in conn.execute("SELECT entry_id, label FROM labels ORDER BY label"):
         labels.setdefault(int(r[0]), []).append(r[1])
-    rows = conn.execute("SELECT id, topic, summary, tags, source FROM entries").fetchall()
+    rows = conn.execute(
+        "SELECT id, topic, summary, tags, source, block_hash FROM entries"
+    ).fetchall()
     conn.executemany(
         "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source) "
         "VALUES (?, ?, ?, ?, ?, ?)",
@@ -513,7 +535,12 @@ def rebuild_meta(conn: Conn) -> None:
             (
                 int(e["id"]),
                 *meta_row(
-                    e["topic"], e["summary"], e["tags"], labels.get(int(e["id"]), []), e["source"]
+                    e["topic"],
+                    e["summary"],
+                    e["tags"],
+                    labels.get(int(e["id"]), []),
+                    e["source"],
+                    _block_text(conn, e["block_hash"]) if e["topic"] or e["summary"] else None,
                 ),
             )
             for e in rows

@@ -77,8 +77,10 @@ def best_lines(
     text: str, terms: set[str], first_line: int, width: int, most: int = _SNIPPET_LINES
 ) -> list[tuple[int, str]]:
     """Up to ``most`` (line number, excerpt) pairs of the lines holding the most distinct
-    query terms, best first; the first line when none holds any. A line holding fewer than
-    half the best line's terms is left out (it would be noise beside it)."""
+    query terms, best first; the first line with any text when none holds any (a hit
+    ranked through its neighbours, or by meaning), so a snippet is never blank. A line
+    holding fewer than half the best line's terms is left out (it would be noise beside
+    it)."""
     lines = text.splitlines() or [""]
     scored: list[tuple[int, int, int]] = []  # (-terms matched, index, match offset)
     for i, line in enumerate(lines):
@@ -87,7 +89,8 @@ def best_lines(
             matched = len({t for _s, _e, ts in spans for t in ts})
             scored.append((-matched, i, spans[0][0]))
     if not scored:
-        return [(first_line, _excerpt(lines[0], 0, width))]
+        i = next((k for k, line in enumerate(lines) if line.strip()), 0)
+        return [(first_line + i, _excerpt(lines[i], 0, width))]
     scored.sort()
     top = -scored[0][0]
     kept = [s for s in scored[:most] if -2 * s[0] >= top]

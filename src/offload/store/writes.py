@@ -146,7 +146,7 @@ def _prepare_blocks(
     stored = p.content if o.body is None else o.body
     p.tokens = o.tokens if o.tokens is not None else store.counter.count(stored)
     labels = [o.label] if o.label is not None else []
-    p.meta = index.meta_row(o.topic, o.summary, p.tags, labels, o.source)
+    p.meta = index.meta_row(o.topic, o.summary, p.tags, labels, o.source, stored)
     p.vector = store.vector_of(o.topic, o.summary, p.tags, stored)
 
 
