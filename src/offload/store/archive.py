@@ -380,6 +380,7 @@ def _new_entry(store: Store, r: dict[str, Any]) -> pgbulk.NewEntry:
         r.get("tags") or "",
         r.get("labels", []),
         r.get("source") or "",
+        r["body"],  # a topic or summary made from the body counts as it does for a put
     )
     return pgbulk.NewEntry(tuple(columns), tuple(blocks), meta)
 
