@@ -28,7 +28,7 @@ from offload.store.backend import Conn
 from offload.store.models import Filters
 
 if TYPE_CHECKING:
-    from offload.store.backend import StoreHandle as Store
+    from offload.store.handle import StoreHandle as Store
 
 FORMAT = "offload-archive"
 VERSION = 1

@@ -11,62 +11,15 @@ those of a lossy entry's kept original.
 
 Triggers on ``entries`` and ``chunks`` keep it exact inside the transaction of every
 change, so no write path (put, put_many, forget, archive and expiry, reindex, doctor's
-repairs, import, migrate) has to know about it. SQLite's are row triggers; PostgreSQL's
-chunk triggers are statement triggers over the transition table (a block's chunks arrive
-in one statement, store/pgconn.py).
+repairs, import, migrate) has to know about it. SQLite's are row triggers (made by its
+migration, store/frozen.py); PostgreSQL's chunk triggers are statement triggers over the
+transition table (a block's chunks arrive in one statement, store/pgconn.py).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from typing import Any
-
-# the rows of one entry (SQLite: ``new``/``old`` rows; both backends' insert side)
-_ADD_ENTRY_SQLITE = (
-    "INSERT OR IGNORE INTO entry_chunks (entry_id, chunk_id, own) "
-    "SELECT new.id, c.id, b.hash = new.block_hash FROM blocks b "
-    "JOIN chunks c ON c.block_id = b.id WHERE b.hash IN (new.block_hash, new.content_hash);"
-)
-_ADD_CHUNK_SQLITE = (
-    "INSERT OR IGNORE INTO entry_chunks (entry_id, chunk_id, own) "
-    "SELECT e.id, new.id, 1 FROM blocks b JOIN entries e ON e.block_hash = b.hash "
-    "WHERE b.id = new.block_id; "
-    "INSERT OR IGNORE INTO entry_chunks (entry_id, chunk_id, own) "
-    "SELECT e.id, new.id, 0 FROM blocks b JOIN entries e ON e.content_hash = b.hash "
-    "WHERE b.id = new.block_id AND e.block_hash != b.hash;"
-)
-
-SQLITE_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS entry_chunks (
-    entry_id INTEGER NOT NULL,
-    chunk_id INTEGER NOT NULL,
-    own INTEGER NOT NULL,
-    PRIMARY KEY (entry_id, chunk_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS entry_chunks_chunk ON entry_chunks(chunk_id, own);
-CREATE TRIGGER IF NOT EXISTS entry_chunks_entry_added AFTER INSERT ON entries BEGIN
-    {_ADD_ENTRY_SQLITE}
-END;
-CREATE TRIGGER IF NOT EXISTS entry_chunks_entry_gone AFTER DELETE ON entries BEGIN
-    DELETE FROM entry_chunks WHERE entry_id = old.id;
-END;
-CREATE TRIGGER IF NOT EXISTS entry_chunks_entry_moved
-AFTER UPDATE OF id, block_hash, content_hash ON entries BEGIN
-    DELETE FROM entry_chunks WHERE entry_id = old.id;
-    {_ADD_ENTRY_SQLITE}
-END;
-CREATE TRIGGER IF NOT EXISTS entry_chunks_chunk_added AFTER INSERT ON chunks BEGIN
-    {_ADD_CHUNK_SQLITE}
-END;
-CREATE TRIGGER IF NOT EXISTS entry_chunks_chunk_gone AFTER DELETE ON chunks BEGIN
-    DELETE FROM entry_chunks WHERE chunk_id = old.id;
-END;
-CREATE TRIGGER IF NOT EXISTS entry_chunks_chunk_moved AFTER UPDATE OF id, block_id ON chunks
-BEGIN
-    DELETE FROM entry_chunks WHERE chunk_id = old.id;
-    {_ADD_CHUNK_SQLITE}
-END;
-"""
 
 # every row the map should hold, from the tables it maps (the backfill, and the rebuild)
 _ALL_ROWS = (
@@ -137,15 +90,6 @@ END $$;
 CREATE TRIGGER entry_chunks_chunk_moved AFTER UPDATE OF id, block_id ON chunks
     FOR EACH ROW EXECUTE FUNCTION offload_entry_chunks_chunk_moved();
 """
-
-
-def create_sqlite(conn: sqlite3.Connection) -> None:
-    """The table, its index and triggers, filled from the store's entries and chunks
-    (inside the caller's transaction: the migration's)."""
-    from offload.store.db import run_script
-
-    run_script(conn, SQLITE_SCHEMA)
-    conn.execute(FILL_SQLITE)
 
 
 def create_pg(raw: Any) -> None:

@@ -20,7 +20,8 @@ SQLite: writers are serialised, so chunk ids commit in increasing order and the 
 read is a watermark. Deleting or rewriting a chunk bumps ``chunk_generation`` (triggers,
 migration ``m_chunk_generation``): rowid reuse needs a deletion first, so it is caught
 too. PostgreSQL: ids commit out of order under concurrent writers, so its source
-(store/pgchunks.py) keeps a transaction-id watermark instead.
+(store/pgchunks.py) keeps a transaction-id watermark instead. The reader picks the source
+of its connection's backend (resident.chunk_source).
 """
 
 from __future__ import annotations
@@ -104,15 +105,6 @@ class SqliteChunks:
 def _unpacked(rows: Sequence[sqlite3.Row]) -> list[ChunkRow]:
     # SQLite keeps the counts compressed (store/packed_counts.py); the index reads JSON
     return [(int(r[0]), packed_counts.unpack(r[1])) for r in rows]
-
-
-def source_for(conn: Conn) -> ChunkSource | None:
-    """The chunk source of ``conn``'s backend (PostgreSQL's: store/pgchunks.py)."""
-    if isinstance(conn, sqlite3.Connection):
-        return SqliteChunks()
-    from offload.store import pgchunks  # it builds on this module's types
-
-    return pgchunks.PgChunks()
 
 
 def _generation(conn: Conn) -> int:

@@ -39,7 +39,7 @@ from offload.store.backend import Conn, Row
 from offload.store.candidate import Candidate
 
 if TYPE_CHECKING:
-    from offload.store.backend import StoreHandle as Store
+    from offload.store.handle import StoreHandle as Store
     from offload.store.postings import View
 
 # FTS5's bm25() constants (fts5_aux.c): the context score is on the same scale as the

@@ -1,7 +1,9 @@
 """Opening the SQLite database and migrating its schema.
 
 Migrations are registered in order with :func:`migration` and recorded in ``_migrations``;
-each runs inside one transaction, so a crash mid-migration leaves the previous schema.
+each runs inside one transaction, so a crash mid-migration leaves the previous schema. A
+migration runs its own SQL, or the frozen code of store/frozen.py, never the live store
+modules: an old store migrated later gets the same result as when the migration was new.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from offload.errors import OffloadError, StoreBusy, StoreError
+from offload.errors import StoreBusy, StoreError
+from offload.store import frozen, legacy_tallies
 
 if TYPE_CHECKING:
     from offload.store.backend import Conn
@@ -364,8 +367,6 @@ def m_search_analysed_index(conn: sqlite3.Connection) -> None:
     # identifiers split and whole, JSON escapes seen through), so queries match them
     # exactly. Existing stores are reindexed here, once: the chunk offsets stay, only their
     # terms are re-derived (measured in docs/benchmarks/search.md, "Search").
-    from offload.store import index
-
     run_script(
         conn,
         """
@@ -386,8 +387,8 @@ def m_search_analysed_index(conn: sqlite3.Connection) -> None:
         CREATE INDEX entries_sequence ON entries(scope, kind, id);
         """,
     )
-    index.reindex_chunks(conn)
-    index.rebuild_meta(conn)
+    frozen.reindex_chunks(conn)
+    frozen.rebuild_meta(conn)
 
 
 @migration
@@ -396,14 +397,12 @@ def m_search_index_counted_runs(conn: sqlite3.Connection) -> None:
     # so rows written by version 1 could not be deleted exactly; rebuild them once. A store
     # that m_search_analysed_index rebuilt in this same run is already current (it was
     # rebuilt twice on first open: 17 s for 5,000 entries)
-    from offload.store import index
-
-    if index.built_with_current_analysis(conn):
+    if frozen.built_with_current_analysis(conn):
         return
     conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
     conn.execute("DELETE FROM terms")
-    index.reindex_chunks(conn)
-    index.rebuild_meta(conn)
+    frozen.reindex_chunks(conn)
+    frozen.rebuild_meta(conn)
 
 
 @migration
@@ -429,10 +428,6 @@ def m_index_mcp_lossy_originals(conn: sqlite3.Connection) -> None:
     # the lossy body (put(index_original=True)). Originals stored before are indexed here,
     # once, with the default chunk sizes. Only the MCP surface stores lossy compressions;
     # the proxy's kept originals (exact JSON beside an indexed transcript) stay unindexed.
-    from offload.config import StoreSettings
-    from offload.store import blocks, index
-
-    defaults = StoreSettings()
     rows = conn.execute(
         "SELECT DISTINCT b.id, b.hash, b.codec, CAST(b.data AS BLOB) AS data FROM entries e "
         "JOIN blocks b ON b.hash = e.content_hash WHERE e.source = 'mcp' "
@@ -440,14 +435,9 @@ def m_index_mcp_lossy_originals(conn: sqlite3.Connection) -> None:
         "AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.block_id = b.id) ORDER BY b.id"
     ).fetchall()
     for row in rows:
-        try:
-            text = blocks.unpack(row["hash"], row["codec"], bytes(row["data"]))
-        except (ValueError, OffloadError):
-            continue  # a corrupt block: doctor names it
-        prepared = index.prepare(text, defaults.chunk_lines, defaults.chunk_chars)
-        # this runs before m_chunk_term_counts adds the column on a store that old
-        cached = index.has_term_counts(conn)
-        index.insert_block(conn, int(row["id"]), prepared, cached_counts=cached)
+        text = frozen.block_text(row["hash"], row["codec"], bytes(row["data"]))
+        if text is not None:  # else a corrupt block: doctor names it
+            frozen.index_block(conn, int(row["id"]), text)
 
 
 @migration
@@ -471,13 +461,11 @@ def m_search_index_written_forms(conn: sqlite3.Connection) -> None:
     # ("expecting" beside "expect"), so a query's exact word outranks the stem's other
     # inflections. Stores built by an older analysis are rebuilt once; a store that an
     # earlier migration rebuilt in this same run is already current.
-    from offload.store import index
-
-    if index.built_with_current_analysis(conn):
+    if frozen.built_with_current_analysis(conn):
         return
     conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
-    index.reindex_chunks(conn)
-    index.rebuild_meta(conn)
+    frozen.reindex_chunks(conn)
+    frozen.rebuild_meta(conn)
 
 
 @migration
@@ -486,18 +474,16 @@ def m_additive_tallies(conn: sqlite3.Connection) -> None:
     # state), so two processes on one store overwrote each other's counts. They are now
     # counters every write adds to (store/tallies.py); the totals saved so far move there,
     # and what else a value held (a proxy session's title and turns) stays in state.
-    from offload.store import tallies
-
     conn.execute(
         "CREATE TABLE tallies (namespace TEXT NOT NULL, key TEXT NOT NULL, name TEXT NOT NULL, "
         "value INTEGER NOT NULL, PRIMARY KEY (namespace, key, name)) WITHOUT ROWID"
     )
-    marks = ", ".join("?" * len(tallies.LEGACY_NAMESPACES))
+    marks = ", ".join("?" * len(legacy_tallies.LEGACY_NAMESPACES))
     found = conn.execute(
         f"SELECT namespace, key, value FROM state WHERE namespace IN ({marks})",
-        tallies.LEGACY_NAMESPACES,
+        legacy_tallies.LEGACY_NAMESPACES,
     ).fetchall()
-    tallies.move_legacy(conn.execute, found, "?")
+    legacy_tallies.move_legacy(conn.execute, found, "?")
 
 
 @migration
@@ -505,9 +491,8 @@ def m_entry_chunks_map(conn: sqlite3.Connection) -> None:
     # issue 11: each chunk's entries stored (store/chunkmap.py), kept by triggers, so a
     # filtered search reads a filter's chunks and maps scored chunks to entries by integer
     # keys instead of entry -> block by hash -> chunks (~20 us per entry at 100k entries)
-    from offload.store import chunkmap
-
-    chunkmap.create_sqlite(conn)
+    run_script(conn, frozen.CHUNK_MAP_SCHEMA)
+    conn.execute(frozen.CHUNK_MAP_FILL)
 
 
 @migration
@@ -646,17 +631,15 @@ def m_chunk_term_counts_packed(conn: sqlite3.Connection) -> None:
     # outputs, the largest part of a store on disk. term_counts is left NULL for them, so
     # an older offload reading the file scores those chunks from their text. Rewritten a
     # page of ids at a time, so memory stays bounded on a large store.
-    from offload.store import index, packed_counts
-
     conn.execute("ALTER TABLE chunks ADD COLUMN packed_counts BLOB")
     last = 0
     while True:
         rows = conn.execute(
             "SELECT id, term_counts FROM chunks WHERE id > ? "
             "AND length(CAST(term_counts AS BLOB)) >= ? ORDER BY id LIMIT 2000",
-            (last, packed_counts.MIN_PACKED),
+            (last, frozen.MIN_PACKED),
         ).fetchall()
         if not rows:
             return
-        index.rewrite_counts(conn, [(int(r[0]), r[1]) for r in rows])
+        frozen.rewrite_counts(conn, [(int(r[0]), r[1]) for r in rows])
         last = int(rows[-1][0])

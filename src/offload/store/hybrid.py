@@ -20,7 +20,7 @@ from offload.store.backend import Conn
 from offload.store.candidate import Candidate
 
 if TYPE_CHECKING:
-    from offload.store.backend import StoreHandle as Store
+    from offload.store.handle import StoreHandle as Store
 
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "

@@ -22,7 +22,7 @@ from offload.store.backend import Conn
 from offload.store.models import Checkout, Entry, Status
 
 if TYPE_CHECKING:
-    from offload.store.backend import StoreHandle as Store
+    from offload.store.handle import StoreHandle as Store
 
 
 def checkout(store: Store, ref: str, *, scope: str | None, churn_window_s: float) -> Checkout:

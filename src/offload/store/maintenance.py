@@ -12,7 +12,7 @@ from offload.store.backend import Conn
 from offload.store.models import DoctorReport, Reindexed
 
 if TYPE_CHECKING:
-    from offload.store.backend import StoreHandle as Store
+    from offload.store.handle import StoreHandle as Store
 
 Progress = Callable[[int, int], None]
 

@@ -13,7 +13,7 @@ from offload.store.models import Entry, Hit
 from offload.store.shown import ShownChunks
 
 if TYPE_CHECKING:
-    from offload.store.backend import StoreHandle as Store
+    from offload.store.handle import StoreHandle as Store
 
 _SNIPPET_LINES = 3
 

@@ -294,7 +294,7 @@ def pg_additive_tallies(raw: Any) -> None:
     # counters every write adds to (store/tallies.py; SQLite's m_additive_tallies): two
     # machines' gateways and proxies no longer overwrite each other's counts; the totals
     # saved as JSON in state so far move there
-    from offload.store import tallies
+    from offload.store import legacy_tallies
 
     raw.execute(
         """
@@ -309,9 +309,9 @@ def pg_additive_tallies(raw: Any) -> None:
     )
     found = raw.execute(
         "SELECT namespace, key, value FROM state WHERE namespace = ANY(%s)",
-        (list(tallies.LEGACY_NAMESPACES),),
+        (list(legacy_tallies.LEGACY_NAMESPACES),),
     ).fetchall()
-    tallies.move_legacy(raw.execute, found, "%s")
+    legacy_tallies.move_legacy(raw.execute, found, "%s")
 
 
 @migration

@@ -21,7 +21,7 @@ from offload.store.models import access_score
 from offload.store.shown import ShownChunks
 
 if TYPE_CHECKING:
-    from offload.store.backend import StoreHandle as Store
+    from offload.store.handle import StoreHandle as Store
 
 # Share of a hit's score each of its neighbours receives; a neighbour that matches nothing
 # itself joins the candidates with it. One half: a turn is evidence on its own first,

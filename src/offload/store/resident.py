@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from offload.errors import OffloadError
-from offload.store import chunkrows, entrykeys, entrymap, postings
+from offload.store import chunkrows, entrykeys, entrymap, pgchunks, postings
 from offload.store.backend import Conn
 
 # rows parsed per step of a build (the interpreter passes to searches between steps)
@@ -97,7 +97,7 @@ class ResidentIndex:
     def view(self, conn: Conn) -> postings.View | None:
         """The index brought up to date with what ``conn`` sees, or None: the caller
         searches the SQL way (no index yet, building, refused, or out of step)."""
-        source = chunkrows.source_for(conn)
+        source = chunk_source(conn)
         if source is None or self._closed.is_set():
             return None
         state = self._state
@@ -128,7 +128,7 @@ class ResidentIndex:
         state = self._state
         if ahead is None or self._closed.is_set():
             return
-        source = chunkrows.source_for(conn)
+        source = chunk_source(conn)
         mine = getattr(source, "next_read", None)
         reads = [
             mine(state.token) if mine is not None and state is not None else None,
@@ -230,7 +230,7 @@ class ResidentIndex:
         conn: Conn | None = None
         try:
             conn = self._connect()
-            source = chunkrows.source_for(conn)
+            source = chunk_source(conn)
             if source is None:
                 refused = "no chunk source for this backend"
                 return
@@ -289,3 +289,11 @@ def _close(conn: Conn) -> None:
     close = getattr(conn, "close", None)
     if close is not None:
         close()
+
+
+def chunk_source(conn: Conn) -> chunkrows.ChunkSource | None:
+    """The chunk source of ``conn``'s backend (SQLite's: store/chunkrows.py; PostgreSQL's:
+    store/pgchunks.py)."""
+    if isinstance(conn, sqlite3.Connection):
+        return chunkrows.SqliteChunks()
+    return pgchunks.PgChunks()

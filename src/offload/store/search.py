@@ -49,7 +49,7 @@ from offload.store.models import Filters, Hit
 from offload.store.shown import ShownChunks
 
 if TYPE_CHECKING:
-    from offload.store.backend import StoreHandle as Store
+    from offload.store.handle import StoreHandle as Store
 
 _TYPO_CANDIDATES = 20_000
 _EXPANSIONS = 24

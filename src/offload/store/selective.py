@@ -27,13 +27,10 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from offload.store import pgsql
 from offload.store.backend import Conn
-
-if TYPE_CHECKING:
-    from offload.store.postings import View
 
 # FTS5's bm25() constant k1 (fts5_aux.c): a term's share of a row's score is below idf * (k1 + 1)
 K1 = 1.2
@@ -127,6 +124,15 @@ def read_totals(conn: Conn, table: str) -> tuple[int, int]:
     return rows, tokens
 
 
+class HeldCounts(Protocol):
+    """What the statistics read of an in-memory copy of the body index (postings.View)."""
+
+    @property
+    def rows(self) -> int: ...
+
+    def df(self, terms: Sequence[str]) -> dict[str, int]: ...
+
+
 @dataclass(frozen=True)
 class Totals:
     """An FTS5 table's row count and average row length in tokens."""
@@ -206,7 +212,7 @@ class SearchStats:
     read again; on SQLite the counts come from the per-file cache (:class:`TermStats`) and
     a term's existence from FTS5 (both in-process)."""
 
-    def __init__(self, conn: Conn, view: View | None = None) -> None:
+    def __init__(self, conn: Conn, view: HeldCounts | None = None) -> None:
         self.conn = conn
         self._view = view
         self._pg = not isinstance(conn, sqlite3.Connection)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from offload.store.backend import StoreHandle as Store
+    from offload.store.handle import StoreHandle as Store
 
 # matrix scans running at once, across every store of the process (each ~1-4 ms at 100k
 # rows; more threads than cores would only queue in the kernel instead of here)

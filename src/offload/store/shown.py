@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from offload.store.backend import Row
 
 if TYPE_CHECKING:
-    from offload.store.backend import StoreHandle as Store
+    from offload.store.handle import StoreHandle as Store
 
 _CHUNK_COLS = "c.id, c.start_line, c.end_line, c.start, c.end, b.hash AS block"
 _CHUNKS_BY_ID = (

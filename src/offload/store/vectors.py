@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from offload.store.backend import StoreHandle as Store
 
 Progress = Callable[[int, int], None]
 _SCALE = struct.Struct("<f")
@@ -318,7 +317,19 @@ def missing(conn: Conn, model_id: str) -> int:
     return int(row[0])
 
 
-def backfill(store: Store, *, progress: Progress | None = None) -> int:
+class Embeddable(Protocol):
+    """What :func:`backfill` uses of the store (``StoreHandle`` has it all)."""
+
+    @property
+    def embedder(self) -> Encoder | None: ...
+
+    @property
+    def conn(self) -> Conn: ...
+
+    def block_text(self, digest: str) -> str: ...
+
+
+def backfill(store: Embeddable, *, progress: Progress | None = None) -> int:
     """Embed every entry without a vector of the store's model; returns how many.
 
     Batches are encoded outside any transaction; each batch lands in one short write

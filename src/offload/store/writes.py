@@ -22,7 +22,8 @@ from offload.core.hashing import encode, sha256_hex
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput, StoreBusy
 from offload.store import db, index, lifecycle, pgbulk, rows, vectors
-from offload.store.backend import Conn, StoreHandle
+from offload.store.backend import Conn
+from offload.store.handle import StoreHandle
 from offload.store.models import Entry, PutResult
 from offload.store.puts import (
     NeedsStoreLock,
