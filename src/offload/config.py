@@ -74,7 +74,7 @@ class SearchSettings:
     embedding_model: str = "wordllama-l2_supercat-256"
     semantic_weight: float = 0.2  # its share of the fused score; lexical keeps the rest
     # a long-running process (serve, mcp, proxy, gateway, a library caller) keeps the body
-    # index in memory for BM25 (store/resident.py), built in the background on its first
+    # index in memory for BM25 (store/search/memory/resident.py), built in the background on its first
     # search, up to this many MB (0: off; a one-shot CLI search never builds it)
     resident_mb: int = 512
 

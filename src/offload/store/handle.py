@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from offload.config import StoreSettings
     from offload.store.backend import Conn
     from offload.store.models import Entry, Filters
-    from offload.store.resident import ResidentIndex
-    from offload.store.vectors import Encoder, VectorMatrix
+    from offload.store.search.memory.resident import ResidentIndex
+    from offload.store.write.vectors import Encoder, VectorMatrix
 
 
 class StoreHandle(Protocol):

@@ -1,6 +1,6 @@
 """Additive counters as they were saved before store/tallies.py: JSON values of the state table.
 
-Frozen: the migrations (store/db.py m_additive_tallies, store/pgschema.py
+Frozen: the migrations (store/sqlite/db.py m_additive_tallies, store/postgres/pgschema.py
 pg_additive_tallies) and imports of older archives read these shapes, whatever the surfaces
 write today. Imports nothing of the store, so a migration may use it.
 """

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from offload.store import db
 from offload.store.backend import Conn
 
 # the counters as they were saved before (state's JSON values), read by imports of older
 # archives (and the migrations): frozen in their own module
 from offload.store.legacy_tallies import Row as Row
 from offload.store.legacy_tallies import legacy as legacy
+from offload.store.sqlite import db
 
 _ADD = (
     "INSERT INTO tallies (namespace, key, name, value) VALUES (?, ?, ?, ?) "
