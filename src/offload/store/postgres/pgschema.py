@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from offload.errors import StoreError
+from offload.store import legacy_tallies
 from offload.store.postgres.pgconn import WRITE_LOCK
 
 Migration = Callable[[Any], None]
@@ -294,8 +295,6 @@ def pg_additive_tallies(raw: Any) -> None:
     # counters every write adds to (store/tallies.py; SQLite's m_additive_tallies): two
     # machines' gateways and proxies no longer overwrite each other's counts; the totals
     # saved as JSON in state so far move there
-    from offload.store import legacy_tallies
-
     raw.execute(
         """
         CREATE TABLE tallies (
@@ -326,10 +325,77 @@ def pg_offload_ids_rows(raw: Any) -> None:
 @migration
 def pg_entry_chunks_map(raw: Any) -> None:
     # each chunk's entries stored and kept by triggers (store/write/chunkmap.py; SQLite's
-    # m_entry_chunks_map)
-    from offload.store.write import chunkmap
+    # m_entry_chunks_map), then filled from the tables; frozen here with the migration
+    raw.execute(CHUNK_MAP_SCHEMA)
+    raw.execute(
+        "INSERT INTO entry_chunks (entry_id, chunk_id, own) "
+        "SELECT e.id, c.id, CASE WHEN b.hash = e.block_hash THEN 1 ELSE 0 END FROM entries e "
+        "JOIN blocks b ON b.hash IN (e.block_hash, e.content_hash) "
+        "JOIN chunks c ON c.block_id = b.id ON CONFLICT DO NOTHING"
+    )
 
-    chunkmap.create_pg(raw)
+
+# the chunk map's table, index and statement triggers as pg_entry_chunks_map made them
+CHUNK_MAP_SCHEMA = """
+CREATE TABLE entry_chunks (
+    entry_id bigint NOT NULL,
+    chunk_id bigint NOT NULL,
+    own integer NOT NULL,
+    PRIMARY KEY (entry_id, chunk_id)
+);
+CREATE INDEX entry_chunks_chunk ON entry_chunks(chunk_id, own, entry_id);
+CREATE FUNCTION offload_entry_chunks_entry() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        DELETE FROM entry_chunks WHERE entry_id = OLD.id;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO entry_chunks (entry_id, chunk_id, own)
+            SELECT NEW.id, c.id, (b.hash = NEW.block_hash)::int FROM blocks b
+            JOIN chunks c ON c.block_id = b.id
+            WHERE b.hash IN (NEW.block_hash, NEW.content_hash)
+        ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER entry_chunks_entry AFTER INSERT OR DELETE OR UPDATE OF id, block_hash, content_hash
+    ON entries FOR EACH ROW EXECUTE FUNCTION offload_entry_chunks_entry();
+CREATE FUNCTION offload_entry_chunks_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO entry_chunks (entry_id, chunk_id, own)
+        SELECT e.id, n.id, 1 FROM new_chunks n JOIN blocks b ON b.id = n.block_id
+        JOIN entries e ON e.block_hash = b.hash
+    ON CONFLICT DO NOTHING;
+    INSERT INTO entry_chunks (entry_id, chunk_id, own)
+        SELECT e.id, n.id, 0 FROM new_chunks n JOIN blocks b ON b.id = n.block_id
+        JOIN entries e ON e.content_hash = b.hash WHERE e.block_hash <> b.hash
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER entry_chunks_chunk_added AFTER INSERT ON chunks
+    REFERENCING NEW TABLE AS new_chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION offload_entry_chunks_added();
+CREATE FUNCTION offload_entry_chunks_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM entry_chunks m USING old_chunks o WHERE m.chunk_id = o.id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER entry_chunks_chunk_gone AFTER DELETE ON chunks
+    REFERENCING OLD TABLE AS old_chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION offload_entry_chunks_gone();
+CREATE FUNCTION offload_entry_chunks_chunk_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM entry_chunks WHERE chunk_id = OLD.id;
+    INSERT INTO entry_chunks (entry_id, chunk_id, own)
+        SELECT e.id, NEW.id, (e.block_hash = b.hash)::int FROM blocks b
+        JOIN entries e ON e.block_hash = b.hash OR e.content_hash = b.hash
+        WHERE b.id = NEW.block_id
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER entry_chunks_chunk_moved AFTER UPDATE OF id, block_id ON chunks
+    FOR EACH ROW EXECUTE FUNCTION offload_entry_chunks_chunk_moved();
+"""
 
 
 @migration
