@@ -244,3 +244,13 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_no_import_cycle_among_offloads_modules() -> None:
     assert _cycles(import_graph()) == []
+
+
+def test_no_folder_of_the_store_holds_more_than_15_modules() -> None:
+    store = SRC / "offload" / "store"
+    crowded = {
+        str(folder.relative_to(SRC)): count
+        for folder in [store, *(p for p in store.rglob("*") if p.is_dir())]
+        if (count := len([p for p in folder.glob("*.py") if p.name != "__init__.py"])) > 15
+    }
+    assert crowded == {}
