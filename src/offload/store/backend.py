@@ -1,14 +1,14 @@
 """The connection seam: what the row-level functions need of a database connection.
 
-Row-level operations are functions over a :class:`Conn` (store/write/rows.py, index.py,
-tombstones.py, state.py); what the operation modules need of the whole store is
+Row-level operations are functions over a :class:`Conn` (write/rows.py, write/index.py,
+life/tombstones.py, state.py); what the operation modules need of the whole store is
 :class:`offload.store.handle.StoreHandle`. This module imports nothing of offload's, so
 every other store module may import it.
 
 :class:`Conn` is the part of a DB-API connection those functions use: ``sqlite3``'s
-connection is one, :class:`offload.store.postgres.pgconn.PgConn` the other (it runs the same
-statements on PostgreSQL, store/postgres/pgsql.py). A :data:`Row` reads by column name and by
-position.
+connection is one, :class:`offload.store.postgres.pgconn.PgConn` the other (it runs the
+same statements on PostgreSQL, store/postgres/pgsql.py). A :data:`Row` reads by column name
+and by position.
 """
 
 from __future__ import annotations
