@@ -10,8 +10,7 @@ from offload.core.fence import iso
 from offload.core.refs import MIN_PREFIX, ParsedRef
 from offload.errors import Gone, NotFound
 from offload.store.backend import Conn, Row
-from offload.store.life import tombstones
-from offload.store.write import rows
+from offload.store.write import rows, tombstones
 
 
 def entries_named(conn: Conn, parsed: ParsedRef) -> list[tuple[Row, tuple[str, ...]]]:

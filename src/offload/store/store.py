@@ -101,7 +101,7 @@ class Store(SavedState):
         self._bodies = blocks.BodyCache()
         self._pg: pgconn.ThreadConns | None = None
         # BM25 over the body chunks in memory (store/search/memory/resident.py; the chunk sources are
-        # store/search/memory/chunkrows.py's and store/postgres/pgchunks.py's); None: the SQL path only
+        # store/search/memory/chunkrows.py's and store/search/memory/pgchunks.py's); None: the SQL path only
         self.resident = (
             ResidentIndex(self._own_conn, max_bytes=resident_mb << 20) if resident_mb else None
         )
@@ -298,7 +298,7 @@ class Store(SavedState):
         import: one commit, one lock hold); results in order, duplicates as in :meth:`put`."""
         opts = PutOptions(kind, "", tuple(tags), "", salience, False, source, scope, None, expires)
         # PostgreSQL: no look-up per put before the lock (a round trip each); the batch's
-        # write transaction checks every content and word at once (store/postgres/pgbulk.py)
+        # write transaction checks every content and word at once (store/write/pgbulk.py)
         bulk = self._pg is not None
         return writes.commit_puts(
             self, [writes.prepare_put(self, c, opts, bulk=bulk) for c in contents]

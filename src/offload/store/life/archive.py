@@ -26,9 +26,8 @@ from offload.errors import InvalidInput, StoreError
 from offload.store import state, tallies
 from offload.store.backend import Conn
 from offload.store.models import Filters
-from offload.store.postgres import pgbulk
 from offload.store.sqlite import db
-from offload.store.write import blocks, index, rows
+from offload.store.write import blocks, index, pgbulk, rows
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 FORMAT = "offload-archive"
 VERSION = 1
 Progress = Callable[[int, int], None]
-# entries a PostgreSQL import writes per batch (store/postgres/pgbulk.py)
+# entries a PostgreSQL import writes per batch (store/write/pgbulk.py)
 IMPORT_BATCH = 500
 # entries an export reads per page: a page's labels, vectors, bodies and originals each come
 # in one statement (one entry at a time was 5-7 round trips per entry on PostgreSQL); its
@@ -288,7 +287,7 @@ def _import_tallies(conn: Conn, records: list[dict[str, Any]], old_archive: bool
 
 
 def _import_bulk(store: Store, entries: list[dict[str, Any]], progress: Progress | None) -> int:
-    """Import entries in batches on PostgreSQL (store/postgres/pgbulk.py): the new contents of each
+    """Import entries in batches on PostgreSQL (store/write/pgbulk.py): the new contents of each
     batch in a few COPY statements, every other record one by one as before (its labels
     only: it is stored already, or the batch stores it). Entries added."""
     conn = store.conn

@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 from offload.core.fence import new_nonce
 from offload.errors import FenceError, IntegrityError, InvalidInput
 from offload.store.backend import Conn
-from offload.store.life import tombstones
 from offload.store.models import Checkout, Entry, Status
 from offload.store.sqlite import db
-from offload.store.write import blocks, index, rows
+from offload.store.write import blocks, index, rows, tombstones
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store

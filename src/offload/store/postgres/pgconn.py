@@ -401,7 +401,7 @@ class PgConn:
         return Inserted(block_id, then_id)
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        """Write ``rows`` into ``table`` with one ``COPY`` (bulk loads, store/postgres/pgbulk.py):
+        """Write ``rows`` into ``table`` with one ``COPY`` (bulk loads, store/write/pgbulk.py):
         one round trip however many rows, inside the caller's write transaction."""
         if not rows:
             return

@@ -487,7 +487,7 @@ def _watermarked(table: str, generation: str, gone: str) -> str:
 @migration
 def pg_chunk_changes(raw: Any) -> None:
     # An in-process index of the chunks (store/search/memory/resident.py) reads, before each search, only
-    # the rows written since its last read (store/postgres/pgchunks.py). Ids commit out of order on
+    # the rows written since its last read (store/search/memory/pgchunks.py). Ids commit out of order on
     # PostgreSQL, so the watermark is the writing transaction: `changed` (NULL for the rows
     # already stored: a full read takes them). The column and its default cost no rewrite
     # of the table; the btree grows at its right edge, as the transaction ids do. A deleted

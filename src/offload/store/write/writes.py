@@ -25,9 +25,8 @@ from offload.store.backend import Conn
 from offload.store.handle import StoreHandle
 from offload.store.life import lifecycle
 from offload.store.models import Entry, PutResult
-from offload.store.postgres import pgbulk
 from offload.store.sqlite import db
-from offload.store.write import index, rows, vectors
+from offload.store.write import index, pgbulk, rows, vectors
 from offload.store.write.puts import (
     NeedsStoreLock,
     PendingPut,
@@ -94,7 +93,7 @@ def commit_puts(store: PutStore, pending: list[PendingPut]) -> list[PutResult]:
         return [_commit_one_pg(store, pending[0])]
     words = take_vocabulary(pending)
     if store.backend == "postgresql":
-        # a batch: its new contents in a few COPY statements (store/postgres/pgbulk.py)
+        # a batch: its new contents in a few COPY statements (store/write/pgbulk.py)
         model = store.embedder.model_id if store.embedder is not None else None
 
         def commit(conn: Conn, p: PendingPut) -> PutResult:

@@ -20,7 +20,7 @@ SQLite: writers are serialised, so chunk ids commit in increasing order and the 
 read is a watermark. Deleting or rewriting a chunk bumps ``chunk_generation`` (triggers,
 migration ``m_chunk_generation``): rowid reuse needs a deletion first, so it is caught
 too. PostgreSQL: ids commit out of order under concurrent writers, so its source
-(store/postgres/pgchunks.py) keeps a transaction-id watermark instead. The reader picks the source
+(store/search/memory/pgchunks.py) keeps a transaction-id watermark instead. The reader picks the source
 of its connection's backend (resident.chunk_source).
 """
 

@@ -9,7 +9,7 @@ are small: held here for every entry (:data:`FIELDS`), with each scope and kind'
 order, a search filters, ranks and finds neighbours by lookups (store/search/lexical.py,
 store/search/neighbours.py, store/search/context.py), to the same answers the statements give.
 
-Freshness, PostgreSQL: store/postgres/pgchunks.py's transaction-id watermark, on ``entries``: a row
+Freshness, PostgreSQL: store/search/memory/pgchunks.py's transaction-id watermark, on ``entries``: a row
 trigger (migration ``pg_entry_changes``) stamps every inserted or updated row with its
 writing transaction (``entries.changed``, ``xid8``), whatever the write path (put, touch,
 pin, expiry, annotate, check-out, import); each read returns

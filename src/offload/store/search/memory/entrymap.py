@@ -16,7 +16,7 @@ entry's block or a chunk's block rewritten, an entry or chunk inserted below the
 id, and doctor's refill (:func:`offload.store.write.chunkmap.rebuild`). A bumped generation
 drops the map; the next search maps through SQL and a rebuild starts in the background.
 
-Freshness, PostgreSQL: ids commit out of order, so the watermark is store/postgres/pgchunks.py's
+Freshness, PostgreSQL: ids commit out of order, so the watermark is store/search/memory/pgchunks.py's
 transaction id, on the map's rows (``entry_chunks.changed``, migration
 ``pg_entry_map_changes``): a read takes every chunk with a row written at or above the last
 read's ``pg_snapshot_xmin``, all of its rows (re-applying a chunk's rows is idempotent).

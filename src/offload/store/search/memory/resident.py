@@ -32,8 +32,7 @@ from dataclasses import dataclass
 
 from offload.errors import OffloadError
 from offload.store.backend import Conn
-from offload.store.postgres import pgchunks
-from offload.store.search.memory import chunkrows, entrykeys, entrymap, postings
+from offload.store.search.memory import chunkrows, entrykeys, entrymap, pgchunks, postings
 
 # rows parsed per step of a build (the interpreter passes to searches between steps)
 BUILD_BATCH = 4096
@@ -294,7 +293,7 @@ def _close(conn: Conn) -> None:
 
 def chunk_source(conn: Conn) -> chunkrows.ChunkSource | None:
     """The chunk source of ``conn``'s backend (SQLite's: store/search/memory/chunkrows.py; PostgreSQL's:
-    store/postgres/pgchunks.py)."""
+    store/search/memory/pgchunks.py)."""
     if isinstance(conn, sqlite3.Connection):
         return chunkrows.SqliteChunks()
     return pgchunks.PgChunks()

@@ -1,4 +1,4 @@
-"""PostgreSQL's chunk rows since a token (store/postgres/pgchunks.py), on a real server."""
+"""PostgreSQL's chunk rows since a token (store/search/memory/pgchunks.py), on a real server."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from offload.core.tokens import EstimateCounter
-from offload.store.postgres import pgchunks
+from offload.store.search.memory import pgchunks
 from offload.store.store import Store
 from wordcorpus import built_view, index_term
 
