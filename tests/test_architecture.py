@@ -254,3 +254,30 @@ def test_no_folder_of_the_store_holds_more_than_15_modules() -> None:
         if (count := len([p for p in folder.glob("*.py") if p.name != "__init__.py"])) > 15
     }
     assert crowded == {}
+
+
+# the store's packages, lowest first: each imports only packages of a lower rank (the
+# modules at the store's top, the facade and the seams every package uses, are apart)
+STORE_PACKAGES = {"sqlite": 0, "postgres": 0, "write": 1, "search": 2, "life": 3}
+
+
+def _store_package(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["offload", "store"] or len(parts) < 4:
+        return None
+    return parts[2]
+
+
+def test_the_stores_packages_import_each_other_one_way() -> None:
+    wrong = []
+    for source in modules():
+        here = _store_package(source)
+        if here is None:
+            continue
+        for imp in _ours(imports_of(source)):
+            there = _store_package(imp.target)
+            if there is None or there == here:
+                continue
+            if STORE_PACKAGES[there] >= STORE_PACKAGES[here]:
+                wrong.append(f"{source}:{imp.line} imports {imp.target}")
+    assert wrong == []

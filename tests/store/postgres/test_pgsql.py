@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from offload.store.postgres import pgsql
-from offload.store.write.index import META_WEIGHTS
+from offload.store.schema import META_WEIGHTS
 
 
 def test_parameters_become_psycopg_placeholders_and_percent_signs_are_doubled() -> None:

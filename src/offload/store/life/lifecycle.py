@@ -16,11 +16,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from offload.core.fence import new_nonce
-from offload.errors import FenceError, IntegrityError, InvalidInput
-from offload.store.backend import Conn
+from offload.errors import FenceError, InvalidInput
 from offload.store.models import Checkout, Entry, Status
 from offload.store.sqlite import db
-from offload.store.write import blocks, index, rows, tombstones
+from offload.store.write import removal, rows
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -170,7 +169,7 @@ def reap(
         reason = "reaped" + _reap_reason(older_than_s, max_salience, status)
         with db.write_tx(store.conn) as conn:
             for e in victims:
-                delete(store, conn, e.id, reason)
+                removal.delete(store, conn, e.id, reason)
     return victims
 
 
@@ -219,7 +218,7 @@ def forget(store: Store, ref: str, *, reason: str, scope: str | None) -> Entry:
     """Remove the entry ``ref`` names, leaving a tombstone with ``reason``; the entry as it was."""
     entry = store.resolve(ref, scope)
     with db.write_tx(store.conn) as conn:
-        delete(store, conn, entry.id, reason)
+        removal.delete(store, conn, entry.id, reason)
     return entry
 
 
@@ -235,7 +234,7 @@ def forget_where(store: Store, *, source: str, scope: str, keep: Iterable[int], 
             if int(r[0]) not in keep_ids
         ]
         for i in ids:
-            delete(store, conn, i, reason)
+            removal.delete(store, conn, i, reason)
     return len(ids)
 
 
@@ -259,43 +258,4 @@ def expire(store: Store, entry_id: int) -> None:
         # re-read inside the transaction: another process may have archived it meanwhile
         row = conn.execute("SELECT expires FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is not None and row["expires"] is not None:
-            delete(store, conn, entry_id, "expired")
-
-
-def delete(store: Store, conn: Conn, entry_id: int, reason: str) -> None:
-    """Tombstone and remove one entry, then its blocks once unused (in the caller's transaction)."""
-    row = conn.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
-    if row is None:
-        return
-    labels = rows.labels(conn, entry_id)
-    tombstones.bury(conn, row, labels, reason, store.clock())
-    conn.execute("DELETE FROM labels WHERE entry_id = ?", (entry_id,))
-    index.remove_meta(conn, entry_id)
-    conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
-    for digest in {row["block_hash"], row["content_hash"]}:
-        drop_block_if_unused(conn, digest)
-
-
-def drop_block_if_unused(conn: Conn, digest: str) -> None:
-    """Remove a block and its index rows when no entry refers to it (caller's transaction)."""
-    used = conn.execute(
-        "SELECT 1 FROM entries WHERE block_hash = ? OR content_hash = ? LIMIT 1",
-        (digest, digest),
-    ).fetchone()
-    if used:
-        return
-    row = conn.execute(
-        "SELECT id, codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
-    ).fetchone()
-    if row is None:
-        return
-    try:
-        text: str | None = blocks.unpack(digest, row["codec"], bytes(row["data"]))
-    except (InvalidInput, IntegrityError):
-        text = None  # a corrupt block cannot be un-indexed exactly; doctor rebuilds
-    _unindex_block(conn, int(row["id"]), text)
-    conn.execute("DELETE FROM blocks WHERE id = ?", (row["id"],))
-
-
-def _unindex_block(conn: Conn, block_id: int, text: str | None) -> None:
-    index.remove_block(conn, block_id, text)
+            removal.delete(store, conn, entry_id, "expired")

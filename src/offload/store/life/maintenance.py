@@ -11,7 +11,7 @@ from offload.store.backend import Conn
 from offload.store.life import lifecycle
 from offload.store.models import DoctorReport, Reindexed
 from offload.store.sqlite import db
-from offload.store.write import blocks, chunkmap, index, rows
+from offload.store.write import blocks, chunkmap, index, removal, rows
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -114,7 +114,7 @@ def _repair(store: Store, report: DoctorReport) -> None:
         report.repaired.append(f"reset {report.stale_hot} entries left hot by dead processes")
     with db.write_tx(conn):
         for digest in report.orphan_blocks:
-            lifecycle.drop_block_if_unused(conn, digest)
+            removal.drop_block_if_unused(conn, digest)
         if report.orphan_blocks:
             report.repaired.append(f"dropped {len(report.orphan_blocks)} orphan blocks")
         if report.stale_chunks:
@@ -132,7 +132,7 @@ def _repair(store: Store, report: DoctorReport) -> None:
                 )
             ]
             for entry_id in ids:
-                lifecycle.delete(
+                removal.delete(
                     store, conn, entry_id, "corrupted (its stored bytes failed verification)"
                 )
             if ids:

@@ -18,7 +18,7 @@ by a named rule below:
   (one lexeme per term, positions kept), MATCH becomes ``@@`` on a ``tsquery`` of the same
   quoted terms (a selective partition ``(rare) AND/NOT (common)`` becomes ``&``/``& !``),
   ``bm25()`` becomes an IDF-weighted sum of ``ts_rank`` (:func:`_top`; metadata columns
-  weighted as :data:`offload.store.write.index.META_WEIGHTS` say), a term's document frequency
+  weighted as :data:`offload.store.schema.META_WEIGHTS` say), a term's document frequency
   (fts5vocab's ``doc``) is read cheaply (:func:`_df`), and FTS5's commands (optimize,
   automerge, integrity-check) have nothing to do;
 - a join on ``n.id IN (a subquery correlated with the other side ... LIMIT ?)`` (an entry's
@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from offload.store.write.index import META_WEIGHTS
+from offload.store.schema import META_WEIGHTS
 
 ParamMap = Callable[[Sequence[Any]], Sequence[Any]]
 

@@ -14,13 +14,13 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
+from offload.store import schema
 from offload.store.backend import Conn, Row
 from offload.store.postgres import pgsql
 from offload.store.search import narrow, selective
 from offload.store.search.candidate import Candidate
 from offload.store.search.memory import entrykeys, entrymap, postings
 from offload.store.search.query import match_expression
-from offload.store.write import index
 
 _MIN_POOL = 200
 # a lookup's case check (store/search/ranking.py) reads up to this many chunks of an entry
@@ -33,7 +33,7 @@ _BODY_TOP = (
 _META_TOP = (
     "SELECT rowid, bm25(search_meta, {w}) AS s FROM search_meta "
     "WHERE search_meta MATCH ? ORDER BY s LIMIT ?"
-).format(w=", ".join(str(w) for w in index.META_WEIGHTS))
+).format(w=", ".join(str(w) for w in schema.META_WEIGHTS))
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
     "e.accessed AS accessed, e.access_count AS uses"

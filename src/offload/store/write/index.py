@@ -8,7 +8,7 @@ see exactly the same terms (FTS5 only splits them at spaces):
   :func:`remove_block` re-derives from the body (the analysis is deterministic; a change to
   it bumps ``analysis.ANALYSIS_VERSION`` and ships a migration that rebuilds).
 - ``search_meta``: one row per entry (rowid = ``entries.id``): topic, summary, tags, labels
-  and source, weighted above bodies (:data:`META_WEIGHTS`). It keeps its own content, so a
+  and source, weighted above bodies (``schema.META_WEIGHTS``). It keeps its own content, so a
   row is simply replaced when the entry's metadata or labels change.
 
 The CPU work (chunking, analysis, vocabulary) is done by :func:`prepare`, pure. On SQLite
@@ -38,8 +38,6 @@ from offload.store.write import blocks, packed_counts
 
 # FTS5 splits only at whitespace and controls: every analysed term is one token.
 TOKENIZER = "unicode61 remove_diacritics 0 categories 'L* N* Co M* P* S*'"
-# bm25 weights of search_meta's columns (topic, summary, tags, labels, source); a body is 1.
-META_WEIGHTS = (3.0, 2.0, 2.0, 3.0, 1.0)
 # Only the first 256 KB of a body feeds the vocabulary (partial and misspelt words): the
 # index itself still covers every byte.
 VOCABULARY_SCAN_CHARS = 256 * 1024

@@ -23,10 +23,9 @@ from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput, StoreBusy
 from offload.store.backend import Conn
 from offload.store.handle import StoreHandle
-from offload.store.life import lifecycle
 from offload.store.models import Entry, PutResult
 from offload.store.sqlite import db
-from offload.store.write import index, pgbulk, rows, vectors
+from offload.store.write import index, pgbulk, removal, rows, vectors
 from offload.store.write.puts import (
     NeedsStoreLock,
     PendingPut,
@@ -200,7 +199,7 @@ def _commit_put(store: PutStore, conn: Conn, p: PendingPut, *, narrow: bool = Fa
         raise NeedsStoreLock  # archiving: more than its own locks
     if expired:
         # expired but not archived yet: archive it, and store the content anew
-        lifecycle.delete(store, conn, int(row["id"]), "expired")
+        removal.delete(store, conn, int(row["id"]), "expired")
         row = None
     if row is not None:
         return PutResult(_repeated(conn, o, int(row["id"]), row["expires"]), created=False)
