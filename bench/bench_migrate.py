@@ -28,8 +28,8 @@ import psycopg
 from offload.config import SearchSettings
 from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import load_embedder
-from offload.store.archive import export_archive
-from offload.store.migrate import migrate
+from offload.store.life.archive import export_archive
+from offload.store.life.migrate import migrate
 from offload.store.store import Store
 
 

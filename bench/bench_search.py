@@ -17,7 +17,7 @@ non-stopword words, ordered by ``bm25()``.
 Speed: ``--entries`` texts built from the conversations' turns (two turns each, seeded), put
 through the bulk path, and the same texts in a plain FTS5 table; every question is timed as
 a query on both, and on the same store searched the SQL way only (no in-memory index,
-store/resident.py: each store builds its own on its first search, timed and sized apart
+store/search/memory/resident.py: each store builds its own on its first search, timed and sized apart
 before the queries). Scoped: the same store searched under filters (a small scope, a scattered one,
 an eighth of the store, its newest fifth, a filter every entry passes) beside the whole
 store, each beside plain FTS5 under the same filter (a join on the rows' scopes, or a rowid
@@ -338,7 +338,7 @@ def _resident_built(store: Any, question: str) -> dict[str, Any]:
     if store.resident is None:
         return {"on": False}
     store.resident.built.wait()
-    # the chunk -> entry map and the entries' columns build beside it (store/held.py)
+    # the chunk -> entry map and the entries' columns build beside it (store/search/memory/held.py)
     store.resident.entry_map.wait()
     store.resident.entry_keys.wait()
     r = store.resident.report

@@ -53,7 +53,7 @@ from offload.config import SearchSettings, Settings, StoreSettings
 from offload.core.lines import read_lines
 from offload.core.tokens import EstimateCounter
 from offload.store import Filters, open_store
-from offload.store.maintenance import compact
+from offload.store.life.maintenance import compact
 from offload.store.store import Store
 
 # the traces the repository ships (--data DIR, e.g. ../shared/data, for the full set)
@@ -617,8 +617,8 @@ def resident_built(store: Store, question: str) -> dict[str, float | str]:
     if idx is None:
         return {}
     idx.built.wait()
-    idx.entry_map.wait()  # the chunk -> entry map (store/entrymap.py)
-    idx.entry_keys.wait()  # the entries' columns (store/entrykeys.py)
+    idx.entry_map.wait()  # the chunk -> entry map (store/search/memory/entrymap.py)
+    idx.entry_keys.wait()  # the entries' columns (store/search/memory/entrykeys.py)
     r = idx.report
     return {
         "resident_wall_s": time.perf_counter() - t,

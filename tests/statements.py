@@ -23,7 +23,7 @@ def recorded_statements(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterat
         finally:
             conn.set_trace_callback(None)
         return
-    from offload.store import pgconn
+    from offload.store.postgres import pgconn
 
     real = pgconn.PgConn.execute
 

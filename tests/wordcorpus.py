@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from offload.core import analysis
-from offload.store import postings
+from offload.store.search.memory import postings
 from offload.store.store import Store
 
 # words of chat-like turns: speaker names, hobbies, places; random draws from them give

@@ -36,7 +36,7 @@ class StoreSettings:
     chunk_lines: int = 60
     chunk_chars: int = 4000
     max_file_bytes: int = 8 * 1024 * 1024
-    # what `offload import` reads of an archive before refusing it (store/archive_read.py):
+    # what `offload import` reads of an archive before refusing it (store/life/archive_read.py):
     # the longest record (one line of text), how many records, how much text in all
     import_max_line_mb: int = 256
     import_max_records: int = 10_000_000
@@ -79,7 +79,7 @@ class SearchSettings:
     embedding_model: str = "wordllama-l2_supercat-256"
     semantic_weight: float = 0.2  # its share of the fused score; lexical keeps the rest
     # a long-running process (serve, mcp, proxy, gateway, a library caller) keeps the body
-    # index in memory for BM25 (store/resident.py), built in the background on its first
+    # index in memory for BM25 (store/search/memory/resident.py), built in the background on its first
     # search, up to this many MB (0: off; a one-shot CLI search never builds it)
     resident_mb: int = 512
 

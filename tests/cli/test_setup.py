@@ -22,12 +22,12 @@ from mcp.client.streamable_http import streamable_http_client
 
 import loopback
 from mcp import Client
+from offload.cli.config_files import STATE, digest
 from offload.cli.main import main
 from offload.core.client_edits import dig, without
 from offload.core.client_jsonc import loads
 from offload.core.clients import CLIENTS, current
 from offload.core.tokens import EstimateCounter
-from offload.store.config_files import STATE, digest
 from offload.store.store import Store
 from realparts import MCP_INIT, TEST_DATA
 from serving import ServeProcess

@@ -12,7 +12,7 @@ import pytest
 from numpy.typing import NDArray
 
 from offload.gateway.toolvectors import NAMESPACE, USERS, StoredEncoder, VectorUser, text_key
-from offload.store.lifecycle import machine
+from offload.store.life.lifecycle import machine
 from offload.store.store import Store
 
 

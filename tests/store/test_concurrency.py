@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from offload.core.tokens import EstimateCounter
-from offload.store.maintenance import doctor
+from offload.store.life.maintenance import doctor
 from offload.store.models import Filters
 from offload.store.store import Store
 

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from offload.core.tokens import EstimateCounter
-from offload.store.pgconn import WRITE_LOCK, lock_key
+from offload.store.postgres.pgconn import WRITE_LOCK, lock_key
 from offload.store.store import Store
 from realparts import run_together, wait_until
 

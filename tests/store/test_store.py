@@ -20,8 +20,8 @@ from offload.errors import (
     NotFound,
 )
 from offload.store.models import Filters
-from offload.store.puts import PutOptions
 from offload.store.store import Store
+from offload.store.write.puts import PutOptions
 
 texts = st.one_of(
     st.text(),
@@ -415,7 +415,7 @@ def test_a_body_indexed_from_a_later_line_is_found_only_there_and_read_whole(
 
 
 def test_a_reindex_keeps_a_body_indexed_from_a_later_line(store: Store) -> None:
-    from offload.store.maintenance import reindex
+    from offload.store.life.maintenance import reindex
 
     e = store.put("old: zebrafinch\nnew: kingfisher\n", index_from_line=2).entry
     reindex(store)

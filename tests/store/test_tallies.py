@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from offload.core.tokens import EstimateCounter
-from offload.store import db
-from offload.store.archive import export_archive, import_archive
+from offload.store.life.archive import export_archive, import_archive
+from offload.store.sqlite import db
 from offload.store.store import Store
 from realparts import run_together
 

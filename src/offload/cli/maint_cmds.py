@@ -9,9 +9,9 @@ from offload.cli.common import emit, open_store
 from offload.cli.progress import Bar
 from offload.config import Settings
 from offload.errors import InvalidInput
-from offload.store.archive import export_archive, import_archive
-from offload.store.maintenance import compact, doctor, reindex
-from offload.store.vectors import backfill
+from offload.store.life.archive import export_archive, import_archive
+from offload.store.life.maintenance import compact, doctor, reindex
+from offload.store.write.vectors import backfill
 
 
 def configure_doctor(p: argparse.ArgumentParser) -> None:

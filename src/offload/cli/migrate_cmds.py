@@ -4,7 +4,7 @@ The source is the store the settings name (the SQLite file in the home by defaul
 target is ``--to`` (``postgresql://…`` for a team store, or ``sqlite:///path``). Every
 entry, label, semantic vector, tombstone, state and counter is copied through the portable
 archive, then every block is read back from the target and re-hashed and every vector
-compared (store/migrate.py); only entries that had no vector are embedded. A re-run adds
+compared (store/life/migrate.py); only entries that had no vector are embedded. A re-run adds
 only what is missing. URLs are shown without their password.
 """
 
@@ -19,8 +19,8 @@ from offload.cli.progress import Bar
 from offload.config import Settings
 from offload.core.urls import redact_url
 from offload.errors import InvalidInput
-from offload.store.migrate import migrate
-from offload.store.vectors import backfill
+from offload.store.life.migrate import migrate
+from offload.store.write.vectors import backfill
 
 
 def configure(p: argparse.ArgumentParser) -> None:

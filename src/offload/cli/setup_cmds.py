@@ -24,10 +24,7 @@ from typing import Any
 
 from offload.cli import setup_records
 from offload.cli.common import emit, open_store
-from offload.config import Settings
-from offload.core.clients import CLIENTS, Client, ConfigFile, Wiring, added, apply, leftover, undo
-from offload.errors import InvalidInput
-from offload.store.config_files import (
+from offload.cli.config_files import (
     STATE,
     backup,
     check_unchanged,
@@ -37,6 +34,9 @@ from offload.store.config_files import (
     stamp_now,
     write_atomic,
 )
+from offload.config import Settings
+from offload.core.clients import CLIENTS, Client, ConfigFile, Wiring, added, apply, leftover, undo
+from offload.errors import InvalidInput
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

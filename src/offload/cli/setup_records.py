@@ -20,8 +20,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from offload.cli.config_files import read_config, write_atomic
 from offload.errors import InvalidInput
-from offload.store.config_files import read_config, write_atomic
 
 
 def records_dir(config_dir: str | None) -> Path:

@@ -15,6 +15,7 @@ import anyio
 import httpx
 
 from offload.cli.common import emit, open_store
+from offload.cli.config_files import read_config
 from offload.cli.setup_cmds import config_path, wiring_for
 from offload.config import Settings
 from offload.core.client_edits import Value, parse
@@ -22,8 +23,7 @@ from offload.core.clients import CLIENTS, NAME, current, wired
 from offload.core.urls import redact_url
 from offload.errors import OffloadError
 from offload.llm.upstream import UpstreamClient
-from offload.store.config_files import read_config
-from offload.store.health import quick_check
+from offload.store.life.health import quick_check
 
 PROBE_TIMEOUT_S = 3.0
 

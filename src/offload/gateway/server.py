@@ -50,8 +50,8 @@ from offload.gateway.toolsearch import Encoder, ToolIndex, doc_for, doc_for_item
 from offload.gateway.toolvectors import StoredEncoder
 from offload.gateway.upstreams import ChangeKind, Connector, Upstream
 from offload.llm.minilm import ToolEncoderUnavailable
-from offload.store.puts import PutOptions
 from offload.store.store import Store
+from offload.store.write.puts import PutOptions
 
 log = logging.getLogger("offload.gateway")
 Ctx = ServerRequestContext[Any, Any]

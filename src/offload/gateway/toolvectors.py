@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from offload.core.hashing import text_hash
 from offload.errors import StoreError
-from offload.store.lifecycle import machine, pid_alive
+from offload.store.life.lifecycle import machine, pid_alive
 
 if TYPE_CHECKING:
     import numpy as np

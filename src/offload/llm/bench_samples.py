@@ -16,7 +16,7 @@ class BenchSample:
 
 
 ERROR_TRACE = """\
-$ pytest tests/store/test_blocks.py -x -q
+$ pytest tests/store/write/test_blocks.py -x -q
 ..........F
 =================================== FAILURES ===================================
 ______________________ test_block_roundtrip_large_payload ______________________
@@ -28,13 +28,13 @@ tmp_path = PosixPath('/tmp/pytest-of-dev/pytest-41/test_block_roundtrip_large_pa
         body = "x" * 9_437_184
 >       digest = store.put(body)
 
-tests/store/test_blocks.py:88:
+tests/store/write/test_blocks.py:88:
 _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _
-src/offload/store/blocks.py:142: in put
+src/offload/store/write/blocks.py:142: in put
     self._check_size(len(raw))
 _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _
 
-self = <offload.store.blocks.BlockStore object at 0x7f3a2c1d5e50>, size = 9437184
+self = <offload.store.write.blocks.BlockStore object at 0x7f3a2c1d5e50>, size = 9437184
 
     def _check_size(self, size: int) -> None:
         if size > self.max_bytes:
@@ -43,11 +43,11 @@ self = <offload.store.blocks.BlockStore object at 0x7f3a2c1d5e50>, size = 943718
             )
 E           offload.errors.TooLarge: block of 9437184 bytes exceeds max_file_bytes=8388608
 
-src/offload/store/blocks.py:57: TooLarge
+src/offload/store/write/blocks.py:57: TooLarge
 ----------------------------- Captured log call ------------------------------
-WARNING  offload.store.db:db.py:203 busy_timeout_s=15.0 synchronous=NORMAL journal=wal
+WARNING  offload.store.sqlite.db:db.py:203 busy_timeout_s=15.0 synchronous=NORMAL journal=wal
 =========================== short test summary info ============================
-FAILED tests/store/test_blocks.py::test_block_roundtrip_large_payload - offload.errors.TooLarge: block of 9437184 bytes exceeds max_file_bytes=8388608
+FAILED tests/store/write/test_blocks.py::test_block_roundtrip_large_payload - offload.errors.TooLarge: block of 9437184 bytes exceeds max_file_bytes=8388608
 !!!!!!!!!!!!!!!!!!!!!!!!!! stopping after 1 failures !!!!!!!!!!!!!!!!!!!!!!!!!!!
 1 failed, 10 passed in 2.31s
 """
@@ -191,7 +191,7 @@ SAMPLES: tuple[BenchSample, ...] = (
         ERROR_TRACE,
         (
             "test_block_roundtrip_large_payload",
-            "tests/store/test_blocks.py",
+            "tests/store/write/test_blocks.py",
             "TooLarge",
             "9437184",
             "8388608",

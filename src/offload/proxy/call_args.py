@@ -18,16 +18,29 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from offload.core.chunking import count_lines
 from offload.core.gist import gist
 from offload.core.hashing import short_ref, text_hash
 from offload.core.stubs import STUB_MARKER, StubInfo, is_stub, render_stub
+from offload.core.tokens import TokenCounter
 from offload.proxy.messages import Message, canonical
 
-if TYPE_CHECKING:
-    from offload.proxy.message_stubs import StubMaker
+
+class StubMaker(Protocol):
+    """What a call's stubs use of message_stubs.StubMaker (which imports this module)."""
+
+    counter: TokenCounter
+
+    def content_tokens(self, text: str) -> int:
+        """Tokens of ``text``, cached per content."""
+        ...
+
+    def ensure_stored(self, text: str, digest: str, *, source: str, topic: str = "") -> None:
+        """Persist ``text`` unless it is known to be stored."""
+        ...
+
 
 #: The key of a stubbed call's arguments that holds the stub.
 ARGS_KEY = "offload_stub"

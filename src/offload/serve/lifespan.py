@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -16,7 +16,27 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message
 
     from offload.gateway.server import Gateway
-    from offload.serve.host import Served
+    from offload.store import Store
+
+
+class Served(Protocol):
+    """What the lifespans use of host.Served (which imports this module)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def proxy(self) -> ASGIApp: ...
+
+    @property
+    def mcp(self) -> ASGIApp: ...
+
+    @property
+    def gateway(self) -> Gateway | None: ...
+
+    @property
+    def gateway_app(self) -> ASGIApp | None: ...
+
 
 # gateway upstreams get this long to close their connections before they are cancelled
 UPSTREAM_STOP_S = 5.0

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from offload.store.models import Entry, Filters, Hit, PutResult
-from offload.store.pgconn import is_postgres
+from offload.store.postgres.pgconn import is_postgres
 from offload.store.store import Store
 
 if TYPE_CHECKING:

@@ -1,29 +1,20 @@
-"""The storage seam: what the store's operation modules need, as protocols.
+"""The connection seam: what the row-level functions need of a database connection.
 
-``Store`` (store.py) is the only module that composes the others. The operation modules
-(lifecycle, search, hybrid, vectors, maintenance, archive, health) take a
-:class:`StoreHandle` instead of importing ``Store`` (which imports them): no import cycle,
-and no module reaches into another's private names. Row-level operations are functions
-over a :class:`Conn` (store/rows.py, index.py, tombstones.py, state.py).
+Row-level operations are functions over a :class:`Conn` (write/rows.py, write/index.py,
+life/tombstones.py, state.py); what the operation modules need of the whole store is
+:class:`offload.store.handle.StoreHandle`. This module imports nothing of offload's, so
+every other store module may import it.
 
 :class:`Conn` is the part of a DB-API connection those functions use: ``sqlite3``'s
-connection is one, :class:`offload.store.pgconn.PgConn` the other (it runs the same
-statements on PostgreSQL, store/pgsql.py). A :data:`Row` reads by column name and by
-position.
+connection is one, :class:`offload.store.postgres.pgconn.PgConn` the other (it runs the
+same statements on PostgreSQL, store/postgres/pgsql.py). A :data:`Row` reads by column name
+and by position.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from offload.config import StoreSettings
-    from offload.store.models import Entry, Filters
-    from offload.store.resident import ResidentIndex
-    from offload.store.vectors import Encoder, VectorMatrix
-
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Protocol
 
 # a result row: sqlite3.Row or pgconn.PgRow (both read by name and by position)
 Row = Any
@@ -56,44 +47,3 @@ class Conn(Protocol):
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
 
     def commit(self) -> None: ...
-
-
-class StoreHandle(Protocol):
-    """What the operation modules use of the store that composes them."""
-
-    settings: StoreSettings
-    clock: Callable[[], float]
-    semantic_weight: float
-    resident: ResidentIndex | None
-
-    @property
-    def path(self) -> Path: ...
-
-    @property
-    def conn(self) -> Conn:
-        """This thread's connection."""
-        ...
-
-    @property
-    def embedder(self) -> Encoder | None: ...
-
-    @property
-    def vector_matrix(self) -> VectorMatrix | None: ...
-
-    def resolve(self, ref: str, scope: str | None = None) -> Entry: ...
-
-    def body(self, entry: Entry, *, original: bool = False, touch: bool = False) -> str: ...
-
-    def block_text(self, digest: str) -> str: ...
-
-    def block_texts(self, digests: Iterable[str]) -> dict[str, str]: ...
-
-    def has_block(self, digest: str) -> bool: ...
-
-    def count(self, filters: Filters = ...) -> int: ...
-
-    def reset_stale_hot(self) -> int: ...
-
-    def disk_bytes(self) -> int:
-        """What the store occupies on disk (file and log, or the database)."""
-        ...

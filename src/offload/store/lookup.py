@@ -9,8 +9,8 @@ from __future__ import annotations
 from offload.core.fence import iso
 from offload.core.refs import MIN_PREFIX, ParsedRef
 from offload.errors import Gone, NotFound
-from offload.store import rows, tombstones
 from offload.store.backend import Conn, Row
+from offload.store.write import rows, tombstones
 
 
 def entries_named(conn: Conn, parsed: ParsedRef) -> list[tuple[Row, tuple[str, ...]]]:

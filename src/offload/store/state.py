@@ -19,8 +19,8 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from offload.store import db
 from offload.store.backend import Conn
+from offload.store.sqlite import db
 
 
 def next_number(conn: Conn, name: str) -> int:

@@ -3,7 +3,7 @@
 Many processes may share one store file: SQLite in WAL mode, every write one
 ``BEGIN IMMEDIATE`` transaction. Each thread gets its own connection. A store opened on a
 ``postgresql://`` URL (``[store] url``) runs the same statements on PostgreSQL
-(store/pgconn.py): many machines then share one store.
+(store/postgres/pgconn.py): many machines then share one store.
 """
 
 from __future__ import annotations
@@ -28,19 +28,9 @@ from offload.errors import (
     NotFound,
     OffloadError,
 )
-from offload.store import (
-    blocks,
-    db,
-    index,
-    lifecycle,
-    lookup,
-    pgconn,
-    query,
-    rows,
-    vectors,
-    writes,
-)  # fmt: skip
+from offload.store import lookup
 from offload.store.backend import Conn
+from offload.store.life import lifecycle
 from offload.store.models import (
     Checkout,
     Entry,
@@ -49,14 +39,18 @@ from offload.store.models import (
     PutResult,
     Status,
 )
-from offload.store.puts import (
+from offload.store.postgres import pgconn
+from offload.store.saved import SavedState
+from offload.store.search import query  # fmt: skip
+from offload.store.search.memory.resident import ResidentIndex
+from offload.store.search.pipeline import search_hits
+from offload.store.sqlite import db
+from offload.store.write import blocks, index, rows, vectors, writes
+from offload.store.write.puts import (
     PutOptions,
     check_label,
     clean_tags,
 )
-from offload.store.resident import ResidentIndex
-from offload.store.saved import SavedState
-from offload.store.search import search_hits
 
 Progress = Callable[[int, int], None]
 
@@ -94,7 +88,7 @@ class Store(SavedState):
         # a postgresql:// URL, or the SQLite file (a Path would fold the URL's '//')
         self.url = str(path) if isinstance(path, str) and pgconn.is_postgres(path) else ""
         self.path = Path(path) if not self.url else Path()
-        # hybrid search (store/vectors.py): the model is handed in, never loaded here
+        # hybrid search (store/write/vectors.py): the model is handed in, never loaded here
         self._embedder = embedder
         self.semantic_weight = semantic_weight
         self._matrix = None if embedder is None else vectors.VectorMatrix(embedder.model_id)
@@ -106,8 +100,8 @@ class Store(SavedState):
         self._lock = threading.Lock()
         self._bodies = blocks.BodyCache()
         self._pg: pgconn.ThreadConns | None = None
-        # BM25 over the body chunks in memory (store/resident.py; the chunk sources are
-        # store/chunkrows.py's and store/pgchunks.py's); None: the SQL path only
+        # BM25 over the body chunks in memory (store/search/memory/resident.py; the chunk sources are
+        # store/search/memory/chunkrows.py's and store/search/memory/pgchunks.py's); None: the SQL path only
         self.resident = (
             ResidentIndex(self._own_conn, max_bytes=resident_mb << 20) if resident_mb else None
         )
@@ -117,7 +111,7 @@ class Store(SavedState):
             db.migrate(self._sqlite_conn(), self.settings.busy_timeout_s)
 
     def _open_postgres(self) -> None:
-        from offload.store import pgschema
+        from offload.store.postgres import pgschema
 
         timeout = self.settings.busy_timeout_s
         pool = pgconn.open_pool(self.url, max_size=PG_POOL_SIZE, timeout_s=timeout)
@@ -276,7 +270,7 @@ class Store(SavedState):
         the transaction, a big body's later chunks each while the server writes the batch
         before (the analysis and the server's work overlap instead of adding up). With an
         embedding model the work is done before, as on SQLite: an embedding should not
-        hold a connection (store/writes.py).
+        hold a connection (store/write/writes.py).
         """
         pending = writes.prepare_put(
             self,
@@ -304,7 +298,7 @@ class Store(SavedState):
         import: one commit, one lock hold); results in order, duplicates as in :meth:`put`."""
         opts = PutOptions(kind, "", tuple(tags), "", salience, False, source, scope, None, expires)
         # PostgreSQL: no look-up per put before the lock (a round trip each); the batch's
-        # write transaction checks every content and word at once (store/pgbulk.py)
+        # write transaction checks every content and word at once (store/write/pgbulk.py)
         bulk = self._pg is not None
         return writes.commit_puts(
             self, [writes.prepare_put(self, c, opts, bulk=bulk) for c in contents]
@@ -566,7 +560,7 @@ class Store(SavedState):
         files = [self.path, Path(f"{self.path}-wal")]
         return sum(p.stat().st_size for p in files if p.exists())
 
-    # -- lifecycle (offload.store.lifecycle) ---------------------------------------------------
+    # -- lifecycle (offload.store.life.lifecycle) ---------------------------------------------------
 
     def checkout(
         self, ref: str, *, scope: str | None = None, churn_window_s: float = 120.0

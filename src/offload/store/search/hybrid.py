@@ -1,0 +1,95 @@
+"""Hybrid ranking: the lexical candidates fused with the nearest entries by embedding.
+
+Called by :func:`offload.store.search.pipeline.search_hits` on its final lexical ranking
+(neighbourhood, phrases, salience and use: measured better there than before it, see
+docs/benchmarks/search.md). Without an embedding model, or with no vector stored yet, the lexical
+ranking passes through unchanged: an entry whose vector has not landed is still found by
+its words. A query that matches no word finds nothing: the embedding re-orders and adds to
+a lexical answer, it never makes one up from nearest neighbours alone (a typo or a
+nonsense word would otherwise always "find" something).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from offload.core.fusion import calibrated_weight, fuse
+from offload.store.backend import Conn
+from offload.store.search import semantic
+from offload.store.search.candidate import Candidate
+from offload.store.search.memory import entrykeys
+
+if TYPE_CHECKING:
+    from offload.store.handle import StoreHandle as Store
+
+_KEYS = (
+    "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
+    "e.accessed AS accessed, e.access_count AS uses"
+)
+
+
+def fused_candidates(
+    store: Store,
+    probe: semantic.Probe | None,
+    found: list[Candidate],
+    where: str,
+    params: list[Any],
+    need: int,
+    keep: int | None = None,
+    gate: entrykeys.Gate | None = None,
+) -> list[Candidate]:
+    """``found`` (lexical, best first) fused with the ``need`` nearest entries the filter
+    keeps (``probe``: the query's scan, :func:`offload.store.search.semantic.start`), at the share :func:`~offload.core.fusion.calibrated_weight` gives this query;
+    scores become the fused ones (core.fusion, set on ``found``'s candidates), best first.
+    With ``keep``, the first ``keep`` of that list only (the page and what precedes it).
+    Without a semantic side ``found`` is returned whole. ``gate``: the filter and the
+    entries' columns in memory (store/search/memory/entrykeys.py), tested there before any statement."""
+    if not found or probe is None:
+        return found
+    ids = [c.entry_id for c in found]
+    side = semantic.finish(store, probe, where, params, ids, need, gate)
+    if side is None:
+        return found
+    # the share follows how clearly each side picks its best for this query
+    weight = calibrated_weight(
+        store.semantic_weight, [c.score for c in found], side.scores.values(), side.floor
+    )
+    lexical = [(c.entry_id, c.score) for c in found]
+    order = fuse(lexical, side.scores, weight=weight, floor=side.floor, top=keep)
+    by_id = {c.entry_id: c for c in found}
+    only = [e for e, _ in order if e not in by_id]
+    by_id.update(_semantic_only(store.conn, only, where, params, gate))
+    if keep is not None and any(e not in by_id for e in only):
+        # one the filter no longer keeps (forgotten since the semantic side's check) gives
+        # way to the next: the whole order then, as without ``keep``
+        order = fuse(lexical, side.scores, weight=weight, floor=side.floor)
+        only = [e for e, _ in order if e not in by_id]
+        by_id.update(_semantic_only(store.conn, only, where, params, gate))
+        order = [(e, score) for e, score in order if e in by_id][:keep]
+    out = []
+    for eid, score in order:
+        c = by_id.get(eid)
+        if c is not None:  # rescored in place: ``found`` is the caller's to rank anew
+            c.score = score
+            out.append(c)
+    return out
+
+
+def _semantic_only(
+    conn: Conn, ids: list[int], where: str, params: list[Any], gate: entrykeys.Gate | None
+) -> dict[int, Candidate]:
+    """Candidates for entries only the embedding found (their first chunk is shown)."""
+    out: dict[int, Candidate] = {}
+    if gate is not None:  # the held entries from memory, the others by id
+        held, ids = gate.rows(ids)
+        out = {eid: Candidate.of_entry(row) for eid, row in held.items() if row is not None}
+    if not ids:
+        return out
+    rows = conn.execute(
+        # the ids drive the join (see offload.store.search.lexical._BODY_ENTRIES)
+        f"SELECT {_KEYS} FROM json_each(?) j CROSS JOIN entries e WHERE e.id = j.value AND {where}",
+        (json.dumps(ids), *params),
+    ).fetchall()
+    out.update((int(r["eid"]), Candidate.of_entry(r)) for r in rows)
+    return out

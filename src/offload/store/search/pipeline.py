@@ -1,0 +1,191 @@
+"""Running a search: any-term BM25 over analysed terms, then the neighbourhood, then hits.
+
+The pipeline, one function per step (the seam for hybrid ranking is between 2 and 3: a
+semantic retriever adds its own :class:`Candidate` list and a fusion merges the two):
+
+1. :func:`offload.core.analysis.analyse_query` turns the text into index terms exactly as
+   bodies were analysed; stopwords are dropped unless nothing else is left. A word the
+   index does not know is expanded through the vocabulary (known words containing it, or a
+   typo or two away), so partial identifiers and misspellings still match. A term that
+   a large share of the searched entries hold (a speaker's name in a conversation's scope)
+   is not searched for when the query has others (:mod:`offload.core.selectivity`).
+2. :func:`offload.store.search.lexical.lexical_candidates` (store/search/lexical.py): every chunk and
+   every entry's metadata matching *any* term, ranked by BM25 over all matches (metadata
+   columns weighted above bodies), filtered.
+3. :func:`offload.store.search.ranking.rank` (store/search/ranking.py): part of each strong hit's score
+   flows to its neighbours (the entries just before and after it in the same scope and
+   kind: memories arrive in sequence, and the turn that answers a question often sits next
+   to the one that names it), a phrase boost for query words found side by side, then the
+   caller's salience and recency x frequency of use.
+4. :func:`offload.store.search.page.hits` (store/search/page.py): rows, chunk text and snippets (the
+   best-matching lines, numbered) for the page shown only.
+
+User text never reaches FTS5 syntax unquoted: every term is a quoted string.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+from offload.core import analysis
+from offload.errors import StoreError
+from offload.store.backend import Conn
+from offload.store.models import Filters, Hit
+from offload.store.search import (
+    hybrid,
+    lexical,
+    narrow,
+    page,
+    query,
+    ranking,
+    scope_terms,
+    selective,
+    semantic,
+)
+from offload.store.search.candidate import Candidate
+from offload.store.search.memory import entrykeys, postings
+from offload.store.search.shown import ShownChunks
+
+if TYPE_CHECKING:
+    from offload.store.handle import StoreHandle as Store
+
+_TYPO_CANDIDATES = 20_000
+_EXPANSIONS = 24
+
+
+def search_hits(
+    store: Store, text: str, filters: Filters, *, limit: int, offset: int, width: int
+) -> list[Hit]:
+    """The ranked hits for ``text`` under ``filters`` (see the module docstring)."""
+    limit = max(1, min(int(limit), 200))
+    offset = max(0, int(offset))
+    q = analysis.analyse_query(text)
+    if q.empty:
+        return []
+    conn = store.conn
+    now = store.clock()
+    if store.resident is not None:  # PostgreSQL: the three refreshes' reads in one trip
+        store.resident.read_ahead(conn)
+    # the in-memory index, brought up to date (None: the SQL path, store/search/memory/resident.py)
+    view = None if store.resident is None else store.resident.view(conn)
+    # and the chunk -> entry map (None: through entry_chunks, store/search/memory/entrymap.py)
+    entry_map = None if store.resident is None else store.resident.entry_map.current(conn)
+    # the entries' filter and ranking columns (None: read by id, store/search/memory/entrykeys.py)
+    keys = None if store.resident is None else store.resident.entry_keys.current(conn)
+    where, params = query.filter_sql(filters, now)
+    # the index's statistics this search reads, each once (PostgreSQL: one statement)
+    stats = selective.SearchStats(conn, view)
+    match_terms = with_expansions(conn, q, stats)
+    if view is not None and not all(map(postings.plain_term, match_terms)):
+        view = None  # a term FTS5 reads otherwise than the index holds it: FTS5's way
+    need = max(50, (limit + offset) * 3)
+    try:
+        # the embedding's matrix scan runs on another thread while the lexical side runs here
+        probe = semantic.start(store, text, need)
+        # a written form is searched only where it is rarer than its stem (selective.py)
+        idle = selective.idle_forms(conn, "search_body", q.forms, stats) - set(q.sequence)
+        match_terms = [t for t in match_terms if t not in idle]
+        # a term most of the searched entries hold is not searched for (core.selectivity)
+        # a narrow filter is searched inside its own rows (store/search/narrow.py)
+        narrowed = narrow.plan(conn, filters, where, params)
+        telling = scope_terms.selective_terms(
+            conn, match_terms, where, params, narrowed, filters=filters, stats=stats
+        )
+        if narrowed is not None:  # from here on the filter is the entries read, by id
+            where, params = narrowed.where
+        # the filter as a test of the held columns: the same conditions as ``where``
+        # (a narrowed ``where`` is the ids that filter kept at this search's start)
+        gate = None if keys is None else entrykeys.Gate(keys, entrykeys.keeper(filters, now))
+
+        def matching(terms: list[str]) -> list[Candidate]:
+            return lexical.lexical_candidates(
+                conn,
+                terms,
+                where,
+                params,
+                need,
+                narrowed,
+                view=view,
+                stats=stats,
+                entry_map=entry_map,
+                gate=gate,
+            )
+
+        found = matching(telling)
+        if not found and len(telling) < len(match_terms):
+            telling = match_terms
+            found = matching(telling)
+        # the chunks read for the best candidates, kept for every later step
+        shown = ShownChunks(store)
+        ranked = ranking.rank(
+            store, q, found, where, params, now, terms=telling, view=view, shown=shown, gate=gate
+        )
+        ranked = hybrid.fused_candidates(
+            store, probe, ranked, where, params, need, keep=offset + limit, gate=gate
+        )
+    except sqlite3.OperationalError as exc:
+        # every term is quoted, so this is not the user's syntax; report it plainly
+        raise StoreError(f"search failed: {exc}") from exc
+    return page.hits(store, ranked[offset : offset + limit], set(match_terms), width, shown)
+
+
+# -- 1. query terms ----------------------------------------------------------------------
+
+
+def with_expansions(
+    conn: Conn, q: analysis.QueryTerms, stats: selective.SearchStats | None = None
+) -> list[str]:
+    """The query's terms plus, for each word piece the index does not know, the known
+    vocabulary words that contain it or are a typo or two away from it (their terms).
+
+    Whether the index knows a piece's forms, and the row counts of the query's own terms
+    and written forms that the search reads next, are asked in one go (``stats``)."""
+    stats = stats or selective.SearchStats(conn)
+    out = dict.fromkeys(q.any_of)
+    pieces: dict[str, set[str]] = {}
+    for word in q.words:
+        for piece in analysis.pieces(word):
+            if len(piece) >= 3:
+                pieces.setdefault(piece, {piece, *analysis.word_terms(piece)})
+    asked = [t for forms in pieces.values() for t in sorted(forms)]
+    stats.prefetch([*q.any_of, *(t for pair in q.forms for t in pair), *asked])
+    known = stats.known(asked)
+    unknown = [piece for piece, forms in pieces.items() if not forms & known]
+    for found in _expand(conn, unknown):
+        out.setdefault(found, None)  # the whole word: an identifier's whole term
+        for t in analysis.word_terms(found):
+            out.setdefault(t, None)
+    return list(out)
+
+
+def _expand(conn: Conn, words: list[str]) -> list[str]:
+    """Known words that contain a query word, or are a typo or two away from one.
+
+    Scans the vocabulary in SQL (C speed); only the few length- and edge-compatible
+    candidates reach the edit-distance check in Python.
+    """
+    found: dict[str, None] = {}
+    for t in words:
+        rows = conn.execute(
+            "SELECT term FROM terms WHERE instr(term, ?) > 0 AND term != ? "
+            "ORDER BY length(term), term LIMIT ?",
+            (t, t, _EXPANSIONS),
+        ).fetchall()
+        for (v,) in rows:
+            found.setdefault(v, None)
+        budget = query.typo_budget(t)
+        if not budget:
+            continue
+        # a typo rarely hits both ends of a word: compare terms sharing one of them
+        rows = conn.execute(
+            "SELECT term FROM terms WHERE length(term) BETWEEN ? AND ? "
+            "AND (substr(term, 1, 2) = ? OR substr(term, -2) = ?) LIMIT ?",
+            (len(t) - budget, len(t) + budget, t[:2], t[-2:], _TYPO_CANDIDATES),
+        ).fetchall()
+        near = sorted(
+            (d, v) for (v,) in rows if v != t and (d := query.edit_distance(t, v, budget)) <= budget
+        )
+        for _d, v in near[:_EXPANSIONS]:
+            found.setdefault(v, None)
+    return list(found)

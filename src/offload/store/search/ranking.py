@@ -1,0 +1,195 @@
+"""Step 3 of a search: the final order of the lexical candidates.
+
+Part of each strong hit's score flows to its neighbours (the entries just before and
+after it in the same scope and kind: memories arrive in sequence, and the turn that
+answers a question often sits next to the one that names it), a phrase boost for query
+words found side by side, then the caller's salience and recency x frequency of use; a
+lookup's best few are reordered by the query's words as written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
+
+from offload.core import analysis
+from offload.store.models import access_score
+from offload.store.search import context, neighbours
+from offload.store.search.candidate import Candidate
+from offload.store.search.memory import entrykeys, postings
+from offload.store.search.shown import ShownChunks
+
+if TYPE_CHECKING:
+    from offload.store.handle import StoreHandle as Store
+
+# Share of a hit's score each of its neighbours receives; a neighbour that matches nothing
+# itself joins the candidates with it. One half: a turn is evidence on its own first,
+# context second (checked on both halves of the dev data, docs/benchmarks/search.md "Search").
+NEIGHBOUR_SHARE = 0.5
+# How far a hit's score reaches (in entries of the same scope and kind), halving each step.
+NEIGHBOUR_WINDOW = 2
+# How many of the best direct hits pass score to their neighbours.
+NEIGHBOUR_SOURCES = 100
+# Weight of a query's adjacent word pairs found side by side in a hit (a phrase).
+PHRASE_BOOST = 0.5
+_PHRASE_CHECKED = 30
+# A lookup's case check: how many of the best hits, and how many chunks of each entry
+_EXACT_CHECKED = 30
+
+
+def rank(
+    store: Store,
+    q: analysis.QueryTerms,
+    found: list[Candidate],
+    where: str,
+    params: list[Any],
+    now: float,
+    *,
+    terms: Sequence[str] = (),
+    view: postings.View | None = None,
+    shown: ShownChunks | None = None,
+    gate: entrykeys.Gate | None = None,
+) -> list[Candidate]:
+    """The final order: neighbourhood, phrase boost, then salience and use (``shown``:
+    the search's chunk reads, kept for its hits; ``gate``: the filter and the entries'
+    columns in memory).
+
+    With the searched ``terms`` the best hits are scored with their neighbourhood as one
+    document (:mod:`offload.store.search.context`); without them, or on PostgreSQL (whose rank
+    is not FTS5's BM25), each passes a share of its score on (:func:`offload.store.search.neighbours.with_neighbours`).
+    Entries that only a neighbour brought in are kept where they outrank a direct match;
+    after the last direct match the list ends."""
+    if terms and isinstance(store.conn, sqlite3.Connection):
+        ranked = context.with_context(
+            store,
+            terms,
+            found,
+            where,
+            params,
+            share=NEIGHBOUR_SHARE,
+            window=NEIGHBOUR_WINDOW,
+            sources=NEIGHBOUR_SOURCES,
+            view=view,
+            gate=gate,
+        )
+    else:
+        ranked = neighbours.with_neighbours(
+            store.conn,
+            found,
+            where,
+            params,
+            share=NEIGHBOUR_SHARE,
+            window=NEIGHBOUR_WINDOW,
+            sources=NEIGHBOUR_SOURCES,
+            gate=gate,
+        )
+    shown = shown or ShownChunks(store)
+    ranked = _phrase_boost(q, ranked, shown)
+    for c in ranked:
+        c.score = _use_score(c, now)
+    scored = ranked
+    # equal scores: a direct match first, then the newer entry
+    # (stable sorts from the last key to the first: the order of one sort by
+    # (-score, not direct, -entry_id), without a key tuple per candidate)
+    out = sorted(scored, key=attrgetter("entry_id"), reverse=True)
+    out.sort(key=attrgetter("direct"), reverse=True)
+    out.sort(key=attrgetter("score"), reverse=True)
+    # a neighbour may displace a weaker match, never extend the list past the matches
+    last = max((i for i, c in enumerate(out) if c.direct), default=-1)
+    return _as_written_first(q, out[: last + 1], shown)
+
+
+def _phrase_boost(
+    q: analysis.QueryTerms, ranked: list[Candidate], shown: ShownChunks
+) -> list[Candidate]:
+    """Raise hits where the query's adjacent words stand side by side (checked on the
+    best few: positions are not kept in the index, so this reads their text)."""
+    pairs = analysis.bigrams(q.sequence)
+    if not pairs:
+        return ranked
+    checked = ranked[:_PHRASE_CHECKED]
+    shown.read((c.entry_id, c.chunk_id) for c in checked)
+    for c in checked:
+        text = shown.text(c.entry_id, c.chunk_id) or ""
+        found = pairs & analysis.bigrams(analysis.content_terms(text)) if text else set()
+        c.score *= 1.0 + PHRASE_BOOST * len(found) / len(pairs)
+    return ranked
+
+
+def _as_written_first(
+    q: analysis.QueryTerms, ranked: list[Candidate], shown: ShownChunks
+) -> list[Candidate]:
+    """A lookup's best few, reordered: a hit holding a query word only in another case
+    (``Checking`` nine times, for ``checking``) moves below the hits holding more of the
+    query's words exactly as written, the index being case-folded; every other pair keeps
+    its order. Each hit shows, of its entry's best few matching chunks, the first holding
+    the most of them as written. The window's scores are dealt out again in the new
+    order, so what follows (fusion, paging) sees a descending list."""
+    written = [w for w in q.words if w.lower() != w.upper() and len(w) <= analysis.MAX_TERM_CHARS]
+    if not q.lookup or not written:
+        return ranked
+    window = ranked[:_EXACT_CHECKED]
+    # every chunk compared below, read at once
+    shown.read(
+        (c.entry_id, cid)
+        for c in window
+        if c.chunk_id is not None
+        for cid in (c.chunk_id, *c.others)
+    )
+    exact: dict[int, int] = {}
+    other_case: set[int] = set()
+    for c in window:
+        if c.chunk_id is None:
+            continue  # a neighbour or a semantic hit: no matching text to compare
+        best, picked = -1, ""
+        for cid in (c.chunk_id, *c.others):
+            text = shown.text(c.entry_id, cid) or ""
+            n = _written_count(text, written)
+            if n > best:
+                best, picked, c.chunk_id = n, text, cid
+        exact[c.entry_id] = best
+        folded = picked.casefold()
+        if any(
+            _written_count(folded, [w.casefold()]) and not _written_count(picked, [w])
+            for w in written
+        ):
+            other_case.add(c.entry_id)
+    out = list(window)
+    for c in [c for c in window if c.entry_id in other_case]:
+        i = out.index(c)
+        above = [
+            j for j in range(i + 1, len(out)) if exact.get(out[j].entry_id, 0) > exact[c.entry_id]
+        ]
+        if above:
+            out.insert(above[-1], out.pop(i))  # just below the last hit holding more
+    if out == window:
+        return ranked
+    for c, score in zip(out, [c.score for c in window], strict=True):
+        c.score = score
+    return out + ranked[_EXACT_CHECKED:]
+
+
+def _written_count(text: str, written: list[str]) -> int:
+    """How many of ``written`` occur in ``text`` exactly, each not within a longer word."""
+    n = 0
+    for w in written:
+        at = text.find(w)
+        while at >= 0:
+            end = at + len(w)
+            if (at == 0 or not text[at - 1].isalnum()) and (
+                end == len(text) or not text[end].isalnum()
+            ):
+                n += 1
+                break
+            at = text.find(w, at + 1)
+    return n
+
+
+def _use_score(c: Candidate, now: float) -> float:
+    # a tiny floor: with no BM25 signal at all, salience still decides
+    relevance = max(0.0, c.score) + 1e-6
+    # never used: access_score is 0.0 exactly (log1p(0) = 0); most candidates, skipped
+    use = access_score(c.accessed, c.uses, now) if c.uses else 0.0
+    return relevance * (1.0 + 0.5 * c.salience + 0.25 * use)

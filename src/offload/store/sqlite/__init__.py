@@ -1,0 +1,1 @@
+"""The SQLite file: opening it, its schema and migrations (frozen with each migration)."""

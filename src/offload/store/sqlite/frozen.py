@@ -1,0 +1,233 @@
+"""What SQLite's migrations (store/sqlite/db.py) run, frozen as they ran it.
+
+A migration must keep its meaning when the live code changes: an old store migrated by a
+newer offload runs the same statements the migration ran when it was written, on the
+schema of that moment (a later migration then upgrades what this one wrote). So nothing
+here is imported from the rest of the store: the block codec's read, the chunk map's
+triggers, the index's rebuild and the cached counts' packing are copies of the code as it
+stood, changed only if a migration's own meaning was wrong. The text analysis
+(``offload.core.analysis``) is the one live part: the index migrations exist to rebuild
+the index with the running analysis, and record its version (``ANALYSIS_VERSION``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections import Counter
+
+import zstandard
+
+from offload.core import analysis
+from offload.core.chunking import chunk_text
+from offload.core.hashing import decode, sha256_hex
+from offload.errors import OffloadError
+
+# the defaults of [store] chunk_lines and chunk_chars when the lossy originals were indexed
+CHUNK_LINES = 60
+CHUNK_CHARS = 4000
+# how much of a body its vocabulary words are read from
+VOCABULARY_SCAN_CHARS = 256 * 1024
+# the cached counts of at least this many bytes are kept compressed (level 3, checksummed)
+MIN_PACKED = 1024
+_PACK_LEVEL = 3
+_BUILT_WITH = ("search.index", "analysis_version")  # state row: what built the index
+
+
+def block_text(digest: str, codec: str, stored: bytes) -> str | None:
+    """A block's text, verified against its hash; None when it cannot be read (doctor
+    names a corrupt block)."""
+    try:
+        data = stored if codec == "raw" else zstandard.ZstdDecompressor().decompress(stored)
+    except zstandard.ZstdError:
+        return None
+    if sha256_hex(data) != digest:
+        return None
+    try:
+        return decode(data)
+    except OffloadError:
+        return None
+
+
+def term_counts(terms: str) -> str:
+    """A chunk's cached term counts: JSON of each term's count, its length first (key "")."""
+    counts = Counter(terms.split())
+    whole = {"": sum(counts.values()), **counts}
+    return json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
+
+
+def count_columns(counts_json: str) -> tuple[str | None, bytes | None]:
+    """A chunk's (``term_counts``, ``packed_counts``): the large ones compressed."""
+    data = counts_json.encode()
+    if len(data) < MIN_PACKED:
+        return counts_json, None
+    packer = zstandard.ZstdCompressor(level=_PACK_LEVEL, write_checksum=True)
+    return None, packer.compress(data)
+
+
+def rewrite_counts(conn: sqlite3.Connection, counts: list[tuple[int, str]]) -> None:
+    """Store chunks' cached term counts again in the two columns for them."""
+    conn.executemany(
+        "UPDATE chunks SET term_counts = ?, packed_counts = ? WHERE id = ?",
+        [(*count_columns(cached), cid) for cid, cached in counts],
+    )
+
+
+def chunk_columns(conn: sqlite3.Connection) -> set[str]:
+    """The chunks table's columns (the cached counts' columns came with later migrations)."""
+    return {str(r[1]) for r in conn.execute("PRAGMA table_info(chunks)")}
+
+
+def built_with_current_analysis(conn: sqlite3.Connection) -> bool:
+    """Whether search_body was last rebuilt by the running ``analysis.ANALYSIS_VERSION``."""
+    row = conn.execute(
+        "SELECT value FROM state WHERE namespace = ? AND key = ?", _BUILT_WITH
+    ).fetchone()
+    return row is not None and row[0] == str(analysis.ANALYSIS_VERSION)
+
+
+def _record_built(conn: sqlite3.Connection) -> None:
+    # the state table's versions came with m_state_version: older schemas have none
+    versioned = any(r[1] == "version" for r in conn.execute("PRAGMA table_info(state)"))
+    conn.execute(
+        "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
+        "updated = excluded.updated" + (", version = state.version + 1" if versioned else ""),
+        (*_BUILT_WITH, str(analysis.ANALYSIS_VERSION), time.time()),
+    )
+
+
+def _insert_vocabulary(conn: sqlite3.Connection, text: str) -> None:
+    words = sorted(analysis.surface_words(text[:VOCABULARY_SCAN_CHARS]))
+    conn.executemany("INSERT OR IGNORE INTO terms (term) VALUES (?)", [(t,) for t in words])
+
+
+def reindex_chunks(conn: sqlite3.Connection) -> None:
+    """Fill search_body and the vocabulary from the chunks already recorded (their offsets
+    stay; their terms, and their cached counts where the schema has them, are re-derived),
+    and record the analysis version that did it. Unreadable blocks are skipped."""
+    columns = chunk_columns(conn)
+    cached, packed = "term_counts" in columns, "packed_counts" in columns
+    ids = [int(r[0]) for r in conn.execute("SELECT DISTINCT block_id FROM chunks ORDER BY 1")]
+    for block_id in ids:
+        row = conn.execute(
+            "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks WHERE id = ?", (block_id,)
+        ).fetchone()
+        text = None if row is None else block_text(row[0], row[1], bytes(row[2]))
+        if text is None:
+            continue
+        chunks = conn.execute(
+            "SELECT id, start, end FROM chunks WHERE block_id = ?", (block_id,)
+        ).fetchall()
+        terms = [(int(c[0]), analysis.index_text(text[c[1] : c[2]])) for c in chunks]
+        conn.executemany("INSERT INTO search_body (rowid, terms) VALUES (?, ?)", terms)
+        if packed:
+            rewrite_counts(conn, [(cid, term_counts(t)) for cid, t in terms])
+        elif cached:
+            conn.executemany(
+                "UPDATE chunks SET term_counts = ? WHERE id = ?",
+                [(term_counts(t), cid) for cid, t in terms],
+            )
+        _insert_vocabulary(conn, text)
+    _record_built(conn)
+
+
+def rebuild_meta(conn: sqlite3.Connection) -> None:
+    """Re-derive every entry's search_meta row (topic, summary, tags, labels, source)."""
+    conn.execute("DELETE FROM search_meta")
+    labels: dict[int, list[str]] = {}
+    for r in conn.execute("SELECT entry_id, label FROM labels ORDER BY label"):
+        labels.setdefault(int(r[0]), []).append(r[1])
+    rows = conn.execute("SELECT id, topic, summary, tags, source FROM entries").fetchall()
+    conn.executemany(
+        "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (
+                int(e[0]),
+                *(
+                    analysis.index_text(v)
+                    for v in (e[1], e[2], e[3], " ".join(labels.get(int(e[0]), [])), e[4])
+                ),
+            )
+            for e in rows
+        ],
+    )
+
+
+def index_block(conn: sqlite3.Connection, block_id: int, text: str) -> None:
+    """Index one block's chunks (the default chunk sizes) and vocabulary."""
+    _insert_vocabulary(conn, text)
+    cached = "term_counts" in chunk_columns(conn)
+    for c in chunk_text(text, CHUNK_LINES, CHUNK_CHARS):
+        terms = analysis.index_text(text[c.start : c.end])
+        place = (block_id, c.start_line, c.end_line, c.start, c.end)
+        if cached:
+            cur = conn.execute(
+                "INSERT INTO chunks (block_id, start_line, end_line, start, end, term_counts, "
+                "packed_counts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (*place, *count_columns(term_counts(terms))),
+            )
+        else:
+            cur = conn.execute(
+                "INSERT INTO chunks (block_id, start_line, end_line, start, end) "
+                "VALUES (?, ?, ?, ?, ?)",
+                place,
+            )
+        conn.execute("INSERT INTO search_body (rowid, terms) VALUES (?, ?)", (cur.lastrowid, terms))
+
+
+# the rows of one entry (SQLite: ``new``/``old`` rows; both backends' insert side)
+_ADD_ENTRY_SQLITE = (
+    "INSERT OR IGNORE INTO entry_chunks (entry_id, chunk_id, own) "
+    "SELECT new.id, c.id, b.hash = new.block_hash FROM blocks b "
+    "JOIN chunks c ON c.block_id = b.id WHERE b.hash IN (new.block_hash, new.content_hash);"
+)
+_ADD_CHUNK_SQLITE = (
+    "INSERT OR IGNORE INTO entry_chunks (entry_id, chunk_id, own) "
+    "SELECT e.id, new.id, 1 FROM blocks b JOIN entries e ON e.block_hash = b.hash "
+    "WHERE b.id = new.block_id; "
+    "INSERT OR IGNORE INTO entry_chunks (entry_id, chunk_id, own) "
+    "SELECT e.id, new.id, 0 FROM blocks b JOIN entries e ON e.content_hash = b.hash "
+    "WHERE b.id = new.block_id AND e.block_hash != b.hash;"
+)
+
+# the chunk map (store/write/chunkmap.py): its table, index and triggers, then its rows
+CHUNK_MAP_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS entry_chunks (
+    entry_id INTEGER NOT NULL,
+    chunk_id INTEGER NOT NULL,
+    own INTEGER NOT NULL,
+    PRIMARY KEY (entry_id, chunk_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entry_chunks_chunk ON entry_chunks(chunk_id, own);
+CREATE TRIGGER IF NOT EXISTS entry_chunks_entry_added AFTER INSERT ON entries BEGIN
+    {_ADD_ENTRY_SQLITE}
+END;
+CREATE TRIGGER IF NOT EXISTS entry_chunks_entry_gone AFTER DELETE ON entries BEGIN
+    DELETE FROM entry_chunks WHERE entry_id = old.id;
+END;
+CREATE TRIGGER IF NOT EXISTS entry_chunks_entry_moved
+AFTER UPDATE OF id, block_hash, content_hash ON entries BEGIN
+    DELETE FROM entry_chunks WHERE entry_id = old.id;
+    {_ADD_ENTRY_SQLITE}
+END;
+CREATE TRIGGER IF NOT EXISTS entry_chunks_chunk_added AFTER INSERT ON chunks BEGIN
+    {_ADD_CHUNK_SQLITE}
+END;
+CREATE TRIGGER IF NOT EXISTS entry_chunks_chunk_gone AFTER DELETE ON chunks BEGIN
+    DELETE FROM entry_chunks WHERE chunk_id = old.id;
+END;
+CREATE TRIGGER IF NOT EXISTS entry_chunks_chunk_moved AFTER UPDATE OF id, block_id ON chunks
+BEGIN
+    DELETE FROM entry_chunks WHERE chunk_id = old.id;
+    {_ADD_CHUNK_SQLITE}
+END;
+"""
+CHUNK_MAP_FILL = (
+    "INSERT OR IGNORE INTO entry_chunks (entry_id, chunk_id, own) "
+    "SELECT e.id, c.id, CASE WHEN b.hash = e.block_hash THEN 1 ELSE 0 END FROM entries e "
+    "JOIN blocks b ON b.hash IN (e.block_hash, e.content_hash) "
+    "JOIN chunks c ON c.block_id = b.id"
+)

@@ -1,0 +1,1 @@
+"""What a put writes: blocks, chunks and their index, rows, vectors, the write transaction."""

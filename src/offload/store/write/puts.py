@@ -1,0 +1,124 @@
+"""A put between its two halves: the options it was asked with, the prepared work the
+write transaction inserts, and the checks and lock keys both halves share.
+
+``Store.put`` prepares (analysis, compression, embedding) and commits; on SQLite the
+preparation runs outside any lock, on PostgreSQL a single put without an embedding model
+prepares inside its transaction, under its own locks. What passes between them lives here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from offload.core.hashing import encode
+from offload.errors import InvalidInput
+from offload.store.backend import Conn
+from offload.store.write import index, rows
+
+
+class NeedsStoreLock(Exception):  # a signal between two methods, never raised out
+    """A put running beside others met work its own locks do not cover."""
+
+
+def put_keys(pending: Sequence[PendingPut]) -> list[str]:
+    """What prepared puts read and then write, as lock keys: each content in its scope
+    (dedup), each block (content-addressed: inserted once, indexed once), each label."""
+    keys: list[str] = []
+    for p in pending:
+        keys.append(f"entry\0{p.content_hash}\0{p.options.scope}")
+        keys.extend(f"block\0{d}" for d in p.digests)
+        if p.options.label is not None:
+            keys.append(f"label\0{p.options.label}")
+    return keys
+
+
+def take_vocabulary(pending: Sequence[PendingPut]) -> list[str]:
+    """The new vocabulary words of every prepared block, sorted, leaving the blocks with
+    none to insert: the transaction inserts them all at once (:func:`insert_vocabulary`)."""
+    words: set[str] = set()
+    for p in pending:
+        for i, b in enumerate(p.blocks):
+            if b.index is not None and b.index.vocabulary:
+                words.update(b.index.vocabulary)
+                p.blocks[i] = dataclasses.replace(
+                    b, index=dataclasses.replace(b.index, vocabulary=())
+                )
+    return sorted(words)
+
+
+def insert_vocabulary(conn: Conn, words: list[str]) -> None:
+    """Insert vocabulary words in sorted order: two puts inserting overlapping words then
+    wait for each other in one order, never in a cycle (one statement on PostgreSQL)."""
+    index.insert_vocabulary_words(conn, words)
+
+
+def check_text(text: Any, what: str) -> None:
+    """Refuse what is not text, or text that cannot be stored (lone surrogates)."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"{what} must be text, got {type(text).__name__}")
+    encode(text)
+
+
+def check_label(label: str) -> None:
+    """Refuse a label that is empty, too long, spaced, or would read as a hash or an id."""
+    if not isinstance(label, str) or not label.strip() or len(label) > 256:
+        raise InvalidInput("a label must be 1-256 characters")
+    if any(c.isspace() for c in label):
+        raise InvalidInput(f"label {label!r} must not contain spaces")
+    if label.lower().startswith("ctx:") or label.isdigit():
+        raise InvalidInput(f"label {label!r} would be read as a hash or an id")
+
+
+def clean_tags(tags: Sequence[str]) -> list[str]:
+    """Tags as a list of distinct words, split on commas and white space."""
+    if isinstance(tags, str):
+        tags = tags.replace(",", " ").split()
+    out: list[str] = []
+    for t in tags:
+        for part in str(t).replace(",", " ").split():
+            if part not in out:
+                out.append(part)
+    return out
+
+
+@dataclass(frozen=True)
+class PutOptions:
+    """What a caller asked of one put, validated."""
+
+    kind: str
+    topic: str
+    tags: tuple[str, ...]
+    summary: str
+    salience: float
+    pinned: bool
+    source: str
+    scope: str
+    label: str | None
+    expires: float | None
+    regenerate: str = ""
+    body: str | None = None
+    keep_original: bool = True
+    tokens: int | None = None
+    index_original: bool = False
+    index_from_line: int = 1
+
+
+@dataclass
+class PendingPut:
+    """A put whose CPU work is done: what the write transaction inserts."""
+
+    options: PutOptions
+    kind: str
+    tags: str
+    content: str
+    data: bytes
+    content_hash: str
+    blocks: list[rows.PreparedBlock] = field(default_factory=list)
+    # the hashes of the blocks it stores (the body's first), known before they are prepared
+    digests: tuple[str, ...] = ()
+    tokens: int = 0
+    meta: tuple[str, str, str, str, str] = ("", "", "", "", "")
+    vector: bytes | None = None  # packed (store/write/vectors.py); None without a model

@@ -1,0 +1,250 @@
+"""A put's two halves: its preparation and the write transaction that inserts it.
+
+The preparation (hashing, compression, chunking, analysis, token counting, embedding) is
+pure CPU work; the transaction only inserts. On SQLite the work runs before the write lock
+is taken. On PostgreSQL one put holds only its own locks (other puts run beside it): its
+BEGIN also asks whether the content, or its body indexed for another scope, is stored
+already, and new content is prepared inside the transaction, a big body's later chunks
+each analysed while the server writes the batch before. With an embedding model the work
+runs before the transaction there too (an embedding should not hold a pooled connection).
+A batch (``put_many``, ``put_each``) holds the store-wide lock.
+
+``Store.put``, ``put_many`` and ``put_each`` compose :func:`prepare_put` and
+:func:`commit_puts`; what passes between them is store/write/puts.py's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple, Protocol
+
+from offload.core.hashing import encode, sha256_hex
+from offload.core.tokens import TokenCounter
+from offload.errors import InvalidInput, StoreBusy
+from offload.store.backend import Conn
+from offload.store.handle import StoreHandle
+from offload.store.models import Entry, PutResult
+from offload.store.sqlite import db
+from offload.store.write import index, pgbulk, removal, rows, vectors
+from offload.store.write.puts import (
+    NeedsStoreLock,
+    PendingPut,
+    PutOptions,
+    check_label,
+    check_text,
+    clean_tags,
+    insert_vocabulary,
+    put_keys,
+    take_vocabulary,
+)
+
+
+class PutStore(StoreHandle, Protocol):
+    """What a put uses of the store beyond the operation modules' handle."""
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def counter(self) -> TokenCounter: ...
+
+    def vector_of(self, topic: str, summary: str, tags: str, body: str) -> bytes | None: ...
+
+
+def prepare_put(store: PutStore, content: str, o: PutOptions, *, bulk: bool = False) -> PendingPut:
+    """Validate and do the CPU work of a put, outside any transaction (``bulk``: without
+    the look-ups that spare a repeat its work, for a batch that checks them at once).
+    A single put on PostgreSQL without an embedding model is only validated and hashed
+    here: its look-up and its work are done in the transaction (:func:`_commit_one_pg`)."""
+    check_text(content, "content")
+    if not 0.0 <= float(o.salience) <= 1.0:
+        raise InvalidInput(f"salience must be within [0, 1], got {o.salience}")
+    if o.label is not None:
+        check_label(o.label)
+    if o.body is not None:
+        check_text(o.body, "body")
+    if not isinstance(o.index_from_line, int) or o.index_from_line < 1:
+        raise InvalidInput(f"index_from_line must be a line number >= 1, got {o.index_from_line!r}")
+    tag_text = " ".join(clean_tags(o.tags))
+    data = encode(content)
+    content_hash = sha256_hex(data)
+    pending = PendingPut(o, o.kind.strip() or "text", tag_text, content, data, content_hash)
+    body = content_hash if o.body is None else sha256_hex(encode(o.body))
+    kept = (content_hash,) if o.body is not None and o.keep_original else ()
+    pending.digests = (body, *kept)  # what _prepare_blocks will make
+    if store.backend == "postgresql" and not bulk and store.embedder is None:
+        return pending  # looked up with the BEGIN, prepared after (_commit_one_pg)
+    if bulk or rows.live_entry(store.conn, content_hash, o.scope) is None:
+        _prepare_blocks(store, pending, known_words=not bulk)  # a repeat needs none of it
+    return pending
+
+
+def commit_puts(store: PutStore, pending: list[PendingPut]) -> list[PutResult]:
+    """Commit prepared puts in one write transaction.
+
+    One put on PostgreSQL first runs beside other puts, locking only its own keys
+    (:func:`put_keys`, :func:`_commit_one_pg`); when it meets something those do not
+    cover (an expired entry to archive) or a lock cycle with another put, it is rolled
+    back and done again under the store-wide lock, as every put was. A batch holds the
+    store-wide lock (on PostgreSQL its new contents go in a few COPY statements).
+    """
+    if store.backend == "postgresql" and len(pending) == 1:
+        return [_commit_one_pg(store, pending[0])]
+    words = take_vocabulary(pending)
+    if store.backend == "postgresql":
+        # a batch: its new contents in a few COPY statements (store/write/pgbulk.py)
+        model = store.embedder.model_id if store.embedder is not None else None
+
+        def commit(conn: Conn, p: PendingPut) -> PutResult:
+            return _commit_put(store, conn, p)
+
+        with db.write_tx(store.conn) as conn:
+            pgbulk.insert_terms(conn, words)
+            return pgbulk.commit_puts(conn, pending, commit, store.clock(), model)
+    with db.write_tx(store.conn) as conn:
+        insert_vocabulary(conn, words)
+        return [_commit_put(store, conn, p) for p in pending]
+
+
+def _commit_one_pg(store: PutStore, p: PendingPut) -> PutResult:
+    """One put on PostgreSQL: the look-up for a repeat goes with the BEGIN, the same round
+    trip, and content not prepared yet (no embedding model) is prepared inside the
+    transaction, which already holds the locks of every block the put will write
+    (:attr:`PendingPut.digests`). Its entry and vocabulary go with the block's statements
+    (``rows.insert_with_entry``), the vocabulary last: every put takes the row locks of its
+    entry's per-scope sums before those of new vocabulary words, so two never wait for each
+    other in a cycle."""
+    then: list[tuple[str, tuple[str, ...]]] = [(rows.LIVE_ENTRY, (p.content_hash, p.options.scope))]
+    if not p.blocks:  # and whether its body is indexed already (another scope's entry)
+        then.append((rows.INDEXED_BLOCK, (p.digests[0],)))
+    try:
+        with db.write_tx(store.conn, put_keys([p]), then) as conn:
+            return _commit_put(store, conn, p, narrow=True)
+    except (NeedsStoreLock, StoreBusy):
+        pass  # rolled back: nothing of it was written (what it prepared is kept)
+    with db.write_tx(store.conn) as conn:
+        return _commit_put(store, conn, p)
+
+
+def _prepare_blocks(
+    store: PutStore, p: PendingPut, *, known_words: bool = True, index_body: bool = True
+) -> None:
+    o = p.options
+    first = o.index_from_line
+    k = known_words
+    content = _Text(p.content, p.data, p.content_hash)
+    if o.body is not None:
+        body = _Text(o.body, encode(o.body), p.digests[0])
+        p.blocks.append(
+            _prepare_block(store, body, indexed=index_body, from_line=first, known_words=k)
+        )
+        if o.keep_original:
+            # index_original: a word only the original holds still finds the entry
+            p.blocks.append(_prepare_block(store, content, indexed=o.index_original, known_words=k))
+    else:
+        p.blocks.append(
+            _prepare_block(store, content, indexed=index_body, from_line=first, known_words=k)
+        )
+    stored = p.content if o.body is None else o.body
+    p.tokens = o.tokens if o.tokens is not None else store.counter.count(stored)
+    labels = [o.label] if o.label is not None else []
+    p.meta = index.meta_row(o.topic, o.summary, p.tags, labels, o.source, stored)
+    p.vector = store.vector_of(o.topic, o.summary, p.tags, stored)
+
+
+class _Text(NamedTuple):
+    """A block's text, its UTF-8 bytes and their hash, each made once."""
+
+    text: str
+    data: bytes
+    digest: str
+
+
+def _prepare_block(
+    store: PutStore, t: _Text, *, indexed: bool, from_line: int = 1, known_words: bool = True
+) -> rows.PreparedBlock:
+    s = store.settings
+    pg = store.backend == "postgresql"
+    single_pg = pg and known_words
+    b = rows.prepare_block(
+        t.data,
+        indexed=indexed,
+        chunk_lines=s.chunk_lines,
+        chunk_chars=s.chunk_chars,
+        from_line=from_line,
+        # PostgreSQL, one put: a big body's later chunks are analysed while the server
+        # writes its first ones (rows.insert_block); a batch analyses all of them now.
+        # Its tsvectors are made from the counts: no joined terms (a batch's COPY
+        # writes them as text)
+        analyse_chars=index.BATCH_CHARS if single_pg else None,
+        joined=not single_pg,
+        text=t.text,
+        digest=t.digest,
+    )
+    if b.index is None or not known_words or pg:
+        # PostgreSQL: every word is inserted by the put's own statements (rows'
+        # pipeline, last; pgbulk for a batch), known ones kept
+        return b
+    # which vocabulary words are new is read here, before the write lock
+    return dataclasses.replace(b, index=index.without_known_vocabulary(store.conn, b.index))
+
+
+def _commit_put(store: PutStore, conn: Conn, p: PendingPut, *, narrow: bool = False) -> PutResult:
+    """The inserts of a prepared put (inside the caller's write transaction; ``narrow``:
+    one that holds only the put's own locks, NeedsStoreLock when it needs more)."""
+    o = p.options
+    row = rows.live_entry(conn, p.content_hash, o.scope)
+    expired = row is not None and row["expires"] is not None and row["expires"] <= store.clock()
+    if narrow and expired:
+        raise NeedsStoreLock  # archiving: more than its own locks
+    if expired:
+        # expired but not archived yet: archive it, and store the content anew
+        removal.delete(store, conn, int(row["id"]), "expired")
+        row = None
+    if row is not None:
+        return PutResult(_repeated(conn, o, int(row["id"]), row["expires"]), created=False)
+    if not p.blocks:  # not prepared yet, or forgotten between the first look and the lock
+        # a body indexed already (the same content in another scope) is not analysed
+        _prepare_blocks(store, p, index_body=not rows.block_indexed(conn, p.digests[0]))
+    now = store.clock()
+    entry = rows.insert_with_entry(
+        conn,
+        p.blocks,
+        {
+            "kind": p.kind,
+            "topic": o.topic,
+            "tags": p.tags,
+            "summary": o.summary,
+            "salience": 1.0 if o.pinned else float(o.salience),
+            "pinned": 1 if o.pinned else 0,
+            "tokens": p.tokens,
+            "content_hash": p.content_hash,
+            "block_hash": p.blocks[0].digest,
+            "source": o.source,
+            "scope": o.scope,
+            "created": now,
+            "accessed": now,
+            "expires": o.expires,
+            "regenerate": o.regenerate,
+        },
+        (o.label,) if o.label is not None else (),
+        now,
+    )
+    index.put_meta(conn, entry.id, p.meta, fresh=True)
+    if p.vector is not None and store.embedder is not None:
+        vectors.insert(conn, entry.id, store.embedder.model_id, p.vector)
+    if o.label is not None:
+        rows.set_label(conn, o.label, entry.id)
+    return PutResult(entry, created=True)
+
+
+def _repeated(conn: Conn, o: PutOptions, entry_id: int, expires: float | None) -> Entry:
+    """The entry a repeated put found, with what the put asks of it: a later expiry
+    renewed (sliding), its label, pinned."""
+    if o.expires is not None and expires is not None and o.expires > expires:
+        conn.execute("UPDATE entries SET expires = ? WHERE id = ?", (o.expires, entry_id))
+    if o.label is not None:
+        rows.set_label(conn, o.label, entry_id)
+    if o.pinned:
+        conn.execute("UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry_id,))
+    return rows.entry_by_id(conn, entry_id)

@@ -1,0 +1,152 @@
+"""The portable archive: an export reads entries a page at a time and writes exactly what
+reading each entry alone gives (both backends)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zstandard
+
+from offload.core.tokens import EstimateCounter
+from offload.llm.embedding import StaticEmbedder
+from offload.store.life import archive
+from offload.store.life.archive import export_archive, import_archive
+from offload.store.store import Store
+
+
+def _fill(store: Store) -> None:
+    """Entries of every shape: several labels, a lossy body beside its original, vectors,
+    one forgotten, more than one export page of them."""
+    for i in range(7):
+        put = store.put(f"note {i}: the frobnicator threshold is {40 + i}\n", scope="proj")
+        for name in (f"z-note-{i}", f"a-note-{i}", f"m-note-{i}"):  # not in sorted order
+            store.label(put.entry.ref, name, scope="proj")
+    store.put(
+        "a long original tool output\n" * 50,
+        body="a short lossy summary of it\n",
+        scope="proj",
+        kind="tool-output",
+        label="lossy",
+    )
+    gone = store.put("an entry that gets forgotten\n", scope="proj").entry
+    store.forget(gone.ref, reason="obsolete", scope="proj")
+    store.put("the same text in another scope\n", scope="other", tags=("a", "b"))
+
+
+def _alone(store: Store) -> list[dict[str, Any]]:
+    """Each entry's record as reading it alone gives it (the export's former queries)."""
+    conn = store.conn
+    out: list[dict[str, Any]] = []
+    for row in conn.execute("SELECT * FROM entries ORDER BY id").fetchall():
+        labels = [
+            r[0] for r in conn.execute("SELECT label FROM labels WHERE entry_id = ?", (row["id"],))
+        ]
+        # the store's own columns (PostgreSQL's write stamp too: pgschema.pg_entry_changes)
+        skip = ("id", "nonce", "owner_pid", "owner_host", "changed")
+        rec = {k: row[k] for k in row.keys() if k not in skip}  # noqa: SIM118
+        rec.update(type="entry", labels=labels, body=store.block_text(row["block_hash"]))
+        if row["content_hash"] != row["block_hash"] and store.has_block(row["content_hash"]):
+            rec["original"] = store.block_text(row["content_hash"])
+            block = conn.execute(
+                "SELECT id FROM blocks WHERE hash = ?", (row["content_hash"],)
+            ).fetchone()
+            rec["original_indexed"] = (
+                conn.execute("SELECT 1 FROM chunks WHERE block_id = ?", (block[0],)).fetchone()
+                is not None
+            )
+        vector = conn.execute(
+            "SELECT model, CAST(data AS BLOB) AS data FROM entry_vectors WHERE entry_id = ?",
+            (row["id"],),
+        ).fetchone()
+        if vector is not None:
+            data = base64.b64encode(bytes(vector["data"])).decode("ascii")
+            rec["vector"] = {"model": vector["model"], "data": data}
+        out.append(rec)
+    return out
+
+
+def _entries(path: Path) -> list[dict[str, Any]]:
+    with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as zr:
+        lines = [json.loads(line) for line in io.TextIOWrapper(zr, encoding="utf-8")]
+    return [r for r in lines if r.get("type") == "entry"]
+
+
+def test_an_export_in_pages_writes_each_entry_as_reading_it_alone_gives_it(
+    store_location: Path | str,
+    tmp_path: Path,
+    model: StaticEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(archive, "EXPORT_PAGE", 3)  # pages end inside the labelled run
+    with Store(store_location, counter=EstimateCounter(), embedder=model) as store:
+        _fill(store)
+        expected = _alone(store)
+        assert export_archive(store, tmp_path / "a.zst") == len(expected) == 9
+    got = _entries(tmp_path / "a.zst")
+    assert got == json.loads(json.dumps(expected))
+    assert any(len(r["labels"]) == 3 for r in got)
+    assert any("original" in r for r in got) and all("vector" in r for r in got)
+
+
+@pytest.mark.sqlite_only
+def test_an_export_reads_a_few_statements_per_page_not_per_entry(
+    store_location: Path | str, tmp_path: Path, model: StaticEmbedder
+) -> None:
+    with Store(store_location, counter=EstimateCounter(), embedder=model) as store:
+        for i in range(120):
+            store.put(f"entry {i} with a label\n", label=f"e{i}", body=f"lossy {i}\n")
+        assert isinstance(store.conn, sqlite3.Connection)
+        statements: list[str] = []
+        store.conn.set_trace_callback(statements.append)
+        export_archive(store, tmp_path / "a.zst")
+        store.conn.set_trace_callback(None)
+    entry_reads = [s for s in statements if "entries" in s or "labels" in s or "blocks" in s]
+    assert len(entry_reads) <= 12, entry_reads  # one page of 120: was ~6 per entry
+
+
+def test_an_imported_value_of_a_key_deleted_in_the_target_takes_a_new_version(
+    store_location: Path | str, tmp_path: Path
+) -> None:
+    with Store(tmp_path / "src.db", counter=EstimateCounter()) as src:
+        src.put_state("ns", "k", "carried")
+        export_archive(src, tmp_path / "a.zst")
+    with Store(store_location, counter=EstimateCounter()) as target:
+        target.put_state("ns", "k", "old")
+        assert target.put_state("ns", "k", "older") == 2
+        target.delete_state("ns", "k")
+        deleted = target.state_version("ns", "k")
+        import_archive(target, tmp_path / "a.zst")
+        value, version = target.get_state_versioned("ns", "k")
+    assert value == "carried" and version > deleted
+
+
+def test_an_archive_exported_now_round_trips_byte_exact(
+    store_location: Path | str, tmp_path: Path, model: StaticEmbedder
+) -> None:
+    with Store(tmp_path / "src.db", counter=EstimateCounter(), embedder=model) as src:
+        _fill(src)
+        src.put_state("proxy", "s", {"frontier": 3})
+        src.next_number("fs__read")
+        src.add_tally("gateway-usage", "calls", {"git": 4})
+        export_archive(src, tmp_path / "a.zst")
+    with Store(store_location, counter=EstimateCounter(), embedder=model) as target:
+        assert import_archive(target, tmp_path / "a.zst") == 9
+        export_archive(target, tmp_path / "b.zst")
+    first, again = _text(tmp_path / "a.zst"), _text(tmp_path / "b.zst")
+    assert (
+        again == first and len(first) == 15
+    )  # with a tombstone, state, counter, tally, the last newline
+
+
+def _text(path: Path) -> list[str]:
+    """An archive's lines, byte for byte, but the state row each store writes itself when
+    it builds its index (``search.index``: when this store's index was built)."""
+    with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as zr:
+        lines = io.TextIOWrapper(zr, encoding="utf-8", newline="").read().split("\n")
+    return [line for line in lines if '"namespace": "search.index"' not in line]

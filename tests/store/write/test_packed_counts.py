@@ -1,0 +1,145 @@
+"""A chunk's cached term counts kept compressed on SQLite (store/write/packed_counts.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from offload.core import analysis
+from offload.core.tokens import EstimateCounter
+from offload.store.store import Store
+from offload.store.write import index, packed_counts
+from wordcorpus import built_view
+
+# a chat turn (small counts, kept as text) and a log whose chunks hold ~200 distinct terms
+_TEXTS = [
+    "parseHTTPResponse and snake_case_name in v1.2.3 ünïcödé Straße",
+    "".join(f"line {i}: the lake froze at dawn, config_{i} reloaded ünï{i}\n" for i in range(90)),
+]
+_QUERIES = ["lake froze", "config reloaded", "parse http response", "Straße"]
+
+
+def _json_of(text: str) -> str:
+    return index.term_counts(analysis.index_text(text))
+
+
+def test_packed_counts_read_back_as_the_same_json() -> None:
+    for text in [*_TEXTS, ""]:
+        cached = _json_of(text)
+        assert packed_counts.unpack(packed_counts.pack(cached)) == cached
+
+
+def test_only_counts_of_at_least_the_minimum_size_are_compressed() -> None:
+    small, large = _json_of(_TEXTS[0]), _json_of(_TEXTS[1])
+    assert len(small.encode()) < packed_counts.MIN_PACKED <= len(large.encode())
+    assert packed_counts.pack(small) == small
+    packed = packed_counts.pack(large)
+    assert isinstance(packed, bytes) and len(packed) < len(large.encode()) / 2
+    # the bound is in bytes, not characters
+    wide = "ü" * (packed_counts.MIN_PACKED // 2)
+    assert isinstance(packed_counts.pack(wide), bytes)
+
+
+def test_counts_stored_as_text_and_null_read_as_they_are() -> None:
+    cached = _json_of(_TEXTS[0])
+    assert packed_counts.unpack(cached) == cached
+    assert packed_counts.unpack(None) is None
+
+
+def test_a_damaged_value_reads_as_no_cache_never_as_other_counts() -> None:
+    cached = _json_of(_TEXTS[1])
+    packed = packed_counts.pack(cached)
+    assert isinstance(packed, bytes)
+    for at in range(len(packed)):
+        for flip in (0x01, 0x80):
+            damaged = bytearray(packed)
+            damaged[at] ^= flip
+            assert packed_counts.unpack(bytes(damaged)) in (None, cached)
+    assert packed_counts.unpack(b"") is None
+    assert packed_counts.unpack(packed[:-1]) is None
+
+
+def test_a_value_claiming_more_than_the_bound_is_not_decompressed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cached = _json_of(_TEXTS[1])
+    packed = packed_counts.pack(cached)
+    assert isinstance(packed, bytes)
+    monkeypatch.setattr(packed_counts, "MAX_UNPACKED", len(cached.encode()) - 1)
+    assert packed_counts.unpack(packed) is None
+
+
+@pytest.mark.sqlite_only
+def test_sqlite_keeps_large_counts_compressed_apart_and_small_ones_as_text(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        store.put_many(_TEXTS, kind="tool-output")
+        rows = store.conn.execute("SELECT term_counts, packed_counts FROM chunks").fetchall()
+    texts = [r[0] for r in rows if r[0] is not None]
+    packed = [r[1] for r in rows if r[1] is not None]
+    # one of the two in each row: the turn's as text, the log's chunks compressed
+    assert all((r[0] is None) != (r[1] is None) for r in rows)
+    assert len(texts) == 1 and len(packed) >= 2
+    assert all(isinstance(t, str) for t in texts) and all(isinstance(p, bytes) for p in packed)
+    unpacked = [packed_counts.unpack(p) or "" for p in packed]
+    assert sum(map(len, packed)) < sum(len(u.encode()) for u in unpacked) / 2
+
+
+def _ranked(store: Store) -> list[list[tuple[int, float]]]:
+    return [[(h.entry.id, h.score) for h in store.search(q, limit=10)] for q in _QUERIES]
+
+
+def _counts_as_json(store: Store) -> dict[int, str | None]:
+    rows = store.conn.execute("SELECT id, coalesce(term_counts, packed_counts) FROM chunks")
+    return {int(r[0]): packed_counts.unpack(r[1]) for r in rows}
+
+
+@pytest.mark.sqlite_only
+def test_an_older_offload_reads_the_compressed_chunks_as_uncached_and_ranks_the_same(
+    tmp_path: Path,
+) -> None:
+    # an older release still running during an upgrade reads term_counts only: it must
+    # find text or nothing there (nothing: it scores the chunk from its text)
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        store.put_many(_TEXTS, kind="turn")
+        want = _ranked(store)
+        kinds = store.conn.execute("SELECT DISTINCT typeof(term_counts) FROM chunks")
+        assert {r[0] for r in kinds} == {"text", "null"}
+        store.conn.execute("UPDATE chunks SET packed_counts = NULL")  # what it reads
+        assert _ranked(store) == want
+
+
+@pytest.mark.sqlite_only
+def test_opening_a_store_of_uncompressed_counts_compresses_them_and_ranks_the_same(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    turns = [f"turn {i}: the lake froze at dawn while config_{i} reloaded" for i in range(60)]
+    with Store(path, counter=EstimateCounter()) as store:
+        store.put_many([*_TEXTS, *turns], kind="turn")
+        want = _ranked(store)
+        json_of = _counts_as_json(store)
+        # as the previous release wrote them: every object as text, no column of its own
+        store.conn.executemany(
+            "UPDATE chunks SET term_counts = ? WHERE id = ?",
+            [(j, cid) for cid, j in json_of.items()],
+        )
+        store.conn.execute("ALTER TABLE chunks DROP COLUMN packed_counts")
+        store.conn.execute("DELETE FROM _migrations WHERE name = 'm_chunk_term_counts_packed'")
+    with Store(path, counter=EstimateCounter(), resident_mb=0) as store:
+        assert isinstance(store.conn, sqlite3.Connection)
+        rows = store.conn.execute("SELECT id, term_counts, packed_counts FROM chunks")
+        packed = {int(r[0]) for r in rows if r[2] is not None and r[1] is None}
+        large = {
+            c for c, j in json_of.items() if len((j or "").encode()) >= packed_counts.MIN_PACKED
+        }
+        assert large and len(large) < len(json_of)
+        assert packed == large
+        assert _counts_as_json(store) == json_of
+        assert _ranked(store) == want
+    # the in-memory index reads them too, to the same pages
+    with Store(path, counter=EstimateCounter(), resident_mb=64) as store:
+        view = built_view(store)
+        assert view.rows == len(json_of)
+        assert _ranked(store) == want

@@ -1,0 +1,176 @@
+"""store.vectors: entry vectors stored with the entry, an in-process matrix, the backfill."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from offload.core.tokens import EstimateCounter
+from offload.llm.embedding import StaticEmbedder
+from offload.store.store import Store
+from offload.store.write import vectors
+
+
+def _stored(store: Store, entry_id: int) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = store.conn.execute(
+        "SELECT model, data FROM entry_vectors WHERE entry_id = ?", (entry_id,)
+    ).fetchone()
+    return row
+
+
+def test_a_vector_survives_packing_within_int8_precision(model: StaticEmbedder) -> None:
+    vec = model.encode(["the deploy failed because the disk was full"])[0]
+    data = vectors.pack(vec)
+    assert len(data) == 4 + 256
+    back = vectors.unpack(data)
+    assert back.dtype == np.float32
+    assert float(back @ vec) > 0.999
+    assert not vectors.unpack(vectors.pack(np.zeros(256, np.float32))).any()
+
+
+def test_put_stores_the_entrys_vector_with_the_model_id(
+    hybrid: Store, model: StaticEmbedder
+) -> None:
+    body = "Melanie said, I painted a sunrise by the lake"
+    put = hybrid.put(body, topic="painting")
+    row = _stored(hybrid, put.entry.id)
+    assert row is not None and row["model"] == model.model_id
+    expected = model.encode([vectors.entry_text("painting", "", "", body)])[0]
+    assert float(vectors.unpack(bytes(row["data"])) @ expected) > 0.999
+
+
+def test_a_store_without_a_model_stores_no_vectors(store: Store) -> None:
+    put = store.put("no model here")
+    assert _stored(store, put.entry.id) is None
+    assert store.embedder is None and store.vector_matrix is None
+
+
+def test_forgetting_an_entry_removes_its_vector(hybrid: Store) -> None:
+    put = hybrid.put("short lived")
+    hybrid.forget(f"id:{put.entry.id}")
+    assert _stored(hybrid, put.entry.id) is None
+
+
+def test_new_metadata_gives_a_new_vector(hybrid: Store) -> None:
+    put = hybrid.put("a body about nothing in particular")
+    before = bytes(_stored(hybrid, put.entry.id)["data"])  # type: ignore[index]
+    hybrid.update(f"id:{put.entry.id}", topic="kubernetes rollout postmortem")
+    after = bytes(_stored(hybrid, put.entry.id)["data"])  # type: ignore[index]
+    assert before != after
+
+
+class _LockProbe:
+    """The real model, checking while it encodes that another connection can write."""
+
+    def __init__(self, inner: StaticEmbedder, path: Path) -> None:
+        self.inner = inner
+        self.path = path
+        self.writable: list[bool] = []
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        other = sqlite3.connect(str(self.path), timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+            self.writable.append(True)
+        except sqlite3.OperationalError:
+            self.writable.append(False)
+        finally:
+            other.close()
+        return self.inner.encode(texts)
+
+
+def test_put_embeds_without_holding_the_write_lock(tmp_path: Path, model: StaticEmbedder) -> None:
+    path = tmp_path / "offload.db"
+    probe = _LockProbe(model, path)
+    with Store(path, counter=EstimateCounter(), embedder=probe) as s:
+        put = s.put("written while nobody holds the lock")
+        s.update(f"id:{put.entry.id}", summary="and updated the same way")
+    assert probe.writable == [True, True]
+
+
+def test_the_matrix_picks_up_new_vectors_and_drops_replaced_ones(
+    hybrid: Store, model: StaticEmbedder
+) -> None:
+    matrix = hybrid.vector_matrix
+    assert matrix is not None
+    a = hybrid.put("the build broke on the main branch").entry.id
+    ids, rows = matrix.refresh(hybrid.conn)
+    assert ids.tolist() == [a] and rows.shape == (1, 256)
+    b = hybrid.put("we adopted a puppy from the shelter").entry.id
+    hybrid.update(f"id:{a}", topic="ci failure")
+    ids, rows = matrix.refresh(hybrid.conn)
+    assert sorted(i for i in ids.tolist() if i >= 0) == [a, b]
+    q = model.encode(["a new dog at home"])[0]
+    close, _floor = vectors.nearest(ids, rows, q, 2)
+    assert [eid for eid, _ in close] == [b, a]
+
+
+def test_backfill_embeds_the_entries_stored_without_a_model(
+    tmp_path: Path, model: StaticEmbedder
+) -> None:
+    path = tmp_path / "offload.db"
+    with Store(path, counter=EstimateCounter()) as plain:
+        ids = [plain.put(f"entry number {i} about topic {i % 7}").entry.id for i in range(300)]
+        plain.forget(f"id:{ids[5]}")
+    seen: list[tuple[int, int]] = []
+    with Store(path, counter=EstimateCounter(), embedder=model) as s:
+        assert vectors.missing(s.conn, model.model_id) == 299
+        assert vectors.backfill(s, progress=lambda done, total: seen.append((done, total))) == 299
+        assert vectors.missing(s.conn, model.model_id) == 0
+        assert vectors.backfill(s) == 0
+        stored = s.conn.execute("SELECT count(*) FROM entry_vectors").fetchone()[0]
+    assert stored == 299
+    assert seen[-1] == (299, 299) and len(seen) == 2
+
+
+def test_backfill_without_a_model_does_nothing(store: Store) -> None:
+    store.put("lexical only")
+    assert vectors.backfill(store) == 0
+
+
+def _rows(n: int, dim: int = 256, seed: int = 3) -> NDArray[np.float32]:
+    rng = np.random.default_rng(seed)
+    # a prefix that carries most of the signal, as in a Matryoshka-trained model
+    rows = rng.standard_normal((n, dim)).astype(np.float32)
+    rows[:, vectors.COARSE_DIMS :] *= 0.3
+    out: NDArray[np.float32] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return out
+
+
+def test_the_two_pass_nearest_ranks_by_the_whole_vector_and_keeps_the_filter() -> None:
+    n = vectors.COARSE_ROWS + 5000
+    rows = _rows(n)
+    ids = np.arange(1, n + 1, dtype=np.int64)
+    prefixes = vectors.unit_prefixes(rows)  # what VectorMatrix.prefixes() holds
+    assert prefixes.shape == (n, vectors.COARSE_DIMS)
+    query = rows[123]
+    exact, floor = vectors.nearest(ids, rows, query, 20)
+    fast, fast_floor = vectors.nearest(ids, rows, query, 20, prefixes=prefixes)
+    assert fast[0] == exact[0] and fast[0][0] == 124  # the row itself, similarity 1
+    assert [s for _, s in fast] == sorted((s for _, s in fast), reverse=True)
+    assert len({e for e, _ in fast} & {e for e, _ in exact}) >= 18
+    assert fast_floor == floor
+    allowed = ids[ids % 2 == 0]
+    kept, _ = vectors.nearest(ids, rows, query, 20, allowed=allowed, prefixes=prefixes)
+    assert kept and all(e % 2 == 0 for e, _ in kept)
+
+
+def test_the_floor_from_a_copied_sample_is_the_floor_from_the_whole_matrix() -> None:
+    n = 3 * vectors.COARSE_ROWS
+    rows = _rows(n)
+    ids = np.arange(1, n + 1, dtype=np.int64)
+    sample = np.ascontiguousarray(vectors.floor_rows(rows))  # what VectorMatrix.sample() holds
+    assert len(sample) < n
+    for query in (rows[7], rows[n - 1]):
+        close, floor = vectors.nearest(ids, rows, query, 10)
+        again, copied = vectors.nearest(ids, rows, query, 10, sample=sample)
+        assert again == close and copied == floor
