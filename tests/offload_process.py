@@ -32,6 +32,43 @@ def port_open(port: int) -> bool:
         return False
 
 
+def listening_inodes(port: int) -> set[str]:
+    """The socket inodes listening on TCP port ``port`` (IPv4 and IPv6), from /proc/net."""
+    found: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            # local address "HEXIP:HEXPORT", state 0A = LISTEN, inode in field 9
+            if len(fields) > 9 and fields[3] == "0A" and fields[1].endswith(f":{port:04X}"):
+                found.add(fields[9])
+    return found
+
+
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` itself holds the socket listening on ``port`` (a free port
+    probed before the bind can be taken by another process, which would then answer for
+    it: the test must talk to its own server)."""
+    inodes = listening_inodes(port)
+    if not inodes:
+        return False
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = fd.readlink().as_posix()
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
+
+
 class OffloadProcess(Started):
     """``offload ARGS`` in a subprocess in ``cwd``, on a free loopback port."""
 
@@ -52,8 +89,11 @@ class OffloadProcess(Started):
         raise NotImplementedError
 
     def ready(self) -> bool:
-        """True once the process serves on :attr:`port`."""
-        return port_open(self.port)
+        """True once the process serves on :attr:`port` (it holds the listening socket)."""
+        proc = self.proc
+        if proc is None or not port_open(self.port):
+            return False
+        return not Path("/proc/net/tcp").exists() or listens_on(proc.pid, self.port)
 
     def start(self) -> Self:
         """Start, and wait until it is ready; retry on a fresh port if it died starting."""
@@ -81,8 +121,9 @@ class OffloadProcess(Started):
                 # a start that timed out must not leave the process serving past the test
                 self.stop()
                 raise
-            if proc.poll() is None:
+            if proc.poll() is None and self.ready():
                 return self
+            self.stop()  # it died, or another process holds the port it was given
         raise AssertionError(f"{self.what} would not start:\n{self.log_text()}")
 
     def stop(self) -> None:

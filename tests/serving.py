@@ -49,9 +49,10 @@ class ServeProcess(OffloadProcess):
 
     def ready(self) -> bool:
         try:
-            return loopback.get(f"{self.url}/api/stats", timeout=2).status_code == 200
+            answered = loopback.get(f"{self.url}/api/stats", timeout=2).status_code == 200
         except httpx.TransportError:
             return False
+        return answered and super().ready()  # and the answer came from this process
 
     def assert_shut_down_cleanly(self, code: int, took: float) -> None:
         """SIGTERM ended it promptly, through the lifespan's shutdown, without a traceback."""
