@@ -27,6 +27,7 @@ from offload.errors import (
     InvalidInput,
     NotFound,
     OffloadError,
+    OtherScope,
 )
 from offload.store import (
     blocks,
@@ -373,9 +374,12 @@ class Store(SavedState):
     def resolve(self, ref: str, scope: str | None = None) -> Entry:
         """The live entry ``ref`` names: id, label, ``ctx:sha256:<hex>``, or a hex prefix.
 
-        Several entries sharing one content (other scopes) are one answer; ``scope`` says
-        which to prefer. Distinct contents under one prefix raise AmbiguousReference; a
-        forgotten or expired entry raises Gone with the reason.
+        A scope is a boundary: with ``scope`` given only that scope's entries answer, and a
+        reference naming entries of other scopes only raises OtherScope (nothing of theirs
+        is read, not even a content hash's body). ``scope=None`` asks for every scope;
+        several entries sharing one content are then one answer. Distinct contents under
+        one prefix raise AmbiguousReference; a forgotten or expired entry raises Gone with
+        the reason.
         """
         parsed = parse_ref(ref)
         conn = self.conn
@@ -385,13 +389,17 @@ class Store(SavedState):
         for r, _ in matched:
             if r["expires"] is not None and r["expires"] <= now:
                 lifecycle.expire(self, int(r["id"]))  # archived; a live twin still answers
+        if scope is not None:
+            elsewhere = bool(live)
+            live = [m for m in live if m[0]["scope"] == scope]
+            if elsewhere and not live:
+                raise OtherScope(parsed.raw, scope)
         if not live:
             raise lookup.why_missing(conn, parsed)
         hashes = sorted({r["content_hash"] for r, _ in live})
         if len(hashes) > 1:
             raise AmbiguousReference(parsed.raw, [f"ctx:sha256:{h[:16]}" for h in hashes])
-        preferred = [m for m in live if scope is not None and m[0]["scope"] == scope] or live
-        return Entry.from_row(*preferred[0])
+        return Entry.from_row(*live[0])
 
     def body(self, entry: Entry, *, original: bool = False, touch: bool = False) -> str:
         """The stored body, verified against its hash (``original``: what the caller sent)."""
@@ -538,6 +546,31 @@ class Store(SavedState):
             "tokens": sum(r["t"] for r in kinds),
             "kinds": {r["kind"]: {"entries": r["n"], "tokens": r["t"]} for r in kinds},
         }
+
+    def scope_counts(self) -> dict[str, int]:
+        """Live entries per scope, from the per-(scope, kind) sums (O(scopes x kinds))."""
+        self.expire_due()
+        found = self.conn.execute(
+            "SELECT scope, sum(entries) AS n FROM scope_stats GROUP BY scope "
+            "HAVING sum(entries) > 0 ORDER BY scope"
+        ).fetchall()
+        return {str(r["scope"]): int(r["n"]) for r in found}
+
+    def elsewhere(self, scope: str | None) -> dict[str, int]:
+        """What scopes other than ``scope`` hold: ``{"entries": n, "scopes": k}`` (None:
+        every scope was asked for, so nothing is elsewhere)."""
+        counts = {} if scope is None else self.scope_counts()
+        others = [n for s, n in counts.items() if s != scope]
+        return {"entries": sum(others), "scopes": len(others)}
+
+    def hits_elsewhere(self, query: str, filters: Filters, *, limit: int = 100) -> int:
+        """How many entries of scopes other than ``filters.scope`` match ``query`` (the
+        same filters otherwise), counted over at most ``limit`` hits of every scope."""
+        if filters.scope is None:
+            return 0
+        every = dataclasses.replace(filters, scope=None)
+        hits = search_hits(self, query, every, limit=limit, offset=0, width=40)
+        return len({h.entry.id for h in hits if h.entry.scope != filters.scope})
 
     def stats(self) -> dict[str, Any]:
         """Store-wide figures: entries, blocks, raw and stored bytes, file sizes."""
