@@ -124,7 +124,9 @@ async def test_the_store_browser_finds_what_the_proxy_paged_out(
 async def test_stored_markup_is_shown_as_text_in_hits_and_in_the_opened_entry(
     served: Served, client: httpx.AsyncClient
 ) -> None:
-    put = served.store.put(f"platypus notes\n{MARKUP}\nend", topic=f"platypus {MARKUP}")
+    put = served.store.put(
+        f"platypus notes\n{MARKUP}\nend", topic=f"platypus {MARKUP}", scope="dash-test"
+    )
     ref = put.entry.ref
     found = (await client.get("/api/search", params={"q": "platypus"})).json()["hits"]
     assert [h["ref"] for h in found] == [ref]
@@ -160,7 +162,7 @@ async def test_the_bearer_token_guards_the_store_browser_and_the_page_shows_no_s
     served = served_app(
         tmp_path, f"http://127.0.0.1:{free_port()}", **{"proxy.bearer_token": "s3cret"}
     )
-    served.store.put("the secret wombat notes", topic="wombat")
+    served.store.put("the secret wombat notes", topic="wombat", scope="dash-test")
     async with asgi_lifespan(served.app, "serve"):
         transport = httpx.ASGITransport(app=served.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8900") as c:

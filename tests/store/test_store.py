@@ -522,4 +522,3 @@ def test_no_change_reaches_another_scope_through_a_reference(store: Store) -> No
     after = store.resolve(ref, "teamA")
     assert (after.pinned, after.status, after.topic, after.labels) == (False, "cold", "", ())
     assert after.access_count == a.access_count
-

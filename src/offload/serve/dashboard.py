@@ -378,10 +378,11 @@ def _store_browser_html(browse: Mapping[str, Any] | None) -> str:
             f"{len(hits)} hits for \u201c{query}\u201d"
             if hits
             else f"no hits for \u201c{query}\u201d"
-        )
+        ) + _scope_note(browse)
+        also = "&amp;all_scopes=1" if browse.get("all_scopes") else ""
         for h in hits:
             items += (
-                f'<li data-ref="{e(h["ref"])}"><a href="?entry={e(_urlquote(h["ref"]))}#store"'
+                f'<li data-ref="{e(h["ref"])}"><a href="?entry={e(_urlquote(h["ref"]))}{also}#store"'
                 f' data-ref="{e(h["ref"])}">{e(_entry_name(h))}</a><span class="muted">'
                 f" {e(h['ref'])} \u00b7 {e(h['kind'])} \u00b7 {fmt(h['tokens'], 'int')} tokens"
                 f" \u00b7 line {h['match_line']}</span><pre>{e(h['snippet'])}</pre></li>"
@@ -398,14 +399,25 @@ def _store_browser_html(browse: Mapping[str, Any] | None) -> str:
         text = opened["text"] + ("\n\u2026 (cut)" if opened["truncated"] else "")
     elif browse.get("entry_error"):
         head = str(browse["entry_error"])
+    every = " checked" if browse.get("all_scopes") else ""
     return (
         '<form id="search" method="get" action="/#store"><input type="search" id="q" name="q"'
         f' value="{e(query)}" placeholder="search the store: words, identifiers, a phrase"'
-        ' aria-label="search the store"> <button>search</button></form>'
+        ' aria-label="search the store"> <label><input type="checkbox" id="all-scopes"'
+        f' name="all_scopes" value="1"{every}> every scope</label> <button>search</button></form>'
         f'<p class="muted" id="search-note">{e(note)}</p><ol class="hits" id="hits">{items}</ol>'
         f'<div class="card" id="entry"{"" if head else " hidden"}><h3 id="entry-head">{e(head)}'
         f'</h3><pre class="entry" id="entry-text">{e(text)}</pre></div>'
     )
+
+
+def _scope_note(browse: Mapping[str, Any]) -> str:
+    """`` in scope X; 3 more in other scopes: tick every scope`` (empty for every scope)."""
+    if browse.get("scope") is None:
+        return " in every scope"
+    more = int((browse.get("other_scopes") or {}).get("hits") or 0)
+    tail = f"; {more} more in other scopes: tick \u201cevery scope\u201d" if more else ""
+    return f" in scope {browse['scope']}{tail}"
 
 
 def _entry_name(entry: Mapping[str, Any]) -> str:
