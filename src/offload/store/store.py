@@ -130,6 +130,35 @@ class Store(SavedState):
             self._pg.close()
             raise
 
+    def restrict_role(self, role: str, scopes: Sequence[str]) -> None:
+        """Hold a PostgreSQL role to ``scopes`` in the database itself (row-level security,
+        store/pgscopes.py); run as the schema's owner."""
+        from offload.store import pgscopes
+
+        self._as_owner(lambda raw: pgscopes.restrict(raw, role, scopes))
+
+    def unrestrict_role(self, role: str) -> int:
+        """Lift a role's scope restriction; how many scopes it was held to."""
+        from offload.store import pgscopes
+
+        return int(self._as_owner(lambda raw: pgscopes.unrestrict(raw, role)))
+
+    def restricted_roles(self) -> dict[str, list[str]]:
+        """Every role held to scopes, with its scopes."""
+        from offload.store import pgscopes
+
+        found: dict[str, list[str]] = self._as_owner(pgscopes.grants)
+        return found
+
+    def _as_owner(self, work: Callable[[Any], Any]) -> Any:
+        if self._pg is None:
+            raise InvalidInput(
+                "holding a role to its scopes needs a PostgreSQL store ([store] url); "
+                "a SQLite file is one user's"
+            )
+        with pgconn.errors(self.url), self._pg.pool.connection(timeout=self._pg.timeout_s) as raw:
+            return work(raw)
+
     @property
     def backend(self) -> str:
         """Which database holds this store: "sqlite" or "postgresql"."""
