@@ -13,7 +13,9 @@ What each policy keys on:
 - ``labels``, ``entry_vectors``, ``search_meta`` (an entry's topic, summary, labels):
   their entry being visible; ``tombstone_labels``: their tombstone being visible.
 - ``blocks`` (the bodies): read or changed only when a visible entry refers to them (or
-  none does: a block about to be dropped); inserted freely (content-addressed: storing
+  none does: a block about to be dropped); a row being inserted (its id not taken yet)
+  passes too, since PostgreSQL checks an ``INSERT … ON CONFLICT … RETURNING`` row against
+  the read policy before it finds the conflict; inserted freely (content-addressed: storing
   another team's content again reveals nothing it did not send); deleted only when no
   entry of any scope refers to them, so a restricted role never drops a block another
   scope still uses.
@@ -45,22 +47,25 @@ REVOKE ALL ON {GRANTS} FROM PUBLIC;
 CREATE OR REPLACE FUNCTION offload_restricted(who name) RETURNS boolean
     LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT
     AS $$ SELECT EXISTS (SELECT 1 FROM {GRANTS} WHERE role = who) $$;
-CREATE OR REPLACE FUNCTION offload_scopes_of(who name) RETURNS text[]
+CREATE OR REPLACE FUNCTION offload_scopes_of(who name) RETURNS SETOF text
     LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT
-    AS $$ SELECT coalesce(array_agg(scope), '{{}}') FROM {GRANTS} WHERE role = who $$;
+    AS $$ SELECT scope FROM {GRANTS} WHERE role = who $$;
 CREATE OR REPLACE FUNCTION offload_block_unused(digest text) RETURNS boolean
     LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT
     AS $$ SELECT NOT EXISTS (SELECT 1 FROM entries WHERE block_hash = digest)
               AND NOT EXISTS (SELECT 1 FROM entries WHERE content_hash = digest) $$;
+CREATE OR REPLACE FUNCTION offload_block_id_free(block_id bigint) RETURNS boolean
+    LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path FROM CURRENT
+    AS $$ SELECT NOT EXISTS (SELECT 1 FROM blocks WHERE id = block_id) $$;
 """
 
 _FREE = "(SELECT NOT offload_restricted(current_user))"
-_IN_SCOPE = f"({_FREE} OR scope = ANY ((SELECT offload_scopes_of(current_user))))"
+_IN_SCOPE = f"({_FREE} OR scope IN (SELECT offload_scopes_of(current_user)))"
 _ENTRY_SEEN = "EXISTS (SELECT 1 FROM entries e WHERE e.id = {column})"
 _BLOCK_SEEN = (
     f"({_FREE} OR EXISTS (SELECT 1 FROM entries e WHERE e.block_hash = blocks.hash) "
     "OR EXISTS (SELECT 1 FROM entries e WHERE e.content_hash = blocks.hash) "
-    "OR offload_block_unused(blocks.hash))"
+    "OR offload_block_unused(blocks.hash) OR offload_block_id_free(blocks.id))"
 )
 
 # (table, command, USING, WITH CHECK): one policy each, named offload_<table>_<command>
