@@ -193,3 +193,16 @@ def test_the_page_carries_its_script_and_style_from_package_data() -> None:
     for term in ("wire tokens", "prefix breaks", "cache reuse", "high water, target, ceiling"):
         assert f"<dt>{term}</dt>" in page, term
     assert not re.search(r"<link|<script[^>]*\ssrc=|<img", page)
+
+
+@pytest.mark.anyio
+async def test_the_page_names_the_served_scope_and_counts_it_beside_the_whole_store(
+    served: Served, client: httpx.AsyncClient
+) -> None:
+    served.store.put("an entry of this scope", scope="dash-test")
+    served.store.put("an entry of another scope", scope="elsewhere")
+    store = (await client.get("/api/stats")).json()["store"]
+    assert (store["scope"], store["scope_entries"], store["entries"]) == ("dash-test", 1, 2)
+    page = (await client.get("/")).text
+    assert "search and open look in scope <code>dash-test</code>" in page
+    assert "entries in this scope" in page and "entries, every scope" in page

@@ -23,7 +23,8 @@ from offload.serve import plots
 
 POLL_MS = 3000  # how often the page refreshes its figures
 STORE_FIGURES = (
-    ("entries", "store.entries", "int"),
+    ("entries, every scope", "store.entries", "int"),
+    ("entries in this scope", "store.scope_entries", "int"),
     ("tokens", "store.tokens", "int"),
     ("blocks", "store.blocks", "int"),
     ("raw bytes", "store.raw_bytes", "bytes"),
@@ -48,7 +49,7 @@ SUMMARY = (
     ("tokens saved, all time", "proxy.cumulative.counters.tokens_saved", "int"),
     ("requests, all time", "proxy.cumulative.counters.requests", "int"),
     ("cache reuse, all time", "proxy.cumulative.cache_reuse_ratio", "pct"),
-    ("entries in the store", "store.entries", "int"),
+    ("entries in the store (every scope)", "store.entries", "int"),
     ("n_ctx of the upstream", "proxy.upstream.n_ctx", "int"),
 )
 GLOSSARY = {
@@ -411,6 +412,16 @@ def _store_browser_html(browse: Mapping[str, Any] | None) -> str:
     )
 
 
+def _scope_line(surfaces: Mapping[str, Any]) -> str:
+    """Which scope the store browser looks in, said before anything is searched."""
+    scope = str((surfaces.get("mcp") or {}).get("scope") or "")
+    return (
+        f'<p class="muted" id="scope-line">search and open look in scope <code>'
+        f"{html.escape(scope)}</code> (the MCP server's, as <code>offload search</code> run"
+        " in that project); tick \u201cevery scope\u201d for all</p>"
+    )
+
+
 def _scope_note(browse: Mapping[str, Any]) -> str:
     """`` in scope X; 3 more in other scopes: tick every scope`` (empty for every scope)."""
     if browse.get("scope") is None:
@@ -501,7 +512,7 @@ last requests of every session.</p>
 <h2>Sessions</h2>{_sessions_html(stats, now)}
 <h2>Window and cache per turn</h2>{_session_plots_html(stats)}
 <h2>Recent requests</h2>{_recent_html(stats, now)}
-<h2 id="store">Store</h2>{_store_browser_html(browse)}
+<h2 id="store">Store</h2>{_scope_line(surfaces)}{_store_browser_html(browse)}
 <table>{store_rows}</table>
 <h2>Proxy</h2><table><tr><th></th><th class="n">since start</th><th class="n">all time</th></tr>
 {proxy_rows}</table>

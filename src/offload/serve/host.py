@@ -132,10 +132,17 @@ class Served:
 
     async def _store_stats(self) -> dict[str, Any]:
         try:
-            stats: dict[str, Any] = await anyio.to_thread.run_sync(self.store.stats)
+            stats: dict[str, Any] = await anyio.to_thread.run_sync(self._store_figures)
         except OffloadError as exc:  # a busy store: report it, keep serving
             return {"error": str(exc)}
         return stats
+
+    def _store_figures(self) -> dict[str, Any]:
+        """The whole store's figures, and the served scope's entries beside them (what the
+        store browser and ``offload stats`` in the same project show)."""
+        scope = self.mcp_ctx.scope
+        counts = self.store.scope_counts()
+        return {**self.store.stats(), "scope": scope, "scope_entries": counts.get(scope, 0)}
 
     async def stats(self) -> dict[str, Any]:
         """``/api/stats``: proxy stats, store stats and the mounted surfaces."""
