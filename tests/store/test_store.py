@@ -522,3 +522,13 @@ def test_no_change_reaches_another_scope_through_a_reference(store: Store) -> No
     after = store.resolve(ref, "teamA")
     assert (after.pinned, after.status, after.topic, after.labels) == (False, "cold", "", ())
     assert after.access_count == a.access_count
+
+
+def test_another_scopes_forgotten_entry_is_not_explained_to_this_scope(store: Store) -> None:
+    a = store.put("team a's draft", scope="teamA").entry
+    store.forget(f"#{a.id}", reason="leaked salary table", scope="teamA")
+    with pytest.raises(NotFound) as err:
+        store.resolve(f"#{a.id}", "teamB")
+    assert "salary" not in str(err.value)
+    with pytest.raises(Gone, match="leaked salary table"):
+        store.resolve(f"#{a.id}", "teamA")

@@ -424,7 +424,7 @@ class Store(SavedState):
             if elsewhere and not live:
                 raise OtherScope(parsed.raw, scope)
         if not live:
-            raise lookup.why_missing(conn, parsed)
+            raise lookup.why_missing(conn, parsed, scope)
         hashes = sorted({r["content_hash"] for r, _ in live})
         if len(hashes) > 1:
             raise AmbiguousReference(parsed.raw, [f"ctx:sha256:{h[:16]}" for h in hashes])
