@@ -8,7 +8,7 @@ import mcp_types as types
 import pytest
 
 from offload.config import GatewaySettings
-from offload.errors import OtherScope
+from offload.errors import NotFound
 from offload.gateway.index_tools import IndexTools
 from offload.gateway.responses import Indexed, index_response
 from offload.gateway.toolsearch import ToolIndex
@@ -75,7 +75,7 @@ def test_index_read_and_search_keep_to_the_gateways_scope(tmp_path: Path) -> Non
         other = store.put("team a's private dump\nzebra row\n", scope="teamA", label="a__dump:1")
         tools = IndexTools(store, GatewaySettings(scope="gw-teamB"))
         for label in ("a__dump:1", f"#{other.entry.id}", other.entry.full_ref):
-            with pytest.raises(OtherScope):
+            with pytest.raises(NotFound, match="not among this gateway's responses"):
                 tools.read({"label": label})
         found = tools.search(
             {"queries": ["zebra row"]},
