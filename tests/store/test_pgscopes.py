@@ -58,12 +58,15 @@ def test_a_role_held_to_its_scope_cannot_reach_another_scopes_rows_even_with_raw
     with Store(url_a, counter=EstimateCounter()) as a:  # not held to scopes: sees all
         secret = a.put(SECRET, scope="teamA", topic="payroll", label="payroll").entry
         shared = a.put("a text both teams hold\n", scope="teamA").entry
+        a.forget(a.put("team a's old draft\n", scope="teamA").entry.full_ref, scope="teamA")
     with psycopg.connect(url_b, autocommit=True) as raw:
         assert raw.execute("SELECT count(*) FROM entries").fetchone() == (0,)
         assert raw.execute("SELECT count(*) FROM blocks").fetchone() == (0,)
         assert raw.execute("SELECT count(*) FROM labels").fetchone() == (0,)
         assert raw.execute("SELECT count(*) FROM search_meta").fetchone() == (0,)
         assert raw.execute("SELECT count(*) FROM scope_stats").fetchone() == (0,)
+        assert raw.execute("SELECT count(*) FROM tombstones").fetchone() == (0,)
+        assert raw.execute("SELECT count(*) FROM entry_vectors").fetchone() == (0,)
         assert raw.execute("UPDATE entries SET topic = 'x'").rowcount == 0
         assert raw.execute("DELETE FROM entries").rowcount == 0
         assert raw.execute("DELETE FROM blocks").rowcount == 0
