@@ -532,3 +532,16 @@ def test_another_scopes_forgotten_entry_is_not_explained_to_this_scope(store: St
     assert "salary" not in str(err.value)
     with pytest.raises(Gone, match="leaked salary table"):
         store.resolve(f"#{a.id}", "teamA")
+
+
+def test_a_label_of_another_scopes_entry_is_not_taken_from_it(store: Store) -> None:
+    a = store.put("team a's plan", scope="teamA", label="plan").entry
+    with pytest.raises(InvalidInput, match="another scope"):
+        store.put("team b's plan", scope="teamB", label="plan")
+    b = store.put("team b's notes", scope="teamB").entry
+    with pytest.raises(InvalidInput, match="another scope"):
+        store.label(f"#{b.id}", "plan", "teamB")
+    assert store.resolve("plan", "teamA").id == a.id
+    assert store.count(Filters(scope="teamB")) == 1  # the refused put stored nothing
+    moved = store.put("team a's newer plan", scope="teamA", label="plan").entry
+    assert store.resolve("plan", "teamA").id == moved.id  # within a scope it still moves
