@@ -10,6 +10,7 @@ The tree, in one place::
     ├── ReferenceError_             a reference that names no live entry         (exit 3)
     │   ├── NotFound                nothing matches it
     │   ├── AmbiguousReference      a hex prefix matching several entries (lists them)
+    │   ├── OtherScope              it names an entry of another scope only
     │   └── Gone                    forgotten or expired; says why and how to regenerate
     ├── PathError                   a path that may not be read                  (exit 4)
     │   ├── OutsideRoots            outside the allowed roots, or a symlink escaping them
@@ -83,6 +84,20 @@ class AmbiguousReference(ReferenceError_):
         more = f" (+{len(self.candidates) - 10} more)" if len(self.candidates) > 10 else ""
         super().__init__(
             f"prefix {ref!r} is ambiguous: matches {shown}{more}; give more characters"
+        )
+
+
+class OtherScope(ReferenceError_):
+    """The reference names entries of other scopes only: a scope is a boundary, so nothing
+    of theirs is read or changed unless the caller asks for every scope."""
+
+    def __init__(self, ref: str, scope: str) -> None:
+        self.ref = ref
+        self.scope = scope
+        super().__init__(
+            f"{ref!r} lives in another scope than {scope!r}, so it is not read or changed "
+            "from here; ask for every scope to reach it (`--all-scopes` on the command line, "
+            "all_scopes=true in the MCP read tools)"
         )
 
 

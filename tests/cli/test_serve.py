@@ -352,3 +352,26 @@ def test_the_gateway_files_own_gateway_table_applies_under_env_and_flags(tmp_pat
     assert merged.gateway.catalog_threshold == 1234
     assert merged.gateway.response_threshold == 5000  # the environment wins
     assert merged.gateway.config == str(config)
+
+
+def test_the_store_browser_keeps_to_the_served_scope_unless_asked_for_every_scope(
+    served: ServeProcess,
+) -> None:
+    scope = served.stats()["surfaces"]["mcp"]["scope"]
+    settings = load_settings(env={"OFFLOAD_HOME": str(served.home)})
+    with Store.open(settings) as store:
+        ref = store.put("the narwhal ledger of team a", scope="teamA").entry.full_ref
+    found = loopback.get(f"{served.url}/api/search", params={"q": "narwhal"}).json()
+    assert found["hits"] == [] and found["scope"] == scope and found["all_scopes"] is False
+    assert found["other_scopes"] == {"hits": 1, "shown_by": "all_scopes=1"}
+    opened = loopback.get(f"{served.url}/api/entry", params={"ref": ref})
+    assert opened.status_code == 404 and "another scope" in opened.json()["error"]
+    assert "narwhal ledger" not in opened.text
+    every = {"q": "narwhal", "all_scopes": "1"}
+    hits = loopback.get(f"{served.url}/api/search", params=every).json()["hits"]
+    assert hits[0]["ref"] == ref[:23] and hits[0]["scope"] == "teamA"
+    text = loopback.get(f"{served.url}/api/entry", params={"ref": ref, "all_scopes": "1"})
+    assert text.json()["text"] == "the narwhal ledger of team a"
+    page = loopback.get(f"{served.url}/", params={"q": "narwhal"}).text
+    assert "no hits for \u201cnarwhal\u201d in scope" in page
+    assert "1 more in other scopes" in page and 'name="all_scopes"' in page

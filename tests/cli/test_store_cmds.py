@@ -38,7 +38,8 @@ def test_add_then_ls_search_show_and_cat_round_trip(
     )
     assert code == 0
     ref = json.loads(out)["ref"]
-    assert run(capsys, "ls")[1].count("\n") == 1
+    listed = run(capsys, "ls")[1].splitlines()
+    assert len(listed) == 2 and listed[1] == f"[scope {Path.cwd()}]"
     code, out, _ = run(capsys, "search", "--json", "parseCfg")
     hit = json.loads(out)["hits"][0]
     assert hit["ref"] == ref and hit["match_line"] == 1
@@ -54,7 +55,8 @@ def test_search_shows_the_best_matching_lines_with_their_numbers(
     assert run(capsys, "add", "--topic", "ci", body)[0] == 0
     out = run(capsys, "search", "canary deploy failed")[1].splitlines()
     assert out[0].endswith("L1-5 | ci")
-    assert out[1:] == ["  L3: the deploy failed", "  L4: deploy canary failed here"]
+    assert out[1:3] == ["  L3: the deploy failed", "  L4: deploy canary failed here"]
+    assert out[3:] == [f"[scope {Path.cwd()}]"]
     hit = json.loads(run(capsys, "search", "--json", "canary deploy failed")[1])["hits"][0]
     assert hit["best_lines"] == [
         {"line": 3, "text": "the deploy failed"},
@@ -391,3 +393,61 @@ def test_export_from_a_postgresql_store_imports_into_sqlite_byte_exact(
     # every field, label and body as the team store exported them (the SQLite store's own
     # state rows, such as which analysis built its index, are its own)
     assert _entry_records(again) == _entry_records(team)
+
+
+def _offload(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``offload ARGV`` as a real process over the store in ``home``."""
+    return subprocess.run(
+        [sys.executable, "-m", "offload.cli.main", *argv],
+        env={"OFFLOAD_HOME": str(home), "PATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_command_in_one_scope_neither_reads_nor_forgets_another_scopes_entry(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = "team a's launch codes: 0000\n"
+    ref = json.loads(run(capsys, "add", "--json", "--scope", "teamA", body)[1])["ref"]
+    forget = _offload(home, "forget", "1", "--scope", "teamB")
+    assert forget.returncode == 3, forget.stderr
+    assert "another scope" in forget.stderr and "--all-scopes" in forget.stderr
+    assert forget.stderr.count("\n") == 1
+    for argv in (("cat", "1"), ("cat", ref), ("show", ref[:20]), ("pin", "1"), ("unpin", "1")):
+        code, out, err = run(capsys, *argv, "--scope", "teamB")
+        assert code == 3 and "another scope" in err and "launch codes" not in out + err, argv
+    code, out, _ = run(capsys, "cat", "1", "--all-scopes")
+    assert code == 0 and out == body
+    shown = json.loads(run(capsys, "show", "--json", "1", "--scope", "teamA")[1])
+    assert shown["pinned"] is False and shown["scope"] == "teamA"
+
+
+def test_ls_search_and_stats_say_their_scope_and_what_other_scopes_hold(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "add", "--scope", "teamA", "the quokka migration plan")[0] == 0
+    assert run(capsys, "add", "--scope", "teamA", "quokka rollback notes")[0] == 0
+    assert run(capsys, "add", "--scope", "teamC", "unrelated words")[0] == 0
+    hint = "in 2 other scopes: --all-scopes shows them]"
+    assert (
+        run(capsys, "ls", "--scope", "teamB")[1] == f"no entries\n[scope teamB; 3 entries {hint}\n"
+    )
+    every = json.loads(run(capsys, "search", "--json", "--all-scopes", "quokka")[1])["hits"]
+    found = run(capsys, "search", "quokka", "--scope", "teamB")[1]
+    assert found == f"no matches\n[scope teamB; {len(every)} hits {hint}\n"
+    assert run(capsys, "stats", "--scope", "teamB")[1].endswith(f"[scope teamB; 3 entries {hint}\n")
+    for argv in (("ls",), ("search", "quokka"), ("stats",)):
+        data = json.loads(run(capsys, *argv, "--json", "--scope", "teamB")[1])
+        assert data["scope"] == "teamB" and data["all_scopes"] is False, argv
+        assert data["other_scopes"]["scopes"] == 2, argv
+        assert data["other_scopes"]["shown_by"] == "--all-scopes"
+        whole = json.loads(run(capsys, *argv, "--json", "--all-scopes")[1])
+        assert whole["scope"] is None and whole["all_scopes"] is True, argv
+    assert (
+        json.loads(run(capsys, "ls", "--json", "--scope", "teamB")[1])["other_scopes"]["entries"]
+        == 3
+    )
+    assert json.loads(run(capsys, "stats", "--json", "--all-scopes")[1])["entries"] == 3
+    assert {"the quokka migration plan", "quokka rollback notes"} <= {h["snippet"] for h in every}

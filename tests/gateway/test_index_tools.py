@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import mcp_types as types
+import pytest
 
 from offload.config import GatewaySettings
+from offload.errors import NotFound
 from offload.gateway.index_tools import IndexTools
 from offload.gateway.responses import Indexed, index_response
 from offload.gateway.toolsearch import ToolIndex
@@ -66,3 +68,19 @@ def test_index_read_shows_stored_lines_without_fence_tags_or_terminal_escapes(
     assert "</OFFLOAD" not in outcome.text and "<offload:body" not in outcome.text
     assert "\x1b" not in outcome.text and "\u202e" not in outcome.text
     assert "\\x1b[2J" in last and "\\u202e" in last  # shown escaped, not obeyed
+
+
+def test_index_read_and_search_keep_to_the_gateways_scope(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db") as store:
+        other = store.put("team a's private dump\nzebra row\n", scope="teamA", label="a__dump:1")
+        tools = IndexTools(store, GatewaySettings(scope="gw-teamB"))
+        for label in ("a__dump:1", f"#{other.entry.id}", other.entry.full_ref):
+            with pytest.raises(NotFound, match="not among this gateway's responses"):
+                tools.read({"label": label})
+        found = tools.search(
+            {"queries": ["zebra row"]},
+            tool_index=ToolIndex.build([]),
+            tools={},
+            active=lambda key: False,
+        )
+    assert "private dump" not in found.text and "(no hits)" in found.text

@@ -154,3 +154,39 @@ async def test_text_derived_from_a_body_reaches_the_model_only_as_inert_lines(
         assert_inert("restore", await s.ok("restore"))
         assert_inert("forget", await s.ok("forget", ref=ref))
         assert_inert("recall (gone)", await s.fail("recall", ref=ref))
+
+
+async def test_a_server_of_one_scope_neither_reads_nor_changes_another_scopes_entry(
+    env: McpEnv,
+) -> None:
+    secret = "team a's payroll: 42\n"
+    a = env.store.put(secret, scope="teamA", label="payroll").entry
+    async with env.connect(**{"mcp.scope": "teamB"}) as s:
+        for ref in (f"#{a.id}", a.full_ref, a.ref, "payroll"):
+            for tool in ("recall", "read", "checkout", "retrieve", "pin", "unpin", "forget"):
+                err = await s.fail(tool, ref=ref)
+                assert "another scope" in err and "payroll: 42" not in err, (tool, ref)
+            err = await s.fail("checkin", ref=ref, nonce="0" * 24)
+            assert "another scope" in err
+        with pytest.raises(Exception, match="another scope"):
+            await s.client.read_resource(f"offload://body/{a.full_ref}")
+        assert "0 entries" in await s.ok("reap", max_salience=1.0, status="any", dry_run=False)
+        # asked for explicitly, the read tools reach every scope; the changing ones never do
+        assert "payroll: 42" in await s.ok("read", ref=f"#{a.id}", all_scopes=True)
+        assert "payroll: 42" in await s.ok("retrieve", ref=a.ref, all_scopes=True)
+        assert "payroll" in await s.ok("recall", ref="payroll", all_scopes=True)
+    after = env.store.resolve(f"#{a.id}", "teamA")
+    assert (after.pinned, after.status, after.labels) == (False, "cold", ("payroll",))
+
+
+async def test_search_hits_and_listings_say_what_other_scopes_hold(env: McpEnv) -> None:
+    env.store.put("the quokka migration plan", scope="teamA")
+    async with env.connect(**{"mcp.scope": "teamB"}) as s:
+        found = await s.ok("search", queries=["quokka"])
+        assert "no hits" in found and "[scope teamB; 1 hit in other scopes" in found
+        assert "search(all_scopes=true)" in found
+        assert "1 entry in 1 other scope" in await s.ok("matrix")
+        assert "1 more in 1 other scope" in await s.ok("peek")
+        every = await s.ok("search", queries=["quokka"], all_scopes=True)
+        # the call that opens a hit of another scope asks for every scope itself
+        assert "all_scopes=true" in every.split("[open a hit: ")[1]

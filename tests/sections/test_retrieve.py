@@ -93,3 +93,15 @@ async def test_the_mcp_tool_answers_through_the_real_mcp_client(sections: Sectio
         missing = await client.call_tool("RetrieveContext", {"reference": "ctx:sha256:deadbeef"})
         assert missing.is_error
         assert "no entry matches" in missing.content[0].text  # type: ignore[union-attr]
+
+
+def test_a_reference_to_another_scope_is_refused_without_its_text(sections: Sections) -> None:
+    from offload.sections.retrieve import Retriever
+
+    other = sections.store.put("team a's roadmap, private", scope="teamA").entry
+    for retriever in (sections.retriever(), Retriever(sections.store)):
+        answer = retriever.handle({"reference": other.full_ref})
+        assert answer.is_error and "another scope" in answer.text
+        assert "roadmap" not in answer.text
+    every = Retriever(sections.store, scope=None).handle({"reference": other.full_ref})
+    assert not every.is_error and "team a's roadmap" in every.text

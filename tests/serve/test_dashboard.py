@@ -125,7 +125,9 @@ async def test_the_store_browser_finds_what_the_proxy_paged_out(
 async def test_stored_markup_is_shown_as_text_in_hits_and_in_the_opened_entry(
     served: Served, client: httpx.AsyncClient
 ) -> None:
-    put = served.store.put(f"platypus notes\n{MARKUP}\nend", topic=f"platypus {MARKUP}")
+    put = served.store.put(
+        f"platypus notes\n{MARKUP}\nend", topic=f"platypus {MARKUP}", scope="dash-test"
+    )
     ref = put.entry.ref
     found = (await client.get("/api/search", params={"q": "platypus"})).json()["hits"]
     assert [h["ref"] for h in found] == [ref]
@@ -163,7 +165,7 @@ async def test_the_bearer_token_guards_the_store_browser_and_the_page_shows_no_s
     served = served_app(
         tmp_path, f"http://127.0.0.1:{free_port()}", **{"proxy.bearer_token": "s3cret"}
     )
-    served.store.put("the secret wombat notes", topic="wombat")
+    served.store.put("the secret wombat notes", topic="wombat", scope="dash-test")
     async with asgi_lifespan(served.app, "serve"):
         transport = httpx.ASGITransport(app=served.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8900") as c:
@@ -194,3 +196,16 @@ def test_the_page_carries_its_script_and_style_from_package_data() -> None:
     for term in ("wire tokens", "prefix breaks", "cache reuse", "high water, target, ceiling"):
         assert f"<dt>{term}</dt>" in page, term
     assert not re.search(r"<link|<script[^>]*\ssrc=|<img", page)
+
+
+@pytest.mark.anyio
+async def test_the_page_names_the_served_scope_and_counts_it_beside_the_whole_store(
+    served: Served, client: httpx.AsyncClient
+) -> None:
+    served.store.put("an entry of this scope", scope="dash-test")
+    served.store.put("an entry of another scope", scope="elsewhere")
+    store = (await client.get("/api/stats")).json()["store"]
+    assert (store["scope"], store["scope_entries"], store["entries"]) == ("dash-test", 1, 2)
+    page = (await client.get("/")).text
+    assert "search and open look in scope <code>dash-test</code>" in page
+    assert "entries in this scope" in page and "entries, every scope" in page

@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from offload.config import load_settings
+from offload.store.store import Store
 from realparts import require
 from serving import TITLE, ScriptedUpstream, ServeProcess, conversation
 
@@ -178,3 +180,32 @@ def test_the_page_follows_the_browsers_light_or_dark_preference(
         context.close()
     assert backgrounds["light"] == "rgb(247, 248, 250)"
     assert backgrounds["dark"] == "rgb(20, 23, 27)"
+
+
+def test_the_every_scope_box_reaches_another_scopes_entry_the_default_only_counts(
+    browser: Any, served: ServeProcess
+) -> None:
+    settings = load_settings(env={"OFFLOAD_HOME": str(served.home)})
+    with Store.open(settings) as store:
+        store.put("the okapi inventory of another team", scope="other-team", topic="okapi")
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    page.goto(served.url + "/")
+    page.wait_for_selector('#savings-plot[data-drawn="js"]', timeout=15_000)
+    page.fill("#q", "okapi inventory")
+    page.press("#q", "Enter")
+    page.wait_for_function(
+        "document.getElementById('search-note').textContent.includes('other scopes')",
+        timeout=15_000,
+    )
+    assert page.locator("#hits li").count() == 0
+    assert "1 more in other scopes" in page.locator("#search-note").inner_text()
+    page.check("#all-scopes")
+    page.press("#q", "Enter")
+    page.wait_for_selector("#hits li", timeout=15_000)
+    assert "in every scope" in page.locator("#search-note").inner_text()
+    page.locator("#hits li a[data-ref]").first.click()
+    page.wait_for_function(
+        "document.getElementById('entry-text').textContent.includes('okapi inventory')",
+        timeout=15_000,
+    )
+    page.close()

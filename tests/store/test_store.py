@@ -18,6 +18,7 @@ from offload.errors import (
     IntegrityError,
     InvalidInput,
     NotFound,
+    OtherScope,
 )
 from offload.store.models import Filters
 from offload.store.store import Store
@@ -339,7 +340,7 @@ def test_peek_counts_always_match_a_full_scan(
                     store.checkout(text_ref(text), scope=scope)
                 else:
                     store.forget(text_ref(text), scope=scope)
-            except (NotFound, Gone):
+            except (NotFound, Gone, OtherScope):
                 pass
         for which in ("a", "b", None):
             assert store.peek(which) == _scanned_peek(store, which)
@@ -378,7 +379,8 @@ def test_a_live_twin_in_another_scope_answers_when_one_scope_expired(tmp_path: P
         live = store.put("shared body", scope="b").entry
         now[0] = 1011.0
         assert store.resolve(live.ref).id == live.id  # the first resolve, with no scope
-        assert store.resolve(live.ref, "a").id == live.id
+        with pytest.raises(OtherScope):  # scope a's own entry has expired; b's is b's
+            store.resolve(live.ref, "a")
         assert store.body(store.resolve(live.ref, "b")) == "shared body"
         assert store.count() == 1  # scope a's entry was archived on the way
 
@@ -469,3 +471,77 @@ def test_put_each_stores_every_content_with_its_own_options_or_none_of_them(
     assert store.count() == 2  # the valid one was not stored either
     again = store.put_each([("alpha document", _doc("tool:a", "tool-definition"))])
     assert not again[0].created and store.count() == 2
+
+
+# -- a scope is a boundary ------------------------------------------------------------------
+
+
+def test_a_reference_to_another_scopes_entry_answers_that_it_lives_elsewhere(
+    store: Store,
+) -> None:
+    a = store.put("team a's secret plan", scope="teamA", label="plan").entry
+    for ref in (f"#{a.id}", f"id:{a.id}", a.full_ref, a.ref, "plan"):
+        with pytest.raises(OtherScope, match=r"another scope.*--all-scopes"):
+            store.resolve(ref, "teamB")
+        with pytest.raises(OtherScope):
+            store.read(ref, "teamB")
+        assert store.resolve(ref, "teamA").id == a.id
+        assert store.resolve(ref).id == a.id  # None: every scope, asked for explicitly
+
+
+def test_a_content_hash_held_only_by_another_scope_does_not_give_its_text(store: Store) -> None:
+    a = store.put("only team a holds this text", scope="teamA").entry
+    with pytest.raises(OtherScope) as err:
+        store.read(a.full_ref, "teamB")
+    assert "only team a holds" not in str(err.value)
+
+
+def test_a_content_in_both_scopes_answers_with_the_askers_own_entry(store: Store) -> None:
+    a = store.put("shared words", scope="teamA").entry
+    b = store.put("shared words", scope="teamB").entry
+    assert store.resolve(a.full_ref, "teamB").id == b.id
+    assert store.resolve(a.full_ref, "teamA").id == a.id
+    with pytest.raises(OtherScope):
+        store.resolve(f"#{a.id}", "teamB")
+
+
+def test_no_change_reaches_another_scope_through_a_reference(store: Store) -> None:
+    a = store.put("team a's notes", scope="teamA").entry
+    ref = f"#{a.id}"
+    for change in (
+        lambda: store.forget(ref, scope="teamB"),
+        lambda: store.pin(ref, "teamB"),
+        lambda: store.unpin(ref, "teamB"),
+        lambda: store.checkout(ref, scope="teamB"),
+        lambda: store.checkin(ref, "0" * 16, scope="teamB"),
+        lambda: store.label(ref, "stolen", "teamB"),
+        lambda: store.update(ref, topic="changed", scope="teamB"),
+    ):
+        with pytest.raises(OtherScope):
+            change()
+    after = store.resolve(ref, "teamA")
+    assert (after.pinned, after.status, after.topic, after.labels) == (False, "cold", "", ())
+    assert after.access_count == a.access_count
+
+
+def test_another_scopes_forgotten_entry_is_not_explained_to_this_scope(store: Store) -> None:
+    a = store.put("team a's draft", scope="teamA").entry
+    store.forget(f"#{a.id}", reason="leaked salary table", scope="teamA")
+    with pytest.raises(NotFound) as err:
+        store.resolve(f"#{a.id}", "teamB")
+    assert "salary" not in str(err.value)
+    with pytest.raises(Gone, match="leaked salary table"):
+        store.resolve(f"#{a.id}", "teamA")
+
+
+def test_a_label_of_another_scopes_entry_is_not_taken_from_it(store: Store) -> None:
+    a = store.put("team a's plan", scope="teamA", label="plan").entry
+    with pytest.raises(InvalidInput, match="another scope"):
+        store.put("team b's plan", scope="teamB", label="plan")
+    b = store.put("team b's notes", scope="teamB").entry
+    with pytest.raises(InvalidInput, match="another scope"):
+        store.label(f"#{b.id}", "plan", "teamB")
+    assert store.resolve("plan", "teamA").id == a.id
+    assert store.count(Filters(scope="teamB")) == 1  # the refused put stored nothing
+    moved = store.put("team a's newer plan", scope="teamA", label="plan").entry
+    assert store.resolve("plan", "teamA").id == moved.id  # within a scope it still moves

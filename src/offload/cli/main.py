@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "unpin": ("store_cmds", "clear an entry's pin"),
     "forget": ("store_cmds", "remove an entry, leaving a tombstone"),
     "reap": ("store_cmds", "forget idle, low-salience entries (--dry-run to preview)"),
-    "stats": ("store_cmds", "store-wide figures"),
+    "stats": ("store_cmds", "figures of a scope (--all-scopes: every scope) and the store"),
     "doctor": ("maint_cmds", "re-hash every block, check references and the index, repair"),
     "export": ("maint_cmds", "write a portable archive of the store"),
     "import": ("maint_cmds", "load an archive written by export"),

@@ -24,12 +24,24 @@ from offload.store.write.vectors import backfill
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["migrate"], help="what to do")
+    p.add_argument(
+        "action",
+        choices=["migrate", "restrict", "unrestrict", "roles"],
+        help="migrate --to URL; restrict ROLE --scope S (PostgreSQL: hold a role to its "
+        "scopes in the database); unrestrict ROLE; roles: who is held to what",
+    )
+    p.add_argument("role", nargs="?", help="the PostgreSQL role to restrict or unrestrict")
     p.add_argument(
         "--to",
-        required=True,
         metavar="URL",
         help="the target store: postgresql://user@host/db (a team store) or sqlite:///path",
+    )
+    p.add_argument(
+        "--scope",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a scope the role may touch (repeatable; restrict replaces its earlier scopes)",
     )
 
 
@@ -52,6 +64,10 @@ def _where(settings: Settings) -> str:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.action != "migrate":
+        return _run_roles(args, settings)
+    if not args.to:
+        raise InvalidInput("store migrate needs --to URL (the target store)")
     target = target_settings(settings, args.to)
     shown = redact_url(args.to)
     with (
@@ -85,4 +101,24 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "compared on the target: all intact"
         ),
     )
+    return 0
+
+
+def _run_roles(args: argparse.Namespace, settings: Settings) -> int:
+    """``store restrict | unrestrict | roles``: row-level security on a team store
+    (store/postgres/pgscopes.py, docs/team-store.md); run as the schema's owner."""
+    if args.action != "roles" and not args.role:
+        raise InvalidInput(f"store {args.action} needs a ROLE")
+    with open_store(settings) as store:
+        if args.action == "restrict":
+            store.restrict_role(args.role, args.scope)
+            text = f"role {args.role} is held to scope(s) {', '.join(sorted(set(args.scope)))}"
+        elif args.action == "unrestrict":
+            n = store.unrestrict_role(args.role)
+            text = f"role {args.role} is no longer held to scopes ({n} lifted)"
+        else:
+            text = ""
+        roles = store.restricted_roles()
+    lines = [f"{r}: {', '.join(s)}" for r, s in roles.items()] or ["no role is held to scopes"]
+    emit(args, {"roles": roles}, lambda d: text or "\n".join(lines))
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from offload.core.untrusted import printable
 from offload.errors import InvalidInput
 from offload.store.models import Entry, Filters, Hit
 from offload.store.paths import project_root, read_text_file
+from offload.store.store import Store
 
 # -- arguments ------------------------------------------------------------------------------
 
@@ -85,7 +87,7 @@ def configure_reap(p: argparse.ArgumentParser) -> None:
 
 
 def configure_stats(p: argparse.ArgumentParser) -> None:
-    pass
+    add_scope_args(p)
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -146,23 +148,71 @@ def run_ls(args: argparse.Namespace, settings: Settings) -> int:
         limit = max(1, args.limit)
         rows = store.entries(f, limit=limit, offset=(max(1, args.page) - 1) * limit)
         total = store.count(f)
-        data = {"total": total, "page": args.page, "entries": [_entry_json(e) for e in rows]}
-        emit(args, data, lambda d: _ls_text(rows, total, args.page, limit))
+        others = _elsewhere(store, f, store.count(replace(f, scope=None)) - total)
+        data = {
+            "total": total,
+            "page": args.page,
+            "entries": [_entry_json(e) for e in rows],
+            **_scope_json(f.scope, others),
+        }
+        emit(
+            args,
+            data,
+            lambda d: (
+                _ls_text(rows, total, args.page, limit) + _scope_text(f.scope, others, "entries")
+            ),
+        )
     return 0
+
+
+def _elsewhere(store: Store, f: Filters, entries: int) -> dict[str, int]:
+    """``entries`` matching elsewhere and how many other scopes hold anything."""
+    if f.scope is None:
+        return {"entries": 0, "scopes": 0}
+    return {"entries": entries, "scopes": store.elsewhere(f.scope)["scopes"]}
+
+
+def _scope_json(scope: str | None, others: dict[str, int]) -> dict[str, Any]:
+    """Which scope a listing shows and what the others hold (``--json``)."""
+    return {
+        "scope": scope,
+        "all_scopes": scope is None,
+        "other_scopes": {**others, "shown_by": "--all-scopes"},
+    }
+
+
+def _scope_text(scope: str | None, others: dict[str, int], what: str) -> str:
+    """The line under a listing: its scope, and what other scopes hold with the flag that
+    shows it (an entry added in another project is not silently missing)."""
+    if scope is None:
+        return "\n[every scope]"
+    n, k = others["entries"], others["scopes"]
+    scopes = f"{k} other scope{'' if k == 1 else 's'}"
+    if n:
+        noun = what if n != 1 else what.rstrip("s").replace("entrie", "entry")
+        return f"\n[scope {scope}; {n} {noun} in {scopes}: --all-scopes shows them]"
+    return f"\n[scope {scope}; none in {scopes}]" if k else f"\n[scope {scope}]"
 
 
 def run_search(args: argparse.Namespace, settings: Settings) -> int:
     _check_paging(args)
     with open_store(settings) as store:
         limit = max(1, args.limit)
+        text, f = " ".join(args.query), _filters(args, settings)
         hits = store.search(
-            " ".join(args.query),
-            _filters(args, settings),
+            text,
+            f,
             limit=limit,
             offset=(max(1, args.page) - 1) * limit,
             snippet_chars=settings.search.snippet_chars,
         )
-        emit(args, {"hits": [_hit_json(h) for h in hits]}, lambda d: _hits_text(hits))
+        others = _elsewhere(store, f, store.hits_elsewhere(text, f))
+        data = {"hits": [_hit_json(h) for h in hits], **_scope_json(f.scope, others)}
+        emit(
+            args,
+            data,
+            lambda d: _hits_text(hits) + _scope_text(f.scope, others, "hits"),
+        )
     return 0
 
 
@@ -231,9 +281,12 @@ def run_reap(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_stats(args: argparse.Namespace, settings: Settings) -> int:
+    scope = scope_of(args, settings)
     with open_store(settings) as store:
-        data = store.stats()
-    emit(args, data, _stats_text)
+        data = {**store.stats(), **store.peek(scope)}
+        others = store.elsewhere(scope)
+    data.update(_scope_json(scope, others))
+    emit(args, data, lambda d: _stats_text(d) + _scope_text(scope, others, "entries"))
     return 0
 
 

@@ -19,7 +19,7 @@ from offload.config import GatewaySettings
 from offload.core.fence import neutralise
 from offload.core.lines import continuation, read_lines
 from offload.core.untrusted import inline, printable
-from offload.errors import InvalidInput
+from offload.errors import InvalidInput, NotFound, OtherScope
 from offload.gateway.catalog import TOOL_PREFIX, DeferredItem, item_document
 from offload.gateway.responses import KIND, READ_CAP_BYTES
 from offload.gateway.toolsearch import ToolIndex
@@ -338,7 +338,10 @@ class IndexTools:
         if item is not None:
             text = item_document(label, item)
         else:
-            entry = self.store.resolve(label, self.settings.scope)
+            try:
+                entry = self.store.resolve(label, self.settings.scope)
+            except OtherScope:  # the gateway reads only its own scope, and offers no other
+                raise NotFound(label, "it is not among this gateway's responses") from None
             text = self.store.body(entry)
         window = read_lines(
             text, offset, limit, cap_bytes=READ_CAP_BYTES, max_line_chars=MAX_LINE_CHARS

@@ -64,7 +64,7 @@ TOOLS: tuple[ToolDef, ...] = (
             limit=_I,
         ),
     ),
-    ToolDef("recall", "An entry's summary and metadata.", _ref()),
+    ToolDef("recall", "An entry's summary and metadata.", _obj(["ref"], ref=_S, all_scopes=_B)),
     ToolDef(
         "read",
         "Numbered lines of a body (default 200, ~64 KB per call); ends with the call to continue. "
@@ -76,6 +76,7 @@ TOOLS: tuple[ToolDef, ...] = (
             limit=_I,
             original=_B,
             max_tokens=_I,
+            all_scopes=_B,
         ),
     ),
     ToolDef("checkout", "Full body, fenced; marks it hot. Keep the nonce for checkin.", _ref()),
@@ -110,7 +111,7 @@ TOOLS: tuple[ToolDef, ...] = (
     ToolDef(
         "checkout_remote",
         "A body distilled by the local model, fenced.",
-        _obj(["ref"], ref=_S, focus=_S),
+        _obj(["ref"], ref=_S, focus=_S, all_scopes=_B),
     ),
     ToolDef("pin", "Salience 1, never reaped.", _ref()),
     ToolDef("unpin", "", _ref()),
@@ -126,7 +127,11 @@ TOOLS: tuple[ToolDef, ...] = (
     ),
     ToolDef("forget", "Remove an entry; a tombstone says why.", _ref()),
     ToolDef("stats", "This session's operation counts and volumes.", _obj()),
-    ToolDef("retrieve", "The full original by any ref, fenced.", _ref()),
+    ToolDef(
+        "retrieve",
+        "The full original by any ref, fenced.",
+        _obj(["ref"], ref=_S, all_scopes=_B),
+    ),
     ToolDef(
         "snapshot",
         "Save working state under a name so a later session can restore it.",

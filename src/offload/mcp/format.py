@@ -85,11 +85,29 @@ def page_trailer(tool: str, offset: int, shown: int, total: int, **args: Any) ->
     return f"[{span}]"
 
 
-def peek_text(counts: Mapping[str, Any], scope: str) -> str:
+def scope_note(scope: str | None, others: Mapping[str, int], what: str) -> str:
+    """Which scope a listing shows and what other scopes hold, with the argument that
+    shows them: ``[scope X; 3 entries in other scopes: all_scopes=true]``. The scope name
+    (a path or a name the user chose) goes through :func:`inline`."""
+    if scope is None:
+        return "[every scope]"
+    where = f"[scope {inline(scope, 200)}"
+    n = int(others.get("entries", 0))
+    if not n:
+        return where + "]"
+    k = int(others.get("scopes", 0))
+    scopes = f"{k} other scope{'' if k == 1 else 's'}" if k else "other scopes"
+    return f"{where}; {n} {what if n != 1 else what.rstrip('s').replace('entrie', 'entry')} in {scopes}: search(all_scopes=true) shows them]"
+
+
+def peek_text(counts: Mapping[str, Any], scope: str, others: Mapping[str, int]) -> str:
     """Counts only, two or three lines."""
+    elsewhere = ""
+    if others.get("entries"):
+        elsewhere = f" ({others['entries']} more in {others['scopes']} other scope(s): search all_scopes=true)"
     head = (
         f"{counts['entries']} entries: {counts['cold']} cold, {counts['hot']} hot, "
-        f"{counts['pinned']} pinned; ~{counts['tokens']} tokens; scope {scope}"
+        f"{counts['pinned']} pinned; ~{counts['tokens']} tokens; scope {inline(scope, 200)}{elsewhere}"
     )
     kinds = counts.get("kinds") or {}
     if not kinds:

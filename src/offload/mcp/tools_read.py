@@ -3,6 +3,8 @@ checkout_remote, stats. Thin adapters: arguments in, store/core calls, short tex
 
 from __future__ import annotations
 
+import dataclasses
+
 from offload.core.fence import fence, new_nonce
 from offload.core.lines import continuation, read_lines, read_lines_within
 from offload.errors import InvalidInput, ModelNotConfigured
@@ -34,9 +36,15 @@ def fenced(ctx: McpContext, entry: Entry, body: str, nonce: str | None = None) -
     )
 
 
+def read_scope(ctx: McpContext, a: Args) -> str | None:
+    """The scope a read tool looks in: the server's own, or every scope when the caller
+    says ``all_scopes=true`` (the tools that change entries have no such argument)."""
+    return None if a.flag("all_scopes") else ctx.scope
+
+
 async def peek(ctx: McpContext, a: Args) -> str:
     """Counts only."""
-    return fmt.peek_text(ctx.store.peek(ctx.scope), ctx.scope)
+    return fmt.peek_text(ctx.store.peek(ctx.scope), ctx.scope, ctx.store.elsewhere(ctx.scope))
 
 
 async def matrix(ctx: McpContext, a: Args) -> str:
@@ -47,7 +55,10 @@ async def matrix(ctx: McpContext, a: Args) -> str:
     entries = ctx.store.entries(filters, limit=limit, offset=offset)
     total = ctx.store.count(filters)
     trailer = fmt.page_trailer("matrix", offset, len(entries), total)
-    return "\n".join(x for x in (fmt.entry_lines(entries), trailer) if x)
+    # what other scopes hold, only when they hold something (every line costs tokens)
+    others = ctx.store.elsewhere(ctx.scope)
+    scope = fmt.scope_note(ctx.scope, others, "entries") if others["entries"] else ""
+    return "\n".join(x for x in (fmt.entry_lines(entries), trailer, scope) if x)
 
 
 def _filters(ctx: McpContext, a: Args) -> Filters:
@@ -74,7 +85,9 @@ async def search(ctx: McpContext, a: Args) -> str:
         entries = ctx.store.entries(filters, limit=limit)
         total = ctx.store.count(filters)
         if not entries:
-            return "no entries match these filters; try fewer filters or all_scopes=true"
+            others = ctx.store.count(dataclasses.replace(filters, scope=None)) - total
+            note = fmt.scope_note(filters.scope, {"entries": others, "scopes": 0}, "entries")
+            return f"no entries match these filters; try fewer filters or all_scopes=true\n{note}"
         return fmt.entry_lines(entries) + f"\n[{len(entries)} of {total}; queries=[…] ranks]"
     shown: dict[tuple[int, int | None], int] = {}
     blocks: list[str] = []
@@ -85,9 +98,13 @@ async def search(ctx: McpContext, a: Args) -> str:
         blocks.append(fmt.hit_lines(q, hits, shown, n))
     if first is None:
         blocks.append("no hits; try other words, fewer filters or all_scopes=true")
+        others = sum(ctx.store.hits_elsewhere(q, filters) for q in queries)
+        blocks.append(fmt.scope_note(filters.scope, {"entries": others, "scopes": 0}, "hits"))
     else:
         at = max(first.start_line, first.match_line - _HIT_CONTEXT)
-        more = {"original": True} if first.in_original else {}
+        more: dict[str, object] = {"original": True} if first.in_original else {}
+        if first.entry.scope != ctx.scope:
+            more["all_scopes"] = True
         jump = fmt.call("read", ref=first.entry.ref, offset=at, max_tokens=HIT_READ_TOKENS, **more)
         blocks.append(f"[open a hit: {jump}; summary: recall(ref=…)]")
     return "\n".join(blocks)
@@ -95,7 +112,7 @@ async def search(ctx: McpContext, a: Args) -> str:
 
 async def recall(ctx: McpContext, a: Args) -> str:
     """Summary and metadata; no state change."""
-    return fmt.recall_text(ctx.store.resolve(a.ref(), ctx.scope))
+    return fmt.recall_text(ctx.store.resolve(a.ref(), read_scope(ctx, a)))
 
 
 def _offset(a: Args) -> int | str:
@@ -112,7 +129,7 @@ async def read(ctx: McpContext, a: Args) -> str:
     cfg = ctx.settings.mcp
     ref = a.ref()
     limit = a.integer("limit", cfg.read_limit_lines, 1, 10_000)
-    entry = ctx.store.resolve(ref, ctx.scope)
+    entry = ctx.store.resolve(ref, read_scope(ctx, a))
     original = a.flag("original") and entry.compressed
     max_tokens = a.integer("max_tokens", 0, 0, 10_000_000)  # 0: bounded by lines and bytes
     body = ctx.store.body(entry, original=original)
@@ -140,6 +157,8 @@ async def read(ctx: McpContext, a: Args) -> str:
     head += " (the original)" if original else fmt.lossy_note(entry)
     out = [head, fenced(ctx, entry, window.text)]
     more: dict[str, object] = {"original": True} if original else {}
+    if a.flag("all_scopes"):
+        more["all_scopes"] = True
     if max_tokens:
         more["max_tokens"] = max_tokens
     nxt = continuation(window, fmt.call("read", ref=ref, offset=window.next_offset, **more))
@@ -173,7 +192,7 @@ async def checkin(ctx: McpContext, a: Args) -> str:
 
 async def retrieve(ctx: McpContext, a: Args) -> str:
     """The full original content by any reference, fenced."""
-    e = ctx.store.resolve(a.ref(), ctx.scope)
+    e = ctx.store.resolve(a.ref(), read_scope(ctx, a))
     body = ctx.store.body(e, original=True)
     note = " (the original; the stored body is compressed)" if e.compressed else ""
     return f"{e.ref} {e.size} bytes, {e.lines} lines{note}\n{fenced(ctx, e, body)}"
@@ -183,7 +202,7 @@ async def checkout_remote(ctx: McpContext, a: Args) -> str:
     """The body distilled by the configured local model; an error rather than a fallback."""
     ref = a.ref()
     focus = a.text("focus").strip() or None
-    e = ctx.store.resolve(ref, ctx.scope)
+    e = ctx.store.resolve(ref, read_scope(ctx, a))
     from offload.llm.local_model import LocalModel  # deferred: pulls in httpx
 
     async with LocalModel(ctx.settings.local_model) as model:

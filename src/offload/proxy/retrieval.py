@@ -20,7 +20,7 @@ from offload.core.fence import fence, new_nonce
 from offload.core.lines import continuation, read_lines
 from offload.core.tokens import TokenCounter
 from offload.core.untrusted import inline
-from offload.errors import InvalidInput, OffloadError, ReferenceError_
+from offload.errors import InvalidInput, OffloadError, OtherScope, ReferenceError_
 from offload.proxy import recall
 from offload.store.models import Entry, Filters
 from offload.store.store import Store
@@ -162,10 +162,11 @@ def _read(memory: Memory, args: dict[str, Any]) -> str:
         return _NO_ROOM
     try:
         entry = memory.store.resolve(ref, memory.scope)
+    except OtherScope:  # the proxy reads only what the proxy's scope holds; the model
+        # cannot ask for every scope, so the answer does not offer it
+        return f"{inline(ref, 80)} is not in this conversation's memory; try {SEARCH_TOOL}"
     except ReferenceError_ as exc:
         return f"cannot read it: {exc}; references come from the stubs and {SEARCH_TOOL} hits"
-    if entry.scope != memory.scope:  # the proxy reads only what the proxy's scope holds
-        return f"{inline(ref, 80)} is not in this conversation's memory; try {SEARCH_TOOL}"
     body = memory.store.body(entry)
     cap = max(_LEAST_BYTES, budget * 3)  # bytes; checked against the true count below
     while True:  # halving: a few rounds at most

@@ -26,7 +26,7 @@ from offload.core.gist import gist
 from offload.core.hashing import ctx_ref, text_hash
 from offload.core.markdown import ends_inside_fence
 from offload.core.tokens import TokenCounter, default_counter
-from offload.errors import Gone, InvalidInput, UpstreamError
+from offload.errors import InvalidInput, ReferenceError_, UpstreamError
 from offload.llm.embedding import load_embedder
 from offload.sections.compress import Budget, advertise, extractive
 from offload.sections.cut import CutResult, plan_cut
@@ -347,8 +347,9 @@ class Sections:
         result = put()
         entry = result.entry
         if not result.created and entry.expires is not None and entry.expires <= now:
-            with contextlib.suppress(Gone):
-                self.store.resolve(entry.full_ref, scope=self.scope)  # archives it
+            # archives it; Gone, or another scope's live twin (OtherScope), is expected
+            with contextlib.suppress(ReferenceError_):
+                self.store.resolve(entry.full_ref, scope=self.scope)
             entry = put().entry
         return entry
 

@@ -104,9 +104,14 @@ class RetrieveResult:
 
 
 class Retriever:
-    """The handler of the retrieve tool over one store."""
+    """The handler of the retrieve tool over one store scope.
 
-    def __init__(self, store: Store, *, name: str = DEFAULT_TOOL_NAME, scope: str | None = None):
+    ``scope`` is a boundary: a reference to another scope's entry is answered with an
+    error, never its text. The default ``""`` is the scope :meth:`Store.put` and the
+    builder use by default; ``None`` reaches every scope (ask for it explicitly).
+    """
+
+    def __init__(self, store: Store, *, name: str = DEFAULT_TOOL_NAME, scope: str | None = ""):
         self.store = store
         self.name = name
         self.scope = scope

@@ -27,7 +27,8 @@ from offload.serve.markup import render
 
 POLL_MS = 3000  # how often the page refreshes its figures
 STORE_FIGURES = (
-    ("entries", "store.entries", "int"),
+    ("entries, every scope", "store.entries", "int"),
+    ("entries in this scope", "store.scope_entries", "int"),
     ("tokens", "store.tokens", "int"),
     ("blocks", "store.blocks", "int"),
     ("raw bytes", "store.raw_bytes", "bytes"),
@@ -52,7 +53,7 @@ SUMMARY = (
     ("tokens saved, all time", "proxy.cumulative.counters.tokens_saved", "int"),
     ("requests, all time", "proxy.cumulative.counters.requests", "int"),
     ("cache reuse, all time", "proxy.cumulative.cache_reuse_ratio", "pct"),
-    ("entries in the store", "store.entries", "int"),
+    ("entries in the store (every scope)", "store.entries", "int"),
     ("n_ctx of the upstream", "proxy.upstream.n_ctx", "int"),
 )
 GLOSSARY = {
@@ -267,12 +268,13 @@ def _browse(browse: Mapping[str, Any] | None) -> dict[str, Any]:
             f"{len(hits)} hits for \u201c{query}\u201d"
             if hits
             else f"no hits for \u201c{query}\u201d"
-        )
+        ) + _scope_note(browse)
+        also = "&all_scopes=1" if browse.get("all_scopes") else ""
         for h in hits:
             shown.append(
                 {
                     "ref": h["ref"],
-                    "quoted": quote(h["ref"], safe=""),
+                    "quoted": quote(h["ref"], safe="") + also,
                     "name": _entry_name(h),
                     "kind": h["kind"],
                     "tokens": fmt(h["tokens"], "int"),
@@ -292,7 +294,28 @@ def _browse(browse: Mapping[str, Any] | None) -> dict[str, Any]:
         text = opened["text"] + ("\n\u2026 (cut)" if opened["truncated"] else "")
     elif browse.get("entry_error"):
         head = str(browse["entry_error"])
-    return {"query": query, "note": note, "hits": shown, "head": head, "text": text}
+    return {
+        "query": query,
+        "note": note,
+        "hits": shown,
+        "head": head,
+        "text": text,
+        "all_scopes": bool(browse.get("all_scopes")),
+    }
+
+
+def _served_scope(surfaces: Mapping[str, Any]) -> str:
+    """Which scope the store browser looks in (the MCP server's), said before a search."""
+    return str((surfaces.get("mcp") or {}).get("scope") or "")
+
+
+def _scope_note(browse: Mapping[str, Any]) -> str:
+    """`` in scope X; 3 more in other scopes: tick every scope`` (empty for every scope)."""
+    if browse.get("scope") is None:
+        return " in every scope"
+    more = int((browse.get("other_scopes") or {}).get("hits") or 0)
+    tail = f"; {more} more in other scopes: tick \u201cevery scope\u201d" if more else ""
+    return f" in scope {browse['scope']}{tail}"
 
 
 def _entry_name(entry: Mapping[str, Any]) -> str:
@@ -352,6 +375,7 @@ def render_dashboard(
         plot_cards=_plot_cards(stats),
         recent=_recent(stats, now),
         browse=_browse(browse),
+        served_scope=_served_scope(surfaces),
         store_figures=STORE_FIGURES,
         proxy_figures=PROXY_FIGURES,
         **_surfaces(surfaces, settings or Settings()),

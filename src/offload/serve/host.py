@@ -14,6 +14,7 @@ router's lifespan runs each sub-app's ASGI lifespan (:mod:`offload.serve.lifespa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -131,10 +132,17 @@ class Served:
 
     async def _store_stats(self) -> dict[str, Any]:
         try:
-            stats: dict[str, Any] = await anyio.to_thread.run_sync(self.store.stats)
+            stats: dict[str, Any] = await anyio.to_thread.run_sync(self._store_figures)
         except OffloadError as exc:  # a busy store: report it, keep serving
             return {"error": str(exc)}
         return stats
+
+    def _store_figures(self) -> dict[str, Any]:
+        """The whole store's figures, and the served scope's entries beside them (what the
+        store browser and ``offload stats`` in the same project show)."""
+        scope = self.mcp_ctx.scope
+        counts = self.store.scope_counts()
+        return {**self.store.stats(), "scope": scope, "scope_entries": counts.get(scope, 0)}
 
     async def stats(self) -> dict[str, Any]:
         """``/api/stats``: proxy stats, store stats and the mounted surfaces."""
@@ -225,22 +233,25 @@ def _host_app(served: Served) -> ASGIApp:
     async def dashboard(request: Request) -> Response:
         token = bool(served.settings.proxy.bearer_token)
         stats = None if token else await served.stats()
-        browse = None if token else await _browse(served.store, request.query_params)
+        browse = None if token else await _browse(served, request.query_params)
         page = render_dashboard(
             served.surfaces(), stats, settings=served.settings, token_required=token, browse=browse
         )
         return HTMLResponse(page)
 
     def store_query(
-        query: Callable[[Store, str], dict[str, Any]], param: str
+        query: Callable[..., dict[str, Any]], param: str
     ) -> Callable[[Request], Awaitable[Response]]:
-        """An endpoint answering ``query(store, ?param=...)`` as JSON, off the event loop;
-        an OffloadError is its message with the status it maps to."""
+        """An endpoint answering ``query(store, ?param=..., scope=...)`` as JSON, off the
+        event loop; an OffloadError is its message with the status it maps to."""
 
         async def endpoint(request: Request) -> Response:
             value = request.query_params.get(param, "")
+            call = functools.partial(
+                query, served.store, value, scope=scope_asked(served, request.query_params)
+            )
             try:
-                found = await anyio.to_thread.run_sync(query, served.store, value)
+                found = await anyio.to_thread.run_sync(call)
             except OffloadError as exc:
                 return JSONResponse({"error": str(exc)}, store_api.status_of(exc))
             return JSONResponse(found)
@@ -274,21 +285,31 @@ def _host_app(served: Served) -> ASGIApp:
     return Guard.for_proxy(app, served.settings.proxy, token_paths=TOKEN_PATHS)
 
 
-async def _browse(store: Store, params: Mapping[str, str]) -> dict[str, Any] | None:
+def scope_asked(served: Served, params: Mapping[str, str]) -> str | None:
+    """The scope a store browser request looks in: the served scope (the MCP server's),
+    or every scope with ``all_scopes=1``."""
+    every = params.get("all_scopes", "").strip().lower() in ("1", "true", "on")
+    return None if every else served.mcp_ctx.scope
+
+
+async def _browse(served: Served, params: Mapping[str, str]) -> dict[str, Any] | None:
     """The store search and entry that ``/?q=...&entry=...`` asks for (the page without
     script); errors are shown on the page."""
     query, ref = params.get("q", "").strip(), params.get("entry", "").strip()
+    scope = scope_asked(served, params)
     if not query and not ref:
         return None
-    out: dict[str, Any] = {"query": query}
+    out: dict[str, Any] = {"query": query, "scope": scope}
     if query:
+        search = functools.partial(store_api.search, served.store, query, scope=scope)
         try:
-            out.update(await anyio.to_thread.run_sync(store_api.search, store, query))
+            out.update(await anyio.to_thread.run_sync(search))
         except OffloadError as exc:
             out["error"] = str(exc)
     if ref:
+        opened = functools.partial(store_api.entry, served.store, ref, scope=scope)
         try:
-            out["entry"] = await anyio.to_thread.run_sync(store_api.entry, store, ref)
+            out["entry"] = await anyio.to_thread.run_sync(opened)
         except OffloadError as exc:
             out["entry_error"] = str(exc)
     return out

@@ -45,10 +45,11 @@ def entries_named(conn: Conn, parsed: ParsedRef) -> list[tuple[Row, tuple[str, .
     )
 
 
-def why_missing(conn: Conn, parsed: ParsedRef) -> Exception:
-    """The error for a reference nothing live answers: Gone with its tombstone, or NotFound."""
+def why_missing(conn: Conn, parsed: ParsedRef, scope: str | None = None) -> Exception:
+    """The error for a reference nothing live answers: Gone with its tombstone, or NotFound.
+    Asked within ``scope``, another scope's tombstone is not told (its reason, its time)."""
     tomb = tombstones.lookup(conn, parsed)
-    if tomb is not None:
+    if tomb is not None and (scope is None or tomb.scope == scope):
         return Gone(parsed.raw, tomb.reason, iso(tomb.gone), tomb.regenerate)
     hint = "list entries with `offload ls` or the matrix tool"
     if parsed.kind == "prefix" and len(parsed.value) < MIN_PREFIX:

@@ -156,6 +156,7 @@ class Tombstone:
     reason: str
     gone: float
     regenerate: str
+    scope: str = ""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from offload.errors import (
     InvalidInput,
     NotFound,
     OffloadError,
+    OtherScope,
 )
 from offload.store import lookup
 from offload.store.backend import Conn
@@ -122,6 +123,35 @@ class Store(SavedState):
         except OffloadError:
             self._pg.close()
             raise
+
+    def restrict_role(self, role: str, scopes: Sequence[str]) -> None:
+        """Hold a PostgreSQL role to ``scopes`` in the database itself (row-level security,
+        store/postgres/pgscopes.py); run as the schema's owner."""
+        from offload.store.postgres import pgscopes
+
+        self._as_owner(lambda raw: pgscopes.restrict(raw, role, scopes))
+
+    def unrestrict_role(self, role: str) -> int:
+        """Lift a role's scope restriction; how many scopes it was held to."""
+        from offload.store.postgres import pgscopes
+
+        return int(self._as_owner(lambda raw: pgscopes.unrestrict(raw, role)))
+
+    def restricted_roles(self) -> dict[str, list[str]]:
+        """Every role held to scopes, with its scopes."""
+        from offload.store.postgres import pgscopes
+
+        found: dict[str, list[str]] = self._as_owner(pgscopes.grants)
+        return found
+
+    def _as_owner(self, work: Callable[[Any], Any]) -> Any:
+        if self._pg is None:
+            raise InvalidInput(
+                "holding a role to its scopes needs a PostgreSQL store ([store] url); "
+                "a SQLite file is one user's"
+            )
+        with pgconn.errors(self.url), self._pg.pool.connection(timeout=self._pg.timeout_s) as raw:
+            return work(raw)
 
     @property
     def backend(self) -> str:
@@ -367,9 +397,12 @@ class Store(SavedState):
     def resolve(self, ref: str, scope: str | None = None) -> Entry:
         """The live entry ``ref`` names: id, label, ``ctx:sha256:<hex>``, or a hex prefix.
 
-        Several entries sharing one content (other scopes) are one answer; ``scope`` says
-        which to prefer. Distinct contents under one prefix raise AmbiguousReference; a
-        forgotten or expired entry raises Gone with the reason.
+        A scope is a boundary: with ``scope`` given only that scope's entries answer, and a
+        reference naming entries of other scopes only raises OtherScope (nothing of theirs
+        is read, not even a content hash's body). ``scope=None`` asks for every scope;
+        several entries sharing one content are then one answer. Distinct contents under
+        one prefix raise AmbiguousReference; a forgotten or expired entry raises Gone with
+        the reason.
         """
         parsed = parse_ref(ref)
         conn = self.conn
@@ -379,13 +412,17 @@ class Store(SavedState):
         for r, _ in matched:
             if r["expires"] is not None and r["expires"] <= now:
                 lifecycle.expire(self, int(r["id"]))  # archived; a live twin still answers
+        if scope is not None:
+            elsewhere = bool(live)
+            live = [m for m in live if m[0]["scope"] == scope]
+            if elsewhere and not live:
+                raise OtherScope(parsed.raw, scope)
         if not live:
-            raise lookup.why_missing(conn, parsed)
+            raise lookup.why_missing(conn, parsed, scope)
         hashes = sorted({r["content_hash"] for r, _ in live})
         if len(hashes) > 1:
             raise AmbiguousReference(parsed.raw, [f"ctx:sha256:{h[:16]}" for h in hashes])
-        preferred = [m for m in live if scope is not None and m[0]["scope"] == scope] or live
-        return Entry.from_row(*preferred[0])
+        return Entry.from_row(*live[0])
 
     def body(self, entry: Entry, *, original: bool = False, touch: bool = False) -> str:
         """The stored body, verified against its hash (``original``: what the caller sent)."""
@@ -532,6 +569,31 @@ class Store(SavedState):
             "tokens": sum(r["t"] for r in kinds),
             "kinds": {r["kind"]: {"entries": r["n"], "tokens": r["t"]} for r in kinds},
         }
+
+    def scope_counts(self) -> dict[str, int]:
+        """Live entries per scope, from the per-(scope, kind) sums (O(scopes x kinds))."""
+        self.expire_due()
+        found = self.conn.execute(
+            "SELECT scope, sum(entries) AS n FROM scope_stats GROUP BY scope "
+            "HAVING sum(entries) > 0 ORDER BY scope"
+        ).fetchall()
+        return {str(r["scope"]): int(r["n"]) for r in found}
+
+    def elsewhere(self, scope: str | None) -> dict[str, int]:
+        """What scopes other than ``scope`` hold: ``{"entries": n, "scopes": k}`` (None:
+        every scope was asked for, so nothing is elsewhere)."""
+        counts = {} if scope is None else self.scope_counts()
+        others = [n for s, n in counts.items() if s != scope]
+        return {"entries": sum(others), "scopes": len(others)}
+
+    def hits_elsewhere(self, query: str, filters: Filters, *, limit: int = 100) -> int:
+        """How many entries of scopes other than ``filters.scope`` match ``query`` (the
+        same filters otherwise), counted over at most ``limit`` hits of every scope."""
+        if filters.scope is None:
+            return 0
+        every = dataclasses.replace(filters, scope=None)
+        hits = search_hits(self, query, every, limit=limit, offset=0, width=40)
+        return len({h.entry.id for h in hits if h.entry.scope != filters.scope})
 
     def stats(self) -> dict[str, Any]:
         """Store-wide figures: entries, blocks, raw and stored bytes, file sizes."""

@@ -209,10 +209,10 @@ function headers() {
 async function search(q) {
   const list = $('hits'), note = $('search-note');
   list.replaceChildren(); note.textContent = 'searching\u2026';
-  const r = await fetch('/api/search?q=' + encodeURIComponent(q), {headers: headers()});
+  const r = await fetch('/api/search?q=' + encodeURIComponent(q) + everyScope(), {headers: headers()});
   const data = await r.json();
   if (!r.ok) { note.textContent = data.error || ('search failed: ' + r.status); return; }
-  note.textContent = data.hits.length ? data.hits.length + ' hits for \u201c' + q + '\u201d' : 'no hits for \u201c' + q + '\u201d';
+  note.textContent = (data.hits.length ? data.hits.length + ' hits for \u201c' + q + '\u201d' : 'no hits for \u201c' + q + '\u201d') + scopeNote(data);
   for (const h of data.hits) {
     const li = el('li', {'data-ref': h.ref});
     const a = el('a', {href: '?entry=' + encodeURIComponent(h.ref) + '#store', 'data-ref': h.ref}, h.topic || (h.labels || [])[0] || h.ref);
@@ -222,9 +222,16 @@ async function search(q) {
     list.appendChild(li);
   }
 }
+// the served scope by default, as the CLI and the MCP tools; the box asks for every scope
+function everyScope() { return $('all-scopes').checked ? '&all_scopes=1' : ''; }
+function scopeNote(data) {
+  if (data.scope === null) return ' in every scope';
+  const more = data.other_scopes.hits;
+  return ' in scope ' + data.scope + (more ? '; ' + more + ' more in other scopes: tick \u201cevery scope\u201d' : '');
+}
 async function openEntry(ref) {
   const box = $('entry');
-  const r = await fetch('/api/entry?ref=' + encodeURIComponent(ref), {headers: headers()});
+  const r = await fetch('/api/entry?ref=' + encodeURIComponent(ref) + everyScope(), {headers: headers()});
   const data = await r.json();
   box.hidden = false;
   if (!r.ok) { $('entry-head').textContent = data.error || ('open failed: ' + r.status); $('entry-text').textContent = ''; return; }

@@ -678,3 +678,19 @@ def _offers_lz4(raw: Any) -> bool:
         "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
     ).fetchone()
     return bool(row is not None and row[0])
+
+
+@migration
+def pg_known_blocks(raw: Any) -> None:
+    # Which blocks a batch of puts finds stored (store/write/pgbulk.py) must see every block,
+    # also one only another scope's entries use: a role held to its scopes by row-level
+    # security (store/postgres/pgscopes.py) would otherwise write it again and fail on blocks.hash.
+    # The function runs as the schema's owner and answers hashes only, never bodies.
+    raw.execute(
+        """
+        CREATE OR REPLACE FUNCTION offload_known_blocks(digests text) RETURNS SETOF text
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT
+            AS $$ SELECT hash FROM blocks
+                  WHERE hash IN (SELECT json_array_elements_text(digests::json)) $$
+        """
+    )

@@ -56,7 +56,9 @@ ENTRY_COLUMNS = (
     "access_count", "expires", "regenerate", "checked_out", "checked_in",
 )  # fmt: skip
 _NEXT_IDS = "SELECT nextval('{}_id_seq') AS id FROM generate_series(1, ?)"
-_KNOWN_BLOCKS = "SELECT hash FROM blocks WHERE hash IN (SELECT json_array_elements_text(?::json))"
+# every stored block, whatever scope uses it (a function of the schema owner: row-level
+# security may hide another scope's blocks from this role, store/postgres/pgscopes.py)
+_KNOWN_BLOCKS = "SELECT offload_known_blocks(?)"
 _INSERT_TERMS = (
     "INSERT OR IGNORE INTO terms (term) SELECT json_array_elements_text(?::json) ORDER BY 1"
 )

@@ -14,7 +14,7 @@ from typing import Any
 from offload.config import StoreSettings
 from offload.core.chunking import count_lines
 from offload.core.hashing import sha256_hex
-from offload.errors import NotFound
+from offload.errors import InvalidInput, NotFound
 from offload.store.backend import Conn
 from offload.store.models import Entry
 from offload.store.write import blocks, index
@@ -269,8 +269,16 @@ def _entry_statement(fields: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
 
 
 def set_label(conn: Conn, label: str, entry_id: int) -> None:
-    """Point ``label`` at the entry (moving it from any other), and refresh the search rows."""
-    previous = conn.execute("SELECT entry_id FROM labels WHERE label = ?", (label,)).fetchone()
+    """Point ``label`` at the entry (moving it from any other of its scope), and refresh
+    the search rows. A label held by another scope's entry is refused (InvalidInput): a
+    scope's entries are not renamed from another scope."""
+    previous = conn.execute(
+        "SELECT l.entry_id, e.scope <> n.scope AS elsewhere FROM labels l "
+        "JOIN entries e ON e.id = l.entry_id JOIN entries n ON n.id = ? WHERE l.label = ?",
+        (entry_id, label),
+    ).fetchone()
+    if previous is not None and previous["elsewhere"]:
+        raise InvalidInput(f"label {label!r} names an entry of another scope; choose another label")
     conn.execute(
         "INSERT INTO labels (label, entry_id) VALUES (?, ?) "
         "ON CONFLICT(label) DO UPDATE SET entry_id = excluded.entry_id",

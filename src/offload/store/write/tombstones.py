@@ -59,6 +59,7 @@ def lookup(conn: Conn, parsed: ParsedRef) -> Tombstone | None:
         reason=row["reason"],
         gone=row["gone"],
         regenerate=row["regenerate"],
+        scope=row["scope"],
     )
 
 

@@ -1,0 +1,129 @@
+"""A PostgreSQL role held to its scopes by row-level security: through offload and through
+raw SQL it neither sees, changes nor deletes another scope's rows."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from offload.core.hashing import text_hash
+from offload.core.tokens import EstimateCounter
+from offload.errors import InvalidInput, NotFound
+from offload.store.store import Store
+from pgserver import PgServer
+
+pytestmark = pytest.mark.slow
+
+SETUP = """
+CREATE ROLE {db}_owner NOLOGIN;
+CREATE ROLE {db}_a LOGIN;
+CREATE ROLE {db}_b LOGIN;
+CREATE DATABASE {db} OWNER {db}_owner;
+GRANT CONNECT ON DATABASE {db} TO {db}_a, {db}_b
+"""
+IN_DB = """
+REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+GRANT USAGE ON SCHEMA public TO {db}_a, {db}_b;
+ALTER DEFAULT PRIVILEGES FOR ROLE {db}_owner IN SCHEMA public
+    GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {db}_a, {db}_b;
+ALTER DEFAULT PRIVILEGES FOR ROLE {db}_owner IN SCHEMA public
+    GRANT USAGE, SELECT ON SEQUENCES TO {db}_a, {db}_b
+"""
+SECRET = "team a's payroll figures: 4242\n"
+
+
+def team(pg_server: PgServer, db: str) -> tuple[str, str, str]:
+    """docs/team-store.md's least-privilege setup with two machine roles: the owner's URL
+    (an administrator acting as the owner), team a's and team b's."""
+    for statement in SETUP.format(db=db).strip().split(";\n"):
+        pg_server.execute(statement)
+    for statement in IN_DB.format(db=db).strip().split(";\n"):
+        pg_server.execute(statement, dbname=db)
+    url = pg_server.url(db)
+    owner = url + f"?options=-c%20role%3D{db}_owner"
+    return owner, url.replace("postgres@", f"{db}_a@"), url.replace("postgres@", f"{db}_b@")
+
+
+def test_a_role_held_to_its_scope_cannot_reach_another_scopes_rows_even_with_raw_sql(
+    pg_server: PgServer,
+) -> None:
+    owner, url_a, url_b = team(pg_server, "rls")
+    with Store(owner, counter=EstimateCounter()) as admin:
+        admin.restrict_role("rls_b", ["teamB"])
+        assert admin.restricted_roles() == {"rls_b": ["teamB"]}
+    with Store(url_a, counter=EstimateCounter()) as a:  # not held to scopes: sees all
+        secret = a.put(SECRET, scope="teamA", topic="payroll", label="payroll").entry
+        shared = a.put("a text both teams hold\n", scope="teamA").entry
+        a.forget(a.put("team a's old draft\n", scope="teamA").entry.full_ref, scope="teamA")
+    with psycopg.connect(url_b, autocommit=True) as raw:
+        assert raw.execute("SELECT count(*) FROM entries").fetchone() == (0,)
+        assert raw.execute("SELECT count(*) FROM blocks").fetchone() == (0,)
+        assert raw.execute("SELECT count(*) FROM labels").fetchone() == (0,)
+        assert raw.execute("SELECT count(*) FROM search_meta").fetchone() == (0,)
+        assert raw.execute("SELECT count(*) FROM scope_stats").fetchone() == (0,)
+        assert raw.execute("SELECT count(*) FROM tombstones").fetchone() == (0,)
+        assert raw.execute("SELECT count(*) FROM entry_vectors").fetchone() == (0,)
+        assert raw.execute("UPDATE entries SET topic = 'x'").rowcount == 0
+        assert raw.execute("DELETE FROM entries").rowcount == 0
+        assert raw.execute("DELETE FROM blocks").rowcount == 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # its own grants: no
+            raw.execute("DELETE FROM offload_scope_grants")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # a row in teamA: no
+            raw.execute(
+                "INSERT INTO entries (kind, tokens, content_hash, block_hash, scope, created,"
+                " accessed) VALUES ('text', 1, 'x', %s, 'teamA', 0, 0)",
+                (shared.block_hash,),
+            )
+    with Store(url_b, counter=EstimateCounter()) as b:
+        # the same content in its own scope shares the block; forgetting it keeps team a's
+        mine = b.put("a text both teams hold\n", scope="teamB").entry
+        b.put_many(["a text both teams hold\n", "team b's own batch\n"], scope="teamB")
+        for ref in (f"#{secret.id}", secret.full_ref, "payroll"):
+            with pytest.raises(NotFound):
+                b.resolve(ref)  # every scope asked for: team a's is still not there
+        assert [h.entry.scope for h in b.search("payroll figures")] == []
+        assert b.count() == 2 and b.peek()["entries"] == 2
+        b.forget(mine.full_ref, scope="teamB")
+    with Store(url_a, counter=EstimateCounter()) as a:
+        assert a.read(secret.full_ref, "teamA") == SECRET
+        assert a.read(shared.full_ref, "teamA") == "a text both teams hold\n"
+        assert a.resolve(f"#{secret.id}").topic == "payroll"
+    with Store(owner, counter=EstimateCounter()) as admin:
+        assert admin.unrestrict_role("rls_b") == 1
+    with psycopg.connect(url_b, autocommit=True) as raw:
+        assert raw.execute("SELECT count(*) FROM entries").fetchone() == (3,)
+    assert text_hash(SECRET) == secret.content_hash
+
+
+def test_restricting_a_role_is_a_command_that_names_what_it_did(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    owner, _url_a, _url_b = team(pg_server, "rlscli")
+    env = {"OFFLOAD_HOME": str(tmp_path), "OFFLOAD_STORE__URL": owner, "PATH": ""}
+
+    def offload(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "offload.cli.main", "store", *argv],
+            env={**env, "OFFLOAD_SEARCH__SEMANTIC": "false"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    done = offload("restrict", "rlscli_b", "--scope", "teamB", "--scope", "shared")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "role rlscli_b is held to scope(s) shared, teamB\n"
+    assert offload("roles").stdout == "rlscli_b: shared, teamB\n"
+    missing = offload("restrict", "nobody", "--scope", "x")
+    assert missing.returncode == 2 and "no role named 'nobody'" in missing.stderr
+    assert offload("unrestrict", "rlscli_b").returncode == 0
+    assert offload("roles").stdout == "no role is held to scopes\n"
+
+
+def test_a_sqlite_store_says_restricting_roles_needs_postgresql(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db") as store, pytest.raises(InvalidInput, match="PostgreSQL"):
+        store.restrict_role("anyone", ["x"])
