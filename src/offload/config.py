@@ -149,6 +149,11 @@ class ProxySettings:
     # share of n_ctx (0: off)
     recall_ratio: float = 0.04
     recall_scope: str = "session"
+    # a block is sent only when one of its records brings back at least this share of the
+    # query's weight in terms the rest of the wire lacks (the conversation returns to
+    # something paged out); every block costs the upstream its tokens again next turn, so
+    # higher keeps more of its KV cache, lower brings back more (0: a block every turn)
+    recall_min_new: float = 0.3
     # the loop guard: the same assistant call (or text) this many times in a row gets a
     # short note on the wire telling the model so (0: off)
     loop_repeats: int = 3

@@ -71,7 +71,7 @@ def ask(msgs: Msgs, text: str) -> Msgs:
     return [*msgs, {"role": "user", "content": text}]
 
 
-def test_a_question_about_paged_out_memory_brings_it_back_before_the_question(
+def test_a_question_about_paged_out_memory_brings_it_back_after_the_question(
     store: Store,
 ) -> None:
     p = pipe(store)
@@ -84,7 +84,8 @@ def test_a_question_about_paged_out_memory_brings_it_back_before_the_question(
     block = blocks[0]["content"]
     assert "the pelican quartermaster rotated the vault key at 03:14" in block
     assert "<offload:body:" in block and "from ctx:sha256:" in block and "read(ref=" in block
-    assert result.messages[-2] is blocks[0] and result.messages[-1] == request[-1]
+    # at the very end: the question and all before it are the previous request's prefix
+    assert result.messages[-1] is blocks[0] and result.messages[-2] == request[-1]
     assert result.wire_tokens <= Budget.of(p.settings, N_CTX).ceiling
     assert expand(store, result.messages) == request
 
@@ -140,9 +141,12 @@ def test_the_next_turn_keeps_the_stable_prefix_without_the_block(store: Store) -
     follow = [*request, {"role": "assistant", "content": "The quartermaster."}]
     follow = ask(follow, "Thanks. Anything else in the logs?")
     second = p.rewrite(follow, N_CTX)
-    assert second.prefix_kept
-    stable = [m for m in first.messages if not is_recall_block(m)]
+    assert not second.prefix_kept and second.break_cause == "recall"
+    assert is_recall_block(first.messages[-1])
+    stable = first.messages[:-1]
     assert second.messages[: len(stable)] == stable
+    # only the dropped block (and what replaces it) is recomputed
+    assert second.reused_tokens >= first.wire_tokens - first.recall_tokens - 8
 
 
 def test_recall_is_off_at_a_zero_ratio_and_before_anything_was_paged(store: Store) -> None:

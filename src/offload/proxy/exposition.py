@@ -41,7 +41,7 @@ NAMES = {
 #: total would be the sum of the same family.
 BY_CAUSE = "prefix_breaks"
 #: The per-session families: bounded by the proxy's ``max_sessions``.
-SESSION_COUNTERS = ("requests", "client_tokens", "wire_tokens", "tokens_saved")
+SESSION_COUNTERS = ("requests", "client_tokens", "wire_tokens", "tokens_saved", "reused_tokens")
 SINCE = "since the store began"
 
 
@@ -83,6 +83,15 @@ def render(
         "gauge",
         f"upstream-cached prompt tokens / upstream prompt tokens, {SINCE}",
         [] if ratio is None else [("", f"{ratio:.6f}")],
+    )
+    kv = totals["kv_reuse_ratio"]
+    _family(
+        out,
+        f"{PREFIX}kv_reuse_ratio",
+        "gauge",
+        "wire tokens shared as a prefix with the session's previous request / wire tokens,"
+        f" {SINCE}",
+        [] if kv is None else [("", f"{kv:.6f}")],
     )
     gauges = {
         "start_time_seconds": ("unix time this proxy process started", snap["started_at"]),

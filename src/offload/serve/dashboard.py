@@ -42,12 +42,14 @@ PROXY_FIGURES = (
     ("stubs made", "counters.stubs_made", "int"),
     ("windowed requests", "counters.windowed", "int"),
     ("cache reuse", "cache_reuse_ratio", "pct"),
+    ("KV reuse", "kv_reuse_ratio", "pct"),
     ("prefix breaks", "counters.prefix_breaks", "int"),
 )
 SUMMARY = (
     ("tokens saved, all time", "proxy.cumulative.counters.tokens_saved", "int"),
     ("requests, all time", "proxy.cumulative.counters.requests", "int"),
     ("cache reuse, all time", "proxy.cumulative.cache_reuse_ratio", "pct"),
+    ("KV reuse, all time", "proxy.cumulative.kv_reuse_ratio", "pct"),
     ("entries in the store", "store.entries", "int"),
     ("n_ctx of the upstream", "proxy.upstream.n_ctx", "int"),
 )
@@ -68,9 +70,13 @@ GLOSSARY = {
     " trim).",
     "cache reuse": "the share of the prompt the upstream reported as reused from its KV"
     " cache instead of recomputed: high is fast and cheap.",
+    "KV reuse": "the share of the wire tokens each request shared as a prefix with its"
+    " session's previous request as the proxy sent it (counted by the proxy): what the"
+    " upstream's KV cache can reuse, whether or not the upstream reports it.",
     "prefix breaks": "requests whose prompt did not start with the previous request's"
     " prompt, so the upstream's cache could not be reused; the cause says why (windowing,"
-    " the client editing history, a restart, or the upstream evicting its cache).",
+    " the client editing history, a restart, the previous turn's recall block or loop note"
+    " dropped from the end, or the upstream evicting its cache).",
 }
 SESSION_ROWS = 15
 PLOT_SESSIONS = 4
@@ -241,6 +247,7 @@ def _sessions_html(stats: Any, now: float) -> str:
             fmt(c["counters"]["wire_tokens"], "int"),
             fmt(c["counters"]["tokens_saved"], "int"),
             fmt(c["cache_reuse_ratio"], "pct"),
+            fmt(c.get("kv_reuse_ratio"), "pct"),
             _ago(now - float(s.get("last_seen") or now)) + " ago",
         ]
         rows.append(
@@ -249,7 +256,14 @@ def _sessions_html(stats: Any, now: float) -> str:
         )
     head = "".join(
         f'<th class="n">{_term(h)}</th>'
-        for h in ("requests", "client tokens", "wire tokens", "tokens saved", "cache reuse")
+        for h in (
+            "requests",
+            "client tokens",
+            "wire tokens",
+            "tokens saved",
+            "cache reuse",
+            "KV reuse",
+        )
     )
     return (
         f"<table><thead><tr><th>session</th>{head}<th class=n>last seen</th></tr></thead>"
