@@ -42,7 +42,7 @@ from offload.store.store import Store
 
 HERE = Path(__file__).resolve().parent
 # the traces the repository ships; --traces ../shared/data/traces for the full tau-bench set
-DEFAULT_TRACES = HERE.parents[1] / "tests" / "data" / "traces"
+DEFAULT_TRACES = HERE.parent / "tests" / "data" / "traces"
 
 
 def run_replay(path: Path, n_ctx: int, chained: bool) -> dict[str, Any]:
