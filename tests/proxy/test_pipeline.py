@@ -20,6 +20,7 @@ from offload.proxy.messages import session_key
 from offload.proxy.pipeline import Pipeline, RewriteResult
 from offload.proxy.reuse import LOOP_NOTE, RECALL
 from offload.proxy.session import STATE_NAMESPACE
+from offload.proxy.window import Budget
 from offload.store.store import Store
 
 Msgs = list[dict[str, Any]]
@@ -635,3 +636,30 @@ def test_an_edited_history_continued_in_another_process_becomes_the_frontier(
     assert continued.messages == reference[-1].messages
     assert again.messages == continued.messages
     assert again.break_cause == "restart"
+
+
+def test_a_newest_message_too_big_to_fit_shows_its_first_and_last_lines(store: Store) -> None:
+    pipe = make(store)
+    body = "\n".join(f"row {i}: value={i * 7} status=ok path=/srv/big/{i}" for i in range(3000))
+    msgs: Msgs = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Dump the table."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "dump", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "name": "dump", "content": body},
+    ]
+    result = pipe.rewrite(msgs, N_CTX)
+    shown = str(result.messages[-1]["content"])
+    assert is_stub(shown) and "row 0: value=0" in shown and "row 2999: value=20993" in shown
+    assert "lines not shown: offload_read(ref=" in shown and "offset=" in shown
+    assert result.wire_tokens <= Budget.of(pipe.settings, N_CTX).ceiling
+    assert expand(store, result.messages) == msgs

@@ -535,7 +535,7 @@ class Pipeline:
                 starts,
                 ct,
                 lambda i: self._cost(msgs, i, ct, budget.threshold),
-                lambda i: self._forced_cost(msgs, i, ct),
+                lambda i: self._forced_cost(msgs, i, ct, budget.threshold),
                 range_cost,
                 budget,
                 cut_level(budget, growth),
@@ -603,10 +603,18 @@ class Pipeline:
     def _bulky(self, msgs: Sequence[Message], i: int, threshold: int) -> _Stubbing | None:
         return self._stubbing(msgs, i, threshold, 2.0)
 
-    def _forced(self, msgs: Sequence[Message], i: int, ct: Sequence[int]) -> _Stubbing | None:
+    def _forced(
+        self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int
+    ) -> _Stubbing | None:
+        """Message ``i`` stubbed whatever its size (the emergency); the newest message, which
+        the model has not seen yet, keeps its first and last lines beside its stub
+        (``2 * threshold`` tokens of them)."""
         made = self._stubbing(msgs, i, 0, 1.0)
         if made is None:
             return None
+        if i == len(msgs) - 1 and made.content is not None:
+            shown = self.stubs.with_ends(made.content, content_text(msgs[i]), 2 * threshold)
+            made = _Stubbing(shown, made.calls)
         return made if self._stub_tokens(msgs[i], made) < ct[i] else None
 
     def _stub_tokens(self, msg: Message, made: _Stubbing) -> int:
@@ -624,8 +632,10 @@ class Pipeline:
         made = self._bulky(msgs, i, threshold)
         return ct[i] if made is None else self._stub_tokens(msgs[i], made)
 
-    def _forced_cost(self, msgs: Sequence[Message], i: int, ct: Sequence[int]) -> int | None:
-        made = self._forced(msgs, i, ct)
+    def _forced_cost(
+        self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int
+    ) -> int | None:
+        made = self._forced(msgs, i, ct, threshold)
         return None if made is None else self._stub_tokens(msgs[i], made)
 
     def _stubbed(self, msgs: Sequence[Message], i: int, made: _Stubbing) -> Message:
@@ -655,7 +665,7 @@ class Pipeline:
 
         def stubbed_under(lay: Layout, i: int, limit: int = threshold) -> _Stubbing | None:
             if i in lay.forced:
-                return self._forced(msgs, i, ct)
+                return self._forced(msgs, i, ct, threshold)
             if lay.paged <= i < lay.stubbed:
                 return self._bulky(msgs, i, limit)
             return None
