@@ -15,13 +15,15 @@ the rewrite time per question with and without recall: two pipelines played side
 each question timed through both in turn; ``recall_added_ms_median`` is the median of the
 per-question differences in CPU time (what recall adds to a turn, search included).
 
-Usage: ``python bench/bench_recall.py LOCOMO.json [--n-ctx 8192 4096] [--limit N]``.
+Usage: ``python bench/bench_recall.py LOCOMO.json [--n-ctx 8192 4096] [--limit N]
+[--min-new 0 0.3]`` (``proxy.recall_min_new`` values, each played beside recall off).
 LoCoMo is CC BY-NC: pass its path, never copy it into the repository.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -129,7 +131,9 @@ def _finish(out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run(path: Path, n_ctx: int, limit: int, recall_ratio: float) -> list[dict[str, Any]]:
+def run(
+    path: Path, n_ctx: int, limit: int, recall_ratio: float, min_new: float | None = None
+) -> list[dict[str, Any]]:
     """The figures with recall at ``recall_ratio`` and with recall off, played side by side
     (two pipelines and stores, each question timed through both in turn): the recall
     row also carries the median of the per-question differences (the time recall adds)."""
@@ -142,9 +146,11 @@ def run(path: Path, n_ctx: int, limit: int, recall_ratio: float) -> list[dict[st
         Store(Path(tmp) / "on.db", counter=counter) as st_on,
         Store(Path(tmp) / "off.db", counter=counter) as st_off,
     ):
-        pipe_on = Pipeline(
-            st_on, ProxySettings(scope=SCOPE, recall_ratio=recall_ratio), counter, scope=SCOPE
-        )
+        on_settings = ProxySettings(scope=SCOPE, recall_ratio=recall_ratio)
+        if min_new is not None:
+            on_settings = dataclasses.replace(on_settings, recall_min_new=min_new)
+        pipe_on = Pipeline(st_on, on_settings, counter, scope=SCOPE)
+        on["recall_min_new"] = on_settings.recall_min_new
         pipe_off = Pipeline(
             st_off, ProxySettings(scope=SCOPE, recall_ratio=0.0), counter, scope=SCOPE
         )
@@ -176,12 +182,21 @@ def main() -> None:
     parser.add_argument("locomo", type=Path, help="locomo_dev.json (CC BY-NC: never copied)")
     parser.add_argument("--n-ctx", type=int, nargs="+", default=[8192, 4096])
     parser.add_argument("--limit", type=int, default=1000, help="conversations to play")
+    parser.add_argument(
+        "--min-new",
+        type=float,
+        nargs="+",
+        default=[ProxySettings().recall_min_new],
+        help="proxy.recall_min_new values to play (each beside recall off)",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     for n_ctx in args.n_ctx:
-        for figures in run(args.locomo, n_ctx, args.limit, ProxySettings().recall_ratio):
-            figures["load_1m"] = round(load, 2)
-            print(json.dumps(figures), flush=True)
+        for min_new in args.min_new:
+            ratio = ProxySettings().recall_ratio
+            for figures in run(args.locomo, n_ctx, args.limit, ratio, min_new):
+                figures["load_1m"] = round(load, 2)
+                print(json.dumps(figures), flush=True)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,17 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from offload.config import ProxySettings
-from offload.core.tokens import default_counter
+from offload.core.tokens import BPE_ENCODING, default_counter
 from offload.proxy.bound import prefix_bound
 from offload.proxy.message_stubs import least_stub_tokens
-from offload.proxy.messages import head_end, message_tokens
+from offload.proxy.messages import content_text, head_end, message_tokens
 from offload.proxy.pipeline import Pipeline
 from offload.proxy.replay import chain_runs, load_runs, replay, turn_points
 from offload.store.store import Store
 
 HERE = Path(__file__).resolve().parent
 # the traces the repository ships; --traces ../shared/data/traces for the full tau-bench set
-DEFAULT_TRACES = HERE.parents[1] / "tests" / "data" / "traces"
+DEFAULT_TRACES = HERE.parent / "tests" / "data" / "traces"
 
 
 def run_replay(path: Path, n_ctx: int, chained: bool) -> dict[str, Any]:
@@ -122,6 +124,139 @@ def latency(path: Path, size: int = 1000, samples: int = 60) -> dict[str, Any]:
     }
 
 
+# -- KV reuse as the upstream sees it ----------------------------------------------------------
+
+
+class _Tokens:
+    """Each message rendered as a chat template would (role markers, content, calls) and
+    encoded with cl100k, cached by its canonical JSON."""
+
+    def __init__(self) -> None:
+        import tiktoken
+
+        self.enc = tiktoken.get_encoding(BPE_ENCODING)
+        self.memo: dict[str, list[int]] = {}
+
+    def of(self, msgs: list[dict[str, Any]]) -> list[int]:
+        out: list[int] = []
+        for m in msgs:
+            key = json.dumps(m, sort_keys=True)
+            toks = self.memo.get(key)
+            if toks is None:
+                calls = json.dumps(m.get("tool_calls")) if m.get("tool_calls") else ""
+                text = f"<|im_start|>{m['role']}\n{content_text(m)}{calls}<|im_end|>\n"
+                toks = self.enc.encode(text, disallowed_special=())
+                self.memo[key] = toks
+            out.extend(toks)
+        return out
+
+
+def _lcp(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def kv_reuse(
+    path: Path, n_ctx: int, chained: bool, recall: float, runs_limit: int
+) -> dict[str, Any]:
+    """KV reuse on the wire, measured from the outside: each request as sent (recall block
+    and loop note included) tokenized whole, its longest common token prefix with the
+    session's previous request, summed over all requests / their tokens."""
+    counter = default_counter()
+    tokens = _Tokens()
+    runs = load_runs(path)[:runs_limit]
+    if chained:
+        runs = [chain_runs(runs)]
+    shared = total = pairs = kept = 0
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "s.db", counter=counter) as st:
+        pipeline = Pipeline(st, ProxySettings(recall_ratio=recall), counter)
+        for run in runs:
+            previous: list[int] | None = None
+            for k in turn_points(run.messages):
+                wire = tokens.of(pipeline.rewrite(run.messages[:k], n_ctx).messages)
+                total += len(wire)
+                if previous is not None:
+                    common = _lcp(previous, wire)
+                    shared += common
+                    pairs += 1
+                    kept += common == len(previous)
+                previous = wire
+    return {
+        "file": path.name,
+        "mode": "chained" if chained else "per run",
+        "runs": len(load_runs(path)[:runs_limit]),
+        "n_ctx": n_ctx,
+        "recall": recall,
+        "kv_reuse": round(shared / total, 4) if total else 1.0,
+        "prefix_kept": round(kept / pairs, 4) if pairs else 1.0,
+    }
+
+
+def kv_rows(traces: Path, runs_limit: int) -> list[dict[str, Any]]:
+    rows = []
+    for path in sorted(traces.glob("*.jsonl")):
+        for n_ctx, chained in ((8192, True), (8192, False), (4096, True)):
+            for recall in (ProxySettings().recall_ratio, 0.0):
+                row = kv_reuse(path, n_ctx, chained, recall, runs_limit)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                rows.append(row)
+    return rows
+
+
+def baseline_kv(src: Path, traces: Path, runs: int) -> subprocess.Popen[str]:
+    """:func:`kv_rows` of the tree at ``src`` (this script, its modules imported from
+    there), started in a process of its own: its JSON lines on its stdout."""
+    env = {**os.environ, "PYTHONPATH": str(src.resolve())}
+    argv = [sys.executable, __file__, "--kv-only", "--traces", str(traces), "--runs", str(runs)]
+    return subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+
+
+def render_kv(kv: dict[str, list[dict[str, Any]]], runs: int) -> str:
+    trees = list(kv)
+    out = [
+        "",
+        f"KV reuse on the wire (first {runs} runs of each file): each request as sent, the"
+        " recall block and loop note included, rendered with ChatML role markers and"
+        " tokenized whole with cl100k; the longest common token prefix of each request with"
+        " its session's previous one, summed over all requests / their tokens. `kept`: pairs"
+        " whose previous request is a whole prefix of the next.",
+        "",
+        "| file | mode | n_ctx | "
+        + " | ".join(f"{t}: recall on | {t}: recall off | {t}: kept (on)" for t in trees)
+        + " |",
+        "|---|---|---:|" + "---:|---:|---:|" * len(trees),
+    ]
+    first = kv[trees[0]]
+    for on in (r for r in first if r["recall"] > 0):
+        cells = []
+        for t in trees:
+            same = [
+                r
+                for r in kv[t]
+                if (r["file"], r["mode"], r["n_ctx"]) == (on["file"], on["mode"], on["n_ctx"])
+            ]
+            r_on = next(r for r in same if r["recall"] > 0)
+            r_off = next(r for r in same if r["recall"] == 0)
+            cells.append(
+                f"{r_on['kv_reuse']:.3f} | {r_off['kv_reuse']:.3f} | {r_on['prefix_kept']:.1%}"
+            )
+        out.append(f"| {on['file']} | {on['mode']} | {on['n_ctx']} | " + " | ".join(cells) + " |")
+    return "\n".join([*out, ""])
+
+
+def _machine() -> str:
+    load = os.getloadavg()[0]
+    return (
+        f"Machine: 2 cores (this VM), {platform.platform()}, CPython"
+        f" {platform.python_version()}; {dt.date.today().isoformat()}, load {load:.1f}."
+    )
+
+
 def render(
     rows: list[dict[str, Any]], ifs: list[dict[str, Any]], lat: dict[str, Any], command: str
 ) -> str:
@@ -189,7 +324,34 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
     parser.add_argument("--append", type=Path, help="append the markdown section to this file")
+    parser.add_argument(
+        "--kv-only", action="store_true", help="only the KV reuse rows, as JSON lines"
+    )
+    parser.add_argument(
+        "--kv", action="store_true", help="only the KV reuse table (beside --baseline-src)"
+    )
+    parser.add_argument("--runs", type=int, default=25, help="runs of each file for KV reuse")
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="another tree's src/: its KV reuse measured beside this one's, in one run",
+    )
     args = parser.parse_args()
+    if args.kv_only:
+        for row in kv_rows(args.traces, args.runs):
+            print(json.dumps(row))
+        return 0
+    other = None
+    if args.baseline_src:  # played at the same time, on the same machine state
+        other = baseline_kv(args.baseline_src, args.traces, args.runs)
+    kv = {"this tree": kv_rows(args.traces, args.runs)}
+    if other is not None:
+        out, _ = other.communicate()
+        kv["baseline"] = [json.loads(line) for line in out.splitlines() if line.strip()]
+    command = " ".join(["python bench/bench_replay.py", *sys.argv[1:]])
+    if args.kv:
+        print(f"```\n{command}\n```\n\n{_machine()}\n" + render_kv(kv, args.runs))
+        return 0
     files = sorted(args.traces.glob("*.jsonl"))
     rows: list[dict[str, Any]] = []
     for path in files:
@@ -200,8 +362,7 @@ def main() -> int:
     ifs = [row for path in files for row in what_if(path)]
     lat = latency(args.traces / "taubench_gpt4o_airline.jsonl")
     print(json.dumps(lat), file=sys.stderr)
-    command = "python bench/bench_replay.py" + (f" --append {args.append}" if args.append else "")
-    text = render(rows, ifs, lat, command)
+    text = render(rows, ifs, lat, command) + render_kv(kv, args.runs)
     print(text)
     if args.append:
         with args.append.open("a", encoding="utf-8") as fh:

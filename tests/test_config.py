@@ -89,3 +89,12 @@ def test_the_cli_refuses_a_bad_setting_at_start_with_one_line_and_exit_2(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "proxy.high_water" in lines[0], done.stderr
     assert not (tmp_path / "offload.db").exists()  # nothing was created
+
+
+def test_recall_shares_take_zero_to_switch_off_and_refuse_more_than_one() -> None:
+    off = load_settings(
+        env={"OFFLOAD_PROXY__RECALL_RATIO": "0", "OFFLOAD_PROXY__RECALL_MIN_NEW": "0"}
+    )
+    assert off.proxy.recall_ratio == 0 and off.proxy.recall_min_new == 0
+    with pytest.raises(ConfigError, match=r"'proxy.recall_min_new'.*from 0 to 1"):
+        load_settings(env={"OFFLOAD_PROXY__RECALL_MIN_NEW": "1.5"})

@@ -154,6 +154,11 @@ class ProxySettings:
     # share of n_ctx (0: off)
     recall_ratio: float = 0.04
     recall_scope: str = "session"
+    # a block is sent only when one of its records brings back at least this share of the
+    # query's weight in terms the rest of the wire lacks (the conversation returns to
+    # something paged out); every block costs the upstream its tokens again next turn, so
+    # higher keeps more of its KV cache, lower brings back more (0: a block every turn)
+    recall_min_new: float = 0.3
     # the loop guard: the same assistant call (or text) this many times in a row gets a
     # short note on the wire telling the model so (0: off)
     loop_repeats: int = 3
@@ -403,6 +408,7 @@ _INT_FLOOR_ZERO = {
 }
 _PORTS = (0, 65535)  # 0: let the system pick a free port
 _RATIOS = {"proxy.stub_ratio", "proxy.high_water", "proxy.target", "proxy.emergency"}
+_SHARES = {"proxy.recall_ratio", "proxy.recall_min_new"}  # 0 to 1, 0 meaning off
 # (smaller, larger, strictly): the first must stay below the second
 _ORDERS = (
     ("proxy.target", "proxy.high_water", True),
@@ -431,6 +437,8 @@ def _range_problem(key: str, value: int | float) -> str | None:
         return None if lo <= value <= hi else f"must be a port number ({lo}-{hi})"
     if key in _RATIOS:
         return None if 0 < value < 1 else "must be a ratio of the context, above 0 and below 1"
+    if key in _SHARES:
+        return None if 0 <= value <= 1 else "must be a share, from 0 to 1"
     if isinstance(value, int):
         floor = 0 if key in _INT_FLOOR_ZERO else 1
         return None if value >= floor else f"must be at least {floor}"

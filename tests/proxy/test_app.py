@@ -26,6 +26,7 @@ from proxy.proxy_servers import (
     scripted_upstream,
     serving,
 )
+from proxy.test_recall import ask, session
 from realparts import ServerThread, free_port, wait_until
 
 CHAT = "/v1/chat/completions"
@@ -411,3 +412,41 @@ def test_a_side_request_beside_the_conversation_changes_nothing_of_its_wire(
         assert any(m["content"].startswith("[offload: ") for m in before)  # windowed
         _, got = _main_turns(beside, 16, side)
     assert got == expected
+
+
+@pytest.mark.slow  # ~20 requests through the real proxy
+def test_with_recall_every_request_upstream_starts_with_the_previous_one_but_its_notes(
+    proxy: tuple[Scripted, str],
+) -> None:
+    state, url = proxy
+    history = ask(session(16), "Who rotated the vault key, the pelican quartermaster?")
+    history += [
+        {"role": "assistant", "content": "The pelican quartermaster, at 03:14."},
+        {"role": "user", "content": "Thanks. Anything else in the logs?"},
+    ]
+    points = [k for k, m in enumerate(history) if m["role"] == "assistant" and k > 2]
+    for k in [*points, len(history)]:
+        resp = loopback.post(url + CHAT, json={"messages": history[:k]})
+        assert resp.status_code == 200
+    sent = [r["body"]["messages"] for r in state.requests]
+    assert any(message_stubs.is_proxy_note(m) for m in sent[-2])  # recall fired on the question
+    kept = 0
+    for before, after in itertools.pairwise(sent):
+        stable = list(before)
+        while stable and message_stubs.is_proxy_note(stable[-1]):
+            stable.pop()  # a turn's recall block and loop note go last: the next drops them
+        assert not any(message_stubs.is_proxy_note(m) for m in stable)
+        if json.dumps(after[: len(stable)]) == json.dumps(stable):
+            kept += 1
+    windowed = loopback.get(url + "/api/stats").json()["live"]["counters"]["windowed"]
+    assert kept == len(sent) - 1 - windowed  # only windowing ever broke the history
+    stats = loopback.get(url + "/api/stats").json()["live"]
+    assert 0 < stats["counters"]["reused_tokens"] < stats["counters"]["wire_tokens"]
+    assert (
+        stats["kv_reuse_ratio"]
+        == stats["counters"]["reused_tokens"] / (stats["counters"]["wire_tokens"])
+    )
+    assert stats["breaks"].get("recall", 0) >= 1
+    metrics = loopback.get(url + "/metrics").text
+    assert "offload_proxy_kv_reuse_ratio " in metrics
+    assert 'cause="recall"' in metrics

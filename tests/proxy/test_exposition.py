@@ -24,6 +24,7 @@ FAMILIES = [
     "offload_proxy_upstream_cached_tokens_total",
     "offload_proxy_cache_reporting_responses_total",
     "offload_proxy_prefix_breaks_total",
+    "offload_proxy_reused_tokens_total",
     "offload_proxy_recall_blocks_total",
     "offload_proxy_recall_tokens_total",
     "offload_proxy_recalled_messages_total",
@@ -40,7 +41,9 @@ FAMILIES = [
     "offload_proxy_session_client_tokens_total",
     "offload_proxy_session_wire_tokens_total",
     "offload_proxy_session_saved_tokens_total",
+    "offload_proxy_session_reused_tokens_total",
     "offload_proxy_cache_reuse_ratio",
+    "offload_proxy_kv_reuse_ratio",
     "offload_proxy_start_time_seconds",
     "offload_proxy_context_size_tokens",
 ]
@@ -55,6 +58,7 @@ def snapshot(ratio: float | None = 0.4375) -> dict[str, Any]:
             "counters": counters,
             "breaks": {"system": 2, 'we"ird\\cause\n': 1},
             "cache_reuse_ratio": ratio,
+            "kv_reuse_ratio": 0.8125,
         },
         "sessions": {
             "s1": {"cumulative": {"counters": {k: 7 for k in COUNTERS}}},
@@ -91,6 +95,7 @@ def test_gauges_keep_full_precision_and_an_unknown_ratio_has_no_sample() -> None
     families = read(render(snapshot(), HELP, {"context_size_tokens": ("context size", 2048)}))
     assert value(families, "offload_proxy_start_time_seconds") == STARTED
     assert value(families, "offload_proxy_cache_reuse_ratio") == 0.4375
+    assert value(families, "offload_proxy_kv_reuse_ratio") == 0.8125
     assert value(families, "offload_proxy_context_size_tokens") == 2048
     unknown = read(render(snapshot(ratio=None), HELP))
     assert unknown["offload_proxy_cache_reuse_ratio"].samples == []

@@ -98,3 +98,12 @@ def test_the_guard_never_fires_on_the_real_traces(name: str) -> None:
     for run in load_runs(TRACES / name):
         for k in turn_points(run.messages):
             assert loops.spiral(run.messages[:k], 3) is None, (run.id, k)
+
+
+def test_the_note_says_how_many_times_the_call_was_really_repeated(store: Store) -> None:
+    msgs = opening()
+    for i in range(5):
+        msgs += calling("cat", {"path": "conf.yml"}, f"c{i}")
+    assert loops.spiral(msgs, 3) == (5, msgs[-2])
+    result = Pipeline(store, ProxySettings(), EstimateCounter()).rewrite(msgs, 8192)
+    assert "5 times in a row" in result.messages[-1]["content"]

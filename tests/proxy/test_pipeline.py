@@ -18,7 +18,9 @@ from offload.errors import InvalidInput
 from offload.proxy.message_stubs import expand, is_proxy_note, is_range_stub
 from offload.proxy.messages import session_key
 from offload.proxy.pipeline import Pipeline, RewriteResult
+from offload.proxy.reuse import LOOP_NOTE, RECALL
 from offload.proxy.session import STATE_NAMESPACE
+from offload.proxy.window import Budget
 from offload.store.store import Store
 
 Msgs = list[dict[str, Any]]
@@ -29,6 +31,12 @@ N_CTX = 4096  # threshold 81, high 2048, target 1433, ceiling 3481
 def store(tmp_path: Path) -> Iterator[Store]:
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as s:
         yield s
+
+
+def history_kept(result: RewriteResult) -> bool:
+    """The previous request is a prefix of this one but for the proxy's own additions at
+    its end (the recall block, the loop note), which each turn drops."""
+    return result.prefix_kept or result.break_cause in (RECALL, LOOP_NOTE)
 
 
 def make(store: Store, **overrides: Any) -> Pipeline:
@@ -128,7 +136,7 @@ def test_with_retrieval_off_stubs_name_only_calls_the_client_can_make(store: Sto
         str(m["content"])
         for request in requests(conversation(40, every=4))
         for m in pipe.rewrite(request, 2048).messages
-        if is_stub(str(m.get("content") or "")) or is_range_stub(m)
+        if (is_stub(str(m.get("content") or "")) or is_range_stub(m)) and not is_proxy_note(m)
     ]
     assert any(is_stub(s) for s in stubs) and any(s.startswith("[offload: ") for s in stubs)
     for text in stubs:
@@ -145,7 +153,11 @@ def test_stubs_made_after_the_proxy_tools_are_withdrawn_name_only_the_clients_ca
         pipe.rewrite(request, 2048)  # stubs naming offload_read, cached
     pipe.name_proxy_tools(False)  # the upstream turned out to render no tools
     wire = pipe.rewrite(requests_[-1], 2048).messages
-    stubs = [str(m["content"]) for m in wire if is_stub(str(m.get("content") or ""))]
+    stubs = [
+        str(m["content"])
+        for m in wire
+        if is_stub(str(m.get("content") or "")) and not is_proxy_note(m)
+    ]
     assert stubs
     # the range stub already on the wire keeps its bytes until its range grows; every
     # message stub is made again
@@ -188,14 +200,16 @@ def test_between_triggers_the_previous_wire_is_an_exact_prefix(store: Store) -> 
     results = [pipe.rewrite(r, N_CTX) for r in requests(conversation(60, every=2))]
     for prev, cur in itertools.pairwise(results):
         if not cur.windowed:
-            assert cur.prefix_kept
-            # a turn's recall block is the proxy's own, after the stable prefix
+            # a turn's recall block is the proxy's own, at the very end: the next turn
+            # drops it and keeps everything before it
+            assert history_kept(cur)
             stable = [m for m in prev.messages if not is_proxy_note(m)]
+            assert prev.messages[: len(stable)] == stable
             assert cur.messages[: len(stable)] == stable
         else:
             assert cur.break_cause == "windowing"
     assert any(r.windowed for r in results)
-    kept = sum(r.prefix_kept for r in results[1:])
+    kept = sum(history_kept(r) for r in results[1:])
     assert kept / (len(results) - 1) >= 0.6
 
 
@@ -399,7 +413,7 @@ def test_a_head_that_fills_the_band_leaves_compaction_to_the_ceiling(store: Stor
     waited = [r for r in results[first + 1 :] if r.wire_tokens > 2048 and not r.windowed]
     assert waited  # the high water was crossed without a compaction
     assert all(r.wire_tokens <= 3481 for r in results)
-    kept = sum(r.prefix_kept for r in results[1:]) / (len(results) - 1)
+    kept = sum(history_kept(r) for r in results[1:]) / (len(results) - 1)
     assert kept >= 0.75
 
 
@@ -562,7 +576,7 @@ def test_a_steady_turn_reads_only_the_version_of_the_session_state(
         store.state_version = version  # type: ignore[method-assign]
         longer = [*msgs, {"role": "user", "content": "and now?"}]
         result = pipe.rewrite(longer, N_CTX)
-    assert result.prefix_kept
+    assert history_kept(result)
     assert reads == ["version"]
 
 
@@ -596,7 +610,7 @@ def test_a_side_request_another_process_serves_leaves_the_frontier_alone(
         assert one.get_state_versioned(STATE_NAMESPACE, session) == frontier
         last = main.rewrite(copy.deepcopy(turns[-1]), N_CTX)
     assert last.messages == reference[-1].messages
-    assert last.prefix_kept
+    assert history_kept(last)
 
 
 def test_an_edited_history_continued_in_another_process_becomes_the_frontier(
@@ -622,3 +636,30 @@ def test_an_edited_history_continued_in_another_process_becomes_the_frontier(
     assert continued.messages == reference[-1].messages
     assert again.messages == continued.messages
     assert again.break_cause == "restart"
+
+
+def test_a_newest_message_too_big_to_fit_shows_its_first_and_last_lines(store: Store) -> None:
+    pipe = make(store)
+    body = "\n".join(f"row {i}: value={i * 7} status=ok path=/srv/big/{i}" for i in range(3000))
+    msgs: Msgs = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Dump the table."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "dump", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "name": "dump", "content": body},
+    ]
+    result = pipe.rewrite(msgs, N_CTX)
+    shown = str(result.messages[-1]["content"])
+    assert is_stub(shown) and "row 0: value=0" in shown and "row 2999: value=20993" in shown
+    assert "lines not shown: offload_read(ref=" in shown and "offset=" in shown
+    assert result.wire_tokens <= Budget.of(pipe.settings, N_CTX).ceiling
+    assert expand(store, result.messages) == msgs

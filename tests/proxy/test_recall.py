@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from offload.config import ProxySettings
+from offload.core import analysis
 from offload.core.tokens import EstimateCounter
 from offload.errors import ConfigError
+from offload.proxy.memory import Doc, SessionIndex
 from offload.proxy.message_stubs import expand
 from offload.proxy.messages import validate
 from offload.proxy.metrics import Metrics, RequestRecord
 from offload.proxy.pipeline import Pipeline
-from offload.proxy.recall import Recaller, is_recall_block, tail_query
+from offload.proxy.recall import Recaller, find_in, is_recall_block, tail_query
 from offload.proxy.retrieval import search_result
 from offload.proxy.window import Budget
 from offload.store.store import Store
@@ -71,7 +74,7 @@ def ask(msgs: Msgs, text: str) -> Msgs:
     return [*msgs, {"role": "user", "content": text}]
 
 
-def test_a_question_about_paged_out_memory_brings_it_back_before_the_question(
+def test_a_question_about_paged_out_memory_brings_it_back_after_the_question(
     store: Store,
 ) -> None:
     p = pipe(store)
@@ -84,7 +87,8 @@ def test_a_question_about_paged_out_memory_brings_it_back_before_the_question(
     block = blocks[0]["content"]
     assert "the pelican quartermaster rotated the vault key at 03:14" in block
     assert "<offload:body:" in block and "from ctx:sha256:" in block and "read(ref=" in block
-    assert result.messages[-2] is blocks[0] and result.messages[-1] == request[-1]
+    # at the very end: the question and all before it are the previous request's prefix
+    assert result.messages[-1] is blocks[0] and result.messages[-2] == request[-1]
     assert result.wire_tokens <= Budget.of(p.settings, N_CTX).ceiling
     assert expand(store, result.messages) == request
 
@@ -140,9 +144,12 @@ def test_the_next_turn_keeps_the_stable_prefix_without_the_block(store: Store) -
     follow = [*request, {"role": "assistant", "content": "The quartermaster."}]
     follow = ask(follow, "Thanks. Anything else in the logs?")
     second = p.rewrite(follow, N_CTX)
-    assert second.prefix_kept
-    stable = [m for m in first.messages if not is_recall_block(m)]
+    assert not second.prefix_kept and second.break_cause == "recall"
+    assert is_recall_block(first.messages[-1])
+    stable = first.messages[:-1]
     assert second.messages[: len(stable)] == stable
+    # only the dropped block (and what replaces it) is recomputed
+    assert second.reused_tokens >= first.wire_tokens - first.recall_tokens - 8
 
 
 def test_recall_is_off_at_a_zero_ratio_and_before_anything_was_paged(store: Store) -> None:
@@ -238,3 +245,62 @@ def test_requests_with_a_recall_block_stay_valid_and_under_the_ceiling(
                 assert result.messages[i - 1]["role"] in ("assistant", "tool")
         assert result.wire_tokens <= Budget.of(p.settings, N_CTX).ceiling
         assert expand(s, result.messages) == request
+
+
+def test_a_tail_about_what_is_on_the_wire_brings_nothing_back_unless_the_gate_is_off(
+    store: Store,
+) -> None:
+    history = session()
+    on_screen = ask(history, "Which entry status latency path came last?")
+    gated = pipe(store)
+    gated.rewrite(history, N_CTX)
+    assert gated.rewrite(on_screen, N_CTX).recall_tokens == 0
+    ungated = pipe(store, recall_min_new=0.0)
+    ungated.rewrite(history, N_CTX)
+    assert ungated.rewrite(on_screen, N_CTX).recall_tokens > 0
+
+
+def _doc(index: int, header: str, text: str) -> Doc:
+    counts = Counter(analysis.terms(text))
+    return Doc(
+        "ctx:sha256:abc",
+        index,
+        10 * index + 1,
+        10 * index + 9,
+        header,
+        text,
+        tuple(counts.items()),
+        sum(counts.values()),
+    )
+
+
+def test_a_hit_on_a_tool_call_brings_back_what_the_call_returned() -> None:
+    index = SessionIndex(
+        [
+            _doc(3, "## #3 user", "Check the quartermaster log."),
+            _doc(4, "## #4 assistant · calls read_log", 'read_log(path="quartermaster.log")'),
+            _doc(5, "## #5 tool · read_log (id c4)", "rotated the vault key at 03:14"),
+            _doc(6, "## #6 assistant", "Noted."),
+        ]
+    )
+    hits = find_in(index, "read_log quartermaster.log")
+    assert hits and hits[0].index == 5 and "vault key" in hits[0].text
+    assert all(h.index != 4 for h in hits)  # never the call line
+
+
+def test_recall_still_fires_in_a_small_window_when_a_message_fits(store: Store) -> None:
+    p = Pipeline(
+        store, ProxySettings(scope=SCOPE, recall_ratio=0.04), EstimateCounter(), scope=SCOPE
+    )
+    history = session()
+    p.rewrite(history, 2048)
+    result = p.rewrite(ask(history, "Who rotated the vault key, the pelican quartermaster?"), 2048)
+    assert result.recall_tokens > int(0.04 * 2048)
+    assert result.wire_tokens <= Budget.of(p.settings, 2048).ceiling
+    block = next(str(m["content"]) for m in result.messages if is_recall_block(m))
+    assert "the pelican quartermaster rotated the vault key at 03:14" in block
+
+
+def test_a_recall_gate_outside_zero_to_one_is_refused(store: Store) -> None:
+    with pytest.raises(ConfigError, match="recall_min_new"):
+        pipe(store, recall_min_new=1.5)

@@ -193,7 +193,13 @@ def test_the_page_carries_its_script_and_style_from_package_data() -> None:
     assert asset("dashboard.js") in page and asset("dashboard.css") in page
     assert "prefers-color-scheme:dark" in page  # light and dark
     assert 'id="savings-plot"' in page and "no proxied requests yet" in page
-    for term in ("wire tokens", "prefix breaks", "cache reuse", "high water, target, ceiling"):
+    for term in (
+        "wire tokens",
+        "prefix breaks",
+        "cache reuse",
+        "KV reuse",
+        "high water, target, ceiling",
+    ):
         assert f"<dt>{term}</dt>" in page, term
     assert not re.search(r"<link|<script[^>]*\ssrc=|<img", page)
 

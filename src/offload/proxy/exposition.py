@@ -49,7 +49,7 @@ NAMES = {
 #: total would be the sum of the same family.
 BY_CAUSE = "prefix_breaks"
 #: The per-session families: bounded by the proxy's ``max_sessions``.
-SESSION_COUNTERS = ("requests", "client_tokens", "wire_tokens", "tokens_saved")
+SESSION_COUNTERS = ("requests", "client_tokens", "wire_tokens", "tokens_saved", "reused_tokens")
 SINCE = "since the store began"
 
 
@@ -124,6 +124,12 @@ class SnapshotCollector:
             f"{PREFIX}cache_reuse_ratio",
             f"upstream-cached prompt tokens / upstream prompt tokens, {SINCE}",
             ratio,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}kv_reuse_ratio",
+            "wire tokens shared as a prefix with the session's previous request / wire tokens,"
+            f" {SINCE}",
+            self._snap["cumulative"]["kv_reuse_ratio"],
         )
         gauges = {
             "start_time_seconds": (

@@ -32,8 +32,9 @@ def _signature(msg: Message) -> str:
 
 
 def spiral(messages: Sequence[Message], repeats: int) -> tuple[int, Message] | None:
-    """(how many times in a row, the repeated assistant message) when the last ``repeats``
-    assistant turns since the last user message are identical; None otherwise."""
+    """(how many times in a row, the repeated assistant message) when at least the last
+    ``repeats`` assistant turns since the last user message are identical; None otherwise.
+    The count is the whole run's, not ``repeats``."""
     if repeats < 2:
         return None
     same: list[Message] = []
@@ -48,9 +49,7 @@ def spiral(messages: Sequence[Message], repeats: int) -> tuple[int, Message] | N
         if not _signature(msg):
             return None
         same.append(msg)
-        if len(same) == repeats:
-            return repeats, same[0]
-    return None
+    return (len(same), same[0]) if len(same) >= repeats else None
 
 
 def note(count: int, msg: Message) -> Message:

@@ -288,6 +288,34 @@ class StubMaker:
                 self._stubs.popitem(last=False)
         return made
 
+    def with_ends(self, made: MessageStub, text: str, budget: int) -> MessageStub:
+        """``made`` followed by the first and last lines of ``text`` (about ``budget``
+        tokens of them, half each) and the exact call that reads the lines between; as
+        it is when nothing fits (one line longer than the budget is cut by characters)."""
+        half = max(0, budget) * 2  # characters each side, at ~4 characters a token
+        lines = text.split("\n")
+        head = _fitting(lines, half)
+        tail = _fitting(lines[len(head) :][::-1], half)[::-1]
+        hidden = len(lines) - len(head) - len(tail)
+        tool = PROXY_READ if self.proxy_tools else "read"
+        ref = short_ref(made.digest)
+        if len(lines) == 1 and len(text) > 2 * half and half:
+            shown = [
+                text[:half],
+                f'[… {len(text) - 2 * half:,} characters not shown: {tool}(ref="{ref}")]',
+                text[-half:],
+            ]
+        elif hidden > 0 and (head or tail):
+            shown = [
+                *head,
+                f'[… {hidden:,} lines not shown: {tool}(ref="{ref}", offset={len(head) + 1})]',
+                *tail,
+            ]
+        else:
+            return made
+        stub = made.stub + "\nits first and last lines:\n" + "\n".join(shown)
+        return MessageStub(made.digest, made.tokens, stub, self.counter.count(stub))
+
     def worth_stubbing(
         self, msg: Message, source: str, threshold: int, *, gain: float = 2.0
     ) -> MessageStub | None:
@@ -605,6 +633,18 @@ def expand(
         body = body_of(ref)
         restored["content"] = json.loads(body) if PARTS_NOTE in header else body
         out.append(restored)
+    return out
+
+
+def _fitting(lines: Sequence[str], chars: int) -> list[str]:
+    """The leading ``lines`` that fit in ``chars`` characters."""
+    out: list[str] = []
+    used = 0
+    for line in lines:
+        used += len(line) + 1
+        if used > chars:
+            break
+        out.append(line)
     return out
 
 

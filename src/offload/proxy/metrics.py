@@ -12,8 +12,12 @@ most the last ``metrics_flush_s`` seconds of counts. ``/api/stats`` reports
 ``persisted_at`` so a reader can tell what is already durable; its cumulative figures are
 the store's sums as of this process's last flush plus what it counted since.
 
-Prefix breaks are classified by cause: the pipeline names its own (windowing, the client's
-edits or compaction); when our wire kept the prefix but the upstream reused far less of its
+KV reuse is measured twice: ``reused_tokens`` is the token prefix each request shares with
+its session's previous one as the proxy sent it (``kv_reuse_ratio``: its share of the wire
+tokens; :mod:`offload.proxy.reuse`), ``cached_tokens`` what the upstream reported reusing
+(``cache_reuse_ratio``) when it reports it. Prefix breaks are classified by cause: the
+pipeline names its own (windowing, the client's edits or compaction, the previous turn's
+recall block or loop note); when our wire kept the prefix but the upstream reused far less of its
 cache than the previous prompt held, the break is ``upstream_eviction``.
 """
 
@@ -43,6 +47,7 @@ COUNTERS = (
     "cached_tokens",
     "cache_reports",
     "prefix_breaks",
+    "reused_tokens",
     "recall_blocks",
     "recall_tokens",
     "recall_hits",
@@ -70,6 +75,8 @@ HELP = {
     "cached_tokens": "prompt tokens the upstream reported as reused from its cache",
     "cache_reports": "responses that reported cache reuse",
     "prefix_breaks": "requests whose prompt prefix differed from the session's previous one",
+    "reused_tokens": "wire tokens each request shared as a prefix with its session's previous"
+    " one as sent (what an upstream's KV cache can reuse)",
     "recall_blocks": "recall blocks of paged-out memory put on the wire",
     "recall_tokens": "tokens of the recall blocks put on the wire",
     "recall_hits": "paged-out messages recalled onto the wire",
@@ -135,6 +142,7 @@ class RequestRecord:
     recall_read: int = 0
     loop_broken: bool = False
     ceiling_learned: int = 0
+    reused_tokens: int = 0  # shared as a prefix with the session's previous request
 
 
 def cache_figures(obj: Mapping[str, Any]) -> tuple[int | None, int | None]:
@@ -228,6 +236,7 @@ class _Counts:
             v["prompt_tokens"] += rec.prompt_tokens
             v["cached_tokens"] += rec.cached_tokens
             v["cache_reports"] += 1
+        v["reused_tokens"] += rec.reused_tokens
         v["recall_blocks"] += int(rec.recall_tokens > 0)
         v["recall_tokens"] += rec.recall_tokens
         v["recall_hits"] += rec.recall_hits
@@ -249,10 +258,12 @@ class _Counts:
     def as_dict(self) -> dict[str, Any]:
         v = self.values
         ratio = v["cached_tokens"] / v["prompt_tokens"] if v["prompt_tokens"] else None
+        kv = v["reused_tokens"] / v["wire_tokens"] if v["wire_tokens"] else None
         return {
             "counters": dict(v),
             "breaks": dict(sorted(self.breaks.items())),
             "cache_reuse_ratio": ratio,
+            "kv_reuse_ratio": kv,
         }
 
 
@@ -388,6 +399,7 @@ class Metrics:
             "wire_tokens": rec.wire_tokens,
             "prompt_tokens": rec.prompt_tokens,
             "cached_tokens": rec.cached_tokens,
+            "reused_tokens": rec.reused_tokens,
             "n_ctx": rec.n_ctx,
             "stubbed_messages": rec.stubbed_messages,
             "stubs_made": rec.stubs_made,

@@ -41,7 +41,8 @@ from offload.proxy.messages import (
     source_of,
     validate,
 )
-from offload.proxy.recall import Recalled, Recaller, insert_at, read_back
+from offload.proxy.recall import Recalled, Recaller, read_back
+from offload.proxy.reuse import break_cause, shared_prefix
 from offload.proxy.session import (
     STATE_NAMESPACE,
     Live,
@@ -80,6 +81,7 @@ FIGURES = (
     "recall_read",
     "loop_broken",
     "ceiling_learned",
+    "reused_tokens",
 )
 
 
@@ -95,15 +97,19 @@ class RewriteResult:
     stubbed_messages: int  # messages on the wire that are stubs (stubbed or range stubs)
     windowed: bool  # a windowing (page-out) trigger fired on this request
     emergency: bool  # the emergency ratio acted
-    prefix_kept: bool  # previous wire of this session is an exact prefix of this wire
+    prefix_kept: bool  # the session's previous request as sent is an exact prefix of this one
     break_cause: str | None  # when not kept: "windowing" | "client_edit" | "new_session" |
     # "restart" | "moved" (another process wrote the session's state since this one served
-    # it) | "stubs_restored" (emergency stubs of the head or tail back to verbatim)
+    # it) | "stubs_restored" (emergency stubs of the head or tail back to verbatim) |
+    # "recall" | "loop_note" (the proxy's own addition to the previous request left)
     recall_tokens: int = 0  # tokens of the recall block on the wire (0: none)
     recall_hits: int = 0  # recalled messages in it
     recall_read: int = 0  # references recalled last turn that the model's answer named
     loop_broken: bool = False  # a repeating spiral was seen and a loop note added
     ceiling_learned: int = 0  # the client compacted itself: the wire tokens it did so at
+    # tokens this request shares as a prefix with the session's previous one as sent (the
+    # upstream's reusable KV cache; proxy.reuse)
+    reused_tokens: int = 0
 
     def figures(self) -> dict[str, Any]:
         """The per-request counts that the proxy's metrics and ``offload replay`` report."""
@@ -295,40 +301,27 @@ class Pipeline:
                 raise _Moved
             version = saved
 
-        kept = False
-        if previous is not None:
-            n_prev = len(previous.wire)
-            kept = len(wire) >= n_prev and wire[:n_prev] == previous.wire
-        if kept:
-            cause = None
-        elif cause is None:
+        if cause is None and previous is not None and wire[: len(previous.wire)] != previous.wire:
             cause = "windowing" if windowed else "client_edit"
-        recalled = (
-            None if alternate else self._recall(session, msgs, head, new_state, wire, total, budget)
-        )
+        sent = self._send(session, msgs, head, new_state, wire, wire_tokens, budget, alternate)
+        out, out_tokens, recalled, looped = sent.out, sent.tokens, sent.recalled, sent.looped
         read = read_back(previous.recalled, msgs[known:]) if previous is not None and known else 0
         refs = recalled.refs if recalled is not None else ()
+        reused = 0
+        if previous is not None:
+            shared = shared_prefix(self.counter, previous.sent, previous.sent_tokens, out)
+            reused = shared.tokens
+            cause = break_cause(previous.sent, shared.first_diff, cause)
+        kept = previous is not None and cause is None
         live = Live(new_state, version, list(msgs), ct, wire, wire_tokens, stubs, refs)
         live.learned = learned if route.side else 0
+        live.sent, live.sent_tokens = out, out_tokens
         self._live.put(route.key, live)
-        out = wire
-        extra = recalled.tokens if recalled is not None else 0
-        if recalled is not None:
-            out = [*wire[: recalled.at], recalled.message, *wire[recalled.at :]]
-        looped = loops.spiral(msgs, self.settings.loop_repeats)
-        if looped is not None:
-            loop_note = loops.note(*looped)
-            cost = message_tokens(self.counter, loop_note)
-            if total + extra + cost <= budget.ceiling:
-                out = [*out, loop_note]
-                extra += cost
-            else:
-                looped = None
         return RewriteResult(
             messages=out,
             session_id=session,
             client_tokens=sum(ct),
-            wire_tokens=total + extra,
+            wire_tokens=sum(out_tokens),
             stubs_made=stubs_made,
             stubbed_messages=stubs,
             windowed=windowed,
@@ -338,9 +331,42 @@ class Pipeline:
             recall_tokens=recalled.tokens if recalled is not None else 0,
             recall_hits=len(recalled.refs) if recalled is not None else 0,
             recall_read=read,
-            loop_broken=looped is not None,
+            loop_broken=looped,
             ceiling_learned=route.learned,
+            reused_tokens=reused,
         )
+
+    def _send(
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        state: SessionState,
+        wire: list[Message],
+        wire_tokens: list[int],
+        budget: Budget,
+        alternate: bool,
+    ) -> _Sent:
+        """The request as sent: ``wire``, this turn's recall block after its newest
+        message (the next turn drops it: only the block and what follows it are ever
+        recomputed), then a loop note if one is due."""
+        out, out_tokens = list(wire), list(wire_tokens)
+        recalled = None
+        if not alternate:
+            recalled = self._recall(session, msgs, head, state, wire, sum(wire_tokens), budget)
+        if recalled is not None:
+            out.append(recalled.message)
+            out_tokens.append(recalled.tokens)
+        looped = loops.spiral(msgs, self.settings.loop_repeats)
+        if looped is not None:
+            loop_note = loops.note(*looped)
+            cost = message_tokens(self.counter, loop_note)
+            if sum(out_tokens) + cost <= budget.ceiling:
+                out.append(loop_note)
+                out_tokens.append(cost)
+            else:
+                looped = None
+        return _Sent(out, out_tokens, recalled, looped is not None)
 
     def _recall(
         self,
@@ -352,17 +378,18 @@ class Pipeline:
         total: int,
         budget: Budget,
     ) -> Recalled | None:
-        """This turn's recall block, placed before the last message's group (on the wire
-        after the stable prefix), within the room left under the ceiling."""
-        at = insert_at(msgs, head)
-        if at is None or at < state.layout.paged:
+        """This turn's recall block, placed after the newest message (so the next turn,
+        which drops it, recomputes only the block: never the history before it), within
+        the room left under the ceiling. None after an assistant message (a prefill the
+        model continues) or on the head alone."""
+        if len(msgs) <= head or msgs[-1]["role"] == "assistant":
             return None
         generation = state.range.ref if state.range is not None else ""
         return self.recall.block(
             session,
             msgs,
             head,
-            _wire_index(state, at),
+            len(wire),
             wire,
             budget.ceiling - total,
             budget.n_ctx,
@@ -508,7 +535,7 @@ class Pipeline:
                 starts,
                 ct,
                 lambda i: self._cost(msgs, i, ct, budget.threshold),
-                lambda i: self._forced_cost(msgs, i, ct),
+                lambda i: self._forced_cost(msgs, i, ct, budget.threshold),
                 range_cost,
                 budget,
                 cut_level(budget, growth),
@@ -576,10 +603,18 @@ class Pipeline:
     def _bulky(self, msgs: Sequence[Message], i: int, threshold: int) -> _Stubbing | None:
         return self._stubbing(msgs, i, threshold, 2.0)
 
-    def _forced(self, msgs: Sequence[Message], i: int, ct: Sequence[int]) -> _Stubbing | None:
+    def _forced(
+        self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int
+    ) -> _Stubbing | None:
+        """Message ``i`` stubbed whatever its size (the emergency); the newest message, which
+        the model has not seen yet, keeps its first and last lines beside its stub
+        (``2 * threshold`` tokens of them)."""
         made = self._stubbing(msgs, i, 0, 1.0)
         if made is None:
             return None
+        if i == len(msgs) - 1 and made.content is not None:
+            shown = self.stubs.with_ends(made.content, content_text(msgs[i]), 2 * threshold)
+            made = _Stubbing(shown, made.calls)
         return made if self._stub_tokens(msgs[i], made) < ct[i] else None
 
     def _stub_tokens(self, msg: Message, made: _Stubbing) -> int:
@@ -597,8 +632,10 @@ class Pipeline:
         made = self._bulky(msgs, i, threshold)
         return ct[i] if made is None else self._stub_tokens(msgs[i], made)
 
-    def _forced_cost(self, msgs: Sequence[Message], i: int, ct: Sequence[int]) -> int | None:
-        made = self._forced(msgs, i, ct)
+    def _forced_cost(
+        self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int
+    ) -> int | None:
+        made = self._forced(msgs, i, ct, threshold)
         return None if made is None else self._stub_tokens(msgs[i], made)
 
     def _stubbed(self, msgs: Sequence[Message], i: int, made: _Stubbing) -> Message:
@@ -628,7 +665,7 @@ class Pipeline:
 
         def stubbed_under(lay: Layout, i: int, limit: int = threshold) -> _Stubbing | None:
             if i in lay.forced:
-                return self._forced(msgs, i, ct)
+                return self._forced(msgs, i, ct, threshold)
             if lay.paged <= i < lay.stubbed:
                 return self._bulky(msgs, i, limit)
             return None
@@ -669,6 +706,16 @@ class _Route:
     side: bool = False  # a departure: saved as the side record, the frontier kept
     promoted: bool = False  # continues the side record, which becomes the frontier
     learned: int = 0  # the ceiling the promoted side record saw the client compact at
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """The request as sent (:meth:`Pipeline._send`)."""
+
+    out: list[Message]
+    tokens: list[int]
+    recalled: Recalled | None  # this turn's recall block (at the end, before a loop note)
+    looped: bool  # a loop note ends ``out``
 
 
 @dataclass(frozen=True)

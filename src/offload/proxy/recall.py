@@ -5,9 +5,11 @@ results after it) and searched: this session's paged-out messages by default, ra
 one in memory (:mod:`offload.proxy.memory`: no store search on the request path), or the
 project's whole scope through the store by setting. The best hits that are not already on the wire come
 back as one small block: each hit is the whole transcript message it landed in, with its
-reference and lines, inside a trust fence. The block is placed right before the last
-message's group, after the wire's stable prefix, so the upstream's KV cache keeps hitting
-on everything before it; the next turn drops it. The same history and store give the same
+reference and lines, inside a trust fence. The block goes after the newest message, at the
+very end of the wire: the next turn drops it and appends the new messages in its place, so
+the upstream's KV cache keeps everything before it and recomputes only the new messages and
+the new block, never the history (placed before the newest message, it made each turn
+recompute that message, the old block and all after it). The same history and store give the same
 bytes: the fence nonce is derived from the block's own text (it is never shown to anyone
 who wrote that text before it was recalled).
 
@@ -16,6 +18,7 @@ The same search answers the proxy's own memory-search tool (:mod:`offload.proxy.
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 from collections import OrderedDict
@@ -28,9 +31,9 @@ from offload.core.fence import fence
 from offload.core.hashing import text_hash
 from offload.core.tokens import TokenCounter
 from offload.errors import ConfigError, OffloadError
-from offload.proxy.memory import SessionIndex, memory_for, newest_part
+from offload.proxy.memory import Doc, SessionIndex, memory_for, newest_part
 from offload.proxy.message_stubs import PROXY_READ, RECALL_MARKER, names_proxy_tools
-from offload.proxy.messages import Message, content_text, group_start, message_tokens
+from offload.proxy.messages import Message, content_text, message_tokens
 from offload.proxy.transcript import HEADER, one_line
 from offload.store.models import Filters
 from offload.store.store import Store
@@ -45,6 +48,9 @@ SEARCH_LIMIT = 6
 NONCE_HEX = 16
 #: Messages of the session index considered for one block, best first.
 CANDIDATES = 24
+#: The least a block may take when there is room (a share of a small window holds no
+#: whole message: 4 % of 2048 is 82 tokens).
+MIN_BUDGET = 256
 _TAIL_CHARS = 4000
 
 
@@ -68,12 +74,9 @@ class RecallHit:
 def tail_query(messages: Sequence[Message], head: int) -> str:
     """The query for this turn: the distinct content words of the last user message, then of
     the tool results after it (at most ``QUERY_WORDS``)."""
-    last_user = next(
-        (i for i in range(len(messages) - 1, head - 2, -1) if messages[i]["role"] == "user"),
-        None,
-    )
+    last_user = tail_start(messages, head)
     texts: list[str] = []
-    if last_user is not None and last_user >= 0:
+    if last_user < len(messages) and messages[last_user]["role"] == "user":
         texts.append(content_text(messages[last_user]))
         start = last_user + 1
     else:
@@ -91,6 +94,15 @@ def tail_query(messages: Sequence[Message], head: int) -> str:
             if len(seen) == QUERY_WORDS:
                 return " ".join(seen)
     return " ".join(seen)
+
+
+def tail_start(messages: Sequence[Message], head: int) -> int:
+    """The index of the last user message (from the head's last on), where the query
+    of :func:`tail_query` starts; the last message's when there is none."""
+    for i in range(len(messages) - 1, head - 2, -1):
+        if i >= 0 and messages[i]["role"] == "user":
+            return i
+    return max(0, len(messages) - 1)
 
 
 def find(
@@ -173,12 +185,42 @@ def find_in(index: SessionIndex, query: str, *, limit: int = CANDIDATES) -> list
     if not wanted:
         return []
     weights = {t: index.weight(t) for t in dict.fromkeys(wanted)}
-    return [
-        _excerpt(
-            RecallHit(d.ref, d.first_line, d.last_line, d.header, d.text, index=d.index), weights
-        )
-        for _, d in index.rank(wanted, limit)
-    ]
+    out: list[RecallHit] = []
+    seen: set[int] = set()
+    for _, d in index.rank(wanted, limit):
+        d = _result_of(index, d)  # a call line says less than what the call returned
+        if d.index in seen:
+            continue
+        seen.add(d.index)
+        hit = RecallHit(d.ref, d.first_line, d.last_line, d.header, d.text, index=d.index)
+        out.append(_excerpt(hit, weights))
+    return out
+
+
+def _result_of(index: SessionIndex, doc: Doc) -> Doc:
+    """The tool result right after ``doc`` when ``doc`` is an assistant's call of it,
+    else ``doc``."""
+    if " calls " not in doc.header or " assistant" not in doc.header:
+        return doc
+    at = bisect.bisect_left(index.docs, doc.index + 1, key=lambda d: d.index)
+    if at < len(index.docs):
+        after = index.docs[at]
+        if after.index == doc.index + 1 and after.header.split(" · ")[0].endswith(" tool"):
+            return after
+    return doc
+
+
+def novelty(index: SessionIndex, query: str, hit: RecallHit, wire_text: str) -> float:
+    """The share of ``query``'s weight (each term by how rare it is in the session's
+    memory; one it does not hold cannot be recalled and weighs nothing) in terms ``hit``
+    holds and ``wire_text`` (lower-cased) does not."""
+    terms = list(dict.fromkeys(analysis.terms(content_words(query))))
+    weights = {t: index.weight(t) for t in terms}
+    total = sum(weights.values())
+    if not total:
+        return 0.0
+    held = set(analysis.terms(hit.text))
+    return sum(w for t, w in weights.items() if t in held and t not in wire_text) / total
 
 
 def content_words(query: str) -> str:
@@ -349,6 +391,10 @@ class Recaller:
     def __init__(
         self, store: Store, settings: ProxySettings, counter: TokenCounter, scope: str
     ) -> None:
+        if not 0.0 <= settings.recall_min_new <= 1.0:
+            raise ConfigError(
+                f"proxy.recall_min_new must be between 0 and 1, got {settings.recall_min_new!r}"
+            )
         if settings.recall_scope not in RECALL_SCOPES:
             raise ConfigError(
                 f"proxy.recall_scope must be one of {', '.join(RECALL_SCOPES)},"
@@ -398,10 +444,11 @@ class Recaller:
         generation: str,
     ) -> Recalled | None:
         """The block for this turn, or None: recall is off, nothing was paged out (session
-        scope), no query, no hit fits. ``at``: the wire index of the last message's group
-        (None: no place for it); ``room``: tokens left under the ceiling; ``generation``
-        names the state of what can be found (the newest part's ref)."""
-        budget = min(int(self.settings.recall_ratio * n_ctx), room)
+        scope), no query, no hit fits. ``at``: the wire index it goes at (the end of the
+        wire; None: no place for it); ``room``: tokens left under the ceiling;
+        ``generation`` names the state of what can be found (the newest part's ref)."""
+        share = int(self.settings.recall_ratio * n_ctx)
+        budget = min(max(share, MIN_BUDGET) if share > 0 else 0, room)
         project = self.settings.recall_scope == "project"
         if at is None or budget <= 0 or (not project and not generation):
             return None
@@ -419,7 +466,12 @@ class Recaller:
             if project:
                 found = find(self.store, query, filters)
             else:
-                found = find_in(self.memory.index(generation), query)
+                index = self.memory.index(generation)
+                found = find_in(index, query)
+                tail = len(msgs) - tail_start(msgs, head)
+                least = self.settings.recall_min_new
+                if not returns_to(index, query, found, tail, wire, least):
+                    found = []
             on_wire = [c for c in (content_text(m) for m in wire) if c]
             rows = _rows(found, self.counter, on_wire, self.reader)
             records = budget - self._overhead(origin)
@@ -446,21 +498,30 @@ class Recaller:
         return Recalled(at, message, tokens, tuple(dict.fromkeys(h.ref for h in used)))
 
 
+def returns_to(
+    index: SessionIndex,
+    query: str,
+    found: Sequence[RecallHit],
+    tail: int,
+    wire: Sequence[Message],
+    least: float,
+) -> bool:
+    """Whether one of the best hits brings back at least ``least`` of the query's weight
+    in terms the wire before the tail the query came from (its last ``tail`` messages)
+    does not hold: the conversation returns to something paged out rather than goes on
+    about what is on screen."""
+    if least <= 0:
+        return bool(found)
+    before = wire[: len(wire) - tail] if tail else wire
+    wire_text = "\n".join(content_text(m) for m in before).lower()
+    return any(novelty(index, query, h, wire_text) >= least for h in found[:SEARCH_LIMIT])
+
+
 def _empty_block(origin: str, reader: str) -> Message:
     """A block with no records: what the note and the fence cost on their own."""
     hit = RecallHit("ctx:sha256:" + "0" * 12, 1, 1, "", "")
     fenced = fence("", nonce="0" * NONCE_HEX, ref=hit.ref, topic="recalled memory", stored=None)
     return block_message(origin, fenced, [hit], reader)
-
-
-def insert_at(msgs: Sequence[Message], head: int) -> int | None:
-    """The client index the recall block goes before: the last message's group (after the
-    stable prefix; the block never splits a tool call from its results); None when that
-    group is the head."""
-    if len(msgs) <= head:
-        return None
-    start = group_start(msgs, len(msgs) - 1, head)
-    return start if start >= head else None
 
 
 def read_back(refs: Sequence[str], new: Sequence[Message]) -> int:

@@ -60,6 +60,7 @@ class Turn:
     recall_read: int = 0
     loop_broken: bool = False
     ceiling_learned: int = 0
+    reused_tokens: int = 0  # shared as a prefix with the previous request as sent
 
 
 @dataclass
@@ -79,6 +80,11 @@ class Report:
         pairs = len(self.turns) - self.sessions
         kept = sum(1 for t in self.turns if t.prefix_kept)
         times = sorted(t.ms for t in self.turns)
+        breaks: dict[str, int] = {}
+        for t in self.turns:
+            if not t.prefix_kept and t.break_cause is not None:
+                breaks[t.break_cause] = breaks.get(t.break_cause, 0) + 1
+        reused = sum(t.reused_tokens for t in self.turns)
         return {
             "n_ctx": self.n_ctx,
             "chained": self.chained,
@@ -93,6 +99,9 @@ class Report:
             "prefix_pairs": pairs,
             "prefix_stable_ratio": round(kept / pairs, 4) if pairs > 0 else 1.0,
             "prefix_bound_ratio": round(self.bound_kept / pairs, 4) if pairs > 0 else 1.0,
+            "prefix_breaks": dict(sorted(breaks.items())),
+            "reused_tokens": reused,
+            "kv_reuse_ratio": round(reused / wire, 4) if wire else 1.0,
             "windowing_turns": sum(1 for t in self.turns if t.windowed),
             "emergency_turns": sum(1 for t in self.turns if t.emergency),
             "stubs_made": sum(t.stubs_made for t in self.turns),
@@ -267,6 +276,9 @@ def render_totals(totals: dict[str, Any]) -> str:
             f"client tokens {totals['client_tokens']:,}  wire tokens {totals['wire_tokens']:,}"
             f"  ratio {totals['wire_ratio']:.3f}",
             f"peak wire {totals['peak_wire_tokens']:,} (peak client {totals['peak_client_tokens']:,})",
+            f"KV reuse {totals['kv_reuse_ratio']:.1%} of the wire tokens (the prefix each request"
+            " shares with the previous one as sent); prefix breaks "
+            + (", ".join(f"{k} {n}" for k, n in totals["prefix_breaks"].items()) or "none"),
             f"prefix kept {totals['prefix_kept']}/{totals['prefix_pairs']}"
             f" ({totals['prefix_stable_ratio']:.1%}; the best any policy could keep:"
             f" {totals['prefix_bound_ratio']:.1%}); windowing turns {totals['windowing_turns']},"

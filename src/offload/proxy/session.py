@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from offload.proxy.message_stubs import RangeStub
@@ -143,6 +143,9 @@ class Live:
     stubs: int  # stub messages on ``wire``
     recalled: tuple[str, ...] = ()  # references in the recall block sent with ``wire``
     learned: int = 0  # of a side record: as :attr:`SideRecord.learned`
+    # the request as sent (``wire`` with the recall block and loop note) and its tokens
+    sent: list[Message] = field(default_factory=list)
+    sent_tokens: list[int] = field(default_factory=list)
 
 
 class SessionLocks:

@@ -47,12 +47,14 @@ PROXY_FIGURES = (
     ("stubs made", "counters.stubs_made", "int"),
     ("windowed requests", "counters.windowed", "int"),
     ("cache reuse", "cache_reuse_ratio", "pct"),
+    ("KV reuse", "kv_reuse_ratio", "pct"),
     ("prefix breaks", "counters.prefix_breaks", "int"),
 )
 SUMMARY = (
     ("tokens saved, all time", "proxy.cumulative.counters.tokens_saved", "int"),
     ("requests, all time", "proxy.cumulative.counters.requests", "int"),
     ("cache reuse, all time", "proxy.cumulative.cache_reuse_ratio", "pct"),
+    ("KV reuse, all time", "proxy.cumulative.kv_reuse_ratio", "pct"),
     ("entries in the store (every scope)", "store.entries", "int"),
     ("n_ctx of the upstream", "proxy.upstream.n_ctx", "int"),
 )
@@ -73,9 +75,13 @@ GLOSSARY = {
     " trim).",
     "cache reuse": "the share of the prompt the upstream reported as reused from its KV"
     " cache instead of recomputed: high is fast and cheap.",
+    "KV reuse": "the share of the wire tokens each request shared as a prefix with its"
+    " session's previous request as the proxy sent it (counted by the proxy): what the"
+    " upstream's KV cache can reuse, whether or not the upstream reports it.",
     "prefix breaks": "requests whose prompt did not start with the previous request's"
     " prompt, so the upstream's cache could not be reused; the cause says why (windowing,"
-    " the client editing history, a restart, or the upstream evicting its cache).",
+    " the client editing history, a restart, the previous turn's recall block or loop note"
+    " dropped from the end, or the upstream evicting its cache).",
 }
 SESSION_ROWS = 15
 PLOT_SESSIONS = 4
@@ -173,6 +179,7 @@ def _sessions(stats: Any, now: float) -> list[dict[str, Any]]:
             fmt(c["counters"]["wire_tokens"], "int"),
             fmt(c["counters"]["tokens_saved"], "int"),
             fmt(c["cache_reuse_ratio"], "pct"),
+            fmt(c.get("kv_reuse_ratio"), "pct"),
             _ago(now - float(s.get("last_seen") or now)) + " ago",
         ]
         rows.append({"name": _session_name(sid, s), "short": sid[:8], "cells": cells})

@@ -132,7 +132,7 @@ function sessionsTable(st) {
     tr.appendChild(name);
     for (const t of [fmt.int(c.counters.requests), fmt.int(c.counters.client_tokens),
       fmt.int(c.counters.wire_tokens), fmt.int(c.counters.tokens_saved), fmt.pct(c.cache_reuse_ratio),
-      ago(st.now - s.last_seen) + ' ago']) tr.appendChild(el('td', {class: 'n'}, t));
+      fmt.pct(c.kv_reuse_ratio), ago(st.now - s.last_seen) + ' ago']) tr.appendChild(el('td', {class: 'n'}, t));
     body.appendChild(tr);
   }
   $('nosessions').hidden = all.length > 0;
