@@ -13,8 +13,9 @@ from offload.errors import InvalidInput
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.store import Store
 
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "archives"
+CORPUS = Path(__file__).resolve().parents[2] / "data" / "archives"
 HOSTILE = sorted(p.name for p in CORPUS.glob("*.offload") if p.name != "valid.offload")
+assert HOSTILE, f"no crafted archives in {CORPUS}"
 # what a store holds, table by table: compared before and after a refused import
 TABLES = (
     "entries", "blocks", "labels", "tombstones", "tombstone_labels", "chunks", "terms",
