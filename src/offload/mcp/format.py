@@ -89,12 +89,13 @@ def peek_text(counts: Mapping[str, Any], scope: str) -> str:
     """Counts only, two or three lines."""
     head = (
         f"{counts['entries']} entries: {counts['cold']} cold, {counts['hot']} hot, "
-        f"{counts['pinned']} pinned; ~{counts['tokens']} tokens; scope {scope}"
+        f"{counts['pinned']} pinned; ~{counts['tokens']} tokens; scope {one_line(scope, 200)}"
     )
     kinds = counts.get("kinds") or {}
     if not kinds:
         return head + "\nnothing stored yet: offload(content=…) or offload_path(path=…)"
-    parts = [f"{k} {v['entries']} (~{v['tokens']})" for k, v in kinds.items()]
+    # kinds are short tokens since puts check them; a store written before may hold any text
+    parts = [f"{one_line(k, 60)} {v['entries']} (~{v['tokens']})" for k, v in kinds.items()]
     return head + "\nkinds: " + ", ".join(parts)
 
 

@@ -52,6 +52,7 @@ from offload.store.models import (
 from offload.store.puts import (
     PutOptions,
     check_label,
+    check_tags,
     clean_tags,
 )
 from offload.store.resident import ResidentIndex
@@ -282,7 +283,7 @@ class Store(SavedState):
             self,
             content,
             PutOptions(
-                kind, topic, tuple(tags), summary, salience, pinned, source, scope, label,
+                kind, topic, check_tags(tags), summary, salience, pinned, source, scope, label,
                 expires, regenerate, body, keep_original, tokens, index_original,
                 index_from_line,
             ),
@@ -302,7 +303,9 @@ class Store(SavedState):
     ) -> list[PutResult]:
         """Store many contents sharing these settings in one write transaction (a bulk
         import: one commit, one lock hold); results in order, duplicates as in :meth:`put`."""
-        opts = PutOptions(kind, "", tuple(tags), "", salience, False, source, scope, None, expires)
+        opts = PutOptions(
+            kind, "", check_tags(tags), "", salience, False, source, scope, None, expires
+        )
         # PostgreSQL: no look-up per put before the lock (a round trip each); the batch's
         # write transaction checks every content and word at once (store/pgbulk.py)
         bulk = self._pg is not None
@@ -343,7 +346,7 @@ class Store(SavedState):
         entry = self.resolve(ref, scope)
         new_topic = entry.topic if topic is None else topic
         new_summary = entry.summary if summary is None else summary
-        new_tags = " ".join(entry.tags if tags is None else clean_tags(tags))
+        new_tags = " ".join(entry.tags if tags is None else clean_tags(check_tags(tags)))
         vector = None
         if (new_topic, new_summary, new_tags) != (entry.topic, entry.summary, " ".join(entry.tags)):
             body = self.block_text(entry.block_hash) if self._embedder is not None else ""
@@ -599,7 +602,11 @@ class Store(SavedState):
         scope: str | None = None,
         dry_run: bool = False,
     ) -> list[Entry]:
-        """Forget unpinned entries idle longer than ``older_than_s`` and at most ``max_salience``."""
+        """Forget unpinned entries idle longer than ``older_than_s`` and at most ``max_salience``.
+
+        One of the two is required: a reap without a filter would forget every unpinned
+        entry at once. A negative, non-finite or out-of-range filter is refused."""
+        lifecycle.check_reap_filters(older_than_s, max_salience)
         return lifecycle.reap(
             self,
             older_than_s=older_than_s,
