@@ -89,3 +89,11 @@ def test_the_cli_refuses_a_bad_setting_at_start_with_one_line_and_exit_2(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "proxy.high_water" in lines[0], done.stderr
     assert not (tmp_path / "offload.db").exists()  # nothing was created
+
+
+def test_a_settings_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    # found by the CLI fuzz: `offload --config FILE` on an exported (zstd) archive
+    binary = tmp_path / "archive"
+    binary.write_bytes(b"(\xb5/\xfd\x00\x00")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_settings(config_file=binary, env={})

@@ -80,6 +80,8 @@ def test_add_reads_a_file_inside_the_project(
         (["add", "--path", "blob.bin"], 4, "binary"),
         (["add", "--salience", "3", "x"], 2, "salience"),
         (["cat", "ctx:sha256:zz"], 2, "ctx:sha256"),
+        (["export", ""], 2, "export needs a file name"),  # found by the CLI fuzz
+        (["export", "."], 2, "export needs a file name"),
     ],
 )
 def test_bad_input_gets_a_one_line_error_and_a_distinct_exit_code(
@@ -454,3 +456,21 @@ def test_stored_fields_of_an_older_store_are_shown_inert(
         assert not any(line.startswith("SYSTEM") for line in out.splitlines()), (argv, out)
         assert "</offload:body" not in out and "\u202e" not in out and "\x1b" not in out
     assert HOSTILE in json.loads(run(capsys, "show", "--json", "old")[1])["kind"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["cat", "\udcff"], "ref is not valid UTF-8"),  # bytes the OS could not decode
+        (["ls", "--scope", "a\udcfe"], "--scope is not valid UTF-8"),
+        (["search", "q", "--kind", "\udcff"], "--kind is not valid UTF-8"),
+        (["ls", "--limit", "99999999999999999999999"], "--limit must be within"),
+        (["search", "q", "--page", str(2**62)], "--page"),
+    ],
+)
+def test_arguments_sqlite_cannot_bind_are_refused_in_one_line(
+    home: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    # found by the CLI fuzz: each was a UnicodeEncodeError or OverflowError traceback
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "") and message in err and err.count("\n") == 1

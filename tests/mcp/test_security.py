@@ -202,3 +202,17 @@ async def test_a_path_component_over_255_bytes_is_an_error_result_not_an_interna
         for tool in ("offload_path", "offload_path_sectioned"):
             err = await s.fail(tool, path="a" * 300)
             assert "File name too long" in err and "\n" not in err
+
+
+async def test_a_lone_surrogate_in_a_ref_or_filter_is_an_error_result(env: McpEnv) -> None:
+    # found by the MCP fuzz: each was a JSON-RPC internal error (SQLite could not bind it)
+    async with env.connect() as s:
+        for tool, args in (
+            ("recall", {"ref": "\ud800"}),
+            ("read", {"ref": "a\udcff"}),
+            ("search", {"kind": "\ud800"}),
+            ("search", {"source": "\ud800"}),
+            ("search", {"queries": ["ok", "\ud800"]}),
+            ("offload_path", {"path": "\ud800"}),
+        ):
+            assert "not valid Unicode" in await s.fail(tool, **args)

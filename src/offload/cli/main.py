@@ -114,6 +114,27 @@ def _find_command(args: list[str]) -> str | None:
     return None
 
 
+def _check_unicode(args: argparse.Namespace) -> None:
+    """Refuse an argument that is not UTF-8: the OS hands such bytes over as lone
+    surrogates, which no ref, filter, label or stored field can hold."""
+    from offload.errors import EncodingError
+
+    for name, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    shown = name if name in _POSITIONAL else "--" + name.replace("_", "-")
+                    raise EncodingError(
+                        f"{shown} is not valid UTF-8 text ({text!r}); pass UTF-8"
+                    ) from None
+
+
+# argparse destinations given without a leading ``--``
+_POSITIONAL = frozenset({"text", "ref", "query", "file", "files", "trace", "action", "client"})
+
+
 def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> int:
     from offload.config import load_settings
     from offload.core.untrusted import inline
@@ -126,6 +147,7 @@ def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> in
         overrides = getattr(module, "overrides", None)
         if overrides is not None:
             flags.update(overrides(args))
+        _check_unicode(args)
         settings = load_settings(config_file=args.config, env=os.environ, flags=flags)
         runner = getattr(module, f"run_{command}", None) or module.run
         return int(runner(args, settings))

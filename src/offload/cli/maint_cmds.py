@@ -8,6 +8,7 @@ from pathlib import Path
 from offload.cli.common import emit, open_store
 from offload.cli.progress import Bar
 from offload.config import Settings
+from offload.errors import InvalidInput
 from offload.store.archive import export_archive, import_archive
 from offload.store.maintenance import compact, doctor, reindex
 from offload.store.vectors import backfill
@@ -84,8 +85,11 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_export(args: argparse.Namespace, settings: Settings) -> int:
+    path = Path(args.file)
+    if not path.name:  # "", ".", "/": a directory, not a file to write
+        raise InvalidInput(f"export needs a file name to write, got {args.file!r}")
     with open_store(settings) as store:
-        n = export_archive(store, Path(args.file), progress=Bar("exporting"))
+        n = export_archive(store, path, progress=Bar("exporting"))
     emit(args, {"entries": n, "file": args.file}, lambda d: f"exported {n} entries to {args.file}")
     return 0
 

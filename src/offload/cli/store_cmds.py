@@ -138,11 +138,17 @@ def _read_stdin(max_bytes: int) -> str:
     return decode(data)
 
 
+_MAX_LIMIT = 1_000_000
+_MAX_OFFSET = 2**53  # well inside SQLite's 64-bit integers
+
+
 def _check_paging(args: argparse.Namespace) -> None:
     if args.page < 1:
         raise InvalidInput(f"--page counts from 1, got {args.page}")
-    if args.limit < 1:
-        raise InvalidInput(f"--limit must be at least 1, got {args.limit}")
+    if not 1 <= args.limit <= _MAX_LIMIT:
+        raise InvalidInput(f"--limit must be within 1-{_MAX_LIMIT}, got {args.limit}")
+    if (args.page - 1) * args.limit > _MAX_OFFSET:
+        raise InvalidInput(f"--page {args.page} is past any store's last entry")
 
 
 def run_ls(args: argparse.Namespace, settings: Settings) -> int:
