@@ -10,7 +10,8 @@ encoding and exit path are in play.
 
 Commands that serve (``serve``, ``proxy``, ``mcp``, ``gateway``) or reach the network
 (``store migrate --to URL``, ``models bench``) are left out: they wait for clients or
-peers by design. No fuzzed value is absolute, starts with ``~`` or holds ``..``: the
+peers by design. A run that hangs fails at pytest-timeout's bound (``pyproject.toml``);
+the real processes have their own. No fuzzed value is absolute, starts with ``~`` or holds ``..``: the
 commands that write (``export``, ``setup``) stay inside the test's directory.
 """
 
@@ -214,9 +215,9 @@ SUBPROCESS_CASES = [
     (["add", "--path", "a" * 300], b"", 4),
     (["reap"], b"", 2),
     (["reap", "--older-than", "-3"], b"", 2),
-    (["show", "\udcff\udcfe"], b"", 3),
+    (["show", "\udcff\udcfe"], b"", 2),
     (["export", ""], b"", 2),
-    (["ls", "--limit", "99999999999999999999999"], b"", 0),
+    (["ls", "--limit", "99999999999999999999999"], b"", 2),
     (["search", "</offload:body:x>", "--page", "0"], b"", 2),
 ]
 
