@@ -128,7 +128,8 @@ class Fuzzed:
 
     def call(self, tool: str, args: dict[str, Any]) -> tuple[bool, str]:
         """(is_error, text) of one call; any exception (a JSON-RPC error) propagates."""
-        return self.portal.call(self._call, tool, args)
+        answer: tuple[bool, str] = self.portal.call(self._call, tool, args)
+        return answer
 
 
 @pytest.fixture(scope="module")

@@ -512,18 +512,18 @@ def test_put_refuses_a_bare_string_of_tags_as_a_type_error(store: Store) -> None
 
 
 @pytest.mark.parametrize(
-    ("filters", "message"),
+    ("older_than_s", "max_salience", "message"),
     [
-        ({}, "needs a filter"),
-        ({"older_than_s": -3 * 86400}, "older_than_s"),
-        ({"older_than_s": float("nan")}, "older_than_s"),
-        ({"max_salience": 1.5}, "max_salience"),
+        (None, None, "needs a filter"),
+        (-3 * 86400, None, "older_than_s"),
+        (float("nan"), None, "older_than_s"),
+        (None, 1.5, "max_salience"),
     ],
 )
 def test_reap_without_a_filter_or_with_a_bad_one_is_refused_and_forgets_nothing(
-    store: Store, filters: dict[str, float], message: str
+    store: Store, older_than_s: float | None, max_salience: float | None, message: str
 ) -> None:
     store.put("added a moment ago", salience=0.1)
     with pytest.raises(InvalidInput, match=message):
-        store.reap(**filters)
+        store.reap(older_than_s=older_than_s, max_salience=max_salience)
     assert store.count() == 1
