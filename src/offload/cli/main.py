@@ -126,8 +126,9 @@ def _check_unicode(args: argparse.Namespace) -> None:
                     text.encode("utf-8")
                 except UnicodeEncodeError:
                     shown = name if name in _POSITIONAL else "--" + name.replace("_", "-")
+                    quoted = repr(text) if len(text) <= 60 else repr(text[:60]) + "…"
                     raise EncodingError(
-                        f"{shown} is not valid UTF-8 text ({text!r}); pass UTF-8"
+                        f"{shown} is not valid UTF-8 text ({quoted}); pass UTF-8"
                     ) from None
 
 
@@ -144,10 +145,10 @@ def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> in
         flags: dict[str, object] = {}
         if args.home:
             flags["store.home"] = args.home
+        _check_unicode(args)
         overrides = getattr(module, "overrides", None)
         if overrides is not None:
             flags.update(overrides(args))
-        _check_unicode(args)
         settings = load_settings(config_file=args.config, env=os.environ, flags=flags)
         runner = getattr(module, f"run_{command}", None) or module.run
         return int(runner(args, settings))
