@@ -3,8 +3,9 @@
 Used by ``offload setup``: every write is atomic (a temporary file in the same directory,
 fsynced, renamed over the old one) and keeps the old file's mode; a backup is a byte copy
 beside the file, ``NAME.offload-backup-STAMP``. A config that is a symlink (dotfiles kept in
-a repository) is written through: its target changes, the link stays a link. What each run wrote is recorded in the
-store (state namespace ``setup``) so ``--revert`` restores exactly those files.
+a repository) is written through: its target changes, the link stays a link. What each run
+wrote is recorded in the store (state namespace ``setup``) so ``--revert`` restores exactly
+those files.
 """
 
 from __future__ import annotations
