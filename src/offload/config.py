@@ -282,9 +282,9 @@ def load_settings(
     path = Path(config_file) if config_file else None
     if path is None:
         candidate = (Path(str(home)) if home else default_home()) / "offload.toml"
-        path = candidate if candidate.is_file() else None
-    elif not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
+        path = candidate if _is_file(candidate) else None
+    elif not _is_file(path):
+        raise ConfigError(f"config file {str(path)[:200]!r} does not exist")
 
     layered: dict[str, tuple[Any, str]] = {}
     if path is not None:
@@ -338,6 +338,15 @@ def non_default(settings: Settings) -> dict[str, dict[str, Any]]:
             if value != getattr(dft, f.name):
                 out.setdefault(section, {})[f.name] = value
     return out
+
+
+def _is_file(path: Path) -> bool:
+    """``path`` is a regular file; False for a name no filesystem can hold (over 255
+    bytes, a NUL byte), which ``Path.is_file`` raises on."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -82,6 +82,8 @@ def test_add_reads_a_file_inside_the_project(
         (["cat", "ctx:sha256:zz"], 2, "ctx:sha256"),
         (["export", ""], 2, "export needs a file name"),  # found by the CLI fuzz
         (["export", "."], 2, "export needs a file name"),
+        (["export", "\x00"], 2, "file holds a NUL byte"),  # found by the CLI fuzz
+        (["ls", "--home", "x" * 300], 5, "cannot open store"),
     ],
 )
 def test_bad_input_gets_a_one_line_error_and_a_distinct_exit_code(

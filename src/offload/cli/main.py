@@ -116,11 +116,15 @@ def _find_command(args: list[str]) -> str | None:
 
 def _check_unicode(args: argparse.Namespace) -> None:
     """Refuse an argument that is not UTF-8: the OS hands such bytes over as lone
-    surrogates, which no ref, filter, label or stored field can hold."""
-    from offload.errors import EncodingError
+    surrogates, which no ref, filter, label or stored field can hold. A NUL byte (which no
+    real argv can carry, only a caller of :func:`main`) is refused too: no path holds one."""
+    from offload.errors import EncodingError, InvalidInput
 
     for name, value in vars(args).items():
         for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and "\x00" in text:
+                shown = name if name in _POSITIONAL else "--" + name.replace("_", "-")
+                raise InvalidInput(f"{shown} holds a NUL byte; no argument can")
             if isinstance(text, str) and not text.isascii():
                 try:
                     text.encode("utf-8")
