@@ -98,3 +98,19 @@ def test_recall_shares_take_zero_to_switch_off_and_refuse_more_than_one() -> Non
     assert off.proxy.recall_ratio == 0 and off.proxy.recall_min_new == 0
     with pytest.raises(ConfigError, match=r"'proxy.recall_min_new'.*from 0 to 1"):
         load_settings(env={"OFFLOAD_PROXY__RECALL_MIN_NEW": "1.5"})
+
+
+def test_a_settings_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    # found by the CLI fuzz: `offload --config FILE` on an exported (zstd) archive
+    binary = tmp_path / "archive"
+    binary.write_bytes(b"(\xb5/\xfd\x00\x00")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_settings(config_file=binary, env={})
+
+
+def test_a_home_or_config_name_no_filesystem_holds_is_no_traceback() -> None:
+    # found by the CLI fuzz: Path.is_file raised (File name too long, embedded null byte)
+    assert load_settings(env={}, flags={"store.home": "a" * 300}).store.home == "a" * 300
+    for name in ("a" * 300, "x\x00y"):
+        with pytest.raises(ConfigError, match="does not exist"):
+            load_settings(config_file=Path(name), env={})

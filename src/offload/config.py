@@ -292,9 +292,9 @@ def load_settings(
     path = Path(config_file) if config_file else None
     if path is None:
         candidate = (Path(str(home)) if home else default_home()) / "offload.toml"
-        path = candidate if candidate.is_file() else None
-    elif not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
+        path = candidate if _is_file(candidate) else None
+    elif not _is_file(path):
+        raise ConfigError(f"config file {str(path)[:200]!r} does not exist")
 
     layered: dict[str, tuple[Any, str]] = {}
     if path is not None:
@@ -350,12 +350,23 @@ def non_default(settings: Settings) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _is_file(path: Path) -> bool:
+    """``path`` is a regular file; False for a name no filesystem can hold (over 255
+    bytes, a NUL byte), which ``Path.is_file`` raises on."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:  # TOML is UTF-8; this is some other file
+        raise ConfigError(f"{path}: not UTF-8 text, so not a TOML settings file") from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
 

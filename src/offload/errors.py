@@ -6,6 +6,7 @@ The tree, in one place::
     ├── ConfigError                 a setting is malformed or unknown            (exit 2)
     ├── InvalidInput                a caller sent something we refuse            (exit 2)
     │   ├── EncodingError           text that is not valid UTF-8 / has lone surrogates
+    │   ├── WrongType               a value of the wrong type (also a ``TypeError``)
     │   └── FenceError              a checkin nonce that does not match
     ├── ReferenceError_             a reference that names no live entry         (exit 3)
     │   ├── NotFound                nothing matches it
@@ -53,6 +54,11 @@ class InvalidInput(OffloadError):
 
 class EncodingError(InvalidInput):
     """Text that cannot be stored byte-exactly as UTF-8."""
+
+
+class WrongType(InvalidInput, TypeError):
+    """A value of the wrong type (a bare string where a list of strings is wanted); a
+    ``TypeError`` too, so a library caller's ``except TypeError`` sees it."""
 
 
 class FenceError(InvalidInput):

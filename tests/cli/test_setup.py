@@ -595,3 +595,37 @@ def test_without_config_dir_the_record_goes_to_the_xdg_state_directory(
     assert main(["setup", "kiro", "--revert", "--home", str(tmp_path / "other")]) == 0
     assert not (tmp_path / "me" / ".kiro" / "settings" / "mcp.json").exists()
     capsys.readouterr()
+
+
+def test_a_symlinked_config_is_written_through_and_revert_restores_its_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # dotfiles kept in a repository: the client's config is a link into it
+    root, home = existing("codex", tmp_path), tmp_path / "home"
+    config = root / ".codex" / "config.toml"
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "codex.toml"
+    config.rename(target)
+    config.symlink_to(target)
+    before = target.read_bytes()
+    assert setup(capsys, home, root, "codex")[0] == 0
+    assert config.is_symlink() and config.resolve() == target
+    assert target.read_bytes() != before and "offload" in target.read_text()
+    assert setup(capsys, home, root, "codex", "--revert")[0] == 0
+    assert config.is_symlink() and config.resolve() == target
+    assert target.read_bytes() == before
+
+
+def test_a_dangling_symlinked_config_is_created_through_and_revert_leaves_the_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    (root / ".codex").mkdir(parents=True)
+    target = tmp_path / "dotfiles-codex.toml"
+    config = root / ".codex" / "config.toml"
+    config.symlink_to(target)
+    assert setup(capsys, home, root, "codex")[0] == 0
+    assert config.is_symlink() and "offload" in target.read_text()
+    assert setup(capsys, home, root, "codex", "--revert")[0] == 0
+    assert config.is_symlink() and not target.exists()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from offload.core.chunking import chunk_text, count_lines
 from offload.core.fence import escape_attr, fence, neutralise, new_nonce
 from offload.core.refs import parse_ref
-from offload.errors import InvalidInput
+from offload.errors import EncodingError, InvalidInput
 
 H = "ab" * 32
 
@@ -127,3 +127,9 @@ def test_chunks_tile_the_text_exactly(text: str, max_lines: int, max_chars: int)
         assert c.start_line == text[: c.start].count("\n") + 1
     if text:
         assert chunks[-1].end_line == count_lines(text)
+
+
+def test_a_reference_holding_a_lone_surrogate_is_an_encoding_error() -> None:
+    # found by the fuzz suites: a label lookup handed it to SQLite, which cannot bind it
+    with pytest.raises(EncodingError):
+        parse_ref("label-\ud800")

@@ -159,3 +159,9 @@ async def test_the_api_key_is_sent_but_never_shown(llama_server: LlamaServer) ->
         answer = await client.chat(HELLO)  # llama-server without --api-key ignores it
         assert answer["choices"]
     assert "sk-secret" not in repr(client)
+
+
+async def test_a_url_with_a_control_character_is_not_healthy() -> None:
+    # found by the CLI fuzz: `offload status --upstream $'\x1f'` raised httpx.InvalidURL
+    async with UpstreamClient("\x1f") as client:
+        assert await client.health() is False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from offload.errors import InvalidInput
+from offload.errors import EncodingError, InvalidInput
 from offload.mcp.args import Args, parse_duration
 
 
@@ -75,3 +75,12 @@ def test_durations_read_common_units(text: str, seconds: float) -> None:
 def test_bad_durations_say_what_they_should_look_like(text: str) -> None:
     with pytest.raises(InvalidInput, match="older_than must look like 30m, 12h or 7d"):
         parse_duration("reap", text)
+
+
+def test_a_lone_surrogate_in_a_string_argument_is_an_encoding_error() -> None:
+    # found by the MCP fuzz: JSON carries "\ud800"; SQLite could not bind it (-32603)
+    a = Args("recall", {"ref": "\ud800", "queries": ["ok", "x\udcff"]}, ["ref", "queries"])
+    with pytest.raises(EncodingError, match="recall: ref is not valid Unicode"):
+        a.ref()
+    with pytest.raises(EncodingError, match="queries"):
+        a.strings("queries")

@@ -100,3 +100,11 @@ def test_the_replay_command_refuses_a_missing_file(
     code = main(["replay", str(tmp_path / "nope.jsonl"), "--home", str(tmp_path)])
     assert code == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_a_trace_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None:
+    # found by the CLI fuzz: `offload replay FILE` on an exported (zstd) archive
+    binary = tmp_path / "archive"
+    binary.write_bytes(b"(\xb5/\xfd\x00\x00")
+    with pytest.raises(InvalidInput, match="not UTF-8 text"):
+        load_runs(binary)

@@ -62,3 +62,12 @@ def test_a_missing_file_is_a_clear_error(
     code, _, err = run_context(capsys, str(tmp_path / "missing.md"))
     assert code == 4
     assert "missing.md: no such file" in err
+
+
+def test_a_file_name_over_255_bytes_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # found by the CLI fuzz: an OSError (File name too long) traceback
+    monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "home"))
+    code, out, err = run_context(capsys, str(tmp_path / ("a" * 300)))
+    assert (code, out) == (4, "") and "File name too long" in err and err.count("\n") == 1

@@ -75,3 +75,15 @@ def test_a_path_with_a_nul_byte_is_refused_clearly(tmp_path: Path) -> None:
     (tmp_path / "a").write_text("x")
     with pytest.raises(NotAFile, match="NUL byte"):
         read_text_file("a\x00b", [tmp_path], max_bytes=100)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["a" * 300, "a" * 300 + "/b.txt", "dir/" + "é" * 200, "~no-such-user-here/x", "a\ud800b"],
+)
+def test_a_path_no_filesystem_can_name_is_refused_in_one_line(tmp_path: Path, path: str) -> None:
+    # a component over 255 bytes, an unknown ~user, a lone surrogate: each an OSError,
+    # RuntimeError or UnicodeEncodeError from the filesystem calls before
+    with pytest.raises(NotAFile) as caught:
+        read_text_file(path, [tmp_path], max_bytes=100)
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 300

@@ -2,9 +2,11 @@
 
 Used by ``offload setup``: every write is atomic (a temporary file in the same directory,
 fsynced, renamed over the old one) and keeps the old file's mode; a backup is a byte copy
-beside the file, ``NAME.offload-backup-STAMP``. What setup added is recorded beside the
-configs (``offload.cli.setup_records``); ``STATE``, :func:`check_unchanged` and
-:func:`restore` serve the store records an older ``offload setup`` kept.
+beside the file, ``NAME.offload-backup-STAMP``. A config that is a symlink (dotfiles kept in
+a repository) is written through: its target changes, the link stays a link. What setup
+added is recorded beside the configs (``offload.cli.setup_records``); ``STATE``,
+:func:`check_unchanged` and :func:`restore` serve the store records an older ``offload
+setup`` kept.
 """
 
 from __future__ import annotations
@@ -54,13 +56,26 @@ def backup(path: Path, stamp: str, *, private: bool = False) -> Path:
     return target
 
 
+def through_links(path: Path) -> Path:
+    """The file ``path`` names once its symlinks are followed (``path`` itself when it is
+    none): renaming over a link would replace the link with a regular file."""
+    if not path.is_symlink():
+        return path
+    real = Path(os.path.realpath(path))
+    if real.is_symlink():  # realpath stops at a loop
+        raise PathError(f"{path} is a symlink loop; nothing changed")
+    return real
+
+
 def write_atomic(
     path: Path, data: bytes, *, like: Path | None = None, private: bool = False
 ) -> None:
     """Replace ``path`` with ``data`` in one rename, keeping the mode of ``like`` (or of
-    ``path`` itself when it exists). ``private`` (``data`` holds a secret): readable and
-    writable by the owner alone, whatever the old mode let others do (0600 when new)."""
+    ``path`` itself when it exists); a symlink is written through (its target is replaced,
+    the link kept). ``private`` (``data`` holds a secret): readable and writable by the
+    owner alone, whatever the old mode let others do (0600 when new)."""
     try:
+        path = through_links(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         source = like if like is not None else path
         mode = source.stat().st_mode & 0o7777 if source.exists() else None
@@ -105,7 +120,8 @@ def restore(record: dict[str, Any]) -> str:
     check_unchanged(record)
     path = Path(record["path"])
     if record["backup"] is None:
-        path.unlink(missing_ok=True)
+        # a link setup wrote through was dangling before: it is again, not removed
+        through_links(path).unlink(missing_ok=True)
         return f"removed {path} (setup had created it)"
     saved = Path(record["backup"])
     try:

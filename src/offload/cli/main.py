@@ -121,6 +121,32 @@ def _find_command(args: list[str]) -> str | None:
     return None
 
 
+def _check_unicode(args: argparse.Namespace) -> None:
+    """Refuse an argument that is not UTF-8: the OS hands such bytes over as lone
+    surrogates, which no ref, filter, label or stored field can hold. A NUL byte (which no
+    real argv can carry, only a caller of :func:`main`) is refused too: no path holds one."""
+    from offload.errors import EncodingError, InvalidInput
+
+    for name, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and "\x00" in text:
+                shown = name if name in _POSITIONAL else "--" + name.replace("_", "-")
+                raise InvalidInput(f"{shown} holds a NUL byte; no argument can")
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    shown = name if name in _POSITIONAL else "--" + name.replace("_", "-")
+                    quoted = repr(text) if len(text) <= 60 else repr(text[:60]) + "…"
+                    raise EncodingError(
+                        f"{shown} is not valid UTF-8 text ({quoted}); pass UTF-8"
+                    ) from None
+
+
+# argparse destinations given without a leading ``--``
+_POSITIONAL = frozenset({"text", "ref", "query", "file", "files", "trace", "action", "client"})
+
+
 def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> int:
     from offload.config import load_settings
     from offload.core.untrusted import inline
@@ -130,6 +156,7 @@ def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> in
         flags: dict[str, object] = {}
         if args.home:
             flags["store.home"] = args.home
+        _check_unicode(args)
         overrides = getattr(module, "overrides", None)
         if overrides is not None:
             flags.update(overrides(args))

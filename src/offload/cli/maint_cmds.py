@@ -98,10 +98,11 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_export(args: argparse.Namespace, settings: Settings) -> int:
-    if not args.file.strip():
-        raise InvalidInput("export needs a file name to write the archive to")
+    path = Path(args.file)
+    if not args.file.strip() or not path.name:  # "", "  ", ".", "/": no file to write
+        raise InvalidInput(f"export needs a file name to write the archive to, got {args.file!r}")
     with open_store(settings) as store:
-        n = export_archive(store, Path(args.file), progress=Bar("exporting"))
+        n = export_archive(store, path, progress=Bar("exporting"))
     emit(args, {"entries": n, "file": args.file}, lambda d: f"exported {n} entries to {args.file}")
     return 0
 

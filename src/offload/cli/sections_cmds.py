@@ -42,12 +42,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _read(path: str, limit: int) -> str:
     p = Path(path)
-    if not p.is_file():
-        raise NotAFile(f"{path}: no such file")
-    size = p.stat().st_size
-    if size > limit:
-        raise TooLarge(f"{path}: {size:,} bytes is over the {limit:,}-byte limit")
-    return decode(p.read_bytes())
+    try:
+        if not p.is_file():
+            raise NotAFile(f"{path}: no such file")
+        size = p.stat().st_size
+        if size > limit:
+            raise TooLarge(f"{path}: {size:,} bytes is over the {limit:,}-byte limit")
+        return decode(p.read_bytes())
+    except OSError as exc:  # a name over the filesystem's limit (ENAMETOOLONG), EACCES, …
+        shown = path if len(path) <= 200 else path[:199] + "…"
+        raise NotAFile(f"{shown}: cannot read ({exc.strerror})") from exc
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

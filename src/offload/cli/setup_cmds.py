@@ -32,6 +32,7 @@ from offload.cli.config_files import (
     read_config,
     restore,
     stamp_now,
+    through_links,
     write_atomic,
 )
 from offload.config import Settings
@@ -343,7 +344,8 @@ def _undo_step(client: Client, path: Path, rec: dict[str, Any]) -> _Step:
 
 def _apply_step(step: _Step, stamp: str) -> str:
     if step.how == "remove":
-        step.path.unlink(missing_ok=True)
+        # a config that is a link: setup created its target; the link is the user's
+        through_links(step.path).unlink(missing_ok=True)
         return f"removed {step.path} (setup had created it)"
     if step.how == "restore":
         write_atomic(step.path, step.data, like=step.path)

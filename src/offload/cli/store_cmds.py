@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +15,7 @@ from offload.config import Settings
 from offload.core.fence import iso
 from offload.core.gist import gist
 from offload.core.hashing import decode
-from offload.core.untrusted import printable
+from offload.core.untrusted import inline, printable
 from offload.errors import InvalidInput
 from offload.store.models import Entry, Filters, Hit
 from offload.store.paths import project_root, read_text_file
@@ -111,7 +112,7 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
                 text,
                 kind=args.kind,
                 topic=args.topic or (Path(source).name if source else ""),
-                tags=args.tags,
+                tags=split_tags(args.tags),
                 summary=args.summary if args.summary is not None else gist(text),
                 salience=args.salience,
                 pinned=args.pin,
@@ -124,6 +125,11 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def split_tags(text: str) -> list[str]:
+    """``--tags`` as its help says: words separated by commas or white space."""
+    return text.replace(",", " ").split()
+
+
 def _read_stdin(max_bytes: int) -> str:
     """Standard input, capped like ``--path`` (``store.max_file_bytes``)."""
     data = sys.stdin.buffer.read(max_bytes + 1)
@@ -134,11 +140,17 @@ def _read_stdin(max_bytes: int) -> str:
     return decode(data)
 
 
+_MAX_LIMIT = 1_000_000
+_MAX_OFFSET = 2**53  # well inside SQLite's 64-bit integers
+
+
 def _check_paging(args: argparse.Namespace) -> None:
     if args.page < 1:
         raise InvalidInput(f"--page counts from 1, got {args.page}")
-    if args.limit < 1:
-        raise InvalidInput(f"--limit must be at least 1, got {args.limit}")
+    if not 1 <= args.limit <= _MAX_LIMIT:
+        raise InvalidInput(f"--limit must be within 1-{_MAX_LIMIT}, got {args.limit}")
+    if (args.page - 1) * args.limit > _MAX_OFFSET:
+        raise InvalidInput(f"--page {args.page} is past any store's last entry")
 
 
 def run_ls(args: argparse.Namespace, settings: Settings) -> int:
@@ -261,7 +273,24 @@ def run_forget(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _check_reap(args: argparse.Namespace) -> None:
+    """A reap without a filter would forget every unpinned entry of the scope: refused, as
+    are negative or non-finite ages and saliences outside [0, 1]."""
+    if args.older_than is None and args.max_salience is None:
+        raise InvalidInput(
+            "reap needs a filter: --older-than DAYS and/or --max-salience S "
+            "(add --dry-run to preview what they select)"
+        )
+    if args.older_than is not None and not (
+        math.isfinite(args.older_than) and args.older_than >= 0
+    ):
+        raise InvalidInput(f"--older-than takes a number of days >= 0, got {args.older_than}")
+    if args.max_salience is not None and not 0.0 <= args.max_salience <= 1.0:
+        raise InvalidInput(f"--max-salience takes a number in [0, 1], got {args.max_salience}")
+
+
 def run_reap(args: argparse.Namespace, settings: Settings) -> int:
+    _check_reap(args)
     with open_store(settings) as store:
         victims = store.reap(
             older_than_s=None if args.older_than is None else args.older_than * 86400,
@@ -342,11 +371,17 @@ def _hit_json(h: Hit) -> dict[str, Any]:
     }
 
 
+def _one(text: str) -> str:
+    """A stored field (kind, topic, tag, source, label, scope, snippet) as one inert line:
+    it comes from whoever wrote the entry, so it may not start a line of its own."""
+    return inline(text)
+
+
 def _line(e: Entry) -> str:
-    tags = f" [{', '.join(e.tags)}]" if e.tags else ""
+    tags = f" [{', '.join(_one(t) for t in e.tags)}]" if e.tags else ""
     pin = " pinned" if e.pinned else ""
     return (
-        f"{e.ref} #{e.id} | {e.topic or '(no topic)'}{tags} | {e.kind} | "
+        f"{e.ref} #{e.id} | {_one(e.topic) or '(no topic)'}{tags} | {_one(e.kind)} | "
         f"{e.salience:.2f} | {e.status}{pin} | ~{e.tokens} tok"
     )
 
@@ -374,9 +409,9 @@ def _hits_text(hits: list[Hit]) -> str:
     for h in hits:
         out.append(
             f"{h.entry.ref} L{h.start_line}-{h.end_line}{_hit_note(h)} | "
-            f"{h.entry.topic or h.entry.kind}"
+            f"{_one(h.entry.topic or h.entry.kind)}"
         )
-        out.extend(f"  L{n}: {text}" for n, text in _best_lines(h))
+        out.extend(f"  L{n}: {_one(text)}" for n, text in _best_lines(h))
     return "\n".join(out)
 
 
@@ -390,16 +425,16 @@ def _show_text(e: Entry) -> str:
     rows = [
         ("ref", e.full_ref),
         ("id", str(e.id)),
-        ("kind", e.kind),
-        ("topic", e.topic),
-        ("tags", ", ".join(e.tags)),
-        ("summary", e.summary),
+        ("kind", _one(e.kind)),
+        ("topic", _one(e.topic)),
+        ("tags", ", ".join(_one(t) for t in e.tags)),
+        ("summary", _one(e.summary)),  # a gist's lines kept apart by a visible \\n
         ("salience", f"{e.salience:.2f}"),
         ("status", e.status + (" (pinned)" if e.pinned else "")),
         ("size", f"{e.tokens} tokens, {e.lines} lines, {e.size} bytes"),
-        ("source", e.source),
-        ("labels", " ".join(e.labels)),
-        ("scope", e.scope),
+        ("source", _one(e.source)),
+        ("labels", " ".join(_one(label) for label in e.labels)),
+        ("scope", _one(e.scope)),
         ("created", iso(e.created)),
         ("accessed", f"{iso(e.accessed)} ({e.access_count}x)"),
     ]
@@ -409,7 +444,7 @@ def _show_text(e: Entry) -> str:
 
 
 def _stats_text(d: dict[str, Any]) -> str:
-    kinds = ", ".join(f"{k} {v['entries']}" for k, v in d["kinds"].items()) or "none"
+    kinds = ", ".join(f"{_one(k)} {v['entries']}" for k, v in d["kinds"].items()) or "none"
     ratio = d["stored_bytes"] / d["raw_bytes"] if d["raw_bytes"] else 0.0
     return "\n".join(
         [

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from offload.core.hashing import CTX_PREFIX
+from offload.core.hashing import CTX_PREFIX, encode
 from offload.errors import InvalidInput
 
 MIN_PREFIX = 8
@@ -47,6 +47,8 @@ def parse_ref(ref: str) -> ParsedRef:
         raise InvalidInput("empty reference; give an entry id, label, or ctx:sha256:<hex>")
     if len(raw) > MAX_REF_LEN:
         raise InvalidInput(f"reference is {len(raw)} characters; at most {MAX_REF_LEN}")
+    if not raw.isascii():
+        encode(raw)  # a lone surrogate names nothing and no database can bind it
     if raw.lower().startswith(CTX_PREFIX):
         digest = raw[len(CTX_PREFIX) :].lower()
         if not _HEX.fullmatch(digest) or len(digest) > 64:

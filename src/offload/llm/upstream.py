@@ -206,7 +206,7 @@ class UpstreamClient:
             resp = await self._client.get(f"{self.root}/health")
             if resp.status_code in _UNSUPPORTED:
                 resp = await self._client.get(f"{self.api}/models")
-        except httpx.HTTPError:
+        except (httpx.HTTPError, httpx.InvalidURL):  # InvalidURL: a control character in it
             return False
         return resp.status_code == 200
 

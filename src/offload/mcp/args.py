@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from offload.errors import InvalidInput
+from offload.errors import EncodingError, InvalidInput
 
 
 class Args:
@@ -45,9 +45,22 @@ class Args:
             return default
         if not isinstance(value, str):
             raise self._bad(name, "a string")
+        self._check_unicode(name, value)
         if required and not value.strip():
             raise InvalidInput(f"{self.tool}: {name} must not be empty")
         return value
+
+    def _check_unicode(self, name: str, value: str) -> None:
+        """JSON may carry a lone surrogate (``"\\ud800"``); no name, ref, path or filter
+        holds one, and SQLite and the filesystem cannot take it."""
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise EncodingError(
+                    f"{self.tool}: {name} is not valid Unicode at character {exc.start} "
+                    "(a lone surrogate); send UTF-8 text"
+                ) from None
 
     def ref(self) -> str:
         """The ``ref`` argument (id, label, ``ctx:sha256:…`` or a hex prefix)."""
@@ -101,9 +114,12 @@ class Args:
         if value is None:
             return []
         if isinstance(value, str):
+            self._check_unicode(name, value)
             return [value] if value.strip() else []
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self._bad(name, "a list of strings")
+        for v in value:
+            self._check_unicode(name, v)
         return [v for v in value if v.strip()]
 
     def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:

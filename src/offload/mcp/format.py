@@ -112,7 +112,8 @@ def peek_text(counts: Mapping[str, Any], scope: str, others: Mapping[str, int]) 
     kinds = counts.get("kinds") or {}
     if not kinds:
         return head + "\nnothing stored yet: offload(content=…) or offload_path(path=…)"
-    parts = [f"{k} {v['entries']} (~{v['tokens']})" for k, v in kinds.items()]
+    # kinds are short tokens since puts check them; a store written before may hold any text
+    parts = [f"{one_line(k, 60)} {v['entries']} (~{v['tokens']})" for k, v in kinds.items()]
     return head + "\nkinds: " + ", ".join(parts)
 
 

@@ -231,6 +231,7 @@ async def stats(ctx: McpContext, a: Args) -> str:
             f"by tool: {per_tool}",
             f"offloaded: {s.stored} new ({s.stored_bytes} bytes), {s.deduped} already stored; "
             f"fenced bodies sent: {s.bodies} ({s.body_bytes} bytes)",
-            f"scope {ctx.scope}: {counts['entries']} entries, ~{counts['tokens']} tokens",
+            f"scope {fmt.one_line(ctx.scope, 200)}: {counts['entries']} entries, "
+            f"~{counts['tokens']} tokens",
         ]
     )

@@ -149,7 +149,8 @@ async def offload_path_sectioned(ctx: McpContext, a: Args) -> str:
         source=source, scope=ctx.scope, keep=keep, reason=f"replaced by a newer version of {rel}"
     )
     head = (
-        f"{len(keep)} sections of {rel}: {new} new, {len(keep) - new} unchanged, "
+        f"{len(keep)} sections of {fmt.one_line(rel, 200)}: {new} new, "
+        f"{len(keep) - new} unchanged, "
         f"{removed} old removed"
     )
     return "\n".join([head, *lines])

@@ -122,6 +122,8 @@ def load_runs(path: str | Path) -> list[Run]:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise InvalidInput(f"cannot read {str(path)!r}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path}: not UTF-8 text, so not a JSONL transcript") from exc
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue

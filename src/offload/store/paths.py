@@ -113,10 +113,16 @@ def confine(path: str | Path, roots: Sequence[Path], *, base: Path | None = None
     if "\x00" in str(path):
         raise NotAFile(f"{str(path)!r}: a path cannot contain a NUL byte")
     resolved_roots = [Path(r).resolve() for r in roots]
-    raw = Path(path).expanduser()
-    if not raw.is_absolute():
-        raw = (base or resolved_roots[0]) / raw
-    real = Path(os.path.realpath(raw))
+    try:
+        raw = Path(path).expanduser()
+        if not raw.is_absolute():
+            raw = (base or resolved_roots[0]) / raw
+        real = Path(os.path.realpath(raw))
+        os.fsencode(real)  # a lone surrogate has no bytes on a POSIX filesystem
+    except RuntimeError as exc:  # ``~user`` naming no user
+        raise NotAFile(f"{_shown(path)}: cannot expand ~ ({exc})") from exc
+    except UnicodeError as exc:
+        raise NotAFile(f"{_shown(path)!r}: not a name this filesystem can hold") from exc
     for root in resolved_roots:
         if real == root or real.is_relative_to(root):
             return real
@@ -125,16 +131,25 @@ def confine(path: str | Path, roots: Sequence[Path], *, base: Path | None = None
     raise OutsideRoots(f"{path} resolves outside the allowed roots{linked}: {shown}")
 
 
+def _shown(path: str | Path, limit: int = 200) -> str:
+    """``path`` for a message, clipped (a fuzzed path may be kilobytes long)."""
+    text = str(path)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def read_text_file(
     path: str | Path, roots: Sequence[Path], *, max_bytes: int, base: Path | None = None
 ) -> FileText:
     """Read a UTF-8 text file inside ``roots``; clear errors for every way it can't be."""
     real = confine(path, roots, base=base)
-    if not real.exists():
-        raise NotAFile(f"{path}: no such file")
-    if not real.is_file():
-        raise NotAFile(f"{path}: not a regular file")
-    size = real.stat().st_size
+    try:
+        if not real.exists():
+            raise NotAFile(f"{path}: no such file")
+        if not real.is_file():
+            raise NotAFile(f"{path}: not a regular file")
+        size = real.stat().st_size
+    except OSError as exc:  # a name over the filesystem's limit (ENAMETOOLONG), EACCES, …
+        raise NotAFile(f"{_shown(path)}: cannot read ({exc.strerror})") from exc
     if size > max_bytes:
         raise TooLarge(f"{path}: {size} bytes is over the {max_bytes}-byte limit")
     try:

@@ -50,6 +50,7 @@ from offload.store.write import blocks, index, rows, vectors, writes
 from offload.store.write.puts import (
     PutOptions,
     check_label,
+    check_tags,
     clean_tags,
 )
 
@@ -306,7 +307,7 @@ class Store(SavedState):
             self,
             content,
             PutOptions(
-                kind, topic, tuple(tags), summary, salience, pinned, source, scope, label,
+                kind, topic, check_tags(tags), summary, salience, pinned, source, scope, label,
                 expires, regenerate, body, keep_original, tokens, index_original,
                 index_from_line,
             ),
@@ -326,7 +327,9 @@ class Store(SavedState):
     ) -> list[PutResult]:
         """Store many contents sharing these settings in one write transaction (a bulk
         import: one commit, one lock hold); results in order, duplicates as in :meth:`put`."""
-        opts = PutOptions(kind, "", tuple(tags), "", salience, False, source, scope, None, expires)
+        opts = PutOptions(
+            kind, "", check_tags(tags), "", salience, False, source, scope, None, expires
+        )
         # PostgreSQL: no look-up per put before the lock (a round trip each); the batch's
         # write transaction checks every content and word at once (store/write/pgbulk.py)
         bulk = self._pg is not None
@@ -367,7 +370,7 @@ class Store(SavedState):
         entry = self.resolve(ref, scope)
         new_topic = entry.topic if topic is None else topic
         new_summary = entry.summary if summary is None else summary
-        new_tags = " ".join(entry.tags if tags is None else clean_tags(tags))
+        new_tags = " ".join(entry.tags if tags is None else clean_tags(check_tags(tags)))
         vector = None
         if (new_topic, new_summary, new_tags) != (entry.topic, entry.summary, " ".join(entry.tags)):
             body = self.block_text(entry.block_hash) if self._embedder is not None else ""
@@ -655,7 +658,11 @@ class Store(SavedState):
         scope: str | None = None,
         dry_run: bool = False,
     ) -> list[Entry]:
-        """Forget unpinned entries idle longer than ``older_than_s`` and at most ``max_salience``."""
+        """Forget unpinned entries idle longer than ``older_than_s`` and at most ``max_salience``.
+
+        One of the two is required: a reap without a filter would forget every unpinned
+        entry at once. A negative, non-finite or out-of-range filter is refused."""
+        lifecycle.check_reap_filters(older_than_s, max_salience)
         return lifecycle.reap(
             self,
             older_than_s=older_than_s,

@@ -9,6 +9,7 @@ here: the public API stays on the store.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import secrets
 import socket
@@ -143,6 +144,21 @@ def set_pin(store: Store, ref: str, on: bool, scope: str | None) -> Entry:
         else:
             conn.execute("UPDATE entries SET pinned = 0 WHERE id = ?", (entry.id,))
         return rows.entry_by_id(conn, entry.id)
+
+
+def check_reap_filters(older_than_s: float | None, max_salience: float | None) -> None:
+    """Refuse a reap without a filter, or with one out of range (nothing is forgotten)."""
+    if older_than_s is None and max_salience is None:
+        raise InvalidInput(
+            "reap needs a filter: older_than_s and/or max_salience (a reap without one "
+            "would forget every unpinned entry)"
+        )
+    if older_than_s is not None and not (math.isfinite(older_than_s) and older_than_s >= 0):
+        raise InvalidInput(
+            f"reap: older_than_s must be a number of seconds >= 0, got {older_than_s}"
+        )
+    if max_salience is not None and not (0.0 <= max_salience <= 1.0):
+        raise InvalidInput(f"reap: max_salience must be within [0, 1], got {max_salience}")
 
 
 def reap(

@@ -9,12 +9,13 @@ prepares inside its transaction, under its own locks. What passes between them l
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from offload.core.hashing import encode
-from offload.errors import InvalidInput
+from offload.errors import InvalidInput, WrongType
 from offload.store.backend import Conn
 from offload.store.write import index, rows
 
@@ -72,10 +73,45 @@ def check_label(label: str) -> None:
         raise InvalidInput(f"label {label!r} would be read as a hash or an id")
 
 
+# A kind is a short token: it is shown on every entry line, in stubs and in counts, so it
+# may not carry a line break, a control character or a fence tag of its own making
+KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
+
+
+def check_kind(kind: Any) -> str:
+    """``kind`` stripped (empty: ``text``); refused unless it is a short token."""
+    if not isinstance(kind, str):
+        raise WrongType(f"kind must be a string, got {type(kind).__name__}")
+    token: str = kind.strip() or "text"
+    if not KIND.fullmatch(token):
+        shown = token if len(token) <= 40 else token[:40] + "…"
+        raise InvalidInput(
+            f"kind {shown!r} is not a short token: 1-32 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit (e.g. text, log, tool-output)"
+        )
+    return token
+
+
+def check_tags(tags: Any) -> tuple[str, ...]:
+    """``tags`` as a tuple of strings; a bare string is refused (iterating it would store
+    each of its characters as a tag)."""
+    if isinstance(tags, str | bytes):
+        raise WrongType(
+            f"tags must be a list of strings, got the string {tags[:40]!r}; "
+            "split it first (e.g. tags.split(','))"
+        )
+    try:
+        out = tuple(tags)
+    except TypeError:
+        raise WrongType(f"tags must be a list of strings, got {type(tags).__name__}") from None
+    for t in out:
+        if not isinstance(t, str):
+            raise WrongType(f"each tag must be a string, got {type(t).__name__}")
+    return out
+
+
 def clean_tags(tags: Sequence[str]) -> list[str]:
     """Tags as a list of distinct words, split on commas and white space."""
-    if isinstance(tags, str):
-        tags = tags.replace(",", " ").split()
     out: list[str] = []
     for t in tags:
         for part in str(t).replace(",", " ").split():

@@ -30,7 +30,9 @@ from offload.store.write.puts import (
     NeedsStoreLock,
     PendingPut,
     PutOptions,
+    check_kind,
     check_label,
+    check_tags,
     check_text,
     clean_tags,
     insert_vocabulary,
@@ -65,10 +67,11 @@ def prepare_put(store: PutStore, content: str, o: PutOptions, *, bulk: bool = Fa
         check_text(o.body, "body")
     if not isinstance(o.index_from_line, int) or o.index_from_line < 1:
         raise InvalidInput(f"index_from_line must be a line number >= 1, got {o.index_from_line!r}")
-    tag_text = " ".join(clean_tags(o.tags))
+    kind = check_kind(o.kind)
+    tag_text = " ".join(clean_tags(check_tags(o.tags)))
     data = encode(content)
     content_hash = sha256_hex(data)
-    pending = PendingPut(o, o.kind.strip() or "text", tag_text, content, data, content_hash)
+    pending = PendingPut(o, kind, tag_text, content, data, content_hash)
     body = content_hash if o.body is None else sha256_hex(encode(o.body))
     kept = (content_hash,) if o.body is not None and o.keep_original else ()
     pending.digests = (body, *kept)  # what _prepare_blocks will make
