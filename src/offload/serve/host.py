@@ -43,10 +43,10 @@ if TYPE_CHECKING:
 
 MCP_PATH = "/mcp"
 GATEWAY_PATH = "/gateway/mcp"
-HOST_PATHS = ("/", "/metrics", "/api/stats", "/api/search", "/api/entry")
+HOST_PATHS = ("/", "/metrics", "/api/stats", "/api/search", "/api/entry", "/api/entries")
 # what [proxy] bearer_token guards on the host's own pages (the page itself shows no
 # figures and no stored text without it)
-TOKEN_PATHS = ("/metrics", "/api/stats", "/api/search", "/api/entry")
+TOKEN_PATHS = ("/metrics", "/api/stats", "/api/search", "/api/entry", "/api/entries")
 NO_GATEWAY = "no gateway config: start with --gateway-config gateway.toml (or set [gateway] config)"
 
 
@@ -250,6 +250,14 @@ def _host_app(served: Served) -> ASGIApp:
     api_search = store_query(store_api.search, "q")
     api_entry = store_query(store_api.entry, "ref")
 
+    async def api_entries(request: Request) -> Response:
+        params = dict(request.query_params)
+        try:
+            found = await anyio.to_thread.run_sync(store_api.listing, served.store, params)
+        except OffloadError as exc:
+            return JSONResponse({"error": str(exc)}, store_api.status_of(exc))
+        return JSONResponse(found)
+
     async def metrics(request: Request) -> Response:
         return PlainTextResponse(await served.metrics(), media_type="text/plain; version=0.0.4")
 
@@ -266,6 +274,7 @@ def _host_app(served: Served) -> ASGIApp:
             Route("/api/stats", api_stats, methods=["GET"]),
             Route("/api/search", api_search, methods=["GET"]),
             Route("/api/entry", api_entry, methods=["GET"]),
+            Route("/api/entries", api_entries, methods=["GET"]),
             Route("/gateway{rest:path}", no_gateway),
         ]
     )
@@ -275,11 +284,15 @@ def _host_app(served: Served) -> ASGIApp:
 
 
 async def _browse(store: Store, params: Mapping[str, str]) -> dict[str, Any] | None:
-    """The store search and entry that ``/?q=...&entry=...`` asks for (the page without
-    script); errors are shown on the page."""
+    """The store search and entry that ``/?q=...&entry=...`` asks for, or without either a
+    page of entries to browse (``/?kind=...&pinned=1&page=...``), for the page without
+    script; errors are shown on the page."""
     query, ref = params.get("q", "").strip(), params.get("entry", "").strip()
     if not query and not ref:
-        return None
+        try:
+            return {"listing": await anyio.to_thread.run_sync(store_api.listing, store, params)}
+        except OffloadError as exc:
+            return {"listing_error": str(exc)}
     out: dict[str, Any] = {"query": query}
     if query:
         try:
