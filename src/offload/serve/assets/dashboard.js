@@ -258,6 +258,7 @@ function listView(on) {
 }
 async function getJson(url) {
   const r = await fetch(url, {headers: headers()});
+  if (r.status === 401) { $('auth').hidden = false; throw new Error('the store browser needs the proxy bearer token: paste it above'); }
   return [r, await r.json()];
 }
 async function search(q) {
@@ -319,7 +320,7 @@ function show() {
   const p = new URLSearchParams(location.search), q = (p.get('q') || '').trim(), ref = (p.get('entry') || '').trim();
   $('q').value = q;
   const view = ref ? openEntry(ref) : q ? search(q) : browse(p);
-  return view.catch(err => { $('search-note').hidden = false; $('search-note').textContent = 'the store did not answer: ' + err; });
+  return view.catch(err => { $('search-note').hidden = false; $('search-note').textContent = err.message || String(err); });
 }
 function go(href) {
   history.pushState({dash: true}, '', href);
@@ -353,5 +354,5 @@ async function poll() {
     $('at').textContent = 'updated ' + new Date().toLocaleTimeString();
   } catch (err) { $('at').textContent = 'not answering: ' + err; }
 }
-$('auth').addEventListener('submit', e => { e.preventDefault(); sessionStorage.setItem('offload-token', $('tok').value); poll(); });
+$('auth').addEventListener('submit', e => { e.preventDefault(); sessionStorage.setItem('offload-token', $('tok').value); poll(); show(); });
 poll(); setInterval(poll, CFG.pollMs);
