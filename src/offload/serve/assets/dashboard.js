@@ -123,17 +123,19 @@ function draw(svg, spec) {
 }
 
 // -- tables --------------------------------------------------------------------------------
+const SESSION_HEADS = ['requests', 'client tokens', 'wire tokens', 'tokens saved', 'cache reuse', 'last seen'];
 function sessionsTable(st) {
   const body = $('sessions'); body.replaceChildren();
   const all = Object.entries(get(st, 'proxy.sessions') || {}).slice(0, CFG.rows);
   for (const [id, s] of all) {
     const c = s.cumulative, tr = el('tr');
-    const name = el('td'); name.appendChild(el('span', {}, sessionName(id, s)));
+    const name = el('td', {class: 'full'}); name.appendChild(el('span', {}, sessionName(id, s)));
     name.appendChild(el('span', {class: 'muted'}, ' ' + id.slice(0, 8)));
     tr.appendChild(name);
-    for (const t of [fmt.int(c.counters.requests), fmt.int(c.counters.client_tokens),
+    const cells = [fmt.int(c.counters.requests), fmt.int(c.counters.client_tokens),
       fmt.int(c.counters.wire_tokens), fmt.int(c.counters.tokens_saved), fmt.pct(c.cache_reuse_ratio),
-      ago(st.now - s.last_seen) + ' ago']) tr.appendChild(el('td', {class: 'n'}, t));
+      ago(st.now - s.last_seen) + ' ago'];
+    cells.forEach((t, i) => tr.appendChild(el('td', {class: 'n', 'data-label': SESSION_HEADS[i]}, t)));
     body.appendChild(tr);
   }
   $('nosessions').hidden = all.length > 0;
@@ -211,10 +213,10 @@ function recentTable(st) {
     const key = r.session + ':' + r.at, tr = el('tr');
     tr.appendChild(el('td', {class: 'n'}, ago(st.now - r.at) + ' ago'));
     tr.appendChild(el('td', {}, sessionName(r.session, {title: r.title || (sessions[r.session] || {}).title})));
-    tr.appendChild(el('td', {class: 'n'}, fmt.int(r.client_tokens) + ' \u2192 ' + fmt.int(r.wire_tokens)));
-    tr.appendChild(el('td', {class: 'n'}, fmt.int(Math.max(0, r.client_tokens - r.wire_tokens))));
-    tr.appendChild(el('td', {class: 'n'}, r.prompt_tokens ? fmt.pct(r.cached_tokens / r.prompt_tokens) : DASH));
-    const cell = el('td');
+    tr.appendChild(el('td', {class: 'n', 'data-label': 'client \u2192 wire tokens'}, fmt.int(r.client_tokens) + ' \u2192 ' + fmt.int(r.wire_tokens)));
+    tr.appendChild(el('td', {class: 'n', 'data-label': 'saved'}, fmt.int(Math.max(0, r.client_tokens - r.wire_tokens))));
+    tr.appendChild(el('td', {class: 'n', 'data-label': 'cache reuse'}, r.prompt_tokens ? fmt.pct(r.cached_tokens / r.prompt_tokens) : DASH));
+    const cell = el('td', {class: 'full'});
     const det = el('details', {'data-key': key}); if (open.has(key)) det.open = true;
     det.appendChild(el('summary', {}, what(r) + ' \u00b7 ' + stubCount(r.stubbed_messages || 0)));
     const ul = el('ul', {class: 'stubs'});
