@@ -431,8 +431,11 @@ def _listing(listing: Mapping[str, Any] | None, error: str) -> dict[str, Any]:
                 "ref": e["ref"],
                 "quoted": quote(e["ref"], safe=""),
                 "name": _entry_name(e),
-                "meta": f"{e['ref']} \u00b7 {e['kind']} \u00b7 {fmt(e['tokens'], 'int')} tokens"
-                + (" \u00b7 pinned" if e["pinned"] else ""),
+                "meta": " \u00b7 ".join(
+                    ([e["ref"]] if _entry_name(e) != e["ref"] else [])
+                    + [e["kind"], f"{fmt(e['tokens'], 'int')} tokens"]
+                    + (["pinned"] if e["pinned"] else [])
+                ),
             }
             for e in listing["entries"]
         ],

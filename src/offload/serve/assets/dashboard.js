@@ -306,7 +306,8 @@ async function browse(params) {
   note.textContent = n ? what + ' ' + first + '\u2013' + (first + n - 1) + ' of ' + fmt.int(data.total) + ', pinned first, then by salience and last use'
     : 'no ' + what + (data.total ? ' on this page' : ' yet');
   for (const e of data.entries)
-    list.appendChild(entryLi(e.ref, entryName(e), e.ref + ' \u00b7 ' + e.kind + ' \u00b7 ' + fmt.int(e.tokens) + ' tokens' + (e.pinned ? ' \u00b7 pinned' : '')));
+    list.appendChild(entryLi(e.ref, entryName(e), [...(entryName(e) === e.ref ? [] : [e.ref]), e.kind,
+      fmt.int(e.tokens) + ' tokens', ...(e.pinned ? ['pinned'] : [])].join(' \u00b7 ')));
   if (data.page > 1) { pager.appendChild(navLink(navHref(data.kind, data.pinned, data.page - 1), '\u2190 previous page')); pager.append(' '); }
   if (data.page * data.page_size < data.total) pager.appendChild(navLink(navHref(data.kind, data.pinned, data.page + 1), 'next page \u2192'));
 }
