@@ -171,6 +171,7 @@ async def test_the_bearer_token_guards_the_store_browser_and_the_page_shows_no_s
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8900") as c:
             assert (await c.get("/api/search", params={"q": "wombat"})).status_code == 401
             assert (await c.get("/api/entry", params={"ref": "wombat"})).status_code == 401
+            assert (await c.get("/api/entries")).status_code == 401
             page = await c.get("/", params={"q": "wombat"})
             assert page.status_code == 200 and "secret wombat" not in page.text
             auth = {"Authorization": "Bearer s3cret"}
@@ -178,18 +179,110 @@ async def test_the_bearer_token_guards_the_store_browser_and_the_page_shows_no_s
             assert found.status_code == 200 and found.json()["hits"]
 
 
+@pytest.mark.anyio
+async def test_without_a_query_the_page_lists_entries_with_kind_and_pinned_links_escaped(
+    served: Served, client: httpx.AsyncClient
+) -> None:
+    scope = served.mcp_ctx.scope  # the browser lists the served scope
+    served.store.put(
+        "the runbook\n", kind="note", topic=f"runbook {MARKUP}", pinned=True, scope=scope
+    )
+    # puts refuse such a kind now; a store written before that may still hold one
+    marked = served.store.put("a marked-up kind\n", kind="k", scope=scope).entry
+    served.store.conn.execute("UPDATE entries SET kind = '<i>k</i>' WHERE id = ?", (marked.id,))
+    page = (await client.get("/")).text
+    hits = re.search(r'<ol class="hits" id="hits">(.*?)</ol>', page, re.S)
+    assert hits and hits.group(1).count("<li ") == 2
+    assert "runbook &lt;img" in hits.group(1) and MARKUP not in page  # escaped
+    filters = re.search(r'<p class="filters" id="filters">(.*?)</p>', page, re.S)
+    assert filters and 'href="?pinned=1#store"' in filters.group(1)
+    assert 'href="?kind=%3Ci%3Ek%3C%2Fi%3E#store"' in filters.group(1)  # quoted in the URL
+    assert "&lt;i&gt;k&lt;/i&gt;" in filters.group(1) and "<i>k" not in page
+    # the links' URLs render their views: one kind, pinned only
+    one = (await client.get("/", params={"kind": "<i>k</i>"})).text
+    assert "a marked-up kind" not in one and "1\u20131 of 1" in one
+    pinned = (await client.get("/", params={"pinned": "1"})).text
+    assert "pinned entries 1\u20131 of 1" in pinned
+    bad = await client.get("/", params={"page": "0"})
+    assert bad.status_code == 200 and "page is a whole number" in bad.text
+
+
+@pytest.mark.anyio
+async def test_api_entries_answers_a_bounded_page_or_a_clear_error(
+    served: Served, client: httpx.AsyncClient
+) -> None:
+    for i in range(25):
+        served.store.put(f"line {i}\n", kind="log", scope=served.mcp_ctx.scope)
+    first = (await client.get("/api/entries", params={"kind": "log"})).json()
+    assert len(first["entries"]) == first["page_size"] == 20 and first["total"] == 25
+    assert set(first["entries"][0]) >= {"ref", "kind", "topic", "tokens", "pinned"}
+    last = (await client.get("/api/entries", params={"kind": "log", "page": "2"})).json()
+    assert len(last["entries"]) == 5
+    bad = await client.get("/api/entries", params={"pinned": "maybe"})
+    assert bad.status_code == 400 and "pinned" in bad.json()["error"]
+
+
+def stats_with(**counters: int) -> dict[str, Any]:
+    base = {"requests": 0, "errors": 0, "windowed": 0, "emergency": 0}
+    live = {"counters": {**base, **counters}, "cache_reuse_ratio": 0.9}
+    return {"proxy": {"live": live, "upstream": {"n_ctx": 4096}}}
+
+
+def test_the_levels_say_in_words_first_that_paging_at_the_ceiling_is_expected() -> None:
+    from offload.serve.dashboard import levels
+
+    (window, cache, errors) = levels(stats_with(requests=10, windowed=4, emergency=4))
+    assert window["cls"] == "ok" and window["word"] == "at the ceiling, expected at small n_ctx"
+    assert "4,096" in window["text"] and "nothing is lost" in window["text"]
+    # words before numbers: the figures close the sentence
+    assert window["text"].index("4 of 10") > window["text"].index("Not a worry")
+    assert (cache["cls"], cache["word"]) == ("ok", "good")
+    assert (errors["cls"], errors["word"]) == ("ok", "none")
+    normal = levels(stats_with(requests=10, windowed=2))[0]
+    assert normal["word"] == "normal" and "one bite" in normal["text"]
+    assert levels(stats_with(requests=10))[0]["word"] == "not needed yet"
+    failing = levels(stats_with(requests=10, errors=3))[2]
+    assert failing["cls"] == "bad" and failing["word"] == "3 of 10 requests"
+    assert levels(stats_with())[0]["word"] == "no requests yet"
+    assert levels(None)[0]["word"] == "no requests yet"
+
+
+@pytest.mark.parametrize(
+    ("ratio", "requests", "word"),
+    [(0.9, 10, "good"), (0.5, 10, "fair"), (0.1, 10, "low"), (0.0, 1, "too early to judge")],
+)
+def test_cache_reuse_is_judged_in_a_word(ratio: float, requests: int, word: str) -> None:
+    from offload.serve.dashboard import levels
+
+    stats = stats_with(requests=requests)
+    stats["proxy"]["live"]["cache_reuse_ratio"] = ratio
+    assert levels(stats)[1]["word"] == word
+
+
+def test_a_recent_request_paged_at_the_ceiling_is_not_called_an_emergency() -> None:
+    from offload.serve.dashboard import render_dashboard
+
+    paged = {"session": "s1", "at": 1.0, "windowed": True, "emergency": True}
+    stats = {**stats_with(requests=1, windowed=1, emergency=1)}
+    stats["proxy"]["recent"] = [{**paged, "client_tokens": 900, "wire_tokens": 300}]
+    page = render_dashboard(SURFACES, stats)
+    recent = page.split('id="recent"')[1].split("</tbody>")[0]
+    assert "paged out at the ceiling" in recent and "emergency" not in recent
+    assert '<ul class="levels" id="levels"><li><b>windowing:</b>' in page
+
+
+SURFACES = {
+    "proxy": {"mounted": True, "url": "http://127.0.0.1:8900/v1", "upstream": "u"},
+    "mcp": {"mounted": True, "url": "http://127.0.0.1:8900/mcp", "scope": "s"},
+    "gateway": {"mounted": False, "why": "no gateway"},
+    "metrics": {"mounted": True, "url": "http://127.0.0.1:8900/metrics"},
+}
+
+
 def test_the_page_carries_its_script_and_style_from_package_data() -> None:
     from offload.serve.dashboard import asset, render_dashboard
 
-    page = render_dashboard(
-        {
-            "proxy": {"mounted": True, "url": "http://127.0.0.1:8900/v1", "upstream": "u"},
-            "mcp": {"mounted": True, "url": "http://127.0.0.1:8900/mcp", "scope": "s"},
-            "gateway": {"mounted": False, "why": "no gateway"},
-            "metrics": {"mounted": True, "url": "http://127.0.0.1:8900/metrics"},
-        },
-        None,
-    )
+    page = render_dashboard(SURFACES, None)
     assert asset("dashboard.js") in page and asset("dashboard.css") in page
     assert "prefers-color-scheme:dark" in page  # light and dark
     assert 'id="savings-plot"' in page and "no proxied requests yet" in page

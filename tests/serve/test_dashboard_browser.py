@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -24,6 +25,9 @@ from serving import TITLE, ScriptedUpstream, ServeProcess, conversation
 pytestmark = pytest.mark.slow
 
 TURNS = 10
+RUNBOOK = "Runbook: restarting the quokka parser"
+# (name, viewport): a desktop and two phones (the narrowest screens people browse on)
+WIDTHS = (("desktop", 1280, 900), ("phone", 390, 844), ("small-phone", 360, 740))
 CHROMIUM = os.environ.get("OFFLOAD_TEST_CHROMIUM", "/usr/bin/chromium")
 # as NOTES-ENV.md says: without the background-networking flags chromium keeps dialling out
 FLAGS = [
@@ -60,6 +64,7 @@ def browser() -> Iterator[Any]:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     upstream = ScriptedUpstream(prefix_cache=True).start()
     serve = ServeProcess(tmp_path_factory.mktemp("serve"), "--upstream", upstream.url)
+    seed(serve.home)
     try:
         serve.start()
         with httpx.Client(base_url=serve.url, timeout=30) as client:
@@ -72,6 +77,27 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     finally:
         serve.stop()
         upstream.stop()
+
+
+SERVED_SCOPE = "serve-test"  # the scope tests/serving.py serves (the browser lists it)
+
+
+def seed(home: Path) -> None:
+    """Entries of two more kinds, one pinned, besides what the proxy will store."""
+    with Store.open(load_settings(env={"OFFLOAD_HOME": str(home)})) as store:
+        store.put(
+            "kill the parser, then start it with --resume\n",
+            kind="note",
+            topic=RUNBOOK,
+            pinned=True,
+            scope=SERVED_SCOPE,
+        )
+        for i in range(3):
+            store.put(
+                f"decision {i}: keep the quokka parser's offsets\n",
+                kind="decision",
+                scope=SERVED_SCOPE,
+            )
 
 
 def server_points(page: str, plot_id: str, series: str) -> str:
@@ -208,4 +234,105 @@ def test_the_every_scope_box_reaches_another_scopes_entry_the_default_only_count
         "document.getElementById('entry-text').textContent.includes('okapi inventory')",
         timeout=15_000,
     )
+
+
+def drawn(page: Any, url: str) -> None:
+    """Load ``url`` and wait until the script has drawn the figures and the store view."""
+    page.goto(url)
+    page.wait_for_selector('#savings-plot[data-drawn="js"]', timeout=15_000)
+    page.wait_for_function("!document.getElementById('search-note').textContent.endsWith('\u2026')")
+
+
+def overflow(page: Any) -> int:
+    """How far the page runs past the right edge of the screen (0 when it fits)."""
+    return int(page.evaluate("document.documentElement.scrollWidth - window.innerWidth"))
+
+
+def test_home_search_and_entry_views_fit_desktop_and_phone_screens(
+    browser: Any, served: ServeProcess, tmp_path: Path
+) -> None:
+    ref = served.stats()["proxy"]["recent"][0]["stubs"][0].rsplit("stored as ", 1)[1].split("]")[0]
+    views = {
+        "home": ("/", "#hits li a[data-ref]"),
+        "search": ("/?q=wombat2#store", "#hits li pre"),
+        "entry": (f"/?entry={quote(ref, safe='')}#store", "#entry-text"),
+    }
+    for name, width, height in WIDTHS:
+        context = browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        for view, (path, shown) in views.items():
+            drawn(page, served.url + path)
+            assert page.locator(shown).first.is_visible(), (view, name)
+            page.screenshot(path=str(tmp_path / f"{view}-{name}.png"), full_page=True)
+            assert overflow(page) <= 0, (view, name, overflow(page))
+        # the tables too wide for a phone reflow: every figure of a row is on the screen
+        drawn(page, served.url + "/")
+        for cell in ("#sessions td[data-label='last seen']", "#recent td[data-label='saved']"):
+            box = page.locator(cell).first.bounding_box()
+            assert box and box["x"] + box["width"] <= width, (cell, name, box)
+        context.close()
+
+
+def test_a_search_has_a_url_and_back_from_an_opened_entry_returns_to_its_hits(
+    browser: Any, served: ServeProcess, tmp_path: Path
+) -> None:
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    drawn(page, served.url + "/?q=wombat2")  # a deep link shows its hits
+    assert "wombat2" in page.locator("#hits li pre").first.inner_text()
+    assert page.input_value("#q") == "wombat2"
+    page.locator("#hits li a[data-ref]").first.click()
+    page.wait_for_function(
+        "document.getElementById('entry-text').textContent.includes('wombat2')", timeout=15_000
+    )
+    assert "?entry=ctx%3Asha256%3A" in page.url
+    assert page.locator("#hits").is_hidden()
+    page.screenshot(path=str(tmp_path / "entry-opened.png"), full_page=True)
+    page.go_back()
+    page.wait_for_selector("#hits li pre", state="visible", timeout=15_000)
+    assert page.url.endswith("/?q=wombat2")
+    assert page.locator("#entry").is_hidden()
+    # a search typed in the box gets its own URL too, and Back returns to the hits before it
+    page.fill("#q", "wombat3")
+    page.press("#q", "Enter")
+    page.wait_for_function("location.search === '?q=wombat3'", timeout=15_000)
+    page.wait_for_function(
+        "document.getElementById('search-note').textContent.includes('wombat3')", timeout=15_000
+    )
+    page.go_back()
+    page.wait_for_function(
+        "document.getElementById('search-note').textContent.includes('wombat2')", timeout=15_000
+    )
+    assert page.input_value("#q") == "wombat2"
+    page.close()
+
+
+def test_without_a_query_the_store_browses_by_kind_and_pinned_with_urls(
+    browser: Any, served: ServeProcess, tmp_path: Path
+) -> None:
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    drawn(page, served.url + "/")
+    assert page.locator("#hits li").first.inner_text().startswith(RUNBOOK)  # pinned first
+    page.locator("#filters a", has_text="pinned").click()
+    page.wait_for_function("location.search === '?pinned=1'", timeout=15_000)
+    page.wait_for_function("document.querySelectorAll('#hits li').length === 1", timeout=15_000)
+    assert RUNBOOK in page.locator("#hits").inner_text()
+    page.locator("#filters a", has_text="decision").click()
+    page.wait_for_function("location.search === '?kind=decision'", timeout=15_000)
+    page.wait_for_function("document.querySelectorAll('#hits li').length === 3", timeout=15_000)
+    assert page.locator("#filters a[aria-current]").inner_text().startswith("decision")
+    page.screenshot(path=str(tmp_path / "browse-decision.png"), full_page=True)
+    page.go_back()
+    page.wait_for_function("document.querySelectorAll('#hits li').length === 1", timeout=15_000)
+    assert page.locator("#filters a[aria-current]").inner_text().startswith("pinned")
+    page.close()
+
+
+def test_the_levels_are_words_first_and_say_small_n_ctx_trims_are_expected(
+    browser: Any, served: ServeProcess
+) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    drawn(page, served.url + "/")
+    levels = page.locator("#levels").inner_text()
+    assert "windowing: " in levels and "cache reuse: " in levels and "errors: none" in levels
+    assert "emergency" not in page.locator("#recent").inner_text()
     page.close()

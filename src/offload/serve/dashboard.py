@@ -71,8 +71,9 @@ GLOSSARY = {
     "n_ctx": "the model's context size, read from the upstream; the budget is a share of it.",
     "high water, target, ceiling": "the window's levels as shares of n_ctx: past the high"
     " water the proxy pages old turns out down to the target, in one bite (so the prompt"
-    " prefix stays stable for many turns); the ceiling is the hard limit (an emergency"
-    " trim).",
+    " prefix stays stable for many turns); the ceiling is the hard limit. When n_ctx is"
+    " small the band between the levels is too narrow to page out in useful bites, so the"
+    " proxy waits for the ceiling and pages out once, deep: expected, not a fault.",
     "cache reuse": "the share of the prompt the upstream reported as reused from its KV"
     " cache instead of recomputed: high is fast and cheap.",
     "KV reuse": "the share of the wire tokens each request shared as a prefix with its"
@@ -217,12 +218,109 @@ def _plot_cards(stats: Any) -> list[dict[str, Any]]:
     return cards
 
 
+EARLY = 3  # fewer requests than this since start: too early to judge the cache
+GOOD_REUSE, FAIR_REUSE = 0.7, 0.3
+
+
+def _window_level(c: Mapping[str, Any], n_ctx: Any) -> tuple[str, str, str]:
+    requests, windowed, ceiling = c["requests"], c["windowed"], c["emergency"]
+    if not windowed:
+        return (
+            "ok",
+            "not needed yet",
+            ("every prompt fit under the high water, so the model read each conversation whole."),
+        )
+    if not ceiling:
+        return (
+            "ok",
+            "normal",
+            (
+                "past the high water the proxy paged old turns out to the store in one bite, so"
+                " the prompt's start (and the model's cache) stays stable between page-outs"
+                f" ({windowed:,} of {requests:,} requests)."
+            ),
+        )
+    size = f" (here {int(n_ctx):,} tokens)" if isinstance(n_ctx, int) else ""
+    return (
+        "ok",
+        "at the ceiling, expected at small n_ctx",
+        (
+            f"when n_ctx is small{size} the band under the high water is too narrow to page out"
+            " in useful bites, so the proxy waits for the ceiling and pages out once, deep: the"
+            " model's cache breaks as rarely as it can, and nothing is lost (the paged turns are"
+            " in the store). Not a worry unless errors appear"
+            f" ({ceiling:,} of {requests:,} requests paged out at the ceiling, {windowed:,} in all)."
+        ),
+    )
+
+
+def _cache_level(c: Mapping[str, Any], ratio: Any) -> tuple[str, str, str]:
+    if ratio is None:
+        return "muted", "not reported", "the upstream reports no cache figures to judge."
+    pct = fmt(ratio, "pct")
+    if c["requests"] < EARLY:
+        return (
+            "muted",
+            "too early to judge",
+            (f"a conversation's first request has nothing cached yet ({pct} reused)."),
+        )
+    if ratio >= GOOD_REUSE:
+        return (
+            "ok",
+            "good",
+            (
+                f"the model reused most of each prompt from its cache instead of recomputing it"
+                f" ({pct} of prompt tokens)."
+            ),
+        )
+    if ratio >= FAIR_REUSE:
+        return (
+            "warn",
+            "fair",
+            (
+                f"part of each prompt was recomputed ({pct} reused): each page-out and prefix break"
+                " costs one recompute; the causes are in Recent requests."
+            ),
+        )
+    return (
+        "bad",
+        "low",
+        (
+            f"most of each prompt was recomputed ({pct} reused): look at the prefix breaks and"
+            " their causes in Recent requests."
+        ),
+    )
+
+
+def levels(stats: Any) -> list[dict[str, str]]:
+    """What the proxy's figures since start mean, in words before numbers: each level a
+    word (``cls`` says whether to worry: ok, warn, bad, muted) and a sentence."""
+    live = _get(stats, "proxy.live") or {}
+    c = live.get("counters") or {}
+    if not c.get("requests"):
+        return [{"name": "proxy", "cls": "muted", "word": "no requests yet", "text": ""}]
+    errors = int(c.get("errors") or 0)
+    shown = [
+        ("windowing", *_window_level(c, _get(stats, "proxy.upstream.n_ctx"))),
+        ("cache reuse", *_cache_level(c, live.get("cache_reuse_ratio"))),
+        (
+            "errors",
+            *(
+                ("bad", f"{errors:,} of {c['requests']:,} requests", "the proxy's log says why.")
+                if errors
+                else ("ok", "none", "every request got the model's answer.")
+            ),
+        ),
+    ]
+    return [{"name": n, "cls": cls, "word": w, "text": t} for n, cls, w, t in shown]
+
+
 def _what(r: Mapping[str, Any]) -> str:
     bits = []
     if r.get("error"):
         bits.append("error")
     if r.get("windowed"):
-        bits.append("paged out (emergency)" if r.get("emergency") else "paged out")
+        bits.append("paged out at the ceiling" if r.get("emergency") else "paged out")
     if r.get("break"):
         bits.append(f"prefix break: {r['break']}")
     if r.get("stubs_made"):
@@ -308,6 +406,7 @@ def _browse(browse: Mapping[str, Any] | None) -> dict[str, Any]:
         "head": head,
         "text": text,
         "all_scopes": bool(browse.get("all_scopes")),
+        **_listing(browse.get("listing"), str(browse.get("listing_error") or "")),
     }
 
 
@@ -325,6 +424,62 @@ def _scope_note(browse: Mapping[str, Any]) -> str:
     return f" in scope {browse['scope']}{tail}"
 
 
+def _nav_href(kind: str = "", pinned: bool = False, page: int = 1, every: bool = False) -> str:
+    """The page's own link to a page of the store browser's listing."""
+    parts = [f"kind={quote(kind, safe='')}"] if kind else []
+    parts += ["pinned=1"] if pinned else []
+    parts += [f"page={page}"] if page > 1 else []
+    parts += ["all_scopes=1"] if every else []
+    return "?" + "&".join(parts) + "#store" if parts else "./#store"
+
+
+def _listing(listing: Mapping[str, Any] | None, error: str) -> dict[str, Any]:
+    """The entries to browse without a query: kind and pinned links, a page, its pager."""
+    if listing is None:
+        return {"listing": None, "listing_note": error, "filters": [], "prev": "", "next": ""}
+    kind, pinned, page = listing["kind"], listing["pinned"], listing["page"]
+    total, size = listing["total"], listing["page_size"]
+    every = bool(listing.get("all_scopes"))
+    what = (f"{kind} " if kind else "") + ("pinned entries" if pinned else "entries")
+    first = (page - 1) * size + 1
+    shown = len(listing["entries"])
+    note = (
+        f"{what} {first}\u2013{first + shown - 1} of {total:,}, pinned first, then by salience"
+        " and last use"
+        if shown
+        else f"no {what}" + (" on this page" if total else " yet")
+    )
+    links = [("all", "", False, listing["all"]), ("pinned", "", True, listing["all_pinned"])]
+    links += [(k, k, False, n) for k, n in listing["kinds"].items()]
+    return {
+        "listing": [
+            {
+                "ref": e["ref"],
+                "quoted": quote(e["ref"], safe="") + ("&all_scopes=1" if every else ""),
+                "name": _entry_name(e),
+                "meta": " \u00b7 ".join(
+                    ([e["ref"]] if _entry_name(e) != e["ref"] else [])
+                    + [e["kind"], f"{fmt(e['tokens'], 'int')} tokens"]
+                    + (["pinned"] if e["pinned"] else [])
+                ),
+            }
+            for e in listing["entries"]
+        ],
+        "listing_note": note,
+        "filters": [
+            {
+                "label": label,
+                "count": fmt(n, "int"),
+                "href": _nav_href(k, p, every=every),
+                "current": (k, p) == (kind, pinned),
+            }
+            for label, k, p, n in links
+        ],
+        "prev": _nav_href(kind, pinned, page - 1, every) if page > 1 else "",
+        "next": _nav_href(kind, pinned, page + 1, every) if page * size < total else "",
+    }
+
+
 def _entry_name(entry: Mapping[str, Any]) -> str:
     """An entry's topic, else its first label, else its reference."""
     return str(entry.get("topic") or next(iter(entry.get("labels") or []), "") or entry["ref"])
@@ -336,6 +491,9 @@ def _config_json() -> Markup:
         "pollMs": POLL_MS,
         "rows": SESSION_ROWS,
         "plotSessions": PLOT_SESSIONS,
+        "early": EARLY,
+        "goodReuse": GOOD_REUSE,
+        "fairReuse": FAIR_REUSE,
         "geometry": {
             "width": plots.WIDTH,
             "height": plots.HEIGHT,
@@ -370,6 +528,7 @@ def render_dashboard(
         rendered_at="" if stats is None else "rendered " + time.strftime("%H:%M:%S"),
         token_required=token_required,
         glossary=GLOSSARY,
+        levels=levels(stats),
         figure=lambda path, kind: fmt(_get(stats, path), kind),
         summary=SUMMARY,
         savings=plots.svg(

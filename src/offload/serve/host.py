@@ -44,10 +44,10 @@ if TYPE_CHECKING:
 
 MCP_PATH = "/mcp"
 GATEWAY_PATH = "/gateway/mcp"
-HOST_PATHS = ("/", "/metrics", "/api/stats", "/api/search", "/api/entry")
+HOST_PATHS = ("/", "/metrics", "/api/stats", "/api/search", "/api/entry", "/api/entries")
 # what [proxy] bearer_token guards on the host's own pages (the page itself shows no
 # figures and no stored text without it)
-TOKEN_PATHS = ("/metrics", "/api/stats", "/api/search", "/api/entry")
+TOKEN_PATHS = ("/metrics", "/api/stats", "/api/search", "/api/entry", "/api/entries")
 NO_GATEWAY = "no gateway config: start with --gateway-config gateway.toml (or set [gateway] config)"
 
 
@@ -261,6 +261,16 @@ def _host_app(served: Served) -> ASGIApp:
     api_search = store_query(store_api.search, "q")
     api_entry = store_query(store_api.entry, "ref")
 
+    async def api_entries(request: Request) -> Response:
+        params = dict(request.query_params)
+        try:
+            scope = scope_asked(served, params)
+            listing = functools.partial(store_api.listing, served.store, params, scope=scope)
+            found = await anyio.to_thread.run_sync(listing)
+        except OffloadError as exc:
+            return JSONResponse({"error": str(exc)}, store_api.status_of(exc))
+        return JSONResponse(found)
+
     async def metrics(request: Request) -> Response:
         return PlainTextResponse(await served.metrics(), media_type="text/plain; version=0.0.4")
 
@@ -277,6 +287,7 @@ def _host_app(served: Served) -> ASGIApp:
             Route("/api/stats", api_stats, methods=["GET"]),
             Route("/api/search", api_search, methods=["GET"]),
             Route("/api/entry", api_entry, methods=["GET"]),
+            Route("/api/entries", api_entries, methods=["GET"]),
             Route("/gateway{rest:path}", no_gateway),
         ]
     )
@@ -293,12 +304,18 @@ def scope_asked(served: Served, params: Mapping[str, str]) -> str | None:
 
 
 async def _browse(served: Served, params: Mapping[str, str]) -> dict[str, Any] | None:
-    """The store search and entry that ``/?q=...&entry=...`` asks for (the page without
-    script); errors are shown on the page."""
+    """The store search and entry that ``/?q=...&entry=...`` asks for, or without either a
+    page of entries to browse (``/?kind=...&pinned=1&page=...``), for the page without
+    script; errors are shown on the page."""
     query, ref = params.get("q", "").strip(), params.get("entry", "").strip()
     scope = scope_asked(served, params)
     if not query and not ref:
-        return None
+        listing = functools.partial(store_api.listing, served.store, params, scope=scope)
+        try:
+            found = await anyio.to_thread.run_sync(listing)
+        except OffloadError as exc:
+            return {"listing_error": str(exc), "scope": scope, "all_scopes": scope is None}
+        return {"listing": found, "scope": scope, "all_scopes": scope is None}
     out: dict[str, Any] = {"query": query, "scope": scope}
     if query:
         search = functools.partial(store_api.search, served.store, query, scope=scope)

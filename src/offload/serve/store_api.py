@@ -1,4 +1,5 @@
-"""The dashboard's store browser: ``/api/search`` and ``/api/entry``, through the store's API.
+"""The dashboard's store browser: ``/api/search``, ``/api/entry`` and ``/api/entries``,
+through the store's API.
 
 Both look in the served scope (the MCP server's, ``mcp.scope`` or the project ``serve``
 started in), as the CLI and the MCP tools do by default; ``all_scopes=1`` asks for every
@@ -9,6 +10,7 @@ were). The answers carry stored text as JSON strings; the page shows them with
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from offload.errors import InvalidInput, OffloadError, ReferenceError_
@@ -24,6 +26,9 @@ REF_CHARS = 300
 ENTRY_CHARS = 200_000  # an entry's text beyond this is cut (the CLI reads whole entries)
 SNIPPET_CHARS = 300
 ALL_SCOPES = "all_scopes=1"  # the query parameter that asks for every scope
+LIST_LIMIT = 20  # entries a page of the browser shows
+MAX_PAGE = 10_000
+KIND_CHARS = 100
 
 
 def _entry(entry: Entry) -> dict[str, Any]:
@@ -99,3 +104,40 @@ def status_of(exc: OffloadError) -> int:
     if isinstance(exc, InvalidInput):
         return 400
     return 503  # a busy or unhappy store
+
+
+def listing(store: Store, params: Mapping[str, str], *, scope: str | None) -> dict[str, Any]:
+    """A page of entries to browse without a query, as ``offload ls`` orders them (pinned
+    first, then salience, then most recently used), in ``scope`` (None: every scope, as
+    search takes it): ``kind`` narrows to one
+    kind, ``pinned=1`` to pinned entries, ``page`` (from 1) pages by :data:`LIST_LIMIT`.
+    ``kinds`` counts every kind, for the page's kind links. Raises InvalidInput for a
+    malformed parameter."""
+    kind = params.get("kind", "").strip()
+    if len(kind) > KIND_CHARS:
+        raise InvalidInput(f"a kind is at most {KIND_CHARS} characters")
+    pinned = params.get("pinned", "").strip()
+    if pinned not in ("", "0", "1"):
+        raise InvalidInput("pinned is 1 (pinned entries only) or left out")
+    page_text = params.get("page", "").strip() or "1"
+    if not page_text.isdigit() or not 1 <= int(page_text) <= MAX_PAGE:
+        raise InvalidInput(f"page is a whole number from 1 to {MAX_PAGE}")
+    page = int(page_text)
+    filters = Filters(
+        scope=scope, kinds=(kind,) if kind else (), pinned=True if pinned == "1" else None
+    )
+    rows = store.entries(filters, limit=LIST_LIMIT, offset=(page - 1) * LIST_LIMIT)
+    peek = store.peek(scope)
+    return {
+        "scope": scope,
+        "all_scopes": scope is None,
+        "kind": kind,
+        "pinned": pinned == "1",
+        "page": page,
+        "page_size": LIST_LIMIT,
+        "total": store.count(filters),
+        "entries": [_entry(e) for e in rows],
+        "kinds": {k: v["entries"] for k, v in peek["kinds"].items()},
+        "all": peek["entries"],
+        "all_pinned": peek["pinned"],
+    }

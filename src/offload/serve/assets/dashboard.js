@@ -1,6 +1,7 @@
 // offload serve dashboard: refreshes the server-rendered page from /api/stats, redraws the
 // plots (the same specs as offload/serve/plots.py) and runs the store browser through
-// /api/search and /api/entry. Stored or client text only ever goes in through textContent.
+// /api/search, /api/entry and /api/entries. Stored or client text only ever goes in through
+// textContent.
 'use strict';
 const CFG = JSON.parse(document.getElementById('dash-config').textContent);
 const $ = id => document.getElementById(id);
@@ -122,17 +123,19 @@ function draw(svg, spec) {
 }
 
 // -- tables --------------------------------------------------------------------------------
+const SESSION_HEADS = ['requests', 'client tokens', 'wire tokens', 'tokens saved', 'cache reuse', 'KV reuse', 'last seen'];
 function sessionsTable(st) {
   const body = $('sessions'); body.replaceChildren();
   const all = Object.entries(get(st, 'proxy.sessions') || {}).slice(0, CFG.rows);
   for (const [id, s] of all) {
     const c = s.cumulative, tr = el('tr');
-    const name = el('td'); name.appendChild(el('span', {}, sessionName(id, s)));
+    const name = el('td', {class: 'full'}); name.appendChild(el('span', {}, sessionName(id, s)));
     name.appendChild(el('span', {class: 'muted'}, ' ' + id.slice(0, 8)));
     tr.appendChild(name);
-    for (const t of [fmt.int(c.counters.requests), fmt.int(c.counters.client_tokens),
+    const cells = [fmt.int(c.counters.requests), fmt.int(c.counters.client_tokens),
       fmt.int(c.counters.wire_tokens), fmt.int(c.counters.tokens_saved), fmt.pct(c.cache_reuse_ratio),
-      fmt.pct(c.kv_reuse_ratio), ago(st.now - s.last_seen) + ' ago']) tr.appendChild(el('td', {class: 'n'}, t));
+      fmt.pct(c.kv_reuse_ratio), ago(st.now - s.last_seen) + ' ago'];
+    cells.forEach((t, i) => tr.appendChild(el('td', {class: 'n', 'data-label': SESSION_HEADS[i]}, t)));
     body.appendChild(tr);
   }
   $('nosessions').hidden = all.length > 0;
@@ -157,10 +160,46 @@ function sessionPlots(st) {
   });
   $('noplots').hidden = shown.length > 0;
 }
+// -- levels: the same words as dashboard.py's levels() -------------------------------------
+function windowLevel(c, nctx) {
+  const n = fmt.int;
+  if (!c.windowed) return ['ok', 'not needed yet', 'every prompt fit under the high water, so the model read each conversation whole.'];
+  if (!c.emergency) return ['ok', 'normal', 'past the high water the proxy paged old turns out to the store in one bite, so' +
+    " the prompt's start (and the model's cache) stays stable between page-outs (" + n(c.windowed) + ' of ' + n(c.requests) + ' requests).'];
+  const size = Number.isInteger(nctx) ? ' (here ' + n(nctx) + ' tokens)' : '';
+  return ['ok', 'at the ceiling, expected at small n_ctx', 'when n_ctx is small' + size + ' the band under the high water is too narrow to page out' +
+    " in useful bites, so the proxy waits for the ceiling and pages out once, deep: the model's cache breaks as rarely as it can," +
+    ' and nothing is lost (the paged turns are in the store). Not a worry unless errors appear (' + n(c.emergency) + ' of ' +
+    n(c.requests) + ' requests paged out at the ceiling, ' + n(c.windowed) + ' in all).'];
+}
+function cacheLevel(c, ratio) {
+  if (ratio == null) return ['muted', 'not reported', 'the upstream reports no cache figures to judge.'];
+  const pct = fmt.pct(ratio);
+  if (c.requests < CFG.early) return ['muted', 'too early to judge', "a conversation's first request has nothing cached yet (" + pct + ' reused).'];
+  if (ratio >= CFG.goodReuse) return ['ok', 'good', 'the model reused most of each prompt from its cache instead of recomputing it (' + pct + ' of prompt tokens).'];
+  if (ratio >= CFG.fairReuse) return ['warn', 'fair', 'part of each prompt was recomputed (' + pct + ' reused): each page-out and prefix break costs one recompute; the causes are in Recent requests.'];
+  return ['bad', 'low', 'most of each prompt was recomputed (' + pct + ' reused): look at the prefix breaks and their causes in Recent requests.'];
+}
+function levels(st) {
+  const live = get(st, 'proxy.live') || {}, c = live.counters || {}, box = $('levels');
+  let shown = [['proxy', 'muted', 'no requests yet', '']];
+  if (c.requests) {
+    shown = [['windowing', ...windowLevel(c, get(st, 'proxy.upstream.n_ctx'))],
+      ['cache reuse', ...cacheLevel(c, live.cache_reuse_ratio)],
+      ['errors', ...(c.errors ? ['bad', fmt.int(c.errors) + ' of ' + fmt.int(c.requests) + ' requests', "the proxy's log says why."]
+        : ['ok', 'none', "every request got the model's answer."])]];
+  }
+  box.replaceChildren();
+  for (const [name, cls, word, text] of shown) {
+    const li = el('li'); li.appendChild(el('b', {}, name + ':')); li.append(' ');
+    li.appendChild(el('span', {class: cls}, word)); if (text) li.append(' \u2014 ' + text);
+    box.appendChild(li);
+  }
+}
 function what(r) {
   const bits = [];
   if (r.error) bits.push('error');
-  if (r.windowed) bits.push(r.emergency ? 'paged out (emergency)' : 'paged out');
+  if (r.windowed) bits.push(r.emergency ? 'paged out at the ceiling' : 'paged out');
   if (r.break) bits.push('prefix break: ' + r.break);
   if (r.stubs_made) bits.push(r.stubs_made + ' new stubs');
   return bits.join(', ') || 'prefix kept';
@@ -174,10 +213,10 @@ function recentTable(st) {
     const key = r.session + ':' + r.at, tr = el('tr');
     tr.appendChild(el('td', {class: 'n'}, ago(st.now - r.at) + ' ago'));
     tr.appendChild(el('td', {}, sessionName(r.session, {title: r.title || (sessions[r.session] || {}).title})));
-    tr.appendChild(el('td', {class: 'n'}, fmt.int(r.client_tokens) + ' \u2192 ' + fmt.int(r.wire_tokens)));
-    tr.appendChild(el('td', {class: 'n'}, fmt.int(Math.max(0, r.client_tokens - r.wire_tokens))));
-    tr.appendChild(el('td', {class: 'n'}, r.prompt_tokens ? fmt.pct(r.cached_tokens / r.prompt_tokens) : DASH));
-    const cell = el('td');
+    tr.appendChild(el('td', {class: 'n', 'data-label': 'client \u2192 wire tokens'}, fmt.int(r.client_tokens) + ' \u2192 ' + fmt.int(r.wire_tokens)));
+    tr.appendChild(el('td', {class: 'n', 'data-label': 'saved'}, fmt.int(Math.max(0, r.client_tokens - r.wire_tokens))));
+    tr.appendChild(el('td', {class: 'n', 'data-label': 'cache reuse'}, r.prompt_tokens ? fmt.pct(r.cached_tokens / r.prompt_tokens) : DASH));
+    const cell = el('td', {class: 'full'});
     const det = el('details', {'data-key': key}); if (open.has(key)) det.open = true;
     det.appendChild(el('summary', {}, what(r) + ' \u00b7 ' + stubCount(r.stubbed_messages || 0)));
     const ul = el('ul', {class: 'stubs'});
@@ -206,18 +245,33 @@ function headers() {
   if (t) h.Authorization = 'Bearer ' + t;
   return h;
 }
+// The store browser's views have URLs: ?q=... (hits), ?entry=REF (one entry), otherwise a page
+// of entries (?kind=...&pinned=1&page=N). Navigating pushes the URL, so Back returns to the
+// hits or the list; loading or going back to a URL shows its view (show()).
+function entryLi(ref, name, meta) {
+  const li = el('li', {'data-ref': ref});
+  li.appendChild(el('a', {href: '?entry=' + encodeURIComponent(ref) + everyScope() + '#store', 'data-ref': ref}, name));
+  li.appendChild(el('span', {class: 'muted'}, ' ' + meta));
+  return li;
+}
+function entryName(e) { return e.topic || (e.labels || [])[0] || e.ref; }
+function listView(on) {
+  $('entry').hidden = on; $('hits').hidden = !on; $('search-note').hidden = !on; $('pager').hidden = !on;
+}
+async function getJson(url) {
+  const r = await fetch(url, {headers: headers()});
+  if (r.status === 401) { $('auth').hidden = false; throw new Error('the store browser needs the proxy bearer token: paste it above'); }
+  return [r, await r.json()];
+}
 async function search(q) {
   const list = $('hits'), note = $('search-note');
+  listView(true); $('filters').hidden = true; $('pager').replaceChildren();
   list.replaceChildren(); note.textContent = 'searching\u2026';
-  const r = await fetch('/api/search?q=' + encodeURIComponent(q) + everyScope(), {headers: headers()});
-  const data = await r.json();
+  const [r, data] = await getJson('/api/search?q=' + encodeURIComponent(q) + everyScope());
   if (!r.ok) { note.textContent = data.error || ('search failed: ' + r.status); return; }
   note.textContent = (data.hits.length ? data.hits.length + ' hits for \u201c' + q + '\u201d' : 'no hits for \u201c' + q + '\u201d') + scopeNote(data);
   for (const h of data.hits) {
-    const li = el('li', {'data-ref': h.ref});
-    const a = el('a', {href: '?entry=' + encodeURIComponent(h.ref) + '#store', 'data-ref': h.ref}, h.topic || (h.labels || [])[0] || h.ref);
-    li.appendChild(a);
-    li.appendChild(el('span', {class: 'muted'}, ' ' + h.ref + ' \u00b7 ' + h.kind + ' \u00b7 ' + fmt.int(h.tokens) + ' tokens \u00b7 line ' + h.match_line));
+    const li = entryLi(h.ref, entryName(h), h.ref + ' \u00b7 ' + h.kind + ' \u00b7 ' + fmt.int(h.tokens) + ' tokens \u00b7 line ' + h.match_line);
     li.appendChild(el('pre', {}, h.snippet));
     list.appendChild(li);
   }
@@ -229,22 +283,75 @@ function scopeNote(data) {
   const more = data.other_scopes.hits;
   return ' in scope ' + data.scope + (more ? '; ' + more + ' more in other scopes: tick \u201cevery scope\u201d' : '');
 }
+function navHref(kind, pinned, page) {
+  const p = [];
+  if (kind) p.push('kind=' + encodeURIComponent(kind));
+  if (pinned) p.push('pinned=1');
+  if (page > 1) p.push('page=' + page);
+  if (everyScope()) p.push('all_scopes=1');
+  return p.length ? '?' + p.join('&') + '#store' : './#store';
+}
+function navLink(href, text, count, current) {
+  const a = el('a', {href, 'data-nav': ''}, text);
+  if (count != null) a.appendChild(el('span', {class: 'muted'}, ' ' + fmt.int(count)));
+  if (current) a.setAttribute('aria-current', 'page');
+  return a;
+}
+async function browse(params) {
+  const list = $('hits'), note = $('search-note'), filters = $('filters'), pager = $('pager');
+  listView(true);
+  const [r, data] = await getJson('/api/entries?' + params.toString());
+  list.replaceChildren(); pager.replaceChildren(); filters.replaceChildren('browse:');
+  if (!r.ok) { note.textContent = data.error || ('listing failed: ' + r.status); return; }
+  const links = [['all', '', false, data.all], ['pinned', '', true, data.all_pinned],
+    ...Object.entries(data.kinds).map(([k, n]) => [k, k, false, n])];
+  for (const [label, k, p, n] of links) {
+    filters.append(' '); filters.appendChild(navLink(navHref(k, p, 1), label, n, k === data.kind && p === data.pinned));
+  }
+  filters.hidden = false;
+  const what = (data.kind ? data.kind + ' ' : '') + (data.pinned ? 'pinned entries' : 'entries');
+  const first = (data.page - 1) * data.page_size + 1, n = data.entries.length;
+  note.textContent = n ? what + ' ' + first + '\u2013' + (first + n - 1) + ' of ' + fmt.int(data.total) + ', pinned first, then by salience and last use'
+    : 'no ' + what + (data.total ? ' on this page' : ' yet');
+  for (const e of data.entries)
+    list.appendChild(entryLi(e.ref, entryName(e), [...(entryName(e) === e.ref ? [] : [e.ref]), e.kind,
+      fmt.int(e.tokens) + ' tokens', ...(e.pinned ? ['pinned'] : [])].join(' \u00b7 ')));
+  if (data.page > 1) { pager.appendChild(navLink(navHref(data.kind, data.pinned, data.page - 1), '\u2190 previous page')); pager.append(' '); }
+  if (data.page * data.page_size < data.total) pager.appendChild(navLink(navHref(data.kind, data.pinned, data.page + 1), 'next page \u2192'));
+}
 async function openEntry(ref) {
-  const box = $('entry');
-  const r = await fetch('/api/entry?ref=' + encodeURIComponent(ref) + everyScope(), {headers: headers()});
-  const data = await r.json();
-  box.hidden = false;
+  listView(false); $('filters').hidden = true;
+  const [r, data] = await getJson('/api/entry?ref=' + encodeURIComponent(ref) + everyScope());
   if (!r.ok) { $('entry-head').textContent = data.error || ('open failed: ' + r.status); $('entry-text').textContent = ''; return; }
   const e = data.entry;
-  $('entry-head').textContent = (e.topic || (e.labels || [])[0] || e.ref) + ' \u2014 ' + e.ref + ' \u00b7 ' + e.kind + ' \u00b7 ' + fmt.int(e.tokens) + ' tokens, ' + fmt.int(e.lines) + ' lines' + (e.source ? ' \u00b7 from ' + e.source : '');
+  $('entry-head').textContent = entryName(e) + ' \u2014 ' + e.ref + ' \u00b7 ' + e.kind + ' \u00b7 ' + fmt.int(e.tokens) + ' tokens, ' + fmt.int(e.lines) + ' lines' + (e.source ? ' \u00b7 from ' + e.source : '');
   $('entry-text').textContent = data.text + (data.truncated ? '\n\u2026 (shown: the first ' + fmt.int(data.text.length) + ' characters)' : '');
-  box.scrollIntoView({block: 'nearest'});
 }
-$('search').addEventListener('submit', e => { e.preventDefault(); const q = $('q').value.trim(); if (q) search(q).catch(err => { $('search-note').textContent = 'search failed: ' + err; }); });
-document.addEventListener('click', e => {
-  const a = e.target.closest('a[data-ref]');
-  if (a) { e.preventDefault(); openEntry(a.dataset.ref).catch(err => { $('entry-head').textContent = 'open failed: ' + err; }); }
+function show() {
+  const p = new URLSearchParams(location.search), q = (p.get('q') || '').trim(), ref = (p.get('entry') || '').trim();
+  $('q').value = q;
+  $('all-scopes').checked = ['1', 'true', 'on'].includes((p.get('all_scopes') || '').toLowerCase());
+  const view = ref ? openEntry(ref) : q ? search(q) : browse(p);
+  return view.catch(err => { $('search-note').hidden = false; $('search-note').textContent = err.message || String(err); });
+}
+function go(href) {
+  history.pushState({dash: true}, '', href);
+  show().then(() => $('store').scrollIntoView({block: 'start'}));
+}
+$('search').addEventListener('submit', e => {
+  e.preventDefault(); const q = $('q').value.trim();
+  go(q ? '?q=' + encodeURIComponent(q) + everyScope() + '#store' : (everyScope() ? '?' + everyScope().slice(1) + '#store' : './#store'));
 });
+document.addEventListener('click', e => {
+  const a = e.target.closest('a[data-ref], a[data-nav]');
+  if (a && !(e.ctrlKey || e.metaKey || e.shiftKey || e.button)) { e.preventDefault(); go(a.getAttribute('href')); }
+});
+$('back').addEventListener('click', e => {
+  // back to the hits or the list this entry was opened from, else to the list
+  if (history.state && history.state.dash) { e.preventDefault(); history.back(); }
+});
+window.addEventListener('popstate', () => { show(); });
+show();
 
 // -- refresh ------------------------------------------------------------------------------
 async function poll() {
@@ -254,10 +361,10 @@ async function poll() {
     const st = await r.json();
     $('auth').hidden = true;
     for (const n of document.querySelectorAll('[data-k]')) n.textContent = fmt[n.dataset.f](get(st, n.dataset.k));
-    sessionsTable(st); recentTable(st); sessionPlots(st);
+    levels(st); sessionsTable(st); recentTable(st); sessionPlots(st);
     draw($('savings-plot'), savingsSpec(st.proxy || {}));
     $('at').textContent = 'updated ' + new Date().toLocaleTimeString();
   } catch (err) { $('at').textContent = 'not answering: ' + err; }
 }
-$('auth').addEventListener('submit', e => { e.preventDefault(); sessionStorage.setItem('offload-token', $('tok').value); poll(); });
+$('auth').addEventListener('submit', e => { e.preventDefault(); sessionStorage.setItem('offload-token', $('tok').value); poll(); show(); });
 poll(); setInterval(poll, CFG.pollMs);
