@@ -549,8 +549,7 @@ def _begin_with(
     statement that returned rows) by its key (its translated SQL and parameters).
 
     psycopg's pipeline mode also sent them in one round trip, but its Python loop per
-    statement and per result cost the client ~0.25 ms more a put (docs/benchmarks/team-store.md,
-    session 10)."""
+    statement and per result cost the client ~0.25 ms more a put."""
     keyed = [_translated(sql, parameters) for sql, parameters in then]
     results = _run_together(raw, ["BEGIN", *begin, *_inlined(raw, keyed)])
     answers = zip(keyed, results[1 + len(begin) :], strict=True)

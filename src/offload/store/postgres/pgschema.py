@@ -545,7 +545,7 @@ def pg_chunk_map_added_by_loop(raw: Any) -> None:
     # pg_chunk_map_added_by_block's one query over the new chunks' blocks (a UNION of two
     # semi-joins on an array of ids) ran in ~0.05 ms but cost ~0.8 ms of server CPU per
     # chunk statement, paid by every put and finding nothing for a put's new block (about
-    # a quarter of a 4 KB put's server CPU, docs/benchmarks/team-store.md session 10). The same check
+    # a quarter of a 4 KB put's server CPU, measured with perf on the server). The same check
     # as a loop over the distinct blocks, each an index probe by id and two by hash, costs
     # ~0.05 ms; the inserts and their rows are the same.
     raw.execute(
@@ -635,7 +635,7 @@ def pg_entry_changes(raw: Any) -> None:
     # its primary key (0.74 s a search at 1M entries) instead of the new index. Not on an
     # empty table: that records it as empty (reltuples 0), and the plans the first puts
     # cache in plpgsql (the chunk map trigger's probes of entries) stayed the ones for an
-    # empty table: ~1 ms of backend CPU more a 4 KB put (docs/benchmarks/team-store.md, session 10)
+    # empty table: ~1 ms of backend CPU more a 4 KB put
     if raw.execute("SELECT EXISTS (SELECT 1 FROM entries)").fetchone()[0]:
         raw.execute("ANALYZE entries (changed)")
 
@@ -659,7 +659,7 @@ def pg_entry_map_changes(raw: Any) -> None:
 def pg_toast_lz4(raw: Any) -> None:
     # A 100 KB put's ~33 chunk rows each hold a few KB of cached counts and as much
     # tsvector: over TOAST's 2 KB, so the server compressed every one with pglz, a fifth
-    # of its CPU for such a put (perf, docs/benchmarks/team-store.md, session 16). lz4
+    # of its CPU for such a put (measured with perf on the server). lz4
     # compresses them about as well at a fraction of the cost (-1.7 to -4.8 ms of the
     # server's CPU a put). Only new values change; a server built without lz4 (or older
     # than 14) keeps pglz. A block's bytes are zstd already (store/write/blocks.py): compressing

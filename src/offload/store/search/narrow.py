@@ -35,7 +35,7 @@ from offload.store.search import query
 # whole-store query's first pool (4 x the entries needed) keeps fewer than needed of such
 # a filter's rows and reaches 8x deeper, while a broader one is answered by that first
 # pool, faster than reading its ids (bench_store's one scope holding every entry: 236 ms
-# p50 that way, 473 ms read as runs, session 5).
+# p50 that way, 473 ms read as runs).
 NARROW_SHARE = 0.25
 
 _TABLES = (

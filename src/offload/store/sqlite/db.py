@@ -450,7 +450,7 @@ def m_entry_owner_host(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_state_version(conn: sqlite3.Connection) -> None:
-    # issue 14: a saved value's version, raised by every write of it (store/state.py), so a
+    # a saved value's version, raised by every write of it (store/state.py), so a
     # process caching one (the proxy's sessions) sees when another process wrote it. Rows
     # saved before start at 1; a key never written reads as 0.
     conn.execute("ALTER TABLE state ADD COLUMN version INTEGER NOT NULL DEFAULT 1")
@@ -471,7 +471,7 @@ def m_search_index_written_forms(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_additive_tallies(conn: sqlite3.Connection) -> None:
-    # issue 14: the gateway's calls and the proxy's metrics were saved as totals (JSON in
+    # the gateway's calls and the proxy's metrics were saved as totals (JSON in
     # state), so two processes on one store overwrote each other's counts. They are now
     # counters every write adds to (store/tallies.py); the totals saved so far move there,
     # and what else a value held (a proxy session's title and turns) stays in state.
@@ -489,7 +489,7 @@ def m_additive_tallies(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_entry_chunks_map(conn: sqlite3.Connection) -> None:
-    # issue 11: each chunk's entries stored (store/write/chunkmap.py), kept by triggers, so a
+    # each chunk's entries stored (store/write/chunkmap.py), kept by triggers, so a
     # filtered search reads a filter's chunks and maps scored chunks to entries by integer
     # keys instead of entry -> block by hash -> chunks (~20 us per entry at 100k entries)
     run_script(conn, frozen.CHUNK_MAP_SCHEMA)
@@ -498,7 +498,7 @@ def m_entry_chunks_map(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_chunk_term_counts(conn: sqlite3.Connection) -> None:
-    # issue 11 (speed at 100k): each chunk's analysed term counts (index.term_counts),
+    # speed at 100k entries: each chunk's analysed term counts (index.term_counts),
     # written with the chunk, so ranking by neighbourhood (store/search/context.py) reads ~900
     # small JSON objects a search instead of decompressing and re-analysing their text
     # (two thirds of a search's time). NULL until known: a chunk stored before is scored
@@ -508,7 +508,7 @@ def m_chunk_term_counts(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_chunk_term_counts_length(conn: sqlite3.Connection) -> None:
-    # issue 11 (speed at 100k): each cached term-count object leads with its length (key
+    # speed at 100k entries: each cached term-count object leads with its length (key
     # "", index.term_counts), so the neighbourhood scoring reads its query terms' counts
     # and the length by string search instead of parsing ~900 whole objects a search (a
     # third of its time). Computed here in SQL, the same sum the reader took in Python.
@@ -532,7 +532,7 @@ def m_state_retired(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_chunk_generation(conn: sqlite3.Connection) -> None:
-    # issue 11 (speed at 100k): a search process keeps an index of the chunks in memory
+    # speed at 100k entries: a search process keeps an index of the chunks in memory
     # (store/search/memory/resident.py) and reads only the chunks above the largest id it holds before
     # each search; a deleted or rewritten chunk (forget, gc, reindex, then a reused rowid)
     # bumps this generation so it rebuilds instead of ranking a stale row
@@ -556,7 +556,7 @@ def m_chunk_generation(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_entry_map_generation(conn: sqlite3.Connection) -> None:
-    # issue 11: a search process holds the chunk -> entry map in memory (store/search/memory/entrymap.py)
+    # a search process holds the chunk -> entry map in memory (store/search/memory/entrymap.py)
     # and reads only the rows of entries and chunks above the largest ids it read; any
     # other change to the map bumps this generation so it rebuilds (doctor's refill
     # bumps it itself, store/write/chunkmap.py)
@@ -591,7 +591,7 @@ def m_entry_map_generation(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_entry_changes(conn: sqlite3.Connection) -> None:
-    # issue 11 (speed at 100k): a search process holds every entry's filter and ranking
+    # speed at 100k entries: a search process holds every entry's filter and ranking
     # columns in memory (store/search/memory/entrykeys.py) and reads, before each search, only the rows
     # stamped since its last read. Writers are serialised, so a counter bumped by every
     # insert and every update of a held column is a watermark; a deleted entry or a changed

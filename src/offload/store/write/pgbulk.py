@@ -14,7 +14,7 @@ Only new rows go this way. What needs a decision per row (content already stored
 stored before only as an un-indexed original) is left to the caller's one-by-one path.
 
 Why a batch takes the store-wide lock, although a single put runs beside others under its
-own keys (``PgConn.begin_keyed``) and so waits for a whole bulk load (checked, session 7):
+own keys (``PgConn.begin_keyed``) and so waits for a whole bulk load (checked with two writer processes):
 
 - the look-ups above decide which rows are new, then ``COPY`` writes them without a
   per-row conflict clause; a put beside it that stores one of the same blocks or contents

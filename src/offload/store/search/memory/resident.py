@@ -1,7 +1,7 @@
 """A store's body chunks as an in-process BM25 index, kept fresh before each search.
 
-FTS5's ``bm25()`` over every row matching a query's terms costs more than issue 11's whole
-search budget at 100k entries (plain FTS5 alone: ~39 ms p50 on a quiet machine), and the
+FTS5's ``bm25()`` over every row matching a query's terms costs more than the whole
+search budget at 100k entries (a 30 ms p50) (plain FTS5 alone: ~39 ms p50 on a quiet machine), and the
 neighbourhood scoring read ~900 chunks' cached counts per search. Held in numpy arrays
 (store/search/memory/postings.py) the same scores take a few milliseconds, bit for bit FTS5's, and a
 chunk's counts are a lookup.
