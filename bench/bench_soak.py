@@ -12,13 +12,16 @@ the instant llama-like stub upstream of ``bench/bench_proxy.py`` (its own proces
   (which the proxy pages out), through one keep-alive client;
 - stats: ``GET /api/stats`` (the dashboard's poll: proxy, store and surface figures).
 
-Every ``--sample-s`` a line shows the server's RSS (``/proc/PID/status``), open fds
+First one client of each kind runs ``--prime-s`` and the server is left quiet for
+``--idle-s``: its figures then are the idle ones (what a process holds once it has loaded
+what it loads on first use: the token counter, the search index). Then the load, then
+quiet again. Every ``--sample-s`` a line shows the server's RSS (``/proc/PID/status``), open fds
 (``/proc/PID/fd``), threads, sockets in CLOSE-WAIT, requests and errors so far. When the
 load stops, the same is sampled through ``--idle-s`` of quiet. The summary gives errors,
 latency percentiles per kind, RSS after warm-up (``--warmup-s``) and at the end of the
 load, RSS and fds after the quiet, against the targets: 0 errors, RSS growth after warm-up
 at most 25 %, RSS released when the load stops (back within 10 % of the warm-up figure),
-fds back to their count before the load. Every loop is bounded: the run ends by itself.
+fds back to their idle count. Every loop is bounded: the run ends by itself.
 
 ``--big-mb N`` first sends one chat request whose user message is N MB and reports the
 server's peak RSS (VmHWM) before and after it: what an accepted large body costs.
@@ -322,16 +325,10 @@ def show(s: Sample, phase: str, tally: Tally) -> None:
     )
 
 
-async def run(args: argparse.Namespace, pid: int, url: str) -> dict[str, Any]:
-    tally = Tally()
-    t0 = time.monotonic()
-    samples: list[tuple[str, Sample]] = []
-    baseline = sample(pid, t0)
-    samples.append(("idle", baseline))
-    show(baseline, "idle", tally)
-    deadline = t0 + args.minutes * 60
-    clients = []
-    for i in range(args.clients):
+def _clients(url: str, n: int, deadline: float, tally: Tally) -> list[Awaitable[None]]:
+    """``n`` clients, round robin over the kinds (mcp, proxy, stats)."""
+    clients: list[Awaitable[None]] = []
+    for i in range(n):
         kind = ("mcp", "proxy", "stats")[i % 3]
         if kind == "mcp":
             clients.append(mcp_client(url, deadline, tally, i))
@@ -339,8 +336,34 @@ async def run(args: argparse.Namespace, pid: int, url: str) -> dict[str, Any]:
             clients.append(proxy_client(url, deadline, tally, i))
         else:
             clients.append(stats_client(url, deadline, tally))
-    load = asyncio.gather(*clients)
-    warmup_end = t0 + min(args.warmup_s, args.minutes * 60 / 2)
+    return clients
+
+
+async def _quiet(pid: int, t0: float, seconds: float, every: float, tally: Tally) -> list[Sample]:
+    """Samples through ``seconds`` of no load."""
+    out: list[Sample] = []
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        await asyncio.sleep(min(every, max(0.0, until - time.monotonic())))
+        out.append(sample(pid, t0))
+        show(out[-1], "quiet", tally)
+    return out
+
+
+async def run(args: argparse.Namespace, pid: int, url: str) -> dict[str, Any]:
+    """Prime (one client of each kind, then quiet: the idle figures of a process that has
+    loaded what it loads on first use), the load, then quiet again."""
+    tally = Tally()
+    t0 = time.monotonic()
+    show(sample(pid, t0), "start", tally)
+    await asyncio.gather(*_clients(url, 3, time.monotonic() + args.prime_s, tally))
+    primed = await _quiet(pid, t0, args.idle_s, args.sample_s, tally)
+    baseline = primed[-1] if primed else sample(pid, t0)
+    samples: list[tuple[str, Sample]] = [("idle", baseline)]
+    start = time.monotonic()
+    deadline = start + args.minutes * 60
+    load = asyncio.gather(*_clients(url, args.clients, deadline, tally))
+    warmup_end = start + min(args.warmup_s, args.minutes * 60 / 2)
     warm: Sample | None = None
     while not load.done():
         await asyncio.wait([load], timeout=args.sample_s)
@@ -351,12 +374,7 @@ async def run(args: argparse.Namespace, pid: int, url: str) -> dict[str, Any]:
             warm = s
     await load
     end_of_load = samples[-1][1]
-    quiet_until = time.monotonic() + args.idle_s
-    while time.monotonic() < quiet_until:
-        await asyncio.sleep(min(args.sample_s, max(0.0, quiet_until - time.monotonic())))
-        s = sample(pid, t0)
-        samples.append(("quiet", s))
-        show(s, "quiet", tally)
+    samples += [("quiet", s) for s in await _quiet(pid, t0, args.idle_s, args.sample_s, tally)]
     return summary(args, tally, samples, baseline, warm or end_of_load, end_of_load)
 
 
@@ -416,7 +434,12 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--warmup-s", type=float, default=60.0)
-    parser.add_argument("--idle-s", type=float, default=60.0, help="quiet sampled after the load")
+    parser.add_argument(
+        "--idle-s", type=float, default=60.0, help="quiet sampled before and after the load"
+    )
+    parser.add_argument(
+        "--prime-s", type=float, default=10.0, help="one client of each kind, before the idle"
+    )
     parser.add_argument("--sample-s", type=float, default=10.0)
     parser.add_argument("--big-mb", type=float, default=0.0, help="one request this large first")
     parser.add_argument("--json", type=Path, help="write the summary here")

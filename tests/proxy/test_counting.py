@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from offload.proxy.counting import UpstreamCounter
+from offload.proxy.counting import UpstreamCounter, token_count
 from proxy.proxy_servers import serving
 from realparts import free_port
 
@@ -112,3 +112,26 @@ def test_calibration_scales_offline_counts_toward_the_reported_prompt_size(
     assert counter.ratio == pytest.approx(2.0, rel=0.05)
     assert counter.count(messages[0]["content"] + " more") > 1.8 * before
     counter.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "count"),
+    [
+        (b'{"tokens":[1,2,3]}', 3),
+        (b'{"tokens": [ 7 ]}', 1),
+        (b'{"tokens": []}', 0),
+        (b'{"tokens":[{"id":1,"piece":"a"},{"id":2,"piece":","}]}', 2),  # with_pieces
+        (b'{"tokens": "none"}', None),
+        (b'{"content": [1, 2]}', None),
+        (b"not json", None),
+    ],
+)
+def test_a_tokenize_answer_is_counted_without_building_its_list(
+    answer: bytes, count: int | None
+) -> None:
+    assert token_count(answer) == count
+
+
+def test_a_long_tokenize_answer_counts_every_id() -> None:
+    ids = list(range(300_000))
+    assert token_count(json.dumps({"tokens": ids}).encode()) == len(ids)
