@@ -58,11 +58,11 @@ def openai_shaped(body: dict[str, Any]) -> bool:
 
 
 def anthropic_shaped(body: dict[str, Any]) -> bool:
-    return body["type"] == "error" and body["error"]["type"] == "request_too_large"
+    return bool(body["type"] == "error" and body["error"]["type"] == "request_too_large")
 
 
 def jsonrpc_shaped(body: dict[str, Any]) -> bool:
-    return body["jsonrpc"] == "2.0" and body["error"]["code"] == -32600
+    return bool(body["jsonrpc"] == "2.0" and body["error"]["code"] == -32600)
 
 
 def plain_shaped(body: dict[str, Any]) -> bool:
