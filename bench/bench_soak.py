@@ -12,9 +12,10 @@ the instant llama-like stub upstream of ``bench/bench_proxy.py`` (its own proces
   (which the proxy pages out), through one keep-alive client;
 - stats: ``GET /api/stats`` (the dashboard's poll: proxy, store and surface figures).
 
-First one client of each kind runs ``--prime-s`` and the server is left quiet for
-``--idle-s``: its figures then are the idle ones (what a process holds once it has loaded
-what it loads on first use: the token counter, the search index). Then the load, then
+First every client runs ``--prime-s`` and the server is left quiet for ``--idle-s``: its
+figures then are the idle ones (what a process holds once it has loaded what it loads on
+first use, the token counter and the search index, and met the load's concurrency once:
+SQLite keeps the descriptors of closed connections for reuse while the file is locked). Then the load, then
 quiet again. Every ``--sample-s`` a line shows the server's RSS (``/proc/PID/status``), open fds
 (``/proc/PID/fd``), threads, sockets in CLOSE-WAIT, requests and errors so far. When the
 load stops, the same is sampled through ``--idle-s`` of quiet. The summary gives errors,
@@ -351,12 +352,13 @@ async def _quiet(pid: int, t0: float, seconds: float, every: float, tally: Tally
 
 
 async def run(args: argparse.Namespace, pid: int, url: str) -> dict[str, Any]:
-    """Prime (one client of each kind, then quiet: the idle figures of a process that has
-    loaded what it loads on first use), the load, then quiet again."""
+    """Prime (every client briefly, then quiet: the idle figures of a process that has
+    loaded what it loads on first use and met the load's concurrency once), the load, then
+    quiet again."""
     tally = Tally()
     t0 = time.monotonic()
     show(sample(pid, t0), "start", tally)
-    await asyncio.gather(*_clients(url, 3, time.monotonic() + args.prime_s, tally))
+    await asyncio.gather(*_clients(url, args.clients, time.monotonic() + args.prime_s, tally))
     primed = await _quiet(pid, t0, args.idle_s, args.sample_s, tally)
     baseline = primed[-1] if primed else sample(pid, t0)
     samples: list[tuple[str, Sample]] = [("idle", baseline)]
@@ -438,7 +440,7 @@ def main() -> int:
         "--idle-s", type=float, default=60.0, help="quiet sampled before and after the load"
     )
     parser.add_argument(
-        "--prime-s", type=float, default=10.0, help="one client of each kind, before the idle"
+        "--prime-s", type=float, default=10.0, help="every client this long, before the idle"
     )
     parser.add_argument("--sample-s", type=float, default=10.0)
     parser.add_argument("--big-mb", type=float, default=0.0, help="one request this large first")
