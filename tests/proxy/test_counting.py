@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -52,6 +53,30 @@ def test_exact_counts_come_from_tokenize_once_per_content(
     assert counter.count("one two three") == 3
     assert counter.count("caf\u00e9 \U0001f600 four five") == 4  # non-ASCII as JSON
     assert state.calls == 2 and counter.exact and counter.cache_len() == 2
+    counter.close()
+
+
+def test_the_tokenize_connections_of_ended_threads_are_closed(
+    tokenizer: tuple[Tokenizer, str],
+) -> None:
+    _state, url = tokenizer
+    counter = UpstreamCounter(url)
+    barrier = threading.Barrier(4)
+
+    def count(i: int) -> None:
+        counter.count(f"thread {i} has words")
+        barrier.wait(timeout=60)  # four live threads, four kept-alive connections
+
+    threads = [threading.Thread(target=count, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert counter.open_connections == 4
+    assert counter.release_ended() == 4
+    assert counter.open_connections == 0
+    assert counter.count("the main thread counts too") == 5
+    assert counter.open_connections == 1
     counter.close()
 
 
