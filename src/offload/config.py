@@ -110,7 +110,8 @@ class McpSettings:
     read_limit_lines: int = 200
     read_cap_bytes: int = 64 * 1024
     bearer_token: str = ""
-    allowed_origins: tuple[str, ...] = ()  # extra browser origins for --http (loopback always)
+    # extra browser origins for --http (the served one, loopback on this port, always)
+    allowed_origins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
