@@ -6,10 +6,13 @@ polls a starting server that way spends more CPU than the server it waits for. O
 module-wide client builds it once. It keeps no idle connection, so every request opens
 its own and closes it after, exactly as ``httpx.get`` does: no test sees a reused
 connection it did not ask for. ``get``, ``post``, ``stream`` and ``request`` take what
-httpx's functions of the same names take.
+httpx's functions of the same names take; :func:`raw_exchange` sends bytes as they are
+(a head without its body, a chunked body without its end).
 """
 
 from __future__ import annotations
+
+import socket
 
 import httpx
 
@@ -22,3 +25,30 @@ get = CLIENT.get
 post = CLIENT.post
 stream = CLIENT.stream
 request = CLIENT.request
+
+
+def raw_exchange(url: str, head: bytes, chunks: list[bytes]) -> tuple[int, bytes]:
+    """Send ``head`` and ``chunks`` over a fresh socket, then read the answer to its end
+    (the server closes after a refusal); (status, body)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        sock.sendall(head)
+        for chunk in chunks:
+            sock.sendall(chunk)
+        data = b""
+        while b"\r\n\r\n" not in data or len(data) < _expected(data):
+            got = sock.recv(65536)
+            if not got:
+                break
+            data += got
+    status = int(data.split(b" ", 2)[1])
+    return status, data.partition(b"\r\n\r\n")[2]
+
+
+def _expected(data: bytes) -> int:
+    head, _, _ = data.partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return len(head) + 4 + int(value)
+    return 1 << 62

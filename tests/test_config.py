@@ -69,6 +69,54 @@ def test_zero_is_allowed_where_it_means_something() -> None:
     assert (s.proxy.n_ctx, s.proxy.port, s.local_model.retries) == (0, 0, 0)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("proxy.recall_ratio", "5", "0 (off) to below 1"),
+        ("proxy.recall_ratio", "-0.1", "0 (off) to below 1"),
+        ("proxy.upstream", "notaurl", "http:// or https://"),
+        ("proxy.upstream", "ftp://127.0.0.1:8080", "got scheme 'ftp'"),
+        ("proxy.upstream", "http://", "must name a host"),
+        ("proxy.upstream", "http://127.0.0.1:99999", "not a valid URL"),
+        ("local_model.base_url", "localhost:8081", "http:// or https://"),
+        ("http.max_body_mb", "0", "at least 1"),
+        ("http.max_body_mb", "5000", "at most 4096"),
+    ],
+)
+def test_a_ratio_url_or_body_limit_out_of_range_fails_at_build_naming_it_and_its_source(
+    tmp_path: Path, key: str, value: str, says: str
+) -> None:
+    section, _, name = key.partition(".")
+    config = tmp_path / "offload.toml"
+    config.write_text(f'[{section}]\n{name} = "{value}"\n')
+    with pytest.raises(ConfigError) as err:
+        load_settings(config_file=config)
+    message = str(err.value)
+    assert f"'{key}'" in message and f"file:{config}" in message and says in message
+    assert "\n" not in message
+    env_name = f"OFFLOAD_{section.upper()}__{name.upper()}"
+    with pytest.raises(ConfigError, match=f"env:{env_name}"):
+        load_settings(env={env_name: value})
+
+
+def test_a_url_setting_never_shows_more_than_its_scheme_when_refused() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(env={"OFFLOAD_PROXY__UPSTREAM": "ftp://agent:hunter2@example.test/"})
+    assert "hunter2" not in str(err.value)
+
+
+def test_usable_urls_ratios_and_limits_are_accepted() -> None:
+    s = load_settings(
+        flags={
+            "proxy.upstream": "https://api.example.test/v1",
+            "proxy.recall_ratio": 0,
+            "local_model.base_url": "",
+            "http.max_body_mb": 64,
+        }
+    )
+    assert s.proxy.recall_ratio == 0 and s.http.max_body_bytes == 64 * 1024 * 1024
+
+
 def test_overrides_are_checked_too() -> None:
     with pytest.raises(ConfigError, match=r"'proxy.tail_messages'"):
         Settings().with_overrides({"proxy.tail_messages": -1})

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from offload.errors import ConfigError
 
@@ -114,7 +115,8 @@ class McpSettings:
     read_limit_lines: int = 200
     read_cap_bytes: int = 64 * 1024
     bearer_token: str = ""
-    allowed_origins: tuple[str, ...] = ()  # extra browser origins for --http (loopback always)
+    # extra browser origins for --http (the served one, loopback on this port, always)
+    allowed_origins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,21 @@ class SectionsSettings:
 
 
 @dataclass(frozen=True)
+class HttpSettings:
+    """What every HTTP route of every surface accepts (``offload serve``, ``proxy``,
+    ``mcp --http``, ``gateway --http``)."""
+
+    # the largest request body, in MiB: sized for a long agent prompt with its tool outputs
+    # (a 200k-token context is ~1 MB of JSON), far below what would exhaust memory
+    max_body_mb: int = 32
+
+    @property
+    def max_body_bytes(self) -> int:
+        """``max_body_mb`` in bytes."""
+        return self.max_body_mb * 1024 * 1024
+
+
+@dataclass(frozen=True)
 class Settings:
     """Every setting offload has, frozen. Build with :func:`load_settings`."""
 
@@ -245,6 +262,7 @@ class Settings:
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
     local_model: LocalModelSettings = field(default_factory=LocalModelSettings)
     sections: SectionsSettings = field(default_factory=SectionsSettings)
+    http: HttpSettings = field(default_factory=HttpSettings)
     # dotted key -> "default" | "file:<path>" | "env:<NAME>" | "flag"
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -419,7 +437,13 @@ _INT_FLOOR_ZERO = {
 }
 _PORTS = (0, 65535)  # 0: let the system pick a free port
 _RATIOS = {"proxy.stub_ratio", "proxy.high_water", "proxy.target", "proxy.emergency"}
-_SHARES = {"proxy.recall_ratio", "proxy.recall_min_new"}  # 0 to 1, 0 meaning off
+_SHARES = {"proxy.recall_min_new"}  # 0 to 1
+# ratios of the context where 0 means off
+_RATIOS_OR_OFF = {"proxy.recall_ratio"}
+# the largest value some numbers may take (a body limit past this is no limit at all)
+_CEILINGS = {"http.max_body_mb": 4096}
+# HTTP(S) base URLs, and whether empty (not used) is allowed
+_URLS = {"proxy.upstream": False, "local_model.base_url": True}
 # (smaller, larger, strictly): the first must stay below the second
 _ORDERS = (
     ("proxy.target", "proxy.high_water", True),
@@ -450,10 +474,32 @@ def _range_problem(key: str, value: int | float) -> str | None:
         return None if 0 < value < 1 else "must be a ratio of the context, above 0 and below 1"
     if key in _SHARES:
         return None if 0 <= value <= 1 else "must be a share, from 0 to 1"
+    if key in _RATIOS_OR_OFF:
+        return None if 0 <= value < 1 else "must be a ratio of the context, 0 (off) to below 1"
+    if key in _CEILINGS and value > _CEILINGS[key]:
+        return f"must be at most {_CEILINGS[key]}"
     if isinstance(value, int):
         floor = 0 if key in _INT_FLOOR_ZERO else 1
         return None if value >= floor else f"must be at least {floor}"
     return None if value > 0 else "must be above 0"
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` is not an absolute http(s) URL with a host, or None (the message shows
+    only the scheme: the rest may hold a password)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port out of range or not a number raises
+    except ValueError:
+        return "is not a valid URL (expected http://host:port)"
+    if parts.scheme not in ("http", "https"):
+        shown = parts.scheme or "(none)"
+        return (
+            f"must be an http:// or https:// URL (like http://127.0.0.1:8080), got scheme {shown!r}"
+        )
+    if not parts.hostname:
+        return "must name a host (like http://127.0.0.1:8080)"
+    return None
 
 
 def check(settings: Settings) -> None:
@@ -463,6 +509,11 @@ def check(settings: Settings) -> None:
     def where(key: str) -> str:
         return settings.sources.get(key, "default")
 
+    for key, empty_ok in _URLS.items():
+        section, _, name = key.partition(".")
+        url = getattr(getattr(settings, section), name)
+        if not (empty_ok and url == "") and (problem := _url_problem(url)) is not None:
+            raise ConfigError(f"setting {key!r} from {where(key)}: {problem}")
     numbers = _numbers(settings)
     for key, value in numbers.items():
         problem = _range_problem(key, value)

@@ -213,3 +213,27 @@ def test_a_bounded_counter_is_exact_for_small_texts_and_estimates_big_ones() -> 
     assert counter.count("short") == -1
     big = "word " * 100
     assert counter.count(big) == estimate_tokens(big)
+
+
+def test_a_long_text_counted_a_piece_at_a_time_counts_the_same_as_whole(
+    bpe: BpeCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import offload.core.tokens as tokens
+
+    # every sample, many times over with varied joins: code, JSON, traces, prose, Unicode
+    joins = [" ", "\n", "  ", "\n\n", " é ", "\t", "12 ", ""]
+    text = "".join(SAMPLES[i % len(SAMPLES)] + joins[i % len(joins)] for i in range(400))
+    whole = len(bpe._get_encoding().encode(text, disallowed_special=()))
+    monkeypatch.setattr(tokens, "_PIECE_CHARS", 97)  # many pieces, cut in odd places
+    encoded: list[int] = []
+    real = bpe._get_encoding()
+
+    class Recording:
+        def encode(self, piece: str, **kwargs: object) -> list[int]:
+            encoded.append(len(piece))
+            return list(real.encode(piece, disallowed_special=()))
+
+    counter = BpeCounter(cache_size=0)
+    counter._encoding = Recording()
+    assert counter.count(text) == whole
+    assert len(encoded) > 50 and max(encoded) < 97 + 4096

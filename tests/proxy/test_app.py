@@ -251,8 +251,47 @@ def test_a_foreign_host_or_origin_is_refused(proxy: tuple[Scripted, str]) -> Non
     assert rebound.status_code == 403
     cross = loopback.get(url + "/api/stats", headers={"Origin": "http://evil.example"})
     assert cross.status_code == 403
-    local = loopback.get(url + "/api/stats", headers={"Origin": "http://localhost:3000"})
-    assert local.status_code == 200
+    port = url.rsplit(":", 1)[1]
+    served = loopback.get(url + "/api/stats", headers={"Origin": f"http://localhost:{port}"})
+    assert served.status_code == 200
+    assert state.requests == []
+
+
+def test_a_page_on_another_local_port_cannot_post_through_the_proxy(
+    proxy: tuple[Scripted, str],
+) -> None:
+    state, url = proxy
+    # the simple request a page at localhost:3000 may send without a CORS preflight
+    other_port = loopback.post(
+        url + CHAT,
+        content=json.dumps({"messages": HELLO}).encode(),
+        headers={"Origin": "http://localhost:3000", "Content-Type": "text/plain"},
+    )
+    assert other_port.status_code == 403
+    assert "Origin not allowed" in other_port.json()["error"]["message"]
+    assert state.requests == []
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded"],
+)
+def test_a_simple_request_content_type_is_refused_on_json_routes(
+    proxy: tuple[Scripted, str], content_type: str
+) -> None:
+    state, url = proxy
+    port = url.rsplit(":", 1)[1]
+    for path, shape in ((CHAT, "openai"), ("/v1/messages", "anthropic")):
+        refused = loopback.post(
+            url + path,
+            content=json.dumps({"messages": HELLO}).encode(),
+            headers={"Origin": f"http://127.0.0.1:{port}", "Content-Type": content_type},
+        )
+        assert refused.status_code == 415
+        body = refused.json()
+        if shape == "anthropic":
+            assert body["type"] == "error"
+        assert "application/json" in body["error"]["message"]
     assert state.requests == []
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -12,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from offload.proxy.counting import UpstreamCounter
+from offload.proxy.counting import UpstreamCounter, token_count
 from proxy.proxy_servers import serving
 from realparts import free_port
 
@@ -52,6 +53,30 @@ def test_exact_counts_come_from_tokenize_once_per_content(
     assert counter.count("one two three") == 3
     assert counter.count("caf\u00e9 \U0001f600 four five") == 4  # non-ASCII as JSON
     assert state.calls == 2 and counter.exact and counter.cache_len() == 2
+    counter.close()
+
+
+def test_the_tokenize_connections_of_ended_threads_are_closed(
+    tokenizer: tuple[Tokenizer, str],
+) -> None:
+    _state, url = tokenizer
+    counter = UpstreamCounter(url)
+    barrier = threading.Barrier(4)
+
+    def count(i: int) -> None:
+        counter.count(f"thread {i} has words")
+        barrier.wait(timeout=60)  # four live threads, four kept-alive connections
+
+    threads = [threading.Thread(target=count, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert counter.open_connections == 4
+    assert counter.release_ended() == 4
+    assert counter.open_connections == 0
+    assert counter.count("the main thread counts too") == 5
+    assert counter.open_connections == 1
     counter.close()
 
 
@@ -112,3 +137,26 @@ def test_calibration_scales_offline_counts_toward_the_reported_prompt_size(
     assert counter.ratio == pytest.approx(2.0, rel=0.05)
     assert counter.count(messages[0]["content"] + " more") > 1.8 * before
     counter.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "count"),
+    [
+        (b'{"tokens":[1,2,3]}', 3),
+        (b'{"tokens": [ 7 ]}', 1),
+        (b'{"tokens": []}', 0),
+        (b'{"tokens":[{"id":1,"piece":"a"},{"id":2,"piece":","}]}', 2),  # with_pieces
+        (b'{"tokens": "none"}', None),
+        (b'{"content": [1, 2]}', None),
+        (b"not json", None),
+    ],
+)
+def test_a_tokenize_answer_is_counted_without_building_its_list(
+    answer: bytes, count: int | None
+) -> None:
+    assert token_count(answer) == count
+
+
+def test_a_long_tokenize_answer_counts_every_id() -> None:
+    ids = list(range(300_000))
+    assert token_count(json.dumps({"tokens": ids}).encode()) == len(ids)

@@ -275,6 +275,25 @@ async def test_a_connection_prepared_before_the_request_is_the_one_it_goes_out_o
     await pool.aclose()
 
 
+async def test_kept_alive_connections_idle_past_their_time_are_closed_by_the_pool(
+    upstream: Upstream,
+) -> None:
+    pool = Http1Pool(
+        f"http://127.0.0.1:{upstream.port}", timeout_s=WAIT, connect_timeout_s=WAIT, idle_s=0.2
+    )
+    # a burst of three at once opens three connections, all kept alive afterwards
+    answers = await asyncio.gather(
+        *(pool.request("POST", "/sized", [], str(i).encode()) for i in range(3))
+    )
+    assert [await a.aread() for a in answers] == [b"echo:0", b"echo:1", b"echo:2"]
+    assert upstream.connections == 3
+    # nobody asks again: the pool closes them by itself (the server sees each one end)
+    await until(lambda: len(upstream.handlers) == 3 and all(h.done() for h in upstream.handlers))
+    resp = await pool.request("POST", "/sized", [], b"again")  # a fresh one, still served
+    assert await resp.aread() == b"echo:again"
+    await pool.aclose()
+
+
 async def test_preparing_a_connection_to_an_upstream_that_is_down_still_reports_it() -> None:
     pool = Http1Pool(f"http://127.0.0.1:{free_port()}", timeout_s=WAIT, connect_timeout_s=WAIT)
     pool.prepare()

@@ -89,7 +89,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     )
     gw = settings.gateway
     if args.http:
-        anyio.run(lambda: run_http(gateway, gw.host, gw.port))
+        limit = settings.http.max_body_bytes
+        anyio.run(lambda: run_http(gateway, gw.host, gw.port, max_body_bytes=limit))
     else:
         anyio.run(lambda: run_stdio(gateway))
     return 0

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if args.http:
             from offload.mcp.http import run_http
 
-            run_http(server, settings.mcp)
+            run_http(server, settings.mcp, max_body_bytes=settings.http.max_body_bytes)
         else:
             from offload.mcp.stdio import run_stdio
 

@@ -51,7 +51,9 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     store = open_store(settings, serving=True)
     try:
-        app = create_app(proxy_settings(settings), store)
+        app = create_app(
+            proxy_settings(settings), store, max_body_bytes=settings.http.max_body_bytes
+        )
         # access logs carry method, path and status only: never headers or keys
         uvicorn.run(
             app,

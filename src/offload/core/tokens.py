@@ -157,7 +157,7 @@ class BpeCounter:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        n = len(self._get_encoding().encode(text, disallowed_special=()))
+        n = self._encoded_length(text)
         if self._cache_size:
             with self._lock:
                 self._cache[key] = n
@@ -166,10 +166,46 @@ class BpeCounter:
                     self._cache.popitem(last=False)
         return n
 
+    def _encoded_length(self, text: str) -> int:
+        """The token count, encoding a long text a piece at a time: the ids of a whole
+        20 MB text would be a list of millions of ints (~150 MB) only to be counted.
+
+        A piece ends where the encoding's own pre-split already cuts (no token spans it:
+        :func:`_word_boundary`), so the sum is the same count; where no such place is
+        near, the rest is encoded whole.
+        """
+        encoding = self._get_encoding()
+        total = start = 0
+        while len(text) - start > _PIECE_CHARS:
+            cut = _word_boundary(text, start + _PIECE_CHARS)
+            if cut < 0:
+                break
+            total += len(encoding.encode(text[start:cut], disallowed_special=()))
+            start = cut
+        return total + len(encoding.encode(text[start:], disallowed_special=()))
+
     def cache_len(self) -> int:
         """How many counts are cached (for tests and metrics)."""
         with self._lock:
             return len(self._cache)
+
+
+# texts longer than this are counted a piece at a time (see BpeCounter._encoded_length)
+_PIECE_CHARS = 1 << 20
+_BOUNDARY_SEARCH = 4096
+
+
+def _word_boundary(text: str, at: int) -> int:
+    """An index at or after ``at`` (within a few KB) where the encoding's pre-split cuts:
+    a space after a letter or digit and before a letter, or a letter or digit right after
+    a newline; -1 when there is none."""
+    for i in range(max(at, 1), min(len(text) - 1, at + _BOUNDARY_SEARCH)):
+        c = text[i]
+        if c == " " and text[i - 1].isalnum() and text[i + 1].isalpha():
+            return i
+        if text[i - 1] == "\n" and c.isalnum():
+            return i
+    return -1
 
 
 # --- calibration against observed true counts ----------------------------------------------

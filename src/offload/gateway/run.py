@@ -8,8 +8,11 @@ import signal
 import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
-from starlette.applications import Starlette
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp
 
+from offload.config import HttpSettings
+from offload.core.bodylimit import BodyLimit, jsonrpc
 from offload.gateway.children import kill_all
 from offload.gateway.server import Gateway
 
@@ -49,20 +52,50 @@ async def _exit_on_signal(gateway: Gateway) -> None:
             os._exit(128 + signum)
 
 
-def http_app(gateway: Gateway, host: str, *, path: str = MCP_PATH) -> Starlette:
-    """The gateway's Streamable HTTP app at ``path``.
+def http_app(
+    gateway: Gateway,
+    host: str,
+    *,
+    path: str = MCP_PATH,
+    port: int = 0,
+    max_body_bytes: int = HttpSettings().max_body_bytes,
+) -> ASGIApp:
+    """The gateway's Streamable HTTP app at ``path``: Host loopback (or ``host``), Origin
+    only the served one (any port only when ``port`` is 0), bodies up to ``max_body_bytes``.
 
     Its lifespan runs the SDK session manager only; the upstream connections are started
     and stopped separately (:meth:`Gateway.serve`, or :meth:`Gateway.start` / ``stop``).
     """
-    return gateway.server.streamable_http_app(streamable_http_path=path, host=host)
+    names = list(dict.fromkeys(["127.0.0.1", "localhost", "[::1]", _host_part(host)]))
+    shown_port = str(port) if port else "*"
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}:*" for n in names],
+        allowed_origins=[f"http://{n}:{shown_port}" for n in names],
+    )
+    app = gateway.server.streamable_http_app(
+        streamable_http_path=path,
+        host=host,
+        transport_security=security,
+        max_request_body_size=max_body_bytes,
+    )
+    return BodyLimit(app, max_body_bytes, jsonrpc)
+
+
+def _host_part(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 async def run_http(
-    gateway: Gateway, host: str, port: int, *, ready: anyio.Event | None = None
+    gateway: Gateway,
+    host: str,
+    port: int,
+    *,
+    ready: anyio.Event | None = None,
+    max_body_bytes: int = HttpSettings().max_body_bytes,
 ) -> None:
     """Serve Streamable HTTP at ``http://host:port/mcp`` until cancelled."""
-    app = http_app(gateway, host)
+    app = http_app(gateway, host, port=port, max_body_bytes=max_body_bytes)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     try:

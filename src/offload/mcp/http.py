@@ -10,7 +10,8 @@ from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from offload.config import McpSettings
+from offload.config import HttpSettings, McpSettings
+from offload.core.bodylimit import BodyLimit, jsonrpc
 
 MCP_PATH = "/mcp"
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
@@ -21,13 +22,15 @@ def _host_part(host: str) -> str:
 
 
 def security_settings(mcp: McpSettings) -> TransportSecuritySettings:
-    """Loopback names plus the configured host are allowed as Host; loopback origins plus
-    ``[mcp] allowed_origins`` as Origin. Anything else is refused (421 / 403)."""
+    """Loopback names plus the configured host are allowed as Host; as Origin only the
+    served one (those names on the served port; any port only when the port is chosen by
+    the system, 0) plus ``[mcp] allowed_origins``. Anything else is refused (421 / 403)."""
     names = list(dict.fromkeys([*_LOOPBACK, _host_part(mcp.host)]))
+    port = str(mcp.port) if mcp.port else "*"
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{n}:*" for n in names],
-        allowed_origins=[f"http://{n}:*" for n in names] + list(mcp.allowed_origins),
+        allowed_origins=[f"http://{n}:{port}" for n in names] + list(mcp.allowed_origins),
     )
 
 
@@ -62,25 +65,32 @@ class BearerGuard:
         await self.app(scope, receive, send)
 
 
-def http_app(server: Server[Any], mcp: McpSettings) -> ASGIApp:
-    """The ASGI app serving ``server`` at ``/mcp`` (its lifespan runs the session manager)."""
+def http_app(
+    server: Server[Any], mcp: McpSettings, *, max_body_bytes: int = HttpSettings().max_body_bytes
+) -> ASGIApp:
+    """The ASGI app serving ``server`` at ``/mcp`` (its lifespan runs the session manager),
+    every request body bounded to ``max_body_bytes`` (a JSON-RPC error past it)."""
     app: ASGIApp = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         transport_security=security_settings(mcp),
         host=mcp.host,
+        # the SDK's own bound (plain text) is set to ours, which answers first in JSON-RPC
+        max_request_body_size=max_body_bytes,
     )
+    app = BodyLimit(app, max_body_bytes, jsonrpc)
     if mcp.bearer_token:
         app = BearerGuard(app, mcp.bearer_token)
     return app
 
 
-def run_http(server: Server[Any], mcp: McpSettings) -> None:
+def run_http(
+    server: Server[Any], mcp: McpSettings, *, max_body_bytes: int = HttpSettings().max_body_bytes
+) -> None:
     """Serve until interrupted."""
     import uvicorn
 
-    config = uvicorn.Config(
-        http_app(server, mcp), host=mcp.host, port=mcp.port, log_level="warning", lifespan="on"
-    )
+    app = http_app(server, mcp, max_body_bytes=max_body_bytes)
+    config = uvicorn.Config(app, host=mcp.host, port=mcp.port, log_level="warning", lifespan="on")
     print(
         f"offload mcp: Streamable HTTP at http://{_host_part(mcp.host)}:{mcp.port}{MCP_PATH}",
         file=sys.stderr,

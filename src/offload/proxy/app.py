@@ -38,9 +38,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from offload.config import ProxySettings, Settings
+from offload.config import HttpSettings, ProxySettings, Settings
+from offload.core.bodylimit import BodyLimit
 from offload.proxy.chat import chat_completions
-from offload.proxy.errors_http import Guard, shape_for
+from offload.proxy.errors_http import Guard, shape_for, too_large
 from offload.proxy.routes_anthropic import messages
 from offload.proxy.routes_models import models
 from offload.proxy.routes_passthrough import passthrough
@@ -59,8 +60,10 @@ def create_app(
     *,
     rewriter: RewriterFactory = default_rewriter,
     transport: httpx.AsyncBaseTransport | None = None,
+    max_body_bytes: int = HttpSettings().max_body_bytes,
 ) -> Guard:
-    """The proxy as an ASGI app (guarded by Host/Origin checks and the optional token)."""
+    """The proxy as an ASGI app (guarded by Host/Origin checks and the optional token, every
+    request body bounded to ``max_body_bytes``: ``http.max_body_mb``)."""
     state = ProxyState(settings, store, rewriter=rewriter, transport=transport)
 
     @contextlib.asynccontextmanager
@@ -86,7 +89,7 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.proxy = state
     app.add_exception_handler(Exception, _internal_error)
-    return Guard.for_proxy(app, settings)
+    return Guard.for_proxy(BodyLimit(app, max_body_bytes, too_large), settings)
 
 
 def proxy_settings(settings: Settings, cwd: Path | None = None) -> ProxySettings:

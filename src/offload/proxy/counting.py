@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -91,6 +92,16 @@ class UpstreamCounter:
         """Close the HTTP connections."""
         self._tokenize_client.close()
 
+    def release_ended(self) -> int:
+        """Close the connections of worker threads that have ended (called now and then by
+        a long-running proxy); how many were closed."""
+        return self._tokenize_client.release_ended()
+
+    @property
+    def open_connections(self) -> int:
+        """Connections to ``/tokenize`` open now (one per live thread that counted)."""
+        return self._tokenize_client.open_count
+
     @property
     def exact(self) -> bool:
         """True while the upstream's /tokenize is believed usable."""
@@ -138,14 +149,10 @@ class UpstreamCounter:
         if status != 200:
             self._paused_until = self._clock() + self._retry_after_s
             return None
-        try:
-            tokens = json.loads(body).get("tokens")
-        except (ValueError, AttributeError):
-            tokens = None
-        if not isinstance(tokens, list):
+        n = token_count(body)
+        if n is None:
             self._supported = False  # answers, but not like llama-server: never ask again
-            return None
-        return len(tokens)
+        return n
 
     def calibrate(self, messages: Iterable[Mapping[str, Any]], prompt_tokens: int) -> None:
         """Learn from the prompt size the upstream reported for the messages we sent.
@@ -166,6 +173,36 @@ class UpstreamCounter:
             return len(self._cache)
 
 
+_DIGIT = re.compile(rb"\d")
+
+
+def token_count(body: bytes) -> int | None:
+    """How many tokens a ``/tokenize`` answer (``{"tokens": [1, 2, ...]}``) lists, or None
+    when it is not such an answer.
+
+    Counted in the bytes: a long prompt's answer lists millions of ids, which as a Python
+    list of ints would take ~36 bytes each (a 20 MB prompt: ~200 MB) just to take its
+    length. Anything but a plain array of numbers is parsed as JSON.
+    """
+    key = body.find(b'"tokens"')
+    start = body.find(b"[", key) if key >= 0 else -1
+    end = body.find(b"]", start) if start >= 0 else -1
+    plain = (
+        end >= 0
+        and not body[key + 8 : start].strip(b" \t\r\n:")
+        and all(body.find(c, start + 1, end) < 0 for c in (b"{", b"[", b'"'))
+        and body.rfind(b"[") == start
+    )
+    if plain:
+        empty = _DIGIT.search(body, start, end) is None
+        return 0 if empty else body.count(b",", start, end) + 1
+    try:
+        tokens = json.loads(body).get("tokens")
+    except (ValueError, AttributeError):
+        return None
+    return len(tokens) if isinstance(tokens, list) else None
+
+
 class _TokenizeClient:
     """``POST /tokenize`` over one kept-alive connection per thread."""
 
@@ -178,7 +215,10 @@ class _TokenizeClient:
         self._timeout_s = timeout_s
         self._headers = {**headers, "content-type": "application/json"}
         self._local = threading.local()
-        self._open: set[http.client.HTTPConnection] = set()  # every thread's, for close()
+        # every thread's, with its thread: for close(), and closed once the thread has ended
+        # (a worker pool's threads come and go; their connections must not stay behind,
+        # kept alive here and closed by the upstream: sockets left in CLOSE-WAIT)
+        self._open: dict[http.client.HTTPConnection, threading.Thread] = {}
         self._lock = threading.Lock()
 
     def post(self, body: bytes) -> tuple[int, bytes]:
@@ -209,20 +249,37 @@ class _TokenizeClient:
         cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
         conn = cls(self._host, self._port, timeout=self._timeout_s)
         self._local.conn = conn
+        self.release_ended()
         with self._lock:
-            self._open.add(conn)
+            self._open[conn] = threading.current_thread()
         return conn
+
+    @property
+    def open_count(self) -> int:
+        """Connections open now."""
+        with self._lock:
+            return len(self._open)
+
+    def release_ended(self) -> int:
+        """Close the connections of threads that have ended; how many were closed."""
+        with self._lock:
+            ended = [conn for conn, thread in self._open.items() if not thread.is_alive()]
+            for conn in ended:
+                del self._open[conn]
+        for conn in ended:
+            conn.close()
+        return len(ended)
 
     def _drop(self, conn: http.client.HTTPConnection) -> None:
         conn.close()
         if getattr(self._local, "conn", None) is conn:
             self._local.conn = None
         with self._lock:
-            self._open.discard(conn)
+            self._open.pop(conn, None)
 
     def close(self) -> None:
         """Close every thread's connection."""
         with self._lock:
-            conns, self._open = self._open, set()
+            conns, self._open = list(self._open), {}
         for conn in conns:
             conn.close()

@@ -22,6 +22,14 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 # the proxy's own endpoints: these (and only these) require the bearer token when one is set;
 # model routes carry the upstream's key in Authorization, which is forwarded untouched
 OWN_PATHS = frozenset({"/metrics", "/api/stats"})
+# the routes whose body is JSON: a content type that a browser sends cross-origin without a
+# CORS preflight (a "simple request") is refused on them
+JSON_PATHS = frozenset(
+    {"/v1/chat/completions", "/v1/messages", "/v1/completions", "/v1/embeddings", "/tokenize"}
+)
+SIMPLE_TYPES = frozenset({"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"})
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def openai_error(
@@ -111,6 +119,12 @@ def shape_for(path: str) -> ErrorShape:
     return ANTHROPIC if path in ANTHROPIC_PATHS else OPENAI
 
 
+def too_large(path: str, message: str) -> tuple[bytes, bytes]:
+    """A 413 body in the shape of the route at ``path`` (for :class:`BodyLimit`)."""
+    body = shape_for(path).body(413, message, "invalid_request_error", "request_too_large")
+    return b"application/json", json.dumps(body).encode()
+
+
 def _hostname(host_header: str) -> str:
     host = host_header.strip().lower()
     if host.startswith("["):  # [::1]:8900
@@ -184,12 +198,13 @@ class Guard:
         if host is not None and _hostname(host) not in self.hosts:
             return 403, "Host not allowed (DNS rebinding protection); see proxy.allowed_hosts"
         origin = headers.get("origin")
-        if origin is not None and origin.lower() != "null":
-            name = (urlsplit(origin).hostname or "").lower()
-            if name not in LOOPBACK_HOSTS and origin.rstrip("/").lower() not in self.origins:
-                return 403, "Origin not allowed; see proxy.allowed_origins"
-        elif origin is not None:
-            return 403, "Origin not allowed"
+        if origin is not None and not self._origin_ok(origin, scope):
+            return 403, "Origin not allowed (only the served origin); see proxy.allowed_origins"
+        if scope["method"] in _BODY_METHODS and scope["path"] in JSON_PATHS:
+            media = headers.get("content-type", "").partition(";")[0].strip().lower()
+            if media in SIMPLE_TYPES:
+                # what a browser may send cross-origin without asking first (CORS)
+                return 415, f"Content-Type {media} not accepted: send application/json"
         if self.token and scope["path"] in self.token_paths:
             given = headers.get("x-offload-token", "")
             auth = headers.get("authorization", "")
@@ -198,3 +213,23 @@ class Guard:
             if not secrets.compare_digest(given.encode(), self.token):
                 return 401, "missing or wrong bearer token for the proxy's own endpoints"
         return None
+
+    def _origin_ok(self, origin: str, scope: Scope) -> bool:
+        """A configured origin, or the one this request was served at: one of our host
+        names on the port it came in on (a page on another local port is another origin)."""
+        wanted = origin.rstrip("/").lower()
+        if wanted in self.origins:
+            return True
+        try:
+            parts = urlsplit(wanted)
+            port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        except ValueError:
+            return False
+        server = scope.get("server")
+        served_port = server[1] if server else None
+        return (
+            parts.scheme in _DEFAULT_PORTS
+            and (parts.hostname or "") in self.hosts
+            and port is not None
+            and port == served_port
+        )

@@ -40,6 +40,10 @@ from offload.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 # Above this much unread body the socket stops being read (the client is slower than the
 # upstream); reading resumes once the relay has taken it.
 _HIGH_WATER = 1 << 18
+# an idle kept-alive connection is closed after this long: the pool shrinks back after a
+# burst, and a connection the upstream dropped is not kept (llama-server's own keep-alive
+# timeout is 5 s; a connection it closed is seen closed here and dropped at the next look)
+IDLE_S = 15.0
 
 
 class _Exchange:
@@ -83,6 +87,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.reused = False
         self.paused = False
+        self.idle_since = 0.0  # the loop's time it last went back to the pool
         self.exchange = _Exchange()
         self._parser = httptools.HttpResponseParser(self.exchange)
         self._waiter: asyncio.Future[None] | None = None
@@ -264,7 +269,13 @@ class Http1Pool:
     """
 
     def __init__(
-        self, origin: str, *, timeout_s: float, connect_timeout_s: float, max_idle: int = 128
+        self,
+        origin: str,
+        *,
+        timeout_s: float,
+        connect_timeout_s: float,
+        max_idle: int = 128,
+        idle_s: float = IDLE_S,
     ) -> None:
         parts = urlsplit(origin)
         if parts.scheme != "http" or not parts.hostname:
@@ -278,6 +289,8 @@ class Http1Pool:
         self._max_idle = max_idle
         self._idle: collections.deque[_Connection] = collections.deque()
         self._opening: asyncio.Task[None] | None = None
+        self._idle_s = idle_s
+        self._expiry: asyncio.TimerHandle | None = None
 
     def prepare(self) -> None:
         """Start opening a connection now unless one is idle or already being opened.
@@ -297,7 +310,7 @@ class Http1Pool:
             return  # the request connects itself and reports what is wrong
         finally:
             self._opening = None
-        self._idle.append(conn)
+        self._park(conn)
 
     async def request(
         self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes
@@ -327,12 +340,42 @@ class Http1Pool:
         """Keep a connection whose exchange ended for the next request (or close it)."""
         if conn.reusable() and len(self._idle) < self._max_idle:
             conn.reused = True
-            self._idle.append(conn)
+            self._park(conn)
         else:
             conn.close()
 
+    def _park(self, conn: _Connection) -> None:
+        """Put ``conn`` in the pool; it is closed if it idles there ``idle_s``."""
+        loop = asyncio.get_running_loop()
+        conn.idle_since = loop.time()
+        self._idle.append(conn)
+        if self._expiry is None:
+            self._expiry = loop.call_later(self._idle_s, self._expire)
+
+    def _expire(self) -> None:
+        """Close the connections idle for ``idle_s`` (and drop those the upstream closed):
+        after a burst of concurrent requests the pool shrinks back by itself."""
+        self._expiry = None
+        loop = asyncio.get_running_loop()
+        cutoff = loop.time() - self._idle_s
+        kept: collections.deque[_Connection] = collections.deque()
+        for conn in self._idle:
+            if conn.closed:
+                continue
+            if conn.idle_since <= cutoff:
+                conn.close()
+            else:
+                kept.append(conn)
+        self._idle = kept
+        if kept:
+            wait = kept[0].idle_since + self._idle_s - loop.time()
+            self._expiry = loop.call_later(max(wait, 0.05), self._expire)
+
     async def aclose(self) -> None:
         """Close the idle connections (and stop opening one)."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         if self._opening is not None:
             self._opening.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -39,6 +39,8 @@ log = logging.getLogger("offload.proxy")
 
 # used only when neither settings nor the upstream say; set proxy.n_ctx for such upstreams
 FALLBACK_N_CTX = 8192
+# how often the proxy closes what ended worker threads left open (see _release_ended)
+RELEASE_S = 5.0
 
 
 class Rewriter(Protocol):
@@ -148,13 +150,24 @@ class ProxyState:
 
     async def _flush_loop(self) -> None:
         interval = max(0.05, self.settings.metrics_flush_s)
+        last_release = time.monotonic()
         while True:
             await asyncio.sleep(interval)
+            if time.monotonic() - last_release >= RELEASE_S:
+                last_release = time.monotonic()
+                # in a worker thread: the call also lets anyio stop workers that idled
+                await anyio.to_thread.run_sync(self._release_ended)
             if self.metrics.dirty:
                 try:
                     await anyio.to_thread.run_sync(self.metrics.flush)
                 except OffloadError as exc:  # a busy store: the counts stay dirty, retried
                     log.warning("metrics flush failed: %s", exc)
+
+    def _release_ended(self) -> None:
+        """Close what worker threads that have ended left open: their /tokenize
+        connections, their store connections."""
+        self.counter.release_ended()
+        self.store.release_idle()
 
     def learn_tool_support(self, support: bool | None) -> None:
         """Record whether the upstream's template renders tools; stubs and recall blocks

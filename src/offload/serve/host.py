@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from offload.config import Settings
+from offload.core.bodylimit import BodyLimit, plain_json
 from offload.core.urls import redact_url
 from offload.errors import OffloadError
 from offload.serve import store_api
@@ -177,11 +178,14 @@ def build(
     from offload.mcp.server import build_server
     from offload.proxy.app import create_app, proxy_settings
 
-    proxy = create_app(proxy_settings(settings, cwd), store)
+    limit = settings.http.max_body_bytes
+    proxy = create_app(proxy_settings(settings, cwd), store, max_body_bytes=limit)
     mcp_ctx = McpContext.build(settings, store, cwd)
     # the MCP guard must accept the Host this process is actually reached at
-    mcp_settings = dataclasses.replace(settings.mcp, host=settings.proxy.host)
-    mcp = mcp_http_app(build_server(mcp_ctx), mcp_settings)
+    mcp_settings = dataclasses.replace(
+        settings.mcp, host=settings.proxy.host, port=settings.proxy.port
+    )
+    mcp = mcp_http_app(build_server(mcp_ctx), mcp_settings, max_body_bytes=limit)
     gateway: Gateway | None = None
     gateway_app: ASGIApp | None = None
     if gateway_file is not None:
@@ -192,7 +196,13 @@ def build(
 
         config = load_gateway_config(gateway_file)
         gateway = Gateway(settings.gateway, config, store, tool_encoder=tool_encoder(settings))
-        gateway_app = gateway_http_app(gateway, settings.proxy.host, path=GATEWAY_PATH)
+        gateway_app = gateway_http_app(
+            gateway,
+            settings.proxy.host,
+            path=GATEWAY_PATH,
+            port=settings.proxy.port,
+            max_body_bytes=limit,
+        )
     base = f"http://{_host_part(settings.proxy.host)}:{settings.proxy.port}"
     served = Served(settings, store, base, proxy, mcp, mcp_ctx, gateway, gateway_app, gateway_file)
     served.app = _router(served)
@@ -292,8 +302,10 @@ def _host_app(served: Served) -> ASGIApp:
         ]
     )
     # the host's own pages get the proxy's guard: Host/Origin checks, and the bearer token
-    # on /metrics and /api/stats when [proxy] bearer_token is set
-    return Guard.for_proxy(app, served.settings.proxy, token_paths=TOKEN_PATHS)
+    # on /metrics and /api/stats when [proxy] bearer_token is set; bodies are bounded too
+    # (they take none, but an unread body must not be buffered without bound either)
+    bounded = BodyLimit(app, served.settings.http.max_body_bytes, plain_json)
+    return Guard.for_proxy(bounded, served.settings.proxy, token_paths=TOKEN_PATHS)
 
 
 def scope_asked(served: Served, params: Mapping[str, str]) -> str | None:

@@ -12,7 +12,6 @@ import dataclasses
 import json
 import logging
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -46,6 +45,7 @@ from offload.store.search import query  # fmt: skip
 from offload.store.search.memory.resident import ResidentIndex
 from offload.store.search.pipeline import search_hits
 from offload.store.sqlite import db
+from offload.store.sqlite.threadconns import ThreadConnections
 from offload.store.write import blocks, index, rows, vectors, writes
 from offload.store.write.puts import (
     PutOptions,
@@ -97,9 +97,7 @@ class Store(SavedState):
         self.settings = settings or StoreSettings()
         self._counter = counter
         self.clock = clock
-        self._local = threading.local()
-        self._conns: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
+        self._conns = ThreadConnections(self._connect_sqlite, _release_free_pages)
         self._bodies = blocks.BodyCache()
         self._pg: pgconn.ThreadConns | None = None
         # BM25 over the body chunks in memory (store/search/memory/resident.py; the chunk sources are
@@ -218,17 +216,25 @@ class Store(SavedState):
         return self._sqlite_conn()
 
     def _sqlite_conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = db.connect(
-                self.path,
-                busy_timeout_s=self.settings.busy_timeout_s,
-                synchronous=self.settings.synchronous,
-            )
-            self._local.conn = conn
-            with self._lock:
-                self._conns.append(conn)
-        return conn
+        return self._conns.get()
+
+    def _connect_sqlite(self) -> sqlite3.Connection:
+        return db.connect(
+            self.path,
+            busy_timeout_s=self.settings.busy_timeout_s,
+            synchronous=self.settings.synchronous,
+        )
+
+    @property
+    def open_connections(self) -> int:
+        """SQLite connections open now (one per live thread that used the store; 0 on
+        PostgreSQL, whose pool has its own bound)."""
+        return 0 if self._pg is not None else self._conns.count
+
+    def release_idle(self) -> int:
+        """Close the connections of threads that have ended (a long-running process calls
+        this now and then); how many were closed."""
+        return 0 if self._pg is not None else self._conns.release_ended()
 
     def _own_conn(self) -> Conn:
         """A connection of its own for a background reader (it closes it)."""
@@ -247,12 +253,7 @@ class Store(SavedState):
         if self._pg is not None:
             self._pg.close()
             return
-        with self._lock:
-            for conn in self._conns:
-                _release_free_pages(conn)
-                conn.close()
-            self._conns.clear()
-        self._local = threading.local()
+        self._conns.close_all()
 
     def __enter__(self) -> Store:
         return self

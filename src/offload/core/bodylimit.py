@@ -1,0 +1,126 @@
+"""A bound on every HTTP request body, as plain ASGI middleware shared by every surface.
+
+A body whose ``Content-Length`` is over the limit is refused before a byte of it is read;
+otherwise the body is counted as it arrives and refused the moment it passes the limit
+(a chunked upload has no length to check up front). An accepted body is handed to the
+app as one message, so the app's own ``request.body()`` costs no second copy: the memory a
+request holds is its size, not a multiple of it.
+
+The refusal (413) is in the shape of the surface's clients: each surface passes a
+:data:`Refusal` (the proxy OpenAI's or Anthropic's error JSON per route, MCP a JSON-RPC
+error, the host's own pages ``{"error": ...}``).
+
+Pure ASGI, not Starlette's ``BaseHTTPMiddleware`` (which hides client disconnects from
+streaming routes); it imports no web framework.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
+
+#: ``(path, message) -> (content type, body)`` of a refusal for the route at ``path``.
+Refusal = Callable[[str, str], tuple[bytes, bytes]]
+
+
+def too_large_message(limit: int) -> str:
+    """The one-line reason a request body was refused."""
+    return (
+        f"request body too large: the limit is {limit // (1024 * 1024)} MiB "
+        f"({limit} bytes); raise http.max_body_mb to accept more"
+    )
+
+
+def plain_json(path: str, message: str) -> tuple[bytes, bytes]:
+    """A ``{"error": message}`` refusal (the host's own pages)."""
+    import json
+
+    return b"application/json", json.dumps({"error": message}).encode()
+
+
+def jsonrpc(path: str, message: str) -> tuple[bytes, bytes]:
+    """A JSON-RPC error refusal with no id (the request was never parsed): MCP routes."""
+    import json
+
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    return b"application/json", json.dumps(body).encode()
+
+
+class BodyTooLarge(Exception):
+    """The body passed the limit while it was being read (internal to this module)."""
+
+
+class BodyLimit:
+    """``app`` with every HTTP request body bounded to ``limit`` bytes."""
+
+    def __init__(self, app: Any, limit: int, refusal: Refusal = plain_json) -> None:
+        if limit <= 0:
+            raise ValueError("the body limit must be a positive number of bytes")
+        self.app = app
+        self.limit = limit
+        self.refusal = refusal
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self._declared(scope) > self.limit:
+            await self._refuse(scope, send)
+            return
+        try:
+            first = await self._read(receive)
+        except BodyTooLarge:
+            await self._refuse(scope, send)
+            return
+        pending: list[Message] = [first]
+
+        async def replay() -> Message:
+            # the whole body once, then the client's own messages (a disconnect)
+            return pending.pop() if pending else await receive()
+
+        await self.app(scope, replay, send)
+
+    def _declared(self, scope: MutableMapping[str, Any]) -> int:
+        """The declared ``Content-Length`` (0 when absent or not a number: then counted)."""
+        for name, value in scope.get("headers") or ():
+            if name.lower() == b"content-length":
+                try:
+                    return int(value)
+                except ValueError:
+                    return 0
+        return 0
+
+    async def _read(self, receive: Receive) -> Message:
+        """The whole body as one ``http.request`` message (or the first message that is not
+        one: a disconnect), refusing past the limit as bytes arrive."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return message
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                raise BodyTooLarge
+            if chunk:
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                return {"type": "http.request", "body": body, "more_body": False}
+
+    async def _refuse(self, scope: MutableMapping[str, Any], send: Send) -> None:
+        content_type, body = self.refusal(scope.get("path", ""), too_large_message(self.limit))
+        headers = [
+            (b"content-type", content_type),
+            (b"content-length", str(len(body)).encode()),
+            # the rest of the body is not read: the connection cannot be reused
+            (b"connection", b"close"),
+        ]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,104 @@
+"""The one-port host over real loopback HTTP: every route bounds its request body
+(``http.max_body_mb``) and refuses past it with a 413 in its own clients' error shape."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import loopback
+from offload.config import load_settings
+from offload.serve.host import build
+from offload.store.store import Store
+from realparts import ServerThread
+from serving import ScriptedUpstream
+
+LIMIT = 1024 * 1024  # http.max_body_mb = 1
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[ScriptedUpstream]:
+    server = ScriptedUpstream().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def host(upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("host")
+    settings = load_settings(
+        env={"OFFLOAD_HOME": str(tmp / "home")},
+        flags={"proxy.upstream": upstream.url, "mcp.scope": "host-test", "http.max_body_mb": 1},
+    )
+    served = build(settings, Store.open(settings), cwd=Path(tmp))
+    server = ServerThread(served.app).start()  # its lifespan closes the store
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def declared(path: str, size: int, content_type: str = "application/json") -> bytes:
+    """A request head declaring a ``size``-byte body (none of which is sent)."""
+    return (
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: {content_type}\r\n"
+        f"accept: application/json, text/event-stream\r\ncontent-length: {size}\r\n\r\n"
+    ).encode()
+
+
+def openai_shaped(body: dict[str, Any]) -> bool:
+    error = body["error"]
+    return error["code"] == "request_too_large" and "http.max_body_mb" in error["message"]
+
+
+def anthropic_shaped(body: dict[str, Any]) -> bool:
+    return bool(body["type"] == "error" and body["error"]["type"] == "request_too_large")
+
+
+def jsonrpc_shaped(body: dict[str, Any]) -> bool:
+    return bool(body["jsonrpc"] == "2.0" and body["error"]["code"] == -32600)
+
+
+def plain_shaped(body: dict[str, Any]) -> bool:
+    return "http.max_body_mb" in body["error"]
+
+
+@pytest.mark.parametrize(
+    ("path", "shaped"),
+    [
+        ("/v1/chat/completions", openai_shaped),
+        ("/v1/messages", anthropic_shaped),
+        ("/tokenize", openai_shaped),  # passed through to the upstream below the limit
+        ("/mcp", jsonrpc_shaped),
+        ("/api/stats", plain_shaped),
+        ("/gateway/mcp", plain_shaped),  # not mounted: the host's own answer
+    ],
+)
+def test_every_route_refuses_a_body_over_the_limit_in_its_clients_error_shape(
+    host: str, upstream: ScriptedUpstream, path: str, shaped: Any
+) -> None:
+    status, body = loopback.raw_exchange(host, declared(path, LIMIT + 1), [])
+    assert status == 413
+    assert shaped(json.loads(body))
+    assert upstream.chats == []
+
+
+def test_a_chunked_chat_request_is_refused_once_it_passes_the_limit(
+    host: str, upstream: ScriptedUpstream
+) -> None:
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+        b"content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    piece = b" " * 65536
+    chunks = [b"%x\r\n%s\r\n" % (len(piece), piece)] * (LIMIT // len(piece) + 1)
+    status, body = loopback.raw_exchange(host, head, chunks)
+    assert status == 413
+    assert openai_shaped(json.loads(body))
+    assert upstream.chats == []
