@@ -6,7 +6,7 @@ import pytest
 
 from offload.store.models import Filters
 from offload.store.search import neighbours, query
-from offload.store.search.candidate import Candidate
+from offload.store.search.state import Candidate
 from offload.store.store import Store
 
 

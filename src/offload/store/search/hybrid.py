@@ -12,13 +12,14 @@ nonsense word would otherwise always "find" something).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from offload.core.fusion import calibrated_weight, fuse
 from offload.store.backend import Conn
 from offload.store.search import semantic
-from offload.store.search.candidate import Candidate
 from offload.store.search.memory import entrykeys
+from offload.store.search.state import Candidate, Fusion, SearchState
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -30,23 +31,18 @@ _KEYS = (
 
 
 def fused_candidates(
-    store: Store,
-    probe: semantic.Probe | None,
-    found: list[Candidate],
-    where: str,
-    params: list[Any],
-    need: int,
-    keep: int | None = None,
-    gate: entrykeys.Gate | None = None,
+    store: Store, probe: semantic.Probe | None, found: list[Candidate], state: SearchState
 ) -> list[Candidate]:
     """``found`` (lexical, best first) fused with the ``need`` nearest entries the filter
     keeps (``probe``: the query's scan, :func:`offload.store.search.semantic.start`), at the share :func:`~offload.core.fusion.calibrated_weight` gives this query;
     scores become the fused ones (core.fusion, set on ``found``'s candidates), best first.
-    With ``keep``, the first ``keep`` of that list only (the page and what precedes it).
-    Without a semantic side ``found`` is returned whole. ``gate``: the filter and the
-    entries' columns in memory (store/search/memory/entrykeys.py), tested there before any statement."""
+    With the state's ``keep``, the first ``keep`` of that list only (the page and what
+    precedes it). Without a semantic side ``found`` is returned whole. The state's
+    ``gate``: the filter and the entries' columns in memory
+    (store/search/memory/entrykeys.py), tested there before any statement."""
     if not found or probe is None:
         return found
+    where, params, need, keep, gate = state.where, state.params, state.need, state.keep, state.gate
     ids = [c.entry_id for c in found]
     side = semantic.finish(store, probe, where, params, ids, need, gate)
     if side is None:
@@ -67,6 +63,8 @@ def fused_candidates(
         only = [e for e, _ in order if e not in by_id]
         by_id.update(_semantic_only(store.conn, only, where, params, gate))
         order = [(e, score) for e, score in order if e in by_id][:keep]
+    if state.trace is not None:
+        state.trace.fusion = _fusion(found, side.scores, weight, side.floor)
     out = []
     for eid, score in order:
         c = by_id.get(eid)
@@ -74,6 +72,17 @@ def fused_candidates(
             c.score = score
             out.append(c)
     return out
+
+
+def _fusion(
+    found: list[Candidate], similarity: Mapping[int, float], weight: float, floor: float
+) -> Fusion:
+    """What the fusion weighed, for an explanation: each side's score mapped to [0, 1] as
+    :func:`~offload.core.fusion.fuse` maps it (the similarity alone with ``weight`` 1)."""
+    lexical = [(c.entry_id, c.score) for c in found]
+    lex_unit = dict(fuse(lexical, {}, weight=0.0, floor=floor))
+    sem_unit = dict(fuse([], similarity, weight=1.0, floor=floor))
+    return Fusion(weight, floor, dict(similarity), lex_unit, sem_unit)
 
 
 def _semantic_only(

@@ -19,8 +19,8 @@ import sqlite3
 from typing import Any
 
 from offload.store.backend import Conn, Row
-from offload.store.search.candidate import Candidate
 from offload.store.search.memory import entrykeys
+from offload.store.search.state import Candidate
 
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
