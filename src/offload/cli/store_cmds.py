@@ -17,6 +17,7 @@ from offload.core.untrusted import printable
 from offload.errors import InvalidInput
 from offload.store.models import Entry, Filters, Hit
 from offload.store.paths import project_root, read_text_file
+from offload.store.search.explain import Explanation, explanation_lines
 
 # -- arguments ------------------------------------------------------------------------------
 
@@ -45,6 +46,11 @@ def configure_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="+")
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--page", type=int, default=1)
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="say for each hit which path scored it and what each part contributed",
+    )
     _filter_args(p)
     add_scope_args(p)
 
@@ -155,13 +161,18 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
     _check_paging(args)
     with open_store(settings) as store:
         limit = max(1, args.limit)
-        hits = store.search(
-            " ".join(args.query),
-            _filters(args, settings),
-            limit=limit,
-            offset=(max(1, args.page) - 1) * limit,
-            snippet_chars=settings.search.snippet_chars,
-        )
+        asked = (" ".join(args.query), _filters(args, settings))
+        paging: dict[str, Any] = {
+            "limit": limit,
+            "offset": (max(1, args.page) - 1) * limit,
+            "snippet_chars": settings.search.snippet_chars,
+        }
+        if args.explain:
+            pairs = store.explain(*asked, **paging)
+            data = {"hits": [{**_hit_json(h), "explain": e.as_dict()} for h, e in pairs]}
+            emit(args, data, lambda d: _hits_text([h for h, _ in pairs], [e for _, e in pairs]))
+            return 0
+        hits = store.search(*asked, **paging)
         emit(args, {"hits": [_hit_json(h) for h in hits]}, lambda d: _hits_text(hits))
     return 0
 
@@ -313,17 +324,21 @@ def _best_lines(h: Hit) -> tuple[tuple[int, str], ...]:
     return h.lines or ((h.match_line, h.snippet),)
 
 
-def _hits_text(hits: list[Hit]) -> str:
-    """A head line per hit, then its best-matching lines, each with its number."""
+def _hits_text(hits: list[Hit], why: list[Explanation] | None = None) -> str:
+    """A head line per hit, then its best-matching lines, each with its number (with
+    ``why``: each hit's rank and score, and what made them, after its lines)."""
     if not hits:
         return "no matches"
     out: list[str] = []
-    for h in hits:
+    for i, h in enumerate(hits):
+        rank = "" if why is None else f"#{why[i].rank} score {h.score:.4g} "
         out.append(
-            f"{h.entry.ref} L{h.start_line}-{h.end_line}{_hit_note(h)} | "
+            f"{rank}{h.entry.ref} L{h.start_line}-{h.end_line}{_hit_note(h)} | "
             f"{h.entry.topic or h.entry.kind}"
         )
         out.extend(f"  L{n}: {text}" for n, text in _best_lines(h))
+        if why is not None:  # emit() makes the whole text printable
+            out.extend(explanation_lines(why[i], str))
     return "\n".join(out)
 
 

@@ -1,7 +1,7 @@
 """Why a hit ranks where it does: what each step of the search contributed to its score.
 
-A search asked to explain itself carries a :class:`Trace` in its
-:class:`~offload.store.search.state.SearchState`; each step records its scores there
+A search asked to explain itself carries a :class:`~offload.store.search.state.Trace` in
+its :class:`~offload.store.search.state.SearchState`; each step records its scores there
 (lexical.py the BM25 of bodies and metadata, ranking.py the neighbourhood, the phrase
 boost and salience x use, hybrid.py the fusion) and :func:`explanations` turns them into
 one :class:`Explanation` per hit shown. Without a trace no step records anything.
@@ -13,7 +13,7 @@ The parts compose in this order (``Explanation.composed`` recomputes it):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from offload.core import analysis
@@ -49,6 +49,8 @@ class Explanation:
     ranked: float  # the lexical side's final score (after a lookup's case reordering)
     similarity: float | None
     weight: float | None
+    lexical_unit: float | None  # ``ranked`` mapped to [0, 1] as the fusion weighs it
+    semantic_unit: float | None  # ``similarity`` mapped to [0, 1] likewise
     fused: float | None
     score: float
     fields: tuple[tuple[str, tuple[str, ...]], ...]
@@ -57,6 +59,13 @@ class Explanation:
         """The lexical side's score recomputed from the parts (equal to ``ranked``
         unless a lookup's case check dealt the scores out again)."""
         return (max(0.0, (self.lexical + self.neighbourhood) * self.phrase) + 1e-6) * self.use
+
+    def fused_again(self) -> float | None:
+        """The fused score recomputed from the two sides' shares (None: no embedding)."""
+        if self.weight is None:
+            return None
+        lexical, semantic = self.lexical_unit or 0.0, self.semantic_unit or 0.0
+        return (1.0 - self.weight) * lexical + self.weight * semantic
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready form."""
@@ -98,6 +107,8 @@ def explanations(
                 ranked=trace.ranked.get(eid, 0.0),
                 similarity=None if fusion is None else fusion.similarity.get(eid),
                 weight=None if fusion is None else fusion.weight,
+                lexical_unit=None if fusion is None else fusion.lexical_unit.get(eid),
+                semantic_unit=None if fusion is None else fusion.semantic_unit.get(eid),
                 fused=None if fusion is None else hit.score,
                 score=hit.score,
                 fields=field_matches(hit, searched),
@@ -124,3 +135,29 @@ def field_matches(hit: Hit, terms: set[str]) -> tuple[tuple[str, tuple[str, ...]
         if held:
             out.append((name, tuple(held)))
     return tuple(out)
+
+
+def explanation_lines(e: Explanation, clean: Callable[[str], str]) -> list[str]:
+    """``e`` as a few indented lines of text; ``clean`` makes each matched term safe for
+    where the lines go (a terminal, a model), the terms being read from stored fields."""
+    if e.lexical_rank is None:
+        found = "matched nothing itself: brought in by a neighbour or the embedding"
+    else:
+        found = f"lexical rank {e.lexical_rank}"
+    out = [
+        f"  path: {e.path}, then {e.neighbourhood_step}: {e.why}",
+        f"  lexical {e.lexical:.4g} = body {e.body:.4g} + metadata {e.meta:.4g} ({found})",
+        f"  neighbourhood {e.neighbourhood:+.4g}, phrase x{e.phrase:.4g}, "
+        f"salience and use x{e.use:.4g} -> {e.ranked:.4g}",
+    ]
+    if e.fused is not None:
+        sim = "none" if e.similarity is None else f"{e.similarity:.4g}"
+        out.append(
+            f"  fused {e.fused:.4g} = lexical {e.lexical_unit or 0.0:.3g} x {1 - (e.weight or 0.0):.3g}"
+            f" + semantic {e.semantic_unit or 0.0:.3g} x {e.weight or 0.0:.3g} "
+            f"(similarity {sim})"
+        )
+    if e.fields:
+        held = "; ".join(f"{name} [{', '.join(map(clean, terms))}]" for name, terms in e.fields)
+        out.append(f"  terms matched: {held}")
+    return out

@@ -179,4 +179,4 @@ def scoring_path(state: SearchState, terms: list[str] | tuple[str, ...]) -> Scor
         if state.view is None
         else f"more than {postings.MAX_TERMS} terms for the in-memory index"
     )
-    return ScoringPath(LEXICAL, neighbourhood, f"FTS5's bm25() ({why}); {near}")
+    return ScoringPath(LEXICAL, neighbourhood, f"FTS5's bm25(), {why}; {near}")
