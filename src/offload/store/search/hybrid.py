@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from offload.core.fusion import calibrated_weight, fuse
-from offload.store.backend import Conn
 from offload.store.search import semantic
-from offload.store.search.memory import entrykeys
 from offload.store.search.state import Candidate, Fusion, SearchState
 
 if TYPE_CHECKING:
@@ -42,9 +40,9 @@ def fused_candidates(
     (store/search/memory/entrykeys.py), tested there before any statement."""
     if not found or probe is None:
         return found
-    where, params, need, keep, gate = state.where, state.params, state.need, state.keep, state.gate
+    keep = state.keep
     ids = [c.entry_id for c in found]
-    side = semantic.finish(store, probe, where, params, ids, need, gate)
+    side = semantic.finish(store, probe, state, ids)
     if side is None:
         return found
     # the share follows how clearly each side picks its best for this query
@@ -55,13 +53,13 @@ def fused_candidates(
     order = fuse(lexical, side.scores, weight=weight, floor=side.floor, top=keep)
     by_id = {c.entry_id: c for c in found}
     only = [e for e, _ in order if e not in by_id]
-    by_id.update(_semantic_only(store.conn, only, where, params, gate))
+    by_id.update(_semantic_only(state, only))
     if keep is not None and any(e not in by_id for e in only):
         # one the filter no longer keeps (forgotten since the semantic side's check) gives
         # way to the next: the whole order then, as without ``keep``
         order = fuse(lexical, side.scores, weight=weight, floor=side.floor)
         only = [e for e, _ in order if e not in by_id]
-        by_id.update(_semantic_only(store.conn, only, where, params, gate))
+        by_id.update(_semantic_only(state, only))
         order = [(e, score) for e, score in order if e in by_id][:keep]
     if state.trace is not None:
         state.trace.fusion = _fusion(found, side.scores, weight, side.floor)
@@ -85,20 +83,21 @@ def _fusion(
     return Fusion(weight, floor, dict(similarity), lex_unit, sem_unit)
 
 
-def _semantic_only(
-    conn: Conn, ids: list[int], where: str, params: list[Any], gate: entrykeys.Gate | None
-) -> dict[int, Candidate]:
-    """Candidates for entries only the embedding found (their first chunk is shown)."""
+def _semantic_only(state: SearchState, ids: list[int]) -> dict[int, Candidate]:
+    """Candidates for entries only the embedding found, if the search's filter keeps them
+    (their first chunk is shown)."""
+    gate = state.gate
     out: dict[int, Candidate] = {}
     if gate is not None:  # the held entries from memory, the others by id
         held, ids = gate.rows(ids)
         out = {eid: Candidate.of_entry(row) for eid, row in held.items() if row is not None}
     if not ids:
         return out
-    rows = conn.execute(
+    rows = state.conn.execute(
         # the ids drive the join (see offload.store.search.lexical._BODY_ENTRIES)
-        f"SELECT {_KEYS} FROM json_each(?) j CROSS JOIN entries e WHERE e.id = j.value AND {where}",
-        (json.dumps(ids), *params),
+        f"SELECT {_KEYS} FROM json_each(?) j CROSS JOIN entries e "
+        f"WHERE e.id = j.value AND {state.where}",
+        (json.dumps(ids), *state.params),
     ).fetchall()
     out.update((int(r["eid"]), Candidate.of_entry(r)) for r in rows)
     return out

@@ -69,14 +69,11 @@ def rank(
         )
     else:
         ranked = neighbours.with_neighbours(
-            store.conn,
             found,
-            state.where,
-            state.params,
+            state,
             share=NEIGHBOUR_SHARE,
             window=NEIGHBOUR_WINDOW,
             sources=NEIGHBOUR_SOURCES,
-            gate=state.gate,
         )
     trace = state.trace
     if trace is not None:
