@@ -20,6 +20,12 @@ semantic retriever adds its own :class:`Candidate` list and a fusion merges the 
 4. :func:`offload.store.search.page.hits` (store/search/page.py): rows, chunk text and snippets (the
    best-matching lines, numbered) for the page shown only.
 
+Steps 2 and 3 read one :class:`~offload.store.search.state.SearchState` (the filter, the
+time, the statistics, the in-memory copies, the page's needs), built once here;
+:func:`~offload.store.search.state.scoring_path` is the one choice of which code scores
+the hits. :func:`explained_hits` runs the same search with a trace and says, for each
+hit, what each step added (store/search/explain.py).
+
 User text never reaches FTS5 syntax unquoted: every term is a quoted string.
 """
 
@@ -45,7 +51,7 @@ from offload.store.search import (
     semantic,
 )
 from offload.store.search.explain import Explanation, explanations
-from offload.store.search.memory import entrykeys, postings
+from offload.store.search.memory import entrykeys, entrymap, postings
 from offload.store.search.shown import ShownChunks
 from offload.store.search.state import SearchState, Trace
 
@@ -57,7 +63,7 @@ _EXPANSIONS = 24
 
 
 @dataclass(frozen=True, slots=True)
-class Page:
+class PageAsked:
     """Which page of the ranking a search shows: ``limit`` hits after ``offset``, each
     snippet at most ``width`` characters."""
 
@@ -65,16 +71,16 @@ class Page:
     offset: int
     width: int
 
-    def bounded(self) -> Page:
+    def bounded(self) -> PageAsked:
         """The page within the store's bounds (1 to 200 hits, no negative offset)."""
-        return Page(max(1, min(int(self.limit), 200)), max(0, int(self.offset)), self.width)
+        return PageAsked(max(1, min(int(self.limit), 200)), max(0, int(self.offset)), self.width)
 
 
 def search_hits(
     store: Store, text: str, filters: Filters, *, limit: int, offset: int, width: int
 ) -> list[Hit]:
     """The ranked hits for ``text`` under ``filters`` (see the module docstring)."""
-    return search(store, text, filters, Page(limit, offset, width))[0]
+    return search(store, text, filters, PageAsked(limit, offset, width))[0]
 
 
 def explained_hits(
@@ -83,14 +89,14 @@ def explained_hits(
     """:func:`search_hits`, each hit with why it ranks where it does
     (:mod:`offload.store.search.explain`); the hits are the same."""
     trace = Trace()
-    hits, terms = search(store, text, filters, Page(limit, offset, width), trace)
-    first = Page(limit, offset, width).bounded().offset + 1
+    hits, terms = search(store, text, filters, PageAsked(limit, offset, width), trace)
+    first = PageAsked(limit, offset, width).bounded().offset + 1
     ranks = range(first, first + len(hits))
     return list(zip(hits, explanations(trace, hits, ranks, terms), strict=True))
 
 
 def search(
-    store: Store, text: str, filters: Filters, page_asked: Page, trace: Trace | None = None
+    store: Store, text: str, filters: Filters, page_asked: PageAsked, trace: Trace | None = None
 ) -> tuple[list[Hit], list[str]]:
     """The ranked hits for ``text`` under ``filters`` on the page asked, and the terms
     searched; with ``trace``, each step's scores recorded there."""
@@ -100,14 +106,7 @@ def search(
         return [], []
     conn = store.conn
     now = store.clock()
-    if store.resident is not None:  # PostgreSQL: the three refreshes' reads in one trip
-        store.resident.read_ahead(conn)
-    # the in-memory index, brought up to date (None: the SQL path, store/search/memory/resident.py)
-    view = None if store.resident is None else store.resident.view(conn)
-    # and the chunk -> entry map (None: through entry_chunks, store/search/memory/entrymap.py)
-    entry_map = None if store.resident is None else store.resident.entry_map.current(conn)
-    # the entries' filter and ranking columns (None: read by id, store/search/memory/entrykeys.py)
-    keys = None if store.resident is None else store.resident.entry_keys.current(conn)
+    view, entry_map, keys = _in_memory(store)
     where, params = query.filter_sql(filters, now)
     # the index's statistics this search reads, each once (PostgreSQL: one statement)
     stats = selective.SearchStats(conn, view)
@@ -158,6 +157,21 @@ def search(
         raise StoreError(f"search failed: {exc}") from exc
     on_page = ranked[shows.offset : shows.offset + shows.limit]
     return page.hits(store, on_page, set(match_terms), shows.width, shown), telling
+
+
+def _in_memory(
+    store: Store,
+) -> tuple[postings.View | None, entrymap.EntryMap | None, entrykeys.EntryKeys | None]:
+    """The in-memory copies, brought up to date, a search reads (all None without them,
+    or each None while it is not ready: the SQL way for that part)."""
+    resident = store.resident
+    if resident is None:
+        return None, None, None
+    conn = store.conn
+    resident.read_ahead(conn)  # PostgreSQL: the three refreshes' reads in one trip
+    # the index (store/search/memory/resident.py), the chunk -> entry map (entrymap.py),
+    # the entries' filter and ranking columns (entrykeys.py)
+    return resident.view(conn), resident.entry_map.current(conn), resident.entry_keys.current(conn)
 
 
 # -- 1. query terms ----------------------------------------------------------------------
