@@ -43,7 +43,7 @@ def _assert_parts_recompose(explained: list[Explanation]) -> None:
     assert explained
     for rank, e in enumerate(explained, 1):
         assert e.rank == rank
-        assert e.composed() == pytest.approx(e.score, rel=1e-9)
+        assert e.composed() == pytest.approx(e.score, rel=1e-9) and not e.case_checked
         assert e.lexical == pytest.approx(e.body + e.meta, rel=1e-9)
     assert [e.score for e in explained] == sorted((e.score for e in explained), reverse=True)
 
@@ -109,3 +109,15 @@ def test_the_fused_score_recomposes_from_the_two_shares(hybrid: Store) -> None:
             assert e.fused_again() == pytest.approx(e.score, abs=1e-12)
         text = "\n".join(explanation_lines(explained[0], str))
         assert "fused" in text and "similarity" in text
+
+
+@pytest.mark.sqlite_only
+def test_a_lookups_case_check_is_named_where_it_moved_a_hit(store: Store) -> None:
+    store.put_many([f"filler note {i}" for i in range(20)])
+    loud = store.put("Checking. Checking. Checking, Checking. Checking Checking " * 2).entry
+    quiet = store.put("we kept on checking the logs of the build server for a while").entry
+    first, second = _explained(store, "checking")[:2]
+    assert (first.entry_id, second.entry_id) == (quiet.id, loud.id)
+    assert first.case_checked and second.case_checked  # the two places' scores swapped
+    assert second.composed() == pytest.approx(first.score)
+    assert any(line.startswith("  case check: ") for line in explanation_lines(second, str))

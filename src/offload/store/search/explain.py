@@ -55,6 +55,13 @@ class Explanation:
     score: float
     fields: tuple[tuple[str, tuple[str, ...]], ...]
 
+    @property
+    def case_checked(self) -> bool:
+        """Whether a lookup's case check moved this hit (its lexical score is then the
+        place's, dealt out again, not :meth:`composed`)."""
+        composed = self.composed()
+        return abs(composed - self.ranked) > 1e-9 * max(1.0, abs(composed))
+
     def composed(self) -> float:
         """The lexical side's score recomputed from the parts (equal to ``ranked``
         unless a lookup's case check dealt the scores out again)."""
@@ -71,6 +78,7 @@ class Explanation:
         """A JSON-ready form."""
         out: dict[str, object] = {k: getattr(self, k) for k in self.__slots__}
         out["fields"] = {name: list(terms) for name, terms in self.fields}
+        out["case_checked"] = self.case_checked
         return out
 
 
@@ -150,6 +158,11 @@ def explanation_lines(e: Explanation, clean: Callable[[str], str]) -> list[str]:
         f"  neighbourhood {e.neighbourhood:+.4g}, phrase x{e.phrase:.4g}, "
         f"salience and use x{e.use:.4g} -> {e.ranked:.4g}",
     ]
+    if e.direct and e.case_checked:
+        out.append(
+            f"  case check: {e.composed():.4g} before; a lookup's hits holding its words as "
+            "written go above those holding them in another case"
+        )
     if e.fused is not None:
         sim = "none" if e.similarity is None else f"{e.similarity:.4g}"
         out.append(
