@@ -18,7 +18,7 @@ from offload.store import schema
 from offload.store.backend import Conn, Row
 from offload.store.postgres import pgsql
 from offload.store.search import narrow, selective
-from offload.store.search.memory import entrykeys, entrymap, postings
+from offload.store.search.memory import postings
 from offload.store.search.query import match_expression
 from offload.store.search.state import POSTINGS, Candidate, SearchState, scoring_path
 
@@ -137,16 +137,9 @@ class _Mapping:
     chunks and entries not seen yet are read (each pass read them all: ~1.75 passes a
     search at 100k)."""
 
-    def __init__(
-        self,
-        conn: Conn,
-        where: str,
-        params: list[Any],
-        held: entrymap.EntryMap | None = None,
-        gate: entrykeys.Gate | None = None,
-    ) -> None:
-        self.conn, self.where, self.params, self.held = conn, where, params, held
-        self.gate = gate
+    def __init__(self, state: SearchState) -> None:
+        self.conn, self.where, self.params = state.conn, state.where, state.params
+        self.held, self.gate = state.entry_map, state.gate
         self.entries_of: dict[int, list[int]] = {}  # chunk id -> its entries' ids
         self.rows: dict[int, Row | None] = {}  # entry id -> its row (None: filtered out)
         self.chunks: dict[int, list[tuple[float, int]]] = {}  # the last call's, per entry
@@ -253,7 +246,7 @@ def _top_body(
     pool = max(_MIN_POOL, need * 4)
     # a narrow filter: only its rows are scored (store/search/narrow.py)
     top, bounds = (_BODY_TOP, ()) if span is None else (span.restrict(_BODY_TOP), span.params)
-    mapped = _Mapping(conn, state.where, state.params, state.entry_map, state.gate)
+    mapped = _Mapping(state)
     while True:
         bm25: dict[int, float] = {}
         exhausted = True
