@@ -55,11 +55,12 @@ def test_search_explain_says_for_each_hit_which_path_scored_it_and_what_each_par
     plain = run(capsys, "search", "socket deploy")[1].splitlines()
     code, out, _ = run(capsys, "search", "--explain", "socket deploy")
     assert code == 0
-    lines = out.splitlines()
+    path, *lines = out.splitlines()
+    assert path.startswith("path: ") and "then context" in path  # once: every hit's
     assert lines[0].startswith("#1 score ") and lines[0].endswith(plain[0])
-    assert lines[2].startswith("  path: ") and "then context" in lines[2]
-    assert lines[3].startswith("  lexical ") and "(lexical rank 1)" in lines[3]
-    assert lines[4].startswith("  neighbourhood ") and "salience and use x" in lines[4]
+    assert lines[2].startswith("  lexical ") and "(lexical rank 1)" in lines[2]
+    assert lines[3].startswith("  neighbourhood ") and "salience and use x" in lines[3]
+    assert not any(line.startswith("  path: ") for line in lines)
     matched = [line for line in lines if line.startswith("  terms matched: ")]
     assert matched and "body [deploy, socket]" in matched[0]
     assert "\x1b" not in out  # a stored topic reaches the terminal inert

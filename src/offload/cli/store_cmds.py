@@ -17,7 +17,7 @@ from offload.core.untrusted import printable
 from offload.errors import InvalidInput
 from offload.store.models import Entry, Filters, Hit
 from offload.store.paths import project_root, read_text_file
-from offload.store.search.explain import Explanation, explanation_lines
+from offload.store.search.explain import Explanation, explanation_lines, path_line
 
 # -- arguments ------------------------------------------------------------------------------
 
@@ -329,7 +329,7 @@ def _hits_text(hits: list[Hit], why: list[Explanation] | None = None) -> str:
     ``why``: each hit's rank and score, and what made them, after its lines)."""
     if not hits:
         return "no matches"
-    out: list[str] = []
+    out: list[str] = [] if not why else [path_line(why[0])]
     for i, h in enumerate(hits):
         rank = "" if why is None else f"#{why[i].rank} score {h.score:.4g} "
         out.append(

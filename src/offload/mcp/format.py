@@ -24,7 +24,7 @@ from offload.errors import (
     TooLarge,
 )
 from offload.store.models import Entry, Hit
-from offload.store.search.explain import Explanation, explanation_lines
+from offload.store.search.explain import Explanation, explanation_lines, path_line
 
 _TOPIC_CHARS = 80
 _SNIPPET_CHARS = 200
@@ -130,7 +130,7 @@ def hit_lines(
     With ``why``, each hit's rank, score and explanation follow it (its matched terms,
     read from stored fields, made inert)."""
     head = f"q{number} {json.dumps(query, ensure_ascii=False)}: {len(hits) or 'no'} hits"
-    out = [head]
+    out = [head] if not why else [head, f"  {path_line(why[0])}"]
     for i, h in enumerate(hits):
         out.append(_hit_line(h, shown, number))
         if why is not None:

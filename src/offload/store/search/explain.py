@@ -145,15 +145,21 @@ def field_matches(hit: Hit, terms: set[str]) -> tuple[tuple[str, tuple[str, ...]
     return tuple(out)
 
 
+def path_line(e: Explanation) -> str:
+    """The path that scored a search's hits, and why, as one line (the same for every hit
+    of one search: shown once above them)."""
+    return f"path: {e.path}, then {e.neighbourhood_step}: {e.why}"
+
+
 def explanation_lines(e: Explanation, clean: Callable[[str], str]) -> list[str]:
-    """``e`` as a few indented lines of text; ``clean`` makes each matched term safe for
-    where the lines go (a terminal, a model), the terms being read from stored fields."""
+    """``e``'s parts as a few indented lines of text (its path: :func:`path_line`);
+    ``clean`` makes each matched term safe for where the lines go (a terminal, a model),
+    the terms being read from stored fields."""
     if e.lexical_rank is None:
         found = "matched nothing itself: brought in by a neighbour or the embedding"
     else:
         found = f"lexical rank {e.lexical_rank}"
     out = [
-        f"  path: {e.path}, then {e.neighbourhood_step}: {e.why}",
         f"  lexical {e.lexical:.4g} = body {e.body:.4g} + metadata {e.meta:.4g} ({found})",
         f"  neighbourhood {e.neighbourhood:+.4g}, phrase x{e.phrase:.4g}, "
         f"salience and use x{e.use:.4g} -> {e.ranked:.4g}",
