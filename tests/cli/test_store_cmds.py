@@ -48,6 +48,34 @@ def test_add_then_ls_search_show_and_cat_round_trip(
     assert run(capsys, "cat", ref, "--lines", "2-2")[1] == "second line\n"
 
 
+def test_search_explain_says_for_each_hit_which_path_scored_it_and_what_each_part_added(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "add", "--topic", "ci", "the socket deploy failed\n")[0] == 0
+    assert run(capsys, "add", "--topic", "\x1b[31mred", "the deploy went fine\n")[0] == 0
+    plain = run(capsys, "search", "socket deploy")[1].splitlines()
+    code, out, _ = run(capsys, "search", "--explain", "socket deploy")
+    assert code == 0
+    path, *lines = out.splitlines()
+    assert path.startswith("path: ") and "then context" in path  # once: every hit's
+    assert lines[0].startswith("#1 score ") and lines[0].endswith(plain[0])
+    assert lines[2].startswith("  lexical ") and "(lexical rank 1)" in lines[2]
+    assert lines[3].startswith("  neighbourhood ") and "salience and use x" in lines[3]
+    assert not any(line.startswith("  path: ") for line in lines)
+    matched = [line for line in lines if line.startswith("  terms matched: ")]
+    assert matched and "body [deploy, socket]" in matched[0]
+    assert "\x1b" not in out  # a stored topic reaches the terminal inert
+    hits = json.loads(run(capsys, "search", "--json", "--explain", "socket deploy")[1])["hits"]
+    assert [h["ref"] for h in hits] == [
+        h["ref"] for h in json.loads(run(capsys, "search", "--json", "socket deploy")[1])["hits"]
+    ]
+    why = hits[0]["explain"]
+    assert (why["rank"], why["lexical_rank"]) == (1, 1)
+    assert why["score"] == pytest.approx(hits[0]["score"], abs=1e-4)
+    assert why["fields"]["body"] == ["deploy", "socket"]
+    assert why["lexical"] == pytest.approx(why["body"] + why["meta"])
+
+
 def test_search_shows_the_best_matching_lines_with_their_numbers(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

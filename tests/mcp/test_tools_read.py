@@ -128,6 +128,21 @@ async def test_search_shows_each_hits_best_matching_lines_with_their_numbers(
     )
 
 
+async def test_search_explain_says_why_each_hit_ranks_where_it_does(
+    env: McpEnv,
+) -> None:
+    async with env.connect() as s:
+        ref = await put(s, "the socket deploy failed", topic="ci")
+        plain = await s.ok("search", queries=["socket deploy"])
+        text = await s.ok("search", queries=["socket deploy"], explain=True)
+    head, path, *lines = text.splitlines()
+    assert [head, lines[0]] == plain.splitlines()[:2] and lines[0].startswith(f"  {ref} ")
+    assert path.startswith("  path: ")  # once for the query: every hit's
+    assert lines[1].startswith("    #1 score ") and "lexical rank 1" in lines[2]
+    matched = [line for line in lines if line.startswith("    terms matched: ")]
+    assert matched and "body [deploy, socket]" in matched[0]
+
+
 async def test_search_filters_by_kind_status_salience_source_and_scope(env: McpEnv) -> None:
     env.store.put("shared needle far away", scope="/else", kind="log", topic="far")
     async with env.connect() as s:

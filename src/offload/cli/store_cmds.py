@@ -19,6 +19,7 @@ from offload.core.untrusted import inline, printable
 from offload.errors import InvalidInput
 from offload.store.models import Entry, Filters, Hit
 from offload.store.paths import project_root, read_text_file
+from offload.store.search.explain import Explanation, explanation_lines, path_line
 from offload.store.store import Store
 
 # -- arguments ------------------------------------------------------------------------------
@@ -48,6 +49,11 @@ def configure_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="+")
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--page", type=int, default=1)
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="say for each hit which path scored it and what each part contributed",
+    )
     _filter_args(p)
     add_scope_args(p)
 
@@ -210,16 +216,29 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
     _check_paging(args)
     with open_store(settings) as store:
         limit = max(1, args.limit)
-        text, f = " ".join(args.query), _filters(args, settings)
-        hits = store.search(
-            text,
-            f,
-            limit=limit,
-            offset=(max(1, args.page) - 1) * limit,
-            snippet_chars=settings.search.snippet_chars,
-        )
+        asked = (" ".join(args.query), _filters(args, settings))
+        paging: dict[str, Any] = {
+            "limit": limit,
+            "offset": (max(1, args.page) - 1) * limit,
+            "snippet_chars": settings.search.snippet_chars,
+        }
+        text, f = asked
         others = _elsewhere(store, f, store.hits_elsewhere(text, f))
-        data = {"hits": [_hit_json(h) for h in hits], **_scope_json(f.scope, others)}
+        scoped = _scope_json(f.scope, others)
+        if args.explain:
+            pairs = store.explain(*asked, **paging)
+            found = [h for h, _ in pairs]
+            data = {"hits": [{**_hit_json(h), "explain": e.as_dict()} for h, e in pairs], **scoped}
+            emit(
+                args,
+                data,
+                lambda d: (
+                    _hits_text(found, [e for _, e in pairs]) + _scope_text(f.scope, others, "hits")
+                ),
+            )
+            return 0
+        hits = store.search(*asked, **paging)
+        data = {"hits": [_hit_json(h) for h in hits], **scoped}
         emit(
             args,
             data,
@@ -401,17 +420,21 @@ def _best_lines(h: Hit) -> tuple[tuple[int, str], ...]:
     return h.lines or ((h.match_line, h.snippet),)
 
 
-def _hits_text(hits: list[Hit]) -> str:
-    """A head line per hit, then its best-matching lines, each with its number."""
+def _hits_text(hits: list[Hit], why: list[Explanation] | None = None) -> str:
+    """A head line per hit, then its best-matching lines, each with its number (with
+    ``why``: each hit's rank and score, and what made them, after its lines)."""
     if not hits:
         return "no matches"
-    out: list[str] = []
-    for h in hits:
+    out: list[str] = [] if not why else [path_line(why[0])]
+    for i, h in enumerate(hits):
+        rank = "" if why is None else f"#{why[i].rank} score {h.score:.4g} "
         out.append(
-            f"{h.entry.ref} L{h.start_line}-{h.end_line}{_hit_note(h)} | "
+            f"{rank}{h.entry.ref} L{h.start_line}-{h.end_line}{_hit_note(h)} | "
             f"{_one(h.entry.topic or h.entry.kind)}"
         )
         out.extend(f"  L{n}: {_one(text)}" for n, text in _best_lines(h))
+        if why is not None:  # emit() makes the whole text printable
+            out.extend(explanation_lines(why[i], str))
     return "\n".join(out)
 
 

@@ -53,7 +53,8 @@ TOOLS: tuple[ToolDef, ...] = (
     ToolDef(
         "search",
         "Ranked full-text search over bodies; several queries per call. Hits: ref, lines, "
-        "snippet. No queries: list entries matching the filters.",
+        "snippet. No queries: list entries matching the filters. explain: why each hit "
+        "ranks where it does.",
         _obj(
             queries=_LIST,
             kind=_S,
@@ -62,6 +63,7 @@ TOOLS: tuple[ToolDef, ...] = (
             source={"type": "string", "description": "prefix"},
             all_scopes=_B,
             limit=_I,
+            explain=_B,
         ),
     ),
     ToolDef("recall", "An entry's summary and metadata.", _obj(["ref"], ref=_S, all_scopes=_B)),

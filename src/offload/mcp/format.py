@@ -24,6 +24,7 @@ from offload.errors import (
     TooLarge,
 )
 from offload.store.models import Entry, Hit
+from offload.store.search.explain import Explanation, explanation_lines, path_line
 
 _TOPIC_CHARS = 80
 _SNIPPET_CHARS = 200
@@ -138,28 +139,44 @@ def recall_text(e: Entry) -> str:
 
 
 def hit_lines(
-    query: str, hits: Sequence[Hit], shown: dict[tuple[int, int | None], int], number: int
+    query: str,
+    hits: Sequence[Hit],
+    shown: dict[tuple[int, int | None], int],
+    number: int,
+    why: Sequence[Explanation] | None = None,
 ) -> str:
-    """Hits of one query; a chunk already shown for an earlier query is only referenced."""
+    """Hits of one query; a chunk already shown for an earlier query is only referenced.
+    With ``why``, each hit's rank, score and explanation follow it (its matched terms,
+    read from stored fields, made inert)."""
     head = f"q{number} {json.dumps(query, ensure_ascii=False)}: {len(hits) or 'no'} hits"
-    out = [head]
-    for h in hits:
-        key = (h.entry.id, h.chunk_id)
-        where = f"{h.entry.ref} L{h.start_line}-{h.end_line}"
-        if key in shown:
-            out.append(f"  {where} (same chunk as q{shown[key]})")
-            continue
-        shown[key] = number
-        topic = one_line(h.entry.topic, 60)
-        if h.in_original:
-            where += f" ({ORIGINAL_HIT_NOTE})"
-        elif h.entry.compressed:
-            where += " (lossy)"
-        # the best-matching lines with their numbers (a metadata hit: its topic/summary)
-        best = h.lines or ((h.match_line, h.snippet),)
-        shown_lines = " · ".join(f"L{n}: {one_line(t, _SNIPPET_CHARS)}" for n, t in best)
-        out.append(f"  {where} | {topic} | {shown_lines}")
+    out = [head] if not why else [head, f"  {path_line(why[0])}"]
+    for i, h in enumerate(hits):
+        out.append(_hit_line(h, shown, number))
+        if why is not None:
+            out.append(f"    #{why[i].rank} score {h.score:.4g}")
+            out.extend(f"  {line}" for line in explanation_lines(why[i], _term))
     return "\n".join(out)
+
+
+def _term(text: str) -> str:
+    return inline(text, _TOPIC_CHARS)
+
+
+def _hit_line(h: Hit, shown: dict[tuple[int, int | None], int], number: int) -> str:
+    key = (h.entry.id, h.chunk_id)
+    where = f"{h.entry.ref} L{h.start_line}-{h.end_line}"
+    if key in shown:
+        return f"  {where} (same chunk as q{shown[key]})"
+    shown[key] = number
+    topic = one_line(h.entry.topic, 60)
+    if h.in_original:
+        where += f" ({ORIGINAL_HIT_NOTE})"
+    elif h.entry.compressed:
+        where += " (lossy)"
+    # the best-matching lines with their numbers (a metadata hit: its topic/summary)
+    best = h.lines or ((h.match_line, h.snippet),)
+    shown_lines = " · ".join(f"L{n}: {one_line(t, _SNIPPET_CHARS)}" for n, t in best)
+    return f"  {where} | {topic} | {shown_lines}"
 
 
 def duration(seconds: float) -> str:

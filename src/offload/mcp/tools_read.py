@@ -92,10 +92,16 @@ async def search(ctx: McpContext, a: Args) -> str:
     shown: dict[tuple[int, int | None], int] = {}
     blocks: list[str] = []
     first: Hit | None = None
+    explain = a.flag("explain")
     for n, q in enumerate(queries, 1):
-        hits = ctx.store.search(q, filters, limit=limit, snippet_chars=cfg.snippet_chars)
+        why = None
+        if explain:
+            pairs = ctx.store.explain(q, filters, limit=limit, snippet_chars=cfg.snippet_chars)
+            hits, why = [h for h, _ in pairs], [e for _, e in pairs]
+        else:
+            hits = ctx.store.search(q, filters, limit=limit, snippet_chars=cfg.snippet_chars)
         first = first or (hits[0] if hits else None)
-        blocks.append(fmt.hit_lines(q, hits, shown, n))
+        blocks.append(fmt.hit_lines(q, hits, shown, n, why))
     if first is None:
         blocks.append("no hits; try other words, fewer filters or all_scopes=true")
         others = sum(ctx.store.hits_elsewhere(q, filters) for q in queries)

@@ -42,8 +42,9 @@ from offload.store.models import (
 from offload.store.postgres import pgconn
 from offload.store.saved import SavedState
 from offload.store.search import query  # fmt: skip
+from offload.store.search.explain import Explanation
 from offload.store.search.memory.resident import ResidentIndex
-from offload.store.search.pipeline import search_hits
+from offload.store.search.pipeline import explained_hits, search_hits
 from offload.store.sqlite import db
 from offload.store.sqlite.threadconns import ThreadConnections
 from offload.store.write import blocks, index, rows, vectors, writes
@@ -548,6 +549,23 @@ class Store(SavedState):
         if scope is not None:
             filters = dataclasses.replace(filters, scope=scope)
         return search_hits(self, query, filters, limit=limit, offset=offset, width=snippet_chars)
+
+    def explain(
+        self,
+        query: str,
+        filters: Filters = NO_FILTERS,
+        *,
+        limit: int = 5,
+        offset: int = 0,
+        snippet_chars: int = 300,
+        scope: str | None = None,
+    ) -> list[tuple[Hit, Explanation]]:
+        """:meth:`search`'s hits, each with why it ranks where it does: which path scored
+        it and what each part contributed (store/search/explain.py). The hits and their
+        order are :meth:`search`'s."""
+        if scope is not None:
+            filters = dataclasses.replace(filters, scope=scope)
+        return explained_hits(self, query, filters, limit=limit, offset=offset, width=snippet_chars)
 
     def peek(self, scope: str | None = None) -> dict[str, Any]:
         """Counts only: by status, pinned, by kind, and total tokens.

@@ -6,7 +6,7 @@ import pytest
 
 from offload.store.models import Filters
 from offload.store.search import neighbours, query
-from offload.store.search.candidate import Candidate
+from offload.store.search.state import Candidate, SearchState
 from offload.store.store import Store
 
 
@@ -24,9 +24,8 @@ def test_a_hit_passes_a_share_of_its_score_to_its_neighbours_on_both_sides(store
     store.put("another scope's turn", scope="other")
     where, params = query.filter_sql(Filters(scope="chat"), store.clock())
     hit = _candidate(store, ids[3], 8.0)
-    out = neighbours.with_neighbours(
-        store.conn, [hit], where, params, share=0.5, window=2, sources=10
-    )
+    state = SearchState(store.conn, where, params, store.clock(), 50)
+    out = neighbours.with_neighbours([hit], state, share=0.5, window=2, sources=10)
     scores = {c.entry_id: c.score for c in out}
     assert scores == {
         ids[3]: 8.0,
@@ -47,9 +46,8 @@ def test_a_neighbour_the_filter_drops_is_not_added_but_a_found_one_still_gains(
     third = store.put("turn three", scope="chat").entry.id
     where, params = query.filter_sql(Filters(scope="chat"), now)
     found = [_candidate(store, third, 4.0), _candidate(store, first, 1.0)]
-    out = neighbours.with_neighbours(
-        store.conn, found, where, params, share=0.5, window=2, sources=10
-    )
+    state = SearchState(store.conn, where, params, now, 50)
+    out = neighbours.with_neighbours(found, state, share=0.5, window=2, sources=10)
     scores = {c.entry_id: c.score for c in out}
     assert gone not in scores  # expired: the filter drops it
     assert scores == {third: pytest.approx(4.0 + 0.25), first: pytest.approx(1.0 + 1.0)}

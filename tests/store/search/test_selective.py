@@ -12,6 +12,7 @@ import pytest
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
 from offload.store.search import lexical, query, selective
+from offload.store.search.state import SearchState
 from offload.store.store import NO_FILTERS, Store
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"]
@@ -31,7 +32,8 @@ def _corpus(store: Store, seed: int, n: int = 400) -> None:
 def _top(store: Store, text: str, need: int) -> list[tuple[int, float]]:
     where, params = query.filter_sql(NO_FILTERS, store.clock())
     terms = list(analysis.analyse_query(text).any_of)
-    found = lexical.lexical_candidates(store.conn, terms, where, params, need)
+    state = SearchState(store.conn, where, params, store.clock(), need)
+    found = lexical.lexical_candidates(state, terms)
     return [(c.entry_id, round(c.score, 9)) for c in found[:need]]
 
 

@@ -15,6 +15,7 @@ from offload.store.models import Filters
 from offload.store.search import semantic
 from offload.store.search.memory import entrykeys
 from offload.store.search.query import filter_sql
+from offload.store.search.state import SearchState
 from offload.store.store import Store
 from offload.store.write import vectors
 from statements import recorded_statements
@@ -27,7 +28,9 @@ def _side(
     where, params = filter_sql(filters, store.clock())
     probe = semantic.start(store, text, k)
     assert probe is not None
-    return semantic.finish(store, probe, where, params, lexical, k)
+    return semantic.finish(
+        store, probe, SearchState(store.conn, where, params, store.clock(), k), lexical
+    )
 
 
 def test_the_semantic_side_keeps_only_what_the_filter_keeps(hybrid: Store) -> None:
@@ -126,7 +129,8 @@ def test_the_held_columns_filter_the_semantic_side_and_an_entry_written_since_is
         gate = entrykeys.Gate(keys, entrykeys.keeper(Filters(scope="small"), now))
         probe = semantic.start(s, "a puppy", 5)
         assert probe is not None
-        side = semantic.finish(s, probe, where, params, [], 5, gate)
+        state = SearchState(s.conn, where, params, now, 5, gate=gate)
+        side = semantic.finish(s, probe, state, [])
         assert side is not None and set(side.scores) == {held, late}
 
 

@@ -36,8 +36,8 @@ import numpy as np
 from offload.core import analysis
 from offload.store.backend import Conn, Row
 from offload.store.search import selective
-from offload.store.search.candidate import Candidate
 from offload.store.search.memory import entrykeys
+from offload.store.search.state import Candidate, SearchState
 from offload.store.write import index, packed_counts
 
 if TYPE_CHECKING:
@@ -399,22 +399,20 @@ def with_context(
     store: Store,
     terms: Sequence[str],
     found: list[Candidate],
-    where: str,
-    params: list[Any],
+    state: SearchState,
     *,
     share: float,
     window: int,
     sources: int,
-    view: View | None = None,
-    gate: entrykeys.Gate | None = None,
 ) -> list[Candidate]:
     """``found`` (direct matches, best first) rescored by :func:`bm25f` over each of the
     best ``sources`` and its neighbours, with the neighbours that match nothing themselves
     added (when the filter keeps them); best first. The candidates of ``found`` are
-    rescored in place. With ``gate`` the neighbours and their rows come from the
-    entries' columns in memory (store/search/memory/entrykeys.py)."""
+    rescored in place. With the state's ``gate`` the neighbours and their rows come from
+    the entries' columns in memory (store/search/memory/entrykeys.py); with its ``view``
+    the terms' counts from the in-memory index."""
 
-    conn = store.conn
+    conn, view, gate = store.conn, state.view, state.gate
     top = found[:sources]
     if not top or not terms:
         return found
@@ -441,8 +439,8 @@ def with_context(
     if new:
         rows = conn.execute(
             f"SELECT NULL AS cid, {_KEYS} FROM entries e "
-            f"WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
-            (json.dumps(new), *params),
+            f"WHERE e.id IN (SELECT value FROM json_each(?)) AND {state.where}",
+            (json.dumps(new), *state.params),
         ).fetchall()
         for r in rows:
             by_id[int(r["eid"])] = Candidate.of_entry(r, direct=False)

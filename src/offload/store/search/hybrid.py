@@ -12,13 +12,12 @@ nonsense word would otherwise always "find" something).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from offload.core.fusion import calibrated_weight, fuse
-from offload.store.backend import Conn
 from offload.store.search import semantic
-from offload.store.search.candidate import Candidate
-from offload.store.search.memory import entrykeys
+from offload.store.search.state import Candidate, Fusion, SearchState
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -30,25 +29,20 @@ _KEYS = (
 
 
 def fused_candidates(
-    store: Store,
-    probe: semantic.Probe | None,
-    found: list[Candidate],
-    where: str,
-    params: list[Any],
-    need: int,
-    keep: int | None = None,
-    gate: entrykeys.Gate | None = None,
+    store: Store, probe: semantic.Probe | None, found: list[Candidate], state: SearchState
 ) -> list[Candidate]:
     """``found`` (lexical, best first) fused with the ``need`` nearest entries the filter
     keeps (``probe``: the query's scan, :func:`offload.store.search.semantic.start`), at the share :func:`~offload.core.fusion.calibrated_weight` gives this query;
     scores become the fused ones (core.fusion, set on ``found``'s candidates), best first.
-    With ``keep``, the first ``keep`` of that list only (the page and what precedes it).
-    Without a semantic side ``found`` is returned whole. ``gate``: the filter and the
-    entries' columns in memory (store/search/memory/entrykeys.py), tested there before any statement."""
+    With the state's ``keep``, the first ``keep`` of that list only (the page and what
+    precedes it). Without a semantic side ``found`` is returned whole. The state's
+    ``gate``: the filter and the entries' columns in memory
+    (store/search/memory/entrykeys.py), tested there before any statement."""
     if not found or probe is None:
         return found
+    keep = state.keep
     ids = [c.entry_id for c in found]
-    side = semantic.finish(store, probe, where, params, ids, need, gate)
+    side = semantic.finish(store, probe, state, ids)
     if side is None:
         return found
     # the share follows how clearly each side picks its best for this query
@@ -59,14 +53,16 @@ def fused_candidates(
     order = fuse(lexical, side.scores, weight=weight, floor=side.floor, top=keep)
     by_id = {c.entry_id: c for c in found}
     only = [e for e, _ in order if e not in by_id]
-    by_id.update(_semantic_only(store.conn, only, where, params, gate))
+    by_id.update(_semantic_only(state, only))
     if keep is not None and any(e not in by_id for e in only):
         # one the filter no longer keeps (forgotten since the semantic side's check) gives
         # way to the next: the whole order then, as without ``keep``
         order = fuse(lexical, side.scores, weight=weight, floor=side.floor)
         only = [e for e, _ in order if e not in by_id]
-        by_id.update(_semantic_only(store.conn, only, where, params, gate))
+        by_id.update(_semantic_only(state, only))
         order = [(e, score) for e, score in order if e in by_id][:keep]
+    if state.trace is not None:
+        state.trace.fusion = _fusion(found, side.scores, weight, side.floor)
     out = []
     for eid, score in order:
         c = by_id.get(eid)
@@ -76,20 +72,32 @@ def fused_candidates(
     return out
 
 
-def _semantic_only(
-    conn: Conn, ids: list[int], where: str, params: list[Any], gate: entrykeys.Gate | None
-) -> dict[int, Candidate]:
-    """Candidates for entries only the embedding found (their first chunk is shown)."""
+def _fusion(
+    found: list[Candidate], similarity: Mapping[int, float], weight: float, floor: float
+) -> Fusion:
+    """What the fusion weighed, for an explanation: each side's score mapped to [0, 1] as
+    :func:`~offload.core.fusion.fuse` maps it (the similarity alone with ``weight`` 1)."""
+    lexical = [(c.entry_id, c.score) for c in found]
+    lex_unit = dict(fuse(lexical, {}, weight=0.0, floor=floor))
+    sem_unit = dict(fuse([], similarity, weight=1.0, floor=floor))
+    return Fusion(weight, floor, dict(similarity), lex_unit, sem_unit)
+
+
+def _semantic_only(state: SearchState, ids: list[int]) -> dict[int, Candidate]:
+    """Candidates for entries only the embedding found, if the search's filter keeps them
+    (their first chunk is shown)."""
+    gate = state.gate
     out: dict[int, Candidate] = {}
     if gate is not None:  # the held entries from memory, the others by id
         held, ids = gate.rows(ids)
         out = {eid: Candidate.of_entry(row) for eid, row in held.items() if row is not None}
     if not ids:
         return out
-    rows = conn.execute(
+    rows = state.conn.execute(
         # the ids drive the join (see offload.store.search.lexical._BODY_ENTRIES)
-        f"SELECT {_KEYS} FROM json_each(?) j CROSS JOIN entries e WHERE e.id = j.value AND {where}",
-        (json.dumps(ids), *params),
+        f"SELECT {_KEYS} FROM json_each(?) j CROSS JOIN entries e "
+        f"WHERE e.id = j.value AND {state.where}",
+        (json.dumps(ids), *state.params),
     ).fetchall()
     out.update((int(r["eid"]), Candidate.of_entry(r)) for r in rows)
     return out

@@ -18,9 +18,9 @@ from offload.store import schema
 from offload.store.backend import Conn, Row
 from offload.store.postgres import pgsql
 from offload.store.search import narrow, selective
-from offload.store.search.candidate import Candidate
-from offload.store.search.memory import entrykeys, entrymap, postings
+from offload.store.search.memory import postings
 from offload.store.search.query import match_expression
+from offload.store.search.state import POSTINGS, Candidate, SearchState, scoring_path
 
 _MIN_POOL = 200
 # a lookup's case check (store/search/ranking.py) reads up to this many chunks of an entry
@@ -54,53 +54,40 @@ _META_ENTRIES = (
 )
 
 
-def lexical_candidates(
-    conn: Conn,
-    terms: list[str],
-    where: str,
-    params: list[Any],
-    need: int,
-    narrowed: narrow.Narrow | None = None,
-    *,
-    view: postings.View | None = None,
-    stats: selective.SearchStats | None = None,
-    entry_map: entrymap.EntryMap | None = None,
-    gate: entrykeys.Gate | None = None,
-) -> list[Candidate]:
-    """Entries matching any of ``terms`` under the filter, best BM25 first.
+def lexical_candidates(state: SearchState, terms: list[str]) -> list[Candidate]:
+    """Entries matching any of ``terms`` under the search's filter, best BM25 first.
 
     Score = the best chunk's BM25 + the metadata row's weighted BM25 (both flipped to
     higher-is-better). BM25 is computed by FTS5 over every match; the top of that ranking
     is then mapped to entries and filtered, reaching deeper only when the filter keeps too
-    few of them; with ``narrowed`` (store/search/narrow.py) only the filter's rows are scored.
-    With ``view`` (store/search/memory/resident.py) the body's rows are scored in memory, to the same
-    scores and the same pools (a narrowed search still asks FTS5); on PostgreSQL that is
-    FTS5's BM25 there too. With ``entry_map`` the scored chunks' entries are looked up in
-    memory (store/search/memory/entrymap.py); with ``gate`` (store/search/memory/entrykeys.py) the filter
-    and the entries' columns too.
+    few of them. Which code scores the body's rows is :func:`~offload.store.search.state.
+    scoring_path`'s choice: a narrow filter's rows only (store/search/narrow.py), the
+    in-memory index (store/search/memory/resident.py, to the same scores and the same
+    pools; on PostgreSQL that is FTS5's BM25 there too), or the database's statements.
+    With the state's ``entry_map`` the scored chunks' entries are looked up in memory
+    (store/search/memory/entrymap.py); with its ``gate`` (store/search/memory/entrykeys.py)
+    the filter and the entries' columns too.
     """
     match = match_expression(terms)
-    chunks = None if narrowed is None else narrowed.chunks
-    meta_rows = None if narrowed is None else narrowed.meta
-    if chunks is None and view is not None and len(terms) <= postings.MAX_TERMS:
-        body = _top_body(
-            conn, terms, where, params, need, view=view, entry_map=entry_map, gate=gate
-        )
-        if not isinstance(conn, sqlite3.Connection):
+    path = scoring_path(state, terms)
+    if path.lexical == POSTINGS:
+        body = _top_body(state, terms, view=state.view)
+        if not state.on_sqlite:
             # PostgreSQL ranks metadata by ts_rank: a body term is brought to its scale (the
             # most it adds, idf * (k1 + 1), becomes ts_rank's most, 0.1 * idf)
             for c in body.values():
                 c.score *= pgsql.BODY_TERM_WEIGHT / (selective.K1 + 1.0)
     else:
-        body = _top_body(
-            conn, terms, where, params, need, chunks, stats=stats, entry_map=entry_map, gate=gate
-        )
-    held = None if stats is None else stats.meta_held(terms)
+        chunks = None if state.narrowed is None else state.narrowed.chunks
+        body = _top_body(state, terms, chunks, stats=state.stats)
+    held = None if state.stats is None else state.stats.meta_held(terms)
     meta: dict[int, Candidate] = {}
     if held is None or held:  # no metadata row holds a term: nothing to rank there
-        meta = _top_entries(
-            conn, _META_TOP, _META_ENTRIES, match, where, params, need, meta_rows, gate
-        )
+        meta_rows = None if state.narrowed is None else state.narrowed.meta
+        meta = _top_entries(state, _META_TOP, _META_ENTRIES, match, meta_rows)
+    trace = state.trace
+    if trace is not None:  # each side's score, before the sum below changes the body's
+        body_scores, meta_scores = trace.scores(body.values()), trace.scores(meta.values())
     out: dict[int, Candidate] = dict(body)
     for eid, c in meta.items():
         have = out.get(eid)
@@ -108,21 +95,22 @@ def lexical_candidates(
             out[eid] = c
         else:
             have.score += c.score
-    return sorted(out.values(), key=lambda c: (-c.score, -c.entry_id))
+    found = sorted(out.values(), key=lambda c: (-c.score, -c.entry_id))
+    if trace is not None:
+        trace.path = path
+        trace.lexical_step(body_scores, meta_scores, found)
+    return found
 
 
 def _top_entries(
-    conn: Conn,
+    state: SearchState,
     top_sql: str,
     entries_sql: str,
     match: str,
-    where: str,
-    params: list[Any],
-    need: int,
     span: narrow.Span | None = None,
-    gate: entrykeys.Gate | None = None,
 ) -> dict[int, Candidate]:
-    pool = max(_MIN_POOL, need * 4)
+    conn, where, params, gate = state.conn, state.where, state.params, state.gate
+    pool = max(_MIN_POOL, state.need * 4)
     top, bounds = (top_sql, ()) if span is None else (span.restrict(top_sql), span.params)
     while True:
         scored = conn.execute(top, (match, *bounds, pool)).fetchall()
@@ -138,7 +126,7 @@ def _top_entries(
                 entries_sql.format(where=where), (json.dumps(ask), *params)
             ).fetchall()
         best = _best_per_entry(rows, bm25)
-        if len(best) >= need or len(scored) < pool:
+        if len(best) >= state.need or len(scored) < pool:
             return best
         pool *= 8
 
@@ -149,16 +137,9 @@ class _Mapping:
     chunks and entries not seen yet are read (each pass read them all: ~1.75 passes a
     search at 100k)."""
 
-    def __init__(
-        self,
-        conn: Conn,
-        where: str,
-        params: list[Any],
-        held: entrymap.EntryMap | None = None,
-        gate: entrykeys.Gate | None = None,
-    ) -> None:
-        self.conn, self.where, self.params, self.held = conn, where, params, held
-        self.gate = gate
+    def __init__(self, state: SearchState) -> None:
+        self.conn, self.where, self.params = state.conn, state.where, state.params
+        self.held, self.gate = state.entry_map, state.gate
         self.entries_of: dict[int, list[int]] = {}  # chunk id -> its entries' ids
         self.rows: dict[int, Row | None] = {}  # entry id -> its row (None: filtered out)
         self.chunks: dict[int, list[tuple[float, int]]] = {}  # the last call's, per entry
@@ -238,25 +219,21 @@ def _best_per_entry(rows: Iterable[Row], bm25: dict[int, float]) -> dict[int, Ca
 
 
 def _top_body(
-    conn: Conn,
+    state: SearchState,
     terms: list[str],
-    where: str,
-    params: list[Any],
-    need: int,
     span: narrow.Span | None = None,
     *,
     view: postings.View | None = None,
     stats: selective.SearchStats | None = None,
-    entry_map: entrymap.EntryMap | None = None,
-    gate: entrykeys.Gate | None = None,
 ) -> dict[int, Candidate]:
     """The best chunks' entries, with BM25's work bounded by term selectivity
     (store/search/selective.py): only rows matching a rare term are scored, exactly; once no row
     matching only common terms can reach the top, that is the top; otherwise the next
     rarest term joins the rare ones (at worst every term: the plain OR query). With
     ``view`` the same plan and pools are taken from the in-memory index; ``stats``, the
-    search's term counts (the SQL path); ``entry_map``, the chunk -> entry map in memory;
-    ``gate``, the filter over the entries' columns in memory."""
+    search's term counts (the SQL path); the state's ``entry_map``, the chunk -> entry map
+    in memory; its ``gate``, the filter over the entries' columns in memory."""
+    conn, need = state.conn, state.need
     # only the rows of the rare terms are read, so only they are scored (the common terms
     # looked up there); a widened plan scores the rows of its new rare terms
     widening: postings.Widening | None = None
@@ -269,7 +246,7 @@ def _top_body(
     pool = max(_MIN_POOL, need * 4)
     # a narrow filter: only its rows are scored (store/search/narrow.py)
     top, bounds = (_BODY_TOP, ()) if span is None else (span.restrict(_BODY_TOP), span.params)
-    mapped = _Mapping(conn, where, params, entry_map, gate)
+    mapped = _Mapping(state)
     while True:
         bm25: dict[int, float] = {}
         exhausted = True

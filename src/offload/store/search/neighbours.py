@@ -19,8 +19,8 @@ import sqlite3
 from typing import Any
 
 from offload.store.backend import Conn, Row
-from offload.store.search.candidate import Candidate
 from offload.store.search.memory import entrykeys
+from offload.store.search.state import Candidate, SearchState
 
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
@@ -49,21 +49,14 @@ _BOTH = (
 
 
 def with_neighbours(
-    conn: Conn,
-    found: list[Candidate],
-    where: str,
-    params: list[Any],
-    *,
-    share: float,
-    window: int,
-    sources: int,
-    gate: entrykeys.Gate | None = None,
+    found: list[Candidate], state: SearchState, *, share: float, window: int, sources: int
 ) -> list[Candidate]:
     """Each of the best ``sources`` direct hits passes ``share`` of its score to the
     entries just before and after it in the same scope and kind, ``share ** d`` at
     distance d up to ``window``; neighbours that matched nothing join the candidates (only
-    if the filter keeps them). ``gate``: the filter and the entries' columns in memory
-    (a source it does not hold sends the whole step to SQL)."""
+    if the search's filter keeps them). The state's ``gate``: the filter and the
+    entries' columns in memory (a source it does not hold sends the whole step to SQL)."""
+    conn, where, params, gate = state.conn, state.where, state.params, state.gate
 
     scores = {c.entry_id: c.score for c in found[:sources]}
     held = None if gate is None else _sides_held(gate, scores, window)

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from offload.core import analysis
 from offload.store.models import Entry, Hit
-from offload.store.search.candidate import Candidate
 from offload.store.search.shown import ShownChunks
+from offload.store.search.state import Candidate
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store

@@ -20,12 +20,19 @@ semantic retriever adds its own :class:`Candidate` list and a fusion merges the 
 4. :func:`offload.store.search.page.hits` (store/search/page.py): rows, chunk text and snippets (the
    best-matching lines, numbered) for the page shown only.
 
+Steps 2 and 3 read one :class:`~offload.store.search.state.SearchState` (the filter, the
+time, the statistics, the in-memory copies, the page's needs), built once here;
+:func:`~offload.store.search.state.scoring_path` is the one choice of which code scores
+the hits. :func:`explained_hits` runs the same search with a trace and says, for each
+hit, what each step added (store/search/explain.py).
+
 User text never reaches FTS5 syntax unquoted: every term is a quoted string.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from offload.core import analysis
@@ -43,9 +50,10 @@ from offload.store.search import (
     selective,
     semantic,
 )
-from offload.store.search.candidate import Candidate
-from offload.store.search.memory import entrykeys, postings
+from offload.store.search.explain import Explanation, explanations
+from offload.store.search.memory import entrykeys, entrymap, postings
 from offload.store.search.shown import ShownChunks
+from offload.store.search.state import SearchState, Trace
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -54,32 +62,58 @@ _TYPO_CANDIDATES = 20_000
 _EXPANSIONS = 24
 
 
+@dataclass(frozen=True, slots=True)
+class PageAsked:
+    """Which page of the ranking a search shows: ``limit`` hits after ``offset``, each
+    snippet at most ``width`` characters."""
+
+    limit: int
+    offset: int
+    width: int
+
+    def bounded(self) -> PageAsked:
+        """The page within the store's bounds (1 to 200 hits, no negative offset)."""
+        return PageAsked(max(1, min(int(self.limit), 200)), max(0, int(self.offset)), self.width)
+
+
 def search_hits(
     store: Store, text: str, filters: Filters, *, limit: int, offset: int, width: int
 ) -> list[Hit]:
     """The ranked hits for ``text`` under ``filters`` (see the module docstring)."""
-    limit = max(1, min(int(limit), 200))
-    offset = max(0, int(offset))
+    return search(store, text, filters, PageAsked(limit, offset, width))[0]
+
+
+def explained_hits(
+    store: Store, text: str, filters: Filters, *, limit: int, offset: int, width: int
+) -> list[tuple[Hit, Explanation]]:
+    """:func:`search_hits`, each hit with why it ranks where it does
+    (:mod:`offload.store.search.explain`); the hits are the same."""
+    trace = Trace()
+    hits, terms = search(store, text, filters, PageAsked(limit, offset, width), trace)
+    first = PageAsked(limit, offset, width).bounded().offset + 1
+    ranks = range(first, first + len(hits))
+    return list(zip(hits, explanations(trace, hits, ranks, terms), strict=True))
+
+
+def search(
+    store: Store, text: str, filters: Filters, page_asked: PageAsked, trace: Trace | None = None
+) -> tuple[list[Hit], list[str]]:
+    """The ranked hits for ``text`` under ``filters`` on the page asked, and the terms
+    searched; with ``trace``, each step's scores recorded there."""
+    shows = page_asked.bounded()
     q = analysis.analyse_query(text)
     if q.empty:
-        return []
+        return [], []
     conn = store.conn
     now = store.clock()
-    if store.resident is not None:  # PostgreSQL: the three refreshes' reads in one trip
-        store.resident.read_ahead(conn)
-    # the in-memory index, brought up to date (None: the SQL path, store/search/memory/resident.py)
-    view = None if store.resident is None else store.resident.view(conn)
-    # and the chunk -> entry map (None: through entry_chunks, store/search/memory/entrymap.py)
-    entry_map = None if store.resident is None else store.resident.entry_map.current(conn)
-    # the entries' filter and ranking columns (None: read by id, store/search/memory/entrykeys.py)
-    keys = None if store.resident is None else store.resident.entry_keys.current(conn)
+    view, entry_map, keys = _in_memory(store)
     where, params = query.filter_sql(filters, now)
     # the index's statistics this search reads, each once (PostgreSQL: one statement)
     stats = selective.SearchStats(conn, view)
     match_terms = with_expansions(conn, q, stats)
     if view is not None and not all(map(postings.plain_term, match_terms)):
         view = None  # a term FTS5 reads otherwise than the index holds it: FTS5's way
-    need = max(50, (limit + offset) * 3)
+    need = max(50, (shows.limit + shows.offset) * 3)
     try:
         # the embedding's matrix scan runs on another thread while the lexical side runs here
         probe = semantic.start(store, text, need)
@@ -94,40 +128,50 @@ def search_hits(
         )
         if narrowed is not None:  # from here on the filter is the entries read, by id
             where, params = narrowed.where
-        # the filter as a test of the held columns: the same conditions as ``where``
-        # (a narrowed ``where`` is the ids that filter kept at this search's start)
-        gate = None if keys is None else entrykeys.Gate(keys, entrykeys.keeper(filters, now))
-
-        def matching(terms: list[str]) -> list[Candidate]:
-            return lexical.lexical_candidates(
-                conn,
-                terms,
-                where,
-                params,
-                need,
-                narrowed,
-                view=view,
-                stats=stats,
-                entry_map=entry_map,
-                gate=gate,
-            )
-
-        found = matching(telling)
+        state = SearchState(
+            conn,
+            where,
+            params,
+            now,
+            need,
+            keep=shows.offset + shows.limit,
+            narrowed=narrowed,
+            view=view,
+            stats=stats,
+            entry_map=entry_map,
+            # the filter as a test of the held columns: the same conditions as ``where``
+            # (a narrowed ``where`` is the ids that filter kept at this search's start)
+            gate=None if keys is None else entrykeys.Gate(keys, entrykeys.keeper(filters, now)),
+            trace=trace,
+        )
+        found = lexical.lexical_candidates(state, telling)
         if not found and len(telling) < len(match_terms):
             telling = match_terms
-            found = matching(telling)
+            found = lexical.lexical_candidates(state, telling)
         # the chunks read for the best candidates, kept for every later step
         shown = ShownChunks(store)
-        ranked = ranking.rank(
-            store, q, found, where, params, now, terms=telling, view=view, shown=shown, gate=gate
-        )
-        ranked = hybrid.fused_candidates(
-            store, probe, ranked, where, params, need, keep=offset + limit, gate=gate
-        )
+        ranked = ranking.rank(store, q, found, state, terms=telling, shown=shown)
+        ranked = hybrid.fused_candidates(store, probe, ranked, state)
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly
         raise StoreError(f"search failed: {exc}") from exc
-    return page.hits(store, ranked[offset : offset + limit], set(match_terms), width, shown)
+    on_page = ranked[shows.offset : shows.offset + shows.limit]
+    return page.hits(store, on_page, set(match_terms), shows.width, shown), telling
+
+
+def _in_memory(
+    store: Store,
+) -> tuple[postings.View | None, entrymap.EntryMap | None, entrykeys.EntryKeys | None]:
+    """The in-memory copies, brought up to date, a search reads (all None without them,
+    or each None while it is not ready: the SQL way for that part)."""
+    resident = store.resident
+    if resident is None:
+        return None, None, None
+    conn = store.conn
+    resident.read_ahead(conn)  # PostgreSQL: the three refreshes' reads in one trip
+    # the index (store/search/memory/resident.py), the chunk -> entry map (entrymap.py),
+    # the entries' filter and ranking columns (entrykeys.py)
+    return resident.view(conn), resident.entry_map.current(conn), resident.entry_keys.current(conn)
 
 
 # -- 1. query terms ----------------------------------------------------------------------

@@ -9,17 +9,15 @@ lookup's best few are reordered by the query's words as written.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from offload.core import analysis
 from offload.store.models import access_score
 from offload.store.search import context, neighbours
-from offload.store.search.candidate import Candidate
-from offload.store.search.memory import entrykeys, postings
 from offload.store.search.shown import ShownChunks
+from offload.store.search.state import CONTEXT, Candidate, SearchState, scoring_path
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -43,52 +41,51 @@ def rank(
     store: Store,
     q: analysis.QueryTerms,
     found: list[Candidate],
-    where: str,
-    params: list[Any],
-    now: float,
+    state: SearchState,
     *,
     terms: Sequence[str] = (),
-    view: postings.View | None = None,
     shown: ShownChunks | None = None,
-    gate: entrykeys.Gate | None = None,
 ) -> list[Candidate]:
     """The final order: neighbourhood, phrase boost, then salience and use (``shown``:
-    the search's chunk reads, kept for its hits; ``gate``: the filter and the entries'
-    columns in memory).
+    the search's chunk reads, kept for its hits; ``state``: the search's filter, time and
+    in-memory copies).
 
-    With the searched ``terms`` the best hits are scored with their neighbourhood as one
-    document (:mod:`offload.store.search.context`); without them, or on PostgreSQL (whose rank
-    is not FTS5's BM25), each passes a share of its score on (:func:`offload.store.search.neighbours.with_neighbours`).
-    Entries that only a neighbour brought in are kept where they outrank a direct match;
-    after the last direct match the list ends."""
-    if terms and isinstance(store.conn, sqlite3.Connection):
+    With the searched ``terms`` on SQLite the best hits are scored with their
+    neighbourhood as one document (:mod:`offload.store.search.context`); without them, or
+    on PostgreSQL (whose rank is not FTS5's BM25), each passes a share of its score on
+    (:func:`offload.store.search.neighbours.with_neighbours`): the choice is
+    :func:`~offload.store.search.state.scoring_path`'s. Entries that only a neighbour
+    brought in are kept where they outrank a direct match; after the last direct match
+    the list ends."""
+    if scoring_path(state, tuple(terms)).neighbourhood == CONTEXT:
         ranked = context.with_context(
             store,
             terms,
             found,
-            where,
-            params,
+            state,
             share=NEIGHBOUR_SHARE,
             window=NEIGHBOUR_WINDOW,
             sources=NEIGHBOUR_SOURCES,
-            view=view,
-            gate=gate,
         )
     else:
         ranked = neighbours.with_neighbours(
-            store.conn,
             found,
-            where,
-            params,
+            state,
             share=NEIGHBOUR_SHARE,
             window=NEIGHBOUR_WINDOW,
             sources=NEIGHBOUR_SOURCES,
-            gate=gate,
         )
+    trace = state.trace
+    if trace is not None:
+        trace.neighbourhood = trace.scores(ranked)
     shown = shown or ShownChunks(store)
     ranked = _phrase_boost(q, ranked, shown)
+    if trace is not None:
+        trace.phrase = trace.scores(ranked)
     for c in ranked:
-        c.score = _use_score(c, now)
+        c.score = _use_score(c, state.now)
+    if trace is not None:
+        trace.use = trace.scores(ranked)
     scored = ranked
     # equal scores: a direct match first, then the newer entry
     # (stable sorts from the last key to the first: the order of one sort by
@@ -98,7 +95,10 @@ def rank(
     out.sort(key=attrgetter("score"), reverse=True)
     # a neighbour may displace a weaker match, never extend the list past the matches
     last = max((i for i, c in enumerate(out) if c.direct), default=-1)
-    return _as_written_first(q, out[: last + 1], shown)
+    out = _as_written_first(q, out[: last + 1], shown)
+    if trace is not None:
+        trace.ranked = trace.scores(out)
+    return out
 
 
 def _phrase_boost(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from offload.store.backend import Conn
 from offload.store.search.memory import entrykeys
+from offload.store.search.state import SearchState
 from offload.store.write import vectors
 
 if TYPE_CHECKING:
@@ -94,18 +95,13 @@ def start(store: Store, text: str, k: int) -> Probe | None:
 
 
 def finish(
-    store: Store,
-    probe: Probe,
-    where: str,
-    params: list[Any],
-    lexical_ids: Sequence[int],
-    k: int,
-    gate: entrykeys.Gate | None = None,
+    store: Store, probe: Probe, state: SearchState, lexical_ids: Sequence[int]
 ) -> Nearest | None:
-    """The ``k`` nearest entries the filter keeps, plus the similarity of every lexical
-    candidate; None when the scan found nothing. With ``gate`` (the entries' columns in
-    memory, store/search/memory/entrykeys.py) the filter is tested there; only the entries it does not
-    hold are asked of the table."""
+    """The ``state.need`` nearest entries the search's filter keeps, plus the similarity
+    of every lexical candidate; None when the scan found nothing. With the state's
+    ``gate`` (the entries' columns in memory, store/search/memory/entrykeys.py) the
+    filter is tested there; only the entries it does not hold are asked of the table."""
+    where, params, gate, k = state.where, state.params, state.gate, state.need
     close, floor = probe.close.result()
     if not close:
         return None
