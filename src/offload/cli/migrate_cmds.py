@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from offload.cli.common import emit, open_store
+from offload.cli.flags import subcommand
 from offload.cli.progress import Bar
 from offload.config import Settings
 from offload.core.urls import redact_url
@@ -24,7 +25,13 @@ from offload.store.vectors import backfill
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["migrate"], help="what to do")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION", help="what to do")
+    p = subcommand(
+        actions,
+        "migrate",
+        "copy this store into another (a team store on PostgreSQL), verified",
+        "offload store migrate --to postgresql://offload@db.internal/offload",
+    )
     p.add_argument(
         "--to",
         required=True,

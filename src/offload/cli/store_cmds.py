@@ -24,36 +24,42 @@ from offload.store.paths import project_root, read_text_file
 def configure_add(p: argparse.ArgumentParser) -> None:
     p.add_argument("text", nargs="?", help="the text to store (default: stdin)")
     p.add_argument("--path", help="read this file (confined to the project root)")
-    p.add_argument("--kind", default="text")
-    p.add_argument("--topic", default="")
+    p.add_argument(
+        "--kind", default="text", help="what it is: text, log, code, doc, ... (default text)"
+    )
+    p.add_argument("--topic", default="", help="a short title (default: the file name with --path)")
     p.add_argument("--tags", default="", help="comma or space separated")
     p.add_argument("--summary", default=None, help="default: an extractive gist")
-    p.add_argument("--salience", type=float, default=0.5)
-    p.add_argument("--pin", action="store_true")
-    p.add_argument("--label")
+    p.add_argument(
+        "--salience", type=float, default=0.5, help="0-1: how much it matters; low is reaped first"
+    )
+    p.add_argument("--pin", action="store_true", help="pin it: never reaped, listed first")
+    p.add_argument("--label", help="a unique name to refer to it by (instead of its id or hash)")
     add_scope_args(p)
 
 
 def configure_ls(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--page", type=int, default=1)
+    p.add_argument("--limit", type=int, default=50, help="entries per page (default 50)")
+    p.add_argument("--page", type=int, default=1, help="which page, from 1")
     _filter_args(p)
     add_scope_args(p)
 
 
 def configure_search(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query", nargs="+")
-    p.add_argument("--limit", type=int, default=10)
-    p.add_argument("--page", type=int, default=1)
+    p.add_argument("query", nargs="+", help="words, identifiers or a phrase to look for")
+    p.add_argument("--limit", type=int, default=10, help="hits per page (default 10)")
+    p.add_argument("--page", type=int, default=1, help="which page, from 1")
     _filter_args(p)
     add_scope_args(p)
 
 
 def _filter_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kind", action="append", default=[])
-    p.add_argument("--status", choices=["cold", "hot"])
-    p.add_argument("--pinned", action="store_true", default=None)
-    p.add_argument("--min-salience", type=float)
+    p.add_argument("--kind", action="append", default=[], help="only this kind (repeatable)")
+    p.add_argument(
+        "--status", choices=["cold", "hot"], help="only cold (stored) or hot (checked out)"
+    )
+    p.add_argument("--pinned", action="store_true", default=None, help="only pinned entries")
+    p.add_argument("--min-salience", type=float, help="only entries at least this salient (0-1)")
     p.add_argument("--source", help="source label prefix")
 
 
@@ -73,14 +79,21 @@ def configure_cat(p: argparse.ArgumentParser) -> None:
 
 def configure_forget(p: argparse.ArgumentParser) -> None:
     _ref_args(p)
-    p.add_argument("--reason", default="forgotten")
+    p.add_argument(
+        "--reason", default="forgotten", help="kept in the tombstone, shown to whoever asks for it"
+    )
 
 
 def configure_reap(p: argparse.ArgumentParser) -> None:
     p.add_argument("--older-than", type=float, metavar="DAYS", help="idle longer than this")
-    p.add_argument("--max-salience", type=float)
-    p.add_argument("--status", choices=["cold", "hot", "any"], default="cold")
-    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--max-salience", type=float, help="only entries at most this salient (0-1)")
+    p.add_argument(
+        "--status",
+        choices=["cold", "hot", "any"],
+        default="cold",
+        help="which entries (default cold)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="list what would go, forget nothing")
     add_scope_args(p)
 
 
