@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from offload.cli.common import add_scope_args, emit, open_store, scope_of
-from offload.cli.progress import Ticker, size_label
+from offload.cli.progress import Meter, size_label
 from offload.config import Settings
 from offload.core.fence import iso
 from offload.core.gist import gist
 from offload.core.hashing import decode
 from offload.core.untrusted import printable
-from offload.errors import InvalidInput
+from offload.errors import InvalidInput, NotAFile, OutsideRoots, TooLarge
 from offload.store.models import Entry, Filters, Hit
-from offload.store.paths import project_root, read_text_file
+from offload.store.paths import limit_text, project_root, read_text_file
 
 # -- arguments ------------------------------------------------------------------------------
 
@@ -35,6 +35,17 @@ def configure_add(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--pin", action="store_true", help="pin it: never reaped, listed first")
     p.add_argument("--label", help="a unique name to refer to it by (instead of its id or hash)")
+    p.add_argument(
+        "--max-file-bytes",
+        type=int,
+        metavar="N",
+        help="refuse inputs over N bytes (setting store.max_file_bytes, default 8 MiB)",
+    )
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="show a big input's progress on stderr even when it is not a terminal",
+    )
     add_scope_args(p)
 
 
@@ -104,20 +115,28 @@ def configure_stats(p: argparse.ArgumentParser) -> None:
 # -- commands ---------------------------------------------------------------------------------
 
 
+def overrides(args: argparse.Namespace) -> dict[str, object]:
+    """``add --max-file-bytes N`` is ``store.max_file_bytes``."""
+    limit = getattr(args, "max_file_bytes", None)
+    return {} if limit is None else {"store.max_file_bytes": limit}
+
+
 def run_add(args: argparse.Namespace, settings: Settings) -> int:
     source = ""
     if args.path:
-        root = project_root(Path.cwd())
-        ft = read_text_file(args.path, [root], max_bytes=settings.store.max_file_bytes)
-        text, source = ft.text, str(ft.path)
+        text, source = _read_path(args.path, settings.store.max_file_bytes)
     elif args.text is not None:
         text = args.text
     else:
         text = _read_stdin(settings.store.max_file_bytes)
     if not text.strip():
         raise InvalidInput("nothing to store: the text is empty or only white space")
+    size = _size(source) if source else len(text)  # characters: about the bytes
+    meter = Meter(f"adding {Path(source).name or size_label(size)}", size)
+    if args.progress:
+        meter.enabled = True
     with open_store(settings) as store:
-        with Ticker(f"adding {size_label(len(text))}"):  # cleared before the output
+        try:
             res = store.put(
                 text,
                 kind=args.kind,
@@ -129,10 +148,39 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
                 source=source,
                 scope=scope_of(args, settings, for_write=True) or "",
                 label=args.label,
+                progress=meter,
             )
+        finally:
+            meter.close()  # cleared before the output
         data = {**_entry_json(res.entry), "created": res.created}
         emit(args, data, lambda d: f"{'stored' if d['created'] else 'exists'} {_line(res.entry)}")
     return 0
+
+
+def _read_path(path: str, max_bytes: int) -> tuple[str, str]:
+    """A file's text and resolved path, read inside the project the command runs in. A
+    missing file says so wherever it is (not "outside the allowed roots")."""
+    given = Path(path).expanduser()
+    if not given.exists():
+        raise NotAFile(f"{path}: no such file")
+    root = project_root(Path.cwd())
+    try:
+        ft = read_text_file(path, [root], max_bytes=max_bytes)
+    except OutsideRoots as exc:
+        raise OutsideRoots(
+            f"{exc}; add --path reads files inside the project it runs in: run it from the "
+            f"file's project, or pipe the file in (offload add < FILE)"
+        ) from exc
+    except TooLarge as exc:
+        raise TooLarge(f"{exc}, or pass --max-file-bytes N") from exc
+    return ft.text, str(ft.path)
+
+
+def _size(path: str) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
 
 
 def _read_stdin(max_bytes: int) -> str:
@@ -140,7 +188,7 @@ def _read_stdin(max_bytes: int) -> str:
     data = sys.stdin.buffer.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise InvalidInput(
-            f"standard input is over the {max_bytes}-byte limit (store.max_file_bytes)"
+            f"standard input is over {limit_text(max_bytes)}, or pass --max-file-bytes N"
         )
     return decode(data)
 
