@@ -127,7 +127,7 @@ def confine(path: str | Path, roots: Sequence[Path], *, base: Path | None = None
 
 def limit_text(max_bytes: int) -> str:
     """The size limit and how to raise it, for a message."""
-    mib = f" ({max_bytes / 2**20:g} MiB)" if max_bytes >= 2**20 else ""
+    mib = f" ({max_bytes / 2**20:.4g} MiB)" if max_bytes >= 2**20 else ""
     return (
         f"the {max_bytes}-byte limit{mib} of store.max_file_bytes; "
         "raise it with OFFLOAD_STORE__MAX_FILE_BYTES=N or max_file_bytes = N under [store] "
