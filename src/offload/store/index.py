@@ -233,18 +233,22 @@ def _sqlite_rows(prepared: PreparedIndex) -> Iterator[tuple[int, int, int, int, 
     end, term_counts, terms), a frozen body's a frame at a time."""
     for c in prepared.chunks:
         yield c.start_line, c.end_line, c.start, c.end, c.term_counts, c.terms
-    if prepared.spill is None:
+    spill = prepared.spill
+    if spill is None:
         return
-    prepared.spill.seek(0)
-    done = 0
-    for codec, length in prepared.frozen:
-        data = prepared.spill.read(length)
-        raw = data if codec == "raw" else blocks.decompressor().decompress(data)
-        for a, b, c_, d, counts, terms in json.loads(raw):
-            done += d - c_
-            yield a, b, c_, d, counts, terms
-        if prepared.progress is not None:
-            prepared.progress("writing", done, prepared.characters)
+    # read once, by the write that inserts them (a failed SQLite write is not retried with
+    # the same prepared put: it is prepared again), then the file goes
+    with spill:
+        spill.seek(0)
+        done = 0
+        for codec, length in prepared.frozen:
+            data = spill.read(length)
+            raw = data if codec == "raw" else blocks.decompressor().decompress(data)
+            for a, b, c_, d, counts, terms in json.loads(raw):
+                done += d - c_
+                yield a, b, c_, d, counts, terms
+            if prepared.progress is not None:
+                prepared.progress("writing", done, prepared.characters)
 
 
 def split_by_size(spans: Sequence[Span], chars: int) -> list[tuple[Span, ...]]:
