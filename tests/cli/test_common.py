@@ -42,9 +42,12 @@ def test_a_free_port_passes_and_stays_free() -> None:
         again.bind(("127.0.0.1", port))
 
 
-@pytest.mark.parametrize("command", ["serve", "proxy"])
+@pytest.mark.parametrize(
+    "argv",
+    [["serve"], ["proxy"], ["mcp", "--http"], ["gateway", "--http", "--config", "gateway.toml"]],
+)
 def test_serving_on_a_taken_port_is_one_line_and_exit_7_before_anything_starts(
-    command: str,
+    argv: list[str],
     taken_port: int,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -52,9 +55,10 @@ def test_serving_on_a_taken_port_is_one_line_and_exit_7_before_anything_starts(
 ) -> None:
     monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(capsys, command, "--host", "127.0.0.1", "--port", str(taken_port))
+    (tmp_path / "gateway.toml").write_text('[servers.none]\ncommand = "true"\n')
+    code, out, err = run(capsys, *argv, "--host", "127.0.0.1", "--port", str(taken_port))
     assert code == 7
     assert out == ""
     assert err.count("\n") == 1
-    assert err.startswith(f"offload {command}: error: cannot listen on 127.0.0.1:{taken_port}")
+    assert err.startswith(f"offload {argv[0]}: error: cannot listen on 127.0.0.1:{taken_port}")
     assert not (tmp_path / "home").exists()  # no store was opened
