@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from offload.cli.main import main
-from offload.cli.progress import Bar, Meter, Ticker, size_label
+from offload.cli.progress import Bar, Meter, size_label
 from offload.store import index
-from realparts import TRACES, wait_until
+from realparts import TRACES
 
 
 class Terminal(io.StringIO):
@@ -35,28 +35,7 @@ def test_the_bar_draws_on_a_terminal_and_ends_the_line() -> None:
 def test_nothing_is_drawn_on_a_pipe() -> None:
     pipe = io.StringIO()
     Bar("importing", pipe)(5, 10)
-    with Ticker("adding", pipe, delay=0, interval=0.01) as ticker:
-        assert not ticker.enabled
     assert pipe.getvalue() == ""
-
-
-def test_the_ticker_shows_elapsed_time_while_work_runs_and_clears_its_line() -> None:
-    term = Terminal()
-    with Ticker("adding 50.0 MB", term, delay=0, interval=0.01):
-        wait_until(
-            lambda: re.search(r"\radding 50\.0 MB \.\.\. \d+s", term.getvalue()) is not None,
-            10,
-            what="a tick",
-        )
-    out = term.getvalue()
-    assert out.endswith("\r") and out.rstrip("\r").endswith(" ")  # the line is blanked
-
-
-def test_a_short_task_shows_no_ticker() -> None:
-    term = Terminal()
-    with Ticker("adding", term, delay=60):
-        pass
-    assert term.getvalue() == ""
 
 
 def test_sizes_read_as_a_person_would() -> None:

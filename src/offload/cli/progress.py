@@ -1,14 +1,12 @@
-"""Progress on stderr for long work, only on a terminal (never on a pipe, never stdout).
+"""Progress on stderr for long work, on a terminal (or when asked), never on stdout.
 
 :class:`Bar` when the amount of work is known (import, export, doctor, reindex, replay,
-models bench); :class:`Ticker` (elapsed seconds) when it is not; :class:`Meter` for a big
-``add``: each stage's percentage and rate.
+models bench); :class:`Meter` for a big ``add``: each stage's percentage and rate.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from typing import TextIO
 
@@ -38,56 +36,6 @@ class Bar:
         if done >= total:
             self.stream.write("\n")
         self.stream.flush()
-
-
-class Ticker:
-    """Elapsed seconds on stderr while work of unknown length runs (a terminal only).
-
-    Nothing shows for work shorter than ``delay``; the line is cleared at the end. Use as
-    a context manager around the work; it draws from a daemon thread."""
-
-    def __init__(
-        self,
-        label: str,
-        stream: TextIO | None = None,
-        *,
-        delay: float = 1.0,
-        interval: float = 0.5,
-    ) -> None:
-        self.label = label
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty()
-        self.delay = delay
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._drawn = 0
-
-    def __enter__(self) -> Ticker:
-        if self.enabled:
-            self._thread = threading.Thread(target=self._run, name="offload-ticker", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self._drawn:
-            self.stream.write("\r" + " " * self._drawn + "\r")
-            self.stream.flush()
-
-    def _run(self) -> None:
-        started = time.monotonic()
-        if self._stop.wait(self.delay):
-            return
-        while True:
-            text = f"\r{self.label} ... {time.monotonic() - started:.0f}s"
-            self.stream.write(text)
-            self.stream.flush()
-            self._drawn = max(self._drawn, len(text) - 1)
-            if self._stop.wait(self.interval):
-                return
 
 
 class Meter:
