@@ -72,6 +72,19 @@ def test_add_reads_a_file_inside_the_project(
     assert code == 0 and json.loads(out)["topic"] == "notes.md"
 
 
+def test_add_reads_a_relative_path_from_the_directory_it_runs_in(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".git").mkdir()  # the project root, above the directory the command runs in
+    (tmp_path / "notes.md").write_text("the root's notes\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "notes.md").write_text("the subdirectory's notes\n")
+    monkeypatch.chdir(tmp_path / "sub")
+    code, out, _ = run(capsys, "add", "--json", "--path", "notes.md")
+    assert code == 0
+    assert run(capsys, "cat", json.loads(out)["ref"])[1] == "the subdirectory's notes\n"
+
+
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [

@@ -165,7 +165,7 @@ def _read_path(path: str, max_bytes: int) -> tuple[str, str]:
         raise NotAFile(f"{path}: no such file")
     root = project_root(Path.cwd())
     try:
-        ft = read_text_file(path, [root], max_bytes=max_bytes)
+        ft = read_text_file(path, [root], max_bytes=max_bytes, base=Path.cwd())
     except OutsideRoots as exc:
         raise OutsideRoots(
             f"{exc}; add --path reads files inside the project it runs in: run it from the "
