@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,10 @@ from hypothesis import strategies as st
 
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
+from offload.errors import StoreError
 from offload.store import index, state
 from offload.store.db import write_tx
-from offload.store.models import Entry
+from offload.store.models import Entry, Filters
 from offload.store.store import Store
 
 
@@ -179,3 +181,14 @@ def test_a_big_body_analysed_in_spilled_batches_is_indexed_as_a_small_one_is(
     for stage in ("analysing", "writing"):
         done = [d for s, d, t in reported if s == stage and t == total]
         assert len(done) > 1 and done == sorted(done) and done[-1] == total
+
+
+def test_a_big_body_that_cannot_be_spilled_is_refused_saying_what_to_set_and_stores_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index, "FREEZE_CHARS", 1000)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    store = Store(tmp_path / "s.db", counter=EstimateCounter())
+    with pytest.raises(StoreError, match=r"temporary file .*set TMPDIR"):
+        store.put("a line of a big body\n" * 200)
+    assert store.count(Filters()) == 0

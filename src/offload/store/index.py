@@ -33,7 +33,7 @@ from typing import IO, NamedTuple
 
 from offload.core import analysis
 from offload.core.chunking import Chunk, chunk_text
-from offload.errors import OffloadError
+from offload.errors import OffloadError, StoreError
 from offload.store import blocks, packed_counts
 from offload.store.backend import Conn
 
@@ -190,7 +190,7 @@ def freeze_text(
     places = chunk_text(rest, chunk_lines, chunk_chars)
     total = sum(c.end - c.start for c in places)
     frames: list[tuple[str, int]] = []
-    spill = tempfile.TemporaryFile(prefix="offload-put-")  # noqa: SIM115 (outlives this call)
+    spill = _spill_file()
     done, first = 0, 0
     for i, c in enumerate(places):
         held = c.end - places[first].start
@@ -198,7 +198,11 @@ def freeze_text(
             continue
         rows = [_frozen_row(p, skip_lines, offset, rest) for p in places[first : i + 1]]
         codec, data = blocks.pack(json.dumps(rows, ensure_ascii=False).encode("utf-8"))
-        spill.write(data)
+        try:
+            spill.write(data)
+        except OSError as exc:
+            spill.close()
+            raise StoreError(f"{_SPILL_FAILED} ({exc.strerror}); {_SPILL_HINT}") from exc
         frames.append((codec, len(data)))
         done, first = done + held, i + 1
         if progress is not None:
@@ -206,6 +210,18 @@ def freeze_text(
     return PreparedIndex(
         (), vocab, frozen=tuple(frames), spill=spill, characters=total, progress=progress
     )
+
+
+_SPILL_FAILED = "cannot write a big body's analysed chunks to a temporary file"
+_SPILL_HINT = "set TMPDIR to a directory with room (about 3 bytes a character of the body)"
+
+
+def _spill_file() -> IO[bytes]:
+    """An anonymous temporary file (gone once closed) for a big body's analysed rows."""
+    try:
+        return tempfile.TemporaryFile(prefix="offload-put-")
+    except OSError as exc:
+        raise StoreError(f"{_SPILL_FAILED} ({exc.strerror}); {_SPILL_HINT}") from exc
 
 
 def _frozen_row(c: Chunk, skip_lines: int, offset: int, rest: str) -> list[object]:
