@@ -21,10 +21,12 @@ The tree, in one place::
     ├── StoreError                  the store itself is unhappy                  (exit 5)
     │   ├── IntegrityError          a block whose bytes no longer match its hash
     │   └── StoreBusy               the database stayed locked past the timeout
-    └── UpstreamError               a model server or MCP upstream failed        (exit 6)
-        ├── UpstreamUnavailable     could not connect / not started
-        ├── UpstreamTimeout         no answer in time
-        └── ModelNotConfigured      a feature needs a local model and none is set
+    ├── UpstreamError               a model server or MCP upstream failed        (exit 6)
+    │   ├── UpstreamUnavailable     could not connect / not started
+    │   ├── UpstreamTimeout         no answer in time
+    │   └── ModelNotConfigured      a feature needs a local model and none is set
+    └── AddressInUse                the host:port a server would listen on is    (exit 7)
+                                    taken, or cannot be bound there
 
 Messages are one line and say what to do next where there is something to do.
 """
@@ -177,3 +179,9 @@ class ModelNotConfigured(UpstreamError):
             f"{feature} needs a local model and none is configured; "
             "set [local_model] base_url in offload.toml or OFFLOAD_LOCAL_MODEL__BASE_URL"
         )
+
+
+class AddressInUse(OffloadError):
+    """The address a server was asked to listen on is taken (or cannot be bound)."""
+
+    exit_code = 7

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from offload.cli.main import main
-from offload.cli.progress import Bar, Ticker, size_label
-from realparts import TRACES, wait_until
+from offload.cli.progress import Bar, Meter, size_label
+from offload.store.write import index
+from realparts import TRACES
 
 
 class Terminal(io.StringIO):
@@ -34,28 +35,7 @@ def test_the_bar_draws_on_a_terminal_and_ends_the_line() -> None:
 def test_nothing_is_drawn_on_a_pipe() -> None:
     pipe = io.StringIO()
     Bar("importing", pipe)(5, 10)
-    with Ticker("adding", pipe, delay=0, interval=0.01) as ticker:
-        assert not ticker.enabled
     assert pipe.getvalue() == ""
-
-
-def test_the_ticker_shows_elapsed_time_while_work_runs_and_clears_its_line() -> None:
-    term = Terminal()
-    with Ticker("adding 50.0 MB", term, delay=0, interval=0.01):
-        wait_until(
-            lambda: re.search(r"\radding 50\.0 MB \.\.\. \d+s", term.getvalue()) is not None,
-            10,
-            what="a tick",
-        )
-    out = term.getvalue()
-    assert out.endswith("\r") and out.rstrip("\r").endswith(" ")  # the line is blanked
-
-
-def test_a_short_task_shows_no_ticker() -> None:
-    term = Terminal()
-    with Ticker("adding", term, delay=60):
-        pass
-    assert term.getvalue() == ""
 
 
 def test_sizes_read_as_a_person_would() -> None:
@@ -91,3 +71,51 @@ def test_replay_json_draws_a_bar_on_a_terminal_and_keeps_stdout_json(
     turns = doc["totals"]["turns"]
     assert turns > 0 and term.getvalue().endswith(f"100% {turns}/{turns}\n")
     assert "replaying turns [" in term.getvalue()
+
+
+# one update: label, stage, percentage, MB done of MB in all, rate
+UPDATE = r"adding big\.log: (analysing|writing) +\d{1,3}%  \d+\.\d/\d+\.\d MB  (\d+\.\d|-) MB/s"
+
+
+def test_the_meter_redraws_one_terminal_line_with_percentage_and_rate_then_clears_it() -> None:
+    term = Terminal()
+    meter = Meter("adding big.log", 50_000_000, term)
+    meter("analysing", 0, 100)
+    meter("analysing", 100, 100)
+    meter("writing", 100, 100)
+    meter.close()
+    drawn = term.getvalue().split("\r")
+    assert drawn[0] == "" and "\n" not in term.getvalue()
+    updates = [d.rstrip() for d in drawn[1:-2]]
+    assert len(updates) == 3 and all(re.fullmatch(UPDATE, u) for u in updates)
+    assert updates[1].startswith("adding big.log: analysing 100%  50.0/50.0 MB")
+    assert drawn[-2].strip() == "" and drawn[-1] == ""  # blanked, back at the line's start
+
+
+def test_the_meter_is_silent_on_a_pipe_unless_asked_and_then_writes_whole_lines() -> None:
+    pipe = io.StringIO()
+    Meter("adding big.log", 10, pipe)("analysing", 5, 10)
+    assert pipe.getvalue() == ""
+    asked = Meter("adding big.log", 2_000_000, pipe, enabled=True)
+    asked("analysing", 1, 2)
+    asked("analysing", 2, 2)  # a stage's last update is always written
+    asked.close()
+    lines = pipe.getvalue().splitlines(keepends=True)
+    assert len(lines) == 2 and all(ln.endswith("\n") and "\r" not in ln for ln in lines)
+    assert all(re.fullmatch(UPDATE, ln.rstrip("\n")) for ln in lines)
+
+
+def test_add_progress_goes_to_stderr_in_stages_and_leaves_the_json_on_stdout_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index, "FREEZE_CHARS", 1000)  # a "big" body without a big file
+    monkeypatch.setattr(index, "FREEZE_BATCH_CHARS", 4000)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "big.log").write_text("".join(f"step {i} passed\n" for i in range(2000)))
+    code = main(["add", "--path", "big.log", "--progress", "--json", "--home", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0 and json.loads(out)["created"] is True
+    lines = err.splitlines()
+    assert lines and all(re.fullmatch(UPDATE, ln) for ln in lines)
+    assert lines[-1].startswith("adding big.log: writing 100%")
+    assert any(ln.startswith("adding big.log: analysing 100%") for ln in lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from cli.cli_support import run
 from offload.cli.main import main
 from offload.core.tokens import EstimateCounter
 from offload.store.store import Store
+from realparts import child_env
 
 
 @pytest.fixture
@@ -100,12 +102,27 @@ def test_add_reads_a_file_inside_the_project(
     assert code == 0 and json.loads(out)["topic"] == "notes.md"
 
 
+def test_add_reads_a_relative_path_from_the_directory_it_runs_in(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".git").mkdir()  # the project root, above the directory the command runs in
+    (tmp_path / "notes.md").write_text("the root's notes\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "notes.md").write_text("the subdirectory's notes\n")
+    monkeypatch.chdir(tmp_path / "sub")
+    code, out, _ = run(capsys, "add", "--json", "--path", "notes.md")
+    assert code == 0
+    assert run(capsys, "cat", json.loads(out)["ref"])[1] == "the subdirectory's notes\n"
+
+
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [
         (["cat", "nope-label"], 3, "no entry matches"),
         (["cat", "id:99"], 3, "no entry matches"),
         (["add", "--path", "missing.txt"], 4, "no such file"),
+        # a missing file outside the project is missing first: not "outside the allowed roots"
+        (["add", "--path", "/nonexistent-offload-dir/missing.txt"], 4, "no such file"),
         (["add", "--path", "/etc/hostname"], 4, "outside the allowed roots"),
         (["add", "--path", "blob.bin"], 4, "binary"),
         (["add", "--salience", "3", "x"], 2, "salience"),
@@ -564,3 +581,58 @@ def test_arguments_sqlite_cannot_bind_are_refused_in_one_line(
     # found by the CLI fuzz: each was a UnicodeEncodeError or OverflowError traceback
     code, out, err = run(capsys, *argv)
     assert (code, out) == (2, "") and message in err and err.count("\n") == 1
+
+
+def test_a_file_over_the_size_limit_is_refused_naming_the_setting_and_how_to_raise_it(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "big.log").write_text("x" * 2047 + "\n")
+    (tmp_path / "offload.toml").write_text("[store]\nmax_file_bytes = 1024\n")
+    config = ["--config", str(tmp_path / "offload.toml")]
+    code, out, err = run(capsys, "add", *config, "--path", "big.log")
+    assert code == 4 and out == ""
+    assert err.count("\n") == 1
+    assert "2048 bytes is over the 1024-byte limit of store.max_file_bytes" in err
+    for how in ("OFFLOAD_STORE__MAX_FILE_BYTES=N", "[store]", "offload.toml", "--max-file-bytes"):
+        assert how in err
+    assert run(capsys, "ls", "--json")[1].count('"id"') == 0  # nothing was stored
+    code, out, _ = run(capsys, "add", *config, "--max-file-bytes", "4096", "--path", "big.log")
+    assert code == 0 and out.startswith("stored ")
+
+
+def _peak_rss_of_add(cwd: Path, home: Path, path: str) -> int:
+    """``offload add --path PATH`` in a child process: its own peak RSS in bytes (wait4's
+    rusage is the child's alone, not the largest of every child this process reaped)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "offload.cli.main", "add", "--path", path, "--json"],
+        cwd=cwd,
+        env=child_env(home, {"OFFLOAD_STORE__MAX_FILE_BYTES": str(64 * 2**20)}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0
+    return usage.ru_maxrss * 1024  # KiB on Linux
+
+
+@pytest.mark.slow
+def test_adding_a_file_of_tens_of_megabytes_grows_memory_by_about_its_size_not_tenfold(
+    tmp_path: Path,
+) -> None:
+    # 20 MB of log lines whose words vary (as a real log's ids and timestamps do)
+    size = 20 * 10**6
+    line = "2026-12-06T04:{m:02d}:{s:02d} INFO worker-{w} request {i} took {t} ms ok\n"
+    with (tmp_path / "big.log").open("w") as f:
+        written, i = 0, 0
+        while written < size:
+            written += f.write(line.format(m=i % 60, s=i % 59, w=i % 17, i=i, t=i % 997))
+            i += 1
+    (tmp_path / "small.txt").write_text("a line\n")
+    small = _peak_rss_of_add(tmp_path, tmp_path / "home-small", "small.txt")
+    big = _peak_rss_of_add(tmp_path, tmp_path / "home-big", "big.log")
+    # what a big add holds: its text (1x), the compressed body, one batch of analysis, the
+    # analysis caches (bounded by count, ~70 MiB when full), SQLite's writes: measured
+    # +112 MiB for 20 MB and +147 MiB for 50 MB over a one-line add; holding every chunk
+    # analysed, as before, grew by ~13x the file (+634 MiB for 50 MB)
+    assert big - small < 100 * 2**20 + 3 * size

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 
 from offload.config import Settings
 from offload.core.untrusted import printable
+from offload.errors import AddressInUse
 from offload.llm.embedding import load_embedder
 from offload.store import Store
 from offload.store.paths import default_scope
@@ -72,3 +75,27 @@ def emit(args: argparse.Namespace, data: Any, render: Callable[[Any], str]) -> N
         text = printable(render(data))
         if text:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def check_listen_address(host: str, port: int, setting: str) -> None:
+    """Refuse, in one line, an address a server could not listen on (a port already taken),
+    before anything starts: binding it is the only reliable test. SO_REUSEADDR as uvicorn
+    sets it, so a port left in TIME_WAIT by a previous run still counts as free. Another
+    process may still take the port between this test and the server's own bind."""
+    if port == 0:  # the system picks a free port
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise AddressInUse(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            held = " (another process holds it)" if exc.errno == errno.EADDRINUSE else ""
+            raise AddressInUse(
+                f"cannot listen on {host}:{port}: {exc.strerror}{held}; "
+                f"choose another with --port or the setting {setting}"
+            ) from exc

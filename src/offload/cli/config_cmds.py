@@ -5,12 +5,19 @@ from __future__ import annotations
 import argparse
 
 from offload.cli.common import emit
+from offload.cli.flags import subcommand
 from offload.config import Settings, explain
 from offload.core.urls import redact_setting
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["show"], help="what to do")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION", help="what to do")
+    subcommand(
+        actions,
+        "show",
+        "show the effective settings and where each came from",
+        "offload config show --json",
+    )
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return _set(path, args)
     import anyio
 
-    from offload.cli.common import open_store
+    from offload.cli.common import check_listen_address, open_store
     from offload.gateway.config import load_gateway_config
     from offload.gateway.run import run_http, run_stdio
     from offload.gateway.server import Gateway
@@ -78,6 +78,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from offload.llm.minilm import tool_encoder
 
     config = load_gateway_config(path)
+    gw = settings.gateway
+    if args.http:  # a taken port is one line, exit 7, before any upstream starts
+        check_listen_address(gw.host, gw.port, "gateway.port")
     logger = logging.getLogger("offload.gateway")
     logger.addHandler(stderr_log_handler())
     logger.setLevel(logging.INFO)
@@ -87,7 +90,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         open_store(settings, serving=True),
         tool_encoder=tool_encoder(settings),
     )
-    gw = settings.gateway
     if args.http:
         limit = settings.http.max_body_bytes
         anyio.run(lambda: run_http(gateway, gw.host, gw.port, max_body_bytes=limit))

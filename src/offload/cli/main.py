@@ -20,6 +20,8 @@ import sys
 import types
 from collections.abc import Sequence
 
+from offload.cli.flags import add_global_flags
+
 # name -> (module under offload.cli, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "add": ("store_cmds", "store text from stdin, an argument or --path"),
@@ -48,6 +50,35 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("status_cmds", "store health, upstream and its n_ctx, serve, wired clients"),
 }
 
+# one example per command, shown at the end of its --help
+EXAMPLES: dict[str, str] = {
+    "add": "  offload add --path build.log --kind log --topic 'CI build' --tags ci,build\n"
+    "  make test 2>&1 | offload add --kind log --label test-run",
+    "ls": "  offload ls --kind log --limit 20",
+    "search": "  offload search parseConfig --limit 5",
+    "show": "  offload show test-run",
+    "cat": "  offload cat ctx:sha256:3f2a9c1e --lines 10-40",
+    "pin": "  offload pin 42",
+    "unpin": "  offload unpin 42",
+    "forget": "  offload forget 42 --reason 'held a secret'",
+    "reap": "  offload reap --older-than 30 --max-salience 0.3 --dry-run",
+    "stats": "  offload stats --json",
+    "doctor": "  offload doctor --repair",
+    "export": "  offload export backup.tar.zst",
+    "import": "  offload import backup.tar.zst",
+    "store": "  offload store migrate --to postgresql://offload@db.internal/offload",
+    "config": "  offload config show",
+    "mcp": "  offload mcp --http --port 8901",
+    "proxy": "  offload proxy --upstream http://127.0.0.1:8080 --port 8900",
+    "replay": "  offload replay session.jsonl",
+    "gateway": "  offload gateway --config gateway.toml --http",
+    "serve": "  offload serve --upstream http://127.0.0.1:8080",
+    "context": "  offload context AGENTS.md CLAUDE.md",
+    "models": "  offload models bench --endpoint http://127.0.0.1:8080/v1",
+    "setup": "  offload setup claude-code --dry-run",
+    "status": "  offload status",
+}
+
 
 def top_parser() -> argparse.ArgumentParser:
     """The parser of ``offload`` itself (its options and the list of commands)."""
@@ -58,16 +89,27 @@ def top_parser() -> argparse.ArgumentParser:
         epilog="commands:\n"
         + "\n".join(f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()),
     )
-    _common(parser)
+    add_global_flags(parser)
     parser.add_argument("command", nargs="?", help="one of the commands below")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     return parser
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE", help="a TOML settings file")
-    parser.add_argument("--home", metavar="DIR", help="the store directory ($OFFLOAD_HOME)")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+def command_parser(command: str) -> tuple[types.ModuleType, argparse.ArgumentParser]:
+    """The module running ``command`` and its parser: the global flags, the command's own
+    (each with its help) and an example in the epilog."""
+    module_name, help_ = COMMANDS[command]
+    module = importlib.import_module(f"offload.cli.{module_name}")
+    parser = argparse.ArgumentParser(
+        prog=f"offload {command}",
+        description=help_,
+        epilog=f"example:\n{EXAMPLES[command]}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_global_flags(parser)
+    configure = getattr(module, f"configure_{command}", None) or module.configure
+    configure(parser)
+    return module, parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,17 +137,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(rest)
     args.command = command
     return _run(module, command, args)
-
-
-def command_parser(command: str) -> tuple[types.ModuleType, argparse.ArgumentParser]:
-    """The module of ``command`` (a key of :data:`COMMANDS`) and its full parser."""
-    module_name, help_ = COMMANDS[command]
-    module = importlib.import_module(f"offload.cli.{module_name}")
-    parser = argparse.ArgumentParser(prog=f"offload {command}", description=help_)
-    _common(parser)
-    configure = getattr(module, f"configure_{command}", None) or module.configure
-    configure(parser)
-    return module, parser
 
 
 def _find_command(args: list[str]) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from offload.cli.common import add_root_arg, open_store
+from offload.cli.common import add_root_arg, check_listen_address, open_store
 from offload.config import Settings
 
 
@@ -49,6 +49,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from offload.mcp.context import McpContext
     from offload.mcp.server import build_server
 
+    if args.http:  # a taken port is one line, exit 7, before the store opens
+        check_listen_address(settings.mcp.host, settings.mcp.port, "mcp.port")
     store = open_store(settings, serving=True)
     try:
         server = build_server(McpContext.build(settings, store, Path.cwd()))

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from offload.cli.common import emit, open_store
+from offload.cli.flags import subcommand
 from offload.cli.progress import Bar
 from offload.config import Settings
 from offload.core.urls import redact_url
@@ -24,25 +25,40 @@ from offload.store.write.vectors import backfill
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "action",
-        choices=["migrate", "restrict", "unrestrict", "roles"],
-        help="migrate --to URL; restrict ROLE --scope S (PostgreSQL: hold a role to its "
-        "scopes in the database); unrestrict ROLE; roles: who is held to what",
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION", help="what to do")
+    migrating = subcommand(
+        actions,
+        "migrate",
+        "copy this store into another (a team store on PostgreSQL), verified",
+        "offload store migrate --to postgresql://offload@db.internal/offload",
     )
-    p.add_argument("role", nargs="?", help="the PostgreSQL role to restrict or unrestrict")
-    p.add_argument(
+    migrating.add_argument(
         "--to",
         metavar="URL",
         help="the target store: postgresql://user@host/db (a team store) or sqlite:///path",
     )
-    p.add_argument(
+    restrict = subcommand(
+        actions,
+        "restrict",
+        "hold a PostgreSQL role to some scopes in the database itself (row-level security)",
+        "offload store restrict team_b --scope github.com/acme/proj-b --scope shared",
+    )
+    restrict.add_argument("role", help="the PostgreSQL role to restrict")
+    restrict.add_argument(
         "--scope",
         action="append",
         default=[],
         metavar="NAME",
         help="a scope the role may touch (repeatable; restrict replaces its earlier scopes)",
     )
+    unrestrict = subcommand(
+        actions,
+        "unrestrict",
+        "lift a PostgreSQL role's hold to its scopes",
+        "offload store unrestrict team_b",
+    )
+    unrestrict.add_argument("role", help="the PostgreSQL role to lift")
+    subcommand(actions, "roles", "list the roles held to scopes", "offload store roles")
 
 
 def target_settings(settings: Settings, url: str) -> Settings:
@@ -107,7 +123,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def _run_roles(args: argparse.Namespace, settings: Settings) -> int:
     """``store restrict | unrestrict | roles``: row-level security on a team store
     (store/postgres/pgscopes.py, docs/team-store.md); run as the schema's owner."""
-    if args.action != "roles" and not args.role:
+    if args.action != "roles" and not getattr(args, "role", None):
         raise InvalidInput(f"store {args.action} needs a ROLE")
     with open_store(settings) as store:
         if args.action == "restrict":

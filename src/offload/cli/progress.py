@@ -1,13 +1,12 @@
-"""Progress on stderr for long work, only on a terminal (never on a pipe, never stdout).
+"""Progress on stderr for long work, on a terminal (or when asked), never on stdout.
 
 :class:`Bar` when the amount of work is known (import, export, doctor, reindex, replay,
-models bench); :class:`Ticker` (elapsed seconds) when it is not (``add`` of a large input).
+models bench); :class:`Meter` for a big ``add``: each stage's percentage and rate.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from typing import TextIO
 
@@ -39,54 +38,56 @@ class Bar:
         self.stream.flush()
 
 
-class Ticker:
-    """Elapsed seconds on stderr while work of unknown length runs (a terminal only).
-
-    Nothing shows for work shorter than ``delay``; the line is cleared at the end. Use as
-    a context manager around the work; it draws from a daemon thread."""
+class Meter:
+    """A big put's progress (``Store.put(progress=...)``): the stage, its percentage, MB done
+    of MB in all and the rate, on stderr. On a terminal one line redrawn at most ten times a
+    second and cleared at the end; elsewhere (``--progress`` into a log) a line per update,
+    at most one a second and each stage's last. Characters are shown as their share of the
+    input's ``size`` in bytes."""
 
     def __init__(
-        self,
-        label: str,
-        stream: TextIO | None = None,
-        *,
-        delay: float = 1.0,
-        interval: float = 0.5,
+        self, label: str, size: int, stream: TextIO | None = None, *, enabled: bool | None = None
     ) -> None:
         self.label = label
+        self.size = size
         self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty()
-        self.delay = delay
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.terminal = self.stream.isatty()
+        self.enabled = self.terminal if enabled is None else enabled
+        self._stage = ""
+        self._started = 0.0
+        self._last = 0.0
         self._drawn = 0
 
-    def __enter__(self) -> Ticker:
-        if self.enabled:
-            self._thread = threading.Thread(target=self._run, name="offload-ticker", daemon=True)
-            self._thread.start()
-        return self
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if stage != self._stage:
+            self._stage, self._started, self._last = stage, now, 0.0
+        if done < total and now - self._last < (0.1 if self.terminal else 1.0):
+            return
+        self._last = now
+        self.stream.write(self.line(stage, done, total, now - self._started))
+        self.stream.flush()
 
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self._drawn:
+    def line(self, stage: str, done: int, total: int, elapsed: float) -> str:
+        """One update: ``adding big.log: analysing  42%  21.0/50.0 MB  3.2 MB/s``."""
+        share = done / total if total else 1.0
+        mb = self.size * share / 1e6
+        rate = f"{mb / elapsed:.1f} MB/s" if elapsed > 0 else "- MB/s"
+        text = (
+            f"{self.label}: {stage} {100 * share:3.0f}%  {mb:.1f}/{self.size / 1e6:.1f} MB  {rate}"
+        )
+        if not self.terminal:
+            return text + "\n"
+        self._drawn = max(self._drawn, len(text))
+        return "\r" + text.ljust(self._drawn)
+
+    def close(self) -> None:
+        """Clear a terminal's line (the command's own output follows)."""
+        if self.enabled and self.terminal and self._drawn:
             self.stream.write("\r" + " " * self._drawn + "\r")
             self.stream.flush()
-
-    def _run(self) -> None:
-        started = time.monotonic()
-        if self._stop.wait(self.delay):
-            return
-        while True:
-            text = f"\r{self.label} ... {time.monotonic() - started:.0f}s"
-            self.stream.write(text)
-            self.stream.flush()
-            self._drawn = max(self._drawn, len(text) - 1)
-            if self._stop.wait(self.interval):
-                return
 
 
 def size_label(n_bytes: int) -> str:

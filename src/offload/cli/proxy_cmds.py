@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from offload.cli.common import open_store
+from offload.cli.common import check_listen_address, open_store
 from offload.cli.progress import Bar
 from offload.config import Settings
 
@@ -19,7 +19,10 @@ def configure_proxy(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-ctx", type=int, help="context size (default: the upstream's /props)")
     parser.add_argument("--model-alias", help="an extra model name advertised by /v1/models")
     parser.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log verbosity on stderr; debug adds a line per request (default info)",
     )
 
 
@@ -41,6 +44,8 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 
 def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
     """Serve until interrupted; counters are flushed to the store on the way out."""
+    # before the banner, the store and uvicorn: a taken port is one line, exit 7
+    check_listen_address(settings.proxy.host, settings.proxy.port, "proxy.port")
     import logging
 
     import uvicorn

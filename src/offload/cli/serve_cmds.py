@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from offload.cli.common import add_root_arg, open_store
+from offload.cli.common import add_root_arg, check_listen_address, open_store
 from offload.config import Settings, load_settings
 
 # uvicorn waits this long for open streams (MCP SSE, long generations) on SIGTERM, then
@@ -34,7 +34,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scope", help="MCP scope name (default: the git root of the cwd)")
     add_root_arg(parser)
     parser.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="log verbosity on stderr; debug adds a line per request (default info)",
     )
 
 
@@ -58,6 +61,8 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Serve every surface until SIGINT/SIGTERM."""
+    # before the banner, the store and uvicorn: a taken port is one line, exit 7
+    check_listen_address(settings.proxy.host, settings.proxy.port, "proxy.port")
     import logging
     import sys
 

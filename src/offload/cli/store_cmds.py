@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from offload.cli.common import add_scope_args, emit, open_store, scope_of
-from offload.cli.progress import Ticker, size_label
+from offload.cli.progress import Meter, size_label
 from offload.config import Settings
 from offload.core.fence import iso
 from offload.core.gist import gist
 from offload.core.hashing import decode
 from offload.core.untrusted import inline, printable
-from offload.errors import InvalidInput
+from offload.errors import InvalidInput, NotAFile, OutsideRoots, TooLarge
 from offload.store.models import Entry, Filters, Hit
-from offload.store.paths import project_root, read_text_file
+from offload.store.paths import limit_text, project_root, read_text_file
 from offload.store.search.explain import Explanation, explanation_lines, path_line
 from offload.store.store import Store
 
@@ -28,27 +28,42 @@ from offload.store.store import Store
 def configure_add(p: argparse.ArgumentParser) -> None:
     p.add_argument("text", nargs="?", help="the text to store (default: stdin)")
     p.add_argument("--path", help="read this file (confined to the project root)")
-    p.add_argument("--kind", default="text")
-    p.add_argument("--topic", default="")
+    p.add_argument(
+        "--kind", default="text", help="what it is: text, log, code, doc, ... (default text)"
+    )
+    p.add_argument("--topic", default="", help="a short title (default: the file name with --path)")
     p.add_argument("--tags", default="", help="comma or space separated")
     p.add_argument("--summary", default=None, help="default: an extractive gist")
-    p.add_argument("--salience", type=float, default=0.5)
-    p.add_argument("--pin", action="store_true")
-    p.add_argument("--label")
+    p.add_argument(
+        "--salience", type=float, default=0.5, help="0-1: how much it matters; low is reaped first"
+    )
+    p.add_argument("--pin", action="store_true", help="pin it: never reaped, listed first")
+    p.add_argument("--label", help="a unique name to refer to it by (instead of its id or hash)")
+    p.add_argument(
+        "--max-file-bytes",
+        type=int,
+        metavar="N",
+        help="refuse inputs over N bytes (setting store.max_file_bytes, default 8 MiB)",
+    )
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="show a big input's progress on stderr even when it is not a terminal",
+    )
     add_scope_args(p)
 
 
 def configure_ls(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--page", type=int, default=1)
+    p.add_argument("--limit", type=int, default=50, help="entries per page (default 50)")
+    p.add_argument("--page", type=int, default=1, help="which page, from 1")
     _filter_args(p)
     add_scope_args(p)
 
 
 def configure_search(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query", nargs="+")
-    p.add_argument("--limit", type=int, default=10)
-    p.add_argument("--page", type=int, default=1)
+    p.add_argument("query", nargs="+", help="words, identifiers or a phrase to look for")
+    p.add_argument("--limit", type=int, default=10, help="hits per page (default 10)")
+    p.add_argument("--page", type=int, default=1, help="which page, from 1")
     p.add_argument(
         "--explain",
         action="store_true",
@@ -59,10 +74,12 @@ def configure_search(p: argparse.ArgumentParser) -> None:
 
 
 def _filter_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kind", action="append", default=[])
-    p.add_argument("--status", choices=["cold", "hot"])
-    p.add_argument("--pinned", action="store_true", default=None)
-    p.add_argument("--min-salience", type=float)
+    p.add_argument("--kind", action="append", default=[], help="only this kind (repeatable)")
+    p.add_argument(
+        "--status", choices=["cold", "hot"], help="only cold (stored) or hot (checked out)"
+    )
+    p.add_argument("--pinned", action="store_true", default=None, help="only pinned entries")
+    p.add_argument("--min-salience", type=float, help="only entries at least this salient (0-1)")
     p.add_argument("--source", help="source label prefix")
 
 
@@ -82,14 +99,21 @@ def configure_cat(p: argparse.ArgumentParser) -> None:
 
 def configure_forget(p: argparse.ArgumentParser) -> None:
     _ref_args(p)
-    p.add_argument("--reason", default="forgotten")
+    p.add_argument(
+        "--reason", default="forgotten", help="kept in the tombstone, shown to whoever asks for it"
+    )
 
 
 def configure_reap(p: argparse.ArgumentParser) -> None:
     p.add_argument("--older-than", type=float, metavar="DAYS", help="idle longer than this")
-    p.add_argument("--max-salience", type=float)
-    p.add_argument("--status", choices=["cold", "hot", "any"], default="cold")
-    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--max-salience", type=float, help="only entries at most this salient (0-1)")
+    p.add_argument(
+        "--status",
+        choices=["cold", "hot", "any"],
+        default="cold",
+        help="which entries (default cold)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="list what would go, forget nothing")
     add_scope_args(p)
 
 
@@ -100,20 +124,28 @@ def configure_stats(p: argparse.ArgumentParser) -> None:
 # -- commands ---------------------------------------------------------------------------------
 
 
+def overrides(args: argparse.Namespace) -> dict[str, object]:
+    """``add --max-file-bytes N`` is ``store.max_file_bytes``."""
+    limit = getattr(args, "max_file_bytes", None)
+    return {} if limit is None else {"store.max_file_bytes": limit}
+
+
 def run_add(args: argparse.Namespace, settings: Settings) -> int:
     source = ""
     if args.path:
-        root = project_root(Path.cwd())
-        ft = read_text_file(args.path, [root], max_bytes=settings.store.max_file_bytes)
-        text, source = ft.text, str(ft.path)
+        text, source = _read_path(args.path, settings.store.max_file_bytes)
     elif args.text is not None:
         text = args.text
     else:
         text = _read_stdin(settings.store.max_file_bytes)
     if not text.strip():
         raise InvalidInput("nothing to store: the text is empty or only white space")
+    size = _size(source) if source else len(text)  # characters: about the bytes
+    meter = Meter(f"adding {Path(source).name or size_label(size)}", size)
+    if args.progress:
+        meter.enabled = True
     with open_store(settings) as store:
-        with Ticker(f"adding {size_label(len(text))}"):  # cleared before the output
+        try:
             res = store.put(
                 text,
                 kind=args.kind,
@@ -125,7 +157,10 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
                 source=source,
                 scope=scope_of(args, settings, for_write=True) or "",
                 label=args.label,
+                progress=meter,
             )
+        finally:
+            meter.close()  # cleared before the output
         data = {**_entry_json(res.entry), "created": res.created}
         emit(args, data, lambda d: f"{'stored' if d['created'] else 'exists'} {_line(res.entry)}")
     return 0
@@ -136,12 +171,42 @@ def split_tags(text: str) -> list[str]:
     return text.replace(",", " ").split()
 
 
+def _read_path(path: str, max_bytes: int) -> tuple[str, str]:
+    """A file's text and resolved path, read inside the project the command runs in. A
+    missing file says so wherever it is (not "outside the allowed roots")."""
+    try:
+        exists = Path(path).expanduser().exists()
+    except (OSError, RuntimeError) as exc:  # a name too long, an unknown ~user
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise NotAFile(f"{printable(path[:200])}: not a file ({printable(why)})") from None
+    if not exists:
+        raise NotAFile(f"{printable(path[:200])}: no such file")
+    root = project_root(Path.cwd())
+    try:
+        ft = read_text_file(path, [root], max_bytes=max_bytes, base=Path.cwd())
+    except OutsideRoots as exc:
+        raise OutsideRoots(
+            f"{exc}; add --path reads files inside the project it runs in: run it from the "
+            f"file's project, or pipe the file in (offload add < FILE)"
+        ) from exc
+    except TooLarge as exc:
+        raise TooLarge(f"{exc}, or pass --max-file-bytes N") from exc
+    return ft.text, str(ft.path)
+
+
+def _size(path: str) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
+
+
 def _read_stdin(max_bytes: int) -> str:
     """Standard input, capped like ``--path`` (``store.max_file_bytes``)."""
     data = sys.stdin.buffer.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise InvalidInput(
-            f"standard input is over the {max_bytes}-byte limit (store.max_file_bytes)"
+            f"standard input is over {limit_text(max_bytes)}, or pass --max-file-bytes N"
         )
     return decode(data)
 

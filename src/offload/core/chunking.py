@@ -32,11 +32,7 @@ def chunk_text(text: str, max_lines: int = 40, max_chars: int = 3000) -> list[Ch
 
 def _iter_chunks(text: str, max_lines: int, max_chars: int) -> Iterator[Chunk]:
     # Line ends are found once in C; each chunk is then two bisects, not a walk of lines.
-    # offset after each "\n": cumulative part lengths plus the newlines before them
-    parts = text.split("\n")
-    ends = list(map(add, accumulate(map(len, parts[:-1])), count(1)))
-    if parts[-1]:
-        ends.append(len(text))  # a last line without a terminator
+    ends = _line_ends(text)
     i, pos = 0, 0
     while i < len(ends):
         j = min(bisect_right(ends, pos + max_chars, lo=i), i + max_lines)
@@ -47,6 +43,22 @@ def _iter_chunks(text: str, max_lines: int, max_chars: int) -> Iterator[Chunk]:
             continue
         yield Chunk(i + 1, j, pos, ends[j - 1])
         pos, i = ends[j - 1], j
+
+
+# a big text's lines are split a window at a time: never a string per line of all of it
+_WINDOW = 1 << 20
+
+
+def _line_ends(text: str) -> list[int]:
+    """The offset after each line of ``text`` (after its "\n", or the text's end for a
+    last line without one): cumulative part lengths plus the newlines before them."""
+    ends: list[int] = []
+    for base in range(0, len(text), _WINDOW):
+        parts = text[base : base + _WINDOW].split("\n")
+        ends.extend(base + end for end in map(add, accumulate(map(len, parts[:-1])), count(1)))
+    if text and not text.endswith("\n"):
+        ends.append(len(text))  # a last line without a terminator
+    return ends
 
 
 def count_lines(text: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 
 from offload.errors import EncodingError
 
@@ -19,6 +20,36 @@ def encode(text: str) -> bytes:
             f"text is not valid Unicode at character {exc.start} (a lone surrogate?); "
             "send UTF-8 text"
         ) from exc
+
+
+# a big text is encoded this many characters at a time (never one copy of all of it)
+WINDOW_CHARS = 1 << 20
+
+
+def encoded_windows(text: str) -> Iterator[bytes]:
+    """``text``'s UTF-8 bytes a window at a time (their concatenation is :func:`encode`'s);
+    lone surrogates are refused as there, at their place in the whole text."""
+    for at in range(0, len(text), WINDOW_CHARS):
+        try:
+            yield encode(text[at : at + WINDOW_CHARS])
+        except EncodingError as exc:
+            cause = exc.__cause__
+            start = at + cause.start if isinstance(cause, UnicodeEncodeError) else at
+            raise EncodingError(
+                f"text is not valid Unicode at character {start} (a lone surrogate?); "
+                "send UTF-8 text"
+            ) from cause
+
+
+def identity_of(text: str) -> tuple[str, int]:
+    """The hex sha256 of ``text``'s UTF-8 encoding and its length in bytes, encoded a
+    window at a time (a big body is never copied whole)."""
+    digest = hashlib.sha256()
+    size = 0
+    for window in encoded_windows(text):
+        digest.update(window)
+        size += len(window)
+    return digest.hexdigest(), size
 
 
 def decode(data: bytes) -> str:

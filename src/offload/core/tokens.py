@@ -61,6 +61,9 @@ _W_DIGIT = 0.64  # numbers split into groups of at most three digits
 _W_NON_ASCII_BYTE = 0.4  # per extra UTF-8 byte: CJK ~1.2 tokens/char, accents merge
 
 
+_WINDOW = 1 << 20
+
+
 def estimate_tokens(text: str) -> int:
     """A fast estimate of the cl100k token count of ``text``, with no tokenizer.
 
@@ -79,12 +82,14 @@ def estimate_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    raw = text.encode("utf-8", "surrogatepass")
-    n_bytes = len(raw)
+    n_bytes = punct = digits = 0
+    for at in range(0, len(text), _WINDOW):  # a big text is encoded a window at a time
+        raw = text[at : at + _WINDOW].encode("utf-8", "surrogatepass")
+        n_bytes += len(raw)
+        punct += len(raw) - len(raw.translate(None, _PUNCT))
+        digits += len(raw) - len(raw.translate(None, _DIGITS))
     spaces = text.count(" ")
     newlines = text.count("\n")
-    punct = n_bytes - len(raw.translate(None, _PUNCT))
-    digits = n_bytes - len(raw.translate(None, _DIGITS))
     other = len(text) - spaces - newlines - punct - digits
     estimate = (
         _W_OTHER * other

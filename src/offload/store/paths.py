@@ -137,6 +137,16 @@ def _shown(path: str | Path, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def limit_text(max_bytes: int) -> str:
+    """The size limit and how to raise it, for a message."""
+    mib = f" ({max_bytes / 2**20:.4g} MiB)" if max_bytes >= 2**20 else ""
+    return (
+        f"the {max_bytes}-byte limit{mib} of store.max_file_bytes; "
+        "raise it with OFFLOAD_STORE__MAX_FILE_BYTES=N or max_file_bytes = N under [store] "
+        "in offload.toml"
+    )
+
+
 def read_text_file(
     path: str | Path, roots: Sequence[Path], *, max_bytes: int, base: Path | None = None
 ) -> FileText:
@@ -151,14 +161,18 @@ def read_text_file(
     except OSError as exc:  # a name over the filesystem's limit (ENAMETOOLONG), EACCES, …
         raise NotAFile(f"{_shown(path)}: cannot read ({exc.strerror})") from exc
     if size > max_bytes:
-        raise TooLarge(f"{path}: {size} bytes is over the {max_bytes}-byte limit")
+        raise TooLarge(f"{path}: {size} bytes is over {limit_text(max_bytes)}")
     try:
         with real.open("rb") as f:
-            data = f.read(max_bytes + 1)  # a file growing since stat() is still capped
+            # a file growing since stat() is still capped; read() allocates what it is
+            # asked for, so ask for the file's size, not the limit
+            data = f.read(size + 1)
+            if len(data) > size:  # it grew: read on to one byte past the limit
+                data += f.read(max_bytes - size)
     except OSError as exc:
         raise NotAFile(f"{path}: cannot read ({exc.strerror})") from exc
     if len(data) > max_bytes:
-        raise TooLarge(f"{path}: over the {max_bytes}-byte limit (it grew while being read)")
+        raise TooLarge(f"{path}: it grew while being read, over {limit_text(max_bytes)}")
     size = len(data)
     if b"\x00" in data[:_SNIFF]:
         raise BinaryFile(f"{path}: looks binary (NUL bytes); offload stores text only")

@@ -48,6 +48,7 @@ from offload.store.search.pipeline import explained_hits, search_hits
 from offload.store.sqlite import db
 from offload.store.sqlite.threadconns import ThreadConnections
 from offload.store.write import blocks, index, rows, vectors, writes
+from offload.store.write.index import PutProgress
 from offload.store.write.puts import (
     PutOptions,
     check_label,
@@ -284,6 +285,7 @@ class Store(SavedState):
         tokens: int | None = None,
         index_original: bool = False,
         index_from_line: int = 1,
+        progress: PutProgress | None = None,
     ) -> PutResult:
         """Store ``content`` and index it; the same content again returns the existing entry.
 
@@ -304,6 +306,11 @@ class Store(SavedState):
         before (the analysis and the server's work overlap instead of adding up). With an
         embedding model the work is done before, as on SQLite: an embedding should not
         hold a connection (store/write/writes.py).
+
+        A big body on SQLite (over ``index.FREEZE_CHARS``) is analysed a batch at a time
+        and held compressed until its write: memory stays a few times the body's size.
+        ``progress`` is told ``(stage, characters done, characters in all)`` as its analysis
+        (``"analysing"``) and its write (``"writing"``) go; a small body reports nothing.
         """
         pending = writes.prepare_put(
             self,
@@ -311,7 +318,7 @@ class Store(SavedState):
             PutOptions(
                 kind, topic, check_tags(tags), summary, salience, pinned, source, scope, label,
                 expires, regenerate, body, keep_original, tokens, index_original,
-                index_from_line,
+                index_from_line, progress,
             ),
         )  # fmt: skip
         return writes.commit_puts(self, [pending])[0]

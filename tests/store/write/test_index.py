@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
+from offload.errors import StoreError
 from offload.store import state
+from offload.store.models import Entry, Filters
 from offload.store.sqlite.db import write_tx
 from offload.store.store import Store
 from offload.store.write import index
@@ -132,3 +136,60 @@ def test_a_vocabulary_is_left_to_the_chunks_only_when_their_runs_are_the_body_s(
         assert (prepared.vocabulary is None) is left
         scanned = text[: index.VOCABULARY_SCAN_CHARS]
         assert prepared.words() == tuple(sorted(analysis.surface_words(scanned)))
+
+
+def _index_rows(store: Store) -> list[tuple[object, ...]]:
+    return [
+        tuple(r)
+        for r in store.conn.execute(
+            "SELECT c.start_line, c.end_line, c.start, c.end, c.term_counts, c.packed_counts, "
+            "s.terms FROM chunks c JOIN search_body s ON s.rowid = c.id ORDER BY c.start"
+        )
+    ]
+
+
+def test_a_big_body_analysed_in_spilled_batches_is_indexed_as_a_small_one_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = "".join(
+        f"line {i}: parseConfig reads café {i * 7} from the déjà-vu cache\n" for i in range(900)
+    )
+    stores: dict[str, tuple[Store, Entry, list[tuple[str, int, int]]]] = {}
+    for name, threshold in (("whole", 10**9), ("frozen", 1000)):
+        monkeypatch.setattr(index, "FREEZE_CHARS", threshold)
+        monkeypatch.setattr(index, "FREEZE_BATCH_CHARS", 5000)
+        seen: list[tuple[str, int, int]] = []
+        store = Store(tmp_path / f"{name}.db", counter=EstimateCounter())
+
+        def told(
+            stage: str, done: int, total: int, seen: list[tuple[str, int, int]] = seen
+        ) -> None:
+            seen.append((stage, done, total))
+
+        entry = store.put(body, label=name, progress=told).entry
+        assert store.read(name) == body
+        stores[name] = (store, entry, seen)
+    (whole, whole_entry, quiet), (frozen, frozen_entry, reported) = stores.values()
+    assert _index_rows(frozen) == _index_rows(whole)
+    assert frozen_entry.content_hash == whole_entry.content_hash
+    assert (frozen_entry.tokens, frozen_entry.lines) == (whole_entry.tokens, whole_entry.lines)
+    assert [h.entry.id for h in frozen.search("parseConfig 637")] == [frozen_entry.id]
+    # a small body reports nothing; a big one each batch analysed, then each written
+    assert quiet == []
+    stages = [s for s, _, _ in reported]
+    assert stages == sorted(stages)  # every "analysing" before the first "writing"
+    total = len(body)
+    for stage in ("analysing", "writing"):
+        done = [d for s, d, t in reported if s == stage and t == total]
+        assert len(done) > 1 and done == sorted(done) and done[-1] == total
+
+
+def test_a_big_body_that_cannot_be_spilled_is_refused_saying_what_to_set_and_stores_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index, "FREEZE_CHARS", 1000)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    store = Store(tmp_path / "s.db", counter=EstimateCounter())
+    with pytest.raises(StoreError, match=r"temporary file .*set TMPDIR"):
+        store.put("a line of a big body\n" * 200)
+    assert store.count(Filters()) == 0

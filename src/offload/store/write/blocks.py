@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import zstandard
 
-from offload.core.hashing import decode, sha256_hex
+from offload.core.hashing import decode, encoded_windows, sha256_hex
 from offload.errors import IntegrityError
 
 T = TypeVar("T")
@@ -43,6 +43,18 @@ def pack(data: bytes) -> tuple[str, bytes]:
     packed: bytes = _compressor().compress(data)
     if len(packed) >= len(data):
         return "raw", data
+    return "zstd", packed
+
+
+def pack_text(text: str, size: int) -> tuple[str, bytes]:
+    """:func:`pack` of ``text``'s UTF-8 bytes (``size`` of them), encoded and compressed a
+    window at a time: a big body's bytes are never held whole beside its text."""
+    stream = _compressor().compressobj(size=size)  # the frame says its size: decompress()
+    parts = [stream.compress(w) for w in encoded_windows(text)]
+    parts.append(stream.flush())
+    packed = b"".join(parts)
+    if len(packed) >= size:
+        return "raw", b"".join(encoded_windows(text))
     return "zstd", packed
 
 

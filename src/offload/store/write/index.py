@@ -23,17 +23,18 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 from offload.core import analysis
-from offload.core.chunking import chunk_text
+from offload.core.chunking import Chunk, chunk_text
 from offload.core.metatext import novel
-from offload.errors import OffloadError
+from offload.errors import OffloadError, StoreError
 from offload.store.backend import Conn
 from offload.store.write import blocks, packed_counts
 
@@ -44,6 +45,8 @@ TOKENIZER = "unicode61 remove_diacritics 0 categories 'L* N* Co M* P* S*'"
 VOCABULARY_SCAN_CHARS = 256 * 1024
 
 Progress = Callable[[int, int], None]
+# what a big put reports as it goes: (stage, characters done, characters in all)
+PutProgress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -113,11 +116,17 @@ class PreparedIndex:
     vocabulary: tuple[str, ...] | None
     later: tuple[Span, ...] = ()
     joined: bool = True  # the later chunks' terms joined too (PreparedChunk.of)
+    # a big body's chunks analysed and spilled compressed to a temporary file, a batch to a
+    # frame: (codec, length) each, in order (:func:`freeze`)
+    frozen: tuple[tuple[str, int], ...] = ()
+    spill: IO[bytes] | None = field(default=None, compare=False, repr=False)
+    characters: int = 0  # of the frozen chunks, for progress
+    progress: PutProgress | None = field(default=None, compare=False, repr=False)
 
     @property
     def has_chunks(self) -> bool:
         """Whether the body has any chunk to index (without analysing the later ones)."""
-        return bool(self.analysed or self.later)
+        return bool(self.analysed or self.later or self.frozen)
 
     @cached_property
     def chunks(self) -> tuple[PreparedChunk, ...]:
@@ -153,6 +162,110 @@ class PreparedIndex:
 BATCH_CHARS = 8 * 1024
 
 
+# A body of more characters than this (a big file) is analysed a batch at a time, each
+# batch's rows spilled as one zstd frame to a temporary file until the write inserts them
+# (:func:`freeze`): its analysis stays outside the write lock, as a small body's does, and
+# memory holds one batch, not every analysed chunk (~13-17 bytes a character of the body
+# in memory, ~850 MB for a 50 MB file; ~3 bytes a character once compressed: on disk).
+FREEZE_CHARS = 1024 * 1024
+FREEZE_BATCH_CHARS = 256 * 1024
+
+
+def freeze_text(
+    text: str,
+    chunk_lines: int,
+    chunk_chars: int,
+    from_line: int = 1,
+    progress: PutProgress | None = None,
+) -> PreparedIndex:
+    """:func:`prepare` for a big body (joined terms: SQLite's rows) in bounded memory: its
+    chunks analysed a batch at a time, each batch's rows spilled as a compressed frame to a
+    temporary file (deleted when closed or collected; :func:`_sqlite_rows` reads it back),
+    each chunk's text sliced only when its batch is analysed. Reports ``("analysing",
+    characters done, in all)`` to ``progress``."""
+    skip_lines, offset = _line_offset(text, from_line)
+    rest = text[offset:]
+    vocab = tuple(sorted(analysis.surface_words(rest[:VOCABULARY_SCAN_CHARS])))
+    places = chunk_text(rest, chunk_lines, chunk_chars)
+    total = sum(c.end - c.start for c in places)
+    frames: list[tuple[str, int]] = []
+    spill = _spill_file()
+    done, first = 0, 0
+    for i, c in enumerate(places):
+        held = c.end - places[first].start
+        if held < FREEZE_BATCH_CHARS and i < len(places) - 1:
+            continue
+        rows = [_frozen_row(p, skip_lines, offset, rest) for p in places[first : i + 1]]
+        codec, data = blocks.pack(json.dumps(rows, ensure_ascii=False).encode("utf-8"))
+        try:
+            spill.write(data)
+        except OSError as exc:
+            spill.close()
+            raise StoreError(f"{_SPILL_FAILED} ({exc.strerror}); {_SPILL_HINT}") from exc
+        frames.append((codec, len(data)))
+        done, first = done + held, i + 1
+        if progress is not None:
+            progress("analysing", done, total)
+    return PreparedIndex(
+        (), vocab, frozen=tuple(frames), spill=spill, characters=total, progress=progress
+    )
+
+
+_SPILL_FAILED = "cannot write a big body's analysed chunks to a temporary file"
+_SPILL_HINT = "set TMPDIR to a directory with room (about 3 bytes a character of the body)"
+
+
+def _spill_file() -> IO[bytes]:
+    """An anonymous temporary file (gone once closed) for a big body's analysed rows."""
+    try:
+        return tempfile.TemporaryFile(prefix="offload-put-")
+    except OSError as exc:
+        raise StoreError(f"{_SPILL_FAILED} ({exc.strerror}); {_SPILL_HINT}") from exc
+
+
+def _frozen_row(c: Chunk, skip_lines: int, offset: int, rest: str) -> list[object]:
+    """One chunk of ``rest`` (which starts ``skip_lines`` lines and ``offset`` characters
+    into its body) analysed, as a frozen row: place, term counts, joined terms."""
+    chunk = PreparedChunk.of(
+        c.start_line + skip_lines,
+        c.end_line + skip_lines,
+        c.start + offset,
+        c.end + offset,
+        rest[c.start : c.end],
+    )
+    return [
+        chunk.start_line,
+        chunk.end_line,
+        chunk.start,
+        chunk.end,
+        chunk.term_counts,
+        chunk.terms,
+    ]
+
+
+def _sqlite_rows(prepared: PreparedIndex) -> Iterator[tuple[int, int, int, int, str, str]]:
+    """Every chunk of ``prepared`` as SQLite's insert rows: (start_line, end_line, start,
+    end, term_counts, terms), a frozen body's a frame at a time."""
+    for c in prepared.chunks:
+        yield c.start_line, c.end_line, c.start, c.end, c.term_counts, c.terms
+    spill = prepared.spill
+    if spill is None:
+        return
+    # read once, by the write that inserts them (a failed SQLite write is not retried with
+    # the same prepared put: it is prepared again), then the file goes
+    with spill:
+        spill.seek(0)
+        done = 0
+        for codec, length in prepared.frozen:
+            data = spill.read(length)
+            raw = data if codec == "raw" else blocks.decompressor().decompress(data)
+            for a, b, c_, d, counts, terms in json.loads(raw):
+                done += d - c_
+                yield a, b, c_, d, counts, terms
+            if prepared.progress is not None:
+                prepared.progress("writing", done, prepared.characters)
+
+
 def split_by_size(spans: Sequence[Span], chars: int) -> list[tuple[Span, ...]]:
     """``spans`` in order, in groups of consecutive spans each holding at least ``chars``
     characters (the last one what is left); every group holds one span at least."""
@@ -186,12 +299,7 @@ def prepare(
     all). ``joined`` False: the chunks' counts without their joined terms
     (PreparedChunk.of), and the vocabulary left to the chunks' runs when that gives the
     same words (:func:`_runs_of_chunks_cover`): no second pass over the body."""
-    skip_lines, offset = 0, 0
-    while skip_lines < from_line - 1:
-        at = text.find("\n", offset)
-        if at < 0:
-            break
-        skip_lines, offset = skip_lines + 1, at + 1
+    skip_lines, offset = _line_offset(text, from_line)
     rest = text[offset:]
     spans = [
         Span(
@@ -214,6 +322,17 @@ def prepare(
         vocab = tuple(sorted(analysis.surface_words(rest[:VOCABULARY_SCAN_CHARS])))
     analysed = tuple(PreparedChunk.of(*s, joined) for s in spans[:now])
     return PreparedIndex(analysed, vocab, tuple(spans[now:]), joined)
+
+
+def _line_offset(text: str, from_line: int) -> tuple[int, int]:
+    """How many lines come before line ``from_line`` of ``text``, and where it starts."""
+    skip_lines, offset = 0, 0
+    while skip_lines < from_line - 1:
+        at = text.find("\n", offset)
+        if at < 0:
+            break
+        skip_lines, offset = skip_lines + 1, at + 1
+    return skip_lines, offset
 
 
 def _runs_of_chunks_cover(spans: Sequence[Span], chars: int) -> bool:
@@ -343,13 +462,13 @@ def insert_block(
     if insert_chunks is not None:  # PostgreSQL: one round trip for them all
         insert_chunks(block_id, chunk_rows(prepared.chunks))
         return
-    for ch in prepared.chunks:
-        place = (block_id, ch.start_line, ch.end_line, ch.start, ch.end)
+    for start_line, end_line, start, end, counts, terms in _sqlite_rows(prepared):
+        place = (block_id, start_line, end_line, start, end)
         if cached_counts:
             cur = conn.execute(
                 "INSERT INTO chunks (block_id, start_line, end_line, start, end, term_counts, "
                 "packed_counts) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (*place, *packed_counts.columns(ch.term_counts)),
+                (*place, *packed_counts.columns(counts)),
             )
         else:
             cur = conn.execute(
@@ -357,9 +476,7 @@ def insert_block(
                 "VALUES (?, ?, ?, ?, ?)",
                 place,
             )
-        conn.execute(
-            "INSERT INTO search_body (rowid, terms) VALUES (?, ?)", (cur.lastrowid, ch.terms)
-        )
+        conn.execute("INSERT INTO search_body (rowid, terms) VALUES (?, ?)", (cur.lastrowid, terms))
 
 
 def chunk_rows(chunks: Sequence[PreparedChunk]) -> list[tuple[object, ...]]:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from offload.core.hashing import encode
+from offload.core.hashing import encoded_windows
 from offload.errors import InvalidInput, WrongType
 from offload.store.backend import Conn
 from offload.store.write import index, rows
@@ -60,7 +60,8 @@ def check_text(text: Any, what: str) -> None:
     """Refuse what is not text, or text that cannot be stored (lone surrogates)."""
     if not isinstance(text, str):
         raise InvalidInput(f"{what} must be text, got {type(text).__name__}")
-    encode(text)
+    for _ in encoded_windows(text):  # a window at a time: a big text is not copied whole
+        pass
 
 
 def check_label(label: str) -> None:
@@ -140,6 +141,8 @@ class PutOptions:
     tokens: int | None = None
     index_original: bool = False
     index_from_line: int = 1
+    # told how a big body's analysis and write go (index.FREEZE_CHARS)
+    progress: index.PutProgress | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

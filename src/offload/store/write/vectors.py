@@ -61,9 +61,15 @@ class Encoder(Protocol):
         ...
 
 
+# an encoder reads a prefix of what it is given (16,000 characters for the built-in model):
+# a multi-megabyte body is not copied whole to make it
+BODY_CHARS = 64 * 1024
+
+
 def entry_text(topic: str, summary: str, tags: str, body: str) -> str:
-    """What an entry's vector describes: its metadata first, then its body."""
-    return "\n".join(part for part in (topic, summary, tags, body) if part)
+    """What an entry's vector describes: its metadata first, then its body (its first
+    :data:`BODY_CHARS` characters)."""
+    return "\n".join(part for part in (topic, summary, tags, body[:BODY_CHARS]) if part)
 
 
 def pack(vector: NDArray[np.float32]) -> bytes:

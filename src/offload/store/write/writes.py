@@ -18,14 +18,15 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple, Protocol
 
-from offload.core.hashing import encode, sha256_hex
+from offload.core.chunking import count_lines
+from offload.core.hashing import encode, identity_of, sha256_hex
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput, StoreBusy
 from offload.store.backend import Conn
 from offload.store.handle import StoreHandle
 from offload.store.models import Entry, PutResult
 from offload.store.sqlite import db
-from offload.store.write import index, pgbulk, removal, rows, vectors
+from offload.store.write import blocks, index, pgbulk, removal, rows, vectors
 from offload.store.write.puts import (
     NeedsStoreLock,
     PendingPut,
@@ -53,6 +54,11 @@ class PutStore(StoreHandle, Protocol):
     def vector_of(self, topic: str, summary: str, tags: str, body: str) -> bytes | None: ...
 
 
+def _big(store: PutStore, text: str) -> bool:
+    """A body analysed, hashed and packed in bounded memory (SQLite; index.FREEZE_CHARS)."""
+    return store.backend != "postgresql" and len(text) > index.FREEZE_CHARS
+
+
 def prepare_put(store: PutStore, content: str, o: PutOptions, *, bulk: bool = False) -> PendingPut:
     """Validate and do the CPU work of a put, outside any transaction (``bulk``: without
     the look-ups that spare a repeat its work, for a batch that checks them at once).
@@ -69,8 +75,11 @@ def prepare_put(store: PutStore, content: str, o: PutOptions, *, bulk: bool = Fa
         raise InvalidInput(f"index_from_line must be a line number >= 1, got {o.index_from_line!r}")
     kind = check_kind(o.kind)
     tag_text = " ".join(clean_tags(check_tags(o.tags)))
-    data = encode(content)
-    content_hash = sha256_hex(data)
+    if _big(store, content):  # hashed and packed a window at a time (_prepare_block)
+        data, (content_hash, _) = b"", identity_of(content)
+    else:
+        data = encode(content)
+        content_hash = sha256_hex(data)
     pending = PendingPut(o, kind, tag_text, content, data, content_hash)
     body = content_hash if o.body is None else sha256_hex(encode(o.body))
     kept = (content_hash,) if o.body is not None and o.keep_original else ()
@@ -146,7 +155,14 @@ def _prepare_blocks(
             p.blocks.append(_prepare_block(store, content, indexed=o.index_original, known_words=k))
     else:
         p.blocks.append(
-            _prepare_block(store, content, indexed=index_body, from_line=first, known_words=k)
+            _prepare_block(
+                store,
+                content,
+                indexed=index_body,
+                from_line=first,
+                known_words=k,
+                progress=o.progress,
+            )
         )
     stored = p.content if o.body is None else o.body
     p.tokens = o.tokens if o.tokens is not None else store.counter.count(stored)
@@ -164,11 +180,22 @@ class _Text(NamedTuple):
 
 
 def _prepare_block(
-    store: PutStore, t: _Text, *, indexed: bool, from_line: int = 1, known_words: bool = True
+    store: PutStore,
+    t: _Text,
+    *,
+    indexed: bool,
+    from_line: int = 1,
+    known_words: bool = True,
+    progress: index.PutProgress | None = None,
 ) -> rows.PreparedBlock:
     s = store.settings
     pg = store.backend == "postgresql"
     single_pg = pg and known_words
+    if not t.data and t.text:  # a big body (_big): bounded memory
+        b = _prepare_big_block(store, t, indexed=indexed, from_line=from_line, progress=progress)
+        if b.index is None or not known_words:
+            return b
+        return dataclasses.replace(b, index=index.without_known_vocabulary(store.conn, b.index))
     b = rows.prepare_block(
         t.data,
         indexed=indexed,
@@ -190,6 +217,27 @@ def _prepare_block(
         return b
     # which vocabulary words are new is read here, before the write lock
     return dataclasses.replace(b, index=index.without_known_vocabulary(store.conn, b.index))
+
+
+def _prepare_big_block(
+    store: PutStore,
+    t: _Text,
+    *,
+    indexed: bool,
+    from_line: int,
+    progress: index.PutProgress | None,
+) -> rows.PreparedBlock:
+    """A big body's block (SQLite): its bytes encoded and packed a window at a time, its
+    chunks analysed a batch at a time into compressed frames (index.freeze_text)."""
+    s = store.settings
+    digest, size = identity_of(t.text)
+    codec, stored = blocks.pack_text(t.text, size)
+    frozen = (
+        index.freeze_text(t.text, s.chunk_lines, s.chunk_chars, from_line, progress)
+        if indexed
+        else None
+    )
+    return rows.PreparedBlock(digest, size, count_lines(t.text), codec, stored, frozen)
 
 
 def _commit_put(store: PutStore, conn: Conn, p: PendingPut, *, narrow: bool = False) -> PutResult:

@@ -1,0 +1,64 @@
+"""Helpers shared by the CLI commands."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cli.cli_support import run
+from offload.cli.common import check_listen_address
+from offload.errors import AddressInUse
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port another socket listens on."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def test_a_port_someone_listens_on_is_refused_naming_the_address_and_the_setting(
+    taken_port: int,
+) -> None:
+    with pytest.raises(AddressInUse) as refused:
+        check_listen_address("127.0.0.1", taken_port, "proxy.port")
+    message = str(refused.value)
+    assert f"127.0.0.1:{taken_port}" in message
+    assert "--port" in message and "proxy.port" in message
+    assert refused.value.exit_code == 7
+
+
+def test_a_free_port_passes_and_stays_free() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    check_listen_address("127.0.0.1", port, "proxy.port")
+    with socket.socket() as again:  # the check let go of it
+        again.bind(("127.0.0.1", port))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["serve"], ["proxy"], ["mcp", "--http"], ["gateway", "--http", "--config", "gateway.toml"]],
+)
+def test_serving_on_a_taken_port_is_one_line_and_exit_7_before_anything_starts(
+    argv: list[str],
+    taken_port: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gateway.toml").write_text('[servers.none]\ncommand = "true"\n')
+    code, out, err = run(capsys, *argv, "--host", "127.0.0.1", "--port", str(taken_port))
+    assert code == 7
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith(f"offload {argv[0]}: error: cannot listen on 127.0.0.1:{taken_port}")
+    assert not (tmp_path / "home").exists()  # no store was opened
