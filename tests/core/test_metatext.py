@@ -66,3 +66,21 @@ def test_what_is_kept_is_drawn_from_the_text_itself(text: str, body: str) -> Non
     kept = novel(text, body)
     for piece in kept.split("\n"):
         assert piece.strip() in text or not piece
+
+
+def test_a_big_body_is_searched_without_a_copy_of_it() -> None:
+    import tracemalloc
+
+    body = "first line of the log\n" + "word   spaced  \t out\n" * 200_000  # ~4.6 MB
+    tracemalloc.start()
+    try:
+        assert novel("word spaced out\nfirst line of the log", body) == ""
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < len(body) // 4
+
+
+def test_a_very_long_topic_is_kept_without_being_searched() -> None:
+    topic = "word " * 200
+    assert novel(topic, topic * 3) == topic.strip()

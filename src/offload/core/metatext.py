@@ -26,41 +26,57 @@ _PIECES = re.compile(r"\n| \| ")
 # a short leading label of a piece ("error: ", "ids: ", "sections: ")
 _LABEL = re.compile(r"[A-Za-z][A-Za-z ]{0,23}: ")
 _ELLIPSES = "…."
+# a longer piece is kept without searching for it (a gist line or a first line is shorter;
+# the search's cost grows with the piece's words times the body's length)
+_MAX_PIECE_CHARS = 400
 
 
 def novel(text: str, body: str) -> str:
     """``text`` without the pieces that ``body`` already holds word for word ("" when
-    every piece is copied); pieces kept in order, joined by newlines."""
+    every piece is copied); pieces kept in order, joined by newlines. The body is searched
+    as it is (never copied or split: it may be tens of megabytes)."""
     if not text.strip():
         return ""
-    flat_body: str | None = None
     kept: list[str] = []
     for raw in _PIECES.split(text):
         piece = raw.strip()
-        if not piece:
-            continue
-        if flat_body is None:
-            flat_body = " ".join(body.split())
-        if not _copied(piece, flat_body):
+        if piece and not _copied(piece, body):
             kept.append(piece)
     return "\n".join(kept)
 
 
-def _copied(piece: str, flat_body: str) -> bool:
+def _copied(piece: str, body: str) -> bool:
     """Whether ``piece`` (clipped, labelled, or a list of items) repeats the body."""
     flat = " ".join(piece.split()).strip(_ELLIPSES + " ")
-    if _extract(flat, flat_body):
+    if len(flat) > _MAX_PIECE_CHARS:
+        return False
+    if _extract(flat, body):
         return True
     label = _LABEL.match(flat)
     if label is None:
         return False
     rest = flat[label.end() :].strip(_ELLIPSES + " ")
-    if _extract(rest, flat_body):
+    if _extract(rest, body):
         return True
     items = [i.strip(_ELLIPSES + " ") for i in rest.split(",")]
-    return len(items) > 1 and all(i and i in flat_body for i in items)
+    return len(items) > 1 and all(i and i in body for i in items)
 
 
-def _extract(flat: str, flat_body: str) -> bool:
-    """A run of several words, or the whole body, found verbatim in the body."""
-    return bool(flat) and (flat == flat_body or (" " in flat and flat in flat_body))
+def _extract(flat: str, body: str) -> bool:
+    """A run of several words found verbatim in the body (whitespace between the words may
+    differ), or the whole body itself."""
+    if not flat:
+        return False
+    if len(body) <= 2 * len(flat) + 64 and " ".join(body.split()) == flat:
+        return True
+    return " " in flat and _holds(flat, body)
+
+
+def _holds(flat: str, body: str) -> bool:
+    """Whether ``body`` holds the words of ``flat`` in order, separated by any whitespace:
+    a plain search first, then literal words joined by ``\\s+`` (each whitespace run of
+    the body is scanned once per match attempt that reaches it: linear)."""
+    if flat in body:
+        return True
+    pattern = r"\s+".join(re.escape(word) for word in flat.split(" "))
+    return re.search(pattern, body) is not None
