@@ -232,10 +232,30 @@ class Pipeline:
         alternate: bool,
         moved: bool = False,
     ) -> RewriteResult:
+        """One request in phases: its route, its counts, the wire it starts from, the
+        windowing, the saved state, what is sent, and what is remembered and reported."""
         route = self._route(session, msgs, head, budget, moved)
-        previous, state, cause, version = route.previous, route.state, route.cause, route.version
-        reuse = route.reuse
-        known = reuse if previous is not None and reuse else 0
+        counted = self._count(route, msgs)
+        protect = protect_start(msgs, head, self.settings.tail_messages)
+        start = self._start(session, msgs, head, protect, route, counted, budget)
+        win = self._window(session, msgs, head, protect, start, counted.tokens, budget, alternate)
+        version = self._save(route, start.state, win.state, msgs, counted.learned)
+        cause = start.cause
+        previous = route.previous
+        if (
+            cause is None
+            and previous is not None
+            and win.wire[: len(previous.wire)] != previous.wire
+        ):
+            cause = "windowing" if win.windowed else "client_edit"
+        sent = self._send(session, msgs, head, win.state, win.wire, win.tokens, budget, alternate)
+        return self._finish(session, msgs, route, counted, win, version, sent, cause)
+
+    def _count(self, route: _Route, msgs: list[Message]) -> _Counted:
+        """Each client message's tokens (those the previous record counted are reused),
+        and the wire tokens the client compacted itself at, when it just did."""
+        previous = route.previous
+        known = route.reuse if previous is not None and route.reuse else 0
         ct = (previous.client_tokens[:known] if previous is not None else []) + [
             self.stubs.tokens(m) for m in msgs[known:]
         ]
@@ -243,95 +263,142 @@ class Pipeline:
         if (
             self.settings.learn_client_ceiling
             and previous is not None
-            and cause == "client_edit"
+            and route.cause == "client_edit"
             and client_compacted(sum(previous.client_tokens), sum(ct))
         ):
             learned = sum(previous.wire_tokens)
+        return _Counted(known, ct, learned)
 
+    def _start(
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        protect: int,
+        route: _Route,
+        counted: _Counted,
+        budget: Budget,
+    ) -> _Start:
+        """The wire on the state the request continues, before any windowing: the
+        previous wire extended on a steady turn, built anew otherwise; head and tail
+        messages stubbed in an emergency go back to verbatim once they fit."""
+        previous, state, ct, known = route.previous, route.state, counted.tokens, counted.known
         if previous is not None and known and state == previous.state:
             # Steady turn: the wire up to the first new message is the previous one.
             cut = _wire_index(state, known)
             wire = previous.wire[:cut] + msgs[known:]
-            wire_tokens = previous.wire_tokens[:cut] + ct[known:]
+            tokens = previous.wire_tokens[:cut] + ct[known:]
             stubs = previous.stubs  # forced stubs all lie before ``known``
         else:
-            wire, wire_tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
+            wire, tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
+        restored = self._unforce(state, protect, ct, tokens, budget)
+        if restored is None:
+            return _Start(state, wire, tokens, stubs, route.cause)
+        wire, tokens, stubs, _ = self._build(session, msgs, restored, restored.layout, ct)
+        return _Start(restored, wire, tokens, stubs, route.cause or "stubs_restored")
 
-        total = sum(wire_tokens)
-        protect = protect_start(msgs, head, self.settings.tail_messages)
-        restored = self._unforce(state, protect, ct, wire_tokens, budget)
-        if restored is not None:
-            # Head and tail messages stubbed in an emergency go back to verbatim once they fit.
-            state = restored
-            wire, wire_tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
-            total = sum(wire_tokens)
-            cause = cause or "stubs_restored"
+    def _window(
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        protect: int,
+        start: _Start,
+        ct: list[int],
+        budget: Budget,
+        alternate: bool,
+    ) -> _Windowed:
+        """The wire after windowing: the frontier moved when a trigger fires, and the
+        state this request leaves (floor and mark set whenever a trigger fired)."""
+        state, wire, tokens, stubs = start.state, start.wire, start.tokens, start.stubs
+        total = sum(tokens)
         least, growth = 0, 0.0
         if total > budget.high:  # below it the band cannot matter: skip the O(n) sums
             # the least a compaction could leave now: the head, a range stub, the tail
-            least = sum(wire_tokens[:head]) + RANGE_ESTIMATE + sum(ct[protect:])
+            least = sum(tokens[:head]) + RANGE_ESTIMATE + sum(ct[protect:])
             growth = _growth(msgs, ct, head)
         fire, emergency = trigger(total, state.floor, budget, growth, least)
         windowed = False
-        stubs_made = 0
+        made = 0
         new_state = state
         if fire:
-            new_layout, rng = self._compact(
-                session, msgs, head, protect, state, ct, budget, alternate
-            )
-            if new_layout != state.layout:
+            layout, rng = self._compact(session, msgs, head, protect, state, ct, budget, alternate)
+            if layout != state.layout:
                 windowed = True
-                new_state = replace(state, layout=new_layout, range=rng, threshold=budget.threshold)
-                wire, wire_tokens, stubs, stubs_made = self._build(
+                new_state = replace(state, layout=layout, range=rng, threshold=budget.threshold)
+                wire, tokens, stubs, made = self._build(
                     session, msgs, new_state, state.layout, ct, state.threshold
                 )
-                stubs_made += rng is not state.range
-                total = sum(wire_tokens)
+                made += rng is not state.range
+                total = sum(tokens)
             new_state = replace(new_state, floor=total, mark=len(msgs))
-        emergency = emergency and windowed
         new_state = _reverify(new_state, state, msgs)
+        return _Windowed(new_state, wire, tokens, stubs, made, windowed, emergency and windowed)
+
+    def _save(
+        self,
+        route: _Route,
+        before: SessionState,
+        after: SessionState,
+        msgs: list[Message],
+        learned: int,
+    ) -> int:
+        """Save the state this request leaves, when it changed (always for a side record),
+        over the version it was computed from; the version now saved. Raises
+        :class:`_Moved` when another process replaced that version since."""
         value: dict[str, Any] | None = None
         if route.side:
-            value = SideRecord(new_state, len(msgs), chain("", msgs), learned).to_json()
-        elif new_state != state or route.promoted:
-            value = new_state.to_json()
-        if value is not None:
-            saved = self.store.replace_state(STATE_NAMESPACE, route.key, value, version)
-            if not saved:  # computed from a state another process has replaced since
-                raise _Moved
-            version = saved
+            value = SideRecord(after, len(msgs), chain("", msgs), learned).to_json()
+        elif after != before or route.promoted:
+            value = after.to_json()
+        if value is None:
+            return route.version
+        saved = self.store.replace_state(STATE_NAMESPACE, route.key, value, route.version)
+        if not saved:  # computed from a state another process has replaced since
+            raise _Moved
+        return saved
 
-        if cause is None and previous is not None and wire[: len(previous.wire)] != previous.wire:
-            cause = "windowing" if windowed else "client_edit"
-        sent = self._send(session, msgs, head, new_state, wire, wire_tokens, budget, alternate)
-        out, out_tokens, recalled, looped = sent.out, sent.tokens, sent.recalled, sent.looped
+    def _finish(
+        self,
+        session: str,
+        msgs: list[Message],
+        route: _Route,
+        counted: _Counted,
+        win: _Windowed,
+        version: int,
+        sent: _Sent,
+        cause: str | None,
+    ) -> RewriteResult:
+        """Remember this request for the session's next one, and report its figures."""
+        previous, known, recalled = route.previous, counted.known, sent.recalled
         read = read_back(previous.recalled, msgs[known:]) if previous is not None and known else 0
         refs = recalled.refs if recalled is not None else ()
         reused = 0
         if previous is not None:
-            shared = shared_prefix(self.counter, previous.sent, previous.sent_tokens, out)
+            shared = shared_prefix(self.counter, previous.sent, previous.sent_tokens, sent.out)
             reused = shared.tokens
             cause = break_cause(previous.sent, shared.first_diff, cause)
-        kept = previous is not None and cause is None
-        live = Live(new_state, version, list(msgs), ct, wire, wire_tokens, stubs, refs)
-        live.learned = learned if route.side else 0
-        live.sent, live.sent_tokens = out, out_tokens
+        live = Live(
+            win.state, version, list(msgs), counted.tokens, win.wire, win.tokens, win.stubs, refs
+        )
+        live.learned = counted.learned if route.side else 0
+        live.sent, live.sent_tokens = sent.out, sent.tokens
         self._live.put(route.key, live)
         return RewriteResult(
-            messages=out,
+            messages=sent.out,
             session_id=session,
-            client_tokens=sum(ct),
-            wire_tokens=sum(out_tokens),
-            stubs_made=stubs_made,
-            stubbed_messages=stubs,
-            windowed=windowed,
-            emergency=emergency,
-            prefix_kept=kept,
+            client_tokens=sum(counted.tokens),
+            wire_tokens=sum(sent.tokens),
+            stubs_made=win.made,
+            stubbed_messages=win.stubs,
+            windowed=win.windowed,
+            emergency=win.emergency,
+            prefix_kept=previous is not None and cause is None,
             break_cause=cause,
             recall_tokens=recalled.tokens if recalled is not None else 0,
             recall_hits=len(recalled.refs) if recalled is not None else 0,
             recall_read=read,
-            loop_broken=looped,
+            loop_broken=sent.looped,
             ceiling_learned=route.learned,
             reused_tokens=reused,
         )
@@ -706,6 +773,39 @@ class _Route:
     side: bool = False  # a departure: saved as the side record, the frontier kept
     promoted: bool = False  # continues the side record, which becomes the frontier
     learned: int = 0  # the ceiling the promoted side record saw the client compact at
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """One request's token counts (:meth:`Pipeline._count`)."""
+
+    known: int  # leading messages the previous record had counted (their tokens reused)
+    tokens: list[int]  # each client message's tokens
+    learned: int  # the client compacted itself: the wire tokens it had been sent (0: not)
+
+
+@dataclass(frozen=True)
+class _Start:
+    """The wire a request starts from, before windowing (:meth:`Pipeline._start`)."""
+
+    state: SessionState
+    wire: list[Message]
+    tokens: list[int]
+    stubs: int  # messages on the wire that are stubs
+    cause: str | None  # the prefix break so far
+
+
+@dataclass(frozen=True)
+class _Windowed:
+    """The wire after windowing and the state the request leaves (:meth:`Pipeline._window`)."""
+
+    state: SessionState
+    wire: list[Message]
+    tokens: list[int]
+    stubs: int  # messages on the wire that are stubs
+    made: int  # new stubs made by this request
+    windowed: bool  # the frontier moved
+    emergency: bool  # the emergency ratio acted (and the frontier moved)
 
 
 @dataclass(frozen=True)
