@@ -16,7 +16,15 @@ from offload.core.tokens import EstimateCounter
 from offload.proxy.rewrite.message_stubs import expand, is_proxy_note, is_range_stub
 from offload.proxy.rewrite.messages import head_end, protect_start
 from offload.proxy.rewrite.pipeline import Pipeline
-from offload.proxy.rewrite.window import Budget, Layout, collapsed, cut_level, plan, trigger
+from offload.proxy.rewrite.window import (
+    Budget,
+    Compaction,
+    Layout,
+    collapsed,
+    cut_level,
+    plan,
+    trigger,
+)
 from offload.store.store import Store
 
 Msgs = list[dict[str, Any]]
@@ -65,15 +73,17 @@ def test_plan_pages_whole_groups_from_the_oldest_down_to_the_target() -> None:
     verbatim = [50, 50] + [10, 90] * 8
     starts = [True, True] + [True, False] * 8
     layout = plan(
-        Layout.fresh(2),
-        n,
-        protect=n - 2,
-        group_starts=starts,
-        verbatim=verbatim,
-        as_stub=lambda i: verbatim[i],
-        forced_cost=lambda i: None,
-        range_tokens=30,
-        budget=BUDGET,
+        Compaction(
+            Layout.fresh(2),
+            n,
+            protect=n - 2,
+            group_starts=starts,
+            verbatim=verbatim,
+            as_stub=lambda i: verbatim[i],
+            forced_cost=lambda i: None,
+            range_tokens=30,
+            budget=BUDGET,
+        )
     )
     assert layout.stubbed == n - 2
     assert starts[layout.paged]  # never splits a call from its answers
@@ -85,7 +95,9 @@ def test_plan_pages_whole_groups_from_the_oldest_down_to_the_target() -> None:
 def test_plan_never_moves_the_frontier_backwards() -> None:
     verbatim = [10] * 20
     before = Layout(2, 6, 10, frozenset())
-    after = plan(before, 20, 16, [True] * 20, verbatim, lambda i: 10, lambda i: None, 30, BUDGET)
+    after = plan(
+        Compaction(before, 20, 16, [True] * 20, verbatim, lambda i: 10, lambda i: None, 30, BUDGET)
+    )
     assert after.paged >= before.paged
     assert after.stubbed >= before.stubbed
 

@@ -52,7 +52,7 @@ from offload.proxy.rewrite.session import (
     SideRecord,
     side_key,
 )
-from offload.proxy.rewrite.window import Budget, Layout, cut_level, plan, trigger
+from offload.proxy.rewrite.window import Budget, Compaction, Layout, cut_level, plan, trigger
 from offload.store.store import Store
 
 #: What a range stub is assumed to cost while planning (they measure ~90-130 tokens).
@@ -593,20 +593,21 @@ class Pipeline:
             range_cost = RANGE_ESTIMATE
         # The planned cost only ever rises, so the stub the plan picks never costs more
         # than was planned for (its digits and its role shift its cost by a few tokens).
+        compaction = Compaction(
+            state.layout,
+            len(msgs),
+            protect,
+            starts,
+            ct,
+            lambda i: self._cost(msgs, i, ct, budget.threshold),
+            lambda i: self._forced_cost(msgs, i, ct, budget.threshold),
+            range_cost,
+            budget,
+            cut_level(budget, growth),
+        )
         new_layout, candidate = state.layout, None
         for _ in range(6):
-            new_layout = plan(
-                state.layout,
-                len(msgs),
-                protect,
-                starts,
-                ct,
-                lambda i: self._cost(msgs, i, ct, budget.threshold),
-                lambda i: self._forced_cost(msgs, i, ct, budget.threshold),
-                range_cost,
-                budget,
-                cut_level(budget, growth),
-            )
+            new_layout = plan(replace(compaction, range_tokens=range_cost))
             if new_layout.paged <= paged0:
                 candidate = None
                 break

@@ -119,27 +119,36 @@ def cut_level(budget: Budget, growth_per_turn: float) -> int:
     return max(budget.target // 2, min(budget.target, deeper))
 
 
-def plan(
-    layout: Layout,
-    n: int,
-    protect: int,
-    group_starts: Sequence[bool],
-    verbatim: Sequence[int],
-    as_stub: Callable[[int], int],
-    forced_cost: Callable[[int], int | None],
-    range_tokens: int,
-    budget: Budget,
-    cut: int | None = None,
-) -> Layout:
-    """The layout after one compaction.
+@dataclass(frozen=True)
+class Compaction:
+    """What one compaction plans from: the current layout and each message's costs.
 
     ``group_starts[i]``: paging may end right before message ``i``;
     ``verbatim[i]``: wire tokens of message ``i`` as sent; ``as_stub(i)``: as stubbed
     (equal to verbatim when it is not bulky); ``forced_cost(i)``: stubbed regardless of
     size, None when a stub would not be smaller; ``range_tokens``: the cost of the range
-    stub; ``cut``: the level to page down to (default the target). The frontier never
+    stub; ``cut``: the level to page down to (default the target).
+    """
+
+    layout: Layout
+    n: int  # messages in the conversation
+    protect: int  # where the protected tail starts
+    group_starts: Sequence[bool]
+    verbatim: Sequence[int]
+    as_stub: Callable[[int], int]
+    forced_cost: Callable[[int], int | None]
+    range_tokens: int
+    budget: Budget
+    cut: int | None = None
+
+
+def plan(c: Compaction) -> Layout:
+    """The layout after one compaction (see :class:`Compaction`). The frontier never
     moves backwards and never enters the protected tail.
     """
+    layout, n, protect, budget = c.layout, c.n, c.protect, c.budget
+    group_starts, verbatim, range_tokens = c.group_starts, c.verbatim, c.range_tokens
+    as_stub, forced_cost, cut = c.as_stub, c.forced_cost, c.cut
     level = budget.target if cut is None else cut
     head = layout.head
     stubbed = max(layout.stubbed, protect)
