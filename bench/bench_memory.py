@@ -32,9 +32,9 @@ from typing import Any
 from offload.config import ProxySettings
 from offload.core.lines import read_lines_within
 from offload.core.tokens import default_counter
-from offload.proxy.messages import content_text
-from offload.proxy.pipeline import Pipeline
-from offload.proxy.replay import chain_runs, load_runs, replay
+from offload.proxy.rewrite.messages import content_text
+from offload.proxy.rewrite.pipeline import Pipeline
+from offload.proxy.rewrite.replay import chain_runs, load_runs, replay
 from offload.store.models import Filters
 from offload.store.store import Store
 

@@ -7,7 +7,7 @@ client would send them; then each of its questions is sent as the next user mess
 question's evidence turns *reach the wire* when each one's text is on the wire verbatim:
 as a message the window kept, or inside the recall block. The last column adds one
 transparent-retrieval round of a scripted model that searches this session's memory with
-the question (the proxy's own memory-search tool: :func:`offload.proxy.retrieval.search_result`)
+the question (the proxy's own memory-search tool: :func:`offload.proxy.retrieval.retrieval.search_result`)
 sized to the room left under the ceiling.
 
 Also reported: requests over the ceiling (must be 0), recall blocks and their tokens, and
@@ -34,9 +34,9 @@ from typing import Any
 
 from offload.config import ProxySettings
 from offload.core.tokens import default_counter
-from offload.proxy.pipeline import Pipeline
-from offload.proxy.retrieval import search_result
-from offload.proxy.window import Budget
+from offload.proxy.retrieval.retrieval import search_result
+from offload.proxy.rewrite.pipeline import Pipeline
+from offload.proxy.rewrite.window import Budget
 from offload.store.store import Store
 
 SCOPE = "/bench/project"

@@ -4,7 +4,7 @@
   chained (all runs of a file as one continuous session) at 8192, with every turn checked
   (wire under the emergency ceiling, recent tail verbatim unless it alone breaks the
   ceiling, every stub expanding back to the client's exact messages).
-- what it would take: the prefix-stability bound (``offload.proxy.bound``) of each chained
+- what it would take: the prefix-stability bound (``offload.proxy.rewrite.bound``) of each chained
   trace at 8192 with the rules relaxed one at a time (a smaller verbatim tail; the head's
   messages replaced by 80-token stubs), to show which rule limits the figure.
 - latency: the rewrite of a chained session of about 1,000 messages in steady state: each
@@ -33,11 +33,11 @@ from typing import Any
 
 from offload.config import ProxySettings
 from offload.core.tokens import BPE_ENCODING, default_counter
-from offload.proxy.bound import prefix_bound
-from offload.proxy.message_stubs import least_stub_tokens
-from offload.proxy.messages import content_text, head_end, message_tokens
-from offload.proxy.pipeline import Pipeline
-from offload.proxy.replay import chain_runs, load_runs, replay, turn_points
+from offload.proxy.rewrite.bound import prefix_bound
+from offload.proxy.rewrite.message_stubs import least_stub_tokens
+from offload.proxy.rewrite.messages import content_text, head_end, message_tokens
+from offload.proxy.rewrite.pipeline import Pipeline
+from offload.proxy.rewrite.replay import chain_runs, load_runs, replay, turn_points
 from offload.store.store import Store
 
 HERE = Path(__file__).resolve().parent
@@ -276,7 +276,7 @@ def render(
         "A turn is a request before each assistant message; `prefix kept` is the share of"
         " consecutive turns of a session whose previous wire is an exact prefix of the next;"
         " `bound` is the most any windowing policy could keep under the same rules (head"
-        " pinned, tail verbatim, wire under the ceiling; `offload.proxy.bound`, optimistic:"
+        " pinned, tail verbatim, wire under the ceiling; `offload.proxy.rewrite.bound`, optimistic:"
         " stubs at the least any stub can cost, breaks wherever they pay off best);"
         " `at ceiling`: windowing turns the ceiling fired.",
         "",

@@ -74,9 +74,9 @@ def start_proxy(upstream: str, home: str, retrieval: str) -> tuple[subprocess.Po
 def micro(rounds: int = 2000) -> list[str]:
     """The added code itself, in process (no sockets, so load noise stays small): offering
     the tools on the 50-message body, and filtering a 300-event stream that calls none."""
-    from offload.proxy.retrieval import NAMES
-    from offload.proxy.retrieval_loop import offer
-    from offload.proxy.retrieval_stream import RoundFilter
+    from offload.proxy.retrieval.retrieval import NAMES
+    from offload.proxy.retrieval.retrieval_loop import offer
+    from offload.proxy.retrieval.retrieval_stream import RoundFilter
 
     body = {"messages": fifty_messages(), "max_tokens": 1, "temperature": 0}
     raw = json.dumps(body).encode()

@@ -1,6 +1,6 @@
 """The proxy's chat hop, lean client against httpx, side by side in one run.
 
-``offload.proxy.http1`` (asyncio transports and httptools) carries chat completions to a
+``offload.proxy.transport.http1`` (asyncio transports and httptools) carries chat completions to a
 plain-HTTP upstream; httpx carries everything else. This measures what the lean client
 saves on one hop: each pair sends the same chat request (a ~30 KB body) once through each
 client, in random order, to the instant stub upstream of ``bench_proxy.py`` (its own
@@ -34,8 +34,8 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_proxy import fifty_messages, machine, start_stub
-from offload.proxy.forward import send_upstream
-from offload.proxy.http1 import Http1Pool
+from offload.proxy.transport.forward import send_upstream
+from offload.proxy.transport.http1 import Http1Pool
 
 CHAT = "/v1/chat/completions"
 Send = Callable[[bytes], Awaitable[int]]

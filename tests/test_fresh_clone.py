@@ -148,7 +148,7 @@ def test_the_readme_test_command_passes_a_fast_subset_in_the_fresh_clone(
     # the fast tests that read the vendored data (not this suite again, recursively)
     subset = [
         "tests/core/test_lines.py",
-        "tests/proxy/test_replay.py",
+        "tests/proxy/rewrite/test_replay.py",
         "tests/test_vendored_data.py",
     ]
     done = subprocess.run(

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from offload.proxy.replay import Run, load_runs
+from offload.proxy.rewrite.replay import Run, load_runs
 
 FILE_CHARS = 8000  # about 2,000 tokens of source code
 MIN_FILE_CHARS = 2500

@@ -18,7 +18,7 @@ import pytest
 
 import loopback
 from offload.core import analysis, gist
-from offload.proxy import message_stubs
+from offload.proxy.rewrite import message_stubs
 from offload.store.store import Store
 from proxy.proxy_servers import (
     Scripted,
@@ -26,7 +26,7 @@ from proxy.proxy_servers import (
     scripted_upstream,
     serving,
 )
-from proxy.test_recall import ask, session
+from proxy.rewrite.test_recall import ask, session
 from realparts import ServerThread, free_port, wait_until
 
 CHAT = "/v1/chat/completions"

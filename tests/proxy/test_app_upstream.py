@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 import loopback
-from offload.proxy.retrieval import DEFINITIONS
+from offload.proxy.retrieval.retrieval import DEFINITIONS
 from offload.store.store import Store
 from proxy.proxy_servers import completion, proxy_for
 from proxy.socket_upstream import NOT_FOUND, SocketUpstream, running

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from offload.core.sse import iter_sse_events, stream_text
-from offload.proxy.replay import load_runs
+from offload.proxy.rewrite.replay import load_runs
 from offload.store.store import Store
 from proxy.heavy_calls import heavy_call_runs
 from proxy.proxy_servers import proxy_for

@@ -107,9 +107,9 @@ def run_replay(args: argparse.Namespace, settings: Settings) -> int:
 
     from offload.core.tokens import default_counter
     from offload.errors import InvalidInput
-    from offload.proxy.messages import wants_alternation
-    from offload.proxy.pipeline import Pipeline
-    from offload.proxy.replay import (
+    from offload.proxy.rewrite.messages import wants_alternation
+    from offload.proxy.rewrite.pipeline import Pipeline
+    from offload.proxy.rewrite.replay import (
         Turn,
         chain_runs,
         load_runs,

@@ -40,13 +40,13 @@ from starlette.routing import Route
 
 from offload.config import HttpSettings, ProxySettings, Settings
 from offload.core.bodylimit import BodyLimit
-from offload.proxy.chat import chat_completions
-from offload.proxy.errors_http import Guard, shape_for, too_large
-from offload.proxy.routes_anthropic import messages
-from offload.proxy.routes_models import models
-from offload.proxy.routes_passthrough import passthrough
-from offload.proxy.routes_stats import metrics, stats
+from offload.proxy.routes.chat import chat_completions
+from offload.proxy.routes.routes_anthropic import messages
+from offload.proxy.routes.routes_models import models
+from offload.proxy.routes.routes_passthrough import passthrough
+from offload.proxy.routes.routes_stats import metrics, stats
 from offload.proxy.state import ProxyState, RewriterFactory, default_rewriter
+from offload.proxy.transport.errors_http import Guard, shape_for, too_large
 from offload.store.paths import default_scope
 from offload.store.store import Store
 

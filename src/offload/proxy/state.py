@@ -25,13 +25,13 @@ from offload.llm.upstream import (
     tls_context,
     tool_support_of,
 )
-from offload.proxy.counting import UpstreamCounter
-from offload.proxy.forward import UpstreamReply, send_upstream
-from offload.proxy.http1 import Http1Pool
-from offload.proxy.message_stubs import names_proxy_tools
-from offload.proxy.messages import wants_alternation
-from offload.proxy.metrics import Metrics
-from offload.proxy.pipeline import Pipeline, RewriteResult
+from offload.proxy.figures.metrics import Metrics
+from offload.proxy.rewrite.message_stubs import names_proxy_tools
+from offload.proxy.rewrite.messages import wants_alternation
+from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
+from offload.proxy.transport.counting import UpstreamCounter
+from offload.proxy.transport.forward import UpstreamReply, send_upstream
+from offload.proxy.transport.http1 import Http1Pool
 from offload.store.store import Store
 
 # one logger name for the whole proxy surface, whichever module logs

@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from offload.proxy.exposition import text
+from offload.proxy.figures.exposition import text
 
 #: (key in ``Store.stats()``, family, help)
 STORE_GAUGES = (
@@ -22,7 +22,7 @@ STORE_GAUGES = (
 
 def own_metrics(store: Mapping[str, Any], surfaces: Mapping[str, Any]) -> str:
     """Prometheus gauges of the store and of the mounted surfaces (one family per meaning,
-    units in the names: see :mod:`offload.proxy.exposition` for the proxy's counters)."""
+    units in the names: see :mod:`offload.proxy.figures.exposition` for the proxy's counters)."""
     return text(HostCollector(store, surfaces))
 
 

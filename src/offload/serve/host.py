@@ -238,7 +238,7 @@ def _host_app(served: Served) -> ASGIApp:
     from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
     from starlette.routing import Route
 
-    from offload.proxy.errors_http import Guard
+    from offload.proxy.transport.errors_http import Guard
 
     async def dashboard(request: Request) -> Response:
         token = bool(served.settings.proxy.bearer_token)

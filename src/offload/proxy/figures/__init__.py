@@ -1,0 +1,1 @@
+"""The proxy's counters and per-turn figures, and their Prometheus text."""

@@ -1,0 +1,672 @@
+"""The proxy's stubs on the wire: message stubs for bulky messages, range stubs for
+paged-out runs of messages, and :func:`expand`, which turns a wire back into the client's
+messages. (:mod:`offload.core.stubs` renders the stub text; this module decides what a
+message's stub says, stores what it replaces and counts it.)
+
+A *stubbed* message keeps its role and every field but ``content`` (a ``tool`` message
+keeps ``tool_call_id`` and ``name``; an assistant keeps its ``tool_calls``, whose bulky
+arguments have stubs of their own: :mod:`offload.proxy.rewrite.call_args`); its content
+becomes a stub naming ``ctx:sha256:<hex>`` of the original content, which the store holds
+byte for byte (a list of parts is stored as its canonical JSON).
+
+A *range stub* stands in for a run of whole groups paged out of the middle of the
+conversation. Each page-out stores one entry (a "part"), labelled
+``proxy:<session>:<first>-<last>``: its content is a JSON document holding the newly paged
+messages exactly as the client sent them, together with those of the parts just before it
+while the whole stays within ``MERGE_BYTES`` (so a long range reads back in a few large
+parts), plus a pointer to the part before it (what the stub's reference names, restored
+byte for byte), its body a readable transcript of those
+messages (what ``read`` shows; :mod:`offload.proxy.rewrite.transcript`), with a topic and a
+summary (the task, the tools, the files). Search indexes a part's transcript only from its
+newly paged messages on: the parts it takes in hold the rest, indexed already, so each
+paged message is found once, not once per later part that repeats it. The stub names the newest part, so
+the whole range is retrievable part by part, newest first, and carries a contents list
+(the tool calls the part holds, with their transcript lines) and the exact read and
+search calls.
+
+Everything here is deterministic: the same content and settings give the same stub bytes.
+Work is cached per content hash (count, gist, store write happen once per content).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from offload.core.chunking import count_lines
+from offload.core.gist import gist
+from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
+from offload.core.preview import TocEntry
+from offload.core.stubs import StubInfo, is_stub, render_stub
+from offload.core.tokens import TokenCounter
+from offload.errors import NotFound, OffloadError, ReferenceError_
+from offload.proxy.rewrite import transcript
+from offload.proxy.rewrite.call_args import restore_calls
+from offload.proxy.rewrite.messages import Message, content_text, message_tokens, range_role
+from offload.store.store import Store
+
+STUB_GIST_CHARS = 120
+RANGE_GIST_CHARS = 160
+#: The roles a range stub may take (see :func:`offload.proxy.rewrite.messages.range_role`).
+RANGE_ROLES = ("user", "assistant")
+#: Said in the stub of a message whose content was a list of parts (stored as JSON).
+PARTS_NOTE = "(content parts as JSON)"
+#: How a recall block starts (:mod:`offload.proxy.rewrite.recall`).
+RECALL_MARKER = "[offload: recalled "
+#: How a loop note starts (:mod:`offload.proxy.rewrite.loops`).
+LOOP_MARKER = "[offload: loop guard]"
+_NOTES = (RECALL_MARKER, LOOP_MARKER)
+_RANGE_HEADER = re.compile(r"\[offload: \d+ earlier messages ")
+#: Tool calls named in a range stub's contents list.
+RANGE_CONTENTS = 4
+#: A page-out takes in the parts before it while the merged part's JSON stays within this
+#: many bytes: a long range reads back in a few large parts (each one ``offload cat``), not
+#: one part per page-out, while no single page-out rewrites more than this.
+MERGE_BYTES = 256 * 1024
+
+
+#: The proxy's own memory tools (:mod:`offload.proxy.retrieval.retrieval`, which checks these names),
+#: named first in stubs so a model behind the proxy alone can expand them.
+PROXY_READ = "offload_read"
+PROXY_SEARCH = "offload_search"
+
+
+def names_proxy_tools(mode: str, tool_support: bool | None) -> bool:
+    """Whether the upstream model is offered the proxy's own memory tools, so stubs and
+    recall blocks may name them: ``proxy.retrieval`` "on", or "auto" unless the upstream
+    says its chat template renders no tools (:mod:`offload.proxy.retrieval.retrieval_loop`)."""
+    return mode == "on" or (mode == "auto" and tool_support is not False)
+
+
+def read_call(ref: str, proxy_tools: bool = True) -> str:
+    """The exact calls that bring ``ref`` back (the proxy's tool when it offers its tools,
+    else the MCP server's ``read``; the CLI either way; ``retrieve`` takes the same
+    ``ref``). Kept short: every stub carries it."""
+    tool = PROXY_READ if proxy_tools else "read"
+    return f'{tool}(ref="{ref}") or `offload cat {ref}`'
+
+
+def range_read_call(ref: str, proxy_tools: bool = True) -> str:
+    """The exact calls that read a paged-out part as a transcript, and restore it."""
+    ours = f', {PROXY_READ}(ref="{ref}")' if proxy_tools else ""
+    return (
+        f'read(ref="{ref}", offset=1){ours} or `offload cat {ref}` (a'
+        f' transcript; the exact messages: retrieve(ref="{ref}"), JSON whose "earlier" names'
+        " the part before)"
+    )
+
+
+def range_search_call(session: str, proxy_tools: bool = True) -> str:
+    """The exact calls that search everything this conversation paged out."""
+    ours = f', {PROXY_SEARCH}(query="…")' if proxy_tools else ""
+    return f'search(queries=["…"], source="proxy:{session}"){ours} or `offload search "…"`'
+
+
+@dataclass(frozen=True)
+class RangePart:
+    """What one page-out stores: the exact messages as JSON and the transcript."""
+
+    body: str  # the JSON document (the entry's content: what the stub's ref names)
+    transcript: str  # what is read, and indexed from ``index_from_line`` on
+    topic: str
+    summary: str
+    # the transcript's first line that no earlier part holds: the parts it takes in are
+    # indexed already, so a search finds each message once (in the part that paged it)
+    index_from_line: int = 1
+
+
+@dataclass(frozen=True)
+class PartMeta:
+    """Where a stored part sits in its chain."""
+
+    first: int  # its first message's index
+    last: int
+    earlier: str | None  # the part before it
+    nbytes: int  # its JSON's size
+
+
+@dataclass(frozen=True)
+class MessageStub:
+    """What the pipeline knows about one content: its identity, size and stub."""
+
+    digest: str  # sha256 hex of the content text
+    tokens: int  # tokens of the content text alone
+    stub: str  # the stub text that replaces it
+    stub_tokens: int
+
+
+@dataclass(frozen=True)
+class RangeStub:
+    """A range stub on the wire and the part it names."""
+
+    first: int  # first paged message index (the end of the head)
+    last: int  # last paged message index (inclusive)
+    ref: str  # full ctx:sha256 reference of the newest part
+    label: str
+    text: str
+    tokens: int  # wire tokens of the stub message
+    role: str = "user"
+
+    def message(self) -> Message:
+        """The wire message."""
+        return {"role": self.role, "content": self.text}
+
+    def to_json(self) -> dict[str, Any]:
+        """For the persisted session state."""
+        return {
+            "first": self.first,
+            "last": self.last,
+            "ref": self.ref,
+            "label": self.label,
+            "text": self.text,
+            "tokens": self.tokens,
+            "role": self.role,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RangeStub:
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            first=int(data["first"]),
+            last=int(data["last"]),
+            ref=str(data["ref"]),
+            label=str(data["label"]),
+            text=str(data["text"]),
+            tokens=int(data["tokens"]),
+            role=str(data.get("role", "user")),  # states saved before roles varied
+        )
+
+
+class StubMaker:
+    """Counts, stubs and stores message contents, once per content hash (thread-safe)."""
+
+    def __init__(
+        self,
+        store: Store,
+        counter: TokenCounter,
+        *,
+        scope: str,
+        cache_size: int = 16384,
+        proxy_tools: bool = True,
+    ) -> None:
+        self.store = store
+        self.counter = counter
+        self.scope = scope
+        # whether stubs name the proxy's own memory tools (off: only the MCP tools and CLI
+        # the client can call itself)
+        self.proxy_tools = proxy_tools
+        self._cache_size = cache_size
+        self._tokens: OrderedDict[str, int] = OrderedDict()  # key: content itself (short) / hash
+        self._stubs: OrderedDict[tuple[str, str, str], MessageStub] = OrderedDict()
+        self._stored: OrderedDict[str, None] = OrderedDict()
+        self._parts: OrderedDict[str, PartMeta] = OrderedDict()
+        # a content's gist by its hash: a big message's stub is rendered again when the
+        # tool naming changes, and its stored summary is the same gist
+        self._gists: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def name_proxy_tools(self, on: bool) -> None:
+        """Whether stubs made from now on name the proxy's own tools (the stubs cached
+        with the other naming are dropped)."""
+        with self._lock:
+            if on != self.proxy_tools:
+                self.proxy_tools = on
+                self._stubs.clear()
+
+    # -- counting --------------------------------------------------------------------------
+
+    def content_tokens(self, text: str) -> int:
+        """Tokens of ``text``, cached per content."""
+        if not text:
+            return 0
+        # Short texts key by themselves (cheaper than hashing); long ones by their hash.
+        key = text if len(text) <= 256 else text_hash(text)
+        with self._lock:
+            hit = self._tokens.get(key)
+            if hit is not None:
+                self._tokens.move_to_end(key)
+                return hit
+        n = self.counter.count(text)
+        with self._lock:
+            self._tokens[key] = n
+            if len(self._tokens) > self._cache_size:
+                self._tokens.popitem(last=False)
+        return n
+
+    def tokens(self, msg: Message) -> int:
+        """Wire tokens of ``msg`` as it is."""
+        return message_tokens(self.counter, msg, self.content_tokens(content_text(msg)))
+
+    def gist(self, text: str, digest: str) -> str:
+        """The stub gist of ``text`` (whose hash is ``digest``), computed once per content."""
+        with self._lock:
+            hit = self._gists.get(digest)
+            if hit is not None:
+                self._gists.move_to_end(digest)
+                return hit
+        made = gist(text, STUB_GIST_CHARS)
+        with self._lock:
+            self._gists[digest] = made
+            if len(self._gists) > self._cache_size:
+                self._gists.popitem(last=False)
+        return made
+
+    # -- per-message stubs -------------------------------------------------------------------
+
+    def message_stub(self, msg: Message, source: str) -> MessageStub:
+        """The stub of ``msg``'s content (nothing is stored yet)."""
+        text = content_text(msg)
+        kind = "tool output" if msg["role"] in ("tool", "function") else f"{msg['role']} message"
+        if isinstance(msg.get("content"), list):
+            kind = f"{kind} {PARTS_NOTE}"
+        key = (text_hash(text), kind, source)
+        with self._lock:
+            hit = self._stubs.get(key)
+            if hit is not None:
+                self._stubs.move_to_end(key)
+                return hit
+        tokens = self.content_tokens(text)
+        info = StubInfo(
+            ref=short_ref(key[0]),
+            kind=kind,
+            source=source,
+            tokens=tokens,
+            lines=count_lines(text),
+            nbytes=len(text.encode("utf-8", "surrogatepass")),
+            gist=self.gist(text, key[0]),
+        )
+        stub = render_stub(info, read_call(info.ref, self.proxy_tools))
+        made = MessageStub(key[0], tokens, stub, self.counter.count(stub))
+        with self._lock:
+            self._stubs[key] = made
+            if len(self._stubs) > self._cache_size:
+                self._stubs.popitem(last=False)
+        return made
+
+    def with_ends(self, made: MessageStub, text: str, budget: int) -> MessageStub:
+        """``made`` followed by the first and last lines of ``text`` (about ``budget``
+        tokens of them, half each) and the exact call that reads the lines between; as
+        it is when nothing fits (one line longer than the budget is cut by characters)."""
+        half = max(0, budget) * 2  # characters each side, at ~4 characters a token
+        lines = text.split("\n")
+        head = _fitting(lines, half)
+        tail = _fitting(lines[len(head) :][::-1], half)[::-1]
+        hidden = len(lines) - len(head) - len(tail)
+        tool = PROXY_READ if self.proxy_tools else "read"
+        ref = short_ref(made.digest)
+        if len(lines) == 1 and len(text) > 2 * half and half:
+            shown = [
+                text[:half],
+                f'[… {len(text) - 2 * half:,} characters not shown: {tool}(ref="{ref}")]',
+                text[-half:],
+            ]
+        elif hidden > 0 and (head or tail):
+            shown = [
+                *head,
+                f'[… {hidden:,} lines not shown: {tool}(ref="{ref}", offset={len(head) + 1})]',
+                *tail,
+            ]
+        else:
+            return made
+        stub = made.stub + "\nits first and last lines:\n" + "\n".join(shown)
+        return MessageStub(made.digest, made.tokens, stub, self.counter.count(stub))
+
+    def worth_stubbing(
+        self, msg: Message, source: str, threshold: int, *, gain: float = 2.0
+    ) -> MessageStub | None:
+        """The stub when ``msg`` is bulky (content over ``threshold`` tokens) and its stub
+        is at least ``gain`` times smaller; stubs are never stubbed again."""
+        text = content_text(msg)
+        if not text or is_stub(text):
+            return None
+        tokens = self.content_tokens(text)
+        if tokens <= threshold:
+            return None
+        made = self.message_stub(msg, source)
+        return made if made.stub_tokens * gain <= tokens else None
+
+    def stubbed(self, msg: Message, made: MessageStub, source: str = "") -> Message:
+        """``msg`` with its content replaced by the stub, the content stored first (with a
+        topic naming its role, tool and call id)."""
+        text = content_text(msg)
+        with self._lock:
+            known = made.digest in self._stored
+        if not known:
+            topic, summary = _message_topic(msg, source, text, self.gist(text, made.digest))
+            self.ensure_stored(text, made.digest, source="proxy", topic=topic, summary=summary)
+        out = dict(msg)
+        out["content"] = made.stub
+        return out
+
+    def ensure_stored(
+        self,
+        text: str,
+        digest: str,
+        *,
+        source: str,
+        label: str | None = None,
+        body: str | None = None,
+        topic: str = "",
+        summary: str = "",
+        index_from_line: int = 1,
+    ) -> None:
+        """Persist ``text`` in this scope unless this process already knows it is stored
+        (``body``: what to index and show instead, from ``index_from_line`` on; ``text``
+        stays the restorable original)."""
+        with self._lock:
+            if digest in self._stored:
+                self._stored.move_to_end(digest)
+                return
+        try:
+            # stored under another scope only (an older proxy's): store it here too, so the
+            # project's own search finds it
+            known = self.store.resolve(CTX_PREFIX + digest, self.scope).scope == self.scope
+        except ReferenceError_:  # missing, or forgotten since: store it (again)
+            known = False
+        if not known or label is not None:
+            self.store.put(
+                text,
+                kind="proxy",
+                source=source,
+                scope=self.scope,
+                label=label,
+                body=body,
+                topic=topic,
+                summary=summary,
+                index_from_line=index_from_line,
+            )
+        with self._lock:
+            self._stored[digest] = None
+            if len(self._stored) > self._cache_size:
+                self._stored.popitem(last=False)
+
+    # -- range stubs ---------------------------------------------------------------------------
+
+    def page_out(self, session: str, stub: RangeStub, part: RangePart) -> RangeStub:
+        """Store a part rendered by :meth:`render_range` and return its stub."""
+        digest = stub.ref[len(CTX_PREFIX) :]
+        self.ensure_stored(
+            part.body,
+            digest,
+            source=f"proxy:{session}",
+            label=stub.label,
+            body=part.transcript,
+            topic=part.topic,
+            summary=part.summary,
+            index_from_line=part.index_from_line,
+        )
+        return stub
+
+    def render_range(
+        self,
+        session: str,
+        messages: Sequence[Message],
+        first: int,
+        start: int,
+        end: int,
+        previous: RangeStub | None,
+        paged_tokens: int,
+    ) -> tuple[RangeStub, RangePart]:
+        """The stub for the range ``[first, end)`` and the body of its newest part:
+        messages ``[start, end)`` and those of the parts before it that it takes in
+        (``previous`` covers ``[first, start)``); nothing is stored until :meth:`page_out`."""
+        paged0 = start
+        start, earlier_ref = self._merge_start(messages, start, end, previous)
+        doc: dict[str, Any] = {
+            "conversation": session,
+            "first": start,
+            "last": end - 1,
+            "messages": list(messages[start:end]),
+            "earlier": earlier_ref,
+        }
+        body = json.dumps(doc, ensure_ascii=False)
+        digest = text_hash(body)
+        self._remember(
+            CTX_PREFIX + digest, PartMeta(start, end - 1, earlier_ref, _json_bytes(body))
+        )
+        label = f"proxy:{session}:{first}-{end - 1}"
+        count = end - first
+        roles: dict[str, int] = {}
+        for msg in messages[first:end]:
+            roles[msg["role"]] = roles.get(msg["role"], 0) + 1
+        mix = ", ".join(f"{n} {role}" for role, n in sorted(roles.items()))
+        # the gist and the contents list are of what this page-out adds
+        text_of_part = "\n".join(
+            content_text(m) for m in messages[paged0:end] if m["role"] in ("user", "assistant")
+        )
+        earlier = f"; the part before: {earlier_ref}" if earlier_ref is not None else ""
+        title = f"# conversation {session}, messages #{start}-#{end - 1}{earlier}"
+        rendered = transcript.render(messages[start:end], start, title)
+        opener = messages[first - 1] if first else None
+        task = content_text(opener) if opener is not None and opener["role"] == "user" else ""
+        topic, summary = transcript.describe(messages[start:end], task, start)
+        new_from = rendered.lines[paged0 - start] if paged0 - start < len(rendered.lines) else 0
+        contents = tuple(
+            TocEntry(line, title)
+            for line, title in transcript.contents(
+                [c for c in rendered.calls if c.line >= new_from], RANGE_CONTENTS
+            )
+        )
+        ref = short_ref(digest)
+        text = _range_text(
+            StubInfo(
+                ref=ref,
+                kind=f"{count} earlier messages",
+                source=f"this conversation, #{first}-#{end - 1} ({mix})",
+                tokens=paged_tokens,
+                lines=count_lines(rendered.text),
+                nbytes=len(body.encode("utf-8", "surrogatepass")),
+                gist=(
+                    transcript.one_line(gist(text_of_part, RANGE_GIST_CHARS), RANGE_GIST_CHARS)
+                    if text_of_part.strip()
+                    else ""
+                ),
+                toc=contents,
+            ),
+            session,
+            self.proxy_tools,
+        )
+        role = range_role(messages, first, end)
+        tokens = message_tokens(self.counter, {"role": role, "content": text})
+        stub = RangeStub(first, end - 1, CTX_PREFIX + digest, label, text, tokens, role)
+        indexed_from = 1 if start == paged0 else max(1, new_from)
+        return stub, RangePart(body, rendered.text, topic, summary, indexed_from)
+
+    def _merge_start(
+        self, messages: Sequence[Message], start: int, end: int, previous: RangeStub | None
+    ) -> tuple[int, str | None]:
+        """(first message, part before) of the part for messages ``[start, end)``: the
+        parts just before it are taken in while the merged JSON stays within
+        ``MERGE_BYTES`` (their messages are the client's own, verified by the session's
+        digest, so the merged part restores them byte for byte)."""
+        if previous is None:
+            return start, None
+        size = _json_bytes(json.dumps(list(messages[start:end]), ensure_ascii=False))
+        cursor: str | None = previous.ref
+        while cursor is not None:
+            meta = self._part_meta(cursor)
+            if meta is None or meta.last != start - 1 or size + meta.nbytes > MERGE_BYTES:
+                break
+            start, size, cursor = meta.first, size + meta.nbytes, meta.earlier
+        return start, cursor
+
+    def _remember(self, ref: str, meta: PartMeta) -> None:
+        with self._lock:
+            self._parts[ref] = meta
+            self._parts.move_to_end(ref)
+            while len(self._parts) > self._cache_size:
+                self._parts.popitem(last=False)
+
+    def _part_meta(self, ref: str) -> PartMeta | None:
+        """Where the stored part ``ref`` sits (None: unreadable, so nothing merges past it)."""
+        with self._lock:
+            known = self._parts.get(ref)
+        if known is not None:
+            return known
+        try:
+            body = self.store.body(self.store.resolve(ref, self.scope), original=True)
+            doc = json.loads(body)
+            earlier = doc["earlier"]
+            meta = PartMeta(
+                int(doc["first"]),
+                int(doc["last"]),
+                earlier if isinstance(earlier, str) else None,
+                _json_bytes(body),
+            )
+        except (OffloadError, ValueError, KeyError, TypeError):
+            return None
+        self._remember(ref, meta)
+        return meta
+
+
+def _json_bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _range_text(info: StubInfo, session: str, proxy_tools: bool = True) -> str:
+    return render_stub(
+        info, range_read_call(info.ref, proxy_tools), range_search_call(session, proxy_tools)
+    )
+
+
+def _message_topic(msg: Message, source: str, text: str, text_gist: str) -> tuple[str, str]:
+    """(topic, summary) of one stubbed message: its role, tool and call id, and its gist."""
+    role = str(msg.get("role"))
+    call_id = msg.get("tool_call_id")
+    names = [
+        str((c.get("function") or {}).get("name"))
+        for c in msg.get("tool_calls") or ()
+        if isinstance(c, dict) and isinstance(c.get("function"), dict)
+    ]
+    what = "tool output" if role in ("tool", "function") else f"{role} message"
+    bits = [what, source, f"(id {call_id})" if isinstance(call_id, str) and call_id else ""]
+    if names:
+        bits.append("calls " + ", ".join(names))
+    topic = transcript.one_line(" ".join(b for b in bits if b), 120)
+    summary = transcript.one_line(text_gist, 300) if text.strip() else ""
+    return topic, summary
+
+
+def least_stub_tokens(counter: TokenCounter, proxy_tools: bool = True) -> tuple[int, int]:
+    """Lower bounds on the wire tokens of any message stub and of any range stub (for
+    :mod:`offload.proxy.rewrite.bound`): each rendered with the shortest fields it can have.
+
+    The reference is left empty: how many tokens a real one costs depends on its digits
+    (an estimate counts a run of digits dearer than hex letters), so no sample hash is a
+    floor."""
+    ref = ""
+    message = render_stub(
+        StubInfo(ref=ref, kind="", source="", tokens=0, lines=0, nbytes=0),
+        read_call(ref, proxy_tools),
+    )
+    ranged = _range_text(
+        StubInfo(
+            ref=ref,
+            kind="1 earlier messages",
+            source="this conversation, #0-#0 (1 user)",
+            tokens=0,
+            lines=0,
+            nbytes=0,
+        ),
+        "0" * 16,
+        proxy_tools,
+    )
+    return (
+        message_tokens(counter, {"role": "user", "content": message}),
+        message_tokens(counter, {"role": "user", "content": ranged}),
+    )
+
+
+def expand(
+    store: Store,
+    wire: Sequence[Message],
+    scope: str | None = None,
+    cache: dict[str, Any] | None = None,
+) -> list[Message]:
+    """The client's messages rebuilt from a wire: stubs resolved through the store.
+
+    The proof that nothing was lost: for every rewrite, ``expand(wire) == client messages``.
+    ``cache`` (ref -> parsed body) may be shared between calls to avoid re-reading parts.
+    """
+    memo: dict[str, Any] = {} if cache is None else cache
+
+    def body_of(ref: str) -> str:
+        if ref not in memo:
+            memo[ref] = store.body(store.resolve(ref, scope), original=True)
+        text: str = memo[ref]
+        return text
+
+    def part(ref: str) -> tuple[list[Message], str | None]:
+        key = "part:" + ref
+        if key not in memo:
+            doc = json.loads(body_of(ref))
+            memo[key] = (doc["messages"], doc["earlier"])
+        got: tuple[list[Message], str | None] = memo[key]
+        return got
+
+    out: list[Message] = []
+    for sent in wire:
+        msg = restore_calls(sent, body_of)  # stubbed tool-call arguments (call_args)
+        text = msg.get("content")
+        if is_proxy_note(msg):
+            continue  # a recall block or a loop note: the proxy's, not the client's
+        if not isinstance(text, str) or not is_stub(text):
+            out.append(msg)
+            continue
+        ref = _stub_ref(text)
+        if is_range_stub(msg):
+            parts: list[list[Message]] = []
+            cursor: str | None = ref
+            while cursor is not None:
+                messages, cursor = part(cursor)
+                parts.append(messages)
+            for chunk in reversed(parts):
+                out.extend(chunk)
+            continue
+        restored = dict(msg)
+        header = text.split("\n", 1)[0]
+        body = body_of(ref)
+        restored["content"] = json.loads(body) if PARTS_NOTE in header else body
+        out.append(restored)
+    return out
+
+
+def _fitting(lines: Sequence[str], chars: int) -> list[str]:
+    """The leading ``lines`` that fit in ``chars`` characters."""
+    out: list[str] = []
+    used = 0
+    for line in lines:
+        used += len(line) + 1
+        if used > chars:
+            break
+        out.append(line)
+    return out
+
+
+def is_proxy_note(msg: Message) -> bool:
+    """True for a message the proxy adds to the wire for one turn (a recall block, a loop
+    note): not the client's, never kept in the stable prefix."""
+    text = msg.get("content")
+    return msg.get("role") == "user" and isinstance(text, str) and text.startswith(_NOTES)
+
+
+def is_range_stub(msg: Message) -> bool:
+    """True for a range stub standing in for paged-out messages."""
+    text = msg.get("content")
+    return (
+        msg.get("role") in RANGE_ROLES and isinstance(text, str) and bool(_RANGE_HEADER.match(text))
+    )
+
+
+def _stub_ref(stub: str) -> str:
+    header = stub.split("\n", 1)[0]
+    marker = "stored as "
+    at = header.rfind(marker)
+    if at < 0:
+        raise NotFound(header[:80], "the stub names no reference")
+    return header[at + len(marker) :].rstrip("]").strip()

@@ -1,0 +1,867 @@
+"""One request's rewrite: the client's messages in, a bounded, cache-friendly wire out.
+
+The HTTP app calls :meth:`Pipeline.rewrite` once per chat request (synchronously, from a
+worker thread); ``offload replay`` calls the same method turn by turn without an upstream.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from offload.config import ProxySettings
+from offload.core.tokens import TokenCounter
+from offload.errors import InvalidInput, OffloadError, StoreBusy
+from offload.proxy.rewrite import loops
+from offload.proxy.rewrite.call_args import CallsStub, CallStubber
+from offload.proxy.rewrite.ceilings import Ceilings, client_compacted, harness_key
+from offload.proxy.rewrite.message_stubs import (
+    PROXY_READ,
+    MessageStub,
+    RangePart,
+    RangeStub,
+    StubMaker,
+    names_proxy_tools,
+    read_call,
+)
+from offload.proxy.rewrite.messages import (
+    MESSAGE_OVERHEAD,
+    Message,
+    calls_text,
+    chain,
+    content_text,
+    head_end,
+    is_group_start,
+    is_page_boundary,
+    message_tokens,
+    protect_start,
+    session_key,
+    source_of,
+    validate,
+)
+from offload.proxy.rewrite.recall import Recalled, Recaller, read_back
+from offload.proxy.rewrite.reuse import break_cause, shared_prefix
+from offload.proxy.rewrite.session import (
+    STATE_NAMESPACE,
+    Live,
+    LiveSessions,
+    SessionLocks,
+    SessionState,
+    SideRecord,
+    side_key,
+)
+from offload.proxy.rewrite.window import Budget, Compaction, Layout, cut_level, plan, trigger
+from offload.store.store import Store
+
+#: What a range stub is assumed to cost while planning (they measure ~90-130 tokens).
+RANGE_ESTIMATE = 140
+#: How often one request is rebuilt because another process saved its session's state
+#: first. Each rebuild means that other request succeeded, so this bounds only a pathology
+#: (requests of one session arriving faster than one rewrite takes), answered StoreBusy.
+REBUILDS = 16
+
+
+class _Moved(OffloadError):
+    """Another process saved the session's state after this rewrite read it."""
+
+
+FIGURES = (
+    "client_tokens",
+    "wire_tokens",
+    "stubs_made",
+    "stubbed_messages",
+    "windowed",
+    "emergency",
+    "prefix_kept",
+    "break_cause",
+    "recall_tokens",
+    "recall_hits",
+    "recall_read",
+    "loop_broken",
+    "ceiling_learned",
+    "reused_tokens",
+)
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """What one rewrite produced, and the figures the proxy's metrics report."""
+
+    messages: list[dict[str, Any]]  # what goes on the wire (valid OpenAI chat messages)
+    session_id: str  # stable id of the conversation (from its stable head)
+    client_tokens: int  # tokens of the messages as the client sent them
+    wire_tokens: int  # tokens of `messages`
+    stubs_made: int  # new stubs created by this request
+    stubbed_messages: int  # messages on the wire that are stubs (stubbed or range stubs)
+    windowed: bool  # a windowing (page-out) trigger fired on this request
+    emergency: bool  # the emergency ratio acted
+    prefix_kept: bool  # the session's previous request as sent is an exact prefix of this one
+    break_cause: str | None  # when not kept: "windowing" | "client_edit" | "new_session" |
+    # "restart" | "moved" (another process wrote the session's state since this one served
+    # it) | "stubs_restored" (emergency stubs of the head or tail back to verbatim) |
+    # "recall" | "loop_note" (the proxy's own addition to the previous request left)
+    recall_tokens: int = 0  # tokens of the recall block on the wire (0: none)
+    recall_hits: int = 0  # recalled messages in it
+    recall_read: int = 0  # references recalled last turn that the model's answer named
+    loop_broken: bool = False  # a repeating spiral was seen and a loop note added
+    ceiling_learned: int = 0  # the client compacted itself: the wire tokens it did so at
+    # tokens this request shares as a prefix with the session's previous one as sent (the
+    # upstream's reusable KV cache; proxy.reuse)
+    reused_tokens: int = 0
+
+    def figures(self) -> dict[str, Any]:
+        """The per-request counts that the proxy's metrics and ``offload replay`` report."""
+        return {name: getattr(self, name) for name in FIGURES}
+
+
+class Pipeline:
+    """Rewrites chat requests; thread-safe across sessions (one lock per session).
+
+    The wire is a deterministic function of the session's persisted state and the
+    messages: the pinned head verbatim, one range stub for the paged-out run, the
+    stubbed middle, and the rest verbatim (see :mod:`offload.proxy.rewrite.window`).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        settings: ProxySettings,
+        counter: TokenCounter,
+        *,
+        scope: str = "proxy",
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.counter = counter
+        self.scope = scope
+        # with transparent retrieval off the model has no proxy tools: stubs name the MCP
+        # server's and the CLI's calls only ("auto" learns it: name_proxy_tools)
+        tools = names_proxy_tools(settings.retrieval, None)
+        self.stubs = StubMaker(store, counter, scope=scope, proxy_tools=tools)
+        self.recall = Recaller(store, settings, counter, scope)
+        self.ceilings = Ceilings(store)
+        self.calls = CallStubber(self.stubs, functools.partial(read_call, proxy_tools=tools))
+        self._locks = SessionLocks()
+        self._live = LiveSessions()
+
+    def name_proxy_tools(self, on: bool) -> None:
+        """Whether stubs and recall blocks made from now on name the proxy's own memory
+        tools: under ``retrieval = "auto"`` the proxy learns only from the upstream whether
+        the model can call them (a range stub already on the wire keeps its text until
+        the range grows)."""
+        self.stubs.name_proxy_tools(on)
+        self.calls.name_read_call(functools.partial(read_call, proxy_tools=on))
+        self.recall.name_reader(PROXY_READ if on else "read")
+
+    def rewrite(
+        self,
+        messages: list[dict[str, Any]],
+        n_ctx: int,
+        *,
+        session_hint: str = "",
+        alternate: bool = False,
+    ) -> RewriteResult:
+        """The wire for ``messages`` under a context of ``n_ctx`` tokens.
+
+        ``session_hint`` separates conversations whose opening messages are identical.
+        ``alternate``: the upstream's chat template refuses two messages of one role in a
+        row, so a chat is paged only up to a user message (a range stub between two user
+        messages takes the assistant's turn either way).
+
+        Raises :class:`offload.errors.InvalidInput` for malformed messages or a bad
+        ``n_ctx`` (nothing is stored then).
+        """
+        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0:
+            raise InvalidInput(f"n_ctx must be a positive integer, got {n_ctx!r}")
+        msgs = validate(messages)
+        head = head_end(msgs)
+        session = session_key(msgs[:head], session_hint)
+        lock = self._locks.get(session)
+        with lock:
+            try:
+                harness = harness_key(msgs[:head])
+                budget = Budget.of(self.settings, n_ctx)
+                if self.settings.learn_client_ceiling:  # off: nothing learned is applied
+                    budget = self.ceilings.budget(harness, budget)
+                result = self._rewrite_saved(session, msgs, head, budget, alternate)
+                if result.ceiling_learned:
+                    self.ceilings.learn(harness, result.ceiling_learned)
+                return result
+            except BaseException:
+                # No half-built in-memory record survives a failure; the persisted state
+                # is only ever replaced whole, after the wire is built.
+                self._forget(session)
+                raise
+
+    def _forget(self, session: str) -> None:
+        """Drop this process's records of ``session`` and of its side record."""
+        self._live.drop(session)
+        self._live.drop(side_key(session))
+
+    # -- one request -----------------------------------------------------------------------
+
+    def _rewrite_saved(
+        self, session: str, msgs: list[Message], head: int, budget: Budget, alternate: bool
+    ) -> RewriteResult:
+        """:meth:`_rewrite`, again on the newer state whenever another process saved the
+        session's state while this one was rewriting it.
+
+        A new state is saved only over the version it was computed from (compare and swap),
+        so two processes serving one session at once never overwrite each other's state:
+        the outcome is that of serving their requests one after the other, and the next
+        turn follows every acknowledged one whichever process serves it.
+        """
+        for attempt in range(REBUILDS):
+            try:
+                return self._rewrite(session, msgs, head, budget, alternate, attempt > 0)
+            except _Moved:
+                self._forget(session)
+        raise StoreBusy(
+            f"the state of proxy session {session} changed {REBUILDS} times while one request "
+            "was rewritten; retry the request"
+        )
+
+    def _rewrite(
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        budget: Budget,
+        alternate: bool,
+        moved: bool = False,
+    ) -> RewriteResult:
+        """One request in phases: its route, its counts, the wire it starts from, the
+        windowing, the saved state, what is sent, and what is remembered and reported."""
+        route = self._route(session, msgs, head, budget, moved)
+        counted = self._count(route, msgs)
+        protect = protect_start(msgs, head, self.settings.tail_messages)
+        start = self._start(session, msgs, head, protect, route, counted, budget)
+        win = self._window(session, msgs, head, protect, start, counted.tokens, budget, alternate)
+        version = self._save(route, start.state, win.state, msgs, counted.learned)
+        cause = start.cause
+        previous = route.previous
+        if (
+            cause is None
+            and previous is not None
+            and win.wire[: len(previous.wire)] != previous.wire
+        ):
+            cause = "windowing" if win.windowed else "client_edit"
+        sent = self._send(session, msgs, head, win.state, win.wire, win.tokens, budget, alternate)
+        return self._finish(session, msgs, route, counted, win, version, sent, cause)
+
+    def _count(self, route: _Route, msgs: list[Message]) -> _Counted:
+        """Each client message's tokens (those the previous record counted are reused),
+        and the wire tokens the client compacted itself at, when it just did."""
+        previous = route.previous
+        known = route.reuse if previous is not None and route.reuse else 0
+        ct = (previous.client_tokens[:known] if previous is not None else []) + [
+            self.stubs.tokens(m) for m in msgs[known:]
+        ]
+        learned = 0  # the client compacted itself: the wire tokens it had been sent
+        if (
+            self.settings.learn_client_ceiling
+            and previous is not None
+            and route.cause == "client_edit"
+            and client_compacted(sum(previous.client_tokens), sum(ct))
+        ):
+            learned = sum(previous.wire_tokens)
+        return _Counted(known, ct, learned)
+
+    def _start(
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        protect: int,
+        route: _Route,
+        counted: _Counted,
+        budget: Budget,
+    ) -> _Start:
+        """The wire on the state the request continues, before any windowing: the
+        previous wire extended on a steady turn, built anew otherwise; head and tail
+        messages stubbed in an emergency go back to verbatim once they fit."""
+        previous, state, ct, known = route.previous, route.state, counted.tokens, counted.known
+        if previous is not None and known and state == previous.state:
+            # Steady turn: the wire up to the first new message is the previous one.
+            cut = _wire_index(state, known)
+            wire = previous.wire[:cut] + msgs[known:]
+            tokens = previous.wire_tokens[:cut] + ct[known:]
+            stubs = previous.stubs  # forced stubs all lie before ``known``
+        else:
+            wire, tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
+        restored = self._unforce(state, protect, ct, tokens, budget)
+        if restored is None:
+            return _Start(state, wire, tokens, stubs, route.cause)
+        wire, tokens, stubs, _ = self._build(session, msgs, restored, restored.layout, ct)
+        return _Start(restored, wire, tokens, stubs, route.cause or "stubs_restored")
+
+    def _window(
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        protect: int,
+        start: _Start,
+        ct: list[int],
+        budget: Budget,
+        alternate: bool,
+    ) -> _Windowed:
+        """The wire after windowing: the frontier moved when a trigger fires, and the
+        state this request leaves (floor and mark set whenever a trigger fired)."""
+        state, wire, tokens, stubs = start.state, start.wire, start.tokens, start.stubs
+        total = sum(tokens)
+        least, growth = 0, 0.0
+        if total > budget.high:  # below it the band cannot matter: skip the O(n) sums
+            # the least a compaction could leave now: the head, a range stub, the tail
+            least = sum(tokens[:head]) + RANGE_ESTIMATE + sum(ct[protect:])
+            growth = _growth(msgs, ct, head)
+        fire, emergency = trigger(total, state.floor, budget, growth, least)
+        windowed = False
+        made = 0
+        new_state = state
+        if fire:
+            layout, rng = self._compact(session, msgs, head, protect, state, ct, budget, alternate)
+            if layout != state.layout:
+                windowed = True
+                new_state = replace(state, layout=layout, range=rng, threshold=budget.threshold)
+                wire, tokens, stubs, made = self._build(
+                    session, msgs, new_state, state.layout, ct, state.threshold
+                )
+                made += rng is not state.range
+                total = sum(tokens)
+            new_state = replace(new_state, floor=total, mark=len(msgs))
+        new_state = _reverify(new_state, state, msgs)
+        return _Windowed(new_state, wire, tokens, stubs, made, windowed, emergency and windowed)
+
+    def _save(
+        self,
+        route: _Route,
+        before: SessionState,
+        after: SessionState,
+        msgs: list[Message],
+        learned: int,
+    ) -> int:
+        """Save the state this request leaves, when it changed (always for a side record),
+        over the version it was computed from; the version now saved. Raises
+        :class:`_Moved` when another process replaced that version since."""
+        value: dict[str, Any] | None = None
+        if route.side:
+            value = SideRecord(after, len(msgs), chain("", msgs), learned).to_json()
+        elif after != before or route.promoted:
+            value = after.to_json()
+        if value is None:
+            return route.version
+        saved = self.store.replace_state(STATE_NAMESPACE, route.key, value, route.version)
+        if not saved:  # computed from a state another process has replaced since
+            raise _Moved
+        return saved
+
+    def _finish(
+        self,
+        session: str,
+        msgs: list[Message],
+        route: _Route,
+        counted: _Counted,
+        win: _Windowed,
+        version: int,
+        sent: _Sent,
+        cause: str | None,
+    ) -> RewriteResult:
+        """Remember this request for the session's next one, and report its figures."""
+        previous, known, recalled = route.previous, counted.known, sent.recalled
+        read = read_back(previous.recalled, msgs[known:]) if previous is not None and known else 0
+        refs = recalled.refs if recalled is not None else ()
+        reused = 0
+        if previous is not None:
+            shared = shared_prefix(self.counter, previous.sent, previous.sent_tokens, sent.out)
+            reused = shared.tokens
+            cause = break_cause(previous.sent, shared.first_diff, cause)
+        live = Live(
+            win.state, version, list(msgs), counted.tokens, win.wire, win.tokens, win.stubs, refs
+        )
+        live.learned = counted.learned if route.side else 0
+        live.sent, live.sent_tokens = sent.out, sent.tokens
+        self._live.put(route.key, live)
+        return RewriteResult(
+            messages=sent.out,
+            session_id=session,
+            client_tokens=sum(counted.tokens),
+            wire_tokens=sum(sent.tokens),
+            stubs_made=win.made,
+            stubbed_messages=win.stubs,
+            windowed=win.windowed,
+            emergency=win.emergency,
+            prefix_kept=previous is not None and cause is None,
+            break_cause=cause,
+            recall_tokens=recalled.tokens if recalled is not None else 0,
+            recall_hits=len(recalled.refs) if recalled is not None else 0,
+            recall_read=read,
+            loop_broken=sent.looped,
+            ceiling_learned=route.learned,
+            reused_tokens=reused,
+        )
+
+    def _send(
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        state: SessionState,
+        wire: list[Message],
+        wire_tokens: list[int],
+        budget: Budget,
+        alternate: bool,
+    ) -> _Sent:
+        """The request as sent: ``wire``, this turn's recall block after its newest
+        message (the next turn drops it: only the block and what follows it are ever
+        recomputed), then a loop note if one is due."""
+        out, out_tokens = list(wire), list(wire_tokens)
+        recalled = None
+        if not alternate:
+            recalled = self._recall(session, msgs, head, state, wire, sum(wire_tokens), budget)
+        if recalled is not None:
+            out.append(recalled.message)
+            out_tokens.append(recalled.tokens)
+        looped = loops.spiral(msgs, self.settings.loop_repeats)
+        if looped is not None:
+            loop_note = loops.note(*looped)
+            cost = message_tokens(self.counter, loop_note)
+            if sum(out_tokens) + cost <= budget.ceiling:
+                out.append(loop_note)
+                out_tokens.append(cost)
+            else:
+                looped = None
+        return _Sent(out, out_tokens, recalled, looped is not None)
+
+    def _recall(
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        state: SessionState,
+        wire: list[Message],
+        total: int,
+        budget: Budget,
+    ) -> Recalled | None:
+        """This turn's recall block, placed after the newest message (so the next turn,
+        which drops it, recomputes only the block: never the history before it), within
+        the room left under the ceiling. None after an assistant message (a prefill the
+        model continues) or on the head alone."""
+        if len(msgs) <= head or msgs[-1]["role"] == "assistant":
+            return None
+        generation = state.range.ref if state.range is not None else ""
+        return self.recall.block(
+            session,
+            msgs,
+            head,
+            len(wire),
+            wire,
+            budget.ceiling - total,
+            budget.n_ctx,
+            generation,
+        )
+
+    def _route(
+        self, session: str, msgs: list[Message], head: int, budget: Budget, moved: bool
+    ) -> _Route:
+        """Which saved state this request continues and where its outcome is saved.
+
+        A request that does not extend the session's last one (nor fits its saved
+        frontier) is a departure: a side request, or the client's own edit or compaction.
+        It is served on the state it fits (the frontier, else a fresh one) and saved as the
+        session's side record, so the frontier stays for the conversation's next turn. A
+        request that continues the side record makes it the frontier (see
+        :class:`SideRecord`).
+        """
+        tail = self.settings.tail_messages
+        previous, stale = self._current(session)
+        state, reuse, cause, version = self._resume(session, previous, msgs, head, budget, tail)
+        if (moved or stale) and cause == "restart":
+            cause = "moved"
+        if cause != "client_edit":
+            return _Route(session, previous, state, reuse, cause, version)
+        key = side_key(session)
+        side, _ = self._current(key)
+        if side is not None:
+            n = len(side.client)
+            if (
+                len(msgs) > n
+                and msgs[:n] == side.client
+                and self._applies(side.state, msgs, head, tail, n)
+            ):
+                return _Route(
+                    session, side, side.state, n, None, version, False, True, side.learned
+                )
+            return _Route(key, previous, state, reuse, cause, side.version, True)
+        value, side_version = self.store.get_state_versioned(STATE_NAMESPACE, key)
+        record = SideRecord.from_json(value)
+        if (
+            record is not None
+            and len(msgs) > record.count
+            and self._applies(record.state, msgs, head, tail, len(msgs))
+            and chain("", msgs[: record.count]) == record.digest
+        ):
+            promoted = "moved" if moved or stale else "restart"
+            return _Route(
+                session, None, record.state, 0, promoted, version, False, True, record.learned
+            )
+        return _Route(key, previous, state, reuse, cause, side_version, True)
+
+    def _current(self, session: str) -> tuple[Live | None, bool]:
+        """This process's record of ``session`` if the store still holds the state it was
+        built from (same version), and whether a record was dropped as stale.
+
+        The store's session state is the truth; the record is a cache of it. Another
+        process on the same store (another machine behind a load balancer) that served a
+        turn in between wrote a newer version, and the wire must then follow that state,
+        as it would in the process that wrote it. One indexed read per turn.
+        """
+        previous = self._live.get(session)
+        if previous is None:
+            return None, False
+        if self.store.state_version(STATE_NAMESPACE, session) == previous.version:
+            return previous, False
+        self._live.drop(session)
+        return None, True
+
+    def _resume(
+        self,
+        session: str,
+        previous: Live | None,
+        msgs: list[Message],
+        head: int,
+        budget: Budget,
+        tail: int,
+    ) -> tuple[SessionState, int, str | None, int]:
+        """(state to use, client messages reusable from ``previous``, break cause so far,
+        the store's version of the session's state)."""
+        # A different n_ctx (a reloaded model, the app's overflow retry) keeps the frontier:
+        # the stub threshold is part of the state and only changes at a compaction.
+        fresh = SessionState.fresh(budget.threshold, head)
+        if previous is not None:
+            k = _common_prefix(previous.client, msgs)
+            st = previous.state
+            if not self._applies(st, msgs, head, tail, k):
+                return fresh, 0, "client_edit", previous.version
+            cause = "client_edit" if k < len(previous.client) else None
+            return st, k, cause, previous.version
+        value, version = self.store.get_state_versioned(STATE_NAMESPACE, session)
+        saved = SessionState.from_json(value)
+        if saved is None:
+            return fresh, 0, "new_session", version
+        if not self._applies(saved, msgs, head, tail, len(msgs)):
+            return fresh, 0, "client_edit", version
+        if chain("", msgs[: saved.verified]) != saved.digest:
+            return fresh, 0, "client_edit", version
+        return saved, 0, "restart", version
+
+    def _compact(
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        protect: int,
+        state: SessionState,
+        ct: Sequence[int],
+        budget: Budget,
+        alternate: bool,
+    ) -> tuple[Layout, RangeStub | None]:
+        """The layout after a compaction and the range stub it needs (its part stored)."""
+        paged0 = state.layout.paged
+        growth = _growth(msgs, ct, max(head, state.mark))
+        boundary = is_page_boundary if alternate else is_group_start
+        starts = [boundary(msgs, i) for i in range(len(msgs))]
+
+        rendered: dict[int, tuple[RangeStub, RangePart]] = {}  # gists are costly: render once
+
+        def render(end: int) -> RangeStub:
+            if end not in rendered:
+                rendered[end] = self.stubs.render_range(
+                    session, msgs, head, paged0, end, state.range, sum(ct[head:end])
+                )
+            return rendered[end][0]
+
+        # Plan with the cost of a range stub: first that of paging the whole middle, then
+        # that of the candidate the plan picks.
+        if protect > paged0:
+            range_cost = render(protect).tokens
+        elif state.range is not None:
+            range_cost = state.range.tokens
+        else:
+            range_cost = RANGE_ESTIMATE
+        # The planned cost only ever rises, so the stub the plan picks never costs more
+        # than was planned for (its digits and its role shift its cost by a few tokens).
+        compaction = Compaction(
+            state.layout,
+            len(msgs),
+            protect,
+            starts,
+            ct,
+            lambda i: self._cost(msgs, i, ct, budget.threshold),
+            lambda i: self._forced_cost(msgs, i, ct, budget.threshold),
+            range_cost,
+            budget,
+            cut_level(budget, growth),
+        )
+        new_layout, candidate = state.layout, None
+        for _ in range(6):
+            new_layout = plan(replace(compaction, range_tokens=range_cost))
+            if new_layout.paged <= paged0:
+                candidate = None
+                break
+            candidate = render(new_layout.paged)
+            if candidate.tokens <= range_cost:
+                break
+            range_cost = candidate.tokens
+        if candidate is None:
+            return new_layout, state.range
+        return new_layout, self.stubs.page_out(session, *rendered[new_layout.paged])
+
+    def _unforce(
+        self,
+        state: SessionState,
+        protect: int,
+        ct: Sequence[int],
+        wire_tokens: Sequence[int],
+        budget: Budget,
+    ) -> SessionState | None:
+        """The state without the forced stubs of the head and the protected tail once they
+        fit verbatim again beside the range stub (the trigger then pages out whatever else
+        no longer fits); the tail's alone when only they fit. None when nothing changes."""
+        head = state.layout.head
+        forced = state.layout.forced
+        in_head = {i for i in forced if i < head}
+        in_tail = {i for i in forced if i >= protect}
+        if not in_head and not in_tail:
+            return None
+        rest = sum(ct[protect:]) + (state.range.tokens if state.range is not None else 0)
+        if in_head and sum(ct[:head]) + rest <= budget.ceiling:
+            drop = in_head | in_tail
+        elif in_tail and sum(wire_tokens[:head]) + rest <= budget.ceiling:
+            drop = in_tail
+        else:
+            return None
+        return replace(state, layout=replace(state.layout, forced=forced - drop))
+
+    @staticmethod
+    def _applies(st: SessionState, msgs: list[Message], head: int, tail: int, same: int) -> bool:
+        """Whether ``st`` still fits messages whose first ``same`` equal what it was made for."""
+        return (
+            st.layout.head == head
+            and same >= st.verified
+            and len(msgs) >= st.verified
+            and protect_start(msgs, head, tail) >= st.layout.stubbed
+        )
+
+    # -- costs and the wire ----------------------------------------------------------------------
+
+    def _stubbing(
+        self, msgs: Sequence[Message], i: int, threshold: int, gain: float
+    ) -> _Stubbing | None:
+        """Message ``i`` stubbed where it is bulky: its content, and the arguments of its
+        tool calls unless it is the newest message; None when nothing changes."""
+        content = self.stubs.worth_stubbing(msgs[i], source_of(msgs, i), threshold, gain=gain)
+        calls = None
+        if i < len(msgs) - 1:
+            calls = self.calls.stub(msgs[i], threshold, gain=gain)
+        return None if content is None and calls is None else _Stubbing(content, calls)
+
+    def _bulky(self, msgs: Sequence[Message], i: int, threshold: int) -> _Stubbing | None:
+        return self._stubbing(msgs, i, threshold, 2.0)
+
+    def _forced(
+        self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int
+    ) -> _Stubbing | None:
+        """Message ``i`` stubbed whatever its size (the emergency); the newest message, which
+        the model has not seen yet, keeps its first and last lines beside its stub
+        (``2 * threshold`` tokens of them)."""
+        made = self._stubbing(msgs, i, 0, 1.0)
+        if made is None:
+            return None
+        if i == len(msgs) - 1 and made.content is not None:
+            shown = self.stubs.with_ends(made.content, content_text(msgs[i]), 2 * threshold)
+            made = _Stubbing(shown, made.calls)
+        return made if self._stub_tokens(msgs[i], made) < ct[i] else None
+
+    def _stub_tokens(self, msg: Message, made: _Stubbing) -> int:
+        if made.content is None:
+            content_tokens = self.stubs.content_tokens(content_text(msg))
+        else:
+            content_tokens = made.content.stub_tokens
+        n = content_tokens + MESSAGE_OVERHEAD  # as messages.message_tokens counts it
+        if made.calls is not None:
+            return n + made.calls.tokens
+        text = calls_text(msg)
+        return n + (self.stubs.content_tokens(text) if text else 0)
+
+    def _cost(self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int) -> int:
+        made = self._bulky(msgs, i, threshold)
+        return ct[i] if made is None else self._stub_tokens(msgs[i], made)
+
+    def _forced_cost(
+        self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int
+    ) -> int | None:
+        made = self._forced(msgs, i, ct, threshold)
+        return None if made is None else self._stub_tokens(msgs[i], made)
+
+    def _stubbed(self, msgs: Sequence[Message], i: int, made: _Stubbing) -> Message:
+        """Message ``i`` as it goes on the wire under ``made`` (what it replaces stored)."""
+        msg = msgs[i]
+        if made.content is not None:
+            msg = self.stubs.stubbed(msg, made.content, source_of(msgs, i))
+        if made.calls is not None:
+            msg = self.calls.apply(msg, made.calls)
+        return msg
+
+    def _build(
+        self,
+        session: str,
+        msgs: list[Message],
+        state: SessionState,
+        before: Layout,
+        ct: Sequence[int],
+        before_threshold: int | None = None,
+    ) -> tuple[list[Message], list[int], int, int]:
+        """(wire, its per-message tokens, stubs on it, stubs not there under ``before``)."""
+        layout = state.layout
+        threshold = state.threshold
+        wire: list[Message] = []
+        tokens: list[int] = []
+        stubs = made_now = 0
+
+        def stubbed_under(lay: Layout, i: int, limit: int = threshold) -> _Stubbing | None:
+            if i in lay.forced:
+                return self._forced(msgs, i, ct, threshold)
+            if lay.paged <= i < lay.stubbed:
+                return self._bulky(msgs, i, limit)
+            return None
+
+        for i, msg in enumerate(msgs):
+            if i == layout.head and state.range is not None:
+                wire.append(state.range.message())
+                tokens.append(state.range.tokens)
+                stubs += 1
+            if layout.head <= i < layout.paged:
+                continue
+            made = stubbed_under(layout, i)
+            if made is None:
+                wire.append(msg)
+                tokens.append(ct[i])
+                continue
+            wire.append(self._stubbed(msgs, i, made))
+            tokens.append(self._stub_tokens(msg, made))
+            stubs += 1
+            if before is not layout and (
+                (i < before.head or i >= before.paged)
+                and stubbed_under(before, i, before_threshold or threshold) is None
+            ):
+                made_now += 1
+        return wire, tokens, stubs, made_now
+
+
+@dataclass(frozen=True)
+class _Route:
+    """Where one request starts from and where its outcome goes (:meth:`Pipeline._route`)."""
+
+    key: str  # the state key saved and the record cached: the session's, or its side record's
+    previous: Live | None  # the record the request extends (its first ``reuse`` messages)
+    state: SessionState
+    reuse: int
+    cause: str | None  # the prefix break so far
+    version: int  # the saved version of ``key`` that the outcome replaces
+    side: bool = False  # a departure: saved as the side record, the frontier kept
+    promoted: bool = False  # continues the side record, which becomes the frontier
+    learned: int = 0  # the ceiling the promoted side record saw the client compact at
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """One request's token counts (:meth:`Pipeline._count`)."""
+
+    known: int  # leading messages the previous record had counted (their tokens reused)
+    tokens: list[int]  # each client message's tokens
+    learned: int  # the client compacted itself: the wire tokens it had been sent (0: not)
+
+
+@dataclass(frozen=True)
+class _Start:
+    """The wire a request starts from, before windowing (:meth:`Pipeline._start`)."""
+
+    state: SessionState
+    wire: list[Message]
+    tokens: list[int]
+    stubs: int  # messages on the wire that are stubs
+    cause: str | None  # the prefix break so far
+
+
+@dataclass(frozen=True)
+class _Windowed:
+    """The wire after windowing and the state the request leaves (:meth:`Pipeline._window`)."""
+
+    state: SessionState
+    wire: list[Message]
+    tokens: list[int]
+    stubs: int  # messages on the wire that are stubs
+    made: int  # new stubs made by this request
+    windowed: bool  # the frontier moved
+    emergency: bool  # the emergency ratio acted (and the frontier moved)
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """The request as sent (:meth:`Pipeline._send`)."""
+
+    out: list[Message]
+    tokens: list[int]
+    recalled: Recalled | None  # this turn's recall block (at the end, before a loop note)
+    looped: bool  # a loop note ends ``out``
+
+
+@dataclass(frozen=True)
+class _Stubbing:
+    """How one message is stubbed: its content, its tool calls' arguments, or both."""
+
+    content: MessageStub | None
+    calls: CallsStub | None
+
+
+def _common_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:
+    """How many leading messages ``old`` and ``new`` share."""
+    n = len(old)
+    if len(new) >= n and list(new[:n]) == list(old):
+        return n
+    k = 0
+    for a, b in zip(old, new, strict=False):
+        if a != b:
+            break
+        k += 1
+    return k
+
+
+def _growth(msgs: Sequence[Message], ct: Sequence[int], since: int) -> float:
+    """Tokens the conversation grew by per turn (assistant message) since ``since``."""
+    turns = sum(1 for m in msgs[since:] if m["role"] == "assistant")
+    return sum(ct[since:]) / max(1, turns)
+
+
+def _wire_index(state: SessionState, client_index: int) -> int:
+    """Where client message ``client_index`` (not paged out) sits on the wire."""
+    lay = state.layout
+    if client_index < lay.head:
+        return client_index
+    return lay.head + (1 if state.range is not None else 0) + client_index - lay.paged
+
+
+def _reverify(new: SessionState, old: SessionState, msgs: Sequence[Message]) -> SessionState:
+    """Extend the digest over every message the layout now depends on."""
+    forced = max(new.layout.forced, default=-1) + 1
+    verified = max(new.layout.stubbed, forced, new.layout.head)
+    if verified == new.verified and new.digest:
+        return new
+    if old.digest and old.verified <= verified and new.digest == old.digest:
+        digest = chain(old.digest, msgs[old.verified : verified])
+    else:
+        digest = chain("", msgs[:verified])
+    return replace(new, verified=verified, digest=digest)

@@ -1,0 +1,208 @@
+"""Paged-out messages as a readable transcript: what search indexes and a reader reads.
+
+The proxy stores a paged-out run of messages twice over in one entry: the exact JSON the
+client sent (the entry's content, what every stub's reference names and what restores the
+messages byte for byte) and this transcript (the entry's body, what the store indexes), so
+a search lands on the message and the line and a read shows text, not one line of JSON.
+
+A transcript has a header line per message (``## #12 assistant · call bash (id call_1)``)
+followed by its text as lines; an assistant's tool calls follow its text, one
+``-> call NAME(id ID): ARGUMENTS`` line each. Pure: no I/O, deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from offload.core import untrusted
+from offload.proxy.rewrite.messages import Message, content_text
+
+#: A message header line starts with this.
+HEADER = "## #"
+#: The argument keys that best say what a tool call was about, most telling first.
+KEY_ARGUMENTS = (
+    "command",
+    "cmd",
+    "path",
+    "file_path",
+    "filename",
+    "file",
+    "query",
+    "pattern",
+    "url",
+    "name",
+)
+_PATH_KEYS = frozenset({"path", "file_path", "filename", "file", "paths", "files"})
+# a path-like token: segments joined by "/" or a name with an extension (linear: no nesting)
+_PATH = re.compile(r"(?<![\w.-])(?:[\w.-]+/)+[\w.-]+|(?<![\w./-])[\w-]+\.[A-Za-z]{1,5}(?![\w/])")
+MAX_FILES = 8
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call the transcript holds."""
+
+    name: str
+    key: str  # the most telling argument's value ("" when there is none)
+    line: int  # the line of its ``-> call`` row in the transcript
+    result: str  # the text of its answer ("" when the answer is not in this run)
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A rendered run of messages."""
+
+    text: str
+    lines: tuple[int, ...]  # header line of each message, in order
+    calls: tuple[Call, ...]
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` as one inert line for a stub (:func:`offload.core.untrusted.inline`, line
+    breaks as spaces: a stub's fields read as prose)."""
+    return untrusted.inline(text, limit, line_break=" ")
+
+
+def render(messages: Sequence[Message], first: int, title: str = "") -> Transcript:
+    """The transcript of ``messages``, numbered from ``first`` (their index in the chat)."""
+    rows: list[str] = []
+    if title:
+        rows.append(title)
+    starts: list[int] = []
+    calls: list[tuple[str, str, int, str]] = []  # name, key, line, call id
+    for offset, msg in enumerate(messages):
+        starts.append(len(rows) + 1)
+        rows.append(_header(first + offset, msg))
+        text = content_text(msg)
+        if text:
+            rows.extend(text.split("\n"))
+        for call in msg.get("tool_calls") or ():
+            name, call_id, args = _call_fields(call)
+            calls.append((name, key_argument(args), len(rows) + 1, call_id))
+            rows.append(f"-> call {name}(id {call_id}): {args}")
+    answers = {
+        str(m.get("tool_call_id")): content_text(m)
+        for m in messages
+        if m.get("role") in ("tool", "function")
+    }
+    done = tuple(Call(n, k, line, answers.get(cid, "")) for n, k, line, cid in calls)
+    return Transcript("\n".join(rows), tuple(starts), done)
+
+
+def _header(index: int, msg: Message) -> str:
+    role = str(msg.get("role"))
+    parts = [f"{HEADER}{index} {role}"]
+    name = msg.get("name")
+    if isinstance(name, str) and name:
+        parts.append(name)
+    call_id = msg.get("tool_call_id")
+    if isinstance(call_id, str) and call_id:
+        parts.append(f"(id {call_id})")
+    names = [_call_fields(c)[0] for c in msg.get("tool_calls") or ()]
+    if names:
+        parts.append("calls " + ", ".join(names))
+    return " · ".join([parts[0], " ".join(parts[1:])]) if len(parts) > 1 else parts[0]
+
+
+def _call_fields(call: Any) -> tuple[str, str, str]:
+    """(name, id, arguments text) of one ``tool_calls`` item, whatever its shape."""
+    if not isinstance(call, dict):
+        return "?", "", json.dumps(call, ensure_ascii=False)
+    fn = call.get("function")
+    fn = fn if isinstance(fn, dict) else {}
+    name = fn.get("name")
+    args = fn.get("arguments")
+    if not isinstance(args, str):
+        args = json.dumps(args, ensure_ascii=False, sort_keys=True) if args is not None else ""
+    return (str(name) if name else "?", str(call.get("id") or ""), args)
+
+
+def key_argument(arguments: str) -> str:
+    """The most telling argument of a call (its command, path, query …), else the first
+    string argument, else ""."""
+    parsed = _parse_args(arguments)
+    if not parsed:
+        return ""
+    for key in KEY_ARGUMENTS:
+        value = parsed.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    for value in parsed.values():
+        if isinstance(value, str) and value.strip():
+            return value
+    return ""
+
+
+def _parse_args(arguments: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(arguments) if arguments else {}
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def files_of(messages: Sequence[Message]) -> list[str]:
+    """The files a run of messages names in its tool calls' arguments, first seen first."""
+    found: dict[str, None] = {}
+    for msg in messages:
+        for call in msg.get("tool_calls") or ():
+            args = _call_fields(call)[2]
+            parsed = _parse_args(args)
+            for key, value in parsed.items():
+                values = value if isinstance(value, list) else [value]
+                for v in values:
+                    if key in _PATH_KEYS and isinstance(v, str) and v.strip():
+                        found.setdefault(v.strip(), None)
+            for match in _PATH.finditer(args[:4000]):
+                found.setdefault(match.group(0), None)
+            if len(found) >= MAX_FILES:
+                return list(found)[:MAX_FILES]
+    return list(found)[:MAX_FILES]
+
+
+def tool_counts(messages: Sequence[Message]) -> list[tuple[str, int]]:
+    """Tool names called in ``messages`` with how often, most used first."""
+    counts: dict[str, int] = {}
+    for msg in messages:
+        for call in msg.get("tool_calls") or ():
+            name = _call_fields(call)[0]
+            counts[name] = counts.get(name, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def describe(messages: Sequence[Message], task: str, first: int) -> tuple[str, str]:
+    """(topic, summary) of a paged-out run: the task, the tools, the files. Derived from
+    stored content: untrusted, one line each."""
+    last = first + len(messages) - 1
+    latest = (
+        next((content_text(m) for m in reversed(messages) if m.get("role") == "user"), "") or task
+    )
+    topic = one_line(f"conversation #{first}-#{last}: {latest or 'tool run'}", 120)
+    tools = ", ".join(f"{n}×{c}" for n, c in tool_counts(messages)[:8])
+    files = ", ".join(files_of(messages))
+    pieces = [f"task: {task}" if task else "", f"tools: {tools}" if tools else ""]
+    pieces.append(f"files: {files}" if files else "")
+    pieces.append(f"{len(messages)} messages")
+    summary = one_line("; ".join(p for p in pieces if p), 400)
+    return topic, summary
+
+
+def contents(calls: Sequence[Call], limit: int, width: int = 90) -> list[tuple[int, str]]:
+    """The contents list of a range stub: up to ``limit`` tool calls (the first of each
+    distinct name and key argument) as (line, ``name key → gist``), neutralised."""
+    seen: set[tuple[str, str]] = set()
+    out: list[tuple[int, str]] = []
+    for call in calls:
+        if (call.name, call.key) in seen:
+            continue
+        seen.add((call.name, call.key))
+        what = one_line(f"{call.name} {call.key}".strip(), 40)
+        gist = one_line(call.result, max(0, width - len(what) - 3))
+        out.append((call.line, what + (f" → {gist}" if gist else "")))
+        if len(out) == limit:
+            break
+    return out

@@ -1,0 +1,209 @@
+"""Budget windowing with two-water hysteresis: when the frontier moves, and where to.
+
+Pure: works on token costs, knows nothing of the store. A conversation of ``n`` messages
+is laid out on the wire as
+
+    [0, head)          the pinned head, verbatim
+    [head, paged)      paged out, replaced by one range stub
+    [paged, stubbed)   the stubbed middle: bulky contents replaced by stubs
+    [stubbed, n)       verbatim (this always includes the protected recent tail)
+
+plus ``forced``: messages outside the stubbed middle that are stubbed because the head
+and the tail alone would break the ceiling. ``paged`` and ``stubbed`` only move on a
+trigger, so between triggers the wire only grows by appending and the upstream keeps
+reusing its prefix (KV) cache.
+
+Triggers: above the high-water ratio, once the wire has grown by at least one bite
+(``high_water - target``) since the last compaction, so a compaction never triggers
+another; above the emergency ratio, always. A compaction stubs every bulky message
+up to the protected tail and, if that is not enough, pages whole groups out from the
+oldest, down to the target ratio in one bite — or deeper when the conversation grows so
+fast that the target would leave fewer than ``HEADROOM_TURNS`` turns before the next
+trigger (every trigger costs the upstream its cached prefix past the head).
+
+A collapsed band: when the pinned head and the verbatim tail alone fill most of the
+room under the high water, a compaction cannot get far below it. Firing at the high water
+then breaks the cache every two or three turns while freeing almost nothing: the
+livelock this proxy exists to avoid. So when a compaction would leave room for fewer than
+``MIN_BAND_TURNS`` turns of the observed growth below the high water (judged by the
+larger of the last compaction's result and what the head, a range stub and the tail take
+now), the high water is ignored and only the ceiling fires, which is as late as any
+policy can compact: each message arrives verbatim and stays byte-stable until a
+compaction, so the fewest compactions come from compacting only when the ceiling would
+break, as deep as the layout allows (see :mod:`offload.proxy.rewrite.bound`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from offload.config import ProxySettings
+
+#: A compaction leaves room for about this many turns of growth below the high water.
+HEADROOM_TURNS = 12
+
+#: Below this many turns of room under the high water the band has collapsed: only the
+#: ceiling fires (see the module docstring).
+MIN_BAND_TURNS = 4
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the frontier is."""
+
+    head: int
+    paged: int
+    stubbed: int
+    forced: frozenset[int] = field(default_factory=frozenset)
+
+    @classmethod
+    def fresh(cls, head: int) -> Layout:
+        """Nothing paged, nothing stubbed."""
+        return cls(head, head, head, frozenset())
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The token figures of one context size."""
+
+    n_ctx: int
+    threshold: int  # a message's content above this is bulky
+    high: int
+    target: int
+    ceiling: int
+    bite: int
+
+    @classmethod
+    def of(cls, settings: ProxySettings, n_ctx: int) -> Budget:
+        """Ratios of ``settings`` applied to ``n_ctx``."""
+        high = int(settings.high_water * n_ctx)
+        target = int(settings.target * n_ctx)
+        return cls(
+            n_ctx=n_ctx,
+            threshold=max(1, int(settings.stub_ratio * n_ctx)),
+            high=high,
+            target=target,
+            ceiling=int(settings.emergency * n_ctx),
+            bite=max(0, high - target),
+        )
+
+
+def trigger(
+    total: int, floor: int, budget: Budget, growth_per_turn: float = 0.0, least: int = 0
+) -> tuple[bool, bool]:
+    """(fire, emergency) for a wire of ``total`` tokens; ``floor`` is the wire right after
+    the last compaction (0 before any). ``growth_per_turn`` (the tokens the conversation
+    grows by per turn) and ``least`` (what the head, a range stub and the tail alone take
+    now) tell whether the band has collapsed."""
+    if total > budget.ceiling:
+        return True, True
+    if collapsed(max(floor, least), budget, growth_per_turn):
+        return False, False
+    if total > budget.high and total - floor >= budget.bite:
+        return True, False
+    return False, False
+
+
+def collapsed(floor: int, budget: Budget, growth_per_turn: float) -> bool:
+    """Whether a compaction that gets the wire down to ``floor`` leaves room for fewer
+    than ``MIN_BAND_TURNS`` turns below the high water."""
+    return budget.high - floor < MIN_BAND_TURNS * growth_per_turn
+
+
+def cut_level(budget: Budget, growth_per_turn: float) -> int:
+    """How far down a compaction cuts: the target, or lower so that about
+    ``HEADROOM_TURNS`` turns of the observed growth fit below the high water — but never
+    below half the target, so recent context beyond the tail survives a compaction."""
+    deeper = int(budget.high - HEADROOM_TURNS * growth_per_turn)
+    return max(budget.target // 2, min(budget.target, deeper))
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What one compaction plans from: the current layout and each message's costs.
+
+    ``group_starts[i]``: paging may end right before message ``i``;
+    ``verbatim[i]``: wire tokens of message ``i`` as sent; ``as_stub(i)``: as stubbed
+    (equal to verbatim when it is not bulky); ``forced_cost(i)``: stubbed regardless of
+    size, None when a stub would not be smaller; ``range_tokens``: the cost of the range
+    stub; ``cut``: the level to page down to (default the target).
+    """
+
+    layout: Layout
+    n: int  # messages in the conversation
+    protect: int  # where the protected tail starts
+    group_starts: Sequence[bool]
+    verbatim: Sequence[int]
+    as_stub: Callable[[int], int]
+    forced_cost: Callable[[int], int | None]
+    range_tokens: int
+    budget: Budget
+    cut: int | None = None
+
+
+def plan(c: Compaction) -> Layout:
+    """The layout after one compaction (see :class:`Compaction`). The frontier never
+    moves backwards and never enters the protected tail.
+    """
+    layout, n, protect, budget = c.layout, c.n, c.protect, c.budget
+    group_starts, verbatim, range_tokens = c.group_starts, c.verbatim, c.range_tokens
+    as_stub, forced_cost, cut = c.as_stub, c.forced_cost, c.cut
+    level = budget.target if cut is None else cut
+    head = layout.head
+    stubbed = max(layout.stubbed, protect)
+    forced = {i for i in layout.forced if i < head or i >= layout.paged}
+
+    def cost(i: int) -> int:
+        if i in forced:
+            alt = forced_cost(i)
+            if alt is not None:
+                return alt
+        return as_stub(i) if layout.paged <= i < stubbed else verbatim[i]
+
+    head_cost = sum(cost(i) for i in range(head))
+    middle = [cost(i) for i in range(layout.paged, stubbed)]
+    rest = sum(cost(i) for i in range(stubbed, n))
+
+    # Page whole groups out from the oldest until the wire fits the target.
+    remaining = sum(middle)
+    paged = layout.paged
+    had_range = layout.paged > head
+    unpaged = head_cost + (range_tokens if had_range else 0) + remaining + rest
+    while True:
+        total = head_cost + (range_tokens if (paged > head or had_range) else 0) + remaining + rest
+        if total <= level or paged >= stubbed:
+            break
+        step = paged + 1
+        while step < stubbed and not group_starts[step]:
+            step += 1
+        if (
+            step == stubbed
+            and step < len(group_starts)
+            and not group_starts[step]
+            and total <= budget.ceiling
+        ):
+            break  # the tail starts mid-group: stop short of it while the ceiling allows
+        remaining -= sum(middle[paged - layout.paged : step - layout.paged])
+        paged = step
+    if total >= unpaged:  # a range stub that costs more than it frees: page nothing
+        paged, total = layout.paged, unpaged
+
+    # The head and the tail alone still break the ceiling: stub their biggest messages
+    # (tail first, then head), never forwarding a message the window cannot hold.
+    if total > budget.ceiling:
+        candidates = [i for i in range(stubbed, n) if i not in forced]
+        candidates += [i for i in range(head - 1, -1, -1) if i not in forced]
+        savings: list[tuple[int, int, int]] = []
+        for order, i in enumerate(candidates):
+            alt = forced_cost(i)
+            if alt is not None and alt < verbatim[i]:
+                in_tail = i >= stubbed
+                savings.append((0 if in_tail else 1, -(verbatim[i] - alt), order))
+        for _, saving, order in sorted(savings):
+            if total <= budget.ceiling:
+                break
+            forced.add(candidates[order])
+            total += saving
+    forced = {i for i in forced if i < head or i >= paged}
+    return Layout(head, paged, stubbed, frozenset(forced))

@@ -1,0 +1,1 @@
+"""The HTTP exchanges: chat completions, Anthropic Messages, models, stats and passthrough."""

@@ -1,0 +1,428 @@
+"""The chat-completions exchange: validate, rewrite (in a worker thread), forward, relay
+and count one chat request, with one retry after an upstream context overflow.
+
+``POST /v1/chat/completions`` is served here; the Anthropic route reuses :func:`run_chat`
+with its own sender and answer transform.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import anyio
+import httpx
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from offload.errors import InvalidInput, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from offload.proxy.figures.metrics import RequestRecord, cache_figures
+from offload.proxy.figures.turns import session_title, stub_lines
+from offload.proxy.retrieval import retrieval_loop
+from offload.proxy.rewrite.pipeline import RewriteResult
+from offload.proxy.state import ProxyState
+from offload.proxy.transport.errors_http import OPENAI, ErrorShape, openai_error
+from offload.proxy.transport.forward import (
+    UpstreamReply,
+    close_shielded,
+    race_disconnect,
+    read_all,
+    relay,
+    request_headers,
+    response_headers,
+)
+from offload.proxy.transport.overflow import NoFit, no_fit, no_fit_message, overflow_of
+
+# one logger name for the whole proxy surface, whichever module logs
+log = logging.getLogger("offload.proxy")
+
+KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+# after an overflow, aim this far under the upstream's own count
+OVERFLOW_MARGIN = 0.95
+
+R = TypeVar("R", bound=UpstreamReply)
+#: The messages an answer's reported usage counts (every retrieval round's).
+Sent = Callable[[], Sequence[Mapping[str, Any]]]
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The body parsed (it must be a JSON object); raises :class:`InvalidInput`."""
+    return (await raw_json_body(request))[1]
+
+
+async def raw_json_body(request: Request) -> tuple[bytes, dict[str, Any]]:
+    """The body as sent and as parsed (it must be a JSON object)."""
+    raw = await request.body()
+    try:
+        payload = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"malformed JSON body: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise InvalidInput("the body must be a JSON object")
+    return raw, payload
+
+
+def validate_messages(messages: Any) -> list[dict[str, Any]]:
+    """The chat messages, checked: a non-empty list of objects with a known role."""
+    if not isinstance(messages, list) or not messages:
+        raise InvalidInput("'messages' must be a non-empty array")
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            raise InvalidInput(f"messages[{i}] must be an object")
+        role = msg.get("role")
+        if role not in KNOWN_ROLES:
+            raise InvalidInput(
+                f"messages[{i}].role {role!r} is not one of {', '.join(sorted(KNOWN_ROLES))}"
+            )
+        content = msg.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise InvalidInput(f"messages[{i}].content must be a string, an array or null")
+    return messages
+
+
+@dataclass
+class _Exchange:
+    """One chat request on its way upstream."""
+
+    payload: dict[str, Any]
+    result: RewriteResult
+    n_ctx: int
+
+
+async def chat_completions(request: Request, state: ProxyState) -> Response:
+    """``POST /v1/chat/completions``."""
+    if state.chat_pool is not None:
+        state.chat_pool.prepare()  # the upstream connect overlaps parsing and the rewrite
+    try:
+        raw, payload = await raw_json_body(request)
+        messages = validate_messages(payload.get("messages"))
+        return await run_chat(request, state, payload, messages, send=state.send_chat, raw=raw)
+    except InvalidInput as exc:
+        return openai_error(400, str(exc))
+
+
+async def run_chat(
+    request: Request,
+    state: ProxyState,
+    payload: dict[str, Any],
+    messages: list[dict[str, Any]],
+    *,
+    send: Callable[[bytes, dict[str, str]], Awaitable[R]],
+    transform: Callable[[UpstreamReply, bool, RewriteResult, Sent], Awaitable[Response]]
+    | None = None,
+    raw: bytes | None = None,
+    shape: ErrorShape = OPENAI,
+) -> Response:
+    """Rewrite, forward, relay and count one chat request. ``send`` posts a body upstream
+    (the lean client or httpx); ``transform`` lets the Anthropic route convert the answer
+    instead of relaying it (``Sent`` gives the messages its usage counts, for
+    :func:`record`). ``raw``: the client's body, which is sent as it came when the
+    rewrite left the messages as they were. ``shape``: how the client's API says the
+    proxy's own errors (timeouts, an unreachable upstream, a request that cannot fit)."""
+    n_ctx = await state.n_ctx()
+    offer = retrieval_loop.offer_for(state, payload, raw)  # the proxy's own memory tools
+    if offer is not None:
+        payload, raw = offer.payload, offer.raw
+    exchange = await _rewrite(state, payload, messages, n_ctx)
+    headers = request_headers(request.headers)
+    headers["content-type"] = "application/json"
+    stream = bool(payload.get("stream"))
+    upstream = _Upstream(state, payload, messages, send, headers, raw, exchange, stream, offer)
+    answered = await _answered(request, upstream, shape)
+    if isinstance(answered, Response):
+        return answered
+    resp, read = answered
+    result = upstream.exchange.result
+    if resp.status_code >= 400:
+        body = read if read is not None else await error_body(resp)
+        _count_error(state, result)
+        if transform is not None:
+            return await transform(resp, False, result, upstream.sent)
+        return Response(body, resp.status_code, headers=response_headers(resp.headers))
+    if transform is not None:
+        return await transform(resp, stream, result, upstream.sent)
+    if stream:
+        return _relay_stream(state, resp, result, upstream.sent)
+    return await _relay_whole(request, state, resp, result, upstream.sent)
+
+
+@dataclass
+class _Upstream(Generic[R]):
+    """One chat request's way upstream: the exchange in flight (replaced by the overflow
+    retry) and how its body is sent."""
+
+    state: ProxyState
+    payload: dict[str, Any]
+    messages: list[dict[str, Any]]
+    send: Callable[[bytes, dict[str, str]], Awaitable[R]]
+    headers: dict[str, str]
+    raw: bytes | None
+    exchange: _Exchange
+    stream: bool
+    offer: retrieval_loop.Offer | None = None
+    rounds: retrieval_loop.Rounds | None = None
+
+    def sent(self) -> list[dict[str, Any]]:
+        """Every message posted for this answer (over all retrieval rounds): what the
+        answer's usage, summed over the rounds, counts."""
+        if self.rounds is not None:
+            return self.rounds.sent()
+        return self.exchange.result.messages
+
+    async def post(self) -> R:
+        """Send the current exchange; the answer's headers are in, its body is not read.
+
+        A streamed answer's headers come with its first token, so they must arrive within
+        ``first_byte_timeout_s``; a whole answer's come when it is complete, so only the
+        whole-request limit (``timeout_s``) bounds them."""
+        if self.raw is not None and self.exchange.result.messages == self.messages:
+            body = self.raw  # nothing rewritten: the client's bytes, without a re-encoding
+        else:
+            body = json.dumps({**self.payload, "messages": self.exchange.result.messages}).encode()
+        settings = self.state.settings
+        if not self.stream or settings.first_byte_timeout_s >= settings.timeout_s:
+            return await self.send(body, self.headers)
+        limit = settings.first_byte_timeout_s
+        try:
+            with anyio.fail_after(limit):
+                return await self.send(body, self.headers)
+        except TimeoutError:
+            raise UpstreamTimeout(
+                f"the upstream sent no answer within {limit:g} s (proxy.first_byte_timeout_s)"
+            ) from None
+
+    async def answer(self) -> tuple[UpstreamReply, bytes | None] | NoFit:
+        """The upstream's answer, retried once after a context overflow, and its body when
+        it had to be read already; :class:`NoFit` when the request cannot fit (the retry
+        would send the very same bytes, or overflowed too). With the proxy's tools offered,
+        the answer after the retrieval rounds (see retrieval_loop)."""
+        got = await self._answer()
+        if self.offer is not None and retrieval_loop.refused(self.offer, got):
+            # the upstream refuses tools (a model without them): once more without ours, and
+            # "auto" offers them no more
+            self.state.learn_tool_support(False)
+            self.payload, self.raw, self.offer = self.offer.original, self.offer.original_raw, None
+            got = await self._answer()
+        if self.offer is None or isinstance(got, NoFit) or got[0].status_code >= 400:
+            return got
+        ex = self.exchange
+        rounds = retrieval_loop.rounds_for(self.state, self.offer, ex.result, ex.n_ctx, self.more)
+        self.rounds = rounds
+        return await rounds.continued(got[0], self.stream), None
+
+    def _no_fit(self, overflow: dict[str, Any]) -> NoFit:
+        return no_fit(overflow, self.exchange.n_ctx, self.exchange.result.wire_tokens)
+
+    async def more(self, messages: list[dict[str, Any]]) -> R:
+        """Post a continuation of this request with ``messages`` (a retrieval round)."""
+        body = json.dumps({**self.payload, "messages": messages}, ensure_ascii=False)
+        return await self.send(body.encode(), self.headers)
+
+    async def _answer(self) -> tuple[R, bytes | None] | NoFit:
+        resp = await self.post()
+        if resp.status_code != 400:
+            return resp, None
+        body = await error_body(resp)  # httpx keeps it for a transform to read again
+        overflow = overflow_of(body)
+        if overflow is None:
+            return resp, body
+        retry = await _overflow_retry(
+            self.state, overflow, self.exchange, self.payload, self.messages
+        )
+        if retry.result.messages == self.exchange.result.messages:
+            return self._no_fit(overflow)  # the same bytes would overflow again
+        self.exchange = retry
+        resp = await self.post()
+        if resp.status_code != 400:
+            return resp, None
+        body = await error_body(resp)
+        overflow = overflow_of(body)
+        return (resp, body) if overflow is None else self._no_fit(overflow)
+
+
+async def _answered(
+    request: Request, upstream: _Upstream[R], shape: ErrorShape
+) -> tuple[UpstreamReply, bytes | None] | Response:
+    """The upstream's answer, or the error response when there is none (timeout, upstream
+    down, a request that cannot fit, client gone)."""
+    state = upstream.state
+    try:
+        got = await race_disconnect(request, upstream.answer)
+    except (httpx.TimeoutException, UpstreamTimeout) as exc:
+        _count_error(state, upstream.exchange.result)
+        return shape.response(504, f"upstream did not answer in time: {exc}", "upstream_timeout")
+    except (httpx.HTTPError, UpstreamUnavailable) as exc:
+        _count_error(state, upstream.exchange.result)
+        why = str(exc) if isinstance(exc, UpstreamError) else type(exc).__name__
+        return shape.response(
+            502, f"cannot reach upstream {state.api}: {why}", "upstream_unavailable"
+        )
+    if got is None:  # the client went away before the upstream answered
+        _count_error(state, upstream.exchange.result)
+        return Response(status_code=499)
+    if isinstance(got, NoFit):
+        _count_error(state, upstream.exchange.result)
+        log.info("request does not fit: %s", no_fit_message(got))
+        return shape.response(
+            400, no_fit_message(got), "invalid_request_error", code="context_length_exceeded"
+        )
+    return got
+
+
+def break_event(exc: BaseException) -> bytes:
+    """The OpenAI error event that ends a stream the upstream broke off (or fell silent in)
+    mid-answer, so the client sees a failure, not a normal finish."""
+    if isinstance(exc, httpx.TimeoutException | UpstreamTimeout):
+        return OPENAI.event(504, f"the upstream fell silent mid-answer: {exc}", "upstream_timeout")
+    why = str(exc) if isinstance(exc, UpstreamError) else type(exc).__name__
+    return OPENAI.event(502, f"the upstream broke off mid-answer: {why}", "upstream_unavailable")
+
+
+def _relay_stream(
+    state: ProxyState, resp: UpstreamReply, result: RewriteResult, sent: Sent
+) -> Response:
+    """Relay a streamed answer as it comes, counting it (and its text) at the end."""
+    seen: dict[str, Any] = {}
+    answer: list[str] = []
+    gather = state.counter.exact  # the answer is only worth collecting to count it
+
+    def on_event(data: str) -> None:
+        if not gather and '"timings"' not in data and '"usage"' not in data:
+            return  # nothing this event says is needed: skip parsing it
+        with contextlib.suppress(ValueError):
+            obj = json.loads(data)
+            if isinstance(obj, dict):
+                seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
+                answer.append(_answer_text(obj, "delta"))
+
+    def on_end(completed: bool) -> None:
+        record(state, result, seen, error=not completed, sent=sent())
+        if completed:
+            state.precount("".join(answer))
+
+    return StreamingResponse(
+        relay(resp, on_event_json=on_event, on_end=on_end, on_break=break_event),
+        status_code=resp.status_code,
+        headers=response_headers(resp.headers),
+    )
+
+
+async def _relay_whole(
+    request: Request, state: ProxyState, resp: UpstreamReply, result: RewriteResult, sent: Sent
+) -> Response:
+    """Read a whole answer (unless the client goes away first), count it and pass it on."""
+    body_or_none = await race_disconnect(request, lambda: read_all(resp))
+    if body_or_none is None:
+        await close_shielded(resp)
+        _count_error(state, result)
+        return Response(status_code=499)
+    try:
+        obj = json.loads(body_or_none)
+    except ValueError:
+        obj = {}
+    record(state, result, obj if isinstance(obj, dict) else {}, sent=sent())
+    if isinstance(obj, dict):
+        state.precount(_answer_text(obj, "message"))
+    return Response(body_or_none, resp.status_code, headers=response_headers(resp.headers))
+
+
+# The client sends the model's answer back as the next turn's assistant message: counting
+# its text while the client reads it takes one /tokenize call off that turn's first byte.
+
+
+def _answer_text(obj: dict[str, Any], part: str) -> str:
+    """The text of the first choice: its ``message`` in a whole chat completion, or what a
+    streamed chunk's ``delta`` adds to it."""
+    for choice in obj.get("choices") or ():
+        if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            holder = choice.get(part)
+            text = holder.get("content") if isinstance(holder, dict) else None
+            return text if isinstance(text, str) else ""
+    return ""
+
+
+async def error_body(resp: UpstreamReply) -> bytes:
+    """An error response's whole body, closing it (httpx keeps it for a second read)."""
+    try:
+        return await resp.aread()
+    finally:
+        await close_shielded(resp)
+
+
+async def _rewrite(
+    state: ProxyState, payload: dict[str, Any], messages: list[dict[str, Any]], n_ctx: int
+) -> _Exchange:
+    hint = payload.get("user")
+    rewrite = functools.partial(
+        state.pipeline.rewrite,
+        session_hint=hint if isinstance(hint, str) else "",
+        alternate=state.alternate,
+    )
+    result = await anyio.to_thread.run_sync(rewrite, messages, n_ctx)
+    return _Exchange(payload, result, n_ctx)
+
+
+async def _overflow_retry(
+    state: ProxyState,
+    err: dict[str, Any],
+    exchange: _Exchange,
+    payload: dict[str, Any],
+    messages: list[dict[str, Any]],
+) -> _Exchange:
+    """After an ``exceed_context_size_error`` (its error object ``err``): learn the true
+    sizes and rewrite once more with the budget scaled so our counts land under the
+    upstream's."""
+    upstream_n_ctx = err.get("n_ctx")
+    n_prompt = err.get("n_prompt_tokens")
+    if isinstance(upstream_n_ctx, int) and upstream_n_ctx > 0 and not state.settings.n_ctx:
+        state.n_ctx_value, state.n_ctx_source = upstream_n_ctx, "overflow_error"
+    else:
+        await state.refresh_n_ctx()
+    n_ctx = await state.n_ctx()
+    wire = exchange.result.wire_tokens
+    if isinstance(n_prompt, int) and n_prompt > 0 and wire > 0:
+        state.counter.calibrate(exchange.result.messages, n_prompt)
+        n_ctx = max(1, int(n_ctx * min(1.0, wire / n_prompt) * OVERFLOW_MARGIN))
+    else:
+        n_ctx = max(1, int(n_ctx * OVERFLOW_MARGIN))
+    log.info("upstream overflow (%s prompt tokens); retrying with budget n_ctx=%s", n_prompt, n_ctx)
+    return await _rewrite(state, payload, messages, n_ctx)
+
+
+def record(
+    state: ProxyState,
+    result: RewriteResult,
+    obj: dict[str, Any],
+    *,
+    error: bool = False,
+    sent: Sequence[Mapping[str, Any]] | None = None,
+) -> None:
+    """Count one request, with the cache figures its response reported. ``sent``: every
+    message its reported prompt size counts (over all retrieval rounds; by default the
+    wire), which calibrates the offline counter."""
+    prompt, cached = cache_figures(obj)
+    cause = state.metrics.record(
+        RequestRecord(
+            session_id=result.session_id,
+            **result.figures(),
+            prompt_tokens=prompt,
+            cached_tokens=cached,
+            error=error,
+            n_ctx=state.n_ctx_value or 0,
+            title=session_title(result.messages),
+            stubs=stub_lines(result.messages),
+        )
+    )
+    if cause is not None:
+        log.info("session %s: prefix break (%s)", result.session_id[:12], cause)
+    if prompt and not state.counter.exact:
+        state.counter.calibrate(result.messages if sent is None else sent, prompt)
+
+
+def _count_error(state: ProxyState, result: RewriteResult) -> None:
+    record(state, result, {}, error=True)

@@ -1,0 +1,127 @@
+"""This session's paged-out messages, ranked one by one in memory for auto-recall."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offload.config import ProxySettings
+from offload.core import analysis
+from offload.core.tokens import EstimateCounter
+from offload.proxy.rewrite import message_stubs
+from offload.proxy.rewrite.memory import Doc, Memory, SessionIndex
+from offload.proxy.rewrite.pipeline import Pipeline
+from offload.proxy.rewrite.recall import find_in
+from offload.store.store import Store
+
+SCOPE = "/work/project"
+N_CTX = 2048
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as s:
+        yield s
+
+
+def chat(turns: int) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are helpful."}]
+    for t in range(turns):
+        words = " ".join(f"filler{t}word{i}" for i in range(40))
+        msgs.append({"role": "user", "content": f"Question {t}: tell me about topic {t}. {words}"})
+        answer = f"Answer {t}: the usual things.\n{words}"
+        if t == 3:
+            answer += "\nThe harbour pilot keeps the brass astrolabe in locker nine."
+        msgs.append({"role": "assistant", "content": answer})
+    return msgs
+
+
+def paged(store: Store) -> str:
+    """The newest part's reference after a long chat was paged out."""
+    p = Pipeline(
+        store, ProxySettings(scope=SCOPE, recall_ratio=0.0), EstimateCounter(), scope=SCOPE
+    )
+    msgs = chat(30)
+    for k in range(2, len(msgs) + 1, 2):
+        p.rewrite(msgs[:k], N_CTX)
+    state = next(iter(p._live._items.values())).state
+    assert state.range is not None
+    return state.range.ref
+
+
+def test_the_message_holding_rare_words_ranks_first_and_names_its_lines(store: Store) -> None:
+    newest = paged(store)
+    index = Memory(store, SCOPE).index(newest)
+    assert [d.index for d in index.docs] == sorted(d.index for d in index.docs)
+    best = index.rank(["astrolab", "harbour", "pilot"], 3)
+    doc = best[0][1]
+    assert "brass astrolabe in locker nine" in doc.text and doc.index == 8
+    lines = store.body(store.resolve(doc.ref, SCOPE)).split("\n")
+    assert lines[doc.first_line - 1] == doc.header and doc.header.startswith("## #8 assistant")
+    assert "\n".join(lines[doc.first_line : doc.last_line]) == doc.text
+
+
+def test_the_index_spans_every_part_of_the_chain_and_is_built_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(message_stubs, "MERGE_BYTES", 3000)  # several parts, one chain
+    newest = paged(store)
+    memory = Memory(store, SCOPE)
+    index = memory.index(newest)
+    assert len({d.ref for d in index.docs}) > 1
+    indexes = [d.index for d in index.docs]
+    assert indexes == list(range(indexes[0], indexes[-1] + 1))  # each paged message once
+    assert memory.index(newest) is index
+
+
+def test_a_part_that_cannot_be_read_ends_the_chain_without_failing(store: Store) -> None:
+    index = Memory(store, SCOPE).index("ctx:sha256:" + "0" * 64)
+    assert index.docs == () and index.rank(["anything"], 5) == []
+
+
+def test_ranking_is_deterministic_and_ties_keep_conversation_order() -> None:
+    index = SessionIndex([])
+    assert index.rank(["x"], 3) == [] and index.weight("x") == 0.0
+
+
+def doc(index: int, text: str) -> Doc:
+    counts = Counter(analysis.terms(text))
+    return Doc(
+        ref="ctx:sha256:" + "0" * 12,
+        index=index,
+        first_line=2 * index + 1,
+        last_line=2 * index + 2,
+        header=f"## #{index} user",
+        text=text,
+        terms=tuple(sorted(counts.items())),
+        length=sum(counts.values()),
+    )
+
+
+def test_a_reply_that_shares_no_word_with_the_query_is_found_through_its_neighbour() -> None:
+    texts = [f"small talk number {i} about the weather" for i in range(12)]
+    texts[5] = "here is the photo I took at the lighthouse"
+    texts[6] = "take a look at this one, what do you think?"  # says what, without its words
+    index = SessionIndex([doc(i, t) for i, t in enumerate(texts)])
+    ranked = [(score, d.index) for score, d in index.rank(analysis.terms("lighthouse photo"), 4)]
+    assert [i for _, i in ranked[:3]] == [5, 4, 6]  # the match, then its neighbours by order
+    assert ranked[0][0] == pytest.approx(2 * ranked[1][0]) and ranked[1][0] == ranked[2][0]
+    assert index.rank(analysis.terms("weather"), 20)[-1][1].index in (5, 6)  # shares only
+
+
+def test_neighbours_are_those_next_to_it_in_the_conversation_not_in_the_index() -> None:
+    index = SessionIndex([doc(1, "the lighthouse photo"), doc(3, "take a look at this")])
+    assert [d.index for _, d in index.rank(analysis.terms("lighthouse"), 5)] == [1]
+
+
+def test_a_search_ranks_by_the_querys_content_words_not_its_function_words() -> None:
+    texts = [f"did you see what the weather did on day {i}?" for i in range(10)]
+    texts[4] = "I finally painted it: a lighthouse at dawn"
+    index = SessionIndex([doc(i, t) for i, t in enumerate(texts)])
+    found = [h.index for h in find_in(index, "When did you paint the lighthouse?")]
+    assert found == [4, 3, 5]  # the match and its neighbours; no chatter for "did the"
+    assert len(find_in(index, "when did the")) == 10  # nothing else asked: as it is

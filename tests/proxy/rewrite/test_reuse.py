@@ -1,0 +1,64 @@
+"""KV reuse as the upstream sees it: the token prefix a request shares with the previous one."""
+
+from __future__ import annotations
+
+from offload.core.tokens import EstimateCounter
+from offload.proxy.rewrite.message_stubs import LOOP_MARKER, RECALL_MARKER
+from offload.proxy.rewrite.messages import Message, message_tokens
+from offload.proxy.rewrite.reuse import LOOP_NOTE, RECALL, break_cause, shared_prefix
+
+COUNTER = EstimateCounter()
+SYSTEM: Message = {"role": "system", "content": "You are a careful agent. " * 20}
+ASK: Message = {"role": "user", "content": "Read the deploy log and say what failed."}
+READ: Message = {"role": "assistant", "content": "Reading it now, then the config."}
+BLOCK: Message = {"role": "user", "content": f"{RECALL_MARKER}from memory]\nold records"}
+NOTE: Message = {"role": "user", "content": f"{LOOP_MARKER} You have repeated it 4 times."}
+
+
+def tokens(msgs: list[Message]) -> list[int]:
+    return [message_tokens(COUNTER, m) for m in msgs]
+
+
+def test_a_request_that_extends_the_previous_one_shares_all_its_tokens() -> None:
+    old = [SYSTEM, ASK]
+    new = [*old, READ, {"role": "user", "content": "and now?"}]
+    shared = shared_prefix(COUNTER, old, tokens(old), new)
+    assert shared.tokens == sum(tokens(old))
+    assert shared.first_diff == len(old)
+    assert break_cause(old, shared.first_diff, None) is None
+
+
+def test_a_message_edited_at_its_end_shares_the_tokens_of_its_common_start() -> None:
+    edited: Message = {"role": "user", "content": ASK["content"] + " Quickly."}
+    old = [SYSTEM, ASK, READ]
+    new = [SYSTEM, edited]
+    shared = shared_prefix(COUNTER, old, tokens(old), new)
+    assert shared.first_diff == 1
+    whole = message_tokens(COUNTER, SYSTEM)
+    assert whole < shared.tokens < whole + message_tokens(COUNTER, ASK)
+    assert break_cause(old, shared.first_diff, "client_edit") == "client_edit"
+
+
+def test_a_different_role_at_the_first_difference_shares_nothing_of_it() -> None:
+    old = [SYSTEM, ASK]
+    new = [SYSTEM, {"role": "assistant", "content": ASK["content"]}]
+    assert shared_prefix(COUNTER, old, tokens(old), new).tokens == tokens(old)[0]
+
+
+def test_a_dropped_recall_block_or_loop_note_is_its_own_cause() -> None:
+    follow = [SYSTEM, ASK, READ, {"role": "user", "content": "go on"}]
+    for note, cause in ((BLOCK, RECALL), (NOTE, LOOP_NOTE)):
+        old = [SYSTEM, ASK, note]
+        shared = shared_prefix(COUNTER, old, tokens(old), follow)
+        assert shared.first_diff == 2
+        assert shared.tokens == sum(tokens(old)[:2])  # only the note is recomputed
+        assert break_cause(old, shared.first_diff, None) == cause
+
+
+def test_a_break_before_the_proxys_additions_keeps_the_pipelines_cause() -> None:
+    old = [SYSTEM, ASK, READ, BLOCK]
+    paged = [SYSTEM, ASK, {"role": "assistant", "content": "[offload: 1 message paged out]"}]
+    shared = shared_prefix(COUNTER, old, tokens(old), paged)
+    assert shared.first_diff == 2
+    assert break_cause(old, shared.first_diff, "windowing") == "windowing"
+    assert break_cause(old, shared.first_diff, None) == "client_edit"

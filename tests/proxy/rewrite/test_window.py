@@ -1,0 +1,218 @@
+"""Windowing: the trigger rule, the plan, and the invariants on random conversations."""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+from offload.config import ProxySettings
+from offload.core.tokens import EstimateCounter
+from offload.proxy.rewrite.message_stubs import expand, is_proxy_note, is_range_stub
+from offload.proxy.rewrite.messages import head_end, protect_start
+from offload.proxy.rewrite.pipeline import Pipeline
+from offload.proxy.rewrite.window import (
+    Budget,
+    Compaction,
+    Layout,
+    collapsed,
+    cut_level,
+    plan,
+    trigger,
+)
+from offload.store.store import Store
+
+Msgs = list[dict[str, Any]]
+# a range stub: header, a 160-character gist (digits: ~1 token each), a contents line of at
+# most 200 characters, the read and the search calls (a hypothesis example reached 264)
+MAX_RANGE_TOKENS = 360
+BUDGET = Budget.of(ProxySettings(), 1000)  # threshold 20, high 500, target 350, ceiling 850
+
+
+def test_the_high_water_fires_only_after_a_full_bite_of_growth() -> None:
+    assert trigger(501, 0, BUDGET) == (True, False)
+    assert trigger(500, 0, BUDGET) == (False, False)
+    # just after a compaction that could only get down to 480: inside the band
+    assert trigger(600, 480, BUDGET) == (False, False)
+    assert trigger(630, 480, BUDGET) == (True, False)
+
+
+def test_the_emergency_ratio_acts_even_inside_the_band() -> None:
+    assert trigger(851, 840, BUDGET) == (True, True)
+
+
+def test_a_collapsed_band_leaves_only_the_ceiling_to_fire() -> None:
+    # the last compaction got down to 480: 20 tokens under the high water, and turns
+    # grow by 10, so a high-water compaction would buy two turns for a cache break
+    assert collapsed(480, BUDGET, 10.0)
+    assert trigger(630, 480, BUDGET, 10.0) == (False, False)
+    assert trigger(849, 480, BUDGET, 10.0) == (False, False)
+    assert trigger(851, 480, BUDGET, 10.0) == (True, True)
+    # slow growth: the same floor leaves room for many turns, the band works
+    assert not collapsed(480, BUDGET, 1.0)
+    assert trigger(630, 480, BUDGET, 1.0) == (True, False)
+    # before any compaction: judged by what the head and the tail alone take now
+    assert trigger(501, 0, BUDGET, 10.0, least=300) == (True, False)
+    assert trigger(501, 0, BUDGET, 10.0, least=480) == (False, False)
+
+
+def test_a_fast_growing_conversation_is_cut_deeper_but_not_below_half_the_target() -> None:
+    assert cut_level(BUDGET, 1.0) == BUDGET.target
+    assert BUDGET.target // 2 <= cut_level(BUDGET, 20.0) < BUDGET.target
+    assert cut_level(BUDGET, 1000.0) == BUDGET.target // 2
+
+
+def test_plan_pages_whole_groups_from_the_oldest_down_to_the_target() -> None:
+    # head: 2 messages of 50; then 8 groups of [assistant 10, tool 90]; tail = last group
+    n = 2 + 16
+    verbatim = [50, 50] + [10, 90] * 8
+    starts = [True, True] + [True, False] * 8
+    layout = plan(
+        Compaction(
+            Layout.fresh(2),
+            n,
+            protect=n - 2,
+            group_starts=starts,
+            verbatim=verbatim,
+            as_stub=lambda i: verbatim[i],
+            forced_cost=lambda i: None,
+            range_tokens=30,
+            budget=BUDGET,
+        )
+    )
+    assert layout.stubbed == n - 2
+    assert starts[layout.paged]  # never splits a call from its answers
+    kept = sum(verbatim[layout.paged :]) + 100 + 30
+    assert kept <= BUDGET.target
+    assert kept + 100 > BUDGET.target  # one bite: no deeper than needed
+
+
+def test_plan_never_moves_the_frontier_backwards() -> None:
+    verbatim = [10] * 20
+    before = Layout(2, 6, 10, frozenset())
+    after = plan(
+        Compaction(before, 20, 16, [True] * 20, verbatim, lambda i: 10, lambda i: None, 30, BUDGET)
+    )
+    assert after.paged >= before.paged
+    assert after.stubbed >= before.stubbed
+
+
+# -- invariants on random conversations ------------------------------------------------------
+
+_WORDS = st.sampled_from(["alpha", "beta", "gamma", "delta", "error:", "path/to/file.py", "42"])
+
+
+@st.composite
+def texts(draw: st.DrawFn) -> str:
+    words = draw(st.lists(_WORDS, min_size=1, max_size=12))
+    repeat = draw(st.sampled_from([1, 1, 1, 5, 30, 80]))  # some bulky, most small
+    return " ".join(words) * repeat
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> Msgs:
+    msgs: Msgs = []
+    if draw(st.booleans()):
+        msgs.append({"role": "system", "content": draw(texts())})
+    msgs.append({"role": "user", "content": draw(texts())})
+    for t in range(draw(st.integers(min_value=1, max_value=15))):
+        kind = draw(st.sampled_from(["chat", "tools", "tools", "parts"]))
+        if kind == "tools":
+            ids = [f"c{t}_{k}" for k in range(draw(st.integers(min_value=1, max_value=3)))]
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                        for i in ids
+                    ],
+                }
+            )
+            for i in ids:
+                msgs.append({"role": "tool", "tool_call_id": i, "content": draw(texts())})
+        else:
+            msgs.append({"role": "assistant", "content": draw(texts())})
+        if kind == "parts":
+            msgs.append({"role": "user", "content": [{"type": "text", "text": draw(texts())}]})
+        else:
+            msgs.append({"role": "user", "content": draw(texts())})
+    return msgs
+
+
+def _requests(msgs: Msgs) -> list[Msgs]:
+    return [msgs[:k] for k, m in enumerate(msgs) if m["role"] == "assistant"] + [msgs]
+
+
+def _valid_tool_structure(wire: Msgs) -> bool:
+    open_calls: set[str] = set()
+    for m in wire:
+        if m["role"] == "assistant":
+            open_calls = {c["id"] for c in m.get("tool_calls") or []}
+        elif m["role"] == "tool":
+            if m["tool_call_id"] not in open_calls:
+                return False
+        else:
+            open_calls = set()
+    return True
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(msgs=conversations(), n_ctx=st.sampled_from([1500, 3000, 6000]), alternate=st.booleans())
+def test_windowing_invariants_hold_on_random_conversations(
+    msgs: Msgs, n_ctx: int, alternate: bool
+) -> None:
+    counter = EstimateCounter()
+    proxy = ProxySettings()
+    budget = Budget.of(proxy, n_ctx)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Store(Path(tmp) / "a.db", counter=counter) as store,
+        Store(Path(tmp) / "b.db", counter=counter) as twin_store,
+    ):
+        pipe = Pipeline(store, proxy, counter)
+        twin = Pipeline(twin_store, proxy, counter)
+        for request in _requests(msgs):
+            result = pipe.rewrite(request, n_ctx, alternate=alternate)
+            sent = result.messages
+            # the recall block is the proxy's own, before the last group: judge the rest
+            wire = [m for m in sent if not is_proxy_note(m)]
+            # deterministic bytes: an independent pipeline and store agree exactly
+            assert twin.rewrite(copy.deepcopy(request), n_ctx, alternate=alternate).messages == sent
+            # every removed byte is retrievable, byte for byte
+            assert expand(store, wire) == request
+            assert _valid_tool_structure(sent)
+            head = head_end(request)
+            start = protect_start(request, head, proxy.tail_messages)
+            head_tokens = sum(pipe.stubs.tokens(m) for m in request[:head])
+            tail_tokens = sum(pipe.stubs.tokens(m) for m in request[start:])
+            tail_len = len(request) - start
+            between = wire[head : len(wire) - tail_len]
+            ranges = [pipe.stubs.tokens(m) for m in between if is_range_stub(m)]
+            assert all(r <= MAX_RANGE_TOKENS for r in ranges)
+            # What must sit between head and tail: the middle as laid out, or at best one
+            # range stub standing in for it (as rendered, when there is none yet).
+            if not ranges and start > head:
+                paged = sum(pipe.stubs.tokens(m) for m in request[head:start])
+                stub, _ = pipe.stubs.render_range(
+                    result.session_id, request, head, head, start, None, paged
+                )
+                ranges = [stub.tokens]
+            least = min(sum(pipe.stubs.tokens(m) for m in between), max(ranges or [0]))
+            note(f"{len(request)} msgs: head+least+tail {head_tokens + least + tail_tokens}")
+            if head_tokens + least + tail_tokens <= budget.ceiling:
+                # the head is pinned and the tail arrives verbatim
+                assert wire[:head] == request[:head]
+                assert wire[len(wire) - tail_len :] == request[start:]
+                assert result.wire_tokens <= budget.ceiling
+            assert result.wire_tokens == sum(pipe.stubs.tokens(m) for m in sent)

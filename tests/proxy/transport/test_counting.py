@@ -1,0 +1,162 @@
+"""The proxy's token counter against a real /tokenize over loopback."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from offload.proxy.transport.counting import UpstreamCounter, token_count
+from proxy.proxy_servers import serving
+from realparts import free_port
+
+
+@dataclass
+class Tokenizer:
+    """A /tokenize of one token per word, or a fixed status."""
+
+    status: int = 200
+    close: bool = False  # answer with "connection: close"
+    calls: int = 0
+
+
+@pytest.fixture
+def tokenizer() -> Iterator[tuple[Tokenizer, str]]:
+    """(the knobs, the server root URL)."""
+    state = Tokenizer()
+
+    async def tokenize(request: Request) -> Response:
+        state.calls += 1
+        headers = {"connection": "close"} if state.close else {}
+        if state.status != 200:
+            return Response(status_code=state.status, headers=headers)
+        text = json.loads(await request.body())["content"]
+        return JSONResponse({"tokens": list(range(len(text.split())))}, headers=headers)
+
+    with serving(Starlette(routes=[Route("/tokenize", tokenize, methods=["POST"])])) as server:
+        yield state, server.url
+
+
+def test_exact_counts_come_from_tokenize_once_per_content(
+    tokenizer: tuple[Tokenizer, str],
+) -> None:
+    state, url = tokenizer
+    counter = UpstreamCounter(url)
+    assert counter.count("one two three") == 3
+    assert counter.count("one two three") == 3
+    assert counter.count("caf\u00e9 \U0001f600 four five") == 4  # non-ASCII as JSON
+    assert state.calls == 2 and counter.exact and counter.cache_len() == 2
+    counter.close()
+
+
+def test_the_tokenize_connections_of_ended_threads_are_closed(
+    tokenizer: tuple[Tokenizer, str],
+) -> None:
+    _state, url = tokenizer
+    counter = UpstreamCounter(url)
+    barrier = threading.Barrier(4)
+
+    def count(i: int) -> None:
+        counter.count(f"thread {i} has words")
+        barrier.wait(timeout=60)  # four live threads, four kept-alive connections
+
+    threads = [threading.Thread(target=count, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert counter.open_connections == 4
+    assert counter.release_ended() == 4
+    assert counter.open_connections == 0
+    assert counter.count("the main thread counts too") == 5
+    assert counter.open_connections == 1
+    counter.close()
+
+
+def test_an_upstream_that_closes_each_connection_still_answers_every_count(
+    tokenizer: tuple[Tokenizer, str],
+) -> None:
+    state, url = tokenizer
+    state.close = True
+    counter = UpstreamCounter(url)
+    assert [counter.count(f"w {'x ' * k}") for k in range(3)] == [1, 2, 3]
+    assert state.calls == 3 and counter.exact
+    counter.close()
+
+
+def test_an_upstream_without_tokenize_falls_back_and_stops_asking(
+    tokenizer: tuple[Tokenizer, str],
+) -> None:
+    state, url = tokenizer
+    state.status = 404
+    counter = UpstreamCounter(url)
+    assert counter.count("hello world, how are you") > 0
+    assert counter.count("something else entirely") > 0
+    assert state.calls == 1 and not counter.exact
+    counter.close()
+
+
+def test_a_failing_tokenize_falls_back_for_a_while_then_is_asked_again(
+    tokenizer: tuple[Tokenizer, str],
+) -> None:
+    state, url = tokenizer
+    state.status = 503
+    now = [0.0]
+    counter = UpstreamCounter(url, retry_after_s=30, clock=lambda: now[0])
+    assert counter.count("a b c") > 0 and counter.count("d e f") > 0
+    assert state.calls == 1 and not counter.exact
+    now[0] = 31.0
+    state.status = 200
+    assert counter.count("g h i j") == 4
+    counter.close()
+
+
+def test_an_unreachable_upstream_is_estimated_without_an_error() -> None:
+    counter = UpstreamCounter(f"http://127.0.0.1:{free_port()}", timeout_s=1.0)
+    assert counter.count("nobody listens here") > 0
+    assert not counter.exact
+    counter.close()
+
+
+def test_calibration_scales_offline_counts_toward_the_reported_prompt_size(
+    tokenizer: tuple[Tokenizer, str],
+) -> None:
+    state, url = tokenizer
+    state.status = 404
+    counter = UpstreamCounter(url)
+    messages = [{"role": "user", "content": "word " * 200}]
+    before = counter.count(messages[0]["content"])
+    counter.calibrate(messages, prompt_tokens=2 * before + 4)
+    assert counter.ratio == pytest.approx(2.0, rel=0.05)
+    assert counter.count(messages[0]["content"] + " more") > 1.8 * before
+    counter.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "count"),
+    [
+        (b'{"tokens":[1,2,3]}', 3),
+        (b'{"tokens": [ 7 ]}', 1),
+        (b'{"tokens": []}', 0),
+        (b'{"tokens":[{"id":1,"piece":"a"},{"id":2,"piece":","}]}', 2),  # with_pieces
+        (b'{"tokens": "none"}', None),
+        (b'{"content": [1, 2]}', None),
+        (b"not json", None),
+    ],
+)
+def test_a_tokenize_answer_is_counted_without_building_its_list(
+    answer: bytes, count: int | None
+) -> None:
+    assert token_count(answer) == count
+
+
+def test_a_long_tokenize_answer_counts_every_id() -> None:
+    ids = list(range(300_000))
+    assert token_count(json.dumps({"tokens": ids}).encode()) == len(ids)
