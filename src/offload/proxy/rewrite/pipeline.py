@@ -15,11 +15,10 @@ from offload.config import ProxySettings
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput, OffloadError, StoreBusy
 from offload.proxy.rewrite import loops
-from offload.proxy.rewrite.call_args import CallsStub, CallStubber
+from offload.proxy.rewrite.call_args import CallStubber
 from offload.proxy.rewrite.ceilings import Ceilings, client_compacted, harness_key
 from offload.proxy.rewrite.message_stubs import (
     PROXY_READ,
-    MessageStub,
     RangePart,
     RangeStub,
     StubMaker,
@@ -40,6 +39,18 @@ from offload.proxy.rewrite.messages import (
     session_key,
     source_of,
     validate,
+)
+from offload.proxy.rewrite.phases import (
+    Counted,
+    Route,
+    Sent,
+    Start,
+    Stubbing,
+    Windowed,
+    common_prefix,
+    growth_per_turn,
+    reverify,
+    wire_index,
 )
 from offload.proxy.rewrite.recall import Recalled, Recaller, read_back
 from offload.proxy.rewrite.reuse import break_cause, shared_prefix
@@ -251,7 +262,7 @@ class Pipeline:
         sent = self._send(session, msgs, head, win.state, win.wire, win.tokens, budget, alternate)
         return self._finish(session, msgs, route, counted, win, version, sent, cause)
 
-    def _count(self, route: _Route, msgs: list[Message]) -> _Counted:
+    def _count(self, route: Route, msgs: list[Message]) -> Counted:
         """Each client message's tokens (those the previous record counted are reused),
         and the wire tokens the client compacted itself at, when it just did."""
         previous = route.previous
@@ -267,7 +278,7 @@ class Pipeline:
             and client_compacted(sum(previous.client_tokens), sum(ct))
         ):
             learned = sum(previous.wire_tokens)
-        return _Counted(known, ct, learned)
+        return Counted(known, ct, learned)
 
     def _start(
         self,
@@ -275,17 +286,17 @@ class Pipeline:
         msgs: list[Message],
         head: int,
         protect: int,
-        route: _Route,
-        counted: _Counted,
+        route: Route,
+        counted: Counted,
         budget: Budget,
-    ) -> _Start:
+    ) -> Start:
         """The wire on the state the request continues, before any windowing: the
         previous wire extended on a steady turn, built anew otherwise; head and tail
         messages stubbed in an emergency go back to verbatim once they fit."""
         previous, state, ct, known = route.previous, route.state, counted.tokens, counted.known
         if previous is not None and known and state == previous.state:
             # Steady turn: the wire up to the first new message is the previous one.
-            cut = _wire_index(state, known)
+            cut = wire_index(state, known)
             wire = previous.wire[:cut] + msgs[known:]
             tokens = previous.wire_tokens[:cut] + ct[known:]
             stubs = previous.stubs  # forced stubs all lie before ``known``
@@ -293,9 +304,9 @@ class Pipeline:
             wire, tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
         restored = self._unforce(state, protect, ct, tokens, budget)
         if restored is None:
-            return _Start(state, wire, tokens, stubs, route.cause)
+            return Start(state, wire, tokens, stubs, route.cause)
         wire, tokens, stubs, _ = self._build(session, msgs, restored, restored.layout, ct)
-        return _Start(restored, wire, tokens, stubs, route.cause or "stubs_restored")
+        return Start(restored, wire, tokens, stubs, route.cause or "stubs_restored")
 
     def _window(
         self,
@@ -303,11 +314,11 @@ class Pipeline:
         msgs: list[Message],
         head: int,
         protect: int,
-        start: _Start,
+        start: Start,
         ct: list[int],
         budget: Budget,
         alternate: bool,
-    ) -> _Windowed:
+    ) -> Windowed:
         """The wire after windowing: the frontier moved when a trigger fires, and the
         state this request leaves (floor and mark set whenever a trigger fired)."""
         state, wire, tokens, stubs = start.state, start.wire, start.tokens, start.stubs
@@ -316,7 +327,7 @@ class Pipeline:
         if total > budget.high:  # below it the band cannot matter: skip the O(n) sums
             # the least a compaction could leave now: the head, a range stub, the tail
             least = sum(tokens[:head]) + RANGE_ESTIMATE + sum(ct[protect:])
-            growth = _growth(msgs, ct, head)
+            growth = growth_per_turn(msgs, ct, head)
         fire, emergency = trigger(total, state.floor, budget, growth, least)
         windowed = False
         made = 0
@@ -332,12 +343,12 @@ class Pipeline:
                 made += rng is not state.range
                 total = sum(tokens)
             new_state = replace(new_state, floor=total, mark=len(msgs))
-        new_state = _reverify(new_state, state, msgs)
-        return _Windowed(new_state, wire, tokens, stubs, made, windowed, emergency and windowed)
+        new_state = reverify(new_state, state, msgs)
+        return Windowed(new_state, wire, tokens, stubs, made, windowed, emergency and windowed)
 
     def _save(
         self,
-        route: _Route,
+        route: Route,
         before: SessionState,
         after: SessionState,
         msgs: list[Message],
@@ -362,11 +373,11 @@ class Pipeline:
         self,
         session: str,
         msgs: list[Message],
-        route: _Route,
-        counted: _Counted,
-        win: _Windowed,
+        route: Route,
+        counted: Counted,
+        win: Windowed,
         version: int,
-        sent: _Sent,
+        sent: Sent,
         cause: str | None,
     ) -> RewriteResult:
         """Remember this request for the session's next one, and report its figures."""
@@ -413,7 +424,7 @@ class Pipeline:
         wire_tokens: list[int],
         budget: Budget,
         alternate: bool,
-    ) -> _Sent:
+    ) -> Sent:
         """The request as sent: ``wire``, this turn's recall block after its newest
         message (the next turn drops it: only the block and what follows it are ever
         recomputed), then a loop note if one is due."""
@@ -433,7 +444,7 @@ class Pipeline:
                 out_tokens.append(cost)
             else:
                 looped = None
-        return _Sent(out, out_tokens, recalled, looped is not None)
+        return Sent(out, out_tokens, recalled, looped is not None)
 
     def _recall(
         self,
@@ -465,7 +476,7 @@ class Pipeline:
 
     def _route(
         self, session: str, msgs: list[Message], head: int, budget: Budget, moved: bool
-    ) -> _Route:
+    ) -> Route:
         """Which saved state this request continues and where its outcome is saved.
 
         A request that does not extend the session's last one (nor fits its saved
@@ -481,7 +492,7 @@ class Pipeline:
         if (moved or stale) and cause == "restart":
             cause = "moved"
         if cause != "client_edit":
-            return _Route(session, previous, state, reuse, cause, version)
+            return Route(session, previous, state, reuse, cause, version)
         key = side_key(session)
         side, _ = self._current(key)
         if side is not None:
@@ -491,10 +502,8 @@ class Pipeline:
                 and msgs[:n] == side.client
                 and self._applies(side.state, msgs, head, tail, n)
             ):
-                return _Route(
-                    session, side, side.state, n, None, version, False, True, side.learned
-                )
-            return _Route(key, previous, state, reuse, cause, side.version, True)
+                return Route(session, side, side.state, n, None, version, False, True, side.learned)
+            return Route(key, previous, state, reuse, cause, side.version, True)
         value, side_version = self.store.get_state_versioned(STATE_NAMESPACE, key)
         record = SideRecord.from_json(value)
         if (
@@ -504,10 +513,10 @@ class Pipeline:
             and chain("", msgs[: record.count]) == record.digest
         ):
             promoted = "moved" if moved or stale else "restart"
-            return _Route(
+            return Route(
                 session, None, record.state, 0, promoted, version, False, True, record.learned
             )
-        return _Route(key, previous, state, reuse, cause, side_version, True)
+        return Route(key, previous, state, reuse, cause, side_version, True)
 
     def _current(self, session: str) -> tuple[Live | None, bool]:
         """This process's record of ``session`` if the store still holds the state it was
@@ -541,7 +550,7 @@ class Pipeline:
         # the stub threshold is part of the state and only changes at a compaction.
         fresh = SessionState.fresh(budget.threshold, head)
         if previous is not None:
-            k = _common_prefix(previous.client, msgs)
+            k = common_prefix(previous.client, msgs)
             st = previous.state
             if not self._applies(st, msgs, head, tail, k):
                 return fresh, 0, "client_edit", previous.version
@@ -570,7 +579,7 @@ class Pipeline:
     ) -> tuple[Layout, RangeStub | None]:
         """The layout after a compaction and the range stub it needs (its part stored)."""
         paged0 = state.layout.paged
-        growth = _growth(msgs, ct, max(head, state.mark))
+        growth = growth_per_turn(msgs, ct, max(head, state.mark))
         boundary = is_page_boundary if alternate else is_group_start
         starts = [boundary(msgs, i) for i in range(len(msgs))]
 
@@ -659,21 +668,21 @@ class Pipeline:
 
     def _stubbing(
         self, msgs: Sequence[Message], i: int, threshold: int, gain: float
-    ) -> _Stubbing | None:
+    ) -> Stubbing | None:
         """Message ``i`` stubbed where it is bulky: its content, and the arguments of its
         tool calls unless it is the newest message; None when nothing changes."""
         content = self.stubs.worth_stubbing(msgs[i], source_of(msgs, i), threshold, gain=gain)
         calls = None
         if i < len(msgs) - 1:
             calls = self.calls.stub(msgs[i], threshold, gain=gain)
-        return None if content is None and calls is None else _Stubbing(content, calls)
+        return None if content is None and calls is None else Stubbing(content, calls)
 
-    def _bulky(self, msgs: Sequence[Message], i: int, threshold: int) -> _Stubbing | None:
+    def _bulky(self, msgs: Sequence[Message], i: int, threshold: int) -> Stubbing | None:
         return self._stubbing(msgs, i, threshold, 2.0)
 
     def _forced(
         self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int
-    ) -> _Stubbing | None:
+    ) -> Stubbing | None:
         """Message ``i`` stubbed whatever its size (the emergency); the newest message, which
         the model has not seen yet, keeps its first and last lines beside its stub
         (``2 * threshold`` tokens of them)."""
@@ -682,10 +691,10 @@ class Pipeline:
             return None
         if i == len(msgs) - 1 and made.content is not None:
             shown = self.stubs.with_ends(made.content, content_text(msgs[i]), 2 * threshold)
-            made = _Stubbing(shown, made.calls)
+            made = Stubbing(shown, made.calls)
         return made if self._stub_tokens(msgs[i], made) < ct[i] else None
 
-    def _stub_tokens(self, msg: Message, made: _Stubbing) -> int:
+    def _stub_tokens(self, msg: Message, made: Stubbing) -> int:
         if made.content is None:
             content_tokens = self.stubs.content_tokens(content_text(msg))
         else:
@@ -706,7 +715,7 @@ class Pipeline:
         made = self._forced(msgs, i, ct, threshold)
         return None if made is None else self._stub_tokens(msgs[i], made)
 
-    def _stubbed(self, msgs: Sequence[Message], i: int, made: _Stubbing) -> Message:
+    def _stubbed(self, msgs: Sequence[Message], i: int, made: Stubbing) -> Message:
         """Message ``i`` as it goes on the wire under ``made`` (what it replaces stored)."""
         msg = msgs[i]
         if made.content is not None:
@@ -731,7 +740,7 @@ class Pipeline:
         tokens: list[int] = []
         stubs = made_now = 0
 
-        def stubbed_under(lay: Layout, i: int, limit: int = threshold) -> _Stubbing | None:
+        def stubbed_under(lay: Layout, i: int, limit: int = threshold) -> Stubbing | None:
             if i in lay.forced:
                 return self._forced(msgs, i, ct, threshold)
             if lay.paged <= i < lay.stubbed:
@@ -759,109 +768,3 @@ class Pipeline:
             ):
                 made_now += 1
         return wire, tokens, stubs, made_now
-
-
-@dataclass(frozen=True)
-class _Route:
-    """Where one request starts from and where its outcome goes (:meth:`Pipeline._route`)."""
-
-    key: str  # the state key saved and the record cached: the session's, or its side record's
-    previous: Live | None  # the record the request extends (its first ``reuse`` messages)
-    state: SessionState
-    reuse: int
-    cause: str | None  # the prefix break so far
-    version: int  # the saved version of ``key`` that the outcome replaces
-    side: bool = False  # a departure: saved as the side record, the frontier kept
-    promoted: bool = False  # continues the side record, which becomes the frontier
-    learned: int = 0  # the ceiling the promoted side record saw the client compact at
-
-
-@dataclass(frozen=True)
-class _Counted:
-    """One request's token counts (:meth:`Pipeline._count`)."""
-
-    known: int  # leading messages the previous record had counted (their tokens reused)
-    tokens: list[int]  # each client message's tokens
-    learned: int  # the client compacted itself: the wire tokens it had been sent (0: not)
-
-
-@dataclass(frozen=True)
-class _Start:
-    """The wire a request starts from, before windowing (:meth:`Pipeline._start`)."""
-
-    state: SessionState
-    wire: list[Message]
-    tokens: list[int]
-    stubs: int  # messages on the wire that are stubs
-    cause: str | None  # the prefix break so far
-
-
-@dataclass(frozen=True)
-class _Windowed:
-    """The wire after windowing and the state the request leaves (:meth:`Pipeline._window`)."""
-
-    state: SessionState
-    wire: list[Message]
-    tokens: list[int]
-    stubs: int  # messages on the wire that are stubs
-    made: int  # new stubs made by this request
-    windowed: bool  # the frontier moved
-    emergency: bool  # the emergency ratio acted (and the frontier moved)
-
-
-@dataclass(frozen=True)
-class _Sent:
-    """The request as sent (:meth:`Pipeline._send`)."""
-
-    out: list[Message]
-    tokens: list[int]
-    recalled: Recalled | None  # this turn's recall block (at the end, before a loop note)
-    looped: bool  # a loop note ends ``out``
-
-
-@dataclass(frozen=True)
-class _Stubbing:
-    """How one message is stubbed: its content, its tool calls' arguments, or both."""
-
-    content: MessageStub | None
-    calls: CallsStub | None
-
-
-def _common_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:
-    """How many leading messages ``old`` and ``new`` share."""
-    n = len(old)
-    if len(new) >= n and list(new[:n]) == list(old):
-        return n
-    k = 0
-    for a, b in zip(old, new, strict=False):
-        if a != b:
-            break
-        k += 1
-    return k
-
-
-def _growth(msgs: Sequence[Message], ct: Sequence[int], since: int) -> float:
-    """Tokens the conversation grew by per turn (assistant message) since ``since``."""
-    turns = sum(1 for m in msgs[since:] if m["role"] == "assistant")
-    return sum(ct[since:]) / max(1, turns)
-
-
-def _wire_index(state: SessionState, client_index: int) -> int:
-    """Where client message ``client_index`` (not paged out) sits on the wire."""
-    lay = state.layout
-    if client_index < lay.head:
-        return client_index
-    return lay.head + (1 if state.range is not None else 0) + client_index - lay.paged
-
-
-def _reverify(new: SessionState, old: SessionState, msgs: Sequence[Message]) -> SessionState:
-    """Extend the digest over every message the layout now depends on."""
-    forced = max(new.layout.forced, default=-1) + 1
-    verified = max(new.layout.stubbed, forced, new.layout.head)
-    if verified == new.verified and new.digest:
-        return new
-    if old.digest and old.verified <= verified and new.digest == old.digest:
-        digest = chain(old.digest, msgs[old.verified : verified])
-    else:
-        digest = chain("", msgs[:verified])
-    return replace(new, verified=verified, digest=digest)

@@ -1,0 +1,135 @@
+"""The records a request's rewrite passes from phase to phase
+(:class:`offload.proxy.rewrite.pipeline.Pipeline`), and the pure helpers its phases share:
+where a request starts from, its counts, its wire before and after windowing, what is
+sent, how a message is stubbed; the shared message prefix, the growth per turn, a client
+message's place on the wire, the digest extended over what the layout depends on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from offload.proxy.rewrite.call_args import CallsStub
+from offload.proxy.rewrite.message_stubs import MessageStub
+from offload.proxy.rewrite.messages import Message, chain
+from offload.proxy.rewrite.recall import Recalled
+from offload.proxy.rewrite.session import Live, SessionState
+
+__all__ = [
+    "Counted",
+    "Route",
+    "Sent",
+    "Start",
+    "Stubbing",
+    "Windowed",
+    "common_prefix",
+    "growth_per_turn",
+    "reverify",
+    "wire_index",
+]
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where one request starts from and where its outcome goes (:meth:`offload.proxy.rewrite.pipeline.Pipeline._route`)."""
+
+    key: str  # the state key saved and the record cached: the session's, or its side record's
+    previous: Live | None  # the record the request extends (its first ``reuse`` messages)
+    state: SessionState
+    reuse: int
+    cause: str | None  # the prefix break so far
+    version: int  # the saved version of ``key`` that the outcome replaces
+    side: bool = False  # a departure: saved as the side record, the frontier kept
+    promoted: bool = False  # continues the side record, which becomes the frontier
+    learned: int = 0  # the ceiling the promoted side record saw the client compact at
+
+
+@dataclass(frozen=True)
+class Counted:
+    """One request's token counts (:meth:`offload.proxy.rewrite.pipeline.Pipeline._count`)."""
+
+    known: int  # leading messages the previous record had counted (their tokens reused)
+    tokens: list[int]  # each client message's tokens
+    learned: int  # the client compacted itself: the wire tokens it had been sent (0: not)
+
+
+@dataclass(frozen=True)
+class Start:
+    """The wire a request starts from, before windowing (:meth:`offload.proxy.rewrite.pipeline.Pipeline._start`)."""
+
+    state: SessionState
+    wire: list[Message]
+    tokens: list[int]
+    stubs: int  # messages on the wire that are stubs
+    cause: str | None  # the prefix break so far
+
+
+@dataclass(frozen=True)
+class Windowed:
+    """The wire after windowing and the state the request leaves (:meth:`offload.proxy.rewrite.pipeline.Pipeline._window`)."""
+
+    state: SessionState
+    wire: list[Message]
+    tokens: list[int]
+    stubs: int  # messages on the wire that are stubs
+    made: int  # new stubs made by this request
+    windowed: bool  # the frontier moved
+    emergency: bool  # the emergency ratio acted (and the frontier moved)
+
+
+@dataclass(frozen=True)
+class Sent:
+    """The request as sent (:meth:`offload.proxy.rewrite.pipeline.Pipeline._send`)."""
+
+    out: list[Message]
+    tokens: list[int]
+    recalled: Recalled | None  # this turn's recall block (at the end, before a loop note)
+    looped: bool  # a loop note ends ``out``
+
+
+@dataclass(frozen=True)
+class Stubbing:
+    """How one message is stubbed: its content, its tool calls' arguments, or both."""
+
+    content: MessageStub | None
+    calls: CallsStub | None
+
+
+def common_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:
+    """How many leading messages ``old`` and ``new`` share."""
+    n = len(old)
+    if len(new) >= n and list(new[:n]) == list(old):
+        return n
+    k = 0
+    for a, b in zip(old, new, strict=False):
+        if a != b:
+            break
+        k += 1
+    return k
+
+
+def growth_per_turn(msgs: Sequence[Message], ct: Sequence[int], since: int) -> float:
+    """Tokens the conversation grew by per turn (assistant message) since ``since``."""
+    turns = sum(1 for m in msgs[since:] if m["role"] == "assistant")
+    return sum(ct[since:]) / max(1, turns)
+
+
+def wire_index(state: SessionState, client_index: int) -> int:
+    """Where client message ``client_index`` (not paged out) sits on the wire."""
+    lay = state.layout
+    if client_index < lay.head:
+        return client_index
+    return lay.head + (1 if state.range is not None else 0) + client_index - lay.paged
+
+
+def reverify(new: SessionState, old: SessionState, msgs: Sequence[Message]) -> SessionState:
+    """Extend the digest over every message the layout now depends on."""
+    forced = max(new.layout.forced, default=-1) + 1
+    verified = max(new.layout.stubbed, forced, new.layout.head)
+    if verified == new.verified and new.digest:
+        return new
+    if old.digest and old.verified <= verified and new.digest == old.digest:
+        digest = chain(old.digest, msgs[old.verified : verified])
+    else:
+        digest = chain("", msgs[:verified])
+    return replace(new, verified=verified, digest=digest)
