@@ -57,7 +57,7 @@ def test_a_role_held_to_its_scope_cannot_reach_another_scopes_rows_even_with_raw
         assert admin.restricted_roles() == {"rls_b": ["teamB"]}
     with Store(url_a, counter=EstimateCounter()) as a:  # not held to scopes: sees all
         secret = a.put(SECRET, scope="teamA", topic="payroll", label="payroll").entry
-        shared = a.put("a text both teams hold\n", scope="teamA").entry
+        common = a.put("a text both teams hold\n", scope="teamA").entry
         a.forget(a.put("team a's old draft\n", scope="teamA").entry.full_ref, scope="teamA")
     with psycopg.connect(url_b, autocommit=True) as raw:
         assert raw.execute("SELECT count(*) FROM entries").fetchone() == (0,)
@@ -76,7 +76,7 @@ def test_a_role_held_to_its_scope_cannot_reach_another_scopes_rows_even_with_raw
             raw.execute(
                 "INSERT INTO entries (kind, tokens, content_hash, block_hash, scope, created,"
                 " accessed) VALUES ('text', 1, 'x', %s, 'teamA', 0, 0)",
-                (shared.block_hash,),
+                (common.block_hash,),
             )
     with Store(url_b, counter=EstimateCounter()) as b:
         # the same content in its own scope shares the block; forgetting it keeps team a's
@@ -90,7 +90,7 @@ def test_a_role_held_to_its_scope_cannot_reach_another_scopes_rows_even_with_raw
         b.forget(mine.full_ref, scope="teamB")
     with Store(url_a, counter=EstimateCounter()) as a:
         assert a.read(secret.full_ref, "teamA") == SECRET
-        assert a.read(shared.full_ref, "teamA") == "a text both teams hold\n"
+        assert a.read(common.full_ref, "teamA") == "a text both teams hold\n"
         assert a.resolve(f"#{secret.id}").topic == "payroll"
     with Store(owner, counter=EstimateCounter()) as admin:
         assert admin.unrestrict_role("rls_b") == 1
@@ -114,10 +114,10 @@ def test_restricting_a_role_is_a_command_that_names_what_it_did(
             timeout=120,
         )
 
-    done = offload("restrict", "rlscli_b", "--scope", "teamB", "--scope", "shared")
+    done = offload("restrict", "rlscli_b", "--scope", "teamB", "--scope", "common")
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "role rlscli_b is held to scope(s) shared, teamB\n"
-    assert offload("roles").stdout == "rlscli_b: shared, teamB\n"
+    assert done.stdout == "role rlscli_b is held to scope(s) common, teamB\n"
+    assert offload("roles").stdout == "rlscli_b: common, teamB\n"
     missing = offload("restrict", "nobody", "--scope", "x")
     assert missing.returncode == 2 and "no role named 'nobody'" in missing.stderr
     assert offload("unrestrict", "rlscli_b").returncode == 0
