@@ -553,9 +553,9 @@ class Store(SavedState):
         Any input is safe (FTS syntax is just text); ``scope`` is a shorthand for
         ``Filters(scope=...)`` (it wins over the filters' own scope).
         """
-        if scope is not None:
-            filters = dataclasses.replace(filters, scope=scope)
-        return search_hits(self, query, filters, limit=limit, offset=offset, width=snippet_chars)
+        return search_hits(
+            self, query, _scoped(filters, scope), limit=limit, offset=offset, width=snippet_chars
+        )
 
     def explain(
         self,
@@ -570,9 +570,9 @@ class Store(SavedState):
         """:meth:`search`'s hits, each with why it ranks where it does: which path scored
         it and what each part contributed (store/search/explain.py). The hits and their
         order are :meth:`search`'s."""
-        if scope is not None:
-            filters = dataclasses.replace(filters, scope=scope)
-        return explained_hits(self, query, filters, limit=limit, offset=offset, width=snippet_chars)
+        return explained_hits(
+            self, query, _scoped(filters, scope), limit=limit, offset=offset, width=snippet_chars
+        )
 
     def peek(self, scope: str | None = None) -> dict[str, Any]:
         """Counts only: by status, pinned, by kind, and total tokens.
@@ -720,3 +720,8 @@ def _release_free_pages(conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     except sqlite3.OperationalError:
         pass  # another process holds the lock; the pages stay free for reuse
+
+
+def _scoped(filters: Filters, scope: str | None) -> Filters:
+    """``filters`` with ``scope`` in place of their own (a search's shorthand), if given."""
+    return filters if scope is None else dataclasses.replace(filters, scope=scope)
