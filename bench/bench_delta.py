@@ -39,7 +39,7 @@ from offload.config import ProxySettings
 from offload.core.tokens import default_counter
 from offload.proxy.rewrite.message_stubs import MessageStub, StubMaker, expand
 from offload.proxy.rewrite.pipeline import Pipeline
-from offload.proxy.rewrite.replay import chain_runs, load_runs, turn_points
+from offload.proxy.rewrite.replay import Run, chain_runs, load_runs, turn_points
 from offload.store.store import Store
 
 MARK = "\nsame as the "
@@ -67,14 +67,18 @@ def _timed(stubs: StubMaker, spent: list[float], made: dict[str, tuple[int, int]
             made[out.digest[:12]] = (out.stub_tokens, plain.stub_tokens)
         return out
 
-    stubs.delta_stub = timed  # type: ignore[method-assign]
+    stubs.delta_stub = timed  # type: ignore[method-assign,assignment]
 
 
 def replay_one(path: Path, n_ctx: int, chained: bool, deltas: bool) -> dict[str, Any]:
-    counter = default_counter()
     runs = load_runs(path)
     if chained:
         runs = [chain_runs(runs)]
+    return {"file": path.name, **replay_runs(runs, n_ctx, chained, deltas)}
+
+
+def replay_runs(runs: list[Run], n_ctx: int, chained: bool, deltas: bool) -> dict[str, Any]:
+    counter = default_counter()
     wire_tokens = 0
     seen: dict[str, tuple[int, int]] = {}
     turns_with = 0
@@ -106,10 +110,10 @@ def replay_one(path: Path, n_ctx: int, chained: bool, deltas: bool) -> dict[str,
                         seen[short] = made[short]
                 turns_with += found
     return {
-        "file": path.name,
         "chained": chained,
         "delta_stubs_on": deltas,
         "turns": len(rewrite_ms),
+        "near_duplicates_found": len(made),
         "delta_stubs": len(seen),
         "turns_with_delta": turns_with,
         "delta_vs_plain_tokens": [
@@ -159,18 +163,56 @@ def store_figure() -> dict[str, Any]:
     }
 
 
+def rereads() -> Run:
+    """A coding session that reads one 80-line module every fourth call, one line of it
+    changed each time (short answers between): the case delta stubs are for."""
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Fix the module."},
+    ]
+    for t in range(40):
+        body = "\n".join(
+            f"def step_{i}(value):\n    return value * {i + (t if i == 7 else 0)}"
+            for i in range(40)
+        )
+        call = {"name": "read_file", "arguments": '{"path": "m.py"}'}
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": f"call_{t}", "type": "function", "function": call}],
+            }
+        )
+        msgs.append(
+            {
+                "role": "tool",
+                "tool_call_id": f"call_{t}",
+                "name": "read_file",
+                "content": body if t % 4 == 0 else f"ok {t}",
+            }
+        )
+    msgs.append({"role": "assistant", "content": "done"})
+    return Run("rereads", msgs)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", type=Path, required=True)
-    ap.add_argument("--n-ctx", type=int, default=8192)
+    ap.add_argument("--rereads-only", action="store_true", help="only the re-read session")
+    ap.add_argument("--n-ctx", type=int, nargs="+", default=[8192, 4096])
     args = ap.parse_args()
-    out: dict[str, Any] = {"load": os.getloadavg()[0], "n_ctx": args.n_ctx, "replays": []}
-    for path in sorted(args.traces.glob("*.jsonl")):
-        for chained in (False, True):
-            for deltas in (True, False):
-                row = replay_one(path, args.n_ctx, chained, deltas)
-                out["replays"].append(row)
-                print(json.dumps(row), flush=True)
+    out: dict[str, Any] = {"load": os.getloadavg()[0], "replays": []}
+    for n_ctx in [] if args.rereads_only else args.n_ctx:
+        for path in sorted(args.traces.glob("*.jsonl")):
+            for chained in (False, True):
+                for deltas in (True, False):
+                    row = {"n_ctx": n_ctx, **replay_one(path, n_ctx, chained, deltas)}
+                    out["replays"].append(row)
+                    print(json.dumps(row), flush=True)
+    for deltas in (True, False):
+        row = {"n_ctx": 8192, "file": "rereads", **replay_runs([rereads()], 8192, False, deltas)}
+        out["replays"].append(row)
+        print(json.dumps(row), flush=True)
     out["store"] = store_figure()
     print(json.dumps(out["store"]))
     out["load_after"] = os.getloadavg()[0]

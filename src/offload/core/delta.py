@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from offload.core.hashing import text_hash
@@ -258,12 +258,19 @@ def render(
     """The changed lines as unified-diff hunks (no context lines), at most ``limit``
     characters of them. When they do not all fit, or without ``removed``, the removed
     lines are left out (each hunk's header still counts them) so the new lines come first;
-    the new lines past the limit are counted on a last line."""
+    the new lines past the limit are counted on a last line. Only the lines shown are
+    rendered: the work is bounded by ``limit``, not by the size of the change."""
     a, b = split_lines(old), split_lines(new)
     if removed:
-        whole = _rows(d, a, b, removed=True)
-        if sum(len(row) + 1 for _, row in whole) <= limit:
-            return [row for _, row in whole]
+        whole: list[str] = []
+        used = 0
+        for _, row in _rows(d, a, b, removed=True):
+            used += len(row) + 1
+            if used > limit:
+                break
+            whole.append(row)
+        else:
+            return whole
     rows: list[str] = []
     used = shown = 0
     for changed, row in _rows(d, a, b, removed=False):
@@ -277,13 +284,15 @@ def render(
     return rows
 
 
-def _rows(d: Delta, a: Sequence[str], b: Sequence[str], removed: bool) -> list[tuple[bool, str]]:
-    """(is a new line, row) of every hunk: its header, its removed lines (when
-    ``removed``), its new lines."""
-    rows: list[tuple[bool, str]] = []
+def _rows(
+    d: Delta, a: Sequence[str], b: Sequence[str], removed: bool
+) -> Iterator[tuple[bool, str]]:
+    """(is a new line, row) of every hunk, made as they are taken: its header, its removed
+    lines (when ``removed``), its new lines."""
     for h in d.hunks:
-        rows.append((False, _header(h)))
+        yield False, _header(h)
         if removed:
-            rows += [(False, _shown("-", line)) for line in a[h.old_start : h.old_end]]
-        rows += [(True, _shown("+", line)) for line in b[h.new_start : h.new_end]]
-    return rows
+            for line in a[h.old_start : h.old_end]:
+                yield False, _shown("-", line)
+        for line in b[h.new_start : h.new_end]:
+            yield True, _shown("+", line)

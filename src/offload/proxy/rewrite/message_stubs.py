@@ -420,12 +420,13 @@ class StubMaker:
     ) -> MessageStub:
         """The delta stub: ``made``'s header, the earlier body it repeats (``what`` it
         was) and the changed lines in place of the gist and contents, and the call that
-        reads the whole. Its changed lines take at most a quarter of the body's size; the
+        reads the whole. Its changed lines take at most an eighth of the body's size (a
+        stub must cost at most half the body, and its header and calls need the rest); the
         removed ones are left out when the stub would otherwise cost more than ``made``."""
         rows = made.stub.split("\n")
         kept = [r for r in rows[1:] if not r.startswith(("gist: ", "contents:"))]
         said = f"same as the {what} {short_ref(base.digest)} except:"
-        limit = min(near.SHOWN_CHARS, len(text) // 4)
+        limit = min(near.SHOWN_CHARS, len(text) // 8)
         stub = "\n".join([rows[0], said, *near.render(delta, base.text, text, limit), *kept])
         tokens = self.counter.count(stub)
         if tokens > made.stub_tokens:
