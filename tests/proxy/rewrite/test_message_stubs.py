@@ -175,3 +175,20 @@ def test_with_delta_stubs_off_the_pipeline_sends_no_delta_stub(store: Store) -> 
     for k in range(3, len(msgs) + 1, 2):
         result = pipe.rewrite(msgs[:k], 8192)
         assert not any("\nsame as the " in str(m["content"]) for m in result.messages)
+
+
+def test_a_delta_stub_never_costs_more_than_the_plain_stub(store: Store) -> None:
+    first = source_file(functions=60)
+    lines = first.split("\n")
+    many = "\n".join(
+        f"    return value - {i}  # rewritten to subtract" if i % 10 == 1 else line
+        for i, line in enumerate(lines)
+    )
+    msgs = reads(first, many)
+    maker = StubMaker(store, EstimateCounter(), scope="proxy")
+    made = stub_of(maker, msgs, 5, gain=1.0)
+    plain = maker.message_stub(msgs[5], "read_file")
+    assert made is not None
+    assert made.stub_tokens <= plain.stub_tokens
+    assert made.base  # still a delta stub: where the changes start, the rest counted
+    assert "\n@@ -2 +2 @@\n" in made.stub and "more new lines\n" in made.stub

@@ -417,23 +417,33 @@ class StubMaker:
 
     def _render_delta(
         self, made: MessageStub, text: str, base: near.Shape, what: str, delta: near.Delta
-    ) -> MessageStub:
+    ) -> MessageStub | None:
         """The delta stub: ``made``'s header, the earlier body it repeats (``what`` it
         was) and the changed lines in place of the gist and contents, and the call that
-        reads the whole. Its changed lines take at most an eighth of the body's size (a
-        stub must cost at most half the body, and its header and calls need the rest); the
-        removed ones are left out when the stub would otherwise cost more than ``made``."""
+        reads the whole; None when no such stub costs at most what ``made`` costs.
+
+        It says more than the gist in no more room: the changed lines take at most an
+        eighth of the body, the removed ones are left out when the stub would otherwise
+        cost more than ``made``, then fewer new lines are shown: half, a quarter, only
+        the first hunk's header (five tries at most, each render bounded by its limit)."""
         rows = made.stub.split("\n")
         kept = [r for r in rows[1:] if not r.startswith(("gist: ", "contents:"))]
         said = f"same as the {what} {short_ref(base.digest)} except:"
         limit = min(near.SHOWN_CHARS, len(text) // 8)
-        stub = "\n".join([rows[0], said, *near.render(delta, base.text, text, limit), *kept])
-        tokens = self.counter.count(stub)
-        if tokens > made.stub_tokens:
-            shown = near.render(delta, base.text, text, limit, removed=False)
+        tries = (
+            (limit, True),
+            (limit, False),
+            (limit // 2, False),
+            (limit // 4, False),
+            (0, False),
+        )
+        for chars, removed in tries:
+            shown = near.render(delta, base.text, text, chars, removed)
             stub = "\n".join([rows[0], said, *shown, *kept])
             tokens = self.counter.count(stub)
-        return MessageStub(made.digest, made.tokens, stub, tokens, base.digest)
+            if tokens <= made.stub_tokens:
+                return MessageStub(made.digest, made.tokens, stub, tokens, base.digest)
+        return None
 
     def stubbed(
         self, msg: Message, made: MessageStub, source: str = "", earlier: Earlier | None = None
