@@ -173,6 +173,10 @@ class ProxySettings:
     # "on", "off"; at most this many rounds of them per answer
     retrieval: str = "auto"
     retrieval_rounds: int = 4
+    # a bulky message that repeats an earlier one with a few lines changed (a file read
+    # again after an edit, a command run again) gets a stub naming that earlier body and
+    # the changed lines instead of a gist of the whole
+    delta_stubs: bool = True
 
     def __post_init__(self) -> None:
         if self.retrieval not in ("auto", "on", "off"):

@@ -38,16 +38,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from offload.core import delta as near
 from offload.core.chunking import count_lines
 from offload.core.gist import gist
 from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
 from offload.core.preview import TocEntry
 from offload.core.stubs import StubInfo, is_stub, render_stub
 from offload.core.tokens import TokenCounter
+from offload.core.untrusted import inline
 from offload.errors import NotFound, OffloadError, ReferenceError_
 from offload.proxy.rewrite import transcript
 from offload.proxy.rewrite.call_args import restore_calls
-from offload.proxy.rewrite.messages import Message, content_text, message_tokens, range_role
+from offload.proxy.rewrite.messages import (
+    Message,
+    content_text,
+    message_tokens,
+    range_role,
+    source_of,
+)
 from offload.store.store import Store
 
 STUB_GIST_CHARS = 120
@@ -68,6 +76,12 @@ RANGE_CONTENTS = 4
 #: many bytes: a long range reads back in a few large parts (each one ``offload cat``), not
 #: one part per page-out, while no single page-out rewrites more than this.
 MERGE_BYTES = 256 * 1024
+#: A bulky message's stub names an earlier body it repeats with a few lines changed (a
+#: file read again after an edit, a command run again): looked for among this many
+#: messages before it, the nearest this many of a comparable size compared
+#: (:mod:`offload.core.delta`), so the test costs the same at any length of session.
+DELTA_LOOKBACK = 64
+DELTA_CANDIDATES = 8
 
 
 #: The proxy's own memory tools (:mod:`offload.proxy.retrieval.retrieval`, which checks these names),
@@ -131,6 +145,15 @@ class PartMeta:
 
 
 @dataclass(frozen=True)
+class Earlier:
+    """The messages before the one being stubbed (``messages[:end]``), where the body it
+    may repeat with changes is looked for."""
+
+    messages: Sequence[Message]
+    end: int
+
+
+@dataclass(frozen=True)
 class MessageStub:
     """What the pipeline knows about one content: its identity, size and stub."""
 
@@ -138,6 +161,8 @@ class MessageStub:
     tokens: int  # tokens of the content text alone
     stub: str  # the stub text that replaces it
     stub_tokens: int
+    # a delta stub: the digest of the earlier body it names (stored when the stub is used)
+    base: str = ""
 
 
 @dataclass(frozen=True)
@@ -193,6 +218,7 @@ class StubMaker:
         scope: str,
         cache_size: int = 16384,
         proxy_tools: bool = True,
+        deltas: bool = True,
     ) -> None:
         self.store = store
         self.counter = counter
@@ -200,6 +226,11 @@ class StubMaker:
         # whether stubs name the proxy's own memory tools (off: only the MCP tools and CLI
         # the client can call itself)
         self.proxy_tools = proxy_tools
+        # near duplicates of an earlier body get a stub naming it and the changed lines
+        self.deltas = deltas
+        self._shapes = near.Shapes()
+        # (plain stub, candidates' digests) -> the delta stub, None when there is none
+        self._near: OrderedDict[tuple[str, tuple[str, ...]], MessageStub | None] = OrderedDict()
         self._cache_size = cache_size
         self._tokens: OrderedDict[str, int] = OrderedDict()  # key: content itself (short) / hash
         self._stubs: OrderedDict[tuple[str, str, str], MessageStub] = OrderedDict()
@@ -217,6 +248,7 @@ class StubMaker:
             if on != self.proxy_tools:
                 self.proxy_tools = on
                 self._stubs.clear()
+                self._near.clear()
 
     # -- counting --------------------------------------------------------------------------
 
@@ -317,10 +349,17 @@ class StubMaker:
         return MessageStub(made.digest, made.tokens, stub, self.counter.count(stub))
 
     def worth_stubbing(
-        self, msg: Message, source: str, threshold: int, *, gain: float = 2.0
+        self,
+        msg: Message,
+        source: str,
+        threshold: int,
+        *,
+        gain: float = 2.0,
+        earlier: Earlier | None = None,
     ) -> MessageStub | None:
         """The stub when ``msg`` is bulky (content over ``threshold`` tokens) and its stub
-        is at least ``gain`` times smaller; stubs are never stubbed again."""
+        is at least ``gain`` times smaller; stubs are never stubbed again. With ``earlier``
+        a near duplicate of an earlier body there gets a delta stub (:meth:`delta_stub`)."""
         text = content_text(msg)
         if not text or is_stub(text):
             return None
@@ -328,20 +367,118 @@ class StubMaker:
         if tokens <= threshold:
             return None
         made = self.message_stub(msg, source)
+        if earlier is not None and self.deltas and isinstance(msg.get("content"), str):
+            delta = self.delta_stub(made, text, earlier)
+            if delta is not None and delta.stub_tokens * gain <= tokens:
+                return delta
         return made if made.stub_tokens * gain <= tokens else None
 
-    def stubbed(self, msg: Message, made: MessageStub, source: str = "") -> Message:
+    def delta_stub(self, made: MessageStub, text: str, earlier: Earlier) -> MessageStub | None:
+        """``made`` (the stub of ``text``) saying instead which earlier body ``text``
+        repeats and its changed lines, when it is a near duplicate of one of the messages
+        just before it (:data:`DELTA_LOOKBACK`, :data:`DELTA_CANDIDATES`); the earlier body
+        is stored with the stub (:meth:`stubbed`) so its reference reads. None when there
+        is no near duplicate.
+
+        A function of the messages alone, like every stub: the same conversation gives
+        the same bytes in any process."""
+        new = self._shapes.get(text)
+        if new is None:
+            return None
+        found: list[tuple[near.Shape, int]] = []
+        lo, hi = near.MIN_SHARED * len(text), len(text) / near.MIN_SHARED
+        for j in range(earlier.end - 1, max(0, earlier.end - DELTA_LOOKBACK) - 1, -1):
+            other = earlier.messages[j].get("content")
+            if not isinstance(other, str) or not lo <= len(other) <= hi or is_stub(other):
+                continue
+            shaped = self._shapes.get(other)
+            if shaped is not None:
+                found.append((shaped, j))
+                if len(found) == DELTA_CANDIDATES:
+                    break
+        if not found:
+            return None
+        key = (made.stub, tuple(s.digest for s, _ in found))
+        with self._lock:
+            if key in self._near:
+                self._near.move_to_end(key)
+                return self._near[key]
+        pick = near.nearest(new, [s for s, _ in found])
+        delta = None if pick is None else near.delta(found[pick][0].text, text)
+        out = None
+        if pick is not None and delta is not None:
+            base, at = found[pick]
+            out = self._render_delta(made, text, base, _what(earlier.messages, at), delta)
+        with self._lock:
+            self._near[key] = out
+            if len(self._near) > self._cache_size:
+                self._near.popitem(last=False)
+        return out
+
+    def _render_delta(
+        self, made: MessageStub, text: str, base: near.Shape, what: str, delta: near.Delta
+    ) -> MessageStub | None:
+        """The delta stub: ``made``'s header, the earlier body it repeats (``what`` it
+        was) and the changed lines in place of the gist and contents, and the call that
+        reads the whole; None when no such stub costs at most what ``made`` costs.
+
+        It says more than the gist in no more room: the changed lines take at most an
+        eighth of the body, the removed ones are left out when the stub would otherwise
+        cost more than ``made``, then fewer new lines are shown: half, a quarter, only
+        the first hunk's header (five tries at most, each render bounded by its limit)."""
+        rows = made.stub.split("\n")
+        kept = [r for r in rows[1:] if not r.startswith(("gist: ", "contents:"))]
+        said = f"same as the {what} {short_ref(base.digest)} except:"
+        limit = min(near.SHOWN_CHARS, len(text) // 8)
+        tries = (
+            (limit, True),
+            (limit, False),
+            (limit // 2, False),
+            (limit // 4, False),
+            (0, False),
+        )
+        for chars, removed in tries:
+            shown = near.render(delta, base.text, text, chars, removed)
+            stub = "\n".join([rows[0], said, *shown, *kept])
+            tokens = self.counter.count(stub)
+            if tokens <= made.stub_tokens:
+                return MessageStub(made.digest, made.tokens, stub, tokens, base.digest)
+        return None
+
+    def stubbed(
+        self, msg: Message, made: MessageStub, source: str = "", earlier: Earlier | None = None
+    ) -> Message:
         """``msg`` with its content replaced by the stub, the content stored first (with a
-        topic naming its role, tool and call id)."""
+        topic naming its role, tool and call id); for a delta stub, the earlier body it
+        names too (found in ``earlier``)."""
         text = content_text(msg)
         with self._lock:
             known = made.digest in self._stored
+            base_known = not made.base or made.base in self._stored
+        if not base_known and earlier is not None:
+            self._store_base(made.base, earlier)
         if not known:
             topic, summary = _message_topic(msg, source, text, self.gist(text, made.digest))
             self.ensure_stored(text, made.digest, source="proxy", topic=topic, summary=summary)
         out = dict(msg)
         out["content"] = made.stub
         return out
+
+    def _store_base(self, digest: str, earlier: Earlier) -> None:
+        """Store the earlier message whose content has ``digest`` (a delta stub's base)."""
+        for j in range(earlier.end - 1, max(0, earlier.end - DELTA_LOOKBACK) - 1, -1):
+            msg = earlier.messages[j]
+            other = msg.get("content")
+            shaped = self._shapes.get(other) if isinstance(other, str) else None
+            if shaped is not None and shaped.digest == digest:
+                source = source_of(earlier.messages, j)
+                topic, summary = _message_topic(
+                    msg, source, shaped.text, self.gist(shaped.text, digest)
+                )
+                self.ensure_stored(
+                    shaped.text, digest, source="proxy", topic=topic, summary=summary
+                )
+                return
 
     def ensure_stored(
         self,
@@ -532,6 +669,15 @@ def _range_text(info: StubInfo, session: str, proxy_tools: bool = True) -> str:
     return render_stub(
         info, range_read_call(info.ref, proxy_tools), range_search_call(session, proxy_tools)
     )
+
+
+def _what(messages: Sequence[Message], at: int) -> str:
+    """How a delta stub names the earlier message it repeats: ``earlier bash output``."""
+    source = source_of(messages, at)
+    role = str(messages[at].get("role"))
+    if role in ("tool", "function"):
+        return inline(f"earlier {source} output" if source else "earlier tool output", 80)
+    return f"earlier {inline(role, 20)} message"
 
 
 def _message_topic(msg: Message, source: str, text: str, text_gist: str) -> tuple[str, str]:

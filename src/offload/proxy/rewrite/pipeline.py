@@ -19,6 +19,7 @@ from offload.proxy.rewrite.call_args import CallStubber
 from offload.proxy.rewrite.ceilings import Ceilings, client_compacted, harness_key
 from offload.proxy.rewrite.message_stubs import (
     PROXY_READ,
+    Earlier,
     RangePart,
     RangeStub,
     StubMaker,
@@ -150,7 +151,9 @@ class Pipeline:
         # with transparent retrieval off the model has no proxy tools: stubs name the MCP
         # server's and the CLI's calls only ("auto" learns it: name_proxy_tools)
         tools = names_proxy_tools(settings.retrieval, None)
-        self.stubs = StubMaker(store, counter, scope=scope, proxy_tools=tools)
+        self.stubs = StubMaker(
+            store, counter, scope=scope, proxy_tools=tools, deltas=settings.delta_stubs
+        )
         self.recall = Recaller(store, settings, counter, scope)
         self.ceilings = Ceilings(store)
         self.calls = CallStubber(self.stubs, functools.partial(read_call, proxy_tools=tools))
@@ -671,7 +674,9 @@ class Pipeline:
     ) -> Stubbing | None:
         """Message ``i`` stubbed where it is bulky: its content, and the arguments of its
         tool calls unless it is the newest message; None when nothing changes."""
-        content = self.stubs.worth_stubbing(msgs[i], source_of(msgs, i), threshold, gain=gain)
+        content = self.stubs.worth_stubbing(
+            msgs[i], source_of(msgs, i), threshold, gain=gain, earlier=Earlier(msgs, i)
+        )
         calls = None
         if i < len(msgs) - 1:
             calls = self.calls.stub(msgs[i], threshold, gain=gain)
@@ -719,7 +724,7 @@ class Pipeline:
         """Message ``i`` as it goes on the wire under ``made`` (what it replaces stored)."""
         msg = msgs[i]
         if made.content is not None:
-            msg = self.stubs.stubbed(msg, made.content, source_of(msgs, i))
+            msg = self.stubs.stubbed(msg, made.content, source_of(msgs, i), Earlier(msgs, i))
         if made.calls is not None:
             msg = self.calls.apply(msg, made.calls)
         return msg
