@@ -10,6 +10,7 @@ from hypothesis import settings
 
 from pgserver import PgServer, require_pg
 from realparts import LlamaServer, require_llama
+from serving import ScriptedUpstream
 
 # Property tests run as in CI everywhere (hypothesis's own "ci" profile): derandomized, so
 # the examples are the same in every run and no result depends on a seed; no deadline and no
@@ -106,3 +107,14 @@ def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
         url: str = request.getfixturevalue("pg_database")
         return url
     return tmp_path / "shared.db"
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[ScriptedUpstream]:
+    """A scripted OpenAI-compatible upstream on loopback, one per test module (a module
+    that needs another shape of upstream defines its own ``upstream``)."""
+    server = ScriptedUpstream().start()
+    try:
+        yield server
+    finally:
+        server.stop()
