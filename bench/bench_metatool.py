@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from offload.gateway.toolsearch import ToolDoc, ToolIndex
+from offload.gateway.toolsearch import ToolDoc, ToolIndex, clauses
 
 Ranker = Callable[[str, int], list[str]]
 
@@ -50,12 +50,13 @@ def load_docs(data: Path) -> list[ToolDoc]:
     ]
 
 
-def single_queries(data: Path, n: int) -> list[tuple[str, str]]:
-    """``n`` single-tool queries, the same every run (ordered by the sha256 of the text)."""
+def single_queries(data: Path, n: int, offset: int = 0) -> list[tuple[str, str]]:
+    """``n`` single-tool queries, the same every run (ordered by the sha256 of the text),
+    from the ``offset``-th on (another sample to choose on, the first one to report)."""
     with (data / "all_clean_data.csv").open(encoding="utf-8", newline="") as f:
         rows = [(r["Query"], norm(r["Tool"])) for r in csv.DictReader(f)]
     rows.sort(key=lambda r: hashlib.sha256(r[0].encode()).hexdigest())
-    return rows[:n]
+    return rows[offset : offset + n]
 
 
 def multi_queries(data: Path) -> list[tuple[str, tuple[str, ...]]]:
@@ -67,6 +68,44 @@ def multi_queries(data: Path) -> list[tuple[str, tuple[str, ...]]]:
 def gateway_ranker(index: ToolIndex) -> Ranker:
     """The gateway's ranking: the keys of the best ``k`` tools."""
     return lambda query, k: [doc.key for doc, _ in index.search(query, k)]
+
+
+def whole_first_ranker(index: ToolIndex, head: int) -> Ranker:
+    """A variant of the gateway's merge of a split query: the whole query's best ``head``
+    tools, then each clause's best, then the rest of every ranking round-robin."""
+
+    def rank(query: str, k: int) -> list[str]:
+        parts = clauses(query)
+        whole = [i for i, _ in index.rank(query)]
+        if len(parts) < 2:
+            return [index.docs[i].key for i in whole[:k]]
+        steps = [[i for i, _ in index.rank(p)] for p in parts]
+        merged: dict[int, None] = {}
+        for rankings in (
+            [whole[:head], *(r[:1] for r in steps)],
+            [whole[head:], *(r[1:] for r in steps)],
+        ):
+            for depth in range(max((len(r) for r in rankings), default=0)):
+                for ranking in rankings:
+                    if depth < len(ranking):
+                        merged.setdefault(ranking[depth])
+        return [index.docs[i].key for i in list(merged)[:k]]
+
+    return rank
+
+
+def semantic_ranker(index: ToolIndex) -> Ranker:
+    """The contextual model alone: each tool's best view's cosine to the query (a
+    diagnostic: what the embedding knows without the words)."""
+    import numpy as np
+
+    def rank(query: str, k: int) -> list[str]:
+        assert index.strong is not None
+        q = index.strong.encode([query])[0]
+        best = np.einsum("ivj,j->iv", index.strong_vectors, q).max(axis=1)
+        return [index.docs[i].key for i in np.argsort(-best, kind="stable")[:k].tolist()]
+
+    return rank
 
 
 def fts5_ranker(docs: Sequence[ToolDoc]) -> Ranker:
@@ -128,12 +167,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--strong", action="store_true", help="also with offload[tools]'s contextual model"
     )
     parser.add_argument("--no-fts5", action="store_true", help="skip the plain FTS5 baseline")
+    parser.add_argument(
+        "--offset", type=int, default=0, help="skip this many sampled queries (another sample)"
+    )
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="also the variants measured beside the gateway's ranking (a split query merged "
+        "with the whole query's best 3 first; with --strong, the contextual model alone)",
+    )
     args = parser.parse_args(argv)
     if not (args.data / "plugin_des.json").is_file():
         print(f"no MetaTool data in {args.data}", file=sys.stderr)
         return 2
     docs = load_docs(args.data)
-    single = single_queries(args.data, args.single)
+    single = single_queries(args.data, args.single, args.offset)
     multi = multi_queries(args.data)
     print(f"{len(docs)} tools, {len(single)} single-tool queries, {len(multi)} two-tool queries")
     print("\n| ranking | R@1 | R@5 | R@10 | two-tool both in top 10 | p50 ms |")
@@ -150,6 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if static is not None:
         label = f"gateway default (BM25F + {static.model_id})"
         print(row(label, measure(gateway_ranker(hybrid), single, multi)), flush=True)
+        if args.variants:
+            label = "  variant: whole query's best 3 before the clauses'"
+            print(row(label, measure(whole_first_ranker(hybrid, 3), single, multi)), flush=True)
     if args.strong:
         from offload.llm.minilm import load_tool_encoder
 
@@ -159,7 +210,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             upgraded = hybrid.with_strong(strong)
             label = f"gateway with offload[tools] (+ {strong.model_id})"
-            print(row(label, measure(gateway_ranker(upgraded), single, multi)))
+            print(row(label, measure(gateway_ranker(upgraded), single, multi)), flush=True)
+            if args.variants:
+                label = "  variant: whole query's best 3 before the clauses'"
+                ranker = whole_first_ranker(upgraded, 3)
+                print(row(label, measure(ranker, single, multi)), flush=True)
+                label = f"  diagnostic: {strong.model_id} alone (no words)"
+                print(row(label, measure(semantic_ranker(upgraded), single, multi)))
     return 0
 
 

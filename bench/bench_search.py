@@ -116,8 +116,18 @@ def recall_at(found: Sequence[str], evidence: Sequence[str], k: int) -> float:
     return sum(1 for e in evidence if e in top) / len(evidence)
 
 
+# which model the stores embed with: the shipped static one, or offload[tools]'s MiniLM
+EMBEDDER = "static"
+# the hybrid store's semantic share (None: the default, search.semantic_weight)
+SEMANTIC_WEIGHT: float | None = None
+
+
 def embedder() -> Any:
-    """The shipped embedding model (hybrid search), or None when it is not installed."""
+    """The embedding model (hybrid search; ``--embedder``), or None when not installed."""
+    if EMBEDDER == "minilm":
+        from offload.llm.minilm import load_tool_encoder
+
+        return load_tool_encoder()
     from offload.config import SearchSettings
     from offload.llm.embedding import load_embedder
 
@@ -171,7 +181,8 @@ def bench_recall(
 
     model = embedder()
     at = where or tmp / "recall.db"
-    store = offload.open_store(at, embedder=model)
+    share = {} if SEMANTIC_WEIGHT is None else {"semantic_weight": SEMANTIC_WEIGHT}
+    store = offload.open_store(at, embedder=model, **share)
     lexical = offload.open_store(at)  # the same store, searched without a model
     rows: list[dict[str, Any]] = []
     for ci, c in enumerate(convs):
@@ -687,7 +698,18 @@ def main() -> None:
     ap.add_argument(
         "--speed-dir", type=Path, help="build the speed stores here and reuse them on later runs"
     )
+    ap.add_argument(
+        "--embedder",
+        choices=["static", "minilm"],
+        default="static",
+        help="the stores' embedding model: the shipped static one, or offload[tools]'s MiniLM",
+    )
+    ap.add_argument(
+        "--semantic-weight", type=float, help="recall: the hybrid store's semantic share"
+    )
     args = ap.parse_args()
+    global EMBEDDER, SEMANTIC_WEIGHT
+    EMBEDDER, SEMANTIC_WEIGHT = args.embedder, args.semantic_weight
     convs = load(args.data)
     parts = args.only or ["recall", "speed", "writes"]
     load_avg = os.getloadavg()
