@@ -34,7 +34,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,9 @@ from offload.proxy.rewrite import transcript
 from offload.proxy.rewrite.call_args import restore_calls
 from offload.proxy.rewrite.messages import Message, content_text, message_tokens, range_role
 from offload.store.store import Store
+
+# asked, only when a content is stored, when what it tells happened (None: not known)
+EventTime = Callable[[], float | None] | None
 
 STUB_GIST_CHARS = 120
 RANGE_GIST_CHARS = 160
@@ -330,15 +333,25 @@ class StubMaker:
         made = self.message_stub(msg, source)
         return made if made.stub_tokens * gain <= tokens else None
 
-    def stubbed(self, msg: Message, made: MessageStub, source: str = "") -> Message:
+    def stubbed(
+        self, msg: Message, made: MessageStub, source: str = "", when: EventTime = None
+    ) -> Message:
         """``msg`` with its content replaced by the stub, the content stored first (with a
-        topic naming its role, tool and call id)."""
+        topic naming its role, tool and call id; ``when``: asked, only when the content is
+        stored, when what it tells happened: core/timeexpr.py ``conversation_time``)."""
         text = content_text(msg)
         with self._lock:
             known = made.digest in self._stored
         if not known:
             topic, summary = _message_topic(msg, source, text, self.gist(text, made.digest))
-            self.ensure_stored(text, made.digest, source="proxy", topic=topic, summary=summary)
+            self.ensure_stored(
+                text,
+                made.digest,
+                source="proxy",
+                topic=topic,
+                summary=summary,
+                event_time=when() if when is not None else None,
+            )
         out = dict(msg)
         out["content"] = made.stub
         return out
@@ -354,10 +367,11 @@ class StubMaker:
         topic: str = "",
         summary: str = "",
         index_from_line: int = 1,
+        event_time: float | None = None,
     ) -> None:
         """Persist ``text`` in this scope unless this process already knows it is stored
         (``body``: what to index and show instead, from ``index_from_line`` on; ``text``
-        stays the restorable original)."""
+        stays the restorable original; ``event_time``: when what it tells happened)."""
         with self._lock:
             if digest in self._stored:
                 self._stored.move_to_end(digest)
@@ -379,6 +393,7 @@ class StubMaker:
                 topic=topic,
                 summary=summary,
                 index_from_line=index_from_line,
+                event_time=event_time,
             )
         with self._lock:
             self._stored[digest] = None
@@ -387,8 +402,11 @@ class StubMaker:
 
     # -- range stubs ---------------------------------------------------------------------------
 
-    def page_out(self, session: str, stub: RangeStub, part: RangePart) -> RangeStub:
-        """Store a part rendered by :meth:`render_range` and return its stub."""
+    def page_out(
+        self, session: str, stub: RangeStub, part: RangePart, when: EventTime = None
+    ) -> RangeStub:
+        """Store a part rendered by :meth:`render_range` and return its stub (``when``:
+        asked when what the part tells happened)."""
         digest = stub.ref[len(CTX_PREFIX) :]
         self.ensure_stored(
             part.body,
@@ -399,6 +417,7 @@ class StubMaker:
             topic=part.topic,
             summary=part.summary,
             index_from_line=part.index_from_line,
+            event_time=when() if when is not None else None,
         )
         return stub
 

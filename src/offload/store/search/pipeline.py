@@ -35,7 +35,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from offload.core import analysis
+from offload.core import analysis, timeexpr
 from offload.errors import StoreError
 from offload.store.backend import Conn
 from offload.store.models import Filters, Hit
@@ -65,32 +65,34 @@ _EXPANSIONS = 24
 @dataclass(frozen=True, slots=True)
 class PageAsked:
     """Which page of the ranking a search shows: ``limit`` hits after ``offset``, each
-    snippet at most ``width`` characters."""
+    snippet at most ``width`` characters; ``as_of``: the time a query's relative dates
+    (``yesterday``, ``last May``) count from (None: the newest event time searched)."""
 
     limit: int
     offset: int
     width: int
+    as_of: float | None = None
 
     def bounded(self) -> PageAsked:
         """The page within the store's bounds (1 to 200 hits, no negative offset)."""
-        return PageAsked(max(1, min(int(self.limit), 200)), max(0, int(self.offset)), self.width)
+        return PageAsked(
+            max(1, min(int(self.limit), 200)), max(0, int(self.offset)), self.width, self.as_of
+        )
 
 
-def search_hits(
-    store: Store, text: str, filters: Filters, *, limit: int, offset: int, width: int
-) -> list[Hit]:
+def search_hits(store: Store, text: str, filters: Filters, page_asked: PageAsked) -> list[Hit]:
     """The ranked hits for ``text`` under ``filters`` (see the module docstring)."""
-    return search(store, text, filters, PageAsked(limit, offset, width))[0]
+    return search(store, text, filters, page_asked)[0]
 
 
 def explained_hits(
-    store: Store, text: str, filters: Filters, *, limit: int, offset: int, width: int
+    store: Store, text: str, filters: Filters, page_asked: PageAsked
 ) -> list[tuple[Hit, Explanation]]:
     """:func:`search_hits`, each hit with why it ranks where it does
     (:mod:`offload.store.search.explain`); the hits are the same."""
     trace = Trace()
-    hits, terms = search(store, text, filters, PageAsked(limit, offset, width), trace)
-    first = PageAsked(limit, offset, width).bounded().offset + 1
+    hits, terms = search(store, text, filters, page_asked, trace)
+    first = page_asked.bounded().offset + 1
     ranks = range(first, first + len(hits))
     return list(zip(hits, explanations(trace, hits, ranks, terms), strict=True))
 
@@ -143,6 +145,8 @@ def search(
             # (a narrowed ``where`` is the ids that filter kept at this search's start)
             gate=None if keys is None else entrykeys.Gate(keys, entrykeys.keeper(filters, now)),
             trace=trace,
+            times=named_times(conn, text, where, params, shows.as_of),
+            asks_time=timeexpr.asks_time(text),
         )
         found = lexical.lexical_candidates(state, telling)
         if not found and len(telling) < len(match_terms):
@@ -157,6 +161,27 @@ def search(
         raise StoreError(f"search failed: {exc}") from exc
     on_page = ranked[shows.offset : shows.offset + shows.limit]
     return page.hits(store, on_page, set(match_terms), shows.width, shown), telling
+
+
+def named_times(
+    conn: Conn, text: str, where: str, params: list[object], as_of: float | None
+) -> tuple[timeexpr.Span, ...]:
+    """The stretches of time ``text`` names; a relative phrase counts from ``as_of``, or
+    from the newest event time (or, without one, the time stored) among the entries
+    ``where`` keeps: a conversation's "yesterday" is the day before its last message."""
+    found = timeexpr.phrases(text)
+    if not found:
+        return ()
+    now = as_of
+    if now is None and any(p.relative for p in found):
+        row = conn.execute(
+            f"SELECT max(coalesce(e.event_time, e.created)) FROM entries e WHERE {where}",
+            params,
+        ).fetchone()
+        if row is None or row[0] is None:
+            return ()  # nothing searched: nothing to count from
+        now = float(row[0])
+    return tuple(p.span(now or 0.0) for p in found)
 
 
 def _in_memory(
