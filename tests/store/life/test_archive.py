@@ -16,10 +16,9 @@ import zstandard
 from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import StaticEmbedder
 from offload.store.life import archive
-from offload.store.models import Filters
 from offload.store.life.archive import export_archive, import_archive
+from offload.store.models import Filters
 from offload.store.store import Store
-
 
 EVENT_TIME = 1683554160.0  # 2023-05-08T13:56:00Z
 
