@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import threading
 from collections.abc import Iterator
@@ -699,9 +700,8 @@ def test_a_system_prompts_date_of_another_day_is_the_event_time_of_what_is_store
     tmp_path: Path,
 ) -> None:
     for today, want in ((1_796_000_000.0, 1_683_504_000.0), (1_683_540_000.0, None)):
-        with Store(
-            tmp_path / f"{today}.db", counter=EstimateCounter(), clock=lambda t=today: t
-        ) as s:
+        clock = functools.partial(float, today)
+        with Store(tmp_path / f"{today}.db", counter=EstimateCounter(), clock=clock) as s:
             msgs = conversation(40)
             msgs[0]["content"] = "You are a careful agent.\nToday's date: 2023-05-08\n"
             pipe = make(s)
