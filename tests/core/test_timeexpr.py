@@ -166,3 +166,14 @@ def test_a_conversation_time_is_its_newest_message_time_else_another_days_stated
     )
     today = datetime(2023, 5, 8, 18, tzinfo=UTC).timestamp()
     assert timeexpr.conversation_time(msgs[1:], 2, system, today) is None
+
+
+def test_an_amount_of_time_before_an_event_named_by_words_is_anchored_to_those_words() -> None:
+    (trip,) = timeexpr.anchored("What did Maria buy two weeks before the trip?")
+    assert (trip.words, trip.offset, trip.width) == ("trip", -14 * timeexpr.DAY, 7 * timeexpr.DAY)
+    (wedding,) = timeexpr.anchored("the day after her wedding, what happened")
+    assert (wedding.words, wedding.offset) == ("wedding", timeexpr.DAY)
+    span = wedding.span(1_000_000.0)
+    assert (span.start, span.end) == (1_000_000.0 + timeexpr.DAY, 1_000_000.0 + 2 * timeexpr.DAY)
+    for dated in ("two weeks before August 11, 2023", "a week before", "before the trip"):
+        assert timeexpr.anchored(dated) == ()

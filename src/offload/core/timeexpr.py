@@ -10,8 +10,9 @@ relative forms built from them: ``yesterday``, ``today``, ``tomorrow``;
 ``year``), a month, a weekday or a season; ``N units ago``; ``N units before/after``
 (or ``the week before``) a date. A relative phrase is resolved against a reference
 "now" the caller gives (a search: the newest event time in its scope, or one it is
-told). An anchor that is not a date (``two weeks before the trip``) is not resolved: the
-phrase names no span.
+told). An amount of time before or after an event named by words, not a date (``two
+weeks before the trip``), is an :class:`Anchored`: the caller finds the event's time
+(a search: the best hit for ``trip``).
 
 Text is lower-cased and cut into tokens by one linear pattern; the grammar then walks the
 tokens once, each phrase a bounded look at the tokens around it. Every time is UTC.
@@ -177,6 +178,52 @@ def phrases(text: str) -> tuple[Phrase, ...]:
         out.append(moved)
         ends.append(end)
         i = end
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Anchored:
+    """An amount of time before or after an event a text names by words, not by a date
+    (``two weeks before the trip``): the ``words`` to find the event by, and the span
+    relative to its time (``offset`` from it, ``width`` long)."""
+
+    words: str
+    offset: float
+    width: float
+
+    def span(self, at: float) -> Span:
+        """The span this names when the event happened at ``at``."""
+        return Span(at + self.offset, at + self.offset + self.width, self.words)
+
+
+# words that end an event's name after "before"/"after"; articles and possessives
+# before it are not part of it
+_ANCHOR_WORDS = 6
+_ANCHOR_ENDS = frozenset((",", ".", ":", "before", "after", "and", "when", "while", "did"))
+_DETERMINERS = frozenset("the a an my his her their our your its this that".split())
+
+
+def anchored(text: str) -> tuple[Anchored, ...]:
+    """The amounts of time before or after an event named by words (not a date) in
+    ``text``: ``two weeks before the trip``, ``the day after her wedding``."""
+    toks = _TOKEN.findall(text.lower())
+    out: list[Anchored] = []
+    for j, t in enumerate(toks):
+        if t not in ("before", "after") or j < 1 or _unit(toks[j - 1]) is None:
+            continue
+        if j + 1 >= len(toks) or _phrase_at(toks, j + 1) is not None:
+            continue  # a date follows: phrases() moves it
+        n = _amount(toks[j - 2]) if j >= 2 else None
+        unit = _UNITS[_unit(toks[j - 1]) or "day"]
+        words: list[str] = []
+        for w in toks[j + 1 : j + 1 + _ANCHOR_WORDS]:
+            if w in _ANCHOR_ENDS:
+                break
+            if words or w not in _DETERMINERS:
+                words.append(w)
+        if words:
+            step = (1 if n is None else n) * unit
+            out.append(Anchored(" ".join(words), -step if t == "before" else step, unit))
     return tuple(out)
 
 

@@ -98,3 +98,18 @@ def test_closeness_is_one_inside_a_span_and_decays_faster_before_it_than_after()
     after = ranking.closeness(june, _t(2023, 7, 10))
     assert inside == 1.0
     assert 0.0 < before < after < 1.0
+
+
+def test_an_amount_of_time_before_an_event_named_by_words_counts_from_that_event(
+    store: Store,
+) -> None:
+    store.put("we flew to Lisbon for the trip", scope="s", kind="t", event_time=_t(2023, 7, 1))
+    _cooked(store)
+
+    def first_pasta(query: str) -> str:
+        hits = store.search(query, scope="s", limit=10)
+        return next(h.text for h in hits if "pasta" in h.text).rsplit(" ", 1)[1]
+
+    # two weeks before the trip (1 July): 17-24 June, the grill's (20 June)
+    assert first_pasta("what pasta did we cook two weeks before the Lisbon trip") == "grill"
+    assert first_pasta("what pasta did we cook before the Lisbon trip") == "beach"  # no amount

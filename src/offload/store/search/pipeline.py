@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis, timeexpr
 from offload.errors import StoreError
@@ -60,6 +60,8 @@ if TYPE_CHECKING:
 
 _TYPO_CANDIDATES = 20_000
 _EXPANSIONS = 24
+# how many events named by words (``before the trip``) a query's dates are counted from
+_ANCHORS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +110,10 @@ def search(
         return [], []
     conn = store.conn
     now = store.clock()
-    view, entry_map, keys = _in_memory(store)
     where, params = query.filter_sql(filters, now)
+    # before this search's own steps: an event named by words is searched for first
+    times = named_times(store, text, TimeAsked(filters, where, params, shows.as_of))
+    view, entry_map, keys = _in_memory(store)
     # the index's statistics this search reads, each once (PostgreSQL: one statement)
     stats = selective.SearchStats(conn, view)
     match_terms = with_expansions(conn, q, stats)
@@ -145,7 +149,7 @@ def search(
             # (a narrowed ``where`` is the ids that filter kept at this search's start)
             gate=None if keys is None else entrykeys.Gate(keys, entrykeys.keeper(filters, now)),
             trace=trace,
-            times=named_times(conn, text, where, params, shows.as_of),
+            times=times,
             asks_time=timeexpr.asks_time(text),
         )
         found = lexical.lexical_candidates(state, telling)
@@ -163,25 +167,42 @@ def search(
     return page.hits(store, on_page, set(match_terms), shows.width, shown), telling
 
 
-def named_times(
-    conn: Conn, text: str, where: str, params: list[object], as_of: float | None
-) -> tuple[timeexpr.Span, ...]:
+@dataclass(frozen=True, slots=True)
+class TimeAsked:
+    """What a query's dates are resolved against: the search's filter (as ``where`` on
+    ``entries e`` and its parameters, and as :class:`Filters` for a search of an event's
+    words) and the reference time it was given (None: the newest event time searched)."""
+
+    filters: Filters
+    where: str
+    params: list[Any]
+    as_of: float | None
+
+
+def named_times(store: Store, text: str, asked: TimeAsked) -> tuple[timeexpr.Span, ...]:
     """The stretches of time ``text`` names; a relative phrase counts from ``as_of``, or
     from the newest event time (or, without one, the time stored) among the entries
-    ``where`` keeps: a conversation's "yesterday" is the day before its last message."""
+    searched: a conversation's "yesterday" is the day before its last message. An amount
+    of time before or after an event named by words (``two weeks before the trip``)
+    counts from the time of the best hit for those words."""
     found = timeexpr.phrases(text)
-    if not found:
+    events = timeexpr.anchored(text)[:_ANCHORS]
+    if not found and not events:
         return ()
-    now = as_of
+    now = asked.as_of
     if now is None and any(p.relative for p in found):
-        row = conn.execute(
-            f"SELECT max(coalesce(e.event_time, e.created)) FROM entries e WHERE {where}",
-            params,
+        row = store.conn.execute(
+            f"SELECT max(coalesce(e.event_time, e.created)) FROM entries e WHERE {asked.where}",
+            asked.params,
         ).fetchone()
-        if row is None or row[0] is None:
-            return ()  # nothing searched: nothing to count from
-        now = float(row[0])
-    return tuple(p.span(now or 0.0) for p in found)
+        now = None if row is None or row[0] is None else float(row[0])
+    out = [p.span(now or 0.0) for p in found if now is not None or not p.relative]
+    for event in events:
+        # the event's words are shorter than the text: a nested search ends
+        hits = search(store, event.words, asked.filters, PageAsked(1, 0, 40, asked.as_of))[0]
+        if hits:
+            out.append(event.span(hits[0].entry.when))
+    return tuple(out)
 
 
 def _in_memory(
