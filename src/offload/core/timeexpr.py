@@ -200,7 +200,9 @@ class Anchored:
 # before it are not part of it
 _ANCHOR_WORDS = 6
 _ANCHOR_ENDS = frozenset((",", ".", ":", "before", "after", "and", "when", "while", "did"))
-_DETERMINERS = frozenset("the a an my his her their our your its this that".split())
+_DETERMINERS = frozenset(
+    ["the", "a", "an", "my", "his", "her", "their", "our", "your", "its", "this", "that"]
+)
 
 
 def anchored(text: str) -> tuple[Anchored, ...]:
