@@ -2,13 +2,15 @@
 
     python bench/bench_search.py --data /path/to/locomo_dev.json            # recall + speed
     python bench/bench_search.py --data PATH --only recall --split 2        # conversations 1-2 vs 3-5
+    python bench/bench_search.py --data PATH --only recall --undated        # no session dates
     python bench/bench_search.py --data PATH --only speed --entries 100000
     python bench/bench_search.py --data PATH --only scoped --speed-dir DIR --queries 200
     python bench/bench_search.py --data PATH --only writes --baseline-src /old/checkout/src
 
 Recall: every turn of a conversation is stored as one entry (``Speaker said, text``) through
-the public store API, in its own scope; each question is passed verbatim to ``search`` as a
-user would. Turn-level evidence recall@k: the share of a question's evidence turns among the
+the public store API, in its own scope, with its session's date as its event time (one
+``put_many`` a session; ``--undated``: none, one call a conversation), as a user with dated
+conversations stores them; each question is passed verbatim to ``search`` as a user would. Turn-level evidence recall@k: the share of a question's evidence turns among the
 top k hits, averaged over questions (evidence ids that name no turn are skipped; a question
 left with none is not counted). The plain FTS5 baseline is measured beside it in the same
 run: a porter-tokenized table with one row per turn, the question as an OR of its
