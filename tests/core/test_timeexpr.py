@@ -3,6 +3,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from offload.core import timeexpr
 
@@ -177,3 +179,28 @@ def test_an_amount_of_time_before_an_event_named_by_words_is_anchored_to_those_w
     assert (span.start, span.end) == (1_000_000.0 + timeexpr.DAY, 1_000_000.0 + 2 * timeexpr.DAY)
     for dated in ("two weeks before August 11, 2023", "a week before", "before the trip"):
         assert timeexpr.anchored(dated) == ()
+
+
+_DATE_WORDS = st.sampled_from(
+    "in on last next this may june 8 31 2023 0001 9999 2099 1900 yesterday weeks ago before "
+    "after the week weekend summer friday , . : 999 years 2023-05-08 0000-01-01 9999-12-31".split()
+)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(_DATE_WORDS | st.text(max_size=8), max_size=12).map(" ".join),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+def test_any_text_and_reference_give_spans_or_nothing_never_an_error(text: str, now: float) -> None:
+    for span in timeexpr.spans(text, now):
+        assert span.start <= span.end
+    at = timeexpr.parse_time(text)
+    assert at is None or timeexpr.EARLIEST <= at <= timeexpr.LATEST
+    timeexpr.anchored(text)
+    timeexpr.mentions_time(text)
+
+
+@pytest.mark.parametrize("value", [1e300, "0001-01-01T00:00:00+01:00", "10000-01-01"])
+def test_a_time_outside_years_1_to_9999_is_no_time(value: object) -> None:
+    assert timeexpr.message_time({"timestamp": value}) is None

@@ -29,6 +29,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 DAY = 86400.0
+# the times a date names: from 1 January 0001 to 31 December 9999 (UTC)
+EARLIEST = -62135596800.0
+LATEST = 253402300799.0
 _WEEK = 7 * DAY
 _TOKEN = re.compile(r"\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2})?)?|[a-z]+|\d+|[:,.]")
 _ISO_DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
@@ -274,7 +277,11 @@ def parse_time(text: str) -> float | None:
     except ValueError:
         iso = None
     if iso is not None:
-        return (iso if iso.tzinfo else iso.replace(tzinfo=UTC)).timestamp()
+        try:
+            at = (iso if iso.tzinfo else iso.replace(tzinfo=UTC)).timestamp()
+        except (OverflowError, ValueError):
+            return None
+        return at if EARLIEST <= at <= LATEST else None
     toks = _TOKEN.findall(raw.lower())
     clock = _clock(toks)
     for i in range(len(toks)):
@@ -299,7 +306,8 @@ def message_time(message: Mapping[str, Any]) -> float | None:
         if isinstance(value, bool) or value is None:
             continue
         if isinstance(value, int | float) and math.isfinite(value) and value > 0:
-            return float(value) / 1000.0 if value > 1e11 else float(value)
+            at = float(value) / 1000.0 if value > 1e11 else float(value)
+            return at if at <= LATEST else None
         if isinstance(value, str):
             at = parse_time(value)
             if at is not None:
@@ -351,7 +359,7 @@ def _at_day(t: float) -> int:
 def _phrase_at(toks: Sequence[str], i: int) -> tuple[Phrase, int] | None:
     """The phrase starting at token ``i`` and the index after it, or None."""
     t = toks[i]
-    if _ISO_DAY.match(t):
+    if _ISO_DAY.match(t) and _year(t[:4]) is not None:
         return _iso_day(t), i + 1
     if t in _DEICTIC:
         return Phrase(t, True, "days", shift=_DEICTIC[t]), i + 1
@@ -575,8 +583,14 @@ def _named(p: Phrase, now: float) -> tuple[float, float]:
     return centre - p.unit / 2, centre + p.unit / 2
 
 
+# a reference time two years inside the range: a phrase counting a year or two from it
+# still names a year datetime can hold
+_REFERENCE_RANGE = (EARLIEST + 2 * 366 * DAY, LATEST - 2 * 366 * DAY)
+
+
 def _clamped(now: float) -> float:
-    return min(max(now, 0.0), 4.0e12) if math.isfinite(now) else 0.0
+    low, high = _REFERENCE_RANGE
+    return min(max(now, low), high) if math.isfinite(now) else 0.0
 
 
 def _latest_year(ref: datetime, month: int, day: int) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from offload.core import timeexpr
 from offload.core.hashing import encoded_windows
 from offload.errors import InvalidInput, WrongType
 from offload.store.backend import Conn
@@ -65,7 +66,7 @@ def check_text(text: Any, what: str) -> None:
 
 
 # event times a store takes: from 1 January 0001 to 31 December 9999 (what a date says)
-EVENT_TIME_RANGE = (-62135596800.0, 253402300799.0)
+EVENT_TIME_RANGE = (timeexpr.EARLIEST, timeexpr.LATEST)
 
 
 def check_event_time(value: Any) -> float | None:
