@@ -306,12 +306,12 @@ def message_time(message: Mapping[str, Any]) -> float | None:
         if isinstance(value, bool) or value is None:
             continue
         if isinstance(value, int | float) and math.isfinite(value) and value > 0:
-            at = float(value) / 1000.0 if value > 1e11 else float(value)
-            return at if at <= LATEST else None
+            seconds = float(value) / 1000.0 if value > 1e11 else float(value)
+            return seconds if seconds <= LATEST else None
         if isinstance(value, str):
-            at = parse_time(value)
-            if at is not None:
-                return at
+            parsed = parse_time(value)
+            if parsed is not None:
+                return parsed
     return None
 
 
