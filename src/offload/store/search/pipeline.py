@@ -16,7 +16,8 @@ semantic retriever adds its own :class:`Candidate` list and a fusion merges the 
    flows to its neighbours (the entries just before and after it in the same scope and
    kind: memories arrive in sequence, and the turn that answers a question often sits next
    to the one that names it), a phrase boost for query words found side by side, then the
-   caller's salience and recency x frequency of use.
+   caller's salience and recency x frequency of use, then the time preference: the dates
+   the query names (:func:`named_times`) and whether it asks when.
 4. :func:`offload.store.search.page.hits` (store/search/page.py): rows, chunk text and snippets (the
    best-matching lines, numbered) for the page shown only.
 

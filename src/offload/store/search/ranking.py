@@ -4,7 +4,7 @@ Part of each strong hit's score flows to its neighbours (the entries just before
 after it in the same scope and kind: memories arrive in sequence, and the turn that
 answers a question often sits next to the one that names it), a phrase boost for query
 words found side by side, then the caller's salience and recency x frequency of use, and
-a time preference when the query names a date; a lookup's best few are reordered by the
+a time preference when the query names a date or asks when; a lookup's best few are reordered by the
 query's words as written.
 
 The time preference is soft: each candidate's score is multiplied by
@@ -13,6 +13,9 @@ it was stored) lies in a stretch the query names, decaying exponentially with it
 in days outside it. Text tells of what happened before it more often than of what will, so
 an entry told after the stretch decays over a week or the stretch's length (whichever is
 longer), one told before it over half that. Entries all equally near keep their order.
+A question asking when (``When did...``, ``what year``, ``how long``) multiplies the
+factor of each of its best few hits whose text says when or how long by
+``1 + ASKED_TIME_BOOST``: the turn that answers it names the time (``yesterday``).
 """
 
 from __future__ import annotations
