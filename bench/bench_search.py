@@ -2,13 +2,15 @@
 
     python bench/bench_search.py --data /path/to/locomo_dev.json            # recall + speed
     python bench/bench_search.py --data PATH --only recall --split 2        # conversations 1-2 vs 3-5
+    python bench/bench_search.py --data PATH --only recall --undated        # no session dates
     python bench/bench_search.py --data PATH --only speed --entries 100000
     python bench/bench_search.py --data PATH --only scoped --speed-dir DIR --queries 200
     python bench/bench_search.py --data PATH --only writes --baseline-src /old/checkout/src
 
 Recall: every turn of a conversation is stored as one entry (``Speaker said, text``) through
-the public store API, in its own scope; each question is passed verbatim to ``search`` as a
-user would. Turn-level evidence recall@k: the share of a question's evidence turns among the
+the public store API, in its own scope, with its session's date as its event time (one
+``put_many`` a session; ``--undated``: none, one call a conversation), as a user with dated
+conversations stores them; each question is passed verbatim to ``search`` as a user would. Turn-level evidence recall@k: the share of a question's evidence turns among the
 top k hits, averaged over questions (evidence ids that name no turn are skipped; a question
 left with none is not counted). The plain FTS5 baseline is measured beside it in the same
 run: a porter-tokenized table with one row per turn, the question as an OR of its
@@ -56,6 +58,8 @@ class Conversation:
     sample_id: str
     turns: list[tuple[str, str]]  # (dia_id, "Speaker said, text")
     questions: list[tuple[str, int, list[str]]] = field(default_factory=list)
+    # each turn's session date (epoch seconds; None where the session has none)
+    dates: list[float | None] = field(default_factory=list)
 
 
 def load(path: Path) -> list[Conversation]:
@@ -64,12 +68,15 @@ def load(path: Path) -> list[Conversation]:
     for item in json.loads(path.read_text()):
         conv = item["conversation"]
         turns: list[tuple[str, str]] = []
+        dates: list[float | None] = []
         n = 1
         while f"session_{n}" in conv:
+            date = parse_time(str(conv.get(f"session_{n}_date_time") or ""))
             for t in conv[f"session_{n}"]:
                 turns.append((t["dia_id"], f"{t['speaker']} said, {t['text']}"))
+                dates.append(date)
             n += 1
-        c = Conversation(str(item["sample_id"]), turns)
+        c = Conversation(str(item["sample_id"]), turns, dates=dates)
         known = {d for d, _ in turns}
         for q in item["qa"]:
             ev = [e for e in q.get("evidence", []) if e in known]
@@ -77,6 +84,31 @@ def load(path: Path) -> list[Conversation]:
                 c.questions.append((q["question"], int(q.get("category", 0)), ev))
         out.append(c)
     return out
+
+
+def parse_time(text: str) -> float | None:
+    from offload.core.timeexpr import parse_time as parse
+
+    return parse(text)
+
+
+def put_sessions(store: Any, c: Conversation, dated: bool) -> list[int]:
+    """A conversation's turns through ``put_many``, one call a session, each with its
+    session's date as the event time (``dated``; without, one call for all the turns);
+    the entry ids in turn order."""
+    texts = [text for _, text in c.turns]
+    if not dated:
+        return [r.entry.id for r in store.put_many(texts, scope=c.sample_id)]
+    ids: list[int] = []
+    start = 0
+    while start < len(texts):
+        end = start
+        while end < len(texts) and c.dates[end] == c.dates[start]:
+            end += 1
+        batch = store.put_many(texts[start:end], scope=c.sample_id, event_time=c.dates[start])
+        ids.extend(r.entry.id for r in batch)
+        start = end
+    return ids
 
 
 def stopword(word: str) -> bool:
@@ -111,6 +143,12 @@ def plain_search(conn: sqlite3.Connection, question: str, k: int) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+def iso_time(t: float | None) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(t or 0.0, UTC).isoformat()
+
+
 def recall_at(found: Sequence[str], evidence: Sequence[str], k: int) -> float:
     top = set(found[:k])
     return sum(1 for e in evidence if e in top) / len(evidence)
@@ -134,7 +172,9 @@ def embedder() -> Any:
     return load_embedder(SearchSettings())
 
 
-def put_via_mcp(at: Path | str, texts: Sequence[str], scope: str) -> list[int]:
+def put_via_mcp(
+    at: Path | str, texts: Sequence[str], scope: str, dates: Sequence[float | None] = ()
+) -> list[int]:
     """Store each text as an agent does: one call of the MCP ``offload`` tool a text, through
     the official SDK's in-memory client, on a server whose scope is ``scope``; the entry
     ids in order (read back by content hash)."""
@@ -153,8 +193,11 @@ def put_via_mcp(at: Path | str, texts: Sequence[str], scope: str) -> list[int]:
 
     async def run() -> None:
         async with Client(build_server(ctx)) as client:
-            for text in texts:
-                res = await client.call_tool("offload", {"content": text})
+            for i, text in enumerate(texts):
+                args = {"content": text}
+                if i < len(dates) and dates[i] is not None:
+                    args["when"] = iso_time(dates[i])
+                res = await client.call_tool("offload", args)
                 assert not res.is_error, res
 
     try:
@@ -170,13 +213,16 @@ def bench_recall(
     split: int | None,
     where: str | None = None,
     via: str = "library",
+    dated: bool = True,
 ) -> dict[str, Any]:
     """R@k per category for offload (lexical alone, and hybrid when the embedding model is
     installed) and the plain FTS5 baseline (and per half with split). ``where``: the
     store to fill instead of a temporary SQLite file (an empty PostgreSQL database's URL:
     the same questions through that backend). ``via``: how turns are stored: ``library``
     (``put_many``, one call a conversation) or ``mcp`` (the MCP ``offload`` tool, one call a
-    turn, as an agent stores them; search is the store's, as MCP ``search`` calls it)."""
+    turn, as an agent stores them; search is the store's, as MCP ``search`` calls it).
+    ``dated``: each turn carries its session's date as its event time (as a user with
+    dated conversations stores them); without, none does."""
     import offload
 
     model = embedder()
@@ -188,9 +234,9 @@ def bench_recall(
     for ci, c in enumerate(convs):
         texts = [text for _, text in c.turns]
         if via == "mcp":
-            ids = put_via_mcp(at, texts, c.sample_id)
+            ids = put_via_mcp(at, texts, c.sample_id, c.dates if dated else ())
         else:
-            ids = [r.entry.id for r in store.put_many(texts, scope=c.sample_id)]
+            ids = put_sessions(store, c, dated)
         by_id = {i: dia for i, (dia, _) in zip(ids, c.turns, strict=True)}
         plain = plain_fts((i, text) for i, (_, text) in enumerate(c.turns))
         for question, cat, ev in c.questions:
@@ -696,6 +742,11 @@ def main() -> None:
         help="recall: store turns with put_many, or one MCP offload call a turn (an agent's path)",
     )
     ap.add_argument(
+        "--undated",
+        action="store_true",
+        help="recall: store turns without their session's date as event time",
+    )
+    ap.add_argument(
         "--speed-dir", type=Path, help="build the speed stores here and reuse them on later runs"
     )
     ap.add_argument(
@@ -718,7 +769,9 @@ def main() -> None:
         tmp = Path(d)
         if "recall" in parts:
             t = time.perf_counter()
-            table = bench_recall(convs, tmp, args.split, args.recall_store, args.via)
+            table = bench_recall(
+                convs, tmp, args.split, args.recall_store, args.via, not args.undated
+            )
             print_recall(table)
             print(f"(recall run: {time.perf_counter() - t:.1f} s)")
         if "speed" in parts:

@@ -78,6 +78,18 @@ def test_search_explain_says_for_each_hit_which_path_scored_it_and_what_each_par
     assert why["lexical"] == pytest.approx(why["body"] + why["meta"])
 
 
+def test_add_when_gives_the_entry_an_event_time_that_show_search_and_explain_name(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "add", "--json", "--when", "2023-05-08", "the boat trip\n")
+    assert code == 0 and json.loads(out)["event_time"] == "2023-05-08T00:00:00Z"
+    ref = json.loads(out)["ref"]
+    assert "when      2023-05-08T00:00:00Z" in run(capsys, "show", ref)[1]
+    assert run(capsys, "search", "boat trip")[1].splitlines()[0].endswith("| 2023-05-08")
+    explained = run(capsys, "search", "--explain", "boat trip in May 2023")[1]
+    assert "time x2 (2023-05-08)" in explained
+
+
 def test_search_shows_the_best_matching_lines_with_their_numbers(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -126,6 +138,7 @@ def test_add_reads_a_relative_path_from_the_directory_it_runs_in(
         (["add", "--path", "/etc/hostname"], 4, "outside the allowed roots"),
         (["add", "--path", "blob.bin"], 4, "binary"),
         (["add", "--salience", "3", "x"], 2, "salience"),
+        (["add", "--when", "soon", "x"], 2, "--when 'soon' is not a date"),
         (["cat", "ctx:sha256:zz"], 2, "ctx:sha256"),
         (["export", ""], 2, "export needs a file name"),  # found by the CLI fuzz
         (["export", "."], 2, "export needs a file name"),

@@ -54,6 +54,20 @@ async def test_offload_takes_summary_salience_and_pin_and_refuses_bad_values(env
         assert (await s.call("offload", content=lone)).is_error
 
 
+async def test_offload_when_sets_the_event_time_a_dated_search_prefers(env: McpEnv) -> None:
+    async with env.connect() as s:
+        may = await put(s, "we cooked pasta on the stove", when="2023-05-08", kind="a")
+        await put(s, "we cooked pasta on the grill", when="2023-08-30T10:00:00Z", kind="b")
+        plain = await put(s, "no date was given here")
+        assert "when must be a date" in await s.fail("offload", content="x", when="soon")
+        assert "when must be a date" in await s.fail("offload", content="x", when="2023-13-40")
+        found = await s.ok("search", queries=["pasta we cooked in May 2023"])
+    assert env.store.resolve(may).event_time == 1_683_504_000.0
+    assert env.store.resolve(plain).event_time is None
+    assert found.index(may) < found.index("grill")
+    assert f"{may} L1-1 [2023-05-08] |" in found
+
+
 async def test_offload_compress_without_a_model_stores_raw_and_says_so(env: McpEnv) -> None:
     async with env.connect() as s:
         text = await s.ok("offload", content="long text " * 100, compress=True)

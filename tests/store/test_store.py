@@ -603,3 +603,48 @@ def test_reap_without_a_filter_or_with_a_bad_one_is_refused_and_forgets_nothing(
     with pytest.raises(InvalidInput, match=message):
         store.reap(older_than_s=older_than_s, max_salience=max_salience)
     assert store.count() == 1
+
+
+def test_an_event_time_is_kept_apart_from_when_the_entry_was_stored(store: Store) -> None:
+    e = store.put("the trip to Lisbon", event_time=1_683_504_000.0).entry
+    again = store.resolve(e.ref)
+    assert again.event_time == e.event_time == 1_683_504_000.0
+    assert again.created > again.event_time and again.when == 1_683_504_000.0
+    plain = store.put("no date given").entry
+    assert plain.event_time is None and plain.when == plain.created
+
+
+def test_put_many_gives_every_content_the_event_time(store: Store) -> None:
+    results = store.put_many(["turn one", "turn two"], scope="c", event_time=1_600_000_000)
+    assert [store.get(r.entry.id).event_time for r in results] == [1_600_000_000.0] * 2
+
+
+def test_a_repeat_gives_a_stored_entry_an_event_time_and_never_changes_one(
+    store: Store,
+) -> None:
+    first = store.put("said twice").entry
+    store.put("said twice", event_time=100.0)
+    store.put("said twice", event_time=200.0)
+    assert store.get(first.id).event_time == 100.0
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), True, "2023-05-08", 1e13])
+def test_an_event_time_that_is_not_a_time_is_refused_and_nothing_is_stored(
+    store: Store, bad: object
+) -> None:
+    with pytest.raises((InvalidInput, WrongType)):
+        store.put("dated wrongly", event_time=bad)  # type: ignore[arg-type]
+    assert store.count() == 0
+
+
+@pytest.mark.sqlite_only
+def test_a_store_from_before_event_times_gains_the_column_empty(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Store(path, counter=EstimateCounter()) as s:
+        ref = s.put("stored before event times").entry.ref
+        s.conn.execute("ALTER TABLE entries DROP COLUMN event_time")
+        s.conn.execute("DELETE FROM _migrations WHERE name = 'm_entry_event_time'")
+        s.conn.commit()
+    with Store(path, counter=EstimateCounter()) as s:
+        assert s.resolve(ref).event_time is None
+        assert s.put("stored after", event_time=5.0).entry.event_time == 5.0

@@ -15,6 +15,7 @@ from offload.config import Settings
 from offload.core.fence import iso
 from offload.core.gist import gist
 from offload.core.hashing import decode
+from offload.core.timeexpr import iso_day, parse_time
 from offload.core.untrusted import inline, printable
 from offload.errors import InvalidInput, NotAFile, OutsideRoots, TooLarge
 from offload.store.models import Entry, Filters, Hit
@@ -39,6 +40,12 @@ def configure_add(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--pin", action="store_true", help="pin it: never reaped, listed first")
     p.add_argument("--label", help="a unique name to refer to it by (instead of its id or hash)")
+    p.add_argument(
+        "--when",
+        metavar="DATE",
+        help="when what it tells happened, if not now (ISO: 2023-05-08 or 2023-05-08T13:56Z); "
+        "a search naming a date prefers entries near it",
+    )
     p.add_argument(
         "--max-file-bytes",
         type=int,
@@ -140,6 +147,7 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
         text = _read_stdin(settings.store.max_file_bytes)
     if not text.strip():
         raise InvalidInput("nothing to store: the text is empty or only white space")
+    when = _when(args.when)
     size = _size(source) if source else len(text)  # characters: about the bytes
     meter = Meter(f"adding {Path(source).name or size_label(size)}", size)
     if args.progress:
@@ -158,12 +166,26 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
                 scope=scope_of(args, settings, for_write=True) or "",
                 label=args.label,
                 progress=meter,
+                event_time=when,
             )
         finally:
             meter.close()  # cleared before the output
         data = {**_entry_json(res.entry), "created": res.created}
         emit(args, data, lambda d: f"{'stored' if d['created'] else 'exists'} {_line(res.entry)}")
     return 0
+
+
+def _when(text: str | None) -> float | None:
+    """``--when`` as epoch seconds (None: not given); a value naming no date is refused."""
+    if text is None:
+        return None
+    at = parse_time(text)
+    if at is None:
+        raise InvalidInput(
+            f"--when {printable(text[:40])!r} is not a date: give one such as 2023-05-08 "
+            "or 2023-05-08T13:56:00Z"
+        )
+    return at
 
 
 def split_tags(text: str) -> list[str]:
@@ -438,6 +460,7 @@ def _entry_json(e: Entry) -> dict[str, Any]:
         "accessed": iso(e.accessed),
         "access_count": e.access_count,
         "expires": iso(e.expires) if e.expires else None,
+        "event_time": iso(e.event_time) if e.event_time is not None else None,
     }
 
 
@@ -493,9 +516,10 @@ def _hits_text(hits: list[Hit], why: list[Explanation] | None = None) -> str:
     out: list[str] = [] if not why else [path_line(why[0])]
     for i, h in enumerate(hits):
         rank = "" if why is None else f"#{why[i].rank} score {h.score:.4g} "
+        when = "" if h.entry.event_time is None else f" | {iso_day(h.entry.event_time)}"
         out.append(
             f"{rank}{h.entry.ref} L{h.start_line}-{h.end_line}{_hit_note(h)} | "
-            f"{_one(h.entry.topic or h.entry.kind)}"
+            f"{_one(h.entry.topic or h.entry.kind)}{when}"
         )
         out.extend(f"  L{n}: {_one(text)}" for n, text in _best_lines(h))
         if why is not None:  # emit() makes the whole text printable
@@ -524,6 +548,7 @@ def _show_text(e: Entry) -> str:
         ("labels", " ".join(_one(label) for label in e.labels)),
         ("scope", _one(e.scope)),
         ("created", iso(e.created)),
+        ("when", iso(e.event_time) if e.event_time is not None else ""),
         ("accessed", f"{iso(e.accessed)} ({e.access_count}x)"),
     ]
     if e.expires:

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from offload.core.timeexpr import parse_time
 from offload.errors import EncodingError, InvalidInput
 
 
@@ -121,6 +122,17 @@ class Args:
         for v in value:
             self._check_unicode(name, v)
         return [v for v in value if v.strip()]
+
+    def when(self, name: str) -> float | None:
+        """A date or time (ISO 8601, or a date in words such as ``8 May 2023``) as epoch
+        seconds (UTC when it names no offset), or None when absent."""
+        value = self.text(name).strip()
+        if not value:
+            return None
+        at = parse_time(value)
+        if at is None:
+            raise self._bad(name, "a date such as 2023-05-08 or 2023-05-08T13:56:00Z")
+        return at
 
     def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
         """One of ``choices``."""

@@ -86,10 +86,12 @@ TOOLS: tuple[ToolDef, ...] = (
     ToolDef(
         "offload",
         "Store content; returns its ref. summary defaults to an extractive gist; compress "
-        "stores a local-model compression (original kept).",
+        "stores a local-model compression (original kept); when: the date it tells of "
+        "(ISO, e.g. 2023-05-08), if not today.",
         _obj(
             ["content"],
             content=_S,
+            when=_S,
             kind=_S,
             topic=_S,
             summary=_S,

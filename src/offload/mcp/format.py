@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from offload.core.fence import iso
+from offload.core.timeexpr import iso_day
 from offload.core.untrusted import inline
 from offload.errors import (
     BinaryFile,
@@ -173,6 +174,8 @@ def _hit_line(h: Hit, shown: dict[tuple[int, int | None], int], number: int) -> 
         where += f" ({ORIGINAL_HIT_NOTE})"
     elif h.entry.compressed:
         where += " (lossy)"
+    if h.entry.event_time is not None:  # when what it tells happened, as its writer said
+        where += f" [{iso_day(h.entry.event_time)}]"
     # the best-matching lines with their numbers (a metadata hit: its topic/summary)
     best = h.lines or ((h.match_line, h.snippet),)
     shown_lines = " · ".join(f"L{n}: {one_line(t, _SNIPPET_CHARS)}" for n, t in best)

@@ -81,6 +81,7 @@ async def offload(ctx: McpContext, a: Args) -> str:
         scope=ctx.scope,
         body=body,
         index_original=True,  # a lossy body must not hide the original's words from search
+        event_time=a.when("when"),
     )
     _count(ctx, res, content)
     return "\n".join(x for x in (_put_line(res), note if res.created else "") if x)

@@ -19,6 +19,16 @@ def access_score(accessed: float, access_count: int, now: float) -> float:
     return raw / (1.0 + raw)
 
 
+def _event_time(row: sqlite3.Row) -> float | None:
+    """A row's ``event_time`` (absent from a row of a store not yet migrated, or a dict
+    built before the column existed)."""
+    try:
+        value = row["event_time"]
+    except (IndexError, KeyError):
+        return None
+    return None if value is None else float(value)
+
+
 @dataclass(frozen=True)
 class Entry:
     """One row of the matrix: metadata about a stored body."""
@@ -44,6 +54,9 @@ class Entry:
     size: int
     lines: int
     labels: tuple[str, ...] = ()
+    # when what the entry tells happened (a message's timestamp, a conversation's date),
+    # epoch seconds; None: the writer did not say (``created`` stands for it)
+    event_time: float | None = None
 
     @property
     def ref(self) -> str:
@@ -90,7 +103,13 @@ class Entry:
             size=row["size"],
             lines=row["lines"],
             labels=labels,
+            event_time=_event_time(row),
         )
+
+    @property
+    def when(self) -> float:
+        """When what the entry tells happened: its event time, else when it was stored."""
+        return self.created if self.event_time is None else self.event_time
 
 
 @dataclass(frozen=True)

@@ -44,13 +44,14 @@ from offload.store.saved import SavedState
 from offload.store.search import query  # fmt: skip
 from offload.store.search.explain import Explanation
 from offload.store.search.memory.resident import ResidentIndex
-from offload.store.search.pipeline import explained_hits, search_hits
+from offload.store.search.pipeline import PageAsked, explained_hits, search_hits
 from offload.store.sqlite import db
 from offload.store.sqlite.threadconns import ThreadConnections
 from offload.store.write import blocks, index, rows, vectors, writes
 from offload.store.write.index import PutProgress
 from offload.store.write.puts import (
     PutOptions,
+    check_event_time,
     check_label,
     check_tags,
     clean_tags,
@@ -286,6 +287,7 @@ class Store(SavedState):
         index_original: bool = False,
         index_from_line: int = 1,
         progress: PutProgress | None = None,
+        event_time: float | None = None,
     ) -> PutResult:
         """Store ``content`` and index it; the same content again returns the existing entry.
 
@@ -311,6 +313,11 @@ class Store(SavedState):
         and held compressed until its write: memory stays a few times the body's size.
         ``progress`` is told ``(stage, characters done, characters in all)`` as its analysis
         (``"analysing"``) and its write (``"writing"``) go; a small body reports nothing.
+
+        ``event_time`` (epoch seconds) is when what the content tells happened (a
+        message's timestamp, a conversation's date), apart from when it is stored; a
+        search whose query names a date prefers entries near it. A repeat of stored
+        content gives it an event time it did not have.
         """
         pending = writes.prepare_put(
             self,
@@ -318,7 +325,7 @@ class Store(SavedState):
             PutOptions(
                 kind, topic, check_tags(tags), summary, salience, pinned, source, scope, label,
                 expires, regenerate, body, keep_original, tokens, index_original,
-                index_from_line, progress,
+                index_from_line, check_event_time(event_time), progress,
             ),
         )  # fmt: skip
         return writes.commit_puts(self, [pending])[0]
@@ -333,12 +340,16 @@ class Store(SavedState):
         source: str = "",
         scope: str = "",
         expires: float | None = None,
+        event_time: float | None = None,
     ) -> list[PutResult]:
         """Store many contents sharing these settings in one write transaction (a bulk
-        import: one commit, one lock hold); results in order, duplicates as in :meth:`put`."""
+        import: one commit, one lock hold); results in order, duplicates as in :meth:`put`
+        (``event_time``: when what they tell happened, e.g. the date of the conversation
+        they are turns of)."""
         opts = PutOptions(
-            kind, "", check_tags(tags), "", salience, False, source, scope, None, expires
-        )
+            kind, "", check_tags(tags), "", salience, False, source, scope, None, expires,
+            event_time=check_event_time(event_time),
+        )  # fmt: skip
         # PostgreSQL: no look-up per put before the lock (a round trip each); the batch's
         # write transaction checks every content and word at once (store/write/pgbulk.py)
         bulk = self._pg is not None
@@ -547,15 +558,18 @@ class Store(SavedState):
         offset: int = 0,
         snippet_chars: int = 300,
         scope: str | None = None,
+        as_of: float | None = None,
     ) -> list[Hit]:
         """Ranked hits for a question or keywords, with line ranges and snippets.
 
         Any input is safe (FTS syntax is just text); ``scope`` is a shorthand for
-        ``Filters(scope=...)`` (it wins over the filters' own scope).
+        ``Filters(scope=...)`` (it wins over the filters' own scope). A date the query
+        names (``in May 2023``, ``last week``, ``two weeks before 11 August``) is a soft
+        preference: entries whose event time is near it rank higher; relative dates count
+        from ``as_of`` (epoch seconds), or from the newest event time searched.
         """
-        return search_hits(
-            self, query, _scoped(filters, scope), limit=limit, offset=offset, width=snippet_chars
-        )
+        page = PageAsked(limit, offset, snippet_chars, as_of)
+        return search_hits(self, query, _scoped(filters, scope), page)
 
     def explain(
         self,
@@ -566,13 +580,13 @@ class Store(SavedState):
         offset: int = 0,
         snippet_chars: int = 300,
         scope: str | None = None,
+        as_of: float | None = None,
     ) -> list[tuple[Hit, Explanation]]:
         """:meth:`search`'s hits, each with why it ranks where it does: which path scored
         it and what each part contributed (store/search/explain.py). The hits and their
         order are :meth:`search`'s."""
-        return explained_hits(
-            self, query, _scoped(filters, scope), limit=limit, offset=offset, width=snippet_chars
-        )
+        page = PageAsked(limit, offset, snippet_chars, as_of)
+        return explained_hits(self, query, _scoped(filters, scope), page)
 
     def peek(self, scope: str | None = None) -> dict[str, Any]:
         """Counts only: by status, pinned, by kind, and total tokens.
@@ -621,7 +635,7 @@ class Store(SavedState):
         if filters.scope is None:
             return 0
         every = dataclasses.replace(filters, scope=None)
-        hits = search_hits(self, query, every, limit=limit, offset=0, width=40)
+        hits = search_hits(self, query, every, PageAsked(limit, 0, 40))
         return len({h.entry.id for h in hits if h.entry.scope != filters.scope})
 
     def stats(self) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import threading
 from collections.abc import Iterator
@@ -663,3 +664,48 @@ def test_a_newest_message_too_big_to_fit_shows_its_first_and_last_lines(store: S
     assert "lines not shown: offload_read(ref=" in shown and "offset=" in shown
     assert result.wire_tokens <= Budget.of(pipe.settings, N_CTX).ceiling
     assert expand(store, result.messages) == msgs
+
+
+def _stored_times(store: Store) -> dict[str, set[float | None]]:
+    """The event times of what the proxy stored, by source: message stubs, range parts."""
+    out: dict[str, set[float | None]] = {}
+    rows = store.conn.execute("SELECT source, event_time FROM entries").fetchall()
+    for source, when in rows:
+        out.setdefault("range" if source.startswith("proxy:") else source, set()).add(when)
+    return out
+
+
+def test_a_message_timestamp_becomes_the_event_time_of_what_is_stored_from_it(
+    store: Store,
+) -> None:
+    msgs = conversation(40, every=4)
+    for k, m in enumerate(msgs):
+        m["timestamp"] = 1_683_504_000 + 60 * k  # a client's own field: seconds
+    pipe = make(store)
+    for request in requests(msgs):
+        pipe.rewrite(request, 8192)
+    stored = store.conn.execute("SELECT source, topic, event_time FROM entries").fetchall()
+    stubs = [(topic, when) for source, topic, when in stored if source == "proxy"]
+    ranges = [(topic, when) for source, topic, when in stored if source != "proxy"]
+    assert stubs and ranges
+    at = {m.get("tool_call_id"): m["timestamp"] for m in msgs}
+    for topic, when in stubs:  # "tool output read_log (id call_10)": that message's own
+        assert when == at[topic.rsplit(" ", 1)[1].rstrip(")")]
+    for topic, when in ranges:  # "conversation #2-#13: ...": the newest message it holds
+        last = int(topic.split(":")[0].rsplit("#", 1)[1])
+        assert when == msgs[last]["timestamp"]
+
+
+def test_a_system_prompts_date_of_another_day_is_the_event_time_of_what_is_stored(
+    tmp_path: Path,
+) -> None:
+    for today, want in ((1_796_000_000.0, 1_683_504_000.0), (1_683_540_000.0, None)):
+        clock = functools.partial(float, today)
+        with Store(tmp_path / f"{today}.db", counter=EstimateCounter(), clock=clock) as s:
+            msgs = conversation(40)
+            msgs[0]["content"] = "You are a careful agent.\nToday's date: 2023-05-08\n"
+            pipe = make(s)
+            for request in requests(msgs):
+                pipe.rewrite(request, N_CTX)
+            times = _stored_times(s)
+        assert times and all(ws == {want} for ws in times.values())

@@ -17,14 +17,21 @@ from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import StaticEmbedder
 from offload.store.life import archive
 from offload.store.life.archive import export_archive, import_archive
+from offload.store.models import Filters
 from offload.store.store import Store
+
+EVENT_TIME = 1683554160.0  # 2023-05-08T13:56:00Z
 
 
 def _fill(store: Store) -> None:
     """Entries of every shape: several labels, a lossy body beside its original, vectors,
-    one forgotten, more than one export page of them."""
+    one forgotten, one with an event time, more than one export page of them."""
     for i in range(7):
-        put = store.put(f"note {i}: the frobnicator threshold is {40 + i}\n", scope="proj")
+        put = store.put(
+            f"note {i}: the frobnicator threshold is {40 + i}\n",
+            scope="proj",
+            event_time=EVENT_TIME if i == 3 else None,
+        )
         for name in (f"z-note-{i}", f"a-note-{i}", f"m-note-{i}"):  # not in sorted order
             store.label(put.entry.ref, name, scope="proj")
     store.put(
@@ -142,6 +149,22 @@ def test_an_archive_exported_now_round_trips_byte_exact(
     assert (
         again == first and len(first) == 15
     )  # with a tombstone, state, counter, tally, the last newline
+
+
+def test_an_entrys_event_time_travels_through_an_archive(
+    store_location: Path | str, tmp_path: Path
+) -> None:
+    with Store(tmp_path / "src.db", counter=EstimateCounter()) as src:
+        _fill(src)
+        export_archive(src, tmp_path / "a.zst")
+    dated = [r for r in _entries(tmp_path / "a.zst") if r.get("event_time") is not None]
+    assert [r["body"] for r in dated] == ["note 3: the frobnicator threshold is 43\n"]
+    with Store(store_location, counter=EstimateCounter()) as target:
+        import_archive(target, tmp_path / "a.zst")
+        entry = target.resolve("ctx:sha256:" + dated[0]["content_hash"], "proj")
+        others = [e.event_time for e in target.entries(Filters(scope="proj")) if e.id != entry.id]
+    assert entry.event_time == EVENT_TIME
+    assert others and set(others) == {None}
 
 
 def _text(path: Path) -> list[str]:

@@ -34,7 +34,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,9 @@ from offload.proxy.rewrite.messages import (
     source_of,
 )
 from offload.store.store import Store
+
+# asked, only when a content is stored, when what it tells happened (None: not known)
+EventTime = Callable[[], float | None] | None
 
 STUB_GIST_CHARS = 120
 RANGE_GIST_CHARS = 160
@@ -446,11 +449,17 @@ class StubMaker:
         return None
 
     def stubbed(
-        self, msg: Message, made: MessageStub, source: str = "", earlier: Earlier | None = None
+        self,
+        msg: Message,
+        made: MessageStub,
+        source: str = "",
+        earlier: Earlier | None = None,
+        when: EventTime = None,
     ) -> Message:
         """``msg`` with its content replaced by the stub, the content stored first (with a
-        topic naming its role, tool and call id); for a delta stub, the earlier body it
-        names too (found in ``earlier``)."""
+        topic naming its role, tool and call id; ``when``: asked, only when the content is
+        stored, when what it tells happened: core/timeexpr.py ``conversation_time``); for a
+        delta stub, the earlier body it names too (found in ``earlier``)."""
         text = content_text(msg)
         with self._lock:
             known = made.digest in self._stored
@@ -459,7 +468,14 @@ class StubMaker:
             self._store_base(made.base, earlier)
         if not known:
             topic, summary = _message_topic(msg, source, text, self.gist(text, made.digest))
-            self.ensure_stored(text, made.digest, source="proxy", topic=topic, summary=summary)
+            self.ensure_stored(
+                text,
+                made.digest,
+                source="proxy",
+                topic=topic,
+                summary=summary,
+                event_time=when() if when is not None else None,
+            )
         out = dict(msg)
         out["content"] = made.stub
         return out
@@ -491,10 +507,11 @@ class StubMaker:
         topic: str = "",
         summary: str = "",
         index_from_line: int = 1,
+        event_time: float | None = None,
     ) -> None:
         """Persist ``text`` in this scope unless this process already knows it is stored
         (``body``: what to index and show instead, from ``index_from_line`` on; ``text``
-        stays the restorable original)."""
+        stays the restorable original; ``event_time``: when what it tells happened)."""
         with self._lock:
             if digest in self._stored:
                 self._stored.move_to_end(digest)
@@ -516,6 +533,7 @@ class StubMaker:
                 topic=topic,
                 summary=summary,
                 index_from_line=index_from_line,
+                event_time=event_time,
             )
         with self._lock:
             self._stored[digest] = None
@@ -524,8 +542,11 @@ class StubMaker:
 
     # -- range stubs ---------------------------------------------------------------------------
 
-    def page_out(self, session: str, stub: RangeStub, part: RangePart) -> RangeStub:
-        """Store a part rendered by :meth:`render_range` and return its stub."""
+    def page_out(
+        self, session: str, stub: RangeStub, part: RangePart, when: EventTime = None
+    ) -> RangeStub:
+        """Store a part rendered by :meth:`render_range` and return its stub (``when``:
+        asked when what the part tells happened)."""
         digest = stub.ref[len(CTX_PREFIX) :]
         self.ensure_stored(
             part.body,
@@ -536,6 +557,7 @@ class StubMaker:
             topic=part.topic,
             summary=part.summary,
             index_from_line=part.index_from_line,
+            event_time=when() if when is not None else None,
         )
         return stub
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from offload.config import ProxySettings
+from offload.core import timeexpr
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput, OffloadError, StoreBusy
 from offload.proxy.rewrite import loops
@@ -629,7 +630,9 @@ class Pipeline:
             range_cost = candidate.tokens
         if candidate is None:
             return new_layout, state.range
-        return new_layout, self.stubs.page_out(session, *rendered[new_layout.paged])
+        paged = new_layout.paged
+        when = functools.partial(self._event_time, msgs, paged)
+        return new_layout, self.stubs.page_out(session, *rendered[paged], when)
 
     def _unforce(
         self,
@@ -720,11 +723,19 @@ class Pipeline:
         made = self._forced(msgs, i, ct, threshold)
         return None if made is None else self._stub_tokens(msgs[i], made)
 
+    def _event_time(self, msgs: Sequence[Message], upto: int) -> float | None:
+        """When what messages ``[0, upto)`` tell happened, as far as the request says: the
+        newest timestamp a message carries, else a date its system prompt states
+        (core/timeexpr.py ``conversation_time``)."""
+        system = "\n".join(content_text(m) for m in msgs[:upto] if m.get("role") == "system")
+        return timeexpr.conversation_time(msgs, upto, system, self.stubs.store.clock())
+
     def _stubbed(self, msgs: Sequence[Message], i: int, made: Stubbing) -> Message:
         """Message ``i`` as it goes on the wire under ``made`` (what it replaces stored)."""
         msg = msgs[i]
         if made.content is not None:
-            msg = self.stubs.stubbed(msg, made.content, source_of(msgs, i), Earlier(msgs, i))
+            when = functools.partial(self._event_time, msgs, i + 1)
+            msg = self.stubs.stubbed(msg, made.content, source_of(msgs, i), Earlier(msgs, i), when)
         if made.calls is not None:
             msg = self.calls.apply(msg, made.calls)
         return msg

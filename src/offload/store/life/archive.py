@@ -405,7 +405,7 @@ def _import_entry(store: Store, r: dict[str, Any]) -> int:
         cols = [
             "kind", "topic", "tags", "summary", "salience", "status", "pinned", "tokens",
             "content_hash", "block_hash", "source", "scope", "created", "accessed",
-            "access_count", "expires", "regenerate", "checked_out", "checked_in",
+            "access_count", "expires", "regenerate", "checked_out", "checked_in", "event_time",
         ]  # fmt: skip
         values = [r.get(c) for c in cols]
         values[cols.index("status")] = "cold"  # a checkout does not travel

@@ -158,6 +158,7 @@ ENTRY: Mapping[str, _Field] = {
     "regenerate": _TEXT,
     "checked_out": _MAYBE_WHEN,
     "checked_in": _MAYBE_WHEN,
+    "event_time": _MAYBE_WHEN,
     "labels": _Field(_labels, required=False, default=[]),
     "body": _TEXT,
     "original": _Field(_text, required=False),

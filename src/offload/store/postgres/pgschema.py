@@ -694,3 +694,10 @@ def pg_known_blocks(raw: Any) -> None:
                   WHERE hash IN (SELECT json_array_elements_text(digests::json)) $$
         """
     )
+
+
+@migration
+def pg_entry_event_time(raw: Any) -> None:
+    # when what an entry tells happened, apart from when it was stored (SQLite's
+    # m_entry_event_time): NULL when the writer did not say
+    raw.execute("ALTER TABLE entries ADD COLUMN event_time double precision")

@@ -3,11 +3,11 @@
 A search asked to explain itself carries a :class:`~offload.store.search.state.Trace` in
 its :class:`~offload.store.search.state.SearchState`; each step records its scores there
 (lexical.py the BM25 of bodies and metadata, ranking.py the neighbourhood, the phrase
-boost and salience x use, hybrid.py the fusion) and :func:`explanations` turns them into
+boost, salience x use and the time preference, hybrid.py the fusion) and :func:`explanations` turns them into
 one :class:`Explanation` per hit shown. Without a trace no step records anything.
 
 The parts compose in this order (``Explanation.composed`` recomputes it):
-``((lexical + neighbourhood) * phrase + 1e-6) * use``, then, when an embedding took part,
+``((lexical + neighbourhood) * phrase + 1e-6) * use * time``, then, when an embedding took part,
 ``(1 - weight) * lexical_unit + weight * semantic_unit``.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from offload.core import analysis
+from offload.core import analysis, timeexpr
 from offload.store.models import Hit
 from offload.store.search.state import ScoringPath, Trace
 
@@ -25,12 +25,14 @@ from offload.store.search.state import ScoringPath, Trace
 class Explanation:
     """Why one hit ranks where it does.
 
-    ``lexical`` is BM25 (``body`` + ``meta``) and ``lexical_rank`` its place among the
-    lexical candidates (None: brought in by a neighbour or the embedding only);
-    ``neighbourhood`` what the neighbourhood step added (context: the neighbourhood's
-    BM25F in place of the body's own); ``phrase`` and ``use`` the factors of the phrase
-    boost and of salience x use; ``similarity``/``weight``/``fused`` the embedding's part,
-    when it took one. ``fields``: which of the searched terms each field holds."""
+        ``lexical`` is BM25 (``body`` + ``meta``) and ``lexical_rank`` its place among the
+        lexical candidates (None: brought in by a neighbour or the embedding only);
+        ``neighbourhood`` what the neighbourhood step added (context: the neighbourhood's
+        BM25F in place of the body's own); ``phrase`` and ``use`` the factors of the phrase
+        boost and of salience x use; ``time`` the factor of the time preference (1: the query
+    names no date, or the entry lies far from it) and ``when`` the entry's time it read
+    (its event time, else when it was stored; None: not read); ``similarity``/``weight``/``fused`` the embedding's part,
+        when it took one. ``fields``: which of the searched terms each field holds."""
 
     rank: int
     entry_id: int
@@ -46,6 +48,8 @@ class Explanation:
     neighbourhood: float
     phrase: float
     use: float
+    time: float
+    when: float | None
     ranked: float  # the lexical side's final score (after a lookup's case reordering)
     similarity: float | None
     weight: float | None
@@ -65,7 +69,8 @@ class Explanation:
     def composed(self) -> float:
         """The lexical side's score recomputed from the parts (equal to ``ranked``
         unless a lookup's case check dealt the scores out again)."""
-        return (max(0.0, (self.lexical + self.neighbourhood) * self.phrase) + 1e-6) * self.use
+        near = (max(0.0, (self.lexical + self.neighbourhood) * self.phrase) + 1e-6) * self.use
+        return near * self.time
 
     def fused_again(self) -> float | None:
         """The fused score recomputed from the two sides' shares (None: no embedding)."""
@@ -112,6 +117,8 @@ def explanations(
                 neighbourhood=after_near - lexical,
                 phrase=after_phrase / after_near if after_near else 1.0,
                 use=trace.use.get(eid, before_use) / before_use,
+                time=trace.time.get(eid, 1.0),
+                when=hit.entry.when if eid in trace.time else None,
                 ranked=trace.ranked.get(eid, 0.0),
                 similarity=None if fusion is None else fusion.similarity.get(eid),
                 weight=None if fusion is None else fusion.weight,
@@ -162,7 +169,9 @@ def explanation_lines(e: Explanation, clean: Callable[[str], str]) -> list[str]:
     out = [
         f"  lexical {e.lexical:.4g} = body {e.body:.4g} + metadata {e.meta:.4g} ({found})",
         f"  neighbourhood {e.neighbourhood:+.4g}, phrase x{e.phrase:.4g}, "
-        f"salience and use x{e.use:.4g} -> {e.ranked:.4g}",
+        f"salience and use x{e.use:.4g}"
+        + ("" if e.when is None else f", time x{e.time:.4g} ({timeexpr.iso_day(e.when)})")
+        + f" -> {e.ranked:.4g}",
     ]
     if e.direct and e.case_checked:
         out.append(

@@ -16,7 +16,8 @@ semantic retriever adds its own :class:`Candidate` list and a fusion merges the 
    flows to its neighbours (the entries just before and after it in the same scope and
    kind: memories arrive in sequence, and the turn that answers a question often sits next
    to the one that names it), a phrase boost for query words found side by side, then the
-   caller's salience and recency x frequency of use.
+   caller's salience and recency x frequency of use, then the time preference: the dates
+   the query names (:func:`named_times`) and whether it asks when.
 4. :func:`offload.store.search.page.hits` (store/search/page.py): rows, chunk text and snippets (the
    best-matching lines, numbered) for the page shown only.
 
@@ -33,9 +34,9 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from offload.core import analysis
+from offload.core import analysis, timeexpr
 from offload.errors import StoreError
 from offload.store.backend import Conn
 from offload.store.models import Filters, Hit
@@ -60,37 +61,41 @@ if TYPE_CHECKING:
 
 _TYPO_CANDIDATES = 20_000
 _EXPANSIONS = 24
+# how many events named by words (``before the trip``) a query's dates are counted from
+_ANCHORS = 2
 
 
 @dataclass(frozen=True, slots=True)
 class PageAsked:
     """Which page of the ranking a search shows: ``limit`` hits after ``offset``, each
-    snippet at most ``width`` characters."""
+    snippet at most ``width`` characters; ``as_of``: the time a query's relative dates
+    (``yesterday``, ``last May``) count from (None: the newest event time searched)."""
 
     limit: int
     offset: int
     width: int
+    as_of: float | None = None
 
     def bounded(self) -> PageAsked:
         """The page within the store's bounds (1 to 200 hits, no negative offset)."""
-        return PageAsked(max(1, min(int(self.limit), 200)), max(0, int(self.offset)), self.width)
+        return PageAsked(
+            max(1, min(int(self.limit), 200)), max(0, int(self.offset)), self.width, self.as_of
+        )
 
 
-def search_hits(
-    store: Store, text: str, filters: Filters, *, limit: int, offset: int, width: int
-) -> list[Hit]:
+def search_hits(store: Store, text: str, filters: Filters, page_asked: PageAsked) -> list[Hit]:
     """The ranked hits for ``text`` under ``filters`` (see the module docstring)."""
-    return search(store, text, filters, PageAsked(limit, offset, width))[0]
+    return search(store, text, filters, page_asked)[0]
 
 
 def explained_hits(
-    store: Store, text: str, filters: Filters, *, limit: int, offset: int, width: int
+    store: Store, text: str, filters: Filters, page_asked: PageAsked
 ) -> list[tuple[Hit, Explanation]]:
     """:func:`search_hits`, each hit with why it ranks where it does
     (:mod:`offload.store.search.explain`); the hits are the same."""
     trace = Trace()
-    hits, terms = search(store, text, filters, PageAsked(limit, offset, width), trace)
-    first = PageAsked(limit, offset, width).bounded().offset + 1
+    hits, terms = search(store, text, filters, page_asked, trace)
+    first = page_asked.bounded().offset + 1
     ranks = range(first, first + len(hits))
     return list(zip(hits, explanations(trace, hits, ranks, terms), strict=True))
 
@@ -106,8 +111,10 @@ def search(
         return [], []
     conn = store.conn
     now = store.clock()
-    view, entry_map, keys = _in_memory(store)
     where, params = query.filter_sql(filters, now)
+    # before this search's own steps: an event named by words is searched for first
+    times = named_times(store, text, TimeAsked(filters, where, params, shows.as_of))
+    view, entry_map, keys = _in_memory(store)
     # the index's statistics this search reads, each once (PostgreSQL: one statement)
     stats = selective.SearchStats(conn, view)
     match_terms = with_expansions(conn, q, stats)
@@ -143,6 +150,8 @@ def search(
             # (a narrowed ``where`` is the ids that filter kept at this search's start)
             gate=None if keys is None else entrykeys.Gate(keys, entrykeys.keeper(filters, now)),
             trace=trace,
+            times=times,
+            asks_time=timeexpr.asks_time(text),
         )
         found = lexical.lexical_candidates(state, telling)
         if not found and len(telling) < len(match_terms):
@@ -157,6 +166,44 @@ def search(
         raise StoreError(f"search failed: {exc}") from exc
     on_page = ranked[shows.offset : shows.offset + shows.limit]
     return page.hits(store, on_page, set(match_terms), shows.width, shown), telling
+
+
+@dataclass(frozen=True, slots=True)
+class TimeAsked:
+    """What a query's dates are resolved against: the search's filter (as ``where`` on
+    ``entries e`` and its parameters, and as :class:`Filters` for a search of an event's
+    words) and the reference time it was given (None: the newest event time searched)."""
+
+    filters: Filters
+    where: str
+    params: list[Any]
+    as_of: float | None
+
+
+def named_times(store: Store, text: str, asked: TimeAsked) -> tuple[timeexpr.Span, ...]:
+    """The stretches of time ``text`` names; a relative phrase counts from ``as_of``, or
+    from the newest event time (or, without one, the time stored) among the entries
+    searched: a conversation's "yesterday" is the day before its last message. An amount
+    of time before or after an event named by words (``two weeks before the trip``)
+    counts from the time of the best hit for those words."""
+    found = timeexpr.phrases(text)
+    events = timeexpr.anchored(text)[:_ANCHORS]
+    if not found and not events:
+        return ()
+    now = asked.as_of
+    if now is None and any(p.relative for p in found):
+        row = store.conn.execute(
+            f"SELECT max(coalesce(e.event_time, e.created)) FROM entries e WHERE {asked.where}",
+            asked.params,
+        ).fetchone()
+        now = None if row is None or row[0] is None else float(row[0])
+    out = [p.span(now or 0.0) for p in found if now is not None or not p.relative]
+    for event in events:
+        # the event's words are shorter than the text: a nested search ends
+        hits = search(store, event.words, asked.filters, PageAsked(1, 0, 40, asked.as_of))[0]
+        if hits:
+            out.append(event.span(hits[0].entry.when))
+    return tuple(out)
 
 
 def _in_memory(

@@ -3,17 +3,30 @@
 Part of each strong hit's score flows to its neighbours (the entries just before and
 after it in the same scope and kind: memories arrive in sequence, and the turn that
 answers a question often sits next to the one that names it), a phrase boost for query
-words found side by side, then the caller's salience and recency x frequency of use; a
-lookup's best few are reordered by the query's words as written.
+words found side by side, then the caller's salience and recency x frequency of use, and
+a time preference when the query names a date or asks when; a lookup's best few are reordered by the
+query's words as written.
+
+The time preference is soft: each candidate's score is multiplied by
+``1 + TIME_WEIGHT * closeness``, closeness 1 for an entry whose event time (else the time
+it was stored) lies in a stretch the query names, decaying exponentially with its distance
+in days outside it. Text tells of what happened before it more often than of what will, so
+an entry told after the stretch decays over a week or the stretch's length (whichever is
+longer), one told before it over half that. Entries all equally near keep their order.
+A question asking when (``When did...``, ``what year``, ``how long``) multiplies the
+factor of each of its best few hits whose text says when or how long by
+``1 + ASKED_TIME_BOOST``: the turn that answers it names the time (``yesterday``).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from offload.core import analysis
+from offload.core import analysis, timeexpr
 from offload.store.models import access_score
 from offload.store.search import context, neighbours
 from offload.store.search.shown import ShownChunks
@@ -35,6 +48,18 @@ PHRASE_BOOST = 0.5
 _PHRASE_CHECKED = 30
 # A lookup's case check: how many of the best hits, and how many chunks of each entry
 _EXACT_CHECKED = 30
+# The most a date the query names multiplies an entry's score by (1 + this), for an entry
+# whose event time lies in it: as strong as every query word found side by side twice
+TIME_WEIGHT = 1.0
+# A question asking when: the factor (1 + this) of a hit whose text says when or how long,
+# as strong as the phrase boost's most
+ASKED_TIME_BOOST = 0.5
+# How many of the best candidates the time preference reads the event times of
+_TIME_CHECKED = 2000
+_EVENT_TIMES = (
+    "SELECT e.id AS eid, coalesce(e.event_time, e.created) AS t FROM json_each(?) j "
+    "CROSS JOIN entries e WHERE e.id = j.value"
+)
 
 
 def rank(
@@ -86,6 +111,14 @@ def rank(
         c.score = _use_score(c, state.now)
     if trace is not None:
         trace.use = trace.scores(ranked)
+    if state.times or state.asks_time:
+        factors = time_factors(state, ranked) if state.times else {}
+        if state.asks_time:
+            _says_when(ranked, shown, factors)
+        for c in ranked:
+            c.score *= factors.get(c.entry_id, 1.0)
+        if trace is not None:
+            trace.time = factors
     scored = ranked
     # equal scores: a direct match first, then the newer entry
     # (stable sorts from the last key to the first: the order of one sort by
@@ -99,6 +132,38 @@ def rank(
     if trace is not None:
         trace.ranked = trace.scores(out)
     return out
+
+
+def time_factors(state: SearchState, ranked: Sequence[Candidate]) -> dict[int, float]:
+    """Each of the best candidates' time factor (see the module docstring): how near its
+    event time lies to the stretches of time the query names."""
+    best = sorted(ranked, key=attrgetter("score"), reverse=True)[:_TIME_CHECKED]
+    if not best:
+        return {}
+    rows = state.conn.execute(_EVENT_TIMES, (json.dumps([c.entry_id for c in best]),)).fetchall()
+    return {int(r["eid"]): 1.0 + TIME_WEIGHT * closeness(state.times, float(r["t"])) for r in rows}
+
+
+def _says_when(ranked: Sequence[Candidate], shown: ShownChunks, factors: dict[int, float]) -> None:
+    """A question asking when: of its best few hits, those whose text says when or how
+    long (core/timeexpr.py's grammar) have their time factor raised by ``ASKED_TIME_BOOST``."""
+    checked = sorted(ranked, key=attrgetter("score"), reverse=True)[:_PHRASE_CHECKED]
+    shown.read((c.entry_id, c.chunk_id) for c in checked)
+    for c in checked:
+        text = shown.text(c.entry_id, c.chunk_id) or ""
+        if text and timeexpr.mentions_time(text):
+            factors[c.entry_id] = factors.get(c.entry_id, 1.0) * (1.0 + ASKED_TIME_BOOST)
+
+
+def closeness(spans: Sequence[timeexpr.Span], t: float) -> float:
+    """How near ``t`` lies to the nearest of ``spans``: 1 inside one, decaying with the
+    days outside it (faster before it than after it)."""
+    best = 0.0
+    for span in spans:
+        width = (span.end - span.start) / timeexpr.DAY
+        reach = max(1.0, width) / 2.0 if t < span.start else max(7.0, width)
+        best = max(best, math.exp(-span.distance_days(t) / reach))
+    return best
 
 
 def _phrase_boost(

@@ -2,7 +2,8 @@
 path that scores its hits, and the candidates every ranking step passes on.
 
 :class:`SearchState` holds what every step of a search reads: the connection, the filter
-as a ``where`` clause on ``entries e`` and its parameters, the time, the index's statistics,
+as a ``where`` clause on ``entries e`` and its parameters, the time, the times the query
+names, the index's statistics,
 the in-memory copies (the run-time switches) and the page being asked for.
 :func:`scoring_path` is the one place that decides which code scores the candidates, and
 says why; :mod:`offload.store.search.explain` reports it for each hit.
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from offload.core.timeexpr import Span
 from offload.store.backend import Conn, Row
 from offload.store.search import narrow, selective
 from offload.store.search.memory import entrykeys, entrymap, postings
@@ -99,6 +101,7 @@ class Trace:
     lexical: dict[int, float] = field(default_factory=dict)
     lexical_rank: dict[int, int] = field(default_factory=dict)
     neighbourhood: dict[int, float] = field(default_factory=dict)  # the score after it
+    time: dict[int, float] = field(default_factory=dict)  # the time preference's factor
     phrase: dict[int, float] = field(default_factory=dict)  # the score after the boost
     use: dict[int, float] = field(default_factory=dict)  # the score after salience x use
     ranked: dict[int, float] = field(default_factory=dict)  # the lexical side's last score
@@ -143,6 +146,11 @@ class SearchState:
     gate: entrykeys.Gate | None = None
     # set only when the caller asked why each hit ranks where it does (explain.py)
     trace: Trace | None = None
+    # the stretches of time the query names (core/timeexpr.py): entries whose event time
+    # is near one rank higher (ranking.py)
+    times: tuple[Span, ...] = ()
+    # the query asks when (or how long): hits that say when rank higher (ranking.py)
+    asks_time: bool = False
 
     @property
     def on_sqlite(self) -> bool:

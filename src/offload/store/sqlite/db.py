@@ -644,3 +644,11 @@ def m_chunk_term_counts_packed(conn: sqlite3.Connection) -> None:
             return
         frozen.rewrite_counts(conn, [(int(r[0]), r[1]) for r in rows])
         last = int(rows[-1][0])
+
+
+@migration
+def m_entry_event_time(conn: sqlite3.Connection) -> None:
+    # when what an entry tells happened (a conversation's date, a message's timestamp),
+    # apart from when it was stored (created): NULL when the writer did not say. A search
+    # whose query names a date prefers entries near it (store/search/ranking.py).
+    conn.execute("ALTER TABLE entries ADD COLUMN event_time REAL")

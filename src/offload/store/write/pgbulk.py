@@ -53,7 +53,7 @@ from offload.store.write.rows import PreparedBlock
 ENTRY_COLUMNS = (
     "kind", "topic", "tags", "summary", "salience", "status", "pinned", "tokens",
     "content_hash", "block_hash", "source", "scope", "created", "accessed",
-    "access_count", "expires", "regenerate", "checked_out", "checked_in",
+    "access_count", "expires", "regenerate", "checked_out", "checked_in", "event_time",
 )  # fmt: skip
 _NEXT_IDS = "SELECT nextval('{}_id_seq') AS id FROM generate_series(1, ?)"
 # every stored block, whatever scope uses it (a function of the schema owner: row-level
@@ -218,7 +218,7 @@ def _new_entry(p: PendingPut, now: float) -> NewEntry:
     columns = (
         p.kind, o.topic, p.tags, o.summary, 1.0 if o.pinned else float(o.salience), "cold",
         1 if o.pinned else 0, p.tokens, p.content_hash, p.blocks[0].digest, o.source, o.scope,
-        now, now, 0, o.expires, o.regenerate, None, None,
+        now, now, 0, o.expires, o.regenerate, None, None, o.event_time,
     )  # fmt: skip
     return NewEntry(columns, tuple(p.blocks), p.meta)
 

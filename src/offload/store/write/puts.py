@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from offload.core import timeexpr
 from offload.core.hashing import encoded_windows
 from offload.errors import InvalidInput, WrongType
 from offload.store.backend import Conn
@@ -62,6 +63,23 @@ def check_text(text: Any, what: str) -> None:
         raise InvalidInput(f"{what} must be text, got {type(text).__name__}")
     for _ in encoded_windows(text):  # a window at a time: a big text is not copied whole
         pass
+
+
+# event times a store takes: from 1 January 0001 to 31 December 9999 (what a date says)
+EVENT_TIME_RANGE = (timeexpr.EARLIEST, timeexpr.LATEST)
+
+
+def check_event_time(value: Any) -> float | None:
+    """``value`` as an event time (epoch seconds), or None; refused unless it is a finite
+    number within :data:`EVENT_TIME_RANGE`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise WrongType(f"event_time must be a number of seconds, got {type(value).__name__}")
+    low, high = EVENT_TIME_RANGE
+    if not low <= float(value) <= high:  # NaN fails both comparisons
+        raise InvalidInput(f"event_time {value!r} is not a time between years 1 and 9999")
+    return float(value)
 
 
 def check_label(label: str) -> None:
@@ -141,6 +159,8 @@ class PutOptions:
     tokens: int | None = None
     index_original: bool = False
     index_from_line: int = 1
+    # when what the content tells happened (epoch seconds), apart from when it is stored
+    event_time: float | None = None
     # told how a big body's analysis and write go (index.FREEZE_CHARS)
     progress: index.PutProgress | None = field(default=None, compare=False, repr=False)
 

@@ -160,6 +160,7 @@ def block_indexed(conn: Conn, digest: str) -> bool:
 ENTRY_FIELDS = (
     "kind", "topic", "tags", "summary", "salience", "pinned", "tokens", "content_hash",
     "block_hash", "source", "scope", "created", "accessed", "expires", "regenerate",
+    "event_time",
 )  # fmt: skip
 _INSERT_ENTRY = (
     f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}) "

@@ -277,6 +277,7 @@ def _commit_put(store: PutStore, conn: Conn, p: PendingPut, *, narrow: bool = Fa
             "accessed": now,
             "expires": o.expires,
             "regenerate": o.regenerate,
+            "event_time": o.event_time,
         },
         (o.label,) if o.label is not None else (),
         now,
@@ -296,6 +297,11 @@ def _repeated(conn: Conn, o: PutOptions, entry_id: int, expires: float | None) -
         conn.execute("UPDATE entries SET expires = ? WHERE id = ?", (o.expires, entry_id))
     if o.label is not None:
         rows.set_label(conn, o.label, entry_id)
+    if o.event_time is not None:  # the first writer to say when keeps it
+        conn.execute(
+            "UPDATE entries SET event_time = ? WHERE id = ? AND event_time IS NULL",
+            (o.event_time, entry_id),
+        )
     if o.pinned:
         conn.execute("UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry_id,))
     return rows.entry_by_id(conn, entry_id)
