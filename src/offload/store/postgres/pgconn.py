@@ -33,6 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from offload.core.urls import redact_url
 from offload.errors import StoreBusy, StoreError
+from offload.store.backend import Sql
 from offload.store.postgres import pgarrays, pgsql, pgterms
 
 if TYPE_CHECKING:
@@ -95,10 +96,10 @@ WITH b AS (
 
 
 # a block's chunks (insert_chunks): one round trip instead of two per chunk
-_INSERT_CHUNKS = _chunks_statement("%s")
+_INSERT_CHUNKS = Sql.postgres_only(_chunks_statement("%s"))
 # a new block with its chunks outside a transaction (insert_indexed_block): one round
 # trip, where the block's insert and then its chunks' took two
-_INSERT_INDEXED_BLOCK = _indexed_block_statement("SELECT id FROM b")
+_INSERT_INDEXED_BLOCK = Sql.postgres_only(_indexed_block_statement("SELECT id FROM b"))
 # A block inside a transaction (insert_indexed_block, pipelined): its new id (0 when it
 # was stored before) also kept in a transaction-local setting that a big body's later
 # batches' statements read, so the client sends them without waiting for the id (it
@@ -224,15 +225,14 @@ class PgConn:
         if head in ("BEGIN", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"):
             self._transaction(head)
             return PgCursor(None)
-        st = pgsql.translate(sql)
-        params = st.params(parameters) if st.params else parameters
+        st, params = _translated(sql, parameters)
         if self._first and self._tx is not None:
-            first = self._first.pop((st.sql, tuple(params)), None)
+            first = self._first.pop((st.postgres, tuple(params)), None)
             if first is not None:
                 return first  # read with the BEGIN (begin_keyed), nothing else run since
-        ahead = self._ahead.get(st.sql) if self._ahead else None
+        ahead = self._ahead.get(st.postgres) if self._ahead else None
         if ahead is not None and self._tx is None and ahead[0] == tuple(params):
-            del self._ahead[st.sql]
+            del self._ahead[st.postgres]
             return ahead[1]  # read ahead (read_ahead), nothing else run since
         return self._run(lambda raw: _run_one(raw, st, params))
 
@@ -248,13 +248,13 @@ class PgConn:
         keyed = [_translated(sql, parameters) for sql, parameters in reads]
         results = self._run(lambda raw: _run_together(raw, _inlined(raw, keyed)))
         self._ahead = {
-            st.sql: (tuple(params), cur or PgCursor(None))
+            st.postgres: (tuple(params), cur or PgCursor(None))
             for (st, params), cur in zip(keyed, results, strict=True)
         }
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
         """Run one statement for each parameter row."""
-        st = pgsql.translate(sql)
+        st = pg_form(sql)
         rows = [st.params(p) if st.params else p for p in parameters]
         if not rows or st.noop:
             return PgCursor(None)
@@ -357,7 +357,7 @@ class PgConn:
         if not chunks:
             return
         params = (*_chunk_columns(chunks), block_id)
-        self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_CHUNKS), params))
+        self._run(lambda raw: _run_one(raw, _INSERT_CHUNKS, params))
 
     def insert_indexed_block(
         self,
@@ -394,7 +394,7 @@ class PgConn:
         # outside one each statement would commit on its own: the chunks all in one
         whole = [*chunks, *(row for batch in later for row in batch)]
         params = (*block, *_chunk_columns(whole))
-        cur = self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_INDEXED_BLOCK), params))
+        cur = self._run(lambda raw: _run_one(raw, _INSERT_INDEXED_BLOCK, params))
         block_id = _new_id(cur.fetchone())
         then_id = (
             None if follow is None else self._run(lambda raw: _run_one(raw, *follow)).lastrowid
@@ -554,17 +554,15 @@ def _begin_with(
     results = _run_together(raw, ["BEGIN", *begin, *_inlined(raw, keyed)])
     answers = zip(keyed, results[1 + len(begin) :], strict=True)
     # a read answers once; a write must run again when asked again
-    return {(st.sql, tuple(params)): r for (st, params), r in answers if r is not None}
+    return {(st.postgres, tuple(params)): r for (st, params), r in answers if r is not None}
 
 
-def _inlined(
-    raw: psycopg.Connection[Any], statements: Sequence[tuple[pgsql.Statement, Any]]
-) -> list[str]:
+def _inlined(raw: psycopg.Connection[Any], statements: Sequence[tuple[Sql, Any]]) -> list[str]:
     """Statements with their parameters written in as literals (libpq's quoting)."""
     import psycopg
 
     inline = psycopg.ClientCursor(raw)
-    return [inline.mogrify(st.sql, params) for st, params in statements]
+    return [inline.mogrify(st.postgres, params) for st, params in statements]
 
 
 def _run_together(raw: psycopg.Connection[Any], statements: Sequence[str]) -> list[PgCursor | None]:
@@ -613,9 +611,15 @@ class Inserted(NamedTuple):
     then_id: int | None
 
 
-def _translated(sql: str, parameters: Sequence[Any]) -> tuple[pgsql.Statement, Any]:
+def pg_form(sql: str) -> Sql:
+    """A statement's PostgreSQL form (:class:`offload.store.backend.Sql`); a bare string
+    is still rewritten by :func:`offload.store.postgres.pgsql.translate`."""
+    return sql if isinstance(sql, Sql) else pgsql.translate(sql)
+
+
+def _translated(sql: str, parameters: Sequence[Any]) -> tuple[Sql, Any]:
     """A store statement and its parameters as PostgreSQL takes them."""
-    st = pgsql.translate(sql)
+    st = pg_form(sql)
     return st, (st.params(parameters) if st.params else parameters)
 
 
@@ -623,7 +627,7 @@ def _stream_block(
     raw: psycopg.Connection[Any],
     params: Sequence[Any],
     later: Iterable[Sequence[Sequence[Any]]],
-    then: tuple[pgsql.Statement, Any] | None = None,
+    then: tuple[Sql, Any] | None = None,
     after: Callable[[], tuple[str, Sequence[Any]] | None] | None = None,
 ) -> Inserted:
     """The block statement (and ``then``), then one chunk statement per later batch, then
@@ -632,14 +636,14 @@ def _stream_block(
     stored before (then the later batches insert nothing)."""
     with raw.pipeline():
         head = raw.execute(_STREAM_HEAD, params)
-        follow = None if then is None else raw.execute(then[0].sql, then[1] or None)
+        follow = None if then is None else raw.execute(then[0].postgres, then[1] or None)
         wants_id = then is not None and then[0].returns_id
         for batch in later:
             raw.execute(_STREAM_CHUNKS, _chunk_columns(batch))
         last = None if after is None else after()
         if last is not None:
             st, parameters = _translated(*last)
-            raw.execute(st.sql, parameters or None)
+            raw.execute(st.postgres, parameters or None)
         block_id = _new_id(head.fetchone()) or None
         then_id = _new_id(follow.fetchone()) if follow is not None and wants_id else None
     return Inserted(block_id, then_id)
@@ -650,8 +654,8 @@ def _new_id(row: Any) -> int | None:
     return None if row is None else int(row[0])
 
 
-def _run_one(raw: psycopg.Connection[Any], st: pgsql.Statement, params: Any) -> PgCursor:
-    cur = raw.execute(st.sql, params or None)
+def _run_one(raw: psycopg.Connection[Any], st: Sql, params: Any) -> PgCursor:
+    cur = raw.execute(st.postgres, params or None)
     if st.returns_id:
         row = cur.fetchone()
         return PgCursor(cur.rowcount, int(row[0]) if row else None, [])
@@ -659,9 +663,9 @@ def _run_one(raw: psycopg.Connection[Any], st: pgsql.Statement, params: Any) -> 
     return PgCursor(cur.rowcount, None, rows)
 
 
-def _run_many(raw: psycopg.Connection[Any], st: pgsql.Statement, rows: list[Any]) -> PgCursor:
+def _run_many(raw: psycopg.Connection[Any], st: Sql, rows: list[Any]) -> PgCursor:
     with raw.cursor() as cur:
-        cur.executemany(st.sql, rows)
+        cur.executemany(st.postgres, rows)
         return PgCursor(cur.rowcount, None, [])
 
 

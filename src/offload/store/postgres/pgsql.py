@@ -39,9 +39,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from offload.store.backend import ParamMap, Sql
 from offload.store.schema import META_WEIGHTS
-
-ParamMap = Callable[[Sequence[Any]], Sequence[Any]]
 
 # PostgreSQL refuses a lexeme of 2 KB or more, and positions past 16383
 MAX_LEXEME_BYTES = 2046
@@ -183,15 +182,27 @@ _TERMS_IN = re.compile(r"\b(term|hash|label) IN \(SELECT value FROM json_each\(\
 _COUNT_OF_SUBQUERY = re.compile(r"^SELECT count\(\*\) FROM \(SELECT .*\)$")
 
 
-def _body_params(p: Sequence[Any]) -> Sequence[Any]:
+def body_params(p: Sequence[Any]) -> Sequence[Any]:
+    """A search_body row's parameters (rowid, analysed terms): the terms as a tsvector."""
     return (p[0], tsvector_literal(p[1])[0])
 
 
-def _meta_params(p: Sequence[Any]) -> Sequence[Any]:
+def meta_params(p: Sequence[Any]) -> Sequence[Any]:
+    """A search_meta row's parameters, its weighted tsvector appended."""
     return (*p, meta_tsvector(p[1:6]))
 
 
-def _rows(table: str) -> str:
+def first_param(p: Sequence[Any]) -> Sequence[Any]:
+    """Only the first parameter (FTS5's delete command also names the old terms)."""
+    return (p[0],)
+
+
+def vocab_row_params(p: Sequence[Any]) -> Sequence[Any]:
+    """:func:`vocab_row`'s parameters for the term ``p[0]``: it and its tsquery."""
+    return (str(p[0]), _lexeme(str(p[0])) or _NOTHING)
+
+
+def row_count(table: str) -> str:
     """The table's row count: the planner's estimate once it has been analysed (reading
     it costs nothing), else an exact count."""
     return (
@@ -201,7 +212,7 @@ def _rows(table: str) -> str:
     )
 
 
-def _chunk_count() -> str:
+def chunk_count() -> str:
     """The index's chunk count (scope_terms' shares over the whole index): exact below
     :data:`EXACT_ROWS_UP_TO` (a small store is counted, whatever autovacuum did), the
     planner's estimate above it (counting reads the whole primary key: ~0.1 s a million)."""
@@ -240,7 +251,7 @@ def _df(table: str, term: str, q: str) -> str:
     )
 
 
-def _top(table: str) -> str:
+def top(table: str) -> str:
     """BM25's shape on PostgreSQL: each term's ``ts_rank`` (term frequency, damped by the
     row's length) weighted by the term's inverse document frequency, FTS5's own formula
     ``max(1e-6, ln((N - df + 0.5) / (df + 0.5)))`` (``ts_rank`` alone has no IDF, so a
@@ -256,7 +267,7 @@ def _top(table: str) -> str:
     if table == "search_meta":
         weights = "'{" + ", ".join(f"{w:.6g}" for w in META_RANK_WEIGHTS) + "}', "
     return (
-        f"WITH nd AS MATERIALIZED ({_rows(table)}), st AS MATERIALIZED ({_lexeme_stats(table)}), "
+        f"WITH nd AS MATERIALIZED ({row_count(table)}), st AS MATERIALIZED ({_lexeme_stats(table)}), "
         f"d AS MATERIALIZED (SELECT t.q, {_df(table, 't.term', 't.q')} AS df "
         f"FROM unnest(%s::text[], %s::tsquery[]) AS t(term, q) CROSS JOIN nd "
         f"LEFT JOIN st ON true), "
@@ -268,20 +279,20 @@ def _top(table: str) -> str:
     )
 
 
-def _vocab_row(table: str) -> str:
+def vocab_row(table: str) -> str:
     """fts5vocab's per-term row count (``doc``) as :func:`_df` reads it."""
     return (
         f"SELECT {_df(table, 't.term', 't.q')} AS doc "
-        f"FROM (SELECT %s::text AS term, %s::tsquery AS q) AS t CROSS JOIN ({_rows(table)}) nd "
+        f"FROM (SELECT %s::text AS term, %s::tsquery AS q) AS t CROSS JOIN ({row_count(table)}) nd "
         f"LEFT JOIN ({_lexeme_stats(table)}) st ON true"
     )
 
 
-def _vocab_rows(table: str) -> str:
+def vocab_rows(table: str) -> str:
     """:func:`_vocab_row` of many terms in one statement: (term, doc) rows."""
     return (
         f"SELECT t.term, {_df(table, 't.term', 't.q')} AS doc "
-        f"FROM unnest(%s::text[], %s::tsquery[]) AS t(term, q) CROSS JOIN ({_rows(table)}) nd "
+        f"FROM unnest(%s::text[], %s::tsquery[]) AS t(term, q) CROSS JOIN ({row_count(table)}) nd "
         f"LEFT JOIN ({_lexeme_stats(table)}) st ON true"
     )
 
@@ -299,12 +310,12 @@ def search_stats_sql() -> str:
     return (
         f"WITH d AS MATERIALIZED (SELECT t.term, t.q, nd.n, {_df('search_body', 't.term', 't.q')} "
         f"AS doc FROM unnest(?::text[], ?::tsquery[]) AS t(term, q) "
-        f"CROSS JOIN ({_rows('search_body')}) nd LEFT JOIN ({_lexeme_stats('search_body')}) st "
+        f"CROSS JOIN ({row_count('search_body')}) nd LEFT JOIN ({_lexeme_stats('search_body')}) st "
         f"ON true) "
         f"SELECT d.term, d.doc, CASE WHEN d.doc > 0 THEN true "
         f"ELSE EXISTS (SELECT 1 FROM search_meta m WHERE m.tsv @@ d.q) END AS known, "
         f"d.n AS body_rows, ch.n AS chunks, (SELECT last_value FROM chunks_id_seq) AS clock "
-        f"FROM d CROSS JOIN ({_chunk_count()}) ch"
+        f"FROM d CROSS JOIN ({chunk_count()}) ch"
     )
 
 
@@ -340,7 +351,8 @@ def ranked_body_params(
     return ([str(_lexeme(t)) for t in terms], [idf(t) for t in terms], match_tsquery(match), limit)
 
 
-def _vocab_rows_params(p: Sequence[Any]) -> Sequence[Any]:
+def vocab_rows_params(p: Sequence[Any]) -> Sequence[Any]:
+    """:func:`vocab_rows`'s parameters for a JSON list of terms: the terms, their tsqueries."""
     terms = [str(t) for t in json.loads(p[0])]
     return (terms, [_lexeme(t) or _NOTHING for t in terms])
 
@@ -380,7 +392,8 @@ def match_tsquery(match: str) -> str:
     return f"({rare}) & {'!' if op == 'NOT' else ''}({common})"
 
 
-def _top_params(p: Sequence[Any]) -> Sequence[Any]:
+def top_params(p: Sequence[Any]) -> Sequence[Any]:
+    """:func:`top`'s parameters for (an FTS5 MATCH, a limit)."""
     terms = _match_terms(p[0])
     return (terms, [_lexeme(t) for t in terms], match_tsquery(p[0]), p[1])
 
@@ -398,7 +411,13 @@ def ts_rank_bound(idfs: Sequence[float]) -> float:
     return out
 
 
-def _map_at(indexes: frozenset[int]) -> ParamMap:
+def tsqueries_at(*indexes: int) -> ParamMap:
+    """A parameter map turning the parameters at ``indexes`` (FTS5 MATCH strings) into
+    tsqueries (:func:`tsquery_literal`)."""
+    return tsqueries_at_set(frozenset(indexes))
+
+
+def tsqueries_at_set(indexes: frozenset[int]) -> ParamMap:
     def mapped(p: Sequence[Any]) -> Sequence[Any]:
         return [tsquery_literal(v) if i in indexes else v for i, v in enumerate(p)]
 
@@ -425,8 +444,13 @@ def _generic(sql: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def translate(sql: str) -> Statement:
-    """The PostgreSQL form of one of the store's statements."""
+def translate(sql: str) -> Sql:
+    """The PostgreSQL form of one of the store's statements given as a bare string."""
+    st = _rule(sql)
+    return Sql(sql, st.sql, params=st.params, returns_id=st.returns_id, noop=st.noop)
+
+
+def _rule(sql: str) -> Statement:
     flat = " ".join(sql.split())
     if _PRAGMA.match(flat):
         return Statement("SELECT 'ok'", noop=True)
@@ -435,19 +459,19 @@ def translate(sql: str) -> Statement:
             return Statement(f"DELETE FROM {m.group(1)}")
         return Statement("SELECT 1", noop=True)  # optimize, automerge, integrity-check
     if _FTS_DELETE.match(flat):
-        return Statement("DELETE FROM search_body WHERE rowid = %s", lambda p: (p[0],))
+        return Statement("DELETE FROM search_body WHERE rowid = %s", first_param)
     if flat == _BODY_INSERT:
         return Statement(
-            "INSERT INTO search_body (rowid, terms) VALUES (%s, %s::tsvector)", _body_params
+            "INSERT INTO search_body (rowid, terms) VALUES (%s, %s::tsvector)", body_params
         )
     if _META_INSERT.match(flat):
         return Statement(
             "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source, tsv) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector)",
-            _meta_params,
+            meta_params,
         )
     if m := _TOP.match(flat):
-        return Statement(_top(m.group(1)), _top_params)
+        return Statement(top(m.group(1)), top_params)
     if m := _SEQUENCE.match(flat):
         # the largest committed id; puts commit side by side, so a smaller one may still
         # commit after it (vectors.VectorMatrix.refresh keeps such gaps)
@@ -463,15 +487,15 @@ def translate(sql: str) -> Statement:
     if _VOCAB_ROW.match(flat):
         # fts5vocab's per-term row count: the rows whose vector holds the term (bounded)
         return Statement(
-            _vocab_row("search_body"), lambda p: (str(p[0]), _lexeme(str(p[0])) or _NOTHING)
+            vocab_row("search_body"), vocab_row_params
         )
     if _VOCAB_ROWS.match(flat):
         # many terms' counts at once (selective.vocab_counts): the same bounded count each
-        return Statement(_vocab_rows("search_body"), _vocab_rows_params)
+        return Statement(vocab_rows("search_body"), vocab_rows_params)
     if flat == "SELECT count(*) FROM chunks":
-        return Statement(_chunk_count())
+        return Statement(chunk_count())
     if m := _ROW_COUNT.match(flat):
-        return Statement(_rows(m.group(1)))
+        return Statement(row_count(m.group(1)))
     if m := _IN_CORRELATED.match(flat):
         cols, table, alias, _other, near, sub, rest = m.groups()
         flat = f"SELECT {cols} FROM {table} {alias} CROSS JOIN LATERAL ({sub}) {near} {rest}"
@@ -488,4 +512,4 @@ def translate(sql: str) -> Statement:
     text = _generic(out) + (" RETURNING id" if returns_id else "")
     if _COUNT_OF_SUBQUERY.match(flat):
         text += " AS sub"  # PostgreSQL 15 wants a name for a subquery in FROM
-    return Statement(text, _map_at(matches) if matches else None, returns_id)
+    return Statement(text, tsqueries_at_set(matches) if matches else None, returns_id)

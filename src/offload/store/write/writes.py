@@ -22,7 +22,7 @@ from offload.core.chunking import count_lines
 from offload.core.hashing import encode, identity_of, sha256_hex
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput, StoreBusy
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.handle import StoreHandle
 from offload.store.models import Entry, PutResult
 from offload.store.sqlite import db
@@ -293,9 +293,9 @@ def _repeated(conn: Conn, o: PutOptions, entry_id: int, expires: float | None) -
     """The entry a repeated put found, with what the put asks of it: a later expiry
     renewed (sliding), its label, pinned."""
     if o.expires is not None and expires is not None and o.expires > expires:
-        conn.execute("UPDATE entries SET expires = ? WHERE id = ?", (o.expires, entry_id))
+        conn.execute(Sql("UPDATE entries SET expires = ? WHERE id = ?"), (o.expires, entry_id))
     if o.label is not None:
         rows.set_label(conn, o.label, entry_id)
     if o.pinned:
-        conn.execute("UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry_id,))
+        conn.execute(Sql("UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?"), (entry_id,))
     return rows.entry_by_id(conn, entry_id)
