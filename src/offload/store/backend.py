@@ -53,6 +53,7 @@ class Sql(str):
     returns_id: bool = False
     noop: bool = False
     sqlite_runs: bool = True
+    postgres_runs: bool = True
 
     def __new__(
         cls,
@@ -79,6 +80,37 @@ class Sql(str):
         text is PostgreSQL's, and SQLite never sees it."""
         out = cls(postgres, postgres, params=params, returns_id=returns_id)
         out.sqlite_runs = False
+        return out
+
+    @classmethod
+    def sqlite_only(cls, sqlite: str) -> Sql:
+        """A statement only a SQLite store runs (FTS5's own tables, its temp tables, a
+        path PostgreSQL answers with a statement of its own): a PostgreSQL connection
+        refuses it."""
+        out = cls(sqlite)
+        out.postgres_runs = False
+        return out
+
+    def fill(self, **fragments: str) -> Sql:
+        """This statement with its ``{name}`` fields filled in by ``fragments``: pieces
+        of SQL that read the same on both backends (a filter; SQLite's ``?`` markers),
+        given to the PostgreSQL form with psycopg's (:func:`pg_markers`)."""
+        sqlite = self.sqlite.format(**fragments)
+        if self._postgres is None:
+            out = Sql(sqlite)
+        else:
+            pg = {k: pg_markers(v) for k, v in fragments.items()}
+            out = Sql(
+                sqlite,
+                self._postgres.format(**pg),
+                params=self.params,
+                returns_id=self.returns_id,
+                noop=self.noop,
+            )
+        if not self.sqlite_runs:
+            out.sqlite_runs = False
+        if not self.postgres_runs:
+            out.postgres_runs = False
         return out
 
     @property

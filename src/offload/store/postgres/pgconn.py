@@ -614,7 +614,11 @@ class Inserted(NamedTuple):
 def pg_form(sql: str) -> Sql:
     """A statement's PostgreSQL form (:class:`offload.store.backend.Sql`); a bare string
     is still rewritten by :func:`offload.store.postgres.pgsql.translate`."""
-    return sql if isinstance(sql, Sql) else pgsql.translate(sql)
+    if not isinstance(sql, Sql):
+        return pgsql.translate(sql)
+    if not sql.postgres_runs:
+        raise StoreError(f"a statement only SQLite runs was sent to PostgreSQL: {sql[:80]}")
+    return sql
 
 
 def _translated(sql: str, parameters: Sequence[Any]) -> tuple[Sql, Any]:

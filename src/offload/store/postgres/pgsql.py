@@ -297,9 +297,9 @@ def vocab_rows(table: str) -> str:
     )
 
 
-def search_stats_sql() -> str:
-    """What a search asks of the index before ranking, in one statement (store dialect, to
-    run through :func:`translate`): for each term (parameters: the terms, their one-lexeme
+def search_stats_sql() -> Sql:
+    """What a search asks of the index before ranking, in one statement (PostgreSQL's
+    only): for each term (parameters: the terms, their one-lexeme
     tsqueries) its row count in ``search_body`` (:func:`_df`'s bounded count), whether it
     is known at all (a body or a metadata row holds it), and on every row the index's row
     count (:func:`_rows`), its chunk count (:func:`_chunk_count`) and the chunk id drawn
@@ -307,9 +307,9 @@ def search_stats_sql() -> str:
     in 6-10 statements, each a round trip and some a whole posting list again; and a word
     no row holds, checked alone (``LIMIT 1`` on a constant tsquery), was planned as a scan
     of the whole table (0.46 s at 1M rows) where the generic plan probes the index."""
-    return (
+    return Sql.postgres_only(
         f"WITH d AS MATERIALIZED (SELECT t.term, t.q, nd.n, {_df('search_body', 't.term', 't.q')} "
-        f"AS doc FROM unnest(?::text[], ?::tsquery[]) AS t(term, q) "
+        f"AS doc FROM unnest(%s::text[], %s::tsquery[]) AS t(term, q) "
         f"CROSS JOIN ({row_count('search_body')}) nd LEFT JOIN ({_lexeme_stats('search_body')}) st "
         f"ON true) "
         f"SELECT d.term, d.doc, CASE WHEN d.doc > 0 THEN true "
@@ -326,19 +326,19 @@ def search_stats_params(terms: Sequence[str]) -> tuple[list[str], list[str]]:
 
 # Which of the terms (the parameters of search_stats_sql) some metadata row holds: with an
 # in-memory index of the bodies, the one thing a search still asks before ranking.
-META_TERMS = (
+META_TERMS = Sql.postgres_only(
     "SELECT t.term, EXISTS (SELECT 1 FROM search_meta m WHERE m.tsv @@ t.q) AS held "
-    "FROM unnest(?::text[], ?::tsquery[]) AS t(term, q)"
+    "FROM unnest(%s::text[], %s::tsquery[]) AS t(term, q)"
 )
 
 
 # A body ranking on PostgreSQL whose term weights the caller computed (from the counts
 # :func:`search_stats_sql` read once per search): :func:`_top`'s score for every row its
 # tsquery selects, without reading each term's count again in every ranking statement.
-RANKED_BODY = (
-    "WITH w AS MATERIALIZED (SELECT * FROM unnest(?::tsquery[], ?::float8[]) AS w(q, idf)) "
+RANKED_BODY = Sql.postgres_only(
+    "WITH w AS MATERIALIZED (SELECT * FROM unnest(%s::tsquery[], %s::float8[]) AS w(q, idf)) "
     "SELECT t.rowid, -(SELECT sum(w.idf * ts_rank(t.terms, w.q, 1)) FROM w) AS s "
-    "FROM search_body t WHERE t.terms @@ ?::tsquery ORDER BY s LIMIT ?"
+    "FROM search_body t WHERE t.terms @@ %s::tsquery ORDER BY s LIMIT %s"
 )
 
 
