@@ -49,6 +49,7 @@ class Sql(str):
 
     # class defaults: a statement written once sets no attribute (built per call, cheaply)
     _postgres: str | None = None
+    _markers: str | None = None  # the PostgreSQL form of one written once, made when asked
     params: ParamMap | None = None
     returns_id: bool = False
     noop: bool = False
@@ -114,11 +115,19 @@ class Sql(str):
         return out
 
     @property
+    def written_once(self) -> bool:
+        """Whether the statement reads the same on both backends (its PostgreSQL form is
+        the SQLite text with psycopg's markers)."""
+        return self._postgres is None
+
+    @property
     def postgres(self) -> str:
         """The PostgreSQL form."""
-        if self._postgres is None:
-            self._postgres = pg_markers(self)
-        return self._postgres
+        if self._postgres is not None:
+            return self._postgres
+        if self._markers is None:
+            self._markers = pg_markers(self)
+        return self._markers
 
     @property
     def sqlite(self) -> str:
@@ -148,8 +157,8 @@ class Conn(Protocol):
     @property
     def in_transaction(self) -> bool: ...
 
-    def execute(self, sql: str, parameters: Any = (), /) -> Cursor: ...
+    def execute(self, sql: Sql, parameters: Any = (), /) -> Cursor: ...
 
-    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
+    def executemany(self, sql: Sql, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
 
     def commit(self) -> None: ...

@@ -2,7 +2,7 @@
 
 :class:`PgConn` offers what the row-level functions use of a ``sqlite3`` connection
 (``execute``, ``executemany``, ``in_transaction``; rows readable by name and by position;
-``lastrowid``), translating each statement with :mod:`offload.store.postgres.pgsql`. Connections
+``lastrowid``), running each statement's PostgreSQL form (:class:`offload.store.backend.Sql`). Connections
 come from a ``psycopg_pool`` pool: borrowed per statement, or for a whole write
 transaction.
 
@@ -34,7 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 from offload.core.urls import redact_url
 from offload.errors import StoreBusy, StoreError
 from offload.store.backend import Sql
-from offload.store.postgres import pgarrays, pgsql, pgterms
+from offload.store.postgres import pgarrays, pgterms
 
 if TYPE_CHECKING:
     import psycopg
@@ -219,7 +219,7 @@ class PgConn:
         """Whether this thread has a write transaction open."""
         return self._tx is not None
 
-    def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:
+    def execute(self, sql: Sql, parameters: Any = (), /) -> PgCursor:
         """Run one statement (translated); its rows are read at once."""
         head = sql.strip().upper()
         if head in ("BEGIN", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"):
@@ -236,7 +236,7 @@ class PgConn:
             return ahead[1]  # read ahead (read_ahead), nothing else run since
         return self._run(lambda raw: _run_one(raw, st, params))
 
-    def read_ahead(self, reads: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    def read_ahead(self, reads: Sequence[tuple[Sql, Sequence[Any]]]) -> None:
         """Run ``reads`` (the store's SQL and parameters, each a read) now, together: one
         round trip, one statement each with its own snapshot, as one by one. Each result
         answers the next :meth:`execute` of the same statement with the same parameters,
@@ -252,7 +252,7 @@ class PgConn:
             for (st, params), cur in zip(keyed, results, strict=True)
         }
 
-    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
+    def executemany(self, sql: Sql, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
         """Run one statement for each parameter row."""
         st = pg_form(sql)
         rows = [st.params(p) if st.params else p for p in parameters]
@@ -364,8 +364,8 @@ class PgConn:
         block: Sequence[Any],
         chunks: Sequence[Sequence[Any]],
         later: Iterable[Sequence[Sequence[Any]]] = (),
-        then: tuple[str, Sequence[Any]] | None = None,
-        after: Callable[[], tuple[str, Sequence[Any]] | None] | None = None,
+        then: tuple[Sql, Sequence[Any]] | None = None,
+        after: Callable[[], tuple[Sql, Sequence[Any]] | None] | None = None,
     ) -> Inserted:
         """Insert a new block, ``block`` = (hash, size, lines, codec, data, created), with
         its chunks (as :meth:`insert_chunks` takes them, at least one) and their search
@@ -436,7 +436,7 @@ class PgConn:
 
         self._run(copy)
 
-    def begin_keyed(self, keys: Iterable[str], then: Sequence[tuple[str, Any]] = ()) -> None:
+    def begin_keyed(self, keys: Iterable[str], then: Sequence[tuple[Sql, Any]] = ()) -> None:
         """Begin a put's write transaction: the store lock shared, and an exclusive lock
         for each of ``keys`` (what the put reads and then writes), in sorted order.
 
@@ -539,7 +539,7 @@ class PgConn:
 
 
 def _begin_with(
-    raw: psycopg.Connection[Any], begin: list[str], then: Sequence[tuple[str, Any]]
+    raw: psycopg.Connection[Any], begin: list[str], then: Sequence[tuple[Sql, Any]]
 ) -> dict[tuple[str, tuple[Any, ...]], PgCursor]:
     """BEGIN, the ``begin`` statements (the locks) and then ``then`` as one query string
     (:func:`_run_together`): one round trip and one execute for all of them. Each runs
@@ -611,17 +611,17 @@ class Inserted(NamedTuple):
     then_id: int | None
 
 
-def pg_form(sql: str) -> Sql:
-    """A statement's PostgreSQL form (:class:`offload.store.backend.Sql`); a bare string
-    is still rewritten by :func:`offload.store.postgres.pgsql.translate`."""
+def pg_form(sql: Sql) -> Sql:
+    """A statement as this connection runs it (:attr:`Sql.postgres`); a bare string, which
+    has no PostgreSQL form, or one only SQLite runs is refused (StoreError)."""
     if not isinstance(sql, Sql):
-        return pgsql.translate(sql)
+        raise StoreError(f"a statement without its PostgreSQL form: {sql[:80]}")
     if not sql.postgres_runs:
         raise StoreError(f"a statement only SQLite runs was sent to PostgreSQL: {sql[:80]}")
     return sql
 
 
-def _translated(sql: str, parameters: Sequence[Any]) -> tuple[Sql, Any]:
+def _translated(sql: Sql, parameters: Sequence[Any]) -> tuple[Sql, Any]:
     """A store statement and its parameters as PostgreSQL takes them."""
     st = pg_form(sql)
     return st, (st.params(parameters) if st.params else parameters)
@@ -632,7 +632,7 @@ def _stream_block(
     params: Sequence[Any],
     later: Iterable[Sequence[Sequence[Any]]],
     then: tuple[Sql, Any] | None = None,
-    after: Callable[[], tuple[str, Sequence[Any]] | None] | None = None,
+    after: Callable[[], tuple[Sql, Sequence[Any]] | None] | None = None,
 ) -> Inserted:
     """The block statement (and ``then``), then one chunk statement per later batch, then
     ``after``'s statement, pipelined: each is sent as soon as its batch is ready, and the

@@ -670,7 +670,9 @@ def _lock_entry(conn: Conn, entry_id: int) -> None:
     lock), and the later one then reads the labels after the earlier one's change is
     committed. SQLite serialises its writers: nothing to lock."""
     if not isinstance(conn, sqlite3.Connection):
-        conn.execute(Sql("SELECT id FROM entries WHERE id = ? FOR UPDATE"), (entry_id,))
+        conn.execute(
+            Sql.postgres_only("SELECT id FROM entries WHERE id = %s FOR UPDATE"), (entry_id,)
+        )
 
 
 def remove_meta(conn: Conn, entry_id: int) -> None:

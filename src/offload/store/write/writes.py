@@ -126,7 +126,7 @@ def _commit_one_pg(store: PutStore, p: PendingPut) -> PutResult:
     (``rows.insert_with_entry``), the vocabulary last: every put takes the row locks of its
     entry's per-scope sums before those of new vocabulary words, so two never wait for each
     other in a cycle."""
-    then: list[tuple[str, tuple[str, ...]]] = [(rows.LIVE_ENTRY, (p.content_hash, p.options.scope))]
+    then: list[tuple[Sql, tuple[str, ...]]] = [(rows.LIVE_ENTRY, (p.content_hash, p.options.scope))]
     if not p.blocks:  # and whether its body is indexed already (another scope's entry)
         then.append((rows.INDEXED_BLOCK, (p.digests[0],)))
     try:
