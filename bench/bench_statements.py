@@ -20,15 +20,11 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from offload.store.backend import Sql  # noqa: E402
+from offload.store.backend import Sql
 
 LOOKUP = "SELECT topic FROM entries WHERE id = ?"
 

@@ -225,8 +225,8 @@ def test_no_statement_reaches_a_connection_as_a_bare_string() -> None:
         module = _module(rel)
         for call in _executes(tree):
             arg = call.args[0]
-            named = isinstance(arg, ast.Name) and arg.id in vars(module)
-            if _bare(arg) or (named and not isinstance(vars(module)[arg.id], Sql)):
+            named = vars(module).get(arg.id, Sql("")) if isinstance(arg, ast.Name) else Sql("")
+            if _bare(arg) or not isinstance(named, Sql):
                 bare.append(f"{rel}:{call.lineno}")
     assert bare == []
 
