@@ -165,7 +165,7 @@ def _row_factory(cursor: Any) -> Any:
 
 
 class PgCursor:
-    """The result of one translated statement, read whole when it ran."""
+    """The result of one statement, read whole when it ran."""
 
     def __init__(
         self, rowcount: int | None, lastrowid: int | None = None, rows: list[Any] | None = None
@@ -220,12 +220,12 @@ class PgConn:
         return self._tx is not None
 
     def execute(self, sql: Sql, parameters: Any = (), /) -> PgCursor:
-        """Run one statement (translated); its rows are read at once."""
+        """Run one statement (its PostgreSQL form); its rows are read at once."""
         head = sql.strip().upper()
         if head in ("BEGIN", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"):
             self._transaction(head)
             return PgCursor(None)
-        st, params = _translated(sql, parameters)
+        st, params = _pg_bound(sql, parameters)
         if self._first and self._tx is not None:
             first = self._first.pop((st.postgres, tuple(params)), None)
             if first is not None:
@@ -245,7 +245,7 @@ class PgConn:
         (store/search/memory/resident.py). Nothing inside a write transaction (its reads see its writes)."""
         if self._tx is not None or not reads:
             return
-        keyed = [_translated(sql, parameters) for sql, parameters in reads]
+        keyed = [_pg_bound(sql, parameters) for sql, parameters in reads]
         results = self._run(lambda raw: _run_together(raw, _inlined(raw, keyed)))
         self._ahead = {
             st.postgres: (tuple(params), cur or PgCursor(None))
@@ -387,7 +387,7 @@ class PgConn:
         Inside a transaction all of it is one pipeline: one round trip, however many
         statements.
         """
-        follow = None if then is None else _translated(*then)
+        follow = None if then is None else _pg_bound(*then)
         if self._tx is not None:
             params = (*block, *_chunk_columns(chunks))
             return self._run(lambda raw: _stream_block(raw, params, later, follow, after))
@@ -546,11 +546,11 @@ def _begin_with(
     after the one before it, in the same transaction and with its own snapshot, exactly as
     it would one by one (so a read after the locks sees what the writers before them
     committed); an error skips the rest. Returns the result of each of ``then``'s reads (a
-    statement that returned rows) by its key (its translated SQL and parameters).
+    statement that returned rows) by its key (its PostgreSQL SQL and parameters).
 
     psycopg's pipeline mode also sent them in one round trip, but its Python loop per
     statement and per result cost the client ~0.25 ms more a put."""
-    keyed = [_translated(sql, parameters) for sql, parameters in then]
+    keyed = [_pg_bound(sql, parameters) for sql, parameters in then]
     results = _run_together(raw, ["BEGIN", *begin, *_inlined(raw, keyed)])
     answers = zip(keyed, results[1 + len(begin) :], strict=True)
     # a read answers once; a write must run again when asked again
@@ -621,7 +621,7 @@ def pg_form(sql: Sql) -> Sql:
     return sql
 
 
-def _translated(sql: Sql, parameters: Sequence[Any]) -> tuple[Sql, Any]:
+def _pg_bound(sql: Sql, parameters: Sequence[Any]) -> tuple[Sql, Any]:
     """A store statement and its parameters as PostgreSQL takes them."""
     st = pg_form(sql)
     return st, (st.params(parameters) if st.params else parameters)
@@ -646,7 +646,7 @@ def _stream_block(
             raw.execute(_STREAM_CHUNKS, _chunk_columns(batch))
         last = None if after is None else after()
         if last is not None:
-            st, parameters = _translated(*last)
+            st, parameters = _pg_bound(*last)
             raw.execute(st.postgres, parameters or None)
         block_id = _new_id(head.fetchone()) or None
         then_id = _new_id(follow.fetchone()) if follow is not None and wants_id else None
