@@ -45,7 +45,8 @@ class Sql(str):
     ``params`` maps the parameters for the PostgreSQL form where they differ (an FTS5
     MATCH string becomes a ``tsquery``), ``returns_id`` says the PostgreSQL form ends in
     ``RETURNING id`` (what SQLite's ``lastrowid`` reports), ``noop`` that it has nothing to
-    do there (an FTS5 or SQLite maintenance command; it is not sent)."""
+    do there (an FTS5 or SQLite maintenance command: its PostgreSQL form is a constant
+    ``SELECT``, and ``executemany`` sends nothing)."""
 
     # class defaults: a statement written once sets no attribute (built per call, cheaply)
     _postgres: str | None = None
