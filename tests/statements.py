@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from offload.store.backend import Sql
 from offload.store.store import Store
 
 
@@ -27,7 +28,7 @@ def recorded_statements(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
     real = pgconn.PgConn.execute
 
-    def counted(self: pgconn.PgConn, sql: str, parameters: object = ()) -> pgconn.PgCursor:
+    def counted(self: pgconn.PgConn, sql: Sql, parameters: object = ()) -> pgconn.PgCursor:
         ran.append(sql)
         return real(self, sql, parameters)
 

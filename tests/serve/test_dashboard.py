@@ -15,6 +15,7 @@ import pytest
 from offload.config import load_settings
 from offload.serve.host import Served, build
 from offload.serve.lifespan import asgi_lifespan
+from offload.store.backend import Sql
 from offload.store.store import Store
 from realparts import free_port
 from serving import MARKUP, TITLE, ScriptedUpstream, conversation
@@ -189,7 +190,9 @@ async def test_without_a_query_the_page_lists_entries_with_kind_and_pinned_links
     )
     # puts refuse such a kind now; a store written before that may still hold one
     marked = served.store.put("a marked-up kind\n", kind="k", scope=scope).entry
-    served.store.conn.execute("UPDATE entries SET kind = '<i>k</i>' WHERE id = ?", (marked.id,))
+    served.store.conn.execute(
+        Sql("UPDATE entries SET kind = '<i>k</i>' WHERE id = ?"), (marked.id,)
+    )
     page = (await client.get("/")).text
     hits = re.search(r'<ol class="hits" id="hits">(.*?)</ol>', page, re.S)
     assert hits and hits.group(1).count("<li ") == 2

@@ -21,6 +21,7 @@ from offload.errors import (
     OtherScope,
     WrongType,
 )
+from offload.store.backend import Sql
 from offload.store.models import Filters
 from offload.store.store import Store
 from offload.store.write.puts import PutOptions
@@ -88,7 +89,8 @@ def test_a_block_is_compressed_on_disk(store: Store) -> None:
 def test_a_corrupted_block_raises_instead_of_returning_bad_text(store: Store) -> None:
     entry = store.put("precious content " * 100).entry
     store.conn.execute(
-        "UPDATE blocks SET codec = 'raw', data = ? WHERE hash = ?", (b"tampered", entry.block_hash)
+        Sql("UPDATE blocks SET codec = 'raw', data = ? WHERE hash = ?"),
+        (b"tampered", entry.block_hash),
     )
     with pytest.raises(IntegrityError, match="doctor"):
         store.body(entry)
@@ -128,7 +130,9 @@ def test_an_ambiguous_prefix_error_names_every_candidate(store: Store) -> None:
     b = store.put("beta").entry
     # force two hashes to share an 8-char prefix by editing them (the resolver only reads)
     store.conn.execute(
-        "UPDATE entries SET content_hash = 'abcdef12' || substr(content_hash, 9) WHERE id IN (?, ?)",
+        Sql(
+            "UPDATE entries SET content_hash = 'abcdef12' || substr(content_hash, 9) WHERE id IN (?, ?)"
+        ),
         (a.id, b.id),
     )
     with pytest.raises(AmbiguousReference, match="ambiguous") as info:
@@ -208,7 +212,7 @@ def test_reap_dry_run_lists_without_forgetting(store: Store) -> None:
 def test_entries_left_hot_by_a_dead_process_are_reset(store: Store) -> None:
     e = store.put("body").entry
     store.checkout(e.ref)
-    store.conn.execute("UPDATE entries SET owner_pid = 999999999")
+    store.conn.execute(Sql("UPDATE entries SET owner_pid = 999999999"))
     assert store.reset_stale_hot() == 1
     assert store.resolve(e.ref).status == "cold"
 
@@ -216,7 +220,7 @@ def test_entries_left_hot_by_a_dead_process_are_reset(store: Store) -> None:
 def test_a_checkout_held_on_another_machine_is_not_reset_here(store: Store) -> None:
     e = store.put("body").entry
     co = store.checkout(e.ref)
-    store.conn.execute("UPDATE entries SET owner_pid = 999999999, owner_host = 'elsewhere'")
+    store.conn.execute(Sql("UPDATE entries SET owner_pid = 999999999, owner_host = 'elsewhere'"))
     assert store.reset_stale_hot() == 0
     assert store.resolve(e.ref).status == "hot"
     assert store.checkin(e.ref, co.nonce).status == "cold"
@@ -259,9 +263,12 @@ def test_a_failed_write_leaves_nothing_half_written(store: Store) -> None:
 
 @pytest.mark.sqlite_only
 def test_the_schema_records_its_migrations(store: Store) -> None:
-    names = [r[0] for r in store.conn.execute("SELECT name FROM _migrations")]
+    names = [r[0] for r in store.conn.execute(Sql("SELECT name FROM _migrations"))]
     assert names and names[0] == "m001_initial"
-    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert (
+        store.conn.execute(Sql("PRAGMA journal_mode", "SELECT 'ok'", noop=True)).fetchone()[0]
+        == "wal"
+    )
 
 
 def test_a_second_open_of_the_same_file_sees_committed_writes(tmp_path: Path) -> None:

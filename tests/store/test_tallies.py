@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from offload.core.tokens import EstimateCounter
+from offload.store.backend import Sql
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.sqlite import db
 from offload.store.store import Store
@@ -89,8 +90,8 @@ def _as_before_tallies(store: Store) -> None:
     """Put ``store`` back where the release before tallies left it: the totals in state."""
     name = "pg_additive_tallies" if store.backend == "postgresql" else "m_additive_tallies"
     with db.write_tx(store.conn):
-        store.conn.execute("DROP TABLE tallies")
-        store.conn.execute("DELETE FROM _migrations WHERE name = ?", (name,))
+        store.conn.execute(Sql("DROP TABLE tallies"))
+        store.conn.execute(Sql("DELETE FROM _migrations WHERE name = ?"), (name,))
     _legacy_state(store)
 
 

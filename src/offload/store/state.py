@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.sqlite import db
 
 
@@ -27,8 +27,14 @@ def next_number(conn: Conn, name: str) -> int:
     """The next value of a durable counter, never reused, also across restarts."""
     with db.write_tx(conn):
         row = conn.execute(
-            "INSERT INTO counters (name, value) VALUES (?, 1) "
-            "ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value",
+            Sql(
+                "INSERT INTO counters (name, value) VALUES (?, 1) "
+                "ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value",
+                (
+                    "INSERT INTO counters (name, value) VALUES (%s, 1) ON CONFLICT(name) DO "
+                    "UPDATE SET value = counters.value + 1 RETURNING value"
+                ),
+            ),
             (name,),
         ).fetchone()
         return int(row[0])
@@ -37,7 +43,7 @@ def next_number(conn: Conn, name: str) -> int:
 def get(conn: Conn, namespace: str, key: str) -> Any:
     """A saved JSON value, or None."""
     row = conn.execute(
-        "SELECT value FROM state WHERE namespace = ? AND key = ?", (namespace, key)
+        Sql("SELECT value FROM state WHERE namespace = ? AND key = ?"), (namespace, key)
     ).fetchone()
     return None if row is None else json.loads(row[0])
 
@@ -45,7 +51,7 @@ def get(conn: Conn, namespace: str, key: str) -> Any:
 def get_versioned(conn: Conn, namespace: str, key: str) -> tuple[Any, int]:
     """A saved JSON value and its version; (None, :func:`version`) when none is saved."""
     row = conn.execute(
-        "SELECT value, version FROM state WHERE namespace = ? AND key = ?", (namespace, key)
+        Sql("SELECT value, version FROM state WHERE namespace = ? AND key = ?"), (namespace, key)
     ).fetchone()
     if row is None:
         return None, _retired(conn, namespace, key)
@@ -56,7 +62,7 @@ def version(conn: Conn, namespace: str, key: str) -> int:
     """The version of a saved value (0: none was ever saved; a deleted one's deletion);
     one indexed read, nothing parsed."""
     row = conn.execute(
-        "SELECT version FROM state WHERE namespace = ? AND key = ?", (namespace, key)
+        Sql("SELECT version FROM state WHERE namespace = ? AND key = ?"), (namespace, key)
     ).fetchone()
     return _retired(conn, namespace, key) if row is None else int(row[0])
 
@@ -64,7 +70,7 @@ def version(conn: Conn, namespace: str, key: str) -> int:
 def _retired(conn: Conn, namespace: str, key: str) -> int:
     """The version of a deleted key's deletion (0: never deleted)."""
     row = conn.execute(
-        "SELECT version FROM state_retired WHERE namespace = ? AND key = ?", (namespace, key)
+        Sql("SELECT version FROM state_retired WHERE namespace = ? AND key = ?"), (namespace, key)
     ).fetchone()
     return 0 if row is None else int(row[0])
 
@@ -74,7 +80,7 @@ _FIRST = (
     "1 + COALESCE((SELECT r.version FROM state_retired r WHERE r.namespace = ? AND r.key = ?), 0)"
 )
 
-_UPSERT = (
+_UPSERT = Sql(
     f"INSERT INTO state (namespace, key, value, updated, version) VALUES (?, ?, ?, ?, {_FIRST}) "
     "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
     "updated = excluded.updated, version = state.version + 1 RETURNING version"
@@ -86,8 +92,10 @@ def insert_text(conn: Conn, namespace: str, key: str, text: str, updated: float)
     transaction (an archive's import); a key saved already keeps its value. A key deleted
     before starts above its deletion's version, as with :func:`put`."""
     conn.execute(
-        f"INSERT INTO state (namespace, key, value, updated, version) VALUES (?, ?, ?, ?, {_FIRST}) "
-        "ON CONFLICT(namespace, key) DO NOTHING",
+        Sql(
+            "INSERT INTO state (namespace, key, value, updated, version) "
+            f"VALUES (?, ?, ?, ?, {_FIRST}) ON CONFLICT(namespace, key) DO NOTHING"
+        ),
         (namespace, key, text, updated, namespace, key),
     )
 
@@ -131,15 +139,19 @@ def replace(conn: Conn, namespace: str, key: str, value: Any, now: float, expect
         row = None
         if expected > 0:
             row = conn.execute(
-                "UPDATE state SET value = ?, updated = ?, version = version + 1 "
-                "WHERE namespace = ? AND key = ? AND version = ? RETURNING version",
+                Sql(
+                    "UPDATE state SET value = ?, updated = ?, version = version + 1 "
+                    "WHERE namespace = ? AND key = ? AND version = ? RETURNING version"
+                ),
                 (text, now, namespace, key, expected),
             ).fetchone()
         if row is None:  # absent at ``expected``: never saved (0) or deleted at it
             row = conn.execute(
-                "INSERT INTO state (namespace, key, value, updated, version) "
-                f"SELECT ?, ?, ?, ?, {_FIRST} WHERE {_FIRST} = ? + 1 "
-                "ON CONFLICT(namespace, key) DO NOTHING RETURNING version",
+                Sql(
+                    "INSERT INTO state (namespace, key, value, updated, version) "
+                    f"SELECT ?, ?, ?, ?, {_FIRST} WHERE {_FIRST} = ? + 1 "
+                    "ON CONFLICT(namespace, key) DO NOTHING RETURNING version"
+                ),
                 (namespace, key, text, now, namespace, key, namespace, key, expected),
             ).fetchone()
         return 0 if row is None else int(row[0])
@@ -148,7 +160,7 @@ def replace(conn: Conn, namespace: str, key: str, value: Any, now: float, expect
 def items(conn: Conn, namespace: str) -> Iterator[tuple[str, Any]]:
     """Every (key, value) saved in ``namespace``, by key."""
     rows = conn.execute(
-        "SELECT key, value FROM state WHERE namespace = ? ORDER BY key", (namespace,)
+        Sql("SELECT key, value FROM state WHERE namespace = ? ORDER BY key"), (namespace,)
     ).fetchall()
     for row in rows:
         yield row[0], json.loads(row[1])
@@ -163,13 +175,15 @@ def delete(conn: Conn, namespace: str, key: str) -> bool:
 
 def _delete(conn: Conn, namespace: str, key: str) -> bool:
     row = conn.execute(
-        "DELETE FROM state WHERE namespace = ? AND key = ? RETURNING version", (namespace, key)
+        Sql("DELETE FROM state WHERE namespace = ? AND key = ? RETURNING version"), (namespace, key)
     ).fetchone()
     if row is None:
         return False
     conn.execute(
-        "INSERT INTO state_retired (namespace, key, version) VALUES (?, ?, ?) "
-        "ON CONFLICT(namespace, key) DO UPDATE SET version = excluded.version",
+        Sql(
+            "INSERT INTO state_retired (namespace, key, version) VALUES (?, ?, ?) "
+            "ON CONFLICT(namespace, key) DO UPDATE SET version = excluded.version"
+        ),
         (namespace, key, int(row[0]) + 1),
     )
     return True
@@ -184,7 +198,9 @@ def prune(conn: Conn, namespace: str, users: str) -> int:
         for _, value in items(conn, users):
             keys = value.get("keys") if isinstance(value, dict) else None
             live.update(k for k in keys or () if isinstance(k, str))
-        held = conn.execute("SELECT key FROM state WHERE namespace = ?", (namespace,)).fetchall()
+        held = conn.execute(
+            Sql("SELECT key FROM state WHERE namespace = ?"), (namespace,)
+        ).fetchall()
         gone = [str(r[0]) for r in held if str(r[0]) not in live]
         for key in gone:
             _delete(conn, namespace, key)

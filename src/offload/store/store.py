@@ -29,7 +29,7 @@ from offload.errors import (
     OtherScope,
 )
 from offload.store import lookup
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.life import lifecycle
 from offload.store.models import (
     Checkout,
@@ -63,9 +63,13 @@ NO_FILTERS = Filters()
 # connections a PostgreSQL store keeps open at most (a statement or a write holds one)
 PG_POOL_SIZE = 8
 _ENTRY_SELECT = rows.ENTRY_SELECT
-_BLOCKS_BY_HASH = (
+_BLOCKS_BY_HASH = Sql(
     "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks "
-    "WHERE hash IN (SELECT value FROM json_each(?))"
+    "WHERE hash IN (SELECT value FROM json_each(?))",
+    (
+        "SELECT hash, codec, data AS data FROM blocks WHERE hash IN (SELECT "
+        "json_array_elements_text(%s::json))"
+    ),
 )
 
 
@@ -397,7 +401,9 @@ class Store(SavedState):
             vector = self.vector_of(new_topic, new_summary, new_tags, body)
         with db.write_tx(self.conn) as conn:
             conn.execute(
-                "UPDATE entries SET topic = ?, summary = ?, tags = ?, salience = ? WHERE id = ?",
+                Sql(
+                    "UPDATE entries SET topic = ?, summary = ?, tags = ?, salience = ? WHERE id = ?"
+                ),
                 (
                     new_topic,
                     new_summary,
@@ -461,7 +467,7 @@ class Store(SavedState):
 
     def block_id(self, digest: str) -> int | None:
         """The row id of a block (None when it is not stored)."""
-        row = self.conn.execute("SELECT id FROM blocks WHERE hash = ?", (digest,)).fetchone()
+        row = self.conn.execute(Sql("SELECT id FROM blocks WHERE hash = ?"), (digest,)).fetchone()
         return None if row is None else int(row[0])
 
     def block_text(self, digest: str) -> str:
@@ -470,7 +476,11 @@ class Store(SavedState):
         if cached is not None:
             return cached
         row = self.conn.execute(
-            "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
+            Sql(
+                "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?",
+                "SELECT codec, data AS data FROM blocks WHERE hash = %s",
+            ),
+            (digest,),
         ).fetchone()
         if row is None:
             raise NotFound(f"ctx:sha256:{digest}", "the block is missing; run `offload doctor`")
@@ -504,7 +514,7 @@ class Store(SavedState):
     def has_block(self, digest: str) -> bool:
         """Whether a block with this hash is stored."""
         return (
-            self.conn.execute("SELECT 1 FROM blocks WHERE hash = ?", (digest,)).fetchone()
+            self.conn.execute(Sql("SELECT 1 FROM blocks WHERE hash = ?"), (digest,)).fetchone()
             is not None
         )
 
@@ -512,7 +522,9 @@ class Store(SavedState):
         """Record an access (feeds the recency x frequency score)."""
         with db.write_tx(self.conn) as conn:
             conn.execute(
-                "UPDATE entries SET accessed = ?, access_count = access_count + 1 WHERE id = ?",
+                Sql(
+                    "UPDATE entries SET accessed = ?, access_count = access_count + 1 WHERE id = ?"
+                ),
                 (self.clock(), entry_id),
             )
 
@@ -527,9 +539,11 @@ class Store(SavedState):
         ids = [
             int(r[0])
             for r in self.conn.execute(
-                f"SELECT e.id FROM entries e WHERE {where} "
-                "ORDER BY e.pinned DESC, e.salience DESC, e.accessed DESC, e.id DESC "
-                "LIMIT ? OFFSET ?",
+                Sql(
+                    f"SELECT e.id FROM entries e WHERE {where} "
+                    "ORDER BY e.pinned DESC, e.salience DESC, e.accessed DESC, e.id DESC "
+                    "LIMIT ? OFFSET ?"
+                ),
                 (*params, max(0, limit), max(0, offset)),
             )
         ]
@@ -538,7 +552,7 @@ class Store(SavedState):
         found = {
             int(r["id"]): r
             for r in self.conn.execute(
-                f"{_ENTRY_SELECT} WHERE e.id IN ({','.join('?' * len(ids))})", ids
+                Sql(f"{_ENTRY_SELECT} WHERE e.id IN ({','.join('?' * len(ids))})"), ids
             )
         }
         return [Entry.from_row(found[i], rows.labels(self.conn, i)) for i in ids if i in found]
@@ -546,7 +560,9 @@ class Store(SavedState):
     def count(self, filters: Filters = NO_FILTERS) -> int:
         """How many entries match ``filters``."""
         where, params = query.filter_sql(filters, self.clock())
-        row = self.conn.execute(f"SELECT count(*) FROM entries e WHERE {where}", params).fetchone()
+        row = self.conn.execute(
+            Sql(f"SELECT count(*) FROM entries e WHERE {where}"), params
+        ).fetchone()
         return int(row[0])
 
     def search(
@@ -597,9 +613,11 @@ class Store(SavedState):
         self.expire_due()
         where, params = ("scope = ?", [scope]) if scope is not None else ("1 = 1", [])
         kinds = self.conn.execute(
-            "SELECT kind, sum(entries) AS n, sum(tokens) AS t, sum(hot) AS hot, "
-            f"sum(pinned) AS pinned FROM scope_stats WHERE {where} GROUP BY kind "
-            "HAVING sum(entries) > 0 ORDER BY n DESC, kind",
+            Sql(
+                "SELECT kind, sum(entries) AS n, sum(tokens) AS t, sum(hot) AS hot, "
+                f"sum(pinned) AS pinned FROM scope_stats WHERE {where} GROUP BY kind "
+                "HAVING sum(entries) > 0 ORDER BY n DESC, kind"
+            ),
             params,
         ).fetchall()
         n = sum(r["n"] for r in kinds)
@@ -617,8 +635,10 @@ class Store(SavedState):
         """Live entries per scope, from the per-(scope, kind) sums (O(scopes x kinds))."""
         self.expire_due()
         found = self.conn.execute(
-            "SELECT scope, sum(entries) AS n FROM scope_stats GROUP BY scope "
-            "HAVING sum(entries) > 0 ORDER BY scope"
+            Sql(
+                "SELECT scope, sum(entries) AS n FROM scope_stats GROUP BY scope "
+                "HAVING sum(entries) > 0 ORDER BY scope"
+            )
         ).fetchall()
         return {str(r["scope"]): int(r["n"]) for r in found}
 
@@ -642,10 +662,12 @@ class Store(SavedState):
         """Store-wide figures: entries, blocks, raw and stored bytes, file sizes."""
         conn = self.conn
         b = conn.execute(
-            "SELECT count(*) AS n, coalesce(sum(size), 0) AS raw, "
-            "coalesce(sum(length(data)), 0) AS stored FROM blocks"
+            Sql(
+                "SELECT count(*) AS n, coalesce(sum(size), 0) AS raw, "
+                "coalesce(sum(length(data)), 0) AS stored FROM blocks"
+            )
         ).fetchone()
-        t = conn.execute("SELECT count(*) FROM tombstones").fetchone()[0]
+        t = conn.execute(Sql("SELECT count(*) FROM tombstones")).fetchone()[0]
         disk = self.disk_bytes()
         return {
             **self.peek(),
@@ -660,7 +682,9 @@ class Store(SavedState):
     def disk_bytes(self) -> int:
         """What the store occupies on disk: the file and its log, or the whole database."""
         if self.url:
-            row = self.conn.execute("SELECT pg_database_size(current_database())").fetchone()
+            row = self.conn.execute(
+                Sql.postgres_only("SELECT pg_database_size(current_database())")
+            ).fetchone()
             return int(row[0])
         files = [self.path, Path(f"{self.path}-wal")]
         return sum(p.stat().st_size for p in files if p.exists())
@@ -731,7 +755,7 @@ def _release_free_pages(conn: sqlite3.Connection) -> None:
     """Give pages freed by index merges back to the filesystem (best effort, on close)."""
     try:
         conn.executescript("PRAGMA incremental_vacuum;")  # exec steps it to the end
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        conn.execute(Sql("PRAGMA wal_checkpoint(PASSIVE)", "SELECT 'ok'", noop=True))
     except sqlite3.OperationalError:
         pass  # another process holds the lock; the pages stay free for reuse
 

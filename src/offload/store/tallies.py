@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 
 # the counters as they were saved before (state's JSON values), read by imports of older
 # archives (and the migrations): frozen in their own module
@@ -20,12 +20,12 @@ from offload.store.legacy_tallies import Row as Row
 from offload.store.legacy_tallies import legacy as legacy
 from offload.store.sqlite import db
 
-_ADD = (
+_ADD = Sql(
     "INSERT INTO tallies (namespace, key, name, value) VALUES (?, ?, ?, ?) "
     "ON CONFLICT(namespace, key, name) DO UPDATE SET value = tallies.value + excluded.value"
 )
 # an archive imported twice must not count twice: importing keeps the larger value
-_KEEP_LARGER = (
+_KEEP_LARGER = Sql(
     "INSERT INTO tallies (namespace, key, name, value) VALUES (?, ?, ?, ?) "
     "ON CONFLICT(namespace, key, name) DO UPDATE SET value = CASE "
     "WHEN excluded.value > tallies.value THEN excluded.value ELSE tallies.value END"
@@ -40,7 +40,7 @@ def add(conn: Conn, namespace: str, key: str, amounts: Mapping[str, int]) -> dic
         if rows:  # sorted: concurrent writers take the rows' locks in one order
             conn.executemany(_ADD, rows)
         found = conn.execute(
-            "SELECT name, value FROM tallies WHERE namespace = ? AND key = ?", (namespace, key)
+            Sql("SELECT name, value FROM tallies WHERE namespace = ? AND key = ?"), (namespace, key)
         ).fetchall()
     return {str(r[0]): int(r[1]) for r in found}
 
@@ -49,7 +49,7 @@ def read(conn: Conn, namespace: str) -> dict[str, dict[str, int]]:
     """Every counter of ``namespace``: key -> name -> value."""
     out: dict[str, dict[str, int]] = {}
     for r in conn.execute(
-        "SELECT key, name, value FROM tallies WHERE namespace = ? ORDER BY key, name",
+        Sql("SELECT key, name, value FROM tallies WHERE namespace = ? ORDER BY key, name"),
         (namespace,),
     ).fetchall():
         out.setdefault(str(r[0]), {})[str(r[1])] = int(r[2])
@@ -59,14 +59,16 @@ def read(conn: Conn, namespace: str) -> dict[str, dict[str, int]]:
 def delete(conn: Conn, namespace: str, key: str) -> bool:
     """Remove every counter of (``namespace``, ``key``); True when there was one."""
     with db.write_tx(conn):
-        cur = conn.execute("DELETE FROM tallies WHERE namespace = ? AND key = ?", (namespace, key))
+        cur = conn.execute(
+            Sql("DELETE FROM tallies WHERE namespace = ? AND key = ?"), (namespace, key)
+        )
         return cur.rowcount > 0
 
 
 def rows_all(conn: Conn) -> list[Row]:
     """Every counter as (namespace, key, name, value), in order (archives)."""
     found = conn.execute(
-        "SELECT namespace, key, name, value FROM tallies ORDER BY namespace, key, name"
+        Sql("SELECT namespace, key, name, value FROM tallies ORDER BY namespace, key, name")
     ).fetchall()
     return [(str(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in found]
 

@@ -15,6 +15,7 @@ import zstandard
 
 from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import StaticEmbedder
+from offload.store.backend import Sql
 from offload.store.life import archive
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.models import Filters
@@ -50,9 +51,10 @@ def _alone(store: Store) -> list[dict[str, Any]]:
     """Each entry's record as reading it alone gives it (the export's former queries)."""
     conn = store.conn
     out: list[dict[str, Any]] = []
-    for row in conn.execute("SELECT * FROM entries ORDER BY id").fetchall():
+    for row in conn.execute(Sql("SELECT * FROM entries ORDER BY id")).fetchall():
         labels = [
-            r[0] for r in conn.execute("SELECT label FROM labels WHERE entry_id = ?", (row["id"],))
+            r[0]
+            for r in conn.execute(Sql("SELECT label FROM labels WHERE entry_id = ?"), (row["id"],))
         ]
         # the store's own columns (PostgreSQL's write stamp too: pgschema.pg_entry_changes)
         skip = ("id", "nonce", "owner_pid", "owner_host", "changed")
@@ -61,14 +63,17 @@ def _alone(store: Store) -> list[dict[str, Any]]:
         if row["content_hash"] != row["block_hash"] and store.has_block(row["content_hash"]):
             rec["original"] = store.block_text(row["content_hash"])
             block = conn.execute(
-                "SELECT id FROM blocks WHERE hash = ?", (row["content_hash"],)
+                Sql("SELECT id FROM blocks WHERE hash = ?"), (row["content_hash"],)
             ).fetchone()
             rec["original_indexed"] = (
-                conn.execute("SELECT 1 FROM chunks WHERE block_id = ?", (block[0],)).fetchone()
+                conn.execute(Sql("SELECT 1 FROM chunks WHERE block_id = ?"), (block[0],)).fetchone()
                 is not None
             )
         vector = conn.execute(
-            "SELECT model, CAST(data AS BLOB) AS data FROM entry_vectors WHERE entry_id = ?",
+            Sql(
+                "SELECT model, CAST(data AS BLOB) AS data FROM entry_vectors WHERE entry_id = ?",
+                "SELECT model, data AS data FROM entry_vectors WHERE entry_id = %s",
+            ),
             (row["id"],),
         ).fetchone()
         if vector is not None:

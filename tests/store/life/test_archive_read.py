@@ -13,6 +13,7 @@ from archive_bombs import line_bomb, record_bomb
 from offload.config import StoreSettings
 from offload.core.tokens import EstimateCounter
 from offload.errors import InvalidInput
+from offload.store.backend import Sql
 from offload.store.life.archive import import_archive
 from offload.store.life.archive_read import MIB, ImportLimits
 from offload.store.store import Store
@@ -59,7 +60,7 @@ def test_millions_of_records_are_refused_at_the_record_bound(
     settings = StoreSettings(import_max_records=1000)
     with Store(store_location, settings, counter=EstimateCounter()) as store:
         peak = _peak(lambda: _refused(store, bomb, r"more than 1000 records.*import_max_records"))
-        assert store.conn.execute("SELECT count(*) FROM counters").fetchone()[0] == 0
+        assert store.conn.execute(Sql("SELECT count(*) FROM counters")).fetchone()[0] == 0
     assert peak < 8 * MIB
 
 
@@ -69,7 +70,7 @@ def test_the_decompressed_total_is_bounded(store_location: Path, tmp_path: Path)
     record_bomb(bomb, 100_000)  # ~4 MiB of text
     with Store(store_location, StoreSettings(import_max_mb=1), counter=EstimateCounter()) as store:
         _refused(store, bomb, r"more than 1 MiB of text.*OFFLOAD_STORE__IMPORT_MAX_MB")
-        assert store.conn.execute("SELECT count(*) FROM counters").fetchone()[0] == 0
+        assert store.conn.execute(Sql("SELECT count(*) FROM counters")).fetchone()[0] == 0
 
 
 def test_an_archive_within_the_bounds_imports(store_location: Path | str, tmp_path: Path) -> None:
@@ -77,7 +78,7 @@ def test_an_archive_within_the_bounds_imports(store_location: Path | str, tmp_pa
     record_bomb(archive, 5000)
     with Store(store_location, counter=EstimateCounter()) as store:
         import_archive(store, archive)
-        assert store.conn.execute("SELECT value FROM counters").fetchall()[0][0] == 1
+        assert store.conn.execute(Sql("SELECT value FROM counters")).fetchall()[0][0] == 1
 
 
 @pytest.mark.sqlite_only
@@ -90,7 +91,7 @@ def test_bounds_may_be_lifted_for_an_archive_the_caller_wrote(
     with Store(store_location, settings, counter=EstimateCounter()) as store:
         _refused(store, archive, "import_max_records")
         import_archive(store, archive, limits=ImportLimits.unbounded())
-        assert store.conn.execute("SELECT count(*) FROM counters").fetchone()[0] == 1
+        assert store.conn.execute(Sql("SELECT count(*) FROM counters")).fetchone()[0] == 1
 
 
 @pytest.mark.slow

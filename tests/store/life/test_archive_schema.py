@@ -10,6 +10,7 @@ import pytest
 from offload.core.hashing import text_hash
 from offload.core.tokens import EstimateCounter
 from offload.errors import InvalidInput
+from offload.store.backend import Sql
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.store import Store
 
@@ -28,7 +29,7 @@ def dump(store: Store) -> dict[str, list[tuple[str, ...]]]:
     """Every row of every table, as text, in order."""
     out: dict[str, list[tuple[str, ...]]] = {}
     for table in TABLES:
-        rows = store.conn.execute(f"SELECT * FROM {table}").fetchall()
+        rows = store.conn.execute(Sql(f"SELECT * FROM {table}")).fetchall()
         out[table] = sorted(
             tuple(repr(bytes(v) if isinstance(v, memoryview) else v) for v in r) for r in rows
         )

@@ -8,6 +8,7 @@ import pytest
 
 from offload.core.tokens import EstimateCounter
 from offload.errors import Gone, InvalidInput
+from offload.store.backend import Sql
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.life.maintenance import doctor
 from offload.store.sqlite import db
@@ -16,9 +17,11 @@ from offload.store.store import Store
 
 def _corrupt(store: Store, digest: str) -> None:
     """Overwrite a block's last three stored bytes with zeros (either backend)."""
-    row = store.conn.execute("SELECT data FROM blocks WHERE hash = ?", (digest,)).fetchone()
+    row = store.conn.execute(Sql("SELECT data FROM blocks WHERE hash = ?"), (digest,)).fetchone()
     data = bytes(row[0])
-    store.conn.execute("UPDATE blocks SET data = ? WHERE hash = ?", (data[:-3] + b"\0\0\0", digest))
+    store.conn.execute(
+        Sql("UPDATE blocks SET data = ? WHERE hash = ?"), (data[:-3] + b"\0\0\0", digest)
+    )
 
 
 def test_a_clean_store_passes_doctor(store: Store) -> None:
@@ -45,10 +48,14 @@ def test_doctor_reports_a_corrupted_block_and_tombstones_it_on_repair(store: Sto
 def test_doctor_repairs_orphans_and_missing_index(store: Store) -> None:
     e = store.put("indexed words here").entry
     store.conn.execute(
-        "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (?, 1, 1, 'raw', ?, 0)",
+        Sql(
+            "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (?, 1, 1, 'raw', ?, 0)",
+            "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (%s, 1, 1, 'raw', %s, 0) RETURNING id",
+            returns_id=True,
+        ),
         ("f" + e.block_hash[1:], b"A"),
     )
-    store.conn.execute("DELETE FROM chunks")
+    store.conn.execute(Sql("DELETE FROM chunks"))
     report = doctor(store)
     assert report.orphan_blocks and report.unindexed_blocks
     doctor(store, repair=True)
@@ -106,9 +113,13 @@ def test_reindex_rebuilds_search_from_the_blocks(store: Store) -> None:
     from offload.store.life.maintenance import reindex
 
     store.put("findable parseCfgFile body")
-    store.conn.execute("DELETE FROM chunks")
-    store.conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
-    store.conn.execute("DELETE FROM terms")
+    store.conn.execute(Sql("DELETE FROM chunks"))
+    store.conn.execute(
+        Sql(
+            "INSERT INTO search_body (search_body) VALUES ('delete-all')", "DELETE FROM search_body"
+        )
+    )
+    store.conn.execute(Sql("DELETE FROM terms"))
     assert store.search("findable") == []
     seen: list[tuple[int, int]] = []
     assert reindex(store, progress=lambda d, t: seen.append((d, t))).indexed == 1
@@ -146,10 +157,12 @@ def test_doctor_finds_a_damaged_chunk_map_and_repair_rebuilds_it(store: Store) -
     lost = store.put("the pelican counts boats in the harbour\n" * 40, scope="docks").entry
     kept = store.put("gulls circle the lighthouse at dusk\n", scope="docks").entry
     with db.write_tx(store.conn) as conn:
-        conn.execute("DELETE FROM entry_chunks WHERE entry_id = ?", (lost.id,))
+        conn.execute(Sql("DELETE FROM entry_chunks WHERE entry_id = ?"), (lost.id,))
         conn.execute(
-            "INSERT INTO entry_chunks (entry_id, chunk_id, own) "
-            "SELECT ?, chunk_id, 1 FROM entry_chunks WHERE entry_id = ?",
+            Sql(
+                "INSERT INTO entry_chunks (entry_id, chunk_id, own) "
+                "SELECT ?, chunk_id, 1 FROM entry_chunks WHERE entry_id = ?"
+            ),
             (lost.id + 1000, kept.id),
         )
     missing = len(_chunk_ids(store, lost.id))
@@ -160,7 +173,7 @@ def test_doctor_finds_a_damaged_chunk_map_and_repair_rebuilds_it(store: Store) -
     assert any("chunk map" in r for r in repaired.repaired)
     assert doctor(store).clean
     held = store.conn.execute(
-        "SELECT count(*) FROM entry_chunks WHERE entry_id = ?", (lost.id,)
+        Sql("SELECT count(*) FROM entry_chunks WHERE entry_id = ?"), (lost.id,)
     ).fetchone()
     assert int(held[0]) == missing
     assert [h.entry.id for h in store.search("pelican boats", scope="docks")] == [lost.id]
@@ -168,8 +181,10 @@ def test_doctor_finds_a_damaged_chunk_map_and_repair_rebuilds_it(store: Store) -
 
 def _chunk_ids(store: Store, entry_id: int) -> list[int]:
     rows = store.conn.execute(
-        "SELECT c.id FROM entries e JOIN blocks b ON b.hash = e.block_hash "
-        "JOIN chunks c ON c.block_id = b.id WHERE e.id = ?",
+        Sql(
+            "SELECT c.id FROM entries e JOIN blocks b ON b.hash = e.block_hash "
+            "JOIN chunks c ON c.block_id = b.id WHERE e.id = ?"
+        ),
         (entry_id,),
     ).fetchall()
     return [int(r[0]) for r in rows]
@@ -180,20 +195,22 @@ def test_doctor_finds_unreadable_cached_counts_and_repair_makes_them_again(store
     log = "".join(f"row {i}: pelican_{i} counted {i * 7} boats in dock{i}\n" for i in range(200))
     entry = store.put(log, scope="docks").entry
     ids = _chunk_ids(store, entry.id)
-    stored = dict(store.conn.execute("SELECT id, packed_counts FROM chunks").fetchall())
+    stored = dict(store.conn.execute(Sql("SELECT id, packed_counts FROM chunks")).fetchall())
     packed = [cid for cid in ids if isinstance(stored[cid], bytes)]
     assert packed  # the log's chunks hold more than a kilobyte of counts each
     want = [(h.entry.id, h.score) for h in store.search("pelican boats", scope="docks")]
     damaged = bytearray(stored[packed[0]])
     damaged[len(damaged) // 2] ^= 0xFF
-    store.conn.execute("UPDATE chunks SET packed_counts = ? WHERE id = ?", (damaged, packed[0]))
+    store.conn.execute(
+        Sql("UPDATE chunks SET packed_counts = ? WHERE id = ?"), (damaged, packed[0])
+    )
     report = doctor(store)
     assert report.unreadable_counts == [packed[0]] and not report.clean
     repaired = doctor(store, repair=True)
     assert any("term counts of 1 chunks" in r for r in repaired.repaired)
     assert doctor(store).clean
     again = store.conn.execute(
-        "SELECT term_counts, packed_counts FROM chunks WHERE id = ?", (packed[0],)
+        Sql("SELECT term_counts, packed_counts FROM chunks WHERE id = ?"), (packed[0],)
     )
     assert tuple(again.fetchone()) == (None, stored[packed[0]])
     assert [(h.entry.id, h.score) for h in store.search("pelican boats", scope="docks")] == want

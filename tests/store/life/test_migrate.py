@@ -15,6 +15,7 @@ from offload.core.hashing import encode, sha256_hex, short_ref
 from offload.core.tokens import EstimateCounter
 from offload.errors import Gone, InvalidInput
 from offload.llm.embedding import StaticEmbedder
+from offload.store.backend import Sql
 from offload.store.life import archive
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.life.migrate import (
@@ -160,8 +161,11 @@ def test_verification_reads_blocks_in_pages_and_misses_none(
 
 def _vectors(store: Store) -> dict[tuple[str, str], tuple[str, bytes]]:
     rows = store.conn.execute(
-        "SELECT e.scope, e.content_hash, v.model, CAST(data AS BLOB) AS data "
-        "FROM entries e JOIN entry_vectors v ON v.entry_id = e.id"
+        Sql(
+            "SELECT e.scope, e.content_hash, v.model, CAST(data AS BLOB) AS data "
+            "FROM entries e JOIN entry_vectors v ON v.entry_id = e.id",
+            "SELECT e.scope, e.content_hash, v.model, data AS data FROM entries e JOIN entry_vectors v ON v.entry_id = e.id",
+        )
     ).fetchall()
     return {(r["scope"], r["content_hash"]): (r["model"], bytes(r["data"])) for r in rows}
 
@@ -201,13 +205,17 @@ def test_vector_verification_names_one_missing_or_different_on_the_far_side(
         import_archive(dst, tmp_path / "a.zst")
         with db.write_tx(dst.conn):
             dst.conn.execute(
-                "UPDATE entry_vectors SET data = ? WHERE entry_id = "
-                "(SELECT id FROM entries WHERE content_hash = ?)",
+                Sql(
+                    "UPDATE entry_vectors SET data = ? WHERE entry_id = "
+                    "(SELECT id FROM entries WHERE content_hash = ?)"
+                ),
                 (b"\x00\x00\x80?" + b"\x01" * 300, rotted),
             )
             dst.conn.execute(
-                "DELETE FROM entry_vectors WHERE entry_id = "
-                "(SELECT id FROM entries WHERE content_hash = ?)",
+                Sql(
+                    "DELETE FROM entry_vectors WHERE entry_id = "
+                    "(SELECT id FROM entries WHERE content_hash = ?)"
+                ),
                 (dropped,),
             )
         checked, bad = verify_vectors(dst, archive_vectors(tmp_path / "a.zst"))

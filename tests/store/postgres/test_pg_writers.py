@@ -20,6 +20,7 @@ import pytest
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import StaticEmbedder
+from offload.store.backend import Sql
 from offload.store.life.maintenance import doctor
 from offload.store.postgres.pgconn import WRITE_LOCK
 from offload.store.store import Store
@@ -109,9 +110,11 @@ def _check_labels(store: Store, acks: list[dict[str, object]]) -> None:
         assert entry.labels == (label,) or label in entry.labels
         assert store.body(entry) in {a["text"] for a in acks if a["label"] == label}
     held: dict[int, set[str]] = {}
-    for r in store.conn.execute("SELECT entry_id, label FROM labels"):
+    for r in store.conn.execute(Sql("SELECT entry_id, label FROM labels")):
         held.setdefault(int(r[0]), set()).add(r[1])
-    meta = {int(r[0]): r[1] for r in store.conn.execute("SELECT rowid, labels FROM search_meta")}
+    meta = {
+        int(r[0]): r[1] for r in store.conn.execute(Sql("SELECT rowid, labels FROM search_meta"))
+    }
     for entry_id in set(held) | set(meta):
         want = set(analysis.index_text(" ".join(sorted(held.get(entry_id, ())))).split())
         assert set(meta.get(entry_id, "").split()) == want, entry_id
@@ -121,11 +124,13 @@ def _check_rows(store: Store) -> None:
     """One block per content, indexed once; one entry per content in a scope."""
     conn = store.conn
     assert not conn.execute(
-        "SELECT block_id, start FROM chunks GROUP BY block_id, start HAVING count(*) > 1"
+        Sql("SELECT block_id, start FROM chunks GROUP BY block_id, start HAVING count(*) > 1")
     ).fetchall()
-    assert not conn.execute("SELECT hash FROM blocks GROUP BY hash HAVING count(*) > 1").fetchall()
+    assert not conn.execute(
+        Sql("SELECT hash FROM blocks GROUP BY hash HAVING count(*) > 1")
+    ).fetchall()
     shared = conn.execute(
-        "SELECT count(DISTINCT block_hash), count(*) FROM entries WHERE scope LIKE 'own-%'"
+        Sql("SELECT count(DISTINCT block_hash), count(*) FROM entries WHERE scope LIKE 'own-%'")
     ).fetchone()
     assert shared[0] * WRITERS == shared[1]  # each common body: one block, WRITERS entries
 

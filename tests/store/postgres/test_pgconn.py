@@ -12,6 +12,7 @@ from offload.core import analysis
 from offload.core.hashing import sha256_hex
 from offload.core.tokens import EstimateCounter
 from offload.errors import StoreError
+from offload.store.backend import Sql
 from offload.store.postgres.pgconn import PgConn
 from offload.store.sqlite import db
 from offload.store.store import Store
@@ -32,8 +33,10 @@ def _pg(store: Store) -> PgConn:
 
 def _chunks(store: Store, digest: str) -> list[Any]:
     return store.conn.execute(
-        "SELECT c.id, c.start, c.term_counts FROM chunks c JOIN blocks b ON b.id = c.block_id "
-        "WHERE b.hash = ? ORDER BY c.id",
+        Sql(
+            "SELECT c.id, c.start, c.term_counts FROM chunks c JOIN blocks b ON b.id = c.block_id "
+            "WHERE b.hash = ? ORDER BY c.id"
+        ),
         (digest,),
     ).fetchall()
 
@@ -71,7 +74,10 @@ def test_a_new_block_is_stored_with_its_chunks_in_order_and_searchable(pg_databa
         assert len(found) > 3  # several chunks, so their order means something
         assert [r["start"] for r in found] == sorted(r["start"] for r in found)
         search_rows = store.conn.execute(
-            "SELECT count(*) FROM search_body WHERE rowid IN (SELECT value FROM json_each(?))",
+            Sql(
+                "SELECT count(*) FROM search_body WHERE rowid IN (SELECT value FROM json_each(?))",
+                "SELECT count(*) FROM search_body WHERE rowid IN (SELECT value FROM offload_ids(%s))",
+            ),
             (str([int(r["id"]) for r in found]),),
         ).fetchone()[0]
         assert search_rows == len(found)
@@ -123,7 +129,10 @@ def test_a_big_block_sent_in_batches_keeps_every_chunk_as_analysed_at_once(
         assert [int(r["id"]) for r in found] == sorted(int(r["id"]) for r in found)
         ids = str([int(r["id"]) for r in found])
         assert store.conn.execute(
-            "SELECT count(*) FROM search_body WHERE rowid IN (SELECT value FROM json_each(?))",
+            Sql(
+                "SELECT count(*) FROM search_body WHERE rowid IN (SELECT value FROM json_each(?))",
+                "SELECT count(*) FROM search_body WHERE rowid IN (SELECT value FROM offload_ids(%s))",
+            ),
             (ids,),
         ).fetchone()[0] == len(whole)
         # a word of the last batch's last chunk, and one of the first batch's first
@@ -135,7 +144,7 @@ def test_a_big_block_sent_in_batches_keeps_every_chunk_as_analysed_at_once(
 
 def _mapped(store: Store, entry_id: int) -> list[tuple[int, int]]:
     rows = store.conn.execute(
-        "SELECT chunk_id, own FROM entry_chunks WHERE entry_id = ? ORDER BY chunk_id",
+        Sql("SELECT chunk_id, own FROM entry_chunks WHERE entry_id = ? ORDER BY chunk_id"),
         (entry_id,),
     ).fetchall()
     return [(int(r[0]), int(r[1])) for r in rows]
@@ -166,7 +175,7 @@ def test_the_statement_after_a_stored_block_still_runs_and_gives_its_id(
         prepared = index.prepare(_BODY, 5, _SMALL_CHUNKS.chunk_chars, analyse_chars=_CHARS)
         head, *later = map(index.chunk_rows, prepared.batches(_CHARS))
         block = (first.block_hash, len(_BODY), 300, "raw", _BODY.encode(), 0.0)
-        then = ("INSERT INTO labels (label, entry_id) VALUES (?, ?)", ("l", first.id))
+        then = (Sql("INSERT INTO labels (label, entry_id) VALUES (?, ?)"), ("l", first.id))
         with db.write_tx(conn) as tx:
             assert isinstance(tx, PgConn)
             got = tx.insert_indexed_block(block, head, iter(later), then=then)
@@ -188,7 +197,7 @@ def test_a_later_batch_the_server_rejects_rolls_the_whole_block_back(pg_database
         assert _chunks(store, block[0]) == []
         assert (
             store.conn.execute(
-                "SELECT count(*) FROM blocks WHERE hash = ?", (block[0],)
+                Sql("SELECT count(*) FROM blocks WHERE hash = ?"), (block[0],)
             ).fetchone()[0]
             == 0
         )
@@ -202,19 +211,19 @@ def test_the_read_sent_with_begin_answers_only_the_same_next_statement(
 ) -> None:
     with _open(pg_database) as store:
         conn = _pg(store)
-        read = ("SELECT value FROM state WHERE namespace = ? AND key = ?", ("t", "k"))
+        read = (Sql("SELECT value FROM state WHERE namespace = ? AND key = ?"), ("t", "k"))
         with db.write_tx(conn, ["t\0k"], [read]) as tx:
             assert tx.execute(*read).fetchall() == []  # answered by the early read
         with db.write_tx(conn, ["t\0k"], [read]) as tx:
             # another statement runs first: the early read is stale and must not answer
             tx.execute(
-                "INSERT INTO state (namespace, key, value, updated) VALUES ('t', 'k', 'v', 0)"
+                Sql("INSERT INTO state (namespace, key, value, updated) VALUES ('t', 'k', 'v', 0)")
             )
             assert [r[0] for r in tx.execute(*read).fetchall()] == ["v"]
         with db.write_tx(conn, ["t\0k"], [read]) as tx:
             assert [r[0] for r in tx.execute(*read).fetchall()] == ["v"]
             # asked again, it runs again (the early rows answered once)
-            tx.execute("UPDATE state SET value = 'w' WHERE namespace = 't' AND key = 'k'")
+            tx.execute(Sql("UPDATE state SET value = 'w' WHERE namespace = 't' AND key = 'k'"))
             assert [r[0] for r in tx.execute(*read).fetchall()] == ["w"]
 
 
@@ -233,10 +242,10 @@ def test_statements_sent_with_begin_run_in_order_inside_the_transaction(
     with _open(pg_database) as store:
         conn = _pg(store)
         write = (
-            "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, 0)",
+            Sql("INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, 0)"),
             ("t", "a", "1"),
         )
-        read = ("SELECT value FROM state WHERE namespace = ? ORDER BY key", ("t",))
+        read = (Sql("SELECT value FROM state WHERE namespace = ? ORDER BY key"), ("t",))
         with db.write_tx(conn, ["t\0a"], [write, read]) as tx:
             assert [r[0] for r in tx.execute(*read).fetchall()] == ["1"]  # saw the write
         with pytest.raises(StoreError), db.write_tx(conn, ["t\0a"], [write, read]):
@@ -250,8 +259,8 @@ def test_values_sent_with_begin_are_read_back_as_written(pg_database: str) -> No
     odd = "it's 100 % \\ \"quoted\" é 日本 $$ ; -- E'x' \\n"
     with _open(pg_database) as store:
         conn = _pg(store)
-        write = ("INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, 0)",)
-        read = ("SELECT key, value FROM state WHERE namespace = ? AND key = ?", ("t", odd))
+        write = (Sql("INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, 0)"),)
+        read = (Sql("SELECT key, value FROM state WHERE namespace = ? AND key = ?"), ("t", odd))
         with db.write_tx(conn, ["t\0odd"], [(*write, ("t", odd, odd)), read]) as tx:
             assert [tuple(r) for r in tx.execute(*read).fetchall()] == [(odd, odd)]
         first = store.put(f"{_BODY}\n{odd}", scope=odd)
@@ -266,8 +275,8 @@ def test_reads_run_ahead_answer_the_same_statements_once_until_another_runs(
     with _open(pg_database) as store, _open(pg_database) as writer:
         conn = _pg(store)
         store.put("the loader read shard1", scope="s")
-        count = ("SELECT count(*) FROM entries WHERE scope = ?", ("s",))
-        ids = ("SELECT id FROM entries WHERE scope = ? ORDER BY id", ("s",))
+        count = (Sql("SELECT count(*) FROM entries WHERE scope = ?"), ("s",))
+        ids = (Sql("SELECT id FROM entries WHERE scope = ? ORDER BY id"), ("s",))
         conn.read_ahead([count, ids])
         writer.put("the loader read shard2", scope="s")  # another connection, meanwhile
         assert conn.execute(*count).fetchone()[0] == 1  # answered: read before the write
@@ -276,7 +285,7 @@ def test_reads_run_ahead_answer_the_same_statements_once_until_another_runs(
         # another statement run in between drops what was read ahead
         conn.read_ahead([count])
         writer.put("the loader read shard3", scope="s")
-        conn.execute("SELECT 1")
+        conn.execute(Sql("SELECT 1"))
         assert conn.execute(*count).fetchone()[0] == 3
         # the same statement with other parameters is not answered
         conn.read_ahead([(count[0], ("other",))])
@@ -287,16 +296,22 @@ def test_reads_run_ahead_answer_the_same_statements_once_until_another_runs(
 def test_a_write_transaction_never_takes_an_answer_read_ahead(pg_database: str) -> None:
     with _open(pg_database) as store:
         conn = _pg(store)
-        count = ("SELECT count(*) FROM entries", ())
+        count = (Sql("SELECT count(*) FROM entries"), ())
         conn.read_ahead([count])
         with db.write_tx(conn) as tx:
             tx.execute(
-                "INSERT INTO blocks (hash, size, lines, codec, data, created) "
-                "VALUES ('h', 0, 0, 'raw', ?, 0)",
+                Sql(
+                    "INSERT INTO blocks (hash, size, lines, codec, data, created) "
+                    "VALUES ('h', 0, 0, 'raw', ?, 0)",
+                    "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES ('h', 0, 0, 'raw', %s, 0) RETURNING id",
+                    returns_id=True,
+                ),
                 (b"",),
             )
             conn.read_ahead([count])  # refused inside the transaction
-            assert tx.execute("SELECT count(*) FROM blocks WHERE hash = 'h'").fetchone()[0] == 1
+            assert (
+                tx.execute(Sql("SELECT count(*) FROM blocks WHERE hash = 'h'")).fetchone()[0] == 1
+            )
 
 
 def test_a_search_brings_its_three_held_copies_up_to_date_in_one_round_trip(
@@ -385,14 +400,14 @@ def test_the_vocabulary_sent_last_with_a_block_is_stored_with_it_or_not_at_all(
         block = (sha256_hex(_BODY.encode()), len(_BODY), 300, "raw", _BODY.encode(), 0.0)
         rows = index.chunk_rows(prepared.chunks)
 
-        def words() -> tuple[str, tuple[str]]:
+        def words() -> tuple[Sql, tuple[str]]:
             return index.vocabulary_insert(["zebrafish", "aardvark"])
 
-        bad = ("INSERT INTO labels (label, entry_id) VALUES (?, ?)", ("l", 999))  # no entry
+        bad = (Sql("INSERT INTO labels (label, entry_id) VALUES (?, ?)"), ("l", 999))  # no entry
         with pytest.raises(StoreError), db.write_tx(conn) as tx:
             assert isinstance(tx, PgConn)
             tx.insert_indexed_block(block, rows, then=bad, after=words)
-        held = "SELECT term FROM terms WHERE term IN ('zebrafish', 'aardvark') ORDER BY term"
+        held = Sql("SELECT term FROM terms WHERE term IN ('zebrafish', 'aardvark') ORDER BY term")
         assert conn.execute(held).fetchall() == [] and _chunks(store, block[0]) == []
         with db.write_tx(conn) as tx:
             assert isinstance(tx, PgConn)
@@ -412,7 +427,10 @@ def test_the_vocabulary_sent_last_with_a_block_is_stored_with_it_or_not_at_all(
             (digest, len(other), 300, "raw", other.encode(), 0.0), head, iter(later), after=bird
         )
         assert len(_chunks(store, digest)) == len(rows)
-        assert conn.execute("SELECT count(*) FROM terms WHERE term = 'quetzal'").fetchone()[0] == 1
+        assert (
+            conn.execute(Sql("SELECT count(*) FROM terms WHERE term = 'quetzal'")).fetchone()[0]
+            == 1
+        )
 
 
 def test_a_streamed_put_stores_the_vocabulary_of_every_batch_after_the_last(
@@ -422,7 +440,7 @@ def test_a_streamed_put_stores_the_vocabulary_of_every_batch_after_the_last(
     with Store(pg_database, _SMALL_CHUNKS, counter=EstimateCounter()) as store:
         e = store.put(body, scope="s").entry
         assert len(_chunks(store, e.block_hash)) == 61  # streamed in several batches
-        held = {r[0] for r in store.conn.execute("SELECT term FROM terms").fetchall()}
+        held = {r[0] for r in store.conn.execute(Sql("SELECT term FROM terms")).fetchall()}
         assert held == analysis.surface_words(body) and "zanzibar" in held
         # a misspelt word of the last batch finds the entry through the vocabulary
         assert [h.entry.id for h in store.search("zanzibr", scope="s")] == [e.id]
@@ -457,11 +475,11 @@ def test_each_read_sent_with_begin_answers_its_own_statement_once_and_writes_run
 ) -> None:
     with _open(pg_database) as store:
         conn = _pg(store)
-        write = ("UPDATE state SET value = 'x' WHERE namespace = ? AND key = ?", ("t", "k"))
-        read = ("SELECT value FROM state WHERE namespace = ? AND key = ?", ("t", "k"))
-        other = ("SELECT count(*) FROM state WHERE namespace = ?", ("t",))
+        write = (Sql("UPDATE state SET value = 'x' WHERE namespace = ? AND key = ?"), ("t", "k"))
+        read = (Sql("SELECT value FROM state WHERE namespace = ? AND key = ?"), ("t", "k"))
+        other = (Sql("SELECT count(*) FROM state WHERE namespace = ?"), ("t",))
         store.conn.execute(
-            "INSERT INTO state (namespace, key, value, updated) VALUES ('t', 'k', 'v', 0)"
+            Sql("INSERT INTO state (namespace, key, value, updated) VALUES ('t', 'k', 'v', 0)")
         )
         trips = _count_trips(monkeypatch)
         with db.write_tx(conn, ["t\0k"], [write, read, other]) as tx:

@@ -1,48 +1,9 @@
-"""The translation of the store's statements to PostgreSQL (pure: no server needed)."""
+"""What PostgreSQL's forms of the store's statements are built from (pure: no server needed)."""
 
 from __future__ import annotations
 
 from offload.store.postgres import pgsql
 from offload.store.schema import META_WEIGHTS
-
-
-def test_parameters_become_psycopg_placeholders_and_percent_signs_are_doubled() -> None:
-    st = pgsql.translate("SELECT id FROM entries WHERE source = ? AND topic != '5%'")
-    assert st.sql == "SELECT id FROM entries WHERE source = %s AND topic != '5%%'"
-    assert st.params is None and not st.returns_id
-
-
-def test_inserts_into_tables_with_ids_return_the_new_id() -> None:
-    st = pgsql.translate("INSERT INTO entries (kind) VALUES (?)")
-    assert st.returns_id and st.sql.endswith(" RETURNING id")
-    assert not pgsql.translate("INSERT INTO labels (label, entry_id) VALUES (?, ?)").returns_id
-
-
-def test_sqlite_only_constructs_are_rewritten() -> None:
-    assert pgsql.translate("INSERT OR IGNORE INTO terms (term) VALUES (?)").sql == (
-        "INSERT INTO terms (term) VALUES (%s) ON CONFLICT DO NOTHING"
-    )
-    sql = pgsql.translate(
-        "SELECT id, start, end FROM chunks WHERE block_id IN (SELECT value FROM json_each(?))"
-    ).sql
-    assert sql == (
-        'SELECT id, start, "end" FROM chunks WHERE block_id IN (SELECT value FROM offload_ids(%s))'
-    )
-    sql = pgsql.translate(
-        "SELECT term FROM terms WHERE instr(term, ?) > 0 OR substr(term, -2) = ?"
-    ).sql
-    assert "strpos(term, %s)" in sql and "right(term, 2)" in sql
-    assert pgsql.translate("PRAGMA quick_check").noop
-
-
-def test_only_an_upsert_into_counters_has_its_bare_value_qualified() -> None:
-    upsert = pgsql.translate(
-        "INSERT INTO counters (name, value) VALUES (?, 1) "
-        "ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value"
-    ).sql
-    assert "SET value = counters.value + 1" in upsert
-    bump = "UPDATE entry_map_generation SET value = value + 1 WHERE id = 0"
-    assert pgsql.translate(bump).sql == bump
 
 
 def test_analysed_terms_become_one_lexeme_each_with_positions_and_quotes_escaped() -> None:
@@ -71,40 +32,8 @@ def test_metadata_columns_keep_their_relative_weights() -> None:
     )
 
 
-def test_a_list_of_words_is_read_as_json_text_not_as_ids() -> None:
-    sql = pgsql.translate("SELECT term FROM terms WHERE term IN (SELECT value FROM json_each(?))")
-    assert sql.sql == (
-        "SELECT term FROM terms WHERE term IN (SELECT json_array_elements_text(%s::json))"
-    )
-
-
-def test_a_list_of_labels_is_read_as_json_text_not_as_ids() -> None:
-    sql = pgsql.translate(
-        "SELECT label FROM labels WHERE label IN (SELECT value FROM json_each(?))"
-    )
-    assert sql.sql == (
-        "SELECT label FROM labels WHERE label IN (SELECT json_array_elements_text(%s::json))"
-    )
-
-
-def test_a_join_on_a_correlated_limited_subquery_becomes_a_lateral_join() -> None:
-    sql = pgsql.translate(
-        "SELECT e.id AS src, n.id AS nid FROM entries e JOIN entries n ON n.id IN "
-        "(SELECT p.id FROM entries p WHERE p.scope = e.scope AND p.id < e.id "
-        "ORDER BY p.id DESC LIMIT ?) WHERE e.id IN (SELECT value FROM json_each(?))"
-    ).sql
-    assert sql == (
-        "SELECT e.id AS src, n.id AS nid FROM entries e CROSS JOIN LATERAL "
-        "(SELECT p.id FROM entries p WHERE p.scope = e.scope AND p.id < e.id "
-        "ORDER BY p.id DESC LIMIT %s) n WHERE e.id IN (SELECT value FROM offload_ids(%s))"
-    )
-
-
 def test_bm25_term_statistics_are_computed_once_per_query_not_per_row() -> None:
-    sql = pgsql.translate(
-        "SELECT rowid, bm25(search_body) AS s FROM search_body "
-        "WHERE search_body MATCH ? ORDER BY s LIMIT ?"
-    ).sql
+    sql = pgsql.top("search_body")
     assert sql.startswith("WITH nd AS MATERIALIZED (") and "w AS MATERIALIZED (" in sql
 
 
@@ -115,25 +44,19 @@ def test_a_selective_partition_becomes_a_tsquery_of_and_or_and_not() -> None:
     assert pgsql.match_tsquery(rare) == "'rare7' | 'bravo'"
     assert pgsql.match_tsquery('"a) AND (b"') == "'a) AND (b'"  # inside quotes: a term
     # every term of the partition is scored, each once
-    st = pgsql.translate(
-        "SELECT rowid, bm25(search_body) AS s FROM search_body "
-        "WHERE search_body MATCH ? ORDER BY s LIMIT ?"
-    )
-    assert st.params is not None
-    terms, lexemes, where, limit = st.params((f'({rare}) NOT ({common} OR "bravo")', 9))
+    terms, lexemes, where, limit = pgsql.top_params((f'({rare}) NOT ({common} OR "bravo")', 9))
     assert terms == ["rare7", "bravo", "common"] and lexemes == ["'rare7'", "'bravo'", "'common'"]
     assert where == "('rare7' | 'bravo') & !('common' | 'bravo')" and limit == 9
 
 
 def test_a_terms_row_count_is_bounded_work_and_a_row_count_is_the_estimate() -> None:
-    doc = pgsql.translate("SELECT doc FROM temp.search_body_rows WHERE term = ?")
-    assert f"LIMIT {pgsql.DF_EXACT_UP_TO}" in doc.sql and "most_common_elems" in doc.sql
-    assert doc.params is not None and doc.params(("it's",)) == ("it's", "'it''s'")
-    rows = pgsql.translate("SELECT count(*) AS n FROM search_body").sql
-    assert "reltuples" in rows
+    doc = pgsql.vocab_row("search_body")
+    assert f"LIMIT {pgsql.DF_EXACT_UP_TO}" in doc and "most_common_elems" in doc
+    assert pgsql.vocab_row_params(("it's",)) == ("it's", "'it''s'")
+    assert "reltuples" in pgsql.row_count("search_body")
 
 
 def test_the_chunk_count_is_exact_in_a_small_store_and_the_estimate_in_a_large_one() -> None:
-    sql = pgsql.translate("SELECT count(*) FROM chunks").sql
+    sql = pgsql.chunk_count()
     assert f"reltuples >= {pgsql.EXACT_ROWS_UP_TO}" in sql
     assert "ELSE (SELECT count(*) FROM chunks)" in sql

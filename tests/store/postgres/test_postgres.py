@@ -15,6 +15,7 @@ import pytest
 from offload.config import Settings, StoreSettings, load_settings
 from offload.core.tokens import EstimateCounter
 from offload.errors import ConfigError, FenceError, StoreError
+from offload.store.backend import Sql
 from offload.store.store import Store
 from pgserver import PgServer
 
@@ -25,11 +26,11 @@ def _open(url: str, **kwargs: float) -> Store:
 
 def test_the_schema_records_its_migrations_on_the_server(pg_database: str) -> None:
     with _open(pg_database) as store:
-        names = [r[0] for r in store.conn.execute("SELECT name FROM _migrations")]
+        names = [r[0] for r in store.conn.execute(Sql("SELECT name FROM _migrations"))]
         assert names[0] == "pg001_initial"
         assert store.backend == "postgresql"
     with _open(pg_database) as again:  # a second open applies nothing twice
-        assert [r[0] for r in again.conn.execute("SELECT name FROM _migrations")] == names
+        assert [r[0] for r in again.conn.execute(Sql("SELECT name FROM _migrations"))] == names
 
 
 def test_an_entry_stored_on_one_machine_is_found_and_read_on_another(pg_database: str) -> None:
@@ -147,26 +148,30 @@ def test_a_store_opened_by_the_withdrawn_postings_migration_loses_its_triggers_a
         store.put("before the postings", scope="team")
         conn = store.conn
         # what pg_impact_postings left in a store it ran on (the same names)
-        conn.execute("CREATE TABLE impacts (chunk bigint, term text, impact real)")
-        conn.execute("CREATE TABLE impact_reference (length real, chunks bigint)")
+        conn.execute(Sql("CREATE TABLE impacts (chunk bigint, term text, impact real)"))
+        conn.execute(Sql("CREATE TABLE impact_reference (length real, chunks bigint)"))
         conn.execute(
-            "CREATE FUNCTION offload_impacts_add() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN INSERT INTO impacts VALUES (0, 'x', 1); RETURN NULL; END $$"
+            Sql(
+                "CREATE FUNCTION offload_impacts_add() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN INSERT INTO impacts VALUES (0, 'x', 1); RETURN NULL; END $$"
+            )
         )
         conn.execute(
-            "CREATE TRIGGER search_body_impacts_add AFTER INSERT ON search_body "
-            "FOR EACH STATEMENT EXECUTE FUNCTION offload_impacts_add()"
+            Sql(
+                "CREATE TRIGGER search_body_impacts_add AFTER INSERT ON search_body "
+                "FOR EACH STATEMENT EXECUTE FUNCTION offload_impacts_add()"
+            )
         )
-        conn.execute("DELETE FROM _migrations WHERE name = 'pg_drop_impact_postings'")
+        conn.execute(Sql("DELETE FROM _migrations WHERE name = 'pg_drop_impact_postings'"))
         conn.commit()
     with _open(pg_database) as again:
         conn = again.conn
         left = conn.execute(
-            "SELECT to_regclass('impacts'), to_regclass('impact_reference')"
+            Sql("SELECT to_regclass('impacts'), to_regclass('impact_reference')")
         ).fetchone()
         assert tuple(left) == (None, None)
         triggers = conn.execute(
-            "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'search_body_impacts%'"
+            Sql("SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'search_body_impacts%'")
         ).fetchone()
         assert triggers[0] == 0
         e = again.put("after the postings are gone", scope="team").entry  # no trigger fails

@@ -7,6 +7,7 @@ from pathlib import Path
 from offload.config import SearchSettings
 from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import load_embedder
+from offload.store.backend import Sql
 from offload.store.store import Store
 
 
@@ -67,4 +68,4 @@ def test_a_store_without_the_embedding_package_searches_lexically(path: Path) ->
         hit = store.put("Caroline said, I went to the LGBTQ support group").entry.id
         store.put("Melanie said, I painted a sunrise")
         assert _ids(store, "When did Caroline go to the support group?")[0] == hit
-        assert store.conn.execute("SELECT count(*) FROM entry_vectors").fetchone()[0] == 0
+        assert store.conn.execute(Sql("SELECT count(*) FROM entry_vectors")).fetchone()[0] == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from offload.store.backend import Sql
 from offload.store.models import Filters
 from offload.store.search import neighbours, query
 from offload.store.search.state import Candidate, SearchState
@@ -12,8 +13,10 @@ from offload.store.store import Store
 
 def _candidate(store: Store, entry_id: int, score: float) -> Candidate:
     row = store.conn.execute(
-        "SELECT e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
-        "e.accessed AS accessed, e.access_count AS uses FROM entries e WHERE e.id = ?",
+        Sql(
+            "SELECT e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
+            "e.accessed AS accessed, e.access_count AS uses FROM entries e WHERE e.id = ?"
+        ),
         (entry_id,),
     ).fetchone()
     return Candidate.of_entry(row, score)

@@ -12,6 +12,7 @@ import pytest
 
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
+from offload.store.backend import Sql
 from offload.store.life.maintenance import reindex
 from offload.store.models import Filters
 from offload.store.search import context
@@ -145,7 +146,7 @@ def test_a_neighbour_of_another_scope_or_kind_adds_nothing(tmp_path: Path) -> No
 
 
 def _neighbours_by_hand(store: Store, window: int) -> dict[int, list[int | None]]:
-    rows = store.conn.execute("SELECT id, scope, kind FROM entries ORDER BY id").fetchall()
+    rows = store.conn.execute(Sql("SELECT id, scope, kind FROM entries ORDER BY id")).fetchall()
     runs: dict[tuple[str, str], list[int]] = {}
     for r in rows:
         runs.setdefault((r[1], r[2]), []).append(int(r[0]))
@@ -251,7 +252,7 @@ def test_the_migration_puts_each_caches_length_first_and_scores_stay_the_same(
             whole = json.loads(cached or "")
             whole.pop(index.LENGTH_KEY)
             old = json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
-            store.conn.execute("UPDATE chunks SET term_counts = ? WHERE id = ?", (old, cid))
+            store.conn.execute(Sql("UPDATE chunks SET term_counts = ? WHERE id = ?"), (old, cid))
         before = _ranked(store, _QUERIES)
         assert isinstance(store.conn, sqlite3.Connection)
         db.m_chunk_term_counts_length(store.conn)
@@ -266,7 +267,7 @@ def _cached_counts(store: Store) -> dict[int, str | None]:
     """Each chunk's cached counts as JSON, however the backend stores them."""
     sqlite = isinstance(store.conn, sqlite3.Connection)
     counts = "coalesce(term_counts, packed_counts)" if sqlite else "term_counts"
-    rows = store.conn.execute(f"SELECT id, {counts} FROM chunks").fetchall()
+    rows = store.conn.execute(Sql(f"SELECT id, {counts} FROM chunks")).fetchall()
     return {int(r[0]): packed_counts.unpack(r[1]) for r in rows}
 
 
@@ -287,7 +288,7 @@ def test_scores_from_cached_term_counts_equal_scores_from_the_text_analysed_agai
         store.put_many([*_turns(40), *_TRICKY, *_turns(40)[:10]], kind="turn", scope="chat")
         cached = _ranked(store, _QUERIES)
         # a store written before the cache: every chunk scored from its text
-        store.conn.execute("UPDATE chunks SET term_counts = NULL, packed_counts = NULL")
+        store.conn.execute(Sql("UPDATE chunks SET term_counts = NULL, packed_counts = NULL"))
         uncached = _ranked(store, _QUERIES)
     assert all(cached)
     assert cached == uncached
@@ -300,10 +301,10 @@ def test_doctor_reindex_fills_in_the_term_counts_of_chunks_stored_before_the_cac
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
         store.put_many(_turns(40), kind="turn", scope="chat")
         before = _ranked(store, _QUERIES)
-        store.conn.execute("UPDATE chunks SET term_counts = NULL, packed_counts = NULL")
+        store.conn.execute(Sql("UPDATE chunks SET term_counts = NULL, packed_counts = NULL"))
         reindex(store)
         missing = store.conn.execute(
-            "SELECT count(*) FROM chunks WHERE coalesce(term_counts, packed_counts) IS NULL"
+            Sql("SELECT count(*) FROM chunks WHERE coalesce(term_counts, packed_counts) IS NULL")
         )
         assert missing.fetchone()[0] == 0
         assert _ranked(store, _QUERIES) == before
@@ -317,8 +318,13 @@ def test_rebuilding_the_index_from_its_chunks_rewrites_their_term_counts(
         store.put_many(_turns(40), kind="turn", scope="chat")
         want = _cached_counts(store)
         # counts left by an older analysis: a migration that re-derives the terms redoes them
-        store.conn.execute("UPDATE chunks SET term_counts = '{\"stale\":1}'")
-        store.conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
+        store.conn.execute(Sql("UPDATE chunks SET term_counts = '{\"stale\":1}'"))
+        store.conn.execute(
+            Sql(
+                "INSERT INTO search_body (search_body) VALUES ('delete-all')",
+                "DELETE FROM search_body",
+            )
+        )
         index.reindex_chunks(store.conn)
         got = _cached_counts(store)
     assert got == want

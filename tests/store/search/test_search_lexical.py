@@ -11,6 +11,7 @@ from offload.config import StoreSettings
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
 from offload.store import open_store
+from offload.store.backend import Sql
 from offload.store.models import Filters
 from offload.store.sqlite import db
 from offload.store.store import Store
@@ -231,29 +232,44 @@ def _old_store(path: Path) -> None:
     old unicode61 tables."""
     conn = db.connect(path, busy_timeout_s=5, synchronous="NORMAL")
     old = db.MIGRATIONS[:4]  # m001-m004: the schema before the analysed index
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)")
+    conn.execute(Sql("BEGIN IMMEDIATE"))
+    conn.execute(Sql("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)"))
     for name, fn in old:
         fn(conn)
-        conn.execute("INSERT INTO _migrations VALUES (?, 0)", (name,))
+        conn.execute(Sql("INSERT INTO _migrations VALUES (?, 0)"), (name,))
     text = "old entry about parseCfgFile and the canary\n"
     from offload.core.hashing import sha256_hex
 
     digest = sha256_hex(text.encode())
     conn.execute(
-        "INSERT INTO blocks (id, hash, size, lines, codec, data, created) "
-        "VALUES (1, ?, ?, 1, 'raw', ?, 0)",
+        Sql(
+            "INSERT INTO blocks (id, hash, size, lines, codec, data, created) "
+            "VALUES (1, ?, ?, 1, 'raw', ?, 0)",
+            "INSERT INTO blocks (id, hash, size, lines, codec, data, created) VALUES (1, %s, %s, 1, 'raw', %s, 0) RETURNING id",
+            returns_id=True,
+        ),
         (digest, len(text), text.encode()),
     )
-    conn.execute("INSERT INTO chunks VALUES (1, 1, 1, 1, 0, ?)", (len(text),))
-    conn.execute("INSERT INTO chunks_fts (rowid, text) VALUES (1, ?)", (text,))
     conn.execute(
-        "INSERT INTO entries (kind, topic, tokens, content_hash, block_hash, created, accessed) "
-        "VALUES ('text', 'old topic', 9, ?, ?, 0, 0)",
+        Sql(
+            "INSERT INTO chunks VALUES (1, 1, 1, 1, 0, ?)",
+            "INSERT INTO chunks VALUES (1, 1, 1, 1, 0, %s) RETURNING id",
+            returns_id=True,
+        ),
+        (len(text),),
+    )
+    conn.execute(Sql("INSERT INTO chunks_fts (rowid, text) VALUES (1, ?)"), (text,))
+    conn.execute(
+        Sql(
+            "INSERT INTO entries (kind, topic, tokens, content_hash, block_hash, created, accessed) "
+            "VALUES ('text', 'old topic', 9, ?, ?, 0, 0)",
+            "INSERT INTO entries (kind, topic, tokens, content_hash, block_hash, created, accessed) VALUES ('text', 'old topic', 9, %s, %s, 0, 0) RETURNING id",
+            returns_id=True,
+        ),
         (digest, digest),
     )
-    conn.execute("INSERT INTO meta_fts (rowid, topic) VALUES (1, 'old topic')")
-    conn.execute("COMMIT")
+    conn.execute(Sql("INSERT INTO meta_fts (rowid, topic) VALUES (1, 'old topic')"))
+    conn.execute(Sql("COMMIT"))
     conn.close()
 
 
@@ -266,7 +282,7 @@ def test_an_old_store_is_reindexed_when_opened(tmp_path: Path) -> None:
         assert [h.entry.id for h in s.search("topic")] == [1]
         s.forget("id:1")
         assert s.search("canary") == []
-        tables = {r[0] for r in s.conn.execute("SELECT name FROM sqlite_master")}
+        tables = {r[0] for r in s.conn.execute(Sql("SELECT name FROM sqlite_master"))}
         assert "chunks_fts" not in tables and "meta_fts" not in tables
 
 
@@ -296,8 +312,8 @@ def test_a_store_analysed_by_the_first_version_is_rebuilt_by_the_second(tmp_path
         for name, fn in db.MIGRATIONS[4:5]:  # m_search_analysed_index as version 1 ran it
             assert name == "m_search_analysed_index"
             fn(conn)
-            conn.execute("INSERT INTO _migrations VALUES (?, 0)", (name,))
-        conn.execute("DELETE FROM state WHERE namespace = 'search.index'")  # v1 kept no record
+            conn.execute(Sql("INSERT INTO _migrations VALUES (?, 0)"), (name,))
+        conn.execute(Sql("DELETE FROM state WHERE namespace = 'search.index'"))  # v1 kept no record
     conn.close()
     assert _bodies_indexed_on_open(path) == 1
 
@@ -313,12 +329,23 @@ def test_a_store_indexed_by_the_previous_analysis_is_rebuilt_once_on_open(
     conn = db.connect(path, busy_timeout_s=5, synchronous="NORMAL")
     with db.write_tx(conn):
         # the index as analysis version 2 wrote it: stems and identifiers, no written forms
-        conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
+        conn.execute(
+            Sql(
+                "INSERT INTO search_body (search_body) VALUES ('delete-all')",
+                "DELETE FROM search_body",
+            )
+        )
         for cid, text in _chunk_texts(conn):
             old = " ".join(t for w in analysis.words(text) for t in analysis.stem_terms(w))
-            conn.execute("INSERT INTO search_body (rowid, terms) VALUES (?, ?)", (cid, old))
-        conn.execute("UPDATE state SET value = '2' WHERE namespace = 'search.index'")
-        conn.execute("DELETE FROM _migrations WHERE name = 'm_search_index_written_forms'")
+            conn.execute(
+                Sql(
+                    "INSERT INTO search_body (rowid, terms) VALUES (?, ?)",
+                    "INSERT INTO search_body (rowid, terms) VALUES (%s, %s::tsvector)",
+                ),
+                (cid, old),
+            )
+        conn.execute(Sql("UPDATE state SET value = '2' WHERE namespace = 'search.index'"))
+        conn.execute(Sql("DELETE FROM _migrations WHERE name = 'm_search_index_written_forms'"))
     conn.close()
     assert _bodies_indexed_on_open(path) == 2  # each chunk once
     assert _bodies_indexed_on_open(path) == 0  # and never again
@@ -332,8 +359,11 @@ def _chunk_texts(conn: sqlite3.Connection) -> list[tuple[int, str]]:
 
     out = []
     for r in conn.execute(
-        "SELECT c.id, c.start, c.end, b.hash, b.codec, CAST(b.data AS BLOB) AS data "
-        "FROM chunks c JOIN blocks b ON b.id = c.block_id"
+        Sql(
+            "SELECT c.id, c.start, c.end, b.hash, b.codec, CAST(b.data AS BLOB) AS data "
+            "FROM chunks c JOIN blocks b ON b.id = c.block_id",
+            'SELECT c.id, c.start, c."end", b.hash, b.codec, CAST(b.data AS BLOB) AS data FROM chunks c JOIN blocks b ON b.id = c.block_id',
+        )
     ).fetchall():
         text = blocks.unpack(r["hash"], r["codec"], bytes(r["data"]))
         out.append((int(r["id"]), text[r["start"] : r["end"]]))
@@ -346,7 +376,11 @@ def test_a_forgotten_entry_leaves_both_indexes(store: Store) -> None:
     store.forget(e.ref)
     assert store.search("findable") == []
     integrity = store.conn.execute(
-        "INSERT INTO search_body (search_body, rank) VALUES ('integrity-check', 1)"
+        Sql(
+            "INSERT INTO search_body (search_body, rank) VALUES ('integrity-check', 1)",
+            "SELECT 1",
+            noop=True,
+        )
     )
     assert isinstance(integrity, sqlite3.Cursor)
 

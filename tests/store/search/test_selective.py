@@ -11,6 +11,8 @@ import pytest
 
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
+from offload.store.backend import Sql
+from offload.store.postgres import pgsql
 from offload.store.search import lexical, query, selective
 from offload.store.search.state import SearchState
 from offload.store.store import NO_FILTERS, Store
@@ -114,7 +116,9 @@ def test_a_searchs_statistics_give_each_terms_count_and_whether_any_row_holds_it
     assert stats.counts(terms) == selective.vocab_counts(store.conn, "search_body", terms)
     assert stats.counts(terms)["alpha"] == 3
     assert stats.known([*terms, "echo"]) == {"alpha", "bravo", "zuluword", "echo"}
-    assert stats.chunks == int(store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+    assert stats.chunks == int(
+        store.conn.execute(Sql("SELECT count(*) FROM chunks", pgsql.chunk_count())).fetchone()[0]
+    )
 
 
 def _stats_statements(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
@@ -124,7 +128,7 @@ def _stats_statements(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     asked: list[list[str]] = []
     real = pgconn.PgConn.execute
 
-    def counted(self: pgconn.PgConn, sql: str, parameters: Any = ()) -> pgconn.PgCursor:
+    def counted(self: pgconn.PgConn, sql: Sql, parameters: Any = ()) -> pgconn.PgCursor:
         if sql == pgsql.search_stats_sql():
             asked.append(list(parameters[0]))
         return real(self, sql, parameters)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from offload.store.backend import Sql
 from offload.store.search.shown import ShownChunks
 from offload.store.store import Store
 from statements import recorded_statements
@@ -14,7 +15,7 @@ def test_chunks_named_by_id_and_entries_first_chunks_are_read_together_and_once(
 ) -> None:
     first = store.put("one\n" * 3).entry
     second = store.put("two\n" * 3).entry
-    ids = [int(r[0]) for r in store.conn.execute("SELECT id FROM chunks ORDER BY id")]
+    ids = [int(r[0]) for r in store.conn.execute(Sql("SELECT id FROM chunks ORDER BY id"))]
     shown = ShownChunks(store)
     with recorded_statements(store, monkeypatch) as ran:
         shown.read([(first.id, ids[0]), (second.id, None)])

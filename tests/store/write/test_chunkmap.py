@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from offload.core.tokens import EstimateCounter
+from offload.store.backend import Sql
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.life.maintenance import doctor, reindex
 from offload.store.store import Store
@@ -19,14 +20,16 @@ LOSSY = "a migration plan in 80 steps\nrows first, indexes last\n"
 
 
 def _map(store: Store) -> set[tuple[int, int, int]]:
-    rows = store.conn.execute("SELECT entry_id, chunk_id, own FROM entry_chunks").fetchall()
+    rows = store.conn.execute(Sql("SELECT entry_id, chunk_id, own FROM entry_chunks")).fetchall()
     return {(int(r[0]), int(r[1]), int(r[2])) for r in rows}
 
 
 def _chunks_of(store: Store, entry_id: int) -> set[int]:
     rows = store.conn.execute(
-        "SELECT c.id FROM entries e JOIN blocks b ON b.hash = e.block_hash "
-        "JOIN chunks c ON c.block_id = b.id WHERE e.id = ?",
+        Sql(
+            "SELECT c.id FROM entries e JOIN blocks b ON b.hash = e.block_hash "
+            "JOIN chunks c ON c.block_id = b.id WHERE e.id = ?"
+        ),
         (entry_id,),
     ).fetchall()
     return {int(r[0]) for r in rows}
@@ -128,10 +131,10 @@ def test_opening_a_store_from_before_the_map_fills_it(tmp_path: Path) -> None:
         expected = _map(store)
         # as an older offload left it: no map, no triggers
         for name in ("added", "gone", "moved"):
-            store.conn.execute(f"DROP TRIGGER entry_chunks_entry_{name}")
-            store.conn.execute(f"DROP TRIGGER entry_chunks_chunk_{name}")
-        store.conn.execute("DROP TABLE entry_chunks")
-        store.conn.execute("DELETE FROM _migrations WHERE name = 'm_entry_chunks_map'")
+            store.conn.execute(Sql(f"DROP TRIGGER entry_chunks_entry_{name}"))
+            store.conn.execute(Sql(f"DROP TRIGGER entry_chunks_chunk_{name}"))
+        store.conn.execute(Sql("DROP TABLE entry_chunks"))
+        store.conn.execute(Sql("DELETE FROM _migrations WHERE name = 'm_entry_chunks_map'"))
     with Store(path, counter=EstimateCounter()) as store:
         assert _map(store) == expected and len(expected) > 2
         store.put("after the migration: one more pelican", scope="a")

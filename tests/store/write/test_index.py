@@ -14,6 +14,7 @@ from offload.core import analysis
 from offload.core.tokens import EstimateCounter
 from offload.errors import StoreError
 from offload.store import state
+from offload.store.backend import Sql
 from offload.store.models import Entry, Filters
 from offload.store.sqlite.db import write_tx
 from offload.store.store import Store
@@ -142,8 +143,11 @@ def _index_rows(store: Store) -> list[tuple[object, ...]]:
     return [
         tuple(r)
         for r in store.conn.execute(
-            "SELECT c.start_line, c.end_line, c.start, c.end, c.term_counts, c.packed_counts, "
-            "s.terms FROM chunks c JOIN search_body s ON s.rowid = c.id ORDER BY c.start"
+            Sql(
+                "SELECT c.start_line, c.end_line, c.start, c.end, c.term_counts, c.packed_counts, "
+                "s.terms FROM chunks c JOIN search_body s ON s.rowid = c.id ORDER BY c.start",
+                'SELECT c.start_line, c.end_line, c.start, c."end", c.term_counts, c.packed_counts, s.terms FROM chunks c JOIN search_body s ON s.rowid = c.id ORDER BY c.start',
+            )
         )
     ]
 

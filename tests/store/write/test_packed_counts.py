@@ -9,6 +9,7 @@ import pytest
 
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
+from offload.store.backend import Sql
 from offload.store.store import Store
 from offload.store.write import index, packed_counts
 from wordcorpus import built_view
@@ -75,7 +76,7 @@ def test_a_value_claiming_more_than_the_bound_is_not_decompressed(
 def test_sqlite_keeps_large_counts_compressed_apart_and_small_ones_as_text(tmp_path: Path) -> None:
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
         store.put_many(_TEXTS, kind="tool-output")
-        rows = store.conn.execute("SELECT term_counts, packed_counts FROM chunks").fetchall()
+        rows = store.conn.execute(Sql("SELECT term_counts, packed_counts FROM chunks")).fetchall()
     texts = [r[0] for r in rows if r[0] is not None]
     packed = [r[1] for r in rows if r[1] is not None]
     # one of the two in each row: the turn's as text, the log's chunks compressed
@@ -91,7 +92,7 @@ def _ranked(store: Store) -> list[list[tuple[int, float]]]:
 
 
 def _counts_as_json(store: Store) -> dict[int, str | None]:
-    rows = store.conn.execute("SELECT id, coalesce(term_counts, packed_counts) FROM chunks")
+    rows = store.conn.execute(Sql("SELECT id, coalesce(term_counts, packed_counts) FROM chunks"))
     return {int(r[0]): packed_counts.unpack(r[1]) for r in rows}
 
 
@@ -104,9 +105,9 @@ def test_an_older_offload_reads_the_compressed_chunks_as_uncached_and_ranks_the_
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
         store.put_many(_TEXTS, kind="turn")
         want = _ranked(store)
-        kinds = store.conn.execute("SELECT DISTINCT typeof(term_counts) FROM chunks")
+        kinds = store.conn.execute(Sql("SELECT DISTINCT typeof(term_counts) FROM chunks"))
         assert {r[0] for r in kinds} == {"text", "null"}
-        store.conn.execute("UPDATE chunks SET packed_counts = NULL")  # what it reads
+        store.conn.execute(Sql("UPDATE chunks SET packed_counts = NULL"))  # what it reads
         assert _ranked(store) == want
 
 
@@ -122,14 +123,14 @@ def test_opening_a_store_of_uncompressed_counts_compresses_them_and_ranks_the_sa
         json_of = _counts_as_json(store)
         # as the previous release wrote them: every object as text, no column of its own
         store.conn.executemany(
-            "UPDATE chunks SET term_counts = ? WHERE id = ?",
+            Sql("UPDATE chunks SET term_counts = ? WHERE id = ?"),
             [(j, cid) for cid, j in json_of.items()],
         )
-        store.conn.execute("ALTER TABLE chunks DROP COLUMN packed_counts")
-        store.conn.execute("DELETE FROM _migrations WHERE name = 'm_chunk_term_counts_packed'")
+        store.conn.execute(Sql("ALTER TABLE chunks DROP COLUMN packed_counts"))
+        store.conn.execute(Sql("DELETE FROM _migrations WHERE name = 'm_chunk_term_counts_packed'"))
     with Store(path, counter=EstimateCounter(), resident_mb=0) as store:
         assert isinstance(store.conn, sqlite3.Connection)
-        rows = store.conn.execute("SELECT id, term_counts, packed_counts FROM chunks")
+        rows = store.conn.execute(Sql("SELECT id, term_counts, packed_counts FROM chunks"))
         packed = {int(r[0]) for r in rows if r[2] is not None and r[1] is None}
         large = {
             c for c, j in json_of.items() if len((j or "").encode()) >= packed_counts.MIN_PACKED

@@ -10,11 +10,12 @@ import pytest
 from offload.core.tokens import EstimateCounter
 from offload.errors import InvalidInput, NotFound
 from offload.llm.embedding import StaticEmbedder
+from offload.store.backend import Sql
 from offload.store.store import Store
 
 
 def _blocks(store: Store) -> int:
-    return int(store.conn.execute("SELECT count(*) FROM blocks").fetchone()[0])
+    return int(store.conn.execute(Sql("SELECT count(*) FROM blocks")).fetchone()[0])
 
 
 def test_a_batch_stores_each_new_content_once_and_answers_repeats_with_the_stored_entry(
@@ -93,7 +94,9 @@ def test_batched_entries_rank_as_entries_put_one_by_one(
 def test_a_batch_embeds_each_new_entry(store_location: Path | str, model: StaticEmbedder) -> None:
     with Store(store_location, counter=EstimateCounter(), embedder=model) as store:
         got = store.put_many(["vectors for one\n", "vectors for two\n", "vectors for one\n"])
-        rows = store.conn.execute("SELECT entry_id FROM entry_vectors ORDER BY entry_id").fetchall()
+        rows = store.conn.execute(
+            Sql("SELECT entry_id FROM entry_vectors ORDER BY entry_id")
+        ).fetchall()
         assert [int(r[0]) for r in rows] == sorted({r.entry.id for r in got})
         assert store.search("vectors two", limit=1)[0].entry.id == got[1].entry.id
 
@@ -114,7 +117,7 @@ def test_a_searchs_statements_do_not_grow_with_the_hits_it_checks_and_shows(
     ran: list[str] = []
     real = pgconn.PgConn.execute
 
-    def counted(self: pgconn.PgConn, sql: str, parameters: object = ()) -> pgconn.PgCursor:
+    def counted(self: pgconn.PgConn, sql: Sql, parameters: object = ()) -> pgconn.PgCursor:
         ran.append(sql)
         return real(self, sql, parameters)
 

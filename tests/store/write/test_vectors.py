@@ -11,13 +11,14 @@ from numpy.typing import NDArray
 
 from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import StaticEmbedder
+from offload.store.backend import Sql
 from offload.store.store import Store
 from offload.store.write import vectors
 
 
 def _stored(store: Store, entry_id: int) -> sqlite3.Row | None:
     row: sqlite3.Row | None = store.conn.execute(
-        "SELECT model, data FROM entry_vectors WHERE entry_id = ?", (entry_id,)
+        Sql("SELECT model, data FROM entry_vectors WHERE entry_id = ?"), (entry_id,)
     ).fetchone()
     return row
 
@@ -78,8 +79,8 @@ class _LockProbe:
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
         other = sqlite3.connect(str(self.path), timeout=0, isolation_level=None)
         try:
-            other.execute("BEGIN IMMEDIATE")
-            other.execute("ROLLBACK")
+            other.execute(Sql("BEGIN IMMEDIATE"))
+            other.execute(Sql("ROLLBACK"))
             self.writable.append(True)
         except sqlite3.OperationalError:
             self.writable.append(False)
@@ -127,7 +128,7 @@ def test_backfill_embeds_the_entries_stored_without_a_model(
         assert vectors.backfill(s, progress=lambda done, total: seen.append((done, total))) == 299
         assert vectors.missing(s.conn, model.model_id) == 0
         assert vectors.backfill(s) == 0
-        stored = s.conn.execute("SELECT count(*) FROM entry_vectors").fetchone()[0]
+        stored = s.conn.execute(Sql("SELECT count(*) FROM entry_vectors")).fetchone()[0]
     assert stored == 299
     assert seen[-1] == (299, 299) and len(seen) == 2
 

@@ -28,7 +28,7 @@ import zstandard
 
 from offload.errors import InvalidInput, StoreError
 from offload.store import state, tallies
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.life import archive_read, archive_schema
 from offload.store.life.archive_read import ImportLimits
 from offload.store.life.archive_schema import FORMAT, VERSION, Record
@@ -46,27 +46,40 @@ IMPORT_BATCH = 500
 # in one statement (one entry at a time was 5-7 round trips per entry on PostgreSQL); its
 # bodies are held at once, so the page stays modest
 EXPORT_PAGE = 200
-_ENTRY_PAGE = "SELECT * FROM entries WHERE id > ? ORDER BY id LIMIT ?"
+_ENTRY_PAGE = Sql("SELECT * FROM entries WHERE id > ? ORDER BY id LIMIT ?")
 # an entry's columns that belong to this store, not to the entry: its id, a checkout's
 # owner, and PostgreSQL's write stamp (pgschema.pg_entry_changes)
 _LOCAL_COLUMNS = frozenset(("id", "nonce", "owner_pid", "owner_host", "changed"))
 # a page's labels and vectors by the page's id range; labels in the order the store holds
 # them, as each entry's own look-up gave them
-_LABELS_OF = "SELECT entry_id, label FROM labels WHERE entry_id >= ? AND entry_id <= ?"
-_VECTORS_OF = (
+_LABELS_OF = Sql("SELECT entry_id, label FROM labels WHERE entry_id >= ? AND entry_id <= ?")
+_VECTORS_OF = Sql(
     "SELECT entry_id, model, CAST(data AS BLOB) AS data FROM entry_vectors "
-    "WHERE entry_id >= ? AND entry_id <= ?"
+    "WHERE entry_id >= ? AND entry_id <= ?",
+    (
+        "SELECT entry_id, model, data AS data FROM entry_vectors WHERE entry_id >= %s "
+        "AND entry_id <= %s"
+    ),
 )
 # which of a page's original blocks have chunks in the index
-_INDEXED_OF = (
+_INDEXED_OF = Sql(
     "SELECT b.hash FROM blocks b WHERE b.hash IN (SELECT value FROM json_each(?)) "
-    "AND EXISTS (SELECT 1 FROM chunks c WHERE c.block_id = b.id)"
+    "AND EXISTS (SELECT 1 FROM chunks c WHERE c.block_id = b.id)",
+    (
+        "SELECT b.hash FROM blocks b WHERE b.hash IN (SELECT "
+        "json_array_elements_text(%s::json)) AND EXISTS (SELECT 1 FROM chunks c WHERE "
+        "c.block_id = b.id)"
+    ),
 )
 # an imported vector joins its entry, found by what identifies it in any store; an entry
 # that already has one (of the target's own model, say) keeps it
-_ADD_VECTOR = (
+_ADD_VECTOR = Sql(
     "INSERT OR IGNORE INTO entry_vectors (entry_id, model, data) "
-    "SELECT id, ?, ? FROM entries WHERE scope = ? AND content_hash = ?"
+    "SELECT id, ?, ? FROM entries WHERE scope = ? AND content_hash = ?",
+    (
+        "INSERT INTO entry_vectors (entry_id, model, data) SELECT id, %s, %s FROM "
+        "entries WHERE scope = %s AND content_hash = %s ON CONFLICT DO NOTHING"
+    ),
 )
 
 
@@ -126,22 +139,26 @@ def _records(store: Store) -> Iterator[dict[str, Any]]:
     while page := conn.execute(_ENTRY_PAGE, (last, EXPORT_PAGE)).fetchall():
         yield from _entry_records(store, page)
         last = int(page[-1]["id"])
-    for row in conn.execute("SELECT * FROM tombstones ORDER BY id").fetchall():
+    for row in conn.execute(Sql("SELECT * FROM tombstones ORDER BY id")).fetchall():
         yield {"type": "tombstone", **{k: row[k] for k in row.keys() if k != "id"}}  # noqa: SIM118
     # a value's version is this store's own write count (store/state.py), not exported
     for row in conn.execute(
-        "SELECT namespace, key, value, updated FROM state ORDER BY namespace, key"
+        Sql("SELECT namespace, key, value, updated FROM state ORDER BY namespace, key")
     ).fetchall():
         yield {"type": "state", **{k: row[k] for k in row.keys()}}  # noqa: SIM118
-    for row in conn.execute("SELECT * FROM counters ORDER BY name").fetchall():
+    for row in conn.execute(Sql("SELECT * FROM counters ORDER BY name")).fetchall():
         yield {"type": "counter", "name": row["name"], "value": row["value"]}
     for namespace, key, name, value in tallies.rows_all(conn):
         yield {"type": "tally", "namespace": namespace, "key": key, "name": name, "value": value}
 
 
-_BLOCKS_OF = (
+_BLOCKS_OF = Sql(
     "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks "
-    "WHERE hash IN (SELECT value FROM json_each(?))"
+    "WHERE hash IN (SELECT value FROM json_each(?))",
+    (
+        "SELECT hash, codec, data AS data FROM blocks WHERE hash IN (SELECT "
+        "json_array_elements_text(%s::json))"
+    ),
 )
 
 
@@ -310,19 +327,32 @@ def _keep_held_labels(conn: Conn, batch: list[Record]) -> None:
             r["labels"] = [label for label in r["labels"] if label not in held]
 
 
-_HELD_LABELS = "SELECT label FROM labels WHERE label IN (SELECT value FROM json_each(?))"
+_HELD_LABELS = Sql(
+    "SELECT label FROM labels WHERE label IN (SELECT value FROM json_each(?))",
+    ("SELECT label FROM labels WHERE label IN (SELECT json_array_elements_text(%s::json))"),
+)
 # fixed statements: an archive's keys are checked against a schema, never used as names
 _TOMBSTONE_COLUMNS = (
     "entry_id", "content_hash", "labels", "topic", "source", "scope", "reason", "gone",
     "regenerate",
 )  # fmt: skip
-_ADD_TOMBSTONE = (
+_ADD_TOMBSTONE = Sql(
     "INSERT INTO tombstones (entry_id, content_hash, labels, topic, source, scope, reason, "
-    "gone, regenerate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "gone, regenerate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    (
+        "INSERT INTO tombstones (entry_id, content_hash, labels, topic, source, "
+        "scope, reason, gone, regenerate) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        "RETURNING id"
+    ),
+    returns_id=True,
 )
-_ADD_COUNTER = (
+_ADD_COUNTER = Sql(
     "INSERT INTO counters (name, value) VALUES (?, ?) "
-    "ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)"
+    "ON CONFLICT(name) DO UPDATE SET value = max(value, excluded.value)",
+    (
+        "INSERT INTO counters (name, value) VALUES (%s, %s) ON CONFLICT(name) DO "
+        "UPDATE SET value = greatest(counters.value, excluded.value)"
+    ),
 )
 
 
@@ -381,7 +411,7 @@ def _new_entry(store: Store, r: dict[str, Any]) -> pgbulk.NewEntry:
 def _import_entry(store: Store, r: dict[str, Any]) -> int:
     conn = store.conn
     exists = conn.execute(
-        "SELECT id FROM entries WHERE scope = ? AND content_hash = ?",
+        Sql("SELECT id FROM entries WHERE scope = ? AND content_hash = ?"),
         (r["scope"], r["content_hash"]),
     ).fetchone()
     if exists is not None:
@@ -410,7 +440,13 @@ def _import_entry(store: Store, r: dict[str, Any]) -> int:
         values = [r.get(c) for c in cols]
         values[cols.index("status")] = "cold"  # a checkout does not travel
         cur = conn.execute(
-            f"INSERT INTO entries ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", values
+            Sql(
+                f"INSERT INTO entries ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                f"INSERT INTO entries ({', '.join(cols)}) "
+                f"VALUES ({', '.join(['%s'] * len(cols))}) RETURNING id",
+                returns_id=True,
+            ),
+            values,
         )
         entry_id = int(cur.lastrowid or 0)
         index.refresh_meta(conn, entry_id)

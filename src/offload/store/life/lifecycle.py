@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from offload.core.fence import new_nonce
 from offload.errors import FenceError, InvalidInput
+from offload.store.backend import Sql
 from offload.store.models import Checkout, Entry, Status
 from offload.store.sqlite import db
 from offload.store.write import removal, rows
@@ -34,11 +35,13 @@ def checkout(store: Store, ref: str, *, scope: str | None, churn_window_s: float
     now = store.clock()
     with db.write_tx(store.conn) as conn:
         row = conn.execute(
-            "SELECT checked_in, status FROM entries WHERE id = ?", (entry.id,)
+            Sql("SELECT checked_in, status FROM entries WHERE id = ?"), (entry.id,)
         ).fetchone()
         conn.execute(
-            "UPDATE entries SET status = 'hot', nonce = ?, owner_pid = ?, owner_host = ?, "
-            "checked_out = ?, accessed = ?, access_count = access_count + 1 WHERE id = ?",
+            Sql(
+                "UPDATE entries SET status = 'hot', nonce = ?, owner_pid = ?, owner_host = ?, "
+                "checked_out = ?, accessed = ?, access_count = access_count + 1 WHERE id = ?"
+            ),
             (nonce, os.getpid(), machine(), now, now, entry.id),
         )
         fresh = rows.entry_by_id(conn, entry.id)
@@ -67,7 +70,9 @@ def checkin(store: Store, ref: str, nonce: str, *, scope: str | None) -> Entry:
 
 def _checkin(store: Store, entry: Entry, nonce: str) -> Entry | None:
     with db.write_tx(store.conn) as conn:
-        row = conn.execute("SELECT status, nonce FROM entries WHERE id = ?", (entry.id,)).fetchone()
+        row = conn.execute(
+            Sql("SELECT status, nonce FROM entries WHERE id = ?"), (entry.id,)
+        ).fetchone()
         if row is None:
             return None
         if row["status"] != "hot" or not row["nonce"]:
@@ -81,8 +86,10 @@ def _checkin(store: Store, entry: Entry, nonce: str) -> Entry | None:
                 "use the nonce from the latest checkout's fence tag"
             )
         conn.execute(
-            "UPDATE entries SET status = 'cold', nonce = NULL, owner_pid = NULL, "
-            "owner_host = NULL, checked_in = ? WHERE id = ?",
+            Sql(
+                "UPDATE entries SET status = 'cold', nonce = NULL, owner_pid = NULL, "
+                "owner_host = NULL, checked_in = ? WHERE id = ?"
+            ),
             (store.clock(), entry.id),
         )
         return rows.entry_by_id(conn, entry.id)
@@ -94,8 +101,10 @@ def reset_stale_hot(store: Store) -> int:
     if dead:
         with db.write_tx(store.conn) as conn:
             conn.executemany(
-                "UPDATE entries SET status = 'cold', nonce = NULL, owner_pid = NULL, "
-                "owner_host = NULL WHERE id = ? AND status = 'hot'",
+                Sql(
+                    "UPDATE entries SET status = 'cold', nonce = NULL, owner_pid = NULL, "
+                    "owner_host = NULL WHERE id = ? AND status = 'hot'"
+                ),
                 [(i,) for i in dead],
             )
     return len(dead)
@@ -107,7 +116,7 @@ def stale_hot(store: Store) -> list[int]:
     here)."""
     here = machine()
     rows = store.conn.execute(
-        "SELECT id, owner_pid, owner_host FROM entries WHERE status = 'hot'"
+        Sql("SELECT id, owner_pid, owner_host FROM entries WHERE status = 'hot'")
     ).fetchall()
     return [
         int(r["id"])
@@ -140,9 +149,11 @@ def set_pin(store: Store, ref: str, on: bool, scope: str | None) -> Entry:
     entry = store.resolve(ref, scope)
     with db.write_tx(store.conn) as conn:
         if on:
-            conn.execute("UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry.id,))
+            conn.execute(
+                Sql("UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?"), (entry.id,)
+            )
         else:
-            conn.execute("UPDATE entries SET pinned = 0 WHERE id = ?", (entry.id,))
+            conn.execute(Sql("UPDATE entries SET pinned = 0 WHERE id = ?"), (entry.id,))
         return rows.entry_by_id(conn, entry.id)
 
 
@@ -196,7 +207,7 @@ def reap_query(
     max_salience: float | None,
     status: str | None,
     scope: str | None,
-) -> tuple[str, list[Any]]:
+) -> tuple[Sql, list[Any]]:
     """The SQL and parameters selecting reap's victims (entry rows with size and lines)."""
     conds = ["e.pinned = 0"]
     params: list[Any] = []
@@ -212,7 +223,7 @@ def reap_query(
     if scope is not None:
         conds.append("e.scope = ?")
         params.append(scope)
-    sql = (
+    sql = Sql(
         "SELECT e.*, b.size AS size, b.lines AS lines FROM entries e "
         f"JOIN blocks b ON b.hash = e.block_hash WHERE {' AND '.join(conds)} ORDER BY e.id"
     )
@@ -245,7 +256,7 @@ def forget_where(store: Store, *, source: str, scope: str, keep: Iterable[int], 
         ids = [
             int(r[0])
             for r in conn.execute(
-                "SELECT id FROM entries WHERE source = ? AND scope = ?", (source, scope)
+                Sql("SELECT id FROM entries WHERE source = ? AND scope = ?"), (source, scope)
             )
             if int(r[0]) not in keep_ids
         ]
@@ -260,7 +271,7 @@ def expire_due(store: Store) -> int:
     ids = [
         int(r[0])
         for r in store.conn.execute(
-            "SELECT id FROM entries WHERE expires IS NOT NULL AND expires <= ?", (now,)
+            Sql("SELECT id FROM entries WHERE expires IS NOT NULL AND expires <= ?"), (now,)
         )
     ]
     for i in ids:
@@ -272,6 +283,6 @@ def expire(store: Store, entry_id: int) -> None:
     """Archive one expired entry, in its own transaction."""
     with db.write_tx(store.conn) as conn:
         # re-read inside the transaction: another process may have archived it meanwhile
-        row = conn.execute("SELECT expires FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        row = conn.execute(Sql("SELECT expires FROM entries WHERE id = ?"), (entry_id,)).fetchone()
         if row is not None and row["expires"] is not None:
             removal.delete(store, conn, entry_id, "expired")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from offload.core import analysis
 from offload.core.hashing import CTX_PREFIX
 from offload.errors import IntegrityError, InvalidInput, NotFound
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.life import lifecycle
 from offload.store.models import DoctorReport, Reindexed
 from offload.store.sqlite import db
@@ -34,11 +34,15 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     """
     report = DoctorReport()
     conn = store.conn
-    hashes = [r[0] for r in conn.execute("SELECT hash FROM blocks ORDER BY id")]
+    hashes = [r[0] for r in conn.execute(Sql("SELECT hash FROM blocks ORDER BY id"))]
     total = len(hashes)
     for i, digest in enumerate(hashes, 1):
         row = conn.execute(
-            "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
+            Sql(
+                "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?",
+                "SELECT codec, data AS data FROM blocks WHERE hash = %s",
+            ),
+            (digest,),
         ).fetchone()
         try:
             blocks.unpack(digest, row["codec"], bytes(row["data"]))
@@ -50,29 +54,37 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     report.missing_blocks = [
         r[0]
         for r in conn.execute(
-            "SELECT DISTINCT e.block_hash FROM entries e "
-            "LEFT JOIN blocks b ON b.hash = e.block_hash WHERE b.hash IS NULL"
+            Sql(
+                "SELECT DISTINCT e.block_hash FROM entries e "
+                "LEFT JOIN blocks b ON b.hash = e.block_hash WHERE b.hash IS NULL"
+            )
         )
     ]
     report.orphan_blocks = [
         r[0]
         for r in conn.execute(
-            "SELECT b.hash FROM blocks b WHERE NOT EXISTS "
-            "(SELECT 1 FROM entries e WHERE e.block_hash = b.hash OR e.content_hash = b.hash)"
+            Sql(
+                "SELECT b.hash FROM blocks b WHERE NOT EXISTS "
+                "(SELECT 1 FROM entries e WHERE e.block_hash = b.hash OR e.content_hash = b.hash)"
+            )
         )
     ]
     # a block that is some entry's stored body must have chunks (originals are not indexed)
     report.unindexed_blocks = [
         r[0]
         for r in conn.execute(
-            "SELECT DISTINCT e.block_hash FROM entries e JOIN blocks b ON b.hash = e.block_hash "
-            "WHERE b.size > 0 AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.block_id = b.id)"
+            Sql(
+                "SELECT DISTINCT e.block_hash FROM entries e JOIN blocks b ON b.hash = e.block_hash "
+                "WHERE b.size > 0 AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.block_id = b.id)"
+            )
         )
     ]
     report.stale_chunks = int(
         conn.execute(
-            "SELECT count(*) FROM chunks c WHERE NOT EXISTS "
-            "(SELECT 1 FROM blocks b WHERE b.id = c.block_id)"
+            Sql(
+                "SELECT count(*) FROM chunks c WHERE NOT EXISTS "
+                "(SELECT 1 FROM blocks b WHERE b.id = c.block_id)"
+            )
         ).fetchone()[0]
     )
     report.index_ok = _fts_ok(conn)
@@ -85,15 +97,19 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     return report
 
 
-_CHUNK_PLACE = (
+_CHUNK_PLACE = Sql(
     "SELECT c.start AS start, c.end AS end, b.hash AS hash FROM chunks c "
-    "JOIN blocks b ON b.id = c.block_id WHERE c.id = ?"
+    "JOIN blocks b ON b.id = c.block_id WHERE c.id = ?",
+    (
+        'SELECT c.start AS start, c."end" AS "end", b.hash AS hash FROM chunks c JOIN '
+        "blocks b ON b.id = c.block_id WHERE c.id = %s"
+    ),
 )
 
 
 # an entry's content hash is verified with the block that holds the content: its body
 # (content_hash = block_hash) or its kept original; with neither, it is a bare claim
-_UNVERIFIED = (
+_UNVERIFIED = Sql(
     "SELECT e.id FROM entries e WHERE e.content_hash != e.block_hash AND NOT EXISTS "
     "(SELECT 1 FROM blocks b WHERE b.hash = e.content_hash) ORDER BY e.id"
 )
@@ -106,21 +122,21 @@ def _rekey_unverified(store: Store, conn: Conn, entry_ids: list[int]) -> list[st
     there). Nothing is read back under a hash its bytes do not have."""
     done: list[str] = []
     for entry_id in entry_ids:
-        row = conn.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        row = conn.execute(Sql("SELECT * FROM entries WHERE id = ?"), (entry_id,)).fetchone()
         body = str(row["block_hash"])
         why = (
             "its content hash could not be verified (the store holds no content with that "
             f"hash); its body is {CTX_PREFIX}{body}"
         )
         twin = conn.execute(
-            "SELECT id FROM entries WHERE scope = ? AND content_hash = ?", (row["scope"], body)
+            Sql("SELECT id FROM entries WHERE scope = ? AND content_hash = ?"), (row["scope"], body)
         ).fetchone()
         if twin is not None:
             removal.delete(store, conn, entry_id, f"{why} (#{int(twin[0])})")
             done.append(f"forgot #{entry_id}: unverified content hash, its body is #{twin[0]}")
             continue
         tombstones.bury(conn, row, (), why, store.clock())
-        conn.execute("UPDATE entries SET content_hash = block_hash WHERE id = ?", (entry_id,))
+        conn.execute(Sql("UPDATE entries SET content_hash = block_hash WHERE id = ?"), (entry_id,))
         done.append(
             f"renamed #{entry_id} to its body's hash {body[:12]} "
             f"(its content hash {str(row['content_hash'])[:12]} was unverified)"
@@ -160,15 +176,17 @@ def _repair(store: Store, report: DoctorReport) -> None:
             report.repaired.append(f"dropped {len(report.orphan_blocks)} orphan blocks")
         if report.stale_chunks:
             conn.execute(
-                "DELETE FROM chunks WHERE NOT EXISTS "
-                "(SELECT 1 FROM blocks b WHERE b.id = chunks.block_id)"
+                Sql(
+                    "DELETE FROM chunks WHERE NOT EXISTS "
+                    "(SELECT 1 FROM blocks b WHERE b.id = chunks.block_id)"
+                )
             )
             report.repaired.append(f"removed {report.stale_chunks} chunks of missing blocks")
         for digest in report.corrupt_blocks + report.missing_blocks:
             ids = [
                 int(r[0])
                 for r in conn.execute(
-                    "SELECT id FROM entries WHERE block_hash = ? OR content_hash = ?",
+                    Sql("SELECT id FROM entries WHERE block_hash = ? OR content_hash = ?"),
                     (digest, digest),
                 )
             ]
@@ -213,8 +231,8 @@ def compact(store: Store) -> tuple[int, int]:
     with db.write_tx(conn):
         index.optimize(conn)
     with db.busy_guard():
-        conn.execute("VACUUM")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute(Sql("VACUUM", "VACUUM FULL"))
+        conn.execute(Sql("PRAGMA wal_checkpoint(TRUNCATE)", "SELECT 'ok'", noop=True))
     return before, _disk_bytes(store)
 
 
@@ -237,7 +255,7 @@ def _rebuild_index(store: Store, conn: Conn, progress: Progress | None = None) -
     # a body indexed from a later line on (put(index_from_line)) stays so
     starts = {r[0]: int(r[1]) for r in conn.execute(_FIRST_INDEXED_LINES)}
     index.clear(conn)
-    digests = [r[0] for r in conn.execute("SELECT DISTINCT block_hash FROM entries")]
+    digests = [r[0] for r in conn.execute(Sql("SELECT DISTINCT block_hash FROM entries"))]
     digests += [d for d in originals if d not in set(digests)]
     skipped: list[str] = []
     for i, digest in enumerate(digests, 1):
@@ -258,12 +276,14 @@ def _rebuild_index(store: Store, conn: Conn, progress: Progress | None = None) -
 # lossy entries' kept originals that have chunks (chunks survive a damaged FTS table)
 _INDEXED_ORIGINALS = (
     # b.id selected too: PostgreSQL orders a DISTINCT only by what it selects
-    "SELECT DISTINCT b.id, b.hash FROM entries e JOIN blocks b ON b.hash = e.content_hash "
-    "WHERE e.content_hash != e.block_hash AND EXISTS "
-    "(SELECT 1 FROM chunks c WHERE c.block_id = b.id) ORDER BY b.id"
+    Sql(
+        "SELECT DISTINCT b.id, b.hash FROM entries e JOIN blocks b ON b.hash = e.content_hash "
+        "WHERE e.content_hash != e.block_hash AND EXISTS "
+        "(SELECT 1 FROM chunks c WHERE c.block_id = b.id) ORDER BY b.id"
+    )
 )
 # each indexed block's first indexed line (more than 1: indexed from a later line on)
-_FIRST_INDEXED_LINES = (
+_FIRST_INDEXED_LINES = Sql(
     "SELECT b.hash, min(c.start_line) FROM chunks c JOIN blocks b ON b.id = c.block_id "
     "GROUP BY b.hash HAVING min(c.start_line) > 1"
 )

@@ -23,6 +23,7 @@ import zstandard
 
 from offload.core.hashing import encode, sha256_hex
 from offload.errors import IntegrityError, InvalidInput, StoreError
+from offload.store.backend import Sql
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.life.archive_read import ImportLimits
 from offload.store.store import Store
@@ -33,14 +34,23 @@ ARCHIVE_NAME = "migrate.offload-archive"
 # blocks the verification reads per statement
 VERIFY_PAGE = 500
 # the target's vectors, a page of entries at a time (by id: any store's ids only grow)
-_READ_VECTORS = (
+_READ_VECTORS = Sql(
     "SELECT e.id, e.scope, e.content_hash, v.model, CAST(data AS BLOB) AS data "
     "FROM entries e JOIN entry_vectors v ON v.entry_id = e.id WHERE e.id > ? "
-    "ORDER BY e.id LIMIT ?"
+    "ORDER BY e.id LIMIT ?",
+    (
+        "SELECT e.id, e.scope, e.content_hash, v.model, data AS data FROM entries e "
+        "JOIN entry_vectors v ON v.entry_id = e.id WHERE e.id > %s ORDER BY e.id "
+        "LIMIT %s"
+    ),
 )
-_READ_BLOCKS = (
+_READ_BLOCKS = Sql(
     "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks "
-    "WHERE hash IN (SELECT value FROM json_each(?))"
+    "WHERE hash IN (SELECT value FROM json_each(?))",
+    (
+        "SELECT hash, codec, data AS data FROM blocks WHERE hash IN (SELECT "
+        "json_array_elements_text(%s::json))"
+    ),
 )
 
 

@@ -2,7 +2,7 @@
 
 :class:`PgConn` offers what the row-level functions use of a ``sqlite3`` connection
 (``execute``, ``executemany``, ``in_transaction``; rows readable by name and by position;
-``lastrowid``), translating each statement with :mod:`offload.store.postgres.pgsql`. Connections
+``lastrowid``), running each statement's PostgreSQL form (:class:`offload.store.backend.Sql`). Connections
 come from a ``psycopg_pool`` pool: borrowed per statement, or for a whole write
 transaction.
 
@@ -33,7 +33,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from offload.core.urls import redact_url
 from offload.errors import StoreBusy, StoreError
-from offload.store.postgres import pgarrays, pgsql, pgterms
+from offload.store.backend import Sql
+from offload.store.postgres import pgarrays, pgterms
 
 if TYPE_CHECKING:
     import psycopg
@@ -95,10 +96,10 @@ WITH b AS (
 
 
 # a block's chunks (insert_chunks): one round trip instead of two per chunk
-_INSERT_CHUNKS = _chunks_statement("%s")
+_INSERT_CHUNKS = Sql.postgres_only(_chunks_statement("%s"))
 # a new block with its chunks outside a transaction (insert_indexed_block): one round
 # trip, where the block's insert and then its chunks' took two
-_INSERT_INDEXED_BLOCK = _indexed_block_statement("SELECT id FROM b")
+_INSERT_INDEXED_BLOCK = Sql.postgres_only(_indexed_block_statement("SELECT id FROM b"))
 # A block inside a transaction (insert_indexed_block, pipelined): its new id (0 when it
 # was stored before) also kept in a transaction-local setting that a big body's later
 # batches' statements read, so the client sends them without waiting for the id (it
@@ -164,7 +165,7 @@ def _row_factory(cursor: Any) -> Any:
 
 
 class PgCursor:
-    """The result of one translated statement, read whole when it ran."""
+    """The result of one statement, read whole when it ran."""
 
     def __init__(
         self, rowcount: int | None, lastrowid: int | None = None, rows: list[Any] | None = None
@@ -218,25 +219,24 @@ class PgConn:
         """Whether this thread has a write transaction open."""
         return self._tx is not None
 
-    def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:
-        """Run one statement (translated); its rows are read at once."""
+    def execute(self, sql: Sql, parameters: Any = (), /) -> PgCursor:
+        """Run one statement (its PostgreSQL form); its rows are read at once."""
         head = sql.strip().upper()
         if head in ("BEGIN", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"):
             self._transaction(head)
             return PgCursor(None)
-        st = pgsql.translate(sql)
-        params = st.params(parameters) if st.params else parameters
+        st, params = _pg_bound(sql, parameters)
         if self._first and self._tx is not None:
-            first = self._first.pop((st.sql, tuple(params)), None)
+            first = self._first.pop((st.postgres, tuple(params)), None)
             if first is not None:
                 return first  # read with the BEGIN (begin_keyed), nothing else run since
-        ahead = self._ahead.get(st.sql) if self._ahead else None
+        ahead = self._ahead.get(st.postgres) if self._ahead else None
         if ahead is not None and self._tx is None and ahead[0] == tuple(params):
-            del self._ahead[st.sql]
+            del self._ahead[st.postgres]
             return ahead[1]  # read ahead (read_ahead), nothing else run since
         return self._run(lambda raw: _run_one(raw, st, params))
 
-    def read_ahead(self, reads: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    def read_ahead(self, reads: Sequence[tuple[Sql, Sequence[Any]]]) -> None:
         """Run ``reads`` (the store's SQL and parameters, each a read) now, together: one
         round trip, one statement each with its own snapshot, as one by one. Each result
         answers the next :meth:`execute` of the same statement with the same parameters,
@@ -245,16 +245,16 @@ class PgConn:
         (store/search/memory/resident.py). Nothing inside a write transaction (its reads see its writes)."""
         if self._tx is not None or not reads:
             return
-        keyed = [_translated(sql, parameters) for sql, parameters in reads]
+        keyed = [_pg_bound(sql, parameters) for sql, parameters in reads]
         results = self._run(lambda raw: _run_together(raw, _inlined(raw, keyed)))
         self._ahead = {
-            st.sql: (tuple(params), cur or PgCursor(None))
+            st.postgres: (tuple(params), cur or PgCursor(None))
             for (st, params), cur in zip(keyed, results, strict=True)
         }
 
-    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
+    def executemany(self, sql: Sql, parameters: Iterable[Sequence[Any]], /) -> PgCursor:
         """Run one statement for each parameter row."""
-        st = pgsql.translate(sql)
+        st = pg_form(sql)
         rows = [st.params(p) if st.params else p for p in parameters]
         if not rows or st.noop:
             return PgCursor(None)
@@ -357,15 +357,15 @@ class PgConn:
         if not chunks:
             return
         params = (*_chunk_columns(chunks), block_id)
-        self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_CHUNKS), params))
+        self._run(lambda raw: _run_one(raw, _INSERT_CHUNKS, params))
 
     def insert_indexed_block(
         self,
         block: Sequence[Any],
         chunks: Sequence[Sequence[Any]],
         later: Iterable[Sequence[Sequence[Any]]] = (),
-        then: tuple[str, Sequence[Any]] | None = None,
-        after: Callable[[], tuple[str, Sequence[Any]] | None] | None = None,
+        then: tuple[Sql, Sequence[Any]] | None = None,
+        after: Callable[[], tuple[Sql, Sequence[Any]] | None] | None = None,
     ) -> Inserted:
         """Insert a new block, ``block`` = (hash, size, lines, codec, data, created), with
         its chunks (as :meth:`insert_chunks` takes them, at least one) and their search
@@ -387,14 +387,14 @@ class PgConn:
         Inside a transaction all of it is one pipeline: one round trip, however many
         statements.
         """
-        follow = None if then is None else _translated(*then)
+        follow = None if then is None else _pg_bound(*then)
         if self._tx is not None:
             params = (*block, *_chunk_columns(chunks))
             return self._run(lambda raw: _stream_block(raw, params, later, follow, after))
         # outside one each statement would commit on its own: the chunks all in one
         whole = [*chunks, *(row for batch in later for row in batch)]
         params = (*block, *_chunk_columns(whole))
-        cur = self._run(lambda raw: _run_one(raw, pgsql.Statement(_INSERT_INDEXED_BLOCK), params))
+        cur = self._run(lambda raw: _run_one(raw, _INSERT_INDEXED_BLOCK, params))
         block_id = _new_id(cur.fetchone())
         then_id = (
             None if follow is None else self._run(lambda raw: _run_one(raw, *follow)).lastrowid
@@ -436,7 +436,7 @@ class PgConn:
 
         self._run(copy)
 
-    def begin_keyed(self, keys: Iterable[str], then: Sequence[tuple[str, Any]] = ()) -> None:
+    def begin_keyed(self, keys: Iterable[str], then: Sequence[tuple[Sql, Any]] = ()) -> None:
         """Begin a put's write transaction: the store lock shared, and an exclusive lock
         for each of ``keys`` (what the put reads and then writes), in sorted order.
 
@@ -539,32 +539,30 @@ class PgConn:
 
 
 def _begin_with(
-    raw: psycopg.Connection[Any], begin: list[str], then: Sequence[tuple[str, Any]]
+    raw: psycopg.Connection[Any], begin: list[str], then: Sequence[tuple[Sql, Any]]
 ) -> dict[tuple[str, tuple[Any, ...]], PgCursor]:
     """BEGIN, the ``begin`` statements (the locks) and then ``then`` as one query string
     (:func:`_run_together`): one round trip and one execute for all of them. Each runs
     after the one before it, in the same transaction and with its own snapshot, exactly as
     it would one by one (so a read after the locks sees what the writers before them
     committed); an error skips the rest. Returns the result of each of ``then``'s reads (a
-    statement that returned rows) by its key (its translated SQL and parameters).
+    statement that returned rows) by its key (its PostgreSQL SQL and parameters).
 
     psycopg's pipeline mode also sent them in one round trip, but its Python loop per
     statement and per result cost the client ~0.25 ms more a put."""
-    keyed = [_translated(sql, parameters) for sql, parameters in then]
+    keyed = [_pg_bound(sql, parameters) for sql, parameters in then]
     results = _run_together(raw, ["BEGIN", *begin, *_inlined(raw, keyed)])
     answers = zip(keyed, results[1 + len(begin) :], strict=True)
     # a read answers once; a write must run again when asked again
-    return {(st.sql, tuple(params)): r for (st, params), r in answers if r is not None}
+    return {(st.postgres, tuple(params)): r for (st, params), r in answers if r is not None}
 
 
-def _inlined(
-    raw: psycopg.Connection[Any], statements: Sequence[tuple[pgsql.Statement, Any]]
-) -> list[str]:
+def _inlined(raw: psycopg.Connection[Any], statements: Sequence[tuple[Sql, Any]]) -> list[str]:
     """Statements with their parameters written in as literals (libpq's quoting)."""
     import psycopg
 
     inline = psycopg.ClientCursor(raw)
-    return [inline.mogrify(st.sql, params) for st, params in statements]
+    return [inline.mogrify(st.postgres, params) for st, params in statements]
 
 
 def _run_together(raw: psycopg.Connection[Any], statements: Sequence[str]) -> list[PgCursor | None]:
@@ -613,9 +611,19 @@ class Inserted(NamedTuple):
     then_id: int | None
 
 
-def _translated(sql: str, parameters: Sequence[Any]) -> tuple[pgsql.Statement, Any]:
+def pg_form(sql: Sql) -> Sql:
+    """A statement as this connection runs it (:attr:`Sql.postgres`); a bare string, which
+    has no PostgreSQL form, or one only SQLite runs is refused (StoreError)."""
+    if not isinstance(sql, Sql):
+        raise StoreError(f"a statement without its PostgreSQL form: {sql[:80]}")
+    if not sql.postgres_runs:
+        raise StoreError(f"a statement only SQLite runs was sent to PostgreSQL: {sql[:80]}")
+    return sql
+
+
+def _pg_bound(sql: Sql, parameters: Sequence[Any]) -> tuple[Sql, Any]:
     """A store statement and its parameters as PostgreSQL takes them."""
-    st = pgsql.translate(sql)
+    st = pg_form(sql)
     return st, (st.params(parameters) if st.params else parameters)
 
 
@@ -623,8 +631,8 @@ def _stream_block(
     raw: psycopg.Connection[Any],
     params: Sequence[Any],
     later: Iterable[Sequence[Sequence[Any]]],
-    then: tuple[pgsql.Statement, Any] | None = None,
-    after: Callable[[], tuple[str, Sequence[Any]] | None] | None = None,
+    then: tuple[Sql, Any] | None = None,
+    after: Callable[[], tuple[Sql, Sequence[Any]] | None] | None = None,
 ) -> Inserted:
     """The block statement (and ``then``), then one chunk statement per later batch, then
     ``after``'s statement, pipelined: each is sent as soon as its batch is ready, and the
@@ -632,14 +640,14 @@ def _stream_block(
     stored before (then the later batches insert nothing)."""
     with raw.pipeline():
         head = raw.execute(_STREAM_HEAD, params)
-        follow = None if then is None else raw.execute(then[0].sql, then[1] or None)
+        follow = None if then is None else raw.execute(then[0].postgres, then[1] or None)
         wants_id = then is not None and then[0].returns_id
         for batch in later:
             raw.execute(_STREAM_CHUNKS, _chunk_columns(batch))
         last = None if after is None else after()
         if last is not None:
-            st, parameters = _translated(*last)
-            raw.execute(st.sql, parameters or None)
+            st, parameters = _pg_bound(*last)
+            raw.execute(st.postgres, parameters or None)
         block_id = _new_id(head.fetchone()) or None
         then_id = _new_id(follow.fetchone()) if follow is not None and wants_id else None
     return Inserted(block_id, then_id)
@@ -650,8 +658,8 @@ def _new_id(row: Any) -> int | None:
     return None if row is None else int(row[0])
 
 
-def _run_one(raw: psycopg.Connection[Any], st: pgsql.Statement, params: Any) -> PgCursor:
-    cur = raw.execute(st.sql, params or None)
+def _run_one(raw: psycopg.Connection[Any], st: Sql, params: Any) -> PgCursor:
+    cur = raw.execute(st.postgres, params or None)
     if st.returns_id:
         row = cur.fetchone()
         return PgCursor(cur.rowcount, int(row[0]) if row else None, [])
@@ -659,9 +667,9 @@ def _run_one(raw: psycopg.Connection[Any], st: pgsql.Statement, params: Any) -> 
     return PgCursor(cur.rowcount, None, rows)
 
 
-def _run_many(raw: psycopg.Connection[Any], st: pgsql.Statement, rows: list[Any]) -> PgCursor:
+def _run_many(raw: psycopg.Connection[Any], st: Sql, rows: list[Any]) -> PgCursor:
     with raw.cursor() as cur:
-        cur.executemany(st.sql, rows)
+        cur.executemany(st.postgres, rows)
         return PgCursor(cur.rowcount, None, [])
 
 

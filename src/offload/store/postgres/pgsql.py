@@ -1,53 +1,43 @@
-"""The store's statements, as PostgreSQL runs them (pure: no connection here).
+"""What PostgreSQL's forms of the store's statements are built from (pure: no connection here).
 
-The row-level functions (rows, index, tombstones, state, lifecycle, search, vectors) are
-written once, in SQLite's dialect with ``?`` parameters. A PostgreSQL store runs the same
-statements through :func:`translate`, which rewrites the few SQLite-only constructs, each
-by a named rule below:
+Each statement the store runs is a :class:`offload.store.backend.Sql` written where it is
+used, with its PostgreSQL form beside its SQLite one where the two differ. The forms that
+stand for FTS5 are built here, as are the parameter maps that turn a statement's SQLite
+parameters into the PostgreSQL form's:
 
-- ``?`` parameters become ``%s`` (and a literal ``%`` is doubled);
-- ``INSERT OR IGNORE`` becomes ``ON CONFLICT DO NOTHING``; a replaced vector gets a new id;
-- ``json_each(?)`` (a list of ids) becomes ``offload_ids(%s)``, a function of the schema;
-  a list of words, digests or labels (``term``/``hash``/``label IN (SELECT value FROM
-  json_each(?))``) is read as JSON text;
-- the column ``end`` is quoted; ``instr``/``substr(x, -n)`` become ``strpos``/``right``;
-  ``max(a, b)`` of two counter values is ``greatest``, and an upsert's unqualified
-  ``value`` names the counter's row;
-- the FTS5 tables ``search_body``/``search_meta`` are ``tsvector`` columns with GIN indexes:
-  their inserts build the vector from the terms that :mod:`offload.core.analysis` produced
-  (one lexeme per term, positions kept), MATCH becomes ``@@`` on a ``tsquery`` of the same
-  quoted terms (a selective partition ``(rare) AND/NOT (common)`` becomes ``&``/``& !``),
-  ``bm25()`` becomes an IDF-weighted sum of ``ts_rank`` (:func:`_top`; metadata columns
-  weighted as :data:`offload.store.schema.META_WEIGHTS` say), a term's document frequency
-  (fts5vocab's ``doc``) is read cheaply (:func:`_df`), and FTS5's commands (optimize,
-  automerge, integrity-check) have nothing to do;
-- a join on ``n.id IN (a subquery correlated with the other side ... LIMIT ?)`` (an entry's
-  neighbours) is a ``LATERAL`` join: PostgreSQL would otherwise run the subquery once per
-  pair of rows (seconds at 2,000 entries);
-- ``VACUUM`` is ``VACUUM FULL`` (what gives space back, as SQLite's does).
+- the FTS5 tables ``search_body``/``search_meta`` are ``tsvector`` columns with GIN
+  indexes: their rows hold the terms that :mod:`offload.core.analysis` produced (one lexeme
+  per term, positions kept: :func:`body_params`, :func:`meta_params`), a MATCH is ``@@`` on a
+  ``tsquery`` of the same quoted terms (:func:`tsqueries_at`; a selective partition
+  ``(rare) AND/NOT (common)`` becomes ``&``/``& !``), ``bm25()`` is an IDF-weighted sum of
+  ``ts_rank`` (:func:`top`; metadata columns weighted as
+  :data:`offload.store.schema.META_WEIGHTS` say), and a term's document frequency
+  (fts5vocab's ``doc``) is read cheaply (:func:`vocab_row`, :func:`vocab_rows`);
+- a search's term statistics in one statement (:func:`search_stats_sql`), and a body
+  ranking whose weights the caller computed (:data:`RANKED_BODY`);
+- the row and chunk counts read from the planner's estimates once a table is large
+  (:func:`row_count`, :func:`chunk_count`).
 
-A statement translates the same way every time, so translations are cached.
+Elsewhere the differences are written out at the statement: ``INSERT OR IGNORE`` is
+``ON CONFLICT DO NOTHING``, a list of ids ``json_each(?)`` is ``offload_ids(%s)`` (a
+function of the schema) and one of words or labels ``json_array_elements_text(%s::json)``,
+the column ``end`` is quoted, an insert whose id is read ends in ``RETURNING id``.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from offload.store.backend import ParamMap, Sql
 from offload.store.schema import META_WEIGHTS
-
-ParamMap = Callable[[Sequence[Any]], Sequence[Any]]
 
 # PostgreSQL refuses a lexeme of 2 KB or more, and positions past 16383
 MAX_LEXEME_BYTES = 2046
 MAX_POSITION = 16383
-# tables whose inserts report the new row's id (cursor.lastrowid)
-ID_TABLES = frozenset({"blocks", "entries", "tombstones", "chunks"})
 # search_meta's columns and the tsvector weight letter each one gets
 META_COLUMNS = ("topic", "summary", "tags", "labels", "source")
 _LETTERS = "ABCD"
@@ -57,16 +47,8 @@ DF_EXACT_UP_TO = 5000
 EXACT_ROWS_UP_TO = 100_000
 # ts_rank's default weight of an unlabelled lexeme (label D): search_body's terms
 BODY_TERM_WEIGHT = 0.1
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One translated statement: its SQL, how its parameters map, whether it returns an id."""
-
-    sql: str
-    params: ParamMap | None = None
-    returns_id: bool = False
-    noop: bool = False
+# the tsvector column of each search table (FTS5's tables on SQLite)
+_TS_COLUMN = {"search_body": "terms", "search_meta": "tsv"}
 
 
 def _meta_letters() -> tuple[dict[str, str], list[float]]:
@@ -145,53 +127,27 @@ def tsquery_literal(match: str) -> str:
     return " | ".join(lexemes)
 
 
-# -- the rules ------------------------------------------------------------------------------
-
-_FTS_COMMAND = re.compile(
-    r"^INSERT INTO (search_body|search_meta) \(\1(?:, rank)?\) VALUES \('([a-z-]+)'(?:, \d+)?\)$"
-)
-_FTS_DELETE = re.compile(
-    r"^INSERT INTO search_body \(search_body, rowid, terms\) VALUES \('delete', \?, \?\)$"
-)
-_BODY_INSERT = "INSERT INTO search_body (rowid, terms) VALUES (?, ?)"
-_META_INSERT = re.compile(
-    r"^INSERT INTO search_meta \(rowid, topic, summary, tags, labels, source\)\s+"
-    r"VALUES \(\?, \?, \?, \?, \?, \?\)$"
-)
-_TOP = re.compile(
-    r"^SELECT rowid, bm25\((search_body|search_meta)[^)]*\) AS s FROM \1 "
-    r"WHERE \1 MATCH \? ORDER BY s LIMIT \?$"
-)
-_MATCH = re.compile(r"\b(search_body|search_meta) MATCH \?")
-_SEQUENCE = re.compile(r"^SELECT seq FROM sqlite_sequence WHERE name = '(\w+)'$")
-_REPLACE_VECTOR = re.compile(r"^INSERT OR REPLACE INTO entry_vectors \(entry_id, model, data\)")
-_INSERT_TABLE = re.compile(r"^\s*INSERT INTO (\w+)")
-_PRAGMA = re.compile(r"^\s*PRAGMA\b", re.IGNORECASE)
-_END = re.compile(r"(?<![\w\"'])end(?![\w\"'])")
-_SUBSTR_TAIL = re.compile(r"substr\((\w+), -(\d+)\)")
-_BLOB = re.compile(r"CAST\((\w+) AS BLOB\)")
-_TS_COLUMN = {"search_body": "terms", "search_meta": "tsv"}
-_VOCAB_ROW = re.compile(r"^SELECT doc FROM temp\.\w+ WHERE term = \?$")
-_VOCAB_ROWS = re.compile(
-    r"^SELECT term, doc FROM temp\.\w+ WHERE term IN \(SELECT value FROM json_each\(\?\)\)$"
-)
-_ROW_COUNT = re.compile(r"^SELECT count\(\*\) AS n FROM (search_body|search_meta)$")
-_IN_CORRELATED = re.compile(
-    r"^SELECT (.+?) FROM (\w+) (\w+) JOIN (\w+) (\w+) ON \5\.id IN \((SELECT \w+\.id FROM .+? LIMIT \?)\) (WHERE .+)$"
-)
-_TERMS_IN = re.compile(r"\b(term|hash|label) IN \(SELECT value FROM json_each\(\?\)\)")
-_COUNT_OF_SUBQUERY = re.compile(r"^SELECT count\(\*\) FROM \(SELECT .*\)$")
-
-
-def _body_params(p: Sequence[Any]) -> Sequence[Any]:
+def body_params(p: Sequence[Any]) -> Sequence[Any]:
+    """A search_body row's parameters (rowid, analysed terms): the terms as a tsvector."""
     return (p[0], tsvector_literal(p[1])[0])
 
 
-def _meta_params(p: Sequence[Any]) -> Sequence[Any]:
+def meta_params(p: Sequence[Any]) -> Sequence[Any]:
+    """A search_meta row's parameters, its weighted tsvector appended."""
     return (*p, meta_tsvector(p[1:6]))
 
 
-def _rows(table: str) -> str:
+def first_param(p: Sequence[Any]) -> Sequence[Any]:
+    """Only the first parameter (FTS5's delete command also names the old terms)."""
+    return (p[0],)
+
+
+def vocab_row_params(p: Sequence[Any]) -> Sequence[Any]:
+    """:func:`vocab_row`'s parameters for the term ``p[0]``: it and its tsquery."""
+    return (str(p[0]), _lexeme(str(p[0])) or _NOTHING)
+
+
+def row_count(table: str) -> str:
     """The table's row count: the planner's estimate once it has been analysed (reading
     it costs nothing), else an exact count."""
     return (
@@ -201,7 +157,7 @@ def _rows(table: str) -> str:
     )
 
 
-def _chunk_count() -> str:
+def chunk_count() -> str:
     """The index's chunk count (scope_terms' shares over the whole index): exact below
     :data:`EXACT_ROWS_UP_TO` (a small store is counted, whatever autovacuum did), the
     planner's estimate above it (counting reads the whole primary key: ~0.1 s a million)."""
@@ -240,7 +196,7 @@ def _df(table: str, term: str, q: str) -> str:
     )
 
 
-def _top(table: str) -> str:
+def top(table: str) -> str:
     """BM25's shape on PostgreSQL: each term's ``ts_rank`` (term frequency, damped by the
     row's length) weighted by the term's inverse document frequency, FTS5's own formula
     ``max(1e-6, ln((N - df + 0.5) / (df + 0.5)))`` (``ts_rank`` alone has no IDF, so a
@@ -256,7 +212,7 @@ def _top(table: str) -> str:
     if table == "search_meta":
         weights = "'{" + ", ".join(f"{w:.6g}" for w in META_RANK_WEIGHTS) + "}', "
     return (
-        f"WITH nd AS MATERIALIZED ({_rows(table)}), st AS MATERIALIZED ({_lexeme_stats(table)}), "
+        f"WITH nd AS MATERIALIZED ({row_count(table)}), st AS MATERIALIZED ({_lexeme_stats(table)}), "
         f"d AS MATERIALIZED (SELECT t.q, {_df(table, 't.term', 't.q')} AS df "
         f"FROM unnest(%s::text[], %s::tsquery[]) AS t(term, q) CROSS JOIN nd "
         f"LEFT JOIN st ON true), "
@@ -268,27 +224,27 @@ def _top(table: str) -> str:
     )
 
 
-def _vocab_row(table: str) -> str:
+def vocab_row(table: str) -> str:
     """fts5vocab's per-term row count (``doc``) as :func:`_df` reads it."""
     return (
         f"SELECT {_df(table, 't.term', 't.q')} AS doc "
-        f"FROM (SELECT %s::text AS term, %s::tsquery AS q) AS t CROSS JOIN ({_rows(table)}) nd "
+        f"FROM (SELECT %s::text AS term, %s::tsquery AS q) AS t CROSS JOIN ({row_count(table)}) nd "
         f"LEFT JOIN ({_lexeme_stats(table)}) st ON true"
     )
 
 
-def _vocab_rows(table: str) -> str:
+def vocab_rows(table: str) -> str:
     """:func:`_vocab_row` of many terms in one statement: (term, doc) rows."""
     return (
         f"SELECT t.term, {_df(table, 't.term', 't.q')} AS doc "
-        f"FROM unnest(%s::text[], %s::tsquery[]) AS t(term, q) CROSS JOIN ({_rows(table)}) nd "
+        f"FROM unnest(%s::text[], %s::tsquery[]) AS t(term, q) CROSS JOIN ({row_count(table)}) nd "
         f"LEFT JOIN ({_lexeme_stats(table)}) st ON true"
     )
 
 
-def search_stats_sql() -> str:
-    """What a search asks of the index before ranking, in one statement (store dialect, to
-    run through :func:`translate`): for each term (parameters: the terms, their one-lexeme
+def search_stats_sql() -> Sql:
+    """What a search asks of the index before ranking, in one statement (PostgreSQL's
+    only): for each term (parameters: the terms, their one-lexeme
     tsqueries) its row count in ``search_body`` (:func:`_df`'s bounded count), whether it
     is known at all (a body or a metadata row holds it), and on every row the index's row
     count (:func:`_rows`), its chunk count (:func:`_chunk_count`) and the chunk id drawn
@@ -296,15 +252,15 @@ def search_stats_sql() -> str:
     in 6-10 statements, each a round trip and some a whole posting list again; and a word
     no row holds, checked alone (``LIMIT 1`` on a constant tsquery), was planned as a scan
     of the whole table (0.46 s at 1M rows) where the generic plan probes the index."""
-    return (
+    return Sql.postgres_only(
         f"WITH d AS MATERIALIZED (SELECT t.term, t.q, nd.n, {_df('search_body', 't.term', 't.q')} "
-        f"AS doc FROM unnest(?::text[], ?::tsquery[]) AS t(term, q) "
-        f"CROSS JOIN ({_rows('search_body')}) nd LEFT JOIN ({_lexeme_stats('search_body')}) st "
+        f"AS doc FROM unnest(%s::text[], %s::tsquery[]) AS t(term, q) "
+        f"CROSS JOIN ({row_count('search_body')}) nd LEFT JOIN ({_lexeme_stats('search_body')}) st "
         f"ON true) "
         f"SELECT d.term, d.doc, CASE WHEN d.doc > 0 THEN true "
         f"ELSE EXISTS (SELECT 1 FROM search_meta m WHERE m.tsv @@ d.q) END AS known, "
         f"d.n AS body_rows, ch.n AS chunks, (SELECT last_value FROM chunks_id_seq) AS clock "
-        f"FROM d CROSS JOIN ({_chunk_count()}) ch"
+        f"FROM d CROSS JOIN ({chunk_count()}) ch"
     )
 
 
@@ -315,19 +271,19 @@ def search_stats_params(terms: Sequence[str]) -> tuple[list[str], list[str]]:
 
 # Which of the terms (the parameters of search_stats_sql) some metadata row holds: with an
 # in-memory index of the bodies, the one thing a search still asks before ranking.
-META_TERMS = (
+META_TERMS = Sql.postgres_only(
     "SELECT t.term, EXISTS (SELECT 1 FROM search_meta m WHERE m.tsv @@ t.q) AS held "
-    "FROM unnest(?::text[], ?::tsquery[]) AS t(term, q)"
+    "FROM unnest(%s::text[], %s::tsquery[]) AS t(term, q)"
 )
 
 
 # A body ranking on PostgreSQL whose term weights the caller computed (from the counts
 # :func:`search_stats_sql` read once per search): :func:`_top`'s score for every row its
 # tsquery selects, without reading each term's count again in every ranking statement.
-RANKED_BODY = (
-    "WITH w AS MATERIALIZED (SELECT * FROM unnest(?::tsquery[], ?::float8[]) AS w(q, idf)) "
+RANKED_BODY = Sql.postgres_only(
+    "WITH w AS MATERIALIZED (SELECT * FROM unnest(%s::tsquery[], %s::float8[]) AS w(q, idf)) "
     "SELECT t.rowid, -(SELECT sum(w.idf * ts_rank(t.terms, w.q, 1)) FROM w) AS s "
-    "FROM search_body t WHERE t.terms @@ ?::tsquery ORDER BY s LIMIT ?"
+    "FROM search_body t WHERE t.terms @@ %s::tsquery ORDER BY s LIMIT %s"
 )
 
 
@@ -340,7 +296,8 @@ def ranked_body_params(
     return ([str(_lexeme(t)) for t in terms], [idf(t) for t in terms], match_tsquery(match), limit)
 
 
-def _vocab_rows_params(p: Sequence[Any]) -> Sequence[Any]:
+def vocab_rows_params(p: Sequence[Any]) -> Sequence[Any]:
+    """:func:`vocab_rows`'s parameters for a JSON list of terms: the terms, their tsqueries."""
     terms = [str(t) for t in json.loads(p[0])]
     return (terms, [_lexeme(t) or _NOTHING for t in terms])
 
@@ -380,7 +337,8 @@ def match_tsquery(match: str) -> str:
     return f"({rare}) & {'!' if op == 'NOT' else ''}({common})"
 
 
-def _top_params(p: Sequence[Any]) -> Sequence[Any]:
+def top_params(p: Sequence[Any]) -> Sequence[Any]:
+    """:func:`top`'s parameters for (an FTS5 MATCH, a limit)."""
     terms = _match_terms(p[0])
     return (terms, [_lexeme(t) for t in terms], match_tsquery(p[0]), p[1])
 
@@ -398,94 +356,14 @@ def ts_rank_bound(idfs: Sequence[float]) -> float:
     return out
 
 
-def _map_at(indexes: frozenset[int]) -> ParamMap:
+def tsqueries_at(*indexes: int) -> ParamMap:
+    """A parameter map turning the parameters at ``indexes`` (FTS5 MATCH strings) into
+    tsqueries (:func:`tsquery_literal`)."""
+    return tsqueries_at_set(frozenset(indexes))
+
+
+def tsqueries_at_set(indexes: frozenset[int]) -> ParamMap:
     def mapped(p: Sequence[Any]) -> Sequence[Any]:
         return [tsquery_literal(v) if i in indexes else v for i, v in enumerate(p)]
 
     return mapped
-
-
-def _generic(sql: str) -> str:
-    out = sql.replace("%", "%%")
-    out = _TERMS_IN.sub(r"\1 IN (SELECT json_array_elements_text(?::json))", out)
-    out = _BLOB.sub(r"\1", out)
-    out = out.replace("json_each(?)", "offload_ids(?)")
-    out = out.replace("instr(", "strpos(")
-    out = _SUBSTR_TAIL.sub(r"right(\1, \2)", out)
-    out = _END.sub('"end"', out)
-    if out.lstrip().startswith("INSERT INTO counters"):
-        # an upsert's bare `value` is ambiguous on PostgreSQL (the row or excluded's); only
-        # there: another table's `UPDATE ... SET value = value + 1` is valid as written
-        out = out.replace("max(value, excluded.value)", "greatest(counters.value, excluded.value)")
-        out = out.replace("SET value = value + 1", "SET value = counters.value + 1")
-    ignore = out.lstrip().startswith("INSERT OR IGNORE INTO")
-    if ignore:
-        out = out.replace("INSERT OR IGNORE INTO", "INSERT INTO", 1) + " ON CONFLICT DO NOTHING"
-    return out.replace("?", "%s")
-
-
-@functools.lru_cache(maxsize=1024)
-def translate(sql: str) -> Statement:
-    """The PostgreSQL form of one of the store's statements."""
-    flat = " ".join(sql.split())
-    if _PRAGMA.match(flat):
-        return Statement("SELECT 'ok'", noop=True)
-    if m := _FTS_COMMAND.match(flat):
-        if m.group(2) == "delete-all":
-            return Statement(f"DELETE FROM {m.group(1)}")
-        return Statement("SELECT 1", noop=True)  # optimize, automerge, integrity-check
-    if _FTS_DELETE.match(flat):
-        return Statement("DELETE FROM search_body WHERE rowid = %s", lambda p: (p[0],))
-    if flat == _BODY_INSERT:
-        return Statement(
-            "INSERT INTO search_body (rowid, terms) VALUES (%s, %s::tsvector)", _body_params
-        )
-    if _META_INSERT.match(flat):
-        return Statement(
-            "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source, tsv) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector)",
-            _meta_params,
-        )
-    if m := _TOP.match(flat):
-        return Statement(_top(m.group(1)), _top_params)
-    if m := _SEQUENCE.match(flat):
-        # the largest committed id; puts commit side by side, so a smaller one may still
-        # commit after it (vectors.VectorMatrix.refresh keeps such gaps)
-        return Statement(f"SELECT coalesce(max(id), 0) AS seq FROM {m.group(1)}")
-    if _REPLACE_VECTOR.match(flat):
-        return Statement(
-            "INSERT INTO entry_vectors (entry_id, model, data) VALUES (%s, %s, %s) "
-            "ON CONFLICT (entry_id) DO UPDATE SET id = nextval('entry_vectors_id_seq'), "
-            "model = excluded.model, data = excluded.data"
-        )
-    if flat.startswith("CREATE VIRTUAL TABLE IF NOT EXISTS temp.") and "fts5vocab" in flat:
-        return Statement("SELECT 1", noop=True)  # the vocabulary is search_body itself
-    if _VOCAB_ROW.match(flat):
-        # fts5vocab's per-term row count: the rows whose vector holds the term (bounded)
-        return Statement(
-            _vocab_row("search_body"), lambda p: (str(p[0]), _lexeme(str(p[0])) or _NOTHING)
-        )
-    if _VOCAB_ROWS.match(flat):
-        # many terms' counts at once (selective.vocab_counts): the same bounded count each
-        return Statement(_vocab_rows("search_body"), _vocab_rows_params)
-    if flat == "SELECT count(*) FROM chunks":
-        return Statement(_chunk_count())
-    if m := _ROW_COUNT.match(flat):
-        return Statement(_rows(m.group(1)))
-    if m := _IN_CORRELATED.match(flat):
-        cols, table, alias, _other, near, sub, rest = m.groups()
-        flat = f"SELECT {cols} FROM {table} {alias} CROSS JOIN LATERAL ({sub}) {near} {rest}"
-        return Statement(_generic(flat))
-    if flat.upper() == "VACUUM":
-        # SQLite's VACUUM rewrites the file, giving free pages back: PostgreSQL's FULL does
-        return Statement("VACUUM FULL")
-    matches = frozenset(
-        flat[: m.start()].count("?") for m in _MATCH.finditer(flat)
-    )  # the parameters that are MATCH expressions
-    out = _MATCH.sub(lambda m: f"{_TS_COLUMN[m.group(1)]} @@ ?::tsquery", sql)
-    table = _INSERT_TABLE.match(flat)
-    returns_id = bool(table and table.group(1) in ID_TABLES and "RETURNING" not in flat)
-    text = _generic(out) + (" RETURNING id" if returns_id else "")
-    if _COUNT_OF_SUBQUERY.match(flat):
-        text += " AS sub"  # PostgreSQL 15 wants a name for a subquery in FROM
-    return Statement(text, _map_at(matches) if matches else None, returns_id)

@@ -25,7 +25,6 @@ themselves join with their context score alone, marked as not direct.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
@@ -34,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from offload.core import analysis
-from offload.store.backend import Conn, Row
+from offload.store.backend import Conn, Row, Sql
 from offload.store.search import selective
 from offload.store.search.memory import entrykeys
 from offload.store.search.state import Candidate, SearchState
@@ -50,13 +49,14 @@ K1 = 1.2
 B = 0.75
 
 # Each id's neighbours on one side (a row per id, the ids joined), nearest first
+# (SQLite's: the in-memory runs answer this on PostgreSQL)
 _SIDE = (
     "SELECT e.id AS src, (SELECT group_concat(id) FROM (SELECT p.id FROM entries p "
     "WHERE p.scope = e.scope AND p.kind = e.kind AND p.id {op} e.id ORDER BY p.id {order} "
     "LIMIT ?1)) AS ids FROM json_each(?2) j CROSS JOIN entries e WHERE e.id = j.value"
 )
-_BEFORE = _SIDE.format(op="<", order="DESC")
-_AFTER = _SIDE.format(op=">", order="ASC")
+_BEFORE = Sql.sqlite_only(_SIDE.format(op="<", order="DESC"))
+_AFTER = Sql.sqlite_only(_SIDE.format(op=">", order="ASC"))
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
     "e.accessed AS accessed, e.access_count AS uses"
@@ -72,20 +72,38 @@ _FIRST_CHUNKS = (
     "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.id = "
     "(SELECT min(c2.id) FROM chunks c2 WHERE c2.block_id = b.id) WHERE e.id = j.value"
 )
-# (chunks by id, each entry's first chunk) by backend (is it SQLite?): SQLite keeps large
-# cached counts compressed in a column of their own (store/write/packed_counts.py), PostgreSQL
-# all as text
-_COUNT_READS = {
-    sqlite: (_CHUNKS.format(counts=counts), _FIRST_CHUNKS.format(counts=counts))
-    for sqlite, counts in (
-        (True, "coalesce(c.term_counts, c.packed_counts)"),
-        (False, "c.term_counts"),
-    )
-}
+# chunks by id, each entry's first chunk: SQLite keeps large cached counts compressed in a
+# column of their own (store/write/packed_counts.py), PostgreSQL all as text
+_SQLITE_COUNTS = "coalesce(c.term_counts, c.packed_counts)"
+_CHUNK_COUNTS = Sql(
+    _CHUNKS.format(counts=_SQLITE_COUNTS),
+    'SELECT c.id AS cid, c.start AS start, c."end" AS "end", b.hash AS block, '
+    "c.term_counts AS counts FROM offload_ids(%s) j CROSS JOIN chunks c "
+    "JOIN blocks b ON b.id = c.block_id WHERE c.id = j.value",
+)
+_FIRST_CHUNK_COUNTS = Sql(
+    _FIRST_CHUNKS.format(counts=_SQLITE_COUNTS),
+    'SELECT e.id AS eid, c.start AS start, c."end" AS "end", b.hash AS block, '
+    "c.term_counts AS counts FROM offload_ids(%s) j CROSS JOIN entries e "
+    "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.id = "
+    "(SELECT min(c2.id) FROM chunks c2 WHERE c2.block_id = b.id) WHERE e.id = j.value",
+)
+# the entries of these ids the filter keeps
+_KEPT_ROWS = Sql(
+    f"SELECT NULL AS cid, {_KEYS} FROM entries e "
+    "WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
+    f"SELECT NULL AS cid, {_KEYS} FROM entries e "
+    "WHERE e.id IN (SELECT value FROM offload_ids(%s)) AND {where}",
+)
 # Each entry's first chunk of its own body (the chunk map's integer keys)
-_FIRST_OWN = (
+_FIRST_OWN = Sql(
     "SELECT m.entry_id AS eid, min(m.chunk_id) AS cid FROM json_each(?) j "
-    "CROSS JOIN entry_chunks m WHERE m.entry_id = j.value AND m.own = 1 GROUP BY m.entry_id"
+    "CROSS JOIN entry_chunks m WHERE m.entry_id = j.value AND m.own = 1 GROUP BY m.entry_id",
+    (
+        "SELECT m.entry_id AS eid, min(m.chunk_id) AS cid FROM offload_ids(%s) j "
+        "CROSS JOIN entry_chunks m WHERE m.entry_id = j.value AND m.own = 1 GROUP BY "
+        "m.entry_id"
+    ),
 )
 # A text's term counts and length (the sum of its counts)
 Counts = tuple[dict[str, int], int]
@@ -327,7 +345,7 @@ def term_counts(
     or its first chunk (``first_of``), read from the chunks' rows. Only ``terms``' counts
     are sure to be there (BM25F reads no others), the length always."""
     conn = store.conn
-    chunks_sql, first_sql = _COUNT_READS[isinstance(conn, sqlite3.Connection)]
+    chunks_sql, first_sql = _CHUNK_COUNTS, _FIRST_CHUNK_COUNTS
     keys = term_keys(terms)
     out: dict[int, Counts] = {}
     by_chunk = {cid: eid for eid, cid in chunk_of.items()}
@@ -438,8 +456,7 @@ def with_context(
                 by_id[e] = Candidate.of_entry(r, direct=False)
     if new:
         rows = conn.execute(
-            f"SELECT NULL AS cid, {_KEYS} FROM entries e "
-            f"WHERE e.id IN (SELECT value FROM json_each(?)) AND {state.where}",
+            _KEPT_ROWS.fill(where=state.where),
             (json.dumps(new), *state.params),
         ).fetchall()
         for r in rows:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from offload.core.fusion import calibrated_weight, fuse
+from offload.store.backend import Sql
 from offload.store.search import semantic
 from offload.store.search.state import Candidate, Fusion, SearchState
 
@@ -25,6 +26,13 @@ if TYPE_CHECKING:
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
     "e.accessed AS accessed, e.access_count AS uses"
+)
+# the entries of these ids the filter keeps; the ids drive the join (see
+# offload.store.search.lexical._BODY_ENTRIES)
+_BY_IDS = Sql(
+    f"SELECT {_KEYS} FROM json_each(?) j CROSS JOIN entries e WHERE e.id = j.value AND {{where}}",
+    f"SELECT {_KEYS} FROM offload_ids(%s) j CROSS JOIN entries e "
+    "WHERE e.id = j.value AND {where}",
 )
 
 
@@ -94,9 +102,7 @@ def _semantic_only(state: SearchState, ids: list[int]) -> dict[int, Candidate]:
     if not ids:
         return out
     rows = state.conn.execute(
-        # the ids drive the join (see offload.store.search.lexical._BODY_ENTRIES)
-        f"SELECT {_KEYS} FROM json_each(?) j CROSS JOIN entries e "
-        f"WHERE e.id = j.value AND {state.where}",
+        _BY_IDS.fill(where=state.where),
         (json.dumps(ids), *state.params),
     ).fetchall()
     out.update((int(r["eid"]), Candidate.of_entry(r)) for r in rows)

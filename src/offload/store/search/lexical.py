@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from offload.store import schema
-from offload.store.backend import Conn, Row
+from offload.store.backend import Conn, Row, Sql
 from offload.store.postgres import pgsql
 from offload.store.search import narrow, selective
 from offload.store.search.memory import postings
@@ -26,14 +26,21 @@ _MIN_POOL = 200
 # a lookup's case check (store/search/ranking.py) reads up to this many chunks of an entry
 _EXACT_CHUNKS = 4
 
-_BODY_TOP = (
+# the best rows of a MATCH; on PostgreSQL ts_rank weighted by each term's IDF (pgsql.top)
+_BODY_TOP = Sql(
     "SELECT rowid, bm25(search_body) AS s FROM search_body "
-    "WHERE search_body MATCH ? ORDER BY s LIMIT ?"
+    "WHERE search_body MATCH ? ORDER BY s LIMIT ?",
+    pgsql.top("search_body"),
+    params=pgsql.top_params,
 )
-_META_TOP = (
+_META_TOP = Sql(
     "SELECT rowid, bm25(search_meta, {w}) AS s FROM search_meta "
-    "WHERE search_meta MATCH ? ORDER BY s LIMIT ?"
-).format(w=", ".join(str(w) for w in schema.META_WEIGHTS))
+    "WHERE search_meta MATCH ? ORDER BY s LIMIT ?".format(
+        w=", ".join(str(w) for w in schema.META_WEIGHTS)
+    ),
+    pgsql.top("search_meta"),
+    params=pgsql.top_params,
+)
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
     "e.accessed AS accessed, e.access_count AS uses"
@@ -44,13 +51,19 @@ _KEYS = (
 # scope's size times the ids' (a minute for a 12,500-entry scope of a 100k store).
 # (store/write/chunkmap.py: a chunk's entries by integer keys; a lossy entry's kept original is
 # indexed too, so a word only it holds finds the entry)
-_BODY_ENTRIES = (
+_BODY_ENTRIES = Sql(
     "SELECT m.chunk_id AS cid, m.entry_id AS eid FROM json_each(?) j "
-    "CROSS JOIN entry_chunks m WHERE m.chunk_id = j.value"
+    "CROSS JOIN entry_chunks m WHERE m.chunk_id = j.value",
+    (
+        "SELECT m.chunk_id AS cid, m.entry_id AS eid FROM offload_ids(%s) j CROSS "
+        "JOIN entry_chunks m WHERE m.chunk_id = j.value"
+    ),
 )
-_META_ENTRIES = (
+_META_ENTRIES = Sql(
     f"SELECT NULL AS cid, {_KEYS} FROM json_each(?) j CROSS JOIN entries e "
-    "WHERE e.id = j.value AND {where}"
+    "WHERE e.id = j.value AND {where}",
+    f"SELECT NULL AS cid, {_KEYS} FROM offload_ids(%s) j CROSS JOIN entries e "
+    "WHERE e.id = j.value AND {where}",
 )
 
 
@@ -104,8 +117,8 @@ def lexical_candidates(state: SearchState, terms: list[str]) -> list[Candidate]:
 
 def _top_entries(
     state: SearchState,
-    top_sql: str,
-    entries_sql: str,
+    top_sql: Sql,
+    entries_sql: Sql,
     match: str,
     span: narrow.Span | None = None,
 ) -> dict[int, Candidate]:
@@ -123,7 +136,7 @@ def _top_entries(
         rows = held
         if ask:
             rows += conn.execute(
-                entries_sql.format(where=where), (json.dumps(ask), *params)
+                entries_sql.fill(where=where), (json.dumps(ask), *params)
             ).fetchall()
         best = _best_per_entry(rows, bm25)
         if len(best) >= state.need or len(scored) < pool:
@@ -177,7 +190,7 @@ class _Mapping:
         if fresh:
             for e in fresh:
                 self.rows[e] = None
-            sql = _META_ENTRIES.format(where=self.where)
+            sql = _META_ENTRIES.fill(where=self.where)
             for r in self.conn.execute(sql, (json.dumps(fresh), *self.params)).fetchall():
                 self.rows[int(r["eid"])] = r
         self.chunks = chunks
@@ -276,7 +289,7 @@ def _top_body(
 
 def _ranked(
     conn: Conn,
-    top: str,
+    top: Sql,
     args: tuple[Any, ...],
     p: selective.Plan,
     stats: selective.SearchStats | None,

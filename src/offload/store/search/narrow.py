@@ -27,7 +27,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.models import Filters
 from offload.store.search import query
 
@@ -39,24 +39,28 @@ from offload.store.search import query
 NARROW_SHARE = 0.25
 
 _TABLES = (
-    "CREATE TEMP TABLE IF NOT EXISTS narrow_entries (id INTEGER PRIMARY KEY)",
-    "CREATE TEMP TABLE IF NOT EXISTS narrow_chunks (id INTEGER PRIMARY KEY)",
+    Sql.sqlite_only("CREATE TEMP TABLE IF NOT EXISTS narrow_entries (id INTEGER PRIMARY KEY)"),
+    Sql.sqlite_only("CREATE TEMP TABLE IF NOT EXISTS narrow_chunks (id INTEGER PRIMARY KEY)"),
 )
-_BOUNDED_COUNT = "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE {where} LIMIT ?)"
+# (PostgreSQL wants a name for a subquery in FROM)
+_BOUNDED_COUNT = Sql(
+    "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE {where} LIMIT ?)",
+    "SELECT count(*) FROM (SELECT 1 FROM entries e WHERE {where} LIMIT %s) AS sub",
+)
 # in id order, up to a bound: a filter that is not one of scope and kinds is sized by
 # the same scan that reads it
-_FILL_ENTRIES = (
+_FILL_ENTRIES = Sql.sqlite_only(
     "INSERT INTO temp.narrow_entries SELECT e.id FROM entries e WHERE {where} ORDER BY e.id LIMIT ?"
 )
 # the entries in id order: their map rows are read in order (neighbouring pages)
-_FILL_CHUNKS = (
+_FILL_CHUNKS = Sql.sqlite_only(
     "INSERT OR IGNORE INTO temp.narrow_chunks SELECT m.chunk_id FROM temp.narrow_entries x "
     "CROSS JOIN entry_chunks m ON m.entry_id = x.id"
 )
-_SPAN = "SELECT min(id), max(id), count(*) FROM temp.{table}"
+_SPAN = Sql.sqlite_only("SELECT min(id), max(id), count(*) FROM temp.{table}")
 # each frequent term's chunks (FTS5 reads a term's rows in C, once per statement), counted
 # per entry over one pass of the filter's own chunks
-_HELD = (
+_HELD = Sql.sqlite_only(
     "SELECT {counts} FROM temp.narrow_entries x "
     "CROSS JOIN entry_chunks m ON m.entry_id = x.id AND m.own = 1"
 )
@@ -78,12 +82,12 @@ class Span:
     last: int
     dense: bool  # every id of the range is the filter's (a contiguous scope)
 
-    def restrict(self, top_sql: str) -> str:
+    def restrict(self, top_sql: str) -> Sql:
         """A whole-index BM25 statement (``... WHERE t MATCH ? ORDER BY s LIMIT ?``) limited
         to these rows: parameters ``(match, first, last, limit)``."""
         head, tail = top_sql.split(" ORDER BY ")
         member = "" if self.dense else f" AND +rowid IN (SELECT id FROM temp.{self.table})"
-        return f"{head} AND rowid BETWEEN ? AND ?{member} ORDER BY {tail}"
+        return Sql.sqlite_only(f"{head} AND rowid BETWEEN ? AND ?{member} ORDER BY {tail}")
 
     @property
     def params(self) -> tuple[int, int]:
@@ -122,14 +126,16 @@ def filter_size(
             args.extend(filters.kinds)
         cond = " AND ".join(conds)
         total = conn.execute(
-            f"SELECT coalesce(sum(entries), 0) FROM scope_stats WHERE {cond}", args
+            Sql(f"SELECT coalesce(sum(entries), 0) FROM scope_stats WHERE {cond}"), args
         ).fetchone()
         expired = conn.execute(
-            f"SELECT count(*) FROM entries WHERE expires IS NOT NULL AND expires <= ? AND {cond}",
+            Sql(
+                f"SELECT count(*) FROM entries WHERE expires IS NOT NULL AND expires <= ? AND {cond}"
+            ),
             (params[0], *args),
         ).fetchone()
         return min(bound, int(total[0]) - int(expired[0]))
-    return int(conn.execute(_BOUNDED_COUNT.format(where=where), (*params, bound)).fetchone()[0])
+    return int(conn.execute(_BOUNDED_COUNT.fill(where=where), (*params, bound)).fetchone()[0])
 
 
 def _simple(filters: Filters | None) -> TypeGuard[Filters]:
@@ -139,7 +145,7 @@ def _simple(filters: Filters | None) -> TypeGuard[Filters]:
 
 def stored_entries(conn: Conn) -> int:
     """How many entries the store holds (expired ones included: a cheap sum)."""
-    return int(conn.execute("SELECT coalesce(sum(entries), 0) FROM scope_stats").fetchone()[0])
+    return int(conn.execute(Sql("SELECT coalesce(sum(entries), 0) FROM scope_stats")).fetchone()[0])
 
 
 def is_whole_store(where: str, params: list[Any]) -> bool:
@@ -157,18 +163,18 @@ def plan(conn: Conn, filters: Filters, where: str, params: list[Any]) -> Narrow 
         return None
     for sql in _TABLES:
         conn.execute(sql)
-    conn.execute("DELETE FROM temp.narrow_entries")
-    conn.execute("DELETE FROM temp.narrow_chunks")
-    kept = conn.execute(_FILL_ENTRIES.format(where=where), (*params, bound + 1)).rowcount
+    conn.execute(Sql("DELETE FROM temp.narrow_entries"))
+    conn.execute(Sql("DELETE FROM temp.narrow_chunks"))
+    kept = conn.execute(_FILL_ENTRIES.fill(where=where), (*params, bound + 1)).rowcount
     if kept > bound:
-        conn.execute("DELETE FROM temp.narrow_entries")
+        conn.execute(Sql("DELETE FROM temp.narrow_entries"))
         return None
     conn.execute(_FILL_CHUNKS)
     return Narrow(int(kept), _span(conn, "narrow_chunks"), _span(conn, "narrow_entries"))
 
 
 def _span(conn: Conn, table: str) -> Span:
-    first, last, n = conn.execute(_SPAN.format(table=table)).fetchone()
+    first, last, n = conn.execute(_SPAN.fill(table=table)).fetchone()
     if not n:  # nothing kept: a range no row falls in
         return Span(table, 1, 0, True)
     return Span(table, int(first), int(last), int(n) == int(last) - int(first) + 1)
@@ -177,7 +183,7 @@ def _span(conn: Conn, table: str) -> Span:
 def holders(conn: Conn, narrowed: Narrow, terms: list[str]) -> dict[str, int]:
     """How many of the filter's entries (``narrowed``, the last :func:`plan`) hold each of
     ``terms`` in their own body (not a lossy entry's kept original)."""
-    sql = _HELD.format(counts=", ".join([_HOLDS] * len(terms)))
+    sql = _HELD.fill(counts=", ".join([_HOLDS] * len(terms)))
     args: list[Any] = []
     for t in terms:
         args += ['"' + t.replace('"', '""') + '"', *narrowed.chunks.params]

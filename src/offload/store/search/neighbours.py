@@ -18,7 +18,7 @@ import json
 import sqlite3
 from typing import Any
 
-from offload.store.backend import Conn, Row
+from offload.store.backend import Conn, Row, Sql
 from offload.store.search.memory import entrykeys
 from offload.store.search.state import Candidate, SearchState
 
@@ -26,25 +26,27 @@ _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
     "e.accessed AS accessed, e.access_count AS uses"
 )
-# SQLite: one side of every source (pgsql rewrites this join as a LATERAL one)
+# SQLite: one side of every source (PostgreSQL: _BOTH)
 _SIDE = (
     "SELECT e.id AS src, n.id AS nid FROM entries e JOIN entries n ON n.id IN "
     "(SELECT p.id FROM entries p WHERE p.scope = e.scope AND p.kind = e.kind AND p.id {op} e.id "
     "ORDER BY p.id {order} LIMIT ?) WHERE e.id IN (SELECT value FROM json_each(?))"
 )
-_KEPT = (
+_KEPT = Sql(
     f"SELECT NULL AS cid, {_KEYS} FROM json_each(?) j CROSS JOIN entries e "
-    "WHERE e.id = j.value AND {where}"
+    "WHERE e.id = j.value AND {where}",
+    f"SELECT NULL AS cid, {_KEYS} FROM offload_ids(%s) j CROSS JOIN entries e "
+    "WHERE e.id = j.value AND {where}",
 )
 # PostgreSQL: both sides of every source, each neighbour's columns and the filter's verdict
-_BOTH = (
+_BOTH = Sql.postgres_only(
     f"SELECT s.id AS src, n.before AS before, {_KEYS}, ({{where}}) AS kept "
     "FROM entries s CROSS JOIN LATERAL ("
     "(SELECT p.id, true AS before FROM entries p WHERE p.scope = s.scope AND p.kind = s.kind "
-    "AND p.id < s.id ORDER BY p.id DESC LIMIT ?) UNION ALL "
+    "AND p.id < s.id ORDER BY p.id DESC LIMIT %s) UNION ALL "
     "(SELECT p.id, false FROM entries p WHERE p.scope = s.scope AND p.kind = s.kind "
-    "AND p.id > s.id ORDER BY p.id ASC LIMIT ?)) n "
-    "JOIN entries e ON e.id = n.id WHERE s.id IN (SELECT value FROM json_each(?))"
+    "AND p.id > s.id ORDER BY p.id ASC LIMIT %s)) n "
+    "JOIN entries e ON e.id = n.id WHERE s.id IN (SELECT value FROM offload_ids(%s))"
 )
 
 
@@ -77,7 +79,7 @@ def with_neighbours(
     if missing and kept is None:
         kept = {
             int(r["eid"]): r
-            for r in conn.execute(_KEPT.format(where=where), (json.dumps(missing), *params))
+            for r in conn.execute(_KEPT.fill(where=where), (json.dumps(missing), *params))
         }
     for nid in missing:
         row = (kept or {}).get(nid)
@@ -98,7 +100,7 @@ def _sides_sqlite(
     ids = json.dumps(list(scores))
     for op, order in (("<", "DESC"), (">", "ASC")):
         side: dict[int, list[int]] = {}
-        for r in conn.execute(_SIDE.format(op=op, order=order), (window, ids)):
+        for r in conn.execute(Sql.sqlite_only(_SIDE.format(op=op, order=order)), (window, ids)):
             side.setdefault(int(r["src"]), []).append(int(r["nid"]))
         for src, nids in side.items():
             # nearest first: ids descend before the source, ascend after it
@@ -113,7 +115,7 @@ def _sides_pg(
     """:func:`_sides_sqlite`'s answer in one statement, with every neighbour's row where
     the filter keeps it."""
     rows = conn.execute(
-        _BOTH.format(where=where), (*params, window, window, json.dumps(list(scores)))
+        _BOTH.fill(where=where), (*params, window, window, json.dumps(list(scores)))
     ).fetchall()
     sides: dict[tuple[int, bool], list[int]] = {}
     kept: dict[int, Row] = {}

@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from offload.core import analysis
+from offload.store.backend import Sql
 from offload.store.models import Entry, Hit
 from offload.store.search.shown import ShownChunks
 from offload.store.search.state import Candidate
@@ -33,8 +34,14 @@ def hits(
     rows = {
         int(r["id"]): r
         for r in conn.execute(
-            "SELECT e.*, b.size AS size, b.lines AS lines FROM entries e "
-            "JOIN blocks b ON b.hash = e.block_hash WHERE e.id IN (SELECT value FROM json_each(?))",
+            Sql(
+                "SELECT e.*, b.size AS size, b.lines AS lines FROM entries e "
+                "JOIN blocks b ON b.hash = e.block_hash WHERE e.id IN (SELECT value FROM json_each(?))",
+                (
+                    "SELECT e.*, b.size AS size, b.lines AS lines FROM entries e JOIN blocks b ON "
+                    "b.hash = e.block_hash WHERE e.id IN (SELECT value FROM offload_ids(%s))"
+                ),
+            ),
             (json.dumps([c.entry_id for c in page]),),
         )
     }

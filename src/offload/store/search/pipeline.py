@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from offload.core import analysis, timeexpr
 from offload.errors import StoreError
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.models import Filters, Hit
 from offload.store.search import (
     hybrid,
@@ -259,8 +259,14 @@ def _expand(conn: Conn, words: list[str]) -> list[str]:
     found: dict[str, None] = {}
     for t in words:
         rows = conn.execute(
-            "SELECT term FROM terms WHERE instr(term, ?) > 0 AND term != ? "
-            "ORDER BY length(term), term LIMIT ?",
+            Sql(
+                "SELECT term FROM terms WHERE instr(term, ?) > 0 AND term != ? "
+                "ORDER BY length(term), term LIMIT ?",
+                (
+                    "SELECT term FROM terms WHERE strpos(term, %s) > 0 AND term != %s ORDER BY "
+                    "length(term), term LIMIT %s"
+                ),
+            ),
             (t, t, _EXPANSIONS),
         ).fetchall()
         for (v,) in rows:
@@ -270,8 +276,14 @@ def _expand(conn: Conn, words: list[str]) -> list[str]:
             continue
         # a typo rarely hits both ends of a word: compare terms sharing one of them
         rows = conn.execute(
-            "SELECT term FROM terms WHERE length(term) BETWEEN ? AND ? "
-            "AND (substr(term, 1, 2) = ? OR substr(term, -2) = ?) LIMIT ?",
+            Sql(
+                "SELECT term FROM terms WHERE length(term) BETWEEN ? AND ? "
+                "AND (substr(term, 1, 2) = ? OR substr(term, -2) = ?) LIMIT ?",
+                (
+                    "SELECT term FROM terms WHERE length(term) BETWEEN %s AND %s AND "
+                    "(substr(term, 1, 2) = %s OR right(term, 2) = %s) LIMIT %s"
+                ),
+            ),
             (len(t) - budget, len(t) + budget, t[:2], t[-2:], _TYPO_CANDIDATES),
         ).fetchall()
         near = sorted(

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from offload.core import selectivity
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql, pg_markers
 from offload.store.models import Filters
+from offload.store.postgres import pgsql
 from offload.store.search import narrow, selective
 
 # Each frequent term's chunks (FTS5 reads a term's rows in C, once per query), counted per
@@ -25,13 +26,18 @@ from offload.store.search import narrow, selective
 # not the terms' (driven from a term's rows instead, the joins cost ~0.4 s for one common
 # word at 100k entries).
 # (store/write/chunkmap.py: an entry's own chunks by its id)
-_HELD = (
+_HELD_TEXT = (
     "SELECT {counts} FROM entries e JOIN entry_chunks m ON m.entry_id = e.id AND m.own = 1 "
     "WHERE {where}"
 )
 _HOLDS = (
     "count(DISTINCT CASE WHEN m.chunk_id IN "
     "(SELECT rowid FROM search_body WHERE search_body MATCH ?) THEN e.id END)"
+)
+# PostgreSQL's: the row's tsvector holds the term's tsquery
+_HOLDS_PG = (
+    "count(DISTINCT CASE WHEN m.chunk_id IN "
+    "(SELECT rowid FROM search_body WHERE terms @@ %s::tsquery) THEN e.id END)"
 )
 # A filter keeping at least this share of the store's entries is searched with the index's
 # own shares (as the whole store is): counting under it would cost a pass over most entries.
@@ -73,11 +79,21 @@ def selective_terms(
     if narrowed is not None:
         held = narrow.holders(conn, narrowed, frequent)
     else:
-        sql = _HELD.format(counts=", ".join([_HOLDS] * len(frequent)), where=where)
+        sql = _held(len(frequent), where)
         quoted = ['"' + t.replace('"', '""') + '"' for t in frequent]
         row = conn.execute(sql, (*quoted, *params)).fetchone()
         held = {t: int(row[i]) for i, t in enumerate(frequent)}
     return selectivity.selective(terms, held, searched)
+
+
+def _held(n: int, where: str) -> Sql:
+    """How many of the filter's entries hold each of ``n`` terms (their MATCH strings
+    first, then the filter's parameters)."""
+    return Sql(
+        _HELD_TEXT.format(counts=", ".join([_HOLDS] * n), where=where),
+        _HELD_TEXT.format(counts=", ".join([_HOLDS_PG] * n), where=pg_markers(where)),
+        params=pgsql.tsqueries_at(*range(n)),
+    )
 
 
 def _over_the_index(
@@ -90,7 +106,9 @@ def _over_the_index(
     if stats is not None:
         chunks = stats.chunks
     else:
-        chunks = int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        chunks = int(
+            conn.execute(Sql("SELECT count(*) FROM chunks", pgsql.chunk_count())).fetchone()[0]
+        )
     cap = selectivity.common_cap(chunks)
     if cap is None:
         return list(terms)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.postgres import pgsql
 
 # FTS5's bm25() constant k1 (fts5_aux.c): a term's share of a row's score is below idf * (k1 + 1)
@@ -58,12 +58,8 @@ def upper_bound(rows: int, dfs: Sequence[int]) -> float:
 
 def ts_rank_upper_bound(rows: int, dfs: Sequence[int]) -> float:
     """:func:`upper_bound` for PostgreSQL's ranking (an estimated row count may lag
-    behind a term's own count: the larger one counts, as in pgsql._top)."""
+    behind a term's own count: the larger one counts, as in pgsql.top)."""
     return pgsql.ts_rank_bound([idf(max(rows, df), df) for df in dfs])
-
-
-# a store without FTS5's statistics record: the row count (pgsql reads the estimate)
-ROW_COUNT = "SELECT count(*) AS n FROM {table}"
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:
@@ -78,22 +74,41 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
     return (value << 8) | buf[i], i + 1
 
 
-def totals_sql(table: str) -> str:
+def totals_sql(table: str) -> Sql:
     """The table's statistics record: FTS5 keeps the row count and the tokens per column
     in ``%_data`` row 1 (the "averages" record bm25() itself reads)."""
-    return f"SELECT block FROM {table}_data WHERE id = 1"
+    return Sql.sqlite_only(f"SELECT block FROM {table}_data WHERE id = 1")
 
 
-def vocab_sql(table: str) -> tuple[str, str]:
-    """(create, lookup): a per-connection fts5vocab table of ``table`` and a df lookup."""
+def vocab_sql(table: str) -> tuple[Sql, Sql]:
+    """(create, lookup): a per-connection fts5vocab table of ``table`` and a df lookup. On
+    PostgreSQL there is nothing to create (the vocabulary is search_body itself) and the
+    lookup is a bounded count of search_body's rows (pgsql.vocab_row)."""
     vocab = f"temp.{table}_vocab"
     create = f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {table}, 'row')"
-    return create, f"SELECT doc FROM {vocab} WHERE term = ?"
+    return (
+        Sql(create, "SELECT 1", noop=True),
+        Sql(
+            f"SELECT doc FROM {vocab} WHERE term = ?",
+            pgsql.vocab_row("search_body"),
+            params=pgsql.vocab_row_params,
+        ),
+    )
 
 
 VOCAB_ROWS = (
     "SELECT term, doc FROM temp.{table}_vocab WHERE term IN (SELECT value FROM json_each(?))"
 )
+
+
+def vocab_rows_sql(table: str) -> Sql:
+    """Many terms' row counts in ``table`` (:data:`VOCAB_ROWS`); on PostgreSQL search_body's
+    bounded counts (pgsql.vocab_rows)."""
+    return Sql(
+        VOCAB_ROWS.format(table=table),
+        pgsql.vocab_rows("search_body"),
+        params=pgsql.vocab_rows_params,
+    )
 
 
 def vocab_counts(conn: Conn, table: str, terms: Sequence[str]) -> dict[str, int]:
@@ -105,7 +120,7 @@ def vocab_counts(conn: Conn, table: str, terms: Sequence[str]) -> dict[str, int]
         return {}
     if isinstance(conn, sqlite3.Connection):
         conn.execute(vocab_sql(table)[0])
-    sql = VOCAB_ROWS.format(table=table)
+    sql = vocab_rows_sql(table)
     got = {str(r[0]): int(r[1]) for r in conn.execute(sql, (json.dumps(want),)).fetchall()}
     return {t: got.get(t, 0) for t in want}
 
@@ -187,7 +202,7 @@ _STATS_FILES = 64
 def stats_for(conn: Conn, table: str) -> TermStats:
     """The cached statistics of ``table`` in the database file ``conn`` has open."""
     file = ""
-    for row in conn.execute("PRAGMA database_list"):
+    for row in conn.execute(Sql("PRAGMA database_list", "SELECT 'ok'", noop=True)):
         if row[1] == "main":
             file = str(row[2])
     key = (file or f"memory:{id(conn)}", table)
@@ -284,7 +299,11 @@ class SearchStats:
             if self._pg:
                 self._read([])
             else:
-                self._chunks = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+                self._chunks = int(
+                    self.conn.execute(
+                        Sql("SELECT count(*) FROM chunks", pgsql.chunk_count())
+                    ).fetchone()[0]
+                )
         return self._chunks
 
     def _read_meta(self, terms: list[str]) -> None:
@@ -386,7 +405,10 @@ def _fts_holds(
     """Whether an FTS5 table (body or metadata) holds ``term``."""
     m = '"' + term.replace('"', '""') + '"'
     for table in tables:
-        if conn.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1", (m,)).fetchone():
+        found = conn.execute(
+            Sql.sqlite_only(f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1"), (m,)
+        )
+        if found.fetchone():
             return True
     return False
 
@@ -428,7 +450,7 @@ def plan(conn: Conn, table: str, terms: Sequence[str], stats: SearchStats | None
     ``stats``: the rule there reads ``search_body``'s)."""
     if not isinstance(conn, sqlite3.Connection):
         if stats is None or table != "search_body":
-            rows = int(conn.execute(ROW_COUNT.format(table=table)).fetchone()[0])
+            rows = int(conn.execute(Sql.postgres_only(pgsql.row_count(table))).fetchone()[0])
             counts = vocab_counts(conn, table, terms)
         else:
             counts, rows = stats.counts(terms), stats.rows

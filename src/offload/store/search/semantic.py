@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.search.memory import entrykeys
 from offload.store.search.state import SearchState
 from offload.store.write import vectors
@@ -122,6 +122,13 @@ def finish(
     return Nearest(scores, floor)
 
 
+# the ids still stored of these, and whether the filter keeps each
+_KEPT = Sql(
+    "SELECT e.id, ({where}) FROM entries e WHERE e.id IN (SELECT value FROM json_each(?))",
+    "SELECT e.id, ({where}) FROM entries e WHERE e.id IN (SELECT value FROM offload_ids(%s))",
+)
+
+
 def _filter_ids(conn: Conn, where: str, params: list[Any]) -> Any:
     """The ids of the entries the filter keeps; on SQLite as one joined string, split by
     numpy (a row per id costs ~10x more in Python at 14,000 entries)."""
@@ -129,8 +136,9 @@ def _filter_ids(conn: Conn, where: str, params: list[Any]) -> Any:
 
     sql = f"SELECT e.id FROM entries e WHERE {where}"
     if not isinstance(conn, sqlite3.Connection):
-        return np.array([int(r[0]) for r in conn.execute(sql, params)], dtype=np.int64)
-    text = conn.execute(f"SELECT group_concat(id) FROM ({sql})", params).fetchone()[0]
+        return np.array([int(r[0]) for r in conn.execute(Sql(sql), params)], dtype=np.int64)
+    text = conn.execute(Sql.sqlite_only(f"SELECT group_concat(id) FROM ({sql})"), params)
+    text = text.fetchone()[0]
     return np.array(text.split(",") if text else [], dtype=np.int64)
 
 
@@ -147,7 +155,7 @@ def _kept(
             kept |= more_kept
         return live, kept
     rows = conn.execute(
-        f"SELECT e.id, ({where}) FROM entries e WHERE e.id IN (SELECT value FROM json_each(?))",
+        _KEPT.fill(where=where),
         (*params, json.dumps(ids)),
     ).fetchall()
     return {int(r[0]) for r in rows}, {int(r[0]) for r in rows if r[1]}

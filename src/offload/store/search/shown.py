@@ -15,20 +15,26 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from offload.store.backend import Row
+from offload.store.backend import Row, Sql
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
 
 _CHUNK_COLS = "c.id, c.start_line, c.end_line, c.start, c.end, b.hash AS block"
-_CHUNKS_BY_ID = (
+_PG_CHUNK_COLS = 'c.id, c.start_line, c.end_line, c.start, c."end", b.hash AS block'
+_CHUNKS_BY_ID = Sql(
     f"SELECT {_CHUNK_COLS} FROM chunks c JOIN blocks b ON b.id = c.block_id "
-    "WHERE c.id IN (SELECT value FROM json_each(?))"
+    "WHERE c.id IN (SELECT value FROM json_each(?))",
+    f"SELECT {_PG_CHUNK_COLS} FROM chunks c JOIN blocks b ON b.id = c.block_id "
+    "WHERE c.id IN (SELECT value FROM offload_ids(%s))",
 )
-_CHUNKS_OF_ENTRIES = (
+_CHUNKS_OF_ENTRIES = Sql(
     f"SELECT e.id AS eid, {_CHUNK_COLS} FROM entries e "
     "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.block_id = b.id "
-    "WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id, c.id"
+    "WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id, c.id",
+    f"SELECT e.id AS eid, {_PG_CHUNK_COLS} FROM entries e "
+    "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.block_id = b.id "
+    "WHERE e.id IN (SELECT value FROM offload_ids(%s)) ORDER BY e.id, c.id",
 )
 
 # (entry id, chunk id): the chunk meant, or None for the entry's first chunk

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from offload.errors import StoreBusy, StoreError
 from offload.store import legacy_tallies
+from offload.store.backend import Sql
 from offload.store.sqlite import frozen
 
 if TYPE_CHECKING:
@@ -27,6 +28,12 @@ T = TypeVar("T")
 C = TypeVar("C", bound="Conn")  # a sqlite3 connection, or pgconn.PgConn
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
+
+# a write transaction's statements (PostgreSQL's connection runs them as its own: a BEGIN
+# takes the store's write lock there, see PgConn)
+BEGIN = Sql("BEGIN IMMEDIATE", "BEGIN")
+COMMIT = Sql("COMMIT")
+ROLLBACK = Sql("ROLLBACK")
 
 
 def migration(fn: Migration) -> Migration:
@@ -105,7 +112,7 @@ def retry_busy(fn: Callable[[], T], timeout_s: float) -> T:
 def write_tx(
     conn: C,
     keys: Iterable[str] | None = None,
-    then: Sequence[tuple[str, Any]] = (),
+    then: Sequence[tuple[Sql, Any]] = (),
     *,
     state: tuple[Sequence[str], Sequence[str] | None] | None = None,
 ) -> Iterator[C]:
@@ -138,7 +145,7 @@ def write_tx(
             for sql, params in then:
                 conn.execute(sql, params)
         else:
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(BEGIN)
             for sql, params in then:
                 conn.execute(sql, params)
     try:
@@ -147,11 +154,11 @@ def write_tx(
     except BaseException:
         if conn.in_transaction:
             with contextlib.suppress(sqlite3.Error):  # the error being raised says more
-                conn.execute("ROLLBACK")
+                conn.execute(ROLLBACK)
         raise
     else:
         with busy_guard():
-            conn.execute("COMMIT")
+            conn.execute(COMMIT)
 
 
 def migrate(conn: sqlite3.Connection, busy_timeout_s: float = 15.0) -> list[str]:

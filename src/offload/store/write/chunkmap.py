@@ -18,8 +18,9 @@ transition table (a block's chunks arrive in one statement, store/postgres/pgcon
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
+
+from offload.store.backend import Sql
 
 # every row the map should hold, from the tables it maps (the backfill, and the rebuild)
 _ALL_ROWS = (
@@ -27,27 +28,36 @@ _ALL_ROWS = (
     "JOIN blocks b ON b.hash IN (e.block_hash, e.content_hash) "
     "JOIN chunks c ON c.block_id = b.id"
 )
-FILL_SQLITE = f"INSERT OR IGNORE INTO entry_chunks (entry_id, chunk_id, own) {_ALL_ROWS}"
-FILL_PG = f"INSERT INTO entry_chunks (entry_id, chunk_id, own) {_ALL_ROWS} ON CONFLICT DO NOTHING"
+FILL = Sql(
+    f"INSERT OR IGNORE INTO entry_chunks (entry_id, chunk_id, own) {_ALL_ROWS}",
+    f"INSERT INTO entry_chunks (entry_id, chunk_id, own) {_ALL_ROWS} ON CONFLICT DO NOTHING",
+)
+
+
+def _differences(expected: str) -> str:
+    held = "SELECT entry_id, chunk_id, own FROM entry_chunks"
+    return (
+        f"SELECT (SELECT count(*) FROM ({expected} EXCEPT {held}) AS a) "
+        f"+ (SELECT count(*) FROM ({held} EXCEPT {expected}) AS b)"
+    )
+
+
+# the rows that differ, both ways (PostgreSQL wants the subquery's columns named)
+_STALE = Sql(
+    _differences(f"SELECT * FROM ({_ALL_ROWS})"),
+    _differences(f"SELECT * FROM ({_ALL_ROWS}) AS x(entry_id, chunk_id, own)"),
+)
 
 
 def missing_or_stale(conn: Any) -> int:
     """How many rows the map lacks or holds beyond what the tables say (0: exact)."""
-    expected = f"SELECT * FROM ({_ALL_ROWS}) AS x(entry_id, chunk_id, own)"
-    if isinstance(conn, sqlite3.Connection):
-        expected = f"SELECT * FROM ({_ALL_ROWS})"
-    held = "SELECT entry_id, chunk_id, own FROM entry_chunks"
-    sql = (
-        f"SELECT (SELECT count(*) FROM ({expected} EXCEPT {held}) AS a) "
-        f"+ (SELECT count(*) FROM ({held} EXCEPT {expected}) AS b)"
-    )
-    return int(conn.execute(sql).fetchone()[0])
+    return int(conn.execute(_STALE).fetchone()[0])
 
 
 def rebuild(conn: Any) -> None:
     """Refill the map from the tables (inside the caller's write transaction)."""
-    conn.execute("DELETE FROM entry_chunks")
-    conn.execute(FILL_SQLITE if isinstance(conn, sqlite3.Connection) else FILL_PG)
+    conn.execute(Sql("DELETE FROM entry_chunks"))
+    conn.execute(FILL)
     # an in-memory copy (store/search/memory/entrymap.py) reads only the rows written since: a refill
     # of an empty map deletes nothing, so its triggers would not tell it
-    conn.execute("UPDATE entry_map_generation SET value = value + 1 WHERE id = 0")
+    conn.execute(Sql("UPDATE entry_map_generation SET value = value + 1 WHERE id = 0"))

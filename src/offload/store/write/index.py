@@ -35,7 +35,8 @@ from offload.core import analysis
 from offload.core.chunking import Chunk, chunk_text
 from offload.core.metatext import novel
 from offload.errors import OffloadError, StoreError
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
+from offload.store.postgres import pgsql
 from offload.store.write import blocks, packed_counts
 
 # FTS5 splits only at whitespace and controls: every analysed term is one token.
@@ -405,7 +406,10 @@ LENGTH_KEY = ""
 LENGTH_FIRST = '{"":'
 
 
-KNOWN_TERMS = "SELECT term FROM terms WHERE term IN (SELECT value FROM json_each(?))"
+KNOWN_TERMS = Sql(
+    "SELECT term FROM terms WHERE term IN (SELECT value FROM json_each(?))",
+    ("SELECT term FROM terms WHERE term IN (SELECT json_array_elements_text(%s::json))"),
+)
 
 
 def without_known_vocabulary(conn: Conn, prepared: PreparedIndex) -> PreparedIndex:
@@ -425,12 +429,13 @@ def without_known_vocabulary(conn: Conn, prepared: PreparedIndex) -> PreparedInd
 
 
 # PostgreSQL's vocabulary insert: every word in one statement (one round trip), in order
-VOCABULARY_FROM_JSON = (
-    "INSERT OR IGNORE INTO terms (term) SELECT json_array_elements_text(?::json) ORDER BY 1"
+VOCABULARY_FROM_JSON = Sql.postgres_only(
+    "INSERT INTO terms (term) SELECT json_array_elements_text(%s::json) ORDER BY 1 "
+    "ON CONFLICT DO NOTHING"
 )
 
 
-def vocabulary_insert(words: Sequence[str]) -> tuple[str, tuple[str]]:
+def vocabulary_insert(words: Sequence[str]) -> tuple[Sql, tuple[str]]:
     """PostgreSQL's statement adding these vocabulary words (known ones are kept), sorted:
     two writers inserting overlapping words then wait for each other in one order, never
     in a cycle."""
@@ -444,7 +449,11 @@ def insert_vocabulary_words(conn: Conn, words: Sequence[str]) -> None:
         return
     if isinstance(conn, sqlite3.Connection):
         conn.executemany(
-            "INSERT OR IGNORE INTO terms (term) VALUES (?)", [(t,) for t in sorted(words)]
+            Sql(
+                "INSERT OR IGNORE INTO terms (term) VALUES (?)",
+                "INSERT INTO terms (term) VALUES (%s) ON CONFLICT DO NOTHING",
+            ),
+            [(t,) for t in sorted(words)],
         )
     else:
         conn.execute(*vocabulary_insert(words))
@@ -466,17 +475,38 @@ def insert_block(
         place = (block_id, start_line, end_line, start, end)
         if cached_counts:
             cur = conn.execute(
-                "INSERT INTO chunks (block_id, start_line, end_line, start, end, term_counts, "
-                "packed_counts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                Sql(
+                    "INSERT INTO chunks (block_id, start_line, end_line, start, end, term_counts, "
+                    "packed_counts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        'INSERT INTO chunks (block_id, start_line, end_line, start, "end", '
+                        "term_counts, packed_counts) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id"
+                    ),
+                    returns_id=True,
+                ),
                 (*place, *packed_counts.columns(counts)),
             )
         else:
             cur = conn.execute(
-                "INSERT INTO chunks (block_id, start_line, end_line, start, end) "
-                "VALUES (?, ?, ?, ?, ?)",
+                Sql(
+                    "INSERT INTO chunks (block_id, start_line, end_line, start, end) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (
+                        'INSERT INTO chunks (block_id, start_line, end_line, start, "end") VALUES '
+                        "(%s, %s, %s, %s, %s) RETURNING id"
+                    ),
+                    returns_id=True,
+                ),
                 place,
             )
-        conn.execute("INSERT INTO search_body (rowid, terms) VALUES (?, ?)", (cur.lastrowid, terms))
+        conn.execute(
+            Sql(
+                "INSERT INTO search_body (rowid, terms) VALUES (?, ?)",
+                "INSERT INTO search_body (rowid, terms) VALUES (%s, %s::tsvector)",
+                params=pgsql.body_params,
+            ),
+            (cur.lastrowid, terms),
+        )
 
 
 def chunk_rows(chunks: Sequence[PreparedChunk]) -> list[tuple[object, ...]]:
@@ -504,22 +534,32 @@ def _terms_of(chunk: PreparedChunk) -> Callable[[], str]:
 
 def is_indexed(conn: Conn, block_id: int) -> bool:
     """Whether a block has chunks in the index."""
-    row = conn.execute("SELECT 1 FROM chunks WHERE block_id = ? LIMIT 1", (block_id,)).fetchone()
+    row = conn.execute(
+        Sql("SELECT 1 FROM chunks WHERE block_id = ? LIMIT 1"), (block_id,)
+    ).fetchone()
     return row is not None
 
 
 def remove_block(conn: Conn, block_id: int, text: str | None) -> None:
     """Forget a block's chunks (``text`` None: a corrupt body; doctor rebuilds the index)."""
     rows = conn.execute(
-        "SELECT id, start, end FROM chunks WHERE block_id = ?", (block_id,)
+        Sql(
+            "SELECT id, start, end FROM chunks WHERE block_id = ?",
+            'SELECT id, start, "end" FROM chunks WHERE block_id = %s',
+        ),
+        (block_id,),
     ).fetchall()
     if text is not None:
         # a contentless FTS5 table forgets a row only when given the terms it holds
         conn.executemany(
-            "INSERT INTO search_body (search_body, rowid, terms) VALUES ('delete', ?, ?)",
+            Sql(
+                "INSERT INTO search_body (search_body, rowid, terms) VALUES ('delete', ?, ?)",
+                "DELETE FROM search_body WHERE rowid = %s",
+                params=pgsql.first_param,
+            ),
             [(r["id"], analysis.index_text(text[r["start"] : r["end"]])) for r in rows],
         )
-    conn.execute("DELETE FROM chunks WHERE block_id = ?", (block_id,))
+    conn.execute(Sql("DELETE FROM chunks WHERE block_id = ?"), (block_id,))
 
 
 def _joined(text: str) -> str:
@@ -530,12 +570,12 @@ def rewrite_counts(conn: Conn, counts: Iterable[tuple[int, str]]) -> None:
     """Store chunks' cached term counts again, (chunk id, :func:`term_counts`' JSON) each,
     in a SQLite schema's two columns for them (store/write/packed_counts.py)."""
     conn.executemany(
-        "UPDATE chunks SET term_counts = ?, packed_counts = ? WHERE id = ?",
+        Sql("UPDATE chunks SET term_counts = ?, packed_counts = ? WHERE id = ?"),
         [(*packed_counts.columns(cached), cid) for cid, cached in counts],
     )
 
 
-_PACKED_COUNTS = "SELECT id, packed_counts FROM chunks WHERE packed_counts IS NOT NULL"
+_PACKED_COUNTS = Sql("SELECT id, packed_counts FROM chunks WHERE packed_counts IS NOT NULL")
 
 
 def unreadable_counts(conn: Conn) -> list[int]:
@@ -577,12 +617,19 @@ def put_meta(
     entry was inserted in this transaction (ids are never reused), so there is no row to
     replace: one statement (a round trip on PostgreSQL) less."""
     if not fresh:
-        conn.execute("DELETE FROM search_meta WHERE rowid = ?", (entry_id,))
+        conn.execute(Sql("DELETE FROM search_meta WHERE rowid = ?"), (entry_id,))
     if not any(row):
         return
     conn.execute(
-        "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        Sql(
+            "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source, tsv) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector)"
+            ),
+            params=pgsql.meta_params,
+        ),
         (entry_id, *row),
     )
 
@@ -591,13 +638,14 @@ def refresh_meta(conn: Conn, entry_id: int) -> None:
     """Re-derive an entry's metadata row from its current fields and labels."""
     _lock_entry(conn, entry_id)
     e = conn.execute(
-        "SELECT topic, summary, tags, source, block_hash FROM entries WHERE id = ?", (entry_id,)
+        Sql("SELECT topic, summary, tags, source, block_hash FROM entries WHERE id = ?"),
+        (entry_id,),
     ).fetchone()
     if e is None:
         remove_meta(conn, entry_id)
         return
     labels = [
-        r[0] for r in conn.execute("SELECT label FROM labels WHERE entry_id = ?", (entry_id,))
+        r[0] for r in conn.execute(Sql("SELECT label FROM labels WHERE entry_id = ?"), (entry_id,))
     ]
     body = _block_text(conn, e["block_hash"])
     meta = meta_row(e["topic"], e["summary"], e["tags"], labels, e["source"], body)
@@ -607,7 +655,11 @@ def refresh_meta(conn: Conn, entry_id: int) -> None:
 def _block_text(conn: Conn, digest: str) -> str | None:
     """A block's verified plaintext read inside the caller's transaction (None if absent)."""
     row = conn.execute(
-        "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
+        Sql(
+            "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?",
+            "SELECT codec, data AS data FROM blocks WHERE hash = %s",
+        ),
+        (digest,),
     ).fetchone()
     return None if row is None else blocks.unpack(digest, row["codec"], bytes(row["data"]))
 
@@ -618,34 +670,47 @@ def _lock_entry(conn: Conn, entry_id: int) -> None:
     lock), and the later one then reads the labels after the earlier one's change is
     committed. SQLite serialises its writers: nothing to lock."""
     if not isinstance(conn, sqlite3.Connection):
-        conn.execute("SELECT id FROM entries WHERE id = ? FOR UPDATE", (entry_id,))
+        conn.execute(
+            Sql.postgres_only("SELECT id FROM entries WHERE id = %s FOR UPDATE"), (entry_id,)
+        )
 
 
 def remove_meta(conn: Conn, entry_id: int) -> None:
     """Forget an entry's metadata row."""
-    conn.execute("DELETE FROM search_meta WHERE rowid = ?", (entry_id,))
+    conn.execute(Sql("DELETE FROM search_meta WHERE rowid = ?"), (entry_id,))
 
 
 def clear(conn: Conn) -> None:
     """Empty the whole index (chunks, terms, both FTS tables), inside the caller's tx."""
-    conn.execute("DELETE FROM chunks")
-    conn.execute("DELETE FROM terms")
-    conn.execute("INSERT INTO search_body (search_body) VALUES ('delete-all')")
-    conn.execute("DELETE FROM search_meta")
+    conn.execute(Sql("DELETE FROM chunks"))
+    conn.execute(Sql("DELETE FROM terms"))
+    conn.execute(
+        Sql(
+            "INSERT INTO search_body (search_body) VALUES ('delete-all')", "DELETE FROM search_body"
+        )
+    )
+    conn.execute(Sql("DELETE FROM search_meta"))
 
 
 def rebuild_meta(conn: Conn) -> None:
     """Re-derive every entry's metadata row."""
-    conn.execute("DELETE FROM search_meta")
+    conn.execute(Sql("DELETE FROM search_meta"))
     labels: dict[int, list[str]] = {}
-    for r in conn.execute("SELECT entry_id, label FROM labels ORDER BY label"):
+    for r in conn.execute(Sql("SELECT entry_id, label FROM labels ORDER BY label")):
         labels.setdefault(int(r[0]), []).append(r[1])
     rows = conn.execute(
-        "SELECT id, topic, summary, tags, source, block_hash FROM entries"
+        Sql("SELECT id, topic, summary, tags, source, block_hash FROM entries")
     ).fetchall()
     conn.executemany(
-        "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        Sql(
+            "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source, tsv) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector)"
+            ),
+            params=pgsql.meta_params,
+        ),
         [
             (
                 int(e["id"]),
@@ -666,8 +731,20 @@ def rebuild_meta(conn: Conn) -> None:
 def integrity_ok(conn: Conn) -> bool:
     """FTS5's own integrity checks of both tables."""
     try:
-        conn.execute("INSERT INTO search_body (search_body, rank) VALUES ('integrity-check', 1)")
-        conn.execute("INSERT INTO search_meta (search_meta) VALUES ('integrity-check')")
+        conn.execute(
+            Sql(
+                "INSERT INTO search_body (search_body, rank) VALUES ('integrity-check', 1)",
+                "SELECT 1",
+                noop=True,
+            )
+        )
+        conn.execute(
+            Sql(
+                "INSERT INTO search_meta (search_meta) VALUES ('integrity-check')",
+                "SELECT 1",
+                noop=True,
+            )
+        )
     except sqlite3.DatabaseError:
         return False
     return True
@@ -675,8 +752,12 @@ def integrity_ok(conn: Conn) -> bool:
 
 def optimize(conn: Conn) -> None:
     """Merge each FTS table's segments into one (inside the caller's transaction)."""
-    conn.execute("INSERT INTO search_body (search_body) VALUES ('optimize')")
-    conn.execute("INSERT INTO search_meta (search_meta) VALUES ('optimize')")
+    conn.execute(
+        Sql("INSERT INTO search_body (search_body) VALUES ('optimize')", "SELECT 1", noop=True)
+    )
+    conn.execute(
+        Sql("INSERT INTO search_meta (search_meta) VALUES ('optimize')", "SELECT 1", noop=True)
+    )
 
 
 _BUILT_WITH = ("search.index", "analysis_version")  # state row: what built the index
@@ -686,7 +767,7 @@ def built_with_current_analysis(conn: Conn) -> bool:
     """Whether search_body was last rebuilt by this ``analysis.ANALYSIS_VERSION`` (so a
     later migration that rebuilds for an older version has nothing left to do)."""
     row = conn.execute(
-        "SELECT value FROM state WHERE namespace = ? AND key = ?", _BUILT_WITH
+        Sql("SELECT value FROM state WHERE namespace = ? AND key = ?"), _BUILT_WITH
     ).fetchone()
     return row is not None and row[0] == str(analysis.ANALYSIS_VERSION)
 
@@ -695,12 +776,15 @@ def _record_built(conn: Conn) -> None:
     # a write of a state value raises its version (store/state.py); the migrations before
     # m_state_version run this on a state table that has no versions yet
     versioned = not isinstance(conn, sqlite3.Connection) or any(
-        r[1] == "version" for r in conn.execute("PRAGMA table_info(state)")
+        r[1] == "version"
+        for r in conn.execute(Sql("PRAGMA table_info(state)", "SELECT 'ok'", noop=True))
     )
     conn.execute(
-        "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
-        "updated = excluded.updated" + (", version = state.version + 1" if versioned else ""),
+        Sql(
+            "INSERT INTO state (namespace, key, value, updated) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(namespace, key) DO UPDATE SET value = excluded.value, "
+            "updated = excluded.updated" + (", version = state.version + 1" if versioned else "")
+        ),
         (*_BUILT_WITH, str(analysis.ANALYSIS_VERSION), time.time()),
     )
 
@@ -714,12 +798,17 @@ def reindex_chunks(conn: Conn, progress: Progress | None = None) -> int:
     cached = has_term_counts(conn)
     packed = cached and has_packed_counts(conn)
     ids = [
-        int(r[0]) for r in conn.execute("SELECT DISTINCT block_id FROM chunks ORDER BY block_id")
+        int(r[0])
+        for r in conn.execute(Sql("SELECT DISTINCT block_id FROM chunks ORDER BY block_id"))
     ]
     done = 0
     for i, block_id in enumerate(ids, 1):
         row = conn.execute(
-            "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks WHERE id = ?", (block_id,)
+            Sql(
+                "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks WHERE id = ?",
+                "SELECT hash, codec, data AS data FROM blocks WHERE id = %s",
+            ),
+            (block_id,),
         ).fetchone()
         if row is None:
             continue
@@ -728,19 +817,33 @@ def reindex_chunks(conn: Conn, progress: Progress | None = None) -> int:
         except (ValueError, OffloadError):
             continue
         chunks = conn.execute(
-            "SELECT id, start, end FROM chunks WHERE block_id = ?", (block_id,)
+            Sql(
+                "SELECT id, start, end FROM chunks WHERE block_id = ?",
+                'SELECT id, start, "end" FROM chunks WHERE block_id = %s',
+            ),
+            (block_id,),
         ).fetchall()
         terms = [(c["id"], _joined(text[c["start"] : c["end"]])) for c in chunks]
-        conn.executemany("INSERT INTO search_body (rowid, terms) VALUES (?, ?)", terms)
+        conn.executemany(
+            Sql(
+                "INSERT INTO search_body (rowid, terms) VALUES (?, ?)",
+                "INSERT INTO search_body (rowid, terms) VALUES (%s, %s::tsvector)",
+                params=pgsql.body_params,
+            ),
+            terms,
+        )
         if packed:
             rewrite_counts(conn, [(cid, term_counts(t)) for cid, t in terms])
         elif cached:  # a migration older than m_chunk_term_counts_packed
             conn.executemany(
-                "UPDATE chunks SET term_counts = ? WHERE id = ?",
+                Sql("UPDATE chunks SET term_counts = ? WHERE id = ?"),
                 [(term_counts(t), cid) for cid, t in terms],
             )
         conn.executemany(
-            "INSERT OR IGNORE INTO terms (term) VALUES (?)",
+            Sql(
+                "INSERT OR IGNORE INTO terms (term) VALUES (?)",
+                "INSERT INTO terms (term) VALUES (%s) ON CONFLICT DO NOTHING",
+            ),
             [(t,) for t in sorted(analysis.surface_words(text[:VOCABULARY_SCAN_CHARS]))],
         )
         done += 1
@@ -766,4 +869,6 @@ def has_packed_counts(conn: Conn) -> bool:
 
 
 def _chunk_columns(conn: sqlite3.Connection) -> set[str]:
-    return {str(r[1]) for r in conn.execute("PRAGMA table_info(chunks)")}
+    return {
+        str(r[1]) for r in conn.execute(Sql("PRAGMA table_info(chunks)", "SELECT 'ok'", noop=True))
+    }

@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.models import Entry, PutResult
 from offload.store.postgres import pgsql
 from offload.store.write import rows, vectors
@@ -55,16 +55,18 @@ ENTRY_COLUMNS = (
     "content_hash", "block_hash", "source", "scope", "created", "accessed",
     "access_count", "expires", "regenerate", "checked_out", "checked_in", "event_time",
 )  # fmt: skip
-_NEXT_IDS = "SELECT nextval('{}_id_seq') AS id FROM generate_series(1, ?)"
+# every statement here is PostgreSQL's only (a SQLite store never takes a bulk insert)
+_NEXT_IDS = "SELECT nextval('{}_id_seq') AS id FROM generate_series(1, %s)"
 # every stored block, whatever scope uses it (a function of the schema owner: row-level
 # security may hide another scope's blocks from this role, store/postgres/pgscopes.py)
-_KNOWN_BLOCKS = "SELECT offload_known_blocks(?)"
-_INSERT_TERMS = (
-    "INSERT OR IGNORE INTO terms (term) SELECT json_array_elements_text(?::json) ORDER BY 1"
+_KNOWN_BLOCKS = Sql.postgres_only("SELECT offload_known_blocks(%s)")
+_INSERT_TERMS = Sql.postgres_only(
+    "INSERT INTO terms (term) SELECT json_array_elements_text(%s::json) ORDER BY 1 "
+    "ON CONFLICT DO NOTHING"
 )
-_STORED = (
+_STORED = Sql.postgres_only(
     "SELECT e.content_hash, e.scope FROM entries e "
-    "JOIN (SELECT x->>0 AS h, x->>1 AS s FROM json_array_elements(?::json) AS x) k "
+    "JOIN (SELECT x->>0 AS h, x->>1 AS s FROM json_array_elements(%s::json) AS x) k "
     "ON e.content_hash = k.h AND e.scope = k.s"
 )
 
@@ -103,7 +105,7 @@ def next_ids(conn: Conn, table: str, n: int) -> list[int]:
     """``n`` fresh ids from ``table``'s sequence, in order (one statement)."""
     if n <= 0:
         return []
-    rows = conn.execute(_NEXT_IDS.format(table), (n,)).fetchall()
+    rows = conn.execute(Sql.postgres_only(_NEXT_IDS.format(table)), (n,)).fetchall()
     return [int(r[0]) for r in rows]
 
 
@@ -228,7 +230,7 @@ def _entries(conn: Conn, ids: Sequence[int]) -> dict[int, Entry]:
     if not ids:
         return {}
     found = conn.execute(
-        f"{rows.ENTRY_SELECT} WHERE e.id IN (SELECT value FROM json_each(?))",
+        Sql.postgres_only(f"{rows.ENTRY_SELECT} WHERE e.id IN (SELECT value FROM offload_ids(%s))"),
         (json.dumps(list(ids)),),
     ).fetchall()
     return {int(r["id"]): Entry.from_row(r) for r in found}

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from offload.errors import IntegrityError, InvalidInput
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.write import blocks, index, rows, tombstones
 
 
@@ -23,14 +23,14 @@ class Clocked(Protocol):
 
 def delete(store: Clocked, conn: Conn, entry_id: int, reason: str) -> None:
     """Tombstone and remove one entry, then its blocks once unused (in the caller's transaction)."""
-    row = conn.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
+    row = conn.execute(Sql("SELECT * FROM entries WHERE id = ?"), (entry_id,)).fetchone()
     if row is None:
         return
     labels = rows.labels(conn, entry_id)
     tombstones.bury(conn, row, labels, reason, store.clock())
-    conn.execute("DELETE FROM labels WHERE entry_id = ?", (entry_id,))
+    conn.execute(Sql("DELETE FROM labels WHERE entry_id = ?"), (entry_id,))
     index.remove_meta(conn, entry_id)
-    conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
+    conn.execute(Sql("DELETE FROM entries WHERE id = ?"), (entry_id,))
     for digest in {row["block_hash"], row["content_hash"]}:
         drop_block_if_unused(conn, digest)
 
@@ -38,13 +38,17 @@ def delete(store: Clocked, conn: Conn, entry_id: int, reason: str) -> None:
 def drop_block_if_unused(conn: Conn, digest: str) -> None:
     """Remove a block and its index rows when no entry refers to it (caller's transaction)."""
     used = conn.execute(
-        "SELECT 1 FROM entries WHERE block_hash = ? OR content_hash = ? LIMIT 1",
+        Sql("SELECT 1 FROM entries WHERE block_hash = ? OR content_hash = ? LIMIT 1"),
         (digest, digest),
     ).fetchone()
     if used:
         return
     row = conn.execute(
-        "SELECT id, codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?", (digest,)
+        Sql(
+            "SELECT id, codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?",
+            "SELECT id, codec, data AS data FROM blocks WHERE hash = %s",
+        ),
+        (digest,),
     ).fetchone()
     if row is None:
         return
@@ -53,7 +57,7 @@ def drop_block_if_unused(conn: Conn, digest: str) -> None:
     except (InvalidInput, IntegrityError):
         text = None  # a corrupt block cannot be un-indexed exactly; doctor rebuilds
     _unindex_block(conn, int(row["id"]), text)
-    conn.execute("DELETE FROM blocks WHERE id = ?", (row["id"],))
+    conn.execute(Sql("DELETE FROM blocks WHERE id = ?"), (row["id"],))
 
 
 def _unindex_block(conn: Conn, block_id: int, text: str | None) -> None:

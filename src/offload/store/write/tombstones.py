@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from offload.core.refs import ParsedRef
-from offload.store.backend import Conn, Row
+from offload.store.backend import Conn, Row, Sql
 from offload.store.models import Tombstone
 
 
 def bury(conn: Conn, row: Row, labels: tuple[str, ...], reason: str, now: float) -> None:
     """Record why the entry in ``row`` is going (inside the caller's transaction)."""
     cur = conn.execute(
-        "INSERT INTO tombstones (entry_id, content_hash, labels, topic, source, scope, "
-        "reason, gone, regenerate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        Sql(
+            "INSERT INTO tombstones (entry_id, content_hash, labels, topic, source, scope, "
+            "reason, gone, regenerate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                "INSERT INTO tombstones (entry_id, content_hash, labels, topic, source, "
+                "scope, reason, gone, regenerate) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "RETURNING id"
+            ),
+            returns_id=True,
+        ),
         (
             row["id"],
             row["content_hash"],
@@ -25,8 +33,10 @@ def bury(conn: Conn, row: Row, labels: tuple[str, ...], reason: str, now: float)
         ),
     )
     conn.executemany(
-        "INSERT INTO tombstone_labels (label, tombstone_id) VALUES (?, ?) "
-        "ON CONFLICT(label) DO UPDATE SET tombstone_id = excluded.tombstone_id",
+        Sql(
+            "INSERT INTO tombstone_labels (label, tombstone_id) VALUES (?, ?) "
+            "ON CONFLICT(label) DO UPDATE SET tombstone_id = excluded.tombstone_id"
+        ),
         [(label, cur.lastrowid) for label in labels],
     )
 
@@ -35,13 +45,15 @@ def lookup(conn: Conn, parsed: ParsedRef) -> Tombstone | None:
     """The latest tombstone matching a reference, if any."""
     if parsed.kind == "id":
         row = conn.execute(
-            "SELECT * FROM tombstones WHERE entry_id = ? ORDER BY gone DESC LIMIT 1",
+            Sql("SELECT * FROM tombstones WHERE entry_id = ? ORDER BY gone DESC LIMIT 1"),
             (parsed.entry_id,),
         ).fetchone()
     elif parsed.kind in ("hash", "prefix"):
         row = conn.execute(
-            "SELECT * FROM tombstones WHERE content_hash >= ? AND content_hash < ? "
-            "ORDER BY gone DESC LIMIT 1",
+            Sql(
+                "SELECT * FROM tombstones WHERE content_hash >= ? AND content_hash < ? "
+                "ORDER BY gone DESC LIMIT 1"
+            ),
             (parsed.value, parsed.value + "g"),  # 'g' sorts after every hex digit
         ).fetchone()
         if row is None and not parsed.raw.lower().startswith("ctx:"):
@@ -65,8 +77,10 @@ def lookup(conn: Conn, parsed: ParsedRef) -> Tombstone | None:
 
 def _by_label(conn: Conn, label: str) -> Row | None:
     row: Row | None = conn.execute(
-        "SELECT t.* FROM tombstones t JOIN tombstone_labels tl ON tl.tombstone_id = t.id "
-        "WHERE tl.label = ?",
+        Sql(
+            "SELECT t.* FROM tombstones t JOIN tombstone_labels tl ON tl.tombstone_id = t.id "
+            "WHERE tl.label = ?"
+        ),
         (label,),
     ).fetchone()
     return row

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from offload.store.backend import Conn, Row
+from offload.store.backend import Conn, Row, Sql
 from offload.store.sqlite import db
 
 if TYPE_CHECKING:
@@ -104,7 +104,14 @@ def insert(conn: Conn, entry_id: int, model_id: str, data: bytes) -> None:
     in-process matrix sees it on its next refresh.
     """
     conn.execute(
-        "INSERT OR REPLACE INTO entry_vectors (entry_id, model, data) VALUES (?, ?, ?)",
+        Sql(
+            "INSERT OR REPLACE INTO entry_vectors (entry_id, model, data) VALUES (?, ?, ?)",
+            (
+                "INSERT INTO entry_vectors (entry_id, model, data) VALUES (%s, %s, %s) ON "
+                "CONFLICT (entry_id) DO UPDATE SET id = nextval('entry_vectors_id_seq'), "
+                "model = excluded.model, data = excluded.data"
+            ),
+        ),
         (entry_id, model_id, data),
     )
 
@@ -156,7 +163,10 @@ class VectorMatrix:
         """
         with self._lock:
             row = conn.execute(
-                "SELECT seq FROM sqlite_sequence WHERE name = 'entry_vectors'"
+                Sql(
+                    "SELECT seq FROM sqlite_sequence WHERE name = 'entry_vectors'",
+                    "SELECT coalesce(max(id), 0) AS seq FROM entry_vectors",
+                )
             ).fetchone()
             top = 0 if row is None else int(row[0])
             if self._reload or top < self._last or len(self._gaps) > _MAX_GAPS:
@@ -167,9 +177,16 @@ class VectorMatrix:
                 # taken before the read: every id up to it is committed or never will be
                 settled = settled_id(conn, wait=self._last == 0)
                 new = conn.execute(
-                    "SELECT id, entry_id, CASE WHEN model = ? THEN data END AS data "
-                    "FROM entry_vectors WHERE id > ? OR id IN (SELECT value FROM json_each(?)) "
-                    "ORDER BY id",
+                    Sql(
+                        "SELECT id, entry_id, CASE WHEN model = ? THEN data END AS data "
+                        "FROM entry_vectors WHERE id > ? OR id IN (SELECT value FROM json_each(?)) "
+                        "ORDER BY id",
+                        (
+                            "SELECT id, entry_id, CASE WHEN model = %s THEN data END AS data FROM "
+                            "entry_vectors WHERE id > %s OR id IN (SELECT value FROM offload_ids(%s)) "
+                            "ORDER BY id"
+                        ),
+                    ),
                     (self.model_id, self._last, json.dumps(sorted(self._gaps))),
                 ).fetchall()
                 self._append([(r[1], r[2]) for r in new if r[2] is not None])
@@ -316,8 +333,10 @@ def nearest(
 def missing(conn: Conn, model_id: str) -> int:
     """How many entries have no vector of ``model_id``."""
     row = conn.execute(
-        "SELECT count(*) FROM entries e WHERE NOT EXISTS "
-        "(SELECT 1 FROM entry_vectors v WHERE v.entry_id = e.id AND v.model = ?)",
+        Sql(
+            "SELECT count(*) FROM entries e WHERE NOT EXISTS "
+            "(SELECT 1 FROM entry_vectors v WHERE v.entry_id = e.id AND v.model = ?)"
+        ),
         (model_id,),
     ).fetchone()
     return int(row[0])
@@ -351,9 +370,11 @@ def backfill(store: Embeddable, *, progress: Progress | None = None) -> int:
     last = 0
     while True:
         rows = conn.execute(
-            "SELECT e.id, e.topic, e.summary, e.tags, e.block_hash FROM entries e "
-            "WHERE e.id > ? AND NOT EXISTS (SELECT 1 FROM entry_vectors v "
-            "WHERE v.entry_id = e.id AND v.model = ?) ORDER BY e.id LIMIT ?",
+            Sql(
+                "SELECT e.id, e.topic, e.summary, e.tags, e.block_hash FROM entries e "
+                "WHERE e.id > ? AND NOT EXISTS (SELECT 1 FROM entry_vectors v "
+                "WHERE v.entry_id = e.id AND v.model = ?) ORDER BY e.id LIMIT ?"
+            ),
             (last, model, _BATCH),
         ).fetchall()
         if not rows:
@@ -366,7 +387,7 @@ def backfill(store: Embeddable, *, progress: Progress | None = None) -> int:
         packed = [pack(v) for v in encoder.encode(texts)]
         with db.write_tx(conn) as tx:
             for r, data in zip(rows, packed, strict=True):
-                if tx.execute("SELECT 1 FROM entries WHERE id = ?", (r[0],)).fetchone():
+                if tx.execute(Sql("SELECT 1 FROM entries WHERE id = ?"), (r[0],)).fetchone():
                     insert(tx, int(r[0]), model, data)
         done += len(rows)
         if progress is not None:

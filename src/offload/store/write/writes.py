@@ -22,7 +22,7 @@ from offload.core.chunking import count_lines
 from offload.core.hashing import encode, identity_of, sha256_hex
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput, StoreBusy
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.handle import StoreHandle
 from offload.store.models import Entry, PutResult
 from offload.store.sqlite import db
@@ -126,7 +126,7 @@ def _commit_one_pg(store: PutStore, p: PendingPut) -> PutResult:
     (``rows.insert_with_entry``), the vocabulary last: every put takes the row locks of its
     entry's per-scope sums before those of new vocabulary words, so two never wait for each
     other in a cycle."""
-    then: list[tuple[str, tuple[str, ...]]] = [(rows.LIVE_ENTRY, (p.content_hash, p.options.scope))]
+    then: list[tuple[Sql, tuple[str, ...]]] = [(rows.LIVE_ENTRY, (p.content_hash, p.options.scope))]
     if not p.blocks:  # and whether its body is indexed already (another scope's entry)
         then.append((rows.INDEXED_BLOCK, (p.digests[0],)))
     try:
@@ -294,7 +294,7 @@ def _repeated(conn: Conn, o: PutOptions, entry_id: int, expires: float | None) -
     """The entry a repeated put found, with what the put asks of it: a later expiry
     renewed (sliding), its label, pinned."""
     if o.expires is not None and expires is not None and o.expires > expires:
-        conn.execute("UPDATE entries SET expires = ? WHERE id = ?", (o.expires, entry_id))
+        conn.execute(Sql("UPDATE entries SET expires = ? WHERE id = ?"), (o.expires, entry_id))
     if o.label is not None:
         rows.set_label(conn, o.label, entry_id)
     if o.event_time is not None:  # the first writer to say when keeps it
@@ -303,5 +303,5 @@ def _repeated(conn: Conn, o: PutOptions, entry_id: int, expires: float | None) -
             (o.event_time, entry_id),
         )
     if o.pinned:
-        conn.execute("UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?", (entry_id,))
+        conn.execute(Sql("UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?"), (entry_id,))
     return rows.entry_by_id(conn, entry_id)

@@ -16,6 +16,7 @@ import pytest
 import zstandard
 
 from offload.core.tokens import EstimateCounter
+from offload.store.backend import Sql
 from offload.store.life import archive
 from offload.store.models import Filters
 from offload.store.search.memory import entrykeys
@@ -126,7 +127,7 @@ def test_a_rolled_back_update_is_never_applied(store: Store, shared_store: Path 
     other = _other_connection(shared_store)
     try:
         if isinstance(other, sqlite3.Connection):
-            other.execute("BEGIN IMMEDIATE")
+            other.execute(Sql("BEGIN IMMEDIATE"))
         other.execute(
             _sql(shared_store, "UPDATE entries SET scope = 'elsewhere' WHERE id = ?"), (a.id,)
         )
@@ -168,7 +169,7 @@ def test_a_moved_entry_leaves_its_old_scopes_order_and_joins_the_new_one(
     b = store.put("bravo two", scope="s").entry
     c = store.put("charlie three", scope="t").entry
     _keys(store)
-    store.conn.execute("UPDATE entries SET scope = 't' WHERE id = ?", (b.id,))
+    store.conn.execute(Sql("UPDATE entries SET scope = 't' WHERE id = ?"), (b.id,))
     got = store.resident.entry_keys.current(store.conn)  # type: ignore[union-attr]
     assert got is not None
     moved = got.get(b.id)
@@ -203,7 +204,7 @@ def test_the_held_filter_keeps_exactly_the_entries_the_sql_filter_keeps(store: S
             pinned=i % 5 == 0,
         )
     keys = _keys(store)
-    ids = [int(r[0]) for r in store.conn.execute("SELECT id FROM entries").fetchall()]
+    ids = [int(r[0]) for r in store.conn.execute(Sql("SELECT id FROM entries")).fetchall()]
     filters = [
         Filters(),
         Filters(scope="s1"),
@@ -220,7 +221,7 @@ def test_the_held_filter_keeps_exactly_the_entries_the_sql_filter_keeps(store: S
         where, params = filter_sql(f, now)
         sql = {
             int(r[0])
-            for r in store.conn.execute(f"SELECT e.id FROM entries e WHERE {where}", params)
+            for r in store.conn.execute(Sql(f"SELECT e.id FROM entries e WHERE {where}"), params)
         }
         keep = entrykeys.keeper(f, now)
         held = {i for i in ids if keep(keys.get(i))}  # type: ignore[arg-type]

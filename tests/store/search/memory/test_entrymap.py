@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from offload.core.tokens import EstimateCounter
+from offload.store.backend import Sql
 from offload.store.life.maintenance import doctor, reindex
 from offload.store.search.memory import entrymap
 from offload.store.sqlite import db
@@ -30,7 +31,7 @@ def _fill(store: Store, n: int = 40, seed: int = 3) -> None:
 
 def _table(store: Store) -> entrymap.Entries:
     rows = store.conn.execute(
-        "SELECT chunk_id, entry_id FROM entry_chunks ORDER BY chunk_id, entry_id"
+        Sql("SELECT chunk_id, entry_id FROM entry_chunks ORDER BY chunk_id, entry_id")
     ).fetchall()
     out: dict[int, list[int]] = {}
     for cid, eid in rows:
@@ -66,7 +67,7 @@ def _fresh_or_dropped(store: Store) -> None:
     assert _rebuilt(store) == _table(store)
     m = _held(store)
     assert m is not None
-    every = [int(r[0]) for r in store.conn.execute("SELECT id FROM entries")]
+    every = [int(r[0]) for r in store.conn.execute(Sql("SELECT id FROM entries"))]
     assert m.first_chunks(every) == (_table_firsts(store), [])
 
 
@@ -105,8 +106,10 @@ def test_forget_reindex_and_a_moved_block_drop_or_refresh_the_map(shared_store: 
         # an entry pointed at another entry's block (what a compaction or repair does)
         with db.write_tx(store.conn) as conn:
             conn.execute(
-                "UPDATE entries SET block_hash = (SELECT block_hash FROM entries WHERE id = 2) "
-                "WHERE id = 3"
+                Sql(
+                    "UPDATE entries SET block_hash = (SELECT block_hash FROM entries WHERE id = 2) "
+                    "WHERE id = 3"
+                )
             )
         assert _held(store) is None
         assert _rebuilt(store) == _table(store)
@@ -116,7 +119,7 @@ def test_doctors_refill_of_an_emptied_map_is_seen(shared_store: Path | str) -> N
     with _open(shared_store) as store:
         _fill(store)
         with db.write_tx(store.conn) as conn:
-            conn.execute("DELETE FROM entry_chunks")
+            conn.execute(Sql("DELETE FROM entry_chunks"))
         assert _rebuilt(store) == {}  # built over the empty table
         doctor(store, repair=True)  # refills it: not a deletion of any row the map holds
         assert _held(store) is None
@@ -156,7 +159,7 @@ def test_pages_are_the_same_with_and_without_the_held_map(shared_store: Path | s
 
 def _table_firsts(store: Store) -> entrymap.Firsts:
     rows = store.conn.execute(
-        "SELECT entry_id, min(chunk_id) FROM entry_chunks WHERE own = 1 GROUP BY entry_id"
+        Sql("SELECT entry_id, min(chunk_id) FROM entry_chunks WHERE own = 1 GROUP BY entry_id")
     ).fetchall()
     return {int(e): int(c) for e, c in rows}
 
@@ -170,7 +173,7 @@ def test_each_entrys_first_chunk_is_the_tables_after_puts(shared_store: Path | s
         late = store.put("Caroline said, a late heron", scope="chat1").entry
         m = _held(store)
         assert m is not None
-        every = [int(r[0]) for r in store.conn.execute("SELECT id FROM entries")]
+        every = [int(r[0]) for r in store.conn.execute(Sql("SELECT id FROM entries"))]
         firsts, unknown = m.first_chunks(every)
         assert firsts == _table_firsts(store) and unknown == []
         # a map read before the last put answers for the entries it knows only

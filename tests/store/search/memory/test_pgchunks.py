@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from offload.core.tokens import EstimateCounter
+from offload.store.backend import Sql
 from offload.store.search.memory import pgchunks
 from offload.store.store import Store
 from wordcorpus import built_view, index_term
@@ -33,7 +34,7 @@ def _ids(rows: list[tuple[int, str]]) -> list[int]:
 
 
 def _generation(store: Store) -> int:
-    return int(store.conn.execute("SELECT value FROM chunk_generation").fetchone()[0])
+    return int(store.conn.execute(Sql("SELECT value FROM chunk_generation")).fetchone()[0])
 
 
 def test_a_full_read_gives_every_chunk_with_its_counts_and_a_watermark(store: Store) -> None:
@@ -86,13 +87,13 @@ def test_a_deleted_or_rewritten_chunk_moves_the_generation_and_a_statement_of_no
     e = store.put("to be forgotten\n").entry
     store.put("to be kept\n")
     before = _generation(store)
-    store.conn.execute("DELETE FROM chunks WHERE id < 0")
-    store.conn.execute("UPDATE chunks SET term_counts = term_counts WHERE id < 0")
+    store.conn.execute(Sql("DELETE FROM chunks WHERE id < 0"))
+    store.conn.execute(Sql("UPDATE chunks SET term_counts = term_counts WHERE id < 0"))
     assert _generation(store) == before
     store.forget(e.ref)
     gone = _generation(store)
     assert gone > before
-    store.conn.execute("UPDATE chunks SET term_counts = term_counts")
+    store.conn.execute(Sql("UPDATE chunks SET term_counts = term_counts"))
     assert _generation(store) > gone
 
 
@@ -102,7 +103,7 @@ def test_a_full_read_in_pages_gives_each_row_once(
     store.put_many([f"row number {i}\n" for i in range(7)])
     monkeypatch.setattr(pgchunks, "PAGE", 2)
     _, _, rows, _ = pgchunks.read_rows(store.conn, None)
-    every = [int(r[0]) for r in store.conn.execute("SELECT id FROM chunks ORDER BY id")]
+    every = [int(r[0]) for r in store.conn.execute(Sql("SELECT id FROM chunks ORDER BY id"))]
     assert _ids(rows) == every
 
 
@@ -112,12 +113,14 @@ def test_an_old_store_gets_the_watermark_column_and_lengths_leading_its_counts(
     store.put("old words here\n")
     conn = store.conn
     # what a store had before these migrations: counts without the length, no watermark
-    conn.execute('UPDATE chunks SET term_counts = \'{"old":1,"words":2}\'')
-    conn.execute("DROP TABLE chunk_generation")
-    conn.execute("DROP FUNCTION offload_chunk_generation() CASCADE")
-    conn.execute("ALTER TABLE chunks DROP COLUMN changed")
+    conn.execute(Sql('UPDATE chunks SET term_counts = \'{"old":1,"words":2}\''))
+    conn.execute(Sql("DROP TABLE chunk_generation"))
+    conn.execute(Sql("DROP FUNCTION offload_chunk_generation() CASCADE"))
+    conn.execute(Sql("ALTER TABLE chunks DROP COLUMN changed"))
     conn.execute(
-        "DELETE FROM _migrations WHERE name IN ('pg_chunk_term_counts_length', 'pg_chunk_changes')"
+        Sql(
+            "DELETE FROM _migrations WHERE name IN ('pg_chunk_term_counts_length', 'pg_chunk_changes')"
+        )
     )
     with Store(pg_database, counter=EstimateCounter()) as again:
         _, watermark, rows, _ = pgchunks.read_rows(again.conn, None)
@@ -194,7 +197,7 @@ def test_with_the_in_memory_index_a_search_reads_no_term_counts_from_the_server(
         ran: list[str] = []
         real = pgconn.PgConn.execute
 
-        def counted(self: pgconn.PgConn, sql: str, parameters: Any = ()) -> pgconn.PgCursor:
+        def counted(self: pgconn.PgConn, sql: Sql, parameters: Any = ()) -> pgconn.PgCursor:
             ran.append(sql)
             return real(self, sql, parameters)
 

@@ -12,7 +12,7 @@ import pytest
 from offload.config import SearchSettings
 from offload.core.tokens import EstimateCounter
 from offload.errors import ConfigError
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.models import Filters
 from offload.store.search.memory import postings
 from offload.store.search.memory.resident import ResidentIndex
@@ -88,10 +88,10 @@ def test_a_reused_chunk_id_is_never_scored_with_its_old_terms(tmp_path: Path) ->
         last = store.put("Caroline said, a quokka visited", scope="chat0")
         built_view(store)
         conn = store.conn
-        old_chunk = conn.execute("SELECT max(id) FROM chunks").fetchone()[0]
+        old_chunk = conn.execute(Sql("SELECT max(id) FROM chunks")).fetchone()[0]
         store.forget(last.entry.ref)
         new = store.put("Melanie said, an axolotl swam", scope="chat0").entry.id
-        assert conn.execute("SELECT max(id) FROM chunks").fetchone()[0] == old_chunk  # reused
+        assert conn.execute(Sql("SELECT max(id) FROM chunks")).fetchone()[0] == old_chunk  # reused
         assert store.search("quokka") == []
         view = built_view(store)
         _held, counts, _lengths = view.count_matrix(
@@ -140,7 +140,7 @@ def test_a_chunk_without_cached_counts_keeps_search_on_the_sql_path(tmp_path: Pa
     path = tmp_path / "s.db"
     with _open(path) as store, _open(path, 0) as sql:
         _fill(store, 30)
-        store.conn.execute("UPDATE chunks SET term_counts = NULL WHERE id = 3")
+        store.conn.execute(Sql("UPDATE chunks SET term_counts = NULL WHERE id = 3"))
         assert store.resident is not None
         store.resident.start()
         assert store.resident.built.wait(60)
@@ -188,7 +188,15 @@ def test_views_swapped_under_concurrent_searches_and_writes_stay_whole(tmp_path:
             assert len(ids) == len(set(ids)) == v.rows
         final = idx.view(store.conn)
         assert final is not None
-        assert final.rows == store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        assert (
+            final.rows
+            == store.conn.execute(
+                Sql(
+                    "SELECT count(*) FROM chunks",
+                    "SELECT CASE WHEN c.reltuples >= 100000 THEN c.reltuples::bigint ELSE (SELECT count(*) FROM chunks) END AS n FROM pg_class c WHERE c.oid = 'chunks'::regclass",
+                )
+            ).fetchone()[0]
+        )
         sql = _open(path, 0)
         with sql:
             assert _page(store, "concurrent note", filters=Filters()) == _page(
@@ -233,5 +241,13 @@ def test_a_long_tail_is_merged_and_folded_into_the_base(
         assert idx.built.wait(60)
         view = idx.view(store.conn)
         assert view is not None and len(view.segments) == 1
-        assert view.rows == store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        assert (
+            view.rows
+            == store.conn.execute(
+                Sql(
+                    "SELECT count(*) FROM chunks",
+                    "SELECT CASE WHEN c.reltuples >= 100000 THEN c.reltuples::bigint ELSE (SELECT count(*) FROM chunks) END AS n FROM pg_class c WHERE c.oid = 'chunks'::regclass",
+                )
+            ).fetchone()[0]
+        )
         assert _page(store, "tail note") == _page(sql, "tail note")

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.search import selective
 from offload.store.write import packed_counts
 
@@ -72,10 +72,10 @@ class ChunkSource(Protocol):
         ...
 
 
-_GENERATION = "SELECT value FROM chunk_generation WHERE id = 0"
+_GENERATION = Sql("SELECT value FROM chunk_generation WHERE id = 0")
 # large counts are kept compressed in packed_counts, term_counts NULL (store/write/packed_counts.py)
-_ALL = "SELECT id, coalesce(term_counts, packed_counts) FROM chunks ORDER BY id"
-_SINCE = "SELECT id, coalesce(term_counts, packed_counts) FROM chunks WHERE id > ? ORDER BY id"
+_ALL = Sql("SELECT id, coalesce(term_counts, packed_counts) FROM chunks ORDER BY id")
+_SINCE = Sql("SELECT id, coalesce(term_counts, packed_counts) FROM chunks WHERE id > ? ORDER BY id")
 
 
 class SqliteChunks:
@@ -123,8 +123,8 @@ class ReadSnapshot:
 
     def __enter__(self) -> None:
         if self.own:
-            self.conn.execute("BEGIN")
+            self.conn.execute(Sql("BEGIN"))
 
     def __exit__(self, *exc: object) -> None:
         if self.own:
-            self.conn.execute("COMMIT")
+            self.conn.execute(Sql("COMMIT"))

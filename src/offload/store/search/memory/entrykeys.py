@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from offload.errors import OffloadError
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.models import Filters
 from offload.store.search.memory.chunkrows import ReadSnapshot
 from offload.store.search.memory.held import HeldCopy
@@ -75,15 +75,21 @@ _HEAD = (
     "e.* FROM entry_generation g LEFT JOIN LATERAL ({rows}) e ON true WHERE g.id = 0"
 )
 _COLUMNS = "id, " + ", ".join(FIELDS)
-_PAGE = _HEAD.format(rows=f"SELECT {_COLUMNS} FROM entries WHERE id > ? ORDER BY id LIMIT ?")
-_SINCE = _HEAD.format(rows=f"SELECT {_COLUMNS} FROM entries WHERE changed >= ?::xid8 ORDER BY id")
+_PAGE = Sql.postgres_only(
+    _HEAD.format(rows=f"SELECT {_COLUMNS} FROM entries WHERE id > %s ORDER BY id LIMIT %s")
+)
+_SINCE = Sql.postgres_only(
+    _HEAD.format(rows=f"SELECT {_COLUMNS} FROM entries WHERE changed >= %s::xid8 ORDER BY id")
+)
 # SQLite: the token, then the rows in the same snapshot (the row's shape of the above)
-_SQLITE_TOKEN = (
+_SQLITE_TOKEN = Sql(
     "SELECT (SELECT value FROM entry_generation WHERE id = 0), "
     "(SELECT value FROM entry_stamp WHERE id = 0)"
 )
-_SQLITE_ALL = f"SELECT NULL, NULL, {_COLUMNS} FROM entries ORDER BY id"
-_SQLITE_SINCE = f"SELECT NULL, NULL, {_COLUMNS} FROM entries WHERE changed > ? ORDER BY id"
+_SQLITE_ALL = Sql.sqlite_only(f"SELECT NULL, NULL, {_COLUMNS} FROM entries ORDER BY id")
+_SQLITE_SINCE = Sql.sqlite_only(
+    f"SELECT NULL, NULL, {_COLUMNS} FROM entries WHERE changed > ? ORDER BY id"
+)
 
 
 Keys = tuple[Any, ...]  # one entry's FIELDS, in order
@@ -260,7 +266,7 @@ def read_since(conn: Conn, held: EntryKeys) -> EntryKeys | None:
     return _applied(held, rows, (generation, watermark))
 
 
-def pg_since(held: EntryKeys) -> tuple[str, tuple[str]]:
+def pg_since(held: EntryKeys) -> tuple[Sql, tuple[str]]:
     """PostgreSQL: the statement a refresh of ``held`` runs, with its parameters (a search
     runs it ahead with others: ``PgConn.read_ahead``)."""
     return _SINCE, (str(held.token[1]),)

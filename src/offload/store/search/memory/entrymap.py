@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from offload.errors import OffloadError
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.search.memory.chunkrows import ReadSnapshot
 from offload.store.search.memory.held import HeldCopy
 
@@ -41,12 +41,12 @@ from offload.store.search.memory.held import HeldCopy
 # past this many chunks: each refresh copies the tail, a fold the whole map
 TAIL_CHUNKS = 4096
 
-_GENERATION = "SELECT value FROM entry_map_generation WHERE id = 0"
+_GENERATION = Sql("SELECT value FROM entry_map_generation WHERE id = 0")
 # each a bare max(): SQLite answers it from the rowid b-tree's last row (wrapped in an
 # expression it may scan the table)
-_MAXIMA = ("SELECT max(id) FROM entries", "SELECT max(id) FROM chunks")
-_ALL = "SELECT chunk_id, entry_id, own FROM entry_chunks ORDER BY chunk_id, entry_id"
-_SINCE = (
+_MAXIMA = (Sql("SELECT max(id) FROM entries"), Sql("SELECT max(id) FROM chunks"))
+_ALL = Sql("SELECT chunk_id, entry_id, own FROM entry_chunks ORDER BY chunk_id, entry_id")
+_SINCE = Sql(
     "SELECT chunk_id, entry_id, own FROM entry_chunks WHERE entry_id > ? UNION "
     "SELECT chunk_id, entry_id, own FROM entry_chunks WHERE chunk_id > ?"
 )
@@ -58,19 +58,28 @@ _PG_HEAD = (
     "m.chunk_id, m.entry_id, m.own FROM entry_map_generation g LEFT JOIN LATERAL ({rows}) m "
     "ON true WHERE g.id = 0"
 )
-_PG_PAGE = _PG_HEAD.format(
-    rows="SELECT chunk_id, entry_id, own FROM entry_chunks WHERE (entry_id, chunk_id) > (?, ?) "
-    "ORDER BY entry_id, chunk_id LIMIT ?"
+_PG_PAGE = Sql.postgres_only(
+    _PG_HEAD.format(
+        rows="SELECT chunk_id, entry_id, own FROM entry_chunks "
+        "WHERE (entry_id, chunk_id) > (%s, %s) ORDER BY entry_id, chunk_id LIMIT %s"
+    )
 )
-_PG_SINCE = _PG_HEAD.format(
-    rows="SELECT chunk_id, entry_id, own FROM entry_chunks WHERE chunk_id IN "
-    "(SELECT chunk_id FROM entry_chunks WHERE changed >= ?::xid8) ORDER BY chunk_id, entry_id"
+_PG_SINCE = Sql.postgres_only(
+    _PG_HEAD.format(
+        rows="SELECT chunk_id, entry_id, own FROM entry_chunks WHERE chunk_id IN "
+        "(SELECT chunk_id FROM entry_chunks WHERE changed >= %s::xid8) "
+        "ORDER BY chunk_id, entry_id"
+    )
 )
 # rows a full read asks for per statement (a result is held whole by the client)
 PG_PAGE = 50_000
-_OF_CHUNKS = (
+_OF_CHUNKS = Sql(
     "SELECT m.chunk_id, m.entry_id, m.own FROM json_each(?) j CROSS JOIN entry_chunks m "
-    "WHERE m.chunk_id = j.value ORDER BY m.chunk_id, m.entry_id"
+    "WHERE m.chunk_id = j.value ORDER BY m.chunk_id, m.entry_id",
+    (
+        "SELECT m.chunk_id, m.entry_id, m.own FROM offload_ids(%s) j CROSS JOIN "
+        "entry_chunks m WHERE m.chunk_id = j.value ORDER BY m.chunk_id, m.entry_id"
+    ),
 )
 
 
@@ -195,7 +204,7 @@ def read_since_pg(conn: Conn, held: EntryMap) -> EntryMap | None:
     return _with_tail(held, rows, (gen, -1, xmin))
 
 
-def pg_since(held: EntryMap) -> tuple[str, tuple[str]]:
+def pg_since(held: EntryMap) -> tuple[Sql, tuple[str]]:
     """PostgreSQL: the statement a refresh of ``held`` runs, with its parameters (a search
     runs it ahead with others: ``PgConn.read_ahead``)."""
     return _PG_SINCE, (str(held.token[2]),)

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from offload.store.backend import Conn
+from offload.store.backend import Conn, Sql
 from offload.store.search.memory import chunkrows
 from offload.store.write.index import LENGTH_FIRST
 
@@ -47,15 +47,19 @@ _HEAD = (
     "c.id, c.term_counts, coalesce(c.changed::text, '0') AS changed "
     "FROM chunk_generation g LEFT JOIN LATERAL ({rows}) c ON true WHERE g.id = 0"
 )
-_PAGE = _HEAD.format(
-    rows="SELECT id, term_counts, changed FROM chunks WHERE id > ? ORDER BY id LIMIT ?"
+_PAGE = Sql.postgres_only(
+    _HEAD.format(
+        rows="SELECT id, term_counts, changed FROM chunks WHERE id > %s ORDER BY id LIMIT %s"
+    )
 )
-_SINCE = _HEAD.format(
-    rows="SELECT id, term_counts, changed FROM chunks WHERE changed >= ?::xid8 ORDER BY id"
+_SINCE = Sql.postgres_only(
+    _HEAD.format(
+        rows="SELECT id, term_counts, changed FROM chunks WHERE changed >= %s::xid8 ORDER BY id"
+    )
 )
 
 
-def since_read(since: int) -> tuple[str, tuple[str]]:
+def since_read(since: int) -> tuple[Sql, tuple[str]]:
     """The statement reading the rows of transactions at or after ``since`` (the
     watermark), with its parameters."""
     return _SINCE, (str(since),)
