@@ -649,8 +649,8 @@ def test_a_store_from_before_event_times_gains_the_column_empty(tmp_path: Path) 
     path = tmp_path / "old.db"
     with Store(path, counter=EstimateCounter()) as s:
         ref = s.put("stored before event times").entry.ref
-        s.conn.execute("ALTER TABLE entries DROP COLUMN event_time")
-        s.conn.execute("DELETE FROM _migrations WHERE name = 'm_entry_event_time'")
+        s.conn.execute(Sql.sqlite_only("ALTER TABLE entries DROP COLUMN event_time"))
+        s.conn.execute(Sql("DELETE FROM _migrations WHERE name = 'm_entry_event_time'"))
         s.conn.commit()
     with Store(path, counter=EstimateCounter()) as s:
         assert s.resolve(ref).event_time is None

@@ -63,6 +63,8 @@ _TYPO_CANDIDATES = 20_000
 _EXPANSIONS = 24
 # how many events named by words (``before the trip``) a query's dates are counted from
 _ANCHORS = 2
+# the newest time an entry the filter keeps tells of (relative dates count from it)
+_NEWEST_TIME = Sql("SELECT max(coalesce(e.event_time, e.created)) FROM entries e WHERE {where}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +195,7 @@ def named_times(store: Store, text: str, asked: TimeAsked) -> tuple[timeexpr.Spa
     now = asked.as_of
     if now is None and any(p.relative for p in found):
         row = store.conn.execute(
-            f"SELECT max(coalesce(e.event_time, e.created)) FROM entries e WHERE {asked.where}",
+            _NEWEST_TIME.fill(where=asked.where),
             asked.params,
         ).fetchone()
         now = None if row is None or row[0] is None else float(row[0])

@@ -27,6 +27,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from offload.core import analysis, timeexpr
+from offload.store.backend import Sql
 from offload.store.models import access_score
 from offload.store.search import context, neighbours
 from offload.store.search.shown import ShownChunks
@@ -56,9 +57,11 @@ TIME_WEIGHT = 1.0
 ASKED_TIME_BOOST = 0.5
 # How many of the best candidates the time preference reads the event times of
 _TIME_CHECKED = 2000
-_EVENT_TIMES = (
+_EVENT_TIMES = Sql(
     "SELECT e.id AS eid, coalesce(e.event_time, e.created) AS t FROM json_each(?) j "
-    "CROSS JOIN entries e WHERE e.id = j.value"
+    "CROSS JOIN entries e WHERE e.id = j.value",
+    "SELECT e.id AS eid, coalesce(e.event_time, e.created) AS t FROM offload_ids(%s) j "
+    "CROSS JOIN entries e WHERE e.id = j.value",
 )
 
 

@@ -299,7 +299,7 @@ def _repeated(conn: Conn, o: PutOptions, entry_id: int, expires: float | None) -
         rows.set_label(conn, o.label, entry_id)
     if o.event_time is not None:  # the first writer to say when keeps it
         conn.execute(
-            "UPDATE entries SET event_time = ? WHERE id = ? AND event_time IS NULL",
+            Sql("UPDATE entries SET event_time = ? WHERE id = ? AND event_time IS NULL"),
             (o.event_time, entry_id),
         )
     if o.pinned:
