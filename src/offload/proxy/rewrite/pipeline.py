@@ -294,17 +294,19 @@ class Pipeline:
         previous wire extended on a steady turn, built anew otherwise; head and tail
         messages stubbed in an emergency go back to verbatim once they fit."""
         previous, state, ct, known = route.previous, route.state, counted.tokens, counted.known
+        appended = len(msgs)
         if previous is not None and known and state == previous.state:
             # Steady turn: the wire up to the first new message is the previous one.
             cut = wire_index(state, known)
             wire = previous.wire[:cut] + msgs[known:]
             tokens = previous.wire_tokens[:cut] + ct[known:]
             stubs = previous.stubs  # forced stubs all lie before ``known``
+            appended = known
         else:
             wire, tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
         restored = self._unforce(state, protect, ct, tokens, budget)
         if restored is None:
-            return Start(state, wire, tokens, stubs, route.cause)
+            return Start(state, wire, tokens, stubs, route.cause, appended)
         wire, tokens, stubs, _ = self._build(session, msgs, restored, restored.layout, ct)
         return Start(restored, wire, tokens, stubs, route.cause or "stubs_restored")
 
@@ -332,6 +334,10 @@ class Pipeline:
         windowed = False
         made = 0
         new_state = state
+        if emergency:
+            arrived = self._arrive(msgs, head, protect, start, ct, budget)
+            if arrived is not None:
+                return replace(arrived, state=reverify(arrived.state, state, msgs))
         if fire:
             layout, rng = self._compact(session, msgs, head, protect, state, ct, budget, alternate)
             if layout != state.layout:
@@ -345,6 +351,47 @@ class Pipeline:
             new_state = replace(new_state, floor=total, mark=len(msgs))
         new_state = reverify(new_state, state, msgs)
         return Windowed(new_state, wire, tokens, stubs, made, windowed, emergency and windowed)
+
+    def _arrive(
+        self,
+        msgs: list[Message],
+        head: int,
+        protect: int,
+        start: Start,
+        ct: list[int],
+        budget: Budget,
+    ) -> Windowed | None:
+        """The wire with this turn's new messages stubbed as they arrive (the newest one,
+        which the model has not seen yet, excepted) when that keeps it under the ceiling
+        without a compaction, so the previous wire stays a prefix. Only while the head, the
+        least the middle costs and the verbatim tail alone break the ceiling: the tail may
+        be stubbed then, and a compaction would stub it too. None when that does not do."""
+        state, tokens = start.state, start.tokens
+        first = max(start.appended, state.layout.stubbed, head)
+        if first >= len(msgs) - 1 or protect < state.layout.paged:
+            return None
+        # the least the middle can cost: its wire, or the range stub paging all of it
+        # (none yet: any range stub costs more than nothing)
+        middle = sum(tokens[wire_index(state, head) : wire_index(state, protect)])
+        middle = min(middle, state.range.tokens) if state.range is not None else 0
+        if sum(ct[:head]) + middle + sum(ct[protect:]) <= budget.ceiling:
+            return None  # the tail fits verbatim, so it is sent verbatim
+        stubbed: dict[int, Stubbing] = {}
+        for i in range(first, len(msgs) - 1):
+            made = self._forced(msgs, i, ct, state.threshold)
+            if made is not None:
+                stubbed[i] = made
+        wire, tokens = list(start.wire), list(tokens)
+        for i, made in stubbed.items():
+            w = wire_index(state, i)
+            wire[w] = self._stubbed(msgs, i, made)
+            tokens[w] = self._stub_tokens(msgs[i], made)
+        if not stubbed or sum(tokens) > budget.ceiling:
+            return None
+        forced = state.layout.forced | stubbed.keys()
+        arrived = replace(state, layout=replace(state.layout, forced=forced))
+        made = len(stubbed)
+        return Windowed(arrived, wire, tokens, start.stubs + made, made, False, True)
 
     def _save(
         self,
