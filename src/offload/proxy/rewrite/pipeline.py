@@ -68,6 +68,11 @@ from offload.store.store import Store
 
 #: What a range stub is assumed to cost while planning (they measure ~90-130 tokens).
 RANGE_ESTIMATE = 140
+#: The window a range stub's gist and contents list are sized for. Below it they shrink in
+#: proportion: a range stub is rendered again at every page-out, and in a small window,
+#: where page-outs come every few turns, its full size (200-300 tokens) takes room the
+#: recent turns need.
+RANGE_SIZED_FOR = 8192
 #: How often one request is rebuilt because another process saved its session's state
 #: first. Each rebuild means that other request succeeded, so this bounds only a pathology
 #: (requests of one session arriving faster than one rewrite takes), answered StoreBusy.
@@ -376,22 +381,31 @@ class Pipeline:
         middle = min(middle, state.range.tokens) if state.range is not None else 0
         if sum(ct[:head]) + middle + sum(ct[protect:]) <= budget.ceiling:
             return None  # the tail fits verbatim, so it is sent verbatim
-        stubbed: dict[int, Stubbing] = {}
+        # the biggest savings first, only until the wire fits
+        savings: list[tuple[int, int, Stubbing]] = []
         for i in range(first, len(msgs) - 1):
-            made = self._forced(msgs, i, ct, state.threshold)
-            if made is not None:
-                stubbed[i] = made
-        wire, tokens = list(start.wire), list(tokens)
-        for i, made in stubbed.items():
-            w = wire_index(state, i)
-            wire[w] = self._stubbed(msgs, i, made)
-            tokens[w] = self._stub_tokens(msgs[i], made)
-        if not stubbed or sum(tokens) > budget.ceiling:
+            forced = self._forced(msgs, i, ct, state.threshold)
+            if forced is not None:
+                savings.append((self._stub_tokens(msgs[i], forced) - ct[i], i, forced))
+        savings.sort(key=lambda s: (s[0], s[1]))
+        total = sum(tokens)
+        chosen: list[tuple[int, int, Stubbing]] = []
+        for one in savings:
+            if total <= budget.ceiling:
+                break
+            chosen.append(one)
+            total += one[0]
+        if not chosen or total > budget.ceiling:
             return None
-        forced = state.layout.forced | stubbed.keys()
-        arrived = replace(state, layout=replace(state.layout, forced=forced))
-        made = len(stubbed)
-        return Windowed(arrived, wire, tokens, start.stubs + made, made, False, True)
+        wire, tokens = list(start.wire), list(tokens)
+        for saving, i, stubbing in chosen:
+            w = wire_index(state, i)
+            wire[w] = self._stubbed(msgs, i, stubbing)
+            tokens[w] += saving
+        now = state.layout.forced | {i for _, i, _ in chosen}
+        arrived = replace(state, layout=replace(state.layout, forced=now))
+        count = len(chosen)
+        return Windowed(arrived, wire, tokens, start.stubs + count, count, False, True)
 
     def _save(
         self,
@@ -631,11 +645,12 @@ class Pipeline:
         starts = [boundary(msgs, i) for i in range(len(msgs))]
 
         rendered: dict[int, tuple[RangeStub, RangePart]] = {}  # gists are costly: render once
+        detail = min(1.0, budget.n_ctx / RANGE_SIZED_FOR)
 
         def render(end: int) -> RangeStub:
             if end not in rendered:
                 rendered[end] = self.stubs.render_range(
-                    session, msgs, head, paged0, end, state.range, sum(ct[head:end])
+                    session, msgs, head, paged0, end, state.range, sum(ct[head:end]), detail
                 )
             return rendered[end][0]
 
