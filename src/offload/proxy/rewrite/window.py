@@ -31,6 +31,16 @@ now), the high water is ignored and only the ceiling fires, which is as late as 
 policy can compact: each message arrives verbatim and stays byte-stable until a
 compaction, so the fewest compactions come from compacting only when the ceiling would
 break, as deep as the layout allows (see :mod:`offload.proxy.rewrite.bound`).
+Firing a turn earlier cannot keep more prefixes there: a compaction leaves the head, a
+range stub and the tail, and the earlier one leaves a tail that still holds the group the
+later one would have paged.
+
+What then decides how often a small window breaks is how much room a compaction leaves.
+When the head and the tail alone break the ceiling (a whole file in a tool call, a long
+tool output), the tail's older groups, which leave the tail with the next turn, are
+stubbed down to the cut level, not just under the ceiling; its newest message, which the
+model has not seen yet, goes last. In that state the pipeline also stubs a turn's new
+messages, the newest excepted, as they arrive, when that spares a compaction.
 """
 
 from __future__ import annotations
