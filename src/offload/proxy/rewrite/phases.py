@@ -64,7 +64,7 @@ class Start:
     cause: str | None  # the prefix break so far
     # the first client message appended to the previous wire as it was (len(messages)
     # when the wire was built anew)
-    appended: int = 0
+    appended: int
 
 
 @dataclass(frozen=True)

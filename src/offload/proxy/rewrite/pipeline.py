@@ -313,7 +313,7 @@ class Pipeline:
         if restored is None:
             return Start(state, wire, tokens, stubs, route.cause, appended)
         wire, tokens, stubs, _ = self._build(session, msgs, restored, restored.layout, ct)
-        return Start(restored, wire, tokens, stubs, route.cause or "stubs_restored")
+        return Start(restored, wire, tokens, stubs, route.cause or "stubs_restored", len(msgs))
 
     def _window(
         self,
