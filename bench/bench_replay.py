@@ -93,6 +93,62 @@ def what_if(path: Path, n_ctx: int = 8192) -> list[dict[str, Any]]:
     return rows
 
 
+def bounds(path: Path, n_ctx: int, chained: bool) -> dict[str, Any]:
+    """The prefix bound of a trace, as ``offload replay`` reports it and with each
+    request's newest message kept verbatim (the rule the pipeline keeps)."""
+    counter = default_counter()
+    runs = load_runs(path)
+    if chained:
+        runs = [chain_runs(runs)]
+    ceiling = int(ProxySettings().emergency * n_ctx)
+    tail = ProxySettings().tail_messages
+    stub_floor, range_floor = least_stub_tokens(counter)
+    pairs = kept = newest = 0
+    for run in runs:
+        points = turn_points(run.messages)
+        tokens = [message_tokens(counter, m) for m in run.messages]
+        for verbatim in (False, True):
+            bound = prefix_bound(
+                run.messages,
+                tokens,
+                points,
+                ceiling,
+                tail,
+                stub_floor=stub_floor,
+                range_floor=range_floor,
+                newest_verbatim=verbatim,
+            )
+            if verbatim:
+                newest += bound.kept
+            else:
+                kept += bound.kept
+                pairs += bound.pairs
+    return {
+        "file": path.name,
+        "mode": "chained" if chained else "per run",
+        "n_ctx": n_ctx,
+        "bound": round(kept / pairs, 4) if pairs else 1.0,
+        "bound_newest_verbatim": round(newest / pairs, 4) if pairs else 1.0,
+    }
+
+
+def render_bounds(rows: list[dict[str, Any]], command: str) -> str:
+    out = [
+        f"```\n{command}\n```",
+        "",
+        _machine(),
+        "",
+        "| file | mode | n_ctx | bound | bound, newest message verbatim |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['file']} | {r['mode']} | {r['n_ctx']} | {r['bound']:.1%} |"
+            f" {r['bound_newest_verbatim']:.1%} |"
+        )
+    return "\n".join([*out, ""])
+
+
 def latency(path: Path, size: int = 1000, samples: int = 60) -> dict[str, Any]:
     counter = default_counter()
     session = chain_runs(load_runs(path)).messages
@@ -336,7 +392,19 @@ def main() -> int:
         type=Path,
         help="another tree's src/: its KV reuse measured beside this one's, in one run",
     )
+    parser.add_argument(
+        "--bounds",
+        type=Path,
+        nargs="+",
+        metavar="TRACE",
+        help="only the prefix bounds of these traces (chained and per run) at --n-ctx",
+    )
+    parser.add_argument("--n-ctx", type=int, default=4096, help="the window for --bounds")
     args = parser.parse_args()
+    if args.bounds:
+        rows = [bounds(p, args.n_ctx, chained) for p in args.bounds for chained in (True, False)]
+        print(render_bounds(rows, " ".join(["python bench/bench_replay.py", *sys.argv[1:]])))
+        return 0
     if args.kv_only:
         for row in kv_rows(args.traces, args.runs):
             print(json.dumps(row))

@@ -58,6 +58,22 @@ def test_a_tail_that_alone_breaks_the_ceiling_counts_as_free() -> None:
     assert bound.kept == bound.pairs == 3  # optimistic: the rules allow stubbing them all
 
 
+def test_keeping_each_newest_message_verbatim_costs_the_turns_it_fills() -> None:
+    # the same flood, the newest message of each request shown whole (300 tokens, under
+    # the ceiling of 500 with the head): the first turn fits on the head alone (20 + 10 +
+    # 300); after it every turn adds a stubbed message and a whole one (310) to a wire of
+    # at least 330, so each must break
+    msgs = chat(4)
+    tokens = [10, 10] + [300] * (len(msgs) - 2)
+    points = turn_points(msgs)
+    free = prefix_bound(msgs, tokens, points, ceiling=500, tail=2, stub_floor=10)
+    shown = prefix_bound(
+        msgs, tokens, points, ceiling=500, tail=2, stub_floor=10, newest_verbatim=True
+    )
+    assert free.kept == free.pairs == 3
+    assert shown.kept == 1
+
+
 def test_fewer_than_two_requests_have_no_pairs() -> None:
     msgs = chat(1)
     assert prefix_bound(msgs, [1] * len(msgs), turn_points(msgs), 100, 4).pairs == 0

@@ -709,3 +709,51 @@ def test_a_system_prompts_date_of_another_day_is_the_event_time_of_what_is_store
                 pipe.rewrite(request, N_CTX)
             times = _stored_times(s)
         assert times and all(ws == {want} for ws in times.values())
+
+
+def test_a_bulky_call_arriving_while_the_head_and_tail_overflow_is_stubbed_without_a_break(
+    store: Store,
+) -> None:
+    # a 2,000-token system prompt in a 4096 window, and calls that each carry a whole file:
+    # the head and two such calls in the tail already break the ceiling (3481)
+    msgs: Msgs = [
+        {"role": "system", "content": bulky("rules", 130)},
+        {"role": "user", "content": "Refactor the module."},
+    ]
+    pipe = make(store, recall_ratio=0)
+    results: list[RewriteResult] = []
+    sent: list[Msgs] = []
+    for t in range(8):
+        args = '{"path": "m.py", "body": "' + bulky(f"f{t}", 60).replace("\n", "\\n") + '"}'
+        call = {"id": f"w{t}", "type": "function", "function": {"name": "write", "arguments": args}}
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        msgs.append({"role": "tool", "tool_call_id": f"w{t}", "content": f"wrote {t}"})
+        sent.append(list(msgs))
+        results.append(pipe.rewrite(copy.deepcopy(msgs), N_CTX))
+    arrived = [k for k, r in enumerate(results) if r.emergency and not r.windowed]
+    assert arrived  # the ceiling acted without moving the frontier...
+    for k in arrived:
+        wire, request = results[k].messages, sent[k]
+        assert results[k].prefix_kept  # ...so the previous wire stayed a prefix
+        assert wire[-1] == request[-1]  # the newest message goes verbatim
+        assert wire[-2] != request[-2]  # the call just made goes as a stub
+        assert expand(store, wire) == request
+    kept = sum(r.prefix_kept for r in results[1:])
+    assert kept > sum(r.windowed for r in results)
+    assert all(r.wire_tokens <= 3481 for r in results)
+    assert expand(store, results[-1].messages) == msgs
+
+
+def test_a_range_stub_for_a_small_window_is_shorter_and_names_the_same_part(store: Store) -> None:
+    pipe = make(store)
+    msgs = conversation(12, size=20)
+    for t, m in enumerate(msgs[2::2]):  # each call a tool of its own, with a word about it
+        m["content"] = f"Reading log {t} to find where the checksum of batch {t} went wrong."
+        m["tool_calls"][0]["function"]["name"] = f"read_log_{t}"
+    full, part = pipe.stubs.render_range("s", msgs, 2, 2, 20, None, 5000)
+    small, same = pipe.stubs.render_range("s", msgs, 2, 2, 20, None, 5000, detail=0.5)
+    assert small.tokens < full.tokens
+    assert small.ref == full.ref and same.body == part.body  # the same messages behind it
+    assert "contents: " in small.text
+    gist = [line for line in full.text.splitlines() if line.startswith("gist: ")]
+    assert gist and len(gist[0]) > len(next(x for x in small.text.splitlines() if "gist" in x))

@@ -92,6 +92,30 @@ def test_plan_pages_whole_groups_from_the_oldest_down_to_the_target() -> None:
     assert kept + 100 > BUDGET.target  # one bite: no deeper than needed
 
 
+def test_an_overflowing_tail_loses_its_older_group_and_keeps_its_newest_message_verbatim() -> None:
+    # head 2 x 100; a tail of two groups [assistant 150, tool 200], [assistant 150, tool
+    # 400] that alone breaks the ceiling (850); every message stubs to 40
+    verbatim = [100, 100, 150, 200, 150, 400]
+    layout = plan(
+        Compaction(
+            Layout.fresh(2),
+            6,
+            protect=2,
+            group_starts=[True, True, True, False, True, False],
+            verbatim=verbatim,
+            as_stub=lambda i: verbatim[i],
+            forced_cost=lambda i: 40,
+            range_tokens=30,
+            budget=BUDGET,
+        )
+    )
+    # stubbing the newest message alone would save the most, but the model has not seen
+    # it yet; the older group leaves the tail with the next turn, so its stubs stay put
+    # and both go, leaving room for the turns to come
+    assert layout.forced == frozenset({2, 3})
+    assert sum(40 if i in layout.forced else t for i, t in enumerate(verbatim)) <= BUDGET.ceiling
+
+
 def test_plan_never_moves_the_frontier_backwards() -> None:
     verbatim = [10] * 20
     before = Layout(2, 6, 10, frozenset())

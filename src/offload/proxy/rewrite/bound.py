@@ -43,6 +43,7 @@ def prefix_bound(
     *,
     stub_floor: int = 0,
     range_floor: int = 0,
+    newest_verbatim: bool = False,
 ) -> Bound:
     """The bound for one session.
 
@@ -50,6 +51,8 @@ def prefix_bound(
     verbatim; ``points``: the requests, each ``messages[:p]``; ``ceiling``: the emergency
     ceiling in tokens; ``tail``: the protected tail in messages; ``stub_floor`` and
     ``range_floor``: the least a message stub and a range stub can cost.
+    ``newest_verbatim``: each request's newest message counts verbatim even where the tail
+    may be stubbed (the model has not seen it yet; the pipeline stubs it last).
     """
     if len(points) < 2:
         return Bound(pairs=0, kept=0)
@@ -73,10 +76,13 @@ def prefix_bound(
             growth.append(before[p] - before[appended])
             continue
         # the tail alone breaks the ceiling: its messages, then the head's, may be stubbed
-        tail_least = least[p] - least[start]
+        newest = 0  # what the newest message costs above its least, kept verbatim
+        if newest_verbatim and start < p:
+            newest = tokens[p - 1] - (least[p] - least[p - 1])
+        tail_least = least[p] - least[start] + newest
         head_cost = pinned if pinned + middle + tail_least <= ceiling else least[head]
         base.append(head_cost + middle + tail_least)
-        growth.append(least[p] - least[appended])
+        growth.append(least[p] - least[appended] + newest)
     return Bound(
         pairs=len(points) - 1, kept=len(points) - 1 - _fewest_breaks(base, growth, ceiling)
     )

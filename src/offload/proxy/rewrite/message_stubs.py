@@ -570,10 +570,12 @@ class StubMaker:
         end: int,
         previous: RangeStub | None,
         paged_tokens: int,
+        detail: float = 1.0,
     ) -> tuple[RangeStub, RangePart]:
         """The stub for the range ``[first, end)`` and the body of its newest part:
         messages ``[start, end)`` and those of the parts before it that it takes in
-        (``previous`` covers ``[first, start)``); nothing is stored until :meth:`page_out`."""
+        (``previous`` covers ``[first, start)``); nothing is stored until :meth:`page_out`.
+        ``detail`` (0 to 1) scales its gist and contents list down (a small window)."""
         paged0 = start
         start, earlier_ref = self._merge_start(messages, start, end, previous)
         doc: dict[str, Any] = {
@@ -608,10 +610,12 @@ class StubMaker:
         contents = tuple(
             TocEntry(line, title)
             for line, title in transcript.contents(
-                [c for c in rendered.calls if c.line >= new_from], RANGE_CONTENTS
+                [c for c in rendered.calls if c.line >= new_from],
+                max(1, int(RANGE_CONTENTS * detail)),
             )
         )
         ref = short_ref(digest)
+        gist_chars = int(RANGE_GIST_CHARS * detail)
         text = _range_text(
             StubInfo(
                 ref=ref,
@@ -621,8 +625,8 @@ class StubMaker:
                 lines=count_lines(rendered.text),
                 nbytes=len(body.encode("utf-8", "surrogatepass")),
                 gist=(
-                    transcript.one_line(gist(text_of_part, RANGE_GIST_CHARS), RANGE_GIST_CHARS)
-                    if text_of_part.strip()
+                    transcript.one_line(gist(text_of_part, gist_chars), gist_chars)
+                    if text_of_part.strip() and gist_chars > 0
                     else ""
                 ),
                 toc=contents,

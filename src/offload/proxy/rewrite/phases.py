@@ -62,6 +62,9 @@ class Start:
     tokens: list[int]
     stubs: int  # messages on the wire that are stubs
     cause: str | None  # the prefix break so far
+    # the first client message appended to the previous wire as it was (len(messages)
+    # when the wire was built anew)
+    appended: int
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ class Windowed:
     stubs: int  # messages on the wire that are stubs
     made: int  # new stubs made by this request
     windowed: bool  # the frontier moved
-    emergency: bool  # the emergency ratio acted (and the frontier moved)
+    emergency: bool  # the emergency ratio acted: the frontier moved, or new messages were
+    # stubbed as they arrived
 
 
 @dataclass(frozen=True)

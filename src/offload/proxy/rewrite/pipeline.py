@@ -70,6 +70,11 @@ from offload.store.store import Store
 
 #: What a range stub is assumed to cost while planning (they measure ~90-130 tokens).
 RANGE_ESTIMATE = 140
+#: The window a range stub's gist and contents list are sized for. Below it they shrink in
+#: proportion: a range stub is rendered again at every page-out, and in a small window,
+#: where page-outs come every few turns, its full size (200-300 tokens) takes room the
+#: recent turns need.
+RANGE_SIZED_FOR = 8192
 #: How often one request is rebuilt because another process saved its session's state
 #: first. Each rebuild means that other request succeeded, so this bounds only a pathology
 #: (requests of one session arriving faster than one rewrite takes), answered StoreBusy.
@@ -298,19 +303,21 @@ class Pipeline:
         previous wire extended on a steady turn, built anew otherwise; head and tail
         messages stubbed in an emergency go back to verbatim once they fit."""
         previous, state, ct, known = route.previous, route.state, counted.tokens, counted.known
+        appended = len(msgs)
         if previous is not None and known and state == previous.state:
             # Steady turn: the wire up to the first new message is the previous one.
             cut = wire_index(state, known)
             wire = previous.wire[:cut] + msgs[known:]
             tokens = previous.wire_tokens[:cut] + ct[known:]
             stubs = previous.stubs  # forced stubs all lie before ``known``
+            appended = known
         else:
             wire, tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
         restored = self._unforce(state, protect, ct, tokens, budget)
         if restored is None:
-            return Start(state, wire, tokens, stubs, route.cause)
+            return Start(state, wire, tokens, stubs, route.cause, appended)
         wire, tokens, stubs, _ = self._build(session, msgs, restored, restored.layout, ct)
-        return Start(restored, wire, tokens, stubs, route.cause or "stubs_restored")
+        return Start(restored, wire, tokens, stubs, route.cause or "stubs_restored", len(msgs))
 
     def _window(
         self,
@@ -336,6 +343,10 @@ class Pipeline:
         windowed = False
         made = 0
         new_state = state
+        if emergency:
+            arrived = self._arrive(msgs, head, protect, start, ct, budget)
+            if arrived is not None:
+                return replace(arrived, state=reverify(arrived.state, state, msgs))
         if fire:
             layout, rng = self._compact(session, msgs, head, protect, state, ct, budget, alternate)
             if layout != state.layout:
@@ -349,6 +360,56 @@ class Pipeline:
             new_state = replace(new_state, floor=total, mark=len(msgs))
         new_state = reverify(new_state, state, msgs)
         return Windowed(new_state, wire, tokens, stubs, made, windowed, emergency and windowed)
+
+    def _arrive(
+        self,
+        msgs: list[Message],
+        head: int,
+        protect: int,
+        start: Start,
+        ct: list[int],
+        budget: Budget,
+    ) -> Windowed | None:
+        """The wire with this turn's new messages stubbed as they arrive (the newest one,
+        which the model has not seen yet, excepted) when that keeps it under the ceiling
+        without a compaction, so the previous wire stays a prefix. Only while the head, the
+        least the middle costs and the verbatim tail alone break the ceiling: the tail may
+        be stubbed then, and a compaction would stub it too. None when that does not do."""
+        state, tokens = start.state, start.tokens
+        first = max(start.appended, state.layout.stubbed, head)
+        if first >= len(msgs) - 1 or protect < state.layout.paged:
+            return None
+        # the least the middle can cost: its wire, or the range stub paging all of it
+        # (none yet: any range stub costs more than nothing)
+        middle = sum(tokens[wire_index(state, head) : wire_index(state, protect)])
+        middle = min(middle, state.range.tokens) if state.range is not None else 0
+        if sum(ct[:head]) + middle + sum(ct[protect:]) <= budget.ceiling:
+            return None  # the tail fits verbatim, so it is sent verbatim
+        # the biggest savings first, only until the wire fits
+        savings: list[tuple[int, int, Stubbing]] = []
+        for i in range(first, len(msgs) - 1):
+            forced = self._forced(msgs, i, ct, state.threshold)
+            if forced is not None:
+                savings.append((self._stub_tokens(msgs[i], forced) - ct[i], i, forced))
+        savings.sort(key=lambda s: (s[0], s[1]))
+        total = sum(tokens)
+        chosen: list[tuple[int, int, Stubbing]] = []
+        for one in savings:
+            if total <= budget.ceiling:
+                break
+            chosen.append(one)
+            total += one[0]
+        if not chosen or total > budget.ceiling:
+            return None
+        wire, tokens = list(start.wire), list(tokens)
+        for saving, i, stubbing in chosen:
+            w = wire_index(state, i)
+            wire[w] = self._stubbed(msgs, i, stubbing)
+            tokens[w] += saving
+        now = state.layout.forced | {i for _, i, _ in chosen}
+        arrived = replace(state, layout=replace(state.layout, forced=now))
+        count = len(chosen)
+        return Windowed(arrived, wire, tokens, start.stubs + count, count, False, True)
 
     def _save(
         self,
@@ -588,11 +649,12 @@ class Pipeline:
         starts = [boundary(msgs, i) for i in range(len(msgs))]
 
         rendered: dict[int, tuple[RangeStub, RangePart]] = {}  # gists are costly: render once
+        detail = min(1.0, budget.n_ctx / RANGE_SIZED_FOR)
 
         def render(end: int) -> RangeStub:
             if end not in rendered:
                 rendered[end] = self.stubs.render_range(
-                    session, msgs, head, paged0, end, state.range, sum(ct[head:end])
+                    session, msgs, head, paged0, end, state.range, sum(ct[head:end]), detail
                 )
             return rendered[end][0]
 

@@ -31,6 +31,16 @@ now), the high water is ignored and only the ceiling fires, which is as late as 
 policy can compact: each message arrives verbatim and stays byte-stable until a
 compaction, so the fewest compactions come from compacting only when the ceiling would
 break, as deep as the layout allows (see :mod:`offload.proxy.rewrite.bound`).
+Firing a turn earlier cannot keep more prefixes there: a compaction leaves the head, a
+range stub and the tail, and the earlier one leaves a tail that still holds the group the
+later one would have paged.
+
+What then decides how often a small window breaks is how much room a compaction leaves.
+When the head and the tail alone break the ceiling (a whole file in a tool call, a long
+tool output), the tail's older groups, which leave the tail with the next turn, are
+stubbed down to the cut level, not just under the ceiling; its newest message, which the
+model has not seen yet, goes last. In that state the pipeline also stubs a turn's new
+messages, the newest excepted, as they arrive, when that spares a compaction.
 """
 
 from __future__ import annotations
@@ -189,21 +199,48 @@ def plan(c: Compaction) -> Layout:
     if total >= unpaged:  # a range stub that costs more than it frees: page nothing
         paged, total = layout.paged, unpaged
 
-    # The head and the tail alone still break the ceiling: stub their biggest messages
-    # (tail first, then head), never forwarding a message the window cannot hold.
+    # The head and the tail alone still break the ceiling: stub their biggest messages,
+    # never forwarding a message the window cannot hold. The tail's older groups go first
+    # and down to the cut level: they leave the tail with the next turn, so their stubs
+    # stay put, and the room they free is what spares the next turns a compaction each.
+    # Then, only until the ceiling holds, the newest group (its newest message, which the
+    # model has not seen yet, last) and the head.
     if total > budget.ceiling:
-        candidates = [i for i in range(stubbed, n) if i not in forced]
-        candidates += [i for i in range(head - 1, -1, -1) if i not in forced]
-        savings: list[tuple[int, int, int]] = []
-        for order, i in enumerate(candidates):
-            alt = forced_cost(i)
-            if alt is not None and alt < verbatim[i]:
-                in_tail = i >= stubbed
-                savings.append((0 if in_tail else 1, -(verbatim[i] - alt), order))
-        for _, saving, order in sorted(savings):
-            if total <= budget.ceiling:
-                break
-            forced.add(candidates[order])
-            total += saving
+        newest = n - 1
+        while newest > stubbed and not group_starts[newest]:
+            newest -= 1
+        tiers = (
+            ([i for i in range(stubbed, newest)], min(level, budget.ceiling)),
+            ([i for i in range(newest, n - 1)], budget.ceiling),
+            ([n - 1] if n - 1 >= stubbed else [], budget.ceiling),
+            ([i for i in range(head - 1, -1, -1)], budget.ceiling),
+        )
+        for candidates, limit in tiers:
+            total = _force(candidates, limit, total, forced, verbatim, forced_cost)
     forced = {i for i in forced if i < head or i >= paged}
     return Layout(head, paged, stubbed, frozenset(forced))
+
+
+def _force(
+    candidates: Sequence[int],
+    limit: int,
+    total: int,
+    forced: set[int],
+    verbatim: Sequence[int],
+    forced_cost: Callable[[int], int | None],
+) -> int:
+    """Stub ``candidates`` (added to ``forced``), the biggest saving first, until the wire
+    of ``total`` tokens fits ``limit``; the wire's tokens after."""
+    savings: list[tuple[int, int]] = []
+    for i in candidates:
+        if i in forced:
+            continue
+        alt = forced_cost(i)
+        if alt is not None and alt < verbatim[i]:
+            savings.append((alt - verbatim[i], i))
+    for saving, i in sorted(savings):
+        if total <= limit:
+            break
+        forced.add(i)
+        total += saving
+    return total
