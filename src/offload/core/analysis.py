@@ -98,7 +98,11 @@ _STOPWORDS = frozenset(
 
 _V = TypeVar("_V")
 _local = threading.local()  # a Stemmer object is not safe to share between threads
-_CACHE_MAX = 200_000
+# each cache's bound, in entries (a cleared cache refills): an entry holds a run or word and
+# its analysis, ~150-250 bytes, and there are seven caches, so 200,000 each let a process
+# that analyses many distinct words (a long-running server storing logs) hold ~250 MB in
+# them; 50,000 distinct runs still cover natural text's working vocabulary
+_CACHE_MAX = 50_000
 _cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 _piece_cache: dict[str, tuple[str, tuple[tuple[str, str], ...], int]] = {}
 _run_cache: dict[str, tuple[str, ...]] = {}

@@ -18,6 +18,7 @@ from offload.store.search import selective
 from offload.store.search.memory import chunkrows, postings
 from offload.store.search.query import match_expression
 from offload.store.store import Store
+from offload.store.write import index
 from wordcorpus import WORDS
 
 
@@ -204,3 +205,39 @@ def test_a_plan_widened_term_by_term_scores_each_step_as_the_formula_does() -> N
         fresh = view.score(terms, rare)
         assert dict(zip(fresh.ids.tolist(), fresh.scores.tolist(), strict=True)) == want
     assert len(widening.upto(2).ids) == len(every)  # a narrower call: the wider rows
+
+
+def test_a_large_vocabulary_kept_compact_finds_every_term_and_no_other() -> None:
+    words = [f"w{i}x" for i in range(postings.COMPACT_TERMS + 10)] + ["", "é", "数据"]
+    terms = postings.Terms(words)
+    assert len(terms) == len(words)
+    assert list(terms) == words
+    assert all(terms.get(w) == i for i, w in enumerate(words))
+    assert terms.get("w1") is None and terms.get("nothere") is None
+    assert terms.get("w1") is None  # remembered as absent
+    assert terms.nbytes < 40 * len(words)
+
+
+def test_terms_sharing_a_hash_are_told_apart_by_their_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import builtins
+
+    monkeypatch.setattr(builtins, "hash", lambda t: len(t))  # every term of a length collides
+    terms = postings.Terms(["ab", "cd", "ef", "g"])
+    assert [terms.get(t) for t in ("ab", "cd", "ef", "g", "zz")] == [0, 1, 2, 3, None]
+
+
+def test_a_segment_of_many_terms_scores_as_one_of_few() -> None:
+    rows = [(i + 1, index.counts_json({f"t{i}": 2, "common": 1})) for i in range(5000)]
+    big = postings.Segment.build(rows)
+    assert isinstance(big.terms, postings.Terms)
+    halves = postings.View(
+        (postings.Segment.build(rows[:2500]), postings.Segment.build(rows[2500:]))
+    )
+    merged = postings.merge(halves.segments)
+    assert isinstance(merged.terms, postings.Terms)
+    for view in (halves, postings.View((merged,))):
+        for q in (["t7", "common"], ["t4999"], ["nope", "t0"]):
+            a, b = view.score(q), postings.View((big,)).score(q)
+            assert a.ids.tolist() == b.ids.tolist() and a.scores.tolist() == b.scores.tolist()

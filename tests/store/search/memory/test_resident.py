@@ -136,6 +136,27 @@ def test_an_index_over_its_memory_bound_is_not_built_nor_retried(tmp_path: Path)
         assert idx.built.is_set()  # no second build was started
 
 
+def test_an_index_that_grows_past_its_memory_bound_is_dropped_and_stays_off(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    with _open(path, 0) as store, _open(path, 0) as sql:
+        _fill(store, 30)
+        store.resident = idx = ResidentIndex(store._own_conn, max_bytes=1 << 20)
+        built_view(store)
+        held = store.resident.view(store.conn)
+        assert held is not None
+        idx._max_bytes = held.nbytes + 1  # the next rows pass it
+        store.put("Melanie said, the zebrafinch sang " * 40, scope="chat0")
+        assert idx.view(store.conn) is None
+        assert idx.report is not None and "bound" in idx.report.refused
+        store.put("Caroline said, the lake froze", scope="chat1")
+        assert idx.view(store.conn) is None  # not rebuilt while the store only grows
+        assert idx.built.is_set()
+        for q in ("zebrafinch", "Caroline lake"):
+            assert _page(store, q) == _page(sql, q)
+
+
 def test_a_chunk_without_cached_counts_keeps_search_on_the_sql_path(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with _open(path) as store, _open(path, 0) as sql:

@@ -20,8 +20,10 @@ its count in the row and D the row's length. Pure: no I/O (store/search/memory/r
 
 from __future__ import annotations
 
+import array
+import bisect
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -50,13 +52,86 @@ class Unindexable(ValueError):
     """Rows the index cannot hold exactly (no cached counts, or an old-format object)."""
 
 
+# a segment of at least this many terms keeps them as :class:`Terms`, not a dict
+COMPACT_TERMS = 4096
+# the lookups a :class:`Terms` remembers (a search asks for its few terms many times)
+_MEMO_MAX = 4096
+
+
+class Terms:
+    """A segment's vocabulary, term -> slot, in ~20 bytes a term plus its UTF-8 bytes (a
+    dict of str held ~95 bytes a term: most of the index of a store whose outputs each
+    bring new terms, such as numbered log lines).
+
+    The terms are one UTF-8 string joined by spaces (a plain term holds none), in slot
+    order, with where each starts; a lookup finds the term's hash (this process's own
+    ``hash``: the index never leaves the process) among the sorted hashes by bisection and
+    compares the bytes there, so a hash shared by two terms still finds the right one.
+    Immutable, so shared by threads; the memo of recent lookups is a dict, safe to
+    share."""
+
+    def __init__(self, terms: list[str]) -> None:
+        n = len(terms)
+        hashes = np.fromiter(map(hash, terms), dtype=np.int64, count=n)
+        order = np.argsort(hashes, kind="stable")
+        self._hashes = array.array("q", hashes[order].tobytes())
+        self._slots = array.array("q", order.tobytes())
+        encoded = [t.encode() for t in terms]
+        starts = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=n) + 1, out=starts[1:])
+        self._starts = array.array("q", starts.tobytes())
+        self._blob = b" ".join(encoded)
+        self._memo: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __iter__(self) -> Iterator[str]:
+        """The terms in slot order."""
+        return iter(self._blob.decode().split(" ") if len(self._slots) else ())
+
+    def get(self, term: str) -> int | None:
+        """``term``'s slot, or None."""
+        memo = self._memo
+        slot = memo.get(term, -2)  # -1: known to be absent
+        if slot == -2:
+            slot = self._find(term)
+            if len(memo) >= _MEMO_MAX:
+                memo.clear()
+            memo[term] = slot
+        return None if slot < 0 else slot
+
+    def _find(self, term: str) -> int:
+        h, hashes, starts = hash(term), self._hashes, self._starts
+        at = bisect.bisect_left(hashes, h)
+        raw = term.encode()
+        while at < len(hashes) and hashes[at] == h:
+            slot = self._slots[at]
+            if self._blob[starts[slot] : starts[slot + 1] - 1] == raw:
+                return slot
+            at += 1
+        return -1
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (the memo aside)."""
+        arrays = (self._hashes, self._slots, self._starts)
+        return sum(a.itemsize * len(a) for a in arrays) + len(self._blob)
+
+
+def compact(vocab: dict[str, int]) -> dict[str, int] | Terms:
+    """A built segment's vocabulary (slots in insertion order) as it is kept: a large one
+    as :class:`Terms`."""
+    return Terms(list(vocab)) if len(vocab) >= COMPACT_TERMS else vocab
+
+
 @dataclass(frozen=True, eq=False)
 class Segment:
     """One batch of chunks: ids ascending, lengths, and each term's postings."""
 
     ids: Any  # NDArray[np.int64]
     lengths: Any  # NDArray[np.int64]
-    terms: dict[str, int]  # term -> its slot in offsets
+    terms: dict[str, int] | Terms  # term -> its slot in offsets
     offsets: Any  # NDArray[np.int64], len(terms) + 1
     docs: Any  # NDArray[np.int32]: positions into ids, ascending within a term
     freqs: Any  # NDArray[np.int32]
@@ -111,7 +186,7 @@ class Segment:
         if len(ids) == 0:
             vocab = {}
             offsets = np.zeros(1, dtype=np.int64)
-        return cls(ids, lengths, vocab, offsets, docs, freqs, int(lengths.sum()))
+        return cls(ids, lengths, compact(vocab), offsets, docs, freqs, int(lengths.sum()))
 
     @property
     def rows(self) -> int:
@@ -120,9 +195,11 @@ class Segment:
 
     @property
     def nbytes(self) -> int:
-        """The arrays' bytes plus an estimate of the vocabulary's (~100 bytes a term)."""
+        """The arrays' bytes plus the vocabulary's (a dict's estimated, ~100 bytes a term)."""
         arrays = (self.ids, self.lengths, self.offsets, self.docs, self.freqs)
-        return sum(int(a.nbytes) for a in arrays) + 100 * len(self.terms)
+        terms = self.terms
+        held = terms.nbytes if isinstance(terms, Terms) else 100 * len(terms)
+        return sum(int(a.nbytes) for a in arrays) + held
 
     def postings(self, term: str) -> tuple[Any, Any]:
         """(positions, counts) of ``term``'s rows; empty arrays if it holds none."""
@@ -231,7 +308,7 @@ def merge(segments: Sequence[Segment]) -> Segment:
     return Segment(
         ids,
         lengths,
-        vocab,
+        compact(vocab),
         offsets,
         doc[order].astype(np.int32),
         freq[order],

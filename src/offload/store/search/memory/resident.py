@@ -107,7 +107,10 @@ class ResidentIndex:
         try:
             batch = source.read_since(conn, state.token)
             if batch is not None and batch.rows:
-                state = self._extended(state, batch)
+                grown = self._extended(state, batch)
+                if grown is None:  # past the memory bound: dropped
+                    return None
+                state = grown
         except (sqlite3.Error, OffloadError, postings.Unindexable) as exc:
             _log.debug("resident index: %s; searching the SQL way", exc)
             batch = None
@@ -176,13 +179,26 @@ class ResidentIndex:
                 self._state = None
         self.start()
 
-    def _extended(self, state: _State, batch: chunkrows.Batch) -> _State:
-        """``state`` with the batch's rows as a new segment (the tail merged when long)."""
+    def _extended(self, state: _State, batch: chunkrows.Batch) -> _State | None:
+        """``state`` with the batch's rows as a new segment (the tail merged when long); None
+        when that passes the memory bound: the index is dropped, as a build that would pass
+        it is refused, and searches take the SQL path until the chunks change otherwise than
+        by growing (a store that grows past the bound while serving stops the index growing
+        with it, where the bound was checked only at the build)."""
         segments = (*state.view.segments, postings.Segment.build(batch.rows))
         tail = sum(s.rows for s in segments[1:])
         if len(segments) > TAIL_SEGMENTS + 1 and tail <= TAIL_ROWS_INLINE:
             segments = (segments[0], postings.merge(segments[1:]))
         new = _State(postings.View(segments), batch.token)
+        if new.view.nbytes > self._max_bytes:
+            with self._lock:
+                if self._state is state:
+                    self._state = None
+                self._refused = batch.token
+            why = f"{new.view.nbytes >> 20} MB held, bound {self._max_bytes >> 20} MB"
+            self.report = BuildReport(0.0, new.view.rows, new.view.nbytes, why)
+            _log.debug("resident index dropped: %s", why)
+            return None
         with self._lock:
             if self._state is state:
                 self._state = new
