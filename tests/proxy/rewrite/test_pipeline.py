@@ -22,6 +22,7 @@ from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
 from offload.proxy.rewrite.reuse import LOOP_NOTE, RECALL
 from offload.proxy.rewrite.session import STATE_NAMESPACE
 from offload.proxy.rewrite.window import Budget
+from offload.store.backend import Sql
 from offload.store.store import Store
 
 Msgs = list[dict[str, Any]]
@@ -669,7 +670,7 @@ def test_a_newest_message_too_big_to_fit_shows_its_first_and_last_lines(store: S
 def _stored_times(store: Store) -> dict[str, set[float | None]]:
     """The event times of what the proxy stored, by source: message stubs, range parts."""
     out: dict[str, set[float | None]] = {}
-    rows = store.conn.execute("SELECT source, event_time FROM entries").fetchall()
+    rows = store.conn.execute(Sql("SELECT source, event_time FROM entries")).fetchall()
     for source, when in rows:
         out.setdefault("range" if source.startswith("proxy:") else source, set()).add(when)
     return out
@@ -684,7 +685,7 @@ def test_a_message_timestamp_becomes_the_event_time_of_what_is_stored_from_it(
     pipe = make(store)
     for request in requests(msgs):
         pipe.rewrite(request, 8192)
-    stored = store.conn.execute("SELECT source, topic, event_time FROM entries").fetchall()
+    stored = store.conn.execute(Sql("SELECT source, topic, event_time FROM entries")).fetchall()
     stubs = [(topic, when) for source, topic, when in stored if source == "proxy"]
     ranges = [(topic, when) for source, topic, when in stored if source != "proxy"]
     assert stubs and ranges
