@@ -14,10 +14,10 @@ passes the value it finds through :func:`unpack`, so both forms read alike.
 Only objects of :data:`MIN_PACKED` bytes or more are compressed: below that the frame's
 header and checksum outweigh what compression saves. Decompressing costs ~3 us however
 small the object: a search through its in-memory index (the default) reads none, the index
-decompresses each once when it is built; a search without it (the SQL path) reads ~900 (its p50 at 20k turns
-71 -> 82 ms under load, docs/benchmarks/search.md). Chat
-turns' objects (~500 bytes of JSON, ~270 compressed) were kept as text before, and were
-then the largest part of a store of turns on disk (2.1x its raw text).
+decompresses each once when it is built; a search without it (the SQL path) reads ~900
+(its p50 at 20k turns 71 -> 82 ms under load, docs/benchmarks/search.md). Chat turns'
+objects (~500 bytes of JSON, ~270 compressed) were kept as text before, and were then the
+largest part of a store of turns on disk (2.1x its raw text).
 """
 
 from __future__ import annotations
