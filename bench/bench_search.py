@@ -20,7 +20,10 @@ Speed: ``--entries`` texts built from the conversations' turns (two turns each, 
 through the bulk path, and the same texts in a plain FTS5 table; every question is timed as
 a query on both, and on the same store searched the SQL way only (no in-memory index,
 store/search/memory/resident.py: each store builds its own on its first search, timed and sized apart
-before the queries). Scoped: the same store searched under filters (a small scope, a scattered one,
+before the queries). Beside the latencies: the build's wall and CPU seconds against the
+plain table's, the store's files against the raw text (``disk_x_raw``; the plain table's
+too), and the rare-term lookup: a term one text alone holds as the whole query
+(``rare_term``, each store and plain FTS5). Scoped: the same store searched under filters (a small scope, a scattered one,
 an eighth of the store, its newest fifth, a filter every entry passes) beside the whole
 store, each beside plain FTS5 under the same filter (a join on the rows' scopes, or a rowid
 range). Writes: the latency of one acknowledged ``put`` on a store already holding
@@ -323,18 +326,18 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
     lexical = offload.open_store(tmp / "speed.db")  # the same file, searched without a model
     # the same file searched the SQL way only (no in-memory index): the side-by-side base
     sql = offload.open_store(tmp / "speed.db", embedder=model, resident_mb=0)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if not reused:
         for i in range(0, n, 2000):
             store.put_many(texts[i : i + 2000], scope=f"s{i // 2000 % 8}")
-    build_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    build_s, build_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
     if reused:
         plain = sqlite3.connect(str(tmp / "plain.db"))
     else:
         plain = plain_fts(enumerate(texts), str(tmp / "plain.db"))
         marker.write_text(f"{n} entries\n")
-    plain_build_s = time.perf_counter() - t0
+    plain_build_s, plain_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     questions = [q for c in convs for q, _, _ in c.questions]
     built = {
         name: _resident_built(s, questions[0])
@@ -362,15 +365,27 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
         t = time.perf_counter()
         lexical.search(q, limit=10)
         lex.append((time.perf_counter() - t) * 1000)
+    rare = _rare_lookups(texts, {"hybrid": store, "lexical": lexical, "sql": sql}, plain)
     store.close()
     lexical.close()
     sql.close()
     plain.close()
+    raw = sum(len(t.encode()) for t in texts)
+    on_disk = sum(p.stat().st_size for p in tmp.glob("speed.db*"))
     return {
         "entries": n,
         "reused": reused,
         "build_s": build_s,
         "plain_build_s": plain_build_s,
+        "build_cpu_s": build_cpu_s,
+        "plain_build_cpu_s": plain_cpu_s,
+        "build_ratio": build_s / plain_build_s if not reused else None,
+        "raw_mb": raw / 1e6,
+        # the store's files after every connection closed (a reused store holds the scoped
+        # runs' few hundred extra entries too)
+        "disk_x_raw": on_disk / raw,
+        "plain_disk_x_raw": (tmp / "plain.db").stat().st_size / raw,
+        "rare_term": rare,
         "resident_index": built,
         "queries": len(questions),
         "hybrid": model is not None,
@@ -385,6 +400,49 @@ def bench_speed(convs: list[Conversation], tmp: Path, n: int) -> dict[str, Any]:
         "ratio_p50": pct(mine, 0.5) / pct(base, 0.5),
         "ratio_p95": pct(mine, 0.95) / pct(base, 0.95),
     }
+
+
+RARE_LOOKUPS = 200
+
+
+def rare_terms(texts: Sequence[str], k: int = RARE_LOOKUPS, seed: int = 5) -> list[str]:
+    """``k`` terms each held by one of ``texts`` alone (seeded): the number a speed text
+    ends with (:func:`scale_texts`), from 10000 up, where the turns hold none of them. The
+    turns themselves repeat: at 100k texts their rarest words are in dozens."""
+    first = min(10_000, len(texts) // 2)
+    picked = random.Random(seed).sample(range(first, len(texts)), min(k, len(texts) - first))
+    return [str(i) for i in picked]
+
+
+def _rare_lookups(texts: Sequence[str], stores: dict[str, Any], plain: Any) -> dict[str, Any]:
+    """p50/p95 ms of one rare word as the whole query, on each store and plain FTS5."""
+    words = rare_terms(texts)
+    timed: dict[str, list[float]] = defaultdict(list)
+    for w in words[:20]:  # warm
+        for s in stores.values():
+            s.search(w, limit=10)
+    for w in words:
+        for name, s in stores.items():
+            t = time.perf_counter()
+            s.search(w, limit=10)
+            timed[name].append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        plain_search(plain, w, 10)
+        timed["fts5"].append((time.perf_counter() - t) * 1000)
+    out: dict[str, Any] = {"lookups": len(words), "texts_per_term": _df_range(texts, words)}
+    for name, ms in timed.items():
+        out[f"{name}_p50"], out[f"{name}_p95"] = pct(ms, 0.5), pct(ms, 0.95)
+    return out
+
+
+def _df_range(texts: Sequence[str], terms: Sequence[str]) -> list[int]:
+    """The fewest and most texts one of ``terms`` occurs in (as a whole word)."""
+    wanted = set(terms)
+    df: dict[str, int] = defaultdict(int)
+    for t in texts:
+        for w in wanted.intersection(re.findall(r"\w+", t)):
+            df[w] += 1
+    return [min(df.values()), max(df.values())] if df else [0, 0]
 
 
 def _resident_built(store: Any, question: str) -> dict[str, Any]:

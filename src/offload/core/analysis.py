@@ -315,6 +315,8 @@ def index_text(text: str) -> str:
     keeps a big JSON body cheap. Deterministic, so the same text always gives the same
     string (a contentless index forgets a row only when given it again).
     """
+    if not text:  # an entry's empty metadata fields: most of a bulk put's entries
+        return ""
     counts = Counter(_runs(text))
     cache = _text_cache.holding(counts.keys())
     # each run's terms end in a space: repeating and joining them is C work, no loop here

@@ -202,6 +202,19 @@ class Store(SavedState):
             self._embedder = self._matrix = None
             return None
 
+    def vectors_of(self, texts: Sequence[str]) -> list[bytes | None]:
+        """The packed vectors of several entries' texts (:func:`vectors.entry_text`) in one
+        call of the model; all None without one (or when it fails to load, as
+        :meth:`vector_of`)."""
+        if self._embedder is None or not texts:
+            return [None] * len(texts)
+        try:
+            return list(vectors.encode_many(self._embedder, texts))
+        except OffloadError as exc:
+            logging.getLogger("offload.store").warning("semantic search is off: %s", exc)
+            self._embedder = self._matrix = None
+            return [None] * len(texts)
+
     @classmethod
     def open(cls, settings: Settings, **kwargs: Any) -> Store:
         """Open (creating if needed) the store that ``settings`` name.
@@ -358,7 +371,7 @@ class Store(SavedState):
         # write transaction checks every content and word at once (store/write/pgbulk.py)
         bulk = self._pg is not None
         return writes.commit_puts(
-            self, [writes.prepare_put(self, c, opts, bulk=bulk) for c in contents]
+            self, writes.prepare_many(self, ((c, opts) for c in contents), bulk=bulk)
         )
 
     def put_each(self, puts: Iterable[tuple[str, PutOptions]]) -> list[PutResult]:
@@ -366,9 +379,7 @@ class Store(SavedState):
         one write transaction: all or none, one commit instead of one per put (a catalog's
         documents). Results in order, each as :meth:`put` gives it."""
         bulk = self._pg is not None
-        return writes.commit_puts(
-            self, [writes.prepare_put(self, c, o, bulk=bulk) for c, o in puts]
-        )
+        return writes.commit_puts(self, writes.prepare_many(self, puts, bulk=bulk))
 
     def label(self, ref: str, label: str, scope: str | None = None) -> Entry:
         """Give an entry another name the resolver understands."""

@@ -14,10 +14,12 @@ from offload.store.store import Store
 from offload.store.write import index, packed_counts
 from wordcorpus import built_view
 
-# a chat turn (small counts, kept as text) and a log whose chunks hold ~200 distinct terms
+# a chat turn, a log whose chunks hold ~200 distinct terms, and a reply of two words (its
+# counts too small to compress: kept as text)
 _TEXTS = [
     "parseHTTPResponse and snake_case_name in v1.2.3 ünïcödé Straße",
     "".join(f"line {i}: the lake froze at dawn, config_{i} reloaded ünï{i}\n" for i in range(90)),
+    "ok, thanks",
 ]
 _QUERIES = ["lake froze", "config reloaded", "parse http response", "Straße"]
 
@@ -33,11 +35,13 @@ def test_packed_counts_read_back_as_the_same_json() -> None:
 
 
 def test_only_counts_of_at_least_the_minimum_size_are_compressed() -> None:
-    small, large = _json_of(_TEXTS[0]), _json_of(_TEXTS[1])
+    small, large = _json_of(_TEXTS[2]), _json_of(_TEXTS[0])
     assert len(small.encode()) < packed_counts.MIN_PACKED <= len(large.encode())
     assert packed_counts.pack(small) == small
     packed = packed_counts.pack(large)
-    assert isinstance(packed, bytes) and len(packed) < len(large.encode()) / 2
+    assert isinstance(packed, bytes) and len(packed) < len(large.encode())
+    log = packed_counts.pack(_json_of(_TEXTS[1]))
+    assert isinstance(log, bytes) and len(log) < len(_json_of(_TEXTS[1]).encode()) / 2
     # the bound is in bytes, not characters
     wide = "ü" * (packed_counts.MIN_PACKED // 2)
     assert isinstance(packed_counts.pack(wide), bytes)
@@ -73,15 +77,16 @@ def test_a_value_claiming_more_than_the_bound_is_not_decompressed(
 
 
 @pytest.mark.sqlite_only
-def test_sqlite_keeps_large_counts_compressed_apart_and_small_ones_as_text(tmp_path: Path) -> None:
+def test_sqlite_keeps_counts_compressed_apart_and_tiny_ones_as_text(tmp_path: Path) -> None:
     with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
         store.put_many(_TEXTS, kind="tool-output")
         rows = store.conn.execute(Sql("SELECT term_counts, packed_counts FROM chunks")).fetchall()
     texts = [r[0] for r in rows if r[0] is not None]
     packed = [r[1] for r in rows if r[1] is not None]
-    # one of the two in each row: the turn's as text, the log's chunks compressed
+    # one of the two in each row: the short reply's as text, the turn's and the log's
+    # chunks compressed
     assert all((r[0] is None) != (r[1] is None) for r in rows)
-    assert len(texts) == 1 and len(packed) >= 2
+    assert len(texts) == 1 and len(packed) >= 3
     assert all(isinstance(t, str) for t in texts) and all(isinstance(p, bytes) for p in packed)
     unpacked = [packed_counts.unpack(p) or "" for p in packed]
     assert sum(map(len, packed)) < sum(len(u.encode()) for u in unpacked) / 2
@@ -126,8 +131,13 @@ def test_opening_a_store_of_uncompressed_counts_compresses_them_and_ranks_the_sa
             Sql("UPDATE chunks SET term_counts = ? WHERE id = ?"),
             [(j, cid) for cid, j in json_of.items()],
         )
-        store.conn.execute(Sql("ALTER TABLE chunks DROP COLUMN packed_counts"))
-        store.conn.execute(Sql("DELETE FROM _migrations WHERE name = 'm_chunk_term_counts_packed'"))
+        store.conn.execute(Sql.sqlite_only("ALTER TABLE chunks DROP COLUMN packed_counts"))
+        store.conn.execute(
+            Sql(
+                "DELETE FROM _migrations WHERE name IN "
+                "('m_chunk_term_counts_packed', 'm_chunk_term_counts_packed_small')"
+            )
+        )
     with Store(path, counter=EstimateCounter(), resident_mb=0) as store:
         assert isinstance(store.conn, sqlite3.Connection)
         rows = store.conn.execute(Sql("SELECT id, term_counts, packed_counts FROM chunks"))
@@ -143,4 +153,36 @@ def test_opening_a_store_of_uncompressed_counts_compresses_them_and_ranks_the_sa
     with Store(path, counter=EstimateCounter(), resident_mb=64) as store:
         view = built_view(store)
         assert view.rows == len(json_of)
+        assert _ranked(store) == want
+
+
+@pytest.mark.sqlite_only
+def test_opening_a_store_of_turns_counts_kept_as_text_compresses_them_and_ranks_the_same(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    turns = [
+        f"Caroline said, on day {i} the lake froze at dawn while config_{i} reloaded twice"
+        for i in range(60)
+    ]
+    with Store(path, counter=EstimateCounter()) as store:
+        store.put_many([*_TEXTS, *turns], kind="turn")
+        want = _ranked(store)
+        json_of = _counts_as_json(store)
+        # as the release before wrote them: below 1024 bytes as text, larger ones compressed
+        store.conn.executemany(
+            "UPDATE chunks SET term_counts = ?, packed_counts = NULL WHERE id = ?",
+            [(j, cid) for cid, j in json_of.items() if len((j or "").encode()) < 1024],
+        )
+        store.conn.execute(
+            "DELETE FROM _migrations WHERE name = 'm_chunk_term_counts_packed_small'"
+        )
+    with Store(path, counter=EstimateCounter(), resident_mb=0) as store:
+        rows = store.conn.execute("SELECT id, term_counts FROM chunks").fetchall()
+        as_text = {int(r[0]) for r in rows if r[1] is not None}
+        assert as_text == {
+            c for c, j in json_of.items() if len((j or "").encode()) < packed_counts.MIN_PACKED
+        }
+        assert len(as_text) == 1  # the two-word reply; the turns' are compressed now
+        assert _counts_as_json(store) == json_of
         assert _ranked(store) == want

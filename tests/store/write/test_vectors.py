@@ -175,3 +175,22 @@ def test_the_floor_from_a_copied_sample_is_the_floor_from_the_whole_matrix() -> 
         close, floor = vectors.nearest(ids, rows, query, 10)
         again, copied = vectors.nearest(ids, rows, query, 10, sample=sample)
         assert again == close and copied == floor
+
+
+def test_put_many_stores_the_vectors_single_puts_store(
+    tmp_path: Path, model: StaticEmbedder
+) -> None:
+    texts = [f"Caroline said, the {w} game went well on day {i}" for i, w in enumerate("abcdefg")]
+    many = Store(tmp_path / "many.db", counter=EstimateCounter(), embedder=model)
+    one = Store(tmp_path / "one.db", counter=EstimateCounter(), embedder=model)
+    try:
+        batch = many.put_many([*texts, texts[0]], scope="s")
+        singles = [one.put(t, scope="s") for t in texts]
+        assert [r.created for r in batch] == [True] * len(texts) + [False]
+        for b, s in zip(batch, singles, strict=False):
+            assert bytes(_stored(many, b.entry.id)["data"]) == bytes(  # type: ignore[index]
+                _stored(one, s.entry.id)["data"]  # type: ignore[index]
+            )
+    finally:
+        many.close()
+        one.close()

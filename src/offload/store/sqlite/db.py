@@ -640,16 +640,22 @@ def m_chunk_term_counts_packed(conn: sqlite3.Connection) -> None:
     # an older offload reading the file scores those chunks from their text. Rewritten a
     # page of ids at a time, so memory stays bounded on a large store.
     conn.execute("ALTER TABLE chunks ADD COLUMN packed_counts BLOB")
+    _pack_counts(conn, frozen.MIN_PACKED)
+
+
+def _pack_counts(conn: sqlite3.Connection, min_packed: int) -> None:
+    """Compress the cached counts kept as text of ``min_packed`` bytes or more, a page of
+    ids at a time."""
     last = 0
     while True:
         rows = conn.execute(
             "SELECT id, term_counts FROM chunks WHERE id > ? "
             "AND length(CAST(term_counts AS BLOB)) >= ? ORDER BY id LIMIT 2000",
-            (last, frozen.MIN_PACKED),
+            (last, min_packed),
         ).fetchall()
         if not rows:
             return
-        frozen.rewrite_counts(conn, [(int(r[0]), r[1]) for r in rows])
+        frozen.rewrite_counts(conn, [(int(r[0]), r[1]) for r in rows], min_packed)
         last = int(rows[-1][0])
 
 
@@ -659,3 +665,12 @@ def m_entry_event_time(conn: sqlite3.Connection) -> None:
     # apart from when it was stored (created): NULL when the writer did not say. A search
     # whose query names a date prefers entries near it (store/search/ranking.py).
     conn.execute("ALTER TABLE entries ADD COLUMN event_time REAL")
+
+
+@migration
+def m_chunk_term_counts_packed_small(conn: sqlite3.Connection) -> None:
+    # size on disk: the cached counts of chat turns (~500 bytes of JSON each, below the
+    # first bound) were 2.1x the raw text of a store of turns, the largest part of it;
+    # compressed they take half. A search reads them from its in-memory index
+    # (store/search/memory/resident.py), which decompresses each once when it is built.
+    _pack_counts(conn, frozen.MIN_PACKED_SMALL)

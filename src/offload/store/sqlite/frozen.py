@@ -29,8 +29,10 @@ CHUNK_LINES = 60
 CHUNK_CHARS = 4000
 # how much of a body its vocabulary words are read from
 VOCABULARY_SCAN_CHARS = 256 * 1024
-# the cached counts of at least this many bytes are kept compressed (level 3, checksummed)
+# the cached counts of at least this many bytes are kept compressed (level 3, checksummed):
+# first those of bulky tool outputs, then those of chat turns too
 MIN_PACKED = 1024
+MIN_PACKED_SMALL = 128
 _PACK_LEVEL = 3
 _BUILT_WITH = ("search.index", "analysis_version")  # state row: what built the index
 
@@ -57,20 +59,25 @@ def term_counts(terms: str) -> str:
     return json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
 
 
-def count_columns(counts_json: str) -> tuple[str | None, bytes | None]:
-    """A chunk's (``term_counts``, ``packed_counts``): the large ones compressed."""
+def count_columns(
+    counts_json: str, min_packed: int = MIN_PACKED
+) -> tuple[str | None, bytes | None]:
+    """A chunk's (``term_counts``, ``packed_counts``): those of ``min_packed`` bytes or
+    more compressed."""
     data = counts_json.encode()
-    if len(data) < MIN_PACKED:
+    if len(data) < min_packed:
         return counts_json, None
     packer = zstandard.ZstdCompressor(level=_PACK_LEVEL, write_checksum=True)
     return None, packer.compress(data)
 
 
-def rewrite_counts(conn: sqlite3.Connection, counts: list[tuple[int, str]]) -> None:
+def rewrite_counts(
+    conn: sqlite3.Connection, counts: list[tuple[int, str]], min_packed: int = MIN_PACKED
+) -> None:
     """Store chunks' cached term counts again in the two columns for them."""
     conn.executemany(
         "UPDATE chunks SET term_counts = ?, packed_counts = ? WHERE id = ?",
-        [(*count_columns(cached), cid) for cid, cached in counts],
+        [(*count_columns(cached, min_packed), cid) for cid, cached in counts],
     )
 
 

@@ -428,6 +428,22 @@ def without_known_vocabulary(conn: Conn, prepared: PreparedIndex) -> PreparedInd
     return replace(prepared, vocabulary=tuple(t for t in prepared.vocabulary if t not in known))
 
 
+def unknown_words(conn: Conn, words: Sequence[str]) -> list[str]:
+    """The words the store's vocabulary does not hold yet, in their order (a batch's, read
+    in one statement per thousands of words before the write lock; see
+    :func:`without_known_vocabulary`)."""
+    new: list[str] = []
+    for i in range(0, len(words), VOCABULARY_CHECK):
+        part = words[i : i + VOCABULARY_CHECK]
+        known = {r[0] for r in conn.execute(KNOWN_TERMS, (json.dumps(part),))}
+        new.extend(w for w in part if w not in known)
+    return new
+
+
+# words checked by one statement of unknown_words
+VOCABULARY_CHECK = 5000
+
+
 # PostgreSQL's vocabulary insert: every word in one statement (one round trip), in order
 VOCABULARY_FROM_JSON = Sql.postgres_only(
     "INSERT INTO terms (term) SELECT json_array_elements_text(%s::json) ORDER BY 1 "

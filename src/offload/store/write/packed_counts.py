@@ -11,11 +11,13 @@ stored before the cache, instead of failing on bytes where it expects text. Post
 keeps the JSON as text (its TOAST compresses it with lz4 on the server). Every reader
 passes the value it finds through :func:`unpack`, so both forms read alike.
 
-Only objects of :data:`MIN_PACKED` bytes or more are compressed. Decompressing costs ~3 us
-however small the object, and a search without the in-memory index reads ~900 of them:
-compressing a store of chat turns (objects of ~500 bytes, 0.5x compressed) made that
-search 4 ms slower (8 %) to save a tenth of the file. Bulky tool outputs' objects are
-mostly larger and hold nine tenths of the bytes.
+Only objects of :data:`MIN_PACKED` bytes or more are compressed: below that the frame's
+header and checksum outweigh what compression saves. Decompressing costs ~3 us however
+small the object: a search through its in-memory index (the default) reads none, the index
+decompresses each once when it is built; a search without it (the SQL path) reads ~900
+(its p50 at 20k turns 71 -> 82 ms under load, docs/benchmarks/search.md). Chat turns'
+objects (~500 bytes of JSON, ~270 compressed) were kept as text before, and were then the
+largest part of a store of turns on disk (2.1x its raw text).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from offload.store.write import blocks
 # zstd level 3: 0.42x of the JSON at ~12 us a chunk; level 19 reaches 0.39x at 17x the time
 LEVEL = 3
 # below this many bytes an object is kept as text (see the module docstring)
-MIN_PACKED = 1024
+MIN_PACKED = 128
 # what a stored frame may say it holds (a chunk's counts are a few KB): a damaged header
 # must not make the reader allocate whatever it claims
 MAX_UNPACKED = 64 * 1024 * 1024

@@ -181,3 +181,5 @@ class PendingPut:
     tokens: int = 0
     meta: tuple[str, str, str, str, str] = ("", "", "", "", "")
     vector: bytes | None = None  # packed (store/write/vectors.py); None without a model
+    # what the vector describes, while a batch has not embedded it yet (writes.prepare_many)
+    vector_text: str | None = None

@@ -16,6 +16,7 @@ A batch (``put_many``, ``put_each``) holds the store-wide lock.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol
 
 from offload.core.chunking import count_lines
@@ -53,15 +54,21 @@ class PutStore(StoreHandle, Protocol):
 
     def vector_of(self, topic: str, summary: str, tags: str, body: str) -> bytes | None: ...
 
+    def vectors_of(self, texts: Sequence[str]) -> list[bytes | None]: ...
+
 
 def _big(store: PutStore, text: str) -> bool:
     """A body analysed, hashed and packed in bounded memory (SQLite; index.FREEZE_CHARS)."""
     return store.backend != "postgresql" and len(text) > index.FREEZE_CHARS
 
 
-def prepare_put(store: PutStore, content: str, o: PutOptions, *, bulk: bool = False) -> PendingPut:
+def prepare_put(
+    store: PutStore, content: str, o: PutOptions, *, bulk: bool = False, batch: bool = False
+) -> PendingPut:
     """Validate and do the CPU work of a put, outside any transaction (``bulk``: without
-    the look-ups that spare a repeat its work, for a batch that checks them at once).
+    the look-ups that spare a repeat its work, for a batch that checks them at once;
+    ``batch``: its vector and which of its words are new are left to the batch,
+    :func:`prepare_many` and :func:`commit_puts`).
     A single put on PostgreSQL without an embedding model is only validated and hashed
     here: its look-up and its work are done in the transaction (:func:`_commit_one_pg`)."""
     check_text(content, "content")
@@ -87,7 +94,27 @@ def prepare_put(store: PutStore, content: str, o: PutOptions, *, bulk: bool = Fa
     if store.backend == "postgresql" and not bulk and store.embedder is None:
         return pending  # looked up with the BEGIN, prepared after (_commit_one_pg)
     if bulk or rows.live_entry(store.conn, content_hash, o.scope) is None:
-        _prepare_blocks(store, pending, known_words=not bulk)  # a repeat needs none of it
+        # a repeat needs none of it
+        _prepare_blocks(store, pending, known_words=not (bulk or batch), embed=not batch)
+    return pending
+
+
+# texts embedded in one call of the model by a batch: one call a text costs the tokenizer's
+# set-up each time (two thirds of a bulk put's embedding); the bound keeps memory small
+EMBED_BATCH = 512
+
+
+def prepare_many(
+    store: PutStore, puts: Iterable[tuple[str, PutOptions]], *, bulk: bool = False
+) -> list[PendingPut]:
+    """:func:`prepare_put` of each, their vectors made a batch of texts at a time."""
+    pending = [prepare_put(store, c, o, bulk=bulk, batch=True) for c, o in puts]
+    waiting = [p for p in pending if p.vector_text is not None]
+    for i in range(0, len(waiting), EMBED_BATCH):
+        part = waiting[i : i + EMBED_BATCH]
+        made = store.vectors_of([p.vector_text or "" for p in part])
+        for p, vector in zip(part, made, strict=True):
+            p.vector, p.vector_text = vector, None
     return pending
 
 
@@ -113,6 +140,8 @@ def commit_puts(store: PutStore, pending: list[PendingPut]) -> list[PutResult]:
         with db.write_tx(store.conn) as conn:
             pgbulk.insert_terms(conn, words)
             return pgbulk.commit_puts(conn, pending, commit, store.clock(), model)
+    if len(pending) > 1:  # a batch's words, checked at once before the lock (prepare_many)
+        words = index.unknown_words(store.conn, words)
     with db.write_tx(store.conn) as conn:
         insert_vocabulary(conn, words)
         return [_commit_put(store, conn, p) for p in pending]
@@ -139,7 +168,12 @@ def _commit_one_pg(store: PutStore, p: PendingPut) -> PutResult:
 
 
 def _prepare_blocks(
-    store: PutStore, p: PendingPut, *, known_words: bool = True, index_body: bool = True
+    store: PutStore,
+    p: PendingPut,
+    *,
+    known_words: bool = True,
+    index_body: bool = True,
+    embed: bool = True,
 ) -> None:
     o = p.options
     first = o.index_from_line
@@ -168,7 +202,10 @@ def _prepare_blocks(
     p.tokens = o.tokens if o.tokens is not None else store.counter.count(stored)
     labels = [o.label] if o.label is not None else []
     p.meta = index.meta_row(o.topic, o.summary, p.tags, labels, o.source, stored)
-    p.vector = store.vector_of(o.topic, o.summary, p.tags, stored)
+    if embed:
+        p.vector = store.vector_of(o.topic, o.summary, p.tags, stored)
+    elif store.embedder is not None:
+        p.vector_text = vectors.entry_text(o.topic, o.summary, p.tags, stored)
 
 
 class _Text(NamedTuple):
