@@ -171,14 +171,14 @@ def test_opening_a_store_of_turns_counts_kept_as_text_compresses_them_and_ranks_
         json_of = _counts_as_json(store)
         # as the release before wrote them: below 1024 bytes as text, larger ones compressed
         store.conn.executemany(
-            "UPDATE chunks SET term_counts = ?, packed_counts = NULL WHERE id = ?",
+            Sql("UPDATE chunks SET term_counts = ?, packed_counts = NULL WHERE id = ?"),
             [(j, cid) for cid, j in json_of.items() if len((j or "").encode()) < 1024],
         )
         store.conn.execute(
-            "DELETE FROM _migrations WHERE name = 'm_chunk_term_counts_packed_small'"
+            Sql("DELETE FROM _migrations WHERE name = 'm_chunk_term_counts_packed_small'")
         )
     with Store(path, counter=EstimateCounter(), resident_mb=0) as store:
-        rows = store.conn.execute("SELECT id, term_counts FROM chunks").fetchall()
+        rows = store.conn.execute(Sql("SELECT id, term_counts FROM chunks")).fetchall()
         as_text = {int(r[0]) for r in rows if r[1] is not None}
         assert as_text == {
             c for c, j in json_of.items() if len((j or "").encode()) < packed_counts.MIN_PACKED
