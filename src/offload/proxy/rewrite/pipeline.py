@@ -7,6 +7,7 @@ worker thread); ``offload replay`` calls the same method turn by turn without an
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -39,8 +40,10 @@ from offload.proxy.rewrite.messages import (
     session_key,
     source_of,
     validate,
+    validate_head,
 )
 from offload.proxy.rewrite.phases import (
+    Boundaries,
     Counted,
     Route,
     Sent,
@@ -186,9 +189,7 @@ class Pipeline:
         """
         if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0:
             raise InvalidInput(f"n_ctx must be a positive integer, got {n_ctx!r}")
-        msgs = validate(messages)
-        head = head_end(msgs)
-        session = session_key(msgs[:head], session_hint)
+        msgs, head, session = self._validated(messages, session_hint)
         lock = self._locks.get(session)
         with lock:
             try:
@@ -205,6 +206,17 @@ class Pipeline:
                 # is only ever replaced whole, after the wire is built.
                 self._forget(session)
                 raise
+
+    def _validated(self, messages: Any, hint: str) -> tuple[list[Message], int, str]:
+        """(``messages`` validated, the length of their head, their session's key). The
+        leading messages equal to those of the session's previous request were checked
+        then: only the others are, so a turn checks what it added."""
+        checked = validate_head(messages)
+        head = head_end(messages)
+        session = session_key(messages[:head], hint)
+        previous = self._live.get(session)
+        known = common_prefix(previous.client, messages) if previous is not None else 0
+        return validate(messages, max(checked, known)), head, session
 
     def _forget(self, session: str) -> None:
         """Drop this process's records of ``session`` and of its side record."""
@@ -581,7 +593,7 @@ class Pipeline:
         paged0 = state.layout.paged
         growth = growth_per_turn(msgs, ct, max(head, state.mark))
         boundary = is_page_boundary if alternate else is_group_start
-        starts = [boundary(msgs, i) for i in range(len(msgs))]
+        starts = Boundaries(msgs, boundary)
 
         rendered: dict[int, tuple[RangeStub, RangePart]] = {}  # gists are costly: render once
 
@@ -747,13 +759,10 @@ class Pipeline:
                 return self._bulky(msgs, i, limit)
             return None
 
-        for i, msg in enumerate(msgs):
-            if i == layout.head and state.range is not None:
-                wire.append(state.range.message())
-                tokens.append(state.range.tokens)
-                stubs += 1
-            if layout.head <= i < layout.paged:
-                continue
+        # the paged-out messages are not looked at: a build costs the wire, not the history
+        rest = range(max(layout.head, layout.paged), len(msgs))
+        for i in itertools.chain(range(min(layout.head, len(msgs))), rest):
+            msg = msgs[i]
             made = stubbed_under(layout, i)
             if made is None:
                 wire.append(msg)
@@ -767,4 +776,8 @@ class Pipeline:
                 and stubbed_under(before, i, before_threshold or threshold) is None
             ):
                 made_now += 1
+        if layout.head < len(msgs) and state.range is not None:  # after the head
+            wire.insert(layout.head, state.range.message())
+            tokens.insert(layout.head, state.range.tokens)
+            stubs += 1
         return wire, tokens, stubs, made_now
