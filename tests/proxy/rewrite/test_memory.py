@@ -169,3 +169,27 @@ def test_a_memory_counts_each_message_text_once_and_keeps_a_bounded_number(
     for i in range(10):
         memory.terms_of(f"text {i}")
     assert len(memory._terms) == 3
+
+
+def test_a_part_that_takes_in_the_parts_before_it_reuses_their_postings_and_ranks_alike(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(message_stubs, "MERGE_BYTES", 6000)  # page-outs merge into parts
+    p = Pipeline(
+        store, ProxySettings(scope=SCOPE, recall_ratio=0.0), EstimateCounter(), scope=SCOPE
+    )
+    memory = Memory(store, SCOPE)
+    msgs = chat(30)
+    generations = set()
+    for k in range(2, len(msgs) + 1, 2):
+        p.rewrite(msgs[:k], N_CTX)
+        state = next(iter(p._live._items.values())).state
+        if state.range is None or state.range.ref in generations:
+            continue
+        generations.add(state.range.ref)
+        index = memory.index(state.range.ref)  # each generation, as recall meets them
+        whole = SessionIndex(list(index.docs))
+        for query in (["astrolab", "harbour"], ["filler7word3", "topic"], ["answer"]):
+            assert index.rank(query, 24) == whole.rank(query, 24)
+    assert len(generations) > 3
+    assert any(len(part.segments) > 1 for part in memory._parts.values())

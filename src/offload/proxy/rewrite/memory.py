@@ -25,7 +25,7 @@ import threading
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from offload.core import analysis
 from offload.core.hashing import text_hash
@@ -75,17 +75,24 @@ def count_terms(text: str) -> TermCounts:
     return tuple(sorted(counts.items())), sum(counts.values())
 
 
+#: Each term's (position, count) in a run of messages, in order of position.
+Postings = dict[str, list[tuple[int, int]]]
+
+
 @dataclass(frozen=True)
 class Part:
-    """The messages of one stored part and the part before it."""
+    """The messages of one stored part and the part before it (``given``: the postings
+    of its messages in runs, when they were put together from parts it took in)."""
 
     docs: tuple[Doc, ...]
     earlier: str | None
+    given: tuple[tuple[int, Postings], ...] | None = field(default=None, compare=False)
 
     @functools.cached_property
-    def postings(self) -> dict[str, list[tuple[int, int]]]:
-        """Each term's (position in ``docs``, count), in order of position."""
-        return _postings(self.docs)
+    def segments(self) -> tuple[tuple[int, Postings], ...]:
+        """The postings of its messages in runs: (position of the run's first, postings
+        by position in the run)."""
+        return self.given if self.given is not None else ((0, _postings(self.docs)),)
 
     @functools.cached_property
     def ordered(self) -> bool:
@@ -98,8 +105,8 @@ class Part:
         return sum(d.length for d in self.docs)
 
 
-def _postings(docs: Sequence[Doc]) -> dict[str, list[tuple[int, int]]]:
-    postings: dict[str, list[tuple[int, int]]] = {}
+def _postings(docs: Sequence[Doc]) -> Postings:
+    postings: Postings = {}
     for i, doc in enumerate(docs):
         for term, n in doc.terms:
             postings.setdefault(term, []).append((i, n))
@@ -162,14 +169,18 @@ class SessionIndex:
         index = cls.__new__(cls)
         docs = tuple(itertools.chain.from_iterable(p.docs for p in oldest))
         offsets = itertools.accumulate((len(p.docs) for p in oldest), initial=0)
-        segments = [(o, p.postings) for o, p in zip(offsets, oldest, strict=False)]
+        segments = [
+            (o + at, postings)
+            for o, p in zip(offsets, oldest, strict=False)
+            for at, postings in p.segments
+        ]
         index._setup(docs, segments, sum(p.length for p in oldest))
         return index
 
     def _setup(
         self,
         docs: tuple[Doc, ...],
-        segments: list[tuple[int, dict[str, list[tuple[int, int]]]]],
+        segments: list[tuple[int, Postings]],
         length: int,
     ) -> None:
         self.docs = docs
@@ -240,6 +251,9 @@ class Memory:
         self._max_parts = parts
         self._max_sessions = sessions
         self._terms: OrderedDict[str, TermCounts] = OrderedDict()  # by the text's hash
+        # the cached parts by their first message (index, text): a part that takes in the
+        # parts before it starts with them, and their postings are its first runs
+        self._starts: dict[tuple[int, str], Part] = {}
         self._lock = threading.Lock()
 
     def terms_of(self, text: str) -> TermCounts:
@@ -289,14 +303,50 @@ class Memory:
                 self._parts.move_to_end(ref)
                 return known
         try:
-            part = read_part(self.store, ref, self.scope, self.terms_of)
+            part = self._taken_in(read_part(self.store, ref, self.scope, self.terms_of))
         except (OffloadError, ValueError, KeyError, TypeError):
             return None  # unreadable: recall goes without it, never fails the request
         with self._lock:
             self._parts[ref] = part
+            if part.docs:
+                self._starts[_start_key(part)] = part
             while len(self._parts) > self._max_parts:
-                self._parts.popitem(last=False)
+                _, dropped = self._parts.popitem(last=False)
+                if dropped.docs and self._starts.get(_start_key(dropped)) is dropped:
+                    del self._starts[_start_key(dropped)]
         return part
+
+    def _taken_in(self, part: Part) -> Part:
+        """``part`` with the postings of the cached parts it starts with (those it took
+        in: the same messages, the same terms) as its first runs, so only the messages it
+        adds are indexed."""
+        docs = part.docs
+        runs: list[tuple[int, Postings]] = []
+        at = 0
+        while at < len(docs):
+            with self._lock:
+                before = self._starts.get(_start_key(part, at))
+            size = len(before.docs) if before is not None else 0
+            if before is None or not _same_terms(before.docs, docs[at : at + size]):
+                break
+            runs += [(at + offset, postings) for offset, postings in before.segments]
+            at += size
+        if not runs:
+            return part
+        if at < len(docs):
+            runs.append((at, _postings(docs[at:])))
+        return Part(docs, part.earlier, tuple(runs))
+
+
+def _start_key(part: Part, at: int = 0) -> tuple[int, str]:
+    return part.docs[at].index, part.docs[at].text
+
+
+def _same_terms(a: Sequence[Doc], b: Sequence[Doc]) -> bool:
+    """Whether two runs of messages index alike (the same messages, the same terms)."""
+    return len(a) == len(b) and all(
+        x.index == y.index and x.terms == y.terms for x, y in zip(a, b, strict=True)
+    )
 
 
 _MEMORIES: weakref.WeakKeyDictionary[Store, dict[str, Memory]] = weakref.WeakKeyDictionary()
