@@ -14,7 +14,7 @@ from offload.core import analysis
 from offload.core.tokens import EstimateCounter
 from offload.proxy.rewrite import memory as memory_module
 from offload.proxy.rewrite import message_stubs
-from offload.proxy.rewrite.memory import Doc, Memory, Part, SessionIndex
+from offload.proxy.rewrite.memory import Doc, Memory, Part, SessionIndex, read_part
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.recall import find_in
 from offload.store.store import Store
@@ -193,3 +193,17 @@ def test_a_part_that_takes_in_the_parts_before_it_reuses_their_postings_and_rank
             assert index.rank(query, 24) == whole.rank(query, 24)
     assert len(generations) > 3
     assert any(len(part.segments) > 1 for part in memory._parts.values())
+
+
+def test_a_part_remembered_as_it_was_paged_out_equals_the_part_read_back(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(message_stubs, "MERGE_BYTES", 6000)
+    p = Pipeline(store, ProxySettings(scope=SCOPE), EstimateCounter(), scope=SCOPE)
+    msgs = chat(30)
+    for k in range(2, len(msgs) + 1, 2):
+        p.rewrite(msgs[:k], N_CTX)
+    remembered = p.recall.memory._parts
+    assert len(remembered) > 2
+    for ref, part in remembered.items():
+        assert part.docs == read_part(store, ref, SCOPE).docs

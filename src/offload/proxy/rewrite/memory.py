@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from offload.core import analysis
-from offload.core.hashing import text_hash
+from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
 from offload.errors import OffloadError
 from offload.proxy.rewrite import transcript
 from offload.store.models import Filters
@@ -121,29 +121,48 @@ def read_part(
     entry = store.resolve(ref, scope)
     doc = json.loads(store.body(entry, original=True))
     first = int(doc["first"])
-    messages = doc["messages"]
     # the stored transcript starts with a one-line title: the same lines as this render
-    rendered = transcript.render(messages, first, "title")
-    rows = rendered.text.split("\n")
-    ends = [*(s - 1 for s in rendered.lines[1:]), len(rows)]
+    rendered = transcript.render(doc["messages"], first, "title")
+    earlier = doc.get("earlier")
+    return part_of(
+        entry.ref,
+        first,
+        rendered.text,
+        rendered.lines,
+        earlier if isinstance(earlier, str) else None,
+        terms_of,
+    )
+
+
+def part_of(
+    ref: str,
+    first: int,
+    text: str,
+    lines: Sequence[int],
+    earlier: str | None,
+    terms_of: Callable[[str], TermCounts] = count_terms,
+) -> Part:
+    """The part whose transcript is ``text`` (``lines``: each message's header line;
+    ``ref``: its short reference), its first message the conversation's ``first``."""
+    rows = text.split("\n")
+    ends = [*(s - 1 for s in lines[1:]), len(rows)]
     docs = []
-    for offset, (start, end) in enumerate(zip(rendered.lines, ends, strict=True)):
-        text = "\n".join(rows[start:end])
-        terms, length = terms_of(text)
+    for offset, (start, end) in enumerate(zip(lines, ends, strict=True)):
+        body = "\n".join(rows[start:end])
+        terms, length = terms_of(body)
         docs.append(
             Doc(
-                ref=entry.ref,
+                ref=ref,
                 index=first + offset,
                 first_line=start,
                 last_line=end,
                 header=rows[start - 1],
-                text=text,
+                text=body,
                 terms=terms,
                 length=length,
             )
         )
-    earlier = doc.get("earlier")
-    return Part(tuple(docs), earlier if isinstance(earlier, str) else None)
+    return Part(tuple(docs), earlier)
 
 
 class SessionIndex:
@@ -187,8 +206,18 @@ class SessionIndex:
         self._segments = segments  # (offset of the first doc, postings by local position)
         self._at = [d.index for d in docs]
         self._lengths = [d.length for d in docs]
+        self._norms: list[float] | None = None
         self.average = length / max(1, len(docs))
         self._df: dict[str, int] = {}
+
+    def _normalisations(self) -> list[float]:
+        """BM25's length normalisation of each message, worked out once per distinct
+        length when the index is first searched."""
+        if self._norms is None:
+            average = max(1.0, self.average)
+            table = {n: K1 * (1.0 - B + B * n / average) for n in set(self._lengths)}
+            self._norms = list(map(table.__getitem__, self._lengths))
+        return self._norms
 
     def weight(self, term: str) -> float:
         """The term's inverse document frequency (0 for a term no message holds)."""
@@ -211,7 +240,7 @@ class SessionIndex:
             return []
         own: dict[int, float] = {}
         get = own.get
-        lengths, average = self._lengths, max(1.0, self.average)
+        norms = self._normalisations()
         for term in dict.fromkeys(terms):
             lift = self.weight(term) * (K1 + 1.0)
             if not lift:
@@ -219,9 +248,7 @@ class SessionIndex:
             for offset, postings in self._segments:
                 for local, n in postings.get(term, ()):
                     i = offset + local
-                    # BM25's length normalisation of message i, inline (the hot loop)
-                    norm = K1 * (1.0 - B + B * lengths[i] / average)
-                    own[i] = get(i, 0.0) + lift * n / (n + norm)
+                    own[i] = get(i, 0.0) + lift * n / (n + norms[i])
         scores = dict(own)
         at = self._at
         last = len(at) - 1
@@ -296,6 +323,17 @@ class Memory:
                 self._sessions.popitem(last=False)
         return built
 
+    def remember(
+        self, ref: str, first: int, text: str, lines: Sequence[int], earlier: str | None
+    ) -> None:
+        """A part just stored under ``ref`` (its transcript ``text``, as :func:`part_of`
+        takes it): kept, so the index that meets it next does not read it back."""
+        with self._lock:
+            if ref in self._parts:
+                return
+        short = short_ref(ref.removeprefix(CTX_PREFIX))
+        self._keep(ref, self._taken_in(part_of(short, first, text, lines, earlier, self.terms_of)))
+
     def _part(self, ref: str) -> Part | None:
         with self._lock:
             known = self._parts.get(ref)
@@ -306,6 +344,9 @@ class Memory:
             part = self._taken_in(read_part(self.store, ref, self.scope, self.terms_of))
         except (OffloadError, ValueError, KeyError, TypeError):
             return None  # unreadable: recall goes without it, never fails the request
+        return self._keep(ref, part)
+
+    def _keep(self, ref: str, part: Part) -> Part:
         with self._lock:
             self._parts[ref] = part
             if part.docs:

@@ -638,7 +638,17 @@ class Pipeline:
             range_cost = candidate.tokens
         if candidate is None:
             return new_layout, state.range
-        return new_layout, self.stubs.page_out(session, *rendered[new_layout.paged])
+        return new_layout, self._page_out(session, *rendered[new_layout.paged])
+
+    def _page_out(self, session: str, stub: RangeStub, part: RangePart) -> RangeStub:
+        """Store a part; when auto-recall searches this session's memory, its index takes
+        the part as rendered here rather than reading it back."""
+        made = self.stubs.page_out(session, stub, part)
+        if self.settings.recall_ratio > 0 and self.settings.recall_scope == "session":
+            self.recall.memory.remember(
+                made.ref, part.first, part.transcript, part.lines, part.earlier
+            )
+        return made
 
     def _unforce(
         self,
