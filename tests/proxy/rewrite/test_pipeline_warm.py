@@ -102,6 +102,7 @@ def test_a_bad_message_is_refused_where_it_is_whatever_the_session_sent_before(
         appended = [*msgs, {"role": "tool", "content": "no call id"}]
         with pytest.raises(InvalidInput, match=rf"messages\[{len(msgs)}\] \(tool\) needs"):
             pipe.rewrite(appended, N_CTX)
+        not_objects: Any = ["system", *msgs[1:]]
         with pytest.raises(InvalidInput, match=r"messages\[0\] must be an object"):
-            pipe.rewrite(["system", *msgs[1:]], N_CTX)
+            pipe.rewrite(not_objects, N_CTX)
         assert pipe.rewrite(msgs, N_CTX).messages  # the session goes on
