@@ -7,6 +7,8 @@
 - what it would take: the prefix-stability bound (``offload.proxy.rewrite.bound``) of each chained
   trace at 8192 with the rules relaxed one at a time (a smaller verbatim tail; the head's
   messages replaced by 80-token stubs), to show which rule limits the figure.
+- rewrite time (``--timing``): every turn of each chained trace at 8192 timed, windowing
+  turns apart, beside another tree's code (``--baseline-src``) run right before it.
 - latency: the rewrite of a chained session of about 1,000 messages in steady state: each
   request is a fresh JSON-decoded copy (as the HTTP app hands it over), timed around
   ``Pipeline.rewrite`` only, on turns that do not trigger windowing (and, separately,
@@ -178,6 +180,103 @@ def latency(path: Path, size: int = 1000, samples: int = 60) -> dict[str, Any]:
         "windowing_n": len(windowing),
         "windowing_max_ms": round(max(windowing), 2) if windowing else None,
     }
+
+
+# -- rewrite time turn by turn, beside another tree ---------------------------------------------
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * q))], 2) if ordered else 0.0
+
+
+def rewrite_times(path: Path, n_ctx: int = 8192) -> dict[str, Any]:
+    """Each turn of the chained trace through ``Pipeline.rewrite`` as ``offload replay``
+    sends it (no checks), timed: wall-clock and this process's CPU time (less moved by
+    the other processes of a busy machine)."""
+    counter = default_counter()
+    run = chain_runs(load_runs(path))
+    wall: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    slowest = (0.0, 0, 0)  # wall ms, request tokens, messages
+    windowing: list[tuple[int, float, float]] = []  # request tokens, wall ms, CPU ms
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "s.db", counter=counter) as st:
+        pipeline = Pipeline(st, ProxySettings(), counter)
+        for k in turn_points(run.messages):
+            c0, w0 = time.process_time(), time.perf_counter()
+            result = pipeline.rewrite(run.messages[:k], n_ctx)
+            ms = (time.perf_counter() - w0) * 1000
+            cpu_ms = (time.process_time() - c0) * 1000
+            wall[result.windowed].append(ms)
+            cpu[result.windowed].append(cpu_ms)
+            slowest = max(slowest, (ms, result.client_tokens, k))
+            if result.windowed:
+                windowing.append((result.client_tokens, ms, cpu_ms))
+    # the windowing turns of the largest requests: within 10 % of the largest one's tokens
+    peak = max((t for t, _, _ in windowing), default=0)
+    largest = [w for w in windowing if w[0] >= 0.9 * peak]
+    return {
+        "file": path.name,
+        "n_ctx": n_ctx,
+        "windowing_n": len(wall[True]),
+        "windowing_p50_ms": _pct(wall[True], 0.5),
+        "windowing_p95_ms": _pct(wall[True], 0.95),
+        "windowing_cpu_p50_ms": _pct(cpu[True], 0.5),
+        "windowing_cpu_p95_ms": _pct(cpu[True], 0.95),
+        "steady_n": len(wall[False]),
+        "steady_p50_ms": _pct(wall[False], 0.5),
+        "steady_p95_ms": _pct(wall[False], 0.95),
+        "steady_cpu_p95_ms": _pct(cpu[False], 0.95),
+        "largest_n": len(largest),
+        "largest_tokens": f"{min((t for t, _, _ in largest), default=0):,}-{peak:,}",
+        "largest_p50_ms": _pct([w for _, w, _ in largest], 0.5),
+        "largest_cpu_p50_ms": _pct([c for _, _, c in largest], 0.5),
+        "slowest_ms": round(slowest[0], 2),
+        "slowest_tokens": slowest[1],
+        "slowest_messages": slowest[2],
+    }
+
+
+def timing_rows(traces: Path, baseline: Path | None, n_ctx: int = 8192) -> list[dict[str, Any]]:
+    """:func:`rewrite_times` of each trace file, this tree's and, when ``baseline`` names
+    another tree's src/, that tree's right before it (one process each, one at a time, so
+    the two see the same machine)."""
+    rows = []
+    for path in sorted(traces.glob("*.jsonl")):
+        if baseline is not None:
+            env = {**os.environ, "PYTHONPATH": str(baseline.resolve())}
+            argv = [sys.executable, __file__, "--timing-only", "--traces", str(path)]
+            out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+            rows += [{**json.loads(line), "tree": "baseline"} for line in out.stdout.splitlines()]
+            print(rows[-1], file=sys.stderr, flush=True)
+        rows.append({**rewrite_times(path, n_ctx), "tree": "this tree"})
+        print(rows[-1], file=sys.stderr, flush=True)
+    return rows
+
+
+def render_timing(rows: list[dict[str, Any]], command: str) -> str:
+    out = [
+        "```",
+        command,
+        "```",
+        "",
+        _machine(),
+        "",
+        "| file | tree | windowing turns | p50 | p95 | CPU p50 | CPU p95 |"
+        " largest requests' windowing turns: tokens | p50 | CPU p50 |"
+        " other turns p50 | p95 | slowest turn (request tokens) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['file']} | {r['tree']} | {r['windowing_n']} | {r['windowing_p50_ms']} ms |"
+            f" {r['windowing_p95_ms']} ms | {r['windowing_cpu_p50_ms']} ms |"
+            f" {r['windowing_cpu_p95_ms']} ms | {r['largest_tokens']} ({r['largest_n']}) |"
+            f" {r['largest_p50_ms']} ms | {r['largest_cpu_p50_ms']} ms |"
+            f" {r['steady_p50_ms']} ms | {r['steady_p95_ms']} ms |"
+            f" {r['slowest_ms']} ms ({r['slowest_tokens']:,}) |"
+        )
+    return "\n".join([*out, ""])
 
 
 # -- KV reuse as the upstream sees it ----------------------------------------------------------
@@ -400,10 +499,23 @@ def main() -> int:
         help="only the prefix bounds of these traces (chained and per run) at --n-ctx",
     )
     parser.add_argument("--n-ctx", type=int, default=4096, help="the window for --bounds")
+    parser.add_argument(
+        "--timing",
+        action="store_true",
+        help="only the rewrite time of each chained trace (beside --baseline-src)",
+    )
+    parser.add_argument("--timing-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bounds:
         rows = [bounds(p, args.n_ctx, chained) for p in args.bounds for chained in (True, False)]
         print(render_bounds(rows, " ".join(["python bench/bench_replay.py", *sys.argv[1:]])))
+        return 0
+    if args.timing_only:  # --traces names one file: this tree's row, as a JSON line
+        print(json.dumps(rewrite_times(args.traces)))
+        return 0
+    if args.timing:
+        command = " ".join(["python bench/bench_replay.py", *sys.argv[1:]])
+        print(render_timing(timing_rows(args.traces, args.baseline_src), command))
         return 0
     if args.kv_only:
         for row in kv_rows(args.traces, args.runs):

@@ -12,8 +12,9 @@ import pytest
 from offload.config import ProxySettings
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
+from offload.proxy.rewrite import memory as memory_module
 from offload.proxy.rewrite import message_stubs
-from offload.proxy.rewrite.memory import Doc, Memory, SessionIndex
+from offload.proxy.rewrite.memory import Doc, Memory, Part, SessionIndex, read_part
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.recall import find_in
 from offload.store.store import Store
@@ -125,3 +126,84 @@ def test_a_search_ranks_by_the_querys_content_words_not_its_function_words() -> 
     found = [h.index for h in find_in(index, "When did you paint the lighthouse?")]
     assert found == [4, 3, 5]  # the match and its neighbours; no chatter for "did the"
     assert len(find_in(index, "when did the")) == 10  # nothing else asked: as it is
+
+
+def test_an_index_put_together_from_its_parts_ranks_as_one_built_over_all_their_messages(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(message_stubs, "MERGE_BYTES", 3000)  # several parts, one chain
+    memory = Memory(store, SCOPE)
+    index = memory.index(paged(store))
+    whole = SessionIndex(list(index.docs))
+    assert len({d.ref for d in index.docs}) > 1
+    for query in (["astrolab", "harbour"], ["filler3word1", "topic"], ["question", "answer"]):
+        assert index.rank(query, 24) == whole.rank(query, 24)  # the same floats, same order
+        assert [index.weight(t) for t in query] == [whole.weight(t) for t in query]
+    assert index.average == whole.average
+
+
+def test_parts_out_of_order_are_indexed_as_their_messages_sorted(store: Store) -> None:
+    newest = Part((doc(1, "the lighthouse photo"), doc(2, "a look at it")), None)
+    older = Part((doc(2, "a look at it"), doc(3, "the lighthouse at dawn")), None)
+    index = SessionIndex.of_parts([newest, older])
+    whole = SessionIndex([*newest.docs, *older.docs])
+    assert [d.index for d in index.docs] == [1, 2, 2, 3]
+    assert index.rank(["lighthous"], 5) == whole.rank(["lighthous"], 5)
+
+
+def test_a_memory_counts_each_message_text_once_and_keeps_a_bounded_number(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted: list[str] = []
+    count_terms = memory_module.count_terms
+
+    def counting(text: str) -> memory_module.TermCounts:
+        counted.append(text)
+        return count_terms(text)
+
+    monkeypatch.setattr(memory_module, "count_terms", counting)
+    memory = Memory(store, SCOPE)
+    assert memory.terms_of("brass astrolabe") == memory.terms_of("brass astrolabe")
+    assert counted == ["brass astrolabe"]
+    monkeypatch.setattr(memory_module, "TERM_COUNTS", 3)
+    for i in range(10):
+        memory.terms_of(f"text {i}")
+    assert len(memory._terms) == 3
+
+
+def test_a_part_that_takes_in_the_parts_before_it_reuses_their_postings_and_ranks_alike(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(message_stubs, "MERGE_BYTES", 6000)  # page-outs merge into parts
+    p = Pipeline(
+        store, ProxySettings(scope=SCOPE, recall_ratio=0.0), EstimateCounter(), scope=SCOPE
+    )
+    memory = Memory(store, SCOPE)
+    msgs = chat(30)
+    generations = set()
+    for k in range(2, len(msgs) + 1, 2):
+        p.rewrite(msgs[:k], N_CTX)
+        state = next(iter(p._live._items.values())).state
+        if state.range is None or state.range.ref in generations:
+            continue
+        generations.add(state.range.ref)
+        index = memory.index(state.range.ref)  # each generation, as recall meets them
+        whole = SessionIndex(list(index.docs))
+        for query in (["astrolab", "harbour"], ["filler7word3", "topic"], ["answer"]):
+            assert index.rank(query, 24) == whole.rank(query, 24)
+    assert len(generations) > 3
+    assert any(len(part.segments) > 1 for part in memory._parts.values())
+
+
+def test_a_part_remembered_as_it_was_paged_out_equals_the_part_read_back(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(message_stubs, "MERGE_BYTES", 6000)
+    p = Pipeline(store, ProxySettings(scope=SCOPE), EstimateCounter(), scope=SCOPE)
+    msgs = chat(30)
+    for k in range(2, len(msgs) + 1, 2):
+        p.rewrite(msgs[:k], N_CTX)
+    remembered = p.recall.memory._parts
+    assert len(remembered) > 2
+    for ref, part in remembered.items():
+        assert part.docs == read_part(store, ref, SCOPE).docs

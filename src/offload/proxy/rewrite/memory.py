@@ -5,24 +5,30 @@ messages of this session's own parts (the range stub's chain) one by one, by BM2
 same terms the store indexes (:mod:`offload.core.analysis`). A part is content-addressed and
 never changes, so its messages are read and analysed once (from the stored exact JSON,
 re-rendered as the transcript the store holds: the same lines) and kept in a bounded cache;
-a session's index is rebuilt only when a page-out adds a part. A query then costs the
-postings of its terms: well under a millisecond for hundreds of messages.
+a session's index is put together from its parts' own postings when a page-out adds a
+part (each part's are built once), so a page-out costs what it adds, not the whole
+history. A message's terms are counted once per content, so a part that takes in the
+parts before it re-counts only what they did not hold. A query then costs the postings of
+its terms: well under a millisecond for hundreds of messages.
 
 Deterministic: the same parts and query give the same ranking (ties by message order).
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
+import itertools
 import json
 import math
 import threading
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from offload.core import analysis
+from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
 from offload.errors import OffloadError
 from offload.proxy.rewrite import transcript
 from offload.store.models import Filters
@@ -37,6 +43,8 @@ B = 0.75
 NEIGHBOUR_SHARE = 0.5
 #: The longest chain of parts followed (a guard against a damaged chain).
 MAX_PARTS = 10_000
+#: Document frequencies one index keeps (a query's terms are looked up once per index).
+_DF_CACHED = 65_536
 
 
 @dataclass(frozen=True)
@@ -53,60 +61,171 @@ class Doc:
     length: int  # how many terms it has
 
 
+#: Term counts of message texts kept by one :class:`Memory` (a merged part re-reads the
+#: messages of the parts it takes in: their counts are looked up, not made again).
+TERM_COUNTS = 16384
+
+#: A message text's distinct terms with their counts, and how many terms it has.
+TermCounts = tuple[tuple[tuple[str, int], ...], int]
+
+
+def count_terms(text: str) -> TermCounts:
+    """The distinct terms of ``text`` with their counts (sorted), and how many it has."""
+    counts = Counter(analysis.terms(text))
+    return tuple(sorted(counts.items())), sum(counts.values())
+
+
+#: Each term's (position, count) in a run of messages, in order of position.
+Postings = dict[str, list[tuple[int, int]]]
+
+
 @dataclass(frozen=True)
 class Part:
-    """The messages of one stored part and the part before it."""
+    """The messages of one stored part and the part before it (``given``: the postings
+    of its messages in runs, when they were put together from parts it took in)."""
 
     docs: tuple[Doc, ...]
     earlier: str | None
+    given: tuple[tuple[int, Postings], ...] | None = field(default=None, compare=False)
+
+    @functools.cached_property
+    def segments(self) -> tuple[tuple[int, Postings], ...]:
+        """The postings of its messages in runs: (position of the run's first, postings
+        by position in the run)."""
+        return self.given if self.given is not None else ((0, _postings(self.docs)),)
+
+    @functools.cached_property
+    def ordered(self) -> bool:
+        """Whether its messages are in conversation order, each once."""
+        return all(a.index < b.index for a, b in itertools.pairwise(self.docs))
+
+    @functools.cached_property
+    def length(self) -> int:
+        """How many terms its messages have."""
+        return sum(d.length for d in self.docs)
 
 
-def read_part(store: Store, ref: str, scope: str) -> Part:
-    """The messages of the part ``ref`` names, from its stored exact JSON."""
+def _postings(docs: Sequence[Doc]) -> Postings:
+    postings: Postings = {}
+    for i, doc in enumerate(docs):
+        for term, n in doc.terms:
+            postings.setdefault(term, []).append((i, n))
+    return postings
+
+
+def read_part(
+    store: Store, ref: str, scope: str, terms_of: Callable[[str], TermCounts] = count_terms
+) -> Part:
+    """The messages of the part ``ref`` names, from its stored exact JSON (``terms_of``
+    counts a message's terms: a cache of :func:`count_terms` may stand in for it)."""
     entry = store.resolve(ref, scope)
     doc = json.loads(store.body(entry, original=True))
     first = int(doc["first"])
-    messages = doc["messages"]
     # the stored transcript starts with a one-line title: the same lines as this render
-    rendered = transcript.render(messages, first, "title")
-    rows = rendered.text.split("\n")
-    ends = [*(s - 1 for s in rendered.lines[1:]), len(rows)]
+    rendered = transcript.render(doc["messages"], first, "title")
+    earlier = doc.get("earlier")
+    return part_of(
+        entry.ref,
+        first,
+        rendered.text,
+        rendered.lines,
+        earlier if isinstance(earlier, str) else None,
+        terms_of,
+    )
+
+
+def part_of(
+    ref: str,
+    first: int,
+    text: str,
+    lines: Sequence[int],
+    earlier: str | None,
+    terms_of: Callable[[str], TermCounts] = count_terms,
+) -> Part:
+    """The part whose transcript is ``text`` (``lines``: each message's header line;
+    ``ref``: its short reference), its first message the conversation's ``first``."""
+    rows = text.split("\n")
+    ends = [*(s - 1 for s in lines[1:]), len(rows)]
     docs = []
-    for offset, (start, end) in enumerate(zip(rendered.lines, ends, strict=True)):
-        text = "\n".join(rows[start:end])
-        counts = Counter(analysis.terms(text))
+    for offset, (start, end) in enumerate(zip(lines, ends, strict=True)):
+        body = "\n".join(rows[start:end])
+        terms, length = terms_of(body)
         docs.append(
             Doc(
-                ref=entry.ref,
+                ref=ref,
                 index=first + offset,
                 first_line=start,
                 last_line=end,
                 header=rows[start - 1],
-                text=text,
-                terms=tuple(sorted(counts.items())),
-                length=sum(counts.values()),
+                text=body,
+                terms=terms,
+                length=length,
             )
         )
-    earlier = doc.get("earlier")
-    return Part(tuple(docs), earlier if isinstance(earlier, str) else None)
+    return Part(tuple(docs), earlier)
 
 
 class SessionIndex:
-    """BM25 over the messages of one session's parts."""
+    """BM25 over the messages of one session's parts.
+
+    Built from the parts' own postings when they are in conversation order one after the
+    other (:meth:`of_parts`): nothing is re-indexed, and each posting is found at its
+    part's offset. The scores are those of one index built over all the messages.
+    """
 
     def __init__(self, docs: Sequence[Doc]) -> None:
-        self.docs = tuple(sorted(docs, key=lambda d: d.index))
-        self.postings: dict[str, list[tuple[int, int]]] = {}
-        for i, doc in enumerate(self.docs):
-            for term, n in doc.terms:
-                self.postings.setdefault(term, []).append((i, n))
-        self.average = sum(d.length for d in self.docs) / max(1, len(self.docs))
-        # BM25's length normalisation of each message, computed once
-        self._norms = [K1 * (1.0 - B + B * d.length / max(1.0, self.average)) for d in self.docs]
+        ordered = tuple(sorted(docs, key=lambda d: d.index))
+        self._setup(ordered, [(0, _postings(ordered))], sum(d.length for d in ordered))
+
+    @classmethod
+    def of_parts(cls, parts: Sequence[Part]) -> SessionIndex:
+        """The index of ``parts`` (newest first, as their chain runs)."""
+        oldest = [p for p in reversed(parts) if p.docs]
+        if not all(p.ordered for p in oldest) or any(
+            a.docs[-1].index >= b.docs[0].index for a, b in itertools.pairwise(oldest)
+        ):
+            return cls([d for p in parts for d in p.docs])  # overlapping: sort them all
+        index = cls.__new__(cls)
+        docs = tuple(itertools.chain.from_iterable(p.docs for p in oldest))
+        offsets = itertools.accumulate((len(p.docs) for p in oldest), initial=0)
+        segments = [
+            (o + at, postings)
+            for o, p in zip(offsets, oldest, strict=False)
+            for at, postings in p.segments
+        ]
+        index._setup(docs, segments, sum(p.length for p in oldest))
+        return index
+
+    def _setup(
+        self,
+        docs: tuple[Doc, ...],
+        segments: list[tuple[int, Postings]],
+        length: int,
+    ) -> None:
+        self.docs = docs
+        self._segments = segments  # (offset of the first doc, postings by local position)
+        self._at = [d.index for d in docs]
+        self._lengths = [d.length for d in docs]
+        self._norms: list[float] | None = None
+        self.average = length / max(1, len(docs))
+        self._df: dict[str, int] = {}
+
+    def _normalisations(self) -> list[float]:
+        """BM25's length normalisation of each message, worked out once per distinct
+        length when the index is first searched."""
+        if self._norms is None:
+            average = max(1.0, self.average)
+            table = {n: K1 * (1.0 - B + B * n / average) for n in set(self._lengths)}
+            self._norms = list(map(table.__getitem__, self._lengths))
+        return self._norms
 
     def weight(self, term: str) -> float:
         """The term's inverse document frequency (0 for a term no message holds)."""
-        df = len(self.postings.get(term, ()))
+        df = self._df.get(term)
+        if df is None:
+            df = sum(len(postings.get(term, ())) for _, postings in self._segments)
+            if len(self._df) < _DF_CACHED:
+                self._df[term] = df
         if not df:
             return 0.0
         n = len(self.docs)
@@ -117,22 +236,35 @@ class SessionIndex:
         each scored by BM25 plus ``NEIGHBOUR_SHARE`` of the BM25 of the messages right
         before and after it; messages that neither match nor neighbour a match are left
         out."""
+        if limit <= 0:
+            return []
         own: dict[int, float] = {}
-        norms = self._norms
         get = own.get
+        norms = self._normalisations()
         for term in dict.fromkeys(terms):
             lift = self.weight(term) * (K1 + 1.0)
-            for i, n in self.postings.get(term, ()):
-                own[i] = get(i, 0.0) + lift * n / (n + norms[i])
+            if not lift:
+                continue
+            for offset, postings in self._segments:
+                for local, n in postings.get(term, ()):
+                    i = offset + local
+                    own[i] = get(i, 0.0) + lift * n / (n + norms[i])
         scores = dict(own)
-        docs = self.docs
-        for i, score in own.items():
+        at = self._at
+        last = len(at) - 1
+        for i, score in own.items():  # docs are in conversation order
             share = NEIGHBOUR_SHARE * score
-            for j in (i - 1, i + 1):
-                if 0 <= j < len(docs) and abs(docs[j].index - docs[i].index) == 1:
-                    scores[j] = scores.get(j, 0.0) + share
-        best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        return [(s, docs[i]) for i, s in best]
+            if i > 0 and at[i] - at[i - 1] == 1:
+                scores[i - 1] = scores.get(i - 1, 0.0) + share
+            if i < last and at[i + 1] - at[i] == 1:
+                scores[i + 1] = scores.get(i + 1, 0.0) + share
+        if len(scores) > limit:  # only those scoring at least the limit-th best can rank
+            least = heapq.nlargest(limit, scores.values())[-1]
+            items = [kv for kv in scores.items() if kv[1] >= least]
+        else:
+            items = list(scores.items())
+        items.sort(key=lambda kv: (-kv[1], kv[0]))
+        return [(s, self.docs[i]) for i, s in items[:limit]]
 
 
 class Memory:
@@ -145,7 +277,26 @@ class Memory:
         self._sessions: OrderedDict[str, SessionIndex] = OrderedDict()
         self._max_parts = parts
         self._max_sessions = sessions
+        self._terms: OrderedDict[str, TermCounts] = OrderedDict()  # by the text's hash
+        # the cached parts by their first message (index, text): a part that takes in the
+        # parts before it starts with them, and their postings are its first runs
+        self._starts: dict[tuple[int, str], Part] = {}
         self._lock = threading.Lock()
+
+    def terms_of(self, text: str) -> TermCounts:
+        """:func:`count_terms` of ``text``, once per text."""
+        key = text_hash(text)
+        with self._lock:
+            known = self._terms.get(key)
+            if known is not None:
+                self._terms.move_to_end(key)
+                return known
+        counted = count_terms(text)
+        with self._lock:
+            self._terms[key] = counted
+            while len(self._terms) > TERM_COUNTS:
+                self._terms.popitem(last=False)
+        return counted
 
     def index(self, newest: str) -> SessionIndex:
         """The index of the parts along the chain that starts at part ``newest``; a part
@@ -155,7 +306,7 @@ class Memory:
             if known is not None:
                 self._sessions.move_to_end(newest)
                 return known
-        docs: list[Doc] = []
+        parts: list[Part] = []
         cursor: str | None = newest
         seen: set[str] = set()
         while cursor is not None and cursor not in seen and len(seen) < MAX_PARTS:
@@ -163,14 +314,25 @@ class Memory:
             part = self._part(cursor)
             if part is None:
                 break
-            docs.extend(part.docs)
+            parts.append(part)
             cursor = part.earlier
-        built = SessionIndex(docs)
+        built = SessionIndex.of_parts(parts)
         with self._lock:
             self._sessions[newest] = built
             while len(self._sessions) > self._max_sessions:
                 self._sessions.popitem(last=False)
         return built
+
+    def remember(
+        self, ref: str, first: int, text: str, lines: Sequence[int], earlier: str | None
+    ) -> None:
+        """A part just stored under ``ref`` (its transcript ``text``, as :func:`part_of`
+        takes it): kept, so the index that meets it next does not read it back."""
+        with self._lock:
+            if ref in self._parts:
+                return
+        short = short_ref(ref.removeprefix(CTX_PREFIX))
+        self._keep(ref, self._taken_in(part_of(short, first, text, lines, earlier, self.terms_of)))
 
     def _part(self, ref: str) -> Part | None:
         with self._lock:
@@ -179,14 +341,53 @@ class Memory:
                 self._parts.move_to_end(ref)
                 return known
         try:
-            part = read_part(self.store, ref, self.scope)
+            part = self._taken_in(read_part(self.store, ref, self.scope, self.terms_of))
         except (OffloadError, ValueError, KeyError, TypeError):
             return None  # unreadable: recall goes without it, never fails the request
+        return self._keep(ref, part)
+
+    def _keep(self, ref: str, part: Part) -> Part:
         with self._lock:
             self._parts[ref] = part
+            if part.docs:
+                self._starts[_start_key(part)] = part
             while len(self._parts) > self._max_parts:
-                self._parts.popitem(last=False)
+                _, dropped = self._parts.popitem(last=False)
+                if dropped.docs and self._starts.get(_start_key(dropped)) is dropped:
+                    del self._starts[_start_key(dropped)]
         return part
+
+    def _taken_in(self, part: Part) -> Part:
+        """``part`` with the postings of the cached parts it starts with (those it took
+        in: the same messages, the same terms) as its first runs, so only the messages it
+        adds are indexed."""
+        docs = part.docs
+        runs: list[tuple[int, Postings]] = []
+        at = 0
+        while at < len(docs):
+            with self._lock:
+                before = self._starts.get(_start_key(part, at))
+            size = len(before.docs) if before is not None else 0
+            if before is None or not _same_terms(before.docs, docs[at : at + size]):
+                break
+            runs += [(at + offset, postings) for offset, postings in before.segments]
+            at += size
+        if not runs:
+            return part
+        if at < len(docs):
+            runs.append((at, _postings(docs[at:])))
+        return Part(docs, part.earlier, tuple(runs))
+
+
+def _start_key(part: Part, at: int = 0) -> tuple[int, str]:
+    return part.docs[at].index, part.docs[at].text
+
+
+def _same_terms(a: Sequence[Doc], b: Sequence[Doc]) -> bool:
+    """Whether two runs of messages index alike (the same messages, the same terms)."""
+    return len(a) == len(b) and all(
+        x.index == y.index and x.terms == y.terms for x, y in zip(a, b, strict=True)
+    )
 
 
 _MEMORIES: weakref.WeakKeyDictionary[Store, dict[str, Memory]] = weakref.WeakKeyDictionary()

@@ -135,6 +135,9 @@ class RangePart:
     # the transcript's first line that no earlier part holds: the parts it takes in are
     # indexed already, so a search finds each message once (in the part that paged it)
     index_from_line: int = 1
+    first: int = 0  # the index of its first message
+    lines: tuple[int, ...] = ()  # the transcript's header line of each of its messages
+    earlier: str | None = None  # the part before it
 
 
 @dataclass(frozen=True)
@@ -638,7 +641,9 @@ class StubMaker:
         tokens = message_tokens(self.counter, {"role": role, "content": text})
         stub = RangeStub(first, end - 1, CTX_PREFIX + digest, label, text, tokens, role)
         indexed_from = 1 if start == paged0 else max(1, new_from)
-        return stub, RangePart(body, rendered.text, topic, summary, indexed_from)
+        return stub, RangePart(
+            body, rendered.text, topic, summary, indexed_from, start, rendered.lines, earlier_ref
+        )
 
     def _merge_start(
         self, messages: Sequence[Message], start: int, end: int, previous: RangeStub | None

@@ -31,20 +31,35 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def validate(messages: Any) -> list[Message]:
+def validate(messages: Any, start: int = 0, stop: int | None = None) -> list[Message]:
     """Check that ``messages`` is a chat request's message list; raise InvalidInput if not.
 
     Accepts the roles of the OpenAI chat API (``system``, ``developer``, ``user``,
     ``assistant``, ``tool``, legacy ``function``); content is a string, a list of parts
     (objects) or null (assistant tool calls). Returns the list itself, unchanged.
+    Only messages ``[start, stop)`` are looked at (the others are known to be valid).
     """
     if not isinstance(messages, list):
         raise InvalidInput(f"messages must be a list, got {type(messages).__name__}")
     if not messages:
         raise InvalidInput("messages is empty; send at least one message")
-    for index, msg in enumerate(messages):
-        _validate_one(index, msg)
+    for index in range(start, len(messages) if stop is None else min(stop, len(messages))):
+        _validate_one(index, messages[index])
     return messages
+
+
+def validate_head(messages: Any) -> int:
+    """Check that ``messages`` is a non-empty list and that its messages :func:`head_end`
+    reads are valid (the leading system/developer ones and the one after them), as
+    :func:`validate` would; how many leading messages were checked."""
+    validate(messages, 0, 0)
+    index = 0
+    while index < len(messages):
+        _validate_one(index, messages[index])
+        if messages[index]["role"] not in _LEADING:
+            break
+        index += 1
+    return min(index + 1, len(messages))
 
 
 def _validate_one(index: int, msg: Any) -> None:

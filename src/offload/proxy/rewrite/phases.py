@@ -6,8 +6,9 @@ message's place on the wire, the digest extended over what the layout depends on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import overload
 
 from offload.proxy.rewrite.call_args import CallsStub
 from offload.proxy.rewrite.message_stubs import MessageStub
@@ -16,6 +17,7 @@ from offload.proxy.rewrite.recall import Recalled
 from offload.proxy.rewrite.session import Live, SessionState
 
 __all__ = [
+    "Boundaries",
     "Counted",
     "Route",
     "Sent",
@@ -97,6 +99,34 @@ class Stubbing:
 
     content: MessageStub | None
     calls: CallsStub | None
+
+
+class Boundaries(Sequence[bool]):
+    """Whether paging may end right before each message (``test(msgs, i)``), worked out
+    only where a plan looks (from the frontier on), not over the whole history."""
+
+    def __init__(
+        self, msgs: Sequence[Message], test: Callable[[Sequence[Message], int], bool]
+    ) -> None:
+        self._msgs = msgs
+        self._test = test
+
+    def __len__(self) -> int:
+        return len(self._msgs)
+
+    @overload
+    def __getitem__(self, i: int) -> bool: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[bool]: ...
+
+    def __getitem__(self, i: int | slice) -> bool | list[bool]:
+        if isinstance(i, slice):
+            return [self._test(self._msgs, j) for j in range(*i.indices(len(self._msgs)))]
+        j = i + len(self._msgs) if i < 0 else i
+        if not 0 <= j < len(self._msgs):
+            raise IndexError(i)
+        return self._test(self._msgs, j)
 
 
 def common_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:

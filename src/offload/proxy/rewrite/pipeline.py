@@ -7,6 +7,7 @@ worker thread); ``offload replay`` calls the same method turn by turn without an
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,6 +22,7 @@ from offload.proxy.rewrite.ceilings import Ceilings, client_compacted, harness_k
 from offload.proxy.rewrite.message_stubs import (
     PROXY_READ,
     Earlier,
+    EventTime,
     RangePart,
     RangeStub,
     StubMaker,
@@ -41,8 +43,10 @@ from offload.proxy.rewrite.messages import (
     session_key,
     source_of,
     validate,
+    validate_head,
 )
 from offload.proxy.rewrite.phases import (
+    Boundaries,
     Counted,
     Route,
     Sent,
@@ -195,9 +199,7 @@ class Pipeline:
         """
         if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0:
             raise InvalidInput(f"n_ctx must be a positive integer, got {n_ctx!r}")
-        msgs = validate(messages)
-        head = head_end(msgs)
-        session = session_key(msgs[:head], session_hint)
+        msgs, head, session = self._validated(messages, session_hint)
         lock = self._locks.get(session)
         with lock:
             try:
@@ -214,6 +216,17 @@ class Pipeline:
                 # is only ever replaced whole, after the wire is built.
                 self._forget(session)
                 raise
+
+    def _validated(self, messages: Any, hint: str) -> tuple[list[Message], int, str]:
+        """(``messages`` validated, the length of their head, their session's key). The
+        leading messages equal to those of the session's previous request were checked
+        then: only the others are, so a turn checks what it added."""
+        checked = validate_head(messages)
+        head = head_end(messages)
+        session = session_key(messages[:head], hint)
+        previous = self._live.get(session)
+        known = common_prefix(previous.client, messages) if previous is not None else 0
+        return validate(messages, max(checked, known)), head, session
 
     def _forget(self, session: str) -> None:
         """Drop this process's records of ``session`` and of its side record."""
@@ -646,7 +659,7 @@ class Pipeline:
         paged0 = state.layout.paged
         growth = growth_per_turn(msgs, ct, max(head, state.mark))
         boundary = is_page_boundary if alternate else is_group_start
-        starts = [boundary(msgs, i) for i in range(len(msgs))]
+        starts = Boundaries(msgs, boundary)
 
         rendered: dict[int, tuple[RangeStub, RangePart]] = {}  # gists are costly: render once
         detail = min(1.0, budget.n_ctx / RANGE_SIZED_FOR)
@@ -694,7 +707,20 @@ class Pipeline:
             return new_layout, state.range
         paged = new_layout.paged
         when = functools.partial(self._event_time, msgs, paged)
-        return new_layout, self.stubs.page_out(session, *rendered[paged], when)
+        return new_layout, self._page_out(session, *rendered[paged], when)
+
+    def _page_out(
+        self, session: str, stub: RangeStub, part: RangePart, when: EventTime = None
+    ) -> RangeStub:
+        """Store a part (``when``: asked, if it is stored, when what it tells happened);
+        when auto-recall searches this session's memory, its index takes the part as
+        rendered here rather than reading it back."""
+        made = self.stubs.page_out(session, stub, part, when)
+        if self.settings.recall_ratio > 0 and self.settings.recall_scope == "session":
+            self.recall.memory.remember(
+                made.ref, part.first, part.transcript, part.lines, part.earlier
+            )
+        return made
 
     def _unforce(
         self,
@@ -825,13 +851,10 @@ class Pipeline:
                 return self._bulky(msgs, i, limit)
             return None
 
-        for i, msg in enumerate(msgs):
-            if i == layout.head and state.range is not None:
-                wire.append(state.range.message())
-                tokens.append(state.range.tokens)
-                stubs += 1
-            if layout.head <= i < layout.paged:
-                continue
+        # the paged-out messages are not looked at: a build costs the wire, not the history
+        rest = range(max(layout.head, layout.paged), len(msgs))
+        for i in itertools.chain(range(min(layout.head, len(msgs))), rest):
+            msg = msgs[i]
             made = stubbed_under(layout, i)
             if made is None:
                 wire.append(msg)
@@ -845,4 +868,8 @@ class Pipeline:
                 and stubbed_under(before, i, before_threshold or threshold) is None
             ):
                 made_now += 1
+        if layout.head < len(msgs) and state.range is not None:  # after the head
+            wire.insert(layout.head, state.range.message())
+            tokens.insert(layout.head, state.range.tokens)
+            stubs += 1
         return wire, tokens, stubs, made_now
