@@ -22,7 +22,14 @@ from offload.proxy.rewrite.memory import Doc, SessionIndex
 from offload.proxy.rewrite.message_stubs import expand
 from offload.proxy.rewrite.messages import validate
 from offload.proxy.rewrite.pipeline import Pipeline
-from offload.proxy.rewrite.recall import Recaller, find_in, is_recall_block, tail_query
+from offload.proxy.rewrite.recall import (
+    Recaller,
+    RecallHit,
+    excerpt,
+    find_in,
+    is_recall_block,
+    tail_query,
+)
 from offload.proxy.rewrite.window import Budget
 from offload.store.store import Store
 
@@ -304,3 +311,18 @@ def test_recall_still_fires_in_a_small_window_when_a_message_fits(store: Store) 
 def test_a_recall_gate_outside_zero_to_one_is_refused(store: Store) -> None:
     with pytest.raises(ConfigError, match="recall_min_new"):
         pipe(store, recall_min_new=1.5)
+
+
+def test_an_excerpt_is_cut_around_the_same_line_whatever_the_hash_order() -> None:
+    # a plain sum of these weights over a set rounds the 1.0 away in most orders (the
+    # order a set yields follows the process's hash seed); the exact sum is 1.0 > 0.5
+    zebra, yak, xylophone = analysis.terms("zebra yak xylophone")
+    (walrus,) = analysis.terms("walrus")
+    weights = {zebra: 1e16, yak: 1.0, xylophone: -1e16, walrus: 0.5}
+    rows = [f"filler line {k} of the stored message" for k in range(40)]
+    rows[5] = "the walrus line"
+    rows[30] = "zebra yak xylophone"
+    hit = RecallHit("ctx:sha256:" + "0" * 64, 1, 40, "", "\n".join(rows))
+    cut = excerpt(hit, weights)
+    assert "zebra yak xylophone" in cut.text and "walrus" not in cut.text
+    assert (cut.first_line, cut.last_line) == (29, 33)

@@ -165,7 +165,7 @@ def find(
 
     ranked = sorted((c for c in candidates if c[2]), key=score)
     weights = {t: math.log(1.0 + n / df[t]) for t in df}
-    return [_excerpt(found, weights) for _, found, _ in ranked]
+    return [excerpt(found, weights) for _, found, _ in ranked]
 
 
 def _session_of(filters: Filters) -> str | None:
@@ -193,7 +193,7 @@ def find_in(index: SessionIndex, query: str, *, limit: int = CANDIDATES) -> list
             continue
         seen.add(d.index)
         hit = RecallHit(d.ref, d.first_line, d.last_line, d.header, d.text, index=d.index)
-        out.append(_excerpt(hit, weights))
+        out.append(excerpt(hit, weights))
     return out
 
 
@@ -231,14 +231,19 @@ def content_words(query: str) -> str:
     return " ".join(kept) if kept else query
 
 
-def _excerpt(hit: RecallHit, weights: dict[str, float]) -> RecallHit:
-    """``hit`` cut to the lines around its best line when it is longer than ``HIT_CHARS``."""
+def excerpt(hit: RecallHit, weights: dict[str, float]) -> RecallHit:
+    """``hit`` cut to the lines around its best line when it is longer than ``HIT_CHARS``.
+
+    A line's score sums its distinct terms' weights with ``math.fsum``, exactly rounded
+    whatever the order: a set's order follows the process's hash seed, and a plain sum's
+    rounding with it, so the same hit would be cut differently in another process (and the
+    recall block's bytes, the upstream's cached prefix, would change with a restart)."""
     if len(hit.text) <= HIT_CHARS:
         return hit
     rows = hit.text.split("\n")
     best = max(
         range(len(rows)),
-        key=lambda i: (sum(weights.get(t, 0.0) for t in set(analysis.terms(rows[i]))), -i),
+        key=lambda i: (math.fsum(weights.get(t, 0.0) for t in set(analysis.terms(rows[i]))), -i),
     )
     lo, hi = max(0, best - EXCERPT_LINES), min(len(rows), best + EXCERPT_LINES + 1)
     text = "\n".join(rows[lo:hi])[:HIT_CHARS]
