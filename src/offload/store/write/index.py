@@ -172,6 +172,18 @@ FREEZE_CHARS = 1024 * 1024
 FREEZE_BATCH_CHARS = 256 * 1024
 
 
+# an entry's metadata row (PostgreSQL computes its tsvector from the same fields)
+_INSERT_META = Sql(
+    "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source) "
+    "VALUES (?, ?, ?, ?, ?, ?)",
+    (
+        "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source, tsv) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector)"
+    ),
+    params=pgsql.meta_params,
+)
+
+
 def freeze_text(
     text: str,
     chunk_lines: int,
@@ -637,15 +649,7 @@ def put_meta(
     if not any(row):
         return
     conn.execute(
-        Sql(
-            "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source, tsv) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector)"
-            ),
-            params=pgsql.meta_params,
-        ),
+        _INSERT_META,
         (entry_id, *row),
     )
 
@@ -718,15 +722,7 @@ def rebuild_meta(conn: Conn) -> None:
         Sql("SELECT id, topic, summary, tags, source, block_hash FROM entries")
     ).fetchall()
     conn.executemany(
-        Sql(
-            "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                "INSERT INTO search_meta (rowid, topic, summary, tags, labels, source, tsv) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s::tsvector)"
-            ),
-            params=pgsql.meta_params,
-        ),
+        _INSERT_META,
         [
             (
                 int(e["id"]),
