@@ -163,3 +163,43 @@ def test_a_common_terms_count_is_kept_across_searches_until_the_index_grows_past
         store.put_many([f"common words in a later row {i}" for i in range(10)])  # 10 % more
         grown = selective.SearchStats(store.conn).counts(["common", "rare"])
     assert grown == {"common": 110, "rare": 1}
+
+
+@pytest.mark.parametrize("table", ["search_body", "search_meta"])
+def test_each_vocabulary_lookup_counts_the_rows_of_the_table_asked_about_on_both_backends(
+    table: str,
+) -> None:
+    other = {"search_body": "search_meta", "search_meta": "search_body"}[table]
+    for sql in (selective.vocab_sql(table)[1], selective.vocab_rows_sql(table)):
+        assert f"{table}_vocab" in sql and other not in sql
+        assert f"FROM {table} " in sql.postgres and other not in sql.postgres
+
+
+def _meta_and_body_counts(location: Path | str, terms: list[str]) -> dict[str, Any]:
+    """What a store's vocabulary says of ``terms`` in each index, by every way it is read."""
+    with Store(location, counter=EstimateCounter()) as store:
+        # "kestrelword" is in the topic of twelve entries and the body of one other
+        for i in range(12):
+            store.put(f"filler note number {i}", topic=f"kestrelword report {i}", scope="m")
+        store.put("the kestrelword nested in the body", topic="unrelated", scope="m")
+        store.put_many([f"plain body {i}" for i in range(20)], scope="m")
+        conn = store.conn
+        create, lookup = selective.vocab_sql("search_meta")
+        conn.execute(create)
+        one = {t: conn.execute(lookup, (t,)).fetchone() for t in terms}
+        return {
+            "meta": selective.vocab_counts(conn, "search_meta", terms),
+            "meta_one": {t: 0 if r is None else int(r[0]) for t, r in one.items()},
+            "meta_plan": selective.plan(conn, "search_meta", terms).df,
+            "body": selective.vocab_counts(conn, "search_body", terms),
+        }
+
+
+def test_a_terms_metadata_row_count_on_postgresql_is_sqlites_not_the_bodys(
+    tmp_path: Path, pg_database: str
+) -> None:
+    terms = ["kestrelword", "report", "filler"]
+    on_sqlite = _meta_and_body_counts(tmp_path / "offload.db", terms)
+    on_pg = _meta_and_body_counts(pg_database, terms)
+    assert on_sqlite["meta"]["kestrelword"] == 12 and on_sqlite["body"]["kestrelword"] == 1
+    assert on_pg == on_sqlite

@@ -82,15 +82,15 @@ def totals_sql(table: str) -> Sql:
 
 def vocab_sql(table: str) -> tuple[Sql, Sql]:
     """(create, lookup): a per-connection fts5vocab table of ``table`` and a df lookup. On
-    PostgreSQL there is nothing to create (the vocabulary is search_body itself) and the
-    lookup is a bounded count of search_body's rows (pgsql.vocab_row)."""
+    PostgreSQL there is nothing to create (the vocabulary is the table's tsvector column)
+    and the lookup is a bounded count of the same table's rows (pgsql.vocab_row)."""
     vocab = f"temp.{table}_vocab"
     create = f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {table}, 'row')"
     return (
         Sql(create, "SELECT 1", noop=True),
         Sql(
             f"SELECT doc FROM {vocab} WHERE term = ?",
-            pgsql.vocab_row("search_body"),
+            pgsql.vocab_row(table),
             params=pgsql.vocab_row_params,
         ),
     )
@@ -102,11 +102,11 @@ VOCAB_ROWS = (
 
 
 def vocab_rows_sql(table: str) -> Sql:
-    """Many terms' row counts in ``table`` (:data:`VOCAB_ROWS`); on PostgreSQL search_body's
-    bounded counts (pgsql.vocab_rows)."""
+    """Many terms' row counts in ``table`` (:data:`VOCAB_ROWS`); on PostgreSQL the same
+    table's bounded counts (pgsql.vocab_rows)."""
     return Sql(
         VOCAB_ROWS.format(table=table),
-        pgsql.vocab_rows("search_body"),
+        pgsql.vocab_rows(table),
         params=pgsql.vocab_rows_params,
     )
 
