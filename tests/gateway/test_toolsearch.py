@@ -203,6 +203,7 @@ def test_whole_multi_step_tasks_find_every_step_in_the_top_10() -> None:
 def embedder() -> StaticEmbedder:
     loaded = load_embedder(SearchSettings())
     assert loaded is not None, "wordllama is a main dependency: it must be installed"
+    assert isinstance(loaded, StaticEmbedder)  # the default model
     return loaded
 
 
