@@ -19,6 +19,7 @@ from offload.config import SearchSettings
 from offload.gateway.toolsearch import (
     VALUE_WEIGHT,
     ToolIndex,
+    base_encoder,
     clauses,
     doc_for,
     embedding_views,
@@ -342,3 +343,12 @@ def test_a_tools_views_are_its_whole_text_its_name_and_title_and_its_first_sente
         "create directory",
         "Make one.",
     )
+
+
+def test_the_first_tool_index_uses_the_stores_model_unless_it_is_the_strong_one() -> None:
+    static, strong = embedder(), Concepts()
+    assert base_encoder(static, strong) is static
+    assert base_encoder(static, None) is static
+    assert base_encoder(None, strong) is None
+    # the store configured with the strong model itself: embedded once, by the strong build
+    assert base_encoder(Concepts(), strong) is None

@@ -253,6 +253,8 @@ def test_a_store_written_with_one_model_and_searched_with_another_mixes_no_vecto
         dog = s.put("we adopted a puppy from the shelter", topic="pets").entry.id
         ci = s.put("the build broke on the main branch", topic="ci").entry.id
     with Store(path, counter=EstimateCounter(), embedder=minilm) as s:
+        assert s.vector_matrix is not None
+        assert not s.vector_matrix.coarse  # MiniLM's prefixes are no embeddings
         # 256-dimension vectors of the static model beside a 384-dimension query: none read,
         # so the search is lexical alone (the semantic side would add the other entry)
         found = s.search("puppy")
