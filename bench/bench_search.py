@@ -164,14 +164,13 @@ SEMANTIC_WEIGHT: float | None = None
 
 
 def embedder() -> Any:
-    """The embedding model (hybrid search; ``--embedder``), or None when not installed."""
-    if EMBEDDER == "minilm":
-        from offload.llm.minilm import load_tool_encoder
-
-        return load_tool_encoder()
-    from offload.config import SearchSettings
+    """The embedding model (hybrid search; ``--embedder``), or None when not installed:
+    as a store configured with ``search.embedding_model`` loads it."""
+    from offload.config import MINILM_MODEL, SearchSettings
     from offload.llm.embedding import load_embedder
 
+    if EMBEDDER == "minilm":
+        return load_embedder(SearchSettings(embedding_model=MINILM_MODEL))
     return load_embedder(SearchSettings())
 
 

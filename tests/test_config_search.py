@@ -15,6 +15,11 @@ def test_hybrid_search_is_on_by_default_with_the_shipped_model() -> None:
     assert 0.0 < search.semantic_weight < 0.5  # lexical stays dominant
 
 
+def test_minilm_can_be_chosen_as_the_stores_model_from_the_environment() -> None:
+    env = {"OFFLOAD_SEARCH__EMBEDDING_MODEL": "all-MiniLM-L6-v2-int8"}
+    assert load_settings(env=env).search.embedding_model == "all-MiniLM-L6-v2-int8"
+
+
 def test_semantic_search_can_be_turned_off_from_the_environment() -> None:
     assert load_settings(env={"OFFLOAD_SEARCH__SEMANTIC": "false"}).search.semantic is False
 

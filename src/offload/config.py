@@ -75,7 +75,8 @@ class SearchSettings:
     default_limit: int = 5
     max_limit: int = 20
     snippet_chars: int = 300
-    # hybrid ranking: an offline embedding model's similarity fused with BM25 (llm/embedding.py)
+    # hybrid ranking: an offline embedding model's similarity fused with BM25 (llm/embedding.py;
+    # EMBEDDING_MODELS: the shipped static model, or MINILM_MODEL from offload[tools])
     semantic: bool = True
     embedding_model: str = "wordllama-l2_supercat-256"
     semantic_weight: float = 0.2  # its share of the fused score; lexical keeps the rest
@@ -98,8 +99,11 @@ class SearchSettings:
             )
 
 
-# the models offload.llm.embedding can load (kept here so settings validate without it)
-EMBEDDING_MODELS = ("wordllama-l2_supercat-256",)
+# all-MiniLM-L6-v2 as int8 ONNX (offload.llm.minilm, installed by offload[tools])
+MINILM_MODEL = "all-MiniLM-L6-v2-int8"
+# the models offload.llm.embedding.load_embedder can load (kept here so settings validate
+# without it)
+EMBEDDING_MODELS = ("wordllama-l2_supercat-256", MINILM_MODEL)
 
 
 @dataclass(frozen=True)

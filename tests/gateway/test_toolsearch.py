@@ -19,6 +19,7 @@ from offload.config import SearchSettings
 from offload.gateway.toolsearch import (
     VALUE_WEIGHT,
     ToolIndex,
+    base_encoder,
     clauses,
     doc_for,
     embedding_views,
@@ -203,6 +204,7 @@ def test_whole_multi_step_tasks_find_every_step_in_the_top_10() -> None:
 def embedder() -> StaticEmbedder:
     loaded = load_embedder(SearchSettings())
     assert loaded is not None, "wordllama is a main dependency: it must be installed"
+    assert isinstance(loaded, StaticEmbedder)  # the default model
     return loaded
 
 
@@ -341,3 +343,12 @@ def test_a_tools_views_are_its_whole_text_its_name_and_title_and_its_first_sente
         "create directory",
         "Make one.",
     )
+
+
+def test_the_first_tool_index_uses_the_stores_model_unless_it_is_the_strong_one() -> None:
+    static, strong = embedder(), Concepts()
+    assert base_encoder(static, strong) is static
+    assert base_encoder(static, None) is static
+    assert base_encoder(None, strong) is None
+    # the store configured with the strong model itself: embedded once, by the strong build
+    assert base_encoder(Concepts(), strong) is None

@@ -9,15 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offload.config import EMBEDDING_MODELS, SearchSettings
+from offload.config import EMBEDDING_MODELS, MINILM_MODEL, SearchSettings
 from offload.llm import embedding
 from offload.llm.embedding import EmbeddingUnavailable, StaticEmbedder, load_embedder
+from offload.llm.packages import Notices
+from realparts import require
 
 
 @pytest.fixture(scope="module")
 def model() -> StaticEmbedder:
     loaded = load_embedder(SearchSettings())
     assert loaded is not None, "wordllama is a main dependency: it must be installed"
+    assert isinstance(loaded, StaticEmbedder)  # the default model
     return loaded
 
 
@@ -85,7 +88,7 @@ def test_semantic_off_in_the_settings_gives_no_model() -> None:
 
 def test_a_missing_package_gives_no_model_and_one_notice(caplog: pytest.LogCaptureFixture) -> None:
     # a memory of its own: the process's one remembers what earlier tests were told
-    missing, memory = ("offload_test_no_such_package",), embedding.Notices()
+    missing, memory = ("offload_test_no_such_package",), Notices()
     with caplog.at_level(logging.WARNING, logger="offload.embedding"):
         assert load_embedder(SearchSettings(), required=missing, notices=memory) is None
         assert load_embedder(SearchSettings(), required=missing, notices=memory) is None
@@ -105,4 +108,26 @@ def test_the_process_says_a_missing_package_once_whoever_asks(
 
 
 def test_every_model_the_settings_accept_can_be_loaded() -> None:
-    assert set(EMBEDDING_MODELS) == set(embedding.MODELS)
+    # the static models from their table here, MiniLM through llm/minilm.py
+    assert set(EMBEDDING_MODELS) == set(embedding.MODELS) | {MINILM_MODEL}
+
+
+def test_choosing_minilm_without_offload_tools_gives_lexical_search_and_one_notice(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings, memory = SearchSettings(embedding_model=MINILM_MODEL), Notices()
+    missing = ("offload_test_no_onnxruntime",)
+    with caplog.at_level(logging.WARNING, logger="offload.embedding"):
+        assert load_embedder(settings, required=missing, notices=memory) is None
+        assert load_embedder(settings, required=missing, notices=memory) is None
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1
+    assert "offload_test_no_onnxruntime" in lines[0] and "lexical" in lines[0]
+    assert "offload[tools]" in lines[0] and "\n" not in lines[0]
+
+
+def test_choosing_minilm_loads_it_as_the_stores_model() -> None:
+    loaded = load_embedder(SearchSettings(embedding_model=MINILM_MODEL), notices=Notices())
+    require(loaded is not None, "offload[tools] is not installed (pip install 'offload[tools]')")
+    assert loaded is not None
+    assert loaded.model_id == MINILM_MODEL and not loaded.nested

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offload.llm.embedding import Notices
 from offload.llm.minilm import MiniLM, ToolEncoderUnavailable, load_tool_encoder
+from offload.llm.packages import Notices
 from realparts import require
 
 
@@ -62,7 +62,7 @@ def test_words_no_tool_uses_land_near_the_tool_that_means_them() -> None:
 
 _EXIT_WHILE_ENCODING = """
 import sys, threading
-from offload.llm.embedding import Notices
+from offload.llm.packages import Notices
 from offload.llm.minilm import load_tool_encoder
 
 encoder = load_tool_encoder(notices=Notices())

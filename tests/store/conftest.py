@@ -52,6 +52,7 @@ def model() -> StaticEmbedder:
     """The static embedding model, loaded once for every store test that embeds."""
     loaded = load_embedder(SearchSettings())
     assert loaded is not None, "wordllama is a main dependency: it must be installed"
+    assert isinstance(loaded, StaticEmbedder)  # the default model
     return loaded
 
 

@@ -46,7 +46,7 @@ from offload.gateway.config import ClientRule, GatewayConfig
 from offload.gateway.index_tools import IndexTools
 from offload.gateway.responses import index_response, threshold_for, worth_indexing
 from offload.gateway.storecalls import retry_busy
-from offload.gateway.toolsearch import Encoder, ToolIndex, doc_for, doc_for_item
+from offload.gateway.toolsearch import Encoder, ToolIndex, base_encoder, doc_for, doc_for_item
 from offload.gateway.toolvectors import StoredEncoder
 from offload.gateway.upstreams import ChangeKind, Connector, Upstream
 from offload.llm.minilm import ToolEncoderUnavailable
@@ -298,7 +298,8 @@ class Gateway:
         tool_docs += [doc_for_item(label, d) for label, d in everything.items.items()]
         # analysing (and embedding) a large catalog takes a while: not on the event loop;
         # the store's embedding model, when it has one, ranks tools as it ranks entries
-        base = await anyio.to_thread.run_sync(ToolIndex.build, tool_docs, self.store.embedder)
+        model = base_encoder(self.store.embedder, self._tool_encoder)
+        base = await anyio.to_thread.run_sync(ToolIndex.build, tool_docs, model)
         self._tool_index = base
         if self._tool_encoder is not None and base.docs:
             # minutes on loaded cores for a large catalog: search ranks with the static

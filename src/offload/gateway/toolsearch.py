@@ -113,6 +113,16 @@ class Encoder(Protocol):
         ...
 
 
+def base_encoder(store_model: Encoder | None, strong: Encoder | None) -> Encoder | None:
+    """The model of the tool index's first build: the store's, unless the contextual model
+    that strengthens it is the same one (``search.embedding_model`` names MiniLM): that
+    embeds the catalog once, off the start and through the saved vectors, not twice."""
+    if store_model is None or strong is None:
+        return store_model
+    same = getattr(store_model, "model_id", None) == getattr(strong, "model_id", "")
+    return None if same else store_model
+
+
 @dataclass(frozen=True)
 class ToolDoc:
     """What is searchable about one tool."""

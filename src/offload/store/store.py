@@ -100,7 +100,11 @@ class Store(SavedState):
         # hybrid search (store/write/vectors.py): the model is handed in, never loaded here
         self._embedder = embedder
         self.semantic_weight = semantic_weight
-        self._matrix = None if embedder is None else vectors.VectorMatrix(embedder.model_id)
+        self._matrix = (
+            None
+            if embedder is None
+            else vectors.VectorMatrix(embedder.model_id, coarse=vectors.nested(embedder))
+        )
         self.settings = settings or StoreSettings()
         self._counter = counter
         self.clock = clock

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 from numpy.typing import NDArray
 
+from offload.config import MINILM_MODEL, SearchSettings
 from offload.core.tokens import EstimateCounter
-from offload.llm.embedding import StaticEmbedder
+from offload.llm.embedding import StaticEmbedder, load_embedder
+from offload.llm.packages import Notices
 from offload.store.backend import Sql
 from offload.store.store import Store
 from offload.store.write import vectors
+from realparts import require
 
 
 def _stored(store: Store, entry_id: int) -> sqlite3.Row | None:
@@ -194,3 +199,81 @@ def test_put_many_stores_the_vectors_single_puts_store(
     finally:
         many.close()
         one.close()
+
+
+class _Renamed:
+    """The real static model under another model id: what a store sees when
+    ``search.embedding_model`` changes between two processes."""
+
+    def __init__(self, inner: StaticEmbedder, model_id: str) -> None:
+        self.inner = inner
+        self.model_id = model_id
+
+    def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        return self.inner.encode(texts)
+
+
+def test_an_entry_reembedded_by_another_model_leaves_this_models_matrix(
+    path: Path, model: StaticEmbedder
+) -> None:
+    with (
+        Store(path, counter=EstimateCounter(), embedder=model) as mine,
+        Store(path, counter=EstimateCounter(), embedder=_Renamed(model, "other")) as theirs,
+    ):
+        matrix = mine.vector_matrix
+        assert matrix is not None
+        a = mine.put("the build broke on the main branch").entry.id
+        b = mine.put("we adopted a puppy from the shelter").entry.id
+        ids, _rows = matrix.refresh(mine.conn)
+        assert sorted(ids.tolist()) == [a, b]
+        theirs.update(f"id:{a}", topic="ci failure")  # its vector is now the other model's
+        assert _stored(mine, a)["model"] == "other"  # type: ignore[index]
+        ids, rows = matrix.refresh(mine.conn)
+        assert [i for i in ids.tolist() if i >= 0] == [b]
+        q = model.encode(["the build broke on the main branch"])[0]
+        close, _floor = vectors.nearest(ids, rows, q, 2)
+        assert [eid for eid, _ in close] == [b]
+        assert matrix.similarity(q, [a, b]).keys() == {b}
+
+
+@functools.cache
+def _minilm() -> vectors.Encoder:
+    loaded = load_embedder(SearchSettings(embedding_model=MINILM_MODEL), notices=Notices())
+    require(loaded is not None, "offload[tools] is not installed (pip install 'offload[tools]')")
+    assert loaded is not None
+    return loaded
+
+
+@pytest.mark.slow
+def test_a_store_written_with_one_model_and_searched_with_another_mixes_no_vectors(
+    path: Path, model: StaticEmbedder
+) -> None:
+    minilm = _minilm()
+    with Store(path, counter=EstimateCounter(), embedder=model) as s:
+        dog = s.put("we adopted a puppy from the shelter", topic="pets").entry.id
+        ci = s.put("the build broke on the main branch", topic="ci").entry.id
+    with Store(path, counter=EstimateCounter(), embedder=minilm) as s:
+        assert s.vector_matrix is not None
+        assert not s.vector_matrix.coarse  # MiniLM's prefixes are no embeddings
+        # 256-dimension vectors of the static model beside a 384-dimension query: none read,
+        # so the search is lexical alone (the semantic side would add the other entry)
+        found = s.search("puppy")
+        assert [r.entry.id for r in found] == [dog]
+        assert s.vector_matrix is not None
+        ids, _rows = s.vector_matrix.refresh(s.conn)
+        assert ids is None or not len(ids)
+        assert vectors.backfill(s) == 2
+        ids, rows = s.vector_matrix.refresh(s.conn)
+        assert sorted(ids.tolist()) != [] and rows.shape == (2, 384)
+        assert {r["model"] for r in s.conn.execute(Sql("SELECT model FROM entry_vectors"))} == {
+            MINILM_MODEL
+        }
+        # compared by meaning, through MiniLM's vectors
+        close = s.vector_matrix.similarity(minilm.encode(["a new dog at home"])[0], [dog, ci])
+        assert close[dog] > close[ci]
+        assert s.search("puppy")[0].entry.id == dog
+    with Store(path, counter=EstimateCounter(), embedder=model) as s:
+        assert s.vector_matrix is not None
+        ids, _rows = s.vector_matrix.refresh(s.conn)
+        assert ids is None or not len(ids)  # MiniLM's vectors are not this model's
+        assert [r.entry.id for r in s.search("puppy")] == [dog]

@@ -86,7 +86,8 @@ def start(store: Store, text: str, k: int) -> Probe | None:
     ids, rows = matrix.refresh(store.conn)
     if ids is None or not len(ids):
         return None
-    prefixes = matrix.prefixes() if len(ids) > vectors.COARSE_ROWS else None
+    coarse = matrix.coarse and len(ids) > vectors.COARSE_ROWS
+    prefixes = matrix.prefixes() if coarse else None
     sample = matrix.sample()
     scan = _executor().submit(
         vectors.nearest, ids, rows, query, k * 4, prefixes=prefixes, sample=sample

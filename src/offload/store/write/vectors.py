@@ -8,7 +8,10 @@ the write transaction that stores it, so the write lock is never held while embe
 
 Search reads the vectors of the current model into an in-process float32 matrix once, and
 after that only the rows added since (``entry_vectors.id`` only grows); one matrix-vector
-product scores every entry. Rows of entries forgotten since stay in the matrix until the
+product scores every entry. Vectors of another model (the store was written while
+``search.embedding_model`` named another) are never read into it: their entries are found
+lexically until rewritten or re-embedded (``offload doctor --reindex``), and an entry whose
+vector another model's process replaces leaves the matrix. Rows of entries forgotten since stay in the matrix until the
 next full reload and are dropped by the filter that every candidate passes.
 
 An entry without a vector (stored before this migration, or while the model was missing)
@@ -42,8 +45,8 @@ _MAX_GAPS = 100_000
 # the typical similarity (fusion's floor) is the median over an even sample of this many
 _FLOOR_SAMPLE = 4096
 # Past this many rows the nearest are found in two passes: the first COARSE_DIMS components
-# (the model is trained Matryoshka-style: a prefix is itself an embedding) of every row,
-# then every component of the best COARSE_KEEP x k rows. Scoring 100k rows reads 100 MB
+# (when the model is trained Matryoshka-style, as the static one is: a prefix is itself an
+# embedding; :func:`nested`) of every row, then every component of the best COARSE_KEEP x k rows. Scoring 100k rows reads 100 MB
 # in full against 25 MB for the prefix.
 COARSE_ROWS = 20_000
 COARSE_DIMS = 64
@@ -59,6 +62,12 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """One unit-length float32 row per text."""
         ...
+
+
+def nested(encoder: Encoder) -> bool:
+    """Whether a prefix of the encoder's vectors is itself an embedding (its ``nested``
+    attribute; an encoder without one is taken to be, as the shipped static model is)."""
+    return bool(getattr(encoder, "nested", True))
 
 
 # an encoder reads a prefix of what it is given (16,000 characters for the built-in model):
@@ -125,11 +134,13 @@ class VectorMatrix:
     """The vectors of one model as a float32 matrix, refreshed by the largest row id.
 
     Shared by a store's threads (under a lock); rebuilt from scratch when the table was
-    rebuilt or too many of the best rows belong to forgotten entries.
+    rebuilt or too many of the best rows belong to forgotten entries. ``coarse``: the
+    model's prefixes are embeddings (:func:`nested`), so a big scan may rank by them first.
     """
 
-    def __init__(self, model_id: str) -> None:
+    def __init__(self, model_id: str, *, coarse: bool = True) -> None:
         self.model_id = model_id
+        self.coarse = coarse
         self._lock = threading.Lock()
         self._last = 0
         self._ids: Any = None  # NDArray[np.int64]: the entry id of each row (-1: replaced)
@@ -194,7 +205,7 @@ class VectorMatrix:
                     ),
                     (self.model_id, self._last, json.dumps(sorted(self._gaps))),
                 ).fetchall()
-                self._append([(r[1], r[2]) for r in new if r[2] is not None])
+                self._append([(r[1], r[2]) for r in new])
                 self._note_gaps([int(r[0]) for r in new], settled)
             return self._ids, self._rows
 
@@ -212,8 +223,14 @@ class VectorMatrix:
         self._last, self._gaps = last, gaps
 
     def _append(self, new: list[Row]) -> None:
+        """Add the rows read: (entry id, vector), the vector None when another model wrote
+        it (that entry's row of this model, if any, no longer counts)."""
         import numpy as np
 
+        others = [int(r[0]) for r in new if r[1] is None]
+        new = [r for r in new if r[1] is not None]
+        if others and self._ids is not None:
+            self._drop([self._where.pop(eid) for eid in others if eid in self._where])
         if not new:
             return
         self._sample = None  # rows added, or a replaced one zeroed below
@@ -225,17 +242,25 @@ class VectorMatrix:
         else:
             self._ids = np.concatenate([self._ids, ids])
             self._rows = np.vstack([self._rows, rows])
+        replaced = []
         for offset, eid in enumerate(ids.tolist()):
             old = self._where.get(eid)
             if old is not None:  # re-embedded: the old row no longer counts
-                self._ids[old] = -1
-                self._rows[old] = 0.0
+                replaced.append(old)
             self._where[eid] = base + offset
+        self._drop(replaced)
         if self._prefix is not None:
-            replaced = self._ids[:base] < 0
-            grown = np.vstack([self._prefix, unit_prefixes(rows)])
-            grown[: len(replaced)][replaced] = 0.0
-            self._prefix = grown
+            self._prefix = np.vstack([self._prefix, unit_prefixes(rows)])
+
+    def _drop(self, at: list[int]) -> None:
+        """Rows that no longer count: their entry id -1, their components zero."""
+        if not at:
+            return
+        self._ids[at] = -1
+        self._rows[at] = 0.0
+        if self._prefix is not None:
+            self._prefix[[i for i in at if i < len(self._prefix)]] = 0.0
+        self._sample = None
 
     def similarity(self, query: NDArray[np.float32], entry_ids: Sequence[int]) -> dict[int, float]:
         """The similarity of each of ``entry_ids`` that has a row (call after refresh)."""
