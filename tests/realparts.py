@@ -296,6 +296,7 @@ class LlamaServer(Started, ServerProcess):
                         str(self.model_path),
                         str(self.port),
                         str(self.n_ctx),
+                        str(os.getpid()),  # the server ends if this process does
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
