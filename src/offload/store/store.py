@@ -47,7 +47,7 @@ from offload.store.search.memory.resident import ResidentIndex
 from offload.store.search.pipeline import PageAsked, explained_hits, search_hits
 from offload.store.sqlite import db
 from offload.store.sqlite.threadconns import ThreadConnections
-from offload.store.write import blocks, index, rows, vectors, writes
+from offload.store.write import blocks, meta, rows, vectors, writes
 from offload.store.write.index import PutProgress
 from offload.store.write.puts import (
     PutOptions,
@@ -427,7 +427,7 @@ class Store(SavedState):
                     entry.id,
                 ),
             )
-            index.refresh_meta(conn, entry.id)
+            meta.refresh_meta(conn, entry.id)
             if vector is not None and self._embedder is not None:
                 vectors.insert(conn, entry.id, self._embedder.model_id, vector)
             return rows.entry_by_id(conn, entry.id)

@@ -34,7 +34,7 @@ from offload.store.life.archive_read import ImportLimits
 from offload.store.life.archive_schema import FORMAT, VERSION, Record
 from offload.store.models import Filters
 from offload.store.sqlite import db
-from offload.store.write import blocks, index, pgbulk, rows
+from offload.store.write import blocks, meta, pgbulk, rows
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -397,7 +397,7 @@ def _new_entry(store: Store, r: dict[str, Any]) -> pgbulk.NewEntry:
         blocks.append(block(r["original"], r.get("original_indexed") is True))
     columns = [r.get(c) for c in pgbulk.ENTRY_COLUMNS]
     columns[pgbulk.ENTRY_COLUMNS.index("status")] = "cold"  # a checkout does not travel
-    meta = index.meta_row(
+    meta_fields = meta.meta_row(
         r.get("topic") or "",
         r.get("summary") or "",
         r.get("tags") or "",
@@ -405,7 +405,7 @@ def _new_entry(store: Store, r: dict[str, Any]) -> pgbulk.NewEntry:
         r.get("source") or "",
         r["body"],  # a topic or summary made from the body counts as it does for a put
     )
-    return pgbulk.NewEntry(tuple(columns), tuple(blocks), meta)
+    return pgbulk.NewEntry(tuple(columns), tuple(blocks), meta_fields)
 
 
 def _import_entry(store: Store, r: dict[str, Any]) -> int:
@@ -449,7 +449,7 @@ def _import_entry(store: Store, r: dict[str, Any]) -> int:
             values,
         )
         entry_id = int(cur.lastrowid or 0)
-        index.refresh_meta(conn, entry_id)
+        meta.refresh_meta(conn, entry_id)
         added = 1
     for label in r.get("labels", []):
         rows.set_label(conn, label, entry_id)

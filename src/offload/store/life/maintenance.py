@@ -12,7 +12,7 @@ from offload.store.backend import Conn, Sql
 from offload.store.life import lifecycle
 from offload.store.models import DoctorReport, Reindexed
 from offload.store.sqlite import db
-from offload.store.write import blocks, chunkmap, index, removal, rows, tombstones
+from offload.store.write import blocks, chunkmap, index, meta, removal, rows, tombstones
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -269,7 +269,7 @@ def _rebuild_index(store: Store, conn: Conn, progress: Progress | None = None) -
             )
         if progress is not None:
             progress(i, len(digests))
-    index.rebuild_meta(conn)
+    meta.rebuild_meta(conn)
     return Reindexed(len(digests) - len(skipped), tuple(skipped))
 
 

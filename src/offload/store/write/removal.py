@@ -12,7 +12,7 @@ from typing import Protocol
 
 from offload.errors import IntegrityError, InvalidInput
 from offload.store.backend import Conn, Sql
-from offload.store.write import blocks, index, rows, tombstones
+from offload.store.write import blocks, index, meta, rows, tombstones
 
 
 class Clocked(Protocol):
@@ -29,7 +29,7 @@ def delete(store: Clocked, conn: Conn, entry_id: int, reason: str) -> None:
     labels = rows.labels(conn, entry_id)
     tombstones.bury(conn, row, labels, reason, store.clock())
     conn.execute(Sql("DELETE FROM labels WHERE entry_id = ?"), (entry_id,))
-    index.remove_meta(conn, entry_id)
+    meta.remove_meta(conn, entry_id)
     conn.execute(Sql("DELETE FROM entries WHERE id = ?"), (entry_id,))
     for digest in {row["block_hash"], row["content_hash"]}:
         drop_block_if_unused(conn, digest)

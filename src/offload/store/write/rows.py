@@ -17,7 +17,7 @@ from offload.core.hashing import sha256_hex
 from offload.errors import InvalidInput, NotFound
 from offload.store.backend import Conn, Sql
 from offload.store.models import Entry
-from offload.store.write import blocks, index
+from offload.store.write import blocks, index, meta
 
 ENTRY_SELECT = (
     "SELECT e.*, b.size AS size, b.lines AS lines FROM entries e "
@@ -296,9 +296,9 @@ def set_label(conn: Conn, label: str, entry_id: int) -> None:
     )
     conn.execute(Sql("DELETE FROM tombstone_labels WHERE label = ?"), (label,))
     if previous is None or int(previous[0]) != entry_id:
-        index.refresh_meta(conn, entry_id)  # labels are searchable
+        meta.refresh_meta(conn, entry_id)  # labels are searchable
         if previous is not None:
-            index.refresh_meta(conn, int(previous[0]))
+            meta.refresh_meta(conn, int(previous[0]))
 
 
 def block_id(conn: Conn, digest: str) -> int:

@@ -27,7 +27,7 @@ from offload.store.backend import Conn, Sql
 from offload.store.handle import StoreHandle
 from offload.store.models import Entry, PutResult
 from offload.store.sqlite import db
-from offload.store.write import blocks, index, pgbulk, removal, rows, vectors
+from offload.store.write import blocks, index, meta, pgbulk, removal, rows, vectors
 from offload.store.write.puts import (
     NeedsStoreLock,
     PendingPut,
@@ -201,7 +201,7 @@ def _prepare_blocks(
     stored = p.content if o.body is None else o.body
     p.tokens = o.tokens if o.tokens is not None else store.counter.count(stored)
     labels = [o.label] if o.label is not None else []
-    p.meta = index.meta_row(o.topic, o.summary, p.tags, labels, o.source, stored)
+    p.meta = meta.meta_row(o.topic, o.summary, p.tags, labels, o.source, stored)
     if embed:
         p.vector = store.vector_of(o.topic, o.summary, p.tags, stored)
     elif store.embedder is not None:
@@ -319,7 +319,7 @@ def _commit_put(store: PutStore, conn: Conn, p: PendingPut, *, narrow: bool = Fa
         (o.label,) if o.label is not None else (),
         now,
     )
-    index.put_meta(conn, entry.id, p.meta, fresh=True)
+    meta.put_meta(conn, entry.id, p.meta, fresh=True)
     if p.vector is not None and store.embedder is not None:
         vectors.insert(conn, entry.id, store.embedder.model_id, p.vector)
     if o.label is not None:
