@@ -39,7 +39,7 @@ from offload.store.models import (
     PutResult,
     Status,
 )
-from offload.store.postgres import pgconn
+from offload.store.postgres import pgconn, pgpool
 from offload.store.saved import SavedState
 from offload.store.search import query  # fmt: skip
 from offload.store.search.explain import Explanation
@@ -110,7 +110,7 @@ class Store(SavedState):
         self.clock = clock
         self._conns = ThreadConnections(self._connect_sqlite, _release_free_pages)
         self._bodies = blocks.BodyCache()
-        self._pg: pgconn.ThreadConns | None = None
+        self._pg: pgpool.ThreadConns | None = None
         # BM25 over the body chunks in memory (store/search/memory/resident.py; the chunk sources are
         # store/search/memory/chunkrows.py's and store/search/memory/pgchunks.py's); None: the SQL path only
         self.resident = (
@@ -125,8 +125,8 @@ class Store(SavedState):
         from offload.store.postgres import pgschema
 
         timeout = self.settings.busy_timeout_s
-        pool = pgconn.open_pool(self.url, max_size=PG_POOL_SIZE, timeout_s=timeout)
-        self._pg = pgconn.ThreadConns(pool, self.url, timeout)
+        pool = pgpool.open_pool(self.url, max_size=PG_POOL_SIZE, timeout_s=timeout)
+        self._pg = pgpool.ThreadConns(pool, self.url, timeout)
         try:
             with pgconn.errors(self.url), pool.connection(timeout=timeout) as raw:
                 pgschema.migrate(raw)

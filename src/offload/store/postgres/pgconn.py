@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
@@ -154,7 +152,7 @@ def _returns_rows(cursor: Any) -> bool:
     return res is not None and bool(res.nfields or res.status == _TUPLES_OK)
 
 
-def _row_factory(cursor: Any) -> Any:
+def row_factory(cursor: Any) -> Any:
     if not _returns_rows(cursor):
         return tuple
     names = tuple(d.name for d in cursor.description)
@@ -307,7 +305,7 @@ class PgConn:
             raw = psycopg.connect(
                 self._url,
                 autocommit=True,
-                row_factory=_row_factory,
+                row_factory=row_factory,
                 connect_timeout=max(1, round(self._timeout_s)),
             )
         configure(raw)
@@ -694,12 +692,12 @@ class _ErrorMap:
             psycopg.errors.DeadlockDetected,
         )
         if isinstance(exc, busy):
-            raise StoreBusy(f"store at {where} is busy ({_first_line(exc)})") from None
+            raise StoreBusy(f"store at {where} is busy ({first_line(exc)})") from None
         if isinstance(exc, psycopg.OperationalError):
             raise StoreError(
-                f"store at {where} is unavailable ({_first_line(exc)}); nothing was saved"
+                f"store at {where} is unavailable ({first_line(exc)}); nothing was saved"
             ) from None
-        raise StoreError(f"store at {where}: {_first_line(exc)}") from None
+        raise StoreError(f"store at {where}: {first_line(exc)}") from None
 
 
 def errors(url: str) -> _ErrorMap:
@@ -707,7 +705,7 @@ def errors(url: str) -> _ErrorMap:
     return _ErrorMap(url)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
@@ -744,61 +742,3 @@ def probe(url: str) -> None:
 
     with errors(url):
         psycopg.connect(url, autocommit=True, **connect_options(url)).close()
-
-
-def open_pool(url: str, *, max_size: int, timeout_s: float) -> ConnectionPool[Any]:
-    """A pool of autocommit connections to ``url`` (statements run in their own
-    transaction unless the store begins one); fails with a clear StoreError."""
-    import psycopg
-    from psycopg_pool import ConnectionPool, PoolTimeout
-
-    # the pool logs a warning per failed attempt (with the server's text); offload reports
-    # an unreachable store itself, once, as a StoreError
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    probe(url)
-    pool: ConnectionPool[Any] = ConnectionPool(
-        url,
-        min_size=1,
-        max_size=max_size,
-        kwargs={"autocommit": True, "row_factory": _row_factory, **connect_options(url)},
-        configure=configure,
-        timeout=timeout_s,
-        open=False,
-        name="offload",
-    )
-    try:
-        pool.open(wait=True, timeout=timeout_s)
-    except (PoolTimeout, psycopg.Error) as exc:
-        pool.close()
-        raise StoreError(f"cannot open store at {redact_url(url)}: {_first_line(exc)}") from None
-    return pool
-
-
-class ThreadConns:
-    """One :class:`PgConn` per thread, all from one pool."""
-
-    def __init__(self, pool: ConnectionPool[Any], url: str, timeout_s: float) -> None:
-        self.pool = pool
-        self.url = url
-        self.timeout_s = timeout_s
-        self._local = threading.local()
-        self._all: list[PgConn] = []
-        self._lock = threading.Lock()
-
-    def get(self) -> PgConn:
-        """This thread's connection."""
-        conn: PgConn | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = PgConn(self.pool, self.url, self.timeout_s)
-            with self._lock:
-                self._all.append(conn)
-        return conn
-
-    def close(self) -> None:
-        """Hand every connection back and close the pool."""
-        with self._lock:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
-        self._local = threading.local()
-        self.pool.close()
