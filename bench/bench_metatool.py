@@ -1,6 +1,7 @@
 """Tool retrieval on MetaTool, a third-party benchmark: real plugins, queries nobody here wrote.
 
-    python bench/bench_metatool.py --data DIR [--single N] [--strong] [--no-fts5]
+    python bench/bench_metatool.py --data DIR [--single N] [--offset N] [--strong] [--no-fts5]
+                                         [--variants] [--bound]
 
 DIR is a MetaTool checkout's data (``plugin_des.json``: 199 tools, name -> description;
 ``all_clean_data.csv``: 20,614 ``Query,Tool`` rows; ``multi_tool_query_golden.json``: 497
@@ -108,6 +109,32 @@ def semantic_ranker(index: ToolIndex) -> Ranker:
     return rank
 
 
+def static_ranker(index: ToolIndex) -> Ranker:
+    """The store's model alone: each tool's embedding's cosine to the query (a diagnostic)."""
+    import numpy as np
+
+    def rank(query: str, k: int) -> list[str]:
+        assert index.encoder is not None
+        q = index.encoder.encode([query])[0]
+        sims = np.einsum("ij,j->i", index.vectors, q)
+        return [index.docs[i].key for i in np.argsort(-sims, kind="stable")[:k].tolist()]
+
+    return rank
+
+
+def oracle_bound(rankers: Sequence[Ranker], single: Sequence[tuple[str, str]]) -> str:
+    """R@1/5/10 of an oracle that takes, per query, whichever of ``rankers`` ranks the
+    labelled tool best: a bound on any fusion of them (it can only interleave their
+    lists)."""
+    hits = {1: 0, 5: 0, 10: 0}
+    for query, want in single:
+        lists = [rank(query, 10) for rank in rankers]
+        for k in hits:
+            hits[k] += any(want in ranked[:k] for ranked in lists)
+    n = max(1, len(single))
+    return " / ".join(f"R@{k} {hits[k] / n:.3f}" for k in hits)
+
+
 def fts5_ranker(docs: Sequence[ToolDoc]) -> Ranker:
     """Plain FTS5 over each tool's name and description, the query's words OR-ed."""
     db = sqlite3.connect(":memory:")
@@ -176,6 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also the variants measured beside the gateway's ranking (a split query merged "
         "with the whole query's best 3 first; with --strong, the contextual model alone)",
     )
+    parser.add_argument(
+        "--bound",
+        action="store_true",
+        help="also the oracle bound: per query the best of lexical, the static model alone "
+        "and (with --strong) the contextual model alone",
+    )
     args = parser.parse_args(argv)
     if not (args.data / "plugin_des.json").is_file():
         print(f"no MetaTool data in {args.data}", file=sys.stderr)
@@ -201,6 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.variants:
             label = "  variant: whole query's best 3 before the clauses'"
             print(row(label, measure(whole_first_ranker(hybrid, 3), single, multi)), flush=True)
+    alone = [gateway_ranker(lexical)] + ([static_ranker(hybrid)] if static is not None else [])
     if args.strong:
         from offload.llm.minilm import load_tool_encoder
 
@@ -217,6 +251,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(row(label, measure(ranker, single, multi)), flush=True)
                 label = f"  diagnostic: {strong.model_id} alone (no words)"
                 print(row(label, measure(semantic_ranker(upgraded), single, multi)))
+            alone.append(semantic_ranker(upgraded))
+    if args.bound:
+        print(f"\noracle over {len(alone)} rankings alone: {oracle_bound(alone, single)}")
     return 0
 
 

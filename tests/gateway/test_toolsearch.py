@@ -23,6 +23,7 @@ from offload.gateway.toolsearch import (
     clauses,
     doc_for,
     embedding_views,
+    semantic_share,
     value_terms,
 )
 from offload.llm.embedding import StaticEmbedder, load_embedder
@@ -352,3 +353,24 @@ def test_the_first_tool_index_uses_the_stores_model_unless_it_is_the_strong_one(
     assert base_encoder(None, strong) is None
     # the store configured with the strong model itself: embedded once, by the strong build
     assert base_encoder(Concepts(), strong) is None
+
+
+LOGS = [
+    ("fs", tool("create_directory", "Create a new directory")),
+    ("logs", tool("tail_logs", "Show the newest lines of the logs")),
+]
+
+
+def test_the_embeddings_share_grows_with_the_query_words_no_tool_holds() -> None:
+    assert semantic_share(0.3, known=4, terms=4) == 0.3
+    assert semantic_share(0.3, known=0, terms=4) == 1.0
+    assert semantic_share(0.3, known=2, terms=4) == pytest.approx(0.65)
+    assert semantic_share(0.3, known=0, terms=0) == 0.3
+
+
+def test_a_request_mostly_in_words_no_tool_uses_follows_its_meaning() -> None:
+    index = ToolIndex.build((doc_for(f"{s}__{t['name']}", t) for s, t in LOGS), Concepts())
+    # "logs" names one tool; "folder", "somewhere", "old" no tool holds: they mean the other
+    assert ranked(index, "I want a folder somewhere for my old logs")[0] == "fs__create_directory"
+    # a request in the catalog's own words keeps its lexical match first
+    assert ranked(index, "show the newest logs")[0] == "logs__tail_logs"

@@ -10,8 +10,9 @@ their descriptions) before the saturation.
 
 With an embedding model (the store's, ``offload.llm.embedding``), each tool's embedding is
 fused with BM25F as the store fuses entries (``core.fusion.fuse``: both sides on [0, 1] per
-query, lexical dominant), so a task worded unlike any tool ("make a folder") still finds
-``create_directory``; measured in docs/benchmarks/gateway.md "Tool search".
+query, lexical dominant while the query's words are the catalog's, the embedding weighing
+more the more of them no tool uses: :func:`semantic_share`), so a task worded unlike any
+tool ("make a folder") still finds ``create_directory``; measured in docs/benchmarks/gateway.md "Tool search".
 
 A request's argument values (``src/app.py``, ``ProjectX``, ``3f2a9c1``, a quoted
 ``'fix typo'``) name what a tool acts on, not what it does: their pieces count at
@@ -59,6 +60,7 @@ __all__ = [
     "doc_for_item",
     "embedding_text",
     "embedding_views",
+    "semantic_share",
     "value_terms",
 ]
 
@@ -80,7 +82,8 @@ _CLAUSE_BREAK = re.compile(
 _MAX_QUERY_CHARS = 4000
 _MIN_CLAUSE_TERMS = 2  # a shorter piece ("Bob" of "Alice and Bob") stays with its neighbour
 _MAX_CLAUSES = 6
-#: the embedding's share of a fused tool score (lexical keeps the rest), when a model is given
+#: the embedding's share of a fused tool score (lexical keeps the rest) when a model is given
+#: and every query term is in the catalog; more when some are not (:func:`semantic_share`)
 SEMANTIC_WEIGHT = 0.3
 _EMBED_DESCRIPTION_CHARS = 600
 #: with a second, contextual model (``ToolIndex.with_strong``): the most the semantic side
@@ -251,7 +254,8 @@ class ToolIndex:
             return self._fused_strong(query, scored, allowed)
         if self.encoder is None or self.vectors is None:
             return scored
-        return self._fused(query, scored, allowed)
+        share = semantic_share(self.semantic_weight, len(present), len(wanted))
+        return self._fused(query, scored, allowed, share)
 
     def with_strong(
         self, strong: Encoder, weight: float = STRONG_WEIGHT, views: Encoder | None = None
@@ -319,10 +323,15 @@ class ToolIndex:
         return [(i, s) for i, s in fused if s > 0]
 
     def _fused(
-        self, query: str, lexical: list[tuple[int, float]], allowed: set[str] | None
+        self,
+        query: str,
+        lexical: list[tuple[int, float]],
+        allowed: set[str] | None,
+        share: float,
     ) -> list[tuple[int, float]]:
         """The lexical ranking fused with every allowed tool's similarity to the query
-        (floor: the median similarity, so a typical tool adds nothing)."""
+        (floor: the median similarity, so a typical tool adds nothing), the embedding at
+        ``share``."""
         import numpy as np
 
         assert self.encoder is not None
@@ -338,7 +347,7 @@ class ToolIndex:
         if not semantic:
             return lexical
         floor = float(np.median(list(semantic.values())))
-        fused = fuse(lexical, semantic, weight=self.semantic_weight, floor=floor)
+        fused = fuse(lexical, semantic, weight=share, floor=floor)
         return [(i, s) for i, s in fused if s > 0]
 
     def search(
@@ -365,6 +374,19 @@ class ToolIndex:
                 if len(merged) >= limit:
                     return [(self.docs[i], s) for i, s in merged.items()]
         return [(self.docs[i], s) for i, s in merged.items()]
+
+
+def semantic_share(weight: float, known: int, terms: int) -> float:
+    """The embedding's share of one query's fused score with the store's model: ``weight``,
+    plus the rest in proportion to the query's terms that no tool's text holds (``terms -
+    known`` of ``terms``). Those words can only be matched by meaning, so a request worded
+    unlike the catalog ("non-fiction books about climate change" against one-sentence
+    plugin descriptions) leans on the embedding, and one in the catalog's own words keeps
+    BM25F dominant. Measured in docs/benchmarks/gateway.md ("On MetaTool")."""
+    if terms <= 0:
+        return weight
+    unknown = min(1.0, max(0.0, (terms - known) / terms))
+    return weight + (1.0 - weight) * unknown
 
 
 def value_terms(query: str) -> frozenset[str]:
