@@ -33,6 +33,10 @@ class StoreSettings:
 
     home: str = ""  # empty: the platform data dir
     busy_timeout_s: float = 15.0
+    # SQLite connections a process opens at most, each lent to one store call at a time
+    # (store/sqlite/pool.py): what bounds its file descriptors and page caches however many
+    # threads call the store; a call that finds all lent waits up to busy_timeout_s
+    connections: int = 8
     synchronous: str = "NORMAL"  # NORMAL survives process crashes; FULL also power loss
     chunk_lines: int = 60
     chunk_chars: int = 4000
@@ -84,6 +88,10 @@ class SearchSettings:
     # index in memory for BM25 (store/search/memory/resident.py), built in the background on its first
     # search, up to this many MB (0: off; a one-shot CLI search never builds it)
     resident_mb: int = 512
+    # a process that serves (serve, proxy) lets the in-memory copies (the index, its entry
+    # maps, the vector matrix) go after this many seconds without a search, and hands the
+    # memory back; the next search rebuilds them, answered the SQL way meanwhile (0: kept)
+    resident_idle_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.resident_mb < 0:
@@ -443,6 +451,8 @@ _INT_FLOOR_ZERO = {
     "local_model.retries",
     "search.resident_mb",  # 0: no in-memory index
 }
+# durations where 0 means off
+_FLOAT_FLOOR_ZERO = {"search.resident_idle_s"}
 _PORTS = (0, 65535)  # 0: let the system pick a free port
 _RATIOS = {"proxy.stub_ratio", "proxy.high_water", "proxy.target", "proxy.emergency"}
 _SHARES = {"proxy.recall_min_new"}  # 0 to 1
@@ -486,6 +496,8 @@ def _range_problem(key: str, value: int | float) -> str | None:
         return None if 0 <= value < 1 else "must be a ratio of the context, 0 (off) to below 1"
     if key in _CEILINGS and value > _CEILINGS[key]:
         return f"must be at most {_CEILINGS[key]}"
+    if key in _FLOAT_FLOOR_ZERO:
+        return None if value >= 0 else "must be 0 (off) or more"
     if isinstance(value, int):
         floor = 0 if key in _INT_FLOOR_ZERO else 1
         return None if value >= floor else f"must be at least {floor}"

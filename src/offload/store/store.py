@@ -1,7 +1,8 @@
 """The store API: the one place every surface reads and writes offloaded content.
 
 Many processes may share one store file: SQLite in WAL mode, every write one
-``BEGIN IMMEDIATE`` transaction. Each thread gets its own connection. A store opened on a
+``BEGIN IMMEDIATE`` transaction. Each call of the store borrows one connection from a
+bounded pool (store/sqlite/pool.py) for its span. A store opened on a
 ``postgresql://`` URL (``[store] url``) runs the same statements on PostgreSQL
 (store/postgres/pgconn.py): many machines then share one store.
 """
@@ -43,10 +44,11 @@ from offload.store.postgres import pgconn, pgpool
 from offload.store.saved import SavedState
 from offload.store.search import query  # fmt: skip
 from offload.store.search.explain import Explanation
+from offload.store.search.memory.idle import SearchIdle
 from offload.store.search.memory.resident import ResidentIndex
 from offload.store.search.pipeline import PageAsked, explained_hits, search_hits
 from offload.store.sqlite import db
-from offload.store.sqlite.threadconns import ThreadConnections
+from offload.store.sqlite.pool import ConnectionPool, lend_per_call
 from offload.store.write import blocks, meta, rows, vectors, writes
 from offload.store.write.index import PutProgress
 from offload.store.write.puts import (
@@ -77,6 +79,7 @@ def _now() -> float:
     return time.time()
 
 
+@lend_per_call(lambda store: store.connection_pool)
 class Store(SavedState):
     """A content-addressed, searchable store in one SQLite file.
 
@@ -93,6 +96,7 @@ class Store(SavedState):
         embedder: vectors.Encoder | None = None,
         semantic_weight: float = SearchSettings().semantic_weight,
         resident_mb: int = 0,
+        resident_idle_s: float = 0.0,
     ) -> None:
         # a postgresql:// URL, or the SQLite file (a Path would fold the URL's '//')
         self.url = str(path) if isinstance(path, str) and pgconn.is_postgres(path) else ""
@@ -108,7 +112,12 @@ class Store(SavedState):
         self.settings = settings or StoreSettings()
         self._counter = counter
         self.clock = clock
-        self._conns = ThreadConnections(self._connect_sqlite, _release_free_pages)
+        self._conns = ConnectionPool(
+            self._connect_sqlite,
+            _release_free_pages,
+            size=self.settings.connections,
+            wait_s=self.settings.busy_timeout_s,
+        )
         self._bodies = blocks.BodyCache()
         self._pg: pgpool.ThreadConns | None = None
         # BM25 over the body chunks in memory (store/search/memory/resident.py; the chunk sources are
@@ -116,10 +125,16 @@ class Store(SavedState):
         self.resident = (
             ResidentIndex(self._own_conn, max_bytes=resident_mb << 20) if resident_mb else None
         )
+        # the in-memory copies are let go after this long without a search (0: kept)
+        self._idle = SearchIdle(resident_idle_s)
         if self.url:
             self._open_postgres()
         else:
-            db.migrate(self._sqlite_conn(), self.settings.busy_timeout_s)
+            self._conns.enter()
+            try:
+                db.migrate(self._sqlite_conn(), self.settings.busy_timeout_s)
+            finally:
+                self._conns.leave()
 
     def _open_postgres(self) -> None:
         from offload.store.postgres import pgschema
@@ -227,6 +242,7 @@ class Store(SavedState):
         """
         kwargs.setdefault("semantic_weight", settings.search.semantic_weight)
         kwargs.setdefault("resident_mb", settings.search.resident_mb)
+        kwargs.setdefault("resident_idle_s", settings.search.resident_idle_s)
         url = settings.store.url
         return cls(url if pgconn.is_postgres(url) else settings.db_path, settings.store, **kwargs)
 
@@ -234,7 +250,8 @@ class Store(SavedState):
 
     @property
     def conn(self) -> Conn:
-        """This thread's connection."""
+        """The connection this thread's call of the store borrowed (SQLite: from the pool,
+        for the span of the outermost call; PostgreSQL: the thread's, a statement at a time)."""
         if self._pg is not None:
             return self._pg.get()
         return self._sqlite_conn()
@@ -250,15 +267,39 @@ class Store(SavedState):
         )
 
     @property
+    def connection_pool(self) -> ConnectionPool:
+        """The SQLite connections this store lends to its calls (unused on PostgreSQL)."""
+        return self._conns
+
+    @property
     def open_connections(self) -> int:
-        """SQLite connections open now (one per live thread that used the store; 0 on
+        """SQLite connections open now (at most ``store.connections``, lent or free; 0 on
         PostgreSQL, whose pool has its own bound)."""
         return 0 if self._pg is not None else self._conns.count
 
     def release_idle(self) -> int:
-        """Close the connections of threads that have ended (a long-running process calls
-        this now and then); how many were closed."""
+        """What a long-running process calls now and then: take back the connections of
+        threads that have ended, and let go of the in-memory search copies (the resident
+        index, its entry maps, the vector matrix) once no search has run for
+        ``search.resident_idle_s`` (the next search rebuilds them, answered the SQL way
+        meanwhile); how many connections came back."""
+        if self._idle.quiet():
+            self.release_memory()
         return 0 if self._pg is not None else self._conns.release_ended()
+
+    def release_memory(self) -> None:
+        """Let go of the in-memory search copies now (unless a search is running: they
+        are then kept). A search after this answers the SQL way while they are rebuilt,
+        with the same hits in the same order."""
+        with self._idle.paused() as quiet:
+            if not quiet:
+                return
+            if self.resident is not None:
+                self.resident.release()
+            if self._matrix is not None and self._embedder is not None:
+                self._matrix = vectors.VectorMatrix(
+                    self._embedder.model_id, coarse=vectors.nested(self._embedder)
+                )
 
     def _own_conn(self) -> Conn:
         """A connection of its own for a background reader (it closes it)."""
@@ -600,7 +641,8 @@ class Store(SavedState):
         from ``as_of`` (epoch seconds), or from the newest event time searched.
         """
         page = PageAsked(limit, offset, snippet_chars, as_of)
-        return search_hits(self, query, _scoped(filters, scope), page)
+        with self._idle.searching():
+            return search_hits(self, query, _scoped(filters, scope), page)
 
     def explain(
         self,
@@ -617,7 +659,8 @@ class Store(SavedState):
         it and what each part contributed (store/search/explain.py). The hits and their
         order are :meth:`search`'s."""
         page = PageAsked(limit, offset, snippet_chars, as_of)
-        return explained_hits(self, query, _scoped(filters, scope), page)
+        with self._idle.searching():
+            return explained_hits(self, query, _scoped(filters, scope), page)
 
     def peek(self, scope: str | None = None) -> dict[str, Any]:
         """Counts only: by status, pinned, by kind, and total tokens.
@@ -670,7 +713,8 @@ class Store(SavedState):
         if filters.scope is None:
             return 0
         every = dataclasses.replace(filters, scope=None)
-        hits = search_hits(self, query, every, PageAsked(limit, 0, 40))
+        with self._idle.searching():
+            hits = search_hits(self, query, every, PageAsked(limit, 0, 40))
         return len({h.entry.id for h in hits if h.entry.scope != filters.scope})
 
     def stats(self) -> dict[str, Any]:

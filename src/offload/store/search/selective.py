@@ -46,8 +46,11 @@ _CACHED_DF = 64
 
 
 def idf(rows: int, df: int) -> float:
-    """FTS5's idf: log((N - n + 0.5) / (n + 0.5)), at least 1e-6."""
-    value = math.log((rows - df + 0.5) / (df + 0.5)) if rows else 0.0
+    """FTS5's idf: log((N - n + 0.5) / (n + 0.5)), at least 1e-6. The row count and a
+    term's count may come from statements that saw different commits, so ``df`` can pass
+    ``rows`` under concurrent writes: the floor holds then too."""
+    ratio = (rows - df + 0.5) / (df + 0.5) if rows else 0.0
+    value = math.log(ratio) if ratio > 0 else 0.0
     return value if value > 0 else 1e-6
 
 

@@ -272,3 +272,32 @@ def test_a_long_tail_is_merged_and_folded_into_the_base(
             ).fetchone()[0]
         )
         assert _page(store, "tail note") == _page(sql, "tail note")
+
+
+def test_an_idle_store_lets_its_index_go_and_answers_the_same_pages_meanwhile(
+    tmp_path: Path,
+) -> None:
+    with Store(
+        tmp_path / "s.db", counter=EstimateCounter(), resident_mb=64, resident_idle_s=1e-9
+    ) as store:
+        _fill(store)
+        built_view(store)
+        before = {q: _page(store, q) for q in QUESTIONS}
+        idx = store.resident
+        assert idx is not None and idx.held_bytes > 0
+        store.release_idle()  # no search for longer than resident_idle_s
+        assert idx.held_bytes == 0
+        # the first search after it takes the SQL path (and starts a rebuild)
+        assert {q: _page(store, q) for q in QUESTIONS} == before
+        assert idx.built.wait(60)
+        assert {q: _page(store, q) for q in QUESTIONS} == before
+        assert idx.held_bytes > 0
+
+
+def test_a_store_that_keeps_its_copies_does_not_let_the_index_go(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db", counter=EstimateCounter(), resident_mb=64) as store:
+        _fill(store, 20)
+        built_view(store)
+        store.search("dog")
+        store.release_idle()
+        assert store.resident is not None and store.resident.held_bytes > 0

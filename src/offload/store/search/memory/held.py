@@ -114,6 +114,11 @@ class HeldCopy(Generic[T]):
             started = self._thread is not None
         return not started or self.built.wait(timeout)
 
+    def release(self) -> None:
+        """Let go of the copy (the next :meth:`current` starts a rebuild)."""
+        with self._lock:
+            self._held = None
+
     def close(self) -> None:
         """Drop the copy (a build in progress is waited for)."""
         with self._lock:

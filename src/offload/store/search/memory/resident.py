@@ -150,6 +150,21 @@ class ResidentIndex:
                 return
         self._background(self._build)
 
+    @property
+    def held_bytes(self) -> int:
+        """The memory the index holds now (0: none held)."""
+        state = self._state
+        return 0 if state is None else state.view.nbytes
+
+    def release(self) -> None:
+        """Let go of the index and the entries' copies (a process gone idle hands their
+        memory back); the next :meth:`view` starts a rebuild and is answered None, as
+        before the first build. A build refused for the memory bound stays refused."""
+        self.entry_map.release()
+        self.entry_keys.release()
+        with self._lock:
+            self._state = None
+
     def close(self) -> None:
         """Stop building (a build in progress ends at its next batch) and drop the index."""
         self._closed.set()

@@ -1,0 +1,165 @@
+"""A store's SQLite connections come from a bounded pool, each lent to one call at a time:
+however many threads call the store at once, the connections (and their file descriptors)
+never pass ``store.connections``, and a thread that stays alive holds none between calls."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from offload.config import StoreSettings
+from offload.errors import StoreBusy
+from offload.store.sqlite import db
+from offload.store.sqlite.pool import ConnectionPool
+from offload.store.store import Store
+
+THREADS = 12
+POOL = 3
+
+
+def fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def burst(store: Store, n: int, round_: int) -> list[BaseException]:
+    """``n`` threads started at once, each writing, resolving and searching a few times."""
+    start = threading.Barrier(n)
+    failed: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            start.wait(timeout=60)
+            for k in range(3):
+                ref = store.put(f"burst {round_} thread {i} note {k}\n", topic=f"t{i}").entry.id
+                store.resolve(str(ref))
+                store.search(f"thread {i}")
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failed.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return failed
+
+
+def test_many_threads_at_once_open_no_more_connections_than_the_pool_holds(
+    tmp_path: Path,
+) -> None:
+    settings = StoreSettings(connections=POOL)
+    with Store(tmp_path / "offload.db", settings) as store:
+        store.count()
+        before = fds()
+        for round_ in range(3):
+            assert burst(store, THREADS, round_) == []
+            assert store.open_connections <= POOL
+            # a database file and its log per connection, at most
+            assert fds() <= before + 2 * POOL
+        assert store.count() == 3 * THREADS * 3
+
+
+def test_a_thread_that_stays_alive_holds_no_connection_between_its_calls(
+    tmp_path: Path,
+) -> None:
+    settings = StoreSettings(connections=1, busy_timeout_s=0.5)
+    with Store(tmp_path / "offload.db", settings) as store:
+        called, done = threading.Event(), threading.Event()
+
+        def first() -> None:
+            store.put("the first thread's note")
+            called.set()
+            done.wait(60)  # alive, between calls
+
+        t = threading.Thread(target=first)
+        t.start()
+        try:
+            assert called.wait(60)
+            # the one connection came back when the first thread's call ended
+            assert store.count() == 1
+        finally:
+            done.set()
+            t.join(60)
+
+
+def test_a_call_that_finds_every_connection_lent_waits_then_says_the_store_is_busy(
+    tmp_path: Path,
+) -> None:
+    def open_() -> sqlite3.Connection:
+        return db.connect(tmp_path / "x.db", busy_timeout_s=1, synchronous="NORMAL")
+
+    pool = ConnectionPool(open_, lambda conn: None, size=1, wait_s=0.2)
+    pool.enter()
+    held = pool.get()
+    seen: list[object] = []
+
+    def other() -> None:
+        pool.enter()
+        try:
+            seen.append(pool.get())
+        except StoreBusy as exc:
+            seen.append(exc)
+        finally:
+            pool.leave()
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join(60)
+    assert isinstance(seen[0], StoreBusy)
+    pool.leave()  # the call ends: the connection goes back
+    t = threading.Thread(target=other)
+    t.start()
+    t.join(60)
+    assert seen[1] is held
+    assert pool.count == 1
+    pool.close_all()
+    assert pool.count == 0
+
+
+def test_nested_calls_share_one_connection_and_a_transaction_keeps_it(tmp_path: Path) -> None:
+    def open_() -> sqlite3.Connection:
+        return db.connect(tmp_path / "x.db", busy_timeout_s=1, synchronous="NORMAL")
+
+    pool = ConnectionPool(open_, lambda conn: None, size=2, wait_s=1)
+    pool.enter()
+    outer = pool.get()
+    pool.enter()
+    assert pool.get() is outer
+    pool.leave()
+    assert pool.lent == 1  # the outer call still holds it
+    outer.execute("BEGIN")
+    pool.leave()
+    assert pool.lent == 1  # a transaction still open: the thread keeps its connection
+    outer.execute("COMMIT")
+    pool.enter()
+    pool.leave()
+    assert pool.lent == 0
+    pool.close_all()
+
+
+def test_a_connection_taken_outside_a_call_comes_back_when_its_thread_ends(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "offload.db") as store:
+        t = threading.Thread(target=lambda: store.conn)
+        t.start()
+        t.join(60)
+        assert store.release_idle() == 1
+        assert store.open_connections == 1
+
+
+def test_closing_the_store_closes_every_connection(tmp_path: Path) -> None:
+    store = Store(tmp_path / "offload.db")
+    store.count()
+    assert store.open_connections == 1
+    store.close()
+    assert store.open_connections == 0
+
+
+def test_a_pool_holds_at_least_one_connection() -> None:
+    with pytest.raises(ValueError):
+        ConnectionPool(lambda: sqlite3.connect(":memory:"), lambda conn: None, size=0, wait_s=1)
