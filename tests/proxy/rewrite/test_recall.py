@@ -100,6 +100,21 @@ def test_a_question_about_paged_out_memory_brings_it_back_after_the_question(
     assert expand(store, result.messages) == request
 
 
+def test_no_recall_block_follows_a_tool_result_though_it_names_paged_out_memory(
+    store: Store,
+) -> None:
+    p = pipe(store, recall_min_new=0.0)
+    history = session()[:-1]  # ends with a tool result
+    p.rewrite(history[:-2], N_CTX)
+    quoted = "the pelican quartermaster rotated the vault key"
+    call, result = dict(history[-2]), dict(history[-1])
+    result["content"] = f"{quoted}? no such entry"
+    after_tool = p.rewrite([*history[:-2], call, result], N_CTX)
+    assert not any(is_recall_block(m) for m in after_tool.messages)
+    after_user = p.rewrite(ask(session(), f"Who said {quoted}?"), N_CTX)
+    assert any(is_recall_block(m) for m in after_user.messages)
+
+
 @pytest.mark.parametrize(("mode", "reader"), [("auto", "offload_read"), ("off", "read")])
 def test_the_recall_block_names_the_read_tool_the_model_can_call(
     store: Store, mode: str, reader: str

@@ -537,8 +537,10 @@ class Pipeline:
         """This turn's recall block, placed after the newest message (so the next turn,
         which drops it, recomputes only the block: never the history before it), within
         the room left under the ceiling. None after an assistant message (a prefill the
-        model continues) or on the head alone."""
-        if len(msgs) <= head or msgs[-1]["role"] == "assistant":
+        model continues), after a tool result (the agent's own work: it has the memory
+        tools for that, and a block on each such turn would cost the upstream its tokens
+        each time) or on the head alone."""
+        if len(msgs) <= head or msgs[-1]["role"] in ("assistant", "tool", "function"):
             return None
         generation = state.range.ref if state.range is not None else ""
         return self.recall.block(
