@@ -192,3 +192,22 @@ def test_a_delta_stub_never_costs_more_than_the_plain_stub(store: Store) -> None
     assert made.stub_tokens <= plain.stub_tokens
     assert made.base  # still a delta stub: where the changes start, the rest counted
     assert "\n@@ -2 +2 @@\n" in made.stub and "more new lines\n" in made.stub
+
+
+def test_a_parts_token_count_taken_a_message_at_a_time_equals_the_whole_transcripts() -> None:
+    from offload.core.tokens import default_counter
+    from offload.proxy.rewrite import transcript
+    from offload.proxy.rewrite.message_stubs import part_tokens
+
+    counter = default_counter()
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "fix it (see below):\n\n"},
+        {"role": "assistant", "content": "  ", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py)\n\n## #3 not a header\n  "},
+        {"role": "user", "content": "'s done? 123\n"},
+        {"role": "assistant", "content": ""},
+    ]  # fmt: skip
+    text = transcript.render(messages, 7, "# conversation x, messages #7-#11").text
+    assert part_tokens(counter, text) == counter.count(text)

@@ -511,10 +511,12 @@ class StubMaker:
         summary: str = "",
         index_from_line: int = 1,
         event_time: float | None = None,
+        tokens: Callable[[], int] | None = None,
     ) -> None:
         """Persist ``text`` in this scope unless this process already knows it is stored
         (``body``: what to index and show instead, from ``index_from_line`` on; ``text``
-        stays the restorable original; ``event_time``: when what it tells happened)."""
+        stays the restorable original; ``event_time``: when what it tells happened;
+        ``tokens``: asked, only when it is stored, for the stored body's token count)."""
         with self._lock:
             if digest in self._stored:
                 self._stored.move_to_end(digest)
@@ -537,6 +539,7 @@ class StubMaker:
                 summary=summary,
                 index_from_line=index_from_line,
                 event_time=event_time,
+                tokens=tokens() if tokens is not None else None,
             )
         with self._lock:
             self._stored[digest] = None
@@ -561,6 +564,7 @@ class StubMaker:
             summary=part.summary,
             index_from_line=part.index_from_line,
             event_time=when() if when is not None else None,
+            tokens=lambda: part_tokens(self.store.counter, part.transcript),
         )
         return stub
 
@@ -690,6 +694,20 @@ class StubMaker:
             return None
         self._remember(ref, meta)
         return meta
+
+
+def part_tokens(counter: TokenCounter, text: str) -> int:
+    """The tokens of a part's transcript, counted a message at a time: each piece ends
+    with a newline and the next starts with a message header, where a BPE encoding's
+    pre-split always cuts, so the sum is the whole text's count. A merged part repeats
+    the messages of the parts it takes in, whose pieces the counter has cached, so a
+    page-out counts what it adds, not the whole merged part again."""
+    pieces = text.split("\n" + transcript.HEADER)
+    total = counter.count(pieces[0] + "\n") if len(pieces) > 1 else counter.count(pieces[0])
+    for n, piece in enumerate(pieces[1:], 2):
+        tail = "\n" if n < len(pieces) else ""
+        total += counter.count(transcript.HEADER + piece + tail)
+    return total
 
 
 def _json_bytes(text: str) -> int:
