@@ -108,7 +108,8 @@ def test_the_metadata_match_shows_in_its_part_and_its_field(store: Store) -> Non
 
 def test_the_fused_score_recomposes_from_the_two_shares(hybrid: Store) -> None:
     _fill(hybrid)
-    for q in QUESTIONS:
+    # questions (a lookup whose rows all fit on the page is answered by its words alone)
+    for q in ("what failed on a tab", "the socket retry", "the token budget of a session"):
         explained = _explained(hybrid, q)
         assert explained
         for e in explained:

@@ -69,3 +69,18 @@ def test_a_store_without_the_embedding_package_searches_lexically(path: Path) ->
         store.put("Melanie said, I painted a sunrise")
         assert _ids(store, "When did Caroline go to the support group?")[0] == hit
         assert store.conn.execute(Sql("SELECT count(*) FROM entry_vectors")).fetchone()[0] == 0
+
+
+def test_a_lookup_whose_rows_fit_on_the_page_is_answered_by_its_words(
+    hybrid: Store, path: Path
+) -> None:
+    hybrid.put("the puppy sleeps on the sofa", scope="s")
+    hybrid.put("our dog naps on the couch all afternoon", scope="s")
+    hybrid.put("the frobnicator threshold is 42", scope="s")
+    with Store(path, counter=EstimateCounter()) as lexical:
+        alone = [(h.entry.id, h.score) for h in lexical.search("puppy", limit=5)]
+    # every entry holding the word is on the page: no entry without it is added
+    assert [(h.entry.id, h.score) for h in hybrid.search("puppy", limit=5)] == alone
+    assert len(alone) == 1
+    # a question is not a lookup: the nearest entries still join its words' answer
+    assert len(hybrid.search("where does the puppy sleep?", limit=5)) > 1

@@ -123,9 +123,12 @@ def search(
     if view is not None and not all(map(postings.plain_term, match_terms)):
         view = None  # a term FTS5 reads otherwise than the index holds it: FTS5's way
     need = max(50, (shows.limit + shows.offset) * 3)
+    keep = shows.offset + shows.limit
     try:
-        # the embedding's matrix scan runs on another thread while the lexical side runs here
-        probe = semantic.start(store, text, need)
+        # the embedding's matrix scan runs on another thread while the lexical side runs
+        # here; none for a lookup whose words' rows all fit on the page (semantic.py)
+        decided = semantic.answered_by_words(conn, q.lookup, match_terms, stats, keep)
+        probe = None if decided else semantic.start(store, text, need)
         # a written form is searched only where it is rarer than its stem (selective.py)
         idle = selective.idle_forms(conn, "search_body", q.forms, stats) - set(q.sequence)
         match_terms = [t for t in match_terms if t not in idle]
@@ -143,7 +146,7 @@ def search(
             params,
             now,
             need,
-            keep=shows.offset + shows.limit,
+            keep=keep,
             narrowed=narrowed,
             view=view,
             stats=stats,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from offload.store.backend import Conn, Sql
+from offload.store.search import selective
 from offload.store.search.memory import entrykeys
 from offload.store.search.state import SearchState
 from offload.store.write import vectors
@@ -72,6 +73,30 @@ class Probe:
     prefixes: Any
     sample: Any
     close: Future[tuple[list[tuple[int, float]], float]]
+
+
+def answered_by_words(
+    conn: Conn, lookup: bool, terms: Sequence[str], stats: selective.SearchStats, keep: int
+) -> bool:
+    """Whether a query's words answer it alone, so no matrix scan is started: a lookup (a
+    query without function words: a name, an identifier, keywords) whose terms' rows,
+    body and metadata, number at most ``keep`` (the page and what precedes it), so every
+    entry its words find is on the page already. What the scan would add there are
+    entries holding none of the words, and a reordering of a page the words fill alone;
+    the answer is then lexical alone's. The rows are counted before any ranking (the same
+    statistics the search reads next); where the metadata's cannot be counted (PostgreSQL
+    without the in-memory index) the scan runs."""
+    if not lookup or not terms:
+        return False
+    rows = sum(stats.counts(terms).values())
+    if rows > keep:
+        return False
+    held = stats.meta_held(terms)
+    if held is not None:
+        return not held
+    if not isinstance(conn, sqlite3.Connection):
+        return False
+    return rows + sum(selective.vocab_counts(conn, "search_meta", terms).values()) <= keep
 
 
 def start(store: Store, text: str, k: int) -> Probe | None:
