@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol
 
+from offload.core import analysis
 from offload.core.chunking import count_lines
 from offload.core.hashing import encode, identity_of, sha256_hex
 from offload.core.tokens import TokenCounter
@@ -274,6 +275,10 @@ def _prepare_big_block(
         if indexed
         else None
     )
+    # a big body fills the analysis caches with its own runs (up to their bound, tens of
+    # MB of text of distinct words), of little use to the next text: freed here, before
+    # the token count and the embedding model load on top of them
+    analysis.clear_caches()
     return rows.PreparedBlock(digest, size, count_lines(t.text), codec, stored, frozen)
 
 
