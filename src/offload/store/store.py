@@ -75,6 +75,11 @@ _BLOCKS_BY_HASH = Sql(
 )
 
 
+def _empty_matrix(embedder: vectors.Encoder) -> vectors.VectorMatrix:
+    """The in-memory vector matrix for ``embedder``'s vectors, filled on first use."""
+    return vectors.VectorMatrix(embedder.model_id, coarse=vectors.nested(embedder))
+
+
 def _now() -> float:
     return time.time()
 
@@ -104,11 +109,7 @@ class Store(SavedState):
         # hybrid search (store/write/vectors.py): the model is handed in, never loaded here
         self._embedder = embedder
         self.semantic_weight = semantic_weight
-        self._matrix = (
-            None
-            if embedder is None
-            else vectors.VectorMatrix(embedder.model_id, coarse=vectors.nested(embedder))
-        )
+        self._matrix = None if embedder is None else _empty_matrix(embedder)
         self.settings = settings or StoreSettings()
         self._counter = counter
         self.clock = clock
@@ -130,11 +131,8 @@ class Store(SavedState):
         if self.url:
             self._open_postgres()
         else:
-            self._conns.enter()
-            try:
+            with self._conns.lending():
                 db.migrate(self._sqlite_conn(), self.settings.busy_timeout_s)
-            finally:
-                self._conns.leave()
 
     def _open_postgres(self) -> None:
         from offload.store.postgres import pgschema
@@ -297,9 +295,7 @@ class Store(SavedState):
             if self.resident is not None:
                 self.resident.release()
             if self._matrix is not None and self._embedder is not None:
-                self._matrix = vectors.VectorMatrix(
-                    self._embedder.model_id, coarse=vectors.nested(self._embedder)
-                )
+                self._matrix = _empty_matrix(self._embedder)
 
     def _own_conn(self) -> Conn:
         """A connection of its own for a background reader (it closes it)."""

@@ -20,12 +20,13 @@ that finds every connection lent waits up to ``wait_s`` for one to come back.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from offload.errors import StoreBusy
@@ -78,6 +79,15 @@ class ConnectionPool:
                 self._free.append(conn)
                 self._cond.notify()
 
+    @contextlib.contextmanager
+    def lending(self) -> Iterator[None]:
+        """One store call's span: :meth:`enter`, then :meth:`leave` however it ends."""
+        self.enter()
+        try:
+            yield
+        finally:
+            self.leave()
+
     def get(self) -> sqlite3.Connection:
         """The connection lent to this thread (one is taken from the pool, opened if
         fewer than ``size`` are open, or waited for)."""
@@ -104,9 +114,7 @@ class ConnectionPool:
         """Take back the connections of threads that have ended (a transaction one left open
         is rolled back); how many came back."""
         with self._cond:
-            ended = [c for c, thread in self._lent.items() if not thread.is_alive()]
-            for conn in ended:
-                del self._lent[conn]
+            ended = self._ended(with_transaction=True)
         for conn in ended:  # its thread is gone: nobody else uses it
             if conn.in_transaction:
                 conn.rollback()
@@ -159,13 +167,23 @@ class ConnectionPool:
             self._lent[conn] = me
         return conn
 
+    def _ended(self, *, with_transaction: bool) -> list[sqlite3.Connection]:
+        """(under the lock) The connections lent to threads that have ended, no longer
+        counted as lent (``with_transaction`` False: only those with no transaction open)."""
+        ended = [
+            conn
+            for conn, thread in self._lent.items()
+            if not thread.is_alive() and (with_transaction or not conn.in_transaction)
+        ]
+        for conn in ended:
+            del self._lent[conn]
+        return ended
+
     def _reclaim_ended(self) -> bool:
         """(under the lock) Connections of ended threads with no transaction open go back
         to the free list; whether any did."""
-        ended = [c for c, t in self._lent.items() if not t.is_alive() and not c.in_transaction]
-        for conn in ended:
-            del self._lent[conn]
-            self._free.append(conn)
+        ended = self._ended(with_transaction=False)
+        self._free.extend(ended)
         return bool(ended)
 
 
@@ -178,12 +196,8 @@ def lend_per_call(pool_of: Callable[[Any], ConnectionPool]) -> Callable[[type[T]
     def lend(method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            pool = pool_of(self)
-            pool.enter()
-            try:
+            with pool_of(self).lending():
                 return method(self, *args, **kwargs)
-            finally:
-                pool.leave()
 
         return call
 
