@@ -36,10 +36,10 @@ from typing import Any
 from offload.config import ProxySettings
 from offload.core.tokens import BPE_ENCODING, default_counter
 from offload.proxy.rewrite.bound import prefix_bound
-from offload.proxy.rewrite.message_stubs import least_stub_tokens
 from offload.proxy.rewrite.messages import content_text, head_end, message_tokens
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.replay import chain_runs, load_runs, replay, turn_points
+from offload.proxy.rewrite.stubs.message_stubs import least_stub_tokens
 from offload.store.store import Store
 
 HERE = Path(__file__).resolve().parent

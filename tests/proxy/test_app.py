@@ -18,7 +18,7 @@ import pytest
 
 import loopback
 from offload.core import analysis, gist
-from offload.proxy.rewrite import message_stubs
+from offload.proxy.rewrite.stubs import expand, message_stubs
 from offload.store.store import Store
 from proxy.proxy_servers import (
     Scripted,
@@ -468,13 +468,13 @@ def test_with_recall_every_request_upstream_starts_with_the_previous_one_but_its
         resp = loopback.post(url + CHAT, json={"messages": history[:k]})
         assert resp.status_code == 200
     sent = [r["body"]["messages"] for r in state.requests]
-    assert any(message_stubs.is_proxy_note(m) for m in sent[-2])  # recall fired on the question
+    assert any(expand.is_proxy_note(m) for m in sent[-2])  # recall fired on the question
     kept = 0
     for before, after in itertools.pairwise(sent):
         stable = list(before)
-        while stable and message_stubs.is_proxy_note(stable[-1]):
+        while stable and expand.is_proxy_note(stable[-1]):
             stable.pop()  # a turn's recall block and loop note go last: the next drops them
-        assert not any(message_stubs.is_proxy_note(m) for m in stable)
+        assert not any(expand.is_proxy_note(m) for m in stable)
         if json.dumps(after[: len(stable)]) == json.dumps(stable):
             kept += 1
     windowed = loopback.get(url + "/api/stats").json()["live"]["counters"]["windowed"]

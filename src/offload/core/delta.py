@@ -3,7 +3,7 @@ which lines.
 
 A file read again after an edit, a command run again: the new body is mostly the lines of
 an earlier one. Its stub can then say "same as <earlier> except these lines" instead of a
-gist of the whole (:mod:`offload.proxy.rewrite.message_stubs`).
+gist of the whole (:mod:`offload.proxy.rewrite.stubs.message_stubs`).
 
 Every step is bounded and runs in time about linear in the texts' sizes, never quadratic:
 

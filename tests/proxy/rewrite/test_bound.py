@@ -14,9 +14,10 @@ from offload.config import ProxySettings
 from offload.core.stubs import is_stub
 from offload.core.tokens import EstimateCounter
 from offload.proxy.rewrite.bound import prefix_bound
-from offload.proxy.rewrite.message_stubs import is_range_stub, least_stub_tokens
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.replay import Run, replay, turn_points
+from offload.proxy.rewrite.stubs.expand import is_range_stub
+from offload.proxy.rewrite.stubs.message_stubs import least_stub_tokens
 from offload.store.store import Store
 
 Msgs = list[dict[str, Any]]

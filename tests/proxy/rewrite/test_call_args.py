@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from offload.config import ProxySettings
 from offload.core.tokens import EstimateCounter
 from offload.proxy.rewrite.call_args import ARGS_KEY, ref_of, stub_text_of
-from offload.proxy.rewrite.message_stubs import expand
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.replay import Run, load_runs, replay
+from offload.proxy.rewrite.stubs.expand import expand
 from offload.proxy.rewrite.window import Budget
 from offload.store.store import Store
 from proxy.heavy_calls import heavy_call_runs

@@ -12,9 +12,10 @@ import pytest
 from offload.config import ProxySettings
 from offload.core.tokens import EstimateCounter
 from offload.proxy.rewrite import loops
-from offload.proxy.rewrite.message_stubs import LOOP_MARKER, expand, is_proxy_note
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.replay import load_runs, turn_points
+from offload.proxy.rewrite.stubs.expand import expand, is_proxy_note
+from offload.proxy.rewrite.stubs.message_stubs import LOOP_MARKER
 from offload.store.store import Store
 from realparts import TRACES
 

@@ -13,10 +13,10 @@ from offload.config import ProxySettings
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
 from offload.proxy.rewrite import memory as memory_module
-from offload.proxy.rewrite import message_stubs
 from offload.proxy.rewrite.memory import Doc, Memory, Part, SessionIndex, read_part
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.recall import find_in
+from offload.proxy.rewrite.stubs import message_stubs
 from offload.store.store import Store
 
 SCOPE = "/work/project"

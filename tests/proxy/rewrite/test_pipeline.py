@@ -16,11 +16,11 @@ from offload.config import ProxySettings
 from offload.core.stubs import is_stub
 from offload.core.tokens import EstimateCounter
 from offload.errors import InvalidInput
-from offload.proxy.rewrite.message_stubs import expand, is_proxy_note, is_range_stub
 from offload.proxy.rewrite.messages import session_key
 from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
 from offload.proxy.rewrite.reuse import LOOP_NOTE, RECALL
 from offload.proxy.rewrite.session import STATE_NAMESPACE
+from offload.proxy.rewrite.stubs.expand import expand, is_proxy_note, is_range_stub
 from offload.proxy.rewrite.window import Budget
 from offload.store.backend import Sql
 from offload.store.store import Store

@@ -12,8 +12,8 @@ import pytest
 from offload.config import ProxySettings
 from offload.core.tokens import EstimateCounter
 from offload.errors import InvalidInput
-from offload.proxy.rewrite import message_stubs
 from offload.proxy.rewrite.pipeline import Pipeline
+from offload.proxy.rewrite.stubs import message_stubs
 from offload.store.store import Store
 
 Msgs = list[dict[str, Any]]

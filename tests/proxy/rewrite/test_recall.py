@@ -19,7 +19,6 @@ from offload.errors import ConfigError
 from offload.proxy.figures.metrics import Metrics, RequestRecord
 from offload.proxy.retrieval.retrieval import search_result
 from offload.proxy.rewrite.memory import Doc, SessionIndex
-from offload.proxy.rewrite.message_stubs import expand
 from offload.proxy.rewrite.messages import validate
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.recall import (
@@ -30,6 +29,7 @@ from offload.proxy.rewrite.recall import (
     is_recall_block,
     tail_query,
 )
+from offload.proxy.rewrite.stubs.expand import expand
 from offload.proxy.rewrite.window import Budget
 from offload.store.store import Store
 

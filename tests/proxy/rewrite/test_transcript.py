@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from offload.config import ProxySettings
 from offload.core.hashing import text_hash
 from offload.core.tokens import EstimateCounter
-from offload.proxy.rewrite import message_stubs, transcript
-from offload.proxy.rewrite.message_stubs import StubMaker, expand, is_range_stub
+from offload.proxy.rewrite import transcript
 from offload.proxy.rewrite.pipeline import Pipeline
+from offload.proxy.rewrite.stubs import message_stubs
+from offload.proxy.rewrite.stubs.expand import expand, is_range_stub
+from offload.proxy.rewrite.stubs.message_stubs import StubMaker
 from offload.store.models import Filters
 from offload.store.store import Store
 

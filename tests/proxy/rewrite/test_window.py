@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from offload.config import ProxySettings
 from offload.core.tokens import EstimateCounter
-from offload.proxy.rewrite.message_stubs import expand, is_proxy_note, is_range_stub
 from offload.proxy.rewrite.messages import head_end, protect_start
 from offload.proxy.rewrite.pipeline import Pipeline
+from offload.proxy.rewrite.stubs.expand import expand, is_proxy_note, is_range_stub
 from offload.proxy.rewrite.window import (
     Budget,
     Compaction,

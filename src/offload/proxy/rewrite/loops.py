@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from offload.proxy.rewrite.message_stubs import LOOP_MARKER
 from offload.proxy.rewrite.messages import Message, canonical, content_text
+from offload.proxy.rewrite.stubs.message_stubs import LOOP_MARKER
 from offload.proxy.rewrite.transcript import one_line
 
 

@@ -7,41 +7,25 @@ worker thread); ``offload replay`` calls the same method turn by turn without an
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from offload.config import ProxySettings
-from offload.core import timeexpr
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput, OffloadError, StoreBusy
 from offload.proxy.rewrite import loops
 from offload.proxy.rewrite.call_args import CallStubber
 from offload.proxy.rewrite.ceilings import Ceilings, client_compacted, harness_key
-from offload.proxy.rewrite.message_stubs import (
-    PROXY_READ,
-    Earlier,
-    EventTime,
-    RangePart,
-    RangeStub,
-    StubMaker,
-    names_proxy_tools,
-    read_call,
-)
 from offload.proxy.rewrite.messages import (
-    MESSAGE_OVERHEAD,
     Message,
-    calls_text,
     chain,
-    content_text,
     head_end,
     is_group_start,
     is_page_boundary,
     message_tokens,
     protect_start,
     session_key,
-    source_of,
     validate,
     validate_head,
 )
@@ -69,7 +53,17 @@ from offload.proxy.rewrite.session import (
     SideRecord,
     side_key,
 )
+from offload.proxy.rewrite.stubs.message_stubs import (
+    PROXY_READ,
+    EventTime,
+    RangePart,
+    RangeStub,
+    StubMaker,
+    names_proxy_tools,
+    read_call,
+)
 from offload.proxy.rewrite.window import Budget, Compaction, Layout, cut_level, plan, trigger
+from offload.proxy.rewrite.wire import WireBuilder
 from offload.store.store import Store
 
 #: What a range stub is assumed to cost while planning (they measure ~90-130 tokens).
@@ -167,6 +161,7 @@ class Pipeline:
         self.recall = Recaller(store, settings, counter, scope)
         self.ceilings = Ceilings(store)
         self.calls = CallStubber(self.stubs, functools.partial(read_call, proxy_tools=tools))
+        self.wire = WireBuilder(self.stubs, self.calls)
         self._locks = SessionLocks()
         self._live = LiveSessions()
 
@@ -325,11 +320,11 @@ class Pipeline:
             stubs = previous.stubs  # forced stubs all lie before ``known``
             appended = known
         else:
-            wire, tokens, stubs, _ = self._build(session, msgs, state, state.layout, ct)
+            wire, tokens, stubs, _ = self.wire.build(session, msgs, state, state.layout, ct)
         restored = self._unforce(state, protect, ct, tokens, budget)
         if restored is None:
             return Start(state, wire, tokens, stubs, route.cause, appended)
-        wire, tokens, stubs, _ = self._build(session, msgs, restored, restored.layout, ct)
+        wire, tokens, stubs, _ = self.wire.build(session, msgs, restored, restored.layout, ct)
         return Start(restored, wire, tokens, stubs, route.cause or "stubs_restored", len(msgs))
 
     def _window(
@@ -365,7 +360,7 @@ class Pipeline:
             if layout != state.layout:
                 windowed = True
                 new_state = replace(state, layout=layout, range=rng, threshold=budget.threshold)
-                wire, tokens, stubs, made = self._build(
+                wire, tokens, stubs, made = self.wire.build(
                     session, msgs, new_state, state.layout, ct, state.threshold
                 )
                 made += rng is not state.range
@@ -401,9 +396,9 @@ class Pipeline:
         # the biggest savings first, only until the wire fits
         savings: list[tuple[int, int, Stubbing]] = []
         for i in range(first, len(msgs) - 1):
-            forced = self._forced(msgs, i, ct, state.threshold)
+            forced = self.wire.forced(msgs, i, ct, state.threshold)
             if forced is not None:
-                savings.append((self._stub_tokens(msgs[i], forced) - ct[i], i, forced))
+                savings.append((self.wire.stub_tokens(msgs[i], forced) - ct[i], i, forced))
         savings.sort(key=lambda s: (s[0], s[1]))
         total = sum(tokens)
         chosen: list[tuple[int, int, Stubbing]] = []
@@ -417,7 +412,7 @@ class Pipeline:
         wire, tokens = list(start.wire), list(tokens)
         for saving, i, stubbing in chosen:
             w = wire_index(state, i)
-            wire[w] = self._stubbed(msgs, i, stubbing)
+            wire[w] = self.wire.stubbed(msgs, i, stubbing)
             tokens[w] += saving
         now = state.layout.forced | {i for _, i, _ in chosen}
         arrived = replace(state, layout=replace(state.layout, forced=now))
@@ -689,8 +684,8 @@ class Pipeline:
             protect,
             starts,
             ct,
-            lambda i: self._cost(msgs, i, ct, budget.threshold),
-            lambda i: self._forced_cost(msgs, i, ct, budget.threshold),
+            lambda i: self.wire.cost(msgs, i, ct, budget.threshold),
+            lambda i: self.wire.forced_cost(msgs, i, ct, budget.threshold),
             range_cost,
             budget,
             cut_level(budget, growth),
@@ -708,7 +703,7 @@ class Pipeline:
         if candidate is None:
             return new_layout, state.range
         paged = new_layout.paged
-        when = functools.partial(self._event_time, msgs, paged)
+        when = functools.partial(self.wire.event_time, msgs, paged)
         return new_layout, self._page_out(session, *rendered[paged], when)
 
     def _page_out(
@@ -759,119 +754,3 @@ class Pipeline:
             and len(msgs) >= st.verified
             and protect_start(msgs, head, tail) >= st.layout.stubbed
         )
-
-    # -- costs and the wire ----------------------------------------------------------------------
-
-    def _stubbing(
-        self, msgs: Sequence[Message], i: int, threshold: int, gain: float
-    ) -> Stubbing | None:
-        """Message ``i`` stubbed where it is bulky: its content, and the arguments of its
-        tool calls unless it is the newest message; None when nothing changes."""
-        content = self.stubs.worth_stubbing(
-            msgs[i], source_of(msgs, i), threshold, gain=gain, earlier=Earlier(msgs, i)
-        )
-        calls = None
-        if i < len(msgs) - 1:
-            calls = self.calls.stub(msgs[i], threshold, gain=gain)
-        return None if content is None and calls is None else Stubbing(content, calls)
-
-    def _bulky(self, msgs: Sequence[Message], i: int, threshold: int) -> Stubbing | None:
-        return self._stubbing(msgs, i, threshold, 2.0)
-
-    def _forced(
-        self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int
-    ) -> Stubbing | None:
-        """Message ``i`` stubbed whatever its size (the emergency); the newest message, which
-        the model has not seen yet, keeps its first and last lines beside its stub
-        (``2 * threshold`` tokens of them)."""
-        made = self._stubbing(msgs, i, 0, 1.0)
-        if made is None:
-            return None
-        if i == len(msgs) - 1 and made.content is not None:
-            shown = self.stubs.with_ends(made.content, content_text(msgs[i]), 2 * threshold)
-            made = Stubbing(shown, made.calls)
-        return made if self._stub_tokens(msgs[i], made) < ct[i] else None
-
-    def _stub_tokens(self, msg: Message, made: Stubbing) -> int:
-        if made.content is None:
-            content_tokens = self.stubs.content_tokens(content_text(msg))
-        else:
-            content_tokens = made.content.stub_tokens
-        n = content_tokens + MESSAGE_OVERHEAD  # as messages.message_tokens counts it
-        if made.calls is not None:
-            return n + made.calls.tokens
-        text = calls_text(msg)
-        return n + (self.stubs.content_tokens(text) if text else 0)
-
-    def _cost(self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int) -> int:
-        made = self._bulky(msgs, i, threshold)
-        return ct[i] if made is None else self._stub_tokens(msgs[i], made)
-
-    def _forced_cost(
-        self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int
-    ) -> int | None:
-        made = self._forced(msgs, i, ct, threshold)
-        return None if made is None else self._stub_tokens(msgs[i], made)
-
-    def _event_time(self, msgs: Sequence[Message], upto: int) -> float | None:
-        """When what messages ``[0, upto)`` tell happened, as far as the request says: the
-        newest timestamp a message carries, else a date its system prompt states
-        (core/timeexpr.py ``conversation_time``)."""
-        system = "\n".join(content_text(m) for m in msgs[:upto] if m.get("role") == "system")
-        return timeexpr.conversation_time(msgs, upto, system, self.stubs.store.clock())
-
-    def _stubbed(self, msgs: Sequence[Message], i: int, made: Stubbing) -> Message:
-        """Message ``i`` as it goes on the wire under ``made`` (what it replaces stored)."""
-        msg = msgs[i]
-        if made.content is not None:
-            when = functools.partial(self._event_time, msgs, i + 1)
-            msg = self.stubs.stubbed(msg, made.content, source_of(msgs, i), Earlier(msgs, i), when)
-        if made.calls is not None:
-            msg = self.calls.apply(msg, made.calls)
-        return msg
-
-    def _build(
-        self,
-        session: str,
-        msgs: list[Message],
-        state: SessionState,
-        before: Layout,
-        ct: Sequence[int],
-        before_threshold: int | None = None,
-    ) -> tuple[list[Message], list[int], int, int]:
-        """(wire, its per-message tokens, stubs on it, stubs not there under ``before``)."""
-        layout = state.layout
-        threshold = state.threshold
-        wire: list[Message] = []
-        tokens: list[int] = []
-        stubs = made_now = 0
-
-        def stubbed_under(lay: Layout, i: int, limit: int = threshold) -> Stubbing | None:
-            if i in lay.forced:
-                return self._forced(msgs, i, ct, threshold)
-            if lay.paged <= i < lay.stubbed:
-                return self._bulky(msgs, i, limit)
-            return None
-
-        # the paged-out messages are not looked at: a build costs the wire, not the history
-        rest = range(max(layout.head, layout.paged), len(msgs))
-        for i in itertools.chain(range(min(layout.head, len(msgs))), rest):
-            msg = msgs[i]
-            made = stubbed_under(layout, i)
-            if made is None:
-                wire.append(msg)
-                tokens.append(ct[i])
-                continue
-            wire.append(self._stubbed(msgs, i, made))
-            tokens.append(self._stub_tokens(msg, made))
-            stubs += 1
-            if before is not layout and (
-                (i < before.head or i >= before.paged)
-                and stubbed_under(before, i, before_threshold or threshold) is None
-            ):
-                made_now += 1
-        if layout.head < len(msgs) and state.range is not None:  # after the head
-            wire.insert(layout.head, state.range.message())
-            tokens.insert(layout.head, state.range.tokens)
-            stubs += 1
-        return wire, tokens, stubs, made_now

@@ -19,14 +19,10 @@ from typing import Any
 
 from offload.errors import InvalidInput
 from offload.proxy.rewrite.bound import prefix_bound
-from offload.proxy.rewrite.message_stubs import (
-    expand,
-    is_proxy_note,
-    is_range_stub,
-    least_stub_tokens,
-)
 from offload.proxy.rewrite.messages import Message, head_end, protect_start, validate
 from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
+from offload.proxy.rewrite.stubs.expand import expand, is_proxy_note, is_range_stub
+from offload.proxy.rewrite.stubs.message_stubs import least_stub_tokens
 from offload.proxy.rewrite.window import Budget
 
 

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from offload.core.tokens import TokenCounter
-from offload.proxy.rewrite.message_stubs import is_proxy_note
 from offload.proxy.rewrite.messages import Message, calls_text, content_text
 from offload.proxy.rewrite.recall import is_recall_block
+from offload.proxy.rewrite.stubs.expand import is_proxy_note
 
 #: Break causes of the proxy's own additions (beside the pipeline's: windowing,
 #: client_edit, new_session, restart, moved, stubs_restored).

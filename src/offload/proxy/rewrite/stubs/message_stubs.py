@@ -1,6 +1,6 @@
-"""The proxy's stubs on the wire: message stubs for bulky messages, range stubs for
-paged-out runs of messages, and :func:`expand`, which turns a wire back into the client's
-messages. (:mod:`offload.core.stubs` renders the stub text; this module decides what a
+"""The proxy's stubs on the wire: message stubs for bulky messages and range stubs for
+paged-out runs of messages (:mod:`offload.proxy.rewrite.stubs.expand` turns a wire back into
+the client's messages). (:mod:`offload.core.stubs` renders the stub text; this module decides what a
 message's stub says, stores what it replaces and counts it.)
 
 A *stubbed* message keeps its role and every field but ``content`` (a ``tool`` message
@@ -31,7 +31,6 @@ Work is cached per content hash (count, gist, store write happen once per conten
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -46,9 +45,8 @@ from offload.core.preview import TocEntry
 from offload.core.stubs import StubInfo, is_stub, render_stub
 from offload.core.tokens import TokenCounter
 from offload.core.untrusted import inline
-from offload.errors import NotFound, OffloadError, ReferenceError_
+from offload.errors import OffloadError, ReferenceError_
 from offload.proxy.rewrite import transcript
-from offload.proxy.rewrite.call_args import restore_calls
 from offload.proxy.rewrite.messages import (
     Message,
     content_text,
@@ -71,8 +69,6 @@ PARTS_NOTE = "(content parts as JSON)"
 RECALL_MARKER = "[offload: recalled "
 #: How a loop note starts (:mod:`offload.proxy.rewrite.loops`).
 LOOP_MARKER = "[offload: loop guard]"
-_NOTES = (RECALL_MARKER, LOOP_MARKER)
-_RANGE_HEADER = re.compile(r"\[offload: \d+ earlier messages ")
 #: Tool calls named in a range stub's contents list.
 RANGE_CONTENTS = 4
 #: A page-out takes in the parts before it while the merged part's JSON stays within this
@@ -777,60 +773,6 @@ def least_stub_tokens(counter: TokenCounter, proxy_tools: bool = True) -> tuple[
     )
 
 
-def expand(
-    store: Store,
-    wire: Sequence[Message],
-    scope: str | None = None,
-    cache: dict[str, Any] | None = None,
-) -> list[Message]:
-    """The client's messages rebuilt from a wire: stubs resolved through the store.
-
-    The proof that nothing was lost: for every rewrite, ``expand(wire) == client messages``.
-    ``cache`` (ref -> parsed body) may be shared between calls to avoid re-reading parts.
-    """
-    memo: dict[str, Any] = {} if cache is None else cache
-
-    def body_of(ref: str) -> str:
-        if ref not in memo:
-            memo[ref] = store.body(store.resolve(ref, scope), original=True)
-        text: str = memo[ref]
-        return text
-
-    def part(ref: str) -> tuple[list[Message], str | None]:
-        key = "part:" + ref
-        if key not in memo:
-            doc = json.loads(body_of(ref))
-            memo[key] = (doc["messages"], doc["earlier"])
-        got: tuple[list[Message], str | None] = memo[key]
-        return got
-
-    out: list[Message] = []
-    for sent in wire:
-        msg = restore_calls(sent, body_of)  # stubbed tool-call arguments (call_args)
-        text = msg.get("content")
-        if is_proxy_note(msg):
-            continue  # a recall block or a loop note: the proxy's, not the client's
-        if not isinstance(text, str) or not is_stub(text):
-            out.append(msg)
-            continue
-        ref = _stub_ref(text)
-        if is_range_stub(msg):
-            parts: list[list[Message]] = []
-            cursor: str | None = ref
-            while cursor is not None:
-                messages, cursor = part(cursor)
-                parts.append(messages)
-            for chunk in reversed(parts):
-                out.extend(chunk)
-            continue
-        restored = dict(msg)
-        header = text.split("\n", 1)[0]
-        body = body_of(ref)
-        restored["content"] = json.loads(body) if PARTS_NOTE in header else body
-        out.append(restored)
-    return out
-
-
 def _fitting(lines: Sequence[str], chars: int) -> list[str]:
     """The leading ``lines`` that fit in ``chars`` characters."""
     out: list[str] = []
@@ -841,27 +783,3 @@ def _fitting(lines: Sequence[str], chars: int) -> list[str]:
             break
         out.append(line)
     return out
-
-
-def is_proxy_note(msg: Message) -> bool:
-    """True for a message the proxy adds to the wire for one turn (a recall block, a loop
-    note): not the client's, never kept in the stable prefix."""
-    text = msg.get("content")
-    return msg.get("role") == "user" and isinstance(text, str) and text.startswith(_NOTES)
-
-
-def is_range_stub(msg: Message) -> bool:
-    """True for a range stub standing in for paged-out messages."""
-    text = msg.get("content")
-    return (
-        msg.get("role") in RANGE_ROLES and isinstance(text, str) and bool(_RANGE_HEADER.match(text))
-    )
-
-
-def _stub_ref(stub: str) -> str:
-    header = stub.split("\n", 1)[0]
-    marker = "stored as "
-    at = header.rfind(marker)
-    if at < 0:
-        raise NotFound(header[:80], "the stub names no reference")
-    return header[at + len(marker) :].rstrip("]").strip()
