@@ -649,3 +649,14 @@ def test_adding_a_file_of_tens_of_megabytes_grows_memory_by_about_its_size_not_t
     # +112 MiB for 20 MB and +147 MiB for 50 MB over a one-line add; holding every chunk
     # analysed, as before, grew by ~13x the file (+634 MiB for 50 MB)
     assert big - small < 100 * 2**20 + 3 * size
+
+
+def test_add_refuses_all_scopes_since_an_entry_is_stored_in_one_scope(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        run(capsys, "add", "--all-scopes", "a note for every scope")
+    assert stopped.value.code == 2
+    assert "unrecognized arguments: --all-scopes" in capsys.readouterr().err
+    with Store(home / "offload.db", counter=EstimateCounter()) as store:
+        assert store.stats()["entries"] == 0

@@ -57,7 +57,7 @@ def configure_add(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="show a big input's progress on stderr even when it is not a terminal",
     )
-    add_scope_args(p)
+    add_scope_args(p, every=False)  # an entry is stored in one scope
 
 
 def configure_ls(p: argparse.ArgumentParser) -> None:
