@@ -629,3 +629,20 @@ def test_a_dangling_symlinked_config_is_created_through_and_revert_leaves_the_li
     assert config.is_symlink() and "offload" in target.read_text()
     assert setup(capsys, home, root, "codex", "--revert")[0] == 0
     assert config.is_symlink() and not target.exists()
+
+
+def test_a_dry_run_prints_the_clients_note_as_the_run_itself_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "cfg"
+    root.mkdir()
+    code, out, _ = setup(capsys, tmp_path / "home", root, "codex", "--provider", "--dry-run")
+    assert code == 0
+    assert out.splitlines()[-2:] == [
+        "note: MCP only: Codex speaks the Responses API, the proxy serves chat completions",
+        "(dry run: nothing written)",
+    ]
+    code, out, _ = setup(capsys, tmp_path / "home", root, "codex", "--provider")
+    assert code == 0 and out.splitlines()[-1] == (
+        "note: MCP only: Codex speaks the Responses API, the proxy serves chat completions"
+    )

@@ -366,6 +366,8 @@ def _render_plan(data: dict[str, Any]) -> str:
     out = [c["diff"].rstrip("\n") for c in data["changes"]]
     if data["routes"]:
         out.append(f"with this, {data['routes']}")
+    if data["note"]:  # as the run itself prints it: a dry run shows what setup would say
+        out.append(f"note: {data['note']}")
     out.append("(dry run: nothing written)")
     return "\n".join(out)
 
