@@ -203,9 +203,9 @@ def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> in
     except OffloadError as exc:
         return _failed(command, args, exc)
     except KeyboardInterrupt:
-        # on a line of its own (a terminal's progress line may be unfinished); a write under
-        # way is one transaction, so it is either whole or absent
-        print(f"{_line_start()}offload {command}: interrupted", file=sys.stderr)
+        # a write under way is one transaction: it is whole or absent (a progress line has
+        # cleared itself by now)
+        print(f"offload {command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # the reader went away (e.g. `offload cat X | head`): not an error
@@ -219,11 +219,6 @@ def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> in
         if not isinstance(exc, DATABASE_ERRORS) or settings is None:
             raise
         return _failed(command, args, database_failure(settings.db_path, exc))
-
-
-def _line_start() -> str:
-    """What ends a terminal's unfinished progress line before a message (a pipe's are whole)."""
-    return "\n" if sys.stderr.isatty() else ""
 
 
 def _failed(command: str, args: argparse.Namespace, exc: OffloadError) -> int:
