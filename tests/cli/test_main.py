@@ -165,3 +165,15 @@ def test_ctrl_c_in_the_middle_of_an_add_says_interrupted_exits_130_and_stores_no
     assert out == b""
     with Store(tmp_path / "home" / "offload.db") as store:
         assert store.stats()["entries"] == 0
+
+
+def test_a_path_whose_name_is_not_utf8_is_refused_saying_to_pipe_the_file_in(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    name = os.fsdecode(b"caf\xe9.txt")  # how the OS hands over a Latin-1 file name
+    code, _, err = run(capsys, "add", "--path", name)
+    assert code == 2
+    assert "--path is not valid UTF-8 text" in err
+    assert err.rstrip().endswith("pipe the file in instead (offload add < FILE)")

@@ -175,8 +175,10 @@ def _check_unicode(args: argparse.Namespace) -> None:
                 except UnicodeEncodeError:
                     shown = name if name in _POSITIONAL else "--" + name.replace("_", "-")
                     quoted = repr(text) if len(text) <= 60 else repr(text[:60]) + "…"
+                    # a file on disk may carry such a name: add can still read it on stdin
+                    fix = "pipe the file in instead (offload add < FILE)" if name == "path" else ""
                     raise EncodingError(
-                        f"{shown} is not valid UTF-8 text ({quoted}); pass UTF-8"
+                        f"{shown} is not valid UTF-8 text ({quoted}); {fix or 'pass UTF-8'}"
                     ) from None
 
 
