@@ -38,7 +38,7 @@ def test_a_provider_block_setup_wrote_for_another_url_is_still_probed_and_warned
     code, out, _ = run(capsys, "status", *wiring, "--upstream", down, "--url", down)
     lines = out.splitlines()
     assert f"client    hermes         provider  other      {root}/.hermes/config.yaml" in lines
-    assert any(line.startswith("other     wired, but not as `offload setup") for line in lines)
+    assert f"other     wired, but not as setup writes it for {down} and this offload " in out
     assert lines[-1] == (
         f"warning   hermes: its model requests go to {elsewhere}/v1, where nothing answers; "
         "start `offload serve`, or undo with `offload setup hermes --revert`"

@@ -213,8 +213,8 @@ def _render(data: dict[str, Any]) -> str:
         lines.append(f"not wired {', '.join(idle)} (offload setup CLIENT)")
     if any(r["wired"] == "other" for r in data["clients"]):
         lines.append(
-            "other     wired, but not as `offload setup CLIENT` would write it now (another "
-            "URL, port or offload command): setup again rewrites it"
+            f"other     wired, but not as setup writes it for {serve['url']} and this offload "
+            "(another --url, another install, or by hand); `--url URL` compares with yours"
         )
     lines += [f"warning   {line}" for line in data["warnings"]]
     return "\n".join(lines)
