@@ -22,6 +22,7 @@ import loopback
 from mcp import Client
 from offload.cli.serve_cmds import with_gateway_table
 from offload.config import load_settings
+from offload.errors import ConfigError
 from offload.serve.host import build
 from offload.serve.lifespan import asgi_lifespan
 from offload.store.store import Store
@@ -343,6 +344,15 @@ def test_the_gateway_files_own_gateway_table_applies_under_env_and_flags(tmp_pat
     assert merged.gateway.catalog_threshold == 1234
     assert merged.gateway.response_threshold == 5000  # the environment wins
     assert merged.gateway.config == str(config)
+
+
+def test_a_missing_gateway_config_is_named_as_the_gateways_file(tmp_path: Path) -> None:
+    base = load_settings(env={"OFFLOAD_HOME": str(tmp_path)})
+    with pytest.raises(ConfigError) as err:
+        with_gateway_table(base, tmp_path / "nope.toml")
+    assert str(err.value) == (
+        f"gateway config {str(tmp_path / 'nope.toml')!r} is not a file (--gateway-config)"
+    )
 
 
 def test_the_store_browser_keeps_to_the_served_scope_unless_asked_for_every_scope(
