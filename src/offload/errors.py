@@ -105,7 +105,7 @@ class OtherScope(ReferenceError_):
         super().__init__(
             f"{ref!r} lives in another scope than {scope!r}, so it is not read or changed "
             "from here; ask for every scope to reach it (`--all-scopes` on the command line, "
-            "all_scopes=true in the MCP read tools)"
+            "all_scopes=true in the MCP read tools, all_scopes=1 on serve's /api routes)"
         )
 
 
