@@ -150,6 +150,18 @@ def test_importing_a_missing_file_or_a_directory_exits_4_as_a_path_that_may_not_
         assert code == 4 and err.count("\n") == 1 and f"{source}: cannot read (" in err, err
 
 
+def test_export_over_an_existing_file_says_it_replaced_it(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(home))
+    target = tmp_path / "backup.jsonl.zst"
+    code, out, _ = run(capsys, "export", str(target))
+    assert code == 0 and out.strip() == f"exported 2 entries to {target}"
+    code, out, _ = run(capsys, "export", str(target))
+    assert code == 0
+    assert out.strip() == f"exported 2 entries to {target} (it replaced the file that was there)"
+
+
 def test_doctor_reports_an_unverified_content_hash_and_repair_renames_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
