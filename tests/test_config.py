@@ -162,3 +162,35 @@ def test_a_home_or_config_name_no_filesystem_holds_is_no_traceback() -> None:
     for name in ("a" * 300, "x\x00y"):
         with pytest.raises(ConfigError, match="does not exist"):
             load_settings(config_file=Path(name), env={})
+
+
+def test_a_misspelt_table_in_a_settings_file_is_refused_naming_it_and_the_real_ones(
+    tmp_path: Path,
+) -> None:
+    settings = tmp_path / "offload.toml"
+    settings.write_text("[proxi]\nhigh_water = 0.5\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(config_file=settings, env={})
+    assert "unknown table [proxi]" in str(err.value)
+    assert f"file:{settings}" in str(err.value)
+    assert "[proxy]" in str(err.value)
+
+
+def test_a_setting_outside_any_table_is_refused_rather_than_ignored(tmp_path: Path) -> None:
+    settings = tmp_path / "offload.toml"
+    settings.write_text("high_water = 0.5\n")
+    with pytest.raises(ConfigError, match="unknown key 'high_water'"):
+        load_settings(config_file=settings, env={})
+
+
+def test_the_gateways_own_tables_may_share_the_settings_file(tmp_path: Path) -> None:
+    settings = tmp_path / "offload.toml"
+    settings.write_text(
+        '[proxy]\nhigh_water = 0.5\n[servers.git]\ncommand = "x"\n[clients.a]\nservers = []\n'
+    )
+    assert load_settings(config_file=settings, env={}).proxy.high_water == 0.5
+
+
+def test_a_config_flag_naming_a_directory_says_it_is_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a directory; name a TOML file in it"):
+        load_settings(config_file=tmp_path, env={})

@@ -328,11 +328,14 @@ def load_settings(
         candidate = (Path(str(home)) if home else default_home()) / "offload.toml"
         path = candidate if _is_file(candidate) else None
     elif not _is_file(path):
-        raise ConfigError(f"config file {str(path)[:200]!r} does not exist")
+        shown = str(path)[:200]
+        if _is_dir(path):
+            raise ConfigError(f"config file {shown!r} is a directory; name a TOML file in it")
+        raise ConfigError(f"config file {shown!r} does not exist")
 
     layered: dict[str, tuple[Any, str]] = {}
     if path is not None:
-        for key, value in _flatten_toml(_read_toml(path)).items():
+        for key, value in _flatten_toml(_read_toml(path), f"file:{path}").items():
             layered[key] = (value, f"file:{path}")
     if env.get("OFFLOAD_HOME"):
         layered["store.home"] = (env["OFFLOAD_HOME"], "env:OFFLOAD_HOME")
@@ -393,6 +396,13 @@ def _is_file(path: Path) -> bool:
         return False
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
@@ -405,12 +415,22 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
 
 
-def _flatten_toml(data: Mapping[str, Any]) -> dict[str, Any]:
+# tables of a settings file that other readers own: the gateway's [servers.*], [clients.*]
+FOREIGN_TABLES = ("servers", "clients")
+
+
+def _flatten_toml(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for section, body in data.items():
-        if section not in SECTION_NAMES:
-            # foreign tables (e.g. the gateway's [servers.*]) belong to their own readers
+        if section in FOREIGN_TABLES:
             continue
+        if section not in SECTION_NAMES:
+            # a misspelt table would otherwise change nothing, silently
+            what = f"table [{section}]" if isinstance(body, dict) else f"key {section!r}"
+            raise ConfigError(
+                f"unknown {what} (from {origin}); settings go under "
+                + ", ".join(f"[{name}]" for name in SECTION_NAMES)
+            )
         if not isinstance(body, dict):
             raise ConfigError(f"[{section}] must be a table")
         for key, value in body.items():

@@ -105,7 +105,7 @@ class OtherScope(ReferenceError_):
         super().__init__(
             f"{ref!r} lives in another scope than {scope!r}, so it is not read or changed "
             "from here; ask for every scope to reach it (`--all-scopes` on the command line, "
-            "all_scopes=true in the MCP read tools)"
+            "all_scopes=true in the MCP read tools, all_scopes=1 on serve's /api routes)"
         )
 
 
@@ -174,10 +174,12 @@ class UpstreamTimeout(UpstreamError):
 class ModelNotConfigured(UpstreamError):
     """A feature needs a local model and none is configured."""
 
-    def __init__(self, feature: str) -> None:
+    def __init__(self, feature: str, flag: str = "") -> None:
+        # ``flag``: the command's own way to name one (``--endpoint URL``), said first
         super().__init__(
             f"{feature} needs a local model and none is configured; "
-            "set [local_model] base_url in offload.toml or OFFLOAD_LOCAL_MODEL__BASE_URL"
+            + (f"pass {flag}, or " if flag else "")
+            + "set [local_model] base_url in offload.toml or OFFLOAD_LOCAL_MODEL__BASE_URL"
         )
 
 

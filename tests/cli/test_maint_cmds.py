@@ -141,6 +141,27 @@ def test_export_to_an_empty_name_or_a_directory_is_one_line(
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
 
 
+def test_importing_a_missing_file_or_a_directory_exits_4_as_a_path_that_may_not_be_read(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(home))
+    for source in (tmp_path / "nope.offload", tmp_path):
+        code, _out, err = run(capsys, "import", str(source))
+        assert code == 4 and err.count("\n") == 1 and f"{source}: cannot read (" in err, err
+
+
+def test_export_over_an_existing_file_says_it_replaced_it(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(home))
+    target = tmp_path / "backup.jsonl.zst"
+    code, out, _ = run(capsys, "export", str(target))
+    assert code == 0 and out.strip() == f"exported 2 entries to {target}"
+    code, out, _ = run(capsys, "export", str(target))
+    assert code == 0
+    assert out.strip() == f"exported 2 entries to {target} (it replaced the file that was there)"
+
+
 def test_doctor_reports_an_unverified_content_hash_and_repair_renames_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,11 +30,12 @@ def test_bench_reports_ratio_latency_and_fact_retention_for_a_real_model(
     assert 0 <= row["facts_kept"] <= row["facts_total"] == 6
 
 
-def test_bench_without_a_model_says_how_to_configure_one(
+def test_bench_without_a_model_says_how_to_configure_one_its_own_flag_first(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["models", "bench"]) == 6
-    assert "base_url" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "pass --endpoint URL, or set [local_model] base_url" in err
 
 
 def test_bench_refuses_an_unknown_sample(capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,6 +22,7 @@ import loopback
 from mcp import Client
 from offload.cli.serve_cmds import with_gateway_table
 from offload.config import load_settings
+from offload.errors import ConfigError
 from offload.serve.host import build
 from offload.serve.lifespan import asgi_lifespan
 from offload.store.store import Store
@@ -345,6 +346,15 @@ def test_the_gateway_files_own_gateway_table_applies_under_env_and_flags(tmp_pat
     assert merged.gateway.config == str(config)
 
 
+def test_a_missing_gateway_config_is_named_as_the_gateways_file(tmp_path: Path) -> None:
+    base = load_settings(env={"OFFLOAD_HOME": str(tmp_path)})
+    with pytest.raises(ConfigError) as err:
+        with_gateway_table(base, tmp_path / "nope.toml")
+    assert str(err.value) == (
+        f"gateway config {str(tmp_path / 'nope.toml')!r} is not a file (--gateway-config)"
+    )
+
+
 def test_the_store_browser_keeps_to_the_served_scope_unless_asked_for_every_scope(
     served: ServeProcess,
 ) -> None:
@@ -357,6 +367,7 @@ def test_the_store_browser_keeps_to_the_served_scope_unless_asked_for_every_scop
     assert found["other_scopes"] == {"hits": 1, "shown_by": "all_scopes=1"}
     opened = loopback.get(f"{served.url}/api/entry", params={"ref": ref})
     assert opened.status_code == 404 and "another scope" in opened.json()["error"]
+    assert "all_scopes=1 on serve's /api routes" in opened.json()["error"]  # how, from here
     assert "narwhal ledger" not in opened.text
     every = {"q": "narwhal", "all_scopes": "1"}
     hits = loopback.get(f"{served.url}/api/search", params=every).json()["hits"]

@@ -629,3 +629,42 @@ def test_a_dangling_symlinked_config_is_created_through_and_revert_leaves_the_li
     assert config.is_symlink() and "offload" in target.read_text()
     assert setup(capsys, home, root, "codex", "--revert")[0] == 0
     assert config.is_symlink() and not target.exists()
+
+
+def test_a_dry_run_prints_the_clients_note_as_the_run_itself_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "cfg"
+    root.mkdir()
+    code, out, _ = setup(capsys, tmp_path / "home", root, "codex", "--provider", "--dry-run")
+    assert code == 0
+    assert out.splitlines()[-2:] == [
+        "note: MCP only: Codex speaks the Responses API, the proxy serves chat completions",
+        "(dry run: nothing written)",
+    ]
+    code, out, _ = setup(capsys, tmp_path / "home", root, "codex", "--provider")
+    assert code == 0 and out.splitlines()[-1] == (
+        "note: MCP only: Codex speaks the Responses API, the proxy serves chat completions"
+    )
+
+
+def test_a_revert_dry_run_shows_the_diff_it_would_apply_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    root.mkdir()
+    assert setup(capsys, home, root, "cursor")[0] == 0
+    config = root / ".cursor" / "mcp.json"
+    doc = json.loads(config.read_text())
+    doc["mcpServers"]["git"] = {"command": "uvx", "args": ["mcp-server-git"]}  # the client's
+    config.write_text(json.dumps(doc, indent=2) + "\n")
+    before = files_of(root)
+    code, out, _ = setup(capsys, home, root, "cursor", "--revert", "--dry-run")
+    assert code == 0 and files_of(root) == before
+    removed = [line for line in out.splitlines() if line.startswith("-") and "---" not in line]
+    assert removed and all("git" not in line for line in removed)
+    assert '-    "offload": {' in out
+    assert out.splitlines()[-2:] == [
+        f"would take offload's entries out of {config}",
+        "(dry run: nothing written)",
+    ]

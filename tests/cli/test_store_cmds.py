@@ -649,3 +649,32 @@ def test_adding_a_file_of_tens_of_megabytes_grows_memory_by_about_its_size_not_t
     # +112 MiB for 20 MB and +147 MiB for 50 MB over a one-line add; holding every chunk
     # analysed, as before, grew by ~13x the file (+634 MiB for 50 MB)
     assert big - small < 100 * 2**20 + 3 * size
+
+
+def test_add_refuses_all_scopes_since_an_entry_is_stored_in_one_scope(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        run(capsys, "add", "--all-scopes", "a note for every scope")
+    assert stopped.value.code == 2
+    assert "unrecognized arguments: --all-scopes" in capsys.readouterr().err
+    with Store(home / "offload.db", counter=EstimateCounter()) as store:
+        assert store.stats()["entries"] == 0
+
+
+def test_adding_the_same_text_again_says_which_flags_did_not_apply(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "add", "--topic", "first", "the staging key rotates on Fridays")[0] == 0
+    code, out, _ = run(
+        capsys, "add", "--topic", "second", "--label", "rota", "the staging key rotates on Fridays"
+    )
+    assert code == 0
+    first, note = out.splitlines()
+    assert first.startswith("exists ") and "| first |" in first
+    assert note == (
+        "(the same text was already stored: its topic, tags, summary, kind and salience stay "
+        "as first given; --label, --pin and --when apply)"
+    )
+    code, out, _ = run(capsys, "show", "rota")
+    assert code == 0 and "topic     first" in out

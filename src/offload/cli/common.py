@@ -33,12 +33,14 @@ def open_store(settings: Settings, *, serving: bool = False) -> Store:
     return store
 
 
-def add_scope_args(parser: argparse.ArgumentParser) -> None:
-    """``--scope NAME`` / ``--all-scopes`` (default: the project the cwd is in)."""
+def add_scope_args(parser: argparse.ArgumentParser, *, every: bool = True) -> None:
+    """``--scope NAME`` / ``--all-scopes`` (default: the project the cwd is in); ``every``
+    False: ``--scope`` only (a new entry goes into one scope)."""
     parser.add_argument(
         "--scope", help="scope name (default: [mcp] scope, else the git root of the cwd)"
     )
-    parser.add_argument("--all-scopes", action="store_true", help="every scope")
+    if every:
+        parser.add_argument("--all-scopes", action="store_true", help="every scope")
 
 
 def add_root_arg(parser: argparse.ArgumentParser) -> None:

@@ -19,8 +19,12 @@ import os
 import sys
 import types
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from offload.cli.flags import add_global_flags
+
+if TYPE_CHECKING:
+    from offload.errors import OffloadError
 
 # name -> (module under offload.cli, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -64,8 +68,8 @@ EXAMPLES: dict[str, str] = {
     "reap": "  offload reap --older-than 30 --max-salience 0.3 --dry-run",
     "stats": "  offload stats --json",
     "doctor": "  offload doctor --repair",
-    "export": "  offload export backup.tar.zst",
-    "import": "  offload import backup.tar.zst",
+    "export": "  offload export backup.jsonl.zst",
+    "import": "  offload import backup.jsonl.zst",
     "store": "  offload store migrate --to postgresql://offload@db.internal/offload",
     "config": "  offload config show",
     "mcp": "  offload mcp --http --port 8901",
@@ -121,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command is None and ("-h" in args_list or "--help" in args_list):
             top.print_help()
             return 0
-        ns, _ = top.parse_known_args(args_list)
+        ns, unknown = top.parse_known_args(args_list)
         if ns.version:
             from offload import __version__
 
@@ -129,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if command is not None:
             top.error(f"unknown command {command!r}; see `offload --help`")
+        if unknown:
+            top.error(f"unrecognized arguments: {' '.join(unknown)}; see `offload --help`")
         top.print_help()
         return 2
     module, parser = command_parser(command)
@@ -169,8 +175,10 @@ def _check_unicode(args: argparse.Namespace) -> None:
                 except UnicodeEncodeError:
                     shown = name if name in _POSITIONAL else "--" + name.replace("_", "-")
                     quoted = repr(text) if len(text) <= 60 else repr(text[:60]) + "…"
+                    # a file on disk may carry such a name: add can still read it on stdin
+                    fix = "pipe the file in instead (offload add < FILE)" if name == "path" else ""
                     raise EncodingError(
-                        f"{shown} is not valid UTF-8 text ({quoted}); pass UTF-8"
+                        f"{shown} is not valid UTF-8 text ({quoted}); {fix or 'pass UTF-8'}"
                     ) from None
 
 
@@ -180,9 +188,9 @@ _POSITIONAL = frozenset({"text", "ref", "query", "file", "files", "trace", "acti
 
 def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> int:
     from offload.config import load_settings
-    from offload.core.untrusted import inline
     from offload.errors import OffloadError
 
+    settings = None
     try:
         flags: dict[str, object] = {}
         if args.home:
@@ -195,19 +203,38 @@ def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> in
         runner = getattr(module, f"run_{command}", None) or module.run
         return int(runner(args, settings))
     except OffloadError as exc:
-        if getattr(args, "json", False):
-            # a --json caller reads stdout: the error is an object there too (one line)
-            error = {"type": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}
-            print(json.dumps({"error": error}))
-        # one line, no terminal escapes: messages may quote refs, paths, tombstone reasons
-        print(f"offload {command}: error: {inline(str(exc))}", file=sys.stderr)
-        return exc.exit_code
+        return _failed(command, args, exc)
     except KeyboardInterrupt:
+        # a write under way is one transaction: it is whole or absent (a progress line has
+        # cleared itself by now)
+        print(f"offload {command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # the reader went away (e.g. `offload cat X | head`): not an error
         sys.stderr.close()
         return 0
+    except Exception as exc:
+        # a damaged store file: one line, not a traceback (imported here: most commands
+        # never get this far, and the store is heavy to import)
+        from offload.store.sqlite.db import DATABASE_ERRORS, database_failure
+
+        if not isinstance(exc, DATABASE_ERRORS) or settings is None:
+            raise
+        return _failed(command, args, database_failure(settings.db_path, exc))
+
+
+def _failed(command: str, args: argparse.Namespace, exc: OffloadError) -> int:
+    """Report ``exc`` in one line on stderr (and as an object on stdout with ``--json``);
+    its exit code."""
+    from offload.core.untrusted import inline
+
+    if getattr(args, "json", False):
+        # a --json caller reads stdout: the error is an object there too (one line)
+        error = {"type": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}
+        print(json.dumps({"error": error}))
+    # one line, no terminal escapes: messages may quote refs, paths, tombstone reasons
+    print(f"offload {command}: error: {inline(str(exc))}", file=sys.stderr)
+    return exc.exit_code
 
 
 if __name__ == "__main__":

@@ -101,9 +101,12 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
     path = Path(args.file)
     if not args.file.strip() or not path.name:  # "", "  ", ".", "/": no file to write
         raise InvalidInput(f"export needs a file name to write the archive to, got {args.file!r}")
+    replaced = path.is_file()  # an older archive there is overwritten: say so
     with open_store(settings) as store:
         n = export_archive(store, path, progress=Bar("exporting"))
-    emit(args, {"entries": n, "file": args.file}, lambda d: f"exported {n} entries to {args.file}")
+    tail = " (it replaced the file that was there)" if replaced else ""
+    data = {"entries": n, "file": args.file, "replaced": replaced}
+    emit(args, data, lambda d: f"exported {n} entries to {args.file}{tail}")
     return 0
 
 

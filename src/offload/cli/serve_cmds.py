@@ -13,6 +13,7 @@ from typing import Any
 
 from offload.cli.common import add_root_arg, check_listen_address, open_store
 from offload.config import Settings, load_settings
+from offload.errors import ConfigError
 
 # uvicorn waits this long for open streams (MCP SSE, long generations) on SIGTERM, then
 # cancels them; then the lifespans shut down
@@ -106,6 +107,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def with_gateway_table(settings: Settings, path: Path) -> Settings:
     """The gateway file's own ``[gateway]`` table applies, as with ``offload gateway
     --config FILE``; environment and flags still win."""
+    if not path.is_file():  # said as the gateway's file, not as a settings file
+        raise ConfigError(f"gateway config {str(path)[:200]!r} is not a file (--gateway-config)")
     from_file = load_settings(config_file=path, env={})
     found: dict[str, Any] = {}
     for key, source in from_file.sources.items():

@@ -271,7 +271,10 @@ def revert(args: argparse.Namespace, client: Client, settings: Settings) -> int:
     steps = [_undo_step(client, Path(p), rec) for p, rec in record["files"].items()]
     if args.dry_run:
         planned = [f"would {_WOULD[s.how]} {s.path}" for s in steps]
-        emit(args, {"client": client.name, "dry_run": True, "reverted": planned}, _render_undo)
+        secret = settings.mcp.bearer_token
+        changes = [{"path": str(s.path), "diff": diff(s.change(), secret)} for s in steps if s.old]
+        data = {"client": client.name, "dry_run": True, "changes": changes, "reverted": planned}
+        emit(args, data, _render_undo)
         return 0
     stamp = stamp_now()
     done = [_apply_step(step, stamp) for step in steps]
@@ -289,8 +292,9 @@ _WOULD = {
 
 
 def _render_undo(data: dict[str, Any]) -> str:
+    diffs = [c["diff"].rstrip("\n") for c in data.get("changes", []) if c["diff"]]
     tail = ["(dry run: nothing written)"] if data["dry_run"] else []
-    return "\n".join([*data["reverted"], *tail])
+    return "\n".join([*diffs, *data["reverted"], *tail])
 
 
 def revert_older(args: argparse.Namespace, client: Client, settings: Settings) -> bool:
@@ -318,6 +322,13 @@ class _Step:
     how: str  # "restore" (backup bytes), "remove" (the file), "edit" (new text), "none"
     data: bytes = b""
     source: str = ""
+    old: str = ""  # the file's text now ("" when there is nothing to change)
+
+    def change(self) -> Change:
+        """The step as a change of the file's text, for a dry run's diff (a removed file
+        becomes empty)."""
+        new = "" if self.how == "remove" else self.data.decode("utf-8", errors="replace")
+        return Change(self.path, self.old, new)
 
 
 def _undo_step(client: Client, path: Path, rec: dict[str, Any]) -> _Step:
@@ -327,19 +338,20 @@ def _undo_step(client: Client, path: Path, rec: dict[str, Any]) -> _Step:
         return _Step(path, "none", source="already gone")
     now = text.encode("utf-8")
     saved = Path(rec["backup"]) if rec["backup"] else None
+    before = text
     if rec["exact"] and digest(now) == rec["written"]:  # untouched since setup wrote it
         if rec["created"]:
-            return _Step(path, "remove")
+            return _Step(path, "remove", old=before)
         if saved is not None and saved.is_file():
-            return _Step(path, "restore", saved.read_bytes(), saved.name)
+            return _Step(path, "restore", saved.read_bytes(), saved.name, old=before)
     files = {f.what: f for f in client.files}
     for what, entry in reversed(list(rec["entries"].items())):
         text = undo(files[what], text, entry, str(path))
     if rec["created"] and not leftover(files[next(iter(rec["entries"]))], text):
-        return _Step(path, "remove")
+        return _Step(path, "remove", old=before)
     if text.encode("utf-8") == now:
         return _Step(path, "none", source="offload's entries were already gone")
-    return _Step(path, "edit", text.encode("utf-8"))
+    return _Step(path, "edit", text.encode("utf-8"), old=before)
 
 
 def _apply_step(step: _Step, stamp: str) -> str:
@@ -366,6 +378,8 @@ def _render_plan(data: dict[str, Any]) -> str:
     out = [c["diff"].rstrip("\n") for c in data["changes"]]
     if data["routes"]:
         out.append(f"with this, {data['routes']}")
+    if data["note"]:  # as the run itself prints it: a dry run shows what setup would say
+        out.append(f"note: {data['note']}")
     out.append("(dry run: nothing written)")
     return "\n".join(out)
 

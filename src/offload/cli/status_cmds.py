@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import httpx
 
+from offload.cli import setup_records
 from offload.cli.common import emit, open_store
 from offload.cli.config_files import read_config
 from offload.cli.setup_cmds import config_path, wiring_for
@@ -24,6 +25,7 @@ from offload.core.urls import redact_url
 from offload.errors import OffloadError
 from offload.llm.upstream import UpstreamClient
 from offload.store.life.health import quick_check
+from offload.store.sqlite.db import DATABASE_ERRORS, database_failure
 
 PROBE_TIMEOUT_S = 3.0
 
@@ -51,6 +53,9 @@ def store_status(settings: Settings) -> dict[str, Any]:
             stats = store.stats()
     except OffloadError as exc:
         return {"ok": False, "path": str(settings.db_path), "error": str(exc)}
+    except DATABASE_ERRORS as exc:  # opened, then a damaged page
+        error = str(database_failure(settings.db_path, exc))
+        return {"ok": False, "path": str(settings.db_path), "error": error}
     return {
         "ok": check == "ok",
         "path": str(settings.db_path),
@@ -88,20 +93,39 @@ def clients_status(args: argparse.Namespace, settings: Settings) -> list[dict[st
     both = [wiring_for(args, settings, mcp) for mcp in ("stdio", "http")]
     out = []
     for client in CLIENTS.values():
+        written = setup_written(args, client.name)
         for file in client.files:
             path = config_path(args, file)
-            url = None
+            url, ours = None, False
             try:
                 text = read_config(path)
                 state = wired(file, text, both, str(path))
-                url = first_url(current(file, parse(text, file.fmt, str(path))))
+                value = current(file, parse(text, file.fmt, str(path)))
+                url = first_url(value)
+                # a key named offload is setup's even when it points elsewhere; another key
+                # (ANTHROPIC_BASE_URL, Hermes's model block) is setup's while it holds what
+                # setup wrote there (another --url), else the user's own
+                ours = NAME in file.at or written.get((str(path), file.what), ()) == value
             except OffloadError:
                 state = "unreadable"
             row = {"client": client.name, "what": file.what, "path": str(path), "wired": state}
-            # a key named offload is setup's even when it points elsewhere; another key
-            # (ANTHROPIC_BASE_URL, Hermes's model block) set otherwise is the user's own
-            out.append({**row, "url": url if state == "yes" or NAME in file.at else None})
+            out.append({**row, "url": url if state == "yes" or ours else None})
     return out
+
+
+def setup_written(args: argparse.Namespace, client: str) -> dict[tuple[str, str], Any]:
+    """What setup's record says it wrote for ``client``, by (file, entry): {} without one."""
+    try:
+        record = setup_records.load(setup_records.record_path(args.config_dir, client))
+    except OffloadError:
+        return {}
+    written: dict[tuple[str, str], Any] = {}
+    for path, file in (record or {}).get("files", {}).items():
+        entries = file.get("entries") if isinstance(file, dict) else None
+        for what, entry in (entries if isinstance(entries, dict) else {}).items():
+            if isinstance(entry, dict) and "value" in entry:
+                written[(path, what)] = entry["value"]
+    return written
 
 
 def first_url(value: Value) -> str | None:
@@ -187,5 +211,10 @@ def _render(data: dict[str, Any]) -> str:
     )
     if idle:
         lines.append(f"not wired {', '.join(idle)} (offload setup CLIENT)")
+    if any(r["wired"] == "other" for r in data["clients"]):
+        lines.append(
+            f"other     wired, but not as setup writes it for {serve['url']} and this offload "
+            "(another --url, another install, or by hand); `--url URL` compares with yours"
+        )
     lines += [f"warning   {line}" for line in data["warnings"]]
     return "\n".join(lines)

@@ -57,7 +57,7 @@ def configure_add(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="show a big input's progress on stderr even when it is not a terminal",
     )
-    add_scope_args(p)
+    add_scope_args(p, every=False)  # an entry is stored in one scope
 
 
 def configure_ls(p: argparse.ArgumentParser) -> None:
@@ -171,8 +171,19 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
         finally:
             meter.close()  # cleared before the output
         data = {**_entry_json(res.entry), "created": res.created}
-        emit(args, data, lambda d: f"{'stored' if d['created'] else 'exists'} {_line(res.entry)}")
+        emit(args, data, lambda d: _added_line(res.entry, created=d["created"]))
     return 0
+
+
+def _added_line(entry: Entry, *, created: bool) -> str:
+    """What ``add`` prints: the entry; for text already stored, that the flags describing
+    it did not replace what it was first stored with."""
+    if created:
+        return f"stored {_line(entry)}"
+    return (
+        f"exists {_line(entry)}\n(the same text was already stored: its topic, tags, summary, "
+        "kind and salience stay as first given; --label, --pin and --when apply)"
+    )
 
 
 def _when(text: str | None) -> float | None:

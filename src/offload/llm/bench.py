@@ -62,7 +62,7 @@ async def run_bench(
     sample's row and the bench goes on.
     """
     if not settings.base_url:
-        raise ModelNotConfigured("models bench")
+        raise ModelNotConfigured("models bench", flag="--endpoint URL")
     rows: list[BenchRow] = []
     async with LocalModel(settings) as model:
         for sample in samples:

@@ -131,8 +131,11 @@ class Store(SavedState, LifecycleCalls):
         if self.url:
             self._open_postgres()
         else:
-            with self._conns.lending():
-                db.migrate(self._sqlite_conn(), self.settings.busy_timeout_s)
+            try:
+                with self._conns.lending():
+                    db.migrate(self._sqlite_conn(), self.settings.busy_timeout_s)
+            except db.DATABASE_ERRORS as exc:  # a damaged file, or not a database
+                raise db.database_failure(self.path, exc) from None
 
     def _open_postgres(self) -> None:
         from offload.store.postgres import pgschema

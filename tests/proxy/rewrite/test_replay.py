@@ -94,11 +94,11 @@ def test_the_replay_command_prints_turns_and_totals_as_json(
     assert not (tmp_path / "offload.db").exists()  # a temporary store unless --keep-store
 
 
-def test_the_replay_command_refuses_a_missing_file(
+def test_the_replay_command_refuses_a_missing_file_as_a_path_it_cannot_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(["replay", str(tmp_path / "nope.jsonl"), "--home", str(tmp_path)])
-    assert code == 2
+    assert code == 4  # the README's "a path that may not be read", as `add --path`
     assert "cannot read" in capsys.readouterr().err
 
 

@@ -125,3 +125,15 @@ def test_a_large_add_on_a_full_disk_exits_5_with_one_line(small_disk: Path) -> N
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert "nothing was saved" in done.stderr
     assert os.path.exists(small_disk / "home" / "offload.db")
+
+
+def test_opening_a_file_that_is_not_a_database_is_a_store_error_saying_what_to_do(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "offload.db"
+    path.write_bytes(b"notes, not a database\n" * 1000)
+    with pytest.raises(StoreError) as err:
+        Store(path)
+    assert f"the store file {path} is damaged (file is not a database)" in str(err.value)
+    assert "offload import" in str(err.value)
+    assert path.read_bytes() == b"notes, not a database\n" * 1000

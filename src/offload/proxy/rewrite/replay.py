@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offload.errors import InvalidInput
+from offload.errors import InvalidInput, NotAFile
 from offload.proxy.rewrite.bound import prefix_bound
 from offload.proxy.rewrite.messages import Message, head_end, protect_start, validate
 from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
@@ -116,8 +116,8 @@ def load_runs(path: str | Path) -> list[Run]:
     runs: list[Run] = []
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InvalidInput(f"cannot read {str(path)!r}: {exc.strerror}") from exc
+    except OSError as exc:  # missing, a directory, unreadable: a path (exit 4), as add's
+        raise NotAFile(f"cannot read {str(path)!r}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{path}: not UTF-8 text, so not a JSONL transcript") from exc
     for number, line in enumerate(lines, 1):

@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 import zstandard
 
 from offload.config import StoreSettings
-from offload.errors import InvalidInput
+from offload.errors import InvalidInput, NotAFile
 
 MIB = 1024 * 1024
 _ZSTD_MAGIC = 0xFD2FB528
@@ -134,8 +134,8 @@ def lines(path: Path, limits: ImportLimits) -> Iterator[tuple[int, Any]]:
                     yield n, _parse(path, n, line)
     except zstandard.ZstdError as exc:
         raise InvalidInput(f"{path}: not an offload archive ({exc})") from exc
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except OSError as exc:  # missing, a directory, unreadable: a path (exit 4), as add's
+        raise NotAFile(f"{path}: cannot read ({exc.strerror or exc})") from exc
 
 
 def _line(text: io.BufferedReader[Any], cap: int) -> bytes | bytearray:

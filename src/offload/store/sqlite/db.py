@@ -36,6 +36,24 @@ COMMIT = Sql("COMMIT")
 ROLLBACK = Sql("ROLLBACK")
 
 
+# what SQLite raises about the database file itself (a damaged page, a file that is not a
+# database, a failed disk), past the busy and full-disk errors the store turns into its own
+DATABASE_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
+DAMAGE_WORDS = ("not a database", "malformed", "corrupt")
+
+
+def database_failure(path: Path, exc: Exception) -> StoreError:
+    """One line for an error of :data:`DATABASE_ERRORS` on the store at ``path``: what it
+    is and, for a damaged file, what to do (offload cannot read it back)."""
+    text = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+    if any(word in text.lower() for word in DAMAGE_WORDS):
+        return StoreError(
+            f"the store file {path} is damaged ({text}); move it aside (offload then starts "
+            "an empty store there) and load your last `offload export` with `offload import FILE`"
+        )
+    return StoreError(f"the store at {path} failed: {text}")
+
+
 def migration(fn: Migration) -> Migration:
     """Register a schema migration; they run in the order they are defined."""
     MIGRATIONS.append((fn.__name__, fn))
@@ -63,7 +81,11 @@ def connect(path: Path, *, busy_timeout_s: float, synchronous: str) -> sqlite3.C
 
     # A fresh file is still in rollback mode while another process creates it: these
     # pragmas can then meet its lock (even without the busy handler being asked).
-    mode = retry_busy(set_up, busy_timeout_s)
+    try:
+        mode = retry_busy(set_up, busy_timeout_s)
+    except DATABASE_ERRORS as exc:  # the file is not a database (or a damaged one)
+        conn.close()
+        raise database_failure(path, exc) from None
     if str(mode).lower() != "wal":
         raise StoreError(f"store at {path} could not switch to WAL (got {mode})")
     conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
