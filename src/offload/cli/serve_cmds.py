@@ -68,10 +68,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     import os
     import sys
 
-    from offload.serve.heap import cap_arenas
+    from offload.serve.heap import tune_heap
 
-    # before any worker thread: a long-running process keeps few malloc arenas
-    cap_arenas(os.environ)
+    # before any worker thread: a long-running process keeps its heap compact
+    tune_heap(os.environ)
 
     import uvicorn
 
