@@ -146,23 +146,48 @@ def part_of(
     ``ref``: its short reference), its first message the conversation's ``first``."""
     rows = text.split("\n")
     ends = [*(s - 1 for s in lines[1:]), len(rows)]
-    docs = []
-    for offset, (start, end) in enumerate(zip(lines, ends, strict=True)):
+    messages = []
+    for start, end in zip(lines, ends, strict=True):
         body = "\n".join(rows[start:end])
-        terms, length = terms_of(body)
+        messages.append((rows[start - 1], body, terms_of(body)))
+    return part_of_messages(ref, first, messages, lines, len(rows), earlier)
+
+
+def part_of_messages(
+    ref: str,
+    first: int,
+    messages: Sequence[tuple[str, str, TermCounts]],
+    lines: Sequence[int],
+    rows: int,
+    earlier: str | None,
+) -> Part:
+    """:func:`part_of` from each message's (header, text, terms) in a transcript of
+    ``rows`` lines, without splitting the transcript again nor counting terms again (a
+    part that takes in the parts before it has their messages' already)."""
+    ends = [*(s - 1 for s in lines[1:]), rows]
+    docs = []
+    for offset, ((header, body, counted), start, end) in enumerate(
+        zip(messages, lines, ends, strict=True)
+    ):
+        terms, length = counted
         docs.append(
             Doc(
                 ref=ref,
                 index=first + offset,
                 first_line=start,
                 last_line=end,
-                header=rows[start - 1],
+                header=header,
                 text=body,
                 terms=terms,
                 length=length,
             )
         )
     return Part(tuple(docs), earlier)
+
+
+def count_rows(text: str) -> int:
+    """How many rows ``text.split("\\n")`` gives."""
+    return text.count("\n") + 1
 
 
 class SessionIndex:
@@ -324,15 +349,28 @@ class Memory:
         return built
 
     def remember(
-        self, ref: str, first: int, text: str, lines: Sequence[int], earlier: str | None
+        self,
+        ref: str,
+        first: int,
+        text: str,
+        lines: Sequence[int],
+        earlier: str | None,
+        messages: Sequence[tuple[str, str, TermCounts]] | None = None,
     ) -> None:
         """A part just stored under ``ref`` (its transcript ``text``, as :func:`part_of`
-        takes it): kept, so the index that meets it next does not read it back."""
+        takes it; ``messages``: each message's header, text and terms in it, when known,
+        so the transcript is not split and counted again): kept, so the index that meets
+        it next does not read it back."""
         with self._lock:
             if ref in self._parts:
                 return
         short = short_ref(ref.removeprefix(CTX_PREFIX))
-        self._keep(ref, self._taken_in(part_of(short, first, text, lines, earlier, self.terms_of)))
+        if messages is not None and lines:
+            rows = count_rows(text)
+            part = part_of_messages(short, first, messages, lines, rows, earlier)
+        else:
+            part = part_of(short, first, text, lines, earlier, self.terms_of)
+        self._keep(ref, self._taken_in(part))
 
     def _part(self, ref: str) -> Part | None:
         with self._lock:

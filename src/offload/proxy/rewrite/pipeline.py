@@ -715,7 +715,12 @@ class Pipeline:
         made = self.stubs.page_out(session, stub, part, when)
         if self.settings.recall_ratio > 0 and self.settings.recall_scope == "session":
             self.recall.memory.remember(
-                made.ref, part.first, part.transcript, part.lines, part.earlier
+                made.ref,
+                part.first,
+                part.transcript,
+                part.lines,
+                part.earlier,
+                part.messages(self.recall.memory.terms_of),
             )
         return made
 

@@ -67,30 +67,67 @@ def one_line(text: str, limit: int) -> str:
     return untrusted.inline(text, limit, line_break=" ")
 
 
+@dataclass(frozen=True)
+class Piece:
+    """One message's rows of a transcript (its header, its text lines, its call rows),
+    the same wherever the message sits in a part: a part's transcript is its title and
+    its messages' pieces, so a page-out that takes in the parts before it renders only
+    the messages it adds (:func:`join`)."""
+
+    rows: str  # the rows joined by newlines, the header first
+    count: int  # how many rows
+    calls: tuple[tuple[str, str, int, str], ...]  # name, key argument, row in the piece, id
+    answer: tuple[str, str] | None  # (call id, text) of a tool's answer
+
+    @property
+    def header(self) -> str:
+        """Its first row."""
+        return self.rows.partition("\n")[0]
+
+    @property
+    def body(self) -> str:
+        """Its rows after the header (what search indexes as the message)."""
+        return self.rows.partition("\n")[2]
+
+
+def piece(index: int, msg: Message) -> Piece:
+    """The transcript rows of ``msg``, the chat's message number ``index``."""
+    rows = [_header(index, msg)]
+    text = content_text(msg)
+    if text:
+        rows.extend(text.split("\n"))
+    calls: list[tuple[str, str, int, str]] = []
+    for call in msg.get("tool_calls") or ():
+        name, call_id, args = _call_fields(call)
+        calls.append((name, key_argument(args), len(rows), call_id))
+        rows.append(f"-> call {name}(id {call_id}): {args}")
+    answer = (
+        (str(msg.get("tool_call_id")), text) if msg.get("role") in ("tool", "function") else None
+    )
+    return Piece("\n".join(rows), len(rows), tuple(calls), answer)
+
+
+def join(pieces: Sequence[Piece], title: str = "") -> Transcript:
+    """The transcript of messages whose pieces are ``pieces``, in order, under ``title``."""
+    starts: list[int] = []
+    at = 2 if title else 1  # the line the next piece starts on
+    for p in pieces:
+        starts.append(at)
+        at += p.count
+    answers = {p.answer[0]: p.answer[1] for p in pieces if p.answer is not None}
+    done = tuple(
+        Call(name, key, start + row, answers.get(call_id, ""))
+        for p, start in zip(pieces, starts, strict=True)
+        for name, key, row, call_id in p.calls
+    )
+    rows = [title] if title else []
+    rows += [p.rows for p in pieces]
+    return Transcript("\n".join(rows), tuple(starts), done)
+
+
 def render(messages: Sequence[Message], first: int, title: str = "") -> Transcript:
     """The transcript of ``messages``, numbered from ``first`` (their index in the chat)."""
-    rows: list[str] = []
-    if title:
-        rows.append(title)
-    starts: list[int] = []
-    calls: list[tuple[str, str, int, str]] = []  # name, key, line, call id
-    for offset, msg in enumerate(messages):
-        starts.append(len(rows) + 1)
-        rows.append(_header(first + offset, msg))
-        text = content_text(msg)
-        if text:
-            rows.extend(text.split("\n"))
-        for call in msg.get("tool_calls") or ():
-            name, call_id, args = _call_fields(call)
-            calls.append((name, key_argument(args), len(rows) + 1, call_id))
-            rows.append(f"-> call {name}(id {call_id}): {args}")
-    answers = {
-        str(m.get("tool_call_id")): content_text(m)
-        for m in messages
-        if m.get("role") in ("tool", "function")
-    }
-    done = tuple(Call(n, k, line, answers.get(cid, "")) for n, k, line, cid in calls)
-    return Transcript("\n".join(rows), tuple(starts), done)
+    return join([piece(first + offset, msg) for offset, msg in enumerate(messages)], title)
 
 
 def _header(index: int, msg: Message) -> str:
