@@ -79,16 +79,6 @@ class Piece:
     calls: tuple[tuple[str, str, int, str], ...]  # name, key argument, row in the piece, id
     answer: tuple[str, str] | None  # (call id, text) of a tool's answer
 
-    @property
-    def header(self) -> str:
-        """Its first row."""
-        return self.rows.partition("\n")[0]
-
-    @property
-    def body(self) -> str:
-        """Its rows after the header (what search indexes as the message)."""
-        return self.rows.partition("\n")[2]
-
 
 def piece(index: int, msg: Message) -> Piece:
     """The transcript rows of ``msg``, the chat's message number ``index``."""

@@ -40,14 +40,15 @@ class Rendered:
         self.plain = self.piece.rows.count("\n") == self.piece.count - 1
         self._closed: int | None = None  # tokens of its rows and a newline
         self._open: int | None = None  # tokens of its rows alone (the last piece)
-        self._terms: TermCounts | None = None  # the terms search counts in its text
+        self._terms: tuple[str, str, TermCounts] | None = None  # header, text, its terms
 
     def indexed(self, terms_of: Callable[[str], TermCounts]) -> tuple[str, str, TermCounts]:
-        """(header, text, terms) of the message as auto-recall's index takes it."""
-        body = self.piece.body
+        """(header, text, terms) of the message as auto-recall's index takes it (the same
+        strings every time: what is cached by them is found again)."""
         if self._terms is None:
-            self._terms = terms_of(body)
-        return self.piece.header, body, self._terms
+            header, _, body = self.piece.rows.partition("\n")
+            self._terms = (header, body, terms_of(body))
+        return self._terms
 
     def tokens(self, counter: TokenCounter, closed: bool) -> int:
         """Tokens of its rows (with the newline that ends them unless it is the last)."""
