@@ -204,15 +204,48 @@ def tool_counts(messages: Sequence[Message]) -> list[tuple[str, int]]:
 def describe(messages: Sequence[Message], task: str, first: int) -> tuple[str, str]:
     """(topic, summary) of a paged-out run: the task, the tools, the files. Derived from
     stored content: untrusted, one line each."""
+    return summarise(messages, task, first, tool_counts(messages), files_of(messages))
+
+
+def tool_counts_of(pieces: Sequence[Piece]) -> list[tuple[str, int]]:
+    """:func:`tool_counts` of the messages whose pieces are ``pieces``."""
+    counts: dict[str, int] = {}
+    for p in pieces:
+        for name, _, _, _ in p.calls:
+            counts[name] = counts.get(name, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def files_in(each: Sequence[Sequence[str]]) -> list[str]:
+    """:func:`files_of` of a run of messages from each message's own ``files_of``: the
+    first distinct ones in order (a message's own list holds its first ``MAX_FILES``,
+    which is all the run can take from it)."""
+    found: dict[str, None] = {}
+    for files in each:
+        for f in files:
+            found.setdefault(f, None)
+        if len(found) >= MAX_FILES:
+            break
+    return list(found)[:MAX_FILES]
+
+
+def summarise(
+    messages: Sequence[Message],
+    task: str,
+    first: int,
+    tools_used: Sequence[tuple[str, int]],
+    files: Sequence[str],
+) -> tuple[str, str]:
+    """:func:`describe` with the run's tool counts and files given."""
     last = first + len(messages) - 1
     latest = (
         next((content_text(m) for m in reversed(messages) if m.get("role") == "user"), "") or task
     )
     topic = one_line(f"conversation #{first}-#{last}: {latest or 'tool run'}", 120)
-    tools = ", ".join(f"{n}×{c}" for n, c in tool_counts(messages)[:8])
-    files = ", ".join(files_of(messages))
+    tools = ", ".join(f"{n}×{c}" for n, c in tools_used[:8])
+    named = ", ".join(files)
     pieces = [f"task: {task}" if task else "", f"tools: {tools}" if tools else ""]
-    pieces.append(f"files: {files}" if files else "")
+    pieces.append(f"files: {named}" if named else "")
     pieces.append(f"{len(messages)} messages")
     summary = one_line("; ".join(p for p in pieces if p), 400)
     return topic, summary

@@ -116,3 +116,24 @@ def test_a_message_whose_header_holds_a_line_break_is_not_taken_as_its_rows() ->
     msg = {"role": "tool", "name": "two\nlines", "tool_call_id": "c", "content": "out"}
     made = pieces.Rendered(0, msg)
     assert not made.plain
+
+
+def test_a_part_described_from_its_messages_pieces_is_described_as_the_run_whole() -> None:
+    def call(i: int, args: str) -> dict[str, Any]:
+        fn = {"name": f"tool{i % 3}", "arguments": args}
+        return {"role": "assistant", "tool_calls": [{"id": f"c{i}", "function": fn}]}
+
+    msgs: Msgs = [{"role": "user", "content": "the task"}]
+    for i in range(12):  # the same files again, then new ones: more than MAX_FILES in all
+        paths = [f"src/m{j}.py" for j in range(i // 2, i // 2 + 3)]
+        msgs.append(call(i, json.dumps({"path": paths[0], "cmd": f"cat {' '.join(paths)}"})))
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": "ok"})
+    made = [pieces.Rendered(i, m) for i, m in enumerate(msgs)]
+    assert transcript.summarise(
+        msgs,
+        "the task",
+        0,
+        transcript.tool_counts_of([r.piece for r in made]),
+        transcript.files_in([r.files() for r in made]),
+    ) == transcript.describe(msgs, "the task", 0)
+    assert len(transcript.files_of(msgs)) == transcript.MAX_FILES

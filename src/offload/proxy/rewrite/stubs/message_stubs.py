@@ -624,7 +624,13 @@ class StubMaker:
         rendered = transcript.join([r.piece for r in made], title)
         opener = messages[first - 1] if first else None
         task = content_text(opener) if opener is not None and opener["role"] == "user" else ""
-        topic, summary = transcript.describe(messages[start:end], task, start)
+        topic, summary = transcript.summarise(
+            messages[start:end],
+            task,
+            start,
+            transcript.tool_counts_of([r.piece for r in made]),
+            transcript.files_in([r.files() for r in made]),
+        )
         new_from = rendered.lines[paged0 - start] if paged0 - start < len(rendered.lines) else 0
         contents = tuple(
             TocEntry(line, title)

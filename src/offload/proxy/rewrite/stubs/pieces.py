@@ -29,7 +29,7 @@ from offload.proxy.rewrite.messages import Message
 class Rendered:
     """One message's exact JSON and transcript piece (its token counts made when asked)."""
 
-    __slots__ = ("_closed", "_open", "_terms", "json", "message", "piece", "plain")
+    __slots__ = ("_closed", "_files", "_open", "_terms", "json", "message", "piece", "plain")
 
     def __init__(self, index: int, message: Message) -> None:
         self.message = message
@@ -41,6 +41,13 @@ class Rendered:
         self._closed: int | None = None  # tokens of its rows and a newline
         self._open: int | None = None  # tokens of its rows alone (the last piece)
         self._terms: tuple[str, str, TermCounts] | None = None  # header, text, its terms
+        self._files: list[str] | None = None
+
+    def files(self) -> list[str]:
+        """The files its tool calls name (:func:`offload.proxy.rewrite.transcript.files_of`)."""
+        if self._files is None:
+            self._files = transcript.files_of([self.message])
+        return self._files
 
     def indexed(self, terms_of: Callable[[str], TermCounts]) -> tuple[str, str, TermCounts]:
         """(header, text, terms) of the message as auto-recall's index takes it (the same
