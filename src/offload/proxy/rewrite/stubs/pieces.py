@@ -144,5 +144,19 @@ class PieceCache:
     def run(
         self, session: str, messages: Sequence[Message], start: int, end: int
     ) -> list[Rendered]:
-        """The rendered forms of ``messages[start:end]``."""
-        return [self.of(session, i, messages[i]) for i in range(start, end)]
+        """The rendered forms of ``messages[start:end]`` (those kept looked up at once)."""
+        found: list[Rendered | None] = []
+        with self._lock:
+            items = self._items
+            for i in range(start, end):
+                hit = items.get((session, i))
+                message = messages[i]
+                if hit is not None and (hit.message is message or hit.message == message):
+                    items.move_to_end((session, i))
+                    found.append(hit)
+                else:
+                    found.append(None)
+        return [
+            hit if hit is not None else self.of(session, start + n, messages[start + n])
+            for n, hit in enumerate(found)
+        ]
