@@ -79,7 +79,7 @@ def count_terms(text: str) -> TermCounts:
 
 
 #: Each term's (position, count) in a run of messages, in order of position.
-Postings = dict[str, list[tuple[int, int]]]
+Postings = dict[str, tuple[tuple[int, int], ...]]
 
 
 @dataclass(frozen=True)
@@ -109,11 +109,14 @@ class Part:
 
 
 def _postings(docs: Sequence[Doc]) -> Postings:
-    postings: Postings = {}
+    """Each term's (position, count) in ``docs``; kept as tuples, which the cyclic GC
+    stops tracking (a session's cached postings are most of the proxy's live objects, and
+    every full collection would walk them)."""
+    building: dict[str, list[tuple[int, int]]] = {}
     for i, doc in enumerate(docs):
         for term, n in doc.terms:
-            postings.setdefault(term, []).append((i, n))
-    return postings
+            building.setdefault(term, []).append((i, n))
+    return {term: tuple(found) for term, found in building.items()}
 
 
 def read_part(
