@@ -68,7 +68,8 @@ class Rendered:
         return self._open
 
     def size(self) -> int:
-        return len(self.json) + len(self.piece.rows)
+        """The characters it holds: its JSON, its rows and, once indexed, their text again."""
+        return len(self.json) + 2 * len(self.piece.rows)
 
 
 def rows_tokens(counter: TokenCounter, rows: str, closed: bool) -> int:
@@ -114,7 +115,9 @@ def transcript_tokens(counter: TokenCounter, title: str, made: Sequence[Rendered
 class PieceCache:
     """:class:`Rendered` per (session, message index), bounded in characters."""
 
-    def __init__(self, max_chars: int = 64 * 1024 * 1024) -> None:
+    # a merged part holds up to MERGE_BYTES of JSON and as much transcript: this keeps the
+    # parts of a few dozen sessions paging out at once
+    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
         self.max_chars = max_chars
         self._items: OrderedDict[tuple[str, int], Rendered] = OrderedDict()
         self._chars = 0
