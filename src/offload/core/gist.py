@@ -84,9 +84,13 @@ def identifiers(text: str, limit: int = 8) -> list[str]:
         return []
     counts: Counter[str] = Counter()
     first_seen: dict[str, int] = {}
+    verdicts: dict[str, bool] = {}  # a text repeats its tokens: each classified once
     for m in _CANDIDATE.finditer(_URL.sub(" ", _window(text))):
         token = m.group().strip(".-+~@")
-        if _classify(token):
+        verdict = verdicts.get(token)
+        if verdict is None:
+            verdict = verdicts[token] = _classify(token)
+        if verdict:
             counts[token] += 1
             first_seen.setdefault(token, m.start())
     ranked = sorted(counts, key=lambda t: (-counts[t], first_seen[t]))

@@ -78,5 +78,10 @@ def _holds(flat: str, body: str) -> bool:
     the body is scanned once per match attempt that reaches it: linear)."""
     if flat in body:
         return True
-    pattern = r"\s+".join(re.escape(word) for word in flat.split(" "))
+    words = flat.split(" ")
+    # a match holds every word as it is: one the body lacks rules it out without the
+    # pattern (compiling one per topic or summary cost more than searching a long body)
+    if not all(word in body for word in words):
+        return False
+    pattern = r"\s+".join(re.escape(word) for word in words)
     return re.search(pattern, body) is not None

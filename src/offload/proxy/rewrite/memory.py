@@ -26,6 +26,7 @@ import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from offload.core import analysis
 from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
@@ -47,12 +48,14 @@ MAX_PARTS = 10_000
 _DF_CACHED = 65_536
 
 
-@dataclass(frozen=True)
-class Doc:
-    """One paged-out message as its part's transcript shows it."""
+class Doc(NamedTuple):
+    """One paged-out message as its part's transcript shows it (a named tuple, made in a
+    tenth of a frozen dataclass's time: a merged part makes one for every message it takes
+    in, at every page-out)."""
 
     ref: str  # short reference of its part
-    index: int  # its index in the conversation
+    # its index in the conversation (the field hides tuple.index, which nothing here calls)
+    index: int  # type: ignore[assignment]
     first_line: int  # its header line in the part's transcript
     last_line: int
     header: str
@@ -76,7 +79,7 @@ def count_terms(text: str) -> TermCounts:
 
 
 #: Each term's (position, count) in a run of messages, in order of position.
-Postings = dict[str, list[tuple[int, int]]]
+Postings = dict[str, tuple[tuple[int, int], ...]]
 
 
 @dataclass(frozen=True)
@@ -106,11 +109,14 @@ class Part:
 
 
 def _postings(docs: Sequence[Doc]) -> Postings:
-    postings: Postings = {}
+    """Each term's (position, count) in ``docs``; kept as tuples, which the cyclic GC
+    stops tracking (a session's cached postings are most of the proxy's live objects, and
+    every full collection would walk them)."""
+    building: dict[str, list[tuple[int, int]]] = {}
     for i, doc in enumerate(docs):
         for term, n in doc.terms:
-            postings.setdefault(term, []).append((i, n))
-    return postings
+            building.setdefault(term, []).append((i, n))
+    return {term: tuple(found) for term, found in building.items()}
 
 
 def read_part(
@@ -146,23 +152,38 @@ def part_of(
     ``ref``: its short reference), its first message the conversation's ``first``."""
     rows = text.split("\n")
     ends = [*(s - 1 for s in lines[1:]), len(rows)]
-    docs = []
-    for offset, (start, end) in enumerate(zip(lines, ends, strict=True)):
+    messages = []
+    for start, end in zip(lines, ends, strict=True):
         body = "\n".join(rows[start:end])
-        terms, length = terms_of(body)
-        docs.append(
-            Doc(
-                ref=ref,
-                index=first + offset,
-                first_line=start,
-                last_line=end,
-                header=rows[start - 1],
-                text=body,
-                terms=terms,
-                length=length,
-            )
-        )
+        messages.append((rows[start - 1], body, terms_of(body)))
+    return part_of_messages(ref, first, messages, lines, len(rows), earlier)
+
+
+def part_of_messages(
+    ref: str,
+    first: int,
+    messages: Sequence[tuple[str, str, TermCounts]],
+    lines: Sequence[int],
+    rows: int,
+    earlier: str | None,
+) -> Part:
+    """:func:`part_of` from each message's (header, text, terms) in a transcript of
+    ``rows`` lines, without splitting the transcript again nor counting terms again (a
+    part that takes in the parts before it has their messages' already)."""
+    ends = [*(s - 1 for s in lines[1:]), rows]
+    docs = []
+    for offset, ((header, body, counted), start, end) in enumerate(
+        zip(messages, lines, ends, strict=True)
+    ):
+        terms, length = counted
+        # ref, index, first_line, last_line, header, text, terms, length
+        docs.append(Doc(ref, first + offset, start, end, header, body, terms, length))
     return Part(tuple(docs), earlier)
+
+
+def count_rows(text: str) -> int:
+    """How many rows ``text.split("\\n")`` gives."""
+    return text.count("\n") + 1
 
 
 class SessionIndex:
@@ -324,15 +345,28 @@ class Memory:
         return built
 
     def remember(
-        self, ref: str, first: int, text: str, lines: Sequence[int], earlier: str | None
+        self,
+        ref: str,
+        first: int,
+        text: str,
+        lines: Sequence[int],
+        earlier: str | None,
+        messages: Sequence[tuple[str, str, TermCounts]] | None = None,
     ) -> None:
         """A part just stored under ``ref`` (its transcript ``text``, as :func:`part_of`
-        takes it): kept, so the index that meets it next does not read it back."""
+        takes it; ``messages``: each message's header, text and terms in it, when known,
+        so the transcript is not split and counted again): kept, so the index that meets
+        it next does not read it back."""
         with self._lock:
             if ref in self._parts:
                 return
         short = short_ref(ref.removeprefix(CTX_PREFIX))
-        self._keep(ref, self._taken_in(part_of(short, first, text, lines, earlier, self.terms_of)))
+        if messages is not None and lines:
+            rows = count_rows(text)
+            part = part_of_messages(short, first, messages, lines, rows, earlier)
+        else:
+            part = part_of(short, first, text, lines, earlier, self.terms_of)
+        self._keep(ref, self._taken_in(part))
 
     def _part(self, ref: str) -> Part | None:
         with self._lock:

@@ -7,7 +7,7 @@ message's place on the wire, the digest extended over what the layout depends on
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import overload
 
 from offload.proxy.rewrite.call_args import CallsStub
@@ -27,6 +27,7 @@ __all__ = [
     "common_prefix",
     "growth_per_turn",
     "reverify",
+    "turn_counts",
     "wire_index",
 ]
 
@@ -53,6 +54,8 @@ class Counted:
     known: int  # leading messages the previous record had counted (their tokens reused)
     tokens: list[int]  # each client message's tokens
     learned: int  # the client compacted itself: the wire tokens it had been sent (0: not)
+    # how many assistant messages come before each message (and after the last)
+    turns: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -142,10 +145,25 @@ def common_prefix(old: Sequence[Message], new: Sequence[Message]) -> int:
     return k
 
 
-def growth_per_turn(msgs: Sequence[Message], ct: Sequence[int], since: int) -> float:
-    """Tokens the conversation grew by per turn (assistant message) since ``since``."""
-    turns = sum(1 for m in msgs[since:] if m["role"] == "assistant")
-    return sum(ct[since:]) / max(1, turns)
+def growth_per_turn(
+    msgs: Sequence[Message], ct: Sequence[int], since: int, turns: Sequence[int] = ()
+) -> float:
+    """Tokens the conversation grew by per turn (assistant message) since ``since``
+    (``turns``: :func:`turn_counts` of ``msgs``, when known: no walk over them)."""
+    if len(turns) == len(msgs) + 1:
+        n = turns[-1] - turns[since]
+    else:
+        n = sum(1 for m in msgs[since:] if m["role"] == "assistant")
+    return sum(ct[since:]) / max(1, n)
+
+
+def turn_counts(msgs: Sequence[Message], known: Sequence[int] = ()) -> list[int]:
+    """How many assistant messages come before each of ``msgs`` and after the last
+    (``known``: those of a run ``msgs`` starts with, reused)."""
+    out = list(known[: len(msgs) + 1]) or [0]
+    for m in msgs[len(out) - 1 :]:
+        out.append(out[-1] + (m["role"] == "assistant"))
+    return out
 
 
 def wire_index(state: SessionState, client_index: int) -> int:

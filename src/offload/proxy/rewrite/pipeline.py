@@ -40,6 +40,7 @@ from offload.proxy.rewrite.phases import (
     common_prefix,
     growth_per_turn,
     reverify,
+    turn_counts,
     wire_index,
 )
 from offload.proxy.rewrite.recall import Recalled, Recaller, read_back
@@ -266,7 +267,7 @@ class Pipeline:
         counted = self._count(route, msgs)
         protect = protect_start(msgs, head, self.settings.tail_messages)
         start = self._start(session, msgs, head, protect, route, counted, budget)
-        win = self._window(session, msgs, head, protect, start, counted.tokens, budget, alternate)
+        win = self._window(session, msgs, head, protect, start, counted, budget, alternate)
         version = self._save(route, start.state, win.state, msgs, counted.learned)
         cause = start.cause
         previous = route.previous
@@ -287,6 +288,7 @@ class Pipeline:
         ct = (previous.client_tokens[:known] if previous is not None else []) + [
             self.stubs.tokens(m) for m in msgs[known:]
         ]
+        turns = turn_counts(msgs, previous.client_turns[: known + 1] if previous else ())
         learned = 0  # the client compacted itself: the wire tokens it had been sent
         if (
             self.settings.learn_client_ceiling
@@ -295,7 +297,7 @@ class Pipeline:
             and client_compacted(sum(previous.client_tokens), sum(ct))
         ):
             learned = sum(previous.wire_tokens)
-        return Counted(known, ct, learned)
+        return Counted(known, ct, learned, turns)
 
     def _start(
         self,
@@ -334,19 +336,20 @@ class Pipeline:
         head: int,
         protect: int,
         start: Start,
-        ct: list[int],
+        counted: Counted,
         budget: Budget,
         alternate: bool,
     ) -> Windowed:
         """The wire after windowing: the frontier moved when a trigger fires, and the
         state this request leaves (floor and mark set whenever a trigger fired)."""
         state, wire, tokens, stubs = start.state, start.wire, start.tokens, start.stubs
+        ct = counted.tokens
         total = sum(tokens)
         least, growth = 0, 0.0
         if total > budget.high:  # below it the band cannot matter: skip the O(n) sums
             # the least a compaction could leave now: the head, a range stub, the tail
             least = sum(tokens[:head]) + RANGE_ESTIMATE + sum(ct[protect:])
-            growth = growth_per_turn(msgs, ct, head)
+            growth = growth_per_turn(msgs, ct, head, counted.turns)
         fire, emergency = trigger(total, state.floor, budget, growth, least)
         windowed = False
         made = 0
@@ -356,7 +359,9 @@ class Pipeline:
             if arrived is not None:
                 return replace(arrived, state=reverify(arrived.state, state, msgs))
         if fire:
-            layout, rng = self._compact(session, msgs, head, protect, state, ct, budget, alternate)
+            layout, rng = self._compact(
+                session, msgs, head, protect, state, counted, budget, alternate
+            )
             if layout != state.layout:
                 windowed = True
                 new_state = replace(state, layout=layout, range=rng, threshold=budget.threshold)
@@ -467,6 +472,7 @@ class Pipeline:
         )
         live.learned = counted.learned if route.side else 0
         live.sent, live.sent_tokens = sent.out, sent.tokens
+        live.client_turns = counted.turns
         self._live.put(route.key, live)
         return RewriteResult(
             messages=sent.out,
@@ -648,13 +654,14 @@ class Pipeline:
         head: int,
         protect: int,
         state: SessionState,
-        ct: Sequence[int],
+        counted: Counted,
         budget: Budget,
         alternate: bool,
     ) -> tuple[Layout, RangeStub | None]:
         """The layout after a compaction and the range stub it needs (its part stored)."""
         paged0 = state.layout.paged
-        growth = growth_per_turn(msgs, ct, max(head, state.mark))
+        ct = counted.tokens
+        growth = growth_per_turn(msgs, ct, max(head, state.mark), counted.turns)
         boundary = is_page_boundary if alternate else is_group_start
         starts = Boundaries(msgs, boundary)
 
@@ -715,7 +722,12 @@ class Pipeline:
         made = self.stubs.page_out(session, stub, part, when)
         if self.settings.recall_ratio > 0 and self.settings.recall_scope == "session":
             self.recall.memory.remember(
-                made.ref, part.first, part.transcript, part.lines, part.earlier
+                made.ref,
+                part.first,
+                part.transcript,
+                part.lines,
+                part.earlier,
+                part.messages(self.recall.memory.terms_of),
             )
         return made
 

@@ -240,10 +240,10 @@ def excerpt(hit: RecallHit, weights: dict[str, float]) -> RecallHit:
     recall block's bytes, the upstream's cached prefix, would change with a restart)."""
     if len(hit.text) <= HIT_CHARS:
         return hit
-    rows = hit.text.split("\n")
+    rows, row_terms = _rows_of(hit.text)
     best = max(
         range(len(rows)),
-        key=lambda i: (math.fsum(weights.get(t, 0.0) for t in set(analysis.terms(rows[i]))), -i),
+        key=lambda i: (math.fsum(weights.get(t, 0.0) for t in row_terms[i]), -i),
     )
     lo, hi = max(0, best - EXCERPT_LINES), min(len(rows), best + EXCERPT_LINES + 1)
     text = "\n".join(rows[lo:hi])[:HIT_CHARS]
@@ -251,6 +251,33 @@ def excerpt(hit: RecallHit, weights: dict[str, float]) -> RecallHit:
     return RecallHit(
         hit.ref, body_from + lo, body_from + hi - 1, hit.header, text, hit.stored, hit.index
     )
+
+
+# each long hit's rows and their distinct terms, by the hit's text: a message is a hit on
+# many turns (its text the same string while it stays in the session's memory)
+_ROWS: OrderedDict[str, tuple[list[str], tuple[frozenset[str], ...]]] = OrderedDict()
+_ROWS_LOCK = threading.Lock()
+_ROWS_CHARS = 16 * 1024 * 1024  # the texts kept, in characters at most
+_rows_held = [0]
+
+
+def _rows_of(text: str) -> tuple[list[str], tuple[frozenset[str], ...]]:
+    """(rows, each row's distinct terms) of a hit's ``text``, analysed once per text."""
+    with _ROWS_LOCK:
+        known = _ROWS.get(text)
+        if known is not None:
+            _ROWS.move_to_end(text)
+            return known
+    rows = text.split("\n")
+    made = rows, tuple(frozenset(analysis.terms(row)) for row in rows)
+    with _ROWS_LOCK:
+        if text not in _ROWS and len(text) <= _ROWS_CHARS:
+            _ROWS[text] = made
+            _rows_held[0] += len(text)
+        while _rows_held[0] > _ROWS_CHARS:
+            dropped, _ = _ROWS.popitem(last=False)
+            _rows_held[0] -= len(dropped)
+    return made
 
 
 def _messages_in(lines: Sequence[str], start: int, end: int) -> list[tuple[int, int]]:

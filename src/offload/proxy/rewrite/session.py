@@ -146,6 +146,8 @@ class Live:
     # the request as sent (``wire`` with the recall block and loop note) and its tokens
     sent: list[Message] = field(default_factory=list)
     sent_tokens: list[int] = field(default_factory=list)
+    # how many assistant messages come before each client message (phases.turn_counts)
+    client_turns: list[int] = field(default_factory=list)
 
 
 class SessionLocks:

@@ -67,30 +67,57 @@ def one_line(text: str, limit: int) -> str:
     return untrusted.inline(text, limit, line_break=" ")
 
 
+@dataclass(frozen=True)
+class Piece:
+    """One message's rows of a transcript (its header, its text lines, its call rows),
+    the same wherever the message sits in a part: a part's transcript is its title and
+    its messages' pieces, so a page-out that takes in the parts before it renders only
+    the messages it adds (:func:`join`)."""
+
+    rows: str  # the rows joined by newlines, the header first
+    count: int  # how many rows
+    calls: tuple[tuple[str, str, int, str], ...]  # name, key argument, row in the piece, id
+    answer: tuple[str, str] | None  # (call id, text) of a tool's answer
+
+
+def piece(index: int, msg: Message) -> Piece:
+    """The transcript rows of ``msg``, the chat's message number ``index``."""
+    rows = [_header(index, msg)]
+    text = content_text(msg)
+    if text:
+        rows.extend(text.split("\n"))
+    calls: list[tuple[str, str, int, str]] = []
+    for call in msg.get("tool_calls") or ():
+        name, call_id, args = _call_fields(call)
+        calls.append((name, key_argument(args), len(rows), call_id))
+        rows.append(f"-> call {name}(id {call_id}): {args}")
+    answer = (
+        (str(msg.get("tool_call_id")), text) if msg.get("role") in ("tool", "function") else None
+    )
+    return Piece("\n".join(rows), len(rows), tuple(calls), answer)
+
+
+def join(pieces: Sequence[Piece], title: str = "") -> Transcript:
+    """The transcript of messages whose pieces are ``pieces``, in order, under ``title``."""
+    starts: list[int] = []
+    at = 2 if title else 1  # the line the next piece starts on
+    for p in pieces:
+        starts.append(at)
+        at += p.count
+    answers = {p.answer[0]: p.answer[1] for p in pieces if p.answer is not None}
+    done = tuple(
+        Call(name, key, start + row, answers.get(call_id, ""))
+        for p, start in zip(pieces, starts, strict=True)
+        for name, key, row, call_id in p.calls
+    )
+    rows = [title] if title else []
+    rows += [p.rows for p in pieces]
+    return Transcript("\n".join(rows), tuple(starts), done)
+
+
 def render(messages: Sequence[Message], first: int, title: str = "") -> Transcript:
     """The transcript of ``messages``, numbered from ``first`` (their index in the chat)."""
-    rows: list[str] = []
-    if title:
-        rows.append(title)
-    starts: list[int] = []
-    calls: list[tuple[str, str, int, str]] = []  # name, key, line, call id
-    for offset, msg in enumerate(messages):
-        starts.append(len(rows) + 1)
-        rows.append(_header(first + offset, msg))
-        text = content_text(msg)
-        if text:
-            rows.extend(text.split("\n"))
-        for call in msg.get("tool_calls") or ():
-            name, call_id, args = _call_fields(call)
-            calls.append((name, key_argument(args), len(rows) + 1, call_id))
-            rows.append(f"-> call {name}(id {call_id}): {args}")
-    answers = {
-        str(m.get("tool_call_id")): content_text(m)
-        for m in messages
-        if m.get("role") in ("tool", "function")
-    }
-    done = tuple(Call(n, k, line, answers.get(cid, "")) for n, k, line, cid in calls)
-    return Transcript("\n".join(rows), tuple(starts), done)
+    return join([piece(first + offset, msg) for offset, msg in enumerate(messages)], title)
 
 
 def _header(index: int, msg: Message) -> str:
@@ -177,15 +204,48 @@ def tool_counts(messages: Sequence[Message]) -> list[tuple[str, int]]:
 def describe(messages: Sequence[Message], task: str, first: int) -> tuple[str, str]:
     """(topic, summary) of a paged-out run: the task, the tools, the files. Derived from
     stored content: untrusted, one line each."""
+    return summarise(messages, task, first, tool_counts(messages), files_of(messages))
+
+
+def tool_counts_of(pieces: Sequence[Piece]) -> list[tuple[str, int]]:
+    """:func:`tool_counts` of the messages whose pieces are ``pieces``."""
+    counts: dict[str, int] = {}
+    for p in pieces:
+        for name, _, _, _ in p.calls:
+            counts[name] = counts.get(name, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def files_in(each: Sequence[Sequence[str]]) -> list[str]:
+    """:func:`files_of` of a run of messages from each message's own ``files_of``: the
+    first distinct ones in order (a message's own list holds its first ``MAX_FILES``,
+    which is all the run can take from it)."""
+    found: dict[str, None] = {}
+    for files in each:
+        for f in files:
+            found.setdefault(f, None)
+        if len(found) >= MAX_FILES:
+            break
+    return list(found)[:MAX_FILES]
+
+
+def summarise(
+    messages: Sequence[Message],
+    task: str,
+    first: int,
+    tools_used: Sequence[tuple[str, int]],
+    files: Sequence[str],
+) -> tuple[str, str]:
+    """:func:`describe` with the run's tool counts and files given."""
     last = first + len(messages) - 1
     latest = (
         next((content_text(m) for m in reversed(messages) if m.get("role") == "user"), "") or task
     )
     topic = one_line(f"conversation #{first}-#{last}: {latest or 'tool run'}", 120)
-    tools = ", ".join(f"{n}×{c}" for n, c in tool_counts(messages)[:8])
-    files = ", ".join(files_of(messages))
+    tools = ", ".join(f"{n}×{c}" for n, c in tools_used[:8])
+    named = ", ".join(files)
     pieces = [f"task: {task}" if task else "", f"tools: {tools}" if tools else ""]
-    pieces.append(f"files: {files}" if files else "")
+    pieces.append(f"files: {named}" if named else "")
     pieces.append(f"{len(messages)} messages")
     summary = one_line("; ".join(p for p in pieces if p), 400)
     return topic, summary

@@ -47,6 +47,7 @@ from offload.core.tokens import TokenCounter
 from offload.core.untrusted import inline
 from offload.errors import OffloadError, ReferenceError_
 from offload.proxy.rewrite import transcript
+from offload.proxy.rewrite.memory import TermCounts
 from offload.proxy.rewrite.messages import (
     Message,
     content_text,
@@ -54,6 +55,7 @@ from offload.proxy.rewrite.messages import (
     range_role,
     source_of,
 )
+from offload.proxy.rewrite.stubs import pieces
 from offload.store.store import Store
 
 # asked, only when a content is stored, when what it tells happened (None: not known)
@@ -134,6 +136,24 @@ class RangePart:
     first: int = 0  # the index of its first message
     lines: tuple[int, ...] = ()  # the transcript's header line of each of its messages
     earlier: str | None = None  # the part before it
+    # the transcript's title and its messages' pieces (empty: count the transcript whole)
+    title: str = ""
+    made: tuple[pieces.Rendered, ...] = ()
+
+    def messages(
+        self, terms_of: Callable[[str], TermCounts]
+    ) -> list[tuple[str, str, TermCounts]] | None:
+        """Each message's (header, text, terms) in the transcript, when its lines are its
+        rows (None: split the transcript to find them)."""
+        if not self.made or "\n" in self.title or not all(r.plain for r in self.made):
+            return None
+        return [r.indexed(terms_of) for r in self.made]
+
+    def tokens(self, counter: TokenCounter) -> int:
+        """Tokens of the transcript (:func:`part_tokens`), from its messages' counts."""
+        if not self.made:
+            return part_tokens(counter, self.transcript)
+        return pieces.transcript_tokens(counter, self.title, self.made)
 
 
 @dataclass(frozen=True)
@@ -238,6 +258,7 @@ class StubMaker:
         self._stubs: OrderedDict[tuple[str, str, str], MessageStub] = OrderedDict()
         self._stored: OrderedDict[str, None] = OrderedDict()
         self._parts: OrderedDict[str, PartMeta] = OrderedDict()
+        self._pieces = pieces.PieceCache()
         # a content's gist by its hash: a big message's stub is rendered again when the
         # tool naming changes, and its stored summary is the same gist
         self._gists: OrderedDict[str, str] = OrderedDict()
@@ -560,7 +581,7 @@ class StubMaker:
             summary=part.summary,
             index_from_line=part.index_from_line,
             event_time=when() if when is not None else None,
-            tokens=lambda: part_tokens(self.store.counter, part.transcript),
+            tokens=lambda: part.tokens(self.store.counter),
         )
         return stub
 
@@ -580,15 +601,10 @@ class StubMaker:
         (``previous`` covers ``[first, start)``); nothing is stored until :meth:`page_out`.
         ``detail`` (0 to 1) scales its gist and contents list down (a small window)."""
         paged0 = start
-        start, earlier_ref = self._merge_start(messages, start, end, previous)
-        doc: dict[str, Any] = {
-            "conversation": session,
-            "first": start,
-            "last": end - 1,
-            "messages": list(messages[start:end]),
-            "earlier": earlier_ref,
-        }
-        body = json.dumps(doc, ensure_ascii=False)
+        added = self._pieces.run(session, messages, start, end)
+        start, earlier_ref = self._merge_start(start, added, previous)
+        made = self._pieces.run(session, messages, start, paged0) + added
+        body = pieces.part_json(session, start, end - 1, [r.json for r in made], earlier_ref)
         digest = text_hash(body)
         self._remember(
             CTX_PREFIX + digest, PartMeta(start, end - 1, earlier_ref, _json_bytes(body))
@@ -605,10 +621,16 @@ class StubMaker:
         )
         earlier = f"; the part before: {earlier_ref}" if earlier_ref is not None else ""
         title = f"# conversation {session}, messages #{start}-#{end - 1}{earlier}"
-        rendered = transcript.render(messages[start:end], start, title)
+        rendered = transcript.join([r.piece for r in made], title)
         opener = messages[first - 1] if first else None
         task = content_text(opener) if opener is not None and opener["role"] == "user" else ""
-        topic, summary = transcript.describe(messages[start:end], task, start)
+        topic, summary = transcript.summarise(
+            messages[start:end],
+            task,
+            start,
+            transcript.tool_counts_of([r.piece for r in made]),
+            transcript.files_in([r.files() for r in made]),
+        )
         new_from = rendered.lines[paged0 - start] if paged0 - start < len(rendered.lines) else 0
         contents = tuple(
             TocEntry(line, title)
@@ -642,19 +664,28 @@ class StubMaker:
         stub = RangeStub(first, end - 1, CTX_PREFIX + digest, label, text, tokens, role)
         indexed_from = 1 if start == paged0 else max(1, new_from)
         return stub, RangePart(
-            body, rendered.text, topic, summary, indexed_from, start, rendered.lines, earlier_ref
+            body,
+            rendered.text,
+            topic,
+            summary,
+            indexed_from,
+            start,
+            rendered.lines,
+            earlier_ref,
+            title,
+            tuple(made),
         )
 
     def _merge_start(
-        self, messages: Sequence[Message], start: int, end: int, previous: RangeStub | None
+        self, start: int, added: Sequence[pieces.Rendered], previous: RangeStub | None
     ) -> tuple[int, str | None]:
-        """(first message, part before) of the part for messages ``[start, end)``: the
-        parts just before it are taken in while the merged JSON stays within
-        ``MERGE_BYTES`` (their messages are the client's own, verified by the session's
-        digest, so the merged part restores them byte for byte)."""
+        """(first message, part before) of the part for the messages from ``start`` on
+        (``added``: rendered): the parts just before it are taken in while the merged JSON
+        stays within ``MERGE_BYTES`` (their messages are the client's own, verified by the
+        session's digest, so the merged part restores them byte for byte)."""
         if previous is None:
             return start, None
-        size = _json_bytes(json.dumps(list(messages[start:end]), ensure_ascii=False))
+        size = _json_bytes(pieces.array_json([r.json for r in added]))
         cursor: str | None = previous.ref
         while cursor is not None:
             meta = self._part_meta(cursor)

@@ -1,0 +1,165 @@
+"""Each paged message's rendered forms, kept from one page-out to the next.
+
+A part takes in the parts paged out before it (up to ``MERGE_BYTES`` of JSON), so each
+page-out renders the merged run again: its exact JSON, its transcript and the
+transcript's token count. Every one of these is the concatenation of the same thing per
+message (a JSON array's items, a transcript's pieces: :func:`offload.proxy.rewrite.
+transcript.join`), so a message rendered once is not rendered, serialised or counted again
+while it stays in the merged part: a page-out renders what it adds, and only joins and
+hashes the rest.
+
+An entry is kept per (session, message index) with the message it was made from; it is
+used only for an equal message (compared, not assumed: the client's own edit of an earlier
+message makes it again). Bounded in characters, least recently used out first.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+
+from offload.core.tokens import TokenCounter
+from offload.proxy.rewrite import transcript
+from offload.proxy.rewrite.memory import TermCounts
+from offload.proxy.rewrite.messages import Message
+
+
+class Rendered:
+    """One message's exact JSON and transcript piece (its token counts made when asked)."""
+
+    __slots__ = ("_closed", "_files", "_open", "_terms", "json", "message", "piece", "plain")
+
+    def __init__(self, index: int, message: Message) -> None:
+        self.message = message
+        self.json = json.dumps(message, ensure_ascii=False)
+        self.piece = transcript.piece(index, message)
+        # its rows hold no line break of their own (a header or call row taken from the
+        # client's fields may): the transcript's lines are then its rows, one for one
+        self.plain = self.piece.rows.count("\n") == self.piece.count - 1
+        self._closed: int | None = None  # tokens of its rows and a newline
+        self._open: int | None = None  # tokens of its rows alone (the last piece)
+        self._terms: tuple[str, str, TermCounts] | None = None  # header, text, its terms
+        self._files: list[str] | None = None
+
+    def files(self) -> list[str]:
+        """The files its tool calls name (:func:`offload.proxy.rewrite.transcript.files_of`)."""
+        if self._files is None:
+            self._files = transcript.files_of([self.message])
+        return self._files
+
+    def indexed(self, terms_of: Callable[[str], TermCounts]) -> tuple[str, str, TermCounts]:
+        """(header, text, terms) of the message as auto-recall's index takes it (the same
+        strings every time: what is cached by them is found again)."""
+        if self._terms is None:
+            header, _, body = self.piece.rows.partition("\n")
+            self._terms = (header, body, terms_of(body))
+        return self._terms
+
+    def tokens(self, counter: TokenCounter, closed: bool) -> int:
+        """Tokens of its rows (with the newline that ends them unless it is the last)."""
+        if closed:
+            if self._closed is None:
+                self._closed = rows_tokens(counter, self.piece.rows, True)
+            return self._closed
+        if self._open is None:
+            self._open = rows_tokens(counter, self.piece.rows, False)
+        return self._open
+
+    def size(self) -> int:
+        """The characters it holds: its JSON, its rows and, once indexed, their text again."""
+        return len(self.json) + 2 * len(self.piece.rows)
+
+
+def rows_tokens(counter: TokenCounter, rows: str, closed: bool) -> int:
+    """Tokens of transcript rows, counted a piece at a time where a message header starts
+    (as :func:`offload.proxy.rewrite.stubs.message_stubs.part_tokens` counts a whole part,
+    so the sums agree): each piece but the last ends with its newline, the last with one
+    only when ``closed``."""
+    bits = rows.split("\n" + transcript.HEADER)
+    total = 0
+    for n, bit in enumerate(bits):
+        text = bit if n == 0 else transcript.HEADER + bit
+        total += counter.count(text + "\n" if closed or n < len(bits) - 1 else text)
+    return total
+
+
+def part_json(
+    session: str, first: int, last: int, items: Sequence[str], earlier: str | None
+) -> str:
+    """``json.dumps`` (``ensure_ascii=False``) of a part's document, its messages given as
+    their own JSON: the same bytes, joined rather than serialised again."""
+    return (
+        f'{{"conversation": {json.dumps(session, ensure_ascii=False)}, "first": {first},'
+        f' "last": {last}, "messages": [{", ".join(items)}],'
+        f' "earlier": {json.dumps(earlier, ensure_ascii=False)}}}'
+    )
+
+
+def array_json(items: Sequence[str]) -> str:
+    """``json.dumps`` of a list whose items' JSON is ``items``."""
+    return f"[{', '.join(items)}]"
+
+
+def transcript_tokens(counter: TokenCounter, title: str, made: Sequence[Rendered]) -> int:
+    """Tokens of the transcript ``transcript.join`` makes of ``made`` under ``title``,
+    as ``part_tokens`` counts it, from each message's cached count."""
+    if not made:
+        return counter.count(title)
+    total = counter.count(title + "\n") if title else 0
+    last = len(made) - 1
+    return total + sum(r.tokens(counter, n < last) for n, r in enumerate(made))
+
+
+class PieceCache:
+    """:class:`Rendered` per (session, message index), bounded in characters."""
+
+    # a merged part holds up to MERGE_BYTES of JSON and as much transcript: this keeps the
+    # parts of a few dozen sessions paging out at once
+    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
+        self.max_chars = max_chars
+        self._items: OrderedDict[tuple[str, int], Rendered] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def of(self, session: str, index: int, message: Message) -> Rendered:
+        """The rendered forms of ``message``, the session's message ``index``."""
+        key = (session, index)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and (hit.message is message or hit.message == message):
+                self._items.move_to_end(key)
+                return hit
+        made = Rendered(index, message)
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._chars -= old.size()
+            if made.size() <= self.max_chars:
+                self._items[key] = made
+                self._chars += made.size()
+            while self._chars > self.max_chars:
+                _, dropped = self._items.popitem(last=False)
+                self._chars -= dropped.size()
+        return made
+
+    def run(
+        self, session: str, messages: Sequence[Message], start: int, end: int
+    ) -> list[Rendered]:
+        """The rendered forms of ``messages[start:end]`` (those kept looked up at once)."""
+        found: list[Rendered | None] = []
+        with self._lock:
+            items = self._items
+            for i in range(start, end):
+                hit = items.get((session, i))
+                message = messages[i]
+                if hit is not None and (hit.message is message or hit.message == message):
+                    items.move_to_end((session, i))
+                    found.append(hit)
+                else:
+                    found.append(None)
+        return [
+            hit if hit is not None else self.of(session, start + n, messages[start + n])
+            for n, hit in enumerate(found)
+        ]
