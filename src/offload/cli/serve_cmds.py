@@ -65,7 +65,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # before the banner, the store and uvicorn: a taken port is one line, exit 7
     check_listen_address(settings.proxy.host, settings.proxy.port, "proxy.port")
     import logging
+    import os
     import sys
+
+    from offload.serve.heap import tune_heap
+
+    # before any worker thread: a long-running process keeps its heap compact
+    tune_heap(os.environ)
 
     import uvicorn
 

@@ -11,6 +11,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from offload.errors import OffloadError
+from offload.serve.heap import trim_heap
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message
@@ -89,18 +90,6 @@ async def housekeeping(store: Store, every_s: float = HOUSEKEEPING_S) -> AsyncIt
             yield
         finally:
             tg.cancel_scope.cancel()
-
-
-def trim_heap() -> None:
-    """Return the C heap's free memory to the system (glibc ``malloc_trim``; elsewhere a
-    no-op): freed arenas of ended threads otherwise stay in the resident size."""
-    import ctypes
-
-    try:
-        trim = ctypes.CDLL(None).malloc_trim  # the process's own C library
-    except (OSError, AttributeError):
-        return
-    trim(0)
 
 
 @contextlib.asynccontextmanager

@@ -54,6 +54,7 @@ from offload.store.write.puts import (
     PutOptions,
     check_event_time,
     check_label,
+    check_meta,
     check_tags,
     clean_tags,
 )
@@ -448,6 +449,7 @@ class Store(SavedState, LifecycleCalls):
         entry = self.resolve(ref, scope)
         new_topic = entry.topic if topic is None else topic
         new_summary = entry.summary if summary is None else summary
+        check_meta(new_topic, new_summary)
         new_tags = " ".join(entry.tags if tags is None else clean_tags(check_tags(tags)))
         vector = None
         if (new_topic, new_summary, new_tags) != (entry.topic, entry.summary, " ".join(entry.tags)):

@@ -25,6 +25,7 @@ FAMILIES = [
     "offload_proxy_cache_reporting_responses_total",
     "offload_proxy_prefix_breaks_total",
     "offload_proxy_reused_tokens_total",
+    "offload_proxy_errored_wire_tokens_total",
     "offload_proxy_recall_blocks_total",
     "offload_proxy_recall_tokens_total",
     "offload_proxy_recalled_messages_total",

@@ -57,6 +57,18 @@ def test_totals_and_sessions_add_up_with_tokens_saved() -> None:
     assert snap["sessions"]["b"]["live"]["counters"]["cached_tokens"] == 55
 
 
+def test_requests_answered_with_an_error_leave_kv_reuse_unmeasured() -> None:
+    m = Metrics()
+    m.record(rec("a", wire_tokens=500, reused_tokens=0, error=True))
+    m.record(rec("a", wire_tokens=500, reused_tokens=500, error=True))
+    live = m.snapshot()["live"]
+    # the upstream computed nothing of them: no cache was there to reuse
+    assert live["kv_reuse_ratio"] is None
+    assert live["counters"]["errored_wire_tokens"] == 1000
+    m.record(rec("a", wire_tokens=600, reused_tokens=300))
+    assert m.snapshot()["live"]["kv_reuse_ratio"] == 0.5
+
+
 def test_a_kept_prefix_with_a_collapsed_cache_is_an_upstream_eviction() -> None:
     m = Metrics()
     assert m.record(rec(prompt_tokens=900, cached_tokens=0)) is None  # first turn: no break

@@ -48,6 +48,7 @@ COUNTERS = (
     "cache_reports",
     "prefix_breaks",
     "reused_tokens",
+    "errored_wire_tokens",
     "recall_blocks",
     "recall_tokens",
     "recall_hits",
@@ -75,8 +76,10 @@ HELP = {
     "cached_tokens": "prompt tokens the upstream reported as reused from its cache",
     "cache_reports": "responses that reported cache reuse",
     "prefix_breaks": "requests whose prompt prefix differed from the session's previous one",
-    "reused_tokens": "wire tokens each request shared as a prefix with its session's previous"
-    " one as sent (what an upstream's KV cache can reuse)",
+    "reused_tokens": "wire tokens each answered request shared as a prefix with its session's"
+    " previous one as sent (what an upstream's KV cache can reuse)",
+    "errored_wire_tokens": "wire tokens of requests answered with an error (the upstream"
+    " computed nothing of them: left out of the KV reuse ratio)",
     "recall_blocks": "recall blocks of paged-out memory put on the wire",
     "recall_tokens": "tokens of the recall blocks put on the wire",
     "recall_hits": "paged-out messages recalled onto the wire",
@@ -236,7 +239,10 @@ class _Counts:
             v["prompt_tokens"] += rec.prompt_tokens
             v["cached_tokens"] += rec.cached_tokens
             v["cache_reports"] += 1
-        v["reused_tokens"] += rec.reused_tokens
+        if rec.error:  # nothing reached a cache: neither side of the KV reuse ratio
+            v["errored_wire_tokens"] += rec.wire_tokens
+        else:
+            v["reused_tokens"] += rec.reused_tokens
         v["recall_blocks"] += int(rec.recall_tokens > 0)
         v["recall_tokens"] += rec.recall_tokens
         v["recall_hits"] += rec.recall_hits
@@ -258,7 +264,8 @@ class _Counts:
     def as_dict(self) -> dict[str, Any]:
         v = self.values
         ratio = v["cached_tokens"] / v["prompt_tokens"] if v["prompt_tokens"] else None
-        kv = v["reused_tokens"] / v["wire_tokens"] if v["wire_tokens"] else None
+        answered = v["wire_tokens"] - v["errored_wire_tokens"]
+        kv = v["reused_tokens"] / answered if answered > 0 else None
         return {
             "counters": dict(v),
             "breaks": dict(sorted(self.breaks.items())),

@@ -129,14 +129,42 @@ def check_tags(tags: Any) -> tuple[str, ...]:
     return out
 
 
+# the largest descriptive fields a put takes: room for any real topic (a path is at most
+# 4,096 bytes), summary or tag list, while every entry line, stub and listing stays bounded
+MAX_TOPIC_CHARS = 4096
+MAX_SUMMARY_CHARS = 16384
+MAX_TAGS = 256
+MAX_TAG_CHARS = 128
+
+
 def clean_tags(tags: Sequence[str]) -> list[str]:
-    """Tags as a list of distinct words, split on commas and white space."""
-    out: list[str] = []
+    """Tags as a list of distinct words, split on commas and white space; refused past
+    ``MAX_TAGS`` of them or a tag past ``MAX_TAG_CHARS``."""
+    out: dict[str, None] = {}
     for t in tags:
         for part in str(t).replace(",", " ").split():
-            if part not in out:
-                out.append(part)
-    return out
+            if len(part) > MAX_TAG_CHARS:
+                raise InvalidInput(
+                    f"a tag must be at most {MAX_TAG_CHARS} characters, got one of {len(part):,}"
+                )
+            out[part] = None
+            if len(out) > MAX_TAGS:
+                raise InvalidInput(f"at most {MAX_TAGS} tags an entry")
+    return list(out)
+
+
+def check_meta(topic: Any, summary: Any) -> None:
+    """Refuse a topic or summary that is not text or is past its bound."""
+    check_text(topic, "topic")
+    check_text(summary, "summary")
+    if len(topic) > MAX_TOPIC_CHARS:
+        raise InvalidInput(
+            f"a topic must be at most {MAX_TOPIC_CHARS:,} characters, got {len(topic):,}"
+        )
+    if len(summary) > MAX_SUMMARY_CHARS:
+        raise InvalidInput(
+            f"a summary must be at most {MAX_SUMMARY_CHARS:,} characters, got {len(summary):,}"
+        )
 
 
 @dataclass(frozen=True)
@@ -163,6 +191,9 @@ class PutOptions:
     event_time: float | None = None
     # told how a big body's analysis and write go (index.FREEZE_CHARS)
     progress: index.PutProgress | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_meta(self.topic, self.summary)
 
 
 @dataclass
