@@ -97,6 +97,8 @@ def prepare_put(
     if bulk or rows.live_entry(store.conn, content_hash, o.scope) is None:
         # a repeat needs none of it
         _prepare_blocks(store, pending, known_words=not (bulk or batch), embed=not batch)
+        if not data:  # a big body: its write needs only what is prepared; its text goes
+            pending.content = ""
     return pending
 
 
@@ -265,11 +267,17 @@ def _prepare_big_block(
     from_line: int,
     progress: index.PutProgress | None,
 ) -> rows.PreparedBlock:
-    """A big body's block (SQLite): its bytes encoded and packed a window at a time, its
-    chunks analysed a batch at a time into compressed frames (index.freeze_text)."""
+    """A big body's block (SQLite): its bytes encoded and packed a window at a time into
+    a temporary file (the write copies them into the row a piece at a time), its chunks
+    analysed a batch at a time into compressed frames (index.freeze_text)."""
     s = store.settings
     digest, size = identity_of(t.text)
-    codec, stored = blocks.pack_text(t.text, size)
+    spool = index.spill_file()
+    try:
+        codec = blocks.pack_text_into(t.text, size, spool)
+    except OSError as exc:
+        spool.close()
+        raise index.spill_failed(exc) from exc
     frozen = (
         index.freeze_text(t.text, s.chunk_lines, s.chunk_chars, from_line, progress)
         if indexed
@@ -279,7 +287,7 @@ def _prepare_big_block(
     # MB of text of distinct words), of little use to the next text: freed here, before
     # the token count and the embedding model load on top of them
     analysis.clear_caches()
-    return rows.PreparedBlock(digest, size, count_lines(t.text), codec, stored, frozen)
+    return rows.PreparedBlock(digest, size, count_lines(t.text), codec, b"", frozen, spool)
 
 
 def _commit_put(store: PutStore, conn: Conn, p: PendingPut, *, narrow: bool = False) -> PutResult:
