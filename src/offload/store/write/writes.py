@@ -15,7 +15,9 @@ A batch (``put_many``, ``put_each``) holds the store-wide lock.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol
 
@@ -99,7 +101,26 @@ def prepare_put(
         _prepare_blocks(store, pending, known_words=not (bulk or batch), embed=not batch)
         if not data:  # a big body: its write needs only what is prepared; its text goes
             pending.content = ""
+            release_freed_heap()
     return pending
+
+
+def release_freed_heap() -> None:
+    """Hand the heap the C allocator keeps free back to the system (glibc's
+    ``malloc_trim``; elsewhere nothing): a big body's analysis frees tens of MB that glibc
+    would otherwise keep, under the peak its write then adds (50 MB of random words:
+    297 -> 285 MiB peak RSS)."""
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
 
 
 # texts embedded in one call of the model by a batch: one call a text costs the tokenizer's
