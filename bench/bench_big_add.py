@@ -1,6 +1,7 @@
 """``offload add --path`` of one big generated file: wall time, CPU and the child's peak RSS.
 
     python bench/bench_big_add.py --mb 50 [--text words] [--src /old/checkout/src]
+    python bench/bench_big_add.py --mb 50 --text words --against /old/checkout/src --rounds 2
 
 The file is ``--mb`` MB of generated text (seeded: the same bytes every run), written under
 a temporary directory: ``--text log`` (the default), log lines drawing on 20,000 words;
@@ -8,6 +9,8 @@ a temporary directory: ``--text log`` (the default), log lines drawing on 20,000
 most terms, tokens and cache entries per byte); ``offload add --path`` runs in
 its own process with a fresh store (``--src``: another tree's source first on
 ``PYTHONPATH``, to compare). The peak RSS is the child's own (``os.wait4``), in MiB.
+``--against`` runs this tree (or ``--src``) and another in turns on the same file, the
+order flipped every round, and prints each run with the machine's load beside it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,6 +51,29 @@ def write_words(path: Path, size: int) -> None:
             written += f.write(" ".join(words) + "\n")
 
 
+def run_add(work: Path, src: str, mb: int) -> tuple[float, float, float, float]:
+    """``offload add --path big.log`` of ``src``'s tree in its own process with a fresh
+    store: (wall s, user CPU s, system CPU s, peak RSS MiB)."""
+    home = work / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFLOAD_")}
+    env["OFFLOAD_HOME"] = str(home)
+    env["OFFLOAD_STORE__MAX_FILE_BYTES"] = str(2 * mb * 10**6)
+    env["PYTHONPATH"] = src
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "offload.cli.main", "add", "--path", "big.log", "--json"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"offload add failed ({src})")
+    return wall, usage.ru_utime, usage.ru_stime, usage.ru_maxrss / 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=50, help="the file's size in MB (10^6 bytes)")
@@ -54,31 +81,26 @@ def main() -> None:
         "--text", choices=("log", "words"), default="log", help="what the file holds"
     )
     parser.add_argument("--src", help="another tree's src/ to run instead of this one's")
+    parser.add_argument("--against", help="another tree's src/ to run in turns with this one")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds with --against (1-20)")
     args = parser.parse_args()
+    mine = args.src or str(Path(__file__).resolve().parent.parent / "src")
+    trees = [("this", mine)] + ([("against", args.against)] if args.against else [])
+    rounds = max(1, min(20, args.rounds)) if args.against else 1
     with tempfile.TemporaryDirectory(prefix="bench-big-add-") as tmp:
         work = Path(tmp)
         (write_log if args.text == "log" else write_words)(work / "big.log", args.mb * 10**6)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OFFLOAD_")}
-        env["OFFLOAD_HOME"] = str(work / "home")
-        env["OFFLOAD_STORE__MAX_FILE_BYTES"] = str(2 * args.mb * 10**6)
-        env["PYTHONPATH"] = args.src or str(Path(__file__).resolve().parent.parent / "src")
-        started = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "offload.cli.main", "add", "--path", "big.log", "--json"],
-            cwd=work,
-            env=env,
-            stdout=subprocess.DEVNULL,
-        )
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.monotonic() - started
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit("offload add failed")
-        cpu = usage.ru_utime + usage.ru_stime
-        print(
-            f"{args.mb} MB of {args.text}: wall {wall:.1f} s, CPU {cpu:.1f} s "
-            f"(user {usage.ru_utime:.1f} + system {usage.ru_stime:.1f}), "
-            f"peak RSS {usage.ru_maxrss / 1024:.0f} MiB"
-        )
+        for r in range(rounds):
+            for name, src in trees if r % 2 == 0 else trees[::-1]:
+                load = os.getloadavg()[0]
+                wall, user, system, rss = run_add(work, src, args.mb)
+                shown = f"{name} ({src}) " if args.against else ""
+                print(
+                    f"{shown}{args.mb} MB of {args.text}: wall {wall:.1f} s, "
+                    f"CPU {user + system:.1f} s (user {user:.1f} + system {system:.1f}), "
+                    f"peak RSS {rss:.0f} MiB, load {load:.1f} at its start",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import re
 import pytest
 from mcp_support import McpEnv, Session
 
+from offload.store.write import index
 from realparts import free_port
 from scripted_model import scripted_model
 
@@ -118,6 +119,21 @@ async def test_offload_path_reads_the_file_server_side_and_returns_only_a_pointe
     assert again.startswith("already stored: ")
     e = env.store.resolve(ref_of(text))
     assert e.source == str((env.project / "src" / "app.py").resolve())
+
+
+async def test_a_big_file_stored_by_offload_path_reads_back_whole_and_counts_its_bytes(
+    env: McpEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index, "FREEZE_CHARS", 1000)  # a "big" body without a big file
+    body = "".join(f"étape {i}: parseConfig lit {i * 7}\n" for i in range(500))
+    env.write("big.log", body)
+    async with env.connect() as s:
+        text = await s.ok("offload_path", path="big.log")
+        stats = await s.ok("stats")
+    e = env.store.resolve(ref_of(text))
+    assert env.store.body(e) == body and e.size == len(body.encode())
+    assert f"offloaded: 1 new ({len(body.encode())} bytes)" in stats
+    assert [h.entry.id for h in env.store.search("parseConfig 3479")] == [e.id]
 
 
 async def test_offload_path_errors_for_missing_directory_and_bad_paths(env: McpEnv) -> None:

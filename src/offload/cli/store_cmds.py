@@ -145,21 +145,26 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
         text = args.text
     else:
         text = _read_stdin(settings.store.max_file_bytes)
-    if not text.strip():
+    if not text or text.isspace():  # not strip(): a big body is not copied to be checked
         raise InvalidInput("nothing to store: the text is empty or only white space")
     when = _when(args.when)
     size = _size(source) if source else len(text)  # characters: about the bytes
     meter = Meter(f"adding {Path(source).name or size_label(size)}", size)
     if args.progress:
         meter.enabled = True
+    summary = args.summary if args.summary is not None else gist(text)
+    # the put is handed the only reference to the text: a big body is let go once it is
+    # analysed and packed, before its write (Store.put)
+    handed = [text]
+    del text
     with open_store(settings) as store:
         try:
             res = store.put(
-                text,
+                handed.pop(),
                 kind=args.kind,
                 topic=args.topic or (Path(source).name if source else ""),
                 tags=split_tags(args.tags),
-                summary=args.summary if args.summary is not None else gist(text),
+                summary=summary,
                 salience=args.salience,
                 pinned=args.pin,
                 source=source,

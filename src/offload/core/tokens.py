@@ -155,8 +155,7 @@ class BpeCounter:
         """The exact number of tokens in ``text`` (special-token text counts as plain text)."""
         if not text:
             return 0
-        raw = text.encode("utf-8", "surrogatepass")
-        key = (hashlib.sha256(raw).digest(), len(raw))
+        key = _cache_key(text)
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
@@ -193,6 +192,18 @@ class BpeCounter:
         """How many counts are cached (for tests and metrics)."""
         with self._lock:
             return len(self._cache)
+
+
+def _cache_key(text: str) -> tuple[bytes, int]:
+    """(sha256, length) of ``text``'s UTF-8 bytes, encoded a window at a time: a big
+    text's bytes are never held whole beside it only to name its count."""
+    digest = hashlib.sha256()
+    size = 0
+    for at in range(0, len(text), _WINDOW):
+        raw = text[at : at + _WINDOW].encode("utf-8", "surrogatepass")
+        digest.update(raw)
+        size += len(raw)
+    return digest.digest(), size
 
 
 # texts longer than this are counted a piece at a time (see BpeCounter._encoded_length)

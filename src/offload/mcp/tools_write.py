@@ -31,10 +31,13 @@ def _topic_from(text: str) -> str:
     return ""
 
 
-def _count(ctx: McpContext, res: PutResult, content: str) -> None:
+def _count(ctx: McpContext, res: PutResult, content: str | int) -> None:
+    """Tally a put in the session's stats (``content``: the text, or its size in bytes)."""
     if res.created:
         ctx.stats.stored += 1
-        ctx.stats.stored_bytes += len(content.encode("utf-8", "surrogatepass"))
+        ctx.stats.stored_bytes += (
+            content if isinstance(content, int) else len(content.encode("utf-8", "surrogatepass"))
+        )
     else:
         ctx.stats.deduped += 1
 
@@ -105,16 +108,21 @@ def _relative(ctx: McpContext, path: Path) -> str:
 async def offload_path(ctx: McpContext, a: Args) -> str:
     """Store a file the server reads itself, so its content never passes through the agent."""
     ft, rel = _read_file(ctx, a)
+    summary, path, size = gist(ft.text), ft.path, ft.size
+    # the put is handed the only reference to the text: a big file's is let go once it is
+    # analysed and packed, before its write (Store.put)
+    handed = [ft.text]
+    del ft
     res = ctx.store.put(
-        ft.text,
+        handed.pop(),
         kind=a.text("kind").strip() or "file",
         topic=a.text("topic").strip() or rel,
         tags=a.strings("tags"),
-        summary=gist(ft.text),
-        source=str(ft.path),
+        summary=summary,
+        source=str(path),
         scope=ctx.scope,
     )
-    _count(ctx, res, ft.text)
+    _count(ctx, res, size)
     return _put_line(res)
 
 

@@ -370,8 +370,10 @@ class Store(SavedState, LifecycleCalls):
         embedding model the work is done before, as on SQLite: an embedding should not
         hold a connection (store/write/writes.py).
 
-        A big body on SQLite (over ``index.FREEZE_CHARS``) is analysed a batch at a time
-        and held compressed until its write: memory stays a few times the body's size.
+        A big body on SQLite (over ``index.FREEZE_CHARS``) is analysed a batch at a time,
+        its analysed chunks and stored bytes spilled to temporary files until its write,
+        and its text let go before the write (a caller that hands over its only reference,
+        as ``offload add --path`` does, has memory hold neither during the write).
         ``progress`` is told ``(stage, characters done, characters in all)`` as its analysis
         (``"analysing"``) and its write (``"writing"``) go; a small body reports nothing.
 
@@ -389,6 +391,7 @@ class Store(SavedState, LifecycleCalls):
                 index_from_line, check_event_time(event_time), progress,
             ),
         )  # fmt: skip
+        del content  # a big body is written from what was prepared: its text is let go
         return writes.commit_puts(self, [pending])[0]
 
     def put_many(

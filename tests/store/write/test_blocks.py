@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import threading
 
 import pytest
@@ -20,6 +21,23 @@ def test_a_packed_body_reads_back_verified_and_a_damaged_one_is_refused() -> Non
     with pytest.raises(IntegrityError):
         blocks.unpack(digest, codec, stored[:-3] + b"\0\0\0")
     assert blocks.pack(b"tiny") == ("raw", b"tiny")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the same line again, café\n" * 5000,  # compresses: a zstd frame
+        "".join(chr(0x4E00 + i) for i in range(40)),  # distinct characters: kept raw
+    ],
+)
+def test_a_body_packed_into_a_file_holds_the_bytes_packing_it_in_memory_gives(text: str) -> None:
+    size = len(text.encode())
+    with tempfile.TemporaryFile() as out:
+        codec = blocks.pack_text_into(text, size, out)
+        out.seek(0)
+        stored = out.read()
+    assert (codec, stored) == blocks.pack_text(text, size)
+    assert blocks.unpack(sha256_hex(text.encode()), codec, stored) == text
 
 
 def test_each_thread_gets_its_own_object_and_keeps_it() -> None:

@@ -152,6 +152,15 @@ def _index_rows(store: Store) -> list[tuple[object, ...]]:
     ]
 
 
+def _block_rows(store: Store) -> list[tuple[object, ...]]:
+    return [
+        tuple(r)
+        for r in store.conn.execute(
+            Sql("SELECT hash, size, lines, codec, data FROM blocks ORDER BY hash")
+        )
+    ]
+
+
 def test_a_big_body_analysed_in_spilled_batches_is_indexed_as_a_small_one_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -175,6 +184,7 @@ def test_a_big_body_analysed_in_spilled_batches_is_indexed_as_a_small_one_is(
         stores[name] = (store, entry, seen)
     (whole, whole_entry, quiet), (frozen, frozen_entry, reported) = stores.values()
     assert _index_rows(frozen) == _index_rows(whole)
+    assert _block_rows(frozen) == _block_rows(whole)  # spooled into its row: the same bytes
     assert frozen_entry.content_hash == whole_entry.content_hash
     assert (frozen_entry.tokens, frozen_entry.lines) == (whole_entry.tokens, whole_entry.lines)
     assert [h.entry.id for h in frozen.search("parseConfig 637")] == [frozen_entry.id]

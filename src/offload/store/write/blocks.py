@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TypeVar
+from typing import IO, TypeVar
 
 import zstandard
 
@@ -56,6 +56,24 @@ def pack_text(text: str, size: int) -> tuple[str, bytes]:
     if len(packed) >= size:
         return "raw", b"".join(encoded_windows(text))
     return "zstd", packed
+
+
+def pack_text_into(text: str, size: int, out: IO[bytes]) -> str:
+    """:func:`pack_text` of ``text`` written to ``out`` (an empty file) a window at a time
+    instead of returned: a big body's stored bytes are never held in memory. Returns the
+    codec; ``out`` then holds exactly the stored bytes."""
+    stream = _compressor().compressobj(size=size)
+    written = 0
+    for w in encoded_windows(text):
+        written += out.write(stream.compress(w))
+    written += out.write(stream.flush())
+    if written < size:
+        return "zstd"
+    out.seek(0)
+    out.truncate()
+    for w in encoded_windows(text):
+        out.write(w)
+    return "raw"
 
 
 def unpack(digest: str, codec: str, stored: bytes) -> str:

@@ -189,7 +189,7 @@ def freeze_text(
     places = chunk_text(rest, chunk_lines, chunk_chars)
     total = sum(c.end - c.start for c in places)
     frames: list[tuple[str, int]] = []
-    spill = _spill_file()
+    spill = spill_file()
     done, first = 0, 0
     for i, c in enumerate(places):
         held = c.end - places[first].start
@@ -201,7 +201,7 @@ def freeze_text(
             spill.write(data)
         except OSError as exc:
             spill.close()
-            raise StoreError(f"{_SPILL_FAILED} ({exc.strerror}); {_SPILL_HINT}") from exc
+            raise spill_failed(exc) from exc
         frames.append((codec, len(data)))
         done, first = done + held, i + 1
         if progress is not None:
@@ -211,16 +211,22 @@ def freeze_text(
     )
 
 
-_SPILL_FAILED = "cannot write a big body's analysed chunks to a temporary file"
-_SPILL_HINT = "set TMPDIR to a directory with room (about 3 bytes a character of the body)"
+_SPILL_FAILED = "cannot write a big body's analysed chunks or bytes to a temporary file"
+_SPILL_HINT = "set TMPDIR to a directory with room (about 3.5 bytes a character of the body)"
 
 
-def _spill_file() -> IO[bytes]:
-    """An anonymous temporary file (gone once closed) for a big body's analysed rows."""
+def spill_file() -> IO[bytes]:
+    """An anonymous temporary file (gone once closed) for a big body's analysed rows or
+    stored bytes."""
     try:
         return tempfile.TemporaryFile(prefix="offload-put-")
     except OSError as exc:
-        raise StoreError(f"{_SPILL_FAILED} ({exc.strerror}); {_SPILL_HINT}") from exc
+        raise spill_failed(exc) from exc
+
+
+def spill_failed(exc: OSError) -> StoreError:
+    """The error a big put reports when its temporary file cannot be written."""
+    return StoreError(f"{_SPILL_FAILED} ({exc.strerror}); {_SPILL_HINT}")
 
 
 def _frozen_row(c: Chunk, skip_lines: int, offset: int, rest: str) -> list[object]:

@@ -7,14 +7,15 @@ the caller's transaction where it writes.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import IO, Any
 
 from offload.config import StoreSettings
 from offload.core.chunking import count_lines
 from offload.core.hashing import sha256_hex
-from offload.errors import InvalidInput, NotFound
+from offload.errors import InvalidInput, NotFound, StoreError
 from offload.store.backend import Conn, Sql
 from offload.store.models import Entry
 from offload.store.write import blocks, index, meta
@@ -62,6 +63,9 @@ class PreparedBlock:
     codec: str
     stored: bytes
     index: index.PreparedIndex | None  # None: kept, not indexed (a lossy put's original)
+    # a big body's stored bytes in a temporary file instead of ``stored`` (SQLite; written
+    # into the row a piece at a time, :func:`insert_block`, then closed)
+    spool: IO[bytes] | None = field(default=None, compare=False, repr=False)
 
 
 def prepare_block(
@@ -121,6 +125,8 @@ def insert_block(conn: Conn, b: PreparedBlock, now: float) -> str:
     if fused and b.index is not None and b.index.has_chunks:
         _send_indexed(conn, b, b.index, now)
         return b.digest
+    if b.spool is not None:
+        return _insert_spooled(conn, b, b.spool, now)
     # one statement (a round trip on PostgreSQL) for a new block, the common case; none
     # comes back for one stored before
     added = conn.execute(
@@ -135,6 +141,37 @@ def insert_block(conn: Conn, b: PreparedBlock, now: float) -> str:
             index.insert_block(conn, int(added[0]), b.index)
         return b.digest
     return _stored_block(conn, b)
+
+
+_INSERT_ZEROED = Sql.sqlite_only(
+    "INSERT INTO blocks (hash, size, lines, codec, data, created) "
+    "VALUES (?, ?, ?, ?, zeroblob(?), ?) ON CONFLICT (hash) DO NOTHING RETURNING id"
+)
+# a spooled body goes into its row this many bytes at a time
+BLOB_PIECE = 1 << 20
+
+
+def _insert_spooled(conn: Conn, b: PreparedBlock, spool: IO[bytes], now: float) -> str:
+    """A new block whose stored bytes are in ``spool`` (SQLite): its row made with a
+    zeroed blob of their length, which SQLite's incremental blob I/O then fills a piece at
+    a time. Binding the bytes whole held them twice more while SQLite built the row (~2x
+    the compressed body, measured with memray on a 50 MB add)."""
+    if not isinstance(conn, sqlite3.Connection):
+        raise StoreError("a spooled block is written through SQLite's incremental blob I/O")
+    with spool:
+        length = spool.seek(0, 2)
+        added = conn.execute(
+            _INSERT_ZEROED, (b.digest, b.size, b.lines, b.codec, length, now)
+        ).fetchone()
+        if added is None:
+            return _stored_block(conn, b)
+        spool.seek(0)
+        with conn.blobopen("blocks", "data", int(added[0])) as blob:
+            while piece := spool.read(BLOB_PIECE):
+                blob.write(piece)
+    if b.index is not None:
+        index.insert_block(conn, int(added[0]), b.index)
+    return b.digest
 
 
 def _stored_block(conn: Conn, b: PreparedBlock) -> str:
