@@ -19,6 +19,7 @@ from typing import Any
 from offload.errors import StoreError
 from offload.store import legacy_tallies
 from offload.store.postgres.pgconn import WRITE_LOCK
+from offload.store.sqlite import frozen
 
 Migration = Callable[[Any], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -701,3 +702,22 @@ def pg_entry_event_time(raw: Any) -> None:
     # when what an entry tells happened, apart from when it was stored (SQLite's
     # m_entry_event_time): NULL when the writer did not say
     raw.execute("ALTER TABLE entries ADD COLUMN event_time double precision")
+
+
+@migration
+def pg_entry_vectors_four_bits(raw: Any) -> None:
+    # size: each vector in 4 bits a component instead of 8, as on SQLite
+    # (m_entry_vectors_four_bits, the same frozen conversion), a page of ids at a time
+    last = 0
+    while True:
+        rows = raw.execute(
+            "SELECT id, data FROM entry_vectors WHERE id > %s ORDER BY id LIMIT 2000", (last,)
+        ).fetchall()
+        if not rows:
+            return
+        packed = [(frozen.vector_in_four_bits(bytes(r[1])), int(r[0])) for r in rows]
+        changed = [p for p in packed if p[0] is not None]
+        if changed:
+            with raw.cursor() as cur:
+                cur.executemany("UPDATE entry_vectors SET data = %s WHERE id = %s", changed)
+        last = int(rows[-1][0])
