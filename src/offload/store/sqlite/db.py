@@ -694,3 +694,10 @@ def m_entry_vectors_four_bits(conn: sqlite3.Connection) -> None:
             "UPDATE entry_vectors SET data = ? WHERE id = ?", [p for p in packed if p[0]]
         )
         last = int(rows[-1][0])
+
+
+@migration
+def m_chunk_term_counts_compact(conn: sqlite3.Connection) -> None:
+    # size on disk: the compressed cached counts hold a compact text instead of JSON
+    # (store/write/packed_counts.py, compact), 0.82x the bytes for a chat turn's counts
+    frozen.compact_packed_counts(conn)
