@@ -17,9 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from offload.errors import StoreError
-from offload.store import legacy_tallies
+from offload.store import legacy_tallies, legacy_vectors
 from offload.store.postgres.pgconn import WRITE_LOCK
-from offload.store.sqlite import frozen
 
 Migration = Callable[[Any], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -715,7 +714,7 @@ def pg_entry_vectors_four_bits(raw: Any) -> None:
         ).fetchall()
         if not rows:
             return
-        packed = [(frozen.vector_in_four_bits(bytes(r[1])), int(r[0])) for r in rows]
+        packed = [(legacy_vectors.vector_in_four_bits(bytes(r[1])), int(r[0])) for r in rows]
         changed = [p for p in packed if p[0] is not None]
         if changed:
             with raw.cursor() as cur:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from offload.errors import StoreBusy, StoreError
-from offload.store import legacy_tallies
+from offload.store import legacy_tallies, legacy_vectors
 from offload.store.backend import Sql
 from offload.store.sqlite import frozen
 
@@ -689,7 +689,7 @@ def m_entry_vectors_four_bits(conn: sqlite3.Connection) -> None:
         ).fetchall()
         if not rows:
             return
-        packed = [(frozen.vector_in_four_bits(bytes(r[1])), int(r[0])) for r in rows]
+        packed = [(legacy_vectors.vector_in_four_bits(bytes(r[1])), int(r[0])) for r in rows]
         conn.executemany(
             "UPDATE entry_vectors SET data = ? WHERE id = ?", [p for p in packed if p[0]]
         )

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import struct
 import time
 from collections import Counter
 
@@ -239,28 +238,6 @@ CHUNK_MAP_FILL = (
     "JOIN blocks b ON b.hash IN (e.block_hash, e.content_hash) "
     "JOIN chunks c ON c.block_id = b.id"
 )
-
-
-def vector_in_four_bits(stored: bytes) -> bytes | None:
-    """An int8 vector (a positive float32 scale, then one byte a component) in 4 bits a
-    component: the scale negated, then two components a byte, low nibble first, each
-    within -7..7 of the vector's largest component. None when ``stored`` is not of that
-    form (already 4 bits, or an odd number of components). PostgreSQL's migration uses
-    it too: both store the same bytes."""
-    import numpy as np
-
-    if len(stored) < 4 or (len(stored) - 4) % 2:
-        return None
-    (scale,) = struct.unpack_from("<f", stored)
-    if not scale > 0:
-        return None
-    vector = np.frombuffer(stored, dtype=np.int8, offset=4).astype(np.float32) * scale
-    top = float(np.max(np.abs(vector))) if vector.size else 0.0
-    scale = top / 7.0 if top > 0 else 1.0
-    q = np.clip(np.rint(vector / scale), -7, 7).astype(np.int8)
-    nibbles = q.view(np.uint8) & 0x0F
-    packed = (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
-    return struct.pack("<f", -scale) + bytes(packed.tobytes())
 
 
 def compact_counts(counts_json: str) -> str | None:
