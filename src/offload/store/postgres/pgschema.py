@@ -720,3 +720,18 @@ def pg_entry_vectors_four_bits(raw: Any) -> None:
             with raw.cursor() as cur:
                 cur.executemany("UPDATE entry_vectors SET data = %s WHERE id = %s", changed)
         last = int(rows[-1][0])
+
+
+@migration
+def pg_entry_rank_indexes_ascending(raw: Any) -> None:
+    # size: the listing indexes ascending, so new entries go in at the right end of the
+    # B-tree instead of splitting its left end's pages half-empty (SQLite's
+    # m_entry_rank_indexes_ascending); the listing scans them backwards for the same order
+    raw.execute(
+        """
+        DROP INDEX IF EXISTS entries_rank;
+        DROP INDEX IF EXISTS entries_scope_rank;
+        CREATE INDEX entries_rank ON entries(pinned, salience, accessed, id);
+        CREATE INDEX entries_scope_rank ON entries(scope, pinned, salience, accessed, id);
+        """
+    )

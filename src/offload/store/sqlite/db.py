@@ -701,3 +701,21 @@ def m_chunk_term_counts_compact(conn: sqlite3.Connection) -> None:
     # size on disk: the compressed cached counts hold a compact text instead of JSON
     # (store/write/packed_counts.py, compact), 0.82x the bytes for a chat turn's counts
     frozen.compact_packed_counts(conn)
+
+
+@migration
+def m_entry_rank_indexes_ascending(conn: sqlite3.Connection) -> None:
+    # size on disk: the listing indexes were declared newest-first (accessed DESC, id
+    # DESC), so every new entry went in at the index's left end, where a full page splits
+    # in two half-empty ones: they took twice their packed size (0.42x the raw text of 20k
+    # chat turns against 0.22x). Declared ascending, new entries go in at the right end;
+    # the listing reads them backwards for the same order (no sort step in the plan).
+    run_script(
+        conn,
+        """
+        DROP INDEX IF EXISTS entries_rank;
+        DROP INDEX IF EXISTS entries_scope_rank;
+        CREATE INDEX entries_rank ON entries(pinned, salience, accessed, id);
+        CREATE INDEX entries_scope_rank ON entries(scope, pinned, salience, accessed, id);
+        """,
+    )
