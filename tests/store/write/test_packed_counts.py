@@ -61,6 +61,22 @@ def test_compressed_counts_hold_a_compact_text_that_reads_back_as_the_same_json(
     assert packed_counts.expand("0") == '{"":0}'
 
 
+def test_a_compact_texts_counts_are_read_without_expanding_it() -> None:
+    counts = {"said": 2, "saidx": 1, "1": 1, "12": 3, "21": 1, "x1": 12, "über": 1}
+    short = packed_counts.compact(index.counts_json(counts))
+    assert short is not None
+    # a term that is another's prefix, or a count's digits, is not mistaken for it
+    asked = ["said", "sai", "saidx", "1", "2", "12", "21", "x1", "über", "absent"]
+    found, length = packed_counts.compact_counts(short, asked)
+    assert length == sum(counts.values())
+    assert found == {t: n for t, n in counts.items() if t in asked}
+    last = packed_counts.compact(index.counts_json({"a": 1, "b": 1}))
+    assert last is not None and packed_counts.compact_counts(last, ["a", "b"])[0] == {
+        "a": 1,
+        "b": 1,
+    }
+
+
 def test_counts_the_compact_text_cannot_say_are_compressed_as_json() -> None:
     for term in ["a b", "a,b", "a:b", 'a"b', "a\\b", "tab\there", "x\u2028y"]:
         cached = index.counts_json({term: 2, "lake": 1, "froze": 3})

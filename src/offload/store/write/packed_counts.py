@@ -29,6 +29,8 @@ character, ``{`` or a digit.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import zstandard
 
 from offload.store.write import blocks
@@ -89,12 +91,46 @@ def unpack(stored: str | bytes | None) -> str | None:
     """The JSON of a stored value: text as it is, bytes decompressed. None for NULL (a chunk
     stored before the cache) and for bytes that do not decompress to UTF-8: a damaged cache
     is no cache, and its chunk is scored from its text as one stored before it."""
+    text = unpack_stored(stored)
+    return text if text is None or text.startswith("{") else expand(text)
+
+
+def unpack_stored(stored: str | bytes | None) -> str | None:
+    """What a stored value holds, JSON or :func:`compact` text (a digit first), without
+    expanding the latter; None as :func:`unpack`."""
     if stored is None or isinstance(stored, str):
         return stored
     try:
         if not 0 <= zstandard.frame_content_size(stored) <= MAX_UNPACKED:
             return None  # no size written (pack always writes it), or past any chunk's
-        text = blocks.decompressor().decompress(stored).decode()
-        return text if text.startswith("{") else expand(text)
+        text: str = blocks.decompressor().decompress(stored).decode()
+        return text
     except (zstandard.ZstdError, UnicodeDecodeError):
         return None
+
+
+def compact_counts(short: str, terms: Iterable[str]) -> tuple[dict[str, int], int]:
+    """The counts of ``terms`` held by a :func:`compact` text, and the length, read
+    without expanding it: a term starts after a space or comma (neither occurs in a term
+    or a count) and ends at a space (once) or a colon (its count follows)."""
+    head, _, rest = short.partition(",")
+    text = " " + rest + " "
+    counts: dict[str, int] = {}
+    for term in filter(None, terms):
+        for lead in (" ", ","):
+            at = text.find(lead + term)
+            end = at + 1 + len(term)
+            while at >= 0 and text[end] not in " :":
+                at = text.find(lead + term, at + 1)
+                end = at + 1 + len(term)
+            if at < 0:
+                continue
+            if text[end] == " ":
+                counts[term] = 1
+            else:
+                stop = end + 1
+                while text[stop].isdigit():
+                    stop += 1
+                counts[term] = int(text[end + 1 : stop])
+            break
+    return counts, int(head)
