@@ -23,6 +23,7 @@ from offload.errors import (
 )
 from offload.store.backend import Sql
 from offload.store.models import Filters
+from offload.store.search import query
 from offload.store.store import Store
 from offload.store.write.puts import PutOptions
 
@@ -236,6 +237,73 @@ def test_listing_puts_pinned_then_salient_first_and_filters(store: Store) -> Non
     assert [e.kind for e in store.entries(Filters(kinds=("code",)))] == ["code", "code"]
     assert [e.source for e in store.entries(Filters(source_prefix="fs__"))] == ["fs__read:1"]
     assert store.count(Filters(min_salience=0.5)) == 3
+
+
+_RANK_MIGRATION = {
+    "sqlite": "m_entry_rank_indexes_ascending",
+    "postgresql": "pg_entry_rank_indexes_ascending",
+}
+_DESCENDING = (
+    "DROP INDEX entries_rank",
+    "DROP INDEX entries_scope_rank",
+    "CREATE INDEX entries_rank ON entries(pinned DESC, salience DESC, accessed DESC, id DESC)",
+    "CREATE INDEX entries_scope_rank "
+    "ON entries(scope, pinned DESC, salience DESC, accessed DESC, id DESC)",
+)
+
+
+def _rank_index_columns(store: Store) -> list[str]:
+    """The listing indexes' definitions, as the backend describes them."""
+    rows = store.conn.execute(
+        Sql(
+            "SELECT sql FROM sqlite_schema WHERE name IN ('entries_rank', 'entries_scope_rank')",
+            "SELECT indexdef FROM pg_indexes "
+            "WHERE indexname IN ('entries_rank', 'entries_scope_rank')",
+        )
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def test_a_store_with_newest_first_listing_indexes_gets_ascending_ones_listing_alike(
+    store_location: Path | str, store_backend: str
+) -> None:
+    clock = iter(range(1_000, 2_000))
+    with Store(store_location, counter=EstimateCounter(), clock=lambda: float(next(clock))) as s:
+        for i in range(12):
+            s.put(f"entry {i}", salience=(i % 3) / 2, scope="a" if i % 2 else "b")
+        s.touch(3)
+        s.pin("id:5")
+        want = [e.id for e in s.entries()], [e.id for e in s.entries(Filters(scope="a"))]
+        for statement in _DESCENDING:  # as stores were made before
+            s.conn.execute(Sql(statement))
+        s.conn.execute(
+            Sql("DELETE FROM _migrations WHERE name = ?"), (_RANK_MIGRATION[store_backend],)
+        )
+        assert all("DESC" in d for d in _rank_index_columns(s))
+    with Store(store_location, counter=EstimateCounter()) as s:
+        defs = _rank_index_columns(s)
+        assert len(defs) == 2 and not any("DESC" in d for d in defs)
+        assert ([e.id for e in s.entries()], [e.id for e in s.entries(Filters(scope="a"))]) == want
+        # pinned, then the most salient, the one read last first, then the newest
+        assert want[0][:4] == [5, 3, 12, 9]
+
+
+@pytest.mark.sqlite_only
+def test_the_listing_reads_its_ascending_index_backwards_without_sorting(
+    store_location: Path | str,
+) -> None:
+    with Store(store_location, counter=EstimateCounter()) as s:
+        for f in (Filters(), Filters(scope="a")):
+            where, params = query.filter_sql(f, 0.0)
+            plan = s.conn.execute(
+                Sql(
+                    f"EXPLAIN QUERY PLAN SELECT e.id FROM entries e WHERE {where} ORDER BY "
+                    "e.pinned DESC, e.salience DESC, e.accessed DESC, e.id DESC LIMIT 5"
+                ),
+                params,
+            ).fetchall()
+            steps = " / ".join(str(r[3]) for r in plan)
+            assert "entries_" in steps and "rank" in steps and "TEMP B-TREE" not in steps
 
 
 def test_run_numbers_are_never_reused_across_restarts(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from offload.core import analysis
 from offload.core.tokens import EstimateCounter
@@ -47,6 +48,52 @@ def test_only_counts_of_at_least_the_minimum_size_are_compressed() -> None:
     assert isinstance(packed_counts.pack(wide), bytes)
 
 
+def test_compressed_counts_hold_a_compact_text_that_reads_back_as_the_same_json() -> None:
+    for text in _TEXTS[:2]:
+        cached = _json_of(text)
+        short = packed_counts.compact(cached)
+        assert short is not None and len(short) < len(cached) * 0.8
+        assert packed_counts.expand(short) == cached
+        packed = packed_counts.pack(cached)
+        assert isinstance(packed, bytes)
+        assert zstandard.ZstdDecompressor().decompress(packed).decode() == short
+    assert packed_counts.compact('{"":3,"a":2,"b":1}') == "3,a:2,b:1"
+    assert packed_counts.expand("0") == '{"":0}'
+
+
+def test_a_compact_texts_counts_are_read_without_expanding_it() -> None:
+    counts = {"said": 2, "saidx": 1, "1": 1, "12": 3, "21": 1, "x1": 12, "über": 1}
+    short = packed_counts.compact(index.counts_json(counts))
+    assert short is not None
+    # a term that is another's prefix, or a count's digits, is not mistaken for it
+    asked = ["said", "sai", "saidx", "1", "2", "12", "21", "x1", "über", "absent"]
+    found, length = packed_counts.compact_counts(short, asked)
+    assert length == sum(counts.values())
+    assert found == {t: n for t, n in counts.items() if t in asked}
+    last = packed_counts.compact(index.counts_json({"a": 1, "b": 1}))
+    assert last is not None and packed_counts.compact_counts(last, ["a", "b"])[0] == {
+        "a": 1,
+        "b": 1,
+    }
+
+
+def test_counts_the_compact_text_cannot_say_are_compressed_as_json() -> None:
+    for term in ["a b", "a,b", "a:b", 'a"b', "a\\b", "tab\there", "x\u2028y"]:
+        cached = index.counts_json({term: 2, "lake": 1, "froze": 3})
+        short = packed_counts.compact(cached)
+        # a separator in a term cannot be said; what JSON escapes travels escaped
+        assert (short is None) == any(c in term for c in " ,:")
+        padded = index.counts_json({term: 2, **{f"word{i}": i + 1 for i in range(40)}})
+        packed = packed_counts.pack(padded)
+        assert isinstance(packed, bytes) and packed_counts.unpack(packed) == padded
+
+
+def test_counts_compressed_as_json_before_read_back_alike() -> None:
+    cached = _json_of(_TEXTS[1])
+    as_json = zstandard.ZstdCompressor(level=3, write_checksum=True).compress(cached.encode())
+    assert packed_counts.unpack(as_json) == cached
+
+
 def test_counts_stored_as_text_and_null_read_as_they_are() -> None:
     cached = _json_of(_TEXTS[0])
     assert packed_counts.unpack(cached) == cached
@@ -72,7 +119,8 @@ def test_a_value_claiming_more_than_the_bound_is_not_decompressed(
     cached = _json_of(_TEXTS[1])
     packed = packed_counts.pack(cached)
     assert isinstance(packed, bytes)
-    monkeypatch.setattr(packed_counts, "MAX_UNPACKED", len(cached.encode()) - 1)
+    held = len(zstandard.ZstdDecompressor().decompress(packed))  # the frame's own size
+    monkeypatch.setattr(packed_counts, "MAX_UNPACKED", held - 1)
     assert packed_counts.unpack(packed) is None
 
 
@@ -185,4 +233,42 @@ def test_opening_a_store_of_turns_counts_kept_as_text_compresses_them_and_ranks_
         }
         assert len(as_text) == 1  # the two-word reply; the turns' are compressed now
         assert _counts_as_json(store) == json_of
+        assert _ranked(store) == want
+
+
+@pytest.mark.sqlite_only
+def test_opening_a_store_of_counts_compressed_as_json_compacts_them_and_ranks_the_same(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    turns = [
+        f"Caroline said, on day {i} the lake froze at dawn while config_{i} reloaded twice"
+        for i in range(60)
+    ]
+    with Store(path, counter=EstimateCounter()) as store:
+        store.put_many([*_TEXTS, *turns], kind="turn")
+        want = _ranked(store)
+        json_of = _counts_as_json(store)
+        # as the release before compressed them: the JSON itself
+        packer = zstandard.ZstdCompressor(level=3, write_checksum=True)
+        store.conn.executemany(
+            Sql("UPDATE chunks SET packed_counts = ? WHERE id = ? AND packed_counts IS NOT NULL"),
+            [(packer.compress((j or "").encode()), cid) for cid, j in json_of.items()],
+        )
+        store.conn.execute(
+            Sql("DELETE FROM _migrations WHERE name = 'm_chunk_term_counts_compact'")
+        )
+    with Store(path, counter=EstimateCounter(), resident_mb=0) as store:
+        rows = store.conn.execute(Sql("SELECT packed_counts FROM chunks")).fetchall()
+        texts = [
+            zstandard.ZstdDecompressor().decompress(bytes(r[0])).decode()
+            for r in rows
+            if r[0] is not None
+        ]
+        assert len(texts) == len(json_of) - 1  # the two-word reply's stay as text
+        assert all(t[:1].isdigit() for t in texts)
+        assert _counts_as_json(store) == json_of
+        assert _ranked(store) == want
+    with Store(path, counter=EstimateCounter(), resident_mb=64) as store:
+        assert built_view(store).rows == len(json_of)
         assert _ranked(store) == want

@@ -28,14 +28,41 @@ def _stored(store: Store, entry_id: int) -> sqlite3.Row | None:
     return row
 
 
-def test_a_vector_survives_packing_within_int8_precision(model: StaticEmbedder) -> None:
+def test_a_vector_survives_packing_in_four_bits_a_component(model: StaticEmbedder) -> None:
     vec = model.encode(["the deploy failed because the disk was full"])[0]
     data = vectors.pack(vec)
-    assert len(data) == 4 + 256
+    assert len(data) == 4 + 128
     back = vectors.unpack(data)
-    assert back.dtype == np.float32
-    assert float(back @ vec) > 0.999
+    assert back.dtype == np.float32 and back.shape == vec.shape
+    assert float(back @ vec) / float(np.linalg.norm(back)) > 0.98
     assert not vectors.unpack(vectors.pack(np.zeros(256, np.float32))).any()
+
+
+def _int8_form(vector: NDArray[np.float32]) -> bytes:
+    """A vector as stores kept it before 4 bits: a positive float32 scale, int8 parts."""
+    scale = float(np.max(np.abs(vector))) / 127.0
+    q = np.clip(np.rint(vector / scale), -127, 127).astype(np.int8)
+    return bytes(np.float32(scale).tobytes()) + bytes(q.tobytes())
+
+
+def test_vectors_stored_in_the_int8_form_read_back_beside_four_bit_ones(
+    model: StaticEmbedder,
+) -> None:
+    vecs = model.encode(["lake at dawn", "a kernel panic", "Caroline's support group"])
+    older = _int8_form(vecs[0])
+    rows = vectors.unpack_rows([older, vectors.pack(vecs[1]), vectors.pack(vecs[2])])
+    assert rows.shape == (3, 256)
+    assert float(rows[0] @ vecs[0]) > 0.999
+    assert np.array_equal(rows[1], vectors.unpack(vectors.pack(vecs[1])))
+    together = vectors.unpack_rows([vectors.pack(v) for v in vecs])
+    assert np.array_equal(together[2], rows[2])
+
+
+def test_an_odd_number_of_components_keeps_one_byte_each() -> None:
+    vec = np.linspace(-1.0, 1.0, 255, dtype=np.float32)
+    data = vectors.pack(vec)
+    assert len(data) == 4 + 255
+    assert float(np.max(np.abs(vectors.unpack(data) - vec))) < 0.01
 
 
 def test_put_stores_the_entrys_vector_with_the_model_id(
@@ -46,7 +73,7 @@ def test_put_stores_the_entrys_vector_with_the_model_id(
     row = _stored(hybrid, put.entry.id)
     assert row is not None and row["model"] == model.model_id
     expected = model.encode([vectors.entry_text("painting", "", "", body)])[0]
-    assert float(vectors.unpack(bytes(row["data"])) @ expected) > 0.999
+    assert float(vectors.unpack(bytes(row["data"])) @ expected) > 0.98
 
 
 def test_a_store_without_a_model_stores_no_vectors(store: Store) -> None:
@@ -277,3 +304,50 @@ def test_a_store_written_with_one_model_and_searched_with_another_mixes_no_vecto
         ids, _rows = s.vector_matrix.refresh(s.conn)
         assert ids is None or not len(ids)  # MiniLM's vectors are not this model's
         assert [r.entry.id for r in s.search("puppy")] == [dog]
+
+
+_FOUR_BITS_MIGRATION = {
+    "sqlite": "m_entry_vectors_four_bits",
+    "postgresql": "pg_entry_vectors_four_bits",
+}
+
+
+def test_opening_a_store_of_int8_vectors_stores_them_in_four_bits_and_ranks_alike(
+    store_location: Path | str, store_backend: str, model: StaticEmbedder
+) -> None:
+    turns = [
+        "Caroline said, I went to a support group yesterday",
+        "Melanie said, I painted a sunrise by the lake",
+        "the deploy failed because the disk was full",
+        "we adopted a puppy named Oscar last spring",
+    ]
+    queries = ["painting the lake", "a new dog", "disk space outage", "support group"]
+    with Store(store_location, counter=EstimateCounter(), embedder=model) as store:
+        ids = [r.entry.id for r in store.put_many(turns)]
+        # as the release before stored them: int8 parts after a positive scale
+        texts = [vectors.entry_text("", "", "", t) for t in turns]
+        older = [_int8_form(v) for v in model.encode(texts)]
+        store.conn.executemany(
+            Sql("UPDATE entry_vectors SET data = ? WHERE entry_id = ?"),
+            list(zip(older, ids, strict=True)),
+        )
+        store.conn.execute(
+            Sql("DELETE FROM _migrations WHERE name = ?"), (_FOUR_BITS_MIGRATION[store_backend],)
+        )
+    with Store(store_location, counter=EstimateCounter(), embedder=model) as store:
+        rows = store.conn.execute(
+            Sql("SELECT entry_id, data FROM entry_vectors ORDER BY entry_id")
+        ).fetchall()
+        assert [int(r[0]) for r in rows] == ids
+        assert all(len(bytes(r[1])) == 4 + 128 for r in rows)
+        for r, text in zip(rows, texts, strict=True):
+            back, want = vectors.unpack(bytes(r[1])), model.encode([text])[0]
+            assert float(back @ want) / float(np.linalg.norm(back)) > 0.98
+        matrix = store.vector_matrix
+        assert matrix is not None
+        entry_ids, found = matrix.refresh(store.conn)
+        before = vectors.unpack_rows(older)
+        for query in model.encode(queries):
+            ranked, _ = vectors.nearest(entry_ids, found, query, 2)
+            was, _ = vectors.nearest(np.array(ids), before, query, 2)
+            assert [eid for eid, _ in ranked] == [eid for eid, _ in was]

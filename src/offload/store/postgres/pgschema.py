@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from offload.errors import StoreError
-from offload.store import legacy_tallies
+from offload.store import legacy_tallies, legacy_vectors
 from offload.store.postgres.pgconn import WRITE_LOCK
 
 Migration = Callable[[Any], None]
@@ -701,3 +701,37 @@ def pg_entry_event_time(raw: Any) -> None:
     # when what an entry tells happened, apart from when it was stored (SQLite's
     # m_entry_event_time): NULL when the writer did not say
     raw.execute("ALTER TABLE entries ADD COLUMN event_time double precision")
+
+
+@migration
+def pg_entry_vectors_four_bits(raw: Any) -> None:
+    # size: each vector in 4 bits a component instead of 8, as on SQLite
+    # (m_entry_vectors_four_bits, the same frozen conversion), a page of ids at a time
+    last = 0
+    while True:
+        rows = raw.execute(
+            "SELECT id, data FROM entry_vectors WHERE id > %s ORDER BY id LIMIT 2000", (last,)
+        ).fetchall()
+        if not rows:
+            return
+        packed = [(legacy_vectors.vector_in_four_bits(bytes(r[1])), int(r[0])) for r in rows]
+        changed = [p for p in packed if p[0] is not None]
+        if changed:
+            with raw.cursor() as cur:
+                cur.executemany("UPDATE entry_vectors SET data = %s WHERE id = %s", changed)
+        last = int(rows[-1][0])
+
+
+@migration
+def pg_entry_rank_indexes_ascending(raw: Any) -> None:
+    # size: the listing indexes ascending, so new entries go in at the right end of the
+    # B-tree instead of splitting its left end's pages half-empty (SQLite's
+    # m_entry_rank_indexes_ascending); the listing scans them backwards for the same order
+    raw.execute(
+        """
+        DROP INDEX IF EXISTS entries_rank;
+        DROP INDEX IF EXISTS entries_scope_rank;
+        CREATE INDEX entries_rank ON entries(pinned, salience, accessed, id);
+        CREATE INDEX entries_scope_rank ON entries(scope, pinned, salience, accessed, id);
+        """
+    )

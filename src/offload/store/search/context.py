@@ -322,7 +322,11 @@ def _counted(store: Store, r: Row, keys: Mapping[str, str]) -> Counts:
     """A chunk row's term counts (of the query's terms, when the cache leads with its
     length; else every term's) and length: cached at write time (index.term_counts), or,
     for a chunk stored before the cache, its text analysed exactly as it was indexed."""
-    cached = packed_counts.unpack(r["counts"])
+    cached = packed_counts.unpack_stored(r["counts"])
+    if cached is not None and cached[:1].isdigit():  # compact text (packed_counts.compact)
+        if "\\" not in cached:  # no term escaped: each is written as it is
+            return packed_counts.compact_counts(cached, keys)
+        cached = packed_counts.expand(cached)
     if cached is not None:
         quick = query_counts(cached, keys)
         if quick is not None:

@@ -238,3 +238,50 @@ CHUNK_MAP_FILL = (
     "JOIN blocks b ON b.hash IN (e.block_hash, e.content_hash) "
     "JOIN chunks c ON c.block_id = b.id"
 )
+
+
+def compact_counts(counts_json: str) -> str | None:
+    """Cached counts JSON as the compact text SQLite compresses since migration
+    ``m_chunk_term_counts_compact`` (``{"":61,"tim":1,"said":2,"the":1}`` ->
+    ``61,tim said:2,the:1``), or None when it would not read back as exactly the same JSON."""
+    if not counts_json.startswith('{"":') or not counts_json.endswith("}"):
+        return None
+    head, sep, rest = counts_json[4:-1].partition(',"')
+    short = head
+    if sep:
+        short += "," + rest.replace('":1,"', " ").replace('":', ":").replace(',"', ",")
+    if not short[:1].isdigit():
+        return None
+    head, sep, rest = short.partition(",")
+    back = '{"":' + head + "}"
+    if sep:
+        body = rest.replace(",", ',"').replace(":", '":').replace(" ", '":1,"')
+        back = '{"":' + head + ',"' + body + "}"
+    return short if back == counts_json else None
+
+
+def compact_packed_counts(conn: sqlite3.Connection) -> None:
+    """Compress each chunk's packed counts again as compact text (those that read back
+    as the same JSON), a page of ids at a time."""
+    unpacker = zstandard.ZstdDecompressor()
+    packer = zstandard.ZstdCompressor(level=_PACK_LEVEL, write_checksum=True)
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT id, packed_counts FROM chunks WHERE id > ? AND packed_counts IS NOT NULL "
+            "ORDER BY id LIMIT 2000",
+            (last,),
+        ).fetchall()
+        if not rows:
+            return
+        changed = []
+        for cid, packed in rows:
+            try:
+                text = unpacker.decompress(bytes(packed)).decode()
+            except (zstandard.ZstdError, UnicodeDecodeError):
+                continue  # a damaged cache stays as it is: it reads as none
+            short = compact_counts(text)
+            if short is not None:
+                changed.append((packer.compress(short.encode()), int(cid)))
+        conn.executemany("UPDATE chunks SET packed_counts = ? WHERE id = ?", changed)
+        last = int(rows[-1][0])
