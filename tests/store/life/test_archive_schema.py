@@ -3,15 +3,18 @@ store unchanged (both backends); every hash an entry claims is checked against i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from offload.core.hashing import text_hash
 from offload.core.tokens import EstimateCounter
 from offload.errors import InvalidInput
 from offload.store.backend import Sql
 from offload.store.life.archive import export_archive, import_archive
+from offload.store.life.archive_schema import READS, VERSION
 from offload.store.store import Store
 
 CORPUS = Path(__file__).resolve().parents[2] / "data" / "archives"
@@ -118,3 +121,27 @@ def test_an_archive_never_moves_a_label_the_store_gives_another_entry(
         assert store.read("deploy", scope="proj") == REAL
         assert store.read("fresh", scope="proj") == "more\n"
         assert store.read(f"ctx:sha256:{text_hash(theirs)}", scope="proj") == theirs
+
+
+def test_an_export_writes_the_version_that_marks_4_bit_vectors(tmp_path: Path) -> None:
+    with Store(tmp_path / "a.db", counter=EstimateCounter()) as store:
+        store.put("a note\n", scope="proj")
+        export_archive(store, tmp_path / "out.offload")
+    with zstandard.ZstdDecompressor().stream_reader((tmp_path / "out.offload").open("rb")) as r:
+        header = json.loads(r.read(200).split(b"\n", 1)[0])
+    assert header == {"format": "offload-archive", "version": VERSION}
+    assert VERSION == 2 and READS == (1, 2)
+
+
+@pytest.mark.parametrize("version", [True, 1.0, "2", 3, 0])
+def test_a_header_naming_a_version_not_read_here_is_refused(
+    tmp_path: Path, version: object
+) -> None:
+    archive = tmp_path / "v.offload"
+    head = json.dumps({"format": "offload-archive", "version": version}).encode() + b"\n"
+    archive.write_bytes(zstandard.ZstdCompressor().compress(head))
+    with (
+        Store(tmp_path / "a.db", counter=EstimateCounter()) as store,
+        pytest.raises(InvalidInput, match="is not supported"),
+    ):
+        import_archive(store, archive)

@@ -27,7 +27,12 @@ from offload.errors import InvalidInput
 from offload.store.write.puts import check_label
 
 FORMAT = "offload-archive"
-VERSION = 1
+# the version an export writes; 2 marks entry vectors that may be in the 4-bit form
+# (store/write/vectors.py), which an offload reading only version 1 would misread, so it
+# refuses the archive instead
+VERSION = 2
+# the versions an import reads: a version 1 archive's vectors are int8, still read
+READS = (1, 2)
 INT32 = 2**31 - 1
 INT64 = 2**63 - 1
 Record = dict[str, Any]
@@ -218,10 +223,12 @@ def check_header(path: Path, value: Any) -> None:
         }
     ):
         raise InvalidInput(f"{path}: not an offload archive (missing header)")
-    if value.get("version") != VERSION:
-        shown = str(value.get("version"))[:20]
+    version = value.get("version")
+    if type(version) is not int or version not in READS:
+        shown = str(version)[:20]
+        reads = ", ".join(map(str, READS))
         raise InvalidInput(
-            f"{path}: archive version {shown} is not supported (this offload reads {VERSION})"
+            f"{path}: archive version {shown} is not supported (this offload reads {reads})"
         )
 
 
@@ -279,4 +286,4 @@ def _verify(path: Path, n: int, r: Record, accept_unverified: bool) -> None:
         )
 
 
-__all__ = ["FORMAT", "SCHEMAS", "VERSION", "Record", "check_header", "check_record"]
+__all__ = ["FORMAT", "READS", "SCHEMAS", "VERSION", "Record", "check_header", "check_record"]
