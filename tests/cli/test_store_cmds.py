@@ -692,3 +692,14 @@ def test_a_count_of_one_is_said_in_the_singular(
     assert run(capsys, "export", str(archive))[1] == f"exported 1 entry to {archive}\n"
     reap = ("reap", "--scope", "teamA", "--status", "any", "--max-salience", "1", "--dry-run")
     assert run(capsys, *reap)[1].startswith("would reap 1 entry\n")
+
+
+def test_add_json_gives_the_entrys_created_time_as_show_does_and_new_for_a_first_store(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = json.loads(run(capsys, "add", "--json", "the ferry leaves at nine")[1])
+    again = json.loads(run(capsys, "add", "--json", "the ferry leaves at nine")[1])
+    shown = json.loads(run(capsys, "show", "--json", first["ref"])[1])
+    assert first["new"] is True and again["new"] is False
+    assert isinstance(shown["created"], str)
+    assert first["created"] == again["created"] == shown["created"]

@@ -176,8 +176,9 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
             )
         finally:
             meter.close()  # cleared before the output
-        data = {**_entry_json(res.entry), "created": res.created}
-        emit(args, data, lambda d: _added_line(res.entry, created=d["created"]))
+        # "created" is the entry's timestamp, as in `show --json`; "new": stored by this add
+        data = {**_entry_json(res.entry), "new": res.created}
+        emit(args, data, lambda d: _added_line(res.entry, created=d["new"]))
     return 0
 
 
