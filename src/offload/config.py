@@ -322,6 +322,11 @@ def load_settings(
     """
     env = dict(env or {})
     flag_items = dict(flags or {})
+    if "OFFLOAD_HOME" in env and not env["OFFLOAD_HOME"].strip():
+        raise ConfigError(
+            "OFFLOAD_HOME is set but empty; set it to the store directory, or unset it for "
+            "the default one"
+        )
     home = flag_items.get("store.home") or env.get("OFFLOAD_HOME")
     path = Path(config_file) if config_file else None
     if path is None:

@@ -177,3 +177,16 @@ def test_a_path_whose_name_is_not_utf8_is_refused_saying_to_pipe_the_file_in(
     assert code == 2
     assert "--path is not valid UTF-8 text" in err
     assert err.rstrip().endswith("pipe the file in instead (offload add < FILE)")
+
+
+@pytest.mark.parametrize("home", ["", "  "])
+def test_an_empty_home_flag_or_variable_is_refused_naming_it(
+    home: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "store"))
+    code, _, err = run(capsys, "ls", "--home", home)
+    assert code == 2 and err.count("\n") == 1 and "--home is empty" in err
+    monkeypatch.setenv("OFFLOAD_HOME", home)
+    code, _, err = run(capsys, "stats")
+    assert code == 2 and err.count("\n") == 1 and "OFFLOAD_HOME is set but empty" in err
+    assert not (tmp_path / "store").exists()  # refused before any store was opened

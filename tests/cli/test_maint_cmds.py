@@ -171,7 +171,7 @@ def test_doctor_reports_an_unverified_content_hash_and_repair_renames_it(
     claimed = "ctx:sha256:" + text_hash("the deploy key lives in vault path secret/deploy\n")
     assert "hunter2" in run(capsys, "cat", claimed, "--scope", "proj")[1]  # what it accepted
     code, out, _ = run(capsys, "doctor")
-    assert code == 1 and "1 entries whose content hash names content the store does not hold" in out
+    assert code == 1 and "1 entry whose content hash names content the store does not hold" in out
     code, out, _ = run(capsys, "doctor", "--repair")
     assert code == 0 and "(its content hash b5da30147cde was unverified)" in out
     code, _out, err = run(capsys, "cat", claimed, "--scope", "proj")

@@ -54,7 +54,7 @@ def test_add_through_a_pipe_prints_no_progress_and_its_json_is_intact(
     code = main(["add", text, "--json", "--home", str(tmp_path)])
     out, err = capsys.readouterr()
     assert code == 0 and err == ""
-    assert json.loads(out)["created"] is True
+    assert json.loads(out)["new"] is True
 
 
 def test_replay_json_draws_a_bar_on_a_terminal_and_keeps_stdout_json(
@@ -114,7 +114,7 @@ def test_add_progress_goes_to_stderr_in_stages_and_leaves_the_json_on_stdout_cle
     (tmp_path / "big.log").write_text("".join(f"step {i} passed\n" for i in range(2000)))
     code = main(["add", "--path", "big.log", "--progress", "--json", "--home", str(tmp_path)])
     out, err = capsys.readouterr()
-    assert code == 0 and json.loads(out)["created"] is True
+    assert code == 0 and json.loads(out)["new"] is True
     lines = err.splitlines()
     assert lines and all(re.fullmatch(UPDATE, ln) for ln in lines)
     assert lines[-1].startswith("adding big.log: writing 100%")

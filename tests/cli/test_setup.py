@@ -668,3 +668,26 @@ def test_a_revert_dry_run_shows_the_diff_it_would_apply_and_writes_nothing(
         f"would take offload's entries out of {config}",
         "(dry run: nothing written)",
     ]
+
+
+def test_revert_removes_the_directory_setup_created_and_keeps_one_the_user_had(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fresh, home = tmp_path / "fresh", tmp_path / "home"
+    fresh.mkdir()
+    assert setup(capsys, home, fresh, "gemini")[0] == 0
+    assert (fresh / ".gemini").is_dir()
+    code, out, _ = setup(capsys, home, fresh, "gemini", "--revert")
+    assert code == 0 and f"removed {fresh / '.gemini'}" in out
+    assert not (fresh / ".gemini").exists()
+    # the user's own directory stays, empty or not
+    had = tmp_path / "had"
+    (had / ".gemini").mkdir(parents=True)
+    assert setup(capsys, home, had, "gemini")[0] == 0
+    assert setup(capsys, home, had, "gemini", "--revert")[0] == 0
+    assert (had / ".gemini").is_dir() and list((had / ".gemini").iterdir()) == []
+    # a directory setup made but the user filled since stays with what it holds
+    assert setup(capsys, home, fresh, "gemini")[0] == 0
+    (fresh / ".gemini" / "notes.md").write_text("mine\n")
+    assert setup(capsys, home, fresh, "gemini", "--revert")[0] == 0
+    assert files_of(fresh) == {".gemini/notes.md": b"mine\n"}

@@ -678,3 +678,28 @@ def test_adding_the_same_text_again_says_which_flags_did_not_apply(
     )
     code, out, _ = run(capsys, "show", "rota")
     assert code == 0 and "topic     first" in out
+
+
+def test_a_count_of_one_is_said_in_the_singular(
+    home: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert run(capsys, "add", "--scope", "teamA", "the lone quokka")[0] == 0
+    found = run(capsys, "search", "quokka", "--scope", "teamB")[1]
+    assert found.endswith("[scope teamB; 1 hit in 1 other scope: --all-scopes shows them]\n")
+    listed = run(capsys, "ls", "--scope", "teamB")[1]
+    assert listed.endswith("[scope teamB; 1 entry in 1 other scope: --all-scopes shows them]\n")
+    archive = tmp_path / "one.arch"
+    assert run(capsys, "export", str(archive))[1] == f"exported 1 entry to {archive}\n"
+    reap = ("reap", "--scope", "teamA", "--status", "any", "--max-salience", "1", "--dry-run")
+    assert run(capsys, *reap)[1].startswith("would reap 1 entry\n")
+
+
+def test_add_json_gives_the_entrys_created_time_as_show_does_and_new_for_a_first_store(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = json.loads(run(capsys, "add", "--json", "the ferry leaves at nine")[1])
+    again = json.loads(run(capsys, "add", "--json", "the ferry leaves at nine")[1])
+    shown = json.loads(run(capsys, "show", "--json", first["ref"])[1])
+    assert first["new"] is True and again["new"] is False
+    assert isinstance(shown["created"], str)
+    assert first["created"] == again["created"] == shown["created"]

@@ -47,7 +47,7 @@ async def test_tools_work_over_streamable_http_on_loopback(env: McpEnv) -> None:
             res = await c.call_tool("offload", {"content": "over http", "topic": "http topic"})
             assert not res.is_error
             peek = await c.call_tool("peek", {})
-            assert "1 entries" in peek.content[0].text  # type: ignore[union-attr]
+            assert "1 entry" in peek.content[0].text  # type: ignore[union-attr]
             matrix = await c.read_resource("offload://matrix")
             assert "http topic" in matrix.contents[0].text  # type: ignore[union-attr]
 

@@ -77,7 +77,7 @@ async def test_search_answers_several_queries_and_references_repeated_chunks(env
         await put(s, "notes about compute and caching\n", topic="notes")
         text = await s.ok("search", queries=["value_120", "compute 120", "caching"])
     blocks = text.splitlines()
-    assert blocks[0] == 'q1 "value_120": 1 hits'
+    assert blocks[0] == 'q1 "value_120": 1 hit'
     m = re.fullmatch(
         rf"  {ref} L(\d+)-(\d+) \| generated code \| L120: line 120: value_120.*", blocks[1]
     )
@@ -87,7 +87,7 @@ async def test_search_answers_several_queries_and_references_repeated_chunks(env
     # the same chunk found again by q2 is referenced, not repeated
     assert f"{ref} L{start}-{end} (same chunk as q1)" in text
     assert text.count("L120: line 120") == 1
-    assert 'q3 "caching": 1 hits' in text and "notes about compute and caching" in text
+    assert 'q3 "caching": 1 hit' in text and "notes about compute and caching" in text
     at = max(start, 120 - 5)  # a few lines before the matching one, within the chunk
     assert blocks[-1].startswith(f'[open a hit: read(ref="{ref}", offset={at}, max_tokens=2000)')
 

@@ -187,10 +187,10 @@ async def test_reap_previews_with_dry_run_spares_pins_and_needs_a_criterion(env:
         pinned = await put(s, "pinned low", salience=0.1, pin=True)
         high = await put(s, "high value", salience=0.9)
         preview = await s.ok("reap", max_salience=0.5, dry_run=True)
-        assert preview.startswith("would forget 1 entries") and low in preview
+        assert preview.startswith("would forget 1 entry") and low in preview
         assert env.store.resolve(low)
         done = await s.ok("reap", max_salience=0.5)
-        assert done.startswith("forgot 1 entries") and pinned not in done
+        assert done.startswith("forgot 1 entry") and pinned not in done
         assert "is gone" in await s.fail("recall", ref=low)
         assert await s.ok("recall", ref=high)
         assert "give older_than" in await s.fail("reap", dry_run=True)

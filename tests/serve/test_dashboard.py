@@ -311,3 +311,12 @@ async def test_the_page_names_the_served_scope_and_counts_it_beside_the_whole_st
     page = (await client.get("/")).text
     assert "search and open look in scope <code>dash-test</code>" in page
     assert "entries in this scope" in page and "entries, every scope" in page
+
+
+@pytest.mark.anyio
+async def test_the_page_says_a_single_hit_in_the_singular(
+    served: Served, client: httpx.AsyncClient
+) -> None:
+    served.store.put("the lone echidna", scope="dash-test")
+    page = (await client.get("/", params={"q": "echidna"})).text
+    assert "1 hit for \u201cechidna\u201d" in html.unescape(page) and "1 hits" not in page

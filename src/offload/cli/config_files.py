@@ -67,6 +67,29 @@ def through_links(path: Path) -> Path:
     return real
 
 
+def missing_dirs(path: Path) -> list[str]:
+    """The directories a write of ``path`` would create (deepest first): the ones
+    ``setup`` records, so that ``--revert`` removes them again and no other."""
+    parent = through_links(path).parent
+    made: list[str] = []
+    while not parent.exists() and parent != parent.parent:
+        made.append(str(parent))
+        parent = parent.parent
+    return made
+
+
+def remove_empty_dirs(dirs: list[str]) -> list[str]:
+    """Remove each of ``dirs`` (deepest first) that is empty now; the ones removed."""
+    removed: list[str] = []
+    for name in dirs:
+        try:
+            os.rmdir(name)
+        except OSError:  # gone already, or the user keeps something in it
+            continue
+        removed.append(name)
+    return removed
+
+
 def write_atomic(
     path: Path, data: bytes, *, like: Path | None = None, private: bool = False
 ) -> None:

@@ -188,11 +188,13 @@ _POSITIONAL = frozenset({"text", "ref", "query", "file", "files", "trace", "acti
 
 def _run(module: types.ModuleType, command: str, args: argparse.Namespace) -> int:
     from offload.config import load_settings
-    from offload.errors import OffloadError
+    from offload.errors import ConfigError, OffloadError
 
     settings = None
     try:
         flags: dict[str, object] = {}
+        if args.home is not None and not args.home.strip():
+            raise ConfigError("--home is empty; name the store directory, or leave it out")
         if args.home:
             flags["store.home"] = args.home
         _check_unicode(args)

@@ -8,6 +8,7 @@ from pathlib import Path
 from offload.cli.common import emit, open_store
 from offload.cli.progress import Bar
 from offload.config import Settings
+from offload.core.wording import counted
 from offload.errors import InvalidInput
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.life.maintenance import compact, doctor, reindex
@@ -61,31 +62,34 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
     def text(d: dict[str, object]) -> str:
         lines = [
-            f"checked {report.blocks_checked} blocks: {'clean' if report.clean else 'problems found'}"
+            f"checked {counted(report.blocks_checked, 'block')}: {'clean' if report.clean else 'problems found'}"
         ]
         for digest in report.corrupt_blocks:
             lines.append(f"corrupt block {digest[:16]} (its bytes no longer match the hash)")
         for digest in report.missing_blocks:
             lines.append(f"missing block {digest[:16]} (entries point at it)")
         if report.orphan_blocks:
-            lines.append(f"{len(report.orphan_blocks)} orphan blocks (no entry uses them)")
+            lines.append(
+                f"{counted(len(report.orphan_blocks), 'orphan block')} (no entry uses them)"
+            )
         if report.unindexed_blocks:
-            lines.append(f"{len(report.unindexed_blocks)} blocks missing from the index")
+            lines.append(f"{counted(len(report.unindexed_blocks), 'block')} missing from the index")
         if report.stale_chunks:
-            lines.append(f"{report.stale_chunks} index chunks of missing blocks")
+            lines.append(f"{counted(report.stale_chunks, 'index chunk')} of missing blocks")
         if not report.index_ok:
             lines.append("full-text index failed its integrity check")
         if report.stale_hot:
-            lines.append(f"{report.stale_hot} entries left hot by dead processes")
+            lines.append(f"{counted(report.stale_hot, 'entry')} left hot by dead processes")
         if report.chunk_map_off:
-            lines.append(f"{report.chunk_map_off} chunk map rows missing or extra")
+            lines.append(f"{counted(report.chunk_map_off, 'chunk map row')} missing or extra")
         if report.unreadable_counts:
             n = len(report.unreadable_counts)
-            lines.append(f"{n} chunks' cached term counts unreadable (scored from their text)")
+            whose = counted(n, "chunk's", "chunks'")
+            lines.append(f"{whose} cached term counts unreadable (scored from their text)")
         if report.unverified_content:
             n = len(report.unverified_content)
             lines.append(
-                f"{n} entries whose content hash names content the store does not hold "
+                f"{counted(n, 'entry')} whose content hash names content the store does not hold "
                 "(cannot be verified: a lossy entry without its original)"
             )
         lines += [f"repaired: {r}" for r in report.repaired]
@@ -106,7 +110,7 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
         n = export_archive(store, path, progress=Bar("exporting"))
     tail = " (it replaced the file that was there)" if replaced else ""
     data = {"entries": n, "file": args.file, "replaced": replaced}
-    emit(args, data, lambda d: f"exported {n} entries to {args.file}{tail}")
+    emit(args, data, lambda d: f"exported {counted(n, 'entry')} to {args.file}{tail}")
     return 0
 
 
@@ -121,6 +125,6 @@ def run_import(args: argparse.Namespace, settings: Settings) -> int:
     emit(
         args,
         {"added": n, "file": args.file},
-        lambda d: f"imported {n} new entries from {args.file}",
+        lambda d: f"imported {counted(n, 'new entry')} from {args.file}",
     )
     return 0

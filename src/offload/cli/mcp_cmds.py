@@ -7,6 +7,7 @@ from pathlib import Path
 
 from offload.cli.common import add_root_arg, check_listen_address, open_store
 from offload.config import Settings
+from offload.core.wording import counted
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     tools = select(settings.mcp.tools)  # unknown names fail before anything starts
     if args.catalog:
-        print(f"{len(tools)} tools, {catalog_tokens(tools)} tokens (cl100k)")
+        print(f"{counted(len(tools), 'tool')}, {counted(catalog_tokens(tools), 'token')} (cl100k)")
         return 0
     from offload.mcp.context import McpContext
     from offload.mcp.server import build_server

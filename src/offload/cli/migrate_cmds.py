@@ -19,6 +19,7 @@ from offload.cli.flags import subcommand
 from offload.cli.progress import Bar
 from offload.config import Settings
 from offload.core.urls import redact_url
+from offload.core.wording import counted
 from offload.errors import InvalidInput
 from offload.store.life.migrate import migrate
 from offload.store.write.vectors import backfill
@@ -112,8 +113,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         args,
         data,
         lambda d: (
-            f"migrated {report.exported} entries to {shown} ({report.added} new); "
-            f"{report.blocks_checked} blocks re-hashed and {report.vectors_checked} vectors "
+            f"migrated {counted(report.exported, 'entry')} to {shown} ({report.added} new); "
+            f"{counted(report.blocks_checked, 'block')} re-hashed and "
+            f"{counted(report.vectors_checked, 'vector')} "
             "compared on the target: all intact"
         ),
     )

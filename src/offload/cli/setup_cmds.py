@@ -18,7 +18,7 @@ import argparse
 import difflib
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,9 @@ from offload.cli.config_files import (
     backup,
     check_unchanged,
     digest,
+    missing_dirs,
     read_config,
+    remove_empty_dirs,
     restore,
     stamp_now,
     through_links,
@@ -193,8 +195,10 @@ def write(
         held = bool(secret) and secret in (change.old or "")
         saved = backup(change.path, stamp, private=held) if change.old is not None else None
         data = change.new.encode("utf-8")
+        made = missing_dirs(change.path)
         write_atomic(change.path, data, private=bool(secret) and secret in change.new)
         _remember(record, change, saved, data)
+        record["files"][str(change.path)].setdefault("dirs", made)
         done.append({"path": str(change.path), "backup": str(saved) if saved else None})
     setup_records.save(where, record)
     return done
@@ -268,7 +272,10 @@ def revert(args: argparse.Namespace, client: Client, settings: Settings) -> int:
             f"(no record at {where}, nor in the store {settings.db_path}; backups are "
             "beside the files, NAME.offload-backup-*)"
         )
-    steps = [_undo_step(client, Path(p), rec) for p, rec in record["files"].items()]
+    steps = [
+        replace(_undo_step(client, Path(p), rec), dirs=list(rec.get("dirs", [])))
+        for p, rec in record["files"].items()
+    ]
     if args.dry_run:
         planned = [f"would {_WOULD[s.how]} {s.path}" for s in steps]
         secret = settings.mcp.bearer_token
@@ -277,7 +284,7 @@ def revert(args: argparse.Namespace, client: Client, settings: Settings) -> int:
         emit(args, data, _render_undo)
         return 0
     stamp = stamp_now()
-    done = [_apply_step(step, stamp) for step in steps]
+    done = [line for step in steps for line in _apply_step(step, stamp)]
     setup_records.forget(where)
     emit(args, {"client": client.name, "dry_run": False, "reverted": done}, _render_undo)
     return 0
@@ -323,6 +330,7 @@ class _Step:
     data: bytes = b""
     source: str = ""
     old: str = ""  # the file's text now ("" when there is nothing to change)
+    dirs: list[str] = field(default_factory=list)  # setup created them: removed when empty
 
     def change(self) -> Change:
         """The step as a change of the file's text, for a dry run's diff (a removed file
@@ -354,7 +362,13 @@ def _undo_step(client: Client, path: Path, rec: dict[str, Any]) -> _Step:
     return _Step(path, "edit", text.encode("utf-8"), old=before)
 
 
-def _apply_step(step: _Step, stamp: str) -> str:
+def _apply_step(step: _Step, stamp: str) -> list[str]:
+    done = _apply_file_step(step, stamp)
+    gone = remove_empty_dirs(step.dirs) if step.how in ("remove", "none") else []
+    return [done, *(f"removed {d} (setup had created it; empty now)" for d in gone)]
+
+
+def _apply_file_step(step: _Step, stamp: str) -> str:
     if step.how == "remove":
         # a config that is a link: setup created its target; the link is the user's
         through_links(step.path).unlink(missing_ok=True)

@@ -22,6 +22,7 @@ from offload.config import Settings
 from offload.core.client_edits import Value, parse
 from offload.core.clients import CLIENTS, NAME, current, wired
 from offload.core.urls import redact_url
+from offload.core.wording import counted
 from offload.errors import OffloadError
 from offload.llm.upstream import UpstreamClient
 from offload.store.life.health import quick_check
@@ -189,7 +190,7 @@ def _render(data: dict[str, Any]) -> str:
     lines = [
         f"store     {'ok' if store['ok'] else 'FAILING'}  {store['path']}"
         + (
-            f"  {store['entries']} entries"
+            f"  {counted(store['entries'], 'entry')}"
             if store["ok"]
             else f"  {store.get('error') or store.get('check')}"
         ),

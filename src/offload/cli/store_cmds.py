@@ -17,6 +17,7 @@ from offload.core.gist import gist
 from offload.core.hashing import decode
 from offload.core.timeexpr import iso_day, parse_time
 from offload.core.untrusted import inline, printable
+from offload.core.wording import counted
 from offload.errors import InvalidInput, NotAFile, OutsideRoots, TooLarge
 from offload.store.models import Entry, Filters, Hit
 from offload.store.paths import limit_text, project_root, read_text_file
@@ -175,8 +176,9 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
             )
         finally:
             meter.close()  # cleared before the output
-        data = {**_entry_json(res.entry), "created": res.created}
-        emit(args, data, lambda d: _added_line(res.entry, created=d["created"]))
+        # "created" is the entry's timestamp, as in `show --json`; "new": stored by this add
+        data = {**_entry_json(res.entry), "new": res.created}
+        emit(args, data, lambda d: _added_line(res.entry, created=d["new"]))
     return 0
 
 
@@ -280,7 +282,7 @@ def run_ls(args: argparse.Namespace, settings: Settings) -> int:
             args,
             data,
             lambda d: (
-                _ls_text(rows, total, args.page, limit) + _scope_text(f.scope, others, "entries")
+                _ls_text(rows, total, args.page, limit) + _scope_text(f.scope, others, "entry")
             ),
         )
     return 0
@@ -308,10 +310,9 @@ def _scope_text(scope: str | None, others: dict[str, int], what: str) -> str:
     if scope is None:
         return "\n[every scope]"
     n, k = others["entries"], others["scopes"]
-    scopes = f"{k} other scope{'' if k == 1 else 's'}"
+    scopes = counted(k, "other scope")
     if n:
-        noun = what if n != 1 else what.rstrip("s").replace("entrie", "entry")
-        return f"\n[scope {scope}; {n} {noun} in {scopes}: --all-scopes shows them]"
+        return f"\n[scope {scope}; {counted(n, what)} in {scopes}: --all-scopes shows them]"
     return f"\n[scope {scope}; none in {scopes}]" if k else f"\n[scope {scope}]"
 
 
@@ -336,7 +337,7 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
                 args,
                 data,
                 lambda d: (
-                    _hits_text(found, [e for _, e in pairs]) + _scope_text(f.scope, others, "hits")
+                    _hits_text(found, [e for _, e in pairs]) + _scope_text(f.scope, others, "hit")
                 ),
             )
             return 0
@@ -345,7 +346,7 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
         emit(
             args,
             data,
-            lambda d: _hits_text(hits) + _scope_text(f.scope, others, "hits"),
+            lambda d: _hits_text(hits) + _scope_text(f.scope, others, "hit"),
         )
     return 0
 
@@ -426,7 +427,9 @@ def run_reap(args: argparse.Namespace, settings: Settings) -> int:
     emit(
         args,
         data,
-        lambda d: "\n".join([f"{verb} {len(victims)} entries"] + [_line(e) for e in victims]),
+        lambda d: "\n".join(
+            [f"{verb} {counted(len(victims), 'entry')}"] + [_line(e) for e in victims]
+        ),
     )
     return 0
 
@@ -437,7 +440,7 @@ def run_stats(args: argparse.Namespace, settings: Settings) -> int:
         data = {**store.stats(), **store.peek(scope)}
         others = store.elsewhere(scope)
     data.update(_scope_json(scope, others))
-    emit(args, data, lambda d: _stats_text(d) + _scope_text(scope, others, "entries"))
+    emit(args, data, lambda d: _stats_text(d) + _scope_text(scope, others, "entry"))
     return 0
 
 
@@ -511,7 +514,7 @@ def _line(e: Entry) -> str:
 
 def _ls_text(rows: list[Entry], total: int, page: int, limit: int) -> str:
     if not rows:
-        return "no entries" if total == 0 else f"page {page} is empty ({total} entries)"
+        return "no entries" if total == 0 else f"page {page} is empty ({counted(total, 'entry')})"
     lines = [_line(e) for e in rows]
     shown_to = (page - 1) * limit + len(rows)
     if shown_to < total:
@@ -559,7 +562,10 @@ def _show_text(e: Entry) -> str:
         ("summary", _one(e.summary)),  # a gist's lines kept apart by a visible \\n
         ("salience", f"{e.salience:.2f}"),
         ("status", e.status + (" (pinned)" if e.pinned else "")),
-        ("size", f"{e.tokens} tokens, {e.lines} lines, {e.size} bytes"),
+        (
+            "size",
+            f"{counted(e.tokens, 'token')}, {counted(e.lines, 'line')}, {counted(e.size, 'byte')}",
+        ),
         ("source", _one(e.source)),
         ("labels", " ".join(_one(label) for label in e.labels)),
         ("scope", _one(e.scope)),

@@ -14,6 +14,7 @@ from typing import Any
 from offload.core.fence import iso
 from offload.core.timeexpr import iso_day
 from offload.core.untrusted import inline
+from offload.core.wording import counted
 from offload.errors import (
     BinaryFile,
     Gone,
@@ -108,7 +109,7 @@ def peek_text(counts: Mapping[str, Any], scope: str, others: Mapping[str, int]) 
     if others.get("entries"):
         elsewhere = f" ({others['entries']} more in {others['scopes']} other scope(s): search all_scopes=true)"
     head = (
-        f"{counts['entries']} entries: {counts['cold']} cold, {counts['hot']} hot, "
+        f"{counted(counts['entries'], 'entry')}: {counts['cold']} cold, {counts['hot']} hot, "
         f"{counts['pinned']} pinned; ~{counts['tokens']} tokens; scope {inline(scope, 200)}{elsewhere}"
     )
     kinds = counts.get("kinds") or {}
@@ -149,7 +150,7 @@ def hit_lines(
     """Hits of one query; a chunk already shown for an earlier query is only referenced.
     With ``why``, each hit's rank, score and explanation follow it (its matched terms,
     read from stored fields, made inert)."""
-    head = f"q{number} {json.dumps(query, ensure_ascii=False)}: {len(hits) or 'no'} hits"
+    head = f"q{number} {json.dumps(query, ensure_ascii=False)}: {counted(len(hits), 'hit') if hits else 'no hits'}"
     out = [head] if not why else [head, f"  {path_line(why[0])}"]
     for i, h in enumerate(hits):
         out.append(_hit_line(h, shown, number))

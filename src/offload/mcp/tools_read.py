@@ -7,6 +7,7 @@ import dataclasses
 
 from offload.core.fence import fence, new_nonce
 from offload.core.lines import continuation, read_lines, read_lines_within
+from offload.core.wording import counted
 from offload.errors import InvalidInput, ModelNotConfigured
 from offload.mcp import format as fmt
 from offload.mcp.args import Args
@@ -237,7 +238,7 @@ async def stats(ctx: McpContext, a: Args) -> str:
             f"by tool: {per_tool}",
             f"offloaded: {s.stored} new ({s.stored_bytes} bytes), {s.deduped} already stored; "
             f"fenced bodies sent: {s.bodies} ({s.body_bytes} bytes)",
-            f"scope {fmt.one_line(ctx.scope, 200)}: {counts['entries']} entries, "
+            f"scope {fmt.one_line(ctx.scope, 200)}: {counted(counts['entries'], 'entry')}, "
             f"~{counts['tokens']} tokens",
         ]
     )

@@ -11,6 +11,7 @@ from offload.core.fence import iso
 from offload.core.gist import gist
 from offload.core.markdown import split_sections
 from offload.core.untrusted import inline
+from offload.core.wording import counted
 from offload.errors import InvalidInput, ReferenceError_, UpstreamError
 from offload.mcp import format as fmt
 from offload.mcp.args import Args, parse_duration
@@ -193,7 +194,7 @@ async def reap(ctx: McpContext, a: Args) -> str:
         dry_run=dry,
     )
     verb = "would forget" if dry else "forgot"
-    out = [f"{verb} {len(victims)} entries (pinned ones are always spared)"]
+    out = [f"{verb} {counted(len(victims), 'entry')} (pinned ones are always spared)"]
     out += [fmt.entry_line(e) for e in victims[:_REAP_LIST]]
     if len(victims) > _REAP_LIST:
         out.append(f"… +{len(victims) - _REAP_LIST} more")

@@ -21,6 +21,7 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from offload.config import Settings
+from offload.core.wording import counted
 from offload.proxy.figures.turns import stub_ref
 from offload.serve import plots
 from offload.serve.markup import render
@@ -370,7 +371,7 @@ def _browse(browse: Mapping[str, Any] | None) -> dict[str, Any]:
     shown = []
     if hits is not None:
         note = note or (
-            f"{len(hits)} hits for \u201c{query}\u201d"
+            f"{counted(len(hits), 'hit')} for \u201c{query}\u201d"
             if hits
             else f"no hits for \u201c{query}\u201d"
         ) + _scope_note(browse)
@@ -382,7 +383,7 @@ def _browse(browse: Mapping[str, Any] | None) -> dict[str, Any]:
                     "quoted": quote(h["ref"], safe="") + also,
                     "name": _entry_name(h),
                     "kind": h["kind"],
-                    "tokens": fmt(h["tokens"], "int"),
+                    "tokens": counted(int(h["tokens"]), "token", grouped=True),
                     "line": h["match_line"],
                     "snippet": h["snippet"],
                 }
@@ -393,7 +394,8 @@ def _browse(browse: Mapping[str, Any] | None) -> dict[str, Any]:
         en = opened["entry"]
         head = (
             f"{_entry_name(en)} \u2014 {en['ref']} \u00b7 {en['kind']} \u00b7"
-            f" {fmt(en['tokens'], 'int')} tokens, {fmt(en['lines'], 'int')} lines"
+            f" {counted(int(en['tokens']), 'token', grouped=True)},"
+            f" {counted(int(en['lines']), 'line', grouped=True)}"
             + (f" \u00b7 from {en['source']}" if en["source"] else "")
         )
         text = opened["text"] + ("\n\u2026 (cut)" if opened["truncated"] else "")
@@ -459,7 +461,7 @@ def _listing(listing: Mapping[str, Any] | None, error: str) -> dict[str, Any]:
                 "name": _entry_name(e),
                 "meta": " \u00b7 ".join(
                     ([e["ref"]] if _entry_name(e) != e["ref"] else [])
-                    + [e["kind"], f"{fmt(e['tokens'], 'int')} tokens"]
+                    + [e["kind"], counted(int(e["tokens"]), "token", grouped=True)]
                     + (["pinned"] if e["pinned"] else [])
                 ),
             }

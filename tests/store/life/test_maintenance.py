@@ -207,7 +207,7 @@ def test_doctor_finds_unreadable_cached_counts_and_repair_makes_them_again(store
     report = doctor(store)
     assert report.unreadable_counts == [packed[0]] and not report.clean
     repaired = doctor(store, repair=True)
-    assert any("term counts of 1 chunks" in r for r in repaired.repaired)
+    assert any("term counts of 1 chunk" in r for r in repaired.repaired)
     assert doctor(store).clean
     again = store.conn.execute(
         Sql("SELECT term_counts, packed_counts FROM chunks WHERE id = ?"), (packed[0],)

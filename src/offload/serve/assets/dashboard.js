@@ -18,6 +18,8 @@ const fmt = {
     return (i ? v.toFixed(1) : String(v)) + ' ' + u[i];
   },
 };
+// a count and its noun, singular for one (offload/core/wording.py's counted, for the page)
+const counted = (n, one, many) => fmt.int(n) + ' ' + (Number(n) === 1 ? one : (many || one + 's'));
 function get(o, p) { for (const k of p.split('.')) { if (o == null) return null; o = o[k]; } return o; }
 function ago(s) {
   s = Math.max(0, Math.round(s));
@@ -269,9 +271,9 @@ async function search(q) {
   list.replaceChildren(); note.textContent = 'searching\u2026';
   const [r, data] = await getJson('/api/search?q=' + encodeURIComponent(q) + everyScope());
   if (!r.ok) { note.textContent = data.error || ('search failed: ' + r.status); return; }
-  note.textContent = (data.hits.length ? data.hits.length + ' hits for \u201c' + q + '\u201d' : 'no hits for \u201c' + q + '\u201d') + scopeNote(data);
+  note.textContent = (data.hits.length ? counted(data.hits.length, 'hit') + ' for \u201c' + q + '\u201d' : 'no hits for \u201c' + q + '\u201d') + scopeNote(data);
   for (const h of data.hits) {
-    const li = entryLi(h.ref, entryName(h), h.ref + ' \u00b7 ' + h.kind + ' \u00b7 ' + fmt.int(h.tokens) + ' tokens \u00b7 line ' + h.match_line);
+    const li = entryLi(h.ref, entryName(h), h.ref + ' \u00b7 ' + h.kind + ' \u00b7 ' + counted(h.tokens, 'token') + ' \u00b7 line ' + h.match_line);
     li.appendChild(el('pre', {}, h.snippet));
     list.appendChild(li);
   }
@@ -315,7 +317,7 @@ async function browse(params) {
     : 'no ' + what + (data.total ? ' on this page' : ' yet');
   for (const e of data.entries)
     list.appendChild(entryLi(e.ref, entryName(e), [...(entryName(e) === e.ref ? [] : [e.ref]), e.kind,
-      fmt.int(e.tokens) + ' tokens', ...(e.pinned ? ['pinned'] : [])].join(' \u00b7 ')));
+      counted(e.tokens, 'token'), ...(e.pinned ? ['pinned'] : [])].join(' \u00b7 ')));
   if (data.page > 1) { pager.appendChild(navLink(navHref(data.kind, data.pinned, data.page - 1), '\u2190 previous page')); pager.append(' '); }
   if (data.page * data.page_size < data.total) pager.appendChild(navLink(navHref(data.kind, data.pinned, data.page + 1), 'next page \u2192'));
 }
@@ -324,7 +326,7 @@ async function openEntry(ref) {
   const [r, data] = await getJson('/api/entry?ref=' + encodeURIComponent(ref) + everyScope());
   if (!r.ok) { $('entry-head').textContent = data.error || ('open failed: ' + r.status); $('entry-text').textContent = ''; return; }
   const e = data.entry;
-  $('entry-head').textContent = entryName(e) + ' \u2014 ' + e.ref + ' \u00b7 ' + e.kind + ' \u00b7 ' + fmt.int(e.tokens) + ' tokens, ' + fmt.int(e.lines) + ' lines' + (e.source ? ' \u00b7 from ' + e.source : '');
+  $('entry-head').textContent = entryName(e) + ' \u2014 ' + e.ref + ' \u00b7 ' + e.kind + ' \u00b7 ' + counted(e.tokens, 'token') + ', ' + counted(e.lines, 'line') + (e.source ? ' \u00b7 from ' + e.source : '');
   $('entry-text').textContent = data.text + (data.truncated ? '\n\u2026 (shown: the first ' + fmt.int(data.text.length) + ' characters)' : '');
 }
 function show() {

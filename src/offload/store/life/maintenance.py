@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from offload.core import analysis
 from offload.core.hashing import CTX_PREFIX
+from offload.core.wording import counted
 from offload.errors import IntegrityError, InvalidInput, NotFound
 from offload.store.backend import Conn, Sql
 from offload.store.life import lifecycle
@@ -168,12 +169,14 @@ def _repair(store: Store, report: DoctorReport) -> None:
     conn = store.conn
     if report.stale_hot:
         store.reset_stale_hot()
-        report.repaired.append(f"reset {report.stale_hot} entries left hot by dead processes")
+        report.repaired.append(
+            f"reset {counted(report.stale_hot, 'entry')} left hot by dead processes"
+        )
     with db.write_tx(conn):
         for digest in report.orphan_blocks:
             removal.drop_block_if_unused(conn, digest)
         if report.orphan_blocks:
-            report.repaired.append(f"dropped {len(report.orphan_blocks)} orphan blocks")
+            report.repaired.append(f"dropped {counted(len(report.orphan_blocks), 'orphan block')}")
         if report.stale_chunks:
             conn.execute(
                 Sql(
@@ -181,7 +184,9 @@ def _repair(store: Store, report: DoctorReport) -> None:
                     "(SELECT 1 FROM blocks b WHERE b.id = chunks.block_id)"
                 )
             )
-            report.repaired.append(f"removed {report.stale_chunks} chunks of missing blocks")
+            report.repaired.append(
+                f"removed {counted(report.stale_chunks, 'chunk')} of missing blocks"
+            )
         for digest in report.corrupt_blocks + report.missing_blocks:
             ids = [
                 int(r[0])
@@ -195,11 +200,15 @@ def _repair(store: Store, report: DoctorReport) -> None:
                     store, conn, entry_id, "corrupted (its stored bytes failed verification)"
                 )
             if ids:
-                report.repaired.append(f"tombstoned {len(ids)} entries of block {digest[:12]}")
+                report.repaired.append(
+                    f"tombstoned {counted(len(ids), 'entry')} of block {digest[:12]}"
+                )
         if report.corrupt_blocks or report.missing_blocks or not report.index_ok:
             rebuilt = _rebuild_index(store, conn)
             left_out = (
-                f" ({len(rebuilt.skipped)} unreadable blocks left out)" if rebuilt.skipped else ""
+                f" ({counted(len(rebuilt.skipped), 'unreadable block')} left out)"
+                if rebuilt.skipped
+                else ""
             )
             report.repaired.append("rebuilt the full-text index" + left_out)
         else:
@@ -207,11 +216,13 @@ def _repair(store: Store, report: DoctorReport) -> None:
                 text = store.block_text(digest)
                 rows.index_block(conn, rows.block_id(conn, digest), text, store.settings)
             if report.unindexed_blocks:
-                report.repaired.append(f"indexed {len(report.unindexed_blocks)} blocks")
+                report.repaired.append(f"indexed {counted(len(report.unindexed_blocks), 'block')}")
             if report.unreadable_counts:
                 _count_again(store, conn, report.unreadable_counts)
                 n = len(report.unreadable_counts)
-                report.repaired.append(f"made the cached term counts of {n} chunks again")
+                report.repaired.append(
+                    f"made the cached term counts of {counted(n, 'chunk')} again"
+                )
         report.repaired += _rekey_unverified(store, conn, report.unverified_content)
         if report.chunk_map_off:
             # last: the repairs above change chunks (the triggers map those), and the
