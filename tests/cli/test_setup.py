@@ -24,9 +24,9 @@ import loopback
 from mcp import Client
 from offload.cli.config_files import STATE, digest
 from offload.cli.main import main
-from offload.core.client_edits import dig, without
-from offload.core.client_jsonc import loads
-from offload.core.clients import CLIENTS, current
+from offload.core.clients.edits import dig, without
+from offload.core.clients.jsonc import loads
+from offload.core.clients.wiring import CLIENTS, current
 from offload.core.tokens import EstimateCounter
 from offload.store.store import Store
 from realparts import MCP_INIT, TEST_DATA

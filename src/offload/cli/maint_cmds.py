@@ -8,7 +8,7 @@ from pathlib import Path
 from offload.cli.common import emit, open_store
 from offload.cli.progress import Bar
 from offload.config import Settings
-from offload.core.wording import counted
+from offload.core.text.wording import counted
 from offload.errors import InvalidInput
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.life.maintenance import compact, doctor, reindex

@@ -18,8 +18,8 @@ from offload.cli.common import emit, open_store
 from offload.cli.flags import subcommand
 from offload.cli.progress import Bar
 from offload.config import Settings
+from offload.core.text.wording import counted
 from offload.core.urls import redact_url
-from offload.core.wording import counted
 from offload.errors import InvalidInput
 from offload.store.life.migrate import migrate
 from offload.store.write.vectors import backfill

@@ -1,6 +1,6 @@
 """``offload setup CLIENT``: wire an agent client to offload in its own config files.
 
-The entries themselves (which file, which key, which value) are :mod:`offload.core.clients`;
+The entries themselves (which file, which key, which value) are :mod:`offload.core.clients.wiring`;
 this adapter reads the files, shows the diff (``--dry-run``), backs each file up beside
 itself, writes atomically and records what it added (:mod:`offload.cli.setup_records`) so
 ``--revert`` takes exactly that out again, even after the client rewrote its file. Every
@@ -38,7 +38,16 @@ from offload.cli.config_files import (
     write_atomic,
 )
 from offload.config import Settings
-from offload.core.clients import CLIENTS, Client, ConfigFile, Wiring, added, apply, leftover, undo
+from offload.core.clients.wiring import (
+    CLIENTS,
+    Client,
+    ConfigFile,
+    Wiring,
+    added,
+    apply,
+    leftover,
+    undo,
+)
 from offload.errors import InvalidInput
 
 

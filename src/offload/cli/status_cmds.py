@@ -19,10 +19,10 @@ from offload.cli.common import emit, open_store
 from offload.cli.config_files import read_config
 from offload.cli.setup_cmds import config_path, wiring_for
 from offload.config import Settings
-from offload.core.client_edits import Value, parse
-from offload.core.clients import CLIENTS, NAME, current, wired
+from offload.core.clients.edits import Value, parse
+from offload.core.clients.wiring import CLIENTS, NAME, current, wired
+from offload.core.text.wording import counted
 from offload.core.urls import redact_url
-from offload.core.wording import counted
 from offload.errors import OffloadError
 from offload.llm.upstream import UpstreamClient
 from offload.store.life.health import quick_check

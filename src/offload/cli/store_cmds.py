@@ -13,11 +13,11 @@ from offload.cli.common import add_scope_args, emit, open_store, scope_of
 from offload.cli.progress import Meter, size_label
 from offload.config import Settings
 from offload.core.fence import iso
-from offload.core.gist import gist
 from offload.core.hashing import decode
-from offload.core.timeexpr import iso_day, parse_time
+from offload.core.text.gist import gist
+from offload.core.text.timeexpr import iso_day, parse_time
+from offload.core.text.wording import counted
 from offload.core.untrusted import inline, printable
-from offload.core.wording import counted
 from offload.errors import InvalidInput, NotAFile, OutsideRoots, TooLarge
 from offload.store.models import Entry, Filters, Hit
 from offload.store.paths import limit_text, project_root, read_text_file

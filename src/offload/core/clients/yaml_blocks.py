@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from offload.core.client_edits import Value, parse
+from offload.core.clients.edits import Value, parse
 from offload.errors import InvalidInput
 
 EMPTY = ("", "{}", "[]", "null", "~")  # a parent key's inline value that holds nothing

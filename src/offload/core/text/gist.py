@@ -11,7 +11,7 @@ import json
 import re
 from collections import Counter
 
-from offload.core.markdown import headings, is_atx_heading
+from offload.core.text.markdown import headings, is_atx_heading
 from offload.errors import InvalidInput
 
 __all__ = ["gist", "identifiers"]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from offload.core.client_edits import parse
-from offload.core.clients import (
+from offload.core.clients.edits import parse
+from offload.core.clients.wiring import (
     CLIENTS,
     ConfigFile,
     Conflict,

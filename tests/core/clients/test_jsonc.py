@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from offload.core.client_edits import json_set, json_unset
-from offload.core.client_jsonc import loads
+from offload.core.clients.edits import json_set, json_unset
+from offload.core.clients.jsonc import loads
 from offload.errors import InvalidInput
 
 ZED = """\

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from offload.core import analysis
-from offload.core.analysis import analyse_query, content_terms, surface_words, terms
+from offload.core.text import analysis
+from offload.core.text.analysis import analyse_query, content_terms, surface_words, terms
 
 
 def test_words_are_case_folded_and_stemmed() -> None:

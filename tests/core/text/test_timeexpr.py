@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offload.core import timeexpr
+from offload.core.text import timeexpr
 
 NOW = datetime(2023, 10, 20, 12, tzinfo=UTC).timestamp()  # a Friday
 

@@ -4,7 +4,7 @@
 the budget, a structure-aware summary (keys, types, sizes, first and last array items, items
 that look like errors). ``contents`` finds where the structure is (markdown headings, JSON
 keys and array batches, log sections, top-level code definitions), with line numbers counted
-on the original text under the line rule of ``core.lines``.
+on the original text under the line rule of ``core.text.lines``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from offload.core.lines import line_content, line_count, split_lines
-from offload.core.markdown import atx_heading, is_atx_heading
+from offload.core.text.lines import line_content, line_count, split_lines
+from offload.core.text.markdown import atx_heading, is_atx_heading
 from offload.core.untrusted import inline
 from offload.errors import InvalidInput
 

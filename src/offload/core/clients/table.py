@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from offload.core.client_edits import Value
-from offload.core.clients_model import NAME, Client, ConfigFile, Wiring
+from offload.core.clients.edits import Value
+from offload.core.clients.model import NAME, Client, ConfigFile, Wiring
 from offload.errors import InvalidInput
 
 

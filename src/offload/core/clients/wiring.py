@@ -1,7 +1,7 @@
 """What ``offload setup CLIENT`` writes into each agent client's config, and how it is
 taken out again (pure, no I/O).
 
-A client is a list of config files (:mod:`offload.core.clients_table`), each a path
+A client is a list of config files (:mod:`offload.core.clients.table`), each a path
 relative to the user's home, a format and an entry: the MCP server (stdio command or the
 ``serve`` URL) or the model provider pointing at the proxy. :func:`apply` turns a file's
 old text into its new text; :func:`wired` says whether a text already holds the entry;
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from offload.core.client_edits import (
+from offload.core.clients.edits import (
     Value,
     dig,
     json_set,
@@ -29,10 +29,10 @@ from offload.core.client_edits import (
     yaml_unset_item,
     yaml_unset_key,
 )
-from offload.core.clients_model import NAME, Client, ConfigFile, Wiring
-from offload.core.clients_table import CLIENTS
-from offload.core.clients_yaml import Nested, nested_set, nested_unset
-from offload.core.clients_yaml import current as nested_current
+from offload.core.clients.model import NAME, Client, ConfigFile, Wiring
+from offload.core.clients.table import CLIENTS
+from offload.core.clients.yaml_blocks import Nested, nested_set, nested_unset
+from offload.core.clients.yaml_blocks import current as nested_current
 from offload.errors import InvalidInput
 
 __all__ = [

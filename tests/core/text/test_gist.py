@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offload.core import gist as gist_module
-from offload.core.gist import gist, identifiers
+from offload.core.text import gist as gist_module
+from offload.core.text.gist import gist, identifiers
 from offload.errors import InvalidInput
 
 TRACEBACK = """collecting tests

@@ -8,7 +8,7 @@ import tomllib
 import pytest
 import yaml
 
-from offload.core.client_edits import (
+from offload.core.clients.edits import (
     json_set,
     json_unset,
     toml_set_table,

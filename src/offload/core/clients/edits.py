@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from offload.core import client_jsonc
+from offload.core.clients import jsonc as client_jsonc
 from offload.errors import InvalidInput
 
 Value = Any  # a JSON-shaped value: str, int, bool, list, dict
@@ -30,7 +30,7 @@ def unreadable(name: str, fmt: str, detail: str) -> InvalidInput:
 
 def parse(text: str | None, fmt: str, name: str) -> Any:
     """The document in ``text`` (``None`` for an absent or empty file). ``fmt``: "json",
-    "jsonc" (comments and trailing commas, :mod:`offload.core.client_jsonc`), "toml" or
+    "jsonc" (comments and trailing commas, :mod:`offload.core.clients.jsonc`), "toml" or
     "yaml"."""
     if text is None or not text.strip():
         return None
@@ -70,7 +70,7 @@ def json_set(
     text: str | None, path: Sequence[str], value: Value, name: str, fmt: str = "json"
 ) -> str:
     """Set ``path`` to ``value`` in a JSON object; intermediate objects are created. Only
-    the entry's span of the text is edited (:mod:`offload.core.client_jsonc`): the rest
+    the entry's span of the text is edited (:mod:`offload.core.clients.jsonc`): the rest
     keeps its layout, and with ``fmt`` "jsonc" its comments; a new file is two-space JSON."""
     doc = _mapping(parse(text, fmt, name), name, "JSON")
     if text is not None and dig(doc, path) == value:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offload.core.gist import gist
-from offload.core.metatext import novel
+from offload.core.text.gist import gist
+from offload.core.text.metatext import novel
 
 TURN = "Caroline said, I went to a LGBTQ support group yesterday and it was so powerful."
 

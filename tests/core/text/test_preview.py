@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offload.core.lines import line_count, raw_lines
-from offload.core.preview import (
+from offload.core.text.lines import line_count, raw_lines
+from offload.core.text.preview import (
     CUT_MARKER,
     Preview,
     TocEntry,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offload.core.markdown import (
+from offload.core.text.markdown import (
     PREAMBLE_TITLE,
     Section,
     atx_heading,
@@ -14,7 +14,7 @@ from offload.core.markdown import (
     is_atx_heading,
     split_sections,
 )
-from offload.core.preview import contents
+from offload.core.text.preview import contents
 from offload.errors import InvalidInput
 
 
@@ -281,7 +281,7 @@ def test_any_text_round_trips_byte_exactly(text: str, level: int) -> None:
 
 
 def test_a_fence_left_open_is_found_and_a_closed_one_is_not() -> None:
-    from offload.core.markdown import ends_inside_fence
+    from offload.core.text.markdown import ends_inside_fence
 
     assert ends_inside_fence("intro\n```python\nx = 1\n")
     assert not ends_inside_fence("intro\n```python\nx = 1\n```\nafter\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from offload.core.clients_yaml import Nested, current, nested_set, nested_unset
+from offload.core.clients.yaml_blocks import Nested, current, nested_set, nested_unset
 from offload.errors import InvalidInput
 
 SERVERS = Nested("mcp_servers", "offload")

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from offload.core.hashing import text_hash
-from offload.core.lines import line_content, split_lines
+from offload.core.text.lines import line_content, split_lines
 from offload.core.untrusted import inline
 
 #: Texts larger than this (characters or lines) are never compared: the bound on one test.

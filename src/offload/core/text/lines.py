@@ -1,6 +1,6 @@
 """Reading a body by line ranges: numbered windows that page through it byte-exactly.
 
-Line rule (shared with ``core.chunking`` so search hits and reads agree): a line ends at
+Line rule (shared with ``core.text.chunking`` so search hits and reads agree): a line ends at
 ``"\\n"``; a ``"\\r\\n"`` pair is one terminator and is not part of the content; a lone
 ``"\\r"`` and other Unicode separators are content. A last line without a terminator still
 counts; an empty text has no lines. Line numbers therefore match ``grep -n`` and editors.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from offload.core.client_edits import Value
+from offload.core.clients.edits import Value
 
 NAME = "offload"  # the key of every entry offload writes
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offload.core.lines import (
+from offload.core.text.lines import (
     LineWindow,
     continuation,
     line_count,

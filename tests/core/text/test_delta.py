@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 import time
 
-from offload.core import delta as near
-from offload.core.lines import split_lines
+from offload.core.text import delta as near
+from offload.core.text.lines import split_lines
 
 
 def module(lines: int = 120, edit: int | None = None) -> str:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from offload.core.wording import counted, plural
+from offload.core.text.wording import counted, plural
 
 
 @pytest.mark.parametrize(
