@@ -4,7 +4,7 @@ Used by ``offload setup``: every write is atomic (a temporary file in the same d
 fsynced, renamed over the old one) and keeps the old file's mode; a backup is a byte copy
 beside the file, ``NAME.offload-backup-STAMP``. A config that is a symlink (dotfiles kept in
 a repository) is written through: its target changes, the link stays a link. What setup
-added is recorded beside the configs (``offload.cli.setup_records``); ``STATE``,
+added is recorded beside the configs (``offload.cli.wiring.setup_records``); ``STATE``,
 :func:`check_unchanged` and :func:`restore` serve the store records an older ``offload
 setup`` kept.
 """

@@ -14,10 +14,10 @@ from typing import Any
 import anyio
 import httpx
 
-from offload.cli import setup_records
 from offload.cli.common import emit, open_store
-from offload.cli.config_files import read_config
-from offload.cli.setup_cmds import config_path, wiring_for
+from offload.cli.wiring import setup_records
+from offload.cli.wiring.config_files import read_config
+from offload.cli.wiring.setup_cmds import config_path, wiring_for
 from offload.config import Settings
 from offload.core.clients.edits import Value, parse
 from offload.core.clients.wiring import CLIENTS, NAME, current, wired

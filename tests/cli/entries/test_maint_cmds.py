@@ -18,7 +18,7 @@ from offload.core.tokens import EstimateCounter
 from offload.store.store import Store
 from realparts import wait_until
 
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "archives"
+CORPUS = Path(__file__).resolve().parents[2] / "data" / "archives"
 HOSTILE = sorted(p.name for p in CORPUS.glob("*.offload") if p.name != "valid.offload")
 # one of each family in the fast tier; the whole corpus in the whole suite
 FAST = (

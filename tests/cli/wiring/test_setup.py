@@ -22,8 +22,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 import loopback
 from mcp import Client
-from offload.cli.config_files import STATE, digest
 from offload.cli.main import main
+from offload.cli.wiring.config_files import STATE, digest
 from offload.core.clients.edits import dig, without
 from offload.core.clients.jsonc import loads
 from offload.core.clients.wiring import CLIENTS, current

@@ -2,7 +2,7 @@
 
 The entries themselves (which file, which key, which value) are :mod:`offload.core.clients.wiring`;
 this adapter reads the files, shows the diff (``--dry-run``), backs each file up beside
-itself, writes atomically and records what it added (:mod:`offload.cli.setup_records`) so
+itself, writes atomically and records what it added (:mod:`offload.cli.wiring.setup_records`) so
 ``--revert`` takes exactly that out again, even after the client rewrote its file. Every
 file is parsed before any is written: an unreadable config stops the command (exit 2) with
 nothing changed.
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offload.cli import setup_records
 from offload.cli.common import emit, open_store
-from offload.cli.config_files import (
+from offload.cli.wiring import setup_records
+from offload.cli.wiring.config_files import (
     STATE,
     backup,
     check_unchanged,

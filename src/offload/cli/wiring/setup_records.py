@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from offload.cli.config_files import read_config, write_atomic
+from offload.cli.wiring.config_files import read_config, write_atomic
 from offload.errors import InvalidInput
 
 
