@@ -10,7 +10,7 @@ the MCP server and the CLI search when started in the project). Then:
   message). Found: one ``Store.search`` in that scope (the MCP ``search`` tool's call, top
   5) has a hit whose chunk holds it. Read: the read MCP ``search`` suggests for a hit
   (``read(ref, offset=<5 lines before the matching line>, max_tokens=2000)``, through the
-  same ``core.lines.read_lines_within``) holds it; it never costs more than 2,000 tokens.
+  same ``core.text.lines.read_lines_within``) holds it; it never costs more than 2,000 tokens.
   Also counted: the top 5's hits over all needles, and how many distinct chunk texts they
   show (copies of one chunk in several entries crowd the others out).
 - restore: the calls that read the final range stub's messages back as transcripts (one
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from offload.config import ProxySettings
-from offload.core.lines import read_lines_within
+from offload.core.text.lines import read_lines_within
 from offload.core.tokens import default_counter
 from offload.proxy.rewrite.messages import content_text
 from offload.proxy.rewrite.pipeline import Pipeline

@@ -90,7 +90,7 @@ def load(path: Path) -> list[Conversation]:
 
 
 def parse_time(text: str) -> float | None:
-    from offload.core.timeexpr import parse_time as parse
+    from offload.core.text.timeexpr import parse_time as parse
 
     return parse(text)
 
@@ -115,7 +115,7 @@ def put_sessions(store: Any, c: Conversation, dated: bool) -> list[int]:
 
 
 def stopword(word: str) -> bool:
-    from offload.core.analysis import is_stopword
+    from offload.core.text.analysis import is_stopword
 
     return is_stopword(word)
 

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from offload.config import SearchSettings, Settings, StoreSettings
-from offload.core.lines import read_lines
+from offload.core.text.lines import read_lines
 from offload.core.tokens import EstimateCounter
 from offload.store import Filters, open_store
 from offload.store.life.maintenance import compact

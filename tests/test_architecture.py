@@ -246,8 +246,8 @@ def test_no_import_cycle_among_offloads_modules() -> None:
     assert _cycles(import_graph()) == []
 
 
-def test_no_folder_of_the_store_or_the_proxy_holds_more_than_15_modules() -> None:
-    tops = [SRC / "offload" / "store", SRC / "offload" / "proxy"]
+def test_no_folder_of_offload_holds_more_than_15_modules() -> None:
+    tops = [SRC / "offload"]
     crowded = {
         str(folder.relative_to(SRC)): count
         for top in tops

@@ -147,7 +147,7 @@ def test_the_readme_test_command_passes_a_fast_subset_in_the_fresh_clone(
     # the README's command with pytest arguments: lint and types of the whole clone, and
     # the fast tests that read the vendored data (not this suite again, recursively)
     subset = [
-        "tests/core/test_lines.py",
+        "tests/core/text/test_lines.py",
         "tests/proxy/rewrite/test_replay.py",
         "tests/test_vendored_data.py",
     ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from offload.core import analysis
+from offload.core.text import analysis
 from offload.store.search.memory import postings
 from offload.store.store import Store
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offload.core.chunking import chunk_text, count_lines
 from offload.core.fence import escape_attr, fence, neutralise, new_nonce
 from offload.core.refs import parse_ref
+from offload.core.text.chunking import chunk_text, count_lines
 from offload.errors import EncodingError, InvalidInput
 
 H = "ab" * 32

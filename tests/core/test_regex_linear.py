@@ -284,9 +284,9 @@ def run_checks(
 
 def test_the_collector_finds_module_class_container_and_inline_patterns() -> None:
     found = {f.where: f for f in collect()}
-    assert "offload.core.gist._CAMEL" in found
-    assert not found["offload.core.gist._CAMEL"].scan  # only ever fullmatched
-    assert found["offload.core.gist._URL"].scan  # .sub scans
+    assert "offload.core.text.gist._CAMEL" in found
+    assert not found["offload.core.text.gist._CAMEL"].scan  # only ever fullmatched
+    assert found["offload.core.text.gist._URL"].scan  # .sub scans
     assert any(w.startswith("offload.gateway.toolsearch.") for w in found)
     assert any(w.startswith("offload/gateway/config.py:") for w in found)  # inline call
     assert len(found) >= 50

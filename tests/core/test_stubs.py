@@ -5,7 +5,6 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offload.core.preview import Preview, TocEntry, contents, preview
 from offload.core.stubs import (
     CONTENTS_MAX_CHARS,
     GIST_MAX_CHARS,
@@ -14,6 +13,7 @@ from offload.core.stubs import (
     render_gateway_placeholder,
     render_stub,
 )
+from offload.core.text.preview import Preview, TocEntry, contents, preview
 
 REF = "ctx:sha256:ab12cd34ef56"
 READ = f'offload_read(ref="{REF}", offset="1")'

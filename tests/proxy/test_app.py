@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 import loopback
-from offload.core import analysis, gist
+from offload.core.text import analysis, gist
 from offload.proxy.rewrite.stubs import expand, message_stubs
 from offload.store.store import Store
 from proxy.proxy_servers import (

@@ -28,20 +28,23 @@ if TYPE_CHECKING:
 
 # name -> (module under offload.cli, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "add": ("store_cmds", "store text from stdin, an argument or --path"),
-    "ls": ("store_cmds", "list entries, most salient first"),
-    "search": ("store_cmds", "ranked full-text search with refs, lines and snippets"),
-    "show": ("store_cmds", "an entry's metadata and summary"),
-    "cat": ("store_cmds", "an entry's body (or --lines A-B)"),
-    "pin": ("store_cmds", "pin an entry (salience 1.0, never reaped)"),
-    "unpin": ("store_cmds", "clear an entry's pin"),
-    "forget": ("store_cmds", "remove an entry, leaving a tombstone"),
-    "reap": ("store_cmds", "forget idle, low-salience entries (--dry-run to preview)"),
-    "stats": ("store_cmds", "figures of a scope (--all-scopes: every scope) and the store"),
-    "doctor": ("maint_cmds", "re-hash every block, check references and the index, repair"),
-    "export": ("maint_cmds", "write a portable archive of the store"),
-    "import": ("maint_cmds", "load an archive written by export"),
-    "store": ("migrate_cmds", "store migrate --to URL: copy this store into another, verified"),
+    "add": ("entries.store_cmds", "store text from stdin, an argument or --path"),
+    "ls": ("entries.store_cmds", "list entries, most salient first"),
+    "search": ("entries.store_cmds", "ranked full-text search with refs, lines and snippets"),
+    "show": ("entries.store_cmds", "an entry's metadata and summary"),
+    "cat": ("entries.store_cmds", "an entry's body (or --lines A-B)"),
+    "pin": ("entries.store_cmds", "pin an entry (salience 1.0, never reaped)"),
+    "unpin": ("entries.store_cmds", "clear an entry's pin"),
+    "forget": ("entries.store_cmds", "remove an entry, leaving a tombstone"),
+    "reap": ("entries.store_cmds", "forget idle, low-salience entries (--dry-run to preview)"),
+    "stats": ("entries.store_cmds", "figures of a scope (--all-scopes: every scope) and the store"),
+    "doctor": ("entries.maint_cmds", "re-hash every block, check references and the index, repair"),
+    "export": ("entries.maint_cmds", "write a portable archive of the store"),
+    "import": ("entries.maint_cmds", "load an archive written by export"),
+    "store": (
+        "entries.migrate_cmds",
+        "store migrate --to URL: copy this store into another, verified",
+    ),
     "config": ("config_cmds", "show the effective settings and where each came from"),
     "mcp": ("mcp_cmds", "serve the cooperative MCP tools (stdio, or --http)"),
     "proxy": ("proxy_cmds", "run the OpenAI-compatible proxy"),
@@ -50,8 +53,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve_cmds", "proxy + MCP + gateway + dashboard + /metrics on one port"),
     "context": ("sections_cmds", "cache-alignment report for context files"),
     "models": ("models_cmds", "local-model tools (models bench --endpoint URL)"),
-    "setup": ("setup_cmds", "wire a client's MCP (or --provider) in its own config; --revert"),
-    "status": ("status_cmds", "store health, upstream and its n_ctx, serve, wired clients"),
+    "setup": (
+        "wiring.setup_cmds",
+        "wire a client's MCP (or --provider) in its own config; --revert",
+    ),
+    "status": ("wiring.status_cmds", "store health, upstream and its n_ctx, serve, wired clients"),
 }
 
 # one example per command, shown at the end of its --help

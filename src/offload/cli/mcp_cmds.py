@@ -7,7 +7,7 @@ from pathlib import Path
 
 from offload.cli.common import add_root_arg, check_listen_address, open_store
 from offload.config import Settings
-from offload.core.wording import counted
+from offload.core.text.wording import counted
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

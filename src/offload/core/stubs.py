@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from offload.core.fence import neutralise
-from offload.core.preview import Preview, TocEntry, render_contents
+from offload.core.text.preview import Preview, TocEntry, render_contents
 from offload.core.untrusted import inline, printable
 
 #: Every stub from ``render_stub`` starts with this.

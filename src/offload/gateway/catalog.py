@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import mcp_types as types
 
-from offload.core.preview import contents
+from offload.core.text.preview import contents
 
 SEP = "__"
 TOOL_PREFIX = "tool:"

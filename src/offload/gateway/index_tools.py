@@ -17,7 +17,7 @@ import mcp_types as types
 
 from offload.config import GatewaySettings
 from offload.core.fence import neutralise
-from offload.core.lines import continuation, read_lines
+from offload.core.text.lines import continuation, read_lines
 from offload.core.untrusted import inline, printable
 from offload.errors import InvalidInput, NotFound, OtherScope
 from offload.gateway.catalog import TOOL_PREFIX, DeferredItem, item_document

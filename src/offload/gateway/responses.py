@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import mcp_types as types
 
 from offload.config import GatewaySettings
-from offload.core.lines import line_count
-from offload.core.preview import contents, preview
 from offload.core.stubs import is_stub, render_gateway_placeholder
+from offload.core.text.lines import line_count
+from offload.core.text.preview import contents, preview
 from offload.errors import OffloadError
 from offload.gateway.config import ServerConfig, ToolRule
 from offload.gateway.storecalls import retry_busy

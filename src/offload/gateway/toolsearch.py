@@ -1,6 +1,6 @@
 """Ranking tool definitions for a natural task description (pure, in memory).
 
-One engine with the store's search: every field is analysed by :mod:`offload.core.analysis`
+One engine with the store's search: every field is analysed by :mod:`offload.core.text.analysis`
 (case-folded, Snowball-stemmed, identifiers split at camelCase, snake_case, kebab-case and
 dots and also kept whole), so ``create_pull_request``, ``API-create-a-comment`` and
 ``browser_take_screenshot`` match the words of a request. Ranking is BM25F: each field's
@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types as types
 
-from offload.core.analysis import analyse_query, terms, word_terms, words
 from offload.core.fusion import calibrated_weight, fuse
+from offload.core.text.analysis import analyse_query, terms, word_terms, words
 from offload.gateway.catalog import DeferredItem
 
 if TYPE_CHECKING:

@@ -440,7 +440,7 @@ async def with_budget(
     With ``on_error`` (the default) an :class:`UpstreamError` (model down, not configured,
     rejected) also yields the fallback, so an optional model never fails a request. Typical
     use: ``await with_budget(model.compress(text), 2.0, lambda: extractive(text))`` where
-    ``extractive`` wraps ``offload.core.gist.gist``.
+    ``extractive`` wraps ``offload.core.text.gist.gist``.
     """
     try:
         with anyio.move_on_after(seconds):

@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from offload.core.timeexpr import parse_time
+from offload.core.text.timeexpr import parse_time
 from offload.errors import EncodingError, InvalidInput
 
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from offload.core.fence import iso
-from offload.core.timeexpr import iso_day
+from offload.core.text.timeexpr import iso_day
+from offload.core.text.wording import counted
 from offload.core.untrusted import inline
-from offload.core.wording import counted
 from offload.errors import (
     BinaryFile,
     Gone,

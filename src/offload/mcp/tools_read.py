@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from offload.core.fence import fence, new_nonce
-from offload.core.lines import continuation, read_lines, read_lines_within
-from offload.core.wording import counted
+from offload.core.text.lines import continuation, read_lines, read_lines_within
+from offload.core.text.wording import counted
 from offload.errors import InvalidInput, ModelNotConfigured
 from offload.mcp import format as fmt
 from offload.mcp.args import Args

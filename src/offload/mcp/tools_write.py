@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from offload.core.fence import iso
-from offload.core.gist import gist
-from offload.core.markdown import split_sections
+from offload.core.text.gist import gist
+from offload.core.text.markdown import split_sections
+from offload.core.text.wording import counted
 from offload.core.untrusted import inline
-from offload.core.wording import counted
 from offload.errors import InvalidInput, ReferenceError_, UpstreamError
 from offload.mcp import format as fmt
 from offload.mcp.args import Args, parse_duration

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from offload.core.hashing import text_hash
-from offload.core.markdown import split_sections
+from offload.core.text.markdown import split_sections
 from offload.core.tokens import TokenCounter, default_counter
 from offload.errors import InvalidInput
 

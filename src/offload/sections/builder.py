@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from offload.config import Settings
-from offload.core.gist import gist
 from offload.core.hashing import ctx_ref, text_hash
-from offload.core.markdown import ends_inside_fence
+from offload.core.text.gist import gist
+from offload.core.text.markdown import ends_inside_fence
 from offload.core.tokens import TokenCounter, default_counter
 from offload.errors import InvalidInput, ReferenceError_, UpstreamError
 from offload.llm.embedding import load_embedder

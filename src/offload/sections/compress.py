@@ -8,17 +8,17 @@ The extractive form keeps whole lines of the original, in their original order, 
 priority until the budget is used:
 
 1. the first meaningful line (usually a title);
-2. structure from :func:`offload.core.preview.contents` (markdown headings, code
+2. structure from :func:`offload.core.text.preview.contents` (markdown headings, code
    definitions, log sections, tracebacks), shallow levels first;
 3. key lines: instructions that bind (``must``, ``never``, ``do not`` …), lines that report
    an error, and the last meaningful lines (where logs and ``git status`` say what matters);
 4. the first meaningful line under each heading;
-5. lines naming the text's most frequent identifiers (:func:`offload.core.gist.identifiers`);
+5. lines naming the text's most frequent identifiers (:func:`offload.core.text.gist.identifiers`);
 6. everything else, top to bottom.
 
 Each run of omitted lines becomes one ``[… lines A-B]`` marker, so a reader knows exactly
 what to retrieve. Lines longer than :data:`LINE_CHARS` are clipped. JSON gets the
-structural preview of :func:`offload.core.preview.preview` instead.
+structural preview of :func:`offload.core.text.preview.preview` instead.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from offload.core.gist import identifiers
-from offload.core.lines import line_content, split_lines
-from offload.core.preview import contents, detect_kind, preview
+from offload.core.text.gist import identifiers
+from offload.core.text.lines import line_content, split_lines
+from offload.core.text.preview import contents, detect_kind, preview
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from offload.core.lines import line_count
+from offload.core.text.lines import line_count
 from offload.core.tokens import TokenCounter
 from offload.sections.compress import Budget
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from offload.core.fence import fence, new_nonce
-from offload.core.lines import line_count, raw_lines
+from offload.core.text.lines import line_count, raw_lines
 from offload.errors import Gone, InvalidInput, OffloadError, ReferenceError_
 from offload.store.store import Store
 

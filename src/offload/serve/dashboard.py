@@ -21,7 +21,7 @@ from urllib.parse import quote
 from markupsafe import Markup
 
 from offload.config import Settings
-from offload.core.wording import counted
+from offload.core.text.wording import counted
 from offload.proxy.figures.turns import stub_ref
 from offload.serve import plots
 from offload.serve.markup import render

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from offload.config import ProxySettings
-from offload.core import analysis
+from offload.core.text import analysis
 from offload.core.tokens import EstimateCounter
 from offload.proxy.rewrite import memory as memory_module
 from offload.proxy.rewrite.memory import Doc, Memory, Part, SessionIndex, read_part

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from offload.config import ProxySettings
-from offload.core import analysis
+from offload.core.text import analysis
 from offload.core.tokens import EstimateCounter
 from offload.errors import ConfigError
 from offload.proxy.figures.metrics import Metrics, RequestRecord

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import pytest
 
-from offload.core import analysis
+from offload.core.text import analysis
 from offload.core.tokens import EstimateCounter
 from offload.llm.embedding import StaticEmbedder
 from offload.store.backend import Sql

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from offload.config import StoreSettings
-from offload.core import analysis
 from offload.core.hashing import sha256_hex
+from offload.core.text import analysis
 from offload.core.tokens import EstimateCounter
 from offload.errors import StoreError
 from offload.store.backend import Sql

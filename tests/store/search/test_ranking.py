@@ -90,7 +90,7 @@ def test_a_question_asking_when_ranks_the_hit_that_says_when_first(store: Store)
 
 
 def test_closeness_is_one_inside_a_span_and_decays_faster_before_it_than_after() -> None:
-    from offload.core import timeexpr
+    from offload.core.text import timeexpr
 
     june = timeexpr.spans("June 2023", 0.0)
     inside = ranking.closeness(june, _t(2023, 6, 15))

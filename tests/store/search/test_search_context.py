@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offload.core import analysis
+from offload.core.text import analysis
 from offload.core.tokens import EstimateCounter
 from offload.store.backend import Sql
 from offload.store.life.maintenance import reindex

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from offload.config import StoreSettings
-from offload.core import analysis
+from offload.core.text import analysis
 from offload.core.tokens import EstimateCounter
 from offload.store import open_store
 from offload.store.backend import Sql
@@ -401,7 +401,7 @@ def test_a_put_writes_only_the_vocabulary_words_the_store_lacks(store: Store) ->
 
 
 def test_a_topic_and_summary_made_from_the_body_rank_as_if_absent(store: Store) -> None:
-    from offload.core.gist import gist
+    from offload.core.text.gist import gist
 
     turns = [
         "Caroline said, I went to a LGBTQ support group yesterday and it was so powerful.",

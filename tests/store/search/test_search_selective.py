@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from offload.core.analysis import analyse_query
+from offload.core.text.analysis import analyse_query
 from offload.store.models import Filters
 from offload.store.search import scope_terms
 from offload.store.search.query import filter_sql

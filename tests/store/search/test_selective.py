@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from offload.core import analysis
+from offload.core.text import analysis
 from offload.core.tokens import EstimateCounter
 from offload.store.backend import Sql
 from offload.store.postgres import pgsql

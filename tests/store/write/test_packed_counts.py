@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from offload.core import analysis
+from offload.core.text import analysis
 from offload.core.tokens import EstimateCounter
 from offload.store.backend import Sql
 from offload.store.store import Store

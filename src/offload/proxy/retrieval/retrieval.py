@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from offload.core.fence import fence, new_nonce
-from offload.core.lines import continuation, read_lines
+from offload.core.text.lines import continuation, read_lines
 from offload.core.tokens import TokenCounter
 from offload.core.untrusted import inline
 from offload.errors import InvalidInput, OffloadError, OtherScope, ReferenceError_

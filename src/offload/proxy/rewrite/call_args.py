@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from offload.core.chunking import count_lines
-from offload.core.gist import gist
 from offload.core.hashing import short_ref, text_hash
 from offload.core.stubs import STUB_MARKER, StubInfo, is_stub, render_stub
+from offload.core.text.chunking import count_lines
+from offload.core.text.gist import gist
 from offload.core.tokens import TokenCounter
 from offload.proxy.rewrite.messages import Message, canonical
 

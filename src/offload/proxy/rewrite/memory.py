@@ -2,7 +2,7 @@
 
 Auto-recall runs on every turn, so it cannot afford a store-wide search: it ranks the
 messages of this session's own parts (the range stub's chain) one by one, by BM25 over the
-same terms the store indexes (:mod:`offload.core.analysis`). A part is content-addressed and
+same terms the store indexes (:mod:`offload.core.text.analysis`). A part is content-addressed and
 never changes, so its messages are read and analysed once (from the stored exact JSON,
 re-rendered as the transcript the store holds: the same lines) and kept in a bounded cache;
 a session's index is put together from its parts' own postings when a page-out adds a
@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from offload.core import analysis
 from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
+from offload.core.text import analysis
 from offload.errors import OffloadError
 from offload.proxy.rewrite import transcript
 from offload.store.models import Filters

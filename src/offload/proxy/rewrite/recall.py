@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from offload.config import ProxySettings
-from offload.core import analysis
 from offload.core.fence import fence
 from offload.core.hashing import text_hash
+from offload.core.text import analysis
 from offload.core.tokens import TokenCounter
 from offload.errors import ConfigError, OffloadError
 from offload.proxy.rewrite.memory import Doc, SessionIndex, memory_for, newest_part

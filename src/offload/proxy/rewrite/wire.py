@@ -12,7 +12,7 @@ import functools
 import itertools
 from collections.abc import Sequence
 
-from offload.core import timeexpr
+from offload.core.text import timeexpr
 from offload.proxy.rewrite.call_args import CallStubber
 from offload.proxy.rewrite.messages import (
     MESSAGE_OVERHEAD,
@@ -89,7 +89,7 @@ class WireBuilder:
     def event_time(self, msgs: Sequence[Message], upto: int) -> float | None:
         """When what messages ``[0, upto)`` tell happened, as far as the request says: the
         newest timestamp a message carries, else a date its system prompt states
-        (core/timeexpr.py ``conversation_time``)."""
+        (core/text/timeexpr.py ``conversation_time``)."""
         system = "\n".join(content_text(m) for m in msgs[:upto] if m.get("role") == "system")
         return timeexpr.conversation_time(msgs, upto, system, self.stubs.store.clock())
 

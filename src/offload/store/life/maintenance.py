@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from offload.core import analysis
 from offload.core.hashing import CTX_PREFIX
-from offload.core.wording import counted
+from offload.core.text import analysis
+from offload.core.text.wording import counted
 from offload.errors import IntegrityError, InvalidInput, NotFound
 from offload.store.backend import Conn, Sql
 from offload.store.life import lifecycle

@@ -166,7 +166,7 @@ def pg001_initial(raw: Any) -> None:
             "end" integer NOT NULL
         );
         CREATE INDEX chunks_block ON chunks(block_id);
-        -- the analysed terms of each chunk (offload.core.analysis), one lexeme per term
+        -- the analysed terms of each chunk (offload.core.text.analysis), one lexeme per term
         CREATE TABLE search_body (rowid bigint PRIMARY KEY, terms tsvector NOT NULL);
         CREATE INDEX search_body_terms ON search_body USING gin (terms);
         CREATE TABLE search_meta (

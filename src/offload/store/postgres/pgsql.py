@@ -6,7 +6,7 @@ stand for FTS5 are built here, as are the parameter maps that turn a statement's
 parameters into the PostgreSQL form's:
 
 - the FTS5 tables ``search_body``/``search_meta`` are ``tsvector`` columns with GIN
-  indexes: their rows hold the terms that :mod:`offload.core.analysis` produced (one lexeme
+  indexes: their rows hold the terms that :mod:`offload.core.text.analysis` produced (one lexeme
   per term, positions kept: :func:`body_params`, :func:`meta_params`), a MATCH is ``@@`` on a
   ``tsquery`` of the same quoted terms (:func:`tsqueries_at`; a selective partition
   ``(rare) AND/NOT (common)`` becomes ``&``/``& !``), ``bm25()`` is an IDF-weighted sum of

@@ -8,7 +8,7 @@ lexeme NUL-terminated with its position count and positions) is built here from 
 steps only (split, count, sort, join), and the server copies it in.
 
 The positions are the lexeme's count, numbered 1..k, not where the term stood: the terms
-of a chunk are grouped by run (:func:`offload.core.analysis.index_text`), so their places
+of a chunk are grouped by run (:func:`offload.core.text.analysis.index_text`), so their places
 never meant anything, and ``ts_rank`` (the only reader) uses a lexeme's position count and
 the vector's total, never the values. Both are what the text form gives: at most
 :data:`MAX_POSITIONS` per lexeme (PostgreSQL keeps no more), lexemes over

@@ -15,7 +15,7 @@ Everything comes from the store itself: FTS5's ``k1``/``b`` (1.2 / 0.75), its id
 average row length (``store/search/selective.py``). The text scored is each entry's best chunk (a
 direct match) or its first chunk: its term counts were cached when it was written
 (``chunks.term_counts``, ``index.term_counts``); a chunk stored before that cache is
-re-analysed exactly as it was indexed (``core.analysis.index_terms``), to the same counts.
+re-analysed exactly as it was indexed (``core.text.analysis.index_terms``), to the same counts.
 
 The context score replaces only the body's own BM25: a direct match keeps what its
 metadata added (``found`` holds body plus metadata), and entries that match nothing
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from offload.core import analysis
+from offload.core.text import analysis
 from offload.store.backend import Conn, Row, Sql
 from offload.store.search import selective
 from offload.store.search.memory import entrykeys

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from offload.core import analysis, timeexpr
+from offload.core.text import analysis, timeexpr
 from offload.store.models import Hit
 from offload.store.search.state import ScoringPath, Trace
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from offload.core import analysis
+from offload.core.text import analysis
 from offload.store.backend import Sql
 from offload.store.models import Entry, Hit
 from offload.store.search.shown import ShownChunks

@@ -3,7 +3,7 @@
 The pipeline, one function per step (the seam for hybrid ranking is between 2 and 3: a
 semantic retriever adds its own :class:`Candidate` list and a fusion merges the two):
 
-1. :func:`offload.core.analysis.analyse_query` turns the text into index terms exactly as
+1. :func:`offload.core.text.analysis.analyse_query` turns the text into index terms exactly as
    bodies were analysed; stopwords are dropped unless nothing else is left. A word the
    index does not know is expanded through the vocabulary (known words containing it, or a
    typo or two away), so partial identifiers and misspellings still match. A term that
@@ -36,7 +36,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from offload.core import analysis, timeexpr
+from offload.core.text import analysis, timeexpr
 from offload.errors import StoreError
 from offload.store.backend import Conn, Sql
 from offload.store.models import Filters, Hit

@@ -1,7 +1,7 @@
 """Building search queries (pure): FTS5 MATCH expressions, SQL filter clauses and the
 edit distance for typos.
 
-Query terms come from :mod:`offload.core.analysis`; running the queries is
+Query terms come from :mod:`offload.core.text.analysis`; running the queries is
 :mod:`offload.store.search.pipeline`'s and :mod:`offload.store.search.lexical`'s.
 """
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from offload.core import analysis, timeexpr
+from offload.core.text import analysis, timeexpr
 from offload.store.backend import Sql
 from offload.store.models import access_score
 from offload.store.search import context, neighbours
@@ -149,7 +149,7 @@ def time_factors(state: SearchState, ranked: Sequence[Candidate]) -> dict[int, f
 
 def _says_when(ranked: Sequence[Candidate], shown: ShownChunks, factors: dict[int, float]) -> None:
     """A question asking when: of its best few hits, those whose text says when or how
-    long (core/timeexpr.py's grammar) have their time factor raised by ``ASKED_TIME_BOOST``."""
+    long (core/text/timeexpr.py's grammar) have their time factor raised by ``ASKED_TIME_BOOST``."""
     checked = sorted(ranked, key=attrgetter("score"), reverse=True)[:_PHRASE_CHECKED]
     shown.read((c.entry_id, c.chunk_id) for c in checked)
     for c in checked:

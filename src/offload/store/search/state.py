@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from offload.core.timeexpr import Span
+from offload.core.text.timeexpr import Span
 from offload.store.backend import Conn, Row
 from offload.store.search import narrow, selective
 from offload.store.search.memory import entrykeys, entrymap, postings
@@ -146,7 +146,7 @@ class SearchState:
     gate: entrykeys.Gate | None = None
     # set only when the caller asked why each hit ranks where it does (explain.py)
     trace: Trace | None = None
-    # the stretches of time the query names (core/timeexpr.py): entries whose event time
+    # the stretches of time the query names (core/text/timeexpr.py): entries whose event time
     # is near one rank higher (ranking.py)
     times: tuple[Span, ...] = ()
     # the query asks when (or how long): hits that say when rank higher (ranking.py)

@@ -393,7 +393,7 @@ def m004_scope_stats(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_search_analysed_index(conn: sqlite3.Connection) -> None:
-    # Issue 11: the index holds terms analysed in Python (offload.core.analysis: stems,
+    # Issue 11: the index holds terms analysed in Python (offload.core.text.analysis: stems,
     # identifiers split and whole, JSON escapes seen through), so queries match them
     # exactly. Existing stores are reindexed here, once: the chunk offsets stay, only their
     # terms are re-derived (measured in docs/benchmarks/search.md, "Search").

@@ -6,7 +6,7 @@ schema of that moment (a later migration then upgrades what this one wrote). So 
 here is imported from the rest of the store: the block codec's read, the chunk map's
 triggers, the index's rebuild and the cached counts' packing are copies of the code as it
 stood, changed only if a migration's own meaning was wrong. The text analysis
-(``offload.core.analysis``) is the one live part: the index migrations exist to rebuild
+(``offload.core.text.analysis``) is the one live part: the index migrations exist to rebuild
 the index with the running analysis, and record its version (``ANALYSIS_VERSION``).
 """
 
@@ -19,9 +19,9 @@ from collections import Counter
 
 import zstandard
 
-from offload.core import analysis
-from offload.core.chunking import chunk_text
 from offload.core.hashing import decode, sha256_hex
+from offload.core.text import analysis
+from offload.core.text.chunking import chunk_text
 from offload.errors import OffloadError
 
 # the defaults of [store] chunk_lines and chunk_chars when the lossy originals were indexed

@@ -1,4 +1,4 @@
-"""The search index: analysed terms (``core.analysis``) of every chunk and every entry.
+"""The search index: analysed terms (``core.text.analysis``) of every chunk and every entry.
 
 Two FTS5 tables hold terms that Python has already analysed, so the index and every query
 see exactly the same terms (FTS5 only splits them at spaces):
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import IO, NamedTuple
 
-from offload.core import analysis
-from offload.core.chunking import Chunk, chunk_text
+from offload.core.text import analysis
+from offload.core.text.chunking import Chunk, chunk_text
 from offload.errors import OffloadError, StoreError
 from offload.store.backend import Conn, Sql
 from offload.store.postgres import pgsql

@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from offload.core import analysis
-from offload.core.metatext import novel
+from offload.core.text import analysis
+from offload.core.text.metatext import novel
 from offload.store.backend import Conn, Sql
 from offload.store.postgres import pgsql
 from offload.store.write import blocks
@@ -35,7 +35,7 @@ def meta_row(
 ) -> tuple[str, str, str, str, str]:
     """The analysed columns of an entry's search_meta row. With the entry's ``body``, a
     topic or summary counts only for what the body does not already hold word for word
-    (``core.metatext.novel``: a first line or an extractive gist is not new evidence)."""
+    (``core.text.metatext.novel``: a first line or an extractive gist is not new evidence)."""
     if body is not None:
         topic, summary = novel(topic, body), novel(summary, body)
     return (

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from offload.core import timeexpr
 from offload.core.hashing import encoded_windows
+from offload.core.text import timeexpr
 from offload.errors import InvalidInput, WrongType
 from offload.store.backend import Conn
 from offload.store.write import index, rows

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from offload.config import StoreSettings
-from offload.core.chunking import count_lines
 from offload.core.hashing import sha256_hex
+from offload.core.text.chunking import count_lines
 from offload.errors import InvalidInput, NotFound, StoreError
 from offload.store.backend import Conn, Sql
 from offload.store.models import Entry

@@ -21,9 +21,9 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol
 
-from offload.core import analysis
-from offload.core.chunking import count_lines
 from offload.core.hashing import encode, identity_of, sha256_hex
+from offload.core.text import analysis
+from offload.core.text.chunking import count_lines
 from offload.core.tokens import TokenCounter
 from offload.errors import InvalidInput, StoreBusy
 from offload.store.backend import Conn, Sql

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offload.core import analysis
+from offload.core.text import analysis
 from offload.core.tokens import EstimateCounter
 from offload.store.search import selective
 from offload.store.search.memory import chunkrows, postings

@@ -37,12 +37,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from offload.core import delta as near
-from offload.core.chunking import count_lines
-from offload.core.gist import gist
 from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
-from offload.core.preview import TocEntry
 from offload.core.stubs import StubInfo, is_stub, render_stub
+from offload.core.text import delta as near
+from offload.core.text.chunking import count_lines
+from offload.core.text.gist import gist
+from offload.core.text.preview import TocEntry
 from offload.core.tokens import TokenCounter
 from offload.core.untrusted import inline
 from offload.errors import OffloadError, ReferenceError_
@@ -80,7 +80,7 @@ MERGE_BYTES = 256 * 1024
 #: A bulky message's stub names an earlier body it repeats with a few lines changed (a
 #: file read again after an edit, a command run again): looked for among this many
 #: messages before it, the nearest this many of a comparable size compared
-#: (:mod:`offload.core.delta`), so the test costs the same at any length of session.
+#: (:mod:`offload.core.text.delta`), so the test costs the same at any length of session.
 DELTA_LOOKBACK = 64
 DELTA_CANDIDATES = 8
 
@@ -478,7 +478,7 @@ class StubMaker:
     ) -> Message:
         """``msg`` with its content replaced by the stub, the content stored first (with a
         topic naming its role, tool and call id; ``when``: asked, only when the content is
-        stored, when what it tells happened: core/timeexpr.py ``conversation_time``); for a
+        stored, when what it tells happened: core/text/timeexpr.py ``conversation_time``); for a
         delta stub, the earlier body it names too (found in ``earlier``)."""
         text = content_text(msg)
         with self._lock:

@@ -42,7 +42,7 @@ MAX_TERMS = 62
 
 def plain_term(term: str) -> bool:
     """Whether FTS5's tokenizer reads ``term`` as itself, one whole token: printable, no
-    space, nothing its case folding would change. Analysed terms are (core.analysis folds
+    space, nothing its case folding would change. Analysed terms are (core.text.analysis folds
     case and splits at spaces); the index holds and looks up only such terms, so its
     document frequencies are FTS5's."""
     return term.isprintable() and " " not in term and term.lower() == term

@@ -1,0 +1,130 @@
+"""Maintenance commands: doctor, export, import."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from offload.cli.common import emit, open_store
+from offload.cli.progress import Bar
+from offload.config import Settings
+from offload.core.text.wording import counted
+from offload.errors import InvalidInput
+from offload.store.life.archive import export_archive, import_archive
+from offload.store.life.maintenance import compact, doctor, reindex
+from offload.store.write.vectors import backfill
+
+
+def configure_doctor(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repair", action="store_true", help="fix what can be fixed")
+    p.add_argument("--reindex", action="store_true", help="rebuild the search index from blocks")
+    p.add_argument("--compact", action="store_true", help="merge the index, reclaim free pages")
+
+
+def configure_export(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="archive to write (zstd-compressed JSON lines)")
+
+
+def configure_import(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="archive written by `offload export`")
+    p.add_argument(
+        "--accept-unverified",
+        action="store_true",
+        help="also import lossy entries whose original the archive does not carry (their "
+        "content hash cannot be checked): only for an archive you trust",
+    )
+
+
+def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        if args.reindex:
+            reindex(store, progress=Bar("reindexing"))
+            backfill(store, progress=Bar("embedding"))
+        report = doctor(store, repair=args.repair, progress=Bar("checking blocks"))
+        if args.compact:
+            before, after = compact(store)
+            report.repaired.append(f"compacted the store: {before} -> {after} bytes")
+    data = {
+        "clean": report.clean,
+        "blocks_checked": report.blocks_checked,
+        "corrupt_blocks": report.corrupt_blocks,
+        "missing_blocks": report.missing_blocks,
+        "orphan_blocks": report.orphan_blocks,
+        "unindexed_blocks": report.unindexed_blocks,
+        "stale_chunks": report.stale_chunks,
+        "index_ok": report.index_ok,
+        "stale_hot": report.stale_hot,
+        "chunk_map_off": report.chunk_map_off,
+        "unreadable_counts": len(report.unreadable_counts),
+        "unverified_content": report.unverified_content,
+        "repaired": report.repaired,
+    }
+
+    def text(d: dict[str, object]) -> str:
+        lines = [
+            f"checked {counted(report.blocks_checked, 'block')}: {'clean' if report.clean else 'problems found'}"
+        ]
+        for digest in report.corrupt_blocks:
+            lines.append(f"corrupt block {digest[:16]} (its bytes no longer match the hash)")
+        for digest in report.missing_blocks:
+            lines.append(f"missing block {digest[:16]} (entries point at it)")
+        if report.orphan_blocks:
+            lines.append(
+                f"{counted(len(report.orphan_blocks), 'orphan block')} (no entry uses them)"
+            )
+        if report.unindexed_blocks:
+            lines.append(f"{counted(len(report.unindexed_blocks), 'block')} missing from the index")
+        if report.stale_chunks:
+            lines.append(f"{counted(report.stale_chunks, 'index chunk')} of missing blocks")
+        if not report.index_ok:
+            lines.append("full-text index failed its integrity check")
+        if report.stale_hot:
+            lines.append(f"{counted(report.stale_hot, 'entry')} left hot by dead processes")
+        if report.chunk_map_off:
+            lines.append(f"{counted(report.chunk_map_off, 'chunk map row')} missing or extra")
+        if report.unreadable_counts:
+            n = len(report.unreadable_counts)
+            whose = counted(n, "chunk's", "chunks'")
+            lines.append(f"{whose} cached term counts unreadable (scored from their text)")
+        if report.unverified_content:
+            n = len(report.unverified_content)
+            lines.append(
+                f"{counted(n, 'entry')} whose content hash names content the store does not hold "
+                "(cannot be verified: a lossy entry without its original)"
+            )
+        lines += [f"repaired: {r}" for r in report.repaired]
+        if not report.clean and not args.repair:
+            lines.append("run `offload doctor --repair` to fix what can be fixed")
+        return "\n".join(lines)
+
+    emit(args, data, text)
+    return 0 if report.clean or (args.repair and not report.corrupt_blocks) else 1
+
+
+def run_export(args: argparse.Namespace, settings: Settings) -> int:
+    path = Path(args.file)
+    if not args.file.strip() or not path.name:  # "", "  ", ".", "/": no file to write
+        raise InvalidInput(f"export needs a file name to write the archive to, got {args.file!r}")
+    replaced = path.is_file()  # an older archive there is overwritten: say so
+    with open_store(settings) as store:
+        n = export_archive(store, path, progress=Bar("exporting"))
+    tail = " (it replaced the file that was there)" if replaced else ""
+    data = {"entries": n, "file": args.file, "replaced": replaced}
+    emit(args, data, lambda d: f"exported {counted(n, 'entry')} to {args.file}{tail}")
+    return 0
+
+
+def run_import(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        n = import_archive(
+            store,
+            Path(args.file),
+            progress=Bar("importing"),
+            accept_unverified=args.accept_unverified,
+        )
+    emit(
+        args,
+        {"added": n, "file": args.file},
+        lambda d: f"imported {counted(n, 'new entry')} from {args.file}",
+    )
+    return 0
