@@ -110,3 +110,22 @@ async def test_a_large_offload_call_does_not_hold_up_other_requests(env: McpEnv)
     # A blocked event loop answers nothing while the call works, then everything at once.
     assert answered_during >= 3, (answered_during, big_s)
     assert max(latencies) < big_s / 3, (max(latencies), big_s)
+
+
+@pytest.mark.anyio
+async def test_a_big_offload_path_reports_progress_over_streamable_http(env: McpEnv) -> None:
+    # past the size from which a put is analysed and written a window at a time (1 MiB)
+    env.write("big.log", "".join(f"line {i}: parseConfig read {i * 7}\n" for i in range(60_000)))
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def hear(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    with HttpServer(env.project, env.home) as server:
+        async with http_client(server.url) as c:
+            res = await c.call_tool("offload_path", {"path": "big.log"}, progress_callback=hear)
+            assert not res.is_error
+    progress = [p for p, _, _ in heard]
+    assert heard and progress == sorted(set(progress))
+    assert (heard[0][2] or "").startswith("analysing ")
+    assert heard[-1][0] == heard[-1][1] and (heard[-1][2] or "").startswith("writing 100%")

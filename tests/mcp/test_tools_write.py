@@ -136,6 +136,39 @@ async def test_a_big_file_stored_by_offload_path_reads_back_whole_and_counts_its
     assert [h.entry.id for h in env.store.search("parseConfig 3479")] == [e.id]
 
 
+async def test_a_big_offload_path_sends_progress_that_grows_to_the_end_of_the_write(
+    env: McpEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index, "FREEZE_CHARS", 1000)  # a "big" body without a big file
+    body = "".join(f"line {i}: parseConfig read {i * 7}\n" for i in range(2000))
+    env.write("big.log", body)
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def hear(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    async with env.connect() as s:
+        res = await s.client.call_tool("offload_path", {"path": "big.log"}, progress_callback=hear)
+        assert not res.is_error
+        await s.ok("peek")  # a later request: the notifications sent before the answer are in
+    progress = [p for p, _, _ in heard]
+    assert heard and progress == sorted(set(progress))  # each one larger than the last
+    assert heard[-1][0] == heard[-1][1]  # the last is the end of the write
+    messages = [m or "" for _, _, m in heard]
+    assert messages[0].startswith("analysing ") and messages[-1].startswith("writing 100%")
+    assert all(" MB" in m for m in messages)
+
+
+async def test_a_big_offload_path_without_a_progress_callback_stores_the_file_whole(
+    env: McpEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index, "FREEZE_CHARS", 1000)
+    env.write("big.log", "x y z\n" * 2000)
+    async with env.connect() as s:
+        text = await s.ok("offload_path", path="big.log")
+    assert env.store.body(env.store.resolve(ref_of(text))) == "x y z\n" * 2000
+
+
 async def test_offload_path_errors_for_missing_directory_and_bad_paths(env: McpEnv) -> None:
     (env.project / "dir").mkdir()
     async with env.connect() as s:

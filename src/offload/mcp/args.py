@@ -12,14 +12,24 @@ from typing import Any
 
 from offload.core.text.timeexpr import parse_time
 from offload.errors import EncodingError, InvalidInput
+from offload.mcp.progress import MakeNotifier
 
 
 class Args:
     """The arguments of one tool call, read with type checks and ranges."""
 
-    def __init__(self, tool: str, raw: Mapping[str, Any] | None, accepted: Iterable[str]) -> None:
+    def __init__(
+        self,
+        tool: str,
+        raw: Mapping[str, Any] | None,
+        accepted: Iterable[str],
+        *,
+        notify: MakeNotifier | None = None,
+    ) -> None:
         self.tool = tool
         self.raw = dict(raw or {})
+        # makes the call's progress notifier (mcp/progress.py); None: the client asked none
+        self.notify = notify
         allowed = list(accepted)
         unknown = sorted(set(self.raw) - set(allowed))
         if unknown:

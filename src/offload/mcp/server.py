@@ -11,6 +11,7 @@ are CPU and disk work, and ``offload serve`` answers every other surface on this
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -24,7 +25,7 @@ from mcp.server.context import ServerRequestContext
 from offload import __version__
 from offload.errors import OffloadError
 from offload.mcp import format as fmt
-from offload.mcp import resources, tools_read, tools_write
+from offload.mcp import progress, resources, tools_read, tools_write
 from offload.mcp.args import Args
 from offload.mcp.catalog import TOOLS, ToolDef, select
 from offload.mcp.context import McpContext
@@ -66,16 +67,21 @@ def _text_result(text: str, *, error: bool) -> types.CallToolResult:
 
 
 async def call_tool(
-    ctx: McpContext, tools: Mapping[str, ToolDef], name: str, arguments: Mapping[str, Any] | None
+    ctx: McpContext,
+    tools: Mapping[str, ToolDef],
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    notify: progress.MakeNotifier | None = None,
 ) -> types.CallToolResult:
-    """Run one tool call; deliberate errors become ``is_error`` results."""
+    """Run one tool call; deliberate errors become ``is_error`` results. ``notify``: makes
+    the call's progress notifier, when the client asked to hear progress."""
     tool = tools.get(name)
     if tool is None:
         text = f"error: unknown tool {name!r}; available: {', '.join(tools)}"
         error = True
     else:
         try:
-            args = Args(name, arguments, tool.schema.get("properties", {}))
+            args = Args(name, arguments, tool.schema.get("properties", {}), notify=notify)
             text = await anyio.to_thread.run_sync(_run_handler, HANDLERS[name], ctx, args)
             error = False
         except OffloadError as exc:
@@ -84,6 +90,22 @@ async def call_tool(
     size_in = len(json.dumps(arguments or {}, default=str))  # ASCII-escaped: any input is safe
     ctx.stats.record(name, size_in, len(text.encode("utf-8", "surrogatepass")), error=error)
     return _text_result(text, error=error)
+
+
+def _notifier(rctx: ServerRequestContext[Any]) -> progress.MakeNotifier:
+    """What makes this request's progress notifier. Sending is the SDK's: on JSON-RPC it is
+    ``notifications/progress`` with the request's ``progressToken``, in process the client's
+    callback, and nothing when the client asked for no progress."""
+    loop = asyncio.get_running_loop()
+    report = rctx.session.report_progress
+
+    async def send(done: float, total: float, message: str) -> None:
+        await report(done, total, message)
+
+    def make(size: int) -> progress.Notifier:
+        return progress.Notifier(send, loop, size=size)
+
+    return make
 
 
 def build_server(ctx: McpContext) -> Server[Any]:
@@ -103,7 +125,7 @@ def build_server(ctx: McpContext) -> Server[Any]:
     async def on_call_tool(
         rctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        return await call_tool(ctx, by_name, params.name, params.arguments)
+        return await call_tool(ctx, by_name, params.name, params.arguments, _notifier(rctx))
 
     async def on_list_resources(
         rctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

@@ -122,6 +122,7 @@ async def offload_path(ctx: McpContext, a: Args) -> str:
         summary=summary,
         source=str(path),
         scope=ctx.scope,
+        progress=None if a.notify is None else a.notify(size),
     )
     _count(ctx, res, size)
     return _put_line(res)
