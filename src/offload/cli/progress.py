@@ -10,6 +10,8 @@ import sys
 import time
 from typing import TextIO
 
+from offload.core.text.wording import stage_progress
+
 
 class Bar:
     """Redraws at most ten times a second, and only on a terminal."""
@@ -72,12 +74,7 @@ class Meter:
 
     def line(self, stage: str, done: int, total: int, elapsed: float) -> str:
         """One update: ``adding big.log: analysing  42%  21.0/50.0 MB  3.2 MB/s``."""
-        share = done / total if total else 1.0
-        mb = self.size * share / 1e6
-        rate = f"{mb / elapsed:.1f} MB/s" if elapsed > 0 else "- MB/s"
-        text = (
-            f"{self.label}: {stage} {100 * share:3.0f}%  {mb:.1f}/{self.size / 1e6:.1f} MB  {rate}"
-        )
+        text = f"{self.label}: {stage_progress(stage, done, total, self.size, elapsed)}"
         if not self.terminal:
             return text + "\n"
         self._drawn = max(self._drawn, len(text))

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from offload.core.text.wording import stage_progress
+
 # at most one notification this often (and at the end of each stage)
 EVERY_S = 0.5
 # the stages of a big put, in order (store/write/index.py's PutProgress)
@@ -62,17 +64,10 @@ class Notifier:
                 return
             self._last, self._sent = now, progress
             self.sent += 1
-            message = self.line(stage, done, total, now - self._started)
+            message = stage_progress(stage, done, total, self._size, now - self._started)
         asyncio.run_coroutine_threadsafe(
             self._send(progress, float(len(STAGES) * total), message), self._loop
         )
-
-    def line(self, stage: str, done: int, total: int, elapsed: float) -> str:
-        """``analysing 57% 28.5/50.0 MB 1.7 MB/s``: the stage's share, in MB of the input."""
-        share = min(done, total) / total
-        mb_done, mb_all = share * self._size / 1e6, self._size / 1e6
-        rate = f" {mb_done / elapsed:.1f} MB/s" if elapsed > 0 else ""
-        return f"{stage} {int(share * 100)}% {mb_done:.1f}/{mb_all:.1f} MB{rate}"
 
 
 # makes a call's notifier for an input of so many bytes

@@ -23,3 +23,12 @@ def counted(n: int, noun: str, many: str = "", *, grouped: bool = False) -> str:
     commas ("1,024 tokens")."""
     number = f"{n:,}" if grouped else str(n)
     return f"{number} {noun if n == 1 else (many or plural(noun))}"
+
+
+def stage_progress(stage: str, done: int, total: int, size: int, elapsed: float) -> str:
+    """One progress update of a stage of work over an input of ``size`` bytes, of which
+    ``done`` of ``total`` units are done: ``analysing  42%  21.0/50.0 MB  3.2 MB/s``."""
+    share = min(done, total) / total if total else 1.0
+    mb = size * share / 1e6
+    rate = f"{mb / elapsed:.1f} MB/s" if elapsed > 0 else "- MB/s"
+    return f"{stage} {100 * share:3.0f}%  {mb:.1f}/{size / 1e6:.1f} MB  {rate}"
