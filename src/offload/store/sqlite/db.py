@@ -393,7 +393,7 @@ def m004_scope_stats(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_search_analysed_index(conn: sqlite3.Connection) -> None:
-    # Issue 11: the index holds terms analysed in Python (offload.core.text.analysis: stems,
+    # The index holds terms analysed in Python (offload.core.text.analysis: stems,
     # identifiers split and whole, JSON escapes seen through), so queries match them
     # exactly. Existing stores are reindexed here, once: the chunk offsets stay, only their
     # terms are re-derived (measured in docs/benchmarks/search.md, "Search").
@@ -454,7 +454,7 @@ def m_entry_vectors(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_index_mcp_lossy_originals(conn: sqlite3.Connection) -> None:
-    # Issue 10 item 22: an MCP offload with compress=true now indexes the original beside
+    # An MCP offload with compress=true now indexes the original beside
     # the lossy body (put(index_original=True)). Originals stored before are indexed here,
     # once, with the default chunk sizes. Only the MCP surface stores lossy compressions;
     # the proxy's kept originals (exact JSON beside an indexed transcript) stay unindexed.
