@@ -40,7 +40,8 @@ from offload.core.tokens import default_counter
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.replay import Run, chain_runs, load_runs, turn_points
 from offload.proxy.rewrite.stubs.expand import expand
-from offload.proxy.rewrite.stubs.message_stubs import MessageStub, StubMaker
+from offload.proxy.rewrite.stubs.message_stubs import StubMaker
+from offload.proxy.rewrite.stubs.parts import MessageStub
 from offload.store.store import Store
 
 MARK = "\nsame as the "

@@ -28,7 +28,7 @@ from offload.llm.upstream import (
 from offload.proxy.figures.metrics import Metrics
 from offload.proxy.rewrite.messages import wants_alternation
 from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
-from offload.proxy.rewrite.stubs.message_stubs import names_proxy_tools
+from offload.proxy.rewrite.stubs.parts import names_proxy_tools
 from offload.proxy.transport.counting import UpstreamCounter
 from offload.proxy.transport.forward import UpstreamReply, send_upstream
 from offload.proxy.transport.http1 import Http1Pool

@@ -29,12 +29,7 @@ from offload.proxy.retrieval.retrieval import (
 from offload.proxy.retrieval.retrieval_loop import Rounds, Settled, offer
 from offload.proxy.retrieval.retrieval_stream import RoundFilter
 from offload.proxy.rewrite.messages import validate
-from offload.proxy.rewrite.stubs.message_stubs import (
-    PROXY_READ,
-    PROXY_SEARCH,
-    range_search_call,
-    read_call,
-)
+from offload.proxy.rewrite.stubs.parts import PROXY_READ, PROXY_SEARCH, range_search_call, read_call
 from offload.store.store import Store
 
 SCOPE = "/work/project"

@@ -15,7 +15,7 @@ from offload.proxy.rewrite import loops
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.replay import load_runs, turn_points
 from offload.proxy.rewrite.stubs.expand import expand, is_proxy_note
-from offload.proxy.rewrite.stubs.message_stubs import LOOP_MARKER
+from offload.proxy.rewrite.stubs.parts import LOOP_MARKER
 from offload.store.store import Store
 from realparts import TRACES
 

@@ -8,7 +8,7 @@ import pytest
 
 from offload.errors import ConfigError
 from offload.proxy.rewrite.messages import is_page_boundary, range_role, wants_alternation
-from offload.proxy.rewrite.stubs.message_stubs import RangeStub
+from offload.proxy.rewrite.stubs.parts import RangeStub
 
 Msgs = list[dict[str, Any]]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from offload.core.tokens import EstimateCounter
 from offload.proxy.rewrite.messages import Message, message_tokens
 from offload.proxy.rewrite.reuse import LOOP_NOTE, RECALL, break_cause, shared_prefix
-from offload.proxy.rewrite.stubs.message_stubs import LOOP_MARKER, RECALL_MARKER
+from offload.proxy.rewrite.stubs.parts import LOOP_MARKER, RECALL_MARKER
 
 COUNTER = EstimateCounter()
 SYSTEM: Message = {"role": "system", "content": "You are a careful agent. " * 20}

@@ -45,7 +45,7 @@ from offload.proxy.retrieval.retrieval import DEFINITIONS, READ_TOOL, Answer, Me
 from offload.proxy.retrieval.retrieval_stream import RoundFilter, sum_usage
 from offload.proxy.rewrite.messages import MESSAGE_OVERHEAD, Message, content_text
 from offload.proxy.rewrite.pipeline import RewriteResult
-from offload.proxy.rewrite.stubs.message_stubs import names_proxy_tools
+from offload.proxy.rewrite.stubs.parts import names_proxy_tools
 from offload.proxy.rewrite.window import Budget
 from offload.proxy.state import ProxyState
 from offload.proxy.transport.errors_http import OPENAI

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from offload.proxy.rewrite.messages import Message, canonical, content_text
-from offload.proxy.rewrite.stubs.message_stubs import LOOP_MARKER
+from offload.proxy.rewrite.stubs.parts import LOOP_MARKER
 from offload.proxy.rewrite.transcript import one_line
 
 

@@ -14,7 +14,7 @@ from offload.proxy.rewrite.call_args import CallsStub
 from offload.proxy.rewrite.messages import Message, chain
 from offload.proxy.rewrite.recall import Recalled
 from offload.proxy.rewrite.session import Live, SessionState
-from offload.proxy.rewrite.stubs.message_stubs import MessageStub
+from offload.proxy.rewrite.stubs.parts import MessageStub
 
 __all__ = [
     "Boundaries",

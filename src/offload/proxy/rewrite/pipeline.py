@@ -54,12 +54,11 @@ from offload.proxy.rewrite.session import (
     SideRecord,
     side_key,
 )
-from offload.proxy.rewrite.stubs.message_stubs import (
+from offload.proxy.rewrite.stubs.message_stubs import EventTime, StubMaker
+from offload.proxy.rewrite.stubs.parts import (
     PROXY_READ,
-    EventTime,
     RangePart,
     RangeStub,
-    StubMaker,
     names_proxy_tools,
     read_call,
 )

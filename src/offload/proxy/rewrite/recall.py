@@ -33,7 +33,7 @@ from offload.core.tokens import TokenCounter
 from offload.errors import ConfigError, OffloadError
 from offload.proxy.rewrite.memory import Doc, SessionIndex, memory_for, newest_part
 from offload.proxy.rewrite.messages import Message, content_text, message_tokens
-from offload.proxy.rewrite.stubs.message_stubs import PROXY_READ, RECALL_MARKER, names_proxy_tools
+from offload.proxy.rewrite.stubs.parts import PROXY_READ, RECALL_MARKER, names_proxy_tools
 from offload.proxy.rewrite.transcript import HEADER, one_line
 from offload.store.models import Filters
 from offload.store.store import Store

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from offload.proxy.rewrite.messages import Message
-from offload.proxy.rewrite.stubs.message_stubs import RangeStub
+from offload.proxy.rewrite.stubs.parts import RangeStub
 from offload.proxy.rewrite.window import Layout
 
 STATE_NAMESPACE = "proxy.session"

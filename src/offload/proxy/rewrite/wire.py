@@ -23,7 +23,8 @@ from offload.proxy.rewrite.messages import (
 )
 from offload.proxy.rewrite.phases import Stubbing
 from offload.proxy.rewrite.session import SessionState
-from offload.proxy.rewrite.stubs.message_stubs import Earlier, StubMaker
+from offload.proxy.rewrite.stubs.message_stubs import StubMaker
+from offload.proxy.rewrite.stubs.parts import Earlier
 from offload.proxy.rewrite.window import Layout
 
 

@@ -14,7 +14,8 @@ from offload.core.hashing import short_ref, text_hash
 from offload.core.tokens import EstimateCounter
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.stubs.expand import expand
-from offload.proxy.rewrite.stubs.message_stubs import Earlier, StubMaker
+from offload.proxy.rewrite.stubs.message_stubs import StubMaker
+from offload.proxy.rewrite.stubs.parts import Earlier
 from offload.store.store import Store
 
 Msgs = list[dict[str, Any]]
@@ -198,7 +199,7 @@ def test_a_delta_stub_never_costs_more_than_the_plain_stub(store: Store) -> None
 def test_a_parts_token_count_taken_a_message_at_a_time_equals_the_whole_transcripts() -> None:
     from offload.core.tokens import default_counter
     from offload.proxy.rewrite import transcript
-    from offload.proxy.rewrite.stubs.message_stubs import part_tokens
+    from offload.proxy.rewrite.stubs.parts import part_tokens
 
     counter = default_counter()
     messages: list[dict[str, Any]] = [

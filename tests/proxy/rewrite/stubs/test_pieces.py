@@ -9,7 +9,7 @@ from offload.core.tokens import EstimateCounter
 from offload.proxy.rewrite import transcript
 from offload.proxy.rewrite.memory import count_terms, part_of, part_of_messages
 from offload.proxy.rewrite.stubs import pieces
-from offload.proxy.rewrite.stubs.message_stubs import part_tokens
+from offload.proxy.rewrite.stubs.parts import part_tokens
 
 Msgs = list[dict[str, Any]]
 

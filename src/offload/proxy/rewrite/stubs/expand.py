@@ -14,12 +14,7 @@ from offload.core.stubs import is_stub
 from offload.errors import NotFound
 from offload.proxy.rewrite.call_args import restore_calls
 from offload.proxy.rewrite.messages import Message
-from offload.proxy.rewrite.stubs.message_stubs import (
-    LOOP_MARKER,
-    PARTS_NOTE,
-    RANGE_ROLES,
-    RECALL_MARKER,
-)
+from offload.proxy.rewrite.stubs.parts import LOOP_MARKER, PARTS_NOTE, RANGE_ROLES, RECALL_MARKER
 from offload.store.store import Store
 
 _NOTES = (RECALL_MARKER, LOOP_MARKER)

@@ -74,7 +74,7 @@ class Rendered:
 
 def rows_tokens(counter: TokenCounter, rows: str, closed: bool) -> int:
     """Tokens of transcript rows, counted a piece at a time where a message header starts
-    (as :func:`offload.proxy.rewrite.stubs.message_stubs.part_tokens` counts a whole part,
+    (as :func:`offload.proxy.rewrite.stubs.parts.part_tokens` counts a whole part,
     so the sums agree): each piece but the last ends with its newline, the last with one
     only when ``closed``."""
     bits = rows.split("\n" + transcript.HEADER)
