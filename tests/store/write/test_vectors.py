@@ -147,6 +147,36 @@ def test_the_matrix_picks_up_new_vectors_and_drops_replaced_ones(
     assert [eid for eid, _ in close] == [b, a]
 
 
+def test_a_growing_array_appends_in_place_and_leaves_earlier_views_as_they_were() -> None:
+    grown = vectors.Growing(np.arange(6, dtype=np.float32).reshape(3, 2))
+    first = grown.extend(np.full((1, 2), 9, np.float32))  # full: moved to a larger buffer
+    before = first.copy()
+    second = grown.extend(np.full((2, 2), 7, np.float32))  # the spare room: no copy
+    assert np.shares_memory(first, second)
+    assert np.array_equal(first, before)  # a reader's view is untouched by the append
+    assert second.tolist() == [[0, 1], [2, 3], [4, 5], [9, 9], [7, 7], [7, 7]]
+    assert np.array_equal(grown.rows, second)
+
+
+def test_the_matrix_refreshed_row_by_row_equals_one_read_of_every_row(
+    hybrid: Store, model: StaticEmbedder
+) -> None:
+    matrix = hybrid.vector_matrix
+    assert matrix is not None
+    hybrid.put("the first note")
+    matrix.refresh(hybrid.conn)
+    matrix.prefixes()  # built, so it grows with the rows too
+    for i in range(40):
+        hybrid.put(f"note {i}: the {['build', 'puppy', 'disk', 'deploy'][i % 4]} again")
+        matrix.refresh(hybrid.conn)
+    ids, rows = matrix.refresh(hybrid.conn)
+    fresh = vectors.VectorMatrix(matrix.model_id)
+    all_ids, all_rows = fresh.refresh(hybrid.conn)
+    assert ids.tolist() == all_ids.tolist()
+    assert np.array_equal(rows, all_rows)
+    assert np.allclose(matrix.prefixes(), vectors.unit_prefixes(all_rows))
+
+
 def test_backfill_embeds_the_entries_stored_without_a_model(
     tmp_path: Path, model: StaticEmbedder
 ) -> None:

@@ -170,6 +170,39 @@ def insert(conn: Conn, entry_id: int, model_id: str, data: bytes) -> None:
     )
 
 
+class Growing:
+    """An array that grows along its first axis in place: appended rows go into room kept
+    spare at its end (half its size again whenever it fills), so appending k rows copies k
+    rows, not the whole array. A process that searches while entries arrive refreshes its
+    matrix with a few rows at a time; copying the whole matrix each time cost a full copy
+    per refresh in CPU and, with searches holding the old copy, that much again in memory.
+    Readers keep views of the rows so far, which later appends never write to. The spare
+    room is allocated but not touched, so it takes no resident memory until filled."""
+
+    def __init__(self, first: Any) -> None:
+        self._buf = first
+        self._used = len(first)
+
+    @property
+    def rows(self) -> Any:
+        """The rows so far (a view)."""
+        return self._buf[: self._used]
+
+    def extend(self, new: Any) -> Any:
+        """Append ``new`` (rows of the same shape and type); the rows so far, as a view."""
+        import numpy as np
+
+        need = self._used + len(new)
+        if need > len(self._buf):
+            room = max(need, len(self._buf) * 3 // 2 + 64)
+            grown = np.empty((room, *self._buf.shape[1:]), dtype=self._buf.dtype)
+            grown[: self._used] = self._buf[: self._used]
+            self._buf = grown
+        self._buf[self._used : need] = new
+        self._used = need
+        return self.rows
+
+
 class VectorMatrix:
     """The vectors of one model as a float32 matrix, refreshed by the largest row id.
 
@@ -187,6 +220,9 @@ class VectorMatrix:
         self._rows: Any = None  # NDArray[np.float32]: one unit row per vector
         self._where: dict[int, int] = {}  # entry id -> its current row
         self._prefix: Any = None  # NDArray[np.float32]: unit COARSE_DIMS prefixes of the rows
+        # where the three above grow (each a view of its Growing's rows)
+        self._grown: tuple[Growing, Growing] | None = None
+        self._prefix_grown: Growing | None = None
         self._sample: Any = None  # NDArray[np.float32]: a contiguous copy of the floor's rows
         self._reload = False
         self._gaps: set[int] = set()  # ids below _last not read yet (uncommitted, or gone)
@@ -195,7 +231,8 @@ class VectorMatrix:
         """The rows' unit-length prefixes (call after refresh), built when first asked."""
         with self._lock:
             if self._prefix is None or len(self._prefix) != len(self._rows):
-                self._prefix = unit_prefixes(self._rows)
+                self._prefix_grown = Growing(unit_prefixes(self._rows))
+                self._prefix = self._prefix_grown.rows
             return self._prefix
 
     def sample(self) -> Any:
@@ -228,6 +265,7 @@ class VectorMatrix:
             if self._reload or top < self._last or len(self._gaps) > _MAX_GAPS:
                 self._last, self._ids, self._rows, self._where = 0, None, None, {}
                 self._prefix, self._gaps = None, set()
+                self._grown, self._prefix_grown = None, None
                 self._sample, self._reload = None, False
             if top > self._last or self._gaps:
                 # taken before the read: every id up to it is committed or never will be
@@ -277,11 +315,12 @@ class VectorMatrix:
         ids = np.fromiter((int(r[0]) for r in new), dtype=np.int64, count=len(new))
         rows = unpack_rows([bytes(r[1]) for r in new])
         base = 0 if self._ids is None else len(self._ids)
-        if self._ids is None:
+        if self._grown is None:
+            self._grown = (Growing(ids), Growing(rows))
             self._ids, self._rows = ids, rows
         else:
-            self._ids = np.concatenate([self._ids, ids])
-            self._rows = np.vstack([self._rows, rows])
+            self._ids = self._grown[0].extend(ids)
+            self._rows = self._grown[1].extend(rows)
         replaced = []
         for offset, eid in enumerate(ids.tolist()):
             old = self._where.get(eid)
@@ -289,8 +328,8 @@ class VectorMatrix:
                 replaced.append(old)
             self._where[eid] = base + offset
         self._drop(replaced)
-        if self._prefix is not None:
-            self._prefix = np.vstack([self._prefix, unit_prefixes(rows)])
+        if self._prefix is not None and self._prefix_grown is not None:
+            self._prefix = self._prefix_grown.extend(unit_prefixes(rows))
 
     def _drop(self, at: list[int]) -> None:
         """Rows that no longer count: their entry id -1, their components zero."""
