@@ -39,8 +39,13 @@ log = logging.getLogger("offload.proxy")
 
 # used only when neither settings nor the upstream say; set proxy.n_ctx for such upstreams
 FALLBACK_N_CTX = 8192
-# how often the proxy closes what ended worker threads left open (see _release_ended)
+# how often the proxy closes what ended worker threads left open (see release_ended)
 RELEASE_S = 5.0
+# no request for this long and the proxy's caches (token counts, stubs) are cut to the
+# newest 1/CACHE_SHARE of their bounds: the counts and stubs of the sessions' last turns
+# stay, the cold rest, made again when met, is memory given back after a burst of load
+CACHES_QUIET_S = 30.0
+CACHE_SHARE = 16
 
 
 class Rewriter(Protocol):
@@ -56,6 +61,8 @@ class Rewriter(Protocol):
     ) -> RewriteResult: ...
 
     def name_proxy_tools(self, on: bool) -> None: ...
+
+    def shrink_caches(self, share: int) -> None: ...
 
 
 RewriterFactory = Callable[[Store, ProxySettings, TokenCounter], Rewriter]
@@ -83,6 +90,7 @@ class ProxyState:
         self.chat_url = httpx.URL(f"{self.api}/chat/completions")
         self.counter = UpstreamCounter(self.root, timeout_s=settings.tokenize_timeout_s)
         self.pipeline = rewriter(store, settings, self.counter)
+        self.last_request = time.monotonic()  # when the last chat request was rewritten
         # what the proxy's own memory tools read (retrieval_loop): the pipeline's store, scope
         self.store = store
         self.memory_scope = settings.scope or "proxy"
@@ -156,18 +164,26 @@ class ProxyState:
             if time.monotonic() - last_release >= RELEASE_S:
                 last_release = time.monotonic()
                 # in a worker thread: the call also lets anyio stop workers that idled
-                await anyio.to_thread.run_sync(self._release_ended)
+                await anyio.to_thread.run_sync(self.release_ended)
             if self.metrics.dirty:
                 try:
                     await anyio.to_thread.run_sync(self.metrics.flush)
                 except OffloadError as exc:  # a busy store: the counts stay dirty, retried
                     log.warning("metrics flush failed: %s", exc)
 
-    def _release_ended(self) -> None:
+    def release_ended(self) -> None:
         """Close what worker threads that have ended left open: their /tokenize
-        connections, their store connections."""
+        connections, their store connections; once quiet, cut the caches."""
         self.counter.release_ended()
         self.store.release_idle()
+        if time.monotonic() - self.last_request >= CACHES_QUIET_S:
+            self.shrink_caches()
+
+    def shrink_caches(self) -> None:
+        """Cut the token counts and the pipeline's caches to the newest 1/CACHE_SHARE of
+        their bounds."""
+        self.counter.shrink(self.counter.cache_size // CACHE_SHARE)
+        self.pipeline.shrink_caches(CACHE_SHARE)
 
     def learn_tool_support(self, support: bool | None) -> None:
         """Record whether the upstream's template renders tools; stubs and recall blocks

@@ -20,6 +20,7 @@ from typing import Any
 
 from offload.config import SearchSettings, Settings, StoreSettings
 from offload.core.refs import parse_ref
+from offload.core.text import analysis
 from offload.core.tokens import BoundedCounter, TokenCounter, default_counter
 from offload.core.urls import redact_url
 from offload.errors import (
@@ -202,6 +203,11 @@ class Store(SavedState, LifecycleCalls):
         return self._embedder
 
     @property
+    def body_cache(self) -> blocks.BodyCache:
+        """The verified plaintexts this store read last (bounded in characters)."""
+        return self._bodies
+
+    @property
     def vector_matrix(self) -> vectors.VectorMatrix | None:
         """The in-process matrix of the stored vectors of the embedder's model."""
         return self._matrix
@@ -290,8 +296,9 @@ class Store(SavedState, LifecycleCalls):
 
     def release_memory(self) -> None:
         """Let go of the in-memory search copies now (unless a search is running: they
-        are then kept). A search after this answers the SQL way while they are rebuilt,
-        with the same hits in the same order."""
+        are then kept), with the caches of decoded bodies and of analysed words. A search
+        after this answers the SQL way while they are rebuilt, with the same hits in the
+        same order."""
         with self._idle.paused() as quiet:
             if not quiet:
                 return
@@ -299,6 +306,8 @@ class Store(SavedState, LifecycleCalls):
                 self.resident.release()
             if self._matrix is not None and self._embedder is not None:
                 self._matrix = _empty_matrix(self._embedder)
+            self._bodies.clear()
+            analysis.clear_caches()
 
     def _own_conn(self) -> Conn:
         """A connection of its own for a background reader (it closes it)."""

@@ -160,3 +160,21 @@ def test_a_tokenize_answer_is_counted_without_building_its_list(
 def test_a_long_tokenize_answer_counts_every_id() -> None:
     ids = list(range(300_000))
     assert token_count(json.dumps({"tokens": ids}).encode()) == len(ids)
+
+
+def test_a_shrunk_counter_keeps_the_counts_used_last_and_asks_again_for_the_rest(
+    tokenizer: tuple[Tokenizer, str],
+) -> None:
+    state, url = tokenizer
+    counter = UpstreamCounter(url)
+    texts = [f"text {i} of {'word ' * i}" for i in range(10)]
+    for text in texts:
+        counter.count(text)
+    counter.count(texts[0])  # used again: now among the newest
+    counter.shrink(3)
+    assert counter.cache_len() == 3
+    calls = state.calls
+    assert [counter.count(t) for t in (texts[0], texts[8], texts[9])] == [3, 11, 12]
+    assert state.calls == calls  # kept
+    assert counter.count(texts[1]) == 4 and state.calls == calls + 1
+    counter.close()

@@ -61,3 +61,21 @@ def test_each_thread_gets_its_own_object_and_keeps_it() -> None:
     use("main")
     assert all(first is second for first, second in seen.values())
     assert len({id(first) for first, _ in seen.values()}) == 4 == len(made)
+
+
+def test_small_bodies_share_a_bound_of_their_own_beside_the_large_ones() -> None:
+    cache = blocks.BodyCache(max_chars=300, small_chars=100, small_body=50)
+    large = [(f"L{i}", chr(65 + i) * 120) for i in range(2)]
+    for digest, text in large:
+        cache.put(digest, text)
+    for i in range(10):  # 10 small bodies of 40: only the newest two fit in 100
+        cache.put(f"s{i}", str(i) * 40)
+    assert [cache.get(f"s{i}") for i in range(7, 10)] == [None, "8" * 40, "9" * 40]
+    assert [cache.get(d) for d, _ in large] == [t for _, t in large]  # not pushed out
+    assert cache.held_chars == 240 + 80
+    cache.put("huge", "x" * 301)  # larger than the whole bound: not kept
+    assert cache.get("huge") is None
+    cache.put("empty", "")
+    assert cache.get("empty") == ""
+    cache.clear()
+    assert cache.held_chars == 0 and cache.get("L0") is None

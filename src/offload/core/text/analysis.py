@@ -46,6 +46,7 @@ __all__ = [
     "QueryTerms",
     "analyse_query",
     "bigrams",
+    "cached_analyses",
     "clear_caches",
     "content_terms",
     "counted_runs",
@@ -110,8 +111,16 @@ _stem_run_cache: dict[str, tuple[str, ...]] = {}
 _content_cache: dict[str, tuple[str, ...]] = {}
 
 
+def cached_analyses() -> int:
+    """How many runs and words the caches hold now (each bounded by count)."""
+    held = len(_cache) + len(_piece_cache) + len(_run_cache) + len(_stem_run_cache)
+    caches = (_text_cache, _surface_cache, _split_cache)
+    return held + len(_content_cache) + sum(len(c.data) for c in caches)
+
+
 def clear_caches() -> None:
-    """Forget every cached analysis (a measurement from cold caches)."""
+    """Forget every cached analysis (a measurement from cold caches; a long-running
+    process's quiet time, when they are memory nobody reads: they refill)."""
     for cache in (_cache, _piece_cache, _run_cache, _stem_run_cache, _content_cache):
         cache.clear()
     _text_cache.clear()

@@ -174,6 +174,11 @@ class Pipeline:
         self.calls.name_read_call(functools.partial(read_call, proxy_tools=on))
         self.recall.name_reader(PROXY_READ if on else "read")
 
+    def shrink_caches(self, share: int) -> None:
+        """Cut the caches of counts, stubs and rendered messages to the newest 1/``share``
+        of their bounds (what a proxy does once quiet)."""
+        self.stubs.shrink_caches(share)
+
     def rewrite(
         self,
         messages: list[dict[str, Any]],

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -363,6 +364,7 @@ async def _rewrite(
         session_hint=hint if isinstance(hint, str) else "",
         alternate=state.alternate,
     )
+    state.last_request = time.monotonic()
     result = await anyio.to_thread.run_sync(rewrite, messages, n_ctx)
     return _Exchange(payload, result, n_ctx)
 

@@ -64,7 +64,7 @@ class UpstreamCounter:
         *,
         timeout_s: float = 2.0,
         retry_after_s: float = 30.0,
-        cache_size: int = 65536,
+        cache_size: int = 16384,
         headers: Mapping[str, str] | None = None,
         fallback: CalibratedCounter | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -167,10 +167,21 @@ class UpstreamCounter:
         text_tokens = prompt_tokens - TEMPLATE_TOKENS_PER_MESSAGE * len(msgs)
         self._fallback.observe(raw, text_tokens)
 
+    @property
+    def cache_size(self) -> int:
+        """The most exact counts kept."""
+        return self._cache_size
+
     def cache_len(self) -> int:
         """How many exact counts are cached."""
         with self._lock:
             return len(self._cache)
+
+    def shrink(self, keep: int) -> None:
+        """Keep only the ``keep`` counts used last."""
+        with self._lock:
+            while len(self._cache) > keep:
+                self._cache.popitem(last=False)
 
 
 _DIGIT = re.compile(rb"\d")

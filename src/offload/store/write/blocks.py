@@ -91,36 +91,73 @@ def unpack(digest: str, codec: str, stored: bytes) -> str:
     return decode(data)
 
 
+class _Bodies:
+    """Texts by hash, least recently used out first, bounded in characters (not locked)."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self.items: OrderedDict[str, str] = OrderedDict()
+        self.size = 0
+
+    def get(self, digest: str) -> str | None:
+        text = self.items.get(digest)
+        if text is not None:
+            self.items.move_to_end(digest)
+        return text
+
+    def put(self, digest: str, text: str) -> None:
+        if len(text) > self.max_chars or digest in self.items:
+            return
+        self.items[digest] = text
+        self.size += len(text)
+        while self.size > self.max_chars:
+            _, old = self.items.popitem(last=False)
+            self.size -= len(old)
+
+    def clear(self) -> None:
+        self.items.clear()
+        self.size = 0
+
+
 class BodyCache:
     """Verified plaintexts by hash, least recently used out first, bounded in characters.
 
     Blocks are immutable (identity is the hash), so a cached body never goes stale; paging
     through one large body re-reads it without decompressing and re-hashing every time.
+    Small bodies (under ``small_body`` characters: a search's snippets, a turn read back)
+    cost microseconds to read again, so they share a bound of their own, ``small_chars``:
+    a serving process that reads thousands of them keeps a few MB, not ``max_chars``.
     """
 
-    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
-        self.max_chars = max_chars
-        self._items: OrderedDict[str, str] = OrderedDict()
-        self._size = 0
+    def __init__(
+        self,
+        max_chars: int = 32 * 1024 * 1024,
+        small_chars: int = 4 * 1024 * 1024,
+        small_body: int = 64 * 1024,
+    ) -> None:
+        self.small_body = small_body
+        self._large = _Bodies(max_chars)
+        self._small = _Bodies(small_chars)
         self._lock = threading.Lock()
 
     def get(self, digest: str) -> str | None:
         """The cached body, or None."""
         with self._lock:
-            text = self._items.get(digest)
-            if text is not None:
-                self._items.move_to_end(digest)
-            return text
+            text = self._small.get(digest)
+            return self._large.get(digest) if text is None else text
+
+    @property
+    def held_chars(self) -> int:
+        """Characters of the bodies held now."""
+        return self._small.size + self._large.size
+
+    def clear(self) -> None:
+        """Forget every body (a long-running process's quiet time: they are read again)."""
+        with self._lock:
+            self._small.clear()
+            self._large.clear()
 
     def put(self, digest: str, text: str) -> None:
-        """Remember a verified body (one larger than the whole cache is not kept)."""
-        if len(text) > self.max_chars:
-            return
+        """Remember a verified body (one larger than its share of the cache is not kept)."""
         with self._lock:
-            if digest in self._items:
-                return
-            self._items[digest] = text
-            self._size += len(text)
-            while self._size > self.max_chars:
-                _, old = self._items.popitem(last=False)
-                self._size -= len(old)
+            (self._small if len(text) < self.small_body else self._large).put(digest, text)

@@ -11,7 +11,7 @@ import pytest
 
 from offload.config import ProxySettings
 from offload.core.hashing import short_ref, text_hash
-from offload.core.tokens import EstimateCounter
+from offload.core.tokens import EstimateCounter, estimate_tokens
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.stubs.expand import expand
 from offload.proxy.rewrite.stubs.message_stubs import StubMaker
@@ -213,3 +213,32 @@ def test_a_parts_token_count_taken_a_message_at_a_time_equals_the_whole_transcri
     ]  # fmt: skip
     text = transcript.render(messages, 7, "# conversation x, messages #7-#11").text
     assert part_tokens(counter, text) == counter.count(text)
+
+
+class CountingCounter(EstimateCounter):
+    """An estimate that remembers how many texts it was asked to count."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def count(self, text: str) -> int:
+        self.asked += 1
+        return super().count(text)
+
+
+def test_shrunk_caches_keep_the_newest_contents_and_make_the_same_stubs_again(
+    store: Store,
+) -> None:
+    counter = CountingCounter()
+    maker = StubMaker(store, counter, scope="proxy", cache_size=64)
+    outputs = [f"output {i}\n" + "\n".join(f"row {i}.{j} ok" for j in range(40)) for i in range(64)]
+    msg = [
+        {"role": "tool", "content": text, "tool_call_id": f"c{i}"} for i, text in enumerate(outputs)
+    ]
+    stubs = [maker.message_stub(m, "run") for m in msg]
+    maker.shrink_caches(16)  # keep 64 // 16 = 4 of each
+    asked = counter.asked
+    assert maker.content_tokens(outputs[-1]) == estimate_tokens(outputs[-1])
+    assert counter.asked == asked  # one of the newest: still cached
+    assert [maker.message_stub(m, "run") for m in msg] == stubs  # made again, the same
+    assert counter.asked > asked  # the older ones were counted again

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from offload.config import SearchSettings
+from offload.core.text import analysis
 from offload.core.tokens import EstimateCounter
 from offload.errors import ConfigError
 from offload.store.backend import Conn, Sql
@@ -292,6 +293,20 @@ def test_an_idle_store_lets_its_index_go_and_answers_the_same_pages_meanwhile(
         assert idx.built.wait(60)
         assert {q: _page(store, q) for q in QUESTIONS} == before
         assert idx.held_bytes > 0
+
+
+def test_an_idle_store_lets_go_of_the_bodies_it_read_and_the_words_it_analysed(
+    tmp_path: Path,
+) -> None:
+    with Store(
+        tmp_path / "s.db", counter=EstimateCounter(), resident_mb=64, resident_idle_s=1e-9
+    ) as store:
+        _fill(store, 20)
+        pages = {q: _page(store, q) for q in QUESTIONS}
+        assert store.body_cache.held_chars > 0 and analysis.cached_analyses() > 0
+        store.release_idle()
+        assert store.body_cache.held_chars == 0 and analysis.cached_analyses() == 0
+        assert {q: _page(store, q) for q in QUESTIONS} == pages  # read and analysed again
 
 
 def test_a_store_that_keeps_its_copies_does_not_let_the_index_go(tmp_path: Path) -> None:

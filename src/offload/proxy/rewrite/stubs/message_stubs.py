@@ -112,6 +112,17 @@ class StubMaker:
         self._gists: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
 
+    def shrink_caches(self, share: int) -> None:
+        """Keep the newest 1/``share`` of each cache's bound (a quiet proxy: the counts
+        and stubs of the live sessions' last turns stay, the rest is made again when met)."""
+        keep = self._cache_size // share
+        with self._lock:
+            caches = (self._near, self._tokens, self._stubs, self._stored, self._parts)
+            for cache in (*caches, self._gists):
+                while len(cache) > keep:
+                    cache.popitem(last=False)
+        self._pieces.shrink(self._pieces.max_chars // share)
+
     def name_proxy_tools(self, on: bool) -> None:
         """Whether stubs made from now on name the proxy's own tools (the stubs cached
         with the other naming are dropped)."""

@@ -163,3 +163,10 @@ class PieceCache:
             hit if hit is not None else self.of(session, start + n, messages[start + n])
             for n, hit in enumerate(found)
         ]
+
+    def shrink(self, max_chars: int) -> None:
+        """Keep only the newest forms, at most ``max_chars`` of them."""
+        with self._lock:
+            while self._items and self._chars > max_chars:
+                _, dropped = self._items.popitem(last=False)
+                self._chars -= dropped.size()
