@@ -113,6 +113,27 @@ def test_merged_segments_hold_what_one_segment_of_the_same_rows_holds() -> None:
     assert counts.tolist() == [[2, 1], [0, 0]] and lengths.tolist() == [3, 0]
 
 
+def test_counts_are_kept_in_16_bits_unless_one_passes_them_and_score_the_same() -> None:
+    small = [(i, f'{{"":{i + 3},"w":{i},"x":1}}') for i in range(1, 20)]
+    huge = [*small, (20, '{"":70003,"w":70000,"x":1}')]  # one count past 65,535
+    narrow, wide = postings.Segment.build(small), postings.Segment.build(huge)
+    assert narrow.freqs.dtype == np.uint16 and wide.freqs.dtype == np.int32
+    assert postings.merge([narrow, postings.Segment.build(huge[19:])]).freqs.dtype == np.int32
+    assert postings.Segment.build(huge[19:]).postings("w")[1].tolist() == [70000]
+    as_int32 = postings.Segment(
+        narrow.ids,
+        narrow.lengths,
+        narrow.terms,
+        narrow.offsets,
+        narrow.docs,
+        narrow.freqs.astype(np.int32),
+        narrow.tokens,
+    )
+    a = postings.View((narrow,)).score(["w", "x"])
+    b = postings.View((as_int32,)).score(["w", "x"])
+    assert a.ids.tolist() == b.ids.tolist() and a.scores.tolist() == b.scores.tolist()
+
+
 def test_a_row_without_its_length_first_cannot_be_indexed() -> None:
     import pytest
 

@@ -134,7 +134,7 @@ class Segment:
     terms: dict[str, int] | Terms  # term -> its slot in offsets
     offsets: Any  # NDArray[np.int64], len(terms) + 1
     docs: Any  # NDArray[np.int32]: positions into ids, ascending within a term
-    freqs: Any  # NDArray[np.int32]
+    freqs: Any  # NDArray[np.uint16], or np.int32 when a count passes 65,535
     tokens: int
 
     @classmethod
@@ -183,6 +183,7 @@ class Segment:
         lengths = np.zeros(len(ids), dtype=np.int64)
         lo, hi = offsets[0], offsets[1]
         lengths[docs[lo:hi]] = freqs[lo:hi]
+        freqs = _narrowed(freqs)
         if len(ids) == 0:
             vocab = {}
             offsets = np.zeros(1, dtype=np.int64)
@@ -276,6 +277,16 @@ def _joined(parts: list[Any], dtype: Any) -> Any:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
 
+def _narrowed(freqs: Any) -> Any:
+    """``freqs`` in 16 bits when every one fits (a chunk's term counts and its length in
+    terms nearly always do), else as they are: half the bytes of the postings' counts,
+    which a serving process holds for every chunk it indexed. Scores are computed in
+    float64 from either, so they are the same."""
+    if len(freqs) and int(freqs.min()) >= 0 and int(freqs.max()) <= 0xFFFF:
+        return freqs.astype(np.uint16)
+    return freqs
+
+
 def merge(segments: Sequence[Segment]) -> Segment:
     """One segment holding every row of ``segments`` (disjoint chunk ids)."""
     if len(segments) == 1:
@@ -311,7 +322,7 @@ def merge(segments: Sequence[Segment]) -> Segment:
         compact(vocab),
         offsets,
         doc[order].astype(np.int32),
-        freq[order],
+        _narrowed(freq[order]),
         int(lengths.sum()),
     )
 
