@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -83,6 +84,22 @@ class Sample:
     fds: int
     threads: int
     close_wait: int
+    # the store's figures at the time (``/api/stats``): live entries, and the memory the
+    # process holds to search them (resident index, vectors, cached bodies), -1 unread
+    entries: int = -1
+    search_mb: float = -1.0
+
+
+async def with_store(s: Sample, url: str) -> Sample:
+    """``s`` with the store's entries and search memory as ``/api/stats`` gives them."""
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=OP_TIMEOUT_S) as client:
+            store = (await client.get("/api/stats")).json()["store"]
+        return dataclasses.replace(
+            s, entries=int(store["entries"]), search_mb=store["search_memory_bytes"] / 2**20
+        )
+    except (httpx.HTTPError, KeyError, ValueError, TypeError):
+        return s
 
 
 def _status(pid: int) -> dict[str, str]:
@@ -320,7 +337,8 @@ def pct(values: list[float], q: float) -> float:
 
 def show(s: Sample, phase: str, tally: Tally) -> None:
     print(
-        f"{s.t:7.0f}s {phase:5} rss {s.rss_mb:7.1f} MB  fds {s.fds:4}  threads {s.threads:3}  "
+        f"{s.t:7.0f}s {phase:5} rss {s.rss_mb:7.1f} MB  search {s.search_mb:6.1f} MB  "
+        f"entries {s.entries:6}  fds {s.fds:4}  threads {s.threads:3}  "
         f"close-wait {s.close_wait:2}  ok {tally.done:6}  errors {len(tally.errors)}",
         flush=True,
     )
@@ -340,13 +358,15 @@ def _clients(url: str, n: int, deadline: float, tally: Tally) -> list[Awaitable[
     return clients
 
 
-async def _quiet(pid: int, t0: float, seconds: float, every: float, tally: Tally) -> list[Sample]:
+async def _quiet(
+    pid: int, t0: float, seconds: float, every: float, tally: Tally, url: str
+) -> list[Sample]:
     """Samples through ``seconds`` of no load."""
     out: list[Sample] = []
     until = time.monotonic() + seconds
     while time.monotonic() < until:
         await asyncio.sleep(min(every, max(0.0, until - time.monotonic())))
-        out.append(sample(pid, t0))
+        out.append(await with_store(sample(pid, t0), url))
         show(out[-1], "quiet", tally)
     return out
 
@@ -359,7 +379,7 @@ async def run(args: argparse.Namespace, pid: int, url: str) -> dict[str, Any]:
     t0 = time.monotonic()
     show(sample(pid, t0), "start", tally)
     await asyncio.gather(*_clients(url, args.clients, time.monotonic() + args.prime_s, tally))
-    primed = await _quiet(pid, t0, args.idle_s, args.sample_s, tally)
+    primed = await _quiet(pid, t0, args.idle_s, args.sample_s, tally, url)
     baseline = primed[-1] if primed else sample(pid, t0)
     samples: list[tuple[str, Sample]] = [("idle", baseline)]
     start = time.monotonic()
@@ -369,14 +389,15 @@ async def run(args: argparse.Namespace, pid: int, url: str) -> dict[str, Any]:
     warm: Sample | None = None
     while not load.done():
         await asyncio.wait([load], timeout=args.sample_s)
-        s = sample(pid, t0)
+        s = await with_store(sample(pid, t0), url)
         samples.append(("load", s))
         show(s, "load", tally)
         if warm is None and time.monotonic() >= warmup_end:
             warm = s
     await load
     end_of_load = samples[-1][1]
-    samples += [("quiet", s) for s in await _quiet(pid, t0, args.idle_s, args.sample_s, tally)]
+    quiet = await _quiet(pid, t0, args.idle_s, args.sample_s, tally, url)
+    samples += [("quiet", s) for s in quiet]
     return summary(args, tally, samples, baseline, warm or end_of_load, end_of_load)
 
 
@@ -391,6 +412,10 @@ def summary(
     after = samples[-1][1]
     under_load = [s for phase, s in samples if phase == "load" and s.t >= warm.t]
     growth = (max(s.rss_mb for s in under_load) - warm.rss_mb) / warm.rss_mb if under_load else 0
+    # the same growth less what the process holds to search the store at each sample: the
+    # index of the entries the load stored grows with them by design (search.resident_mb)
+    net = [s.rss_mb - max(0.0, s.search_mb) for s in under_load]
+    net_growth = (max(net) - (warm.rss_mb - max(0.0, warm.search_mb))) / warm.rss_mb if net else 0
     out: dict[str, Any] = {
         "clients": args.clients,
         "minutes": args.minutes,
@@ -413,6 +438,12 @@ def summary(
             "end_of_load": round(end_of_load.rss_mb, 1),
             "after_quiet": round(after.rss_mb, 1),
         },
+        "search_memory_mb": {
+            "after_warmup": round(warm.search_mb, 1),
+            "end_of_load": round(end_of_load.search_mb, 1),
+            "after_quiet": round(after.search_mb, 1),
+        },
+        "entries": {"after_warmup": warm.entries, "end_of_load": end_of_load.entries},
         "fds": {
             "idle_before": baseline.fds,
             "end_of_load": end_of_load.fds,
@@ -425,6 +456,7 @@ def summary(
         "no_errors": not tally.errors,
         "rss_growth_after_warmup": round(growth, 3),
         "rss_growth_ok": growth <= TARGET_GROWTH,
+        "rss_growth_net_of_search_memory": round(net_growth, 3),
         "rss_released": after.rss_mb <= warm.rss_mb * (1 + TARGET_RELEASE),
         "fds_back": after.fds <= baseline.fds,
     }

@@ -28,4 +28,7 @@ def test_the_soak_harness_runs_briefly_stops_by_itself_and_reports(tmp_path: Pat
     assert report["requests_ok"] > 0
     assert {"mcp.offload", "mcp.search", "mcp.read", "proxy", "stats"} <= set(report["latency_ms"])
     assert report["rss_mb"]["after_warmup"] > 0 and report["fds"]["after_quiet"] > 0
+    assert report["entries"]["end_of_load"] > 0  # the MCP clients' texts, read from /api/stats
+    assert report["search_memory_mb"]["end_of_load"] >= 0
+    assert "rss_growth_net_of_search_memory" in report["targets"]
     assert set(report["targets"]) >= {"no_errors", "rss_growth_ok", "rss_released", "fds_back"}

@@ -13,6 +13,7 @@ STORE = {
     "raw_bytes": 1000,
     "stored_bytes": 400,
     "disk_bytes": 4096,
+    "search_memory_bytes": 2048,
 }
 SURFACES = {
     "proxy": {"mounted": True},
@@ -33,6 +34,7 @@ def test_the_store_and_surface_families_keep_their_names_and_values() -> None:
         "offload_store_raw_bytes",
         "offload_store_stored_bytes",
         "offload_store_disk_bytes",
+        "offload_store_search_memory_bytes",
         "offload_surface_mounted",
         "offload_mcp_tool_calls_total",
         "offload_gateway_upstream_ready",

@@ -17,6 +17,11 @@ STORE_GAUGES = (
     ("raw_bytes", "offload_store_raw_bytes", "block bytes before compression"),
     ("stored_bytes", "offload_store_stored_bytes", "block bytes as stored, after compression"),
     ("disk_bytes", "offload_store_disk_bytes", "the database's size on disk (WAL included)"),
+    (
+        "search_memory_bytes",
+        "offload_store_search_memory_bytes",
+        "memory this process holds to search the store (index, vectors, cached bodies)",
+    ),
 )
 
 

@@ -747,8 +747,17 @@ class Store(SavedState, LifecycleCalls):
             "stored_bytes": b["stored"],
             "tombstones": t,
             "disk_bytes": disk,
+            "search_memory_bytes": self.search_memory_bytes(),
             "path": self.location,
         }
+
+    def search_memory_bytes(self) -> int:
+        """What this process holds in memory to search the store: the resident index, the
+        vector matrix and the cached bodies (they grow with the entries searched and are
+        let go when searches stay quiet, ``search.resident_idle_s``)."""
+        index = 0 if self.resident is None else self.resident.held_bytes
+        vectors_held = 0 if self._matrix is None else self._matrix.held_bytes
+        return index + vectors_held + self._bodies.held_chars
 
     def disk_bytes(self) -> int:
         """What the store occupies on disk: the file and its log, or the whole database."""

@@ -227,6 +227,14 @@ class VectorMatrix:
         self._reload = False
         self._gaps: set[int] = set()  # ids below _last not read yet (uncommitted, or gone)
 
+    @property
+    def held_bytes(self) -> int:
+        """The memory the matrix holds now: its rows, their entry ids and prefixes (the
+        room kept spare for rows to come takes none until filled)."""
+        with self._lock:
+            held = (self._ids, self._rows, self._prefix)
+            return sum(int(a.nbytes) for a in held if a is not None)
+
     def prefixes(self) -> Any:
         """The rows' unit-length prefixes (call after refresh), built when first asked."""
         with self._lock:

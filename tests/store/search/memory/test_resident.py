@@ -304,8 +304,11 @@ def test_an_idle_store_lets_go_of_the_bodies_it_read_and_the_words_it_analysed(
         _fill(store, 20)
         pages = {q: _page(store, q) for q in QUESTIONS}
         assert store.body_cache.held_chars > 0 and analysis.cached_analyses() > 0
+        held = store.stats()["search_memory_bytes"]
+        assert held > store.body_cache.held_chars > 0  # and the index's arrays
         store.release_idle()
         assert store.body_cache.held_chars == 0 and analysis.cached_analyses() == 0
+        assert store.stats()["search_memory_bytes"] == 0
         assert {q: _page(store, q) for q in QUESTIONS} == pages  # read and analysed again
 
 
