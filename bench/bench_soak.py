@@ -16,13 +16,16 @@ First every client runs ``--prime-s`` and the server is left quiet for ``--idle-
 figures then are the idle ones (what a process holds once it has loaded what it loads on
 first use, the token counter and the search index, and met the load's concurrency once:
 SQLite keeps the descriptors of closed connections for reuse while the file is locked). Then the load, then
-quiet again. Every ``--sample-s`` a line shows the server's RSS (``/proc/PID/status``), open fds
+quiet again. Every ``--sample-s`` a line shows the server's RSS (``/proc/PID/status``), the
+memory it holds to search the store and the store's live entries (``/api/stats``), open fds
 (``/proc/PID/fd``), threads, sockets in CLOSE-WAIT, requests and errors so far. When the
 load stops, the same is sampled through ``--idle-s`` of quiet. The summary gives errors,
 latency percentiles per kind, RSS after warm-up (``--warmup-s``) and at the end of the
 load, RSS and fds after the quiet, against the targets: 0 errors, RSS growth after warm-up
 at most 25 %, RSS released when the load stops (back within 10 % of the warm-up figure),
-fds back to their idle count. Every loop is bounded: the run ends by itself.
+fds back to their idle count. Beside the growth it gives the growth net of the search
+memory: the in-memory index of the entries the load stores grows with them by design.
+Every loop is bounded: the run ends by itself.
 
 ``--big-mb N`` first sends one chat request whose user message is N MB and reports the
 server's peak RSS (VmHWM) before and after it: what an accepted large body costs.
