@@ -107,3 +107,29 @@ def test_a_variable_the_user_set_is_left_to_glibc() -> None:
 def test_trimming_the_heap_is_safe_to_call_any_time() -> None:
     trim_heap()
     trim_heap()
+
+
+# a server's modules imported, the startup frozen, then a cycle made and dropped
+FROZEN_THEN_CYCLE = """
+import gc, weakref
+import offload.serve.host
+from offload.serve.heap import freeze_startup
+moved = freeze_startup()
+class Cycle: pass
+a = Cycle(); a.me = a
+gone = weakref.ref(a)
+del a
+gc.collect()
+print(moved, len(gc.get_objects()), gone() is None)
+"""
+
+
+def test_a_frozen_startup_is_left_out_of_collections_and_later_cycles_are_still_collected() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FROZEN_THEN_CYCLE], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    moved, tracked, collected = done.stdout.split()
+    assert int(moved) > 20_000  # modules, classes, functions of the serving stack
+    assert int(tracked) < 1_000  # what a full collection walks now
+    assert collected == "True"

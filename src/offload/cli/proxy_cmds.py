@@ -49,7 +49,7 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
     import logging
     import os
 
-    from offload.serve.heap import tune_heap
+    from offload.serve.heap import freeze_startup, tune_heap
 
     # before any worker thread: a long-running process keeps its heap compact
     tune_heap(os.environ)
@@ -65,6 +65,7 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
         app = create_app(
             proxy_settings(settings), store, max_body_bytes=settings.http.max_body_bytes
         )
+        freeze_startup()  # what starting made lives as long as the process: never walk it
         # access logs carry method, path and status only: never headers or keys
         uvicorn.run(
             app,

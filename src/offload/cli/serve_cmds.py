@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     import os
     import sys
 
-    from offload.serve.heap import tune_heap
+    from offload.serve.heap import freeze_startup, tune_heap
 
     # before any worker thread: a long-running process keeps its heap compact
     tune_heap(os.environ)
@@ -88,6 +88,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         served = build(settings, store, cwd=Path.cwd(), gateway_file=gateway_file)
         print(served.banner(), file=sys.stderr, flush=True)
+        freeze_startup()  # what starting made lives as long as the process: never walk it
         # access logs carry method, path and status only: never headers or keys
         uvicorn.run(
             served.app,
