@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import sqlite3
@@ -111,6 +112,34 @@ def test_merged_segments_hold_what_one_segment_of_the_same_rows_holds() -> None:
     held, counts, lengths = whole.count_matrix([3, 99], ["t3", "u"])
     assert held.tolist() == [True, False]  # chunk 99 is not held: zeros
     assert counts.tolist() == [[2, 1], [0, 0]] and lengths.tolist() == [3, 0]
+
+
+def test_merging_segments_gives_the_arrays_one_segment_of_their_rows_has() -> None:
+    rng = random.Random(7)
+    rows = []
+    for i in range(1, 200):
+        counts = {f"w{rng.randrange(60)}": rng.randrange(1, 9) for _ in range(rng.randrange(1, 12))}
+        rows.append((i * 3, json.dumps({"": sum(counts.values()), **counts})))
+    whole = postings.Segment.build(rows)
+    cuts = [0, 17, 18, 90, 151, len(rows)]
+    parts = [postings.Segment.build(rows[a:b]) for a, b in itertools.pairwise(cuts)]
+    for merged in (postings.merge(parts), postings.merge([parts[0], postings.merge(parts[1:])])):
+        assert list(merged.terms) == list(whole.terms)
+        for name in ("ids", "lengths", "offsets", "docs", "freqs"):
+            assert np.array_equal(getattr(merged, name), getattr(whole, name)), name
+        assert merged.freqs.dtype == whole.freqs.dtype and merged.tokens == whole.tokens
+    # ids out of order across the segments (as PostgreSQL may commit them): the same rows
+    shuffled = postings.merge([parts[2], parts[0], parts[4], parts[1], parts[3]])
+    assert np.array_equal(shuffled.ids, whole.ids) and np.array_equal(
+        shuffled.lengths, whole.lengths
+    )
+    a, b = (
+        postings.View((whole,)).score(["w1", "w7"]),
+        postings.View((shuffled,)).score(["w1", "w7"]),
+    )
+    assert dict(zip(a.ids.tolist(), a.scores.tolist(), strict=True)) == dict(
+        zip(b.ids.tolist(), b.scores.tolist(), strict=True)
+    )
 
 
 def test_counts_are_kept_in_16_bits_unless_one_passes_them_and_score_the_same() -> None:
