@@ -21,6 +21,7 @@ from offload.errors import (
     OtherScope,
     WrongType,
 )
+from offload.store import store as store_module
 from offload.store.backend import Sql
 from offload.store.models import Filters
 from offload.store.search import query
@@ -723,3 +724,21 @@ def test_a_store_from_before_event_times_gains_the_column_empty(tmp_path: Path) 
     with Store(path, counter=EstimateCounter()) as s:
         assert s.resolve(ref).event_time is None
         assert s.put("stored after", event_time=5.0).entry.event_time == 5.0
+
+
+def test_stats_read_the_block_totals_again_when_the_entries_change_or_the_figures_age(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.put("one body " * 20)
+    first = store.stats()
+    # behind the store's back: a change no entry count shows
+    store.conn.execute(Sql("UPDATE blocks SET size = size + 100"))
+    assert store.stats()["raw_bytes"] == first["raw_bytes"]  # not scanned again
+    second = store.put("another body " * 20).entry
+    assert store.stats()["raw_bytes"] == first["raw_bytes"] + 100 + second.size
+    assert store.stats()["blocks"] == 2
+    store.conn.execute(Sql("UPDATE blocks SET size = size + 1"))
+    monkeypatch.setattr(store_module, "STATS_TTL_S", -1.0)  # every reading has aged
+    assert store.stats()["raw_bytes"] == first["raw_bytes"] + 102 + second.size
+    store.forget(f"id:{second.id}")
+    assert store.stats()["blocks"] == 1 and store.stats()["tombstones"] == 1

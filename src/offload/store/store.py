@@ -65,6 +65,9 @@ Progress = Callable[[int, int], None]
 NO_FILTERS = Filters()
 # connections a PostgreSQL store keeps open at most (a statement or a write holds one)
 PG_POOL_SIZE = 8
+# stats() reads the blocks' totals again after this long even when nothing it watches
+# changed (an entry moved to a block already stored, its counts unchanged)
+STATS_TTL_S = 30.0
 _ENTRY_SELECT = rows.ENTRY_SELECT
 _BLOCKS_BY_HASH = Sql(
     "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks "
@@ -121,6 +124,8 @@ class Store(SavedState, LifecycleCalls):
             wait_s=self.settings.busy_timeout_s,
         )
         self._bodies = blocks.BodyCache()
+        # stats(): the blocks' totals, with what they were read at (see there)
+        self._totals: tuple[tuple[int, ...], float, dict[str, int]] | None = None
         self._pg: pgpool.ThreadConns | None = None
         # BM25 over the body chunks in memory (store/search/memory/resident.py; the chunk sources are
         # store/search/memory/chunkrows.py's and store/search/memory/pgchunks.py's); None: the SQL path only
@@ -730,22 +735,37 @@ class Store(SavedState, LifecycleCalls):
         return len({h.entry.id for h in hits if h.entry.scope != filters.scope})
 
     def stats(self) -> dict[str, Any]:
-        """Store-wide figures: entries, blocks, raw and stored bytes, file sizes."""
+        """Store-wide figures: entries, blocks, raw and stored bytes, file sizes.
+
+        The blocks' and tombstones' totals take a pass over every row, so they are read
+        again only when the entries' counts or the newest block changed since the last
+        call (every block stored or removed comes with an entry's), or after
+        ``STATS_TTL_S``: a dashboard polling a large store costs a lookup, not a scan."""
         conn = self.conn
-        b = conn.execute(
-            Sql(
-                "SELECT count(*) AS n, coalesce(sum(size), 0) AS raw, "
-                "coalesce(sum(length(data)), 0) AS stored FROM blocks"
-            )
-        ).fetchone()
-        t = conn.execute(Sql("SELECT count(*) FROM tombstones")).fetchone()[0]
+        peek = self.peek()
+        top = conn.execute(Sql("SELECT coalesce(max(id), 0) FROM blocks")).fetchone()[0]
+        key = (int(top), peek["entries"], peek["tokens"], peek["cold"], peek["pinned"])
+        now = time.monotonic()
+        held = self._totals
+        if held is None or held[0] != key or now - held[1] > STATS_TTL_S:
+            b = conn.execute(
+                Sql(
+                    "SELECT count(*) AS n, coalesce(sum(size), 0) AS raw, "
+                    "coalesce(sum(length(data)), 0) AS stored FROM blocks"
+                )
+            ).fetchone()
+            t = conn.execute(Sql("SELECT count(*) FROM tombstones")).fetchone()[0]
+            totals = {
+                "blocks": b["n"],
+                "raw_bytes": b["raw"],
+                "stored_bytes": b["stored"],
+                "tombstones": t,
+            }
+            held = self._totals = (key, now, totals)
         disk = self.disk_bytes()
         return {
-            **self.peek(),
-            "blocks": b["n"],
-            "raw_bytes": b["raw"],
-            "stored_bytes": b["stored"],
-            "tombstones": t,
+            **peek,
+            **held[2],
             "disk_bytes": disk,
             "search_memory_bytes": self.search_memory_bytes(),
             "path": self.location,
