@@ -21,7 +21,7 @@ from offload.errors import (
     OtherScope,
     WrongType,
 )
-from offload.store import store as store_module
+from offload.store import totals
 from offload.store.backend import Sql
 from offload.store.models import Filters
 from offload.store.search import query
@@ -738,7 +738,7 @@ def test_stats_read_the_block_totals_again_when_the_entries_change_or_the_figure
     assert store.stats()["raw_bytes"] == first["raw_bytes"] + 100 + second.size
     assert store.stats()["blocks"] == 2
     store.conn.execute(Sql("UPDATE blocks SET size = size + 1"))
-    monkeypatch.setattr(store_module, "STATS_TTL_S", -1.0)  # every reading has aged
+    monkeypatch.setattr(totals, "STATS_TTL_S", -1.0)  # every reading has aged
     assert store.stats()["raw_bytes"] == first["raw_bytes"] + 102 + second.size
     store.forget(f"id:{second.id}")
     assert store.stats()["blocks"] == 1 and store.stats()["tombstones"] == 1

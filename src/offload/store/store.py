@@ -30,7 +30,7 @@ from offload.errors import (
     OffloadError,
     OtherScope,
 )
-from offload.store import lookup
+from offload.store import lookup, totals
 from offload.store.backend import Conn, Sql
 from offload.store.life import lifecycle
 from offload.store.life.calls import LifecycleCalls
@@ -65,9 +65,6 @@ Progress = Callable[[int, int], None]
 NO_FILTERS = Filters()
 # connections a PostgreSQL store keeps open at most (a statement or a write holds one)
 PG_POOL_SIZE = 8
-# stats() reads the blocks' totals again after this long even when nothing it watches
-# changed (an entry moved to a block already stored, its counts unchanged)
-STATS_TTL_S = 30.0
 _ENTRY_SELECT = rows.ENTRY_SELECT
 _BLOCKS_BY_HASH = Sql(
     "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks "
@@ -124,8 +121,7 @@ class Store(SavedState, LifecycleCalls):
             wait_s=self.settings.busy_timeout_s,
         )
         self._bodies = blocks.BodyCache()
-        # stats(): the blocks' totals, with what they were read at (see there)
-        self._totals: tuple[tuple[int, ...], float, dict[str, int]] | None = None
+        self._totals = totals.Totals()
         self._pg: pgpool.ThreadConns | None = None
         # BM25 over the body chunks in memory (store/search/memory/resident.py; the chunk sources are
         # store/search/memory/chunkrows.py's and store/search/memory/pgchunks.py's); None: the SQL path only
@@ -735,38 +731,13 @@ class Store(SavedState, LifecycleCalls):
         return len({h.entry.id for h in hits if h.entry.scope != filters.scope})
 
     def stats(self) -> dict[str, Any]:
-        """Store-wide figures: entries, blocks, raw and stored bytes, file sizes.
-
-        The blocks' and tombstones' totals take a pass over every row, so they are read
-        again only when the entries' counts or the newest block changed since the last
-        call (every block stored or removed comes with an entry's), or after
-        ``STATS_TTL_S``: a dashboard polling a large store costs a lookup, not a scan."""
-        conn = self.conn
+        """Store-wide figures: entries, blocks, raw and stored bytes, file sizes (the
+        blocks' totals read again only when they may have changed: :mod:`totals`)."""
         peek = self.peek()
-        top = conn.execute(Sql("SELECT coalesce(max(id), 0) FROM blocks")).fetchone()[0]
-        key = (int(top), peek["entries"], peek["tokens"], peek["cold"], peek["pinned"])
-        now = time.monotonic()
-        held = self._totals
-        if held is None or held[0] != key or now - held[1] > STATS_TTL_S:
-            b = conn.execute(
-                Sql(
-                    "SELECT count(*) AS n, coalesce(sum(size), 0) AS raw, "
-                    "coalesce(sum(length(data)), 0) AS stored FROM blocks"
-                )
-            ).fetchone()
-            t = conn.execute(Sql("SELECT count(*) FROM tombstones")).fetchone()[0]
-            totals = {
-                "blocks": b["n"],
-                "raw_bytes": b["raw"],
-                "stored_bytes": b["stored"],
-                "tombstones": t,
-            }
-            held = self._totals = (key, now, totals)
-        disk = self.disk_bytes()
         return {
             **peek,
-            **held[2],
-            "disk_bytes": disk,
+            **self._totals.read(self.conn, peek),
+            "disk_bytes": self.disk_bytes(),
             "search_memory_bytes": self.search_memory_bytes(),
             "path": self.location,
         }
@@ -781,13 +752,7 @@ class Store(SavedState, LifecycleCalls):
 
     def disk_bytes(self) -> int:
         """What the store occupies on disk: the file and its log, or the whole database."""
-        if self.url:
-            row = self.conn.execute(
-                Sql.postgres_only("SELECT pg_database_size(current_database())")
-            ).fetchone()
-            return int(row[0])
-        files = [self.path, Path(f"{self.path}-wal")]
-        return sum(p.stat().st_size for p in files if p.exists())
+        return totals.disk_bytes(self.conn, self.path, self.url)
 
 
 def _release_free_pages(conn: sqlite3.Connection) -> None:
