@@ -62,7 +62,7 @@ def test_bpe_caches_counts_and_evicts_the_least_recently_used() -> None:
     counter.count("one")  # refresh "one": "two" is now the oldest
     counter.count("three")
     assert counter.cache_len() == 2
-    keys = list(counter._cache)
+    keys = counter._cache.keys()
     assert all(isinstance(k[0], bytes) and len(k[0]) == 32 for k in keys)
     assert [k[1] for k in keys] == [3, 5]  # "one", "three" by byte length
 

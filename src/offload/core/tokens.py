@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import string
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
+
+from offload.core.lru import Lru
 
 __all__ = [
     "BPE_ENCODING",
@@ -127,9 +128,8 @@ class BpeCounter:
         if cache_size < 0:
             raise ValueError("cache_size must be >= 0")
         self._encoding_name = encoding_name
-        self._cache_size = cache_size
         self._encoding: Any = None
-        self._cache: OrderedDict[tuple[bytes, int], int] = OrderedDict()
+        self._cache: Lru[tuple[bytes, int], int] = Lru(cache_size)
         self._lock = threading.Lock()
 
     @property
@@ -156,18 +156,11 @@ class BpeCounter:
         if not text:
             return 0
         key = _cache_key(text)
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         n = self._encoded_length(text)
-        if self._cache_size:
-            with self._lock:
-                self._cache[key] = n
-                self._cache.move_to_end(key)
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
+        self._cache.put(key, n)
         return n
 
     def _encoded_length(self, text: str) -> int:
@@ -190,8 +183,7 @@ class BpeCounter:
 
     def cache_len(self) -> int:
         """How many counts are cached (for tests and metrics)."""
-        with self._lock:
-            return len(self._cache)
+        return len(self._cache)
 
 
 def _cache_key(text: str) -> tuple[bytes, int]:

@@ -129,6 +129,14 @@ def test_the_shapes_memo_gives_one_shape_per_content_and_stays_bounded() -> None
     assert shapes.get(text) == first
 
 
+def test_texts_found_not_comparable_count_toward_the_shapes_bound_too() -> None:
+    shapes = near.Shapes(max_chars=near.NOT_COMPARABLE_CHARS * 10)
+    for n in range(1000):
+        assert shapes.get(f"a single line {n}") is None
+    assert len(shapes) == 10
+    assert shapes.get("a single line 999") is None
+
+
 def test_the_test_on_a_large_body_takes_linear_time() -> None:
     old = module(near.MAX_LINES - 100)
     new = edited(old, 1, 30)

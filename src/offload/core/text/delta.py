@@ -24,13 +24,12 @@ by the earlier body, so naming the earlier body and the changed lines says the m
 
 from __future__ import annotations
 
-import threading
 from bisect import bisect_left
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from offload.core.hashing import text_hash
+from offload.core.lru import MISSING, Lru
 from offload.core.text.lines import line_content, split_lines
 from offload.core.untrusted import inline
 
@@ -83,29 +82,34 @@ class Shapes:
     """
 
     def __init__(self, max_chars: int = 16 * 1024 * 1024) -> None:
-        self.max_chars = max_chars
-        self._items: OrderedDict[tuple[int, int], Shape | None] = OrderedDict()
-        self._size = 0
-        self._lock = threading.Lock()
+        self._items: Lru[tuple[int, int], Shape | None] = Lru(max_chars, weigh=_chars)
+
+    @property
+    def max_chars(self) -> int:
+        """The most characters of shaped texts kept."""
+        return self._items.bound
+
+    def __len__(self) -> int:
+        return len(self._items)
 
     def get(self, text: str) -> Shape | None:
         """The shape of ``text`` (None: not comparable), made on its first use."""
         key = (len(text), hash(text))
-        with self._lock:
-            if key in self._items:
-                hit = self._items[key]
-                if hit is None or hit.text == text:
-                    self._items.move_to_end(key)
-                    return hit
+        hit = self._items.get(key, MISSING)
+        if hit is not MISSING and (hit is None or hit.text == text):
+            return hit
         made = shape(text)
-        with self._lock:
-            if key not in self._items:
-                self._items[key] = made
-                self._size += len(text) if made is not None else 0
-            while self._size > self.max_chars and self._items:
-                _, old = self._items.popitem(last=False)
-                self._size -= len(old.text) if old is not None else 0
+        self._items.put(key, made)
         return made
+
+
+# what a text found not comparable costs in the cache (its key), counted as characters:
+# such texts still count toward the bound, however many there are
+NOT_COMPARABLE_CHARS = 64
+
+
+def _chars(made: Shape | None) -> int:
+    return NOT_COMPARABLE_CHARS if made is None else len(made.text)
 
 
 def nearest(new: Shape, candidates: Sequence[Shape]) -> int | None:

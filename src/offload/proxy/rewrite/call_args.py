@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from offload.core.hashing import short_ref, text_hash
+from offload.core.lru import Lru
 from offload.core.stubs import STUB_MARKER, StubInfo, is_stub, render_stub
 from offload.core.text.chunking import count_lines
 from offload.core.text.gist import gist
@@ -140,8 +140,7 @@ class CallStubber:
     ) -> None:
         self.maker = maker
         self.read_call = read_call
-        self._cache: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache: Lru[tuple[str, str], tuple[str, int]] = Lru(cache_size)
         self._lock = threading.Lock()
 
     def name_read_call(self, read_call: Callable[[str], str]) -> None:
@@ -153,11 +152,9 @@ class CallStubber:
     def _stub(self, name: str, arguments: str, digest: str) -> tuple[str, int]:
         """(the wire's arguments, their tokens) for one call's arguments."""
         key = (digest, name)
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         info = StubInfo(
             ref=short_ref(digest),
             kind="tool-call arguments",
@@ -169,10 +166,7 @@ class CallStubber:
         )
         wire = stubbed_arguments(arguments, render_stub(info, self.read_call(info.ref)))
         made = (wire, self.maker.content_tokens(wire))
-        with self._lock:
-            self._cache[key] = made
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        self._cache.put(key, made)
         return made
 
     def stub(self, msg: Message, threshold: int, *, gain: float = 2.0) -> CallsStub | None:

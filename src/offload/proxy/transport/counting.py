@@ -19,11 +19,11 @@ import json
 import re
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from offload.core.lru import Lru
 from offload.core.tokens import CalibratedCounter, default_counter
 
 _UNSUPPORTED = frozenset({404, 405, 501})
@@ -72,8 +72,7 @@ class UpstreamCounter:
         self._url = root_url.rstrip("/") + "/tokenize"
         self._tokenize_client = _TokenizeClient(self._url, timeout_s, headers or {})
         self._retry_after_s = retry_after_s
-        self._cache_size = cache_size
-        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        self._cache: Lru[bytes, int] = Lru(cache_size)
         self._lock = threading.Lock()
         self._clock = clock
         self._supported = True
@@ -117,12 +116,11 @@ class UpstreamCounter:
         if not text:
             return 0
         key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
+        hit = self._cache.get(key)
+        if hit is not None:
+            with self._lock:
                 self.exact_counts += 1
-                return hit
+            return hit
         n = self._tokenize(text) if self.exact else None
         if n is None:
             with self._lock:
@@ -130,9 +128,7 @@ class UpstreamCounter:
             return self._fallback.count(text)
         with self._lock:
             self.exact_counts += 1
-            self._cache[key] = n
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        self._cache.put(key, n)
         return n
 
     def _tokenize(self, text: str) -> int | None:
@@ -170,18 +166,15 @@ class UpstreamCounter:
     @property
     def cache_size(self) -> int:
         """The most exact counts kept."""
-        return self._cache_size
+        return self._cache.bound
 
     def cache_len(self) -> int:
         """How many exact counts are cached."""
-        with self._lock:
-            return len(self._cache)
+        return len(self._cache)
 
     def shrink(self, keep: int) -> None:
         """Keep only the ``keep`` counts used last."""
-        with self._lock:
-            while len(self._cache) > keep:
-                self._cache.popitem(last=False)
+        self._cache.shrink(keep)
 
 
 _DIGIT = re.compile(rb"\d")

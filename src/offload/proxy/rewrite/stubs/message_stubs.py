@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
+from offload.core.lru import MISSING, Lru
 from offload.core.stubs import StubInfo, is_stub, render_stub
 from offload.core.text import delta as near
 from offload.core.text.chunking import count_lines
@@ -100,27 +100,23 @@ class StubMaker:
         self.deltas = deltas
         self._shapes = near.Shapes()
         # (plain stub, candidates' digests) -> the delta stub, None when there is none
-        self._near: OrderedDict[tuple[str, tuple[str, ...]], MessageStub | None] = OrderedDict()
-        self._cache_size = cache_size
-        self._tokens: OrderedDict[str, int] = OrderedDict()  # key: content itself (short) / hash
-        self._stubs: OrderedDict[tuple[str, str, str], MessageStub] = OrderedDict()
-        self._stored: OrderedDict[str, None] = OrderedDict()
-        self._parts: OrderedDict[str, PartMeta] = OrderedDict()
+        self._near: Lru[tuple[str, tuple[str, ...]], MessageStub | None] = Lru(cache_size)
+        self._tokens: Lru[str, int] = Lru(cache_size)  # key: content itself (short) / hash
+        self._stubs: Lru[tuple[str, str, str], MessageStub] = Lru(cache_size)
+        self._stored: Lru[str, bool] = Lru(cache_size)
+        self._parts: Lru[str, PartMeta] = Lru(cache_size)
         self._pieces = pieces.PieceCache()
         # a content's gist by its hash: a big message's stub is rendered again when the
         # tool naming changes, and its stored summary is the same gist
-        self._gists: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
+        self._gists: Lru[str, str] = Lru(cache_size)
+        self._lock = threading.Lock()  # the tool naming and the stubs made with it
 
     def shrink_caches(self, share: int) -> None:
         """Keep the newest 1/``share`` of each cache's bound (a quiet proxy: the counts
         and stubs of the live sessions' last turns stay, the rest is made again when met)."""
-        keep = self._cache_size // share
-        with self._lock:
-            caches = (self._near, self._tokens, self._stubs, self._stored, self._parts)
-            for cache in (*caches, self._gists):
-                while len(cache) > keep:
-                    cache.popitem(last=False)
+        caches = (self._near, self._tokens, self._stubs, self._stored, self._parts)
+        for cache in (*caches, self._gists):
+            cache.shrink(cache.bound // share)
         self._pieces.shrink(self._pieces.max_chars // share)
 
     def name_proxy_tools(self, on: bool) -> None:
@@ -140,16 +136,11 @@ class StubMaker:
             return 0
         # Short texts key by themselves (cheaper than hashing); long ones by their hash.
         key = text if len(text) <= 256 else text_hash(text)
-        with self._lock:
-            hit = self._tokens.get(key)
-            if hit is not None:
-                self._tokens.move_to_end(key)
-                return hit
+        hit = self._tokens.get(key)
+        if hit is not None:
+            return hit
         n = self.counter.count(text)
-        with self._lock:
-            self._tokens[key] = n
-            if len(self._tokens) > self._cache_size:
-                self._tokens.popitem(last=False)
+        self._tokens.put(key, n)
         return n
 
     def tokens(self, msg: Message) -> int:
@@ -158,16 +149,11 @@ class StubMaker:
 
     def gist(self, text: str, digest: str) -> str:
         """The stub gist of ``text`` (whose hash is ``digest``), computed once per content."""
-        with self._lock:
-            hit = self._gists.get(digest)
-            if hit is not None:
-                self._gists.move_to_end(digest)
-                return hit
+        hit = self._gists.get(digest)
+        if hit is not None:
+            return hit
         made = gist(text, STUB_GIST_CHARS)
-        with self._lock:
-            self._gists[digest] = made
-            if len(self._gists) > self._cache_size:
-                self._gists.popitem(last=False)
+        self._gists.put(digest, made)
         return made
 
     # -- per-message stubs -------------------------------------------------------------------
@@ -179,11 +165,9 @@ class StubMaker:
         if isinstance(msg.get("content"), list):
             kind = f"{kind} {PARTS_NOTE}"
         key = (text_hash(text), kind, source)
-        with self._lock:
-            hit = self._stubs.get(key)
-            if hit is not None:
-                self._stubs.move_to_end(key)
-                return hit
+        hit = self._stubs.get(key)
+        if hit is not None:
+            return hit
         tokens = self.content_tokens(text)
         info = StubInfo(
             ref=short_ref(key[0]),
@@ -196,10 +180,7 @@ class StubMaker:
         )
         stub = render_stub(info, read_call(info.ref, self.proxy_tools))
         made = MessageStub(key[0], tokens, stub, self.counter.count(stub))
-        with self._lock:
-            self._stubs[key] = made
-            if len(self._stubs) > self._cache_size:
-                self._stubs.popitem(last=False)
+        self._stubs.put(key, made)
         return made
 
     def with_ends(self, made: MessageStub, text: str, budget: int) -> MessageStub:
@@ -281,20 +262,16 @@ class StubMaker:
         if not found:
             return None
         key = (made.stub, tuple(s.digest for s, _ in found))
-        with self._lock:
-            if key in self._near:
-                self._near.move_to_end(key)
-                return self._near[key]
+        known = self._near.get(key, MISSING)
+        if known is not MISSING:
+            return known
         pick = near.nearest(new, [s for s, _ in found])
         delta = None if pick is None else near.delta(found[pick][0].text, text)
         out = None
         if pick is not None and delta is not None:
             base, at = found[pick]
             out = self._render_delta(made, text, base, _what(earlier.messages, at), delta)
-        with self._lock:
-            self._near[key] = out
-            if len(self._near) > self._cache_size:
-                self._near.popitem(last=False)
+        self._near.put(key, out)
         return out
 
     def _render_delta(
@@ -340,9 +317,8 @@ class StubMaker:
         stored, when what it tells happened: core/text/timeexpr.py ``conversation_time``); for a
         delta stub, the earlier body it names too (found in ``earlier``)."""
         text = content_text(msg)
-        with self._lock:
-            known = made.digest in self._stored
-            base_known = not made.base or made.base in self._stored
+        known = made.digest in self._stored
+        base_known = not made.base or made.base in self._stored
         if not base_known and earlier is not None:
             self._store_base(made.base, earlier)
         if not known:
@@ -393,10 +369,8 @@ class StubMaker:
         (``body``: what to index and show instead, from ``index_from_line`` on; ``text``
         stays the restorable original; ``event_time``: when what it tells happened;
         ``tokens``: asked, only when it is stored, for the stored body's token count)."""
-        with self._lock:
-            if digest in self._stored:
-                self._stored.move_to_end(digest)
-                return
+        if self._stored.get(digest):
+            return
         try:
             # stored under another scope only (an older proxy's): store it here too, so the
             # project's own search finds it
@@ -417,10 +391,7 @@ class StubMaker:
                 event_time=event_time,
                 tokens=tokens() if tokens is not None else None,
             )
-        with self._lock:
-            self._stored[digest] = None
-            if len(self._stored) > self._cache_size:
-                self._stored.popitem(last=False)
+        self._stored.put(digest, True)
 
     # -- range stubs ---------------------------------------------------------------------------
 
@@ -554,16 +525,11 @@ class StubMaker:
         return start, cursor
 
     def _remember(self, ref: str, meta: PartMeta) -> None:
-        with self._lock:
-            self._parts[ref] = meta
-            self._parts.move_to_end(ref)
-            while len(self._parts) > self._cache_size:
-                self._parts.popitem(last=False)
+        self._parts.put(ref, meta)
 
     def _part_meta(self, ref: str) -> PartMeta | None:
         """Where the stored part ``ref`` sits (None: unreadable, so nothing merges past it)."""
-        with self._lock:
-            known = self._parts.get(ref)
+        known = self._parts.get(ref)
         if known is not None:
             return known
         try:

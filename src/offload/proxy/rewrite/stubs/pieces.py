@@ -16,10 +16,9 @@ message makes it again). Bounded in characters, least recently used out first.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
+from offload.core.lru import Lru
 from offload.core.tokens import TokenCounter
 from offload.proxy.rewrite import transcript
 from offload.proxy.rewrite.memory import TermCounts
@@ -118,30 +117,20 @@ class PieceCache:
     # a merged part holds up to MERGE_BYTES of JSON and as much transcript: this keeps the
     # parts of a few dozen sessions paging out at once
     def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
-        self.max_chars = max_chars
-        self._items: OrderedDict[tuple[str, int], Rendered] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()
+        self._items: Lru[tuple[str, int], Rendered] = Lru(max_chars, weigh=Rendered.size)
+
+    @property
+    def max_chars(self) -> int:
+        """The most characters of rendered forms kept."""
+        return self._items.bound
 
     def of(self, session: str, index: int, message: Message) -> Rendered:
         """The rendered forms of ``message``, the session's message ``index``."""
-        key = (session, index)
-        with self._lock:
-            hit = self._items.get(key)
-            if hit is not None and (hit.message is message or hit.message == message):
-                self._items.move_to_end(key)
-                return hit
+        hit = self._items.get((session, index))
+        if hit is not None and (hit.message is message or hit.message == message):
+            return hit
         made = Rendered(index, message)
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._chars -= old.size()
-            if made.size() <= self.max_chars:
-                self._items[key] = made
-                self._chars += made.size()
-            while self._chars > self.max_chars:
-                _, dropped = self._items.popitem(last=False)
-                self._chars -= dropped.size()
+        self._items.put((session, index), made)
         return made
 
     def run(
@@ -149,16 +138,15 @@ class PieceCache:
     ) -> list[Rendered]:
         """The rendered forms of ``messages[start:end]`` (those kept looked up at once)."""
         found: list[Rendered | None] = []
-        with self._lock:
-            items = self._items
-            for i in range(start, end):
-                hit = items.get((session, i))
-                message = messages[i]
-                if hit is not None and (hit.message is message or hit.message == message):
-                    items.move_to_end((session, i))
-                    found.append(hit)
-                else:
-                    found.append(None)
+        get = self._items.get
+        for i in range(start, end):
+            hit = get((session, i))
+            message = messages[i]
+            found.append(
+                hit
+                if hit is not None and (hit.message is message or hit.message == message)
+                else None
+            )
         return [
             hit if hit is not None else self.of(session, start + n, messages[start + n])
             for n, hit in enumerate(found)
@@ -166,7 +154,4 @@ class PieceCache:
 
     def shrink(self, max_chars: int) -> None:
         """Keep only the newest forms, at most ``max_chars`` of them."""
-        with self._lock:
-            while self._items and self._chars > max_chars:
-                _, dropped = self._items.popitem(last=False)
-                self._chars -= dropped.size()
+        self._items.shrink(max_chars)
