@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field
+
+from offload.core.lru import Lru
 
 _NAMED_MAX = 256
 
@@ -42,7 +43,7 @@ class Activations:
     def __init__(self, limit: int) -> None:
         self.limit = max(1, limit)
         self._clients: weakref.WeakKeyDictionary[object, _Active] = weakref.WeakKeyDictionary()
-        self._named: OrderedDict[str, _Active] = OrderedDict()
+        self._named: Lru[str, _Active] = Lru(_NAMED_MAX)
         self._tick = itertools.count()
 
     def _get(self, client: object) -> _Active | None:
@@ -53,11 +54,7 @@ class Activations:
     def _get_or_add(self, client: object) -> _Active:
         if not isinstance(client, str):
             return self._clients.setdefault(client, _Active())
-        active = self._named.setdefault(client, _Active())
-        self._named.move_to_end(client)
-        while len(self._named) > _NAMED_MAX:
-            self._named.popitem(last=False)
-        return active
+        return self._named.add(client, _Active())
 
     def listed(self, client: object) -> tuple[str, ...]:
         """The client's activated tools in listing order."""

@@ -16,6 +16,7 @@ from offload.proxy.rewrite import memory as memory_module
 from offload.proxy.rewrite.memory import Doc, Memory, Part, SessionIndex, read_part
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.recall import find_in
+from offload.proxy.rewrite.session import SessionState
 from offload.proxy.rewrite.stubs import message_stubs
 from offload.store.store import Store
 
@@ -41,6 +42,14 @@ def chat(turns: int) -> list[dict[str, Any]]:
     return msgs
 
 
+def only_state(p: Pipeline) -> SessionState:
+    """The state of the one session ``p`` has seen."""
+    (session,) = p._live._items.keys()
+    live = p._live.get(session)
+    assert live is not None
+    return live.state
+
+
 def paged(store: Store) -> str:
     """The newest part's reference after a long chat was paged out."""
     p = Pipeline(
@@ -49,7 +58,7 @@ def paged(store: Store) -> str:
     msgs = chat(30)
     for k in range(2, len(msgs) + 1, 2):
         p.rewrite(msgs[:k], N_CTX)
-    state = next(iter(p._live._items.values())).state
+    state = only_state(p)
     assert state.range is not None
     return state.range.ref
 
@@ -166,6 +175,7 @@ def test_a_memory_counts_each_message_text_once_and_keeps_a_bounded_number(
     assert memory.terms_of("brass astrolabe") == memory.terms_of("brass astrolabe")
     assert counted == ["brass astrolabe"]
     monkeypatch.setattr(memory_module, "TERM_COUNTS", 3)
+    memory = Memory(store, SCOPE)
     for i in range(10):
         memory.terms_of(f"text {i}")
     assert len(memory._terms) == 3
@@ -183,7 +193,7 @@ def test_a_part_that_takes_in_the_parts_before_it_reuses_their_postings_and_rank
     generations = set()
     for k in range(2, len(msgs) + 1, 2):
         p.rewrite(msgs[:k], N_CTX)
-        state = next(iter(p._live._items.values())).state
+        state = only_state(p)
         if state.range is None or state.range.ref in generations:
             continue
         generations.add(state.range.ref)

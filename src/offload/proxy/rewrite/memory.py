@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
+from offload.core.lru import Lru
 from offload.core.text import analysis
 from offload.errors import OffloadError
 from offload.proxy.rewrite import transcript
@@ -294,11 +295,11 @@ class Memory:
     def __init__(self, store: Store, scope: str, *, parts: int = 128, sessions: int = 64) -> None:
         self.store = store
         self.scope = scope
+        # an ordered dict, not an Lru: a part dropped takes its entry in _starts with it
         self._parts: OrderedDict[str, Part] = OrderedDict()
-        self._sessions: OrderedDict[str, SessionIndex] = OrderedDict()
         self._max_parts = parts
-        self._max_sessions = sessions
-        self._terms: OrderedDict[str, TermCounts] = OrderedDict()  # by the text's hash
+        self._sessions: Lru[str, SessionIndex] = Lru(sessions)
+        self._terms: Lru[str, TermCounts] = Lru(TERM_COUNTS)  # by the text's hash
         # the cached parts by their first message (index, text): a part that takes in the
         # parts before it starts with them, and their postings are its first runs
         self._starts: dict[tuple[int, str], Part] = {}
@@ -307,26 +308,19 @@ class Memory:
     def terms_of(self, text: str) -> TermCounts:
         """:func:`count_terms` of ``text``, once per text."""
         key = text_hash(text)
-        with self._lock:
-            known = self._terms.get(key)
-            if known is not None:
-                self._terms.move_to_end(key)
-                return known
+        known = self._terms.get(key)
+        if known is not None:
+            return known
         counted = count_terms(text)
-        with self._lock:
-            self._terms[key] = counted
-            while len(self._terms) > TERM_COUNTS:
-                self._terms.popitem(last=False)
+        self._terms.put(key, counted)
         return counted
 
     def index(self, newest: str) -> SessionIndex:
         """The index of the parts along the chain that starts at part ``newest``; a part
         that cannot be read (forgotten, damaged) ends the chain there."""
-        with self._lock:
-            known = self._sessions.get(newest)
-            if known is not None:
-                self._sessions.move_to_end(newest)
-                return known
+        known = self._sessions.get(newest)
+        if known is not None:
+            return known
         parts: list[Part] = []
         cursor: str | None = newest
         seen: set[str] = set()
@@ -338,10 +332,7 @@ class Memory:
             parts.append(part)
             cursor = part.earlier
         built = SessionIndex.of_parts(parts)
-        with self._lock:
-            self._sessions[newest] = built
-            while len(self._sessions) > self._max_sessions:
-                self._sessions.popitem(last=False)
+        self._sessions.put(newest, built)
         return built
 
     def remember(

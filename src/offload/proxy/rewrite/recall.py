@@ -21,13 +21,13 @@ from __future__ import annotations
 import bisect
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from offload.config import ProxySettings
 from offload.core.fence import fence
 from offload.core.hashing import text_hash
+from offload.core.lru import Lru
 from offload.core.text import analysis
 from offload.core.tokens import TokenCounter
 from offload.errors import ConfigError, OffloadError
@@ -52,6 +52,8 @@ CANDIDATES = 24
 #: whole message: 4 % of 2048 is 82 tokens).
 MIN_BUDGET = 256
 _TAIL_CHARS = 4000
+#: Blocks kept, by (session, query, generation, budget): a turn retried or replayed.
+BLOCKS_CACHED = 256
 
 
 @dataclass(frozen=True)
@@ -255,29 +257,26 @@ def excerpt(hit: RecallHit, weights: dict[str, float]) -> RecallHit:
 
 # each long hit's rows and their distinct terms, by the hit's text: a message is a hit on
 # many turns (its text the same string while it stays in the session's memory)
-_ROWS: OrderedDict[str, tuple[list[str], tuple[frozenset[str], ...]]] = OrderedDict()
-_ROWS_LOCK = threading.Lock()
-_ROWS_CHARS = 16 * 1024 * 1024  # the texts kept, in characters at most
-_rows_held = [0]
+Rows = tuple[list[str], tuple[frozenset[str], ...]]
 
 
-def _rows_of(text: str) -> tuple[list[str], tuple[frozenset[str], ...]]:
+def _text_chars(made: Rows) -> int:
+    """The characters of the text ``made`` was split from."""
+    rows = made[0]
+    return sum(map(len, rows)) + len(rows) - 1
+
+
+# the texts kept, in characters at most
+_ROWS: Lru[str, Rows] = Lru(16 * 1024 * 1024, weigh=_text_chars)
+
+
+def _rows_of(text: str) -> Rows:
     """(rows, each row's distinct terms) of a hit's ``text``, analysed once per text."""
-    with _ROWS_LOCK:
-        known = _ROWS.get(text)
-        if known is not None:
-            _ROWS.move_to_end(text)
-            return known
+    known = _ROWS.get(text)
+    if known is not None:
+        return known
     rows = text.split("\n")
-    made = rows, tuple(frozenset(analysis.terms(row)) for row in rows)
-    with _ROWS_LOCK:
-        if text not in _ROWS and len(text) <= _ROWS_CHARS:
-            _ROWS[text] = made
-            _rows_held[0] += len(text)
-        while _rows_held[0] > _ROWS_CHARS:
-            dropped, _ = _ROWS.popitem(last=False)
-            _rows_held[0] -= len(dropped)
-    return made
+    return _ROWS.add(text, (rows, tuple(frozenset(analysis.terms(row)) for row in rows)))
 
 
 def _messages_in(lines: Sequence[str], start: int, end: int) -> list[tuple[int, int]]:
@@ -440,8 +439,8 @@ class Recaller:
         # the read call the block names: the proxy's own tool when it offers its tools,
         # else the MCP server's
         self.reader = PROXY_READ if names_proxy_tools(settings.retrieval, None) else "read"
-        self._cache: OrderedDict[tuple[str, str, str, int], tuple[str, list[RecallHit]]] = (
-            OrderedDict()
+        self._cache: Lru[tuple[str, str, str, int], tuple[str, list[RecallHit]]] = Lru(
+            BLOCKS_CACHED
         )
         self._overheads: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -488,8 +487,7 @@ class Recaller:
         if not query:
             return None
         key = (session if not project else "", query, generation, budget)
-        with self._lock:
-            hit = self._cache.get(key)
+        hit = self._cache.get(key)
         origin = "the project's memory" if project else "this conversation's paged-out memory"
         if hit is None:
             filters = Filters(
@@ -518,10 +516,7 @@ class Recaller:
                     hit = (fenced, used)
                     break
                 records -= over
-            with self._lock:
-                self._cache[key] = hit
-                while len(self._cache) > 256:
-                    self._cache.popitem(last=False)
+            self._cache.put(key, hit)
         fenced, used = hit
         if not used:
             return None

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from offload.core.lru import Lru
 from offload.proxy.rewrite.messages import Message
 from offload.proxy.rewrite.stubs.parts import RangeStub
 from offload.proxy.rewrite.window import Layout
@@ -173,27 +173,16 @@ class LiveSessions:
     """A bounded LRU of :class:`Live` records (callers hold the session's lock)."""
 
     def __init__(self, size: int = 64) -> None:
-        self._size = size
-        self._items: OrderedDict[str, Live] = OrderedDict()
-        self._guard = threading.Lock()
+        self._items: Lru[str, Live] = Lru(size)
 
     def get(self, session: str) -> Live | None:
         """The record, refreshed as most recently used."""
-        with self._guard:
-            live = self._items.get(session)
-            if live is not None:
-                self._items.move_to_end(session)
-            return live
+        return self._items.get(session)
 
     def put(self, session: str, live: Live) -> None:
         """Remember ``live``, forgetting the least recently used beyond the bound."""
-        with self._guard:
-            self._items[session] = live
-            self._items.move_to_end(session)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
+        self._items.put(session, live)
 
     def drop(self, session: str) -> None:
         """Forget one session (after a failure, so no half-built record survives)."""
-        with self._guard:
-            self._items.pop(session, None)
+        self._items.pop(session)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import IO, TypeVar
 
 import zstandard
 
 from offload.core.hashing import decode, encoded_windows, sha256_hex
+from offload.core.lru import Lru
 from offload.errors import IntegrityError
 
 T = TypeVar("T")
@@ -91,34 +91,6 @@ def unpack(digest: str, codec: str, stored: bytes) -> str:
     return decode(data)
 
 
-class _Bodies:
-    """Texts by hash, least recently used out first, bounded in characters (not locked)."""
-
-    def __init__(self, max_chars: int) -> None:
-        self.max_chars = max_chars
-        self.items: OrderedDict[str, str] = OrderedDict()
-        self.size = 0
-
-    def get(self, digest: str) -> str | None:
-        text = self.items.get(digest)
-        if text is not None:
-            self.items.move_to_end(digest)
-        return text
-
-    def put(self, digest: str, text: str) -> None:
-        if len(text) > self.max_chars or digest in self.items:
-            return
-        self.items[digest] = text
-        self.size += len(text)
-        while self.size > self.max_chars:
-            _, old = self.items.popitem(last=False)
-            self.size -= len(old)
-
-    def clear(self) -> None:
-        self.items.clear()
-        self.size = 0
-
-
 class BodyCache:
     """Verified plaintexts by hash, least recently used out first, bounded in characters.
 
@@ -136,28 +108,24 @@ class BodyCache:
         small_body: int = 64 * 1024,
     ) -> None:
         self.small_body = small_body
-        self._large = _Bodies(max_chars)
-        self._small = _Bodies(small_chars)
-        self._lock = threading.Lock()
+        self._large: Lru[str, str] = Lru(max_chars, weigh=len)
+        self._small: Lru[str, str] = Lru(small_chars, weigh=len)
 
     def get(self, digest: str) -> str | None:
         """The cached body, or None."""
-        with self._lock:
-            text = self._small.get(digest)
-            return self._large.get(digest) if text is None else text
+        text = self._small.get(digest)
+        return self._large.get(digest) if text is None else text
 
     @property
     def held_chars(self) -> int:
         """Characters of the bodies held now."""
-        return self._small.size + self._large.size
+        return self._small.weight + self._large.weight
 
     def clear(self) -> None:
         """Forget every body (a long-running process's quiet time: they are read again)."""
-        with self._lock:
-            self._small.clear()
-            self._large.clear()
+        self._small.clear()
+        self._large.clear()
 
     def put(self, digest: str, text: str) -> None:
         """Remember a verified body (one larger than its share of the cache is not kept)."""
-        with self._lock:
-            (self._small if len(text) < self.small_body else self._large).put(digest, text)
+        (self._small if len(text) < self.small_body else self._large).put(digest, text)
