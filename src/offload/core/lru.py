@@ -23,9 +23,6 @@ V = TypeVar("V")
 D = TypeVar("D")
 
 
-_MISSING = object()
-
-
 class Missing(enum.Enum):
     """The default to pass :meth:`Lru.get` when None may be a cached value."""
 
@@ -33,10 +30,6 @@ class Missing(enum.Enum):
 
 
 MISSING = Missing.MISSING
-
-
-def _one(_value: object) -> int:
-    return 1
 
 
 class Lru(Generic[K, V]):
@@ -48,7 +41,7 @@ class Lru(Generic[K, V]):
         if bound < 0:
             raise ValueError("an Lru's bound must be >= 0")
         self.bound = bound
-        self._weigh: Callable[[V], int] = weigh or _one
+        self._weigh = weigh  # None: each item weighs 1
         self._items: OrderedDict[K, V] = OrderedDict()
         self._weight = 0
         self._lock = threading.Lock()
@@ -82,8 +75,8 @@ class Lru(Generic[K, V]):
     def get(self, key: K, default: object = None) -> object:
         """The value under ``key``, now the newest item; ``default`` when none is kept."""
         with self._lock:
-            hit = self._items.get(key, _MISSING)
-            if hit is _MISSING:
+            hit = self._items.get(key, MISSING)
+            if hit is MISSING:
                 return default
             self._items.move_to_end(key)
             return hit
@@ -124,24 +117,29 @@ class Lru(Generic[K, V]):
             self._weight = 0
 
     def _put(self, key: K, value: V) -> bool:
-        weight = self._weigh(value)
-        self._drop(key)
+        weigh, items = self._weigh, self._items
+        weight = 1 if weigh is None else weigh(value)
+        old = items.pop(key, MISSING)
+        if old is not MISSING:
+            self._weight -= 1 if weigh is None else weigh(old)
         if weight > self.bound:
             return False
-        self._items[key] = value
+        items[key] = value
         self._weight += weight
-        self._trim(self.bound)
+        if self._weight > self.bound:
+            self._trim(self.bound)
         return True
 
     def _drop(self, key: K) -> V | None:
-        if key not in self._items:
+        old = self._items.pop(key, MISSING)
+        if old is MISSING:
             return None
-        old = self._items.pop(key)
-        self._weight -= self._weigh(old)
+        weigh = self._weigh
+        self._weight -= 1 if weigh is None else weigh(old)
         return old
 
     def _trim(self, bound: int) -> None:
-        items = self._items
+        items, weigh = self._items, self._weigh
         while items and self._weight > bound:
             _, old = items.popitem(last=False)
-            self._weight -= self._weigh(old)
+            self._weight -= 1 if weigh is None else weigh(old)
