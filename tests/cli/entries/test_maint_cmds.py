@@ -178,3 +178,17 @@ def test_doctor_reports_an_unverified_content_hash_and_repair_renames_it(
     assert code == 3 and "could not be verified" in err
     assert run(capsys, "cat", "ctx:sha256:" + text_hash(EVIL), "--scope", "proj")[0] == 0
     assert run(capsys, "doctor")[0] == 0
+
+
+def test_one_scope_is_exported_and_imported_into_another_scope_by_name(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(home))
+    archive = tmp_path / "proj.offload"
+    code, out, _ = run(capsys, "export", str(archive), "--scope", "proj")
+    assert code == 0 and out.strip() == f"exported 1 entry of scope 'proj' to {archive}"
+    monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "fresh"))
+    code, out, _ = run(capsys, "import", str(archive), "--scope", "team")
+    assert code == 0 and out.strip() == f"imported 1 new entry into scope 'team' from {archive}"
+    code, out, _ = run(capsys, "ls", "--all-scopes", "--json")
+    assert code == 0 and '"scope": "team"' in out and '"scope": "proj"' not in out

@@ -178,3 +178,43 @@ def _text(path: Path) -> list[str]:
     with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as zr:
         lines = io.TextIOWrapper(zr, encoding="utf-8", newline="").read().split("\n")
     return [line for line in lines if '"namespace": "search.index"' not in line]
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as zr:
+        return [json.loads(line) for line in io.TextIOWrapper(zr, encoding="utf-8")]
+
+
+def test_an_export_of_one_scope_carries_its_entries_and_tombstones_alone(
+    store_location: Path | str, tmp_path: Path
+) -> None:
+    with Store(store_location, counter=EstimateCounter()) as store:
+        _fill(store)
+        store.put_state("proxy", "s", {"frontier": 3})
+        store.next_number("fs__read")
+        assert export_archive(store, tmp_path / "a.zst", scope="proj") == 8
+        assert export_archive(store, tmp_path / "none.zst", scope="nowhere") == 0
+    records = _records(tmp_path / "a.zst")
+    kinds = [r.get("type") for r in records[1:]]
+    assert kinds == ["entry"] * 8 + ["tombstone"]
+    assert {r["scope"] for r in records[1:]} == {"proj"}
+    assert [r.get("type") for r in _records(tmp_path / "none.zst")] == [None]  # the header
+
+
+def test_an_import_into_a_scope_moves_every_entry_there_and_leaves_store_wide_records_out(
+    store_location: Path | str, tmp_path: Path
+) -> None:
+    with Store(tmp_path / "src.db", counter=EstimateCounter()) as src:
+        _fill(src)
+        src.put_state("proxy", "s", {"frontier": 3})
+        export_archive(src, tmp_path / "a.zst")
+    with Store(store_location, counter=EstimateCounter()) as target:
+        assert import_archive(target, tmp_path / "a.zst", scope="mine") == 9
+        assert target.scope_counts() == {"mine": 9}
+        note = target.resolve("z-note-2", "mine")
+        assert target.read(note.ref, "mine").startswith("note 2:")
+        tombstones = target.conn.execute(Sql("SELECT scope FROM tombstones")).fetchall()
+        assert [r[0] for r in tombstones] == ["mine"]
+        assert target.get_state_versioned("proxy", "s")[0] is None
+        # the same archive again into the same scope adds nothing (dedup by content)
+        assert import_archive(target, tmp_path / "a.zst", scope="mine") == 0

@@ -23,6 +23,11 @@ def configure_doctor(p: argparse.ArgumentParser) -> None:
 
 def configure_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="archive to write (zstd-compressed JSON lines)")
+    p.add_argument(
+        "--scope",
+        help="only this scope's entries and tombstones (default: the whole store, its "
+        "state and counters too)",
+    )
 
 
 def configure_import(p: argparse.ArgumentParser) -> None:
@@ -32,6 +37,11 @@ def configure_import(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also import lossy entries whose original the archive does not carry (their "
         "content hash cannot be checked): only for an archive you trust",
+    )
+    p.add_argument(
+        "--scope",
+        help="put every entry and tombstone into this scope, whatever scope the archive "
+        "gives it (the archive's store-wide state and counters are left out)",
     )
 
 
@@ -107,10 +117,11 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
         raise InvalidInput(f"export needs a file name to write the archive to, got {args.file!r}")
     replaced = path.is_file()  # an older archive there is overwritten: say so
     with open_store(settings) as store:
-        n = export_archive(store, path, progress=Bar("exporting"))
+        n = export_archive(store, path, scope=args.scope, progress=Bar("exporting"))
     tail = " (it replaced the file that was there)" if replaced else ""
-    data = {"entries": n, "file": args.file, "replaced": replaced}
-    emit(args, data, lambda d: f"exported {counted(n, 'entry')} to {args.file}{tail}")
+    data = {"entries": n, "file": args.file, "replaced": replaced, "scope": args.scope}
+    where = "" if args.scope is None else f" of scope {args.scope!r}"
+    emit(args, data, lambda d: f"exported {counted(n, 'entry')}{where} to {args.file}{tail}")
     return 0
 
 
@@ -121,10 +132,12 @@ def run_import(args: argparse.Namespace, settings: Settings) -> int:
             Path(args.file),
             progress=Bar("importing"),
             accept_unverified=args.accept_unverified,
+            scope=args.scope,
         )
+    where = "" if args.scope is None else f" into scope {args.scope!r}"
     emit(
         args,
-        {"added": n, "file": args.file},
-        lambda d: f"imported {counted(n, 'new entry')} from {args.file}",
+        {"added": n, "file": args.file, "scope": args.scope},
+        lambda d: f"imported {counted(n, 'new entry')}{where} from {args.file}",
     )
     return 0

@@ -47,6 +47,8 @@ IMPORT_BATCH = 500
 # bodies are held at once, so the page stays modest
 EXPORT_PAGE = 200
 _ENTRY_PAGE = Sql("SELECT * FROM entries WHERE id > ? ORDER BY id LIMIT ?")
+_SCOPE_PAGE = Sql("SELECT * FROM entries WHERE scope = ? AND id > ? ORDER BY id LIMIT ?")
+_SCOPE_TOMBSTONES = Sql("SELECT * FROM tombstones WHERE scope = ? ORDER BY id")
 # an entry's columns that belong to this store, not to the entry: its id, a checkout's
 # owner, and PostgreSQL's write stamp (pgschema.pg_entry_changes)
 _LOCAL_COLUMNS = frozenset(("id", "nonce", "owner_pid", "owner_host", "changed"))
@@ -83,8 +85,12 @@ _ADD_VECTOR = Sql(
 )
 
 
-def export_archive(store: Store, path: Path, *, progress: Progress | None = None) -> int:
+def export_archive(
+    store: Store, path: Path, *, scope: str | None = None, progress: Progress | None = None
+) -> int:
     """Write every entry (and tombstones, state, counters) to ``path``; returns entries written.
+    ``scope``: only that scope's entries and tombstones (the store-wide records, state,
+    counters and tallies, stay out).
 
     The archive is written beside ``path`` and renamed into place, so a reader never sees a
     half-written one; a failure (no such directory, a full disk) leaves nothing behind.
@@ -98,7 +104,7 @@ def export_archive(store: Store, path: Path, *, progress: Progress | None = None
         raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:
         with raw:
-            written = _write_records(store, raw, progress)
+            written = _write_records(store, raw, scope, progress)
         tmp.replace(path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -111,13 +117,15 @@ def export_archive(store: Store, path: Path, *, progress: Progress | None = None
     return written
 
 
-def _write_records(store: Store, raw: BinaryIO, progress: Progress | None) -> int:
-    total = store.count(Filters())
+def _write_records(
+    store: Store, raw: BinaryIO, scope: str | None, progress: Progress | None
+) -> int:
+    total = store.count(Filters(scope=scope))
     written = 0
     with zstandard.ZstdCompressor(level=6).stream_writer(raw, closefd=False) as zw:
         out = io.TextIOWrapper(zw, encoding="utf-8", newline="\n")
         _line(out, {"format": FORMAT, "version": VERSION})
-        for record in _records(store):
+        for record in _scope_records(store, scope) if scope is not None else _records(store):
             _line(out, record)
             if record["type"] == "entry":
                 written += 1
@@ -150,6 +158,16 @@ def _records(store: Store) -> Iterator[dict[str, Any]]:
         yield {"type": "counter", "name": row["name"], "value": row["value"]}
     for namespace, key, name, value in tallies.rows_all(conn):
         yield {"type": "tally", "namespace": namespace, "key": key, "name": name, "value": value}
+
+
+def _scope_records(store: Store, scope: str) -> Iterator[dict[str, Any]]:
+    conn = store.conn
+    last = 0
+    while page := conn.execute(_SCOPE_PAGE, (scope, last, EXPORT_PAGE)).fetchall():
+        yield from _entry_records(store, page)
+        last = int(page[-1]["id"])
+    for row in conn.execute(_SCOPE_TOMBSTONES, (scope,)).fetchall():
+        yield {"type": "tombstone", **{k: row[k] for k in row.keys() if k != "id"}}  # noqa: SIM118
 
 
 _BLOCKS_OF = Sql(
@@ -217,6 +235,16 @@ def _checked(path: Path, limits: ImportLimits, accept_unverified: bool) -> Itera
         yield archive_schema.check_record(path, n, value, accept_unverified=accept_unverified)
 
 
+def _rescoped(records: Iterator[Record], scope: str | None) -> Iterator[Record]:
+    """``records``, or with ``scope``: their entries and tombstones moved into it, alone."""
+    if scope is None:
+        yield from records
+        return
+    for r in records:
+        if r["type"] in ("entry", "tombstone"):
+            yield {**r, "scope": scope}
+
+
 @dataclass
 class _Survey:
     """What the first, validating pass over an archive found."""
@@ -232,8 +260,11 @@ def import_archive(
     progress: Progress | None = None,
     accept_unverified: bool = False,
     limits: ImportLimits | None = None,
+    scope: str | None = None,
 ) -> int:
     """Load an archive; content already present is kept (dedup). Returns entries added.
+    ``scope``: every entry and tombstone goes into that scope, whatever the archive says,
+    and the store-wide records (state, counters, tallies) are left out.
 
     The archive is read twice: once to check every record against the schema and every
     hash against the bytes it carries, within ``limits`` (the store settings' by default),
@@ -244,12 +275,12 @@ def import_archive(
     """
     limits = limits if limits is not None else ImportLimits.of(store.settings)
     survey = _Survey()
-    for r in _checked(path, limits, accept_unverified):
+    for r in _rescoped(_checked(path, limits, accept_unverified), scope):
         survey.entries += r["type"] == "entry"
         survey.tallies = survey.tallies or r["type"] == "tally"
     loader = _Loader(store, survey, progress)
     with db.write_tx(store.conn):
-        for r in _checked(path, limits, accept_unverified):
+        for r in _rescoped(_checked(path, limits, accept_unverified), scope):
             loader.take(r)
         loader.flush()
     return loader.added
