@@ -27,6 +27,7 @@ tree was the faster of a pair.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -80,6 +81,10 @@ class Worker:
 
     def __init__(self, src: str, tmp: Path, name: str) -> None:
         self.src = src
+        # each start of the CLI (``cli``, ``replay``) imports the tree: from bytecode for
+        # both, as an installed package does; a tree without it (a fresh checkout where
+        # PYTHONDONTWRITEBYTECODE is set) would pay for compiling every module, each run
+        compileall.compile_dir(src, quiet=1)
         self.env = {
             **os.environ,
             "PYTHONPATH": src,
