@@ -440,15 +440,6 @@ class StubMaker:
             CTX_PREFIX + digest, PartMeta(start, end - 1, earlier_ref, _json_bytes(body))
         )
         label = f"proxy:{session}:{first}-{end - 1}"
-        count = end - first
-        roles: dict[str, int] = {}
-        for msg in messages[first:end]:
-            roles[msg["role"]] = roles.get(msg["role"], 0) + 1
-        mix = ", ".join(f"{n} {role}" for role, n in sorted(roles.items()))
-        # the gist and the contents list are of what this page-out adds
-        text_of_part = "\n".join(
-            content_text(m) for m in messages[paged0:end] if m["role"] in ("user", "assistant")
-        )
         earlier = f"; the part before: {earlier_ref}" if earlier_ref is not None else ""
         title = f"# conversation {session}, messages #{start}-#{end - 1}{earlier}"
         rendered = transcript.join([r.piece for r in made], title)
@@ -461,30 +452,18 @@ class StubMaker:
             transcript.tool_counts_of([r.piece for r in made]),
             transcript.files_in([r.files() for r in made]),
         )
+        # the gist and the contents list are of what this page-out adds
         new_from = rendered.lines[paged0 - start] if paged0 - start < len(rendered.lines) else 0
-        contents = tuple(
-            TocEntry(line, title)
-            for line, title in transcript.contents(
-                [c for c in rendered.calls if c.line >= new_from],
-                max(1, int(RANGE_CONTENTS * detail)),
-            )
-        )
-        ref = short_ref(digest)
-        gist_chars = int(RANGE_GIST_CHARS * detail)
         text = _range_text(
             StubInfo(
-                ref=ref,
-                kind=f"{count} earlier messages",
-                source=f"this conversation, #{first}-#{end - 1} ({mix})",
+                ref=short_ref(digest),
+                kind=f"{end - first} earlier messages",
+                source=f"this conversation, #{first}-#{end - 1} ({_role_mix(messages[first:end])})",
                 tokens=paged_tokens,
                 lines=count_lines(rendered.text),
                 nbytes=len(body.encode("utf-8", "surrogatepass")),
-                gist=(
-                    transcript.one_line(gist(text_of_part, gist_chars), gist_chars)
-                    if text_of_part.strip() and gist_chars > 0
-                    else ""
-                ),
-                toc=contents,
+                gist=_added_gist(messages[paged0:end], int(RANGE_GIST_CHARS * detail)),
+                toc=_added_contents(rendered, new_from, max(1, int(RANGE_CONTENTS * detail))),
             ),
             session,
             self.proxy_tools,
@@ -546,6 +525,30 @@ class StubMaker:
             return None
         self._remember(ref, meta)
         return meta
+
+
+def _role_mix(messages: Sequence[Message]) -> str:
+    """How many messages of each role, as ``2 assistant, 3 user``."""
+    roles: dict[str, int] = {}
+    for msg in messages:
+        roles[msg["role"]] = roles.get(msg["role"], 0) + 1
+    return ", ".join(f"{n} {role}" for role, n in sorted(roles.items()))
+
+
+def _added_gist(added: Sequence[Message], chars: int) -> str:
+    """The one-line gist of what the user and assistant said in ``added`` ("" for none)."""
+    text = "\n".join(content_text(m) for m in added if m["role"] in ("user", "assistant"))
+    if not text.strip() or chars <= 0:
+        return ""
+    return transcript.one_line(gist(text, chars), chars)
+
+
+def _added_contents(
+    rendered: transcript.Transcript, from_line: int, most: int
+) -> tuple[TocEntry, ...]:
+    """The contents list of the tool calls ``rendered`` shows from ``from_line`` on."""
+    calls = [c for c in rendered.calls if c.line >= from_line]
+    return tuple(TocEntry(line, title) for line, title in transcript.contents(calls, most))
 
 
 def _json_bytes(text: str) -> int:
