@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from markupsafe import Markup
@@ -111,23 +112,33 @@ def _fmt_y(value: float, yfmt: str) -> str:
     return f"{round(value)}%" if yfmt == "pct" else compact(value)
 
 
+@dataclass(frozen=True)
+class _Scale:
+    """Where a spec's values fall in the plot's pixels."""
+
+    xmin: float
+    xmax: float
+    ymax: float
+    inner_w: float = WIDTH - LEFT - RIGHT
+    inner_h: float = HEIGHT - TOP - BOTTOM
+
+    def x(self, x: float) -> float:
+        span = self.xmax - self.xmin
+        return LEFT + ((x - self.xmin) / span if span > 0 else 0.5) * self.inner_w
+
+    def y(self, y: float) -> float:
+        return TOP + (1 - min(y, self.ymax) / self.ymax) * self.inner_h
+
+
 def svg(spec: Mapping[str, Any], *, plot_id: str, title: str) -> Markup:
     """The spec as an inline ``<svg>`` (the same elements the page's script draws), from
     ``templates/plot.svg``."""
-    xmin, xmax, ymax = float(spec["xmin"]), float(spec["xmax"]), float(spec["ymax"]) or 1.0
-    inner_w, inner_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-
-    def sx(x: float) -> float:
-        return LEFT + ((x - xmin) / (xmax - xmin) if xmax > xmin else 0.5) * inner_w
-
-    def sy(y: float) -> float:
-        return TOP + (1 - min(y, ymax) / ymax) * inner_h
-
+    at = _Scale(float(spec["xmin"]), float(spec["xmax"]), float(spec["ymax"]) or 1.0)
     grid = [
         {
-            "y": f"{sy(ymax * f):.1f}",
-            "ty": f"{sy(ymax * f) + 4:.1f}",
-            "label": _fmt_y(ymax * f, spec["yfmt"]),
+            "y": f"{at.y(at.ymax * f):.1f}",
+            "ty": f"{at.y(at.ymax * f) + 4:.1f}",
+            "label": _fmt_y(at.ymax * f, spec["yfmt"]),
         }
         for f in (0.0, 0.5, 1.0)
     ]
@@ -135,30 +146,18 @@ def svg(spec: Mapping[str, Any], *, plot_id: str, title: str) -> Markup:
         {
             "cls": h["cls"],
             "label": h["label"],
-            "y": f"{sy(float(h['y'])):.1f}",
-            "ty": f"{sy(float(h['y'])) - 3:.1f}",
+            "y": f"{at.y(float(h['y'])):.1f}",
+            "ty": f"{at.y(float(h['y'])) - 3:.1f}",
         }
         for h in spec["hlines"]
     ]
-    rects = []
-    for b in spec["bars"]:
-        width = max(1.0, inner_w / max(int(b["n"]), 1) * 0.7)
-        for x, y in b["pts"]:
-            top = sy(float(y))
-            rects.append(
-                {
-                    "cls": b["cls"],
-                    "x": f"{sx(float(x)) - width / 2:.1f}",
-                    "y": f"{top:.1f}",
-                    "w": f"{width:.1f}",
-                    "h": f"{TOP + inner_h - top:.1f}",
-                }
-            )
     polylines = [
         {
             "cls": line["cls"],
             "n": len(line["pts"]),
-            "points": " ".join(f"{sx(float(x)):.1f},{sy(float(y)):.1f}" for x, y in line["pts"]),
+            "points": " ".join(
+                f"{at.x(float(x)):.1f},{at.y(float(y)):.1f}" for x, y in line["pts"]
+            ),
         }
         for line in spec["lines"]
         if line["pts"]
@@ -166,8 +165,8 @@ def svg(spec: Mapping[str, Any], *, plot_id: str, title: str) -> Markup:
     empty = None
     if spec.get("empty"):
         empty = {
-            "x": f"{LEFT + inner_w / 2:.1f}",
-            "y": f"{TOP + inner_h / 2:.1f}",
+            "x": f"{LEFT + at.inner_w / 2:.1f}",
+            "y": f"{TOP + at.inner_h / 2:.1f}",
             "text": spec["empty"],
         }
     return render(
@@ -181,7 +180,26 @@ def svg(spec: Mapping[str, Any], *, plot_id: str, title: str) -> Markup:
         grid=grid,
         xlabels=spec.get("xlabels") or [],
         hlines=hlines,
-        rects=rects,
+        rects=_rects(spec["bars"], at),
         polylines=polylines,
         empty=empty,
     )
+
+
+def _rects(bars: Sequence[Mapping[str, Any]], at: _Scale) -> list[dict[str, str]]:
+    """Each bar series' rectangles, a bar 0.7 of its slot wide."""
+    rects = []
+    for b in bars:
+        width = max(1.0, at.inner_w / max(int(b["n"]), 1) * 0.7)
+        for x, y in b["pts"]:
+            top = at.y(float(y))
+            rects.append(
+                {
+                    "cls": b["cls"],
+                    "x": f"{at.x(float(x)) - width / 2:.1f}",
+                    "y": f"{top:.1f}",
+                    "w": f"{width:.1f}",
+                    "h": f"{TOP + at.inner_h - top:.1f}",
+                }
+            )
+    return rects

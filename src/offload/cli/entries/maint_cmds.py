@@ -12,6 +12,7 @@ from offload.core.text.wording import counted
 from offload.errors import InvalidInput
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.life.maintenance import compact, doctor, reindex
+from offload.store.models import DoctorReport
 from offload.store.write.vectors import backfill
 
 
@@ -70,45 +71,45 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         "repaired": report.repaired,
     }
 
-    def text(d: dict[str, object]) -> str:
-        lines = [
-            f"checked {counted(report.blocks_checked, 'block')}: {'clean' if report.clean else 'problems found'}"
-        ]
-        for digest in report.corrupt_blocks:
-            lines.append(f"corrupt block {digest[:16]} (its bytes no longer match the hash)")
-        for digest in report.missing_blocks:
-            lines.append(f"missing block {digest[:16]} (entries point at it)")
-        if report.orphan_blocks:
-            lines.append(
-                f"{counted(len(report.orphan_blocks), 'orphan block')} (no entry uses them)"
-            )
-        if report.unindexed_blocks:
-            lines.append(f"{counted(len(report.unindexed_blocks), 'block')} missing from the index")
-        if report.stale_chunks:
-            lines.append(f"{counted(report.stale_chunks, 'index chunk')} of missing blocks")
-        if not report.index_ok:
-            lines.append("full-text index failed its integrity check")
-        if report.stale_hot:
-            lines.append(f"{counted(report.stale_hot, 'entry')} left hot by dead processes")
-        if report.chunk_map_off:
-            lines.append(f"{counted(report.chunk_map_off, 'chunk map row')} missing or extra")
-        if report.unreadable_counts:
-            n = len(report.unreadable_counts)
-            whose = counted(n, "chunk's", "chunks'")
-            lines.append(f"{whose} cached term counts unreadable (scored from their text)")
-        if report.unverified_content:
-            n = len(report.unverified_content)
-            lines.append(
-                f"{counted(n, 'entry')} whose content hash names content the store does not hold "
-                "(cannot be verified: a lossy entry without its original)"
-            )
-        lines += [f"repaired: {r}" for r in report.repaired]
-        if not report.clean and not args.repair:
-            lines.append("run `offload doctor --repair` to fix what can be fixed")
-        return "\n".join(lines)
-
-    emit(args, data, text)
+    emit(args, data, lambda d: _doctor_text(report, args.repair))
     return 0 if report.clean or (args.repair and not report.corrupt_blocks) else 1
+
+
+def _doctor_text(report: DoctorReport, repair: bool) -> str:
+    """What doctor found and did, a line each."""
+    lines = [
+        f"checked {counted(report.blocks_checked, 'block')}: {'clean' if report.clean else 'problems found'}"
+    ]
+    for digest in report.corrupt_blocks:
+        lines.append(f"corrupt block {digest[:16]} (its bytes no longer match the hash)")
+    for digest in report.missing_blocks:
+        lines.append(f"missing block {digest[:16]} (entries point at it)")
+    if report.orphan_blocks:
+        lines.append(f"{counted(len(report.orphan_blocks), 'orphan block')} (no entry uses them)")
+    if report.unindexed_blocks:
+        lines.append(f"{counted(len(report.unindexed_blocks), 'block')} missing from the index")
+    if report.stale_chunks:
+        lines.append(f"{counted(report.stale_chunks, 'index chunk')} of missing blocks")
+    if not report.index_ok:
+        lines.append("full-text index failed its integrity check")
+    if report.stale_hot:
+        lines.append(f"{counted(report.stale_hot, 'entry')} left hot by dead processes")
+    if report.chunk_map_off:
+        lines.append(f"{counted(report.chunk_map_off, 'chunk map row')} missing or extra")
+    if report.unreadable_counts:
+        n = len(report.unreadable_counts)
+        whose = counted(n, "chunk's", "chunks'")
+        lines.append(f"{whose} cached term counts unreadable (scored from their text)")
+    if report.unverified_content:
+        n = len(report.unverified_content)
+        lines.append(
+            f"{counted(n, 'entry')} whose content hash names content the store does not hold "
+            "(cannot be verified: a lossy entry without its original)"
+        )
+    lines += [f"repaired: {r}" for r in report.repaired]
+    if not report.clean and not repair:
+        lines.append("run `offload doctor --repair` to fix what can be fixed")
+    return "\n".join(lines)
 
 
 def run_export(args: argparse.Namespace, settings: Settings) -> int:

@@ -127,6 +127,12 @@ def _row(label: str, width: int, chunk: str) -> str:
     return f"{label:>{width}}\t{chunk}\n"
 
 
+def _at_least_one(**bounds: int) -> None:
+    for name, value in bounds.items():
+        if value < 1:
+            raise InvalidInput(f"{name} must be 1 or more, got {value}")
+
+
 def read_lines(
     text: str,
     offset: int | str = 1,
@@ -140,12 +146,7 @@ def read_lines(
     always shows at least one part, so paging always progresses; a line whose parts alone
     exceed the cap is shown part by part and ``next_offset`` names the next part.
     """
-    if limit < 1:
-        raise InvalidInput(f"limit must be 1 or more, got {limit}")
-    if cap_bytes < 1:
-        raise InvalidInput(f"cap_bytes must be 1 or more, got {cap_bytes}")
-    if max_line_chars < 1:
-        raise InvalidInput(f"max_line_chars must be 1 or more, got {max_line_chars}")
+    _at_least_one(limit=limit, cap_bytes=cap_bytes, max_line_chars=max_line_chars)
     line, part = parse_offset(offset)
     raw = _Lines(text)
     total = len(raw)

@@ -35,23 +35,7 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     """
     report = DoctorReport()
     conn = store.conn
-    hashes = [r[0] for r in conn.execute(Sql("SELECT hash FROM blocks ORDER BY id"))]
-    total = len(hashes)
-    for i, digest in enumerate(hashes, 1):
-        row = conn.execute(
-            Sql(
-                "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?",
-                "SELECT codec, data AS data FROM blocks WHERE hash = %s",
-            ),
-            (digest,),
-        ).fetchone()
-        try:
-            blocks.unpack(digest, row["codec"], bytes(row["data"]))
-        except (IntegrityError, InvalidInput):
-            report.corrupt_blocks.append(digest)
-        report.blocks_checked += 1
-        if progress is not None:
-            progress(i, total)
+    _check_blocks(conn, report, progress)
     report.missing_blocks = [
         r[0]
         for r in conn.execute(
@@ -163,6 +147,27 @@ def _fts_ok(conn: Conn) -> bool:
 
 def _count_stale_hot(store: Store) -> int:
     return len(lifecycle.stale_hot(store))
+
+
+def _check_blocks(conn: Conn, report: DoctorReport, progress: Progress | None) -> None:
+    """Decompress and hash every block again; those that do not match are corrupt."""
+    hashes = [r[0] for r in conn.execute(Sql("SELECT hash FROM blocks ORDER BY id"))]
+    total = len(hashes)
+    for i, digest in enumerate(hashes, 1):
+        row = conn.execute(
+            Sql(
+                "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?",
+                "SELECT codec, data AS data FROM blocks WHERE hash = %s",
+            ),
+            (digest,),
+        ).fetchone()
+        try:
+            blocks.unpack(digest, row["codec"], bytes(row["data"]))
+        except (IntegrityError, InvalidInput):
+            report.corrupt_blocks.append(digest)
+        report.blocks_checked += 1
+        if progress is not None:
+            progress(i, total)
 
 
 def _repair(store: Store, report: DoctorReport) -> None:
