@@ -13,7 +13,7 @@ from offload.store.backend import Conn, Sql
 from offload.store.life import lifecycle
 from offload.store.models import DoctorReport, Reindexed
 from offload.store.sqlite import db
-from offload.store.write import blocks, chunkmap, index, meta, removal, rows, tombstones
+from offload.store.write import chunkmap, index, meta, removal, rows, tombstones
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -154,15 +154,8 @@ def _check_blocks(conn: Conn, report: DoctorReport, progress: Progress | None) -
     hashes = [r[0] for r in conn.execute(Sql("SELECT hash FROM blocks ORDER BY id"))]
     total = len(hashes)
     for i, digest in enumerate(hashes, 1):
-        row = conn.execute(
-            Sql(
-                "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?",
-                "SELECT codec, data AS data FROM blocks WHERE hash = %s",
-            ),
-            (digest,),
-        ).fetchone()
         try:
-            blocks.unpack(digest, row["codec"], bytes(row["data"]))
+            meta.block_text(conn, digest)
         except (IntegrityError, InvalidInput):
             report.corrupt_blocks.append(digest)
         report.blocks_checked += 1
