@@ -25,8 +25,14 @@ if TYPE_CHECKING:
 def open_pool(url: str, *, max_size: int, timeout_s: float) -> ConnectionPool[Any]:
     """A pool of autocommit connections to ``url`` (statements run in their own
     transaction unless the store begins one); fails with a clear StoreError."""
-    import psycopg
-    from psycopg_pool import ConnectionPool, PoolTimeout
+    try:
+        import psycopg
+        from psycopg_pool import ConnectionPool, PoolTimeout
+    except ImportError as exc:  # an optional dependency: the extra installs it
+        raise StoreError(
+            f"a PostgreSQL store needs the psycopg driver, and {exc.name or 'it'} is not "
+            "installed: pip install 'offload[postgres]'"
+        ) from None
 
     # the pool logs a warning per failed attempt (with the server's text); offload reports
     # an unreachable store itself, once, as a StoreError
