@@ -46,7 +46,8 @@ def neutralise(body: str) -> str:
 
 def iso(ts: float) -> str:
     """A UTC timestamp as ``2026-07-15T10:00:00Z``."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    at = datetime.fromtimestamp(ts, UTC)
+    return f"{at.year:04d}-{at:%m-%dT%H:%M:%S}Z"  # %Y does not pad years before 1000
 
 
 def fence(body: str, *, nonce: str, ref: str, topic: str, stored: float | None) -> str:

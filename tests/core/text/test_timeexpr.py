@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from offload.core import fence
 from offload.core.text import timeexpr
 
 NOW = datetime(2023, 10, 20, 12, tzinfo=UTC).timestamp()  # a Friday
@@ -104,6 +105,21 @@ def test_a_writers_date_reads_iso_and_words_with_a_time_of_day() -> None:
 
 @pytest.mark.parametrize("text", ["", "soon", "yesterday", "8 May", "x" * 300, "2023-13-45"])
 def test_a_writers_date_without_a_full_date_is_none(text: str) -> None:
+    assert timeexpr.parse_time(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2023-05-08T25:00Z",
+        "2023-05-08T13:61Z",
+        "2023-05-08T24:00Z",
+        "2023-05-08Tgarbage",
+        "2023-05-08X",
+        "2023-05-08 at noon",
+    ],
+)
+def test_an_iso_date_whose_time_is_not_one_is_refused_not_read_as_the_day(text: str) -> None:
     assert timeexpr.parse_time(text) is None
 
 
@@ -236,3 +252,10 @@ def test_any_text_and_reference_give_spans_or_nothing_never_an_error(text: str, 
 @pytest.mark.parametrize("value", [1e300, "0001-01-01T00:00:00+01:00", "10000-01-01"])
 def test_a_time_outside_years_1_to_9999_is_no_time(value: object) -> None:
     assert timeexpr.message_time({"timestamp": value}) is None
+
+
+def test_the_first_and_last_days_a_date_can_name_show_as_themselves() -> None:
+    assert timeexpr.iso_day(timeexpr.EARLIEST) == "0001-01-01"
+    assert timeexpr.iso_day(timeexpr.LATEST) == "9999-12-31"
+    assert fence.iso(timeexpr.EARLIEST) == "0001-01-01T00:00:00Z"
+    assert fence.iso(timeexpr.LATEST) == "9999-12-31T23:59:59Z"

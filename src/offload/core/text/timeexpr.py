@@ -264,6 +264,9 @@ def mentions_time(text: str) -> bool:
     return bool(phrases(text))
 
 
+_ISO_DATE = re.compile(r"[+-]?\d{4,}-\d\d-\d\d")
+
+
 def parse_time(text: str) -> float | None:
     """A writer's date or time as epoch seconds (UTC), or None when ``text`` names none:
     ISO 8601 (``2023-05-08``, ``2023-05-08T13:56:00Z``, with an offset), or a date in
@@ -282,6 +285,8 @@ def parse_time(text: str) -> float | None:
         except (OverflowError, ValueError):
             return None
         return at if EARLIEST <= at <= LATEST else None
+    if _ISO_DATE.match(raw):
+        return None  # an ISO date with a time that is none (T25:00): not a date in words
     toks = _TOKEN.findall(raw.lower())
     clock = _clock(toks)
     for i in range(len(toks)):
@@ -629,4 +634,5 @@ def _season_year(p: Phrase, ref: datetime) -> int:
 
 def iso_day(t: float) -> str:
     """``t`` (epoch seconds) as an ISO date (UTC), for showing an event time."""
-    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=_clamped(t))).date().isoformat()
+    within = min(max(t, EARLIEST), LATEST) if math.isfinite(t) else 0.0
+    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=within)).date().isoformat()
