@@ -62,3 +62,26 @@ def test_serving_on_a_taken_port_is_one_line_and_exit_7_before_anything_starts(
     assert err.count("\n") == 1
     assert err.startswith(f"offload {argv[0]}: error: cannot listen on 127.0.0.1:{taken_port}")
     assert not (tmp_path / "home").exists()  # no store was opened
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ls", "--scope", "x", "--all-scopes"],
+        ["search", "q", "--scope", "x", "--all-scopes"],
+        ["cat", "1", "--scope", "x", "--all-scopes"],
+        ["ls", "--scope", ""],
+        ["add", "--scope", "  ", "text"],
+        ["export", "out.offload", "--scope", ""],
+        ["mcp", "--scope", ""],
+    ],
+)
+def test_a_scope_and_every_scope_at_once_or_a_blank_scope_are_refused(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run(capsys, "--home", str(tmp_path / "home"), *argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert "not allowed with" in err or "needs a scope's name" in err, err
+    assert not (tmp_path / "home").exists()  # refused before any store was opened

@@ -33,14 +33,26 @@ def open_store(settings: Settings, *, serving: bool = False) -> Store:
     return store
 
 
+def scope_name(text: str) -> str:
+    """An argparse type: a ``--scope`` value, which must name a scope (not be blank)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "needs a scope's name (leave --scope out for the project's own scope)"
+        )
+    return text
+
+
 def add_scope_args(parser: argparse.ArgumentParser, *, every: bool = True) -> None:
-    """``--scope NAME`` / ``--all-scopes`` (default: the project the cwd is in); ``every``
-    False: ``--scope`` only (a new entry goes into one scope)."""
-    parser.add_argument(
-        "--scope", help="scope name (default: [mcp] scope, else the git root of the cwd)"
+    """``--scope NAME`` / ``--all-scopes`` (default: the project the cwd is in), one or
+    the other; ``every`` False: ``--scope`` only (a new entry goes into one scope)."""
+    group = parser.add_mutually_exclusive_group() if every else parser
+    group.add_argument(
+        "--scope",
+        type=scope_name,
+        help="scope name (default: [mcp] scope, else the git root of the cwd)",
     )
     if every:
-        parser.add_argument("--all-scopes", action="store_true", help="every scope")
+        group.add_argument("--all-scopes", action="store_true", help="every scope")
 
 
 def add_root_arg(parser: argparse.ArgumentParser) -> None:

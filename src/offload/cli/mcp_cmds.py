@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from offload.cli.common import add_root_arg, check_listen_address, open_store
+from offload.cli.common import add_root_arg, check_listen_address, open_store, scope_name
 from offload.config import Settings
 from offload.core.text.wording import counted
 
@@ -15,7 +15,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--http", action="store_true", help="serve Streamable HTTP at /mcp")
     parser.add_argument("--host", help="HTTP listen address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="HTTP port (default 8901)")
-    parser.add_argument("--scope", help="scope name (default: the git root of the cwd)")
+    parser.add_argument(
+        "--scope", type=scope_name, help="scope name (default: the git root of the cwd)"
+    )
     add_root_arg(parser)
     parser.add_argument("--tools", help="comma-separated subset of tools to offer (default: all)")
     parser.add_argument(

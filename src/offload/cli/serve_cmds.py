@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from offload.cli.common import add_root_arg, check_listen_address, open_store
+from offload.cli.common import add_root_arg, check_listen_address, open_store, scope_name
 from offload.config import Settings, load_settings
 from offload.errors import ConfigError
 
@@ -32,7 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="gateway TOML with [servers.NAME] tables; mounts the gateway at /gateway/mcp",
     )
-    parser.add_argument("--scope", help="MCP scope name (default: the git root of the cwd)")
+    parser.add_argument(
+        "--scope", type=scope_name, help="MCP scope name (default: the git root of the cwd)"
+    )
     add_root_arg(parser)
     parser.add_argument(
         "--log-level",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from offload.cli.common import emit, open_store
+from offload.cli.common import emit, open_store, scope_name
 from offload.cli.progress import Bar
 from offload.config import Settings
 from offload.core.text.wording import counted
@@ -26,6 +26,7 @@ def configure_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="archive to write (zstd-compressed JSON lines)")
     p.add_argument(
         "--scope",
+        type=scope_name,
         help="only this scope's entries and tombstones (default: the whole store, its "
         "state and counters too)",
     )
@@ -41,6 +42,7 @@ def configure_import(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--scope",
+        type=scope_name,
         help="put every entry and tombstone into this scope, whatever scope the archive "
         "gives it (the archive's store-wide state and counters are left out)",
     )

@@ -14,7 +14,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from offload.cli.common import emit, open_store
+from offload.cli.common import emit, open_store, scope_name
 from offload.cli.flags import subcommand
 from offload.cli.progress import Bar
 from offload.config import Settings
@@ -47,6 +47,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     restrict.add_argument("role", help="the PostgreSQL role to restrict")
     restrict.add_argument(
         "--scope",
+        type=scope_name,
         action="append",
         default=[],
         metavar="NAME",
