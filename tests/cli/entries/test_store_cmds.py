@@ -680,6 +680,20 @@ def test_adding_the_same_text_again_says_which_flags_did_not_apply(
     assert code == 0 and "topic     first" in out
 
 
+def test_a_label_taken_from_another_entry_says_so_and_names_it(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "add", "--label", "biglog", "the first log")[0] == 0
+    code, out, _ = run(capsys, "add", "--label", "biglog", "another text")
+    assert code == 0 and out.splitlines()[1] == (
+        "the label moved here from #1, which no longer has it"
+    )
+    code, out, _ = run(capsys, "add", "--json", "--label", "biglog", "another text")
+    assert json.loads(out)["label_moved_from"] is None  # it has it already
+    code, out, _ = run(capsys, "add", "--label", "fresh", "a third text")
+    assert len(out.splitlines()) == 1  # a label nobody held: nothing to say
+
+
 def test_a_count_of_one_is_said_in_the_singular(
     home: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

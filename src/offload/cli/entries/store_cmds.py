@@ -18,7 +18,7 @@ from offload.core.text.gist import gist
 from offload.core.text.timeexpr import iso_day, parse_time
 from offload.core.text.wording import counted
 from offload.core.untrusted import inline, printable
-from offload.errors import InvalidInput, NotAFile, OutsideRoots, TooLarge
+from offload.errors import InvalidInput, NotAFile, OffloadError, OutsideRoots, TooLarge
 from offload.store.models import Entry, Filters, Hit
 from offload.store.paths import limit_text, project_root, read_text_file
 from offload.store.search.explain import Explanation, explanation_lines, path_line
@@ -158,7 +158,9 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
     # analysed and packed, before its write (Store.put)
     handed = [text]
     del text
+    scope = scope_of(args, settings, for_write=True) or ""
     with open_store(settings) as store:
+        held = _label_holder(store, args.label, scope)
         try:
             res = store.put(
                 handed.pop(),
@@ -169,7 +171,7 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
                 salience=args.salience,
                 pinned=args.pin,
                 source=source,
-                scope=scope_of(args, settings, for_write=True) or "",
+                scope=scope,
                 label=args.label,
                 progress=meter,
                 event_time=when,
@@ -177,20 +179,34 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
         finally:
             meter.close()  # cleared before the output
         # "created" is the entry's timestamp, as in `show --json`; "new": stored by this add
-        data = {**_entry_json(res.entry), "new": res.created}
-        emit(args, data, lambda d: _added_line(res.entry, created=d["new"]))
+        moved = held if held is not None and held != res.entry.id else None
+        data = {**_entry_json(res.entry), "new": res.created, "label_moved_from": moved}
+        emit(args, data, lambda d: _added_line(res.entry, created=d["new"], moved=moved))
     return 0
 
 
-def _added_line(entry: Entry, *, created: bool) -> str:
+def _label_holder(store: Store, label: str | None, scope: str) -> int | None:
+    """The id of the entry of ``scope`` that ``label`` names now, if any."""
+    if label is None:
+        return None
+    try:
+        return store.resolve(label, scope).id
+    except OffloadError:
+        return None
+
+
+def _added_line(entry: Entry, *, created: bool, moved: int | None = None) -> str:
     """What ``add`` prints: the entry; for text already stored, that the flags describing
-    it did not replace what it was first stored with."""
-    if created:
-        return f"stored {_line(entry)}"
-    return (
-        f"exists {_line(entry)}\n(the same text was already stored: its topic, tags, summary, "
-        "kind and salience stay as first given; --label, --pin and --when apply)"
-    )
+    it did not replace what it was first stored with; a label taken from another entry."""
+    line = f"stored {_line(entry)}"
+    if not created:
+        line = (
+            f"exists {_line(entry)}\n(the same text was already stored: its topic, tags, "
+            "summary, kind and salience stay as first given; --label, --pin and --when apply)"
+        )
+    if moved is not None:
+        line += f"\nthe label moved here from #{moved}, which no longer has it"
+    return line
 
 
 def _when(text: str | None) -> float | None:
