@@ -717,3 +717,17 @@ def test_add_json_gives_the_entrys_created_time_as_show_does_and_new_for_a_first
     assert first["new"] is True and again["new"] is False
     assert isinstance(shown["created"], str)
     assert first["created"] == again["created"] == shown["created"]
+
+
+def test_cat_lines_takes_a_range_one_line_or_a_line_to_the_end(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "add", "--label", "four", "one\ntwo\nthree\nfour\n")[0] == 0
+    assert run(capsys, "cat", "four", "--lines", "2-3")[1] == "two\nthree\n"
+    assert run(capsys, "cat", "four", "--lines", "2")[1] == "two\n"
+    assert run(capsys, "cat", "four", "--lines", "2-")[1] == "two\nthree\nfour\n"
+    assert run(capsys, "cat", "four", "--lines", "4-")[1] == "four\n"
+    code, _out, err = run(capsys, "cat", "four", "--lines", "5-")
+    assert code == 2 and "the body has 4 lines" in err
+    code, _out, err = run(capsys, "cat", "four", "--lines", "-2")
+    assert code == 2 and "A-B, A or A-" in err

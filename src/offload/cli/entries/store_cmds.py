@@ -101,7 +101,7 @@ configure_show = configure_pin = configure_unpin = _ref_args
 
 def configure_cat(p: argparse.ArgumentParser) -> None:
     _ref_args(p)
-    p.add_argument("--lines", help="A-B (1-based, inclusive)")
+    p.add_argument("--lines", help="A-B (1-based, inclusive), A, or A- (to the end)")
     p.add_argument("--original", action="store_true", help="what was sent, if compressed")
 
 
@@ -610,15 +610,16 @@ def _stats_text(d: dict[str, Any]) -> str:
 
 
 def _slice_lines(text: str, spec: str) -> str:
+    """``--lines``: ``A-B``, ``A`` (that line), ``A-`` (from A to the end)."""
+    lines = text.splitlines(keepends=True)
     try:
-        a_s, _, b_s = spec.partition("-")
+        a_s, dash, b_s = spec.partition("-")
         a = int(a_s)
-        b = int(b_s) if b_s else a
+        b = int(b_s) if b_s else (max(a, len(lines)) if dash else a)
     except ValueError as exc:
-        raise InvalidInput(f"--lines wants A-B (e.g. 10-40), got {spec!r}") from exc
+        raise InvalidInput(f"--lines wants A-B, A or A- (e.g. 10-40), got {spec!r}") from exc
     if a < 1 or b < a:
         raise InvalidInput(f"--lines {spec}: need 1 <= A <= B")
-    lines = text.splitlines(keepends=True)
     if a > len(lines):
         raise InvalidInput(f"--lines {spec}: the body has {len(lines)} lines")
     return "".join(lines[a - 1 : b])
