@@ -64,6 +64,15 @@ def test_a_missing_file_is_a_clear_error(
     assert "missing.md: no such file" in err
 
 
+def test_a_directory_is_named_as_one_not_as_a_missing_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "home"))
+    (tmp_path / "sub").mkdir()
+    code, _, err = run_context(capsys, str(tmp_path / "sub"))
+    assert code == 4 and "sub: a directory, not a file" in err
+
+
 def test_a_file_name_over_255_bytes_is_a_one_line_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from offload.config import Settings
 from offload.core.hashing import decode, text_hash
+from offload.core.untrusted import printable
 from offload.errors import NotAFile, TooLarge
 from offload.sections.alignment import AlignmentReport, align_history, align_prompts, format_report
 
@@ -44,7 +45,8 @@ def _read(path: str, limit: int) -> str:
     p = Path(path)
     try:
         if not p.is_file():
-            raise NotAFile(f"{path}: no such file")
+            what = "a directory, not a file" if p.is_dir() else "no such file"
+            raise NotAFile(f"{printable(path[:200])}: {what}")
         size = p.stat().st_size
         if size > limit:
             raise TooLarge(f"{path}: {size:,} bytes is over the {limit:,}-byte limit")
