@@ -164,6 +164,16 @@ def test_a_home_or_config_name_no_filesystem_holds_is_no_traceback() -> None:
             load_settings(config_file=Path(name), env={})
 
 
+def test_a_home_under_the_users_home_is_expanded_and_another_users_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    home = load_settings(env={"OFFLOAD_HOME": "~/offload-store"}).home
+    assert home == tmp_path / "offload-store"
+    with pytest.raises(ConfigError, match=r"names a user's home \(~user\)"):
+        load_settings(env={"OFFLOAD_HOME": "~nonexist"})
+
+
 def test_a_misspelt_table_in_a_settings_file_is_refused_naming_it_and_the_real_ones(
     tmp_path: Path,
 ) -> None:

@@ -54,6 +54,11 @@ class StoreSettings:
     url: str = ""
 
     def __post_init__(self) -> None:
+        if self.home.startswith("~") and self.home != "~" and not self.home.startswith("~/"):
+            raise ConfigError(
+                f"the store directory {self.home[:200]!r} (--home, OFFLOAD_HOME, store.home) "
+                "names a user's home (~user), which offload does not look up: give the full path"
+            )
         if self.scope_by not in SCOPE_BY:
             raise ConfigError(
                 f"store.scope_by must be one of {', '.join(SCOPE_BY)}, got {self.scope_by!r}"
@@ -285,7 +290,7 @@ class Settings:
     @property
     def home(self) -> Path:
         """The store directory (created on first use by the store, not here)."""
-        return Path(self.store.home) if self.store.home else default_home()
+        return _expanded(self.store.home) if self.store.home else default_home()
 
     @property
     def db_path(self) -> Path:
@@ -300,6 +305,14 @@ class Settings:
 
 
 SECTION_NAMES = tuple(f.name for f in dataclasses.fields(Settings) if f.name != "sources")
+
+
+def _expanded(home: str) -> Path:
+    """``home`` with a leading ``~/`` made the user's home (as it is where none is known)."""
+    try:
+        return Path(home).expanduser()
+    except RuntimeError:
+        return Path(home)
 
 
 def default_home() -> Path:
@@ -330,7 +343,7 @@ def load_settings(
     home = flag_items.get("store.home") or env.get("OFFLOAD_HOME")
     path = Path(config_file) if config_file else None
     if path is None:
-        candidate = (Path(str(home)) if home else default_home()) / "offload.toml"
+        candidate = (_expanded(str(home)) if home else default_home()) / "offload.toml"
         path = candidate if _is_file(candidate) else None
     elif not _is_file(path):
         shown = str(path)[:200]

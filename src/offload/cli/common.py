@@ -13,24 +13,43 @@ from typing import Any
 
 from offload.config import Settings
 from offload.core.untrusted import printable
-from offload.errors import AddressInUse
+from offload.errors import AddressInUse, NotAFile
 from offload.llm.embedding import load_embedder
 from offload.store import Store
 from offload.store.paths import default_scope
+from offload.store.postgres.pgconn import is_postgres
 
 
-def open_store(settings: Settings, *, serving: bool = False) -> Store:
+def open_store(settings: Settings, *, serving: bool = False, existing: bool = False) -> Store:
     """Open the store the settings name, resetting entries left hot by dead processes.
 
     Hybrid search by default: the embedding model is handed to the store (it loads on the
     first write or search); without it search is lexical, with a one-line notice.
     ``serving``: a long-running process, which keeps the search index in memory
     (search.resident_mb); a one-shot command would build it for a single search.
+    ``existing``: a command that reads what is stored, which never creates a store: a
+    SQLite store not there yet (a mistyped ``--home``) is NotAFile naming its path.
     """
+    if existing:
+        check_store_exists(settings)
     resident = settings.search.resident_mb if serving else 0
     store = Store.open(settings, embedder=load_embedder(settings.search), resident_mb=resident)
     store.reset_stale_hot()
     return store
+
+
+def check_store_exists(settings: Settings) -> None:
+    """Raise NotAFile when the settings name a SQLite store that does not exist yet."""
+    try:
+        if is_postgres(settings.store.url) or settings.db_path.exists():
+            return
+    except OSError:
+        return  # a name the system refuses (too long): opening it says why
+    where = printable(str(settings.db_path)[:200])
+    raise NotAFile(
+        f"no store at {where}: nothing has been stored there yet (`offload add` creates it; "
+        "--home or OFFLOAD_HOME names another store directory)"
+    )
 
 
 def scope_name(text: str) -> str:

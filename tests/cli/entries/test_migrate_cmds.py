@@ -66,6 +66,16 @@ def test_migrating_a_store_onto_itself_is_refused_and_changes_nothing(
     assert code == 2 and "is the store being migrated" in err
 
 
+def test_a_sqlite_target_in_a_directory_that_is_not_there_is_refused_and_nothing_made(
+    home: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert run(capsys, "add", "one entry\n")[0] == 0
+    missing = tmp_path / "no-such-dir" / "deeper"
+    code, _, err = run(capsys, "store", "migrate", "--to", f"sqlite://{missing / 'x.db'}")
+    assert code == 2 and f"no directory {missing}" in err
+    assert not (tmp_path / "no-such-dir").exists()
+
+
 @pytest.mark.slow
 def test_an_unreachable_target_is_exit_5_in_one_line_without_the_password(
     tmp_path: Path,

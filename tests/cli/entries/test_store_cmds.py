@@ -155,6 +155,8 @@ def test_bad_input_gets_a_one_line_error_and_a_distinct_exit_code(
     message: str,
 ) -> None:
     (tmp_path / "blob.bin").write_bytes(b"\x00\x01\x02binary")
+    assert run(capsys, "add", "an entry, so the store exists")[0] == 0
+    capsys.readouterr()
     got, out, err = run(capsys, *argv)
     assert got == code
     assert message in err and err.count("\n") == 1 and out == ""
@@ -296,6 +298,8 @@ def test_standard_input_is_capped_like_a_path(tmp_path: Path) -> None:
 def test_json_errors_are_json_objects_on_stdout(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    assert run(capsys, "add", "an entry, so the store exists")[0] == 0
+    capsys.readouterr()
     code, out, err = run(capsys, "show", "#999", "--json")
     assert code == 3
     error = json.loads(out)["error"]
@@ -731,3 +735,25 @@ def test_cat_lines_takes_a_range_one_line_or_a_line_to_the_end(
     assert code == 2 and "the body has 4 lines" in err
     code, _out, err = run(capsys, "cat", "four", "--lines", "-2")
     assert code == 2 and "A-B, A or A-" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["cat", "1"],
+        ["show", "1"],
+        ["stats"],
+        ["reap", "--older-than", "3"],
+        ["doctor"],
+        ["export", "x.offload"],
+        ["forget", "1"],
+    ],
+)
+def test_a_command_reading_a_store_that_is_not_there_says_so_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    typo = tmp_path / "typohome"
+    code, out, err = run(capsys, "--home", str(typo), *argv)
+    assert code == 4 and out == "" and err.count("\n") == 1
+    assert f"no store at {typo / 'offload.db'}" in err and "--home or OFFLOAD_HOME" in err
+    assert not typo.exists()

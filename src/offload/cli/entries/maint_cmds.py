@@ -49,7 +49,7 @@ def configure_import(p: argparse.ArgumentParser) -> None:
 
 
 def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
-    with open_store(settings) as store:
+    with open_store(settings, existing=True) as store:
         if args.reindex:
             reindex(store, progress=Bar("reindexing"))
             backfill(store, progress=Bar("embedding"))
@@ -119,7 +119,7 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
     if not args.file.strip() or not path.name:  # "", "  ", ".", "/": no file to write
         raise InvalidInput(f"export needs a file name to write the archive to, got {args.file!r}")
     replaced = path.is_file()  # an older archive there is overwritten: say so
-    with open_store(settings) as store:
+    with open_store(settings, existing=True) as store:
         n = export_archive(store, path, scope=args.scope, progress=Bar("exporting"))
     tail = " (it replaced the file that was there)" if replaced else ""
     data = {"entries": n, "file": args.file, "replaced": replaced, "scope": args.scope}

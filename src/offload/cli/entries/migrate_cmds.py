@@ -71,6 +71,10 @@ def target_settings(settings: Settings, url: str) -> Settings:
     target = settings.with_overrides({"store.url": url})
     if _where(target) == _where(settings):
         raise InvalidInput(f"--to {redact_url(url)} is the store being migrated")
+    folder = target.db_path.parent
+    if url.startswith("sqlite:") and not folder.is_dir():
+        # a mistyped path must not make directories from the filesystem's root down
+        raise InvalidInput(f"--to {redact_url(url)}: no directory {folder}; make it first")
     return target
 
 
@@ -89,7 +93,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     target = target_settings(settings, args.to)
     shown = redact_url(args.to)
     with (
-        open_store(settings) as source,
+        open_store(settings, existing=True) as source,
         open_store(target) as dest,
         tempfile.TemporaryDirectory(prefix="offload-migrate-") as work,
     ):

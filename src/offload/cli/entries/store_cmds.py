@@ -368,14 +368,14 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_show(args: argparse.Namespace, settings: Settings) -> int:
-    with open_store(settings) as store:
+    with open_store(settings, existing=True) as store:
         e = store.resolve(args.ref, scope_of(args, settings))
         emit(args, _entry_json(e), lambda d: _show_text(e))
     return 0
 
 
 def run_cat(args: argparse.Namespace, settings: Settings) -> int:
-    with open_store(settings) as store:
+    with open_store(settings, existing=True) as store:
         e = store.resolve(args.ref, scope_of(args, settings))
         text = store.body(e, original=args.original and e.compressed, touch=True)
     if args.lines:
@@ -390,14 +390,14 @@ def run_cat(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_pin(args: argparse.Namespace, settings: Settings) -> int:
-    with open_store(settings) as store:
+    with open_store(settings, existing=True) as store:
         e = store.pin(args.ref, scope_of(args, settings))
         emit(args, _entry_json(e), lambda d: f"pinned {_line(e)}")
     return 0
 
 
 def run_unpin(args: argparse.Namespace, settings: Settings) -> int:
-    with open_store(settings) as store:
+    with open_store(settings, existing=True) as store:
         e = store.unpin(args.ref, scope_of(args, settings))
         # pinning raised the salience to 1.00; unpinning leaves it, and says so
         note = f" (salience stays {e.salience:.2f})"
@@ -406,7 +406,7 @@ def run_unpin(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_forget(args: argparse.Namespace, settings: Settings) -> int:
-    with open_store(settings) as store:
+    with open_store(settings, existing=True) as store:
         e = store.forget(args.ref, reason=args.reason, scope=scope_of(args, settings))
         emit(args, _entry_json(e), lambda d: f"forgot {_line(e)}")
     return 0
@@ -430,7 +430,7 @@ def _check_reap(args: argparse.Namespace) -> None:
 
 def run_reap(args: argparse.Namespace, settings: Settings) -> int:
     _check_reap(args)
-    with open_store(settings) as store:
+    with open_store(settings, existing=True) as store:
         victims = store.reap(
             older_than_s=None if args.older_than is None else args.older_than * 86400,
             max_salience=args.max_salience,
@@ -452,7 +452,7 @@ def run_reap(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_stats(args: argparse.Namespace, settings: Settings) -> int:
     scope = scope_of(args, settings)
-    with open_store(settings) as store:
+    with open_store(settings, existing=True) as store:
         data = {**store.stats(), **store.peek(scope)}
         others = store.elsewhere(scope)
     data.update(_scope_json(scope, others))
