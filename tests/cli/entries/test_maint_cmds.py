@@ -192,3 +192,12 @@ def test_one_scope_is_exported_and_imported_into_another_scope_by_name(
     assert code == 0 and out.strip() == f"imported 1 new entry into scope 'team' from {archive}"
     code, out, _ = run(capsys, "ls", "--all-scopes", "--json")
     assert code == 0 and '"scope": "team"' in out and '"scope": "proj"' not in out
+
+
+def test_exporting_a_scope_with_no_entries_names_the_scopes_that_have_some(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(home))
+    code, out, _ = run(capsys, "export", str(tmp_path / "x.offload"), "--scope", "projj")
+    assert code == 0
+    assert out.splitlines()[1] == "(no entry is in that scope; the store's scopes: '', proj)"

@@ -757,3 +757,34 @@ def test_a_command_reading_a_store_that_is_not_there_says_so_and_creates_nothing
     assert code == 4 and out == "" and err.count("\n") == 1
     assert f"no store at {typo / 'offload.db'}" in err and "--home or OFFLOAD_HOME" in err
     assert not typo.exists()
+
+
+def test_add_joins_unquoted_words_and_refuses_text_beside_a_path(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "add", "--json", "two", "words")
+    assert code == 0 and run(capsys, "cat", json.loads(out)["ref"])[1] == "two words"
+    code, _out, err = run(capsys, "add", "--path", "notes.md", "more")
+    assert code == 2 and "not both" in err
+
+
+def test_add_reading_a_terminal_says_how_to_end_the_text(home: Path, tmp_path: Path) -> None:
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "OFFLOAD_HOME": str(home)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "offload.cli.main", "add", "--json"],
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=env,
+    )
+    os.close(follower)
+    os.write(leader, b"typed at a terminal\n\x04")
+    out, err = proc.communicate(timeout=60)
+    os.close(leader)
+    assert proc.returncode == 0, err
+    assert b"end it with Ctrl-D" in err and json.loads(out)["new"] is True

@@ -9,6 +9,7 @@ from offload.cli.common import emit, open_store, scope_name
 from offload.cli.progress import Bar
 from offload.config import Settings
 from offload.core.text.wording import counted
+from offload.core.untrusted import inline
 from offload.errors import InvalidInput
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.life.maintenance import compact, doctor, reindex
@@ -121,10 +122,16 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
     replaced = path.is_file()  # an older archive there is overwritten: say so
     with open_store(settings, existing=True) as store:
         n = export_archive(store, path, scope=args.scope, progress=Bar("exporting"))
+        scopes = store.scope_counts() if args.scope is not None and n == 0 else {}
     tail = " (it replaced the file that was there)" if replaced else ""
     data = {"entries": n, "file": args.file, "replaced": replaced, "scope": args.scope}
     where = "" if args.scope is None else f" of scope {args.scope!r}"
-    emit(args, data, lambda d: f"exported {counted(n, 'entry')}{where} to {args.file}{tail}")
+    line = f"exported {counted(n, 'entry')}{where} to {args.file}{tail}"
+    if scopes:  # a scope named wrong, most likely: say which scopes hold entries
+        named = ", ".join(inline(name or "''") for name in sorted(scopes)[:5])
+        more = f" and {len(scopes) - 5} more" if len(scopes) > 5 else ""
+        line += f"\n(no entry is in that scope; the store's scopes: {named}{more})"
+    emit(args, data, lambda d: line)
     return 0
 
 

@@ -28,7 +28,11 @@ from offload.store.store import Store
 
 
 def configure_add(p: argparse.ArgumentParser) -> None:
-    p.add_argument("text", nargs="?", help="the text to store (default: stdin)")
+    p.add_argument(
+        "text",
+        nargs="*",
+        help="the text to store, its words joined by spaces when unquoted (default: stdin)",
+    )
     p.add_argument("--path", help="read this file (confined to the project root)")
     p.add_argument(
         "--kind", default="text", help="what it is: text, log, code, doc, ... (default text)"
@@ -140,10 +144,12 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 
 def run_add(args: argparse.Namespace, settings: Settings) -> int:
     source = ""
+    if args.path and args.text:
+        raise InvalidInput("give the text or --path FILE, not both")
     if args.path:
         text, source = _read_path(args.path, settings.store.max_file_bytes)
-    elif args.text is not None:
-        text = args.text
+    elif args.text:
+        text = " ".join(args.text)
     else:
         text = _read_stdin(settings.store.max_file_bytes)
     if not text or text.isspace():  # not strip(): a big body is not copied to be checked
@@ -258,7 +264,10 @@ def _size(path: str) -> int:
 
 
 def _read_stdin(max_bytes: int) -> str:
-    """Standard input, capped like ``--path`` (``store.max_file_bytes``)."""
+    """Standard input, capped like ``--path`` (``store.max_file_bytes``); on a terminal, a
+    line on stderr first says how to end it."""
+    if sys.stdin.isatty():
+        print("offload add: reading the text to store; end it with Ctrl-D", file=sys.stderr)
     data = sys.stdin.buffer.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise InvalidInput(
