@@ -3,13 +3,18 @@ client, sharing one store with the ``offload`` CLI while both run."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 
 import pytest
 from e2e_support import cli, stdio_params
 from mcp.client.client import Client
 from mcp.types import TextContent
 from mcp_support import McpEnv
+
+from realparts import child_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -68,3 +73,43 @@ async def test_entries_are_shared_between_the_mcp_server_and_the_cli_while_both_
         # a checkout by the server is visible to the CLI as hot
         await _text(c, "checkout", ref=ref)
         assert re.search(r"mcp note \| text \| 0\.50 \| hot", cli(env.project, env.home, "ls"))
+
+
+def test_requests_written_just_before_stdin_closes_are_all_answered(env: McpEnv) -> None:
+    env.write("notes.md", "# Notes\nsome text to store\n")
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "script", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *(
+            {
+                "jsonrpc": "2.0",
+                "id": n,
+                "method": "tools/call",
+                "params": {"name": "offload", "arguments": {"content": f"piped body {n}\n"}},
+            }
+            for n in range(2, 6)
+        ),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "offload.cli.main", "mcp"],
+        input="".join(json.dumps(line) + "\n" for line in lines),  # stdin closes after them
+        capture_output=True,
+        text=True,
+        cwd=env.project,
+        env=child_env(env.home),
+        timeout=120,
+        check=False,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert done.returncode == 0, done.stderr
+    assert sorted(a["id"] for a in answers) == [1, 2, 3, 4, 5]
+    assert all("result" in a and not a["result"].get("isError") for a in answers)
