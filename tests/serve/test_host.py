@@ -1,5 +1,6 @@
 """The one-port host over real loopback HTTP: every route bounds its request body
-(``http.max_body_mb``) and refuses past it with a 413 in its own clients' error shape."""
+(``http.max_body_mb``) and refuses past it with a 413 in its own clients' error shape;
+what clients send cannot add series to ``/metrics`` without bound."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.client.streamable_http import streamable_http_client
 
+import exposition
 import loopback
+from mcp import Client
 from offload.config import load_settings
+from offload.mcp.catalog import TOOLS
 from offload.serve.host import build
 from offload.store.store import Store
 from realparts import ServerThread
@@ -93,3 +98,18 @@ def test_a_chunked_chat_request_is_refused_once_it_passes_the_limit(
     assert status == 413
     assert openai_shaped(json.loads(body))
     assert upstream.chats == []
+
+
+@pytest.mark.anyio
+async def test_calls_of_made_up_tool_names_are_counted_under_one_unknown_series(
+    host: str,
+) -> None:
+    async with Client(streamable_http_client(f"{host}/mcp")) as client:
+        for n in range(3):
+            made_up = await client.call_tool(f"junk_{n}", {})
+            assert made_up.is_error
+        assert not (await client.call_tool("peek", {})).is_error
+    families = exposition.read(loopback.get(f"{host}/metrics", timeout=10).text)
+    calls = {s["tool"]: v for s, v in families["offload_mcp_tool_calls_total"].samples}
+    assert calls["unknown"] >= 3 and calls["peek"] >= 1
+    assert set(calls) <= {t.name for t in TOOLS} | {"unknown"}
