@@ -1,6 +1,7 @@
 """The one-port host over real loopback HTTP: every route bounds its request body
 (``http.max_body_mb``) and refuses past it with a 413 in its own clients' error shape;
-what clients send cannot add series to ``/metrics`` without bound."""
+what clients send cannot add series to ``/metrics`` without bound; ``/api/`` is the host's
+own namespace (an unknown path there is a 404 naming its routes, not a trip upstream)."""
 
 from __future__ import annotations
 
@@ -113,3 +114,32 @@ async def test_calls_of_made_up_tool_names_are_counted_under_one_unknown_series(
     calls = {s["tool"]: v for s, v in families["offload_mcp_tool_calls_total"].samples}
     assert calls["unknown"] >= 3 and calls["peek"] >= 1
     assert set(calls) <= {t.name for t in TOOLS} | {"unknown"}
+
+
+@pytest.mark.parametrize("path", ["/api/stat", "/api/nosuch/route", "/api/"])
+def test_a_path_under_api_that_names_no_route_is_a_404_naming_the_routes(
+    host: str, path: str
+) -> None:
+    for method in ("GET", "POST"):
+        resp = loopback.request(method, f"{host}{path}", timeout=10)
+        assert resp.status_code == 404
+        body = resp.json()
+        assert "/api/stats" in body["routes"] and "/api/entries" in body["routes"]
+        assert path in body["error"] and "/api/stats" in body["error"]
+
+
+@pytest.mark.parametrize("path", ["/api/stats", "/api/entries", "/metrics"])
+def test_a_host_route_with_a_trailing_slash_redirects_to_the_route(host: str, path: str) -> None:
+    resp = loopback.get(f"{host}{path}/?page=2", timeout=10)
+    assert resp.status_code == 308
+    assert resp.headers["location"] == f"{path}?page=2"
+    assert loopback.get(f"{host}{path}/", timeout=10, follow_redirects=True).status_code == 200
+
+
+def test_the_favicon_is_the_dashboards_no_icon_and_other_paths_still_reach_the_upstream(
+    host: str,
+) -> None:
+    icon = loopback.get(f"{host}/favicon.ico", timeout=10)
+    assert icon.status_code == 204 and icon.content == b""
+    props = loopback.get(f"{host}/props", timeout=10)  # the model server's own route
+    assert props.status_code == 200 and "default_generation_settings" in props.json()
