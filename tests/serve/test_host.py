@@ -143,3 +143,39 @@ def test_the_favicon_is_the_dashboards_no_icon_and_other_paths_still_reach_the_u
     assert icon.status_code == 204 and icon.content == b""
     props = loopback.get(f"{host}/props", timeout=10)  # the model server's own route
     assert props.status_code == 200 and "default_generation_settings" in props.json()
+
+
+def banner_for(tmp_path: Path, host: str, **flags: object) -> str:
+    """The start-up lines ``offload serve`` would print on ``host`` (nothing is bound)."""
+    settings = load_settings(
+        env={"OFFLOAD_HOME": str(tmp_path / "home")},
+        flags={"proxy.host": host, "proxy.port": 8912, **flags},
+    )
+    store = Store.open(settings)
+    try:
+        return build(settings, store, cwd=tmp_path).banner()
+    finally:
+        store.close()
+
+
+def test_a_wildcard_bind_is_printed_as_bound_with_a_warning_naming_what_is_open(
+    tmp_path: Path,
+) -> None:
+    lines = banner_for(tmp_path, "0.0.0.0", **{"mcp.bearer_token": "t0ken"}).splitlines()
+    assert (
+        lines[0]
+        == "offload serve on http://0.0.0.0:8912 (from this machine: http://127.0.0.1:8912)"
+    )
+    warning = lines[1]
+    assert warning.startswith("warning: listening on 0.0.0.0 (every interface), not loopback")
+    opened, _, guarded = warning.partition("Open to them: ")[2].partition("Behind a bearer token")
+    assert "the proxy /v1" in opened and "/metrics" in opened and "[proxy] bearer_token" in opened
+    assert "/mcp" in guarded and "/mcp" not in opened
+    assert "t0ken" not in warning
+    assert lines[2].startswith("  proxy      http://127.0.0.1:8912/v1")
+
+
+def test_a_loopback_bind_prints_its_address_and_no_warning(tmp_path: Path) -> None:
+    text = banner_for(tmp_path, "127.0.0.1")
+    assert text.splitlines()[0] == "offload serve on http://127.0.0.1:8912"
+    assert "warning" not in text

@@ -29,6 +29,7 @@ import anyio
 
 from offload.config import Settings
 from offload.core.bodylimit import BodyLimit, plain_json
+from offload.core.listen import WILDCARDS, bind_url, exposure_warning, token_guard, url_host
 from offload.core.untrusted import inline
 from offload.core.urls import redact_url
 from offload.errors import OffloadError
@@ -63,9 +64,9 @@ _ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
 def _host_part(host: str) -> str:
-    if host in ("0.0.0.0", "::", ""):  # a wildcard bind is reached locally over loopback
+    if host in WILDCARDS:  # a wildcard bind is reached locally over loopback
         return "127.0.0.1"
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return url_host(host)
 
 
 @dataclass
@@ -84,9 +85,16 @@ class Served:
     app: ASGIApp = dataclasses.field(init=False)
 
     def banner(self) -> str:
-        """What ``offload serve`` prints on start."""
+        """What ``offload serve`` prints on start: the address it binds (and the one to
+        use from this machine when that is a wildcard), a warning when other machines can
+        reach it, then each surface's URL."""
+        host, port = self.settings.proxy.host, self.settings.proxy.port
+        bound = bind_url(host, port)
+        here = "" if bound == self.base_url else f" (from this machine: {self.base_url})"
+        warning = exposure_warning(host, self.exposed())
         rows = [
-            f"offload serve on {self.base_url}",
+            f"offload serve on {bound}{here}",
+            *([warning] if warning else []),
             f"  proxy      {self.base_url}/v1  (upstream {redact_url(self.settings.proxy.upstream)})",
             f"  mcp        {self.base_url}{MCP_PATH}",
             "  gateway    "
@@ -94,6 +102,30 @@ class Served:
             f"  dashboard  {self.base_url}/   metrics {self.base_url}/metrics",
         ]
         return "\n".join(rows)
+
+    def exposed(self) -> list[tuple[str, bool]]:
+        """What a client on another machine reaches at this port, and whether a bearer
+        token guards it (:func:`offload.core.listen.exposure_warning`)."""
+        parts = [
+            (
+                "the proxy /v1 and every path it passes to the model server (offload has no"
+                " token for them: only the upstream's own API key, if it checks one)",
+                False,
+            ),
+            token_guard(
+                self.settings.mcp.bearer_token,
+                "the MCP tools /mcp (read, write and forget the store)",
+                "[mcp] bearer_token",
+            ),
+            token_guard(
+                self.settings.proxy.bearer_token,
+                "the dashboard's figures and store browser, /metrics, /api/*",
+                "[proxy] bearer_token",
+            ),
+        ]
+        if self.gateway is not None:
+            parts.append(("the gateway /gateway/mcp: every upstream's tools (no token)", False))
+        return parts
 
     def surfaces(self) -> dict[str, Any]:
         """Which surfaces are mounted, where, and their health."""
