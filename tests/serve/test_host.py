@@ -116,7 +116,7 @@ async def test_calls_of_made_up_tool_names_are_counted_under_one_unknown_series(
     assert set(calls) <= {t.name for t in TOOLS} | {"unknown"}
 
 
-@pytest.mark.parametrize("path", ["/api/stat", "/api/nosuch/route", "/api/"])
+@pytest.mark.parametrize("path", ["/api/stat", "/api/nosuch/route", "/api/", "/api"])
 def test_a_path_under_api_that_names_no_route_is_a_404_naming_the_routes(
     host: str, path: str
 ) -> None:

@@ -271,6 +271,7 @@ def _router(served: Served) -> ASGIApp:
         *_under("/gateway", served.gateway_app or host),  # the host says it is not mounted
         *(Route(path, host) for path in HOST_PATHS),
         *(Route(path + "/", host) for path in HOST_PATHS if path != "/"),
+        Route(API_PREFIX.rstrip("/"), host),
         Route(API_PREFIX + "{rest:path}", host),
         Route(FAVICON, host),
         Mount("", served.proxy),  # everything else, path unchanged
@@ -362,6 +363,7 @@ def _host_app(served: Served) -> ASGIApp:
             Route("/api/entries", api_entries, methods=["GET"]),
             Route("/gateway{rest:path}", no_gateway),
             *(Route(path + "/", slash, methods=_ANY_METHOD) for path in HOST_PATHS if path != "/"),
+            Route(API_PREFIX.rstrip("/"), no_api_route, methods=_ANY_METHOD),
             Route(API_PREFIX + "{rest:path}", no_api_route, methods=_ANY_METHOD),
             Route(FAVICON, favicon),
         ]
