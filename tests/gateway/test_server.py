@@ -18,9 +18,14 @@ from gateway_helpers import RunGateway, catalog_upstream, inproc_upstream, read_
 from numpy.typing import NDArray
 
 from mcp import Client
+from offload.config import load_settings
+from offload.gateway.config import ServerConfig
 from offload.gateway.server import Gateway
 from offload.gateway.toolsearch import ToolIndex
 from offload.gateway.toolvectors import NAMESPACE, USERS
+from offload.gateway.upstreams import Connector, MessageHandler
+from offload.mcp.context import McpContext
+from offload.mcp.server import build_server
 from offload.store.store import Store
 from realparts import wait_until
 
@@ -311,3 +316,57 @@ async def test_catalog_changes_during_an_embedding_embed_only_the_newest_catalog
         wait_until(lambda: gw.tool_index is not None and gw.tool_index.strong is encoder, 60)
         assert gw.tool_index is not None and gw.tool_index.docs == newest.docs
         assert len(built) == 2  # the running one and the newest, not the one between
+
+
+def offload_upstream(name: str, store: Store, tmp_path: Path) -> tuple[ServerConfig, Connector]:
+    """offload's own MCP server (``offload mcp``), connected in-process."""
+    settings = load_settings(env={"OFFLOAD_HOME": str(tmp_path)}, flags={"mcp.scope": "inner"})
+    server = build_server(McpContext.build(settings, store, tmp_path))
+
+    def connect(handler: MessageHandler) -> Client:
+        return Client(server, mode="legacy", message_handler=handler)
+
+    return ServerConfig(name=name, command="(in-process)"), connect
+
+
+async def test_the_read_call_an_inner_offload_servers_hit_names_works_by_its_bare_name(
+    run_gateway: RunGateway, tmp_path: Path
+) -> None:
+    inner_store = Store(tmp_path / "inner.db")
+    servers = [
+        offload_upstream("inner", inner_store, tmp_path),
+        inproc_upstream("git", "mcp-server-git.json"),
+    ]
+    try:
+        async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
+            body = "the quokka calibration log\nline two of the quokka log\n"
+            stored = await client.call_tool("inner__offload", {"content": body, "topic": "quokka"})
+            assert not stored.is_error
+            found = text_of(await client.call_tool("inner__search", {"queries": ["quokka"]}))
+            hint = re.search(r"\[open a hit: read\((.+?)\); summary", found)
+            assert hint, found
+            args = {k: json.loads(v) for k, v in re.findall(r'(\w+)=("[^"]*"|[^,\s]+)', hint[1])}
+            opened = await client.call_tool("read", args)  # as the hint says, no server__
+            assert not opened.is_error, text_of(opened)
+            assert "line two of the quokka log" in text_of(opened)
+    finally:
+        inner_store.close()
+
+
+async def test_a_bare_name_calls_the_one_server_that_has_it_and_is_refused_when_two_have_it(
+    run_gateway: RunGateway,
+) -> None:
+    servers = [
+        inproc_upstream("git", "mcp-server-git.json"),
+        inproc_upstream("a", "server-memory.json"),
+        inproc_upstream("b", "server-memory.json"),
+    ]
+    async with run_gateway(servers) as gw, Client(gw.server, mode="legacy") as client:
+        one = await client.call_tool("git_status", {"repo_path": "/x"})
+        assert not one.is_error, text_of(one)
+        assert json.loads(text_of(one)) == {"arguments": {"repo_path": "/x"}, "tool": "git_status"}
+        both = await client.call_tool("create_entities", {"entities": []})
+        assert both.is_error
+        assert "a__create_entities, b__create_entities" in text_of(both)
+        none = await client.call_tool("no_such_tool", {})
+        assert none.is_error and "unknown tool 'no_such_tool'" in text_of(none)

@@ -489,3 +489,21 @@ def test_with_recall_every_request_upstream_starts_with_the_previous_one_but_its
     metrics = loopback.get(url + "/metrics").text
     assert "offload_proxy_kv_reuse_ratio " in metrics
     assert 'cause="recall"' in metrics
+
+
+def test_the_start_line_names_the_address_bound_and_warns_when_it_is_not_loopback(
+    tmp_path: Path,
+) -> None:
+    from offload.config import load_settings
+    from offload.proxy.app import banner
+
+    def settings(host: str) -> Any:
+        flags = {"proxy.host": host, "proxy.upstream": "http://u:pw@127.0.0.1:8080"}
+        return load_settings(env={"OFFLOAD_HOME": str(tmp_path)}, flags=flags).proxy
+
+    local = banner(settings("127.0.0.1"))
+    assert local == "offload proxy on http://127.0.0.1:8900  (upstream http://u:***@127.0.0.1:8080)"
+    head, warning = banner(settings("0.0.0.0")).split("\n")
+    assert head.startswith("offload proxy on http://0.0.0.0:8900")
+    assert warning.startswith("warning: listening on 0.0.0.0 (every interface), not loopback")
+    assert "/v1" in warning and "/metrics, /api/stats (set [proxy] bearer_token)" in warning

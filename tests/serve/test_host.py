@@ -1,5 +1,7 @@
 """The one-port host over real loopback HTTP: every route bounds its request body
-(``http.max_body_mb``) and refuses past it with a 413 in its own clients' error shape."""
+(``http.max_body_mb``) and refuses past it with a 413 in its own clients' error shape;
+what clients send cannot add series to ``/metrics`` without bound; ``/api/`` is the host's
+own namespace (an unknown path there is a 404 naming its routes, not a trip upstream)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.client.streamable_http import streamable_http_client
 
+import exposition
 import loopback
+from mcp import Client
 from offload.config import load_settings
+from offload.mcp.catalog import TOOLS
 from offload.serve.host import build
 from offload.store.store import Store
 from realparts import ServerThread
@@ -93,3 +99,83 @@ def test_a_chunked_chat_request_is_refused_once_it_passes_the_limit(
     assert status == 413
     assert openai_shaped(json.loads(body))
     assert upstream.chats == []
+
+
+@pytest.mark.anyio
+async def test_calls_of_made_up_tool_names_are_counted_under_one_unknown_series(
+    host: str,
+) -> None:
+    async with Client(streamable_http_client(f"{host}/mcp")) as client:
+        for n in range(3):
+            made_up = await client.call_tool(f"junk_{n}", {})
+            assert made_up.is_error
+        assert not (await client.call_tool("peek", {})).is_error
+    families = exposition.read(loopback.get(f"{host}/metrics", timeout=10).text)
+    calls = {s["tool"]: v for s, v in families["offload_mcp_tool_calls_total"].samples}
+    assert calls["unknown"] >= 3 and calls["peek"] >= 1
+    assert set(calls) <= {t.name for t in TOOLS} | {"unknown"}
+
+
+@pytest.mark.parametrize("path", ["/api/stat", "/api/nosuch/route", "/api/", "/api"])
+def test_a_path_under_api_that_names_no_route_is_a_404_naming_the_routes(
+    host: str, path: str
+) -> None:
+    for method in ("GET", "POST"):
+        resp = loopback.request(method, f"{host}{path}", timeout=10)
+        assert resp.status_code == 404
+        body = resp.json()
+        assert "/api/stats" in body["routes"] and "/api/entries" in body["routes"]
+        assert path in body["error"] and "/api/stats" in body["error"]
+
+
+@pytest.mark.parametrize("path", ["/api/stats", "/api/entries", "/metrics"])
+def test_a_host_route_with_a_trailing_slash_redirects_to_the_route(host: str, path: str) -> None:
+    resp = loopback.get(f"{host}{path}/?page=2", timeout=10)
+    assert resp.status_code == 308
+    assert resp.headers["location"] == f"{path}?page=2"
+    assert loopback.get(f"{host}{path}/", timeout=10, follow_redirects=True).status_code == 200
+
+
+def test_the_favicon_is_the_dashboards_no_icon_and_other_paths_still_reach_the_upstream(
+    host: str,
+) -> None:
+    icon = loopback.get(f"{host}/favicon.ico", timeout=10)
+    assert icon.status_code == 204 and icon.content == b""
+    props = loopback.get(f"{host}/props", timeout=10)  # the model server's own route
+    assert props.status_code == 200 and "default_generation_settings" in props.json()
+
+
+def banner_for(tmp_path: Path, host: str, **flags: object) -> str:
+    """The start-up lines ``offload serve`` would print on ``host`` (nothing is bound)."""
+    settings = load_settings(
+        env={"OFFLOAD_HOME": str(tmp_path / "home")},
+        flags={"proxy.host": host, "proxy.port": 8912, **flags},
+    )
+    store = Store.open(settings)
+    try:
+        return build(settings, store, cwd=tmp_path).banner()
+    finally:
+        store.close()
+
+
+def test_a_wildcard_bind_is_printed_as_bound_with_a_warning_naming_what_is_open(
+    tmp_path: Path,
+) -> None:
+    lines = banner_for(tmp_path, "0.0.0.0", **{"mcp.bearer_token": "t0ken"}).splitlines()
+    assert (
+        lines[0]
+        == "offload serve on http://0.0.0.0:8912 (from this machine: http://127.0.0.1:8912)"
+    )
+    warning = lines[1]
+    assert warning.startswith("warning: listening on 0.0.0.0 (every interface), not loopback")
+    opened, _, guarded = warning.partition("Open to them: ")[2].partition("Behind a bearer token")
+    assert "the proxy /v1" in opened and "/metrics" in opened and "[proxy] bearer_token" in opened
+    assert "/mcp" in guarded and "/mcp" not in opened
+    assert "t0ken" not in warning
+    assert lines[2].startswith("  proxy      http://127.0.0.1:8912/v1")
+
+
+def test_a_loopback_bind_prints_its_address_and_no_warning(tmp_path: Path) -> None:
+    text = banner_for(tmp_path, "127.0.0.1")
+    assert text.splitlines()[0] == "offload serve on http://127.0.0.1:8912"
+    assert "warning" not in text

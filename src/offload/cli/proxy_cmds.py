@@ -48,6 +48,7 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
     check_listen_address(settings.proxy.host, settings.proxy.port, "proxy.port")
     import logging
     import os
+    import sys
 
     from offload.serve.heap import freeze_startup, tune_heap
 
@@ -56,12 +57,13 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
 
     import uvicorn
 
-    from offload.proxy.app import create_app, proxy_settings
+    from offload.proxy.app import banner, create_app, proxy_settings
 
     level = str(getattr(args, "log_level", "info")).upper()
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     store = open_store(settings, serving=True)
     try:
+        print(banner(settings.proxy), file=sys.stderr, flush=True)
         app = create_app(
             proxy_settings(settings), store, max_body_bytes=settings.http.max_body_bytes
         )

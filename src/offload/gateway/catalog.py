@@ -222,7 +222,8 @@ def _instructions(
     unavailable: Mapping[str, str],
 ) -> str:
     rows = [
-        "This is an offload gateway: upstream tools are named {server}__{tool}. "
+        "This is an offload gateway: upstream tools are named {server}__{tool} (a bare "
+        "tool name, as an upstream's own text names it, calls the one server that has it). "
         f"Oversized tool responses are indexed; read them with {budget.read_tool} "
         f"and search them with {budget.search_tool}."
     ]

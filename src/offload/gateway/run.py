@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 import anyio
 import uvicorn
@@ -13,6 +14,7 @@ from starlette.types import ASGIApp
 
 from offload.config import HttpSettings
 from offload.core.bodylimit import BodyLimit, jsonrpc
+from offload.core.listen import bind_url, exposure_warning, url_host
 from offload.gateway.children import kill_all
 from offload.gateway.server import Gateway
 
@@ -66,7 +68,7 @@ def http_app(
     Its lifespan runs the SDK session manager only; the upstream connections are started
     and stopped separately (:meth:`Gateway.serve`, or :meth:`Gateway.start` / ``stop``).
     """
-    names = list(dict.fromkeys(["127.0.0.1", "localhost", "[::1]", _host_part(host)]))
+    names = list(dict.fromkeys(["127.0.0.1", "localhost", "[::1]", url_host(host)]))
     shown_port = str(port) if port else "*"
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -82,8 +84,13 @@ def http_app(
     return BodyLimit(app, max_body_bytes, jsonrpc)
 
 
-def _host_part(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+def banner(host: str, port: int) -> str:
+    """What ``offload gateway --http`` prints on start: the URL it binds, and a warning
+    when other machines can reach it (the gateway has no token of its own)."""
+    head = f"offload gateway: Streamable HTTP at {bind_url(host, port)}{MCP_PATH}"
+    exposed = [(f"the gateway {MCP_PATH}: every upstream's tools (it has no token)", False)]
+    warning = exposure_warning(host, exposed)
+    return head if warning is None else f"{head}\n{warning}"
 
 
 async def run_http(
@@ -97,6 +104,7 @@ async def run_http(
     """Serve Streamable HTTP at ``http://host:port/mcp`` until cancelled."""
     app = http_app(gateway, host, port=port, max_body_bytes=max_body_bytes)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    print(banner(host, port), file=sys.stderr, flush=True)
     server = uvicorn.Server(config)
     try:
         await _serve_http(gateway, server, ready)

@@ -511,12 +511,31 @@ class Gateway:
                     inner = args.get("arguments") or {}
                     if not isinstance(inner, dict):
                         raise InvalidInput("arguments must be an object")
+                    target = self.resolve_tool(target)
                     self.activations.touch(_client_key(ctx), target)
                     return await self.call_upstream(target, inner, index=index)
+            name = self.resolve_tool(name)
             self.activations.touch(_client_key(ctx), name)
             return await self.call_upstream(name, args, index=index)
         except OffloadError as exc:
             return _text_result(str(exc), error=True)
+
+    def resolve_tool(self, name: str) -> str:
+        """``name`` as the gateway names the tool: ``server__tool`` of a known server as
+        given; a bare name that exactly one upstream's tools have (as that server's own
+        text names its tools: offload's hits end ``read(ref=…)``) is that upstream's
+        ``server__tool``; any other name unchanged (the call then says it is unknown).
+        Never a guess: a bare name two upstreams have is refused, naming both."""
+        parts = split_name(name)
+        if parts is not None and parts[0] in self.upstreams:
+            return name
+        holders = [
+            s for s, u in sorted(self.upstreams.items()) if any(t.name == name for t in u.tools)
+        ]
+        if len(holders) > 1:
+            named = ", ".join(gateway_name(s, name) for s in holders)
+            raise InvalidInput(f"tool {name!r} is on {len(holders)} servers: call {named}")
+        return gateway_name(holders[0], name) if holders else name
 
     async def call_upstream(
         self, name: str, args: dict[str, Any], *, index: bool
@@ -528,7 +547,8 @@ class Gateway:
             known = ", ".join(sorted(self.upstreams)) or "(none)"
             raise InvalidInput(
                 f"unknown tool {name!r}: gateway tools are named server__tool "
-                f"(servers: {known}); find tools with {self.settings.search_tool}"
+                f"(servers: {known}), or by the bare name of a tool one server has; "
+                f"find tools with {self.settings.search_tool}"
             )
         server_name, tool = parts
         try:

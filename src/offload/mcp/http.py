@@ -12,20 +12,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from offload.config import HttpSettings, McpSettings
 from offload.core.bodylimit import BodyLimit, jsonrpc
+from offload.core.listen import bind_url, exposure_warning, token_guard, url_host
 
 MCP_PATH = "/mcp"
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
-
-
-def _host_part(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def security_settings(mcp: McpSettings) -> TransportSecuritySettings:
     """Loopback names plus the configured host are allowed as Host; as Origin only the
     served one (those names on the served port; any port only when the port is chosen by
     the system, 0) plus ``[mcp] allowed_origins``. Anything else is refused (421 / 403)."""
-    names = list(dict.fromkeys([*_LOOPBACK, _host_part(mcp.host)]))
+    names = list(dict.fromkeys([*_LOOPBACK, url_host(mcp.host)]))
     port = str(mcp.port) if mcp.port else "*"
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -83,6 +80,19 @@ def http_app(
     return app
 
 
+def banner(mcp: McpSettings) -> str:
+    """What ``offload mcp --http`` prints on start: the URL it binds, and a warning when
+    other machines can reach it."""
+    head = f"offload mcp: Streamable HTTP at {bind_url(mcp.host, mcp.port)}{MCP_PATH}"
+    tools = token_guard(
+        mcp.bearer_token,
+        f"the MCP tools {MCP_PATH} (read, write and forget the store)",
+        "[mcp] bearer_token",
+    )
+    warning = exposure_warning(mcp.host, [tools])
+    return head if warning is None else f"{head}\n{warning}"
+
+
 def run_http(
     server: Server[Any], mcp: McpSettings, *, max_body_bytes: int = HttpSettings().max_body_bytes
 ) -> None:
@@ -91,9 +101,5 @@ def run_http(
 
     app = http_app(server, mcp, max_body_bytes=max_body_bytes)
     config = uvicorn.Config(app, host=mcp.host, port=mcp.port, log_level="warning", lifespan="on")
-    print(
-        f"offload mcp: Streamable HTTP at http://{_host_part(mcp.host)}:{mcp.port}{MCP_PATH}",
-        file=sys.stderr,
-        flush=True,
-    )
+    print(banner(mcp), file=sys.stderr, flush=True)
     uvicorn.Server(config).run()

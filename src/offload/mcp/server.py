@@ -31,6 +31,10 @@ from offload.mcp.catalog import TOOLS, ToolDef, select
 from offload.mcp.context import McpContext
 
 Handler = Callable[[McpContext, Args], Awaitable[str]]
+#: What a call of a tool this server does not have is counted as: the counts (and the
+#: ``offload_mcp_tool_calls_total{tool}`` series of ``/metrics``) name only tools the
+#: server offers, so a client cannot add a series per made-up name.
+UNKNOWN_TOOL = "unknown"
 
 HANDLERS: dict[str, Handler] = {
     "peek": tools_read.peek,
@@ -54,6 +58,7 @@ HANDLERS: dict[str, Handler] = {
     "restore": tools_write.restore,
 }
 assert set(HANDLERS) == {t.name for t in TOOLS}, "every catalog tool needs a handler"
+assert UNKNOWN_TOOL not in HANDLERS, "the unknown tools' count must not pass for a tool's"
 
 
 def _run_handler(handler: Handler, ctx: McpContext, args: Args) -> str:
@@ -88,7 +93,8 @@ async def call_tool(
             text = fmt.error_text(exc, ctx.root_names)
             error = True
     size_in = len(json.dumps(arguments or {}, default=str))  # ASCII-escaped: any input is safe
-    ctx.stats.record(name, size_in, len(text.encode("utf-8", "surrogatepass")), error=error)
+    counted_as = name if tool is not None else UNKNOWN_TOOL
+    ctx.stats.record(counted_as, size_in, len(text.encode("utf-8", "surrogatepass")), error=error)
     return _text_result(text, error=error)
 
 

@@ -40,6 +40,8 @@ from starlette.routing import Route
 
 from offload.config import HttpSettings, ProxySettings, Settings
 from offload.core.bodylimit import BodyLimit
+from offload.core.listen import bind_url, exposure_warning, token_guard
+from offload.core.urls import redact_url
 from offload.proxy.routes.chat import chat_completions
 from offload.proxy.routes.routes_anthropic import messages
 from offload.proxy.routes.routes_models import models
@@ -90,6 +92,25 @@ def create_app(
     app.state.proxy = state
     app.add_exception_handler(Exception, _internal_error)
     return Guard.for_proxy(BodyLimit(app, max_body_bytes, too_large), settings)
+
+
+def banner(settings: ProxySettings) -> str:
+    """What ``offload proxy`` prints on start: the address it binds and its upstream, and a
+    warning when other machines can reach it."""
+    head = (
+        f"offload proxy on {bind_url(settings.host, settings.port)}"
+        f"  (upstream {redact_url(settings.upstream)})"
+    )
+    parts = [
+        (
+            "/v1 and every path passed to the model server (offload has no token for them:"
+            " only the upstream's own API key, if it checks one)",
+            False,
+        ),
+        token_guard(settings.bearer_token, "/metrics, /api/stats", "[proxy] bearer_token"),
+    ]
+    warning = exposure_warning(settings.host, parts)
+    return head if warning is None else f"{head}\n{warning}"
 
 
 def proxy_settings(settings: Settings, cwd: Path | None = None) -> ProxySettings:

@@ -5,6 +5,9 @@ Each request goes, path unchanged, to the surface that owns it:
 - ``/mcp``: the cooperative MCP tools over Streamable HTTP (as ``offload mcp --http``);
 - ``/gateway/mcp``: the gateway over Streamable HTTP, when a gateway config is given;
 - ``/``, ``/metrics``, ``/api/stats``: the dashboard and figures of every surface;
+- ``/api/*``: offload's own namespace: a path under it that names no route is a 404
+  naming the routes (never the model server's 502), one of them with a trailing slash a
+  redirect to it; ``/favicon.ico`` is the dashboard's (no icon: 204);
 - anything else: the proxy (``/v1/*``, and pass-through paths such as ``/props``).
 
 Each surface keeps its own guards (Host/Origin checks, the optional bearer token). The
@@ -26,6 +29,8 @@ import anyio
 
 from offload.config import Settings
 from offload.core.bodylimit import BodyLimit, plain_json
+from offload.core.listen import WILDCARDS, bind_url, exposure_warning, token_guard, url_host
+from offload.core.untrusted import inline
 from offload.core.urls import redact_url
 from offload.errors import OffloadError
 from offload.serve import store_api
@@ -50,12 +55,18 @@ HOST_PATHS = ("/", "/metrics", "/api/stats", "/api/search", "/api/entry", "/api/
 # figures and no stored text without it)
 TOKEN_PATHS = ("/metrics", "/api/stats", "/api/search", "/api/entry", "/api/entries")
 NO_GATEWAY = "no gateway config: start with --gateway-config gateway.toml (or set [gateway] config)"
+API_PREFIX = "/api/"
+#: the host's routes under /api/ as a 404 names them
+API_ROUTES = ("/api/stats", "/api/search?q=", "/api/entry?ref=", "/api/entries")
+# the dashboard's origin: a browser asks it for an icon (the page itself declares none)
+FAVICON = "/favicon.ico"
+_ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
 def _host_part(host: str) -> str:
-    if host in ("0.0.0.0", "::", ""):  # a wildcard bind is reached locally over loopback
+    if host in WILDCARDS:  # a wildcard bind is reached locally over loopback
         return "127.0.0.1"
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return url_host(host)
 
 
 @dataclass
@@ -74,9 +85,16 @@ class Served:
     app: ASGIApp = dataclasses.field(init=False)
 
     def banner(self) -> str:
-        """What ``offload serve`` prints on start."""
+        """What ``offload serve`` prints on start: the address it binds (and the one to
+        use from this machine when that is a wildcard), a warning when other machines can
+        reach it, then each surface's URL."""
+        host, port = self.settings.proxy.host, self.settings.proxy.port
+        bound = bind_url(host, port)
+        here = "" if bound == self.base_url else f" (from this machine: {self.base_url})"
+        warning = exposure_warning(host, self.exposed())
         rows = [
-            f"offload serve on {self.base_url}",
+            f"offload serve on {bound}{here}",
+            *([warning] if warning else []),
             f"  proxy      {self.base_url}/v1  (upstream {redact_url(self.settings.proxy.upstream)})",
             f"  mcp        {self.base_url}{MCP_PATH}",
             "  gateway    "
@@ -84,6 +102,30 @@ class Served:
             f"  dashboard  {self.base_url}/   metrics {self.base_url}/metrics",
         ]
         return "\n".join(rows)
+
+    def exposed(self) -> list[tuple[str, bool]]:
+        """What a client on another machine reaches at this port, and whether a bearer
+        token guards it (:func:`offload.core.listen.exposure_warning`)."""
+        parts = [
+            (
+                "the proxy /v1 and every path it passes to the model server (offload has no"
+                " token for them: only the upstream's own API key, if it checks one)",
+                False,
+            ),
+            token_guard(
+                self.settings.mcp.bearer_token,
+                "the MCP tools /mcp (read, write and forget the store)",
+                "[mcp] bearer_token",
+            ),
+            token_guard(
+                self.settings.proxy.bearer_token,
+                "the dashboard's figures and store browser, /metrics, /api/*",
+                "[proxy] bearer_token",
+            ),
+        ]
+        if self.gateway is not None:
+            parts.append(("the gateway /gateway/mcp: every upstream's tools (no token)", False))
+        return parts
 
     def surfaces(self) -> dict[str, Any]:
         """Which surfaces are mounted, where, and their health."""
@@ -228,6 +270,10 @@ def _router(served: Served) -> ASGIApp:
         *_under(MCP_PATH, served.mcp),
         *_under("/gateway", served.gateway_app or host),  # the host says it is not mounted
         *(Route(path, host) for path in HOST_PATHS),
+        *(Route(path + "/", host) for path in HOST_PATHS if path != "/"),
+        Route(API_PREFIX.rstrip("/"), host),
+        Route(API_PREFIX + "{rest:path}", host),
+        Route(FAVICON, host),
         Mount("", served.proxy),  # everything else, path unchanged
     ]
     return Router(routes=routes, lifespan=lambda _app: lifespans(served))
@@ -235,7 +281,13 @@ def _router(served: Served) -> ASGIApp:
 
 def _host_app(served: Served) -> ASGIApp:
     from starlette.applications import Starlette
-    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
+    from starlette.responses import (
+        HTMLResponse,
+        JSONResponse,
+        PlainTextResponse,
+        RedirectResponse,
+        Response,
+    )
     from starlette.routing import Route
 
     from offload.proxy.transport.errors_http import Guard
@@ -290,6 +342,17 @@ def _host_app(served: Served) -> ASGIApp:
     async def no_gateway(request: Request) -> Response:
         return JSONResponse({"error": f"the gateway is not mounted: {NO_GATEWAY}"}, 404)
 
+    async def slash(request: Request) -> Response:
+        # a known route asked with a trailing slash: the same route (308 keeps the method)
+        query = f"?{request.url.query}" if request.url.query else ""
+        return RedirectResponse(request.url.path.rstrip("/") + query, 308)
+
+    async def no_api_route(request: Request) -> Response:
+        return JSONResponse(unknown_api_route(request.url.path), 404)
+
+    async def favicon(request: Request) -> Response:
+        return Response(status_code=204)
+
     app = Starlette(
         routes=[
             Route("/", dashboard, methods=["GET"]),
@@ -299,6 +362,10 @@ def _host_app(served: Served) -> ASGIApp:
             Route("/api/entry", api_entry, methods=["GET"]),
             Route("/api/entries", api_entries, methods=["GET"]),
             Route("/gateway{rest:path}", no_gateway),
+            *(Route(path + "/", slash, methods=_ANY_METHOD) for path in HOST_PATHS if path != "/"),
+            Route(API_PREFIX.rstrip("/"), no_api_route, methods=_ANY_METHOD),
+            Route(API_PREFIX + "{rest:path}", no_api_route, methods=_ANY_METHOD),
+            Route(FAVICON, favicon),
         ]
     )
     # the host's own pages get the proxy's guard: Host/Origin checks, and the bearer token
@@ -306,6 +373,18 @@ def _host_app(served: Served) -> ASGIApp:
     # (they take none, but an unread body must not be buffered without bound either)
     bounded = BodyLimit(app, served.settings.http.max_body_bytes, plain_json)
     return Guard.for_proxy(bounded, served.settings.proxy, token_paths=TOKEN_PATHS)
+
+
+def unknown_api_route(path: str) -> dict[str, Any]:
+    """The 404 body of a path under ``/api/`` that names no route: offload's namespace,
+    so never passed to the model server."""
+    return {
+        "error": f"no route {inline(path, 200)}: offload's routes under /api/ are "
+        + ", ".join(API_ROUTES)
+        + " (a model server's own /api/ routes, such as Ollama's, are reached through its"
+        " /v1 here, or through `offload proxy` alone)",
+        "routes": list(API_ROUTES),
+    }
 
 
 def scope_asked(served: Served, params: Mapping[str, str]) -> str | None:

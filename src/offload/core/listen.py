@@ -1,0 +1,71 @@
+"""Where a server listens, as its start-up lines say it: the address it really binds, and
+one line of warning when other machines can reach that address.
+
+Pure: an address is judged by its text, never resolved. A name other than ``localhost``
+counts as reachable (it may resolve to any interface); so does a wildcard (``0.0.0.0``,
+``::``, the empty host), which listens on every interface.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+
+WILDCARDS = ("0.0.0.0", "::", "")
+SECURITY_DOC = "docs/security.md"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name, IPv6 with or without brackets) is loopback."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def url_host(host: str) -> str:
+    """``host`` as it stands in a URL: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def bind_url(host: str, port: int) -> str:
+    """``http://HOST:PORT`` of the address a server binds (a wildcard as it is, ``0.0.0.0``)."""
+    return f"http://{url_host(host or '0.0.0.0')}:{port}"
+
+
+def where(host: str) -> str:
+    """``0.0.0.0 (every interface)``, ``192.0.2.7``: the bind address for a message."""
+    if host in WILDCARDS:
+        return f"{host or '0.0.0.0'} (every interface)"
+    return host
+
+
+def exposure_warning(host: str, parts: Sequence[tuple[str, bool]]) -> str | None:
+    """None when ``host`` is loopback; else one line saying that other machines can reach
+    the server, which of its ``parts`` (``(phrase, guarded)``, as :func:`token_guard`
+    makes them) a bearer token guards and which nothing of offload's does, and what to do."""
+    if is_loopback(host):
+        return None
+    line = f"warning: listening on {where(host)}, not loopback: other machines can reach it."
+    unguarded = [phrase for phrase, guarded in parts if not guarded]
+    guarded = [phrase for phrase, ok in parts if ok]
+    if unguarded:
+        line += f" Open to them: {'; '.join(unguarded)}."
+    if guarded:
+        line += f" Behind a bearer token: {'; '.join(guarded)}."
+    return line + (
+        " The Host/Origin checks stop other sites' pages in a browser, not other clients:"
+        f" bind 127.0.0.1, or set the tokens ({SECURITY_DOC})."
+    )
+
+
+def token_guard(token: str, what: str, setting: str) -> tuple[str, bool]:
+    """``(phrase, guarded)`` for a part of a server that ``setting``'s bearer token guards
+    when it is set: ``("/mcp ([mcp] bearer_token)", True)``, or without the token
+    ``("/mcp (set [mcp] bearer_token)", False)``."""
+    if token:
+        return f"{what} ({setting})", True
+    return f"{what} (set {setting})", False

@@ -1,0 +1,41 @@
+"""Start-up lines about where a server listens: loopback or not, judged by the text alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from offload.core.listen import bind_url, exposure_warning, is_loopback, token_guard
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"])
+def test_loopback_addresses_and_localhost_are_loopback(host: str) -> None:
+    assert is_loopback(host)
+    assert exposure_warning(host, [("the proxy", False)]) is None
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "", "192.0.2.7", "2001:db8::1", "myhost"])
+def test_wildcards_other_addresses_and_names_count_as_reachable(host: str) -> None:
+    assert not is_loopback(host)
+    assert exposure_warning(host, []) is not None
+
+
+def test_a_wildcard_bind_is_shown_as_it_is_bound_not_as_loopback() -> None:
+    assert bind_url("0.0.0.0", 8912) == "http://0.0.0.0:8912"
+    assert bind_url("::", 8912) == "http://[::]:8912"
+    assert bind_url("", 8912) == "http://0.0.0.0:8912"
+
+
+def test_the_warning_is_one_line_naming_what_is_open_and_what_a_token_guards() -> None:
+    parts = [
+        ("the proxy /v1", False),
+        token_guard("s3cret", "/mcp", "[mcp] bearer_token"),
+        token_guard("", "/metrics", "[proxy] bearer_token"),
+    ]
+    warning = exposure_warning("0.0.0.0", parts)
+    assert warning is not None and "\n" not in warning
+    assert warning.startswith("warning: listening on 0.0.0.0 (every interface), not loopback")
+    opened, _, rest = warning.partition("Open to them: ")[2].partition(". Behind a bearer token: ")
+    assert opened == "the proxy /v1; /metrics (set [proxy] bearer_token)"
+    assert rest.startswith("/mcp ([mcp] bearer_token).")
+    assert "s3cret" not in warning
+    assert "docs/security.md" in warning
