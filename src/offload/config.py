@@ -233,6 +233,9 @@ class GatewaySettings:
     max_active_tools: int = 16  # deferred tools a client has back in tools/list at once
     # tool search with all-MiniLM-L6-v2 when offload[tools] is installed (llm/minilm.py)
     tool_model: bool = True
+    # when set, the gateway's HTTP endpoint (--http, and /gateway/mcp in serve) requires
+    # Authorization: Bearer <token>
+    bearer_token: str = ""
 
 
 @dataclass(frozen=True)

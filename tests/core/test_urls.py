@@ -45,7 +45,12 @@ def test_an_unparseable_url_hides_everything_after_the_scheme() -> None:
 
 def test_every_credential_setting_is_recognised_by_its_name() -> None:
     secret = {key for key, _, _ in explain(Settings()) if is_secret(key)}
-    assert secret == {"mcp.bearer_token", "proxy.bearer_token", "local_model.api_key"}
+    assert secret == {
+        "mcp.bearer_token",
+        "proxy.bearer_token",
+        "gateway.bearer_token",
+        "local_model.api_key",
+    }
     assert not is_secret("proxy.tokenize_timeout_s")
     assert not is_secret("local_model.compress_target_tokens")
 

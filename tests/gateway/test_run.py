@@ -1,8 +1,18 @@
-"""Serving the gateway: the line ``offload gateway --http`` starts with."""
+"""Serving the gateway: the line ``offload gateway --http`` starts with, and its token."""
 
 from __future__ import annotations
 
-from offload.gateway.run import banner
+from pathlib import Path
+
+import pytest
+
+import loopback
+from offload.config import GatewaySettings
+from offload.gateway.config import GatewayConfig
+from offload.gateway.run import banner, http_app
+from offload.gateway.server import Gateway
+from offload.store.store import Store
+from realparts import ServerThread
 
 
 def test_the_http_start_line_names_the_address_bound_and_warns_off_loopback() -> None:
@@ -12,4 +22,35 @@ def test_the_http_start_line_names_the_address_bound_and_warns_off_loopback() ->
     head, warning = banner("0.0.0.0", 8902).split("\n")
     assert head == "offload gateway: Streamable HTTP at http://0.0.0.0:8902/mcp"
     assert warning.startswith("warning: listening on 0.0.0.0 (every interface), not loopback")
-    assert "Open to them: the gateway /mcp: every upstream's tools (it has no token)" in warning
+    assert (
+        "Open to them: the gateway /mcp: every upstream's tools (set [gateway] bearer_token)"
+        in warning
+    )
+    guarded = banner("0.0.0.0", 8902, "s3cret").split("\n")[1]
+    assert "the gateway /mcp: every upstream's tools ([gateway] bearer_token)" in guarded
+
+
+@pytest.mark.parametrize("token", ["", "s3cret"])
+def test_with_a_bearer_token_set_the_gateways_http_endpoint_answers_only_requests_bearing_it(
+    tmp_path: Path, token: str
+) -> None:
+    store = Store(tmp_path / "offload.db")
+    gateway = Gateway(GatewaySettings(bearer_token=token), GatewayConfig((), {}), store)
+    server = ServerThread(http_app(gateway, "127.0.0.1")).start()
+    url = f"{server.url}/mcp"
+    try:
+        # a DELETE without a session: the MCP endpoint's quick refusal (400), past the guard
+        bare = loopback.request("DELETE", url, timeout=10)
+        wrong = loopback.request("DELETE", url, headers={"authorization": "Bearer no"}, timeout=10)
+        right = loopback.request(
+            "DELETE", url, headers={"authorization": f"Bearer {token or 'any'}"}, timeout=10
+        )
+    finally:
+        server.stop()
+        store.close()
+    if not token:
+        assert bare.status_code != 401 and right.status_code != 401
+        return
+    assert (bare.status_code, wrong.status_code) == (401, 401)
+    assert right.status_code not in (401, 403), right.text
+    assert "[gateway] bearer_token" in bare.json()["error"]

@@ -13,8 +13,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from offload.config import HttpSettings
+from offload.core.bearer import BearerGuard
 from offload.core.bodylimit import BodyLimit, jsonrpc
-from offload.core.listen import bind_url, exposure_warning, url_host
+from offload.core.listen import bind_url, exposure_warning, token_guard, url_host
 from offload.gateway.children import kill_all
 from offload.gateway.server import Gateway
 
@@ -54,6 +55,9 @@ async def _exit_on_signal(gateway: Gateway) -> None:
             os._exit(128 + signum)
 
 
+TOKEN_SETTING = "[gateway] bearer_token"
+
+
 def http_app(
     gateway: Gateway,
     host: str,
@@ -75,20 +79,22 @@ def http_app(
         allowed_hosts=[f"{n}:*" for n in names],
         allowed_origins=[f"http://{n}:{shown_port}" for n in names],
     )
-    app = gateway.server.streamable_http_app(
+    app: ASGIApp = gateway.server.streamable_http_app(
         streamable_http_path=path,
         host=host,
         transport_security=security,
         max_request_body_size=max_body_bytes,
     )
-    return BodyLimit(app, max_body_bytes, jsonrpc)
+    app = BodyLimit(app, max_body_bytes, jsonrpc)
+    token = gateway.settings.bearer_token
+    return BearerGuard(app, token, TOKEN_SETTING) if token else app
 
 
-def banner(host: str, port: int) -> str:
+def banner(host: str, port: int, token: str = "") -> str:
     """What ``offload gateway --http`` prints on start: the URL it binds, and a warning
-    when other machines can reach it (the gateway has no token of its own)."""
+    when other machines can reach it (saying whether ``[gateway] bearer_token`` guards it)."""
     head = f"offload gateway: Streamable HTTP at {bind_url(host, port)}{MCP_PATH}"
-    exposed = [(f"the gateway {MCP_PATH}: every upstream's tools (it has no token)", False)]
+    exposed = [token_guard(token, f"the gateway {MCP_PATH}: every upstream's tools", TOKEN_SETTING)]
     warning = exposure_warning(host, exposed)
     return head if warning is None else f"{head}\n{warning}"
 
@@ -104,7 +110,7 @@ async def run_http(
     """Serve Streamable HTTP at ``http://host:port/mcp`` until cancelled."""
     app = http_app(gateway, host, port=port, max_body_bytes=max_body_bytes)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    print(banner(host, port), file=sys.stderr, flush=True)
+    print(banner(host, port, gateway.settings.bearer_token), file=sys.stderr, flush=True)
     server = uvicorn.Server(config)
     try:
         await _serve_http(gateway, server, ready)

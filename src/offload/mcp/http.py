@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import hmac
 import sys
 from typing import Any
 
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from offload.config import HttpSettings, McpSettings
+from offload.core.bearer import BearerGuard
 from offload.core.bodylimit import BodyLimit, jsonrpc
 from offload.core.listen import bind_url, exposure_warning, token_guard, url_host
 
@@ -31,37 +31,6 @@ def security_settings(mcp: McpSettings) -> TransportSecuritySettings:
     )
 
 
-class BearerGuard:
-    """Pure ASGI wrapper: HTTP requests must carry ``Authorization: Bearer <token>``.
-
-    Not ``BaseHTTPMiddleware``: that hides client disconnects from streaming responses.
-    """
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                body = b'{"error":"missing or wrong bearer token; send Authorization: Bearer <[mcp] bearer_token>"}'
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="offload"'),
-                            (b"content-length", str(len(body)).encode()),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
-
-
 def http_app(
     server: Server[Any], mcp: McpSettings, *, max_body_bytes: int = HttpSettings().max_body_bytes
 ) -> ASGIApp:
@@ -76,7 +45,7 @@ def http_app(
     )
     app = BodyLimit(app, max_body_bytes, jsonrpc)
     if mcp.bearer_token:
-        app = BearerGuard(app, mcp.bearer_token)
+        app = BearerGuard(app, mcp.bearer_token, "[mcp] bearer_token")
     return app
 
 

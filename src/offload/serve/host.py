@@ -124,7 +124,13 @@ class Served:
             ),
         ]
         if self.gateway is not None:
-            parts.append(("the gateway /gateway/mcp: every upstream's tools (no token)", False))
+            parts.append(
+                token_guard(
+                    self.settings.gateway.bearer_token,
+                    "the gateway /gateway/mcp: every upstream's tools",
+                    "[gateway] bearer_token",
+                )
+            )
         return parts
 
     def surfaces(self) -> dict[str, Any]:
