@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import os
 import signal
 import sqlite3
@@ -190,3 +191,12 @@ def test_an_empty_home_flag_or_variable_is_refused_naming_it(
     code, _, err = run(capsys, "stats")
     assert code == 2 and err.count("\n") == 1 and "OFFLOAD_HOME is set but empty" in err
     assert not (tmp_path / "store").exists()  # refused before any store was opened
+
+
+def test_the_mcp_catalog_cost_is_json_with_json(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run(capsys, "--json", "--home", str(tmp_path), "mcp", "--catalog")
+    data = json.loads(out)
+    assert code == 0
+    assert "peek" in data["tools"] and data["tokens"] > 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from offload.cli.common import add_root_arg, check_listen_address, open_store, scope_name
+from offload.cli.common import add_root_arg, check_listen_address, emit, open_store, scope_name
 from offload.config import Settings
 from offload.core.text.wording import counted
 
@@ -47,7 +47,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     tools = select(settings.mcp.tools)  # unknown names fail before anything starts
     if args.catalog:
-        print(f"{counted(len(tools), 'tool')}, {counted(catalog_tokens(tools), 'token')} (cl100k)")
+        data = {"tools": [t.name for t in tools], "tokens": catalog_tokens(tools)}
+        emit(
+            args,
+            data,
+            lambda d: f"{counted(len(tools), 'tool')}, {counted(d['tokens'], 'token')} (cl100k)",
+        )
         return 0
     from offload.mcp.context import McpContext
     from offload.mcp.server import build_server

@@ -141,6 +141,12 @@ def run_replay(args: argparse.Namespace, settings: Settings) -> int:
     # text output prints a line per turn; with --json a bar on stderr says how far it is
     bar = Bar("replaying turns") if as_json else None
     total = sum(len(turn_points(run.messages)) for run in runs)
+    if not total:
+        print(
+            "offload replay: no turn to replay: a turn is the request before each assistant "
+            "message, and the transcript has none after its first message",
+            file=sys.stderr,
+        )
     done = 0
 
     def show(turn: Turn) -> None:

@@ -102,6 +102,17 @@ def test_the_replay_command_refuses_a_missing_file_as_a_path_it_cannot_read(
     assert "cannot read" in capsys.readouterr().err
 
 
+def test_a_transcript_without_an_assistant_message_says_why_nothing_was_replayed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "one.jsonl"
+    trace.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    assert main(["replay", str(trace), "--home", str(tmp_path)]) == 0
+    assert "no turn to replay: a turn is the request before each assistant message" in (
+        capsys.readouterr().err
+    )
+
+
 def test_a_trace_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None:
     # found by the CLI fuzz: `offload replay FILE` on an exported (zstd) archive
     binary = tmp_path / "archive"
