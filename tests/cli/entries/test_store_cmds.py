@@ -788,3 +788,15 @@ def test_add_reading_a_terminal_says_how_to_end_the_text(home: Path, tmp_path: P
     os.close(leader)
     assert proc.returncode == 0, err
     assert b"end it with Ctrl-D" in err and json.loads(out)["new"] is True
+
+
+def test_stats_of_one_scope_says_which_figures_are_the_whole_stores(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "add", "--scope", "teamA", "a note of team A")[0] == 0
+    text = run(capsys, "stats", "--scope", "teamA")[1]
+    rows = {line.split()[0]: line for line in text.splitlines()}
+    assert rows["blocks"].endswith("(whole store)") and rows["tombstones"].endswith("(whole store)")
+    assert "whole store" not in rows["entries"]
+    every = run(capsys, "stats", "--all-scopes")[1]
+    assert "whole store" not in every

@@ -465,7 +465,7 @@ def run_stats(args: argparse.Namespace, settings: Settings) -> int:
         data = {**store.stats(), **store.peek(scope)}
         others = store.elsewhere(scope)
     data.update(_scope_json(scope, others))
-    emit(args, data, lambda d: _stats_text(d) + _scope_text(scope, others, "entry"))
+    emit(args, data, lambda d: _stats_text(d, scope) + _scope_text(scope, others, "entry"))
     return 0
 
 
@@ -603,17 +603,21 @@ def _show_text(e: Entry) -> str:
     return "\n".join(f"{k:<9} {v}" for k, v in rows if v)
 
 
-def _stats_text(d: dict[str, Any]) -> str:
+def _stats_text(d: dict[str, Any], scope: str | None = None) -> str:
+    """The stats: the entries' rows count the scope asked; blocks, disk and tombstones are
+    the whole store's (blocks are shared between scopes), which a scoped view says."""
     kinds = ", ".join(f"{_one(k)} {v['entries']}" for k, v in d["kinds"].items()) or "none"
     ratio = d["stored_bytes"] / d["raw_bytes"] if d["raw_bytes"] else 0.0
+    whole = "" if scope is None else " (whole store)"
     return "\n".join(
         [
             f"entries   {d['entries']} ({d['cold']} cold, {d['hot']} hot, {d['pinned']} pinned)",
             f"kinds     {kinds}",
             f"tokens    {d['tokens']}",
-            f"blocks    {d['blocks']}: {d['raw_bytes']} bytes raw, {d['stored_bytes']} stored ({ratio:.2f}x)",
-            f"on disk   {d['disk_bytes']} bytes at {d['path']}",
-            f"tombstones {d['tombstones']}",
+            f"blocks    {d['blocks']}: {d['raw_bytes']} bytes raw, {d['stored_bytes']} stored"
+            f" ({ratio:.2f}x){whole}",
+            f"on disk   {d['disk_bytes']} bytes at {d['path']}{whole}",
+            f"tombstones {d['tombstones']}{whole}",
         ]
     )
 
