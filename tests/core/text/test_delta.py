@@ -119,7 +119,7 @@ def test_shown_lines_are_one_inert_line_each_with_their_indentation() -> None:
 
 
 def test_the_shapes_memo_gives_one_shape_per_content_and_stays_bounded() -> None:
-    shapes = near.Shapes(max_chars=10_000)
+    shapes = near.Shapes(max_bytes=30_000)
     text = module()
     first = shapes.get(text)
     assert first is not None and shapes.get("".join(split_lines(text))) is first
@@ -130,7 +130,7 @@ def test_the_shapes_memo_gives_one_shape_per_content_and_stays_bounded() -> None
 
 
 def test_texts_found_not_comparable_count_toward_the_shapes_bound_too() -> None:
-    shapes = near.Shapes(max_chars=near.NOT_COMPARABLE_CHARS * 10)
+    shapes = near.Shapes(max_bytes=near.NOT_COMPARABLE_BYTES * 10)
     for n in range(1000):
         assert shapes.get(f"a single line {n}") is None
     assert len(shapes) == 10
@@ -146,3 +146,16 @@ def test_the_test_on_a_large_body_takes_linear_time() -> None:
     assert found is not None
     # ~16k lines: tens of milliseconds; a quadratic diff would take minutes
     assert seconds < 5.0
+
+
+def test_a_shape_of_many_short_lines_weighs_its_line_hashes_not_just_its_text() -> None:
+    lines = "\n".join(f"{n:05d}" for n in range(1000))  # 5,999 characters, 1,000 lines
+    made = near.shape(lines)
+    assert made is not None
+    assert near.footprint(made) >= len(lines) + 1000 * near.LINE_BYTES
+    shapes = near.Shapes(max_bytes=near.footprint(made) * 3)
+    for start in range(10):
+        shapes.get("\n".join(f"{n:05d}" for n in range(start, start + 1000)))
+    assert len(shapes) == 3
+    shapes.shrink(near.footprint(made))
+    assert len(shapes) == 1

@@ -18,6 +18,7 @@ from offload.core.tokens import EstimateCounter
 from offload.errors import ConfigError
 from offload.proxy.figures.metrics import Metrics, RequestRecord
 from offload.proxy.retrieval.retrieval import search_result
+from offload.proxy.rewrite import recall as recall_module
 from offload.proxy.rewrite.memory import Doc, SessionIndex
 from offload.proxy.rewrite.messages import validate
 from offload.proxy.rewrite.pipeline import Pipeline
@@ -341,3 +342,16 @@ def test_an_excerpt_is_cut_around_the_same_line_whatever_the_hash_order() -> Non
     cut = excerpt(hit, weights)
     assert "zebra yak xylophone" in cut.text and "walrus" not in cut.text
     assert (cut.first_line, cut.last_line) == (29, 33)
+
+
+def test_a_hits_rows_weigh_their_term_sets_and_a_quiet_proxy_cuts_them(store: Store) -> None:
+    text = "\n".join(f"row {i}: status=ok latency_ms={i % 97} host=node{i % 5}" for i in range(120))
+    recall_module._rows_of(text)
+    # the rows' term sets hold several times the text: the bound counts them
+    assert recall_module._ROWS.weight >= 5 * len(text)
+    p = Pipeline(store, ProxySettings(scope="s"), EstimateCounter(), scope="s")
+    for n in range(400):
+        recall_module._rows_of(f"{n}\n{text}")
+    held = recall_module._ROWS.weight
+    p.shrink_caches(16)
+    assert recall_module._ROWS.weight <= recall_module._ROWS.bound // 16 < held

@@ -75,22 +75,27 @@ def resemblance(a: Shape, b: Shape) -> float:
 
 
 class Shapes:
-    """Shapes by content, least recently used out first, bounded in characters (thread-safe).
+    """Shapes by content, least recently used out first, bounded by what they hold in memory
+    (:func:`footprint`; thread-safe).
 
     Looked up by the text's length and Python hash (a text object caches its hash, so a
     text seen again costs nothing), then confirmed by comparing the text itself.
     """
 
-    def __init__(self, max_chars: int = 16 * 1024 * 1024) -> None:
-        self._items: Lru[tuple[int, int], Shape | None] = Lru(max_chars, weigh=_chars)
+    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+        self._items: Lru[tuple[int, int], Shape | None] = Lru(max_bytes, weigh=footprint)
 
     @property
-    def max_chars(self) -> int:
-        """The most characters of shaped texts kept."""
+    def max_bytes(self) -> int:
+        """The most memory the shapes kept may hold (as :func:`footprint` counts it)."""
         return self._items.bound
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def shrink(self, max_bytes: int) -> None:
+        """Keep only the shapes used last, at most ``max_bytes`` of them."""
+        self._items.shrink(max_bytes)
 
     def get(self, text: str) -> Shape | None:
         """The shape of ``text`` (None: not comparable), made on its first use."""
@@ -103,13 +108,21 @@ class Shapes:
         return made
 
 
-# what a text found not comparable costs in the cache (its key), counted as characters:
-# such texts still count toward the bound, however many there are
-NOT_COMPARABLE_CHARS = 64
+# what a text found not comparable costs in the cache (its key): such texts still count
+# toward the bound, however many there are
+NOT_COMPARABLE_BYTES = 64
+# what one distinct line's hash costs a shape (CPython 3.11: a slot of the frozenset and an
+# int, ~105 bytes), and the shape itself with its digest
+LINE_BYTES = 104
+SHAPE_BYTES = 256
 
 
-def _chars(made: Shape | None) -> int:
-    return NOT_COMPARABLE_CHARS if made is None else len(made.text)
+def footprint(made: Shape | None) -> int:
+    """About the bytes a cached shape holds: its text (one byte a character, ASCII's cost),
+    its line hashes and itself; a shape of many short lines holds more in hashes than text."""
+    if made is None:
+        return NOT_COMPARABLE_BYTES
+    return len(made.text) + LINE_BYTES * len(made.hashes) + SHAPE_BYTES
 
 
 def nearest(new: Shape, candidates: Sequence[Shape]) -> int | None:

@@ -178,6 +178,7 @@ class Pipeline:
         """Cut the caches of counts, stubs and rendered messages to the newest 1/``share``
         of their bounds (what a proxy does once quiet)."""
         self.stubs.shrink_caches(share)
+        self.recall.shrink_caches(share)
 
     def rewrite(
         self,

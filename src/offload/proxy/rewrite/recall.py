@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -260,14 +261,16 @@ def excerpt(hit: RecallHit, weights: dict[str, float]) -> RecallHit:
 Rows = tuple[list[str], tuple[frozenset[str], ...]]
 
 
-def _text_chars(made: Rows) -> int:
-    """The characters of the text ``made`` was split from."""
-    rows = made[0]
-    return sum(map(len, rows)) + len(rows) - 1
+def _rows_footprint(made: Rows) -> int:
+    """About the bytes ``made`` holds: each row's text (and its string's header) and each
+    row's set of terms, ~15 times the text of a log's rows: the bound counts them all."""
+    rows, terms = made
+    return sum(len(r) + _STR_BYTES for r in rows) + sum(map(sys.getsizeof, terms))
 
 
-# the texts kept, in characters at most
-_ROWS: Lru[str, Rows] = Lru(16 * 1024 * 1024, weigh=_text_chars)
+_STR_BYTES = sys.getsizeof("")
+# the rows kept, about 16 MB of them
+_ROWS: Lru[str, Rows] = Lru(16 * 1024 * 1024, weigh=_rows_footprint)
 
 
 def _rows_of(text: str) -> Rows:
@@ -444,6 +447,12 @@ class Recaller:
         )
         self._overheads: dict[str, int] = {}
         self._lock = threading.Lock()
+
+    def shrink_caches(self, share: int) -> None:
+        """Keep the newest 1/``share`` of the blocks made and of the hits' rows (a quiet
+        proxy)."""
+        self._cache.shrink(self._cache.bound // share)
+        _ROWS.shrink(_ROWS.bound // share)
 
     def name_reader(self, reader: str) -> None:
         """The read tool blocks made from now on name (the cached blocks are dropped)."""

@@ -242,3 +242,13 @@ def test_shrunk_caches_keep_the_newest_contents_and_make_the_same_stubs_again(
     assert counter.asked == asked  # one of the newest: still cached
     assert [maker.message_stub(m, "run") for m in msg] == stubs  # made again, the same
     assert counter.asked > asked  # the older ones were counted again
+
+
+def test_a_quiet_proxy_cuts_its_near_duplicate_shapes_too(store: Store) -> None:
+    maker = StubMaker(store, CountingCounter(), scope="proxy")
+    for i in range(1000):  # ~5 KB each, about a third of the bound in all
+        maker._shapes.get(f"output {i}\n" + "\n".join(f"row {i}.{j} ok" for j in range(40)))
+    held = len(maker._shapes)
+    maker.shrink_caches(16)
+    assert 0 < len(maker._shapes) < held
+    assert maker._shapes._items.weight <= maker._shapes.max_bytes // 16

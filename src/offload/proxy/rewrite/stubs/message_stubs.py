@@ -118,6 +118,7 @@ class StubMaker:
         for cache in (*caches, self._gists):
             cache.shrink(cache.bound // share)
         self._pieces.shrink(self._pieces.max_chars // share)
+        self._shapes.shrink(self._shapes.max_bytes // share)
 
     def name_proxy_tools(self, on: bool) -> None:
         """Whether stubs made from now on name the proxy's own tools (the stubs cached
