@@ -7,6 +7,14 @@ ranking passes through unchanged: an entry whose vector has not landed is still 
 its words. A query that matches no word finds nothing: the embedding re-orders and adds to
 a lexical answer, it never makes one up from nearest neighbours alone (a typo or a
 nonsense word would otherwise always "find" something).
+
+What it adds is near, not merely among the nearest (the nearest entries of a small store
+are all of it): an entry only the embedding brings in is kept only where its similarity
+stands above the corpus's typical one (the floor), and a hit whose fused score is 0 is
+never kept. A lookup (no function words: a name, an identifier) asks for its words: an
+entry without them may displace a weaker match but never extends the list past the
+matches (as a neighbour in ranking.py), so its answer does not depend on whether the scan
+ran (:func:`offload.store.search.semantic.answered_by_words`).
 """
 
 from __future__ import annotations
@@ -37,15 +45,22 @@ _BY_IDS = Sql(
 
 
 def fused_candidates(
-    store: Store, probe: semantic.Probe | None, found: list[Candidate], state: SearchState
+    store: Store,
+    probe: semantic.Probe | None,
+    found: list[Candidate],
+    state: SearchState,
+    *,
+    lookup: bool = False,
 ) -> list[Candidate]:
     """``found`` (lexical, best first) fused with the ``need`` nearest entries the filter
-    keeps (``probe``: the query's scan, :func:`offload.store.search.semantic.start`), at the share :func:`~offload.core.fusion.calibrated_weight` gives this query;
-    scores become the fused ones (core.fusion, set on ``found``'s candidates), best first.
-    With the state's ``keep``, the first ``keep`` of that list only (the page and what
-    precedes it). Without a semantic side ``found`` is returned whole. The state's
-    ``gate``: the filter and the entries' columns in memory
-    (store/search/memory/entrykeys.py), tested there before any statement."""
+    keeps (``probe``: the query's scan, :func:`offload.store.search.semantic.start`), at the
+    share :func:`~offload.core.fusion.calibrated_weight` gives this query; scores become the
+    fused ones (core.fusion, set on ``found``'s candidates), best first, only the hits
+    :func:`answer` keeps (``lookup``: the query is one). With the state's ``keep``, the
+    first ``keep`` of that list only (the page and what precedes it). Without a semantic
+    side ``found`` is returned whole. The state's ``gate``: the filter and the entries'
+    columns in memory (store/search/memory/entrykeys.py), tested there before any
+    statement."""
     if not found or probe is None:
         return found
     keep = state.keep
@@ -58,25 +73,50 @@ def fused_candidates(
         store.semantic_weight, [c.score for c in found], side.scores.values(), side.floor
     )
     lexical = [(c.entry_id, c.score) for c in found]
-    order = fuse(lexical, side.scores, weight=weight, floor=side.floor, top=keep)
+    order = answer(
+        fuse(lexical, side.scores, weight=weight, floor=side.floor), found, side, lookup=lookup
+    )
     by_id = {c.entry_id: c for c in found}
-    only = [e for e, _ in order if e not in by_id]
+    only = [e for e, _ in order[:keep] if e not in by_id]
     by_id.update(_semantic_only(state, only))
     if keep is not None and any(e not in by_id for e in only):
         # one the filter no longer keeps (forgotten since the semantic side's check) gives
-        # way to the next: the whole order then, as without ``keep``
-        order = fuse(lexical, side.scores, weight=weight, floor=side.floor)
-        only = [e for e, _ in order if e not in by_id]
-        by_id.update(_semantic_only(state, only))
-        order = [(e, score) for e, score in order if e in by_id][:keep]
+        # way to the next
+        by_id.update(_semantic_only(state, [e for e, _ in order[keep:] if e not in by_id]))
+        order = [(e, score) for e, score in order if e in by_id]
     if state.trace is not None:
         state.trace.fusion = _fusion(found, side.scores, weight, side.floor)
     out = []
-    for eid, score in order:
+    for eid, score in order[:keep]:
         c = by_id.get(eid)
         if c is not None:  # rescored in place: ``found`` is the caller's to rank anew
             c.score = score
             out.append(c)
+    return out
+
+
+def answer(
+    order: list[tuple[int, float]],
+    found: list[Candidate],
+    side: semantic.Nearest,
+    *,
+    lookup: bool = False,
+) -> list[tuple[int, float]]:
+    """The hits of a fused ``order`` (entry id, fused score; best first) worth showing: a
+    fused score above 0, and for an entry only the embedding brought in (not in ``found``)
+    a similarity above the semantic side's floor, the typical text's. An entry a
+    neighbour brought in keeps the place the lexical ranking gave it (ranking.py: it
+    displaces a weaker match or is not there), whatever its similarity: the turn that
+    answers a question is often unlike it. For a ``lookup`` the list ends at its last
+    direct hit: what the embedding adds there may displace a weaker match, never follow
+    the matches."""
+    lexical = {c.entry_id for c in found}
+    sim, floor = side.scores, side.floor
+    out = [(e, score) for e, score in order if score > 0.0 and (e in lexical or sim[e] > floor)]
+    if lookup:
+        direct = {c.entry_id for c in found if c.direct}
+        last = max((i for i, (e, _) in enumerate(out) if e in direct), default=-1)
+        out = out[: last + 1]
     return out
 
 

@@ -165,7 +165,7 @@ def search(
         # the chunks read for the best candidates, kept for every later step
         shown = ShownChunks(store)
         ranked = ranking.rank(store, q, found, state, terms=telling, shown=shown)
-        ranked = hybrid.fused_candidates(store, probe, ranked, state)
+        ranked = hybrid.fused_candidates(store, probe, ranked, state, lookup=q.lookup)
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly
         raise StoreError(f"search failed: {exc}") from exc
