@@ -273,6 +273,24 @@ def test_a_page_below_one_is_refused_not_miscounted(
     assert run(capsys, "ls", "--limit", "0")[0] == 2
 
 
+def test_search_says_how_many_hits_follow_its_page_and_which_page_shows_them(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for i in range(14):
+        assert run(capsys, "add", f"widget number {i} in the box")[0] == 0
+    assert run(capsys, "add", "an unrelated cooking recipe")[0] == 0
+    lines = run(capsys, "search", "widget", "--limit", "10")[1].splitlines()
+    assert lines[-2:] == ["… 4 more; --page 2", f"[scope {Path.cwd()}]"]
+    last = run(capsys, "search", "widget", "--limit", "10", "--page", "2")[1].splitlines()
+    assert sum(line.startswith("ctx:") for line in last) == 4 and "more" not in last[-2]
+    page = json.loads(run(capsys, "search", "widget", "--limit", "10", "--json")[1])
+    assert (page["total"], page["total_exact"], page["page"], page["more"]) == (14, True, 1, True)
+    assert len(page["hits"]) == 10
+    code, out, _ = run(capsys, "search", "widget", "--limit", "10", "--page", "3")
+    assert code == 0
+    assert out.splitlines()[0] == "no hits on page 3 (14 hits: 2 pages of 10)"
+
+
 def test_white_space_alone_is_not_stored(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run(capsys, "add", "  \n\t ")
     assert code == 2 and "empty or only white space" in err

@@ -128,3 +128,17 @@ def test_a_lookup_shows_only_its_matches_when_they_span_more_rows_than_the_page(
         alone = [h.entry.id for h in lexical.search("omega", scope="s", limit=10)]
     assert alone == [target]
     assert [h.entry.id for h in hybrid.search("omega", scope="s", limit=10)] == alone
+
+
+def test_a_question_whose_nearest_entries_go_on_past_those_read_may_have_more_hits(
+    hybrid: Store,
+) -> None:
+    notes = [f"note {i}: the puppy slept on the sofa after the walk" for i in range(120)]
+    hybrid.put_many(notes, scope="s")
+    hybrid.put("the quokka migration plan", scope="s")
+    # one entry holds the word; the embedding's nearest entries are cut at what the page
+    # needs while entries as near follow them
+    found = hybrid.search_page("where is the quokka sleeping tonight?", scope="s", limit=5)
+    assert found.hits and not found.every
+    lookup = hybrid.search_page("quokka", scope="s", limit=5)
+    assert (lookup.total, lookup.every) == (1, True)

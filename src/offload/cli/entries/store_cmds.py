@@ -22,6 +22,7 @@ from offload.errors import InvalidInput, NotAFile, OutsideRoots, TooLarge
 from offload.store.models import Entry, Filters, Hit
 from offload.store.paths import limit_text, project_root, read_text_file
 from offload.store.search.explain import Explanation, explanation_lines, path_line
+from offload.store.search.pipeline import HitPage
 from offload.store.store import Store
 
 # -- arguments ------------------------------------------------------------------------------
@@ -320,35 +321,47 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
     _check_paging(args)
     with open_store(settings) as store:
         limit = max(1, args.limit)
-        asked = (" ".join(args.query), _filters(args, settings))
-        paging: dict[str, Any] = {
-            "limit": limit,
-            "offset": (max(1, args.page) - 1) * limit,
-            "snippet_chars": settings.search.snippet_chars,
-        }
-        text, f = asked
+        text, f = " ".join(args.query), _filters(args, settings)
+        found = store.search_page(
+            text,
+            f,
+            limit=limit,
+            offset=(max(1, args.page) - 1) * limit,
+            snippet_chars=settings.search.snippet_chars,
+            explain=args.explain,
+        )
         others = _elsewhere(store, f, store.hits_elsewhere(text, f))
-        scoped = _scope_json(f.scope, others)
-        if args.explain:
-            pairs = store.explain(*asked, **paging)
-            found = [h for h, _ in pairs]
-            data = {"hits": [{**_hit_json(h), "explain": e.as_dict()} for h, e in pairs], **scoped}
-            emit(
-                args,
-                data,
-                lambda d: (
-                    _hits_text(found, [e for _, e in pairs]) + _scope_text(f.scope, others, "hit")
-                ),
-            )
-            return 0
-        hits = store.search(*asked, **paging)
-        data = {"hits": [_hit_json(h) for h in hits], **scoped}
+        hits = [_hit_json(h) for h in found.hits]
+        for hit, why in zip(hits, found.why, strict=False):  # with --explain
+            hit["explain"] = why.as_dict()
+        data = {
+            "total": found.total,
+            "total_exact": found.every,
+            "page": args.page,
+            "more": found.after > 0 or not found.every,
+            "hits": hits,
+            **_scope_json(f.scope, others),
+        }
         emit(
             args,
             data,
-            lambda d: _hits_text(hits) + _scope_text(f.scope, others, "hit"),
+            lambda d: _page_text(found, args.page, limit) + _scope_text(f.scope, others, "hit"),
         )
     return 0
+
+
+def _page_text(found: HitPage, page: int, limit: int) -> str:
+    """A page of hits and, as ``ls`` says it, how many more and the next page; for a page
+    past the last hit, how many hits and pages there are."""
+    if not found.hits and page > 1:
+        hits = f"{'' if found.every else 'at least '}{counted(found.total, 'hit')}"
+        pages = counted(-(-found.total // limit), "page")
+        return f"no hits on page {page} ({hits}: {pages} of {limit})"
+    text = _hits_text(found.hits, found.why or None)
+    at_least = "" if found.every else "at least "
+    if found.after:
+        return f"{text}\n… {at_least}{found.after} more; --page {page + 1}"
+    return text if found.every or not found.hits else f"{text}\n… maybe more; --page {page + 1}"
 
 
 def run_show(args: argparse.Namespace, settings: Settings) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from offload.core.fusion import calibrated_weight, fuse
@@ -44,6 +45,17 @@ _BY_IDS = Sql(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """The fused order: its first ``keep`` hits (the state's; all without it), how many
+    hits the whole order holds (``total``), and whether no entry beyond the nearest ones
+    the semantic side read could join it (``every``: a deeper search adds none)."""
+
+    ranked: list[Candidate]
+    total: int
+    every: bool
+
+
 def fused_candidates(
     store: Store,
     probe: semantic.Probe | None,
@@ -51,7 +63,7 @@ def fused_candidates(
     state: SearchState,
     *,
     lookup: bool = False,
-) -> list[Candidate]:
+) -> Fused:
     """``found`` (lexical, best first) fused with the ``need`` nearest entries the filter
     keeps (``probe``: the query's scan, :func:`offload.store.search.semantic.start`), at the
     share :func:`~offload.core.fusion.calibrated_weight` gives this query; scores become the
@@ -62,12 +74,12 @@ def fused_candidates(
     columns in memory (store/search/memory/entrykeys.py), tested there before any
     statement."""
     if not found or probe is None:
-        return found
+        return Fused(found, len(found), True)
     keep = state.keep
     ids = [c.entry_id for c in found]
     side = semantic.finish(store, probe, state, ids)
     if side is None:
-        return found
+        return Fused(found, len(found), True)
     # the share follows how clearly each side picks its best for this query
     weight = calibrated_weight(
         store.semantic_weight, [c.score for c in found], side.scores.values(), side.floor
@@ -76,6 +88,7 @@ def fused_candidates(
     order = answer(
         fuse(lexical, side.scores, weight=weight, floor=side.floor), found, side, lookup=lookup
     )
+    every = _every(order, found, side, weight, lookup=lookup)
     by_id = {c.entry_id: c for c in found}
     only = [e for e, _ in order[:keep] if e not in by_id]
     by_id.update(_semantic_only(state, only))
@@ -92,7 +105,7 @@ def fused_candidates(
         if c is not None:  # rescored in place: ``found`` is the caller's to rank anew
             c.score = score
             out.append(c)
-    return out
+    return Fused(out, len(order), every)
 
 
 def answer(
@@ -118,6 +131,29 @@ def answer(
         last = max((i for i, (e, _) in enumerate(out) if e in direct), default=-1)
         out = out[: last + 1]
     return out
+
+
+def _every(
+    order: list[tuple[int, float]],
+    found: list[Candidate],
+    side: semantic.Nearest,
+    weight: float,
+    *,
+    lookup: bool,
+) -> bool:
+    """Whether no entry further away than the semantic side's nearest could join the
+    answer ``order``: the best fused score one can reach (its similarity at most the last
+    nearest's, its lexical part 0) is 0, or for a ``lookup`` no more than the last direct
+    hit's (it would follow the matches)."""
+    if side.deepest is None:
+        return True
+    span = max(side.scores.values()) - side.floor
+    reach = weight * min(1.0, max(0.0, (side.deepest - side.floor) / span)) if span > 0 else 0.0
+    if not lookup:
+        return reach <= 0.0
+    direct = {c.entry_id for c in found if c.direct}
+    last = next((score for e, score in reversed(order) if e in direct), None)
+    return last is None or reach <= last
 
 
 def _fusion(
