@@ -560,6 +560,25 @@ def test_reap_without_a_filter_or_with_a_bad_one_is_refused_and_forgets_nothing(
     assert json.loads(run(capsys, "stats", "--json")[1])["entries"] == 3
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ls", "--min-salience", "5"],
+        ["ls", "--min-salience", "-1"],
+        ["ls", "--min-salience", "nan"],
+        ["search", "deploy", "--min-salience", "7"],
+    ],
+)
+def test_a_min_salience_outside_zero_to_one_is_refused_like_reaps_bound(
+    home: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    assert run(capsys, "add", "the deploy notes")[0] == 0
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "--min-salience takes a number in [0, 1]" in err
+    assert run(capsys, "ls", "--min-salience", "0.5")[1].startswith("ctx:")
+
+
 def test_a_kind_that_is_not_a_short_token_is_refused_in_one_line(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

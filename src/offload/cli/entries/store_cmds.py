@@ -267,6 +267,7 @@ def _check_paging(args: argparse.Namespace) -> None:
 
 def run_ls(args: argparse.Namespace, settings: Settings) -> int:
     _check_paging(args)
+    _check_salience("--min-salience", args.min_salience)
     with open_store(settings) as store:
         f = _filters(args, settings)
         limit = max(1, args.limit)
@@ -319,6 +320,7 @@ def _scope_text(scope: str | None, others: dict[str, int], what: str) -> str:
 
 def run_search(args: argparse.Namespace, settings: Settings) -> int:
     _check_paging(args)
+    _check_salience("--min-salience", args.min_salience)
     with open_store(settings) as store:
         limit = max(1, args.limit)
         text, f = " ".join(args.query), _filters(args, settings)
@@ -421,8 +423,14 @@ def _check_reap(args: argparse.Namespace) -> None:
         math.isfinite(args.older_than) and args.older_than >= 0
     ):
         raise InvalidInput(f"--older-than takes a number of days >= 0, got {args.older_than}")
-    if args.max_salience is not None and not 0.0 <= args.max_salience <= 1.0:
-        raise InvalidInput(f"--max-salience takes a number in [0, 1], got {args.max_salience}")
+    _check_salience("--max-salience", args.max_salience)
+
+
+def _check_salience(flag: str, value: float | None) -> None:
+    """A salience bound outside [0, 1] (or not a number) would select nothing or
+    everything without a word: refused."""
+    if value is not None and not 0.0 <= value <= 1.0:
+        raise InvalidInput(f"{flag} takes a number in [0, 1], got {value}")
 
 
 def run_reap(args: argparse.Namespace, settings: Settings) -> int:
