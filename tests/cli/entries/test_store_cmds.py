@@ -291,6 +291,22 @@ def test_search_says_how_many_hits_follow_its_page_and_which_page_shows_them(
     assert out.splitlines()[0] == "no hits on page 3 (14 hits: 2 pages of 10)"
 
 
+def test_search_shows_as_many_hits_as_the_default_limit_setting_unless_limit_is_given(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(8):
+        assert run(capsys, "add", f"widget number {i} in the box")[0] == 0
+
+    def shown(*argv: str) -> int:
+        return len(json.loads(run(capsys, "search", "widget", "--json", *argv)[1])["hits"])
+
+    assert shown() == 5  # the setting's default, as MCP's search
+    (home / "offload.toml").write_text("[search]\ndefault_limit = 3\n")
+    assert (shown(), shown("--limit", "7"), shown("--page", "3")) == (3, 7, 2)
+    monkeypatch.setenv("OFFLOAD_SEARCH__DEFAULT_LIMIT", "4")
+    assert shown() == 4
+
+
 def test_white_space_alone_is_not_stored(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run(capsys, "add", "  \n\t ")
     assert code == 2 and "empty or only white space" in err

@@ -71,7 +71,11 @@ def configure_ls(p: argparse.ArgumentParser) -> None:
 
 def configure_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="+", help="words, identifiers or a phrase to look for")
-    p.add_argument("--limit", type=int, default=10, help="hits per page (default 10)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        help="hits per page (default: the setting search.default_limit, 5)",
+    )
     p.add_argument("--page", type=int, default=1, help="which page, from 1")
     p.add_argument(
         "--explain",
@@ -256,17 +260,17 @@ _MAX_LIMIT = 1_000_000
 _MAX_OFFSET = 2**53  # well inside SQLite's 64-bit integers
 
 
-def _check_paging(args: argparse.Namespace) -> None:
-    if args.page < 1:
-        raise InvalidInput(f"--page counts from 1, got {args.page}")
-    if not 1 <= args.limit <= _MAX_LIMIT:
-        raise InvalidInput(f"--limit must be within 1-{_MAX_LIMIT}, got {args.limit}")
-    if (args.page - 1) * args.limit > _MAX_OFFSET:
-        raise InvalidInput(f"--page {args.page} is past any store's last entry")
+def _check_paging(page: int, limit: int) -> None:
+    if page < 1:
+        raise InvalidInput(f"--page counts from 1, got {page}")
+    if not 1 <= limit <= _MAX_LIMIT:
+        raise InvalidInput(f"--limit must be within 1-{_MAX_LIMIT}, got {limit}")
+    if (page - 1) * limit > _MAX_OFFSET:
+        raise InvalidInput(f"--page {page} is past any store's last entry")
 
 
 def run_ls(args: argparse.Namespace, settings: Settings) -> int:
-    _check_paging(args)
+    _check_paging(args.page, args.limit)
     _check_salience("--min-salience", args.min_salience)
     with open_store(settings) as store:
         f = _filters(args, settings)
@@ -319,10 +323,11 @@ def _scope_text(scope: str | None, others: dict[str, int], what: str) -> str:
 
 
 def run_search(args: argparse.Namespace, settings: Settings) -> int:
-    _check_paging(args)
+    # without --limit, the page the settings give (search.default_limit, as MCP's search)
+    limit = settings.search.default_limit if args.limit is None else args.limit
+    _check_paging(args.page, limit)
     _check_salience("--min-salience", args.min_salience)
     with open_store(settings) as store:
-        limit = max(1, args.limit)
         text, f = " ".join(args.query), _filters(args, settings)
         found = store.search_page(
             text,
