@@ -289,6 +289,7 @@ def test_search_says_how_many_hits_follow_its_page_and_which_page_shows_them(
     code, out, _ = run(capsys, "search", "widget", "--limit", "10", "--page", "3")
     assert code == 0
     assert out.splitlines()[0] == "no hits on page 3 (14 hits: 2 pages of 10)"
+    assert run(capsys, "search", "qqxxzzv", "--page", "2")[1].startswith("no matches\n")
 
 
 def test_search_shows_as_many_hits_as_the_default_limit_setting_unless_limit_is_given(

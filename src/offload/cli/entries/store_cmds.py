@@ -360,7 +360,7 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
 def _page_text(found: HitPage, page: int, limit: int) -> str:
     """A page of hits and, as ``ls`` says it, how many more and the next page; for a page
     past the last hit, how many hits and pages there are."""
-    if not found.hits and page > 1:
+    if not found.hits and page > 1 and found.total:
         hits = f"{'' if found.every else 'at least '}{counted(found.total, 'hit')}"
         pages = counted(-(-found.total // limit), "page")
         return f"no hits on page {page} ({hits}: {pages} of {limit})"
