@@ -46,7 +46,13 @@ from offload.store.search import query  # fmt: skip
 from offload.store.search.explain import Explanation
 from offload.store.search.memory.idle import SearchIdle
 from offload.store.search.memory.resident import ResidentIndex
-from offload.store.search.pipeline import PageAsked, explained_hits, search_hits
+from offload.store.search.pipeline import (
+    HitPage,
+    PageAsked,
+    explained_hits,
+    hit_page,
+    search_hits,
+)
 from offload.store.sqlite import db
 from offload.store.sqlite.pool import ConnectionPool, lend_per_call
 from offload.store.write import blocks, meta, rows, vectors, writes
@@ -674,6 +680,25 @@ class Store(SavedState, LifecycleCalls):
         page = PageAsked(limit, offset, snippet_chars, as_of)
         with self._idle.searching():
             return explained_hits(self, query, _scoped(filters, scope), page)
+
+    def search_page(
+        self,
+        query: str,
+        filters: Filters = NO_FILTERS,
+        *,
+        limit: int = 5,
+        offset: int = 0,
+        snippet_chars: int = 300,
+        scope: str | None = None,
+        as_of: float | None = None,
+        explain: bool = False,
+    ) -> HitPage:
+        """:meth:`search`'s hits as a page that says how many hits the search holds
+        (``total``; ``every``: all of them, else at least that many) and how many follow
+        it (``after``); with ``explain``, :meth:`explain`'s reasons (``why``)."""
+        page = PageAsked(limit, offset, snippet_chars, as_of)
+        with self._idle.searching():
+            return hit_page(self, query, _scoped(filters, scope), page, explain=explain)
 
     def peek(self, scope: str | None = None) -> dict[str, Any]:
         """Counts only: by status, pinned, by kind, and total tokens.

@@ -275,11 +275,45 @@ def test_a_page_below_one_is_refused_not_miscounted(
     assert run(capsys, "ls", "--limit", "0")[0] == 2
 
 
+def test_search_says_how_many_hits_follow_its_page_and_which_page_shows_them(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for i in range(14):
+        assert run(capsys, "add", f"widget number {i} in the box")[0] == 0
+    assert run(capsys, "add", "an unrelated cooking recipe")[0] == 0
+    lines = run(capsys, "search", "widget", "--limit", "10")[1].splitlines()
+    assert lines[-2:] == ["… 4 more; --page 2", f"[scope {Path.cwd()}]"]
+    last = run(capsys, "search", "widget", "--limit", "10", "--page", "2")[1].splitlines()
+    assert sum(line.startswith("ctx:") for line in last) == 4 and "more" not in last[-2]
+    page = json.loads(run(capsys, "search", "widget", "--limit", "10", "--json")[1])
+    assert (page["total"], page["total_exact"], page["page"], page["more"]) == (14, True, 1, True)
+    assert len(page["hits"]) == 10
+    code, out, _ = run(capsys, "search", "widget", "--limit", "10", "--page", "3")
+    assert code == 0
+    assert out.splitlines()[0] == "no hits on page 3 (14 hits: 2 pages of 10)"
+    assert run(capsys, "search", "qqxxzzv", "--page", "2")[1].startswith("no matches\n")
+
+
+def test_search_shows_as_many_hits_as_the_default_limit_setting_unless_limit_is_given(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(8):
+        assert run(capsys, "add", f"widget number {i} in the box")[0] == 0
+
+    def shown(*argv: str) -> int:
+        return len(json.loads(run(capsys, "search", "widget", "--json", *argv)[1])["hits"])
+
+    assert shown() == 5  # the setting's default, as MCP's search
+    (home / "offload.toml").write_text("[search]\ndefault_limit = 3\n")
+    assert (shown(), shown("--limit", "7"), shown("--page", "3")) == (3, 7, 2)
+    monkeypatch.setenv("OFFLOAD_SEARCH__DEFAULT_LIMIT", "4")
+    assert shown() == 4
+
+
 def test_white_space_alone_is_not_stored(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run(capsys, "add", "  \n\t ")
     assert code == 2 and "empty or only white space" in err
-    code, out, _ = run(capsys, "ls", "--json")
-    assert code == 0 and json.loads(out)["total"] == 0
+    assert not home.exists()  # refused before a store was made
 
 
 @pytest.mark.slow
@@ -544,6 +578,25 @@ def test_reap_without_a_filter_or_with_a_bad_one_is_refused_and_forgets_nothing(
     code, out, err = run(capsys, *argv)
     assert (code, out) == (2, "") and message in err and err.count("\n") == 1
     assert json.loads(run(capsys, "stats", "--json")[1])["entries"] == 3
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ls", "--min-salience", "5"],
+        ["ls", "--min-salience", "-1"],
+        ["ls", "--min-salience", "nan"],
+        ["search", "deploy", "--min-salience", "7"],
+    ],
+)
+def test_a_min_salience_outside_zero_to_one_is_refused_like_reaps_bound(
+    home: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    assert run(capsys, "add", "the deploy notes")[0] == 0
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "--min-salience takes a number in [0, 1]" in err
+    assert run(capsys, "ls", "--min-salience", "0.5")[1].startswith("ctx:")
 
 
 def test_a_kind_that_is_not_a_short_token_is_refused_in_one_line(

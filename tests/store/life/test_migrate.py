@@ -179,14 +179,16 @@ def test_a_migration_carries_every_semantic_vector_and_verifies_it(
         src.put("the frobnicator threshold is 42\n", scope="proj", topic="cfg")
         src.put("deploys go out on tuesdays after review\n", scope="proj")
         src.put("same words, another scope\n", scope="other")
+        src.put("releases ship every week once the code is approved\n", scope="proj")
         expected = _vectors(src)
-        assert len(expected) == 3
+        assert len(expected) == 4
         report = migrate(src, dst, tmp_path)
-        assert report.verified and report.vectors_checked == 3
+        assert report.verified and report.vectors_checked == 4
         assert _vectors(dst) == expected
         assert vectors.missing(dst.conn, model.model_id) == 0  # nothing left to re-embed
-        # the semantic side adds what shares no word with the question: the threshold
-        # (a question: a lookup whose rows all fit on the page is answered by its words)
+        # the semantic side adds what shares no word with the question: the weekly
+        # releases, closer to it than the typical entry (a question: a lookup whose rows
+        # all fit on the page is answered by its words)
         question = "what is the deploy schedule?"
         ranked = [h.entry.ref for h in src.search(question, scope="proj", limit=3)]
         assert len(ranked) == 2

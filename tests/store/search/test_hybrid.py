@@ -77,6 +77,9 @@ def test_a_lookup_whose_rows_fit_on_the_page_is_answered_by_its_words(
     hybrid.put("the puppy sleeps on the sofa", scope="s")
     hybrid.put("our dog naps on the couch all afternoon", scope="s")
     hybrid.put("the frobnicator threshold is 42", scope="s")
+    # unrelated texts beside them: the typical similarity is an unrelated text's
+    hybrid.put("the quarterly tax form is due in april", scope="s")
+    hybrid.put("rebuild the parser with the new grammar", scope="s")
     with Store(path, counter=EstimateCounter()) as lexical:
         alone = [(h.entry.id, h.score) for h in lexical.search("puppy", limit=5)]
     # every entry holding the word is on the page: no entry without it is added
@@ -84,3 +87,58 @@ def test_a_lookup_whose_rows_fit_on_the_page_is_answered_by_its_words(
     assert len(alone) == 1
     # a question is not a lookup: the nearest entries still join its words' answer
     assert len(hybrid.search("where does the puppy sleep?", limit=5)) > 1
+
+
+_UNRELATED = (
+    "alpha beta gamma deployment notes",
+    "omega release checklist for the team",
+    "the kubernetes cluster config yaml",
+    "weather in paris was sunny today",
+    "a big log file with many lines of output",
+)
+
+
+def test_a_question_shows_no_entry_the_embedding_finds_no_closer_than_a_typical_one(
+    hybrid: Store,
+) -> None:
+    for text in _UNRELATED:
+        hybrid.put(text, scope="s")
+    target = hybrid.put("\n".join(f"line {i}" for i in range(1, 2001)), scope="s").entry.id
+    pairs = hybrid.explain("what is on line number 1500?", scope="s", limit=10)
+    assert pairs and pairs[0][0].entry.id == target
+    # every hit holds a word of the question or is closer to it than the typical entry
+    assert all(why.direct or (why.semantic_unit or 0.0) > 0.0 for _, why in pairs)
+    assert all(hit.score > 0.0 for hit, _ in pairs)
+    assert len(pairs) < len(_UNRELATED) + 1
+
+
+def test_a_lookup_shows_only_its_matches_when_they_span_more_rows_than_the_page(
+    hybrid: Store, path: Path
+) -> None:
+    for text in _UNRELATED:
+        hybrid.put(text.replace("omega", "final"), scope="s")
+    # the word in many chunks of one entry: more rows than the page holds, so the
+    # embedding's scan runs, and what it adds holds none of the word
+    log = "\n".join(f"{i} warn user session omega timeout retry" for i in range(3000))
+    target = hybrid.put(log, scope="s").entry.id
+    hybrid.put(
+        "\n".join(f"{i} warn user session delta timeout retry" for i in range(50)), scope="s"
+    )
+    with Store(path, counter=EstimateCounter()) as lexical:
+        alone = [h.entry.id for h in lexical.search("omega", scope="s", limit=10)]
+    assert alone == [target]
+    assert [h.entry.id for h in hybrid.search("omega", scope="s", limit=10)] == alone
+
+
+def test_a_question_whose_nearest_entries_go_on_past_those_read_may_have_more_hits(
+    hybrid: Store,
+) -> None:
+    notes = [f"note {i}: the puppy slept on the sofa after the walk" for i in range(120)]
+    hybrid.put_many(notes, scope="s")
+    hybrid.put("the quokka migration plan", scope="s")
+    # one entry holds the word; the embedding's nearest entries are cut at what the page
+    # needs while entries as near follow them
+    found = hybrid.search_page("where is the quokka sleeping tonight?", scope="s", limit=5)
+    assert found.hits and not found.every
+    lookup = hybrid.search_page("quokka", scope="s", limit=5)
+    assert (lookup.total, lookup.every) == (1, True)

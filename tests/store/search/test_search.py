@@ -81,6 +81,32 @@ def test_pagination_does_not_repeat_hits(store: Store) -> None:
     assert not {h.entry.id for h in first} & {h.entry.id for h in second}
 
 
+def test_a_page_says_how_many_hits_the_search_holds_and_how_many_follow_it(
+    store: Store,
+) -> None:
+    for i in range(14):
+        store.put(f"widget number {i} in the box")
+    store.put("an unrelated cooking recipe")
+    first = store.search_page("widget", limit=10)
+    assert (len(first.hits), first.total, first.every, first.after) == (10, 14, True, 4)
+    second = store.search_page("widget", limit=10, offset=10)
+    assert (len(second.hits), second.total, second.after) == (4, 14, 0)
+    past = store.search_page("widget", limit=10, offset=20)
+    assert (past.hits, past.total, past.every) == ([], 14, True)
+    assert [h.entry.id for h in first.hits] == [
+        h.entry.id for h in store.search("widget", limit=10)
+    ]
+
+
+def test_a_search_that_read_only_as_far_as_its_page_says_there_are_at_least_that_many(
+    store: Store,
+) -> None:
+    store.put_many([f"widget number {i} in the box" for i in range(300)])
+    found = store.search_page("widget", limit=5)
+    assert len(found.hits) == 5 and not found.every
+    assert found.after > 0 and found.total <= 300
+
+
 def test_salience_breaks_ties_between_equal_matches(store: Store) -> None:
     low = store.put("alpha beta gamma", salience=0.0).entry
     high = store.put("alpha beta gamma.", salience=1.0).entry

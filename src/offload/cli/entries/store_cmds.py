@@ -22,6 +22,7 @@ from offload.errors import InvalidInput, NotAFile, OffloadError, OutsideRoots, T
 from offload.store.models import Entry, Filters, Hit
 from offload.store.paths import limit_text, project_root, read_text_file
 from offload.store.search.explain import Explanation, explanation_lines, path_line
+from offload.store.search.pipeline import HitPage
 from offload.store.store import Store
 
 # -- arguments ------------------------------------------------------------------------------
@@ -74,7 +75,11 @@ def configure_ls(p: argparse.ArgumentParser) -> None:
 
 def configure_search(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="+", help="words, identifiers or a phrase to look for")
-    p.add_argument("--limit", type=int, default=10, help="hits per page (default 10)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        help="hits per page (default: the setting search.default_limit, 5)",
+    )
     p.add_argument("--page", type=int, default=1, help="which page, from 1")
     p.add_argument(
         "--explain",
@@ -280,18 +285,19 @@ _MAX_LIMIT = 1_000_000
 _MAX_OFFSET = 2**53  # well inside SQLite's 64-bit integers
 
 
-def _check_paging(args: argparse.Namespace) -> None:
-    if args.page < 1:
-        raise InvalidInput(f"--page counts from 1, got {args.page}")
-    if not 1 <= args.limit <= _MAX_LIMIT:
-        raise InvalidInput(f"--limit must be within 1-{_MAX_LIMIT}, got {args.limit}")
-    if (args.page - 1) * args.limit > _MAX_OFFSET:
-        raise InvalidInput(f"--page {args.page} is past any store's last entry")
+def _check_paging(page: int, limit: int) -> None:
+    if page < 1:
+        raise InvalidInput(f"--page counts from 1, got {page}")
+    if not 1 <= limit <= _MAX_LIMIT:
+        raise InvalidInput(f"--limit must be within 1-{_MAX_LIMIT}, got {limit}")
+    if (page - 1) * limit > _MAX_OFFSET:
+        raise InvalidInput(f"--page {page} is past any store's last entry")
 
 
 def run_ls(args: argparse.Namespace, settings: Settings) -> int:
-    _check_paging(args)
-    with open_store(settings) as store:
+    _check_paging(args.page, args.limit)
+    _check_salience("--min-salience", args.min_salience)
+    with open_store(settings, existing=True) as store:
         f = _filters(args, settings)
         limit = max(1, args.limit)
         rows = store.entries(f, limit=limit, offset=(max(1, args.page) - 1) * limit)
@@ -342,38 +348,52 @@ def _scope_text(scope: str | None, others: dict[str, int], what: str) -> str:
 
 
 def run_search(args: argparse.Namespace, settings: Settings) -> int:
-    _check_paging(args)
-    with open_store(settings) as store:
-        limit = max(1, args.limit)
-        asked = (" ".join(args.query), _filters(args, settings))
-        paging: dict[str, Any] = {
-            "limit": limit,
-            "offset": (max(1, args.page) - 1) * limit,
-            "snippet_chars": settings.search.snippet_chars,
-        }
-        text, f = asked
+    # without --limit, the page the settings give (search.default_limit, as MCP's search)
+    limit = settings.search.default_limit if args.limit is None else args.limit
+    _check_paging(args.page, limit)
+    _check_salience("--min-salience", args.min_salience)
+    with open_store(settings, existing=True) as store:
+        text, f = " ".join(args.query), _filters(args, settings)
+        found = store.search_page(
+            text,
+            f,
+            limit=limit,
+            offset=(max(1, args.page) - 1) * limit,
+            snippet_chars=settings.search.snippet_chars,
+            explain=args.explain,
+        )
         others = _elsewhere(store, f, store.hits_elsewhere(text, f))
-        scoped = _scope_json(f.scope, others)
-        if args.explain:
-            pairs = store.explain(*asked, **paging)
-            found = [h for h, _ in pairs]
-            data = {"hits": [{**_hit_json(h), "explain": e.as_dict()} for h, e in pairs], **scoped}
-            emit(
-                args,
-                data,
-                lambda d: (
-                    _hits_text(found, [e for _, e in pairs]) + _scope_text(f.scope, others, "hit")
-                ),
-            )
-            return 0
-        hits = store.search(*asked, **paging)
-        data = {"hits": [_hit_json(h) for h in hits], **scoped}
+        hits = [_hit_json(h) for h in found.hits]
+        for hit, why in zip(hits, found.why, strict=False):  # with --explain
+            hit["explain"] = why.as_dict()
+        data = {
+            "total": found.total,
+            "total_exact": found.every,
+            "page": args.page,
+            "more": found.after > 0 or not found.every,
+            "hits": hits,
+            **_scope_json(f.scope, others),
+        }
         emit(
             args,
             data,
-            lambda d: _hits_text(hits) + _scope_text(f.scope, others, "hit"),
+            lambda d: _page_text(found, args.page, limit) + _scope_text(f.scope, others, "hit"),
         )
     return 0
+
+
+def _page_text(found: HitPage, page: int, limit: int) -> str:
+    """A page of hits and, as ``ls`` says it, how many more and the next page; for a page
+    past the last hit, how many hits and pages there are."""
+    if not found.hits and page > 1 and found.total:
+        hits = f"{'' if found.every else 'at least '}{counted(found.total, 'hit')}"
+        pages = counted(-(-found.total // limit), "page")
+        return f"no hits on page {page} ({hits}: {pages} of {limit})"
+    text = _hits_text(found.hits, found.why or None)
+    at_least = "" if found.every else "at least "
+    if found.after:
+        return f"{text}\n… {at_least}{found.after} more; --page {page + 1}"
+    return text if found.every or not found.hits else f"{text}\n… maybe more; --page {page + 1}"
 
 
 def run_show(args: argparse.Namespace, settings: Settings) -> int:
@@ -433,8 +453,14 @@ def _check_reap(args: argparse.Namespace) -> None:
         math.isfinite(args.older_than) and args.older_than >= 0
     ):
         raise InvalidInput(f"--older-than takes a number of days >= 0, got {args.older_than}")
-    if args.max_salience is not None and not 0.0 <= args.max_salience <= 1.0:
-        raise InvalidInput(f"--max-salience takes a number in [0, 1], got {args.max_salience}")
+    _check_salience("--max-salience", args.max_salience)
+
+
+def _check_salience(flag: str, value: float | None) -> None:
+    """A salience bound outside [0, 1] (or not a number) would select nothing or
+    everything without a word: refused."""
+    if value is not None and not 0.0 <= value <= 1.0:
+        raise InvalidInput(f"{flag} takes a number in [0, 1], got {value}")
 
 
 def run_reap(args: argparse.Namespace, settings: Settings) -> int:

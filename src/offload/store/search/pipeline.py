@@ -85,9 +85,40 @@ class PageAsked:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """One search's page: its ``hits``, the ``terms`` searched, how many hits the whole
+    ranking holds (``total``: those before the page, on it and after it) and whether that
+    is every hit the query has (``every``; False: the search read only as far as the page
+    asked for needed, so there are at least ``total``)."""
+
+    hits: list[Hit]
+    terms: list[str]
+    total: int
+    every: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HitPage:
+    """A page of hits (``offset`` of them before it) and how many the search holds:
+    ``total``, every hit when ``every``, else at least that many; ``why``: each hit's
+    explanation, when one was asked for (else empty)."""
+
+    hits: list[Hit]
+    offset: int
+    total: int
+    every: bool
+    why: list[Explanation]
+
+    @property
+    def after(self) -> int:
+        """How many hits the ranking holds after this page (at least, unless ``every``)."""
+        return max(0, self.total - self.offset - len(self.hits))
+
+
 def search_hits(store: Store, text: str, filters: Filters, page_asked: PageAsked) -> list[Hit]:
     """The ranked hits for ``text`` under ``filters`` (see the module docstring)."""
-    return search(store, text, filters, page_asked)[0]
+    return search(store, text, filters, page_asked).hits
 
 
 def explained_hits(
@@ -95,22 +126,35 @@ def explained_hits(
 ) -> list[tuple[Hit, Explanation]]:
     """:func:`search_hits`, each hit with why it ranks where it does
     (:mod:`offload.store.search.explain`); the hits are the same."""
-    trace = Trace()
-    hits, terms = search(store, text, filters, page_asked, trace)
-    first = page_asked.bounded().offset + 1
-    ranks = range(first, first + len(hits))
-    return list(zip(hits, explanations(trace, hits, ranks, terms), strict=True))
+    found = hit_page(store, text, filters, page_asked, explain=True)
+    return list(zip(found.hits, found.why, strict=True))
+
+
+def hit_page(
+    store: Store, text: str, filters: Filters, page_asked: PageAsked, *, explain: bool = False
+) -> HitPage:
+    """:func:`search_hits` with how many hits the search holds, and with ``explain`` why
+    each ranks where it does (:func:`explained_hits`)."""
+    trace = Trace() if explain else None
+    found = search(store, text, filters, page_asked, trace)
+    offset = page_asked.bounded().offset
+    why: list[Explanation] = []
+    if trace is not None:
+        ranks = range(offset + 1, offset + 1 + len(found.hits))
+        why = explanations(trace, found.hits, ranks, found.terms)
+    return HitPage(found.hits, offset, found.total, found.every, why)
 
 
 def search(
     store: Store, text: str, filters: Filters, page_asked: PageAsked, trace: Trace | None = None
-) -> tuple[list[Hit], list[str]]:
-    """The ranked hits for ``text`` under ``filters`` on the page asked, and the terms
-    searched; with ``trace``, each step's scores recorded there."""
+) -> Ranking:
+    """The ranked hits for ``text`` under ``filters`` on the page asked, the terms
+    searched and how many hits the ranking holds; with ``trace``, each step's scores
+    recorded there."""
     shows = page_asked.bounded()
     q = analysis.analyse_query(text)
     if q.empty:
-        return [], []
+        return Ranking([], [], 0, True)
     conn = store.conn
     now = store.clock()
     where, params = query.filter_sql(filters, now)
@@ -165,12 +209,15 @@ def search(
         # the chunks read for the best candidates, kept for every later step
         shown = ShownChunks(store)
         ranked = ranking.rank(store, q, found, state, terms=telling, shown=shown)
-        ranked = hybrid.fused_candidates(store, probe, ranked, state)
+        fused = hybrid.fused_candidates(store, probe, ranked, state, lookup=q.lookup)
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly
         raise StoreError(f"search failed: {exc}") from exc
-    on_page = ranked[shows.offset : shows.offset + shows.limit]
-    return page.hits(store, on_page, set(match_terms), shows.width, shown), telling
+    on_page = fused.ranked[shows.offset : shows.offset + shows.limit]
+    hits = page.hits(store, on_page, set(match_terms), shows.width, shown)
+    # fewer words' candidates than asked for: every entry the words match was read
+    every = fused.every and len(found) < need
+    return Ranking(hits, telling, fused.total, every)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +252,7 @@ def named_times(store: Store, text: str, asked: TimeAsked) -> tuple[timeexpr.Spa
     out = [p.span(now or 0.0) for p in found if now is not None or not p.relative]
     for event in events:
         # the event's words are shorter than the text: a nested search ends
-        hits = search(store, event.words, asked.filters, PageAsked(1, 0, 40, asked.as_of))[0]
+        hits = search(store, event.words, asked.filters, PageAsked(1, 0, 40, asked.as_of)).hits
         if hits:
             out.append(event.span(hits[0].entry.when))
     return tuple(out)

@@ -61,6 +61,9 @@ class Nearest:
 
     scores: dict[int, float]  # entry id -> cosine similarity
     floor: float
+    # the similarity of the last of the nearest when the list stopped at the number asked
+    # for (entries further away may follow); None: it holds every entry the filter keeps
+    deepest: float | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,8 @@ def finish(
     store: Store, probe: Probe, state: SearchState, lexical_ids: Sequence[int]
 ) -> Nearest | None:
     """The ``state.need`` nearest entries the search's filter keeps, plus the similarity
-    of every lexical candidate; None when the scan found nothing. With the state's
+    of every lexical candidate, and how near the last of them is when there may be more;
+    None when the scan found nothing. With the state's
     ``gate`` (the entries' columns in memory, store/search/memory/entrykeys.py) the
     filter is tested there; only the entries it does not hold are asked of the table."""
     where, params, gate, k = state.where, state.params, state.gate, state.need
@@ -142,10 +146,12 @@ def finish(
             probe.ids, probe.rows, probe.query, k, allowed, probe.prefixes, probe.sample
         )
         kept = {eid for eid, _ in close}
-    scores = dict([(eid, s) for eid, s in close if eid in kept][:k])
+    nearest = [(eid, s) for eid, s in close if eid in kept][:k]
+    scores = dict(nearest)
+    deepest = nearest[-1][1] if len(nearest) == k else None
     if matrix is not None:
         scores.update(matrix.similarity(probe.query, lexical_ids))
-    return Nearest(scores, floor)
+    return Nearest(scores, floor, deepest)
 
 
 # the ids still stored of these, and whether the filter keeps each
