@@ -853,3 +853,18 @@ def test_stats_of_one_scope_says_which_figures_are_the_whole_stores(
     assert "whole store" not in rows["entries"]
     every = run(capsys, "stats", "--all-scopes")[1]
     assert "whole store" not in every
+
+
+def test_ls_by_source_takes_the_path_as_add_was_given_it(
+    home: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "big.log").write_text("a line of the log\n")
+    (tmp_path / "logs2").mkdir()
+    (tmp_path / "logs2" / "other.log").write_text("another log\n")
+    assert run(capsys, "add", "--path", "logs/big.log")[0] == 0
+    assert run(capsys, "add", "--path", "logs2/other.log")[0] == 0
+    for source in ("logs/big.log", "logs", "logs/"):
+        listed = json.loads(run(capsys, "ls", "--json", "--source", source)[1])
+        assert [e["source"].rsplit("/", 1)[1] for e in listed["entries"]] == ["big.log"], source

@@ -97,7 +97,11 @@ def _filter_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--pinned", action="store_true", default=None, help="only pinned entries")
     p.add_argument("--min-salience", type=float, help="only entries at least this salient (0-1)")
-    p.add_argument("--source", help="source label prefix")
+    p.add_argument(
+        "--source",
+        help="source prefix: a file or directory (add --path stores its absolute path) or a "
+        "label such as proxy:",
+    )
 
 
 def _ref_args(p: argparse.ArgumentParser) -> None:
@@ -505,8 +509,24 @@ def _filters(args: argparse.Namespace, settings: Settings) -> Filters:
         status=args.status,
         pinned=args.pinned,
         min_salience=args.min_salience,
-        source_prefix=args.source,
+        source_prefix=_source_prefix(args.source),
     )
+
+
+def _source_prefix(text: str | None) -> str | None:
+    """``--source`` as the sources are stored: a relative path naming a file or directory
+    here is made absolute (``add --path`` stores the resolved path), a directory ending in
+    a separator so ``src`` does not take in ``src2``; anything else as given."""
+    if not text or text.startswith("/"):
+        return text
+    try:
+        path = Path(text)
+        if not path.exists():
+            return text
+        resolved = str(path.resolve())
+    except (OSError, RuntimeError):
+        return text
+    return resolved + "/" if path.is_dir() else resolved
 
 
 def _entry_json(e: Entry) -> dict[str, Any]:
