@@ -252,3 +252,21 @@ def test_a_quiet_proxy_cuts_its_near_duplicate_shapes_too(store: Store) -> None:
     maker.shrink_caches(16)
     assert 0 < len(maker._shapes) < held
     assert maker._shapes._items.weight <= maker._shapes.max_bytes // 16
+
+
+class TwiceCounter(EstimateCounter):
+    """A counter unlike the store's own: what the entry's count follows shows through."""
+
+    def count(self, text: str) -> int:
+        return 2 * super().count(text)
+
+
+def test_a_stubbed_message_is_stored_with_the_token_count_its_stub_states(store: Store) -> None:
+    maker = StubMaker(store, TwiceCounter(), scope="proxy")
+    text = "\n".join(f"log row {i}: all systems nominal" for i in range(300))
+    msg = {"role": "tool", "content": text, "tool_call_id": "c1"}
+    made = maker.message_stub(msg, "run")
+    maker.stubbed(msg, made, "run")
+    entry = store.resolve("ctx:sha256:" + made.digest, "proxy")
+    assert entry.tokens == made.tokens == 2 * estimate_tokens(text)
+    assert f"{made.tokens:,}" in made.stub or str(made.tokens) in made.stub

@@ -331,6 +331,7 @@ class StubMaker:
                 topic=topic,
                 summary=summary,
                 event_time=when() if when is not None else None,
+                tokens=lambda: made.tokens,  # the count its stub states, not another estimate
             )
         out = dict(msg)
         out["content"] = made.stub
