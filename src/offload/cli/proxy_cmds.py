@@ -107,6 +107,12 @@ def configure_replay(parser: argparse.ArgumentParser) -> None:
     )
 
 
+NO_TURNS = (
+    "offload replay: no turn to replay: a turn is the request before each assistant message, "
+    "and the transcript has none after its first message"
+)
+
+
 def run_replay(args: argparse.Namespace, settings: Settings) -> int:
     """Replay a transcript turn by turn through the proxy pipeline; 1 when a check failed."""
     import json
@@ -142,11 +148,7 @@ def run_replay(args: argparse.Namespace, settings: Settings) -> int:
     bar = Bar("replaying turns") if as_json else None
     total = sum(len(turn_points(run.messages)) for run in runs)
     if not total:
-        print(
-            "offload replay: no turn to replay: a turn is the request before each assistant "
-            "message, and the transcript has none after its first message",
-            file=sys.stderr,
-        )
+        print(NO_TURNS, file=sys.stderr)
     done = 0
 
     def show(turn: Turn) -> None:

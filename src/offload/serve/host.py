@@ -285,15 +285,31 @@ def _router(served: Served) -> ASGIApp:
     return Router(routes=routes, lifespan=lambda _app: lifespans(served))
 
 
+async def _slash(request: Request) -> Response:
+    """A known route asked with a trailing slash: the same route (308 keeps the method)."""
+    from starlette.responses import RedirectResponse
+
+    query = f"?{request.url.query}" if request.url.query else ""
+    return RedirectResponse(request.url.path.rstrip("/") + query, 308)
+
+
+async def _no_api_route(request: Request) -> Response:
+    """A path under /api/ that names no route: offload's namespace, never the upstream's."""
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(unknown_api_route(request.url.path), 404)
+
+
+async def _favicon(request: Request) -> Response:
+    """The dashboard has no icon: an empty answer, not the model server's."""
+    from starlette.responses import Response
+
+    return Response(status_code=204)
+
+
 def _host_app(served: Served) -> ASGIApp:
     from starlette.applications import Starlette
-    from starlette.responses import (
-        HTMLResponse,
-        JSONResponse,
-        PlainTextResponse,
-        RedirectResponse,
-        Response,
-    )
+    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
     from starlette.routing import Route
 
     from offload.proxy.transport.errors_http import Guard
@@ -348,17 +364,6 @@ def _host_app(served: Served) -> ASGIApp:
     async def no_gateway(request: Request) -> Response:
         return JSONResponse({"error": f"the gateway is not mounted: {NO_GATEWAY}"}, 404)
 
-    async def slash(request: Request) -> Response:
-        # a known route asked with a trailing slash: the same route (308 keeps the method)
-        query = f"?{request.url.query}" if request.url.query else ""
-        return RedirectResponse(request.url.path.rstrip("/") + query, 308)
-
-    async def no_api_route(request: Request) -> Response:
-        return JSONResponse(unknown_api_route(request.url.path), 404)
-
-    async def favicon(request: Request) -> Response:
-        return Response(status_code=204)
-
     app = Starlette(
         routes=[
             Route("/", dashboard, methods=["GET"]),
@@ -368,10 +373,10 @@ def _host_app(served: Served) -> ASGIApp:
             Route("/api/entry", api_entry, methods=["GET"]),
             Route("/api/entries", api_entries, methods=["GET"]),
             Route("/gateway{rest:path}", no_gateway),
-            *(Route(path + "/", slash, methods=_ANY_METHOD) for path in HOST_PATHS if path != "/"),
-            Route(API_PREFIX.rstrip("/"), no_api_route, methods=_ANY_METHOD),
-            Route(API_PREFIX + "{rest:path}", no_api_route, methods=_ANY_METHOD),
-            Route(FAVICON, favicon),
+            *(Route(path + "/", _slash, methods=_ANY_METHOD) for path in HOST_PATHS if path != "/"),
+            Route(API_PREFIX.rstrip("/"), _no_api_route, methods=_ANY_METHOD),
+            Route(API_PREFIX + "{rest:path}", _no_api_route, methods=_ANY_METHOD),
+            Route(FAVICON, _favicon),
         ]
     )
     # the host's own pages get the proxy's guard: Host/Origin checks, and the bearer token
