@@ -51,6 +51,7 @@ def test_migrate_copies_a_postgresql_store_back_into_a_sqlite_file(
     monkeypatch.setenv("OFFLOAD_STORE__URL", pg_database)
     assert run(capsys, "add", "--scope", "p", "--label", "back", "kept on the server\n")[0] == 0
     target = tmp_path / "local" / "offload.db"
+    target.parent.mkdir()  # a SQLite target's directory must exist (a typo makes none)
     code, out, _ = run(capsys, "store", "migrate", "--to", f"sqlite://{target}", "--json")
     assert code == 0, out
     assert json.loads(out)["added"] == 1
