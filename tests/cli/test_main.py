@@ -142,8 +142,14 @@ def test_ctrl_c_in_the_middle_of_an_add_says_interrupted_exits_130_and_stores_no
     tmp_path: Path,
 ) -> None:
     env = child_env(tmp_path / "home")
+    # Python leaves SIGINT ignored when its parent started it so (a CI job run in the
+    # background): the child takes Python's own handler back, as a terminal's process has it
+    cli = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from offload.cli.main import main; sys.exit(main())"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "offload.cli.main", "add", "--topic", "half"],
+        [sys.executable, "-c", cli, "add", "--topic", "half"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
