@@ -92,6 +92,18 @@ async def test_search_answers_several_queries_and_references_repeated_chunks(env
     assert blocks[-1].startswith(f'[open a hit: read(ref="{ref}", offset={at}, max_tokens=2000)')
 
 
+async def test_search_says_how_many_hits_follow_the_ones_shown_and_the_limit_that_shows_them(
+    env: McpEnv,
+) -> None:
+    async with env.connect() as s:
+        for n in range(6):
+            await put(s, f"wombat sighting number {n} near the creek\n", topic=f"sighting {n}")
+        text = await s.ok("search", queries=["wombat"], limit=2)
+        assert text.splitlines()[0] == 'q1 "wombat": 2 hits, 4 more: limit=6 shows them'
+        text = await s.ok("search", queries=["wombat"], limit=6)
+        assert text.splitlines()[0] == 'q1 "wombat": 6 hits'
+
+
 async def test_the_suggested_read_of_a_hit_shows_its_line_within_the_token_budget(
     env: McpEnv,
 ) -> None:

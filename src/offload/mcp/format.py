@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from offload.core.fence import iso
@@ -140,17 +141,42 @@ def recall_text(e: Entry) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class More:
+    """What a query's search holds past the hits shown: ``after`` more (at least that
+    many unless ``every``), reached by a larger ``limit`` up to ``max_limit``."""
+
+    after: int = 0
+    every: bool = True
+    limit: int = 0
+    max_limit: int = 0
+
+    def note(self) -> str:
+        """``, 7 more: limit=12 shows them`` (nothing when none follow)."""
+        if self.after <= 0:
+            return ""
+        count = f"{self.after} more" if self.every else f"at least {self.after} more"
+        if self.limit >= self.max_limit:
+            return f", {count} (limit is at its most, {self.max_limit}: narrow the query)"
+        wanted = min(self.max_limit, self.limit + self.after)
+        every = self.every and wanted - self.limit >= self.after
+        return f", {count}: limit={wanted} shows {'them' if every else 'more'}"
+
+
 def hit_lines(
     query: str,
     hits: Sequence[Hit],
     shown: dict[tuple[int, int | None], int],
     number: int,
     why: Sequence[Explanation] | None = None,
+    more: More | None = None,
 ) -> str:
     """Hits of one query; a chunk already shown for an earlier query is only referenced.
     With ``why``, each hit's rank, score and explanation follow it (its matched terms,
-    read from stored fields, made inert)."""
-    head = f"q{number} {json.dumps(query, ensure_ascii=False)}: {counted(len(hits), 'hit') if hits else 'no hits'}"
+    read from stored fields, made inert); ``more``: how many hits follow them."""
+    found = counted(len(hits), "hit") if hits else "no hits"
+    tail = more.note() if more is not None and hits else ""
+    head = f"q{number} {json.dumps(query, ensure_ascii=False)}: {found}{tail}"
     out = [head] if not why else [head, f"  {path_line(why[0])}"]
     for i, h in enumerate(hits):
         out.append(_hit_line(h, shown, number))

@@ -95,14 +95,13 @@ async def search(ctx: McpContext, a: Args) -> str:
     first: Hit | None = None
     explain = a.flag("explain")
     for n, q in enumerate(queries, 1):
-        why = None
-        if explain:
-            pairs = ctx.store.explain(q, filters, limit=limit, snippet_chars=cfg.snippet_chars)
-            hits, why = [h for h, _ in pairs], [e for _, e in pairs]
-        else:
-            hits = ctx.store.search(q, filters, limit=limit, snippet_chars=cfg.snippet_chars)
+        page = ctx.store.search_page(
+            q, filters, limit=limit, snippet_chars=cfg.snippet_chars, explain=explain
+        )
+        hits = page.hits
         first = first or (hits[0] if hits else None)
-        blocks.append(fmt.hit_lines(q, hits, shown, n, why))
+        rest = fmt.More(page.after, page.every, limit, cfg.max_limit)
+        blocks.append(fmt.hit_lines(q, hits, shown, n, page.why if explain else None, rest))
     if first is None:
         blocks.append("no hits; try other words, fewer filters or all_scopes=true")
         others = sum(ctx.store.hits_elsewhere(q, filters) for q in queries)
