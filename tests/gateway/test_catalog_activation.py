@@ -118,6 +118,15 @@ async def test_call_tool_invokes_a_deferred_tool_without_activation(
         assert unknown.is_error and "unknown tool" in text_of(unknown)
 
 
+async def test_call_tool_takes_the_bare_name_of_a_tool_one_server_has(
+    run_gateway: RunGateway,
+) -> None:
+    async with run_gateway(servers()) as gw, Client(gw.server, mode="legacy") as client:
+        result = await client.call_tool("call_tool", {"name": "get_me", "arguments": {}})
+        assert not result.is_error, text_of(result)
+        assert json.loads(text_of(result)) == {"arguments": {}, "tool": "get_me"}
+
+
 async def test_a_source_matching_nothing_lists_the_indexed_labels(run_gateway: RunGateway) -> None:
     async with run_gateway(servers()) as gw, Client(gw.server, mode="legacy") as client:
         result = await client.call_tool("IndexSearch", {"queries": ["x"], "source": "zzz"})
