@@ -742,3 +742,14 @@ def test_stats_read_the_block_totals_again_when_the_entries_change_or_the_figure
     assert store.stats()["raw_bytes"] == first["raw_bytes"] + 102 + second.size
     store.forget(f"id:{second.id}")
     assert store.stats()["blocks"] == 1 and store.stats()["tombstones"] == 1
+
+
+def test_a_put_whose_label_another_entry_held_says_which(store: Store) -> None:
+    first = store.put("the first text\n", label="notes", scope="s")
+    assert first.label_moved_from is None
+    second = store.put("the second text\n", label="notes", scope="s")
+    assert second.label_moved_from == first.entry.id
+    again = store.put("the second text\n", label="notes", scope="s")
+    assert not again.created and again.label_moved_from is None  # it holds it already
+    back = store.put("the first text\n", label="notes", scope="s")
+    assert not back.created and back.label_moved_from == second.entry.id

@@ -114,10 +114,12 @@ class Entry:
 
 @dataclass(frozen=True)
 class PutResult:
-    """What :meth:`Store.put` did: the entry, and whether it is new or a dedup hit."""
+    """What :meth:`Store.put` did: the entry, whether it is new or a dedup hit, and the
+    entry the put's label moved from (None: it named no other entry)."""
 
     entry: Entry
     created: bool
+    label_moved_from: int | None = None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from offload.core.text.gist import gist
 from offload.core.text.timeexpr import iso_day, parse_time
 from offload.core.text.wording import counted
 from offload.core.untrusted import inline, printable
-from offload.errors import InvalidInput, NotAFile, OffloadError, OutsideRoots, TooLarge
+from offload.errors import InvalidInput, NotAFile, OutsideRoots, TooLarge
 from offload.store.models import Entry, Filters, Hit
 from offload.store.paths import limit_text, project_root, read_text_file
 from offload.store.search.explain import Explanation, explanation_lines, path_line
@@ -175,7 +175,6 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
     del text
     scope = scope_of(args, settings, for_write=True) or ""
     with open_store(settings) as store:
-        held = _label_holder(store, args.label, scope)
         try:
             res = store.put(
                 handed.pop(),
@@ -194,20 +193,10 @@ def run_add(args: argparse.Namespace, settings: Settings) -> int:
         finally:
             meter.close()  # cleared before the output
         # "created" is the entry's timestamp, as in `show --json`; "new": stored by this add
-        moved = held if held is not None and held != res.entry.id else None
+        moved = res.label_moved_from
         data = {**_entry_json(res.entry), "new": res.created, "label_moved_from": moved}
         emit(args, data, lambda d: _added_line(res.entry, created=d["new"], moved=moved))
     return 0
-
-
-def _label_holder(store: Store, label: str | None, scope: str) -> int | None:
-    """The id of the entry of ``scope`` that ``label`` names now, if any."""
-    if label is None:
-        return None
-    try:
-        return store.resolve(label, scope).id
-    except OffloadError:
-        return None
 
 
 def _added_line(entry: Entry, *, created: bool, moved: int | None = None) -> str:

@@ -311,10 +311,11 @@ def _entry_statement(fields: dict[str, Any]) -> tuple[Sql, tuple[Any, ...]]:
     return _INSERT_ENTRY, tuple(fields[f] for f in ENTRY_FIELDS)
 
 
-def set_label(conn: Conn, label: str, entry_id: int) -> None:
+def set_label(conn: Conn, label: str, entry_id: int) -> int | None:
     """Point ``label`` at the entry (moving it from any other of its scope), and refresh
-    the search rows. A label held by another scope's entry is refused (InvalidInput): a
-    scope's entries are not renamed from another scope."""
+    the search rows; the id of the entry it moved from (None: it was nobody's, or this
+    entry's). A label held by another scope's entry is refused (InvalidInput): a scope's
+    entries are not renamed from another scope."""
     previous = conn.execute(
         Sql(
             "SELECT l.entry_id, e.scope <> n.scope AS elsewhere FROM labels l "
@@ -332,10 +333,13 @@ def set_label(conn: Conn, label: str, entry_id: int) -> None:
         (label, entry_id),
     )
     conn.execute(Sql("DELETE FROM tombstone_labels WHERE label = ?"), (label,))
-    if previous is None or int(previous[0]) != entry_id:
-        meta.refresh_meta(conn, entry_id)  # labels are searchable
-        if previous is not None:
-            meta.refresh_meta(conn, int(previous[0]))
+    if previous is not None and int(previous[0]) == entry_id:
+        return None
+    meta.refresh_meta(conn, entry_id)  # labels are searchable
+    if previous is None:
+        return None
+    meta.refresh_meta(conn, int(previous[0]))
+    return int(previous[0])
 
 
 def block_id(conn: Conn, digest: str) -> int:

@@ -324,7 +324,8 @@ def _commit_put(store: PutStore, conn: Conn, p: PendingPut, *, narrow: bool = Fa
         removal.delete(store, conn, int(row["id"]), "expired")
         row = None
     if row is not None:
-        return PutResult(_repeated(conn, o, int(row["id"]), row["expires"]), created=False)
+        entry, moved = _repeated(conn, o, int(row["id"]), row["expires"])
+        return PutResult(entry, created=False, label_moved_from=moved)
     if not p.blocks:  # not prepared yet, or forgotten between the first look and the lock
         # a body indexed already (the same content in another scope) is not analysed
         _prepare_blocks(store, p, index_body=not rows.block_indexed(conn, p.digests[0]))
@@ -356,18 +357,18 @@ def _commit_put(store: PutStore, conn: Conn, p: PendingPut, *, narrow: bool = Fa
     meta.put_meta(conn, entry.id, p.meta, fresh=True)
     if p.vector is not None and store.embedder is not None:
         vectors.insert(conn, entry.id, store.embedder.model_id, p.vector)
-    if o.label is not None:
-        rows.set_label(conn, o.label, entry.id)
-    return PutResult(entry, created=True)
+    moved = rows.set_label(conn, o.label, entry.id) if o.label is not None else None
+    return PutResult(entry, created=True, label_moved_from=moved)
 
 
-def _repeated(conn: Conn, o: PutOptions, entry_id: int, expires: float | None) -> Entry:
+def _repeated(
+    conn: Conn, o: PutOptions, entry_id: int, expires: float | None
+) -> tuple[Entry, int | None]:
     """The entry a repeated put found, with what the put asks of it: a later expiry
-    renewed (sliding), its label, pinned."""
+    renewed (sliding), its label, pinned; and the entry its label moved from, if any."""
     if o.expires is not None and expires is not None and o.expires > expires:
         conn.execute(Sql("UPDATE entries SET expires = ? WHERE id = ?"), (o.expires, entry_id))
-    if o.label is not None:
-        rows.set_label(conn, o.label, entry_id)
+    moved = rows.set_label(conn, o.label, entry_id) if o.label is not None else None
     if o.event_time is not None:  # the first writer to say when keeps it
         conn.execute(
             Sql("UPDATE entries SET event_time = ? WHERE id = ? AND event_time IS NULL"),
@@ -375,4 +376,4 @@ def _repeated(conn: Conn, o: PutOptions, entry_id: int, expires: float | None) -
         )
     if o.pinned:
         conn.execute(Sql("UPDATE entries SET pinned = 1, salience = 1.0 WHERE id = ?"), (entry_id,))
-    return rows.entry_by_id(conn, entry_id)
+    return rows.entry_by_id(conn, entry_id), moved
