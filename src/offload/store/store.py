@@ -49,7 +49,6 @@ from offload.store.search.memory.resident import ResidentIndex
 from offload.store.search.pipeline import (
     HitPage,
     PageAsked,
-    explained_hits,
     hit_page,
     search_hits,
 )
@@ -659,9 +658,15 @@ class Store(SavedState, LifecycleCalls):
         preference: entries whose event time is near it rank higher; relative dates count
         from ``as_of`` (epoch seconds), or from the newest event time searched.
         """
-        page = PageAsked(limit, offset, snippet_chars, as_of)
-        with self._idle.searching():
-            return search_hits(self, query, _scoped(filters, scope), page)
+        return self.search_page(
+            query,
+            filters,
+            limit=limit,
+            offset=offset,
+            snippet_chars=snippet_chars,
+            scope=scope,
+            as_of=as_of,
+        ).hits
 
     def explain(
         self,
@@ -677,9 +682,17 @@ class Store(SavedState, LifecycleCalls):
         """:meth:`search`'s hits, each with why it ranks where it does: which path scored
         it and what each part contributed (store/search/explain.py). The hits and their
         order are :meth:`search`'s."""
-        page = PageAsked(limit, offset, snippet_chars, as_of)
-        with self._idle.searching():
-            return explained_hits(self, query, _scoped(filters, scope), page)
+        found = self.search_page(
+            query,
+            filters,
+            limit=limit,
+            offset=offset,
+            snippet_chars=snippet_chars,
+            scope=scope,
+            as_of=as_of,
+            explain=True,
+        )
+        return list(zip(found.hits, found.why, strict=True))
 
     def search_page(
         self,

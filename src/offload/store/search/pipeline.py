@@ -24,8 +24,8 @@ semantic retriever adds its own :class:`Candidate` list and a fusion merges the 
 Steps 2 and 3 read one :class:`~offload.store.search.state.SearchState` (the filter, the
 time, the statistics, the in-memory copies, the page's needs), built once here;
 :func:`~offload.store.search.state.scoring_path` is the one choice of which code scores
-the hits. :func:`explained_hits` runs the same search with a trace and says, for each
-hit, what each step added (store/search/explain.py).
+the hits. :func:`hit_page` with ``explain`` runs the same search with a trace and says,
+for each hit, what each step added (store/search/explain.py).
 
 User text never reaches FTS5 syntax unquoted: every term is a quoted string.
 """
@@ -121,20 +121,11 @@ def search_hits(store: Store, text: str, filters: Filters, page_asked: PageAsked
     return search(store, text, filters, page_asked).hits
 
 
-def explained_hits(
-    store: Store, text: str, filters: Filters, page_asked: PageAsked
-) -> list[tuple[Hit, Explanation]]:
-    """:func:`search_hits`, each hit with why it ranks where it does
-    (:mod:`offload.store.search.explain`); the hits are the same."""
-    found = hit_page(store, text, filters, page_asked, explain=True)
-    return list(zip(found.hits, found.why, strict=True))
-
-
 def hit_page(
     store: Store, text: str, filters: Filters, page_asked: PageAsked, *, explain: bool = False
 ) -> HitPage:
     """:func:`search_hits` with how many hits the search holds, and with ``explain`` why
-    each ranks where it does (:func:`explained_hits`)."""
+    each ranks where it does (``why``, one explanation a hit)."""
     trace = Trace() if explain else None
     found = search(store, text, filters, page_asked, trace)
     offset = page_asked.bounded().offset
