@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from offload.core.listen import bind_url, exposure_warning, is_loopback, token_guard
+from offload.core.listen import (
+    bind_url,
+    exposure_warning,
+    is_loopback,
+    served_names,
+    token_guard,
+)
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"])
@@ -39,3 +45,14 @@ def test_the_warning_is_one_line_naming_what_is_open_and_what_a_token_guards() -
     assert rest.startswith("/mcp ([mcp] bearer_token).")
     assert "s3cret" not in warning
     assert "docs/security.md" in warning
+
+
+def test_a_server_answers_to_the_loopback_names_and_its_own_bound_host() -> None:
+    assert served_names("127.0.0.1") == ("127.0.0.1", "localhost", "::1")
+    assert served_names("[::1]") == ("127.0.0.1", "localhost", "::1")
+    assert served_names("Box.LAN") == ("127.0.0.1", "localhost", "::1", "box.lan")
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", ""])
+def test_a_wildcard_bind_adds_no_name_a_browser_could_send_as_host(host: str) -> None:
+    assert served_names(host) == ("127.0.0.1", "localhost", "::1")

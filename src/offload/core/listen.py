@@ -12,6 +12,8 @@ import ipaddress
 from collections.abc import Sequence
 
 WILDCARDS = ("0.0.0.0", "::", "")
+# the loopback names a local client puts in Host and Origin (IPv6 without its brackets)
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 SECURITY_DOC = "docs/security.md"
 
 
@@ -24,6 +26,15 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def served_names(host: str) -> tuple[str, ...]:
+    """The host names a server bound at ``host`` answers to in Host and Origin: the
+    loopback names, and ``host`` itself unless it is a wildcard (lower case, no brackets)."""
+    names = list(LOOPBACK_NAMES)
+    if host not in WILDCARDS:
+        names.append(host.strip().strip("[]").lower())
+    return tuple(dict.fromkeys(names))
 
 
 def url_host(host: str) -> str:

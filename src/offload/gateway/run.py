@@ -15,7 +15,7 @@ from starlette.types import ASGIApp
 from offload.config import HttpSettings
 from offload.core.bearer import BearerGuard
 from offload.core.bodylimit import BodyLimit, jsonrpc
-from offload.core.listen import bind_url, exposure_warning, token_guard, url_host
+from offload.core.listen import bind_url, exposure_warning, served_names, token_guard, url_host
 from offload.gateway.children import kill_all
 from offload.gateway.server import Gateway
 
@@ -72,7 +72,7 @@ def http_app(
     Its lifespan runs the SDK session manager only; the upstream connections are started
     and stopped separately (:meth:`Gateway.serve`, or :meth:`Gateway.start` / ``stop``).
     """
-    names = list(dict.fromkeys(["127.0.0.1", "localhost", "[::1]", url_host(host)]))
+    names = [url_host(name) for name in served_names(host)]
     shown_port = str(port) if port else "*"
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,

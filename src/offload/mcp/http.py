@@ -12,17 +12,16 @@ from starlette.types import ASGIApp
 from offload.config import HttpSettings, McpSettings
 from offload.core.bearer import BearerGuard
 from offload.core.bodylimit import BodyLimit, jsonrpc
-from offload.core.listen import bind_url, exposure_warning, token_guard, url_host
+from offload.core.listen import bind_url, exposure_warning, served_names, token_guard, url_host
 
 MCP_PATH = "/mcp"
-_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 
 def security_settings(mcp: McpSettings) -> TransportSecuritySettings:
     """Loopback names plus the configured host are allowed as Host; as Origin only the
     served one (those names on the served port; any port only when the port is chosen by
     the system, 0) plus ``[mcp] allowed_origins``. Anything else is refused (421 / 403)."""
-    names = list(dict.fromkeys([*_LOOPBACK, url_host(mcp.host)]))
+    names = [url_host(name) for name in served_names(mcp.host)]
     port = str(mcp.port) if mcp.port else "*"
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,

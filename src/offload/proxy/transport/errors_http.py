@@ -17,8 +17,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from offload.config import ProxySettings
+from offload.core.listen import served_names
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 # the proxy's own endpoints: these (and only these) require the bearer token when one is set;
 # model routes carry the upstream's key in Authorization, which is forwarded untouched
 OWN_PATHS = frozenset({"/metrics", "/api/stats"})
@@ -148,10 +148,7 @@ class Guard:
     ) -> None:
         self.app = app
         self.token_paths = frozenset(token_paths)
-        hosts = set(LOOPBACK_HOSTS) | {h.lower() for h in allowed_hosts}
-        if bind_host not in ("0.0.0.0", "::", ""):
-            hosts.add(bind_host.lower())
-        self.hosts = frozenset(hosts)
+        self.hosts = frozenset(served_names(bind_host)) | {h.lower() for h in allowed_hosts}
         self.origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
         self.token = bearer_token.encode()
 
