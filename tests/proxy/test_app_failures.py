@@ -43,6 +43,26 @@ OVERFLOW = {
 }
 
 
+# "small" mode: an upstream whose window holds a chat body up to this size, overflowing past it
+SMALL_WINDOW_BYTES = 12_000
+ANSWER = {
+    "id": "c1",
+    "object": "chat.completion",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+}
+
+
+def _json_reply(obj: dict[str, Any]) -> bytes:
+    payload = json.dumps(obj).encode()
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        b"content-length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload
+    )
+
+
 @dataclass(kw_only=True)
 class RawUpstream(SocketUpstream):
     """A chat upstream on a raw socket; ``mode`` says how it fails."""
@@ -63,6 +83,9 @@ class RawUpstream(SocketUpstream):
         if self.mode == "break":
             self._break_off(conn)
             return False
+        if self.mode == "small" and len(body) <= SMALL_WINDOW_BYTES:
+            conn.sendall(_json_reply(ANSWER))
+            return True
         payload = json.dumps(OVERFLOW).encode()
         conn.sendall(
             b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
@@ -246,3 +269,35 @@ def test_an_overflow_the_proxy_cannot_shrink_is_not_resent_and_is_a_clear_400(
     assert "does not fit" in error["message"] and "5000" in error["message"]
     assert "does not fit" in assert_anthropic_error(anthropic, 400, "invalid_request_error")
     assert len(up.bodies) == 2  # one request each: the same bytes were never sent again
+
+
+def test_a_configured_n_ctx_above_the_upstreams_is_held_under_what_the_upstream_reports(
+    store: Store,
+) -> None:
+    # proxy.n_ctx 16384 in front of an upstream that holds 4096: the first request, under
+    # the configured high water, overflows; the proxy learns 4096 from the error, pages out
+    # under it and retries, and budgets every later request under 4096 at once
+    turns = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 240}
+        for i in range(20)
+    ]
+    with raw_upstream("small") as up:
+        settings = ProxySettings(
+            upstream=up.url, n_ctx=16384, alternate_roles="never", metrics_flush_s=0.1
+        )
+        with serving(create_app(settings, store)) as server:
+            first = loopback.post(server.url + CHAT, json={"messages": turns}, timeout=30)
+            second = loopback.post(
+                server.url + CHAT,
+                json={"messages": [*turns, {"role": "user", "content": "and now?"}]},
+                timeout=30,
+            )
+            stats = loopback.get(server.url + "/api/stats", timeout=30).json()
+    assert first.status_code == 200, first.text
+    assert second.status_code == 200, second.text
+    sizes = [len(body) for body in up.bodies]
+    assert sizes[0] > SMALL_WINDOW_BYTES  # sent whole under the configured 16384
+    assert all(size <= SMALL_WINDOW_BYTES for size in sizes[1:]), sizes
+    assert len(sizes) == 3  # the second request needed no retry
+    assert stats["upstream"]["n_ctx"] == 4096
+    assert stats["upstream"]["n_ctx_source"] == "overflow_error"

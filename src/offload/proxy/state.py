@@ -192,10 +192,11 @@ class ProxyState:
         self.pipeline.name_proxy_tools(names_proxy_tools(self.settings.retrieval, support))
 
     async def n_ctx(self) -> int:
-        """The upstream's context size: settings, else ``/props`` (re-read every
+        """The upstream's context size: settings (held under what the upstream itself
+        reports, see :meth:`learn_n_ctx`), else ``/props`` (re-read every
         ``props_refresh_s`` in the background), else the upstream's model list."""
         if self.settings.n_ctx:
-            return self.settings.n_ctx
+            return self.n_ctx_value or self.settings.n_ctx
         if self.n_ctx_value is None:
             await self.refresh_n_ctx()
         elif time.monotonic() - self._n_ctx_at > self.settings.props_refresh_s and (
@@ -204,21 +205,43 @@ class ProxyState:
             self._refresh = asyncio.create_task(self.refresh_n_ctx())
         return self.n_ctx_value or FALLBACK_N_CTX
 
+    def learn_n_ctx(self, value: int, source: str) -> None:
+        """What the upstream says its context size is (``/props``, an overflow error). A
+        ``proxy.n_ctx`` above it is held to it, with one warning: the upstream refuses
+        every request between the two sizes, which the proxy could have paged out."""
+        configured = self.settings.n_ctx
+        if configured and value >= configured:  # the setting fits (again)
+            self.n_ctx_value, self.n_ctx_source = configured, "settings"
+            return
+        if value != self.n_ctx_value:
+            if configured:
+                log.warning(
+                    "proxy.n_ctx %s is above the upstream's %s (from %s): budgeting under "
+                    "%s; lower proxy.n_ctx or leave it 0 to read it from the upstream",
+                    configured,
+                    value,
+                    source,
+                    value,
+                )
+            else:
+                log.info("upstream n_ctx %s (from %s)", value, source)
+        self.n_ctx_value, self.n_ctx_source = value, source
+
     async def refresh_n_ctx(self) -> None:
         """Re-read n_ctx (and the chat template) from the upstream now (a failure keeps
         the previous values)."""
         auto = self.settings.alternate_roles == "auto"
-        if self.settings.n_ctx and not auto and self.settings.retrieval != "auto":
-            return
         self._n_ctx_at = time.monotonic()
         try:
             props = await self.control.props()
             if auto:
                 self.alternate = wants_alternation("auto", chat_template_of(props))
             self.learn_tool_support(tool_support_of(props))
-            if self.settings.n_ctx:
-                return
             value = n_ctx_of(props)
+            if self.settings.n_ctx:
+                if value is not None:
+                    self.learn_n_ctx(value, "props")
+                return
             source = "props"
             if value is None:
                 value, source = await self._n_ctx_from_models(), "models"
@@ -226,9 +249,7 @@ class ProxyState:
             log.info("cannot read n_ctx from the upstream yet: %s", exc)
             return
         if value is not None:
-            if value != self.n_ctx_value:
-                log.info("upstream n_ctx %s (from %s)", value, source)
-            self.n_ctx_value, self.n_ctx_source = value, source
+            self.learn_n_ctx(value, source)
 
     async def _n_ctx_from_models(self) -> int | None:
         resp = await self.control._send("GET", f"{self.api}/models", allow=frozenset({404}))

@@ -381,8 +381,8 @@ async def _overflow_retry(
     upstream's."""
     upstream_n_ctx = err.get("n_ctx")
     n_prompt = err.get("n_prompt_tokens")
-    if isinstance(upstream_n_ctx, int) and upstream_n_ctx > 0 and not state.settings.n_ctx:
-        state.n_ctx_value, state.n_ctx_source = upstream_n_ctx, "overflow_error"
+    if isinstance(upstream_n_ctx, int) and upstream_n_ctx > 0:
+        state.learn_n_ctx(upstream_n_ctx, "overflow_error")
     else:
         await state.refresh_n_ctx()
     n_ctx = await state.n_ctx()
