@@ -73,6 +73,15 @@ class DeferredItem:
     item: types.Resource | types.ResourceTemplate | types.Prompt
 
 
+@dataclass(frozen=True)
+class Deferral:
+    """Which servers' tools, and which servers' resources, templates and prompts, a plan
+    defers: handed to the next plan so that a catalog that still fits keeps its shape."""
+
+    tools: tuple[str, ...] = ()
+    items: tuple[str, ...] = ()
+
+
 @dataclass
 class CatalogPlan:
     """The result of compression: what is listed, what is deferred, what to store."""
@@ -91,6 +100,11 @@ class CatalogPlan:
     prompts: list[types.Prompt] = field(default_factory=list)
     items: dict[str, DeferredItem] = field(default_factory=dict)  # label -> deferred item
     deferred_item_servers: list[str] = field(default_factory=list)
+
+    @property
+    def deferral(self) -> Deferral:
+        """What this plan defers, for the next plan (see :func:`plan_catalog`)."""
+        return Deferral(tuple(self.deferred_servers), tuple(self.deferred_item_servers))
 
 
 def gateway_name(server: str, tool: str) -> str:
@@ -285,8 +299,15 @@ def plan_catalog(
     strip_output: bool = True,
     gateway_tools: Sequence[types.Tool] = (),
     unavailable: Mapping[str, str] | None = None,
+    previous: Deferral | None = None,
 ) -> CatalogPlan:
-    """Apply the compression phases (when ``compress``) until the catalog fits."""
+    """Apply the compression phases (when ``compress``) until the catalog fits.
+
+    ``previous``: what the last plan deferred. While deferring the same still fits, the
+    plan keeps it, so a server that reconnects or a change in usage does not reshuffle
+    what the client lists (its tool list and its prompt cache stay). Otherwise parts are
+    deferred anew and, once it fits, every part whose listing still fits is listed again.
+    """
     unavailable = dict(unavailable or {})
     listed = {
         s.name: [renamed(s.name, t, strip_output=strip_output) for t in s.tools] for s in servers
@@ -310,47 +331,92 @@ def plan_catalog(
     size = full_size
     phases: list[int] = []
     if compress and size > budget.threshold:
-        size = _compress(servers, state, budget, tool_sizes, item_sizes, estimate, phases)
+        size = _compress(
+            servers, state, budget, _Sizes(tool_sizes, item_sizes, estimate), phases, previous
+        )
     return _plan(servers, state, budget, unavailable, listed, prompts, phases, size, full_size)
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """The wire bytes of each server's tools and of its other items, and the estimate of
+    the whole listed catalog as the plan's state stands."""
+
+    tools: Mapping[str, int]
+    items: Mapping[str, int]
+    estimate: Callable[[], int]
 
 
 def _compress(
     servers: Sequence[ServerCatalog],
     state: _State,
     budget: Budget,
-    tool_sizes: Mapping[str, int],
-    item_sizes: Mapping[str, int],
-    estimate: Callable[[], int],
+    sizes: _Sizes,
     phases: list[int],
+    previous: Deferral | None,
 ) -> int:
     """Phases 1-4 on ``state``, in order, until ``estimate()`` fits; the final size."""
-    size = estimate()
     if any(len(s.instructions) > budget.instructions_threshold for s in servers):
         state.indexed_instructions = True
         phases.append(1)
-        size = estimate()
-    # what deferring saves, per past use of its server: a server's tools, or its
-    # resources, templates and prompts together (one part of a catalog in one step)
-    parts = [(s, "tools", tool_sizes[s.name]) for s in servers if s.tools]
-    parts += [
-        (s, "items", item_sizes[s.name]) for s in servers if s.resources or s.templates or s.prompts
-    ]
-    parts.sort(key=lambda p: (-p[2] / (1 + p[0].calls), p[0].name, p[1]))
-    for s, what, _size in parts:
-        if size <= budget.threshold:
-            break
-        (state.deferred if what == "tools" else state.deferred_items).append(s.name)
-        if 2 not in phases:
-            phases.append(2)
-        size = estimate()
+    if previous is not None:
+        state.deferred = [s.name for s in servers if s.tools and s.name in previous.tools]
+        state.deferred_items = [
+            s.name for s in servers if _has_items(s) and s.name in previous.items
+        ]
+        if sizes.estimate() > budget.threshold:  # it no longer fits: plan anew
+            state.deferred, state.deferred_items = [], []
+    size = _defer(servers, state, budget, sizes)
+    if state.deferred or state.deferred_items:
+        phases.append(2)
     if size > budget.threshold and state.indexed_instructions:
         state.instruction_contents = False
         phases.append(3)
-        size = estimate()
+        size = sizes.estimate()
+    if size > budget.threshold and state.indexed_instructions:
+        state.instruction_contents = False
+        phases.append(3)
+        size = sizes.estimate()
     if size > budget.threshold and state.deferred:
         state.batch_contents = False
         phases.append(4)
-        size = estimate()
+        size = sizes.estimate()
+    return size
+
+
+def _has_items(s: ServerCatalog) -> bool:
+    return bool(s.resources or s.templates or s.prompts)
+
+
+def _defer(servers: Sequence[ServerCatalog], state: _State, budget: Budget, sizes: _Sizes) -> int:
+    """Phase 2: defer parts of the catalog (a server's tools, or its resources, templates
+    and prompts together), the ones whose deferral saves most per past use of their server
+    first, until the estimate fits; then list again each part deferred that still fits
+    (the greedy order can defer a small part before a large one that had to go anyway).
+    What ``state`` defers already (the previous plan's choice, when it fits) stays. The
+    size it leaves."""
+    size = sizes.estimate()
+    if size <= budget.threshold:
+        return size
+    parts = [(s, "tools", sizes.tools[s.name]) for s in servers if s.tools]
+    parts += [(s, "items", sizes.items[s.name]) for s in servers if _has_items(s)]
+    parts.sort(key=lambda p: (-p[2] / (1 + p[0].calls), p[0].name, p[1]))
+    added: list[tuple[str, list[str]]] = []
+    for s, what, _size in parts:
+        if size <= budget.threshold:
+            break
+        held = state.deferred if what == "tools" else state.deferred_items
+        held.append(s.name)
+        added.append((s.name, held))
+        size = sizes.estimate()
+    for name, held in reversed(added[:-1]):  # the last one added made it fit
+        at = held.index(name)
+        held.remove(name)
+        relisted = sizes.estimate()
+        if relisted <= budget.threshold:
+            size = relisted
+        else:
+            held.insert(at, name)
     return size
 
 

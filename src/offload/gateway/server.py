@@ -37,6 +37,7 @@ from offload.gateway.catalog import (
     TOOL_PREFIX,
     Budget,
     CatalogPlan,
+    Deferral,
     ServerCatalog,
     gateway_name,
     plan_catalog,
@@ -115,6 +116,8 @@ class Gateway:
         # deferred resources, templates and prompts a client found, by label
         self.item_activations = Activations(settings.max_active_tools)
         self._plans: dict[tuple[bool, bool], CatalogPlan] = {}
+        # what each kind of plan deferred last: the next plan keeps it while it fits
+        self._deferrals: dict[tuple[bool, bool], Deferral] = {}
         self._tool_index: ToolIndex | None = None
         self._stored_docs: set[str] = set()
         self._sessions: dict[int, ServerSession] = {}
@@ -276,8 +279,10 @@ class Gateway:
                 strip_output=strip,
                 gateway_tools=index_tools.definitions(self.settings, with_call_tool=compress),
                 unavailable=unavailable,
+                previous=self._deferrals.get(key),
             )
             self._plans[key] = plan
+            self._deferrals[key] = plan.deferral
         return plan
 
     async def refresh_catalog(self, *, notify: bool = True) -> None:
