@@ -7,11 +7,12 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
-from offload.config import GatewaySettings
+from offload.config import GatewaySettings, SearchSettings
 from offload.errors import NotFound
 from offload.gateway.index_tools import IndexTools
 from offload.gateway.responses import Indexed, index_response
-from offload.gateway.toolsearch import ToolIndex
+from offload.gateway.toolsearch import ToolIndex, doc_for
+from offload.llm.embedding import load_embedder
 from offload.store.store import Store
 
 
@@ -84,3 +85,46 @@ def test_index_read_and_search_keep_to_the_gateways_scope(tmp_path: Path) -> Non
             active=lambda key: False,
         )
     assert "private dump" not in found.text and "(no hits)" in found.text
+
+
+TOOLS = {
+    key: types.Tool(name=key, description=about, input_schema={"type": "object"})
+    for key, about in (
+        ("svc__get_sum", "Adds two numbers and returns their sum"),
+        ("svc__print_env", "Prints the process environment variables"),
+    )
+}
+
+
+def test_a_search_for_a_responses_words_activates_no_tool_ranked_by_meaning_alone(
+    tmp_path: Path,
+) -> None:
+    settings = GatewaySettings()
+    model = load_embedder(SearchSettings())
+    with Store(tmp_path / "s.db", embedder=model) as store:
+        _indexed(
+            store, settings, "".join(f"row {i} build\n" for i in range(300)) + "checksum=6964\n"
+        )
+        index = ToolIndex.build(
+            [doc_for(k, t.model_dump(by_alias=True)) for k, t in TOOLS.items()], model
+        )
+        tools = IndexTools(store, settings)
+
+        def search(query: str) -> tuple[str, tuple[str, ...]]:
+            found = tools.search(
+                {"queries": [query]}, tool_index=index, tools=TOOLS, active=lambda key: False
+            )
+            return found.text, found.activated
+
+        content, content_activated = search("checksum=6964")
+        named, named_activated = search("sum of two numbers")
+        guessed, guessed_activated = search("total of figures")
+    # the response's line comes first; the tool the model's meaning brings is shown, not listed
+    assert content.index("checksum=6964") < content.index("tool svc__get_sum (deferred)")
+    assert content_activated == ()
+    assert 'IndexRead(label="tool:svc__get_sum") lists it for you' in content
+    # a tool holding the query's words is activated, as is the best guess when nothing
+    # holds the query's words
+    assert named_activated == ("svc__get_sum",)
+    assert "svc__get_sum" in guessed_activated
+    assert "(deferred, now activated)" in named and "(deferred, now activated)" in guessed

@@ -207,10 +207,13 @@ class IndexTools:
         out: list[str] = []
         for qi, query in enumerate(queries, 1):
             out.append(f"## Query {qi}: {json.dumps(query, ensure_ascii=False)}")
-            ranked = self._ranked(query, limit, filters, tool_index, tool_keys)
+            ranked, by_words = self._ranked(query, limit, filters, tool_index, tool_keys)
             if not ranked:
                 out.append("(no hits)")
                 continue
+            # a tool ranked by meaning alone is activated only when nothing holds the
+            # query's words: a search for a response's contents does not churn the list
+            guessing = not by_words and not any(isinstance(item, Hit) for item in ranked)
             for hi, item in enumerate(ranked, 1):
                 key: tuple[str, int | None]
                 if isinstance(item, str) and item in items:
@@ -231,9 +234,10 @@ class IndexTools:
                     out.append(self._item_hit(hi, item, items[item], was_active))
                 elif isinstance(item, str):
                     was_active = active(item)
-                    if not was_active:
+                    activates = not was_active and (item in by_words or guessing)
+                    if activates:
                         activated.append(item)
-                    out.append(self._tool_hit(hi, item, tools[item], was_active))
+                    out.append(self._tool_hit(hi, item, tools[item], was_active, activates))
                 else:
                     out.append(self._store_hit(hi, item))
         return ToolOutcome(
@@ -247,38 +251,43 @@ class IndexTools:
         filters: Filters,
         tool_index: ToolIndex,
         tool_keys: Sequence[str],
-    ) -> list[str | Hit]:
+    ) -> tuple[list[str | Hit], set[str]]:
+        """The tool and store hits for ``query``, merged by rank (reciprocal rank fusion;
+        at the same rank a tool holding the query's words, then a store hit, then a tool
+        ranked by meaning alone), and which tool hits hold the query's words."""
         tool_hits = (
             [d.key for d, _ in tool_index.search(query, limit, keys=tool_keys)] if tool_keys else []
         )
+        by_words = tool_index.word_matched(query, tool_hits) if tool_hits else set()
         store_hits = self.store.search(query, filters, limit=limit)
-        if not store_hits:
-            return list(tool_hits)
-        if not tool_hits:
-            return list(store_hits)
-        scores: dict[int, float] = {}
         items: list[str | Hit] = [*tool_hits, *store_hits]
-        for rank, _key in enumerate(tool_hits):
-            scores[rank] = 1.0 / (_RRF_K + rank)
+        order: dict[int, tuple[float, int]] = {}
+        for rank, key in enumerate(tool_hits):
+            order[rank] = (-1.0 / (_RRF_K + rank), 0 if key in by_words else 2)
         for rank, _hit in enumerate(store_hits):
-            scores[len(tool_hits) + rank] = 1.0 / (_RRF_K + rank)
-        order = sorted(range(len(items)), key=lambda i: (-scores[i], i))
-        return [items[i] for i in order[:limit]]
+            order[len(tool_hits) + rank] = (-1.0 / (_RRF_K + rank), 1)
+        ranked = sorted(range(len(items)), key=lambda i: (*order[i], i))
+        return [items[i] for i in ranked[:limit]], by_words
 
-    def _tool_hit(self, rank: int, key: str, tool: types.Tool, was_active: bool) -> str:
-        state = "listed" if was_active else "deferred, now activated"
+    def _tool_hit(
+        self, rank: int, key: str, tool: types.Tool, was_active: bool, activates: bool
+    ) -> str:
+        """A tool hit: listed already, activated by this search, or (ranked by meaning
+        alone beside hits holding the query's words) left deferred: then only the call
+        tool calls it, and reading its definition activates it."""
         desc = " ".join((tool.description or "").split())
         if len(desc) > 600:
             desc = desc[:599] + "…"
         schema = json.dumps(tool.input_schema, ensure_ascii=False, separators=(",", ":"))
-        return (
-            f"{rank}. tool {key} ({state})\n"
-            f"   {desc}\n"
-            f"   input schema: {schema}\n"
-            f"   call: {key}({{...}}) or {self.settings.call_tool_name}"
-            f'(name="{key}", arguments={{...}}); full definition: '
-            f'{self.settings.read_tool}(label="{TOOL_PREFIX}{key}")'
-        )
+        through = f'{self.settings.call_tool_name}(name="{key}", arguments={{...}})'
+        read = f'{self.settings.read_tool}(label="{TOOL_PREFIX}{key}")'
+        if was_active or activates:
+            state = "listed" if was_active else "deferred, now activated"
+            how = f"call: {key}({{...}}) or {through}; full definition: {read}"
+        else:
+            state = "deferred"
+            how = f"call: {through}; {read} lists it for you"
+        return f"{rank}. tool {key} ({state})\n   {desc}\n   input schema: {schema}\n   {how}"
 
     def _item_hit(self, rank: int, label: str, d: DeferredItem, was_active: bool) -> str:
         state = "listed" if was_active else "deferred, now listed for you"

@@ -236,6 +236,17 @@ class ToolIndex:
                 scores[i] = scores.get(i, 0.0) + idf * weighted / (_K1 + weighted)
         return scores
 
+    def word_matched(self, query: str, keys: Iterable[str]) -> set[str]:
+        """Which of ``keys`` hold a word of ``query`` (ranked by words, not by meaning
+        alone)."""
+        wanted = set(keys)
+        found: set[str] = set()
+        for term in analyse_query(query).any_of:
+            for i, _weighted in self.postings.get(term, ()):
+                if self.docs[i].key in wanted:
+                    found.add(self.docs[i].key)
+        return found
+
     def rank(self, query: str, keys: Sequence[str] | None = None) -> list[tuple[int, float]]:
         """Every matching document (its position and score), best first, for one query:
         BM25F, fused with the embedding's similarity when the index has one."""
