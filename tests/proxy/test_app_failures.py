@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ import httpx
 import pytest
 
 import loopback
-from offload.config import ProxySettings
+from offload.config import ProxySettings, StoreSettings
 from offload.errors import ConfigError
 from offload.proxy.app import create_app
 from offload.store.store import Store
@@ -301,3 +302,38 @@ def test_a_configured_n_ctx_above_the_upstreams_is_held_under_what_the_upstream_
     assert len(sizes) == 3  # the second request needed no retry
     assert stats["upstream"]["n_ctx"] == 4096
     assert stats["upstream"]["n_ctx_source"] == "overflow_error"
+
+
+def test_with_the_store_locked_a_request_that_fits_goes_out_and_one_to_page_out_is_a_503(
+    tmp_path: Path,
+) -> None:
+    # another process holds the store's write lock past the busy timeout: what fits under
+    # the ceiling goes out as the client sent it; what would need a page-out cannot
+    db = tmp_path / "offload.db"
+    big = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 240}
+        for i in range(20)
+    ]
+    with Store(db, StoreSettings(busy_timeout_s=0.2)) as store, raw_upstream("small") as up:
+        settings = ProxySettings(
+            upstream=up.url, n_ctx=4096, alternate_roles="never", metrics_flush_s=60
+        )
+        with serving(create_app(settings, store)) as server:
+            holder = sqlite3.connect(db, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+            try:
+                small = loopback.post(server.url + CHAT, json={"messages": HELLO}, timeout=30)
+                paged = loopback.post(server.url + CHAT, json={"messages": big}, timeout=30)
+                anthropic = loopback.post(
+                    server.url + MESSAGES, json=anthropic_body(messages=big[:-1]), timeout=30
+                )
+            finally:
+                holder.execute("ROLLBACK")
+                holder.close()
+    assert small.status_code == 200, small.text
+    assert json.loads(up.bodies[0])["messages"] == HELLO  # as the client sent it
+    assert paged.status_code == 503
+    error = paged.json()["error"]
+    assert error["type"] == "store_unavailable" and "paged out" in error["message"]
+    assert "paged out" in assert_anthropic_error(anthropic, 503, "api_error")
+    assert len(up.bodies) == 1  # nothing that needed the store went upstream

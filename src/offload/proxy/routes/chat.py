@@ -21,10 +21,17 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from offload.errors import InvalidInput, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from offload.errors import (
+    InvalidInput,
+    StoreError,
+    UpstreamError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 from offload.proxy.figures.metrics import RequestRecord, cache_figures
 from offload.proxy.figures.turns import session_title, stub_lines
 from offload.proxy.retrieval import retrieval_loop
+from offload.proxy.rewrite.messages import head_end, message_tokens, session_key
 from offload.proxy.rewrite.pipeline import RewriteResult
 from offload.proxy.state import ProxyState
 from offload.proxy.transport.errors_http import OPENAI, ErrorShape, openai_error
@@ -129,7 +136,10 @@ async def run_chat(
     offer = retrieval_loop.offer_for(state, payload, raw)  # the proxy's own memory tools
     if offer is not None:
         payload, raw = offer.payload, offer.raw
-    exchange = await _rewrite(state, payload, messages, n_ctx)
+    try:
+        exchange = await _rewrite(state, payload, messages, n_ctx)
+    except StoreError as exc:
+        return _store_down(shape, exc)
     headers = request_headers(request.headers)
     headers["content-type"] = "application/json"
     stream = bool(payload.get("stream"))
@@ -263,6 +273,9 @@ async def _answered(
         return shape.response(
             502, f"cannot reach upstream {state.api}: {why}", "upstream_unavailable"
         )
+    except StoreError as exc:  # the overflow retry's rewrite, the store gone meanwhile
+        _count_error(state, upstream.exchange.result)
+        return _store_down(shape, exc)
     if got is None:  # the client went away before the upstream answered
         _count_error(state, upstream.exchange.result)
         return Response(status_code=499)
@@ -365,8 +378,52 @@ async def _rewrite(
         alternate=state.alternate,
     )
     state.last_request = time.monotonic()
-    result = await anyio.to_thread.run_sync(rewrite, messages, n_ctx)
+    try:
+        result = await anyio.to_thread.run_sync(rewrite, messages, n_ctx)
+    except StoreError as exc:
+        result = await anyio.to_thread.run_sync(_unrewritten, state, payload, messages, n_ctx, exc)
     return _Exchange(payload, result, n_ctx)
+
+
+def _unrewritten(
+    state: ProxyState,
+    payload: dict[str, Any],
+    messages: list[dict[str, Any]],
+    n_ctx: int,
+    down: StoreError,
+) -> RewriteResult:
+    """With the store down, the client's messages as they came when they fit under the
+    ceiling (they need no page-out, which the store would have to hold): the model keeps
+    answering what fits while the store is away. Else ``down`` is raised again."""
+    tokens = sum(message_tokens(state.counter, m) for m in messages)
+    if tokens > state.settings.emergency * n_ctx:
+        raise down
+    log.warning("the store is unavailable (%s): the request goes out as it came", down)
+    hint = payload.get("user")
+    return RewriteResult(
+        messages=messages,
+        session_id=session_key(
+            messages[: head_end(messages)], hint if isinstance(hint, str) else ""
+        ),
+        client_tokens=tokens,
+        wire_tokens=tokens,
+        stubs_made=0,
+        stubbed_messages=0,
+        windowed=False,
+        emergency=False,
+        prefix_kept=False,
+        break_cause="store_unavailable",
+    )
+
+
+def _store_down(shape: ErrorShape, exc: StoreError) -> Response:
+    """A request that needs the store (to page out what does not fit) while it is down:
+    a 503 in the client's shape with the store's own one-line message."""
+    return shape.response(
+        503,
+        f"this request must be paged out to fit n_ctx, and the store is unavailable: {exc}",
+        "store_unavailable",
+    )
 
 
 async def _overflow_retry(
