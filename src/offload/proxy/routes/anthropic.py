@@ -5,7 +5,8 @@ blocks of ``text``, ``tool_use`` and ``tool_result`` (text content); ``tools`` a
 ``tool_choice``; ``max_tokens``, ``temperature``, ``top_p``, ``top_k``, ``stop_sequences``,
 ``metadata`` (dropped); ``stream`` (text and tool-use deltas). Answers carry
 ``stop_reason`` and ``usage`` (``input_tokens``, ``output_tokens``,
-``cache_read_input_tokens`` from the upstream's cache figures).
+``cache_read_input_tokens`` from the upstream's cache figures; streamed: ``message_start``
+the proxy's count of the wire, ``message_delta`` the upstream's figures when it reports them).
 
 Not supported (a 400 says so): ``image`` and ``document`` blocks, ``thinking`` and
 extended-thinking parameters. Prompt-caching ``cache_control`` markers are accepted and
@@ -213,7 +214,7 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-def _message_start(model: str) -> bytes:
+def _message_start(model: str, input_tokens: int) -> bytes:
     return _sse(
         "message_start",
         {
@@ -226,7 +227,7 @@ def _message_start(model: str) -> bytes:
                 "content": [],
                 "stop_reason": None,
                 "stop_sequence": None,
-                "usage": {"input_tokens": 0, "output_tokens": 0},
+                "usage": {"input_tokens": input_tokens, "output_tokens": 0},
             },
         },
     )
@@ -302,7 +303,11 @@ class _Blocks:
         """The closing events: the open block's stop, the stop reason and usage, the end."""
         events = [_block_stop(self.open)] if self.open >= 0 else []
         delta = {"stop_reason": self.finish, "stop_sequence": None}
-        usage = {"output_tokens": _usage(seen)["output_tokens"]}
+        counted = _usage(seen)
+        usage = {"output_tokens": counted["output_tokens"]}
+        if counted["input_tokens"]:  # the upstream's own count of the prompt, when it said
+            usage["input_tokens"] = counted["input_tokens"]
+            usage["cache_read_input_tokens"] = counted["cache_read_input_tokens"]
         events.append(
             _sse("message_delta", {"type": "message_delta", "delta": delta, "usage": usage})
         )
@@ -326,12 +331,14 @@ async def _stream_objects(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[st
 
 
 async def stream_events(
-    chunks: AsyncIterator[bytes], model: str, seen: dict[str, Any]
+    chunks: AsyncIterator[bytes], model: str, seen: dict[str, Any], input_tokens: int = 0
 ) -> AsyncIterator[bytes]:
     """Convert an OpenAI chat stream into Anthropic Messages stream events.
 
     ``seen`` receives the stream's ``usage``/``timings`` (for the proxy's metrics) before the
-    generator ends.
+    generator ends. ``input_tokens``: the prompt's size as the proxy counted the wire, which
+    ``message_start`` carries (a client's context meter reads it there); ``message_delta``
+    carries the upstream's own count when its stream reports one.
     """
     blocks = _Blocks()
     started = failed = False
@@ -345,7 +352,7 @@ async def stream_events(
         seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
         if not started:
             started = True
-            yield _message_start(model)
+            yield _message_start(model, input_tokens)
         for choice in obj.get("choices") or ():
             for event in blocks.choice(choice):
                 yield event

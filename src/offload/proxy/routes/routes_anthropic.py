@@ -50,6 +50,7 @@ async def messages(request: Request, state: ProxyState) -> Response:
                     ),
                     model,
                     seen,
+                    result.wire_tokens,
                 ),
                 media_type="text/event-stream",
             )
