@@ -31,9 +31,19 @@ async def passthrough(request: Request, state: ProxyState) -> Response:
         resp = await race_disconnect(request, lambda: send_upstream(state.http, req))
     except httpx.TimeoutException as exc:
         return openai_error(504, f"upstream did not answer in time: {exc}", "upstream_timeout")
-    except httpx.HTTPError as exc:
+    except httpx.ConnectError as exc:
         return openai_error(
             502, f"cannot reach upstream {state.root}: {type(exc).__name__}", "upstream_unavailable"
+        )
+    except httpx.HTTPError as exc:
+        # connected, then cut off: a server that does not serve a path often answers it
+        # (404) and closes before reading a large body, which the send then meets
+        return openai_error(
+            502,
+            f"the upstream {state.root} closed the connection on {request.method} "
+            f"{request.url.path} before answering ({type(exc).__name__}); that path is not "
+            "one of the proxy's own routes (/v1/chat/completions, /v1/messages, …): check it",
+            "upstream_error",
         )
     if resp is None:
         return Response(status_code=499)
