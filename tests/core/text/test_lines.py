@@ -280,3 +280,10 @@ def test_a_token_bounded_window_cuts_inside_a_long_line_by_parts() -> None:
     window = read_lines_within(text, 1, max_tokens=1500, count=_tokens)
     assert _tokens(window.text) <= 1500
     assert window.next_offset is not None and window.next_offset.startswith("1-")
+
+
+@pytest.mark.parametrize("offset", ["9" * 5000, "1-" + "9" * 5000, "\u00b2", "3-\u00b9"])
+def test_an_offset_int_cannot_read_is_refused_in_one_short_line(offset: str) -> None:
+    with pytest.raises(InvalidInput, match="offset must be a line number") as err:
+        read_lines("a\nb\n", offset, limit=5, cap_bytes=1000, max_line_chars=100)
+    assert len(str(err.value)) < 200

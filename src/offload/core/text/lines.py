@@ -23,7 +23,8 @@ from operator import add
 
 from offload.errors import InvalidInput
 
-_OFFSET = re.compile(r"\s*(\d+)(?:-(\d+))?\s*")
+# at most 18 digits each: ``int`` refuses a run past 4,300 and no body has more lines
+_OFFSET = re.compile(r"\s*(\d{1,18})(?:-(\d{1,18}))?\s*")
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,9 @@ def parse_offset(value: int | str) -> tuple[int, int]:
         return value, 1
     match = _OFFSET.fullmatch(value)
     if match is None:
+        shown = repr(value) if len(value) <= 40 else repr(value[:40]) + "…"
         raise InvalidInput(
-            f'offset must be a line number like "61" or a line and part like "12-3", got {value!r}'
+            f'offset must be a line number like "61" or a line and part like "12-3", got {shown}'
         )
     line = int(match.group(1))
     part = int(match.group(2)) if match.group(2) is not None else 1

@@ -18,6 +18,7 @@ from typing import Any
 
 from offload.core.fence import fence, new_nonce
 from offload.core.text.lines import continuation, read_lines
+from offload.core.text.numbers import whole_number
 from offload.core.tokens import TokenCounter
 from offload.core.untrusted import inline
 from offload.errors import InvalidInput, OffloadError, OtherScope, ReferenceError_
@@ -146,10 +147,11 @@ def _text_arg(args: dict[str, Any], key: str) -> str:
 
 def _int_arg(args: dict[str, Any], key: str, default: int, most: int) -> int:
     value = args.get(key, default)
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
+    if isinstance(value, str) and (number := whole_number(value)) is not None:
+        value = number
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-        raise InvalidInput(f"{key!r} must be a whole number from 1 to {most}, got {value!r}")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        raise InvalidInput(f"{key!r} must be a whole number from 1 to {most}, got {shown}")
     return value
 
 
