@@ -267,10 +267,11 @@ class IndexTools:
 
     def _tool_hit(self, rank: int, key: str, tool: types.Tool, was_active: bool) -> str:
         state = "listed" if was_active else "deferred, now activated"
-        desc = " ".join((tool.description or "").split())
-        if len(desc) > 600:
-            desc = desc[:599] + "…"
-        schema = json.dumps(tool.input_schema, ensure_ascii=False, separators=(",", ":"))
+        # an upstream writes the name, description and schema: each is one inert line
+        # here (no line of its own, no fence-like tag, no control or bidi character)
+        desc = inline(tool.description or "", 600)
+        schema = inline(json.dumps(tool.input_schema, ensure_ascii=False, separators=(",", ":")))
+        key = inline(key, 300)
         return (
             f"{rank}. tool {key} ({state})\n"
             f"   {desc}\n"
