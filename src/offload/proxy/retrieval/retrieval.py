@@ -118,7 +118,7 @@ def answer_call(memory: Memory, name: str, arguments: str) -> Answer:
     arguments, unknown references and empty searches are answers too, never errors."""
     try:
         args = json.loads(arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the stack
         return Answer(f"error: {name} arguments must be JSON, like {_example(name)}", ok=False)
     if not isinstance(args, dict):
         return Answer(f"error: {name} arguments must be an object, like {_example(name)}", False)
