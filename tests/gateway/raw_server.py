@@ -8,6 +8,7 @@ according to MODE:
 - ``garbage``: a line that is not JSON at all, then nothing;
 - ``bad-result``: a JSON-RPC result whose shape is not a tool result;
 - ``banner``: a non-JSON line before every answer, then a correct answer;
+- ``long-line``: a line of 70 MiB characters that is no message, then a correct answer;
 - ``relist-hang``: a correct answer after telling the client its tool list changed, and
   then no answer to any later ``tools/list`` (the first is answered).
 
@@ -52,6 +53,9 @@ def answer(mode: str, request: dict[str, Any]) -> None:
         sys.stdout.write("Segmentation fault (core dumped) <<<\x00>>>\n")
         sys.stdout.flush()
         return
+    elif method == "tools/call" and mode == "long-line":
+        sys.stdout.write("x" * (70 * 2**20) + "\n")
+        result = {"content": [{"type": "text", "text": "after the long line"}]}
     elif method == "tools/call" and mode == "bad-result":
         result = {"content": "this should have been a list"}
     else:

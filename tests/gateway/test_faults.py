@@ -70,6 +70,21 @@ async def test_an_upstream_that_never_answers_its_changed_tool_list_is_reconnect
         assert not (await client.call_tool("raw__probe", {})).is_error
 
 
+async def test_a_line_past_the_bound_is_dropped_as_it_arrives_and_the_answer_after_it_read(
+    run_gateway: RunGateway,
+) -> None:
+    # 70 Mi characters without a line end: joined and re-split per 64 KB chunk it cost
+    # minutes of the event loop's time and held the whole line; now it is dropped
+    async with (
+        run_gateway([raw_upstream("long-line")]) as gw,
+        Client(gw.server, mode="legacy") as client,
+    ):
+        result = await client.call_tool("raw__probe", {})
+        assert not result.is_error and text_of(result) == "after the long line"
+        assert "a line longer than 67108864 characters" in gw.upstreams["raw"].noise
+        assert gw.upstreams["raw"].connects == 1
+
+
 async def test_a_garbage_answer_gives_the_first_call_an_error_result_naming_it(
     run_gateway: RunGateway,
 ) -> None:
