@@ -7,7 +7,10 @@ according to MODE:
 
 - ``garbage``: a line that is not JSON at all, then nothing;
 - ``bad-result``: a JSON-RPC result whose shape is not a tool result;
-- ``banner``: a non-JSON line before every answer, then a correct answer.
+- ``banner``: a non-JSON line before every answer, then a correct answer;
+- ``long-line``: a line of 70 MiB characters that is no message, then a correct answer;
+- ``relist-hang``: a correct answer after telling the client its tool list changed, and
+  then no answer to any later ``tools/list`` (the first is answered).
 
 Every other request gets a correct empty answer. It exits when stdin closes.
 """
@@ -26,10 +29,17 @@ def send(message: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+LISTED: list[Any] = []  # the tools/list requests answered so far
+
+
 def answer(mode: str, request: dict[str, Any]) -> None:
     rid, method = request.get("id"), request.get("method")
     if rid is None:
         return  # a notification
+    if method == "tools/list" and mode == "relist-hang" and LISTED:
+        return  # never answered
+    if method == "tools/call" and mode == "relist-hang":
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     if method == "initialize":
         result: Any = {
             "protocolVersion": request["params"]["protocolVersion"],
@@ -37,11 +47,15 @@ def answer(mode: str, request: dict[str, Any]) -> None:
             "serverInfo": {"name": "raw", "version": "1"},
         }
     elif method == "tools/list":
+        LISTED.append(rid)
         result = {"tools": [TOOL]}
     elif method == "tools/call" and mode == "garbage":
         sys.stdout.write("Segmentation fault (core dumped) <<<\x00>>>\n")
         sys.stdout.flush()
         return
+    elif method == "tools/call" and mode == "long-line":
+        sys.stdout.write("x" * (70 * 2**20) + "\n")
+        result = {"content": [{"type": "text", "text": "after the long line"}]}
     elif method == "tools/call" and mode == "bad-result":
         result = {"content": "this should have been a list"}
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -52,6 +53,36 @@ async def test_stray_lines_on_an_upstreams_stdout_do_not_break_its_connection(
             result = await c.call_tool("raw__probe", {})
             assert (result.is_error, text_of(result)) == (False, "ok")
         assert gw.upstreams["raw"].state == "ready" and gw.upstreams["raw"].connects == 1
+
+
+async def test_an_upstream_that_never_answers_its_changed_tool_list_is_reconnected(
+    run_gateway: RunGateway,
+) -> None:
+    # it says its tools changed, then never answers tools/list: the refresh is bounded by
+    # the call timeout, so the connection is made again (and the gateway can stop)
+    config = replace(raw_upstream("relist-hang"), timeout_s=0.5)
+    async with run_gateway([config]) as gw, Client(gw.server, mode="legacy") as client:
+        upstream = gw.upstreams["raw"]
+        assert not (await client.call_tool("raw__probe", {})).is_error
+        with anyio.fail_after(30):  # a ceiling: the wait ends on the reconnection
+            while upstream.connects < 2:
+                await anyio.sleep(0.05)
+        assert not (await client.call_tool("raw__probe", {})).is_error
+
+
+async def test_a_line_past_the_bound_is_dropped_as_it_arrives_and_the_answer_after_it_read(
+    run_gateway: RunGateway,
+) -> None:
+    # 70 Mi characters without a line end: joined and re-split per 64 KB chunk it cost
+    # minutes of the event loop's time and held the whole line; now it is dropped
+    async with (
+        run_gateway([raw_upstream("long-line")]) as gw,
+        Client(gw.server, mode="legacy") as client,
+    ):
+        result = await client.call_tool("raw__probe", {})
+        assert not result.is_error and text_of(result) == "after the long line"
+        assert "a line longer than 67108864 characters" in gw.upstreams["raw"].noise
+        assert gw.upstreams["raw"].connects == 1
 
 
 async def test_a_garbage_answer_gives_the_first_call_an_error_result_naming_it(

@@ -30,7 +30,7 @@ def test_integers_accept_integral_floats_and_digit_strings_within_range() -> Non
     assert args(i=7.0).integer("i", 1, 1, 10) == 7
     assert args(i=" 9 ").integer("i", 1, 1, 10) == 9
     assert args().integer("i", 4, 1, 10) == 4
-    for bad in (0, 11, True, 2.5, "x"):
+    for bad in (0, 11, True, 2.5, "x", "\u00b2", "9" * 5000):  # isdigit() but not int()
         with pytest.raises(InvalidInput, match="i must be an integer in 1-10"):
             args(i=bad).integer("i", 1, 1, 10)
 

@@ -113,3 +113,43 @@ def test_requests_written_just_before_stdin_closes_are_all_answered(env: McpEnv)
     assert done.returncode == 0, done.stderr
     assert sorted(a["id"] for a in answers) == [1, 2, 3, 4, 5]
     assert all("result" in a and not a["result"].get("isError") for a in answers)
+
+
+def test_a_request_the_client_cancelled_does_not_hold_the_exit_after_stdin_closes(
+    env: McpEnv,
+) -> None:
+    # a cancelled request is answered by no one; counted as open, it held the server for
+    # the whole drain (300 s) after the client closed stdin
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "script", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "search", "arguments": {"queries": ["anything at all"]}},
+        },
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}},
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "offload.cli.main", "mcp"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        cwd=env.project,
+        env=child_env(env.home),
+        timeout=60,  # far under the drain a cancelled request once held it for
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert answers[0]["id"] == 1 and "result" in answers[0]

@@ -280,3 +280,21 @@ async def test_snapshot_and_restore_errors_say_what_to_do(env: McpEnv) -> None:
         assert "saved: one" in await s.fail("restore", name="two")
     async with env.connect(**{"mcp.scope": "another"}) as other:
         assert "none saved in this scope" in await other.fail("restore")
+
+
+async def test_restore_reads_only_snapshots_shaped_as_snapshot_writes_them(env: McpEnv) -> None:
+    # snapshot state may come from an imported archive: any JSON under any key
+    async with env.connect() as s:
+        await s.ok("snapshot", task="the real task", name="real")
+        ns = f"mcp.snapshot:{s.ctx.scope}"
+        env.store.put_state(ns, "text", "just a string")
+        env.store.put_state(ns, "when", {"saved": "yesterday", "task": "x"})
+        env.store.put_state(ns, "far", {"saved": 1e300, "task": "x"})
+        env.store.put_state(ns, "odd", {"saved": 1, "task": 7, "decisions": "abc", "refs": 5})
+        latest = await s.ok("restore")
+        assert latest.startswith('snapshot "real"') and "task: the real task" in latest
+        odd = await s.ok("restore", name="odd")
+        assert odd.splitlines()[1:] == ["task: "]
+        for name in ("text", "when", "far"):
+            err = await s.fail("restore", name=name)
+            assert f"no snapshot '{name}'" in err and "saved: odd, real" in err

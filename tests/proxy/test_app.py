@@ -68,6 +68,18 @@ def test_malformed_json_is_a_400_in_the_openai_error_shape(proxy: tuple[Scripted
     assert state.requests == []
 
 
+@pytest.mark.parametrize("route", [CHAT, "/v1/messages"])
+def test_json_nested_past_the_stack_is_a_400_not_an_internal_error(
+    proxy: tuple[Scripted, str], route: str
+) -> None:
+    state, url = proxy
+    deep = b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    resp = loopback.post(url + route, content=deep, headers={"content-type": "application/json"})
+    assert resp.status_code == 400
+    assert "nested too deeply" in resp.text
+    assert state.requests == []
+
+
 def test_an_unknown_role_is_refused_without_reaching_the_upstream(
     proxy: tuple[Scripted, str],
 ) -> None:

@@ -48,7 +48,15 @@ def test_a_listing_narrows_to_one_kind_or_to_pinned_entries(store: Store) -> Non
 
 @pytest.mark.parametrize(
     "params",
-    [{"page": "0"}, {"page": "x"}, {"page": "100001"}, {"pinned": "yes"}, {"kind": "k" * 101}],
+    [
+        {"page": "0"},
+        {"page": "x"},
+        {"page": "100001"},
+        {"page": "\u00b2"},  # isdigit(), and int() cannot read it
+        {"page": "9" * 5000},  # past the digits int() converts
+        {"pinned": "yes"},
+        {"kind": "k" * 101},
+    ],
 )
 def test_a_listing_refuses_a_malformed_parameter_in_one_line(
     store: Store, params: dict[str, str]

@@ -10,11 +10,14 @@ servers omit the final blank line.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 DONE = "[DONE]"
+# a line ends at CRLF, a lone CR or LF
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,16 @@ class SseEvent:
 
 
 class SseDecoder:
-    """Incremental decoder: :meth:`feed` chunks, then :meth:`close` at end of stream."""
+    """Incremental decoder: :meth:`feed` chunks, then :meth:`close` at end of stream.
+
+    Linear in the bytes fed, however they are chunked: each chunk is scanned once for line
+    ends, and a line still open at a chunk's end is kept as parts, joined once when it ends
+    (re-joining and re-scanning the whole pending buffer per chunk, or slicing the rest of
+    a chunk per line, cost time quadratic in a long line or a chunk of many events)."""
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._parts: list[bytes] = []  # the line still open, as it arrived
+        self._skip_lf = False  # the last chunk ended in CR: an LF now completes a CRLF
         self._data: list[str] = []
         self._event = ""
         self._id: str | None = None
@@ -47,45 +56,37 @@ class SseDecoder:
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         """Consume one chunk; return the events it completed."""
-        self._buf += chunk
         out: list[SseEvent] = []
-        while True:
-            line, rest = self._split_line(self._buf)
-            if line is None:
-                break
-            self._buf = rest
+        if not chunk:
+            return out
+        start = 1 if self._skip_lf and chunk[:1] == b"\n" else 0
+        self._skip_lf = False
+        for end in _LINE_END.finditer(chunk, start):
+            piece = chunk[start : end.start()]
+            line = b"".join((*self._parts, piece)) if self._parts else piece
+            self._parts = []
+            start = end.end()
+            # a CR ends the line at once; an LF first thing in the next chunk is its CRLF's
+            self._skip_lf = end.group() == b"\r" and start == len(chunk)
             event = self._line(line)
             if event is not None:
                 out.append(event)
+        if start < len(chunk):
+            self._parts.append(chunk[start:])
         return out
 
     def close(self) -> list[SseEvent]:
         """End of stream: flush a last line without terminator and any pending event."""
         out: list[SseEvent] = []
-        if self._buf:
-            line, self._buf = self._buf, b""
-            event = self._line(line.rstrip(b"\r"))
+        if self._parts:
+            line, self._parts = b"".join(self._parts), []
+            event = self._line(line)
             if event is not None:
                 out.append(event)
         event = self._dispatch()
         if event is not None:
             out.append(event)
         return out
-
-    @staticmethod
-    def _split_line(buf: bytes) -> tuple[bytes | None, bytes]:
-        lf = buf.find(b"\n")
-        cr = buf.find(b"\r")
-        if cr == -1 and lf == -1:
-            return None, buf
-        if cr == -1 or (lf != -1 and lf < cr):
-            return buf[:lf], buf[lf + 1 :]
-        # a CR: CRLF or a lone CR; at the buffer's end we cannot tell yet
-        if cr == len(buf) - 1:
-            return None, buf
-        if buf[cr + 1 : cr + 2] == b"\n":
-            return buf[:cr], buf[cr + 2 :]
-        return buf[:cr], buf[cr + 1 :]
 
     def _line(self, raw: bytes) -> SseEvent | None:
         if not raw:

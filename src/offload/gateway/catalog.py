@@ -25,6 +25,7 @@ from typing import Any, Literal
 import mcp_types as types
 
 from offload.core.text.preview import contents
+from offload.core.untrusted import inline
 
 SEP = "__"
 TOOL_PREFIX = "tool:"
@@ -266,7 +267,8 @@ def _instructions(
             tools = by_name[name].tools
             line = f'- {name}: {len(tools)} tools (source="{TOOL_PREFIX}{name}{SEP}")'
             if state.batch_contents:
-                line += ": " + ", ".join(t.name for t in tools)
+                # upstream-written names: each an inert line fragment in our own text
+                line += ": " + ", ".join(inline(t.name, 200) for t in tools)
             rows.append(line)
     if state.deferred_items:
         rows.append(
@@ -287,7 +289,7 @@ def _instructions(
             rows.append(f"- {name}: {', '.join(counts)} (source: one of {prefixes})")
     if unavailable:
         rows.append("## Unavailable upstreams")
-        rows.extend(f"- {name}: {why}" for name, why in sorted(unavailable.items()))
+        rows.extend(f"- {name}: {inline(why, 300)}" for name, why in sorted(unavailable.items()))
     return "\n\n".join(rows)
 
 

@@ -26,11 +26,18 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
+from offload.core.text.lines import StreamLines
+
 log = logging.getLogger("offload.gateway")
 
 _GRACE_S = 1.0  # a child that exits by itself when its stdin closes
 _TERM_S = 1.0  # then SIGTERM to its group, then SIGKILL
 _live: set[int] = set()  # pids (= process group ids) of the children alive now
+#: The longest line a child may write: one JSON-RPC message, a tool's answer whole. Past
+#: it the line is dropped as it arrives (memory stays bounded) and reported as one that
+#: is not JSON-RPC.
+MAX_LINE_CHARS = 64 * 2**20
+_TOO_LONG = f"a line longer than {MAX_LINE_CHARS} characters (64 Mi), dropped"
 
 
 def live_children() -> frozenset[int]:
@@ -69,13 +76,14 @@ async def stdio_child(params: StdioServerParameters) -> AsyncIterator[TransportS
 
     async def reader() -> None:
         assert process.stdout is not None
-        buffer = ""
+        lines = StreamLines(MAX_LINE_CHARS)
         with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             async with read_writer:
                 async for chunk in TextReceiveStream(process.stdout, errors="replace"):
-                    *lines, buffer = (buffer + chunk).split("\n")
-                    for line in lines:
-                        if line.strip():
+                    for line in lines.feed(chunk):
+                        if line is None:  # a call it answered ends by its timeout, naming it
+                            await read_writer.send(ValueError(_TOO_LONG))
+                        elif line.strip():
                             await read_writer.send(_parse(line))
 
     async def writer() -> None:

@@ -275,10 +275,11 @@ class IndexTools:
         """A tool hit: listed already, activated by this search, or (ranked by meaning
         alone beside hits holding the query's words) left deferred: then only the call
         tool calls it, and reading its definition activates it."""
-        desc = " ".join((tool.description or "").split())
-        if len(desc) > 600:
-            desc = desc[:599] + "…"
-        schema = json.dumps(tool.input_schema, ensure_ascii=False, separators=(",", ":"))
+        # an upstream writes the name, description and schema: each is one inert line
+        # here (no line of its own, no fence-like tag, no control or bidi character)
+        desc = inline(tool.description or "", 600)
+        schema = inline(json.dumps(tool.input_schema, ensure_ascii=False, separators=(",", ":")))
+        key = inline(key, 300)
         through = f'{self.settings.call_tool_name}(name="{key}", arguments={{...}})'
         read = f'{self.settings.read_tool}(label="{TOOL_PREFIX}{key}")'
         if was_active or activates:

@@ -138,11 +138,24 @@ class Upstream:
                 break
             dirty, self._dirty = self._dirty, set()
             if dirty:
-                await self._refresh(client, dirty)
+                await self._refresh_within(client, dirty)
                 for kind in sorted(dirty):
                     await self.on_change(self, kind)
         if self._lost and not self._stopping:
             raise UpstreamUnavailable(f"upstream {self.name!r}: {self.error or 'connection lost'}")
+
+    async def _refresh_within(self, client: Client, kinds: set[ChangeKind]) -> None:
+        """A refresh after a change notice, within the call timeout: an upstream that says
+        its lists changed and never answers the listing is reconnected, not waited on for
+        ever (which held the connection, later notices and the gateway's stop)."""
+        try:
+            with anyio.fail_after(self.timeout_s):
+                await self._refresh(client, kinds)
+        except TimeoutError:
+            raise UpstreamTimeout(
+                f"upstream {self.name!r} did not list its changed {', '.join(sorted(kinds))} "
+                f"within {self.timeout_s:g}s; reconnecting"
+            ) from None
 
     def _fail(self, reason: str) -> None:
         was = self.state

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from offload.core.text.numbers import whole_number
 from offload.core.text.timeexpr import parse_time
 from offload.errors import EncodingError, InvalidInput
 from offload.mcp.progress import MakeNotifier
@@ -86,8 +87,8 @@ class Args:
             raise self._bad(name, f"an integer in {lo}-{hi}")
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value.strip())
+        if isinstance(value, str) and (number := whole_number(value)) is not None:
+            value = number
         if not isinstance(value, int) or not lo <= value <= hi:
             raise self._bad(name, f"an integer in {lo}-{hi}")
         return value

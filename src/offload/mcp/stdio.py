@@ -15,10 +15,12 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 #: How long the requests still running when stdin closes may take to be answered.
 DRAIN_S = 300.0
+#: The notification by which a client withdraws a request it sent.
+CANCELLED = "notifications/cancelled"
 
 Incoming = SessionMessage | Exception
 
@@ -35,13 +37,24 @@ class _Relay:
     ) -> None:
         async with source, sink:
             async for item in source:
-                if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
-                    self.open.add(item.message.id)
+                if isinstance(item, SessionMessage):
+                    self._note(item.message)
                 await sink.send(item)
             with anyio.move_on_after(DRAIN_S):
                 while self.open:
                     await self.answered.wait()
                     self.answered = anyio.Event()
+
+    def _note(self, message: Any) -> None:
+        """Count a request as open; a request the client cancelled is answered by no one
+        (the protocol says so), so it is open no longer: it must not hold the exit for
+        :data:`DRAIN_S` once stdin closes."""
+        if isinstance(message, JSONRPCRequest):
+            self.open.add(message.id)
+        elif isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
+            params = message.params or {}
+            self.open.discard(params.get("requestId"))
+            self.answered.set()
 
     async def outbound(
         self, source: ObjectReceiveStream[SessionMessage], sink: ObjectSendStream[SessionMessage]

@@ -10,6 +10,7 @@ from typing import Any
 from offload.core.fence import iso
 from offload.core.text.gist import gist
 from offload.core.text.markdown import split_sections
+from offload.core.text.timeexpr import EARLIEST, LATEST
 from offload.core.text.wording import counted
 from offload.core.untrusted import inline
 from offload.errors import InvalidInput, ReferenceError_, UpstreamError
@@ -246,27 +247,52 @@ def _ref_line(ctx: McpContext, ref: str) -> str:
         return inline(f"{ref}: {exc}")  # a key ref forgotten since: say why
 
 
+def snapshot_of(value: Any) -> dict[str, Any] | None:
+    """``value`` as :func:`snapshot` writes it (a task, lists of texts, the time saved), or
+    None: state can come from an imported archive, shaped any way at all."""
+    if not isinstance(value, dict):
+        return None
+    saved = value.get("saved", 0)
+    if isinstance(saved, bool) or not isinstance(saved, int | float):
+        return None
+    if not EARLIEST <= saved <= LATEST:  # NaN fails this too
+        return None
+
+    def texts(key: str) -> list[str]:
+        items = value.get(key)
+        return [x for x in items if isinstance(x, str)] if isinstance(items, list) else []
+
+    task = value.get("task")
+    return {
+        "task": task if isinstance(task, str) else "",
+        "decisions": texts("decisions"),
+        "threads": texts("threads"),
+        "refs": texts("refs"),
+        "saved": float(saved),
+    }
+
+
 async def restore(ctx: McpContext, a: Args) -> str:
     """Load a snapshot (the most recently saved one by default)."""
     ns = _namespace(ctx)
     if a.text("name").strip():
         name = _snapshot_name(a)
-        doc = ctx.store.get_state(ns, name)
+        doc = snapshot_of(ctx.store.get_state(ns, name))
     else:
-        saved = list(ctx.store.state_items(ns))
-        name, doc = max(saved, key=lambda kv: kv[1].get("saved", 0)) if saved else ("", None)
-    if not isinstance(doc, dict):
-        names = [k for k, _ in ctx.store.state_items(ns)]
+        saved = [(k, d) for k, v in ctx.store.state_items(ns) if (d := snapshot_of(v))]
+        name, doc = max(saved, key=lambda kv: kv[1]["saved"]) if saved else ("", None)
+    if doc is None:
+        names = [inline(k, 64) for k, v in ctx.store.state_items(ns) if snapshot_of(v)]
         have = f"saved: {', '.join(names)}" if names else "none saved in this scope"
         raise InvalidInput(f"no snapshot {name!r} ({have}); snapshot(task=…) saves one")
-    out = [f'snapshot "{name}" saved {iso(float(doc.get("saved", 0)))}']
-    out.append("task: " + inline(str(doc.get("task", ""))))
+    out = [f'snapshot "{inline(name, 64)}" saved {iso(doc["saved"])}']
+    out.append("task: " + inline(doc["task"]))
     for title, key in (("decisions", "decisions"), ("open threads", "threads")):
-        items = [inline(str(x)) for x in doc.get(key, [])]
+        items = [inline(x) for x in doc[key]]
         if items:
             out.append(f"{title}:")
             out += [f"- {x}" for x in items]
-    refs = [str(r) for r in doc.get("refs", [])]
+    refs = list(doc["refs"])
     if refs:
         out.append("key refs:")
         out += [_ref_line(ctx, r) for r in refs]

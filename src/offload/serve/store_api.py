@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from offload.core.text.numbers import whole_number
 from offload.errors import InvalidInput, OffloadError, ReferenceError_
 from offload.store.models import Filters
 
@@ -119,10 +120,9 @@ def listing(store: Store, params: Mapping[str, str], *, scope: str | None) -> di
     pinned = params.get("pinned", "").strip()
     if pinned not in ("", "0", "1"):
         raise InvalidInput("pinned is 1 (pinned entries only) or left out")
-    page_text = params.get("page", "").strip() or "1"
-    if not page_text.isdigit() or not 1 <= int(page_text) <= MAX_PAGE:
+    page = whole_number(params.get("page", "").strip() or "1")
+    if page is None or not 1 <= page <= MAX_PAGE:
         raise InvalidInput(f"page is a whole number from 1 to {MAX_PAGE}")
-    page = int(page_text)
     filters = Filters(
         scope=scope, kinds=(kind,) if kind else (), pinned=True if pinned == "1" else None
     )

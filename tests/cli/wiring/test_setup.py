@@ -8,7 +8,9 @@ malformed config (``.../malformed``). The real home is never touched: ``--config
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import threading
 import tomllib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -691,3 +693,47 @@ def test_revert_removes_the_directory_setup_created_and_keeps_one_the_user_had(
     (fresh / ".gemini" / "notes.md").write_text("mine\n")
     assert setup(capsys, home, fresh, "gemini", "--revert")[0] == 0
     assert files_of(fresh) == {".gemini/notes.md": b"mine\n"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_a_config_linked_to_a_device_or_a_fifo_is_refused_and_left_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a config linked to /dev/null (a client switched off) read as empty, and the rename
+    # of the new config over the link's target replaced the device node with a file
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    (root / ".codex").mkdir(parents=True)
+    config = root / ".codex" / "config.toml"
+    null = tmp_path / "null"
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    config.symlink_to(null)
+    code, _, err = setup(capsys, home, root, "codex")
+    assert code == 2 and err.count("\n") == 1 and "not a config file; nothing changed" in err
+    assert stat.S_ISCHR(null.lstat().st_mode) and config.is_symlink()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # reading one with no writer never returned
+    config.unlink()
+    config.symlink_to(fifo)
+    code, _, err = setup(capsys, home, root, "codex")
+    assert code == 2 and "not a config file; nothing changed" in err
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+@pytest.mark.parametrize(
+    ("client", "name", "text"),
+    [
+        ("claude-code", ".claude.json", "[" * 100_000),
+        ("codex", ".codex/config.toml", "a = " + "[" * 100_000),
+        ("zed", ".config/zed/settings.json", "// x\n{" + '"a":{' * 5000 + "}" * 5001),
+    ],
+)
+def test_a_config_nested_past_the_stack_is_refused_in_one_line(
+    client: str, name: str, text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "cfg"
+    (root / name).parent.mkdir(parents=True)
+    (root / name).write_text(text)
+    code, out, err = setup(capsys, tmp_path / "home", root, client)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "nested too deeply; nothing changed" in err.replace(")", "")
+    assert (root / name).read_text() == text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from offload.core.text.lines import (
     LineWindow,
+    StreamLines,
     continuation,
     line_count,
     parse_offset,
@@ -280,3 +282,29 @@ def test_a_token_bounded_window_cuts_inside_a_long_line_by_parts() -> None:
     window = read_lines_within(text, 1, max_tokens=1500, count=_tokens)
     assert _tokens(window.text) <= 1500
     assert window.next_offset is not None and window.next_offset.startswith("1-")
+
+
+@pytest.mark.parametrize("offset", ["9" * 5000, "1-" + "9" * 5000, "\u00b2", "3-\u00b9"])
+def test_an_offset_int_cannot_read_is_refused_in_one_short_line(offset: str) -> None:
+    with pytest.raises(InvalidInput, match="offset must be a line number") as err:
+        read_lines("a\nb\n", offset, limit=5, cap_bytes=1000, max_line_chars=100)
+    assert len(str(err.value)) < 200
+
+
+def test_stream_lines_join_lines_split_across_chunks_and_drop_one_past_the_bound() -> None:
+    lines = StreamLines(max_chars=10)
+    assert lines.feed("ab") == []
+    assert lines.feed("c\nde") == ["abc"]
+    assert lines.feed("f\n\n") == ["def", ""]
+    assert lines.feed("x" * 8) == [] and lines.feed("x" * 8) == []  # 16 > 10: dropped
+    assert lines.feed("yy\nnext\n") == [None, "next"]
+
+
+def test_stream_lines_cost_time_linear_in_a_long_line() -> None:
+    # joining and re-splitting the open line per 64 KB chunk took ~20 s of CPU for 50 MB
+    lines = StreamLines(max_chars=64 * 2**20)
+    began = time.process_time()
+    for _ in range(800):
+        assert lines.feed("x" * 65_536) == []
+    assert lines.feed("\n") == ["x" * (800 * 65_536)]
+    assert time.process_time() - began < 5.0

@@ -327,3 +327,11 @@ def test_contents_entries_are_in_range_ordered_and_capped(text: str, max_entries
     assert all(1 <= e.line <= line_count(text) for e in toc)
     assert [e.line for e in toc] == sorted(e.line for e in toc)
     assert all("\n" not in e.title and "\r" not in e.title for e in toc)
+
+
+@pytest.mark.parametrize("status", ["\u00b2", "9" * 5000, "-500", "\u0665\u0660\u0660"])
+def test_a_status_that_int_cannot_read_is_no_error_and_breaks_no_preview(status: str) -> None:
+    # str.isdigit() holds for "²" and for 5,000 nines; int() raises on both
+    value = [{"status": status}, {"status": "503"}]
+    assert find_errors(value, limit=5) == ([("$[1]", {"status": "503"})], 1)
+    assert "look like errors" in preview(json.dumps(value * 200)).text

@@ -259,3 +259,25 @@ def test_the_first_and_last_days_a_date_can_name_show_as_themselves() -> None:
     assert timeexpr.iso_day(timeexpr.LATEST) == "9999-12-31"
     assert fence.iso(timeexpr.EARLIEST) == "0001-01-01T00:00:00Z"
     assert fence.iso(timeexpr.LATEST) == "9999-12-31T23:59:59Z"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "in may " + "7" * 5000,
+        "7" * 5000 + " may 2023",
+        "when was it? " + "9" * 5000,
+        "\u0661" * 5000 + " days ago",
+        "12:" + "3" * 5000,
+    ],
+)
+def test_a_run_of_thousands_of_digits_is_no_number_and_raises_nothing(text: str) -> None:
+    # int() refuses a digit string past 4,300 digits; stored text and queries may hold one
+    assert all("7777" not in p.words and p.day is None for p in timeexpr.phrases(text))
+    timeexpr.mentions_time(text)
+    assert timeexpr.anchored(text) == ()
+
+
+def test_dates_beside_a_long_digit_run_are_still_read() -> None:
+    found = timeexpr.phrases("id " + "4" * 5000 + " on 8 May 2023")
+    assert [(p.year, p.month, p.day) for p in found] == [(2023, 5, 8)]

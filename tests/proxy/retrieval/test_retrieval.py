@@ -155,9 +155,13 @@ def test_stored_text_comes_back_fenced_even_when_it_fakes_a_fence(store: Store) 
     ("name", "arguments", "said"),
     [
         (READ_TOOL, "[1, 2]", "must be an object"),
+        (READ_TOOL, "[" * 100_000 + "]" * 100_000, "must be JSON"),  # past the stack
         (READ_TOOL, '{"ref": ""}', "'ref' is required"),
         (READ_TOOL, '{"ref": "x", "offset": -3}', "'offset' must be"),
         (READ_TOOL, '{"ref": "x", "limit": true}', "'limit' must be"),
+        # digit strings int() cannot read: "²" is isdigit(), so are 5,000 nines
+        (READ_TOOL, '{"ref": "x", "offset": "\u00b2"}', "'offset' must be"),
+        (READ_TOOL, '{"ref": "x", "limit": "' + "9" * 5000 + '"}', "'limit' must be"),
         (SEARCH_TOOL, "", "'query' is required"),
         ("offload_other", "{}", "no tool named"),
     ],

@@ -6,7 +6,10 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import sqlite3
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,7 @@ import pytest
 import zstandard
 
 from offload.core.tokens import EstimateCounter
+from offload.errors import InvalidInput
 from offload.llm.embedding import StaticEmbedder
 from offload.store.backend import Sql
 from offload.store.life import archive
@@ -218,3 +222,46 @@ def test_an_import_into_a_scope_moves_every_entry_there_and_leaves_store_wide_re
         assert target.get_state_versioned("proxy", "s")[0] is None
         # the same archive again into the same scope adds nothing (dedup by content)
         assert import_archive(target, tmp_path / "a.zst", scope="mine") == 0
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "s.db", counter=EstimateCounter()) as store:
+        store.put("an entry to export", scope="proj")
+        yield store
+
+
+def test_an_export_over_a_fifo_is_refused_and_leaves_it_a_fifo(
+    small: Store, tmp_path: Path
+) -> None:
+    # renaming over a FIFO or a device removes it (as root, /dev/full itself)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidInput, match="is a FIFO, not a file"):
+        export_archive(small, fifo)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "s.db", "s.db-shm", "s.db-wal"]
+
+
+def test_an_export_never_writes_through_a_link_planted_at_a_temporary_name(
+    small: Store, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    target = tmp_path / "backup.zst"
+    (tmp_path / "backup.zst.partial").symlink_to(victim)  # the name an export once used
+    assert export_archive(small, target) == 1
+    assert victim.read_text() == "keep me\n"
+    assert [r["type"] for r in _records(target) if r.get("type") == "entry"] == ["entry"]
+
+
+def test_an_exported_archive_is_readable_by_its_owner_alone_and_replaces_a_link(
+    small: Store, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("untouched\n")
+    link = tmp_path / "backup.zst"
+    link.symlink_to(elsewhere)
+    export_archive(small, link)
+    assert not link.is_symlink() and stat.S_IMODE(link.stat().st_mode) == 0o600
+    assert elsewhere.read_text() == "untouched\n"

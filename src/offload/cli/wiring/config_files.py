@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -21,22 +22,47 @@ from typing import Any
 from offload.errors import InvalidInput, PathError
 
 STATE = "setup"  # the store state namespace of setup runs
+#: The largest client config setup reads (the largest seen are a few hundred KiB).
+MAX_CONFIG_BYTES = 16 * 2**20
 
 
 def read_config(path: Path) -> str | None:
-    """The UTF-8 text of ``path``; ``None`` when it does not exist."""
+    """The UTF-8 text of ``path``; ``None`` when it does not exist. Only a regular file
+    (through its symlinks) of at most :data:`MAX_CONFIG_BYTES` is read: a config linked to
+    ``/dev/zero`` would be read for ever, one linked to a FIFO would never answer, and one
+    linked to ``/dev/null`` would read as empty and then be replaced by a file."""
     try:
-        data = path.read_bytes()
+        # non-blocking: opening a FIFO with no writer returns at once instead of waiting
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    except IsADirectoryError as exc:
-        raise InvalidInput(f"{path} is a directory, not a config file; nothing changed") from exc
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror}; nothing changed") from exc
+    with os.fdopen(fd, "rb") as fh:
+        _regular(path, os.fstat(fh.fileno()).st_mode)
+        try:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise InvalidInput(f"cannot read {path}: {exc.strerror}; nothing changed") from exc
+    if len(data) > MAX_CONFIG_BYTES:
+        raise InvalidInput(
+            f"{path} is over {MAX_CONFIG_BYTES // 2**20} MiB, too large for a config file; "
+            "nothing changed"
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{path} is not UTF-8 text; nothing changed") from exc
+
+
+def _regular(path: Path, mode: int) -> None:
+    """Refuse anything but a regular file: a directory, a device, a FIFO, a socket."""
+    if stat.S_ISDIR(mode):
+        raise InvalidInput(f"{path} is a directory, not a config file; nothing changed")
+    if not stat.S_ISREG(mode):
+        raise InvalidInput(
+            f"{path} is a device, FIFO or socket, not a config file; nothing changed"
+        )
 
 
 def digest(data: bytes) -> str:
@@ -95,10 +121,12 @@ def write_atomic(
 ) -> None:
     """Replace ``path`` with ``data`` in one rename, keeping the mode of ``like`` (or of
     ``path`` itself when it exists); a symlink is written through (its target is replaced,
-    the link kept). ``private`` (``data`` holds a secret): readable and writable by the
+    the link kept), never over a device, a FIFO or a socket (the rename would remove it). ``private`` (``data`` holds a secret): readable and writable by the
     owner alone, whatever the old mode let others do (0600 when new)."""
     try:
         path = through_links(path)
+        if path.exists():  # renaming over a device or a FIFO would remove it
+            _regular(path, path.stat().st_mode)
         path.parent.mkdir(parents=True, exist_ok=True)
         source = like if like is not None else path
         mode = source.stat().st_mode & 0o7777 if source.exists() else None

@@ -44,7 +44,7 @@ def load(path: Path) -> dict[str, Any] | None:
         return None
     try:
         record = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # not JSON, or nested past the stack
         raise InvalidInput(f"{path} is not valid JSON; nothing changed, move it away") from exc
     if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
         raise InvalidInput(f"{path} is not an offload setup record; nothing changed")

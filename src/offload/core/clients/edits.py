@@ -47,6 +47,8 @@ def parse(text: str | None, fmt: str, name: str) -> Any:
         yaml.YAMLError,
     ) as exc:  # JSONDecodeError and TOMLDecodeError are ValueErrors
         raise unreadable(name, fmt.upper(), str(exc)) from exc
+    except RecursionError:  # arrays or tables nested past the interpreter's stack
+        raise unreadable(name, fmt.upper(), "nested too deeply") from None
 
 
 def dig(doc: Any, path: Sequence[str]) -> Any:

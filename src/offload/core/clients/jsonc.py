@@ -86,6 +86,8 @@ def loads(text: str, name: str) -> Any:
         return json.loads(" ".join(kept))
     except ValueError as exc:
         raise _bad(name, " ".join(str(exc).split())[:120]) from exc
+    except RecursionError:  # arrays or objects nested past the interpreter's stack
+        raise _bad(name, "nested too deeply") from None
 
 
 def _is(text: str, tok: Token, char: str) -> bool:

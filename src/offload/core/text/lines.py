@@ -23,7 +23,8 @@ from operator import add
 
 from offload.errors import InvalidInput
 
-_OFFSET = re.compile(r"\s*(\d+)(?:-(\d+))?\s*")
+# at most 18 digits each: ``int`` refuses a run past 4,300 and no body has more lines
+_OFFSET = re.compile(r"\s*(\d{1,18})(?:-(\d{1,18}))?\s*")
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,9 @@ def parse_offset(value: int | str) -> tuple[int, int]:
         return value, 1
     match = _OFFSET.fullmatch(value)
     if match is None:
+        shown = repr(value) if len(value) <= 40 else repr(value[:40]) + "…"
         raise InvalidInput(
-            f'offset must be a line number like "61" or a line and part like "12-3", got {value!r}'
+            f'offset must be a line number like "61" or a line and part like "12-3", got {shown}'
         )
     line = int(match.group(1))
     part = int(match.group(2)) if match.group(2) is not None else 1
@@ -282,3 +284,38 @@ def raw_lines(text: str, first: int, last: int) -> str:
         nl = text.find("\n", end)
         end = len(text) if nl < 0 else nl + 1
     return text[start:end]
+
+
+class StreamLines:
+    """Text arriving in chunks, split at ``"\\n"`` into whole lines, in time linear in the
+    text and memory bounded by ``max_chars``: each chunk is scanned once, a line still open
+    at a chunk's end is kept as parts and joined once when it ends, and a line growing past
+    ``max_chars`` is dropped to its end (:meth:`feed` gives ``None`` in its place)."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self._parts: list[str] = []
+        self._size = 0
+        self._over = False  # the open line passed the bound: dropped up to its end
+
+    def feed(self, chunk: str) -> list[str | None]:
+        """The lines ``chunk`` completes, without their ``"\\n"``; ``None`` for a line
+        that passed the bound."""
+        out: list[str | None] = []
+        start = 0
+        while (end := chunk.find("\n", start)) >= 0:
+            self._keep(chunk[start:end])
+            out.append(None if self._over else "".join(self._parts))
+            self._parts, self._size, self._over = [], 0, False
+            start = end + 1
+        self._keep(chunk[start:])
+        return out
+
+    def _keep(self, piece: str) -> None:
+        if self._over or not piece:
+            return
+        self._size += len(piece)
+        if self._size > self.max_chars:
+            self._parts, self._over = [], True
+        else:
+            self._parts.append(piece)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from offload.core.text.lines import line_content, line_count, split_lines
 from offload.core.text.markdown import atx_heading, is_atx_heading
+from offload.core.text.numbers import whole_number
 from offload.core.untrusted import inline
 from offload.errors import InvalidInput
 
@@ -283,8 +284,8 @@ def _status(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str):
+        return whole_number(value)
     return None
 
 

@@ -35,6 +35,20 @@ LATEST = 253402300799.0
 _WEEK = 7 * DAY
 _TOKEN = re.compile(r"\d{4}-\d{2}-\d{2}(?:[t ]\d{2}:\d{2}(?::\d{2})?)?|[a-z]+|\d+|[:,.]")
 _ISO_DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+# no number the grammar reads has more digits than a year; a longer run is no number to it
+_MOST_DIGITS = 4
+_NOT_A_NUMBER = "#"
+
+
+def _tokens(text: str) -> list[str]:
+    """``text`` as the grammar's tokens: words, numbers, ISO dates and punctuation. A run
+    of more than :data:`_MOST_DIGITS` digits becomes an inert token that no rule reads:
+    ``int`` refuses a run past 4,300 digits, and stored text may hold one."""
+    return [
+        _NOT_A_NUMBER if len(t) > _MOST_DIGITS and t.isdigit() else t
+        for t in _TOKEN.findall(text.lower())
+    ]
+
 
 _MONTHS = {
     name: i
@@ -163,7 +177,7 @@ class Phrase:
 
 def phrases(text: str) -> tuple[Phrase, ...]:
     """Every time phrase in ``text``, in order (each token read by at most one)."""
-    toks = _TOKEN.findall(text.lower())
+    toks = _tokens(text)
     out: list[Phrase] = []
     ends: list[int] = []
     i = 0
@@ -211,7 +225,7 @@ _DETERMINERS = frozenset(
 def anchored(text: str) -> tuple[Anchored, ...]:
     """The amounts of time before or after an event named by words (not a date) in
     ``text``: ``two weeks before the trip``, ``the day after her wedding``."""
-    toks = _TOKEN.findall(text.lower())
+    toks = _tokens(text)
     out: list[Anchored] = []
     for j, t in enumerate(toks):
         if t not in ("before", "after") or j < 1 or _unit(toks[j - 1]) is None:
@@ -244,7 +258,7 @@ _ASKED_UNITS = frozenset(("year", "month", "week", "day", "date", "time", "seaso
 def asks_time(text: str) -> bool:
     """Whether ``text`` asks when something happened or how long it lasted: the word
     ``when``, ``what``/``which`` before a unit of time (``what year``), or ``how long``."""
-    toks = _TOKEN.findall(text.lower())
+    toks = _tokens(text)
     for i, t in enumerate(toks):
         after = toks[i + 1] if i + 1 < len(toks) else ""
         if t == "when" or (t == "how" and after == "long"):
@@ -257,7 +271,7 @@ def asks_time(text: str) -> bool:
 def mentions_time(text: str) -> bool:
     """Whether ``text`` says when or how long: a time phrase (:func:`phrases`) or an
     amount of a unit of time (``3 years``, ``a few days``)."""
-    toks = _TOKEN.findall(text.lower())
+    toks = _tokens(text)
     for i, t in enumerate(toks):
         if i + 1 < len(toks) and _unit(toks[i + 1]) and (_amount(t) is not None or t == "few"):
             return True
@@ -287,7 +301,7 @@ def parse_time(text: str) -> float | None:
         return at if EARLIEST <= at <= LATEST else None
     if _ISO_DATE.match(raw):
         return None  # an ISO date with a time that is none (T25:00): not a date in words
-    toks = _TOKEN.findall(raw.lower())
+    toks = _tokens(raw)
     clock = _clock(toks)
     for i in range(len(toks)):
         found = _phrase_at(toks, i)

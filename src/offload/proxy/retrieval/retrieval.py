@@ -18,6 +18,7 @@ from typing import Any
 
 from offload.core.fence import fence, new_nonce
 from offload.core.text.lines import continuation, read_lines
+from offload.core.text.numbers import whole_number
 from offload.core.tokens import TokenCounter
 from offload.core.untrusted import inline
 from offload.errors import InvalidInput, OffloadError, OtherScope, ReferenceError_
@@ -117,7 +118,7 @@ def answer_call(memory: Memory, name: str, arguments: str) -> Answer:
     arguments, unknown references and empty searches are answers too, never errors."""
     try:
         args = json.loads(arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the stack
         return Answer(f"error: {name} arguments must be JSON, like {_example(name)}", ok=False)
     if not isinstance(args, dict):
         return Answer(f"error: {name} arguments must be an object, like {_example(name)}", False)
@@ -146,10 +147,11 @@ def _text_arg(args: dict[str, Any], key: str) -> str:
 
 def _int_arg(args: dict[str, Any], key: str, default: int, most: int) -> int:
     value = args.get(key, default)
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
+    if isinstance(value, str) and (number := whole_number(value)) is not None:
+        value = number
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-        raise InvalidInput(f"{key!r} must be a whole number from 1 to {most}, got {value!r}")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        raise InvalidInput(f"{key!r} must be a whole number from 1 to {most}, got {shown}")
     return value
 
 

@@ -70,6 +70,8 @@ async def raw_json_body(request: Request) -> tuple[bytes, dict[str, Any]]:
         payload = json.loads(raw)
     except ValueError as exc:
         raise InvalidInput(f"malformed JSON body: {exc}") from exc
+    except RecursionError:  # arrays or objects nested past the interpreter's stack
+        raise InvalidInput("malformed JSON body: nested too deeply") from None
     if not isinstance(payload, dict):
         raise InvalidInput("the body must be a JSON object")
     return raw, payload

@@ -19,6 +19,9 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
+import stat
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,18 +95,23 @@ def export_archive(
     ``scope``: only that scope's entries and tombstones (the store-wide records, state,
     counters and tallies, stay out).
 
-    The archive is written beside ``path`` and renamed into place, so a reader never sees a
-    half-written one; a failure (no such directory, a full disk) leaves nothing behind.
+    The archive is written to a new file of its own beside ``path`` (created exclusively,
+    readable by its owner alone: it holds the whole store) and renamed into place, so a
+    reader never sees a half-written one; a failure (no such directory, a full disk) leaves
+    nothing behind. ``path`` may be a regular file (replaced) or a symlink (the link is
+    replaced, its target untouched), never a device, a FIFO or a socket: renaming over one
+    would remove it (as root, ``/dev/full`` itself).
     """
     if not path.name or path.is_dir():
         raise InvalidInput(f"export needs a file to write, got {str(path)!r}")
-    tmp = path.with_name(path.name + ".partial")
+    _refuse_special(path)
     try:
-        raw = tmp.open("wb")
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     except OSError as exc:
         raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from exc
+    tmp = Path(name)
     try:
-        with raw:
+        with os.fdopen(fd, "wb") as raw:
             written = _write_records(store, raw, scope, progress)
         tmp.replace(path)
     except OSError as exc:
@@ -115,6 +123,23 @@ def export_archive(
         tmp.unlink(missing_ok=True)
         raise
     return written
+
+
+def _refuse_special(path: Path) -> None:
+    """Refuse to export over something that is there and is not a regular file or a
+    symlink (a device, a FIFO, a socket)."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from exc
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        what = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise InvalidInput(
+            f"{path} is {what}, not a file: export writes a regular file and replaces what "
+            "is there; name a file"
+        )
 
 
 def _write_records(
