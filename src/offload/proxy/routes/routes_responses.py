@@ -1,0 +1,119 @@
+"""``POST /v1/responses``: OpenAI Responses, converted to chat (see responses.py), run
+through the chat exchange (see chat.py: windowing, stubs, sessions, figures, recall) and
+converted back (see responses_out.py and responses_stream.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from offload.errors import InvalidInput
+from offload.proxy.rewrite.pipeline import RewriteResult
+from offload.proxy.routes import responses, responses_out
+from offload.proxy.routes.chat import (
+    Sent,
+    break_event,
+    json_body,
+    record,
+    run_chat,
+    validate_messages,
+)
+from offload.proxy.routes.responses_stream import ResponseStream, stream_events
+from offload.proxy.state import ProxyState
+from offload.proxy.transport.errors_http import OPENAI, openai_error
+from offload.proxy.transport.forward import UpstreamReply, relay
+
+
+async def create_response(request: Request, state: ProxyState) -> Response:
+    """``POST /v1/responses``: a stateless Responses request over the upstream's chat
+    completions."""
+    try:
+        body = await json_body(request)
+        payload = responses.to_chat(body)
+        chat_messages = validate_messages(payload["messages"])
+    except InvalidInput as exc:
+        return openai_error(400, str(exc))
+    base = responses_out.frame(body)
+
+    async def transform(
+        resp: UpstreamReply, stream: bool, result: RewriteResult, sent: Sent
+    ) -> Response:
+        if resp.status_code >= 400:
+            return error_response(resp.status_code, await resp.aread())
+        if stream:
+            return _streamed(state, resp, base, result, sent)
+        return await _whole(state, resp, base, result, sent)
+
+    try:
+        return await run_chat(
+            request,
+            state,
+            payload,
+            chat_messages,
+            send=state.send_chat_httpx,
+            transform=transform,
+            shape=OPENAI,
+        )
+    except InvalidInput as exc:
+        return openai_error(400, str(exc))
+
+
+def _streamed(
+    state: ProxyState,
+    resp: UpstreamReply,
+    base: dict[str, Any],
+    result: RewriteResult,
+    sent: Sent,
+) -> Response:
+    seen: dict[str, Any] = {}
+    stream = ResponseStream(base)
+
+    def on_end(completed: bool) -> None:
+        record(state, result, seen, error=not completed, sent=sent())
+        if completed:
+            state.precount(stream.answer_text())
+
+    chunks = relay(resp, on_end=on_end, on_break=break_event)  # breaks: converted below
+    return StreamingResponse(stream_events(chunks, stream, seen), media_type="text/event-stream")
+
+
+async def _whole(
+    state: ProxyState,
+    resp: UpstreamReply,
+    base: dict[str, Any],
+    result: RewriteResult,
+    sent: Sent,
+) -> Response:
+    try:
+        obj = json.loads(await resp.aread())
+    except ValueError:
+        return openai_error(502, "upstream answered with non-JSON", "upstream_error")
+    finally:
+        await resp.aclose()
+    answer: dict[str, Any] = obj if isinstance(obj, dict) else {}
+    record(state, result, answer, sent=sent())
+    response = responses_out.response_object(base, answer)
+    for item in response["output"]:
+        if item["type"] == "message":
+            state.precount(item["content"][0]["text"])
+    return JSONResponse(response)
+
+
+def error_response(status: int, body: bytes) -> Response:
+    """An upstream error (its status and body) in the OpenAI error shape."""
+    message, type_, code = body.decode("utf-8", "replace"), "upstream_error", None
+    try:
+        err = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        err = None
+    if isinstance(err, dict):
+        message = str(err.get("message") or message)
+        type_ = str(err.get("type") or type_)
+        raw_code = err.get("code")
+        code = raw_code if isinstance(raw_code, str | int) else None
+    elif isinstance(err, str):
+        message = err
+    return openai_error(status, message, type_, code)
