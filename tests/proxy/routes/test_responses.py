@@ -10,6 +10,12 @@ import pytest
 from offload.errors import InvalidInput
 from offload.proxy.routes.responses import to_chat
 
+
+def chat(body: dict[str, Any]) -> dict[str, Any]:
+    """The chat request a Responses request becomes."""
+    return to_chat(body).payload
+
+
 TOOL = {
     "type": "function",
     "name": "read_file",
@@ -20,7 +26,7 @@ TOOL = {
 
 
 def test_instructions_and_a_string_input_become_a_system_and_a_user_message() -> None:
-    out = to_chat({"model": "m", "instructions": "be brief", "input": "hi"})
+    out = chat({"model": "m", "instructions": "be brief", "input": "hi"})
     assert out["messages"] == [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "hi"},
@@ -39,7 +45,7 @@ def test_message_items_keep_their_roles_and_join_their_text_parts() -> None:
             {"type": "output_text", "text": "answer", "annotations": []},
         ]},
     ]  # fmt: skip
-    assert to_chat({"input": items})["messages"] == [
+    assert chat({"input": items})["messages"] == [
         {"role": "system", "content": "rules"},
         {"role": "user", "content": "one\ntwo"},
         {"role": "assistant", "content": "answer"},
@@ -56,7 +62,7 @@ def test_function_calls_join_their_answer_and_outputs_keep_the_call_id() -> None
         {"type": "function_call_output", "call_id": "call_a", "output": "A"},
         {"type": "function_call_output", "call_id": "call_b", "output": [{"type": "input_text", "text": "B"}]},
     ]  # fmt: skip
-    messages = to_chat({"input": items})["messages"]
+    messages = chat({"input": items})["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool"]
     assistant = messages[1]
     assert assistant["content"] == "ok"
@@ -76,13 +82,13 @@ def test_a_function_call_without_text_opens_its_own_assistant_message() -> None:
         {"type": "function_call_output", "call_id": "c1", "output": "x"},
         {"type": "function_call", "call_id": "c2", "name": "read_file", "arguments": "{}"},
     ]
-    messages = to_chat({"input": items})["messages"]
+    messages = chat({"input": items})["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert messages[1]["content"] is None and messages[3]["tool_calls"][0]["id"] == "c2"
 
 
 def test_flat_function_tools_take_chats_nested_shape_and_settings_carry_over() -> None:
-    out = to_chat(
+    out = chat(
         {
             "input": "x",
             "tools": [TOOL],
@@ -117,25 +123,25 @@ def test_flat_function_tools_take_chats_nested_shape_and_settings_carry_over() -
 def test_allowed_tools_narrows_the_tools_offered() -> None:
     other = {**TOOL, "name": "write_file"}
     choice = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "write_file"}]}  # fmt: skip
-    out = to_chat({"input": "x", "tools": [TOOL, other], "tool_choice": choice})
+    out = chat({"input": "x", "tools": [TOOL, other], "tool_choice": choice})
     assert [t["function"]["name"] for t in out["tools"]] == ["write_file"]
     assert out["tool_choice"] == "required"
 
 
 def test_a_json_schema_text_format_becomes_chats_response_format() -> None:
     fmt = {"type": "json_schema", "name": "answer", "schema": {"type": "object"}, "strict": True}
-    out = to_chat({"input": "x", "text": {"format": fmt}})
+    out = chat({"input": "x", "text": {"format": fmt}})
     assert out["response_format"] == {
         "type": "json_schema",
         "json_schema": {"name": "answer", "schema": {"type": "object"}, "strict": True},
     }
-    assert "response_format" not in to_chat({"input": "x", "text": {"format": {"type": "text"}}})
+    assert "response_format" not in chat({"input": "x", "text": {"format": {"type": "text"}}})
 
 
 def test_the_user_or_else_the_prompt_cache_key_names_the_session() -> None:
-    assert to_chat({"input": "x", "user": "u1", "prompt_cache_key": "k"})["user"] == "u1"
-    assert to_chat({"input": "x", "prompt_cache_key": "k"})["user"] == "k"
-    assert "user" not in to_chat({"input": "x"})
+    assert chat({"input": "x", "user": "u1", "prompt_cache_key": "k"})["user"] == "u1"
+    assert chat({"input": "x", "prompt_cache_key": "k"})["user"] == "k"
+    assert "user" not in chat({"input": "x"})
 
 
 @pytest.mark.parametrize(
@@ -167,5 +173,27 @@ def test_the_user_or_else_the_prompt_cache_key_names_the_session() -> None:
 )
 def test_what_cannot_be_honoured_is_refused_with_a_reason(body: dict[str, Any], says: str) -> None:
     with pytest.raises(InvalidInput) as caught:
-        to_chat(body)
+        chat(body)
     assert says in str(caught.value)
+
+
+def test_a_namespaces_functions_are_offered_by_their_full_name_and_called_back_so() -> None:
+    namespace = {
+        "type": "namespace",
+        "name": "agents",
+        "description": "sub-agents",
+        "tools": [{**TOOL, "name": "spawn"}],
+    }
+    call = {"type": "function_call", "call_id": "c1", "namespace": "agents", "name": "spawn"}
+    request = to_chat({"input": [call], "tools": [TOOL, namespace]})
+    names = [t["function"]["name"] for t in request.payload["tools"]]
+    assert names == ["read_file", "agents__spawn"]
+    assert request.namespaced == {"agents__spawn": ("agents", "spawn")}
+    sent_call = request.payload["messages"][0]["tool_calls"][0]
+    assert sent_call["function"]["name"] == "agents__spawn"
+
+
+def test_a_refused_web_search_says_how_codex_leaves_it_out() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        to_chat({"input": "x", "tools": [{"type": "web_search", "external_web_access": False}]})
+    assert 'web_search = "disabled"' in str(caught.value)

@@ -23,7 +23,9 @@ def test_text_and_tool_calls_become_a_message_and_function_call_items() -> None:
         {"id": "call_9", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}},
         {"type": "function", "function": {"name": "g", "arguments": "{}"}},  # no id upstream
     ]
-    out = response_object(base, completion({"content": "ok", "tool_calls": calls}, "tool_calls"))
+    out = response_object(
+        base, completion({"content": "ok", "tool_calls": calls}, "tool_calls"), {}
+    )
     assert out["object"] == "response" and out["status"] == "completed"
     assert out["instructions"] == "be brief" and out["metadata"] == {"a": "b"}
     assert out["store"] is False  # nothing is kept, whatever the client asked
@@ -46,6 +48,15 @@ def test_text_and_tool_calls_become_a_message_and_function_call_items() -> None:
 
 
 def test_an_answer_stopped_by_a_filter_is_incomplete_with_that_reason() -> None:
-    out = response_object(frame({}), completion({"content": "partial"}, "content_filter"))
+    out = response_object(frame({}), completion({"content": "partial"}, "content_filter"), {})
     assert out["status"] == "incomplete"
     assert out["incomplete_details"] == {"reason": "content_filter"}
+
+
+def test_a_call_of_a_namespaced_function_names_its_namespace() -> None:
+    fn = {"name": "agents__spawn", "arguments": "{}"}
+    calls = [{"id": "c1", "type": "function", "function": fn}]
+    namespaced = {"agents__spawn": ("agents", "spawn")}
+    out = response_object(frame({}), completion({"tool_calls": calls}, "tool_calls"), namespaced)
+    (item,) = out["output"]
+    assert (item["namespace"], item["name"], item["call_id"]) == ("agents", "spawn", "c1")

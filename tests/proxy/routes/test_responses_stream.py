@@ -33,7 +33,7 @@ async def converted(objs: list[dict[str, Any] | str]) -> list[dict[str, Any]]:
             yield f"data: {data}\n\n".encode()
 
     seen: dict[str, Any] = {}
-    stream = ResponseStream(frame({"model": "m"}))
+    stream = ResponseStream(frame({"model": "m"}), {"ns__write": ("ns", "write")})
     out = b"".join([e async for e in stream_events(chunks(), stream, seen)]).decode()
     events = []
     for block in out.strip().split("\n\n"):
@@ -49,7 +49,7 @@ async def test_interleaved_calls_and_text_stream_into_items_closed_only_at_the_e
         [
             chunk({"tool_calls": [call(0, "", "read", "call_a")]}),
             chunk({"content": "looking"}),
-            chunk({"tool_calls": [call(1, '{"p":', "write", "call_b")]}),
+            chunk({"tool_calls": [call(1, '{"p":', "ns__write", "call_b")]}),
             chunk({"tool_calls": [call(0, '{"path":"a"}')]}),
             chunk({"tool_calls": [call(1, '"b"}')]}),
             chunk({}, "tool_calls"),
@@ -69,6 +69,7 @@ async def test_interleaved_calls_and_text_stream_into_items_closed_only_at_the_e
     assert [item["type"] for item in output] == ["function_call", "message", "function_call"]
     assert (output[0]["call_id"], output[0]["arguments"]) == ("call_a", '{"path":"a"}')
     assert (output[2]["call_id"], output[2]["arguments"]) == ("call_b", '{"p":"b"}')
+    assert (output[2]["namespace"], output[2]["name"]) == ("ns", "write")  # named back
     assert output[1]["content"][0]["text"] == "looking"
     usage = final["response"]["usage"]
     assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == (30, 5, 35)

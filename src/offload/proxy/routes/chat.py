@@ -12,7 +12,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -142,8 +142,8 @@ async def run_chat(
     if resp.status_code >= 400:
         body = read if read is not None else await error_body(resp)
         _count_error(state, result)
-        if transform is not None:
-            return await transform(resp, False, result, upstream.sent)
+        if transform is not None:  # the body is read: a lean-client reply gives it once
+            return await transform(_ReadReply(resp, body), False, result, upstream.sent)
         return Response(body, resp.status_code, headers=response_headers(resp.headers))
     if transform is not None:
         return await transform(resp, stream, result, upstream.sent)
@@ -244,6 +244,31 @@ class _Upstream(Generic[R]):
         body = await error_body(resp)
         overflow = overflow_of(body)
         return (resp, body) if overflow is None else self._no_fit(overflow)
+
+
+@dataclass
+class _ReadReply:
+    """An upstream answer whose body has been read already, readable again."""
+
+    reply: UpstreamReply
+    body: bytes
+
+    @property
+    def status_code(self) -> int:
+        return self.reply.status_code
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self.reply.headers
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        yield self.body
+
+    async def aread(self) -> bytes:
+        return self.body
+
+    async def aclose(self) -> None:
+        return None
 
 
 async def _answered(

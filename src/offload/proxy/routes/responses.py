@@ -6,7 +6,8 @@ The proxy keeps no responses of its own, so a request must carry the whole conve
 ``system`` or ``developer``, content a string or ``input_text`` / ``output_text`` /
 ``refusal`` parts), ``function_call`` and ``function_call_output`` (their ``call_id`` kept as
 the chat tool-call id), ``reasoning`` items (dropped: a chat upstream cannot read them back);
-``tools`` of type ``function``; ``tool_choice`` (``auto``, ``none``, ``required``, one
+``tools`` of type ``function`` and ``namespace`` (its functions offered upstream as
+``NAMESPACE__NAME``, their calls named back); ``tool_choice`` (``auto``, ``none``, ``required``, one
 function, ``allowed_tools``); ``max_output_tokens``, ``temperature``, ``top_p``,
 ``parallel_tool_calls``, ``stream``; ``text.format`` (``text``, ``json_object``,
 ``json_schema``); ``user`` (else ``prompt_cache_key``) names the session. Accepted and
@@ -20,6 +21,8 @@ built-in and other non-function tools, image, file and audio inputs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from offload.errors import InvalidInput
@@ -35,9 +38,22 @@ _TEXT_PARTS = frozenset({"input_text", "output_text", "text"})
 _MEDIA_PARTS = frozenset({"input_image", "input_file", "input_audio"})
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 _CHOICES = frozenset({"auto", "none", "required"})
+#: joins a namespace tool's name and a function's in the chat tool name offered upstream
+NAMESPACE_SEP = "__"
+# what a client that adds a built-in tool on its own can set to leave it out
+_BUILT_IN_HINTS = {"web_search": '; Codex CLI leaves it out with web_search = "disabled"'}
 
 
-def to_chat(body: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ChatRequest:
+    """A Responses request as chat: the chat request, and the functions it offers from a
+    namespace (chat name -> (namespace, name)) so their calls are named back."""
+
+    payload: dict[str, Any]
+    namespaced: Mapping[str, tuple[str, str]]
+
+
+def to_chat(body: dict[str, Any]) -> ChatRequest:
     """The chat-completions request equivalent to a Responses request (its ``messages``
     are checked no further than :func:`offload.proxy.routes.chat.validate_messages` does)."""
     for key, why in _STATEFUL.items():
@@ -50,31 +66,39 @@ def to_chat(body: dict[str, Any]) -> dict[str, Any]:
     if instructions:
         messages.append({"role": "system", "content": instructions})
     messages.extend(input_messages(body.get("input")))
-    payload: dict[str, Any] = {"messages": messages}
-    for key in ("model", "temperature", "top_p", "parallel_tool_calls"):
-        if body.get(key) is not None:
-            payload[key] = body[key]
-    limit = body.get("max_output_tokens")
-    if limit is not None:
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidInput("'max_output_tokens' must be a positive integer")
-        payload["max_tokens"] = limit
-    session = body.get("user") or body.get("prompt_cache_key")
-    if isinstance(session, str) and session:
-        payload["user"] = session  # chat's field; it also names the proxy's session
-    tools = chat_tools(body.get("tools"))
+    payload: dict[str, Any] = {"messages": messages, **_settings(body)}
+    namespaced: dict[str, tuple[str, str]] = {}
+    tools = chat_tools(body.get("tools"), namespaced)
     choice = body.get("tool_choice")
     if choice is not None:
         tools, payload["tool_choice"] = chat_tool_choice(choice, tools)
     if tools:
         payload["tools"] = tools
+    return ChatRequest(payload, namespaced)
+
+
+def _settings(body: dict[str, Any]) -> dict[str, Any]:
+    """The chat request's settings from a Responses request's: sampling, the output limit,
+    the session's name, the answer's format, streaming."""
+    out: dict[str, Any] = {}
+    for key in ("model", "temperature", "top_p", "parallel_tool_calls"):
+        if body.get(key) is not None:
+            out[key] = body[key]
+    limit = body.get("max_output_tokens")
+    if limit is not None:
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidInput("'max_output_tokens' must be a positive integer")
+        out["max_tokens"] = limit
+    session = body.get("user") or body.get("prompt_cache_key")
+    if isinstance(session, str) and session:
+        out["user"] = session  # chat's field; it also names the proxy's session
     response_format = chat_response_format(body.get("text"))
     if response_format is not None:
-        payload["response_format"] = response_format
+        out["response_format"] = response_format
     if body.get("stream"):
-        payload["stream"] = True
-        payload["stream_options"] = {"include_usage": True}
-    return payload
+        out["stream"] = True
+        out["stream_options"] = {"include_usage": True}
+    return out
 
 
 def input_messages(items: Any) -> list[dict[str, Any]]:
@@ -145,6 +169,7 @@ class _Messages:
         if last is None:
             last = {"role": "assistant", "content": None}
             self.out.append(last)
+        name = namespaced_name(item.get("namespace"), name)
         call = {
             "id": call_id,
             "type": "function",
@@ -183,9 +208,11 @@ def content_text(content: Any, where: str) -> str:
     return "\n".join(parts)
 
 
-def chat_tools(tools: Any) -> list[dict[str, Any]]:
+def chat_tools(tools: Any, namespaced: dict[str, tuple[str, str]]) -> list[dict[str, Any]]:
     """Responses function tools (flat: ``name``, ``parameters`` beside ``type``) in chat's
-    nested shape; any other tool type is refused."""
+    nested shape. A ``namespace`` tool's functions are offered as ``NAMESPACE__NAME``, each
+    recorded in ``namespaced`` (chat name -> (namespace, name)) to name its calls back; any
+    other tool type is refused."""
     if tools is None:
         return []
     if not isinstance(tools, list):
@@ -194,21 +221,46 @@ def chat_tools(tools: Any) -> list[dict[str, Any]]:
     for i, tool in enumerate(tools):
         fields: dict[str, Any] = tool if isinstance(tool, dict) else {}
         kind = fields.get("type")
-        if kind != "function":
+        if kind == "function":
+            out.append(_function_tool(fields, f"tools[{i}]", ""))
+        elif kind == "namespace":
+            namespace = fields.get("name")
+            members = fields.get("tools")
+            if not isinstance(namespace, str) or not namespace or not isinstance(members, list):
+                raise InvalidInput(f"tools[{i}]: a namespace needs a name and a list of tools")
+            for j, member in enumerate(members):
+                where = f"tools[{i}].tools[{j}]"
+                if not isinstance(member, dict) or member.get("type") != "function":
+                    raise InvalidInput(f"{where}: only function tools pass through this proxy")
+                chat = _function_tool(member, where, namespace)
+                namespaced[chat["function"]["name"]] = (namespace, member["name"])
+                out.append(chat)
+        else:
+            hint = _BUILT_IN_HINTS.get(str(kind), "")
             raise InvalidInput(
                 f"tools[{i}]: tool type {kind!r} is not supported: only function tools pass"
-                " through this proxy (built-in tools run on OpenAI's own service)"
+                f" through this proxy (built-in tools run on OpenAI's own service){hint}"
             )
-        name = fields.get("name")
-        if not isinstance(name, str) or not name:
-            raise InvalidInput(f"tools[{i}].name must be a non-empty string")
-        params = fields.get("parameters") or {"type": "object", "properties": {}}
-        fn: dict[str, Any] = {"name": name, "parameters": params}
-        for key in ("description", "strict"):
-            if fields.get(key) is not None:
-                fn[key] = fields[key]
-        out.append({"type": "function", "function": fn})
     return out
+
+
+def _function_tool(fields: dict[str, Any], where: str, namespace: str) -> dict[str, Any]:
+    """One function tool in chat's shape (its name prefixed by its namespace, if any)."""
+    name = fields.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"{where}.name must be a non-empty string")
+    params = fields.get("parameters") or {"type": "object", "properties": {}}
+    fn: dict[str, Any] = {"name": namespaced_name(namespace, name), "parameters": params}
+    for key in ("description", "strict"):
+        if fields.get(key) is not None:
+            fn[key] = fields[key]
+    return {"type": "function", "function": fn}
+
+
+def namespaced_name(namespace: Any, name: str) -> str:
+    """The chat name of a function in a namespace (``NAMESPACE__NAME``; no namespace: the
+    name itself)."""
+    return f"{namespace}{NAMESPACE_SEP}{name}" if isinstance(namespace, str) and namespace else name
 
 
 def chat_tool_choice(
@@ -226,7 +278,11 @@ def chat_tool_choice(
         mode, allowed = fields.get("mode", "auto"), fields.get("tools")
         if mode not in ("auto", "required") or not isinstance(allowed, list):
             raise InvalidInput("'tool_choice' allowed_tools needs a mode and a list of tools")
-        names = {t.get("name") for t in allowed if isinstance(t, dict)}
+        names = {
+            namespaced_name(t.get("namespace"), str(t.get("name")))
+            for t in allowed
+            if isinstance(t, dict)
+        }
         return [t for t in tools if t["function"]["name"] in names], mode
     raise InvalidInput(
         f"'tool_choice' {choice!r} is not supported: use auto, none, required, a function"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from offload.proxy.figures.metrics import cache_figures
@@ -91,16 +92,27 @@ def message_item(item_id: str, text: str | None, status: str) -> dict[str, Any]:
     }
 
 
-def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
-    """A ``function_call`` output item."""
+def call_item(
+    item_id: str, call_id: str, name: dict[str, str], arguments: str, status: str
+) -> dict[str, Any]:
+    """A ``function_call`` output item (``name``: see :func:`call_name`)."""
     return {
         "id": item_id,
         "type": "function_call",
         "status": status,
         "call_id": call_id,
-        "name": name,
+        **name,
         "arguments": arguments,
     }
+
+
+def call_name(chat_name: str, namespaced: Mapping[str, tuple[str, str]]) -> dict[str, str]:
+    """A function call's ``name`` (and ``namespace``, for a function a namespace tool
+    offered) from the name the upstream called."""
+    if chat_name in namespaced:
+        namespace, name = namespaced[chat_name]
+        return {"name": name, "namespace": namespace}
+    return {"name": chat_name}
 
 
 def finished(
@@ -118,8 +130,11 @@ def finished(
     }
 
 
-def response_object(base: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]:
-    """A whole chat completion ``obj`` as the response object ``base`` completed."""
+def response_object(
+    base: dict[str, Any], obj: dict[str, Any], namespaced: Mapping[str, tuple[str, str]]
+) -> dict[str, Any]:
+    """A whole chat completion ``obj`` as the response object ``base`` completed
+    (``namespaced``: the functions offered from a namespace, to name their calls)."""
     choices = obj.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else {}
     message = choice.get("message") if isinstance(choice, dict) else None
@@ -134,7 +149,7 @@ def response_object(base: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]
                 call_item(
                     new_id("fc"),
                     str(call.get("id") or "") or new_id("call"),
-                    str(fn.get("name") or ""),
+                    call_name(str(fn.get("name") or ""), namespaced),
                     str(fn.get("arguments") or ""),
                     "completed",
                 )

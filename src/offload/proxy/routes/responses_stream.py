@@ -14,13 +14,14 @@ and ``response.failed``. Every event carries its ``sequence_number``.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from offload.proxy.routes.anthropic import stream_objects
 from offload.proxy.routes.responses_out import (
     call_item,
+    call_name,
     error_fields,
     finished,
     message_item,
@@ -48,8 +49,11 @@ class _Item:
 class ResponseStream:
     """The Responses events of one streamed answer, built from the chat chunks."""
 
-    def __init__(self, base: dict[str, Any]) -> None:
+    def __init__(
+        self, base: dict[str, Any], namespaced: Mapping[str, tuple[str, str]] | None = None
+    ) -> None:
         self.base = base  # the response object before any output (responses_out.frame)
+        self.namespaced = namespaced or {}  # see responses.ChatRequest
         self.seq = 0
         self.items: list[_Item] = []
         self.message: _Item | None = None
@@ -108,7 +112,8 @@ class ResponseStream:
             name = str(fn_fields.get("name") or "")
             item = _Item(len(self.items), new_id("fc"), "function_call", call_id, name)
             self.calls[index if isinstance(index, int) else 0] = item
-            events.append(self._added(item, call_item(item.id, call_id, name, "", "in_progress")))
+            shape = call_item(item.id, call_id, self._name(item), "", "in_progress")
+            events.append(self._added(item, shape))
         arguments = fn_fields.get("arguments")
         if isinstance(arguments, str) and arguments:
             item.parts.append(arguments)
@@ -117,6 +122,9 @@ class ResponseStream:
                 self._event("response.function_call_arguments.delta", {**where, "delta": arguments})
             )
         return events
+
+    def _name(self, item: _Item) -> dict[str, str]:
+        return call_name(item.name, self.namespaced)
 
     def choice(self, choice: dict[str, Any]) -> list[bytes]:
         """Events for one streamed choice: its text, its tool calls; its finish reason kept."""
@@ -143,9 +151,10 @@ class ResponseStream:
             done = message_item(item.id, text, "completed")
         else:
             where = {"item_id": item.id, "output_index": item.index}
-            fields = {**where, "name": item.name, "arguments": text}
+            name = self._name(item)
+            fields = {**where, "name": name["name"], "arguments": text}
             events = [self._event("response.function_call_arguments.done", fields)]
-            done = call_item(item.id, item.call_id, item.name, text, "completed")
+            done = call_item(item.id, item.call_id, name, text, "completed")
         events.append(
             self._event("response.output_item.done", {"output_index": item.index, "item": done})
         )

@@ -32,11 +32,13 @@ async def create_response(request: Request, state: ProxyState) -> Response:
     completions."""
     try:
         body = await json_body(request)
-        payload = responses.to_chat(body)
+        request_as_chat = responses.to_chat(body)
+        payload = request_as_chat.payload
         chat_messages = validate_messages(payload["messages"])
     except InvalidInput as exc:
         return openai_error(400, str(exc))
     base = responses_out.frame(body)
+    namespaced = request_as_chat.namespaced
 
     async def transform(
         resp: UpstreamReply, stream: bool, result: RewriteResult, sent: Sent
@@ -44,8 +46,15 @@ async def create_response(request: Request, state: ProxyState) -> Response:
         if resp.status_code >= 400:
             return error_response(resp.status_code, await resp.aread())
         if stream:
-            return _streamed(state, resp, base, result, sent)
-        return await _whole(state, resp, base, result, sent)
+            return _streamed(state, resp, ResponseStream(base, namespaced), result, sent)
+        answer = await _whole(state, resp, result, sent)
+        if isinstance(answer, Response):
+            return answer
+        response = responses_out.response_object(base, answer, namespaced)
+        for item in response["output"]:
+            if item["type"] == "message":
+                state.precount(item["content"][0]["text"])
+        return JSONResponse(response)
 
     try:
         return await run_chat(
@@ -53,7 +62,7 @@ async def create_response(request: Request, state: ProxyState) -> Response:
             state,
             payload,
             chat_messages,
-            send=state.send_chat_httpx,
+            send=state.send_chat,  # the lean client where it applies, as chat's route
             transform=transform,
             shape=OPENAI,
         )
@@ -64,12 +73,11 @@ async def create_response(request: Request, state: ProxyState) -> Response:
 def _streamed(
     state: ProxyState,
     resp: UpstreamReply,
-    base: dict[str, Any],
+    stream: ResponseStream,
     result: RewriteResult,
     sent: Sent,
 ) -> Response:
     seen: dict[str, Any] = {}
-    stream = ResponseStream(base)
 
     def on_end(completed: bool) -> None:
         record(state, result, seen, error=not completed, sent=sent())
@@ -81,25 +89,19 @@ def _streamed(
 
 
 async def _whole(
-    state: ProxyState,
-    resp: UpstreamReply,
-    base: dict[str, Any],
-    result: RewriteResult,
-    sent: Sent,
-) -> Response:
+    state: ProxyState, resp: UpstreamReply, result: RewriteResult, sent: Sent
+) -> dict[str, Any] | Response:
+    """The whole chat answer, counted (or the error response when it is not JSON)."""
     try:
         obj = json.loads(await resp.aread())
     except ValueError:
+        record(state, result, {}, error=True, sent=sent())
         return openai_error(502, "upstream answered with non-JSON", "upstream_error")
     finally:
         await resp.aclose()
     answer: dict[str, Any] = obj if isinstance(obj, dict) else {}
     record(state, result, answer, sent=sent())
-    response = responses_out.response_object(base, answer)
-    for item in response["output"]:
-        if item["type"] == "message":
-            state.precount(item["content"][0]["text"])
-    return JSONResponse(response)
+    return answer
 
 
 def error_response(status: int, body: bytes) -> Response:
