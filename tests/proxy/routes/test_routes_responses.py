@@ -213,3 +213,14 @@ def test_an_upstream_error_answers_in_the_openai_error_shape(
     assert resp.status_code == status
     error = resp.json()["error"]
     assert error["message"] == message and error["type"] == kind
+
+
+def test_paths_below_responses_are_a_404_that_says_nothing_is_stored(
+    proxy: tuple[Scripted, str],
+) -> None:
+    state, url = proxy
+    for method, path in (("GET", "/resp_1"), ("DELETE", "/resp_1"), ("POST", "/compact")):
+        resp = loopback.request(method, url + RESPONSES + path, json={"input": "x"})
+        assert resp.status_code == 404
+        assert "keeps no responses" in resp.json()["error"]["message"]
+    assert state.requests == []

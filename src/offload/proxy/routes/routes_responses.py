@@ -70,6 +70,17 @@ async def create_response(request: Request, state: ProxyState) -> Response:
         return openai_error(400, str(exc))
 
 
+async def stored_response(request: Request, state: ProxyState) -> Response:
+    """``/v1/responses/...`` (a stored response, its input items, cancel, compact, count):
+    a 404 that says why; nothing is stored here, and the upstream has none of these."""
+    return openai_error(
+        404,
+        f"{request.method} {request.url.path}: this proxy keeps no responses and serves only"
+        " POST /v1/responses, with the whole conversation in 'input'",
+        "not_found_error",
+    )
+
+
 def _streamed(
     state: ProxyState,
     resp: UpstreamReply,
