@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pydantic
+from openai.types.responses import Response
+
 from offload.proxy.routes.responses_out import frame, response_object
 
 
@@ -40,7 +43,7 @@ def test_text_and_tool_calls_become_a_message_and_function_call_items() -> None:
     assert second["call_id"].startswith("call_") and second["call_id"] != "call_9"
     assert out["usage"] == {
         "input_tokens": 120,
-        "input_tokens_details": {"cached_tokens": 100},
+        "input_tokens_details": {"cached_tokens": 100, "cache_write_tokens": 0},
         "output_tokens": 9,
         "output_tokens_details": {"reasoning_tokens": 4},
         "total_tokens": 129,
@@ -60,3 +63,19 @@ def test_a_call_of_a_namespaced_function_names_its_namespace() -> None:
     out = response_object(frame({}), completion({"tool_calls": calls}, "tool_calls"), namespaced)
     (item,) = out["output"]
     assert (item["namespace"], item["name"], item["call_id"]) == ("agents", "spawn", "c1")
+
+
+def test_the_models_reasoning_comes_first_as_a_reasoning_item() -> None:
+    message = {"content": "42", "reasoning_content": "think hard"}
+    out = response_object(frame({"model": "m"}), completion(message), {})
+    assert [item["type"] for item in out["output"]] == ["reasoning", "message"]
+    assert out["output"][0]["content"] == [{"type": "reasoning_text", "text": "think hard"}]
+
+
+def test_every_response_object_validates_as_the_official_clients_type() -> None:
+    calls = [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    message = {"content": "ok", "reasoning_content": "r", "tool_calls": calls}
+    body = {"model": "m", "instructions": "i", "tools": [{"type": "function", "name": "f"}]}
+    out = response_object(frame(body), completion(message, "tool_calls"), {})
+    parsed = pydantic.TypeAdapter(Response).validate_python(out)
+    assert parsed.output_text == "ok" and parsed.usage is not None

@@ -7,12 +7,17 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pydantic
 import pytest
+from openai.types.responses import ResponseStreamEvent
 
 from offload.proxy.routes.responses_out import frame
 from offload.proxy.routes.responses_stream import ResponseStream, stream_events
 
 pytestmark = pytest.mark.anyio
+
+# the official client's event types, validated strictly (its own parsing does not validate)
+EVENT = pydantic.TypeAdapter(ResponseStreamEvent)
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -39,6 +44,7 @@ async def converted(objs: list[dict[str, Any] | str]) -> list[dict[str, Any]]:
     for block in out.strip().split("\n\n"):
         name, data = block.split("\n")
         assert name == "event: " + json.loads(data[6:])["type"]
+        EVENT.validate_json(data[6:])
         events.append(json.loads(data[6:]))
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     return events
@@ -90,3 +96,22 @@ async def test_an_error_mid_answer_ends_the_stream_failed() -> None:
     assert events[-1]["response"]["status"] == "failed"
     assert not any(e.get("delta") == "late" for e in events)
     assert not any(e["type"] == "response.completed" for e in events)
+
+
+async def test_the_models_reasoning_streams_into_a_reasoning_item_before_the_answer() -> None:
+    events = await converted(
+        [
+            chunk({"reasoning_content": "think "}),
+            chunk({"reasoning_content": "hard"}),
+            chunk({"content": "42"}),
+            chunk({}, "stop"),
+            "[DONE]",
+        ]
+    )
+    deltas = [e["delta"] for e in events if e["type"] == "response.reasoning_text.delta"]
+    assert deltas == ["think ", "hard"]
+    (done,) = [e for e in events if e["type"] == "response.reasoning_text.done"]
+    assert done["text"] == "think hard"
+    output = events[-1]["response"]["output"]
+    assert [item["type"] for item in output] == ["reasoning", "message"]
+    assert output[0]["content"] == [{"type": "reasoning_text", "text": "think hard"}]

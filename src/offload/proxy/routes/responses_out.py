@@ -3,8 +3,9 @@ stream (``response.created``, ``response.in_progress``, each output item's ``add
 deltas and ``done`` events, then ``response.completed``, ``response.incomplete`` or
 ``error`` + ``response.failed``; every event numbered by ``sequence_number``).
 
-The answer's text is one ``message`` item with one ``output_text`` part; each tool call
-is a ``function_call`` item whose ``call_id`` is the chat tool-call id. Usage reports
+The model's reasoning, when the upstream gives it (``reasoning_content``), is one
+``reasoning`` item with one ``reasoning_text`` part; the answer's text is one ``message``
+item with one ``output_text`` part; each tool call is a ``function_call`` item whose ``call_id`` is the chat tool-call id. Usage reports
 ``input_tokens``, ``output_tokens`` and ``input_tokens_details.cached_tokens`` from the
 upstream's own figures.
 """
@@ -66,9 +67,15 @@ def usage(obj: dict[str, Any]) -> dict[str, Any]:
     made = int(fields.get("completion_tokens") or 0)
     details = fields.get("completion_tokens_details")
     reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    prompt_details = fields.get("prompt_tokens_details")
+    written = prompt_details.get("cache_write_tokens") if isinstance(prompt_details, dict) else None
     return {
         "input_tokens": given,
-        "input_tokens_details": {"cached_tokens": int(cached or 0)},
+        # cache writes: only a figure the upstream reports (chat usage seldom has one)
+        "input_tokens_details": {
+            "cached_tokens": int(cached or 0),
+            "cache_write_tokens": written if isinstance(written, int) else 0,
+        },
         "output_tokens": made,
         "output_tokens_details": {"reasoning_tokens": int(reasoning or 0)},
         "total_tokens": given + made,
@@ -90,6 +97,17 @@ def message_item(item_id: str, text: str | None, status: str) -> dict[str, Any]:
         "role": "assistant",
         "content": content,
     }
+
+
+def reasoning_part(text: str) -> dict[str, Any]:
+    """A ``reasoning_text`` content part."""
+    return {"type": "reasoning_text", "text": text}
+
+
+def reasoning_item(item_id: str, text: str | None, status: str) -> dict[str, Any]:
+    """A ``reasoning`` output item holding the model's reasoning as text (no summary)."""
+    content = [] if text is None else [reasoning_part(text)]
+    return {"id": item_id, "type": "reasoning", "status": status, "summary": [], "content": content}
 
 
 def call_item(
@@ -140,6 +158,8 @@ def response_object(
     message = choice.get("message") if isinstance(choice, dict) else None
     fields: dict[str, Any] = message if isinstance(message, dict) else {}
     output: list[dict[str, Any]] = []
+    if isinstance(fields.get("reasoning_content"), str) and fields["reasoning_content"]:
+        output.append(reasoning_item(new_id("rs"), fields["reasoning_content"], "completed"))
     if fields.get("content"):
         output.append(message_item(new_id("msg"), str(fields["content"]), "completed"))
     for call in fields.get("tool_calls") or ():

@@ -1,7 +1,8 @@
 """A streamed chat answer as the OpenAI Responses event stream.
 
-``response.created`` and ``response.in_progress`` open the stream at once. The answer's
-text streams into one ``message`` item (``output_item.added``, ``content_part.added``, then
+``response.created`` and ``response.in_progress`` open the stream at once. The model's
+reasoning (chat's ``reasoning_content``, as llama-server streams it) streams into one
+``reasoning`` item (``reasoning_text`` deltas), the answer's text into one ``message`` item (``output_item.added``, ``content_part.added``, then
 ``output_text.delta`` events); each tool call into a ``function_call`` item
 (``output_item.added``, then ``function_call_arguments.delta`` events). Every item stays
 open until the upstream's answer ends, so a delta never follows its item's ``done`` however
@@ -26,6 +27,8 @@ from offload.proxy.routes.responses_out import (
     finished,
     message_item,
     new_id,
+    reasoning_item,
+    reasoning_part,
     text_part,
 )
 
@@ -57,6 +60,7 @@ class ResponseStream:
         self.seq = 0
         self.items: list[_Item] = []
         self.message: _Item | None = None
+        self.reasoning_item: _Item | None = None
         self.calls: dict[int, _Item] = {}  # chat tool-call index -> its item
         self.finish = "stop"
 
@@ -89,16 +93,31 @@ class ResponseStream:
         if item is None:
             item = self.message = _Item(len(self.items), new_id("msg"), "message")
             events.append(self._added(item, message_item(item.id, None, "in_progress")))
-            where = {"item_id": item.id, "output_index": item.index, "content_index": 0}
-            events.append(
-                self._event("response.content_part.added", {**where, "part": text_part("")})
-            )
-        item.parts.append(delta)
+            events.append(self._part_added(item, text_part("")))
+        return [*events, *self._part_delta(item, "response.output_text.delta", delta)]
+
+    def reasoning(self, delta: str) -> list[bytes]:
+        """Events for a delta of the model's reasoning (``reasoning_content``: the first one
+        opens a reasoning item and its ``reasoning_text`` part)."""
+        events: list[bytes] = []
+        item = self.reasoning_item
+        if item is None:
+            item = self.reasoning_item = _Item(len(self.items), new_id("rs"), "reasoning")
+            events.append(self._added(item, reasoning_item(item.id, None, "in_progress")))
+            events.append(self._part_added(item, reasoning_part("")))
+        return [*events, *self._part_delta(item, "response.reasoning_text.delta", delta)]
+
+    def _part_added(self, item: _Item, part: dict[str, Any]) -> bytes:
         where = {"item_id": item.id, "output_index": item.index, "content_index": 0}
-        events.append(
-            self._event("response.output_text.delta", {**where, "delta": delta, "logprobs": []})
-        )
-        return events
+        return self._event("response.content_part.added", {**where, "part": part})
+
+    def _part_delta(self, item: _Item, kind: str, delta: str) -> list[bytes]:
+        item.parts.append(delta)
+        fields = {"item_id": item.id, "output_index": item.index, "content_index": 0}
+        fields["delta"] = delta
+        if kind == "response.output_text.delta":
+            fields["logprobs"] = []
+        return [self._event(kind, fields)]
 
     def tool_call(self, call: dict[str, Any]) -> list[bytes]:
         """Events for one streamed tool-call delta (its first one opens a function_call item)."""
@@ -131,6 +150,9 @@ class ResponseStream:
         delta = choice.get("delta")
         fields: dict[str, Any] = delta if isinstance(delta, dict) else {}
         events: list[bytes] = []
+        reasoning = fields.get("reasoning_content")
+        if isinstance(reasoning, str) and reasoning:
+            events.extend(self.reasoning(reasoning))
         if isinstance(fields.get("content"), str) and fields["content"]:
             events.extend(self.text(fields["content"]))
         for call in fields.get("tool_calls") or ():
@@ -142,19 +164,26 @@ class ResponseStream:
 
     def _item_done(self, item: _Item) -> tuple[list[bytes], dict[str, Any]]:
         text = item.text
-        if item.kind == "message":
-            where = {"item_id": item.id, "output_index": item.index, "content_index": 0}
-            events = [
-                self._event("response.output_text.done", {**where, "text": text, "logprobs": []}),
-                self._event("response.content_part.done", {**where, "part": text_part(text)}),
-            ]
-            done = message_item(item.id, text, "completed")
-        else:
-            where = {"item_id": item.id, "output_index": item.index}
+        where: dict[str, Any] = {"item_id": item.id, "output_index": item.index}
+        if item.kind == "function_call":
             name = self._name(item)
             fields = {**where, "name": name["name"], "arguments": text}
             events = [self._event("response.function_call_arguments.done", fields)]
             done = call_item(item.id, item.call_id, name, text, "completed")
+        else:
+            where["content_index"] = 0
+            if item.kind == "message":
+                kind, part = "response.output_text.done", text_part(text)
+                done = message_item(item.id, text, "completed")
+                fields = {**where, "text": text, "logprobs": []}
+            else:
+                kind, part = "response.reasoning_text.done", reasoning_part(text)
+                done = reasoning_item(item.id, text, "completed")
+                fields = {**where, "text": text}
+            events = [
+                self._event(kind, fields),
+                self._event("response.content_part.done", {**where, "part": part}),
+            ]
         events.append(
             self._event("response.output_item.done", {"output_index": item.index, "item": done})
         )
