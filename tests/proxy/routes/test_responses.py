@@ -120,6 +120,10 @@ def test_flat_function_tools_take_chats_nested_shape_and_settings_carry_over() -
     assert "store" not in out and "metadata" not in out
 
 
+def test_a_tool_choice_without_tools_is_left_out() -> None:
+    assert "tool_choice" not in chat({"input": "x", "tool_choice": "auto"})
+
+
 def test_allowed_tools_narrows_the_tools_offered() -> None:
     other = {**TOOL, "name": "write_file"}
     choice = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "write_file"}]}  # fmt: skip

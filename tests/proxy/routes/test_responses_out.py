@@ -66,7 +66,7 @@ def test_a_call_of_a_namespaced_function_names_its_namespace() -> None:
 
 
 def test_the_models_reasoning_comes_first_as_a_reasoning_item() -> None:
-    message = {"content": "42", "reasoning_content": "think hard"}
+    message: dict[str, object] = {"content": "42", "reasoning_content": "think hard"}
     out = response_object(frame({"model": "m"}), completion(message), {})
     assert [item["type"] for item in out["output"]] == ["reasoning", "message"]
     assert out["output"][0]["content"] == [{"type": "reasoning_text", "text": "think hard"}]
@@ -74,7 +74,7 @@ def test_the_models_reasoning_comes_first_as_a_reasoning_item() -> None:
 
 def test_every_response_object_validates_as_the_official_clients_type() -> None:
     calls = [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
-    message = {"content": "ok", "reasoning_content": "r", "tool_calls": calls}
+    message: dict[str, object] = {"content": "ok", "reasoning_content": "r", "tool_calls": calls}
     body = {"model": "m", "instructions": "i", "tools": [{"type": "function", "name": "f"}]}
     out = response_object(frame(body), completion(message, "tool_calls"), {})
     parsed = pydantic.TypeAdapter(Response).validate_python(out)

@@ -71,7 +71,9 @@ def to_chat(body: dict[str, Any]) -> ChatRequest:
     tools = chat_tools(body.get("tools"), namespaced)
     choice = body.get("tool_choice")
     if choice is not None:
-        tools, payload["tool_choice"] = chat_tool_choice(choice, tools)
+        tools, chosen = chat_tool_choice(choice, tools)
+        if tools:  # a chat upstream may refuse a tool_choice without tools
+            payload["tool_choice"] = chosen
     if tools:
         payload["tools"] = tools
     return ChatRequest(payload, namespaced)
