@@ -1,8 +1,8 @@
 """The chat-completions exchange: validate, rewrite (in a worker thread), forward, relay
 and count one chat request, with one retry after an upstream context overflow.
 
-``POST /v1/chat/completions`` is served here; the Anthropic route reuses :func:`run_chat`
-with its own sender and answer transform.
+``POST /v1/chat/completions`` is served here; the Anthropic and Responses routes reuse
+:func:`run_chat` with their own answer transforms.
 """
 
 from __future__ import annotations
@@ -120,11 +120,12 @@ async def run_chat(
     shape: ErrorShape = OPENAI,
 ) -> Response:
     """Rewrite, forward, relay and count one chat request. ``send`` posts a body upstream
-    (the lean client or httpx); ``transform`` lets the Anthropic route convert the answer
-    instead of relaying it (``Sent`` gives the messages its usage counts, for
-    :func:`record`). ``raw``: the client's body, which is sent as it came when the
-    rewrite left the messages as they were. ``shape``: how the client's API says the
-    proxy's own errors (timeouts, an unreachable upstream, a request that cannot fit)."""
+    (the lean client or httpx); ``transform`` lets the Anthropic and Responses routes
+    convert the answer instead of relaying it (``Sent`` gives the messages its usage counts,
+    for :func:`record`; an upstream error reaches it with its body readable again). ``raw``:
+    the client's body, which is sent as it came when the rewrite left the messages as they
+    were. ``shape``: how the client's API says the proxy's own errors (timeouts, an
+    unreachable upstream, a request that cannot fit)."""
     n_ctx = await state.n_ctx()
     offer = retrieval_loop.offer_for(state, payload, raw)  # the proxy's own memory tools
     if offer is not None:

@@ -5,9 +5,9 @@ deltas and ``done`` events, then ``response.completed``, ``response.incomplete``
 
 The model's reasoning, when the upstream gives it (``reasoning_content``), is one
 ``reasoning`` item with one ``reasoning_text`` part; the answer's text is one ``message``
-item with one ``output_text`` part; each tool call is a ``function_call`` item whose ``call_id`` is the chat tool-call id. Usage reports
-``input_tokens``, ``output_tokens`` and ``input_tokens_details.cached_tokens`` from the
-upstream's own figures.
+item with one ``output_text`` part; each tool call is a ``function_call`` item whose
+``call_id`` is the chat tool-call id. Usage reports ``input_tokens``, ``output_tokens`` and
+``input_tokens_details.cached_tokens`` from the upstream's own figures.
 """
 
 from __future__ import annotations
