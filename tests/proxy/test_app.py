@@ -293,7 +293,11 @@ def test_a_simple_request_content_type_is_refused_on_json_routes(
 ) -> None:
     state, url = proxy
     port = url.rsplit(":", 1)[1]
-    for path, shape in ((CHAT, "openai"), ("/v1/messages", "anthropic")):
+    for path, shape in (
+        (CHAT, "openai"),
+        ("/v1/messages", "anthropic"),
+        ("/v1/responses", "openai"),
+    ):
         refused = loopback.post(
             url + path,
             content=json.dumps({"messages": HELLO}).encode(),

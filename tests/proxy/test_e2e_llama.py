@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from offload.core.sse import iter_sse_events, stream_text
@@ -118,6 +119,60 @@ def test_a_session_that_overflows_direct_completes_through_the_proxy_and_reuses_
     stats = httpx.get(server.url + "/api/stats").json()["live"]
     assert stats["cache_reuse_ratio"] > 0
     assert stats["counters"]["tokens_saved"] > 0
+
+
+def responses_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages as the Responses input items a Responses client sends for them."""
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        text = m.get("content") or ""
+        if m["role"] == "tool":
+            items.append(
+                {"type": "function_call_output", "call_id": m["tool_call_id"], "output": text}
+            )
+            continue
+        if m["role"] != "assistant":
+            items.append({"role": m["role"], "content": text})
+        elif text:
+            part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
+            items.append({"type": "message", "role": "assistant", "content": [part]})
+        for call in m.get("tool_calls") or ():
+            fn = call["function"]
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call["id"],
+                    "name": fn["name"],
+                    "arguments": fn["arguments"],
+                }
+            )
+    return items
+
+
+def test_a_responses_session_that_overflows_direct_completes_through_the_proxy(
+    proxied: tuple[ServerThread, Any],
+) -> None:
+    server, _state = proxied
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0)
+    items: Any = responses_input(tau_session(12))  # the SDK's input types: plain dicts here
+    first = client.responses.create(
+        model="smollm2", input=items, max_output_tokens=8, temperature=0
+    )
+    assert first.status in ("completed", "incomplete") and first.usage is not None
+    assert 0 < first.usage.input_tokens < N_CTX
+    follow: Any = [*items, *(item.model_dump() for item in first.output)]
+    follow.append({"role": "user", "content": "Thanks. And what about my baggage allowance?"})
+    with client.responses.stream(
+        model="smollm2", input=follow, max_output_tokens=8, temperature=0
+    ) as stream:
+        # cut at 8 tokens the answer ends with response.incomplete, which the SDK's
+        # get_final_response (response.completed only) does not take
+        last = list(stream)[-1]
+    assert last.type in ("response.completed", "response.incomplete")
+    second = last.response
+    assert second.usage is not None
+    assert second.usage.input_tokens_details.cached_tokens > 0.5 * second.usage.input_tokens
+    client.close()
 
 
 def test_a_single_message_larger_than_n_ctx_is_stubbed_not_forwarded_raw(

@@ -21,7 +21,7 @@ from offload.mcp.catalog import TOOLS
 from offload.serve.host import build
 from offload.store.store import Store
 from realparts import ServerThread
-from serving import ScriptedUpstream
+from serving import ANSWER, ScriptedUpstream
 
 LIMIT = 1024 * 1024  # http.max_body_mb = 1
 
@@ -71,6 +71,7 @@ def plain_shaped(body: dict[str, Any]) -> bool:
     [
         ("/v1/chat/completions", openai_shaped),
         ("/v1/messages", anthropic_shaped),
+        ("/v1/responses", openai_shaped),
         ("/tokenize", openai_shaped),  # passed through to the upstream below the limit
         ("/mcp", jsonrpc_shaped),
         ("/api/stats", plain_shaped),
@@ -143,6 +144,19 @@ def test_the_favicon_is_the_dashboards_no_icon_and_other_paths_still_reach_the_u
     assert icon.status_code == 204 and icon.content == b""
     props = loopback.get(f"{host}/props", timeout=10)  # the model server's own route
     assert props.status_code == 200 and "default_generation_settings" in props.json()
+
+
+def test_a_responses_request_reaches_the_upstream_as_chat_through_the_proxy(
+    host: str, upstream: ScriptedUpstream
+) -> None:
+    body = {"model": "m", "instructions": "be brief", "input": "hello host"}
+    resp = loopback.post(f"{host}/v1/responses", json=body, timeout=30)
+    assert resp.status_code == 200
+    assert resp.json()["output"][0]["content"][0]["text"] == ANSWER
+    assert upstream.chats[-1]["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hello host"},
+    ]
 
 
 def banner_for(tmp_path: Path, host: str, **flags: object) -> str:

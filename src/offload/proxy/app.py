@@ -10,6 +10,9 @@ Routes:
 - ``GET /v1/models``: the upstream's list with the true context size added
   (``context_length``, ``max_model_len``, ``meta.n_ctx``) and the optional model alias.
 - ``POST /v1/messages``: Anthropic Messages, converted to and from chat (see anthropic.py).
+- ``POST /v1/responses``: OpenAI Responses (stateless: the whole conversation in ``input``),
+  converted to and from chat (see responses.py); any path below it (a stored response,
+  compact, cancel) is a 404 that says so.
 - ``GET /metrics`` (Prometheus text) and ``GET /api/stats`` (JSON): the proxy's own.
 - anything else (``/props``, ``/tokenize``, ``/health``, ``/slots``, ``/v1/embeddings`` …):
   passed through to the upstream unchanged.
@@ -19,8 +22,8 @@ a timeout 504; upstream 4xx/5xx answers are passed through unchanged. A client t
 disconnects cancels the upstream request (its connection is closed).
 
 This module builds the app and its routing; the handlers live beside it: state.py (what
-requests share), chat.py (the chat exchange), routes_anthropic.py, routes_models.py,
-routes_stats.py and routes_passthrough.py.
+requests share), chat.py (the chat exchange), routes_anthropic.py, routes_responses.py,
+routes_models.py, routes_stats.py and routes_passthrough.py.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from offload.proxy.routes.chat import chat_completions
 from offload.proxy.routes.routes_anthropic import messages
 from offload.proxy.routes.routes_models import models
 from offload.proxy.routes.routes_passthrough import passthrough
+from offload.proxy.routes.routes_responses import create_response, stored_response
 from offload.proxy.routes.routes_stats import metrics, stats
 from offload.proxy.state import ProxyState, RewriterFactory, default_rewriter
 from offload.proxy.transport.errors_http import Guard, shape_for, too_large
@@ -79,6 +83,12 @@ def create_app(
     routes = [
         Route("/v1/chat/completions", _bind(chat_completions, state), methods=["POST"]),
         Route("/v1/messages", _bind(messages, state), methods=["POST"]),
+        Route("/v1/responses", _bind(create_response, state), methods=["POST"]),
+        Route(
+            "/v1/responses/{rest:path}",
+            _bind(stored_response, state),
+            methods=["GET", "POST", "DELETE"],
+        ),
         Route("/v1/models", _bind(models, state), methods=["GET"]),
         Route("/metrics", _bind(metrics, state), methods=["GET"]),
         Route("/api/stats", _bind(stats, state), methods=["GET"]),

@@ -219,7 +219,7 @@ def test_the_stdio_entry_starts_this_offload_on_the_same_store(
 
 def test_providers_point_at_the_proxy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = "http://127.0.0.1:9912"
-    for client in ("claude-code", "opencode", "aider", "llm"):
+    for client in ("claude-code", "opencode", "aider", "llm", "codex"):
         root = tmp_path / client
         root.mkdir()
         args = ("--only", "provider", "--url", url, "--model", "qwen")
@@ -229,6 +229,11 @@ def test_providers_point_at_the_proxy(tmp_path: Path, capsys: pytest.CaptureFixt
         f"{url}/v1"
     )
     assert entry("aider", tmp_path / "aider", "provider") == f"{url}/v1"
+    assert entry("codex", tmp_path / "codex", "provider") == {
+        "name": "offload proxy",
+        "base_url": f"{url}/v1",
+        "wire_api": "responses",
+    }
     assert entry("llm", tmp_path / "llm", "provider") == {
         "model_id": "offload",
         "model_name": "qwen",
@@ -241,8 +246,8 @@ def test_a_client_without_that_entry_is_refused(
 ) -> None:
     code, _, err = setup(capsys, tmp_path / "home", tmp_path, "aider", "--only", "mcp")
     assert code == 2 and "aider has no MCP client; `offload setup aider --provider`" in err
-    code, _, err = setup(capsys, tmp_path / "home", tmp_path, "codex", "--only", "provider")
-    assert code == 2 and "Codex CLI has no provider entry" in err
+    code, _, err = setup(capsys, tmp_path / "home", tmp_path, "cursor", "--only", "provider")
+    assert code == 2 and "Cursor has no provider entry" in err
 
 
 def test_revert_refuses_when_offloads_own_entry_was_edited_after_setup(
@@ -638,16 +643,15 @@ def test_a_dry_run_prints_the_clients_note_as_the_run_itself_would(
 ) -> None:
     root = tmp_path / "cfg"
     root.mkdir()
+    note = (
+        "note: pick the proxy per run: codex -c model_provider=offload -c web_search=disabled"
+        " -m MODEL (the proxy refuses Codex's web_search tool)"
+    )
     code, out, _ = setup(capsys, tmp_path / "home", root, "codex", "--provider", "--dry-run")
     assert code == 0
-    assert out.splitlines()[-2:] == [
-        "note: MCP only: Codex speaks the Responses API, the proxy serves chat completions",
-        "(dry run: nothing written)",
-    ]
+    assert out.splitlines()[-2:] == [note, "(dry run: nothing written)"]
     code, out, _ = setup(capsys, tmp_path / "home", root, "codex", "--provider")
-    assert code == 0 and out.splitlines()[-1] == (
-        "note: MCP only: Codex speaks the Responses API, the proxy serves chat completions"
-    )
+    assert code == 0 and out.splitlines()[-1] == note
 
 
 def test_a_revert_dry_run_shows_the_diff_it_would_apply_and_writes_nothing(

@@ -96,7 +96,32 @@ def _anthropic(url: str, stream: bool) -> str:
     return "".join(texts)
 
 
-ROUTES = [("openai", _openai), ("anthropic", _anthropic)]
+def _responses(url: str, stream: bool) -> str:
+    body = {
+        "model": "smollm2",
+        "max_output_tokens": 24,
+        "instructions": MESSAGES[0]["content"],
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": MESSAGES[1]["content"]}]}
+        ],
+        "stream": stream,
+    }
+    resp = httpx.post(url + "/v1/responses", json=body, timeout=300)
+    assert resp.status_code == 200, resp.text[:300]
+    assert "function_call" not in resp.text
+    if not stream:
+        output = resp.json()["output"]
+        return "".join(p["text"] for item in output for p in item["content"])
+    texts = []
+    for event in iter_sse_events([resp.content]):
+        obj = event.json()
+        if obj.get("type") == "response.output_text.delta":
+            texts.append(obj["delta"])
+    assert "event: response.completed" in resp.text or "event: response.incomplete" in resp.text
+    return "".join(texts)
+
+
+ROUTES = [("openai", _openai), ("anthropic", _anthropic), ("responses", _responses)]
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -333,6 +333,24 @@ def test_the_anthropic_route_hides_the_rounds_whole_and_streamed(
         assert NEEDLE in script.requests[-1]["messages"][-1]["content"]
 
 
+def test_the_responses_route_hides_the_rounds_whole_and_streamed(
+    proxy: str, script: ToolScript, store: Store
+) -> None:
+    page_out(store)
+    body = {"model": "m", "instructions": MESSAGES[0]["content"], "input": MESSAGES[1]["content"]}
+    for stream in (False, True):
+        script.turns = [Turn(calls=[(SEARCH_TOOL, '{"query": "deploy"}')]), Turn(text="37 days")]
+        resp = httpx.post(proxy + "/v1/responses", json={**body, "stream": stream}, timeout=30)
+        assert resp.status_code == 200
+        if stream:
+            assert '"response.output_text.delta"' in resp.text and "function_call" not in resp.text
+            assert "event: response.completed" in resp.text
+        else:
+            (item,) = resp.json()["output"]
+            assert item["type"] == "message" and item["content"][0]["text"] == "37 days"
+        assert NEEDLE in script.requests[-1]["messages"][-1]["content"]
+
+
 def test_retrieval_off_offers_nothing(own_store: Store) -> None:
     script = ToolScript()
     with (

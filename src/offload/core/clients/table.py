@@ -55,6 +55,11 @@ def _codex_mcp(w: Wiring) -> Value:
     return _stdio_or_http(w, {"command": cmd, "args": args}, {"url": w.mcp_url}, "http_headers")
 
 
+def _codex_provider(w: Wiring) -> Value:
+    # a provider Codex picks per run; the proxy serves the Responses API Codex speaks
+    return {"name": "offload proxy", "base_url": f"{w.proxy_url}/v1", "wire_api": "responses"}
+
+
 def _opencode_mcp(w: Wiring) -> Value:
     return _stdio_or_http(
         w,
@@ -262,8 +267,20 @@ CLIENTS: dict[str, Client] = {
         Client(
             "codex",
             "Codex CLI",
-            (_mcp(".codex/config.toml", "toml", _codex_mcp, "mcp_servers", NAME),),
-            note="MCP only: Codex speaks the Responses API, the proxy serves chat completions",
+            (
+                _mcp(".codex/config.toml", "toml", _codex_mcp, "mcp_servers", NAME),
+                ConfigFile(
+                    ".codex/config.toml",
+                    "toml",
+                    "provider",
+                    _codex_provider,
+                    ("model_providers", NAME),
+                ),
+            ),
+            note=(
+                "pick the proxy per run: codex -c model_provider=offload"
+                " -c web_search=disabled -m MODEL (the proxy refuses Codex's web_search tool)"
+            ),
             source="github.com/openai/codex docs/config.md",
         ),
         Client(

@@ -315,7 +315,7 @@ class _Blocks:
         return events
 
 
-async def _stream_objects(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
+async def stream_objects(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
     """The JSON objects of an OpenAI chat stream, in order (``[DONE]`` and junk skipped)."""
     decoder = SseDecoder()
     async for chunk in chunks:
@@ -342,7 +342,7 @@ async def stream_events(
     """
     blocks = _Blocks()
     started = failed = False
-    async for obj in _stream_objects(chunks):
+    async for obj in stream_objects(chunks):
         if failed:
             continue  # nothing after an error is part of the answer
         if "error" in obj:  # the upstream's own error event, or the relay's for a break

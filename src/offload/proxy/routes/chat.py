@@ -1,8 +1,8 @@
 """The chat-completions exchange: validate, rewrite (in a worker thread), forward, relay
 and count one chat request, with one retry after an upstream context overflow.
 
-``POST /v1/chat/completions`` is served here; the Anthropic route reuses :func:`run_chat`
-with its own sender and answer transform.
+``POST /v1/chat/completions`` is served here; the Anthropic and Responses routes reuse
+:func:`run_chat` with their own answer transforms.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -129,11 +129,12 @@ async def run_chat(
     shape: ErrorShape = OPENAI,
 ) -> Response:
     """Rewrite, forward, relay and count one chat request. ``send`` posts a body upstream
-    (the lean client or httpx); ``transform`` lets the Anthropic route convert the answer
-    instead of relaying it (``Sent`` gives the messages its usage counts, for
-    :func:`record`). ``raw``: the client's body, which is sent as it came when the
-    rewrite left the messages as they were. ``shape``: how the client's API says the
-    proxy's own errors (timeouts, an unreachable upstream, a request that cannot fit)."""
+    (the lean client or httpx); ``transform`` lets the Anthropic and Responses routes
+    convert the answer instead of relaying it (``Sent`` gives the messages its usage counts,
+    for :func:`record`; an upstream error reaches it with its body readable again). ``raw``:
+    the client's body, which is sent as it came when the rewrite left the messages as they
+    were. ``shape``: how the client's API says the proxy's own errors (timeouts, an
+    unreachable upstream, a request that cannot fit)."""
     n_ctx = await state.n_ctx()
     offer = retrieval_loop.offer_for(state, payload, raw)  # the proxy's own memory tools
     if offer is not None:
@@ -154,8 +155,8 @@ async def run_chat(
     if resp.status_code >= 400:
         body = read if read is not None else await error_body(resp)
         _count_error(state, result)
-        if transform is not None:
-            return await transform(resp, False, result, upstream.sent)
+        if transform is not None:  # the body is read: a lean-client reply gives it once
+            return await transform(_ReadReply(resp, body), False, result, upstream.sent)
         return Response(body, resp.status_code, headers=response_headers(resp.headers))
     if transform is not None:
         return await transform(resp, stream, result, upstream.sent)
@@ -256,6 +257,31 @@ class _Upstream(Generic[R]):
         body = await error_body(resp)
         overflow = overflow_of(body)
         return (resp, body) if overflow is None else self._no_fit(overflow)
+
+
+@dataclass
+class _ReadReply:
+    """An upstream answer whose body has been read already, readable again."""
+
+    reply: UpstreamReply
+    body: bytes
+
+    @property
+    def status_code(self) -> int:
+        return self.reply.status_code
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self.reply.headers
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        yield self.body
+
+    async def aread(self) -> bytes:
+        return self.body
+
+    async def aclose(self) -> None:
+        return None
 
 
 async def _answered(

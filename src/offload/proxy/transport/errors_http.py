@@ -25,7 +25,14 @@ OWN_PATHS = frozenset({"/metrics", "/api/stats"})
 # the routes whose body is JSON: a content type that a browser sends cross-origin without a
 # CORS preflight (a "simple request") is refused on them
 JSON_PATHS = frozenset(
-    {"/v1/chat/completions", "/v1/messages", "/v1/completions", "/v1/embeddings", "/tokenize"}
+    {
+        "/v1/chat/completions",
+        "/v1/messages",
+        "/v1/responses",
+        "/v1/completions",
+        "/v1/embeddings",
+        "/tokenize",
+    }
 )
 SIMPLE_TYPES = frozenset({"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
