@@ -533,3 +533,19 @@ def test_the_start_line_names_the_address_bound_and_warns_when_it_is_not_loopbac
     assert head.startswith("offload proxy on http://0.0.0.0:8900")
     assert warning.startswith("warning: listening on 0.0.0.0 (every interface), not loopback")
     assert "/v1" in warning and "/metrics, /api/stats (set [proxy] bearer_token)" in warning
+
+
+def test_the_routes_without_v1_are_bounded_and_counted_like_the_v1_ones(
+    proxy: tuple[Scripted, str],
+) -> None:
+    # a client given the base URL without /v1 posts /chat/completions: the same exchange
+    state, url = proxy
+    huge = [{"role": "user", "content": "word " * 20_000}]
+    resp = loopback.post(url + "/chat/completions", json={"messages": huge})
+    listing = loopback.get(url + "/models")
+    stats = loopback.get(url + "/api/stats").json()
+    assert resp.status_code == 200, resp.text
+    sent = state.requests[-1]["body"]["messages"]
+    assert len(json.dumps(sent)) < len(json.dumps(huge)) // 2  # stubbed, not forwarded raw
+    assert stats["live"]["counters"]["requests"] == 1
+    assert listing.status_code == 200 and "meta" in listing.json()["data"][0]

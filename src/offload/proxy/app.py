@@ -13,6 +13,8 @@ Routes:
 - ``POST /v1/responses``: OpenAI Responses (stateless: the whole conversation in ``input``),
   converted to and from chat (see responses.py); any path below it (a stored response,
   compact, cancel) is a 404 that says so.
+- ``POST /chat/completions``, ``POST /responses``, ``GET /models``: the same routes for a
+  client given the base URL without ``/v1``.
 - ``GET /metrics`` (Prometheus text) and ``GET /api/stats`` (JSON): the proxy's own.
 - anything else (``/props``, ``/tokenize``, ``/health``, ``/slots``, ``/v1/embeddings`` …):
   passed through to the upstream unchanged.
@@ -90,6 +92,11 @@ def create_app(
             methods=["GET", "POST", "DELETE"],
         ),
         Route("/v1/models", _bind(models, state), methods=["GET"]),
+        # the same routes without /v1: what a client given the base URL without it asks
+        # for (llama-server answers both), bounded and counted like the /v1 ones
+        Route("/chat/completions", _bind(chat_completions, state), methods=["POST"]),
+        Route("/responses", _bind(create_response, state), methods=["POST"]),
+        Route("/models", _bind(models, state), methods=["GET"]),
         Route("/metrics", _bind(metrics, state), methods=["GET"]),
         Route("/api/stats", _bind(stats, state), methods=["GET"]),
         Route(

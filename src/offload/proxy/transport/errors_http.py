@@ -29,6 +29,8 @@ JSON_PATHS = frozenset(
         "/v1/chat/completions",
         "/v1/messages",
         "/v1/responses",
+        "/chat/completions",
+        "/responses",
         "/v1/completions",
         "/v1/embeddings",
         "/tokenize",
