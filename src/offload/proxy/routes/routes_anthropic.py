@@ -64,7 +64,7 @@ async def messages(request: Request, state: ProxyState) -> Response:
             state,
             payload,
             chat_messages,
-            send=state.send_chat_httpx,
+            send=state.send_chat,  # the lean client where it applies, as chat's route
             transform=transform,
             shape=ANTHROPIC,
         )
