@@ -154,6 +154,28 @@ def _numbered(text: str, first_line: int, match_line: int) -> str:
     return "\n".join(rows)
 
 
+def _queries(given: Any) -> list[str]:
+    """IndexSearch's ``queries``: one string or a non-empty list of non-blank strings."""
+    queries = [given] if isinstance(given, str) else given
+    if (
+        not isinstance(queries, list)
+        or not queries
+        or not all(isinstance(q, str) and q.strip() for q in queries)
+    ):
+        raise InvalidInput(
+            'queries must be a non-empty list of strings, e.g. ["open pull requests"]'
+        )
+    return queries
+
+
+def _hit_key(item: str | Hit, items: Mapping[str, DeferredItem]) -> tuple[str, int | None]:
+    """What one hit is, to show it once across queries: a deferred item's label, a tool's
+    definition label, or a stored chunk."""
+    if isinstance(item, str):
+        return (item if item in items else f"{TOOL_PREFIX}{item}", None)
+    return (_label(item), item.chunk_id)
+
+
 def _label(hit: Hit) -> str:
     # the gateway stores every body with source == its label
     return hit.entry.source or (hit.entry.labels[0] if hit.entry.labels else hit.entry.ref)
@@ -180,17 +202,7 @@ class IndexTools:
         """Run every query; tool hits among ``tools`` (deferred definitions) and hits of
         deferred ``items`` (by label, ranked in ``tool_index`` too) activate."""
         items = items or {}
-        queries = args.get("queries")
-        if isinstance(queries, str):
-            queries = [queries]
-        if (
-            not isinstance(queries, list)
-            or not queries
-            or not all(isinstance(q, str) and q.strip() for q in queries)
-        ):
-            raise InvalidInput(
-                'queries must be a non-empty list of strings, e.g. ["open pull requests"]'
-            )
+        queries = _queries(args.get("queries"))
         source = args.get("source")
         if source is not None and not isinstance(source, str):
             raise InvalidInput("source must be a label prefix string")
@@ -215,13 +227,7 @@ class IndexTools:
             # query's words: a search for a response's contents does not churn the list
             guessing = not by_words and not any(isinstance(item, Hit) for item in ranked)
             for hi, item in enumerate(ranked, 1):
-                key: tuple[str, int | None]
-                if isinstance(item, str) and item in items:
-                    key = (item, None)
-                elif isinstance(item, str):
-                    key = (f"{TOOL_PREFIX}{item}", None)
-                else:
-                    key = (_label(item), item.chunk_id)
+                key = _hit_key(item, items)
                 where = f"query {qi} hit {hi}"
                 if key in shown:
                     out.append(f"{hi}. (already shown as {shown[key]})")
