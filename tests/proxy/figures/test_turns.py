@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,26 @@ def test_stub_lines_name_what_was_paged_and_stubbed_by_their_refs() -> None:
     many = [{"role": "tool", "content": MESSAGE_STUB}] * (turns.STUBS_KEPT + 5)
     assert len(turns.stub_lines(many)) == turns.STUBS_KEPT
     assert turns.stub_ref("no ref here") == ""
+
+
+def test_stub_lines_name_the_stored_arguments_of_a_tool_call() -> None:
+    args_stub = MESSAGE_STUB.replace("tool output from bash:3", "tool-call arguments of write")
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {
+            "name": "write_file",
+            "arguments": json.dumps({"path": "a.py", "offload_stub": args_stub}),
+        },
+    }
+    wire = [
+        {"role": "user", "content": "write it"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    (line,) = turns.stub_lines(wire)
+    assert "tool-call arguments of write" in line
+    assert turns.stub_ref(line) == "ctx:sha256:0123456789ab"
 
 
 def test_turns_are_bounded_per_session_and_survive_a_restart(store: Store) -> None:

@@ -9,10 +9,12 @@ Everything here is bounded: a turn is a dozen numbers, a stub line at most
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from offload.core.stubs import is_stub
+from offload.proxy.rewrite.call_args import ARGS_KEY
 
 TURNS_KEPT = 60  # per session
 RECENT_KEPT = 30  # requests, every session
@@ -64,16 +66,33 @@ def session_title(messages: Sequence[Mapping[str, Any]]) -> str:
 
 
 def stub_lines(messages: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
-    """The header lines of the first :data:`STUBS_KEPT` stubs on a wire (message stubs and
-    range stubs: what was stubbed or paged out)."""
+    """The header lines of the first :data:`STUBS_KEPT` stubs on a wire (message stubs,
+    range stubs and the stubs of tool calls' arguments: what was stubbed or paged out)."""
     lines: list[str] = []
     for message in messages:
-        text = _text(message)
-        if is_stub(text):
-            lines.append(one_line(text.lstrip().partition("\n")[0], STUB_LINE_CHARS))
-            if len(lines) == STUBS_KEPT:
-                break
+        for text in (_text(message), *_argument_stubs(message)):
+            if is_stub(text):
+                lines.append(one_line(text.lstrip().partition("\n")[0], STUB_LINE_CHARS))
+                if len(lines) == STUBS_KEPT:
+                    return tuple(lines)
     return tuple(lines)
+
+
+def _argument_stubs(message: Mapping[str, Any]) -> Iterator[str]:
+    """The stubs that stand for a message's tool calls' bulky arguments."""
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if not isinstance(arguments, str) or f'"{ARGS_KEY}"' not in arguments:
+            continue
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            continue
+        stub = parsed.get(ARGS_KEY) if isinstance(parsed, dict) else None
+        if isinstance(stub, str):
+            yield stub
 
 
 def stub_ref(line: str) -> str:
