@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from offload.proxy.transport.counting import UpstreamCounter, token_count
+from offload.proxy.transport.counting import WARM_MIN, UpstreamCounter, token_count
 from proxy.proxy_servers import serving
 from realparts import free_port
 
@@ -178,3 +180,35 @@ def test_a_shrunk_counter_keeps_the_counts_used_last_and_asks_again_for_the_rest
     assert state.calls == calls  # kept
     assert counter.count(texts[1]) == 4 and state.calls == calls + 1
     counter.close()
+
+
+def test_a_long_sessions_uncounted_texts_are_counted_side_by_side_once_each() -> None:
+    # the first request waits (up to 10 s) until another is in flight beside it: one by one
+    # it would wait it out alone
+    seen = {"calls": 0, "in_flight": 0, "most": 0}
+    met = asyncio.Event()
+
+    async def tokenize(request: Request) -> Response:
+        seen["calls"] += 1
+        seen["in_flight"] += 1
+        seen["most"] = max(seen["most"], seen["in_flight"])
+        if seen["in_flight"] >= 2:
+            met.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(met.wait(), 10)
+        met.set()  # waited once: no later call waits
+        seen["in_flight"] -= 1
+        text = json.loads(await request.body())["content"]
+        return JSONResponse({"tokens": list(range(len(text.split())))})
+
+    texts = [f"text {i} " + "word " * i for i in range(WARM_MIN * 2)]
+    with serving(Starlette(routes=[Route("/tokenize", tokenize, methods=["POST"])])) as server:
+        counter = UpstreamCounter(server.url)
+        assert counter.warm([*texts, *texts, ""]) == len(texts)
+        assert seen["most"] >= 2 and seen["calls"] == len(texts)
+        assert [counter.count(t) for t in texts] == [i + 2 for i in range(len(texts))]
+        assert seen["calls"] == len(texts)  # each came from the cache
+        few = [f"new {i}" for i in range(WARM_MIN - 1)]
+        assert counter.warm(texts) == 0 and counter.warm(few) == 0  # left to the rewrite
+        assert seen["calls"] == len(texts)
+        counter.close()

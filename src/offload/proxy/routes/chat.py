@@ -31,7 +31,13 @@ from offload.errors import (
 from offload.proxy.figures.metrics import RequestRecord, cache_figures
 from offload.proxy.figures.turns import session_title, stub_lines
 from offload.proxy.retrieval import retrieval_loop
-from offload.proxy.rewrite.messages import head_end, message_tokens, session_key
+from offload.proxy.rewrite.messages import (
+    calls_text,
+    content_text,
+    head_end,
+    message_tokens,
+    session_key,
+)
 from offload.proxy.rewrite.pipeline import RewriteResult
 from offload.proxy.state import ProxyState
 from offload.proxy.transport.errors_http import OPENAI, ErrorShape, openai_error
@@ -407,10 +413,22 @@ async def _rewrite(
     )
     state.last_request = time.monotonic()
     try:
-        result = await anyio.to_thread.run_sync(rewrite, messages, n_ctx)
+        result = await anyio.to_thread.run_sync(_counted_rewrite, state, rewrite, messages, n_ctx)
     except StoreError as exc:
         result = await anyio.to_thread.run_sync(_unrewritten, state, payload, messages, n_ctx, exc)
     return _Exchange(payload, result, n_ctx)
+
+
+def _counted_rewrite(
+    state: ProxyState,
+    rewrite: Callable[[list[dict[str, Any]], int], RewriteResult],
+    messages: list[dict[str, Any]],
+    n_ctx: int,
+) -> RewriteResult:
+    """The rewrite, once the messages' texts the counter has not met are counted side by
+    side (a long session's first request; a turn's few new texts are left to the rewrite)."""
+    state.counter.warm(text for m in messages for text in (content_text(m), calls_text(m)))
+    return rewrite(messages, n_ctx)
 
 
 def _unrewritten(

@@ -20,6 +20,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,6 +28,12 @@ from offload.core.lru import Lru
 from offload.core.tokens import CalibratedCounter, default_counter
 
 _UNSUPPORTED = frozenset({404, 405, 501})
+# A request carrying this many texts not counted yet (a long session the process has not
+# seen: its first request, or the first after a restart) has them counted WARM_WORKERS at a
+# time before its rewrite, which then finds every count cached; fewer are counted one by one
+# as the rewrite meets them
+WARM_MIN = 16
+WARM_WORKERS = 4
 # Tokens a chat template adds around each message (ChatML: "<|im_start|>role\n…<|im_end|>\n").
 TEMPLATE_TOKENS_PER_MESSAGE = 4
 
@@ -83,12 +90,17 @@ class UpstreamCounter:
         self._fallback = fallback
         self.exact_counts = 0  # answered by /tokenize (fresh or cached)
         self.fallback_counts = 0
+        self._warmers: ThreadPoolExecutor | None = None
 
     def __repr__(self) -> str:
         return f"UpstreamCounter({self._url!r})"
 
     def close(self) -> None:
-        """Close the HTTP connections."""
+        """Stop the counting threads and close the HTTP connections."""
+        with self._lock:
+            warmers, self._warmers = self._warmers, None
+        if warmers is not None:
+            warmers.shutdown(wait=True)
         self._tokenize_client.close()
 
     def release_ended(self) -> int:
@@ -130,6 +142,29 @@ class UpstreamCounter:
             self.exact_counts += 1
         self._cache.put(key, n)
         return n
+
+    def warm(self, texts: Iterable[str]) -> int:
+        """Count the texts of ``texts`` not counted yet, :data:`WARM_WORKERS` requests at
+        a time, when there are at least :data:`WARM_MIN` of them and the upstream counts
+        exactly; how many were counted. One by one, the first request of a session of
+        thousands of messages waited on as many round trips in a row."""
+        if not self.exact:
+            return 0
+        fresh: dict[bytes, str] = {}
+        for text in texts:
+            if text:
+                key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+                if key not in self._cache:
+                    fresh[key] = text
+        if len(fresh) < WARM_MIN:
+            return 0
+        with self._lock:
+            if self._warmers is None:
+                self._warmers = ThreadPoolExecutor(WARM_WORKERS, "offload-count")
+            warmers = self._warmers
+        for _ in warmers.map(self.count, fresh.values()):
+            pass
+        return len(fresh)
 
     def _tokenize(self, text: str) -> int | None:
         try:
