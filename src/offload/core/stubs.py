@@ -17,6 +17,8 @@ from offload.core.untrusted import inline, printable
 
 #: Every stub from ``render_stub`` starts with this.
 STUB_MARKER = "[offload:"
+#: The key that holds the stub in a tool call's stubbed arguments (a JSON object).
+ARGS_KEY = "offload_stub"
 #: Every gateway placeholder starts with this.
 PLACEHOLDER_MARKER = "[Response compressed — "
 GIST_MAX_CHARS = 240

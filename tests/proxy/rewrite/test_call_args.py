@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from offload.config import ProxySettings
+from offload.core.stubs import ARGS_KEY
 from offload.core.tokens import EstimateCounter
-from offload.proxy.rewrite.call_args import ARGS_KEY, ref_of, stub_text_of
+from offload.proxy.rewrite.call_args import ref_of, stub_text_of
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.replay import Run, load_runs, replay
 from offload.proxy.rewrite.stubs.expand import expand

@@ -13,8 +13,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from offload.core.stubs import is_stub
-from offload.proxy.rewrite.call_args import ARGS_KEY
+from offload.core.stubs import ARGS_KEY, is_stub
 
 TURNS_KEPT = 60  # per session
 RECENT_KEPT = 30  # requests, every session

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from offload.core.hashing import short_ref, text_hash
 from offload.core.lru import Lru
-from offload.core.stubs import STUB_MARKER, StubInfo, is_stub, render_stub
+from offload.core.stubs import ARGS_KEY, STUB_MARKER, StubInfo, is_stub, render_stub
 from offload.core.text.chunking import count_lines
 from offload.core.text.gist import gist
 from offload.core.tokens import TokenCounter
@@ -42,8 +42,6 @@ class StubMaker(Protocol):
         ...
 
 
-#: The key of a stubbed call's arguments that holds the stub.
-ARGS_KEY = "offload_stub"
 #: Top-level string values up to this long stay beside the stub (a path, a flag, a name).
 KEEP_CHARS = 120
 GIST_CHARS = 120
