@@ -88,8 +88,22 @@ async def test_search_answers_several_queries_and_references_repeated_chunks(env
     assert f"{ref} L{start}-{end} (same chunk as q1)" in text
     assert text.count("L120: line 120") == 1
     assert 'q3 "caching": 1 hit' in text and "notes about compute and caching" in text
-    at = max(start, 120 - 5)  # a few lines before the matching one, within the chunk
+    at = 120 - 5  # a few lines before the matching one
     assert blocks[-1].startswith(f'[open a hit: read(ref="{ref}", offset={at}, max_tokens=2000)')
+
+
+async def test_the_open_a_hit_call_reads_from_five_lines_before_a_match_on_a_chunks_first_line(
+    env: McpEnv,
+) -> None:
+    async with env.connect() as s:
+        ref = await put(s, CODE, topic="generated code")
+        found = await s.ok("search", queries=["value_300"])
+        start = int(re.search(rf"{ref} L(\d+)-", found).group(1))  # type: ignore[union-attr]
+        assert start > 5
+        found = await s.ok("search", queries=[f"value_{start}"])
+    assert f"{ref} L{start}-" in found  # the match is the first line of its chunk
+    jump = f'[open a hit: read(ref="{ref}", offset={start - 5}, max_tokens=2000)'
+    assert found.splitlines()[-1].startswith(jump)
 
 
 async def test_search_says_how_many_hits_follow_the_ones_shown_and_the_limit_that_shows_them(

@@ -107,7 +107,9 @@ async def search(ctx: McpContext, a: Args) -> str:
         others = sum(ctx.store.hits_elsewhere(q, filters) for q in queries)
         blocks.append(fmt.scope_note(filters.scope, {"entries": others, "scopes": 0}, "hits"))
     else:
-        at = max(first.start_line, first.match_line - _HIT_CONTEXT)
+        # from a few lines before the match, across the chunk's start too: where the index
+        # cut the body into chunks says nothing of what context the match needs
+        at = max(1, first.match_line - _HIT_CONTEXT)
         more: dict[str, object] = {"original": True} if first.in_original else {}
         if first.entry.scope != ctx.scope:
             more["all_scopes"] = True
