@@ -372,3 +372,38 @@ async def test_a_lossy_entry_says_so_wherever_its_body_is_shown(env: McpEnv) -> 
     assert "lossy" in read.splitlines()[0] and "retrieve gives the original" in read
     assert "lossy" in checkout.splitlines()[0]
     assert "every detail kept" in retrieved and "every detail kept" not in read
+
+
+async def test_a_proxy_page_out_reads_as_a_transcript_of_the_exact_messages_never_as_lossy(
+    env: McpEnv,
+) -> None:
+    from offload.proxy.rewrite.stubs.message_stubs import StubMaker
+
+    call = {"name": "bash", "arguments": '{"command": "cat build.log"}'}
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Why does the build fail?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": call}
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": "error: quokkaline overflow\n" * 30},
+        {"role": "assistant", "content": "The quokkaline buffer overflows."},
+        {"role": "user", "content": "Fix it."},
+    ]  # fmt: skip
+    maker = StubMaker(env.store, env.store.counter, scope=env.context().scope)
+    stub, part = maker.render_range("s1", messages, 2, 2, 5, None, 400)
+    maker.page_out("s1", stub, part)
+    async with env.connect() as s:
+        matrix = await s.ok("matrix")
+        found = await s.ok("search", queries=["quokkaline"])
+        ref = ref_of(found)
+        read = await s.ok("read", ref=ref)
+        recalled = await s.ok("recall", ref=ref)
+        retrieved = await s.ok("retrieve", ref=ref)
+    assert "| proxy (transcript) |" in matrix
+    assert f"{ref} L" in found and "(transcript)" in found.splitlines()[1]
+    assert "retrieve gives the exact messages" in read.splitlines()[0]
+    assert "transcript of the exact messages" in recalled
+    assert "the exact messages; the stored body is their transcript" in retrieved
+    for text in (matrix, found, read, recalled, retrieved):
+        assert "lossy" not in text and "compress" not in text
