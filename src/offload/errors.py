@@ -78,8 +78,18 @@ class NotFound(ReferenceError_):
 
     def __init__(self, ref: str, hint: str = "") -> None:
         self.ref = ref
+        self.hint = hint
         msg = f"no entry matches {ref!r}"
         super().__init__(f"{msg}; {hint}" if hint else msg)
+
+    def with_hint(self, how_to_find: str) -> NotFound:
+        """This error ending with ``how_to_find``: how the caller of the surface that
+        reports it finds an entry (its own command or tool), unless it already says
+        something more particular (a prefix too short, a missing block). The store names
+        no surface: each surface adds its own."""
+        if self.hint or not how_to_find:
+            return self
+        return NotFound(self.ref, how_to_find)
 
 
 class AmbiguousReference(ReferenceError_):

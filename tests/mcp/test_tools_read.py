@@ -234,7 +234,8 @@ async def test_recall_shows_summary_and_metadata_without_changing_state(env: Mcp
 
 async def test_recall_of_unknown_ambiguous_and_malformed_refs_says_what_to_do(env: McpEnv) -> None:
     async with env.connect() as s:
-        assert "no entry matches 'nothing-here'" in await s.fail("recall", ref="nothing-here")
+        missing = await s.fail("recall", ref="nothing-here")
+        assert missing == "error: no entry matches 'nothing-here'; find refs with matrix or search"
         assert "ref is required" in await s.fail("recall")
         assert "must be a string" in await s.fail("recall", ref=5)
         assert "at least 8 hex" in await s.fail("recall", ref="ctx:sha256:abc")

@@ -70,6 +70,16 @@ def test_bad_calls_answer_an_error_that_says_what_to_do(
     assert message in answer.text
 
 
+def test_a_reference_that_names_nothing_points_the_model_at_the_prompt_not_at_tools_it_lacks(
+    sections: Sections,
+) -> None:
+    answer = sections.retriever()("ctx:sha256:" + "0" * 64)
+    assert answer.is_error
+    assert answer.text == (
+        f"no entry matches 'ctx:sha256:{'0' * 64}'. Use a reference exactly as shown in the prompt."
+    )
+
+
 def test_a_line_range_outside_the_text_is_an_error(sections: Sections) -> None:
     built = sections.section("Data", TEXT, max_tokens=200)
     answer = sections.retriever()(built.reference or "", start_line=401)

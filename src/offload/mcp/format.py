@@ -239,8 +239,8 @@ def error_text(exc: OffloadError, roots: Sequence[str] = ()) -> str:
     """One line for an ``is_error`` result, ending with what to do next."""
     msg = inline(str(exc), _ERROR_CHARS)  # may quote a ref, a path or a tombstone's reason
     hint = ""
-    if isinstance(exc, NotFound) and "matrix" not in msg:
-        hint = "find refs with matrix or search"
+    if isinstance(exc, NotFound):
+        msg = inline(str(exc.with_hint("find refs with matrix or search")), _ERROR_CHARS)
     elif isinstance(exc, Gone) and not exc.regenerate:
         hint = "offload it again if you still need it"
     elif isinstance(exc, OutsideRoots):
