@@ -109,14 +109,18 @@ class OtherScope(ReferenceError_):
     """The reference names entries of other scopes only: a scope is a boundary, so nothing
     of theirs is read or changed unless the caller asks for every scope."""
 
-    def __init__(self, ref: str, scope: str) -> None:
+    def __init__(self, ref: str, scope: str, how_to_reach: str = "") -> None:
         self.ref = ref
         self.scope = scope
-        super().__init__(
-            f"{ref!r} lives in another scope than {scope!r}, so it is not read or changed "
-            "from here; ask for every scope to reach it (`--all-scopes` on the command line, "
-            "all_scopes=true in the MCP read tools, all_scopes=1 on serve's /api routes)"
+        msg = (
+            f"{ref!r} lives in another scope than {scope!r}, so it is not read or changed from here"
         )
+        super().__init__(f"{msg}; {how_to_reach}" if how_to_reach else msg)
+
+    def with_hint(self, how_to_reach: str) -> OtherScope:
+        """This error ending with how the caller of the surface that reports it asks for
+        every scope (its own flag or argument); the store names no surface."""
+        return OtherScope(self.ref, self.scope, how_to_reach)
 
 
 class Gone(ReferenceError_):

@@ -113,5 +113,7 @@ def test_a_reference_to_another_scope_is_refused_without_its_text(sections: Sect
         answer = retriever.handle({"reference": other.full_ref})
         assert answer.is_error and "another scope" in answer.text
         assert "roadmap" not in answer.text
+        # the model has this one tool: no flag of the CLI, MCP or serve to reach it
+        assert "all-scopes" not in answer.text and "all_scopes" not in answer.text
     every = Retriever(sections.store, scope=None).handle({"reference": other.full_ref})
     assert not every.is_error and "team a's roadmap" in every.text

@@ -22,6 +22,7 @@ from offload.errors import (
     NotAFile,
     NotFound,
     OffloadError,
+    OtherScope,
     OutsideRoots,
     StoreBusy,
     TooLarge,
@@ -241,6 +242,8 @@ def error_text(exc: OffloadError, roots: Sequence[str] = ()) -> str:
     hint = ""
     if isinstance(exc, NotFound):
         msg = inline(str(exc.with_hint("find refs with matrix or search")), _ERROR_CHARS)
+    elif isinstance(exc, OtherScope):
+        hint = "the read tools reach it with all_scopes=true"
     elif isinstance(exc, Gone) and not exc.regenerate:
         hint = "offload it again if you still need it"
     elif isinstance(exc, OutsideRoots):
