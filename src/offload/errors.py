@@ -20,6 +20,7 @@ The tree, in one place::
     │   └── TooLarge                over the size limit
     ├── StoreError                  the store itself is unhappy                  (exit 5)
     │   ├── IntegrityError          a block whose bytes no longer match its hash
+    │   ├── RowRefused              a PostgreSQL role held to its scopes wrote outside them
     │   └── StoreBusy               the database stayed locked past the timeout
     ├── UpstreamError               a model server or MCP upstream failed        (exit 6)
     │   ├── UpstreamUnavailable     could not connect / not started
@@ -165,6 +166,18 @@ class StoreError(OffloadError):
 
 class IntegrityError(StoreError):
     """A stored block no longer hashes to its identity."""
+
+
+class RowRefused(StoreError):
+    """PostgreSQL's row-level security refused a row a role wrote: a role held to its
+    scopes (``offload store restrict``) writing another scope, or meeting a row another
+    scope holds. ``where``: the store (its URL without the password); ``table``: the table
+    whose policy refused the row."""
+
+    def __init__(self, message: str, *, where: str = "", table: str = "") -> None:
+        self.where = where
+        self.table = table
+        super().__init__(message)
 
 
 class StoreBusy(StoreError):
