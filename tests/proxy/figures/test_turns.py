@@ -69,7 +69,7 @@ def test_stub_lines_name_the_stored_arguments_of_a_tool_call() -> None:
             "arguments": json.dumps({"path": "a.py", "offload_stub": args_stub}),
         },
     }
-    wire = [
+    wire: list[dict[str, Any]] = [
         {"role": "user", "content": "write it"},
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": "ok"},
