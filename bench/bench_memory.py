@@ -92,7 +92,7 @@ def main() -> None:
             found += 1
             body = st.body(hit.entry)
             # the read MCP search suggests for its first hit (tools_read.search's jump)
-            at = max(hit.start_line, hit.match_line - 5)
+            at = max(1, hit.match_line - 5)
             window = read_lines_within(body, at, max_tokens=2000, count=counter.count)
             tokens = counter.count(window.text)
             worst = max(worst, tokens)

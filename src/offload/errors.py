@@ -20,6 +20,7 @@ The tree, in one place::
     │   └── TooLarge                over the size limit
     ├── StoreError                  the store itself is unhappy                  (exit 5)
     │   ├── IntegrityError          a block whose bytes no longer match its hash
+    │   ├── RowRefused              a PostgreSQL role held to its scopes wrote outside them
     │   └── StoreBusy               the database stayed locked past the timeout
     ├── UpstreamError               a model server or MCP upstream failed        (exit 6)
     │   ├── UpstreamUnavailable     could not connect / not started
@@ -78,8 +79,18 @@ class NotFound(ReferenceError_):
 
     def __init__(self, ref: str, hint: str = "") -> None:
         self.ref = ref
+        self.hint = hint
         msg = f"no entry matches {ref!r}"
         super().__init__(f"{msg}; {hint}" if hint else msg)
+
+    def with_hint(self, how_to_find: str) -> NotFound:
+        """This error ending with ``how_to_find``: how the caller of the surface that
+        reports it finds an entry (its own command or tool), unless it already says
+        something more particular (a prefix too short, a missing block). The store names
+        no surface: each surface adds its own."""
+        if self.hint or not how_to_find:
+            return self
+        return NotFound(self.ref, how_to_find)
 
 
 class AmbiguousReference(ReferenceError_):
@@ -99,14 +110,18 @@ class OtherScope(ReferenceError_):
     """The reference names entries of other scopes only: a scope is a boundary, so nothing
     of theirs is read or changed unless the caller asks for every scope."""
 
-    def __init__(self, ref: str, scope: str) -> None:
+    def __init__(self, ref: str, scope: str, how_to_reach: str = "") -> None:
         self.ref = ref
         self.scope = scope
-        super().__init__(
-            f"{ref!r} lives in another scope than {scope!r}, so it is not read or changed "
-            "from here; ask for every scope to reach it (`--all-scopes` on the command line, "
-            "all_scopes=true in the MCP read tools, all_scopes=1 on serve's /api routes)"
+        msg = (
+            f"{ref!r} lives in another scope than {scope!r}, so it is not read or changed from here"
         )
+        super().__init__(f"{msg}; {how_to_reach}" if how_to_reach else msg)
+
+    def with_hint(self, how_to_reach: str) -> OtherScope:
+        """This error ending with how the caller of the surface that reports it asks for
+        every scope (its own flag or argument); the store names no surface."""
+        return OtherScope(self.ref, self.scope, how_to_reach)
 
 
 class Gone(ReferenceError_):
@@ -151,6 +166,18 @@ class StoreError(OffloadError):
 
 class IntegrityError(StoreError):
     """A stored block no longer hashes to its identity."""
+
+
+class RowRefused(StoreError):
+    """PostgreSQL's row-level security refused a row a role wrote: a role held to its
+    scopes (``offload store restrict``) writing another scope, or meeting a row another
+    scope holds. ``where``: the store (its URL without the password); ``table``: the table
+    whose policy refused the row."""
+
+    def __init__(self, message: str, *, where: str = "", table: str = "") -> None:
+        self.where = where
+        self.table = table
+        super().__init__(message)
 
 
 class StoreBusy(StoreError):

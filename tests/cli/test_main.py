@@ -38,6 +38,19 @@ def every_parser() -> list[tuple[str, argparse.ArgumentParser]]:
     return [pair for command in COMMANDS for pair in parsers(command)]
 
 
+def test_a_reference_that_names_nothing_is_told_with_the_cli_commands_that_list_entries(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    home = str(tmp_path / "home")
+    assert run(capsys, "--home", home, "add", "one text")[0] == 0
+    code, _, err = run(capsys, "--home", home, "cat", "nothing-here")
+    assert code == 3
+    assert err == (
+        "offload cat: error: no entry matches 'nothing-here'; list the entries to find it: "
+        "`offload ls` or `offload search WORDS`\n"
+    )
+
+
 def test_every_flag_and_argument_of_every_command_has_help_text() -> None:
     missing = [
         f"offload {name}: {'/'.join(action.option_strings) or action.dest}"

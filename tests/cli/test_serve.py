@@ -367,7 +367,7 @@ def test_the_store_browser_keeps_to_the_served_scope_unless_asked_for_every_scop
     assert found["other_scopes"] == {"hits": 1, "shown_by": "all_scopes=1"}
     opened = loopback.get(f"{served.url}/api/entry", params={"ref": ref})
     assert opened.status_code == 404 and "another scope" in opened.json()["error"]
-    assert "all_scopes=1 on serve's /api routes" in opened.json()["error"]  # how, from here
+    assert opened.json()["error"].endswith("; add all_scopes=1 to reach it")  # how, from here
     assert "narwhal ledger" not in opened.text
     every = {"q": "narwhal", "all_scopes": "1"}
     hits = loopback.get(f"{served.url}/api/search", params=every).json()["hits"]

@@ -87,6 +87,20 @@ def test_index_read_and_search_keep_to_the_gateways_scope(tmp_path: Path) -> Non
     assert "private dump" not in found.text and "(no hits)" in found.text
 
 
+def test_index_read_of_an_unknown_label_names_the_gateways_search_not_offloads_cli(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "s.db") as store:
+        tools = IndexTools(store, GatewaySettings(search_tool="FindIt"))
+        with pytest.raises(NotFound) as missing:
+            tools.read({"label": "fs__read_text_file:9"})
+    text = str(missing.value)
+    assert text.startswith("no entry matches 'fs__read_text_file:9'; ")
+    assert 'FindIt(queries=["…"], source="fs__read_text_file")' in text
+    assert "lists the indexed labels" in text
+    assert "offload ls" not in text and "matrix" not in text
+
+
 TOOLS = {
     key: types.Tool(name=key, description=about, input_schema={"type": "object"})
     for key, about in (

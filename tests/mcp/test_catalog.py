@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,3 +74,12 @@ async def test_a_server_limited_by_tools_lists_and_serves_only_those(env: McpEnv
         assert names == ["peek", "recall"]
         err = await s.fail("matrix")
         assert "unknown tool 'matrix'" in err and "available: peek, recall" in err
+
+
+def test_docs_mcp_states_the_catalog_costs_that_offload_mcp_catalog_prints() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
+    counter = BpeCounter()
+    whole = catalog_tokens(TOOLS, counter)
+    two = catalog_tokens(select(["peek", "read"]), counter)
+    assert f"costs **{whole:,} cl100k tokens**" in page
+    assert f"`offload mcp --catalog --tools peek,read`: {two:,} tokens" in page

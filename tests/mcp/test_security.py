@@ -167,6 +167,7 @@ async def test_a_server_of_one_scope_neither_reads_nor_changes_another_scopes_en
             for tool in ("recall", "read", "checkout", "retrieve", "pin", "unpin", "forget"):
                 err = await s.fail(tool, ref=ref)
                 assert "another scope" in err and "payroll: 42" not in err, (tool, ref)
+                assert err.endswith("; the read tools reach it with all_scopes=true"), err
             err = await s.fail("checkin", ref=ref, nonce="0" * 24)
             assert "another scope" in err
         with pytest.raises(Exception, match="another scope"):

@@ -88,8 +88,22 @@ async def test_search_answers_several_queries_and_references_repeated_chunks(env
     assert f"{ref} L{start}-{end} (same chunk as q1)" in text
     assert text.count("L120: line 120") == 1
     assert 'q3 "caching": 1 hit' in text and "notes about compute and caching" in text
-    at = max(start, 120 - 5)  # a few lines before the matching one, within the chunk
+    at = 120 - 5  # a few lines before the matching one
     assert blocks[-1].startswith(f'[open a hit: read(ref="{ref}", offset={at}, max_tokens=2000)')
+
+
+async def test_the_open_a_hit_call_reads_from_five_lines_before_a_match_on_a_chunks_first_line(
+    env: McpEnv,
+) -> None:
+    async with env.connect() as s:
+        ref = await put(s, CODE, topic="generated code")
+        found = await s.ok("search", queries=["value_300"])
+        start = int(re.search(rf"{ref} L(\d+)-", found).group(1))  # type: ignore[union-attr]
+        assert start > 5
+        found = await s.ok("search", queries=[f"value_{start}"])
+    assert f"{ref} L{start}-" in found  # the match is the first line of its chunk
+    jump = f'[open a hit: read(ref="{ref}", offset={start - 5}, max_tokens=2000)'
+    assert found.splitlines()[-1].startswith(jump)
 
 
 async def test_search_says_how_many_hits_follow_the_ones_shown_and_the_limit_that_shows_them(
@@ -220,7 +234,8 @@ async def test_recall_shows_summary_and_metadata_without_changing_state(env: Mcp
 
 async def test_recall_of_unknown_ambiguous_and_malformed_refs_says_what_to_do(env: McpEnv) -> None:
     async with env.connect() as s:
-        assert "no entry matches 'nothing-here'" in await s.fail("recall", ref="nothing-here")
+        missing = await s.fail("recall", ref="nothing-here")
+        assert missing == "error: no entry matches 'nothing-here'; find refs with matrix or search"
         assert "ref is required" in await s.fail("recall")
         assert "must be a string" in await s.fail("recall", ref=5)
         assert "at least 8 hex" in await s.fail("recall", ref="ctx:sha256:abc")
@@ -358,3 +373,38 @@ async def test_a_lossy_entry_says_so_wherever_its_body_is_shown(env: McpEnv) -> 
     assert "lossy" in read.splitlines()[0] and "retrieve gives the original" in read
     assert "lossy" in checkout.splitlines()[0]
     assert "every detail kept" in retrieved and "every detail kept" not in read
+
+
+async def test_a_proxy_page_out_reads_as_a_transcript_of_the_exact_messages_never_as_lossy(
+    env: McpEnv,
+) -> None:
+    from offload.proxy.rewrite.stubs.message_stubs import StubMaker
+
+    call = {"name": "bash", "arguments": '{"command": "cat build.log"}'}
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Why does the build fail?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": call}
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": "error: quokkaline overflow\n" * 30},
+        {"role": "assistant", "content": "The quokkaline buffer overflows."},
+        {"role": "user", "content": "Fix it."},
+    ]  # fmt: skip
+    maker = StubMaker(env.store, env.store.counter, scope=env.context().scope)
+    stub, part = maker.render_range("s1", messages, 2, 2, 5, None, 400)
+    maker.page_out("s1", stub, part)
+    async with env.connect() as s:
+        matrix = await s.ok("matrix")
+        found = await s.ok("search", queries=["quokkaline"])
+        ref = ref_of(found)
+        read = await s.ok("read", ref=ref)
+        recalled = await s.ok("recall", ref=ref)
+        retrieved = await s.ok("retrieve", ref=ref)
+    assert "| proxy (transcript) |" in matrix
+    assert f"{ref} L" in found and "(transcript)" in found.splitlines()[1]
+    assert "retrieve gives the exact messages" in read.splitlines()[0]
+    assert "transcript of the exact messages" in recalled
+    assert "the exact messages; the stored body is their transcript" in retrieved
+    for text in (matrix, found, read, recalled, retrieved):
+        assert "lossy" not in text and "compress" not in text

@@ -70,6 +70,16 @@ def test_bad_calls_answer_an_error_that_says_what_to_do(
     assert message in answer.text
 
 
+def test_a_reference_that_names_nothing_points_the_model_at_the_prompt_not_at_tools_it_lacks(
+    sections: Sections,
+) -> None:
+    answer = sections.retriever()("ctx:sha256:" + "0" * 64)
+    assert answer.is_error
+    assert answer.text == (
+        f"no entry matches 'ctx:sha256:{'0' * 64}'. Use a reference exactly as shown in the prompt."
+    )
+
+
 def test_a_line_range_outside_the_text_is_an_error(sections: Sections) -> None:
     built = sections.section("Data", TEXT, max_tokens=200)
     answer = sections.retriever()(built.reference or "", start_line=401)
@@ -103,5 +113,7 @@ def test_a_reference_to_another_scope_is_refused_without_its_text(sections: Sect
         answer = retriever.handle({"reference": other.full_ref})
         assert answer.is_error and "another scope" in answer.text
         assert "roadmap" not in answer.text
+        # the model has this one tool: no flag of the CLI, MCP or serve to reach it
+        assert "all-scopes" not in answer.text and "all_scopes" not in answer.text
     every = Retriever(sections.store, scope=None).handle({"reference": other.full_ref})
     assert not every.is_error and "team a's roadmap" in every.text

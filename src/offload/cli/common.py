@@ -13,6 +13,7 @@ from typing import Any
 
 from offload.config import Settings
 from offload.core.untrusted import printable
+from offload.core.urls import redact_url
 from offload.errors import AddressInUse, NotAFile
 from offload.llm.embedding import load_embedder
 from offload.store import Store
@@ -36,6 +37,13 @@ def open_store(settings: Settings, *, serving: bool = False, existing: bool = Fa
     store = Store.open(settings, embedder=load_embedder(settings.search), resident_mb=resident)
     store.reset_stale_hot()
     return store
+
+
+def store_location(settings: Settings) -> str:
+    """Where the settings' store is, safe to show: a PostgreSQL URL without its password,
+    else the SQLite file (what ``Store.location`` says once it is open)."""
+    url = settings.store.url
+    return redact_url(url) if is_postgres(url) else str(settings.db_path)
 
 
 def check_store_exists(settings: Settings) -> None:

@@ -113,7 +113,7 @@ def _parse(raw: str, kind: type, key: str) -> Any:
 
 
 def _set(path: Path, args: argparse.Namespace) -> int:
-    from offload.gateway.config import parse_gateway_config, render_toml, set_value
+    from offload.gateway.config import parse_gateway_config, render_toml, set_value, toml_value
 
     if not args.key or args.value is None:
         raise ConfigError(
@@ -153,6 +153,6 @@ def _set(path: Path, args: argparse.Namespace) -> int:
     set_value(data, where, value, default)
     parse_gateway_config(data, str(path))  # refuse to write what would not load
     path.write_text(render_toml(data), encoding="utf-8")
-    shown = "its default" if value == default else repr(value)
+    shown = "its default" if value == default else toml_value(value)
     print(f"{'.'.join(where)} set to {shown} in {path}")
     return 0

@@ -235,7 +235,13 @@ def _failed(command: str, args: argparse.Namespace, exc: OffloadError) -> int:
     """Report ``exc`` in one line on stderr (and as an object on stdout with ``--json``);
     its exit code."""
     from offload.core.untrusted import inline
+    from offload.errors import NotFound, OtherScope
 
+    # the store leaves to its surface how to find an entry, or to reach every scope
+    if isinstance(exc, NotFound):
+        exc = exc.with_hint("list the entries to find it: `offload ls` or `offload search WORDS`")
+    elif isinstance(exc, OtherScope):
+        exc = exc.with_hint("ask for every scope to reach it: --all-scopes")
     if getattr(args, "json", False):
         # a --json caller reads stdout: the error is an object there too (one line)
         error = {"type": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}

@@ -86,8 +86,28 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
 # -- offload replay ------------------------------------------------------------------------
 
 
+#: How to read a line of ``offload replay`` (its --help and docs/cli.md show it); the line
+#: is rendered by offload.proxy.rewrite.replay.render_turn.
+TURN_LINE = """\
+reading a turn's line:
+  RUN #TURN  msgs N  client T  wire T  stubs +N  FLAGS [CAUSE] [PROBLEM: ...]
+  msgs: messages the client sent; client / wire: their tokens as sent by the client
+  and as the proxy put them on the wire; stubs +N: stubs made on this turn.
+  FLAGS, three characters:
+    W  the window moved on this turn (a compaction paged messages out), - it did not
+    E  the emergency ceiling (proxy.emergency of n_ctx) acted, - it did not
+    =  the wire begins with the previous turn's wire (the upstream's prompt cache hits)
+    !  it does not (a prefix break), followed by its cause: windowing, client_edit,
+       new_session, restart, moved, stubs_restored, recall or loop_note
+  e.g. `--=` nothing moved and the prefix held; `WE! windowing` an emergency
+  compaction that broke the prefix. PROBLEM: a per-turn check failed (the wire over
+  the ceiling, the tail not verbatim, the wire not expanding back to the client's
+  messages); the command then exits 1. --no-verify skips the checks."""
+
+
 def configure_replay(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``offload replay``."""
+    """Flags of ``offload replay``, and how to read its lines (the epilog)."""
+    parser.epilog = f"{TURN_LINE}\n\n{parser.epilog or ''}".rstrip()
     parser.add_argument("trace", metavar="TRACE.jsonl", help="one run per line, OpenAI chat format")
     parser.add_argument(
         "--n-ctx", type=int, help="context size to replay under (default proxy.n_ctx, else 8192)"

@@ -38,6 +38,9 @@ def render() -> str:
         _, parser = command_parser(name)
         out.append(f"## offload {name}\n")
         out.append(f"{parser.description}\n")
+        notes = (parser.epilog or "").rsplit("example:", 1)[0].strip()
+        if notes:  # what a command adds to its --help beside the example
+            out.append(f"```text\n{notes}\n```\n")
         rows = _rows(parser, include_global=False)
         out.append(_table(rows) if rows else "No options of its own.\n")
     return "\n".join(out)

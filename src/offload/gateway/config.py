@@ -239,7 +239,8 @@ def _toml_str(value: str) -> str:
     return f'"{out}"'
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """``value`` as TOML writes it (``false``, not Python's ``False``)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -247,9 +248,9 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, str):
         return _toml_str(value)
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        inner = ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items())
+        inner = ", ".join(f"{_toml_key(k)} = {toml_value(v)}" for k, v in value.items())
         return "{ " + inner + " }" if inner else "{}"
     raise ConfigError(f"cannot write {type(value).__name__} to TOML")
 
@@ -269,7 +270,7 @@ def render_toml(data: Mapping[str, Any]) -> str:
                 lines.append("")
             lines.append("[" + ".".join(_toml_key(p) for p in path) + "]")
         for key, value in scalars.items():
-            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+            lines.append(f"{_toml_key(key)} = {toml_value(value)}")
         for key, value in subtables.items():
             table([*path, key], value)
 

@@ -337,6 +337,16 @@ class IndexTools:
 
     # -- IndexRead ---------------------------------------------------------------------------
 
+    def _how_to_find(self, label: str) -> str:
+        """What a gateway client can call to find a label it misread: the search tool,
+        whose ``source`` that no label starts with lists the indexed labels."""
+        stem = inline(label.split(":", 1)[0], 80).replace('"', "'")
+        return (
+            f"it is not among this gateway's responses; {self.settings.search_tool}"
+            f'(queries=["…"], source="{stem}") searches them, and lists the indexed labels '
+            "when none starts with that source"
+        )
+
     def read(
         self, args: Mapping[str, Any], items: Mapping[str, DeferredItem] | None = None
     ) -> tuple[ToolOutcome, str | None]:
@@ -357,7 +367,9 @@ class IndexTools:
             try:
                 entry = self.store.resolve(label, self.settings.scope)
             except OtherScope:  # the gateway reads only its own scope, and offers no other
-                raise NotFound(label, "it is not among this gateway's responses") from None
+                raise NotFound(label, self._how_to_find(label)) from None
+            except NotFound as exc:
+                raise exc.with_hint(self._how_to_find(label)) from None
             text = self.store.body(entry)
         window = read_lines(
             text, offset, limit, cap_bytes=READ_CAP_BYTES, max_line_chars=MAX_LINE_CHARS

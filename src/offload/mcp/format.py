@@ -22,6 +22,7 @@ from offload.errors import (
     NotAFile,
     NotFound,
     OffloadError,
+    OtherScope,
     OutsideRoots,
     StoreBusy,
     TooLarge,
@@ -55,11 +56,17 @@ def entry_line(e: Entry) -> str:
     """``ref | topic [tags] | kind | salience | status | ~tokens``."""
     topic = one_line(e.topic, _TOPIC_CHARS) or "(no topic)"
     tags = f" [{' '.join(one_line(t, 60) for t in e.tags)}]" if e.tags else ""
-    kind = one_line(e.kind, 60) + (" (lossy)" if e.compressed else "")
+    kind = one_line(e.kind, 60) + body_mark(e)
     return f"{e.ref} | {topic}{tags} | {kind} | {e.salience:.2f} | {status_of(e)} | ~{e.tokens}"
 
 
-LOSSY_NOTE = "lossy: the local model's compression; retrieve gives the original"
+#: What a header showing a stored body that is not the content says of it, by
+#: :attr:`Entry.body_form`: a transcript loses nothing (the exact messages are the
+#: content), so it never reads as "lossy".
+BODY_NOTES = {
+    "lossy": "lossy: the local model's compression; retrieve gives the original",
+    "transcript": "a transcript; retrieve gives the exact messages",
+}
 
 
 ORIGINAL_HIT_NOTE = (
@@ -67,9 +74,16 @@ ORIGINAL_HIT_NOTE = (
 )
 
 
-def lossy_note(e: Entry) -> str:
-    """`` (lossy: ...)`` after a header that shows a compressed entry's body, else ``""``."""
-    return f" ({LOSSY_NOTE})" if e.compressed else ""
+def body_mark(e: Entry) -> str:
+    """`` (lossy)`` or `` (transcript)`` after an entry whose stored body is not its
+    content, else ``""``."""
+    return f" ({e.body_form})" if e.body_form else ""
+
+
+def body_note(e: Entry) -> str:
+    """`` (lossy: ...)`` or `` (a transcript; ...)`` after a header that shows an entry's
+    stored body when it is not its content, else ``""``."""
+    return f" ({BODY_NOTES[e.body_form]})" if e.body_form else ""
 
 
 def entry_lines(entries: Sequence[Entry]) -> str:
@@ -132,8 +146,10 @@ def recall_text(e: Entry) -> str:
         lines.append(f"source: {one_line(e.source, 200)}")
     if e.labels:
         lines.append("labels: " + " ".join(one_line(label, 200) for label in e.labels))
-    if e.compressed:
+    if e.body_form == "lossy":
         lines.append("stored compressed (lossy); retrieve gives the original")
+    elif e.body_form == "transcript":
+        lines.append("stored as a transcript of the exact messages; retrieve gives them")
     # a gist has a few lines: kept apart by a visible \n, never by a real line break
     summary = inline(e.summary, _SUMMARY_CHARS) or "(no summary)"
     lines.append(f"summary: {summary}")
@@ -199,8 +215,8 @@ def _hit_line(h: Hit, shown: dict[tuple[int, int | None], int], number: int) -> 
     topic = one_line(h.entry.topic, 60)
     if h.in_original:
         where += f" ({ORIGINAL_HIT_NOTE})"
-    elif h.entry.compressed:
-        where += " (lossy)"
+    else:
+        where += body_mark(h.entry)
     if h.entry.event_time is not None:  # when what it tells happened, as its writer said
         where += f" [{iso_day(h.entry.event_time)}]"
     # the best-matching lines with their numbers (a metadata hit: its topic/summary)
@@ -224,8 +240,10 @@ def error_text(exc: OffloadError, roots: Sequence[str] = ()) -> str:
     """One line for an ``is_error`` result, ending with what to do next."""
     msg = inline(str(exc), _ERROR_CHARS)  # may quote a ref, a path or a tombstone's reason
     hint = ""
-    if isinstance(exc, NotFound) and "matrix" not in msg:
-        hint = "find refs with matrix or search"
+    if isinstance(exc, NotFound):
+        msg = inline(str(exc.with_hint("find refs with matrix or search")), _ERROR_CHARS)
+    elif isinstance(exc, OtherScope):
+        hint = "the read tools reach it with all_scopes=true"
     elif isinstance(exc, Gone) and not exc.regenerate:
         hint = "offload it again if you still need it"
     elif isinstance(exc, OutsideRoots):

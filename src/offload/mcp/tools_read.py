@@ -107,7 +107,9 @@ async def search(ctx: McpContext, a: Args) -> str:
         others = sum(ctx.store.hits_elsewhere(q, filters) for q in queries)
         blocks.append(fmt.scope_note(filters.scope, {"entries": others, "scopes": 0}, "hits"))
     else:
-        at = max(first.start_line, first.match_line - _HIT_CONTEXT)
+        # from a few lines before the match, across the chunk's start too: where the index
+        # cut the body into chunks says nothing of what context the match needs
+        at = max(1, first.match_line - _HIT_CONTEXT)
         more: dict[str, object] = {"original": True} if first.in_original else {}
         if first.entry.scope != ctx.scope:
             more["all_scopes"] = True
@@ -160,7 +162,7 @@ async def read(ctx: McpContext, a: Args) -> str:
     if window.total_lines == 0:
         return f"{entry.ref} has an empty body"
     head = f"{entry.ref} L{window.first_line}-{window.last_line} of {window.total_lines}"
-    head += " (the original)" if original else fmt.lossy_note(entry)
+    head += " (the original)" if original else fmt.body_note(entry)
     out = [head, fenced(ctx, entry, window.text)]
     more: dict[str, object] = {"original": True} if original else {}
     if a.flag("all_scopes"):
@@ -182,7 +184,7 @@ async def checkout(ctx: McpContext, a: Args) -> str:
     lines = [
         f"{e.ref} checked out (hot; {e.lines} lines, ~{e.tokens} tokens); when done: "
         + fmt.call("checkin", ref=e.ref, nonce=co.nonce)
-        + fmt.lossy_note(e)
+        + fmt.body_note(e)
     ]
     if co.churn:
         lines.append(f"warning: {co.churn}")
@@ -200,7 +202,11 @@ async def retrieve(ctx: McpContext, a: Args) -> str:
     """The full original content by any reference, fenced."""
     e = ctx.store.resolve(a.ref(), read_scope(ctx, a))
     body = ctx.store.body(e, original=True)
-    note = " (the original; the stored body is compressed)" if e.compressed else ""
+    notes = {
+        "lossy": " (the original; the stored body is compressed)",
+        "transcript": " (the exact messages; the stored body is their transcript)",
+    }
+    note = notes.get(e.body_form, "")
     return f"{e.ref} {e.size} bytes, {e.lines} lines{note}\n{fenced(ctx, e, body)}"
 
 

@@ -337,7 +337,7 @@ def _host_app(served: Served) -> ASGIApp:
             try:
                 found = await anyio.to_thread.run_sync(call)
             except OffloadError as exc:
-                return JSONResponse({"error": str(exc)}, store_api.status_of(exc))
+                return JSONResponse({"error": store_api.message_of(exc)}, store_api.status_of(exc))
             return JSONResponse(found)
 
         return endpoint
@@ -352,7 +352,7 @@ def _host_app(served: Served) -> ASGIApp:
             listing = functools.partial(store_api.listing, served.store, params, scope=scope)
             found = await anyio.to_thread.run_sync(listing)
         except OffloadError as exc:
-            return JSONResponse({"error": str(exc)}, store_api.status_of(exc))
+            return JSONResponse({"error": store_api.message_of(exc)}, store_api.status_of(exc))
         return JSONResponse(found)
 
     async def metrics(request: Request) -> Response:

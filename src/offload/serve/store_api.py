@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from offload.core.text.numbers import whole_number
-from offload.errors import InvalidInput, OffloadError, ReferenceError_
+from offload.errors import InvalidInput, OffloadError, OtherScope, ReferenceError_
 from offload.store.models import Filters
 
 if TYPE_CHECKING:
@@ -96,6 +96,13 @@ def entry(store: Store, ref: str, *, scope: str | None) -> dict[str, Any]:
         "text": text[:ENTRY_CHARS],
         "truncated": len(text) > ENTRY_CHARS,
     }
+
+
+def message_of(exc: OffloadError) -> str:
+    """A store browser error's message, saying how these routes reach every scope."""
+    if isinstance(exc, OtherScope):
+        return str(exc.with_hint("add all_scopes=1 to reach it"))
+    return str(exc)
 
 
 def status_of(exc: OffloadError) -> int:

@@ -51,7 +51,9 @@ def why_missing(conn: Conn, parsed: ParsedRef, scope: str | None = None) -> Exce
     tomb = tombstones.lookup(conn, parsed)
     if tomb is not None and (scope is None or tomb.scope == scope):
         return Gone(parsed.raw, tomb.reason, iso(tomb.gone), tomb.regenerate)
-    hint = "list the entries to find it: `offload ls` (over MCP, the matrix tool)"
+    # how to list the entries is the surface's to say (NotFound.with_hint): the store
+    # does not know which commands or tools its caller has
+    hint = ""
     if parsed.kind == "prefix" and len(parsed.value) < MIN_PREFIX:
         hint = f"give at least {MIN_PREFIX} hex characters"
     return NotFound(parsed.raw, hint)

@@ -29,6 +29,11 @@ def _event_time(row: sqlite3.Row) -> float | None:
     return None if value is None else float(value)
 
 
+#: The kind (and source prefix) the proxy stores its page-outs under: their body is a
+#: transcript of the exact messages their content holds (:attr:`Entry.body_form`).
+TRANSCRIPT_KIND = "proxy"
+
+
 @dataclass(frozen=True)
 class Entry:
     """One row of the matrix: metadata about a stored body."""
@@ -70,8 +75,22 @@ class Entry:
 
     @property
     def compressed(self) -> bool:
-        """True when the stored body differs from what the caller sent (lossy compression)."""
+        """True when the stored body differs from what the caller sent (a compression, or
+        a transcript of it: :attr:`body_form`)."""
         return self.block_hash != self.content_hash
+
+    @property
+    def body_form(self) -> str:
+        """What the stored body (what ``read`` shows) is beside the content: ``""`` the
+        content itself; ``"transcript"`` a readable rendering of content that is kept
+        exactly (the proxy's paged-out messages: kind ``proxy``, source ``proxy:…``, the
+        content their exact JSON); ``"lossy"`` a compression (the local model's), the
+        original kept beside it unless it was stored with ``keep_original=False``."""
+        if not self.compressed:
+            return ""
+        if self.kind == TRANSCRIPT_KIND and self.source.startswith(TRANSCRIPT_KIND + ":"):
+            return "transcript"
+        return "lossy"
 
     def access_score(self, now: float) -> float:
         """Recency x frequency in [0, 1): a week-scale decay times log access count."""

@@ -58,3 +58,19 @@ def test_a_model_block_the_user_wrote_themselves_is_not_probed(
     code, out, _ = run(capsys, "status", *wiring, "--upstream", down, "--url", down)
     assert code == 0
     assert "warning" not in out
+
+
+def test_status_of_a_postgresql_store_names_its_url_without_the_password_not_a_sqlite_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "never-made"
+    monkeypatch.setenv("OFFLOAD_HOME", str(home))
+    # nothing listens on port 9: the store fails, and says where it is
+    monkeypatch.setenv("OFFLOAD_STORE__URL", "postgresql://team:s3cret@127.0.0.1:9/offload")
+    down = "http://127.0.0.1:9"
+    code, out, _ = run(capsys, "status", "--upstream", down, "--url", down)
+    assert code == 1
+    first = out.splitlines()[0]
+    assert first.startswith("store     FAILING  postgresql://team:***@127.0.0.1:9/offload  ")
+    assert "s3cret" not in out and "offload.db" not in out
+    assert not home.exists()

@@ -3,6 +3,7 @@ raw SQL it neither sees, changes nor deletes another scope's rows."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from offload.core.hashing import text_hash
 from offload.core.tokens import EstimateCounter
-from offload.errors import InvalidInput, NotFound
+from offload.errors import InvalidInput, NotFound, RowRefused
 from offload.store.store import Store
 from pgserver import PgServer
 
@@ -97,6 +98,76 @@ def test_a_role_held_to_its_scope_cannot_reach_another_scopes_rows_even_with_raw
     with psycopg.connect(url_b, autocommit=True) as raw:
         assert raw.execute("SELECT count(*) FROM entries").fetchone() == (3,)
     assert text_hash(SECRET) == secret.content_hash
+
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "team-store.md"
+
+
+def doc_sql(prefix: str) -> tuple[list[str], list[str]]:
+    """docs/team-store.md's SQL as written, its role and database names given ``prefix``
+    (roles are the whole server's): the statements run on the server, then those run in
+    the new database (after its ``\\c``)."""
+    text = DOC.read_text(encoding="utf-8")
+    sql = "\n".join(re.findall(r"```sql\n(.*?)```", text, flags=re.S))
+    sql = re.sub(r"--[^\n]*", "", sql).replace("'…'", "'pw'")
+    sql = sql.replace("offload_owner", f"{prefix}_owner").replace("team_b", f"{prefix}_b")
+    sql = re.sub(r"\boffload\b", prefix, sql)
+    server, _, in_db = sql.partition(f"\\c {prefix}\n")
+    return statements(server), statements(in_db)
+
+
+def statements(sql: str) -> list[str]:
+    return [st.strip() for st in sql.split(";") if st.strip()]
+
+
+def test_the_docs_restricted_role_writing_another_scope_is_told_its_scopes_in_one_line(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    on_server, in_db = doc_sql("rlsdoc")
+    # the team's login, as the doc makes it (a role is the server's, made from any database)
+    assert any("IN ROLE rlsdoc" in st for st in in_db)
+    for statement in on_server:
+        pg_server.execute(statement)
+    for statement in in_db:
+        pg_server.execute(statement, dbname="rlsdoc")
+    url = pg_server.url("rlsdoc")
+    with Store(url + "?options=-c%20role%3Drlsdoc_owner", counter=EstimateCounter()) as admin:
+        admin.restrict_role("rlsdoc_b", ["teamB", "shared"])
+        admin.put("team a's note\n", scope="teamA", label="a-note")
+    url_b = url.replace("postgres@", "rlsdoc_b@")
+    where = url_b  # no password in it: shown as is
+    with Store(url_b, counter=EstimateCounter()) as b:
+        assert b.put("team b's note\n", scope="teamB").created
+        for put in (
+            lambda: b.put("into a\n", scope="teamA"),
+            lambda: b.put_many(["one\n", "two\n"], scope="teamA"),
+        ):
+            with pytest.raises(RowRefused) as refused:
+                put()
+            assert str(refused.value) == (
+                f"store at {where}: role rlsdoc_b may not write scope teamA "
+                "(it is held to: shared, teamB); nothing was saved"
+            )
+        with pytest.raises(
+            RowRefused,
+            match=r"held to: shared, teamB\) may not write this: "
+            r"the label is another scope's",
+        ):
+            b.put("b wants a's label\n", scope="teamB", label="a-note")
+        assert b.count() == 1
+    env = {"OFFLOAD_HOME": str(tmp_path), "OFFLOAD_STORE__URL": url_b, "PATH": ""}
+    added = subprocess.run(
+        [sys.executable, "-m", "offload.cli.main", "add", "--scope", "teamA", "x"],
+        env={**env, "OFFLOAD_SEARCH__SEMANTIC": "false"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert added.returncode == 5
+    assert added.stderr == (
+        f"offload add: error: store at {where}: role rlsdoc_b may not write scope teamA "
+        "(it is held to: shared, teamB); nothing was saved\n"
+    )
 
 
 def test_restricting_a_role_is_a_command_that_names_what_it_did(

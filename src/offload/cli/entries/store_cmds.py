@@ -609,7 +609,7 @@ def _hits_text(hits: list[Hit], why: list[Explanation] | None = None) -> str:
 def _hit_note(h: Hit) -> str:
     if h.in_original:
         return f" (in the original; the stored body is lossy: offload cat --original {h.entry.ref})"
-    return " (lossy)" if h.entry.compressed else ""
+    return f" ({h.entry.body_form})" if h.entry.body_form else ""
 
 
 def _show_text(e: Entry) -> str:

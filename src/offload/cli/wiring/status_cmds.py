@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import httpx
 
-from offload.cli.common import emit, open_store
+from offload.cli.common import emit, open_store, store_location
 from offload.cli.wiring import setup_records
 from offload.cli.wiring.config_files import read_config
 from offload.cli.wiring.setup_cmds import config_path, wiring_for
@@ -47,22 +47,19 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 
 
 def store_status(settings: Settings) -> dict[str, Any]:
-    """The store opens, passes SQLite's quick check; its size."""
+    """The store opens, passes SQLite's quick check; its size. ``path`` is where it is: the
+    SQLite file, or a PostgreSQL store's URL without its password."""
+    where = store_location(settings)
     try:
         with open_store(settings) as store:
             check = quick_check(store)
             stats = store.stats()
     except OffloadError as exc:
-        return {"ok": False, "path": str(settings.db_path), "error": str(exc)}
+        return {"ok": False, "path": where, "error": str(exc)}
     except DATABASE_ERRORS as exc:  # opened, then a damaged page
         error = str(database_failure(settings.db_path, exc))
-        return {"ok": False, "path": str(settings.db_path), "error": error}
-    return {
-        "ok": check == "ok",
-        "path": str(settings.db_path),
-        "check": check,
-        "entries": stats.get("entries"),
-    }
+        return {"ok": False, "path": where, "error": error}
+    return {"ok": check == "ok", "path": where, "check": check, "entries": stats.get("entries")}
 
 
 async def upstream_status(url: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from decimal import Decimal
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from offload.core.urls import redact_url
-from offload.errors import StoreBusy, StoreError
+from offload.errors import RowRefused, StoreBusy, StoreError
 from offload.store.backend import Sql
 from offload.store.postgres import pgarrays, pgterms
 
@@ -693,11 +694,33 @@ class _ErrorMap:
         )
         if isinstance(exc, busy):
             raise StoreBusy(f"store at {where} is busy ({first_line(exc)})") from None
+        refused = _refused_table(exc)
+        if refused is not None:
+            raise RowRefused(
+                f"store at {where}: {first_line(exc)} (this role is held to its scopes: "
+                "`offload store roles` lists them); nothing was saved",
+                where=where,
+                table=refused,
+            ) from None
         if isinstance(exc, psycopg.OperationalError):
             raise StoreError(
                 f"store at {where} is unavailable ({first_line(exc)}); nothing was saved"
             ) from None
         raise StoreError(f"store at {where}: {first_line(exc)}") from None
+
+
+_POLICY_TABLE = re.compile(r'row-level security policy .*for table "([^"]+)"')
+
+
+def _refused_table(exc: BaseException) -> str | None:
+    """The table whose row-level security policy refused a row, or None when ``exc`` is
+    another error (PostgreSQL names the table in its message only)."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return None
+    found = _POLICY_TABLE.search(first_line(exc))
+    return found.group(1) if found else None
 
 
 def errors(url: str) -> _ErrorMap:

@@ -30,7 +30,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from offload.errors import InvalidInput
+from offload.core.untrusted import inline
+from offload.errors import InvalidInput, OffloadError, RowRefused
+from offload.store.backend import Conn, Sql
 
 GRANTS = "offload_scope_grants"
 
@@ -152,3 +154,40 @@ def _check_role(raw: Any, role: str) -> None:
     row = raw.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
     if row is None:
         raise InvalidInput(f"no role named {role!r} on this server; create it first")
+
+
+# who this connection is and the scopes it is held to (the SECURITY DEFINER function the
+# policies call: any role may, and learns only its own scopes)
+_HELD = Sql.postgres_only(
+    "SELECT current_user, ARRAY(SELECT s FROM offload_scopes_of(current_user) AS s ORDER BY s)"
+)
+
+
+def refusal(conn: Conn, exc: RowRefused, scopes: Sequence[str]) -> RowRefused:
+    """``exc`` (a put's row refused by row-level security) said as one line naming the role,
+    the scope refused and the scopes the role is held to; ``exc`` itself when they cannot
+    be read."""
+    try:
+        row = conn.execute(_HELD).fetchone()
+    except OffloadError:
+        return exc
+    if row is None:
+        return exc
+    role, held = str(row[0]), [str(s) for s in row[1] or ()]
+    if not held:  # not held to scopes: another policy than offload's refused it
+        return exc
+    shown = ", ".join(inline(s, 200) for s in held)
+    outside = [s for s in dict.fromkeys(scopes) if s not in held]
+    if outside:
+        what = ", ".join(inline(s, 200) for s in outside)
+        text = f"role {role} may not write scope {what} (it is held to: {shown})"
+    else:  # in its own scope: a row of another scope is in the way
+        why = (
+            "the label is another scope's (labels are one namespace across scopes)"
+            if exc.table == "labels"
+            else f"a row of another scope is in the way (table {exc.table})"
+        )
+        text = f"role {role} (held to: {shown}) may not write this: {why}"
+    return RowRefused(
+        f"store at {exc.where}: {text}; nothing was saved", where=exc.where, table=exc.table
+    )

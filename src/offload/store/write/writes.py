@@ -25,10 +25,11 @@ from offload.core.hashing import encode, identity_of, sha256_hex
 from offload.core.text import analysis
 from offload.core.text.chunking import count_lines
 from offload.core.tokens import TokenCounter
-from offload.errors import InvalidInput, StoreBusy
+from offload.errors import InvalidInput, RowRefused, StoreBusy
 from offload.store.backend import Conn, Sql
 from offload.store.handle import StoreHandle
 from offload.store.models import Entry, PutResult
+from offload.store.postgres import pgscopes
 from offload.store.sqlite import db
 from offload.store.write import blocks, index, meta, pgbulk, removal, rows, vectors
 from offload.store.write.puts import (
@@ -143,6 +144,18 @@ def prepare_many(
 
 
 def commit_puts(store: PutStore, pending: list[PendingPut]) -> list[PutResult]:
+    """Commit prepared puts in one write transaction (:func:`_commit_puts`). A PostgreSQL
+    role held to its scopes that writes outside them is told so in one line naming the
+    role, the scope refused and the scopes it is held to (row-level security refused
+    the row; store/postgres/pgscopes.py)."""
+    try:
+        return _commit_puts(store, pending)
+    except RowRefused as exc:
+        scopes = [p.options.scope for p in pending]
+        raise pgscopes.refusal(store.conn, exc, scopes) from None
+
+
+def _commit_puts(store: PutStore, pending: list[PendingPut]) -> list[PutResult]:
     """Commit prepared puts in one write transaction.
 
     One put on PostgreSQL first runs beside other puts, locking only its own keys
