@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from offload.config import GatewaySettings
+from offload.core.untrusted import inline
 from offload.errors import InvalidInput, OffloadError, StoreError, UpstreamError
 from offload.gateway import index_tools, toolvectors
 from offload.gateway.activation import Activations
@@ -554,8 +555,10 @@ class Gateway:
         try:
             result = await upstream.call_tool(tool, args)
         except MCPError as exc:
+            # an error is never indexed: the upstream's message is one inert, bounded line
             return _text_result(
-                f"upstream {server_name!r} refused {tool}: {exc.error.message}", error=True
+                f"upstream {server_name!r} refused {tool}: {inline(exc.error.message, 2000)}",
+                error=True,
             )
         except UpstreamError as exc:
             return _text_result(str(exc), error=True)
