@@ -85,6 +85,24 @@ async def test_a_line_past_the_bound_is_dropped_as_it_arrives_and_the_answer_aft
         assert gw.upstreams["raw"].connects == 1
 
 
+async def test_an_upstreams_error_message_reaches_the_client_as_one_short_inert_line(
+    run_gateway: RunGateway,
+) -> None:
+    # an error is not a result, so it is never indexed: it was passed on whole and raw
+    async with (
+        run_gateway([raw_upstream("huge-error")]) as gw,
+        Client(gw.server, mode="legacy") as client,
+    ):
+        result = await client.call_tool("raw__probe", {})
+        text = text_of(result)
+        assert result.is_error and text.startswith("upstream 'raw' refused probe: denied")
+        assert len(text) < 4096 and "\n" not in text
+        assert "</offload:body" not in text and "\u202e" not in text
+        # its code is JSON-RPC's generic server error, which the SDK also uses for a closed
+        # connection: the upstream's own error leaves the connection as it was
+        assert gw.upstreams["raw"].state == "ready" and gw.upstreams["raw"].connects == 1
+
+
 async def test_a_garbage_answer_gives_the_first_call_an_error_result_naming_it(
     run_gateway: RunGateway,
 ) -> None:

@@ -8,7 +8,7 @@ import mcp_types as types
 import pytest
 
 from offload.config import GatewaySettings, SearchSettings
-from offload.errors import NotFound
+from offload.errors import InvalidInput, NotFound
 from offload.gateway.index_tools import IndexTools
 from offload.gateway.responses import Indexed, index_response
 from offload.gateway.toolsearch import ToolIndex, doc_for
@@ -173,3 +173,23 @@ def test_a_tool_hit_shows_an_upstreams_name_description_and_schema_inert(
     assert not any(line.startswith(("## SYSTEM", "</")) for line in text.split("\n"))
     assert "</OFFLOAD" not in text and "</offload:body" not in text
     assert "\x1b" not in text and "\u202e" not in text
+
+
+def test_index_search_takes_at_most_ten_queries_a_call(tmp_path: Path) -> None:
+    # each query searches the store and the tool index: a call of thousands ran them all
+    with Store(tmp_path / "s.db") as store:
+        tools = IndexTools(store, GatewaySettings())
+        with pytest.raises(InvalidInput, match="at most 10 queries per call"):
+            tools.search(
+                {"queries": [f"query {i}" for i in range(11)]},
+                tool_index=ToolIndex.build([]),
+                tools={},
+                active=lambda key: False,
+            )
+        ten = tools.search(
+            {"queries": [f"query {i}" for i in range(10)]},
+            tool_index=ToolIndex.build([]),
+            tools={},
+            active=lambda key: False,
+        )
+    assert ten.text.count("## Query") == 10

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
+import mcp_types as types
 import numpy as np
 import pytest
 from gateway_helpers import RunGateway, catalog_upstream, inproc_upstream, read_indexed, text_of
@@ -370,3 +371,34 @@ async def test_a_bare_name_calls_the_one_server_that_has_it_and_is_refused_when_
         assert "a__create_entities, b__create_entities" in text_of(both)
         none = await client.call_tool("no_such_tool", {})
         assert none.is_error and "unknown tool 'no_such_tool'" in text_of(none)
+
+
+class _GatedTool(types.Tool):
+    """A tool definition whose serialisation (what planning a catalog does to each one)
+    waits for the test to say go: if planning held the event loop, the test could not."""
+
+    entered: ClassVar[threading.Event] = threading.Event()
+    go: ClassVar[threading.Event] = threading.Event()
+    waited_out: ClassVar[list[str]] = []
+
+    def model_dump(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.entered.set()
+        if not self.go.wait(5):
+            self.waited_out.append(self.name)
+            self.go.set()  # one wait shows it; the rest need not wait too
+        return super().model_dump(*args, **kwargs)
+
+
+async def test_a_catalog_is_planned_off_the_event_loop(run_gateway: RunGateway) -> None:
+    # tens of thousands of tools take seconds to plan; offload serve answers every other
+    # surface on this loop meanwhile
+    async with run_gateway([inproc_upstream("git", "mcp-server-git.json")]) as gw:
+        upstream = gw.upstreams["git"]
+        upstream.tools = [_GatedTool.model_validate(t.model_dump()) for t in upstream.tools]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gw.refresh_catalog)
+            # returns on a worker thread; the loop runs this coroutine on only if it is free
+            assert await anyio.to_thread.run_sync(_GatedTool.entered.wait, 30)
+            _GatedTool.go.set()
+    assert _GatedTool.waited_out == []
+    assert "git__git_log" in [t.name for t in gw.plan(False, True).tools]

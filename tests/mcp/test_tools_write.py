@@ -8,6 +8,8 @@ import re
 import pytest
 from mcp_support import McpEnv, Session
 
+from offload.mcp.tools_write import LISTED_SECTIONS, MAX_SECTIONS
+from offload.store.models import Filters
 from offload.store.write import index
 from realparts import free_port
 from scripted_model import scripted_model
@@ -201,6 +203,24 @@ async def test_sectioned_offload_makes_one_entry_per_section_and_replaces_on_rer
         assert "level must be an integer in 1-6" in await s.fail(
             "offload_path_sectioned", path="README.md", level=9
         )
+
+
+async def test_a_file_of_many_sections_gets_a_short_answer_and_one_of_too_many_is_refused(
+    env: McpEnv,
+) -> None:
+    # 5,000 one-line sections (93 KB) answered 252 KB, a line each; 8 MB of them took hours
+    listed = LISTED_SECTIONS + 50
+    env.write("many.md", "".join(f"## s{i}\nbody {i}\n" for i in range(listed)))
+    env.write("too.md", "".join(f"## s{i}\nx\n" for i in range(MAX_SECTIONS + 1)))
+    async with env.connect() as s:
+        text = await s.ok("offload_path_sectioned", path="many.md")
+        rows = text.splitlines()
+        assert rows[0] == f"{listed} sections of many.md: {listed} new, 0 unchanged, 0 old removed"
+        assert len(rows) == 1 + LISTED_SECTIONS + 1
+        assert rows[-1].startswith("[50 more sections; list them: search(source=")
+        err = await s.fail("offload_path_sectioned", path="too.md")
+        assert f"has {MAX_SECTIONS + 1} sections at level 2, over the {MAX_SECTIONS}" in err
+    assert env.store.count(Filters(source_prefix=str(env.project.resolve() / "too.md"))) == 0
 
 
 async def test_pin_and_unpin_toggle_the_flag_and_unknown_refs_fail(env: McpEnv) -> None:

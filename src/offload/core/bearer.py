@@ -19,14 +19,17 @@ class BearerGuard:
 
     def __init__(self, app: App, token: str, setting: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
         error = f"missing or wrong bearer token; send Authorization: Bearer <{setting}>"
         self.refusal = json.dumps({"error": error}, separators=(",", ":")).encode()
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
+            # the scheme is case-insensitive (RFC 9110 11.1): "bearer t0ken" is the token
+            scheme, _, token = given.partition(b" ")
+            matches = hmac.compare_digest(token, self.expected)  # constant time, always run
+            if not (matches and scheme.lower() == b"bearer"):
                 body = self.refusal
                 await send(
                     {

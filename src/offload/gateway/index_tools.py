@@ -27,6 +27,7 @@ from offload.store.models import Filters, Hit
 from offload.store.store import Store
 
 MAX_LIMIT = 20
+MAX_QUERIES = 10  # as the MCP server's search takes
 DEFAULT_LIMIT = 5
 CONTEXT_CHARS = 3000
 READ_LIMIT = 200
@@ -51,6 +52,7 @@ def definitions(settings: GatewaySettings, *, with_call_tool: bool) -> list[type
                     "type": "array",
                     "items": {"type": "string"},
                     "minItems": 1,
+                    "maxItems": MAX_QUERIES,
                     "description": "One or more searches, e.g. a task description or words "
                     "expected in the content",
                 },
@@ -165,6 +167,8 @@ def _queries(given: Any) -> list[str]:
         raise InvalidInput(
             'queries must be a non-empty list of strings, e.g. ["open pull requests"]'
         )
+    if len(queries) > MAX_QUERIES:  # each is a search of the store and of the tools
+        raise InvalidInput(f"at most {MAX_QUERIES} queries per call; split the rest")
     return queries
 
 

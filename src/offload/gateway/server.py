@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from offload.config import GatewaySettings
+from offload.core.untrusted import inline
 from offload.errors import InvalidInput, OffloadError, StoreError, UpstreamError
 from offload.gateway import index_tools, toolvectors
 from offload.gateway.activation import Activations
@@ -47,7 +48,14 @@ from offload.gateway.config import ClientRule, GatewayConfig
 from offload.gateway.index_tools import IndexTools
 from offload.gateway.responses import index_response, threshold_for, worth_indexing
 from offload.gateway.storecalls import retry_busy
-from offload.gateway.toolsearch import Encoder, ToolIndex, base_encoder, doc_for, doc_for_item
+from offload.gateway.toolsearch import (
+    Encoder,
+    ToolDoc,
+    ToolIndex,
+    base_encoder,
+    doc_for,
+    doc_for_item,
+)
 from offload.gateway.toolvectors import StoredEncoder
 from offload.gateway.upstreams import ChangeKind, Connector, Upstream
 from offload.llm.minilm import ToolEncoderUnavailable
@@ -118,6 +126,7 @@ class Gateway:
         self._plans: dict[tuple[bool, bool], CatalogPlan] = {}
         # what each kind of plan deferred last: the next plan keeps it while it fits
         self._deferrals: dict[tuple[bool, bool], Deferral] = {}
+        self._refreshes = 0  # catalog refreshes started: only the newest applies its plans
         self._tool_index: ToolIndex | None = None
         self._stored_docs: set[str] = set()
         self._sessions: dict[int, ServerSession] = {}
@@ -262,32 +271,59 @@ class Gateway:
         key = (compress, strip)
         plan = self._plans.get(key)
         if plan is None:
-            budget = Budget(
-                threshold=self.settings.catalog_threshold,
-                instructions_threshold=self.settings.instructions_threshold,
-                search_tool=self.settings.search_tool,
-                read_tool=self.settings.read_tool,
-                call_tool=self.settings.call_tool_name,
-            )
-            unavailable = {
-                u.name: u.error or u.state for u in self.upstreams.values() if u.state != "ready"
-            }
-            plan = plan_catalog(
-                self._catalogs(),
-                budget,
-                compress=compress,
-                strip_output=strip,
-                gateway_tools=index_tools.definitions(self.settings, with_call_tool=compress),
-                unavailable=unavailable,
-                previous=self._deferrals.get(key),
-            )
-            self._plans[key] = plan
+            plan = self._plans[key] = self._make_plan(compress, strip)
             self._deferrals[key] = plan.deferral
         return plan
 
+    def _make_plan(self, compress: bool, strip: bool) -> CatalogPlan:
+        budget = Budget(
+            threshold=self.settings.catalog_threshold,
+            instructions_threshold=self.settings.instructions_threshold,
+            search_tool=self.settings.search_tool,
+            read_tool=self.settings.read_tool,
+            call_tool=self.settings.call_tool_name,
+        )
+        unavailable = {
+            u.name: u.error or u.state for u in self.upstreams.values() if u.state != "ready"
+        }
+        return plan_catalog(
+            self._catalogs(),
+            budget,
+            compress=compress,
+            strip_output=strip,
+            gateway_tools=index_tools.definitions(self.settings, with_call_tool=compress),
+            unavailable=unavailable,
+            previous=self._deferrals.get((compress, strip)),
+        )
+
+    def _fresh_plans(self) -> tuple[dict[tuple[bool, bool], CatalogPlan], list[ToolDoc]]:
+        """Every plan a client can ask for now (each client's, and the ``(True, index)``
+        plans its searches read), and the documents of every deferred tool and item.
+
+        Run in a worker thread: a large catalog (tens of thousands of tools) takes seconds of
+        CPU to plan, and ``offload serve`` answers every surface on the event loop."""
+        rules = [(self.settings.index_responses, self.settings.compress_catalog)]
+        rules += [self.rule_for(client) for client in self.config.clients]
+        keys = [(compress, index) for index, compress in rules]
+        keys += [(True, index) for index, _compress in rules] + [(True, True)]
+        plans = {key: self._make_plan(*key) for key in dict.fromkeys(keys)}
+        everything = plans[(True, True)]
+        tool_docs = [
+            doc_for(n, t.model_dump(by_alias=True)) for n, t in everything.deferred.items()
+        ]
+        tool_docs += [doc_for_item(label, d) for label, d in everything.items.items()]
+        return plans, tool_docs
+
     async def refresh_catalog(self, *, notify: bool = True) -> None:
-        """Recompute plans, store new documents, rebuild tool search, tell clients."""
-        self._plans.clear()
+        """Recompute plans (off the event loop), store new documents, rebuild tool search,
+        tell clients."""
+        self._refreshes += 1
+        mine = self._refreshes
+        fresh, tool_docs = await anyio.to_thread.run_sync(self._fresh_plans)
+        if mine != self._refreshes:
+            return  # a newer refresh started meanwhile: it plans what is current, and tells
+        self._plans = fresh
+        self._deferrals.update((key, p.deferral) for key, p in fresh.items())
         plan = self.plan(self.settings.compress_catalog, self.settings.index_responses)
         self.server.instructions = plan.instructions
         # every configured client's plan: its instructions may point at documents the
@@ -296,11 +332,6 @@ class Gateway:
         docs = {k: v for p in plans for k, v in p.documents.items() if k not in self._stored_docs}
         if docs:
             await anyio.to_thread.run_sync(self._store_documents, docs)
-        everything = self.plan(True, True)
-        tool_docs = [
-            doc_for(n, t.model_dump(by_alias=True)) for n, t in everything.deferred.items()
-        ]
-        tool_docs += [doc_for_item(label, d) for label, d in everything.items.items()]
         # analysing (and embedding) a large catalog takes a while: not on the event loop;
         # the store's embedding model, when it has one, ranks tools as it ranks entries
         model = base_encoder(self.store.embedder, self._tool_encoder)
@@ -559,8 +590,10 @@ class Gateway:
         try:
             result = await upstream.call_tool(tool, args)
         except MCPError as exc:
+            # an error is never indexed: the upstream's message is one inert, bounded line
             return _text_result(
-                f"upstream {server_name!r} refused {tool}: {exc.error.message}", error=True
+                f"upstream {server_name!r} refused {tool}: {inline(exc.error.message, 2000)}",
+                error=True,
             )
         except UpstreamError as exc:
             return _text_result(str(exc), error=True)

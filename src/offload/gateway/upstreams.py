@@ -331,9 +331,20 @@ async def _all_pages(fn: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
     return items
 
 
+#: What the SDK's client says, with code ``CONNECTION_CLOSED``, when it resolves a request
+#: itself because the connection ended (stdio and HTTP) or an HTTP stream ended unanswered.
+_LOCAL_CLOSE = re.compile(
+    r"Connection closed|SSE stream (failed: .*|ended without a response)", re.DOTALL
+)
+
+
 def _connection_gone(exc: MCPError) -> bool:
-    text = str(exc).lower()
-    return exc.error.code == types.CONNECTION_CLOSED or "connection closed" in text
+    """The SDK's own word that the connection ended, not an upstream's error: the code
+    (-32000) is also the generic server error a JSON-RPC server answers with, and an
+    upstream's message may say anything ("database connection closed"); taken for a loss,
+    either tore down the connection and every call on it."""
+    error = exc.error
+    return error.code == types.CONNECTION_CLOSED and bool(_LOCAL_CLOSE.fullmatch(error.message))
 
 
 def _describe(exc: BaseException) -> str:

@@ -21,6 +21,11 @@ from offload.store.models import PutResult
 from offload.store.paths import FileText, read_text_file
 
 SNAPSHOT_NS = "mcp.snapshot"
+#: The sections one offload_path_sectioned call stores (each is an entry of its own), and
+#: the ones its answer lists: a file of many tiny sections made thousands of puts and an
+#: answer several times the file's size.
+MAX_SECTIONS = 5000
+LISTED_SECTIONS = 100
 DEFAULT_SNAPSHOT = "default"
 _NAME = re.compile(r"[\w.-]{1,64}")
 _REAP_LIST = 50
@@ -135,12 +140,17 @@ async def offload_path_sectioned(ctx: McpContext, a: Args) -> str:
     tags = a.strings("tags")
     ft, rel = _read_file(ctx, a)
     source = f"{ft.path}#sections"
+    sections = [sec for sec in split_sections(ft.text, level) if sec.text.strip()]
+    if len(sections) > MAX_SECTIONS:
+        raise InvalidInput(
+            f"{fmt.one_line(rel, 200)} has {len(sections)} sections at level {level}, over the "
+            f"{MAX_SECTIONS} one call stores; split at a lower level (level=1 splits at # "
+            "only) or offload it whole with offload_path"
+        )
     lines: list[str] = []
     keep: list[int] = []
     new = 0
-    for sec in split_sections(ft.text, level):
-        if not sec.text.strip():
-            continue
+    for sec in sections:
         res = ctx.store.put(
             sec.text,
             kind="section",
@@ -153,10 +163,12 @@ async def offload_path_sectioned(ctx: McpContext, a: Args) -> str:
         _count(ctx, res, sec.text)
         new += res.created
         keep.append(res.entry.id)
-        title = fmt.one_line(sec.title, 60)
-        lines.append(
-            f"{res.entry.ref} | L{sec.start_line}-{sec.end_line} | {title} | ~{res.entry.tokens}"
-        )
+        if len(lines) < LISTED_SECTIONS:
+            title = fmt.one_line(sec.title, 60)
+            lines.append(
+                f"{res.entry.ref} | L{sec.start_line}-{sec.end_line} | {title} | "
+                f"~{res.entry.tokens}"
+            )
     removed = ctx.store.forget_where(
         source=source, scope=ctx.scope, keep=keep, reason=f"replaced by a newer version of {rel}"
     )
@@ -165,6 +177,9 @@ async def offload_path_sectioned(ctx: McpContext, a: Args) -> str:
         f"{len(keep) - new} unchanged, "
         f"{removed} old removed"
     )
+    if len(keep) > len(lines):  # the answer stays short whatever the file holds
+        more = fmt.call("search", source=source, limit=ctx.settings.search.max_limit)
+        lines.append(f"[{len(keep) - len(lines)} more sections; list them: {more}]")
     return "\n".join([head, *lines])
 
 

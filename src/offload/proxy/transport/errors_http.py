@@ -135,9 +135,13 @@ def too_large(path: str, message: str) -> tuple[bytes, bytes]:
 
 
 def _hostname(host_header: str) -> str:
+    """The host name of a Host header; anything that is not ``name[:port]`` or
+    ``[address][:port]`` comes back whole (and so matches no allowed host)."""
     host = host_header.strip().lower()
-    if host.startswith("["):  # [::1]:8900
-        return host[1 : host.find("]")] if "]" in host else host
+    if host.startswith("["):  # [::1]:8900; "[::1]evil.example" is not a bracketed address
+        address, bracket, rest = host[1:].partition("]")
+        port_ok = rest == "" or (rest[:1] == ":" and rest[1:].isascii() and rest[1:].isdigit())
+        return address if bracket and port_ok else host
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
