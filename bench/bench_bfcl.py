@@ -230,13 +230,18 @@ def overall_row(label: str, outcomes: Sequence[Outcome], by_name: bool) -> str:
 
 
 def per_set_rows(label: str, outcomes: Sequence[Outcome]) -> list[str]:
-    """One row per set, scored by name."""
+    """One row per set, then the live sets together (real users' requests), scored by
+    name."""
+    groups = {name: [name] for name in dict.fromkeys(o.question.set for o in outcomes)}
+    live = [name for name in groups if name.startswith("live_")]
+    if 1 < len(live) < len(groups):
+        groups["all live sets"] = live
     rows = []
-    for name in dict.fromkeys(o.question.set for o in outcomes):
-        f = figures([o for o in outcomes if o.question.set == name], by_name=True)
+    for title, members in groups.items():
+        f = figures([o for o in outcomes if o.question.set in members], by_name=True)
         multi = f"{f['all10']:.3f} ({int(f['n2'])})" if f["n2"] else "-"
         rows.append(
-            f"| {label} | {name} | {int(f['n1'])} | {f['r1']:.3f} | {f['r5']:.3f} "
+            f"| {label} | {title} | {int(f['n1'])} | {f['r1']:.3f} | {f['r5']:.3f} "
             f"| {f['r10']:.3f} | {multi} |"
         )
     return rows
