@@ -216,17 +216,17 @@ def interval(hits: Sequence[bool], resamples: int = _RESAMPLES) -> tuple[float, 
 
 
 def overall_row(label: str, outcomes: Sequence[Outcome], by_name: bool) -> str:
-    """One ranking's overall figures, each with its interval."""
-    f = figures(outcomes, by_name)
+    """One ranking's overall figures, each with its interval ("-" where no question
+    counts)."""
     single = [o for o in outcomes if len(o.question.wanted) == 1]
     multi = [o for o in outcomes if len(o.question.wanted) > 1]
     cells = []
-    for k, group, key in ((1, single, "r1"), (5, single, "r5"), (10, single, "r10")):
-        lo, hi = interval([o.found(k, by_name) for o in group])
-        cells.append(f"{f[key]:.3f} ({lo:.3f}-{hi:.3f})")
-    lo, hi = interval([o.found(10, by_name) for o in multi])
-    cells.append(f"{f['all10']:.3f} ({lo:.3f}-{hi:.3f})")
-    return f"| {label} | {' | '.join(cells)} | {f['p50_ms']:.2f} |"
+    for k, group in ((1, single), (5, single), (10, single), (10, multi)):
+        hits = [o.found(k, by_name) for o in group]
+        lo, hi = interval(hits)
+        cells.append(f"{share(hits):.3f} ({lo:.3f}-{hi:.3f})" if hits else "-")
+    p50 = statistics.median(o.ms for o in outcomes) if outcomes else 0.0
+    return f"| {label} | {' | '.join(cells)} | {p50:.2f} |"
 
 
 def per_set_rows(label: str, outcomes: Sequence[Outcome]) -> list[str]:
@@ -274,7 +274,7 @@ def rankings(bench: Bench, args: argparse.Namespace) -> Iterable[tuple[str, Rank
     if not args.no_fts5:
         yield "plain FTS5 (name, description)", fts5_ranker(bench.docs), False
     lexical = ToolIndex.build(bench.docs)
-    yield "gateway, lexical (BM25F)", gateway_ranker(lexical), True
+    yield "gateway, lexical (BM25F)", gateway_ranker(lexical), args.bound
     from offload.config import SearchSettings
     from offload.llm.embedding import load_embedder
 
@@ -299,7 +299,7 @@ def rankings(bench: Bench, args: argparse.Namespace) -> Iterable[tuple[str, Rank
         if args.variants:
             yield "  variant: whole query's best 3 first", whole_first_ranker(upgraded, 3), False
         if args.variants or args.bound:
-            yield f"  diagnostic: {strong.model_id} alone", semantic_ranker(upgraded), True
+            yield f"  diagnostic: {strong.model_id} alone", semantic_ranker(upgraded), args.bound
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -321,7 +321,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "the contextual model alone",
     )
     parser.add_argument(
-        "--misses", type=int, default=0, help="print this many R@5 misses of the last ranking"
+        "--misses",
+        type=int,
+        default=0,
+        help="print this many R@5 misses of the gateway's last ranking (with --strong, MiniLM's)",
     )
     return parser.parse_args(argv)
 
