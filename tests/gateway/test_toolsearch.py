@@ -107,6 +107,16 @@ def test_a_multi_step_task_is_split_into_clauses_with_enough_words() -> None:
     ]
 
 
+def test_a_task_of_more_steps_than_rankings_keeps_its_last_steps_searched() -> None:
+    steps = [f"step {word} the thing" for word in "one two three four five six seven eight".split()]
+    found = clauses(", then ".join(steps))
+    assert len(found) == 6  # neighbouring steps share a ranking
+    searched = " ".join(found)
+    at = [searched.find(step) for step in steps]
+    assert -1 not in at and at == sorted(at)  # every step, in order, none dropped
+    assert found[-1].endswith("step eight the thing")
+
+
 def test_each_step_of_a_multi_step_task_reaches_the_top() -> None:
     query = "read the config file, rename it, and take a screenshot of the page"
     top = ranked(SMALL, query, 3)

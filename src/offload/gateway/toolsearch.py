@@ -479,7 +479,14 @@ def clauses(query: str) -> list[str]:
             out[-1] = f"{out[-1]}{joiner}{piece}"
         else:
             out.append(piece)
-    return [c.strip() for c in out][:_MAX_CLAUSES]
+    steps = [c.strip() for c in out]
+    if len(steps) <= _MAX_CLAUSES:
+        return steps
+    # more steps than rankings: neighbouring steps share one, so the task's last steps
+    # are searched too (its first few alone would drop them)
+    n = len(steps)
+    bounds = [k * n // _MAX_CLAUSES for k in range(_MAX_CLAUSES + 1)]
+    return [" ".join(steps[a:b]) for a, b in itertools.pairwise(bounds)]
 
 
 def _short(text: str) -> bool:
