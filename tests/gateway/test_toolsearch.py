@@ -108,7 +108,10 @@ def test_a_multi_step_task_is_split_into_clauses_with_enough_words() -> None:
 
 
 def test_a_task_of_more_steps_than_rankings_keeps_its_last_steps_searched() -> None:
-    steps = [f"step {word} the thing" for word in "one two three four five six seven eight".split()]
+    steps = [
+        f"step {word} the thing"
+        for word in ["one", "two", "three", "four", "five", "six", "seven", "eight"]
+    ]
     found = clauses(", then ".join(steps))
     assert len(found) == 6  # neighbouring steps share a ranking
     searched = " ".join(found)

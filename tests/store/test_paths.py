@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from offload.errors import BinaryFile, NotAFile, OutsideRoots, TooLarge
-from offload.store.paths import project_root, read_text_file
+from offload.store.paths import open_confined, project_root, read_text_file
 
 
 def test_a_text_file_inside_the_root_is_read(tmp_path: Path) -> None:
@@ -87,3 +88,38 @@ def test_a_path_no_filesystem_can_name_is_refused_in_one_line(tmp_path: Path, pa
     with pytest.raises(NotAFile) as caught:
         read_text_file(path, [tmp_path], max_bytes=100)
     assert "\n" not in str(caught.value) and len(str(caught.value)) < 300
+
+
+# A name checked inside the roots can be swapped before it is opened: open_confined is given
+# the name as the check resolved it, and judges what it opens.
+
+
+def test_a_name_swapped_for_a_link_out_of_the_roots_after_the_check_is_not_read(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "secret.txt").write_text("secret")
+    (root / "a.txt").symlink_to(tmp_path / "secret.txt")  # was a file when checked
+    with pytest.raises(NotAFile, match="cannot read"):
+        open_confined(root / "a.txt", "a.txt", [root])
+
+
+def test_a_directory_swapped_for_a_link_out_of_the_roots_after_the_check_is_not_read(
+    tmp_path: Path,
+) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "a.txt").write_text("secret")
+    (root / "sub").symlink_to(outside)  # was a directory inside the root when checked
+    with pytest.raises(OutsideRoots):
+        open_confined(root / "sub" / "a.txt", "sub/a.txt", [root])
+
+
+def test_a_name_swapped_for_a_fifo_is_refused_without_waiting_for_a_writer(
+    tmp_path: Path,
+) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(NotAFile, match="not a regular file"):
+        open_confined(tmp_path / "pipe", "pipe", [tmp_path])

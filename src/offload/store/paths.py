@@ -6,6 +6,7 @@ from __future__ import annotations
 import configparser
 import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,27 +151,24 @@ def limit_text(max_bytes: int) -> str:
 def read_text_file(
     path: str | Path, roots: Sequence[Path], *, max_bytes: int, base: Path | None = None
 ) -> FileText:
-    """Read a UTF-8 text file inside ``roots``; clear errors for every way it can't be."""
+    """Read a UTF-8 text file inside ``roots``; clear errors for every way it can't be.
+
+    The file is opened once and judged by what was opened, not by its name: a name swapped
+    meanwhile for a FIFO (which would block the read), a device, or a symlink out of the
+    roots (the last part, or a directory on the way) is refused."""
     real = confine(path, roots, base=base)
-    try:
-        if not real.exists():
-            raise NotAFile(f"{path}: no such file")
-        if not real.is_file():
-            raise NotAFile(f"{path}: not a regular file")
-        size = real.stat().st_size
-    except OSError as exc:  # a name over the filesystem's limit (ENAMETOOLONG), EACCES, …
-        raise NotAFile(f"{_shown(path)}: cannot read ({exc.strerror})") from exc
-    if size > max_bytes:
-        raise TooLarge(f"{path}: {size} bytes is over {limit_text(max_bytes)}")
-    try:
-        with real.open("rb") as f:
-            # a file growing since stat() is still capped; read() allocates what it is
+    with os.fdopen(open_confined(real, path, roots), "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > max_bytes:
+            raise TooLarge(f"{path}: {size} bytes is over {limit_text(max_bytes)}")
+        try:
+            # a file growing since fstat() is still capped; read() allocates what it is
             # asked for, so ask for the file's size, not the limit
             data = f.read(size + 1)
             if len(data) > size:  # it grew: read on to one byte past the limit
                 data += f.read(max_bytes - size)
-    except OSError as exc:
-        raise NotAFile(f"{path}: cannot read ({exc.strerror})") from exc
+        except OSError as exc:
+            raise NotAFile(f"{path}: cannot read ({exc.strerror})") from exc
     if len(data) > max_bytes:
         raise TooLarge(f"{path}: it grew while being read, over {limit_text(max_bytes)}")
     size = len(data)
@@ -181,3 +179,39 @@ def read_text_file(
     except EncodingError as exc:
         raise BinaryFile(f"{path}: not UTF-8 text; offload stores text only") from exc
     return FileText(real, text, size)
+
+
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)  # the last part a symlink now: ELOOP
+    | getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once, to be refused, not waited on
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def open_confined(real: Path, path: str | Path, roots: Sequence[Path]) -> int:
+    """A descriptor of ``real``, a regular file still inside ``roots`` as opened."""
+    try:
+        fd = os.open(real, _OPEN_FLAGS)
+    except FileNotFoundError as exc:
+        raise NotAFile(f"{path}: no such file") from exc
+    except OSError as exc:  # ELOOP (swapped for a link), ENAMETOOLONG, EACCES, ENXIO, …
+        raise NotAFile(f"{_shown(path)}: cannot read ({exc.strerror})") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotAFile(f"{path}: not a regular file")
+        opened = _opened_path(fd)
+        if opened is not None and opened != real:
+            confine(opened, roots)  # a directory on the way was swapped for a link
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _opened_path(fd: int) -> Path | None:
+    """Where the open file ``fd`` is (Linux's /proc), None where that cannot be asked."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return None
