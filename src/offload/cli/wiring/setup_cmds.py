@@ -233,7 +233,8 @@ def _remember(record: dict[str, Any], change: Change, saved: Path | None, data: 
 
 
 def _first(kept: dict[str, Any]) -> dict[str, Any]:
-    return {k: kept[k] for k in ("had", "before", "keep")}
+    first = {k: kept[k] for k in ("had", "before", "keep")}
+    return {**first, "before_text": kept.get("before_text", "")}  # older records lack it
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
