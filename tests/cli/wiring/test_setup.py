@@ -770,3 +770,32 @@ def test_hermes_model_block_comes_back_in_place_with_its_comments_after_a_later_
     assert code == 0, err
     assert "took offload's entries out" in out
     assert config.read_text(encoding="utf-8") == original + "x: 1\n"
+
+
+def test_reverting_every_client_leaves_no_directory_setup_created_in_a_fresh_home(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    root.mkdir()
+    for client in ALL:  # Cline's setup makes VS Code's globalStorage, Roo's shares it
+        assert setup(capsys, home, root, client, *every(client))[0] == 0
+    for client in ALL:
+        code, _, err = setup(capsys, home, root, client, "--revert")
+        assert code == 0, err
+    assert list(root.iterdir()) == []  # the records' own ~/.local/state/offload/setup too
+
+
+def test_revert_keeps_a_directory_two_clients_share_until_the_last_and_one_the_user_had(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    (root / ".config").mkdir(parents=True)  # the user's: it stays
+    storage = root / ".config" / "Code" / "User" / "globalStorage"
+    assert setup(capsys, home, root, "cline")[0] == 0
+    assert setup(capsys, home, root, "roo")[0] == 0
+    assert setup(capsys, home, root, "cline", "--revert")[0] == 0
+    assert storage.is_dir()  # Roo's entry is still in it
+    code, out, _ = setup(capsys, home, root, "roo", "--revert")
+    assert code == 0 and f"removed {storage} (setup had created it; empty now)" in out
+    assert [p.name for p in root.iterdir()] == [".config"]
+    assert list((root / ".config").iterdir()) == []
