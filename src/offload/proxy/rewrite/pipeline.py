@@ -44,7 +44,13 @@ from offload.proxy.rewrite.phases import (
     wire_index,
 )
 from offload.proxy.rewrite.recall import Recalled, Recaller, read_back
-from offload.proxy.rewrite.reuse import break_cause, shared_prefix
+from offload.proxy.rewrite.reuse import (
+    SENT_NAMESPACE,
+    SentDigest,
+    break_cause,
+    shared_after_restart,
+    shared_prefix,
+)
 from offload.proxy.rewrite.session import (
     STATE_NAMESPACE,
     Live,
@@ -467,11 +473,7 @@ class Pipeline:
         previous, known, recalled = route.previous, counted.known, sent.recalled
         read = read_back(previous.recalled, msgs[known:]) if previous is not None and known else 0
         refs = recalled.refs if recalled is not None else ()
-        reused = 0
-        if previous is not None:
-            shared = shared_prefix(self.counter, previous.sent, previous.sent_tokens, sent.out)
-            reused = shared.tokens
-            cause = break_cause(previous.sent, shared.first_diff, cause)
+        reused, cause, compared = self._reuse(route, win.windowed, sent.out, cause)
         live = Live(
             win.state, version, list(msgs), counted.tokens, win.wire, win.tokens, win.stubs, refs
         )
@@ -488,7 +490,7 @@ class Pipeline:
             stubbed_messages=win.stubs,
             windowed=win.windowed,
             emergency=win.emergency,
-            prefix_kept=previous is not None and cause is None,
+            prefix_kept=compared and cause is None,
             break_cause=cause,
             recall_tokens=recalled.tokens if recalled is not None else 0,
             recall_hits=len(recalled.refs) if recalled is not None else 0,
@@ -603,6 +605,47 @@ class Pipeline:
                 session, None, record.state, 0, promoted, version, False, True, record.learned
             )
         return Route(key, previous, state, reuse, cause, side_version, True)
+
+    def _reuse(
+        self, route: Route, windowed: bool, out: list[Message], cause: str | None
+    ) -> tuple[int, str | None, bool]:
+        """(the token prefix ``out`` shares with the session's previous request as sent,
+        the break cause, whether there was a previous request to compare with): the one
+        in memory, else after a restart the one kept at the last clean stop."""
+        previous = route.previous
+        if previous is not None:
+            shared = shared_prefix(self.counter, previous.sent, previous.sent_tokens, out)
+            return shared.tokens, break_cause(previous.sent, shared.first_diff, cause), True
+        if cause != "restart" or route.side:
+            return 0, cause, False
+        before = self._sent_before(route.key, route.version)
+        if before is None:
+            return 0, cause, False
+        reused, cause = shared_after_restart(before, out, "windowing" if windowed else cause)
+        return reused, cause, True
+
+    def remember_sent(self) -> int:
+        """Keep each session's last request as sent (its digests, :class:`SentDigest`) in
+        the store, for the first request after a restart to measure its reuse against;
+        called at a clean stop. How many were kept."""
+        kept = [
+            (key, SentDigest.of(live.version, live.sent, live.sent_tokens).to_json())
+            for key, live in self._live.items()
+            if live.sent
+        ]
+        if kept:
+            self.store.put_states(SENT_NAMESPACE, kept)
+        return len(kept)
+
+    def _sent_before(self, key: str, version: int) -> SentDigest | None:
+        """The request kept at the last stop for ``key``, if it was built on the state
+        this request resumes (``version``); read once (the record goes)."""
+        value = self.store.get_state(SENT_NAMESPACE, key)
+        if value is None:
+            return None
+        self.store.delete_state(SENT_NAMESPACE, key)
+        record = SentDigest.from_json(value)
+        return record if record is not None and record.version == version else None
 
     def _current(self, session: str) -> tuple[Live | None, bool]:
         """This process's record of ``session`` if the store still holds the state it was
