@@ -18,7 +18,7 @@ from offload.core.tokens import EstimateCounter
 from offload.errors import InvalidInput
 from offload.proxy.rewrite.messages import session_key
 from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
-from offload.proxy.rewrite.reuse import LOOP_NOTE, RECALL
+from offload.proxy.rewrite.reuse import LOOP_NOTE, RECALL, SENT_NAMESPACE
 from offload.proxy.rewrite.session import STATE_NAMESPACE
 from offload.proxy.rewrite.stubs.expand import expand, is_proxy_note, is_range_stub
 from offload.proxy.rewrite.window import Budget
@@ -244,6 +244,19 @@ def test_a_request_resent_after_a_clean_restart_reuses_its_whole_wire_with_no_br
     assert again.break_cause is None and again.prefix_kept
     assert again.reused_tokens == again.wire_tokens > 0
     assert crashed.break_cause == "restart" and crashed.reused_tokens == 0
+
+
+def test_a_stop_forgets_the_requests_kept_for_sessions_that_never_came_back(
+    store: Store,
+) -> None:
+    stale = {"version": 1, "digests": [], "tokens": [], "marks": [], "at": 0.0}
+    store.put_state(SENT_NAMESPACE, "gone", stale)
+    store.put_state(SENT_NAMESPACE, "recent", {**stale, "at": store.clock()})
+    pipe = make(store)
+    pipe.rewrite(conversation(3), N_CTX)
+    assert pipe.remember_sent() == 1
+    kept = dict(store.state_items(SENT_NAMESPACE))
+    assert "gone" not in kept and "recent" in kept and len(kept) == 2
 
 
 def test_the_next_turn_after_a_clean_restart_counts_the_prefix_it_shares(

@@ -52,6 +52,7 @@ from offload.proxy.rewrite.reuse import (
     shared_prefix,
 )
 from offload.proxy.rewrite.session import (
+    SIDE,
     STATE_NAMESPACE,
     Live,
     LiveSessions,
@@ -79,6 +80,9 @@ RANGE_ESTIMATE = 140
 #: where page-outs come every few turns, its full size (200-300 tokens) takes room the
 #: recent turns need.
 RANGE_SIZED_FOR = 8192
+#: How long the last request a stop kept for a session waits for that session's return
+#: (a session that never comes back leaves no row behind for longer).
+SENT_KEPT_S = 7 * 86400
 #: How often one request is rebuilt because another process saved its session's state
 #: first. Each rebuild means that other request succeeded, so this bounds only a pathology
 #: (requests of one session arriving faster than one rewrite takes), answered StoreBusy.
@@ -628,13 +632,18 @@ class Pipeline:
         """Keep each session's last request as sent (its digests, :class:`SentDigest`) in
         the store, for the first request after a restart to measure its reuse against;
         called at a clean stop. How many were kept."""
+        now = self.store.clock()
         kept = [
-            (key, SentDigest.of(live.version, live.sent, live.sent_tokens).to_json())
+            (key, {**SentDigest.of(live.version, live.sent, live.sent_tokens).to_json(), "at": now})
             for key, live in self._live.items()
-            if live.sent
+            if live.sent and not key.endswith(SIDE)  # a side record is never resumed
         ]
         if kept:
             self.store.put_states(SENT_NAMESPACE, kept)
+        for key, value in list(self.store.state_items(SENT_NAMESPACE)):  # sessions gone
+            at = value.get("at") if isinstance(value, dict) else None
+            if not isinstance(at, (int, float)) or at < now - SENT_KEPT_S:
+                self.store.delete_state(SENT_NAMESPACE, key)
         return len(kept)
 
     def _sent_before(self, key: str, version: int) -> SentDigest | None:
