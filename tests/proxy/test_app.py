@@ -357,6 +357,26 @@ def test_counters_survive_a_restart_of_the_proxy(
     assert stats["cumulative"]["counters"]["requests"] == 3
 
 
+def test_a_request_resent_after_a_restart_of_the_proxy_counts_as_reused_not_a_break(
+    upstream: tuple[Scripted, ServerThread], store: Store
+) -> None:
+    _state, server = upstream
+    chat = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "hello there"},
+        {"role": "assistant", "content": "hi"},
+        {"role": "user", "content": "what next?"},
+    ]
+    with proxy_for(server.url, store) as (proxy_server, _):
+        assert loopback.post(proxy_server.url + CHAT, json={"messages": chat}).status_code == 200
+    with proxy_for(server.url, store) as (proxy_server, _):  # the same wire, byte for byte
+        assert loopback.post(proxy_server.url + CHAT, json={"messages": chat}).status_code == 200
+        stats = loopback.get(proxy_server.url + "/api/stats").json()
+    live = stats["live"]["counters"]
+    assert live["requests"] == 1 and live["prefix_breaks"] == 0
+    assert live["reused_tokens"] == live["wire_tokens"] > 0
+
+
 def test_the_anthropic_messages_shape_is_converted_both_ways(proxy: tuple[Scripted, str]) -> None:
     state, url = proxy
     body = {

@@ -64,6 +64,8 @@ class Rewriter(Protocol):
 
     def shrink_caches(self, share: int) -> None: ...
 
+    def remember_sent(self) -> int: ...
+
 
 RewriterFactory = Callable[[Store, ProxySettings, TokenCounter], Rewriter]
 
@@ -143,13 +145,18 @@ class ProxyState:
         task.add_done_callback(self._precounts.discard)
 
     async def stop(self) -> None:
-        """Stop the flusher, persist the last counts, close connections."""
+        """Stop the flusher, persist the last counts and each session's last request (as
+        digests), close connections."""
         for task in (self._flusher, self._refresh, *self._precounts):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         await anyio.to_thread.run_sync(self.metrics.flush)
+        try:  # the first request after a restart measures its reuse against these
+            await anyio.to_thread.run_sync(self.pipeline.remember_sent)
+        except OffloadError as exc:
+            log.warning("keeping the last requests sent failed: %s", exc)
         await self.http.aclose()
         if self.chat_pool is not None:
             await self.chat_pool.aclose()

@@ -741,3 +741,61 @@ def test_a_config_nested_past_the_stack_is_refused_in_one_line(
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "nested too deeply; nothing changed" in err.replace(")", "")
     assert (root / name).read_text() == text
+
+
+def test_hermes_model_block_comes_back_in_place_with_its_comments_after_a_later_edit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    config = root / ".hermes" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    original = (
+        "# hermes\n"
+        "model:\n"
+        "  provider: openrouter   # my paid account\n"
+        "  # fallback: gpt\n"
+        "  default: claude\n"
+        "  api_key: ${OR_KEY}\n"
+        "\n"
+        "display:\n"
+        "  skin: default\n"
+    )
+    config.write_text(original, encoding="utf-8")
+    assert setup(capsys, home, root, "hermes", "--provider")[0] == 0
+    wired = config.read_text(encoding="utf-8")
+    assert wired.startswith("# hermes\nmodel:\n  provider: custom\n")  # block style, in place
+    assert "{" not in wired.split("display:")[0]
+    config.write_text(wired + "x: 1\n", encoding="utf-8")  # the user edits elsewhere
+    code, out, err = setup(capsys, home, root, "hermes", "--revert")
+    assert code == 0, err
+    assert "took offload's entries out" in out
+    assert config.read_text(encoding="utf-8") == original + "x: 1\n"
+
+
+def test_reverting_every_client_leaves_no_directory_setup_created_in_a_fresh_home(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    root.mkdir()
+    for client in ALL:  # Cline's setup makes VS Code's globalStorage, Roo's shares it
+        assert setup(capsys, home, root, client, *every(client))[0] == 0
+    for client in ALL:
+        code, _, err = setup(capsys, home, root, client, "--revert")
+        assert code == 0, err
+    assert list(root.iterdir()) == []  # the records' own ~/.local/state/offload/setup too
+
+
+def test_revert_keeps_a_directory_two_clients_share_until_the_last_and_one_the_user_had(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    (root / ".config").mkdir(parents=True)  # the user's: it stays
+    storage = root / ".config" / "Code" / "User" / "globalStorage"
+    assert setup(capsys, home, root, "cline")[0] == 0
+    assert setup(capsys, home, root, "roo")[0] == 0
+    assert setup(capsys, home, root, "cline", "--revert")[0] == 0
+    assert storage.is_dir()  # Roo's entry is still in it
+    code, out, _ = setup(capsys, home, root, "roo", "--revert")
+    assert code == 0 and f"removed {storage} (setup had created it; empty now)" in out
+    assert [p.name for p in root.iterdir()] == [".config"]
+    assert list((root / ".config").iterdir()) == []

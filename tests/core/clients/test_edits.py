@@ -13,6 +13,7 @@ from offload.core.clients.edits import (
     json_unset,
     toml_set_table,
     toml_unset_table,
+    yaml_key_text,
     yaml_set_item,
     yaml_set_key,
     yaml_unset_item,
@@ -92,3 +93,54 @@ def test_toml_and_yaml_removals_keep_the_rest_of_the_text() -> None:
     assert yaml_unset_key("a: 1\n# c\nk: v\nb: 2\n", "k", "f") == "a: 1\n# c\nb: 2\n"
     listed = "- model_id: a\n- model_id: offload\n  api_base: x\n"
     assert yaml_unset_item(listed, ("model_id", "offload"), "f") == "- model_id: a\n"
+
+
+HERMES = (
+    "# hermes\n"
+    "model:\n"
+    "  provider: openrouter   # my paid account\n"
+    "  # fallback: gpt\n"
+    "  default: claude\n"
+    "\n"
+    "# servers\n"
+    "mcp_servers:\n"
+    "  git: {command: git}\n"
+)
+
+
+def test_a_yaml_mapping_is_written_in_block_style_where_the_old_block_was() -> None:
+    value = {"provider": "custom", "base_url": "http://127.0.0.1:8900/v1", "default": "local"}
+    new = yaml_set_key(HERMES, "model", value, "f")
+    assert new == (
+        "# hermes\n"
+        "model:\n"
+        "  provider: custom\n"
+        "  base_url: http://127.0.0.1:8900/v1\n"
+        "  default: local\n"
+        "\n"
+        "# servers\n"
+        "mcp_servers:\n"
+        "  git: {command: git}\n"
+    )
+    # without an old block the new one goes at the end, block style too
+    assert yaml_set_key("a: 1\n", "model", value, "f").endswith(
+        "model:\n  provider: custom\n  base_url: http://127.0.0.1:8900/v1\n  default: local\n"
+    )
+
+
+def test_a_saved_block_is_written_back_as_it_was_with_its_comments_and_in_its_place() -> None:
+    saved = yaml_key_text(HERMES, "model")
+    assert saved == (
+        "model:\n  provider: openrouter   # my paid account\n  # fallback: gpt\n  default: claude\n"
+    )
+    wired = yaml_set_key(HERMES, "model", {"provider": "custom"}, "f") + "x: 1\n"
+    before = {"provider": "openrouter", "default": "claude"}
+    assert yaml_set_key(wired, "model", before, "f", saved) == HERMES + "x: 1\n"
+    # a saved text that no longer holds the value is not trusted: the value is rendered
+    assert "# my paid account" not in yaml_set_key(wired, "model", {"provider": "x"}, "f", saved)
+
+
+def test_a_yaml_sequence_written_at_its_keys_indent_is_replaced_whole() -> None:
+    old = "a: 1\nk:\n- x\n- y\nb: 2\n"
+    assert yaml_set_key(old, "k", ["z"], "f") == "a: 1\nk:\n  - z\nb: 2\n"
+    assert yaml_unset_key(old, "k", "f") == "a: 1\nb: 2\n"

@@ -59,3 +59,17 @@ def test_every_client_has_a_fixture_and_a_documented_source() -> None:
             assert Path(FIXTURES / client.name / "existing" / file.path).is_file()
         malformed = [FIXTURES / client.name / "malformed" / f.path for f in client.files]
         assert any(p.is_file() for p in malformed), client.name
+
+
+def test_undo_of_a_record_without_the_blocks_text_still_puts_the_value_back() -> None:
+    (file,) = [f for f in CLIENTS["hermes"].files if f.what == "provider"]
+    old = "model:\n  default: claude  # mine\nx: 1\n"
+    new = apply(file, old, WIRING, "f")
+    record = added(file, old, file.entry(WIRING), "f")
+    assert record["before_text"] == "model:\n  default: claude  # mine\n"
+    assert undo(file, new, record, "f") == old  # the text itself, comment and place
+    del record["before_text"]  # a record an older setup wrote
+    assert parse(undo(file, new, record, "f"), "yaml", "f") == {
+        "model": {"default": "claude"},
+        "x": 1,
+    }

@@ -18,7 +18,7 @@ from offload.core.tokens import EstimateCounter
 from offload.errors import InvalidInput
 from offload.proxy.rewrite.messages import session_key
 from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
-from offload.proxy.rewrite.reuse import LOOP_NOTE, RECALL
+from offload.proxy.rewrite.reuse import LOOP_NOTE, RECALL, SENT_NAMESPACE
 from offload.proxy.rewrite.session import STATE_NAMESPACE
 from offload.proxy.rewrite.stubs.expand import expand, is_proxy_note, is_range_stub
 from offload.proxy.rewrite.window import Budget
@@ -226,6 +226,58 @@ def test_the_same_history_gives_byte_identical_wire_after_a_restart(tmp_path: Pa
     assert again.messages == before.messages
     assert again.break_cause == "restart"
     assert again.stubs_made == 0
+
+
+def test_a_request_resent_after_a_clean_restart_reuses_its_whole_wire_with_no_break(
+    tmp_path: Path,
+) -> None:
+    msgs = conversation(20)
+    with Store(tmp_path / "a.db", counter=EstimateCounter()) as store:
+        first = make(store)
+        for request in requests(msgs):
+            before = first.rewrite(request, N_CTX)
+        assert first.remember_sent() == 1  # a clean stop keeps the last request's digests
+        again = make(store).rewrite(copy.deepcopy(msgs), N_CTX)
+        # the record is read once: a second restart without a clean stop knows nothing
+        crashed = make(store).rewrite(copy.deepcopy(msgs), N_CTX)
+    assert again.messages == before.messages
+    assert again.break_cause is None and again.prefix_kept
+    assert again.reused_tokens == again.wire_tokens > 0
+    assert crashed.break_cause == "restart" and crashed.reused_tokens == 0
+
+
+def test_a_stop_forgets_the_requests_kept_for_sessions_that_never_came_back(
+    store: Store,
+) -> None:
+    stale = {"version": 1, "digests": [], "tokens": [], "marks": [], "at": 0.0}
+    store.put_state(SENT_NAMESPACE, "gone", stale)
+    store.put_state(SENT_NAMESPACE, "recent", {**stale, "at": store.clock()})
+    pipe = make(store)
+    pipe.rewrite(conversation(3), N_CTX)
+    assert pipe.remember_sent() == 1
+    kept = dict(store.state_items(SENT_NAMESPACE))
+    assert "gone" not in kept and "recent" in kept and len(kept) == 2
+
+
+def test_the_next_turn_after_a_clean_restart_counts_the_prefix_it_shares(
+    tmp_path: Path,
+) -> None:
+    msgs = conversation(20)
+    turns = list(requests(msgs))
+    with Store(tmp_path / "a.db", counter=EstimateCounter()) as store:
+        first = make(store)
+        for request in turns[:-1]:
+            first.rewrite(request, N_CTX)
+        first.remember_sent()
+        after = make(store).rewrite(copy.deepcopy(turns[-1]), N_CTX)
+    with Store(tmp_path / "b.db", counter=EstimateCounter()) as other:
+        warm = make(other)  # the same turns served with no restart, for comparison
+        for request in turns:
+            expected = warm.rewrite(request, N_CTX)
+    assert after.messages == expected.messages
+    # whole messages shared (the recall block the previous turn ended with is not)
+    assert 0 < after.reused_tokens <= expected.reused_tokens
+    assert after.break_cause == expected.break_cause
 
 
 def test_content_already_stored_is_not_written_again(

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from offload.core.tokens import EstimateCounter
 from offload.proxy.rewrite.messages import Message, message_tokens
-from offload.proxy.rewrite.reuse import LOOP_NOTE, RECALL, break_cause, shared_prefix
+from offload.proxy.rewrite.reuse import (
+    LOOP_NOTE,
+    RECALL,
+    SentDigest,
+    break_cause,
+    shared_after_restart,
+    shared_prefix,
+)
 from offload.proxy.rewrite.stubs.parts import LOOP_MARKER, RECALL_MARKER
 
 COUNTER = EstimateCounter()
@@ -62,3 +69,22 @@ def test_a_break_before_the_proxys_additions_keeps_the_pipelines_cause() -> None
     assert shared.first_diff == 2
     assert break_cause(old, shared.first_diff, "windowing") == "windowing"
     assert break_cause(old, shared.first_diff, None) == "client_edit"
+
+
+def test_after_a_restart_the_kept_digests_measure_the_whole_messages_shared() -> None:
+    old = [SYSTEM, ASK, READ, BLOCK]
+    kept = SentDigest.from_json(SentDigest.of(7, old, tokens(old)).to_json())
+    assert kept is not None and kept.version == 7
+    assert shared_after_restart(kept, [*old, NOTE], "restart") == (sum(tokens(old)), None)
+    # the next turn drops the recall block the last one ended with: that, not a restart
+    later = [SYSTEM, ASK, READ, {"role": "user", "content": "and now?"}]
+    assert shared_after_restart(kept, later, "restart") == (sum(tokens(old[:3])), RECALL)
+    edited = [SYSTEM, {"role": "user", "content": "Read the build log."}]
+    assert shared_after_restart(kept, edited, "restart") == (tokens([SYSTEM])[0], "restart")
+
+
+def test_a_kept_record_of_another_shape_is_not_used() -> None:
+    good = SentDigest.of(1, [SYSTEM], tokens([SYSTEM])).to_json()
+    assert SentDigest.from_json({**good, "tokens": [1, 2]}) is None
+    assert SentDigest.from_json({**good, "version": "x"}) is None
+    assert SentDigest.from_json([good]) is None

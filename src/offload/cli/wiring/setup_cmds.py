@@ -200,16 +200,18 @@ def write(
     record = setup_records.load(where) or {"client": client.name, "files": {}}
     stamp = stamp_now()
     done: list[dict[str, Any]] = []
+    made_now: list[str] = []
     for change in changes:
         held = bool(secret) and secret in (change.old or "")
         saved = backup(change.path, stamp, private=held) if change.old is not None else None
         data = change.new.encode("utf-8")
         made = missing_dirs(change.path)
         write_atomic(change.path, data, private=bool(secret) and secret in change.new)
+        made_now += made
         _remember(record, change, saved, data)
         record["files"][str(change.path)].setdefault("dirs", made)
         done.append({"path": str(change.path), "backup": str(saved) if saved else None})
-    setup_records.save(where, record)
+    setup_records.save_record(args.config_dir, client.name, record, made_now)
     return done
 
 
@@ -233,7 +235,8 @@ def _remember(record: dict[str, Any], change: Change, saved: Path | None, data: 
 
 
 def _first(kept: dict[str, Any]) -> dict[str, Any]:
-    return {k: kept[k] for k in ("had", "before", "keep")}
+    first = {k: kept[k] for k in ("had", "before", "keep")}
+    return {**first, "before_text": kept.get("before_text", "")}  # older records lack it
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -295,6 +298,8 @@ def revert(args: argparse.Namespace, client: Client, settings: Settings) -> int:
     stamp = stamp_now()
     done = [line for step in steps for line in _apply_step(step, stamp)]
     setup_records.forget(where)
+    swept = setup_records.sweep_dirs(args.config_dir, [s.path for s in steps])
+    done += [f"removed {d} (setup had created it; empty now)" for d in swept]
     emit(args, {"client": client.name, "dry_run": False, "reverted": done}, _render_undo)
     return 0
 

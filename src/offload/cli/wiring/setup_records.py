@@ -11,6 +11,12 @@ readable by its owner alone (an http entry's value may hold the bearer token).
 Revert puts the first backup back byte for byte while the file is exactly as setup last
 wrote it; once the client (or the user) has changed the file, it takes only offload's
 entries out of it as it is now, putting back what they replaced.
+
+The directories setup created (for any client's file, or for the records themselves) are
+listed once for all clients in ``made-dirs.json`` beside the records: two clients may
+share a directory one of them created (VS Code's ``globalStorage`` for Cline and Roo), so
+a client's revert removes every empty one on the way to its files, and the last revert the
+records' own; a directory the user had is never in the list, so never removed.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from offload.cli.wiring.config_files import read_config, write_atomic
+from offload.cli.wiring.config_files import missing_dirs, read_config, write_atomic
 from offload.errors import InvalidInput
 
 
@@ -60,3 +66,58 @@ def save(path: Path, record: dict[str, Any]) -> None:
 def forget(path: Path) -> None:
     """Remove the record once its client is reverted."""
     path.unlink(missing_ok=True)
+
+
+MADE = "made-dirs.json"  # beside the records: the directories setup created
+
+
+def _load_made(path: Path) -> list[str]:
+    try:
+        made = json.loads(read_config(path) or "{}").get("dirs", [])
+    except (ValueError, AttributeError, InvalidInput):  # unreadable: forget nothing more
+        return []
+    return [d for d in made if isinstance(d, str)] if isinstance(made, list) else []
+
+
+def save_record(
+    config_dir: str | None, client: str, record: dict[str, Any], made: list[str]
+) -> None:
+    """Save a client's record, and list ``made`` (the directories this run created for its
+    files) with the ones the records' own directory needed."""
+    where = record_path(config_dir, client)
+    made = [*made, *missing_dirs(where)]
+    save(where, record)
+    if made:
+        registry = where.with_name(MADE)
+        known = _load_made(registry)
+        save(registry, {"dirs": known + [d for d in made if d not in known]})
+
+
+def sweep_dirs(config_dir: str | None, files: list[Path]) -> list[str]:
+    """After a revert: remove the directories setup created on the way to ``files`` that
+    are empty now (deepest first), and once no client's record is left, the records' own
+    directories too. The ones removed."""
+    folder = records_dir(config_dir)
+    registry = folder / MADE
+    known = _load_made(registry)
+    ancestors = {str(p) for f in files for p in f.parents}
+    removed = _remove([d for d in known if d in ancestors])
+    left = [d for d in known if Path(d).is_dir()]
+    if any(p.name != MADE for p in folder.glob("*.json")):
+        if left != known:
+            save(registry, {"dirs": left})
+        return removed
+    registry.unlink(missing_ok=True)  # the last client is reverted: nothing left to find
+    return removed + _remove([d for d in left if d == str(folder) or folder.is_relative_to(d)])
+
+
+def _remove(dirs: list[str]) -> list[str]:
+    """rmdir each of ``dirs`` (deepest first) that is empty; the ones removed."""
+    removed = []
+    for name in sorted(dirs, key=lambda d: len(Path(d).parts), reverse=True):
+        try:
+            os.rmdir(name)
+        except OSError:  # gone already, or the user keeps something in it
+            continue
+        removed.append(name)
+    return removed

@@ -247,20 +247,83 @@ def _yaml_blocks(text: str) -> list[tuple[int, int]]:
     return [(s, starts[n + 1] if n + 1 < len(starts) else len(lines)) for n, s in enumerate(starts)]
 
 
-def yaml_set_key(text: str | None, key: str, value: Value, name: str) -> str:
-    """Set a top-level ``key: value`` in a YAML mapping, keeping every other line."""
+def _yaml_top(line: str) -> bool:
+    """A line that starts a top-level key of a YAML mapping (not a continuation, a comment,
+    a blank line or a sequence item written at the key's indent)."""
+    return line[:1] not in ("", " ", "\t", "#", "\n", "\r", "-")
+
+
+def _yaml_key_spans(lines: list[str], key: str) -> list[tuple[int, int]]:
+    """(start, end) line spans of the top-level ``key``'s blocks; comments and blank lines
+    at a block's end are not in its span (they belong to what follows)."""
+    spans = []
+    for start, line in enumerate(lines):
+        if not _yaml_top(line) or line.split(":", 1)[0].strip().strip("\"'") != key:
+            continue
+        end = next((i for i in range(start + 1, len(lines)) if _yaml_top(lines[i])), len(lines))
+        while end > start + 1 and (
+            not lines[end - 1].strip() or lines[end - 1].lstrip()[:1] == "#"
+        ):
+            end -= 1
+        spans.append((start, end))
+    return spans
+
+
+def _lines(text: str | None) -> list[str]:
+    lines = (text or "").splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    return lines
+
+
+def yaml_key_text(text: str | None, key: str) -> str:
+    """The text of the top-level ``key``'s block in ``text`` (its comments inside, not the
+    ones after it); "" when there is none. Revert writes it back as it was."""
+    lines = _lines(text)
+    spans = _yaml_key_spans(lines, key)
+    return "".join(lines[spans[0][0] : spans[0][1]]) if spans else ""
+
+
+def _yaml_render(key: str, value: Value) -> str:
+    """``key: value`` in block style (a mapping or a list one entry a line, as a person
+    writes it); a scalar or an empty collection on the key's line."""
+    if isinstance(value, (dict, list)) and value:
+        dumped = yaml.safe_dump(
+            value, sort_keys=False, allow_unicode=True, default_flow_style=False, width=2**16
+        )
+        return f"{key}:\n" + "".join("  " + ln for ln in dumped.splitlines(keepends=True))
+    return f"{key}: {json.dumps(value, ensure_ascii=False)}\n"
+
+
+def _holds(block: str, key: str, value: Value) -> bool:
+    try:
+        return bool(block) and yaml.safe_load(block) == {key: value}
+    except yaml.YAMLError:
+        return False
+
+
+def yaml_set_key(text: str | None, key: str, value: Value, name: str, block: str = "") -> str:
+    """Set a top-level ``key: value`` in a YAML mapping, keeping every other line: the new
+    block takes the old one's place (the end of the file when there was none). ``block``:
+    the exact text to write (a block revert saved), used when it holds ``key: value``."""
     doc = _mapping(parse(text, "yaml", name), name, "YAML")
     if text is not None and doc.get(key) == value:
         return text
-
-    def ours(line: str) -> bool | None:
-        if line[:1] in ("", " ", "\t", "#", "\n", "\r"):
-            return None  # a continuation, a comment or a blank line
-        return line.split(":", 1)[0].strip().strip("\"'") == key
-
-    head = _drop_blocks(text or "", ours).rstrip()
-    line = f"{key}: {json.dumps(value, ensure_ascii=False)}\n"
-    new = f"{head}\n{line}" if head else line
+    lines = _lines(text)
+    spans = _yaml_key_spans(lines, key)
+    rendered = block if _holds(block, key, value) else _yaml_render(key, value)
+    if not rendered.endswith("\n"):
+        rendered += "\n"
+    if spans:
+        drop = {i for start, end in spans for i in range(start, end)}
+        first = spans[0][0]
+        new = "".join(
+            (rendered if i == first else "") + ("" if i in drop else line)
+            for i, line in enumerate(lines)
+        )
+    else:
+        head = "".join(lines).rstrip()
+        new = f"{head}\n{rendered}" if head else rendered
     _verify(new, "yaml", [key], value, doc, name)
     return new
 
@@ -270,13 +333,9 @@ def yaml_unset_key(text: str, key: str, name: str) -> str:
     doc = _mapping(parse(text, "yaml", name), name, "YAML")
     if key not in doc:
         return text
-
-    def ours(line: str) -> bool | None:
-        if line[:1] in ("", " ", "\t", "#", "\n", "\r"):
-            return None
-        return line.split(":", 1)[0].strip().strip("\"'") == key
-
-    new = _drop_blocks(text, ours).rstrip() + "\n"
+    lines = _lines(text)
+    drop = {i for start, end in _yaml_key_spans(lines, key) for i in range(start, end)}
+    new = "".join(line for i, line in enumerate(lines) if i not in drop).rstrip() + "\n"
     _verify_removed(new, "yaml", [key], doc, name)
     return new
 

@@ -24,6 +24,7 @@ from offload.core.clients.edits import (
     present,
     toml_set_table,
     toml_unset_table,
+    yaml_key_text,
     yaml_set_item,
     yaml_set_key,
     yaml_unset_item,
@@ -74,8 +75,9 @@ def current(file: ConfigFile, doc: Any) -> Value:
     return dig(doc, file.at)
 
 
-def put(file: ConfigFile, text: str | None, value: Value, name: str) -> str:
-    """``text`` (``None``: absent) with the entry set to ``value``; unchanged when it is."""
+def put(file: ConfigFile, text: str | None, value: Value, name: str, block: str = "") -> str:
+    """``text`` (``None``: absent) with the entry set to ``value``; unchanged when it is.
+    ``block``: a top-level YAML key's text as it was (see :func:`added`), written back as is."""
     spec = _nested(file)
     if text is None:
         for key, top in file.skeleton:  # a new file starts as the client writes one
@@ -92,7 +94,7 @@ def put(file: ConfigFile, text: str | None, value: Value, name: str) -> str:
         return toml_set_table(text, file.at, value, name)
     if file.match:
         return yaml_set_item(text, (file.match, file.at[-1]), value, name)
-    return yaml_set_key(text, file.at[0], value, name)
+    return yaml_set_key(text, file.at[0], value, name, block)
 
 
 def unset(file: ConfigFile, text: str, keep: int, name: str) -> str:
@@ -132,7 +134,9 @@ def _entry_or_none(file: ConfigFile, wiring: Wiring) -> Value:
 
 def added(file: ConfigFile, old: str | None, value: Value, name: str) -> dict[str, Any]:
     """What setting the entry to ``value`` in ``old`` adds, as :func:`undo` needs it: the
-    value written, the one it replaced (``had``/``before``) and how many parents were there."""
+    value written, the one it replaced (``had``/``before``; a top-level YAML key's block
+    also as text, ``before_text``, so its comments and layout come back) and how many
+    parents were there."""
     doc = parse(old, file.fmt, name)
     before = current(file, doc)
     spec = _nested(file)
@@ -148,8 +152,16 @@ def added(file: ConfigFile, old: str | None, value: Value, name: str) -> dict[st
         "value": value,
         "had": before is not None,
         "before": before,
+        "before_text": _top_yaml_text(file, old) if before is not None else "",
         "keep": keep,
     }
+
+
+def _top_yaml_text(file: ConfigFile, old: str | None) -> str:
+    """The text of a top-level YAML key's block (Hermes's ``model:``, aider's base URL)."""
+    if file.fmt != "yaml" or len(file.at) != 1 or file.match:
+        return ""
+    return yaml_key_text(old, file.at[0])
 
 
 class Conflict(InvalidInput):
@@ -165,7 +177,7 @@ def undo(file: ConfigFile, text: str, record: dict[str, Any], name: str) -> str:
     if now != record["value"]:
         raise Conflict(f"{name}: the {NAME} entry ({'.'.join(file.at)}) changed after setup")
     if record["had"]:
-        return put(file, text, record["before"], name)
+        return put(file, text, record["before"], name, record.get("before_text", ""))
     return unset(file, text, int(record["keep"]), name)
 
 

@@ -44,7 +44,13 @@ from offload.proxy.rewrite.phases import (
     wire_index,
 )
 from offload.proxy.rewrite.recall import Recalled, Recaller, read_back
-from offload.proxy.rewrite.reuse import break_cause, shared_prefix
+from offload.proxy.rewrite.reuse import (
+    break_cause,
+    keep_sent,
+    shared_after_restart,
+    shared_prefix,
+    take_sent,
+)
 from offload.proxy.rewrite.session import (
     STATE_NAMESPACE,
     Live,
@@ -73,6 +79,9 @@ RANGE_ESTIMATE = 140
 #: where page-outs come every few turns, its full size (200-300 tokens) takes room the
 #: recent turns need.
 RANGE_SIZED_FOR = 8192
+#: How long the last request a stop kept for a session waits for that session's return
+#: (a session that never comes back leaves no row behind for longer).
+SENT_KEPT_S = 7 * 86400
 #: How often one request is rebuilt because another process saved its session's state
 #: first. Each rebuild means that other request succeeded, so this bounds only a pathology
 #: (requests of one session arriving faster than one rewrite takes), answered StoreBusy.
@@ -467,11 +476,7 @@ class Pipeline:
         previous, known, recalled = route.previous, counted.known, sent.recalled
         read = read_back(previous.recalled, msgs[known:]) if previous is not None and known else 0
         refs = recalled.refs if recalled is not None else ()
-        reused = 0
-        if previous is not None:
-            shared = shared_prefix(self.counter, previous.sent, previous.sent_tokens, sent.out)
-            reused = shared.tokens
-            cause = break_cause(previous.sent, shared.first_diff, cause)
+        reused, cause, compared = self._reuse(route, win.windowed, sent.out, cause)
         live = Live(
             win.state, version, list(msgs), counted.tokens, win.wire, win.tokens, win.stubs, refs
         )
@@ -488,7 +493,7 @@ class Pipeline:
             stubbed_messages=win.stubs,
             windowed=win.windowed,
             emergency=win.emergency,
-            prefix_kept=previous is not None and cause is None,
+            prefix_kept=compared and cause is None,
             break_cause=cause,
             recall_tokens=recalled.tokens if recalled is not None else 0,
             recall_hits=len(recalled.refs) if recalled is not None else 0,
@@ -603,6 +608,30 @@ class Pipeline:
                 session, None, record.state, 0, promoted, version, False, True, record.learned
             )
         return Route(key, previous, state, reuse, cause, side_version, True)
+
+    def _reuse(
+        self, route: Route, windowed: bool, out: list[Message], cause: str | None
+    ) -> tuple[int, str | None, bool]:
+        """(the token prefix ``out`` shares with the session's previous request as sent,
+        the break cause, whether there was a previous request to compare with): the one
+        in memory, else after a restart the one kept at the last clean stop."""
+        previous = route.previous
+        if previous is not None:
+            shared = shared_prefix(self.counter, previous.sent, previous.sent_tokens, out)
+            return shared.tokens, break_cause(previous.sent, shared.first_diff, cause), True
+        if cause != "restart" or route.side:
+            return 0, cause, False
+        before = take_sent(self.store, route.key, route.version)
+        if before is None:
+            return 0, cause, False
+        reused, cause = shared_after_restart(before, out, "windowing" if windowed else cause)
+        return reused, cause, True
+
+    def remember_sent(self) -> int:
+        """Keep each session's last request as sent in the store, for the first request
+        after a restart to measure its reuse against (:func:`reuse.keep_sent`); called at
+        a clean stop. How many were kept."""
+        return keep_sent(self.store, self._live.items(), SENT_KEPT_S)
 
     def _current(self, session: str) -> tuple[Live | None, bool]:
         """This process's record of ``session`` if the store still holds the state it was

@@ -5,18 +5,28 @@ longest common token prefix of a request with the one before it and recomputes t
 :func:`shared_prefix` measures that prefix over two requests as they went on the wire, the
 proxy's own additions (recall block, loop note) included: the messages they share whole,
 then the common start of the first one that differs (its role and call id equal), counted
-by the proxy's tokenizer. :func:`break_cause` names why the prefix broke. Pure.
+by the proxy's tokenizer. :func:`break_cause` names why the prefix broke.
+
+A restart loses the previous request (kept in memory). So at a clean stop each session's
+last request is kept in the store as a :class:`SentDigest` (a digest and the tokens of
+each message, no text), and :func:`shared_after_restart` measures the first request after
+the restart against it. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from offload.core.tokens import TokenCounter
 from offload.proxy.rewrite.messages import Message, calls_text, content_text
 from offload.proxy.rewrite.recall import is_recall_block
+from offload.proxy.rewrite.session import SIDE, Live
 from offload.proxy.rewrite.stubs.expand import is_proxy_note
+from offload.store.store import Store
 
 #: Break causes of the proxy's own additions (beside the pipeline's: windowing,
 #: client_edit, new_session, restart, moved, stubs_restored).
@@ -94,3 +104,105 @@ def break_cause(old: Sequence[Message], first_diff: int, pipeline_cause: str | N
     if is_proxy_note(msg):
         return LOOP_NOTE
     return pipeline_cause or "client_edit"
+
+
+#: The store state namespace of the requests sent last before a stop (:class:`SentDigest`).
+SENT_NAMESPACE = "proxy.sent"
+
+
+def message_digest(msg: Message) -> str:
+    """A digest of one message as sent (its keys in order: equal messages, equal digests)."""
+    text = json.dumps(msg, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class SentDigest:
+    """A session's last request as sent, without its text: each message's digest and
+    tokens, and which ones are the proxy's own additions (their break cause, else "")."""
+
+    version: int  # the store's version of the session state the request was built on
+    digests: tuple[str, ...]
+    tokens: tuple[int, ...]
+    marks: tuple[str, ...]
+
+    @classmethod
+    def of(cls, version: int, sent: Sequence[Message], tokens: Sequence[int]) -> SentDigest:
+        """The record of a request ``sent`` (``tokens``: each message's)."""
+        marks = tuple(
+            RECALL if is_recall_block(m) else LOOP_NOTE if is_proxy_note(m) else "" for m in sent
+        )
+        return cls(version, tuple(message_digest(m) for m in sent), tuple(tokens), marks)
+
+    def to_json(self) -> dict[str, Any]:
+        """What the store saves."""
+        return {
+            "version": self.version,
+            "digests": list(self.digests),
+            "tokens": list(self.tokens),
+            "marks": list(self.marks),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> SentDigest | None:
+        """Inverse of :meth:`to_json`; None for anything unusable."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            record = cls(
+                int(data["version"]),
+                tuple(str(d) for d in data["digests"]),
+                tuple(int(t) for t in data["tokens"]),
+                tuple(str(m) for m in data["marks"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+        same = len(record.digests) == len(record.tokens) == len(record.marks)
+        return record if same else None
+
+
+def shared_after_restart(
+    record: SentDigest, new: Sequence[Message], cause: str
+) -> tuple[int, str | None]:
+    """(the token prefix ``new`` shares with the request ``record`` keeps, the break
+    cause or None when that whole request is its prefix). Only messages shared whole
+    count (the record has no text to compare the first differing one's start); a break
+    is the proxy's own addition the two first differ at, else ``cause``."""
+    n = min(len(record.digests), len(new))
+    i = total = 0
+    while i < n and record.digests[i] == message_digest(new[i]):
+        total += record.tokens[i]
+        i += 1
+    if i >= len(record.digests):
+        return total, None
+    return total, record.marks[i] or cause
+
+
+def keep_sent(store: Store, sessions: Iterable[tuple[str, Live]], kept_s: float) -> int:
+    """Keep each session's last request as sent (its digests, :class:`SentDigest`) in
+    ``store``, and drop the kept rows older than ``kept_s`` (sessions that never came
+    back). How many were kept."""
+    now = store.clock()
+    kept = [
+        (key, {**SentDigest.of(live.version, live.sent, live.sent_tokens).to_json(), "at": now})
+        for key, live in sessions
+        if live.sent and not key.endswith(SIDE)  # a side record is never resumed
+    ]
+    if kept:
+        store.put_states(SENT_NAMESPACE, kept)
+    for key, value in list(store.state_items(SENT_NAMESPACE)):
+        at = value.get("at") if isinstance(value, dict) else None
+        if not isinstance(at, (int, float)) or at < now - kept_s:
+            store.delete_state(SENT_NAMESPACE, key)
+    return len(kept)
+
+
+def take_sent(store: Store, key: str, version: int) -> SentDigest | None:
+    """The request kept at the last stop for session ``key``, if it was built on the state
+    a request now resumes (``version``); read once (the row goes)."""
+    value = store.get_state(SENT_NAMESPACE, key)
+    if value is None:
+        return None
+    store.delete_state(SENT_NAMESPACE, key)
+    record = SentDigest.from_json(value)
+    return record if record is not None and record.version == version else None

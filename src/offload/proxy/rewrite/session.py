@@ -183,6 +183,12 @@ class LiveSessions:
         """Remember ``live``, forgetting the least recently used beyond the bound."""
         self._items.put(session, live)
 
+    def items(self) -> list[tuple[str, Live]]:
+        """Every record kept, the least recently used first."""
+        keys = self._items.keys()  # an Lru is not iterable: its keys under its lock
+        kept = ((key, self._items.get(key)) for key in keys)
+        return [(key, live) for key, live in kept if live is not None]
+
     def drop(self, session: str) -> None:
         """Forget one session (after a failure, so no half-built record survives)."""
         self._items.pop(session)
