@@ -91,8 +91,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         tool_encoder=tool_encoder(settings),
     )
     if args.http:
-        limit = settings.http.max_body_bytes
-        anyio.run(lambda: run_http(gateway, gw.host, gw.port, max_body_bytes=limit))
+        http = settings.http
+        anyio.run(lambda: run_http(gateway, gw.host, gw.port, http=http))
     else:
         anyio.run(lambda: run_stdio(gateway))
     return 0

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if args.http:
             from offload.mcp.http import run_http
 
-            run_http(server, settings.mcp, max_body_bytes=settings.http.max_body_bytes)
+            run_http(server, settings.mcp, http=settings.http)
         else:
             from offload.mcp.stdio import run_stdio
 

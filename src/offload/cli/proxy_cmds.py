@@ -64,9 +64,7 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
     store = open_store(settings, serving=True)
     try:
         print(banner(settings.proxy), file=sys.stderr, flush=True)
-        app = create_app(
-            proxy_settings(settings), store, max_body_bytes=settings.http.max_body_bytes
-        )
+        app = create_app(proxy_settings(settings), store, http=settings.http)
         freeze_startup()  # what starting made lives as long as the process: never walk it
         # access logs carry method, path and status only: never headers or keys
         uvicorn.run(
