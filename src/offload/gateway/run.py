@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
+from typing import Literal
 
 import anyio
 import uvicorn
@@ -106,10 +108,14 @@ async def run_http(
     *,
     ready: anyio.Event | None = None,
     http: HttpSettings = HTTP_DEFAULTS,
+    protocol: type[asyncio.Protocol] | Literal["auto"] = "auto",
 ) -> None:
-    """Serve Streamable HTTP at ``http://host:port/mcp`` until cancelled."""
+    """Serve Streamable HTTP at ``http://host:port/mcp`` until cancelled (``protocol``:
+    uvicorn's HTTP protocol)."""
     app = http_app(gateway, host, port=port, http=http)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", http=protocol
+    )
     print(banner(host, port, gateway.settings.bearer_token), file=sys.stderr, flush=True)
     server = uvicorn.Server(config)
     try:

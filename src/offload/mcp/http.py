@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from mcp.server import Server
@@ -62,11 +63,19 @@ def banner(mcp: McpSettings) -> str:
     return head if warning is None else f"{head}\n{warning}"
 
 
-def run_http(server: Server[Any], mcp: McpSettings, *, http: HttpSettings = HTTP_DEFAULTS) -> None:
-    """Serve until interrupted."""
+def run_http(
+    server: Server[Any],
+    mcp: McpSettings,
+    *,
+    http: HttpSettings = HTTP_DEFAULTS,
+    protocol: type[asyncio.Protocol] | Literal["auto"] = "auto",
+) -> None:
+    """Serve until interrupted (``protocol``: uvicorn's HTTP protocol)."""
     import uvicorn
 
     app = http_app(server, mcp, http=http)
-    config = uvicorn.Config(app, host=mcp.host, port=mcp.port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app, host=mcp.host, port=mcp.port, log_level="warning", lifespan="on", http=protocol
+    )
     print(banner(mcp), file=sys.stderr, flush=True)
     uvicorn.Server(config).run()
