@@ -7,7 +7,9 @@ module-wide client builds it once. It keeps no idle connection, so every request
 its own and closes it after, exactly as ``httpx.get`` does: no test sees a reused
 connection it did not ask for. ``get``, ``post``, ``stream`` and ``request`` take what
 httpx's functions of the same names take; :func:`raw_exchange` sends bytes as they are
-(a head without its body, a chunked body without its end).
+(a head without its body, a chunked body without its end); :func:`stall` sends a head and
+part of a body and then nothing, and :func:`read_to_close` reads the answer to such a
+request up to the server closing the connection.
 """
 
 from __future__ import annotations
@@ -43,6 +45,27 @@ def raw_exchange(url: str, head: bytes, chunks: list[bytes]) -> tuple[int, bytes
             data += got
     status = int(data.split(b" ", 2)[1])
     return status, data.partition(b"\r\n\r\n")[2]
+
+
+def stall(url: str, sent: bytes) -> socket.socket:
+    """A connection that sent ``sent`` (a head and part of its body, or less), then nothing."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=60)
+    sock.sendall(sent)
+    return sock
+
+
+def read_to_close(sock: socket.socket) -> tuple[int, bytes]:
+    """Everything the server sends on ``sock`` until it closes the connection (a server
+    that never closes fails the socket's timeout); (status, body). Closes ``sock``."""
+    data = b""
+    with sock:
+        for _ in range(100_000):  # bounded: at most the socket timeout per round
+            got = sock.recv(65536)
+            if not got:
+                break
+            data += got
+    return int(data.split(b" ", 2)[1]), data.partition(b"\r\n\r\n")[2]
 
 
 def _expected(data: bytes) -> int:

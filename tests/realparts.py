@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import socket
@@ -129,9 +130,12 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
 class ServerThread:
     """A uvicorn server for ``app`` on a free 127.0.0.1 port, in a thread with its own loop."""
 
-    def __init__(self, app: ASGIApp, log_level: str = "warning") -> None:
+    def __init__(
+        self, app: ASGIApp, log_level: str = "warning", http: type[asyncio.Protocol] | None = None
+    ) -> None:
         self.app = app
         self.log_level = log_level
+        self.http = http  # uvicorn's HTTP protocol (None: its own choice)
         self.port = 0
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -146,7 +150,12 @@ class ServerThread:
         for _attempt in range(3):
             self.port = free_port()
             config = uvicorn.Config(
-                self.app, host="127.0.0.1", port=self.port, log_level=self.log_level, lifespan="on"
+                self.app,
+                host="127.0.0.1",
+                port=self.port,
+                log_level=self.log_level,
+                lifespan="on",
+                http=self.http or "auto",
             )
             server = uvicorn.Server(config)
             thread = threading.Thread(target=server.run, daemon=True)

@@ -81,6 +81,9 @@ def test_zero_is_allowed_where_it_means_something() -> None:
         ("local_model.base_url", "localhost:8081", "http:// or https://"),
         ("http.max_body_mb", "0", "at least 1"),
         ("http.max_body_mb", "5000", "at most 4096"),
+        ("http.body_timeout_s", "0", "above 0"),
+        ("http.body_timeout_s", "7200", "at most 3600"),
+        ("http.header_timeout_s", "-1", "above 0"),
     ],
 )
 def test_a_ratio_url_or_body_limit_out_of_range_fails_at_build_naming_it_and_its_source(

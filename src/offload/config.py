@@ -268,11 +268,23 @@ class HttpSettings:
     # the largest request body, in MiB: sized for a long agent prompt with its tool outputs
     # (a 200k-token context is ~1 MB of JSON), far below what would exhaust memory
     max_body_mb: int = 32
+    # the longest the whole request body may take to arrive, counted from the request's
+    # headers: a slow or stalled body (slowloris) is answered 408 and its connection closed
+    # past it; generous for a 32 MiB body on a slow link, short against a held connection
+    body_timeout_s: float = 60.0
+    # the longest a request's headers may take to arrive, counted from the connection (or,
+    # on a kept-alive connection, the request's first byte): a client sends them in one
+    # write, so this only ends a connection held open by sending them slowly or not at all
+    header_timeout_s: float = 20.0
 
     @property
     def max_body_bytes(self) -> int:
         """``max_body_mb`` in bytes."""
         return self.max_body_mb * 1024 * 1024
+
+
+#: The HTTP bounds of a surface built without settings (a test, a library caller).
+HTTP_DEFAULTS = HttpSettings()
 
 
 @dataclass(frozen=True)
@@ -499,8 +511,8 @@ _RATIOS = {"proxy.stub_ratio", "proxy.high_water", "proxy.target", "proxy.emerge
 _SHARES = {"proxy.recall_min_new"}  # 0 to 1
 # ratios of the context where 0 means off
 _RATIOS_OR_OFF = {"proxy.recall_ratio"}
-# the largest value some numbers may take (a body limit past this is no limit at all)
-_CEILINGS = {"http.max_body_mb": 4096}
+# the largest value some numbers may take (a body limit past these is no limit at all)
+_CEILINGS = {"http.max_body_mb": 4096, "http.body_timeout_s": 3600, "http.header_timeout_s": 3600}
 # HTTP(S) base URLs, and whether empty (not used) is allowed
 _URLS = {"proxy.upstream": False, "local_model.base_url": True}
 # (smaller, larger, strictly): the first must stay below the second

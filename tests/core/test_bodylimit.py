@@ -1,18 +1,25 @@
 """The request-body bound over real loopback HTTP: refused on a declared length before a
-byte is read, counted as a chunked body arrives, accepted whole in one message below it."""
+byte is read, counted as a chunked body arrives, accepted whole in one message below it;
+a body that does not arrive in time (sent slowly, stalled, or never begun) is answered 408
+and its connection closed, while the server goes on answering others."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 
 import loopback
-from offload.core.bodylimit import BodyLimit, jsonrpc, too_large_message
+from offload.config import HttpSettings
+from offload.core.bodylimit import BodyLimit, jsonrpc, too_large_message, too_slow_message
 from realparts import ServerThread
 
-LIMIT = 64 * 1024
+LIMIT = 1024 * 1024  # http.max_body_mb = 1
+HTTP = HttpSettings(max_body_mb=1)
+# a deadline short enough for a test to wait out, long for a loopback body sent whole
+QUICK = HttpSettings(max_body_mb=1, body_timeout_s=0.5)
 
 
 class Echo:
@@ -40,7 +47,7 @@ class Echo:
 @pytest.fixture(scope="module")
 def echo() -> Iterator[tuple[Echo, str]]:
     app = Echo()
-    server = ServerThread(BodyLimit(app, LIMIT, jsonrpc)).start()
+    server = ServerThread(BodyLimit(app, HTTP, jsonrpc, anyio.fail_after)).start()
     try:
         yield app, server.url
     finally:
@@ -91,3 +98,73 @@ def test_a_body_within_the_limit_reaches_the_app_whole_in_one_message(
     assert answer.text == f"{LIMIT} 1"
     exact = loopback.post(url + "/x", content=b"z" * LIMIT)
     assert exact.text == f"{LIMIT} 1"
+
+
+@pytest.fixture(scope="module")
+def quick() -> Iterator[tuple[Echo, str]]:
+    app = Echo()
+    server = ServerThread(BodyLimit(app, QUICK, jsonrpc, anyio.fail_after)).start()
+    try:
+        yield app, server.url
+    finally:
+        server.stop()
+
+
+def post_head(length: int) -> bytes:
+    return (
+        b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n" % length
+    )
+
+
+def test_a_body_that_stalls_midway_is_answered_408_and_its_connection_closed(
+    quick: tuple[Echo, str],
+) -> None:
+    app, url = quick
+    calls = app.calls
+    sock = loopback.stall(url, post_head(100) + b'{"jsonrpc": ')  # 12 of 100 bytes, then silence
+    # the server answers others while the stalled request waits out its deadline
+    other = loopback.post(url + "/x", content=b"a" * 10)
+    assert other.status_code == 200 and other.text == "10 1"
+    status, body = loopback.read_to_close(sock)  # returns only once the server closed
+    assert status == 408
+    assert b'"jsonrpc": "2.0"' in body and too_slow_message(0.5).encode() in body
+    assert app.calls == calls + 1  # the app never saw the stalled request
+
+
+def test_a_body_never_begun_and_a_chunked_body_left_open_are_both_timed_out(
+    quick: tuple[Echo, str],
+) -> None:
+    _app, url = quick
+    silent = loopback.stall(url, post_head(10))
+    chunked = loopback.stall(
+        url,
+        b"POST /x HTTP/1.1\r\nhost: 127.0.0.1\r\ntransfer-encoding: chunked\r\n\r\n"
+        b"4\r\nabcd\r\n",  # one chunk and no last chunk
+    )
+    assert loopback.read_to_close(silent)[0] == 408
+    assert loopback.read_to_close(chunked)[0] == 408
+    assert loopback.get(url + "/x").text == "0 1"
+
+
+def test_a_body_trickling_in_faster_than_the_deadline_is_still_cut_at_the_deadline(
+    quick: tuple[Echo, str],
+) -> None:
+    _app, url = quick
+    sock = loopback.stall(url, post_head(100_000))
+    sock.settimeout(0.1)  # a byte every 0.1 s: never idle for the 0.5 s deadline
+    answer = b""
+    with sock:
+        for _ in range(600):  # bounded: a minute of trickling at most
+            try:
+                sock.sendall(b" ")
+            except OSError:  # the server closed after answering
+                break
+            try:
+                got = sock.recv(65536)
+            except TimeoutError:
+                continue
+            if not got:
+                break
+            answer += got
+    assert answer.startswith(b"HTTP/1.1 408 ")

@@ -1,13 +1,15 @@
-"""Serving the gateway: the line ``offload gateway --http`` starts with, and its token."""
+"""Serving the gateway: the line ``offload gateway --http`` starts with, its token, and the
+deadline on a request body."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 import loopback
-from offload.config import GatewaySettings
+from offload.config import GatewaySettings, HttpSettings
 from offload.gateway.config import GatewayConfig
 from offload.gateway.run import banner, http_app
 from offload.gateway.server import Gateway
@@ -54,3 +56,24 @@ def test_with_a_bearer_token_set_the_gateways_http_endpoint_answers_only_request
     assert (bare.status_code, wrong.status_code) == (401, 401)
     assert right.status_code not in (401, 403), right.text
     assert "[gateway] bearer_token" in bare.json()["error"]
+
+
+def test_the_gateways_http_endpoint_answers_a_stalled_body_408_in_json_rpc(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "offload.db")
+    gateway = Gateway(GatewaySettings(), GatewayConfig((), {}), store)
+    app = http_app(gateway, "127.0.0.1", http=HttpSettings(body_timeout_s=0.5))
+    server = ServerThread(app).start()
+    head = (
+        b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+        b"accept: application/json, text/event-stream\r\ncontent-length: 100\r\n\r\n"
+    )
+    try:
+        status, body = loopback.read_to_close(loopback.stall(server.url, head + b'{"id": 1'))
+    finally:
+        server.stop()
+        store.close()
+    assert status == 408
+    error = json.loads(body)["error"]
+    assert error["code"] == -32600 and "http.body_timeout_s" in error["message"]

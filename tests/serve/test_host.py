@@ -1,5 +1,6 @@
 """The one-port host over real loopback HTTP: every route bounds its request body
-(``http.max_body_mb``) and refuses past it with a 413 in its own clients' error shape;
+(``http.max_body_mb``) and refuses past it with a 413 in its own clients' error shape, and
+answers a body that does not arrive in time (``http.body_timeout_s``) 408 in that shape;
 what clients send cannot add series to ``/metrics`` without bound; ``/api/`` is the host's
 own namespace (an unknown path there is a 404 naming its routes, not a trip upstream)."""
 
@@ -66,18 +67,18 @@ def plain_shaped(body: dict[str, Any]) -> bool:
     return "http.max_body_mb" in body["error"]
 
 
-@pytest.mark.parametrize(
-    ("path", "shaped"),
-    [
-        ("/v1/chat/completions", openai_shaped),
-        ("/v1/messages", anthropic_shaped),
-        ("/v1/responses", openai_shaped),
-        ("/tokenize", openai_shaped),  # passed through to the upstream below the limit
-        ("/mcp", jsonrpc_shaped),
-        ("/api/stats", plain_shaped),
-        ("/gateway/mcp", plain_shaped),  # not mounted: the host's own answer
-    ],
-)
+SHAPES = [
+    ("/v1/chat/completions", openai_shaped),
+    ("/v1/messages", anthropic_shaped),
+    ("/v1/responses", openai_shaped),
+    ("/tokenize", openai_shaped),  # passed through to the upstream below the limit
+    ("/mcp", jsonrpc_shaped),
+    ("/api/stats", plain_shaped),
+    ("/gateway/mcp", plain_shaped),  # not mounted: the host's own answer
+]
+
+
+@pytest.mark.parametrize(("path", "shaped"), SHAPES)
 def test_every_route_refuses_a_body_over_the_limit_in_its_clients_error_shape(
     host: str, upstream: ScriptedUpstream, path: str, shaped: Any
 ) -> None:
@@ -99,6 +100,48 @@ def test_a_chunked_chat_request_is_refused_once_it_passes_the_limit(
     status, body = loopback.raw_exchange(host, head, chunks)
     assert status == 413
     assert openai_shaped(json.loads(body))
+    assert upstream.chats == []
+
+
+@pytest.fixture(scope="module")
+def quick_host(
+    upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A host whose request bodies must arrive within half a second of their headers."""
+    tmp = tmp_path_factory.mktemp("quick")
+    flags = {"proxy.upstream": upstream.url, "mcp.scope": "quick", "http.body_timeout_s": 0.5}
+    settings = load_settings(env={"OFFLOAD_HOME": str(tmp / "home")}, flags=flags)
+    served = build(settings, Store.open(settings), cwd=Path(tmp))
+    server = ServerThread(served.app).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def timed_out_shape(path: str, body: dict[str, Any]) -> bool:
+    """The 408 body in the error shape of the clients of ``path``."""
+    if path == "/mcp":
+        return jsonrpc_shaped(body) and "http.body_timeout_s" in body["error"]["message"]
+    if path == "/v1/messages":
+        return bool(body["type"] == "error" and "http.body_timeout_s" in body["error"]["message"])
+    if path.startswith("/v1/") or path == "/tokenize":
+        error = body["error"]
+        return bool(error["code"] == "request_timeout" and "body_timeout_s" in error["message"])
+    return "http.body_timeout_s" in body["error"]
+
+
+def test_every_route_answers_a_stalled_body_408_in_its_clients_error_shape(
+    quick_host: str, upstream: ScriptedUpstream
+) -> None:
+    paths = [path for path, _shaped in SHAPES]
+    # all at once, they wait out one deadline together: 10 of 100 bytes, then silence
+    stalled = [loopback.stall(quick_host, declared(path, 100) + b'{"model": ') for path in paths]
+    assert loopback.get(f"{quick_host}/api/stats", timeout=10).status_code == 200
+    for path, sock in zip(paths, stalled, strict=True):
+        status, body = loopback.read_to_close(sock)
+        assert status == 408, path
+        assert timed_out_shape(path, json.loads(body)), (path, body)
     assert upstream.chats == []
 
 

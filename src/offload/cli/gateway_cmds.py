@@ -91,8 +91,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         tool_encoder=tool_encoder(settings),
     )
     if args.http:
-        limit = settings.http.max_body_bytes
-        anyio.run(lambda: run_http(gateway, gw.host, gw.port, max_body_bytes=limit))
+        from offload.cli.headers_deadline import header_deadline
+
+        http = settings.http
+        protocol = header_deadline(http.header_timeout_s)
+        anyio.run(lambda: run_http(gateway, gw.host, gw.port, http=http, protocol=protocol))
     else:
         anyio.run(lambda: run_stdio(gateway))
     return 0

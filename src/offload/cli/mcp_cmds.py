@@ -63,9 +63,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         server = build_server(McpContext.build(settings, store, Path.cwd()))
         if args.http:
+            from offload.cli.headers_deadline import header_deadline
             from offload.mcp.http import run_http
 
-            run_http(server, settings.mcp, max_body_bytes=settings.http.max_body_bytes)
+            protocol = header_deadline(settings.http.header_timeout_s)
+            run_http(server, settings.mcp, http=settings.http, protocol=protocol)
         else:
             from offload.mcp.stdio import run_stdio
 

@@ -57,6 +57,7 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
 
     import uvicorn
 
+    from offload.cli.headers_deadline import header_deadline
     from offload.proxy.app import banner, create_app, proxy_settings
 
     level = str(getattr(args, "log_level", "info")).upper()
@@ -64,9 +65,7 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
     store = open_store(settings, serving=True)
     try:
         print(banner(settings.proxy), file=sys.stderr, flush=True)
-        app = create_app(
-            proxy_settings(settings), store, max_body_bytes=settings.http.max_body_bytes
-        )
+        app = create_app(proxy_settings(settings), store, http=settings.http)
         freeze_startup()  # what starting made lives as long as the process: never walk it
         # access logs carry method, path and status only: never headers or keys
         uvicorn.run(
@@ -77,6 +76,7 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
             # a line per request costs ~0.1 ms on the streaming path; --log-level debug has it
             access_log=level == "DEBUG",
             lifespan="on",
+            http=header_deadline(settings.http.header_timeout_s),
         )
     finally:
         store.close()

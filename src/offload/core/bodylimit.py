@@ -1,4 +1,5 @@
-"""A bound on every HTTP request body, as plain ASGI middleware shared by every surface.
+"""A bound on every HTTP request body's size and time, as plain ASGI middleware shared by
+every surface.
 
 A body whose ``Content-Length`` is over the limit is refused before a byte of it is read;
 otherwise the body is counted as it arrives and refused the moment it passes the limit
@@ -6,7 +7,13 @@ otherwise the body is counted as it arrives and refused the moment it passes the
 app as one message, so the app's own ``request.body()`` costs no second copy: the memory a
 request holds is its size, not a multiple of it.
 
-The refusal (413) is in the shape of the surface's clients: each surface passes a
+The whole body must also arrive within a deadline counted from the request's headers (when
+the server hands the request to the app): a client that sends its headers and then a byte a
+minute, or stops mid-body, would otherwise hold a connection and a task for ever. Past it
+the request is answered 408 and the connection closed. Core runs no event loop of its own,
+so the caller passes the timer (:data:`Deadline`, e.g. ``anyio.fail_after``).
+
+The refusals (413, 408) are in the shape of the surface's clients: each surface passes a
 :data:`Refusal` (the proxy OpenAI's or Anthropic's error JSON per route, MCP a JSON-RPC
 error, the host's own pages ``{"error": ...}``).
 
@@ -17,15 +24,24 @@ streaming routes); it imports no web framework.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import AbstractContextManager
 from typing import Any
+
+from offload.config import HttpSettings
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 
-#: ``(path, message) -> (content type, body)`` of a refusal for the route at ``path``.
-Refusal = Callable[[str, str], tuple[bytes, bytes]]
+#: ``(path, status, message) -> (content type, body)`` of a refusal for the route at ``path``.
+Refusal = Callable[[str, int, str], tuple[bytes, bytes]]
+#: ``seconds -> context manager`` that raises ``TimeoutError`` when what it wraps runs past
+#: ``seconds`` (cancelling it): ``anyio.fail_after``.
+Deadline = Callable[[float], AbstractContextManager[object]]
+
+TOO_LARGE = 413
+TIMEOUT = 408
 
 
 def too_large_message(limit: int) -> str:
@@ -36,14 +52,22 @@ def too_large_message(limit: int) -> str:
     )
 
 
-def plain_json(path: str, message: str) -> tuple[bytes, bytes]:
+def too_slow_message(timeout_s: float) -> str:
+    """The one-line reason a request whose body did not arrive in time was refused."""
+    return (
+        f"request body too slow: the whole body must arrive within {timeout_s:g} s of the "
+        "request's headers; raise http.body_timeout_s to wait longer"
+    )
+
+
+def plain_json(path: str, status: int, message: str) -> tuple[bytes, bytes]:
     """A ``{"error": message}`` refusal (the host's own pages)."""
     import json
 
     return b"application/json", json.dumps({"error": message}).encode()
 
 
-def jsonrpc(path: str, message: str) -> tuple[bytes, bytes]:
+def jsonrpc(path: str, status: int, message: str) -> tuple[bytes, bytes]:
     """A JSON-RPC error refusal with no id (the request was never parsed): MCP routes."""
     import json
 
@@ -56,26 +80,35 @@ class BodyTooLarge(Exception):
 
 
 class BodyLimit:
-    """``app`` with every HTTP request body bounded to ``limit`` bytes."""
+    """``app`` with every HTTP request body bounded to ``http.max_body_bytes`` bytes and
+    ``http.body_timeout_s`` seconds (timed by ``deadline``)."""
 
-    def __init__(self, app: Any, limit: int, refusal: Refusal = plain_json) -> None:
-        if limit <= 0:
+    def __init__(self, app: Any, http: HttpSettings, refusal: Refusal, deadline: Deadline) -> None:
+        if http.max_body_bytes <= 0:
             raise ValueError("the body limit must be a positive number of bytes")
+        if not http.body_timeout_s > 0:
+            raise ValueError("the body timeout must be a positive number of seconds")
         self.app = app
-        self.limit = limit
+        self.limit = http.max_body_bytes
+        self.timeout_s = http.body_timeout_s
         self.refusal = refusal
+        self.deadline = deadline
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         if self._declared(scope) > self.limit:
-            await self._refuse(scope, send)
+            await self._refuse(scope, send, TOO_LARGE, too_large_message(self.limit))
             return
         try:
-            first = await self._read(receive)
+            with self.deadline(self.timeout_s):
+                first = await self._read(receive)
         except BodyTooLarge:
-            await self._refuse(scope, send)
+            await self._refuse(scope, send, TOO_LARGE, too_large_message(self.limit))
+            return
+        except TimeoutError:
+            await self._refuse(scope, send, TIMEOUT, too_slow_message(self.timeout_s))
             return
         pending: list[Message] = [first]
 
@@ -114,13 +147,15 @@ class BodyLimit:
                 body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
                 return {"type": "http.request", "body": body, "more_body": False}
 
-    async def _refuse(self, scope: MutableMapping[str, Any], send: Send) -> None:
-        content_type, body = self.refusal(scope.get("path", ""), too_large_message(self.limit))
+    async def _refuse(
+        self, scope: MutableMapping[str, Any], send: Send, status: int, message: str
+    ) -> None:
+        content_type, body = self.refusal(scope.get("path", ""), status, message)
         headers = [
             (b"content-type", content_type),
             (b"content-length", str(len(body)).encode()),
             # the rest of the body is not read: the connection cannot be reused
             (b"connection", b"close"),
         ]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
+from typing import Literal
 
 import anyio
 import uvicorn
@@ -12,7 +14,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
-from offload.config import HttpSettings
+from offload.config import HTTP_DEFAULTS, HttpSettings
 from offload.core.bearer import BearerGuard
 from offload.core.bodylimit import BodyLimit, jsonrpc
 from offload.core.listen import bind_url, exposure_warning, served_names, token_guard, url_host
@@ -64,10 +66,10 @@ def http_app(
     *,
     path: str = MCP_PATH,
     port: int = 0,
-    max_body_bytes: int = HttpSettings().max_body_bytes,
+    http: HttpSettings = HTTP_DEFAULTS,
 ) -> ASGIApp:
     """The gateway's Streamable HTTP app at ``path``: Host loopback (or ``host``), Origin
-    only the served one (any port only when ``port`` is 0), bodies up to ``max_body_bytes``.
+    only the served one (any port only when ``port`` is 0), bodies bounded in size and time by ``http``.
 
     Its lifespan runs the SDK session manager only; the upstream connections are started
     and stopped separately (:meth:`Gateway.serve`, or :meth:`Gateway.start` / ``stop``).
@@ -83,9 +85,9 @@ def http_app(
         streamable_http_path=path,
         host=host,
         transport_security=security,
-        max_request_body_size=max_body_bytes,
+        max_request_body_size=http.max_body_bytes,
     )
-    app = BodyLimit(app, max_body_bytes, jsonrpc)
+    app = BodyLimit(app, http, jsonrpc, anyio.fail_after)
     token = gateway.settings.bearer_token
     return BearerGuard(app, token, TOKEN_SETTING) if token else app
 
@@ -105,11 +107,15 @@ async def run_http(
     port: int,
     *,
     ready: anyio.Event | None = None,
-    max_body_bytes: int = HttpSettings().max_body_bytes,
+    http: HttpSettings = HTTP_DEFAULTS,
+    protocol: type[asyncio.Protocol] | Literal["auto"] = "auto",
 ) -> None:
-    """Serve Streamable HTTP at ``http://host:port/mcp`` until cancelled."""
-    app = http_app(gateway, host, port=port, max_body_bytes=max_body_bytes)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    """Serve Streamable HTTP at ``http://host:port/mcp`` until cancelled (``protocol``:
+    uvicorn's HTTP protocol)."""
+    app = http_app(gateway, host, port=port, http=http)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", http=protocol
+    )
     print(banner(host, port, gateway.settings.bearer_token), file=sys.stderr, flush=True)
     server = uvicorn.Server(config)
     try:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from typing import Any
+from typing import Any, Literal
 
+import anyio
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
-from offload.config import HttpSettings, McpSettings
+from offload.config import HTTP_DEFAULTS, HttpSettings, McpSettings
 from offload.core.bearer import BearerGuard
 from offload.core.bodylimit import BodyLimit, jsonrpc
 from offload.core.listen import bind_url, exposure_warning, served_names, token_guard, url_host
@@ -31,18 +33,18 @@ def security_settings(mcp: McpSettings) -> TransportSecuritySettings:
 
 
 def http_app(
-    server: Server[Any], mcp: McpSettings, *, max_body_bytes: int = HttpSettings().max_body_bytes
+    server: Server[Any], mcp: McpSettings, *, http: HttpSettings = HTTP_DEFAULTS
 ) -> ASGIApp:
     """The ASGI app serving ``server`` at ``/mcp`` (its lifespan runs the session manager),
-    every request body bounded to ``max_body_bytes`` (a JSON-RPC error past it)."""
+    every request body bounded in size and time by ``http`` (a JSON-RPC error past it)."""
     app: ASGIApp = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         transport_security=security_settings(mcp),
         host=mcp.host,
         # the SDK's own bound (plain text) is set to ours, which answers first in JSON-RPC
-        max_request_body_size=max_body_bytes,
+        max_request_body_size=http.max_body_bytes,
     )
-    app = BodyLimit(app, max_body_bytes, jsonrpc)
+    app = BodyLimit(app, http, jsonrpc, anyio.fail_after)
     if mcp.bearer_token:
         app = BearerGuard(app, mcp.bearer_token, "[mcp] bearer_token")
     return app
@@ -62,12 +64,18 @@ def banner(mcp: McpSettings) -> str:
 
 
 def run_http(
-    server: Server[Any], mcp: McpSettings, *, max_body_bytes: int = HttpSettings().max_body_bytes
+    server: Server[Any],
+    mcp: McpSettings,
+    *,
+    http: HttpSettings = HTTP_DEFAULTS,
+    protocol: type[asyncio.Protocol] | Literal["auto"] = "auto",
 ) -> None:
-    """Serve until interrupted."""
+    """Serve until interrupted (``protocol``: uvicorn's HTTP protocol)."""
     import uvicorn
 
-    app = http_app(server, mcp, max_body_bytes=max_body_bytes)
-    config = uvicorn.Config(app, host=mcp.host, port=mcp.port, log_level="warning", lifespan="on")
+    app = http_app(server, mcp, http=http)
+    config = uvicorn.Config(
+        app, host=mcp.host, port=mcp.port, log_level="warning", lifespan="on", http=protocol
+    )
     print(banner(mcp), file=sys.stderr, flush=True)
     uvicorn.Server(config).run()

@@ -37,13 +37,14 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from offload.config import HttpSettings, ProxySettings, Settings
+from offload.config import HTTP_DEFAULTS, HttpSettings, ProxySettings, Settings
 from offload.core.bodylimit import BodyLimit
 from offload.core.listen import bind_url, exposure_warning, token_guard
 from offload.core.urls import redact_url
@@ -54,7 +55,7 @@ from offload.proxy.routes.routes_passthrough import passthrough
 from offload.proxy.routes.routes_responses import create_response, stored_response
 from offload.proxy.routes.routes_stats import metrics, stats
 from offload.proxy.state import ProxyState, RewriterFactory, default_rewriter
-from offload.proxy.transport.errors_http import Guard, shape_for, too_large
+from offload.proxy.transport.errors_http import Guard, body_refusal, shape_for
 from offload.store.paths import default_scope
 from offload.store.store import Store
 
@@ -68,10 +69,10 @@ def create_app(
     *,
     rewriter: RewriterFactory = default_rewriter,
     transport: httpx.AsyncBaseTransport | None = None,
-    max_body_bytes: int = HttpSettings().max_body_bytes,
+    http: HttpSettings = HTTP_DEFAULTS,
 ) -> Guard:
     """The proxy as an ASGI app (guarded by Host/Origin checks and the optional token, every
-    request body bounded to ``max_body_bytes``: ``http.max_body_mb``)."""
+    request body bounded in size and time by ``http``)."""
     state = ProxyState(settings, store, rewriter=rewriter, transport=transport)
 
     @contextlib.asynccontextmanager
@@ -108,7 +109,7 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.proxy = state
     app.add_exception_handler(Exception, _internal_error)
-    return Guard.for_proxy(BodyLimit(app, max_body_bytes, too_large), settings)
+    return Guard.for_proxy(BodyLimit(app, http, body_refusal, anyio.fail_after), settings)
 
 
 def banner(settings: ProxySettings) -> str:

@@ -226,14 +226,13 @@ def build(
     from offload.mcp.server import build_server
     from offload.proxy.app import create_app, proxy_settings
 
-    limit = settings.http.max_body_bytes
-    proxy = create_app(proxy_settings(settings, cwd), store, max_body_bytes=limit)
+    proxy = create_app(proxy_settings(settings, cwd), store, http=settings.http)
     mcp_ctx = McpContext.build(settings, store, cwd)
     # the MCP guard must accept the Host this process is actually reached at
     mcp_settings = dataclasses.replace(
         settings.mcp, host=settings.proxy.host, port=settings.proxy.port
     )
-    mcp = mcp_http_app(build_server(mcp_ctx), mcp_settings, max_body_bytes=limit)
+    mcp = mcp_http_app(build_server(mcp_ctx), mcp_settings, http=settings.http)
     gateway: Gateway | None = None
     gateway_app: ASGIApp | None = None
     if gateway_file is not None:
@@ -249,7 +248,7 @@ def build(
             settings.proxy.host,
             path=GATEWAY_PATH,
             port=settings.proxy.port,
-            max_body_bytes=limit,
+            http=settings.http,
         )
     base = f"http://{_host_part(settings.proxy.host)}:{settings.proxy.port}"
     served = Served(settings, store, base, proxy, mcp, mcp_ctx, gateway, gateway_app, gateway_file)
@@ -382,7 +381,7 @@ def _host_app(served: Served) -> ASGIApp:
     # the host's own pages get the proxy's guard: Host/Origin checks, and the bearer token
     # on /metrics and /api/stats when [proxy] bearer_token is set; bodies are bounded too
     # (they take none, but an unread body must not be buffered without bound either)
-    bounded = BodyLimit(app, served.settings.http.max_body_bytes, plain_json)
+    bounded = BodyLimit(app, served.settings.http, plain_json, anyio.fail_after)
     return Guard.for_proxy(bounded, served.settings.proxy, token_paths=TOKEN_PATHS)
 
 

@@ -128,9 +128,14 @@ def shape_for(path: str) -> ErrorShape:
     return ANTHROPIC if path in ANTHROPIC_PATHS else OPENAI
 
 
-def too_large(path: str, message: str) -> tuple[bytes, bytes]:
-    """A 413 body in the shape of the route at ``path`` (for :class:`BodyLimit`)."""
-    body = shape_for(path).body(413, message, "invalid_request_error", "request_too_large")
+# OpenAI-style codes of the refusals of :class:`BodyLimit` (a body too large, too slow)
+_BODY_CODES = {413: "request_too_large", 408: "request_timeout"}
+
+
+def body_refusal(path: str, status: int, message: str) -> tuple[bytes, bytes]:
+    """A 413 or 408 body in the shape of the route at ``path`` (for :class:`BodyLimit`)."""
+    code = _BODY_CODES.get(status, status)
+    body = shape_for(path).body(status, message, "invalid_request_error", code)
     return b"application/json", json.dumps(body).encode()
 
 
