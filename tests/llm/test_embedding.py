@@ -76,6 +76,30 @@ def test_threads_share_one_load(tmp_path: Path) -> None:
     assert len(out) == 4 and all(np.array_equal(o, out[0]) for o in out)
 
 
+def test_a_model_opened_again_in_the_process_reuses_the_table_read_and_cannot_be_written(
+    model: StaticEmbedder,
+) -> None:
+    again = load_embedder(SearchSettings())
+    assert isinstance(again, StaticEmbedder) and again is not model
+    first = model.encode(["the build failed"])
+    assert np.array_equal(again.encode(["the build failed"]), first)
+    table = again._load()[0]
+    assert table is model._load()[0]
+    with pytest.raises(ValueError):
+        table[0, 0] = 1.0
+
+
+def test_a_model_file_changed_on_disk_is_read_again(tmp_path: Path, model: StaticEmbedder) -> None:
+    weights, tokenizer = tmp_path / "w.safetensors", tmp_path / "t.json"
+    weights.write_bytes(model._weights.read_bytes())
+    tokenizer.write_bytes(model._tokenizer_path.read_bytes())
+    one = StaticEmbedder("copy", weights, tokenizer)._load()[0]
+    assert StaticEmbedder("copy", weights, tokenizer)._load()[0] is one
+    weights.write_bytes(b"not a model")
+    with pytest.raises(EmbeddingUnavailable, match="cannot load copy"):
+        StaticEmbedder("copy", weights, tokenizer).encode(["hello"])
+
+
 def test_nothing_is_read_until_the_first_encode(tmp_path: Path) -> None:
     lazy = StaticEmbedder("m", tmp_path / "missing.safetensors", tmp_path / "missing.json")
     with pytest.raises(EmbeddingUnavailable, match="cannot load m"):
