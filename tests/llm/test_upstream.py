@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from offload.core.sse import iter_sse_events, stream_stats, stream_text
+from offload.core.http.sse import iter_sse_events, stream_stats, stream_text
 from offload.errors import UpstreamTimeout, UpstreamUnavailable
 from offload.llm.upstream import UpstreamClient, UpstreamHTTPError, split_base_url
 from realparts import LlamaServer, free_port

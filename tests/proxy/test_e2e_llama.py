@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from offload.core.sse import iter_sse_events, stream_text
+from offload.core.http.sse import iter_sse_events, stream_text
 from offload.proxy.rewrite.replay import load_runs
 from offload.store.store import Store
 from proxy.heavy_calls import heavy_call_runs

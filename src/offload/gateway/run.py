@@ -15,9 +15,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from offload.config import HTTP_DEFAULTS, HttpSettings
-from offload.core.bearer import BearerGuard
-from offload.core.bodylimit import BodyLimit, jsonrpc
-from offload.core.listen import bind_url, exposure_warning, served_names, token_guard, url_host
+from offload.core.http.bearer import BearerGuard
+from offload.core.http.bodylimit import BodyLimit, jsonrpc
+from offload.core.http.listen import bind_url, exposure_warning, served_names, token_guard, url_host
 from offload.gateway.children import kill_all
 from offload.gateway.server import Gateway
 

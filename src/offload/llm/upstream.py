@@ -144,7 +144,7 @@ class UpstreamClient:
         """POST a streaming chat completion; yield the raw SSE bytes as they arrive.
 
         Errors (including an HTTP error status) are raised on the first iteration.
-        Decode with :func:`offload.core.sse.iter_sse_events` if needed.
+        Decode with :func:`offload.core.http.sse.iter_sse_events` if needed.
         """
         url = f"{self.api}/chat/completions"
         body = {**payload, "stream": True}

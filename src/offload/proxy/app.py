@@ -45,8 +45,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from offload.config import HTTP_DEFAULTS, HttpSettings, ProxySettings, Settings
-from offload.core.bodylimit import BodyLimit
-from offload.core.listen import bind_url, exposure_warning, token_guard
+from offload.core.http.bodylimit import BodyLimit
+from offload.core.http.listen import bind_url, exposure_warning, token_guard
 from offload.core.urls import redact_url
 from offload.proxy.routes.chat import chat_completions
 from offload.proxy.routes.routes_anthropic import messages

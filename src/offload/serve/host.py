@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from offload.config import Settings
-from offload.core.bodylimit import BodyLimit, plain_json
-from offload.core.listen import WILDCARDS, bind_url, exposure_warning, token_guard, url_host
+from offload.core.http.bodylimit import BodyLimit, plain_json
+from offload.core.http.listen import WILDCARDS, bind_url, exposure_warning, token_guard, url_host
 from offload.core.untrusted import inline
 from offload.core.urls import redact_url
 from offload.errors import OffloadError
@@ -105,7 +105,7 @@ class Served:
 
     def exposed(self) -> list[tuple[str, bool]]:
         """What a client on another machine reaches at this port, and whether a bearer
-        token guards it (:func:`offload.core.listen.exposure_warning`)."""
+        token guards it (:func:`offload.core.http.listen.exposure_warning`)."""
         parts = [
             (
                 "the proxy /v1 and every path it passes to the model server (offload has no"

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from offload.core.sse import iter_sse_events
+from offload.core.http.sse import iter_sse_events
 from offload.proxy.retrieval.retrieval import DEFINITIONS, SEARCH_TOOL
 from offload.proxy.rewrite.messages import head_end, session_key
 from offload.store.store import Store

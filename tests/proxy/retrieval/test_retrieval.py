@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from offload.config import ProxySettings
-from offload.core.sse import iter_sse_events
+from offload.core.http.sse import iter_sse_events
 from offload.core.tokens import EstimateCounter
 from offload.errors import ConfigError
 from offload.proxy.retrieval.retrieval import (

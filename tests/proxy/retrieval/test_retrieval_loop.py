@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from offload.core.sse import iter_sse_events
+from offload.core.http.sse import iter_sse_events
 from offload.core.tokens import default_counter
 from offload.proxy.retrieval.retrieval import DEFINITIONS, READ_TOOL, SEARCH_TOOL
 from offload.proxy.retrieval.retrieval_loop import LAST_ROUND

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from offload.core.sse import SseDecoder, SseEvent
+from offload.core.http.sse import SseDecoder, SseEvent
 
 _FINISH = re.compile(r'"finish_reason"\s*:\s*"')
 _DONE = b"data: [DONE]\n\n"

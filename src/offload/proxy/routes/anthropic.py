@@ -22,7 +22,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from offload.core.sse import SseDecoder
+from offload.core.http.sse import SseDecoder
 from offload.errors import InvalidInput
 from offload.proxy.figures.metrics import cache_figures
 from offload.proxy.transport.errors_http import ANTHROPIC, anthropic_error

@@ -16,7 +16,7 @@ import anyio
 import httpx
 from starlette.requests import Request
 
-from offload.core.sse import SseDecoder, SseEvent
+from offload.core.http.sse import SseDecoder, SseEvent
 from offload.errors import UpstreamError
 
 T = TypeVar("T")

@@ -13,7 +13,7 @@ import pytest
 
 import loopback
 from offload.config import HttpSettings
-from offload.core.bodylimit import BodyLimit, jsonrpc, too_large_message, too_slow_message
+from offload.core.http.bodylimit import BodyLimit, jsonrpc, too_large_message, too_slow_message
 from realparts import ServerThread
 
 LIMIT = 1024 * 1024  # http.max_body_mb = 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from offload.core.listen import (
+from offload.core.http.listen import (
     bind_url,
     exposure_warning,
     is_loopback,

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from offload.core.bearer import BearerGuard
-from offload.core.bodylimit import Receive, Send
+from offload.core.http.bearer import BearerGuard
+from offload.core.http.bodylimit import Receive, Send
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ import json
 from collections.abc import MutableMapping
 from typing import Any
 
-from offload.core.bodylimit import App, Receive, Send
+from offload.core.http.bodylimit import App, Receive, Send
 
 
 class BearerGuard:

@@ -8,7 +8,7 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offload.core.sse import SseDecoder, SseEvent, iter_sse_events, stream_stats, stream_text
+from offload.core.http.sse import SseDecoder, SseEvent, iter_sse_events, stream_stats, stream_text
 
 STREAM = (
     'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}\n\n'
