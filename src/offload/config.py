@@ -199,6 +199,11 @@ class ProxySettings:
     # event gets its request cancelled, and the client an error event in its stream
     max_event_mb: int = 4
 
+    @property
+    def max_event_bytes(self) -> int:
+        """``max_event_mb`` in bytes."""
+        return self.max_event_mb * 1024 * 1024
+
     def __post_init__(self) -> None:
         if self.retrieval not in ("auto", "on", "off"):
             raise ConfigError(

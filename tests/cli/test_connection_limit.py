@@ -52,9 +52,7 @@ def hold(url: str, n: int) -> list[socket.socket]:
     return [loopback.stall(url, b"") for _ in range(n)]
 
 
-def test_past_the_connection_limit_a_request_is_a_503_and_served_again_once_some_close() -> (
-    None
-):
+def test_past_the_connection_limit_a_request_is_a_503_and_served_again_once_some_close() -> None:
     app = BodyLimit(hello, HTTP, plain_json, anyio.fail_after)
     with running(app) as url:
         assert loopback.get(url).text == "hello"  # alone: under the limit

@@ -163,7 +163,7 @@ def bounded_http(http: HttpSettings) -> type[asyncio.Protocol]:
             self.disarm_header_timer()
             if self.transport.is_closing():
                 return
-            if self.cycle is not None and not self.cycle.response_complete or self.pipeline:
+            if (self.cycle is not None and not self.cycle.response_complete) or self.pipeline:
                 self.flow.pause_reading()
                 return
             self.transport.write(answer)
