@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         else:
             from offload.mcp.stdio import run_stdio
 
-            run_stdio(server)
+            run_stdio(server, settings.http.max_body_bytes)
     finally:
         store.close()
     return 0
