@@ -84,6 +84,13 @@ def test_zero_is_allowed_where_it_means_something() -> None:
         ("http.body_timeout_s", "0", "above 0"),
         ("http.body_timeout_s", "7200", "at most 3600"),
         ("http.header_timeout_s", "-1", "above 0"),
+        ("http.max_header_kb", "0", "at least 1"),
+        ("http.max_header_kb", "2048", "at most 1024"),
+        ("http.max_connections", "0", "at least 1"),
+        ("proxy.max_event_mb", "0", "at least 1"),
+        ("proxy.max_event_mb", "4096", "at most 1024"),
+        ("gateway.max_upstream_tools", "0", "at least 1"),
+        ("gateway.max_upstream_catalog_mb", "0", "at least 1"),
     ],
 )
 def test_a_ratio_url_or_body_limit_out_of_range_fails_at_build_naming_it_and_its_source(

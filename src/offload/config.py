@@ -194,6 +194,15 @@ class ProxySettings:
     # again after an edit, a command run again) gets a stub naming that earlier body and
     # the changed lines instead of a gist of the whole
     delta_stubs: bool = True
+    # the most bytes, in MiB, of one server-sent event from the upstream (a line, or lines
+    # with no blank line after them): an upstream that streams past it without ending an
+    # event gets its request cancelled, and the client an error event in its stream
+    max_event_mb: int = 4
+
+    @property
+    def max_event_bytes(self) -> int:
+        """``max_event_mb`` in bytes."""
+        return self.max_event_mb * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.retrieval not in ("auto", "on", "off"):
@@ -231,6 +240,11 @@ class GatewaySettings:
     connect_timeout_s: float = 30.0
     reconnect_max_s: float = 10.0
     max_active_tools: int = 16  # deferred tools a client has back in tools/list at once
+    # what one upstream's catalog may hold: past either, its first tools that fit are kept
+    # (in the order it lists them) and the rest are left out, said in the log, the
+    # gateway's instructions and /api/stats
+    max_upstream_tools: int = 1000
+    max_upstream_catalog_mb: int = 8
     # tool search with all-MiniLM-L6-v2 when offload[tools] is installed (llm/minilm.py)
     tool_model: bool = True
     # when set, the gateway's HTTP endpoint (--http, and /gateway/mcp in serve) requires
@@ -276,11 +290,23 @@ class HttpSettings:
     # on a kept-alive connection, the request's first byte): a client sends them in one
     # write, so this only ends a connection held open by sending them slowly or not at all
     header_timeout_s: float = 20.0
+    # the most bytes a request's line and headers may take, in KiB: past it the answer is
+    # 431 and the connection is closed (nginx allows 32 KiB, h11 16 KiB); a client sending
+    # header lines without end no longer grows the server's memory
+    max_header_kb: int = 64
+    # the most connections served at once: a request on a connection past it is answered
+    # 503 in its route's shape and the connection closed (long-lived MCP streams count)
+    max_connections: int = 256
 
     @property
     def max_body_bytes(self) -> int:
         """``max_body_mb`` in bytes."""
         return self.max_body_mb * 1024 * 1024
+
+    @property
+    def max_header_bytes(self) -> int:
+        """``max_header_kb`` in bytes."""
+        return self.max_header_kb * 1024
 
 
 #: The HTTP bounds of a surface built without settings (a test, a library caller).
@@ -512,7 +538,15 @@ _SHARES = {"proxy.recall_min_new"}  # 0 to 1
 # ratios of the context where 0 means off
 _RATIOS_OR_OFF = {"proxy.recall_ratio"}
 # the largest value some numbers may take (a body limit past these is no limit at all)
-_CEILINGS = {"http.max_body_mb": 4096, "http.body_timeout_s": 3600, "http.header_timeout_s": 3600}
+_CEILINGS = {
+    "http.max_body_mb": 4096,
+    "http.body_timeout_s": 3600,
+    "http.header_timeout_s": 3600,
+    "http.max_header_kb": 1024,
+    "http.max_connections": 100_000,
+    "proxy.max_event_mb": 1024,
+    "gateway.max_upstream_catalog_mb": 1024,
+}
 # HTTP(S) base URLs, and whether empty (not used) is allowed
 _URLS = {"proxy.upstream": False, "local_model.base_url": True}
 # (smaller, larger, strictly): the first must stay below the second

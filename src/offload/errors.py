@@ -25,6 +25,7 @@ The tree, in one place::
     ├── UpstreamError               a model server or MCP upstream failed        (exit 6)
     │   ├── UpstreamUnavailable     could not connect / not started
     │   ├── UpstreamTimeout         no answer in time
+    │   ├── UpstreamTooLarge        an answer past a bound (an event stream's open event)
     │   └── ModelNotConfigured      a feature needs a local model and none is set
     └── AddressInUse                the host:port a server would listen on is    (exit 7)
                                     taken, or cannot be bound there
@@ -196,6 +197,10 @@ class UpstreamUnavailable(UpstreamError):
 
 class UpstreamTimeout(UpstreamError):
     """The upstream did not answer in time."""
+
+
+class UpstreamTooLarge(UpstreamError):
+    """The upstream sent more than a bound allows (its request is cancelled)."""
 
 
 class ModelNotConfigured(UpstreamError):

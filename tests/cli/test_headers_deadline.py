@@ -1,6 +1,8 @@
-"""The deadline on a request's headers over real loopback HTTP: a connection that sends
-nothing, or part of a request's headers, is answered 408 and closed once it passes, on a
-fresh connection and on a kept-alive one; a request sent whole is served as before."""
+"""The bounds on a request's headers over real loopback HTTP: a connection that sends
+nothing, or part of a request's headers, is answered 408 and closed once the deadline
+passes, on a fresh connection and on a kept-alive one; headers past the size limit, as
+endless lines or one endless line, are answered 431 and closed; a request sent whole is
+served as before. The connection limit is in tests/cli/test_connection_limit.py."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ import anyio
 import pytest
 
 import loopback
-from offload.cli.headers_deadline import header_deadline
+from offload.cli.headers_deadline import bounded_http
+from offload.config import HttpSettings
 from realparts import ServerThread
+
+HEAD_LIMIT_KB = 16
 
 
 async def hello(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
@@ -30,7 +35,8 @@ async def hello(scope: MutableMapping[str, Any], receive: Any, send: Any) -> Non
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    server = ServerThread(hello, http=header_deadline(0.5)).start()
+    http = HttpSettings(header_timeout_s=0.5, max_header_kb=HEAD_LIMIT_KB)
+    server = ServerThread(hello, http=bounded_http(http)).start()
     try:
         yield server.url
     finally:
@@ -66,3 +72,38 @@ def test_a_request_stalled_behind_a_slower_answer_does_not_cut_into_that_answer(
     assert status == 200
     answer, _, rest = body.partition(b"HTTP/1.1 408 Request Timeout\r\n")
     assert answer.endswith(b"5\r\nslow!\r\n0\r\n\r\n") and b"header_timeout_s" in rest
+
+
+# -- size ----------------------------------------------------------------------------------
+
+
+def _head_then_read(url: str, sent: bytes) -> tuple[int, bytes]:
+    """Send ``sent`` in one write, then nothing more; the answer up to the server's close."""
+    return loopback.read_to_close(loopback.stall(url, sent))
+
+
+def test_header_lines_past_the_size_limit_are_answered_431_and_the_connection_closed(
+    url: str,
+) -> None:
+    # a head that never ends: one header line after another, each arriving at once
+    line = b"x-filler: " + b"a" * 1000 + b"\r\n"
+    head = b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n" + line * (HEAD_LIMIT_KB + 4)
+    status, body = _head_then_read(url, head)
+    assert status == 431 and b"http.max_header_kb" in body and b"16 KiB" in body
+
+
+def test_one_endless_header_line_is_answered_431_before_it_ends(url: str) -> None:
+    head = b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\nx-endless: " + b"a" * (HEAD_LIMIT_KB + 4) * 1024
+    status, body = _head_then_read(url, head)
+    assert status == 431 and b"http.max_header_kb" in body
+
+
+def test_a_whole_request_with_headers_past_the_limit_is_not_served(url: str) -> None:
+    big = b"x-big: " + b"a" * (HEAD_LIMIT_KB + 1) * 1024 + b"\r\n"
+    status, body = _head_then_read(url, b"GET / HTTP/1.1\r\nhost: a\r\n" + big + b"\r\n")
+    assert status == 431 and b"hello" not in body
+
+
+def test_headers_under_the_limit_are_served(url: str) -> None:
+    headers = {f"x-h{i}": "v" * 500 for i in range(HEAD_LIMIT_KB)}  # ~8.5 KiB of 16
+    assert loopback.get(url, headers=headers).text == "hello"

@@ -12,6 +12,9 @@ according to MODE:
 - ``huge-error``: a JSON-RPC error whose message is 1 MiB over many lines, fence tags in it;
 - ``relist-hang``: a correct answer after telling the client its tool list changed, and
   then no answer to any later ``tools/list`` (the first is answered).
+- ``many-tools``: ``tools/list`` pages of 100 tools without end (every page names a next
+  one).
+- ``huge-tools``: 30 tools, each with a description of 100 KiB.
 
 Every other request gets a correct empty answer. It exits when stdin closes.
 """
@@ -47,6 +50,13 @@ def answer(mode: str, request: dict[str, Any]) -> None:
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "raw", "version": "1"},
         }
+    elif method == "tools/list" and mode == "many-tools":
+        page = int((request.get("params") or {}).get("cursor") or 0)
+        tools = [{**TOOL, "name": f"t{page * 100 + i:06d}"} for i in range(100)]
+        result = {"tools": tools, "nextCursor": str(page + 1)}
+    elif method == "tools/list" and mode == "huge-tools":
+        tools = [{**TOOL, "name": f"h{i:02d}", "description": "d" * 102400} for i in range(30)]
+        result = {"tools": tools}
     elif method == "tools/list":
         LISTED.append(rid)
         result = {"tools": [TOOL]}

@@ -160,3 +160,31 @@ async def locked_then_released(
     indexed = text_of(await client.call_tool("gh__big_output", {"lines": 2000}))
     assert indexed.startswith("[Response compressed")
     assert gateway.upstreams["gh"].state == "ready" and gateway.upstreams["gh"].connects == 1
+
+
+async def test_an_upstream_listing_tools_without_end_is_cut_to_the_count_bound(
+    run_gateway: RunGateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with (
+        run_gateway([raw_upstream("many-tools")], max_upstream_tools=150) as gw,
+        Client(gw.server, mode="legacy") as client,
+    ):
+        upstream = gw.upstreams["raw"]
+        # the first 150 as listed; no page asked for past the one that filled the count
+        assert [t.name for t in upstream.tools] == [f"t{i:06d}" for i in range(150)]
+        assert "kept 150 of at least 200 tools" in upstream.catalog_cut
+        assert "max_upstream_tools is 150" in upstream.catalog_cut
+        instructions = client.instructions or ""
+        assert "catalogs cut" in instructions and "kept 150 of at least 200" in instructions
+    assert any("kept 150 of" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_upstream_catalog_past_the_byte_bound_keeps_the_first_tools_that_fit(
+    run_gateway: RunGateway,
+) -> None:
+    async with run_gateway([raw_upstream("huge-tools")], max_upstream_catalog_mb=1) as gw:
+        upstream = gw.upstreams["raw"]
+        kept = [t.name for t in upstream.tools]
+        assert kept == [f"h{i:02d}" for i in range(len(kept))] and 8 <= len(kept) < 11
+        assert f"kept {len(kept)} of 30 tools" in upstream.catalog_cut
+        assert "max_upstream_catalog_mb (1 MiB" in upstream.catalog_cut

@@ -77,3 +77,23 @@ def test_the_gateways_http_endpoint_answers_a_stalled_body_408_in_json_rpc(
     assert status == 408
     error = json.loads(body)["error"]
     assert error["code"] == -32600 and "http.body_timeout_s" in error["message"]
+
+
+def test_the_gateways_http_endpoint_matches_its_host_without_regard_to_case(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "offload.db")
+    gateway = Gateway(GatewaySettings(), GatewayConfig((), {}), store)
+    server = ServerThread(http_app(gateway, "127.0.0.1")).start()
+    try:
+
+        def delete(host: str) -> int:
+            return loopback.request(
+                "DELETE", server.url + "/mcp", headers={"host": host}
+            ).status_code
+
+        upper, quirk = delete(f"LOCALHOST:{server.port}"), delete(f"127.0.0.1:{server.port}:80")
+    finally:
+        server.stop()
+        store.close()
+    assert upper not in (421, 403) and quirk == 421  # past the Host check; refused by it

@@ -14,7 +14,7 @@ from mcp.client.client import Client
 from mcp.types import TextContent
 from mcp_support import McpEnv
 
-from realparts import child_env
+from realparts import child_env, stop_process
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -153,3 +153,69 @@ def test_a_request_the_client_cancelled_does_not_hold_the_exit_after_stdin_close
     assert done.returncode == 0, done.stderr
     answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     assert answers[0]["id"] == 1 and "result" in answers[0]
+
+
+def _ping(n: int, pad: str = "") -> bytes:
+    params = {"pad": pad} if pad else {}
+    return json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping", "params": params}).encode()
+
+
+def test_a_line_past_the_limit_is_dropped_with_an_error_and_the_next_line_is_served(
+    env: McpEnv,
+) -> None:
+    big = _ping(1, "a" * (3 * 1024 * 1024))  # a valid request, but 3 MiB on a 1 MiB limit
+    done = subprocess.run(
+        [sys.executable, "-m", "offload.cli.main", "mcp"],
+        input=big + b"\n" + _ping(2) + b"\n",
+        capture_output=True,
+        cwd=env.project,
+        env=child_env(env.home, {"OFFLOAD_HTTP__MAX_BODY_MB": "1"}),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert [a["id"] for a in answers] == [None, 2]  # the dropped line, then the next one
+    assert answers[0]["error"]["code"] == -32600
+    assert "http.max_body_mb" in answers[0]["error"]["message"]
+    assert b"dropped" in done.stderr and b"3145" in done.stderr  # its size, on stderr
+
+
+def _peak_rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        line = next(x for x in status if x.startswith("VmHWM:"))
+    return int(line.split()[1])
+
+
+def test_an_endless_line_does_not_grow_the_servers_memory(env: McpEnv) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "offload.cli.main", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=env.project,
+        env=child_env(env.home, {"OFFLOAD_HTTP__MAX_BODY_MB": "1"}),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(_ping(1) + b"\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        before = _peak_rss_kb(proc.pid)
+        piece = b"a" * (1024 * 1024)
+        for _ in range(256):  # one line of 256 MiB
+            proc.stdin.write(piece)
+        proc.stdin.write(b"\n" + _ping(2) + b"\n")
+        proc.stdin.flush()
+        last: dict[str, object] = {}
+        for _ in range(2):  # the next ping's answer comes after the long line was read
+            last = json.loads(proc.stdout.readline())
+            if last["id"] == 2:
+                break
+        grown_mb = (_peak_rss_kb(proc.pid) - before) / 1024
+        assert grown_mb < 32, grown_mb  # a 256 MiB line held whole costs more than that
+        assert last["id"] == 2
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        stop_process(proc, 10)

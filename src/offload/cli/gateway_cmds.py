@@ -91,10 +91,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         tool_encoder=tool_encoder(settings),
     )
     if args.http:
-        from offload.cli.headers_deadline import header_deadline
+        from offload.cli.headers_deadline import bounded_http
 
         http = settings.http
-        protocol = header_deadline(http.header_timeout_s)
+        protocol = bounded_http(http)
         anyio.run(lambda: run_http(gateway, gw.host, gw.port, http=http, protocol=protocol))
     else:
         anyio.run(lambda: run_stdio(gateway))

@@ -63,15 +63,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         server = build_server(McpContext.build(settings, store, Path.cwd()))
         if args.http:
-            from offload.cli.headers_deadline import header_deadline
+            from offload.cli.headers_deadline import bounded_http
             from offload.mcp.http import run_http
 
-            protocol = header_deadline(settings.http.header_timeout_s)
+            protocol = bounded_http(settings.http)
             run_http(server, settings.mcp, http=settings.http, protocol=protocol)
         else:
             from offload.mcp.stdio import run_stdio
 
-            run_stdio(server)
+            run_stdio(server, settings.http.max_body_bytes)
     finally:
         store.close()
     return 0

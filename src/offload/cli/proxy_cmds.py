@@ -57,7 +57,7 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
 
     import uvicorn
 
-    from offload.cli.headers_deadline import header_deadline
+    from offload.cli.headers_deadline import bounded_http
     from offload.proxy.app import banner, create_app, proxy_settings
 
     level = str(getattr(args, "log_level", "info")).upper()
@@ -76,7 +76,7 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
             # a line per request costs ~0.1 ms on the streaming path; --log-level debug has it
             access_log=level == "DEBUG",
             lifespan="on",
-            http=header_deadline(settings.http.header_timeout_s),
+            http=bounded_http(settings.http),
         )
     finally:
         store.close()

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     import uvicorn
 
-    from offload.cli.headers_deadline import header_deadline
+    from offload.cli.headers_deadline import bounded_http
     from offload.serve.host import build
 
     level = str(getattr(args, "log_level", "info")).upper()
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             access_log=level == "DEBUG",
             lifespan="on",
             timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-            http=header_deadline(settings.http.header_timeout_s),
+            http=bounded_http(settings.http),
         )
     finally:
         store.close()

@@ -49,6 +49,7 @@ class ServerCatalog:
     prompts: tuple[types.Prompt, ...] = ()
     instructions: str = ""
     calls: int = 0  # how often its tools were used (feeds the deferral order)
+    cut: str = ""  # why its catalog was cut to what fits the bounds (empty: whole)
 
 
 @dataclass(frozen=True)
@@ -287,6 +288,10 @@ def _instructions(
             ]
             prefixes = ", ".join(f'"{p}{name}{SEP}"' for p in ITEM_PREFIXES)
             rows.append(f"- {name}: {', '.join(counts)} (source: one of {prefixes})")
+    cut = [s for s in servers if s.cut]
+    if cut:
+        rows.append("## Upstream catalogs cut to their bounds")
+        rows.extend(f"- {s.name}: {inline(s.cut, 300)}" for s in cut)
     if unavailable:
         rows.append("## Unavailable upstreams")
         rows.extend(f"- {name}: {inline(why, 300)}" for name, why in sorted(unavailable.items()))

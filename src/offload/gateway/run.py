@@ -15,7 +15,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from offload.config import HTTP_DEFAULTS, HttpSettings
-from offload.core.http.bearer import BearerGuard
+from offload.core.http.bearer import BearerGuard, HostGuard
 from offload.core.http.bodylimit import BodyLimit, jsonrpc
 from offload.core.http.listen import bind_url, exposure_warning, served_names, token_guard, url_host
 from offload.gateway.children import kill_all
@@ -78,7 +78,7 @@ def http_app(
     shown_port = str(port) if port else "*"
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{n}:*" for n in names],
+        allowed_hosts=[*names, *(f"{n}:*" for n in names)],  # as HostGuard, which runs first
         allowed_origins=[f"http://{n}:{shown_port}" for n in names],
     )
     app: ASGIApp = gateway.server.streamable_http_app(
@@ -89,7 +89,9 @@ def http_app(
     )
     app = BodyLimit(app, http, jsonrpc, anyio.fail_after)
     token = gateway.settings.bearer_token
-    return BearerGuard(app, token, TOKEN_SETTING) if token else app
+    if token:
+        app = BearerGuard(app, token, TOKEN_SETTING)
+    return HostGuard(app, served_names(host))  # first: a foreign Host before the token
 
 
 def banner(host: str, port: int, token: str = "") -> str:

@@ -262,6 +262,7 @@ class Gateway:
                 prompts=tuple(u.prompts),
                 instructions=u.instructions,
                 calls=usage.get(u.name, 0),
+                cut=u.catalog_cut,
             )
             for u in self.upstreams.values()
         ]

@@ -73,6 +73,7 @@ class Upstream:
         self.instructions = ""
         self.connects = 0
         self.noise = ""  # the last line it wrote that was not JSON-RPC
+        self.catalog_cut = ""  # why its tools were cut to the bounds (empty: all kept)
         self._client: Client | None = None
         self._attempted = anyio.Event()
         self._wake = anyio.Event()
@@ -211,12 +212,32 @@ class Upstream:
     async def _refresh(self, client: Client, kinds: set[ChangeKind]) -> None:
         caps = client.server_capabilities
         if "tools" in kinds and caps.tools is not None:
-            self.tools = await _all_pages(client.list_tools, "tools")
+            self.tools = await self._list_tools(client)
         if "resources" in kinds and caps.resources is not None:
             self.resources = await _all_pages(client.list_resources, "resources")
             self.templates = await _all_pages(client.list_resource_templates, "resource_templates")
         if "prompts" in kinds and caps.prompts is not None:
             self.prompts = await _all_pages(client.list_prompts, "prompts")
+
+    async def _list_tools(self, client: Client) -> list[types.Tool]:
+        """Its tools, page by page, cut to what fits ``max_upstream_tools`` and
+        ``max_upstream_catalog_mb`` (no page is asked for once the count is full)."""
+        fit = CatalogFit(
+            self.settings.max_upstream_tools, self.settings.max_upstream_catalog_mb * 1024 * 1024
+        )
+        cursor: str | None = None
+        for _page in range(MAX_PAGES):
+            result = await client.list_tools(cursor=cursor)
+            for tool in result.tools:
+                fit.offer(tool)
+            cursor = result.next_cursor
+            if not cursor or fit.full:
+                break
+        cut = fit.cut()
+        if cut and cut != self.catalog_cut:
+            log.warning("upstream %s: %s", self.name, cut)
+        self.catalog_cut = cut
+        return fit.kept
 
     # -- used by other tasks ---------------------------------------------------------------
 
@@ -319,10 +340,64 @@ class Upstream:
         return self.config.transport == "http" and bool(_SESSION_GONE.search(exc.error.message))
 
 
+#: The most pages of a listing asked for.
+MAX_PAGES = 100
+
+
+class CatalogFit:
+    """An upstream's tools as listed, kept while they fit: at most ``max_tools`` tools and
+    ``max_bytes`` bytes of their definitions (as JSON), in the order the upstream lists
+    them; a tool that does not fit is left out (a later, smaller one may still fit), so the
+    same listing always keeps the same tools."""
+
+    def __init__(self, max_tools: int, max_bytes: int) -> None:
+        self.max_tools = max_tools
+        self.max_bytes = max_bytes
+        self.kept: list[types.Tool] = []
+        self.size = 0
+        self.seen = 0
+        self.left_bytes = 0  # left out for their size
+
+    @property
+    def full(self) -> bool:
+        """The count is reached: no further tool can be kept."""
+        return len(self.kept) >= self.max_tools
+
+    def offer(self, tool: types.Tool) -> None:
+        """Keep ``tool`` if it fits beside those kept."""
+        self.seen += 1
+        if self.full:
+            return
+        size = len(tool.model_dump_json(by_alias=True, exclude_none=True))
+        if self.size + size > self.max_bytes:
+            self.left_bytes += 1
+            return
+        self.kept.append(tool)
+        self.size += size
+
+    def cut(self) -> str:
+        """What was left out and why, in one line (empty when every tool was kept)."""
+        if self.seen == len(self.kept):
+            return ""
+        listed = f"at least {self.seen}" if self.full else str(self.seen)
+        why = []
+        if self.full:
+            why.append(f"[gateway] max_upstream_tools is {self.max_tools}")
+        if self.left_bytes:
+            why.append(
+                f"{self.left_bytes} did not fit [gateway] max_upstream_catalog_mb "
+                f"({self.max_bytes // (1024 * 1024)} MiB of definitions)"
+            )
+        return (
+            f"kept {len(self.kept)} of {listed} tools it lists ({'; '.join(why)}); the "
+            "rest are not offered: raise the setting to take them"
+        )
+
+
 async def _all_pages(fn: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
     items: list[Any] = []
     cursor: str | None = None
-    for _page in range(100):
+    for _page in range(MAX_PAGES):
         result = await fn(cursor=cursor)
         items.extend(getattr(result, attr))
         cursor = result.next_cursor

@@ -12,7 +12,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from offload.config import HTTP_DEFAULTS, HttpSettings, McpSettings
-from offload.core.http.bearer import BearerGuard
+from offload.core.http.bearer import BearerGuard, HostGuard
 from offload.core.http.bodylimit import BodyLimit, jsonrpc
 from offload.core.http.listen import bind_url, exposure_warning, served_names, token_guard, url_host
 
@@ -27,7 +27,7 @@ def security_settings(mcp: McpSettings) -> TransportSecuritySettings:
     port = str(mcp.port) if mcp.port else "*"
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{n}:*" for n in names],
+        allowed_hosts=[*names, *(f"{n}:*" for n in names)],  # as HostGuard, which runs first
         allowed_origins=[f"http://{n}:{port}" for n in names] + list(mcp.allowed_origins),
     )
 
@@ -47,7 +47,7 @@ def http_app(
     app = BodyLimit(app, http, jsonrpc, anyio.fail_after)
     if mcp.bearer_token:
         app = BearerGuard(app, mcp.bearer_token, "[mcp] bearer_token")
-    return app
+    return HostGuard(app, served_names(mcp.host))  # first: a foreign Host before the token
 
 
 def banner(mcp: McpSettings) -> str:

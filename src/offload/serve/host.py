@@ -144,7 +144,12 @@ class Served:
                 "url": self.base_url + GATEWAY_PATH,
                 "config": str(self.gateway_file),
                 "upstreams": {
-                    u.name: {"state": u.state, "tools": len(u.tools), "error": u.error}
+                    u.name: {
+                        "state": u.state,
+                        "tools": len(u.tools),
+                        "error": u.error,
+                        "catalog_cut": u.catalog_cut,  # empty: its whole catalog is kept
+                    }
                     for u in self.gateway.upstreams.values()
                 },
             }

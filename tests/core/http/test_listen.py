@@ -8,6 +8,7 @@ from offload.core.http.listen import (
     bind_url,
     exposure_warning,
     is_loopback,
+    parse_host,
     served_names,
     token_guard,
 )
@@ -56,3 +57,30 @@ def test_a_server_answers_to_the_loopback_names_and_its_own_bound_host() -> None
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", ""])
 def test_a_wildcard_bind_adds_no_name_a_browser_could_send_as_host(host: str) -> None:
     assert served_names(host) == ("127.0.0.1", "localhost", "::1")
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ("127.0.0.1:8900", ("127.0.0.1", "8900")),
+        ("LOCALHOST:8900", ("localhost", "8900")),
+        ("localhost", ("localhost", "")),
+        ("[::1]:8900", ("::1", "8900")),
+        ("[::1]", ("::1", "")),
+        ("127.0.0.1:8900:80", None),
+        ("127.0.0.1:", None),
+        ("127.0.0.1:0", None),
+        ("127.0.0.1:65536", None),
+        ("127.0.0.1:+80", None),
+        ("127.0.0.1:٨٠", None),  # digits, but not ASCII ones
+        ("[::1]x:8900", None),
+        ("[::1:8900", None),
+        ("", None),
+        ("user@127.0.0.1:8900", None),
+        ("local host:8900", None),
+    ],
+)
+def test_a_host_header_is_a_name_and_a_port_of_digits_or_nothing(
+    value: str, parsed: tuple[str, str] | None
+) -> None:
+    assert parse_host(value) == parsed

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import json
 import time
+from itertools import pairwise
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offload.core.http.sse import SseDecoder, SseEvent, iter_sse_events, stream_stats, stream_text
+from offload.core.http.sse import (
+    EVENT_ENDS,
+    EventBound,
+    SseDecoder,
+    SseEvent,
+    iter_sse_events,
+    stream_stats,
+    stream_text,
+)
 
 STREAM = (
     'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}\n\n'
@@ -113,3 +122,35 @@ def test_decoding_costs_time_linear_in_the_bytes_however_they_arrive() -> None:
         assert decoder.feed(b"x" * 65_536) == []
     decoder.feed(b"data: end\n\n")
     assert time.process_time() - began < 5.0
+
+
+def _open_event_bytes(stream: bytes) -> int:
+    """How many bytes after the stream's last event end (a blank line) are still open."""
+    ends = [stream.rfind(mark) + len(mark) for mark in EVENT_ENDS if mark in stream]
+    return len(stream) - max(ends, default=0)
+
+
+MIXED = STREAM + b"data: a\r\n\r\ndata: b\r\rdata: c\n\r\ndata: still open\r\n"
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(MIXED)), max_size=12))
+def test_the_open_event_is_counted_the_same_however_the_bytes_are_chunked(
+    cuts: list[int],
+) -> None:
+    bound = EventBound()
+    fed = b""
+    for a, b in pairwise([0, *sorted(cuts), len(MIXED)]):
+        chunk = MIXED[a:b]
+        end = bound.feed(chunk)
+        fed += chunk
+        assert bound.pending == _open_event_bytes(fed)
+        # the offset splits the chunk after its last event end
+        assert end == 0 or _open_event_bytes(fed[: len(fed) - len(chunk) + end]) == 0
+
+
+def test_an_event_that_never_ends_is_counted_as_it_grows() -> None:
+    bound = EventBound()
+    assert bound.feed(b"data: {}\r\n\r\ndata: ") == len(b"data: {}\r\n\r\n")
+    for _ in range(1000):
+        assert bound.feed(b"x" * 1024) == 0
+    assert bound.pending == len(b"data: ") + 1024 * 1000

@@ -1,14 +1,58 @@
-"""An ASGI wrapper that lets through only HTTP requests carrying a bearer token (the MCP
-server's ``/mcp`` and the gateway's HTTP endpoint); the token is compared in constant time."""
+"""ASGI wrappers guarding the MCP endpoints (the MCP server's ``/mcp``, the gateway's):
+:class:`HostGuard` lets through only requests whose Host names this server, and
+:class:`BearerGuard` only requests carrying a bearer token, compared in constant time."""
 
 from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from typing import Any
 
-from offload.core.http.bodylimit import App, Receive, Send
+from offload.core.http.bodylimit import App, Receive, Send, jsonrpc
+from offload.core.http.listen import parse_host, url_host
+
+#: The status of a request whose Host is not this server's (as the MCP SDK answers it).
+MISDIRECTED = 421
+
+
+class HostGuard:
+    """Pure ASGI wrapper: an HTTP request's Host must be one of ``names`` (compared without
+    regard to case) with a valid port or none, else a 421 JSON-RPC error (DNS rebinding: a
+    page on another site reaches a loopback server under its own name). The Host passed on
+    is the name lower-cased, so the MCP SDK's own check (exact and case-sensitive, and
+    accepting anything after ``name:``) sees what this one accepted."""
+
+    def __init__(self, app: App, names: Iterable[str]) -> None:
+        self.app = app
+        self.names = frozenset(n.lower().strip("[]") for n in names)
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = list(scope.get("headers") or [])
+        given = [value for name, value in headers if name == b"host"]
+        parsed = parse_host(given[0].decode("latin-1")) if len(given) == 1 else None
+        if parsed is None or parsed[0] not in self.names:
+            shown = given[0].decode("latin-1")[:100] if given else "(none)"
+            message = (
+                f"Host {shown!r} is not a name this server answers to (DNS-rebinding "
+                "protection): send the host it listens on, like 127.0.0.1:PORT"
+            )
+            await _refuse(scope, send, MISDIRECTED, message)
+            return
+        name, port = parsed
+        host = url_host(name) + (f":{port}" if port else "")
+        headers = [(k, host.encode() if k == b"host" else v) for k, v in headers]
+        await self.app({**scope, "headers": headers}, receive, send)
+
+
+async def _refuse(scope: MutableMapping[str, Any], send: Send, status: int, message: str) -> None:
+    content_type, body = jsonrpc(scope.get("path", ""), status, message)
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 class BearerGuard:

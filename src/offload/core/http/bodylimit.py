@@ -13,7 +13,10 @@ minute, or stops mid-body, would otherwise hold a connection and a task for ever
 the request is answered 408 and the connection closed. Core runs no event loop of its own,
 so the caller passes the timer (:data:`Deadline`, e.g. ``anyio.fail_after``).
 
-The refusals (413, 408) are in the shape of the surface's clients: each surface passes a
+A request the server marked as past its connection limit (:data:`OVER_CAPACITY`) is
+answered 503 before its body is read.
+
+The refusals (413, 408, 503) are in the shape of the surface's clients: each surface passes a
 :data:`Refusal` (the proxy OpenAI's or Anthropic's error JSON per route, MCP a JSON-RPC
 error, the host's own pages ``{"error": ...}``).
 
@@ -42,6 +45,12 @@ Deadline = Callable[[float], AbstractContextManager[object]]
 
 TOO_LARGE = 413
 TIMEOUT = 408
+BUSY = 503
+#: The ASGI scope key by which the server marks a request that came past its connection
+#: limit (``http.max_connections``); its value is the refusal's message. The server knows
+#: the count but not the route; :class:`BodyLimit`, which every surface wraps itself in,
+#: knows the route's error shape and answers 503 in it.
+OVER_CAPACITY = "offload.over_capacity"
 
 
 def too_large_message(limit: int) -> str:
@@ -97,6 +106,10 @@ class BodyLimit:
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        busy = scope.get(OVER_CAPACITY)
+        if isinstance(busy, str):
+            await self._refuse(scope, send, BUSY, busy)
             return
         if self._declared(scope) > self.limit:
             await self._refuse(scope, send, TOO_LARGE, too_large_message(self.limit))
@@ -157,5 +170,7 @@ class BodyLimit:
             # the rest of the body is not read: the connection cannot be reused
             (b"connection", b"close"),
         ]
+        if status == BUSY:
+            headers.append((b"retry-after", b"1"))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -37,6 +37,28 @@ def served_names(host: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def parse_host(value: str) -> tuple[str, str] | None:
+    """``(name, port)`` of a Host header: the name lower-cased (an IPv6 address without its
+    brackets), the port as given ("" when absent); None unless it is ``name[:port]`` or
+    ``[address][:port]`` with a port of digits from 1 to 65535 and nothing after it (so
+    ``127.0.0.1:8900:80`` is not a Host of 127.0.0.1)."""
+    if value.startswith("["):
+        name, bracket, rest = value[1:].partition("]")
+        if not bracket:
+            return None
+    else:
+        name, colon, port_text = value.partition(":")
+        rest = colon + port_text
+    port = rest[1:]
+    if rest and not (rest[0] == ":" and port.isascii() and port.isdigit() and len(port) <= 5):
+        return None
+    if rest and not 0 < int(port) < 65536:
+        return None
+    if not name or not name.isascii() or any(c.isspace() or c in "/@[]" for c in name):
+        return None
+    return name.lower(), port
+
+
 def url_host(host: str) -> str:
     """``host`` as it stands in a URL: an IPv6 address in brackets."""
     return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -18,6 +18,35 @@ from typing import Any
 DONE = "[DONE]"
 # a line ends at CRLF, a lone CR or LF
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+#: What ends an event: a blank line after a line (lines end with LF, CR or CRLF).
+EVENT_ENDS = (b"\n\n", b"\r\r", b"\n\r\n")
+
+
+class EventBound:
+    """The bytes of the event still open in a stream fed chunk by chunk (:attr:`pending`),
+    so a reader can bound what it holds of an event that never ends. Each chunk is searched
+    once (with the two bytes before it, where an end may straddle chunks): linear."""
+
+    def __init__(self) -> None:
+        self.pending = 0
+        self._tail = b""
+
+    def feed(self, chunk: bytes) -> int:
+        """Count ``chunk``; the offset in it just past the last event end it holds (0 when
+        it holds none: the whole chunk belongs to the open event)."""
+        data = self._tail + chunk
+        end = 0
+        for mark in EVENT_ENDS:
+            at = data.rfind(mark)
+            if at >= 0:
+                end = max(end, at + len(mark))
+        self._tail = data[-2:]
+        in_chunk = end - (len(data) - len(chunk))
+        if in_chunk > 0:
+            self.pending = len(chunk) - in_chunk
+            return in_chunk
+        self.pending += len(chunk)
+        return 0
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,13 @@ from offload.proxy.rewrite.stubs.parts import names_proxy_tools
 from offload.proxy.rewrite.window import Budget
 from offload.proxy.state import ProxyState
 from offload.proxy.transport.errors_http import OPENAI
-from offload.proxy.transport.forward import UpstreamReply, close_shielded, read_all
+from offload.proxy.transport.forward import (
+    MAX_EVENT_BYTES,
+    UpstreamReply,
+    bounded_events,
+    close_shielded,
+    read_all,
+)
 
 MODES = ("auto", "on", "off")
 #: Said to the model with the results of the last round it may use.
@@ -148,7 +154,13 @@ def rounds_for(
         state.metrics.count(result.session_id, figures)
 
     return Rounds(
-        memory, offer.names, result.messages, post, state.settings.retrieval_rounds, count
+        memory,
+        offer.names,
+        result.messages,
+        post,
+        state.settings.retrieval_rounds,
+        count,
+        max_event=state.settings.max_event_bytes,
     )
 
 
@@ -174,6 +186,7 @@ class Rounds:
     extra: list[Message] = field(default_factory=list)
     figures: dict[str, int] = field(default_factory=dict)
     continuations: list[Message] = field(default_factory=list)  # what each round posted
+    max_event: int = MAX_EVENT_BYTES  # the most bytes of an upstream event held open
 
     def sent(self) -> list[Message]:
         """Every message posted upstream for this answer, round after round (the wire,
@@ -317,7 +330,8 @@ class StreamedRounds:
         try:
             while True:
                 flt = RoundFilter(loop.names, first_round=loop.rounds == 0, sent_text=sent_text)
-                async for chunk in self._current.aiter_raw():
+                chunks = bounded_events(self._current.aiter_raw(), loop.max_event)
+                async for chunk in chunks:
                     for out in flt.feed(chunk):
                         yield out
                 for out in flt.close():

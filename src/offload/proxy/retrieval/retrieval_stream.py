@@ -46,7 +46,7 @@ class RoundFilter:
         self._envelope: dict[str, Any] = {}
         self._separated = False
         self._decoder = SseDecoder()
-        self._buf = b""
+        self._buf = bytearray()  # the open LF event (grown in place: linear in its bytes)
         self._generic = False  # the stream uses CR line ends: decoded event by event
 
     # -- events ----------------------------------------------------------------------------
@@ -55,16 +55,17 @@ class RoundFilter:
         """The client's bytes for one upstream chunk."""
         if self._generic or b"\r" in chunk:
             return self._generic_feed(chunk)
+        searched = max(len(self._buf) - 1, 0)  # what was held had no event end in it
         self._buf += chunk
         out: list[bytes] = []
         start = 0
         while True:  # LF-only events (what llama-server and OpenAI send): split in place
-            end = self._buf.find(b"\n\n", start)
+            end = self._buf.find(b"\n\n", max(start, searched))
             if end < 0:
                 break
-            out.extend(self._raw_event(self._buf[start : end + 2]))
+            out.extend(self._raw_event(bytes(self._buf[start : end + 2])))
             start = end + 2
-        self._buf = self._buf[start:]
+        del self._buf[:start]
         return out
 
     def close(self) -> list[bytes]:
@@ -75,7 +76,7 @@ class RoundFilter:
     def _generic_feed(self, chunk: bytes) -> list[bytes]:
         """Any other line ends: the full SSE decoder from here on."""
         self._generic = True
-        pending, self._buf = self._buf, b""
+        pending, self._buf = bytes(self._buf), bytearray()
         return self._events(self._decoder.feed(pending + chunk))
 
     def _raw_event(self, raw: bytes) -> list[bytes]:

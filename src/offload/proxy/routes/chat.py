@@ -26,6 +26,7 @@ from offload.errors import (
     StoreError,
     UpstreamError,
     UpstreamTimeout,
+    UpstreamTooLarge,
     UpstreamUnavailable,
 )
 from offload.proxy.figures.metrics import RequestRecord, cache_figures
@@ -327,6 +328,8 @@ def break_event(exc: BaseException) -> bytes:
     mid-answer, so the client sees a failure, not a normal finish."""
     if isinstance(exc, httpx.TimeoutException | UpstreamTimeout):
         return OPENAI.event(504, f"the upstream fell silent mid-answer: {exc}", "upstream_timeout")
+    if isinstance(exc, UpstreamTooLarge):
+        return OPENAI.event(502, f"the upstream's answer was cut: {exc}", "upstream_error")
     why = str(exc) if isinstance(exc, UpstreamError) else type(exc).__name__
     return OPENAI.event(502, f"the upstream broke off mid-answer: {why}", "upstream_unavailable")
 
@@ -354,7 +357,13 @@ def _relay_stream(
             state.precount("".join(answer))
 
     return StreamingResponse(
-        relay(resp, on_event_json=on_event, on_end=on_end, on_break=break_event),
+        relay(
+            resp,
+            on_event_json=on_event,
+            on_end=on_end,
+            on_break=break_event,
+            max_event=state.settings.max_event_bytes,
+        ),
         status_code=resp.status_code,
         headers=response_headers(resp.headers),
     )

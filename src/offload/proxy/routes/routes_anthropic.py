@@ -47,6 +47,7 @@ async def messages(request: Request, state: ProxyState) -> Response:
                         resp,
                         on_end=lambda ok: record(state, result, seen, error=not ok, sent=sent()),
                         on_break=break_event,  # an OpenAI error event: converted below
+                        max_event=state.settings.max_event_bytes,
                     ),
                     model,
                     seen,

@@ -95,7 +95,9 @@ def _streamed(
         if completed:
             state.precount(stream.answer_text())
 
-    chunks = relay(resp, on_end=on_end, on_break=break_event)  # breaks: converted below
+    chunks = relay(  # breaks: converted below
+        resp, on_end=on_end, on_break=break_event, max_event=state.settings.max_event_bytes
+    )
     return StreamingResponse(stream_events(chunks, stream, seen), media_type="text/event-stream")
 
 

@@ -129,13 +129,15 @@ def shape_for(path: str) -> ErrorShape:
 
 
 # OpenAI-style codes of the refusals of :class:`BodyLimit` (a body too large, too slow)
-_BODY_CODES = {413: "request_too_large", 408: "request_timeout"}
+_BODY_CODES = {413: "request_too_large", 408: "request_timeout", 503: "server_busy"}
+_BODY_TYPES = {503: "server_error"}
 
 
 def body_refusal(path: str, status: int, message: str) -> tuple[bytes, bytes]:
-    """A 413 or 408 body in the shape of the route at ``path`` (for :class:`BodyLimit`)."""
+    """A 413, 408 or 503 body in the shape of the route at ``path`` (for :class:`BodyLimit`)."""
     code = _BODY_CODES.get(status, status)
-    body = shape_for(path).body(status, message, "invalid_request_error", code)
+    type_ = _BODY_TYPES.get(status, "invalid_request_error")
+    body = shape_for(path).body(status, message, type_, code)
     return b"application/json", json.dumps(body).encode()
 
 

@@ -16,8 +16,11 @@ import anyio
 import httpx
 from starlette.requests import Request
 
-from offload.core.http.sse import SseDecoder, SseEvent
-from offload.errors import UpstreamError
+from offload.core.http.sse import EventBound, SseDecoder, SseEvent
+from offload.errors import UpstreamError, UpstreamTooLarge
+
+#: The bound on an upstream's open event when none is given (``proxy.max_event_mb``'s default).
+MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 T = TypeVar("T")
 
@@ -142,6 +145,7 @@ async def relay(
     on_event_json: Callable[[str], None] | None = None,
     on_end: Callable[[bool], None] | None = None,
     on_break: Callable[[BaseException], bytes] | None = None,
+    max_event: int = MAX_EVENT_BYTES,
 ) -> AsyncIterator[bytes]:
     """Yield the upstream body chunk by chunk, as it arrives.
 
@@ -151,7 +155,9 @@ async def relay(
     With ``on_break`` the body is an event stream relayed whole events at a time (a client
     dispatches an event only at its blank line, so this delays nothing it could use), and
     when the upstream breaks off, the bytes ``on_break(error)`` makes (an error event in the
-    client's shape) end the stream instead of a half event.
+    client's shape) end the stream instead of a half event. An event still open past
+    ``max_event`` bytes (a line without end, lines without a blank one) is such a break:
+    the upstream request is closed, which cancels it.
     """
     decoder = SseDecoder() if on_event_json is not None else None
 
@@ -162,20 +168,22 @@ async def relay(
                     on_event_json(event.data)
 
     completed = False
-    held = b""  # with on_break: the incomplete event at the end of what arrived
+    bound = EventBound() if on_break is not None else None
+    held: list[bytes] = []  # with on_break: the open event at the end of what arrived
     try:
         async for chunk in resp.aiter_raw():
-            if on_break is not None:
-                chunk, held = _whole_events(held + chunk, len(held))
+            if bound is not None:
+                chunk, held = _whole_events(bound, chunk, held, max_event)
                 if not chunk:
                     continue
             yield chunk
             if decoder is not None:
                 watch(decoder.feed(chunk))
         if held:  # the body ended without a blank line after its last event
-            yield held
+            rest = b"".join(held)
+            yield rest
             if decoder is not None:
-                watch(decoder.feed(held))
+                watch(decoder.feed(rest))
         if decoder is not None:
             watch(decoder.close())
         completed = True
@@ -189,20 +197,35 @@ async def relay(
             on_end(completed)
 
 
-# a blank line ends an SSE event; lines end with CRLF, LF or CR
-_EVENT_ENDS = (b"\n\n", b"\r\r", b"\n\r\n")
+def event_too_long(pending: int, limit: int) -> UpstreamTooLarge:
+    """The error of an upstream event stream whose open event passed ``limit`` bytes."""
+    return UpstreamTooLarge(
+        f"the upstream sent {pending} bytes of one server-sent event without ending it, past "
+        f"the limit of {limit} bytes (proxy.max_event_mb); its request was cancelled"
+    )
 
 
-def _whole_events(data: bytes, seen: int) -> tuple[bytes, bytes]:
-    """``data`` split after its last complete event: (whole events, the rest). ``seen``:
-    how many leading bytes were searched before (only the new ones, and the few before
-    them a boundary may straddle, are searched again)."""
-    start = max(0, seen - 2)
-    end = 0
-    for mark in _EVENT_ENDS:
-        at = data.rfind(mark, start)
-        if at >= 0:
-            end = max(end, at + len(mark))
+async def bounded_events(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+    """``chunks`` as they come, raising :class:`UpstreamTooLarge` once the event they hold
+    open passes ``limit`` bytes (so a reader keeping the open event keeps at most that)."""
+    bound = EventBound()
+    async for chunk in chunks:
+        bound.feed(chunk)
+        if bound.pending > limit:
+            raise event_too_long(bound.pending, limit)
+        yield chunk
+
+
+def _whole_events(
+    bound: EventBound, chunk: bytes, held: list[bytes], limit: int
+) -> tuple[bytes, list[bytes]]:
+    """(the whole events that ``chunk`` completes, with what was ``held`` before them; the
+    open event after them, as parts): linear in the bytes, however they are chunked."""
+    end = bound.feed(chunk)
+    if bound.pending > limit:
+        raise event_too_long(bound.pending, limit)
     if not end:
-        return b"", data
-    return data[:end], data[end:]
+        held.append(chunk)
+        return b"", held
+    whole = b"".join((*held, chunk[:end])) if held else chunk[:end]
+    return whole, [chunk[end:]] if end < len(chunk) else []
