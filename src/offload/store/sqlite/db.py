@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from offload.errors import StoreBusy, StoreError
-from offload.store import legacy_tallies, legacy_vectors
+from offload.store import legacy_tallies, legacy_vectors, schema
 from offload.store.backend import Sql
 from offload.store.sqlite import frozen
 
@@ -196,6 +196,9 @@ def _migrate(conn: sqlite3.Connection) -> list[str]:
             "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)"
         )
         done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+        newer = schema.newer_schema(_where(conn), done, [name for name, _ in MIGRATIONS])
+        if newer is not None:
+            raise StoreError(newer)
         for name, fn in MIGRATIONS:
             if name in done:
                 continue
@@ -203,6 +206,12 @@ def _migrate(conn: sqlite3.Connection) -> list[str]:
             conn.execute("INSERT INTO _migrations VALUES (?, ?)", (name, time.time()))
             applied.append(name)
     return applied
+
+
+def _where(conn: sqlite3.Connection) -> str:
+    """The file of the connection's main database (for a message)."""
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return str(row[2]) if row is not None and row[2] else "(in memory)"
 
 
 def run_script(conn: sqlite3.Connection, script: str) -> None:
