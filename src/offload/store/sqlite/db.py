@@ -183,6 +183,25 @@ def write_tx(
             conn.execute(COMMIT)
 
 
+def pending(path: Path) -> list[str]:
+    """The migrations an existing store at ``path`` has not recorded yet, read without a
+    lock and without creating anything; [] for a file that is not there, not a store yet
+    (a fresh one is made, not upgraded) or not readable."""
+    if not path.is_file():
+        return []
+    try:
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return []
+    try:
+        done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    except sqlite3.Error:  # no _migrations table: not a store yet (or not a database)
+        return []
+    finally:
+        conn.close()
+    return [name for name, _ in MIGRATIONS if name not in done] if done else []
+
+
 def migrate(conn: sqlite3.Connection, busy_timeout_s: float = 15.0) -> list[str]:
     """Apply every pending migration; returns the names applied. Several processes may
     open a fresh store at once: a busy answer is retried (``retry_busy``)."""
