@@ -187,11 +187,11 @@ def pending(path: Path) -> list[str]:
     """The migrations an existing store at ``path`` has not recorded yet, read without a
     lock and without creating anything; [] for a file that is not there, not a store yet
     (a fresh one is made, not upgraded) or not readable."""
-    if not path.is_file():
-        return []
-    try:
+    try:  # a name too long, a directory not readable: the open itself then says why
+        if not path.is_file():
+            return []
         conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=1.0)
-    except sqlite3.Error:
+    except (OSError, ValueError, sqlite3.Error):
         return []
     try:
         done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
