@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,3 +86,22 @@ def test_a_scope_and_every_scope_at_once_or_a_blank_scope_are_refused(
     assert exited.value.code == 2
     assert "not allowed with" in err or "needs a scope's name" in err, err
     assert not (tmp_path / "home").exists()  # refused before any store was opened
+
+
+def test_opening_a_store_an_older_offload_left_says_once_that_it_upgrades_its_schema(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    home = str(tmp_path / "home")
+    code, _, err = run(capsys, "--home", home, "add", "kept across the upgrade")
+    assert code == 0 and "upgrading" not in err  # a fresh store is made, not upgraded
+    conn = sqlite3.connect(tmp_path / "home" / "offload.db")
+    with conn:  # as an offload that did not know the newest migration left it
+        conn.execute("DELETE FROM _migrations WHERE name = 'm_entry_rank_indexes_ascending'")
+    conn.close()
+    code, out, err = run(capsys, "--home", home, "--json", "ls")
+    assert code == 0 and err == (
+        "offload: upgrading the store's schema (1 migration, once; a large store takes a while)\n"
+    )
+    assert "kept across the upgrade" in out  # stdout stays the command's own
+    code, _, err = run(capsys, "--home", home, "ls")
+    assert code == 0 and err == ""

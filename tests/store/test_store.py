@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from offload.errors import (
     InvalidInput,
     NotFound,
     OtherScope,
+    StoreError,
     WrongType,
 )
 from offload.store import totals
@@ -328,6 +330,40 @@ def test_a_failed_write_leaves_nothing_half_written(store: Store) -> None:
     with pytest.raises(InvalidInput):
         store.put("second", label="123")
     assert store.count() == 1 and store.stats()["blocks"] == 1
+
+
+def _raw(location: Path | str, sql: str) -> list[tuple[object, ...]]:
+    """Run one statement on a store's database without opening it as a Store (committed)."""
+    if isinstance(location, Path):
+        conn = sqlite3.connect(location)
+        try:
+            with conn:
+                return list(conn.execute(sql).fetchall())
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(location) as raw:
+        cur = raw.execute(sql)
+        return list(cur.fetchall()) if cur.description else []
+
+
+def test_a_store_a_newer_offload_migrated_is_refused_saying_so_and_left_as_it_was(
+    store_location: Path | str,
+) -> None:
+    # an older offload would run its own pending migrations, then misread what the newer
+    # ones changed (vectors in 4 bits read as 8: every search failed with a traceback)
+    with Store(store_location, counter=EstimateCounter()) as s:
+        ref = s.put("kept as the newer offload left it", label="kept").entry.ref
+        s.conn.execute(Sql("INSERT INTO _migrations VALUES (?, ?)"), ("m_from_the_future", 0.0))
+    names = "SELECT name FROM _migrations ORDER BY name"
+    recorded = _raw(store_location, names)
+    with pytest.raises(StoreError, match=r"upgraded by a newer offload \(.*m_from_the_future"):
+        Store(store_location, counter=EstimateCounter())
+    assert _raw(store_location, names) == recorded
+    _raw(store_location, "DELETE FROM _migrations WHERE name = 'm_from_the_future'")
+    with Store(store_location, counter=EstimateCounter()) as s:  # as the newer offload would
+        assert s.read(ref) == "kept as the newer offload left it"
 
 
 @pytest.mark.sqlite_only

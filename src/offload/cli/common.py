@@ -19,6 +19,7 @@ from offload.llm.embedding import load_embedder
 from offload.store import Store
 from offload.store.paths import default_scope
 from offload.store.postgres.pgconn import is_postgres
+from offload.store.sqlite import db
 
 
 def open_store(settings: Settings, *, serving: bool = False, existing: bool = False) -> Store:
@@ -33,6 +34,16 @@ def open_store(settings: Settings, *, serving: bool = False, existing: bool = Fa
     """
     if existing:
         check_store_exists(settings)
+    if not settings.store.url:
+        steps = db.pending(settings.db_path)
+        if steps:  # an upgrade: a large store takes a while, and the command says nothing
+            print(
+                f"offload: upgrading the store's schema ({len(steps)} "
+                f"{'migration' if len(steps) == 1 else 'migrations'}, once; a large store "
+                "takes a while)",
+                file=sys.stderr,
+                flush=True,
+            )
     resident = settings.search.resident_mb if serving else 0
     store = Store.open(settings, embedder=load_embedder(settings.search), resident_mb=resident)
     store.reset_stale_hot()

@@ -224,6 +224,10 @@ class DoctorReport:
     # entry ids whose content hash names content the store does not hold (a lossy entry
     # without its original): nothing here can show the body stands for that content
     unverified_content: list[int] = field(default_factory=list)
+    # entry ids whose tags are all single letters: `offload add --tags a,b` of 2026-12-01 to
+    # 2026-12-05 stored one tag per letter. A note, not a problem: the words are lost, so
+    # nothing can repair them, and a user may have meant such tags
+    letter_tags: list[int] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
 
     @property

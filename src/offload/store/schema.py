@@ -9,3 +9,22 @@ from __future__ import annotations
 
 # bm25 weights of search_meta's columns (topic, summary, tags, labels, source); a body is 1.
 META_WEIGHTS = (3.0, 2.0, 2.0, 3.0, 1.0)
+
+
+def newer_schema(where: str, recorded: set[str], known: list[str]) -> str | None:
+    """Why this offload may not open a store whose schema a newer offload migrated, or None.
+
+    An older offload would run its own migrations and then misread what the newer ones
+    changed (vectors in another form, term counts in another encoding): searches that fail
+    with a traceback, or rank by garbage. ``recorded``: the names in ``_migrations``;
+    ``known``: the migrations this offload defines.
+    """
+    unknown = sorted(recorded.difference(known))
+    if not unknown:
+        return None
+    shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+    return (
+        f"the store at {where} was upgraded by a newer offload (its schema records {shown}, "
+        "which this version does not know): run that newer offload (upgrade this one, and "
+        "restart any offload process started before the upgrade); nothing was changed"
+    )

@@ -142,7 +142,11 @@ class Store(SavedState, LifecycleCalls):
                 with self._conns.lending():
                     db.migrate(self._sqlite_conn(), self.settings.busy_timeout_s)
             except db.DATABASE_ERRORS as exc:  # a damaged file, or not a database
+                self._conns.close_all()
                 raise db.database_failure(self.path, exc) from None
+            except OffloadError:  # busy past the timeout, or migrated by a newer offload
+                self._conns.close_all()
+                raise
 
     def _open_postgres(self) -> None:
         from offload.store.postgres import pgschema

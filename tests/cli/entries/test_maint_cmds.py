@@ -201,3 +201,19 @@ def test_exporting_a_scope_with_no_entries_names_the_scopes_that_have_some(
     code, out, _ = run(capsys, "export", str(tmp_path / "x.offload"), "--scope", "projj")
     assert code == 0
     assert out.splitlines()[1] == "(no entry is in that scope; the store's scopes: '', proj)"
+
+
+def test_doctor_names_entries_an_older_add_tagged_with_single_letters_and_how_to_retag_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "home"))
+    assert run(capsys, "add", "--tags", "docs,deploy", "tagged today")[0] == 0
+    with Store(tmp_path / "home" / "offload.db", counter=EstimateCounter()) as store:
+        split = store.put("tagged by an older offload add").entry
+        store.update(split.ref, tags=list("docseply"))  # as `add --tags docs,deploy` stored it
+    code, out, _ = run(capsys, "doctor")
+    assert code == 0 and out.startswith("checked 2 blocks: clean")
+    assert f"note: 1 entry (#{split.id}) tagged with single letters" in out
+    assert "offload forget" in out and "docs/upgrading.md" in out
+    code, out, _ = run(capsys, "--json", "doctor")
+    assert code == 0 and f'"letter_tags": [\n    {split.id}\n  ]' in out

@@ -560,6 +560,46 @@ def test_a_setup_an_older_offload_recorded_in_the_store_is_still_reverted(
     assert code == 2 and "nothing to revert" in err
 
 
+def _older_setup_recorded(tmp_path: Path) -> tuple[Path, Path, Path, bytes]:
+    """A cursor config an older offload's setup wrote, its run recorded in the store as that
+    version recorded it; (config root, home, the config, its bytes before that setup)."""
+    root, home = existing("cursor", tmp_path), tmp_path / "home"
+    config = root / ".cursor" / "mcp.json"
+    before = config.read_bytes()
+    saved = config.with_name("mcp.json.offload-backup-20261201T000000Z")
+    saved.write_bytes(before)
+    config.write_text('{"mcpServers": {"offload": {"command": "/old/venv/bin/offload"}}}\n')
+    run = {"path": str(config), "backup": str(saved), "written": digest(config.read_bytes())}
+    with Store(home / "offload.db", counter=EstimateCounter()) as store:
+        store.put_state(STATE, "cursor", [{"files": [run]}])
+    return root, home, config, before
+
+
+def test_a_dry_run_revert_of_an_older_offloads_setup_says_what_it_would_restore(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home, config, _ = _older_setup_recorded(tmp_path)
+    wired = config.read_bytes()
+    code, out, _ = setup(capsys, home, root, "cursor", "--revert", "--dry-run")
+    assert code == 0 and f"would restore {config} from mcp.json.offload-backup-" in out
+    assert "dry run" in out and config.read_bytes() == wired
+    code, out, _ = setup(capsys, home, root, "cursor", "--revert")  # still there to revert
+    assert code == 0 and f"restored {config}" in out
+
+
+def test_reverting_a_setup_made_over_an_older_offloads_says_the_older_one_remains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home, config, before = _older_setup_recorded(tmp_path)
+    assert setup(capsys, home, root, "cursor")[0] == 0  # the upgrade's setup, over the old one
+    code, out, _ = setup(capsys, home, root, "cursor", "--revert")
+    assert code == 0 and "older offload's setup is still recorded" in out
+    assert "/old/venv/bin/offload" in config.read_text()  # back to what the older one wrote
+    code, out, _ = setup(capsys, home, root, "cursor", "--revert")
+    assert code == 0 and config.read_bytes() == before
+    assert "still recorded" not in out
+
+
 def test_status_does_not_probe_a_base_url_the_user_set_for_themselves(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

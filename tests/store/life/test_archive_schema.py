@@ -145,3 +145,14 @@ def test_a_header_naming_a_version_not_read_here_is_refused(
         pytest.raises(InvalidInput, match="is not supported"),
     ):
         import_archive(store, archive)
+
+
+def test_an_archive_of_a_newer_version_says_a_newer_offload_wrote_it(tmp_path: Path) -> None:
+    archive = tmp_path / "v.offload"
+    head = json.dumps({"format": "offload-archive", "version": max(READS) + 1}).encode() + b"\n"
+    archive.write_bytes(zstandard.ZstdCompressor().compress(head))
+    with (
+        Store(tmp_path / "a.db", counter=EstimateCounter()) as store,
+        pytest.raises(InvalidInput, match="a newer offload wrote it; import it with that version"),
+    ):
+        import_archive(store, archive)

@@ -248,3 +248,16 @@ def test_repair_forgets_an_unverified_entry_whose_body_the_scope_holds_already(
     with pytest.raises(Gone, match=f"#{kept.id}"):
         store.resolve(f"ctx:sha256:{claimed.content_hash}")
     assert doctor(store).clean
+
+
+def test_doctor_notes_entries_tagged_with_single_letters_and_still_calls_the_store_clean(
+    store: Store,
+) -> None:
+    kept = store.put("tagged with words", tags=["docs", "deploy"]).entry
+    single = store.put("one tag of one letter", tags=["x"]).entry
+    split = store.put("tagged by the CLI of 2026-12-01 to 2026-12-05").entry
+    # `offload add --tags docs,deploy` of those days stored one tag per distinct letter
+    store.conn.execute(Sql("UPDATE entries SET tags = 'd o c s e p l y' WHERE id = ?"), (split.id,))
+    report = doctor(store)
+    assert report.letter_tags == [split.id] and report.clean
+    assert kept.id not in report.letter_tags and single.id not in report.letter_tags

@@ -71,6 +71,7 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         "chunk_map_off": report.chunk_map_off,
         "unreadable_counts": len(report.unreadable_counts),
         "unverified_content": report.unverified_content,
+        "letter_tags": report.letter_tags,
         "repaired": report.repaired,
     }
 
@@ -110,6 +111,16 @@ def _doctor_text(report: DoctorReport, repair: bool) -> str:
             "(cannot be verified: a lossy entry without its original)"
         )
     lines += [f"repaired: {r}" for r in report.repaired]
+    if report.letter_tags:
+        shown = ", ".join(f"#{i}" for i in report.letter_tags[:10])
+        more = f" and {len(report.letter_tags) - 10} more" if len(report.letter_tags) > 10 else ""
+        lines.append(
+            f"note: {counted(len(report.letter_tags), 'entry')} ({shown}{more}) tagged with single "
+            "letters: `offload add --tags` of 2026-12-01 to 2026-12-05 split the tags it was "
+            "given into letters and the words are not kept; to tag one again, save its body "
+            "(`offload cat`), `offload forget` it and add the body back with its tags "
+            "(docs/upgrading.md)"
+        )
     if not report.clean and not repair:
         lines.append("run `offload doctor --repair` to fix what can be fixed")
     return "\n".join(lines)

@@ -277,7 +277,7 @@ def revert(args: argparse.Namespace, client: Client, settings: Settings) -> int:
     where = setup_records.record_path(args.config_dir, client.name)
     record = setup_records.load(where)
     if not record or not record["files"]:
-        if not args.dry_run and revert_older(args, client, settings):
+        if revert_older(args, client, settings):
             return 0
         raise InvalidInput(
             f"nothing to revert: offload setup has not written {client.title}'s config "
@@ -300,6 +300,11 @@ def revert(args: argparse.Namespace, client: Client, settings: Settings) -> int:
     setup_records.forget(where)
     swept = setup_records.sweep_dirs(args.config_dir, [s.path for s in steps])
     done += [f"removed {d} (setup had created it; empty now)" for d in swept]
+    if older_runs(client, settings):
+        done.append(
+            "an older offload's setup is still recorded in the store: --revert again "
+            "puts back the files as they were before it"
+        )
     emit(args, {"client": client.name, "dry_run": False, "reverted": done}, _render_undo)
     return 0
 
@@ -331,10 +336,29 @@ def revert_older(args: argparse.Namespace, client: Client, settings: Settings) -
         files = runs[-1]["files"]
         for record in files:
             check_unchanged(record)
-        done = [restore(record) for record in reversed(files)]
-        store.put_state(STATE, client.name, runs[:-1])
-    emit(args, {"client": client.name, "dry_run": False, "reverted": done}, _render_undo)
+        if args.dry_run:  # what the run would do, as the run itself checks it
+            done = [_would_restore(record) for record in reversed(files)]
+        else:
+            done = [restore(record) for record in reversed(files)]
+            store.put_state(STATE, client.name, runs[:-1])
+    data = {"client": client.name, "dry_run": args.dry_run, "reverted": done}
+    emit(args, data, _render_undo)
     return True
+
+
+def _would_restore(record: dict[str, Any]) -> str:
+    if record["backup"] is None:
+        return f"would {_WOULD['remove']} {record['path']}"
+    return f"would restore {record['path']} from {Path(record['backup']).name}"
+
+
+def older_runs(client: Client, settings: Settings) -> int:
+    """How many runs of an older ``offload setup`` the store still records for ``client``
+    (0 without a store: none is created to find out)."""
+    if not settings.store.url and not settings.db_path.exists():
+        return 0
+    with open_store(settings) as store:
+        return len(store.get_state(STATE, client.name) or [])
 
 
 @dataclass

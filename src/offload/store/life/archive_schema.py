@@ -227,8 +227,11 @@ def check_header(path: Path, value: Any) -> None:
     if type(version) is not int or version not in READS:
         shown = str(version)[:20]
         reads = ", ".join(map(str, READS))
+        newer = type(version) is int and version > max(READS)
+        why = ": a newer offload wrote it; import it with that version, or upgrade this one"
         raise InvalidInput(
             f"{path}: archive version {shown} is not supported (this offload reads {reads})"
+            + (why if newer else "")
         )
 
 

@@ -77,6 +77,7 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     report.chunk_map_off = chunkmap.missing_or_stale(conn)
     report.unreadable_counts = index.unreadable_counts(conn)
     report.unverified_content = [int(r[0]) for r in conn.execute(_UNVERIFIED)]
+    report.letter_tags = letter_tags(conn)
     if repair:
         _repair(store, report)
     return report
@@ -90,6 +91,16 @@ _CHUNK_PLACE = Sql(
         "blocks b ON b.id = c.block_id WHERE c.id = %s"
     ),
 )
+
+
+def letter_tags(conn: Conn) -> list[int]:
+    """The entries whose tags are two or more single characters (DoctorReport.letter_tags)."""
+    rows = conn.execute(Sql("SELECT id, tags FROM entries WHERE tags LIKE '_ _%' ORDER BY id"))
+    return [
+        int(r[0])
+        for r in rows
+        if all(len(tag) == 1 for tag in str(r[1]).split()) and len(str(r[1]).split()) > 1
+    ]
 
 
 # an entry's content hash is verified with the block that holds the content: its body

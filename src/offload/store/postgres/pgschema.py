@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from offload.errors import StoreError
-from offload.store import legacy_tallies, legacy_vectors
+from offload.store import legacy_tallies, legacy_vectors, schema
 from offload.store.postgres.pgconn import WRITE_LOCK
 
 Migration = Callable[[Any], None]
@@ -57,6 +57,9 @@ def pending(raw: Any) -> list[str]:
     if row is None or row[0] is None:
         return [name for name, _ in MIGRATIONS]
     done = {r[0] for r in raw.execute("SELECT name FROM _migrations").fetchall()}
+    newer = schema.newer_schema("the PostgreSQL server", done, [name for name, _ in MIGRATIONS])
+    if newer is not None:
+        raise StoreError(newer)
     return [name for name, _ in MIGRATIONS if name not in done]
 
 
@@ -74,6 +77,9 @@ def _apply(raw: Any) -> list[str]:
             '(name text COLLATE "C" PRIMARY KEY, applied double precision NOT NULL)'
         )
         done = {r[0] for r in raw.execute("SELECT name FROM _migrations").fetchall()}
+        newer = schema.newer_schema("the PostgreSQL server", done, [n for n, _ in MIGRATIONS])
+        if newer is not None:
+            raise StoreError(newer)
         for name, fn in MIGRATIONS:
             if name in done:
                 continue

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from offload.errors import StoreBusy, StoreError
-from offload.store import legacy_tallies, legacy_vectors
+from offload.store import legacy_tallies, legacy_vectors, schema
 from offload.store.backend import Sql
 from offload.store.sqlite import frozen
 
@@ -183,6 +183,25 @@ def write_tx(
             conn.execute(COMMIT)
 
 
+def pending(path: Path) -> list[str]:
+    """The migrations an existing store at ``path`` has not recorded yet, read without a
+    lock and without creating anything; [] for a file that is not there, not a store yet
+    (a fresh one is made, not upgraded) or not readable."""
+    try:  # a name too long, a directory not readable: the open itself then says why
+        if not path.is_file():
+            return []
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=1.0)
+    except (OSError, ValueError, sqlite3.Error):
+        return []
+    try:
+        done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    except sqlite3.Error:  # no _migrations table: not a store yet (or not a database)
+        return []
+    finally:
+        conn.close()
+    return [name for name, _ in MIGRATIONS if name not in done] if done else []
+
+
 def migrate(conn: sqlite3.Connection, busy_timeout_s: float = 15.0) -> list[str]:
     """Apply every pending migration; returns the names applied. Several processes may
     open a fresh store at once: a busy answer is retried (``retry_busy``)."""
@@ -196,6 +215,9 @@ def _migrate(conn: sqlite3.Connection) -> list[str]:
             "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)"
         )
         done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+        newer = schema.newer_schema(_where(conn), done, [name for name, _ in MIGRATIONS])
+        if newer is not None:
+            raise StoreError(newer)
         for name, fn in MIGRATIONS:
             if name in done:
                 continue
@@ -203,6 +225,12 @@ def _migrate(conn: sqlite3.Connection) -> list[str]:
             conn.execute("INSERT INTO _migrations VALUES (?, ?)", (name, time.time()))
             applied.append(name)
     return applied
+
+
+def _where(conn: sqlite3.Connection) -> str:
+    """The file of the connection's main database (for a message)."""
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return str(row[2]) if row is not None and row[2] else "(in memory)"
 
 
 def run_script(conn: sqlite3.Connection, script: str) -> None:
