@@ -107,3 +107,15 @@ def test_a_whole_request_with_headers_past_the_limit_is_not_served(url: str) -> 
 def test_headers_under_the_limit_are_served(url: str) -> None:
     headers = {f"x-h{i}": "v" * 500 for i in range(HEAD_LIMIT_KB)}  # ~8.5 KiB of 16
     assert loopback.get(url, headers=headers).text == "hello"
+
+
+def test_headers_too_large_behind_a_slower_answer_are_refused_after_that_answer(
+    url: str,
+) -> None:
+    big = b"x-big: " + b"a" * (HEAD_LIMIT_KB + 1) * 1024 + b"\r\n"
+    first = b"GET /slow HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
+    second = b"GET / HTTP/1.1\r\nhost: a\r\n" + big + b"\r\n"  # read with the first
+    status, body = _head_then_read(url, first + second)
+    assert status == 200
+    answer, _, rest = body.partition(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+    assert answer.endswith(b"5\r\nslow!\r\n0\r\n\r\n") and b"http.max_header_kb" in rest

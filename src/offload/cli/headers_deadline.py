@@ -33,6 +33,7 @@ passes :func:`bounded_http` as uvicorn's ``http`` protocol.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -71,122 +72,147 @@ def over_capacity_message(open_now: int, limit: int) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What :class:`BoundedHttp` bounds, from ``HttpSettings``."""
+
+    header_timeout_s: float
+    head_bytes: int
+    max_connections: int
+    answer_431: bytes
+
+    @classmethod
+    def of(cls, http: HttpSettings) -> Limits:
+        """The limits of ``http``, checked."""
+        if not http.header_timeout_s > 0:
+            raise ValueError("the header timeout must be a positive number of seconds")
+        if http.max_header_bytes <= 0 or http.max_connections <= 0:
+            raise ValueError("the header and connection limits must be positive")
+        return cls(
+            http.header_timeout_s,
+            http.max_header_bytes,
+            http.max_connections,
+            too_large(http.max_header_kb),
+        )
+
+
 def bounded_http(http: HttpSettings) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol, bounding each request's headers in time
     (``http.header_timeout_s``) and size (``http.max_header_kb``), and marking requests
     past ``http.max_connections`` for a 503."""
-    timeout_s = http.header_timeout_s
-    if not timeout_s > 0:
-        raise ValueError("the header timeout must be a positive number of seconds")
-    head_limit = http.max_header_bytes
-    max_connections = http.max_connections
-    if head_limit <= 0 or max_connections <= 0:
-        raise ValueError("the header and connection limits must be positive")
-    refusal_431 = too_large(http.max_header_kb)
 
-    class BoundedHttp(HttpToolsProtocol):
-        header_timer: asyncio.TimerHandle | None = None
-        in_head = True  # the bytes read now belong to a request's line and headers
-        head_read = 0  # bytes read since the open head began (counted per read)
-        head_parsed = 0  # bytes of URL and header lines the parser handed over
-        refusal: bytes | None = None  # the answer due once the answer in progress ends
+    class Configured(BoundedHttp):
+        limits = Limits.of(http)
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self.arm_header_timer()
+    return Configured
 
-        def data_received(self, data: bytes) -> None:
-            if self.refusal is not None:
-                return  # refused: nothing more is read or kept
-            if self.in_head:
-                self.head_read += len(data)
-            super().data_received(data)
-            if self.in_head and self.head_read > head_limit and self.refusal is None:
-                self.refuse(refusal_431)
 
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self.in_head, self.head_parsed = True, 0
-            self.arm_header_timer()  # a later request on a kept-alive connection
+class BoundedHttp(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the :class:`Limits` of :func:`bounded_http`."""
 
-        def on_url(self, url: bytes) -> None:
-            if self.refusal is None:
-                self.head_parsed += len(url)
-                super().on_url(url)
+    limits: Limits
+    header_timer: asyncio.TimerHandle | None = None
+    in_head = True  # the bytes read now belong to a request's line and headers
+    head_read = 0  # bytes read since the open head began (counted per read)
+    head_parsed = 0  # bytes of URL and header lines the parser handed over
+    refusal: bytes | None = None  # the answer due once the answer in progress ends
 
-        def on_header(self, name: bytes, value: bytes) -> None:
-            if self.refusal is None:
-                self.head_parsed += len(name) + len(value) + 4  # ": " and CRLF
-                if self.head_parsed > head_limit:
-                    self.refuse(refusal_431)
-                    return
-                super().on_header(name, value)
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.arm_header_timer()
 
-        def on_headers_complete(self) -> None:
-            self.disarm_header_timer()
-            self.in_head, self.head_read = False, 0
-            if self.refusal is not None:
+    def data_received(self, data: bytes) -> None:
+        if self.refusal is not None:
+            return  # refused: nothing more is read or kept
+        if self.in_head:
+            self.head_read += len(data)
+        super().data_received(data)
+        if self.in_head and self.head_read > self.limits.head_bytes and self.refusal is None:
+            self.refuse(self.limits.answer_431)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.in_head, self.head_parsed = True, 0
+        self.arm_header_timer()  # a later request on a kept-alive connection
+
+    def on_url(self, url: bytes) -> None:
+        if self.refusal is None:
+            self.head_parsed += len(url)
+            super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.refusal is None:
+            self.head_parsed += len(name) + len(value) + 4  # ": " and CRLF
+            if self.head_parsed > self.limits.head_bytes:
+                self.refuse(self.limits.answer_431)
                 return
-            if self.head_parsed > head_limit:
-                self.refuse(refusal_431)
-                return
-            busy = max(len(self.connections), len(self.tasks) + 1)
-            if busy > max_connections:
-                self.scope[OVER_CAPACITY] = over_capacity_message(busy, max_connections)  # type: ignore[literal-required]
-            super().on_headers_complete()
+            super().on_header(name, value)
 
-        def on_body(self, body: bytes) -> None:
-            if self.refusal is None:
-                super().on_body(body)
+    def on_headers_complete(self) -> None:
+        self.disarm_header_timer()
+        self.in_head, self.head_read = False, 0
+        if self.refusal is not None:
+            return
+        if self.head_parsed > self.limits.head_bytes:
+            self.refuse(self.limits.answer_431)
+            return
+        busy = max(len(self.connections), len(self.tasks) + 1)
+        if busy > self.limits.max_connections:
+            message = over_capacity_message(busy, self.limits.max_connections)
+            self.scope[OVER_CAPACITY] = message  # type: ignore[literal-required]
+        super().on_headers_complete()
 
-        def on_message_complete(self) -> None:
-            if self.refusal is None:
-                super().on_message_complete()
-                self.in_head, self.head_read = True, 0
+    def on_body(self, body: bytes) -> None:
+        if self.refusal is None:
+            super().on_body(body)
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if self.refusal is not None:
-                self.refuse(self.refusal)  # the answer before it has ended
+    def on_message_complete(self) -> None:
+        if self.refusal is None:
+            super().on_message_complete()
+            self.in_head, self.head_read = True, 0
 
-        def send_400_response(self, msg: str) -> None:
-            if self.refusal is None:  # a refused connection's later bytes are not parsed
-                super().send_400_response(msg)
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.refusal is not None:
+            self.refuse(self.refusal)  # the answer before it has ended
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            self.disarm_header_timer()
-            super().connection_lost(exc)
+    def send_400_response(self, msg: str) -> None:
+        if self.refusal is None:  # a refused connection's later bytes are not parsed
+            super().send_400_response(msg)
 
-        def refuse(self, answer: bytes) -> None:
-            """Answer ``answer`` and close; after the answer in progress, if one is."""
-            self.refusal = answer
-            self.disarm_header_timer()
-            if self.transport.is_closing():
-                return
-            if (self.cycle is not None and not self.cycle.response_complete) or self.pipeline:
-                self.flow.pause_reading()
-                return
-            self.transport.write(answer)
-            self.transport.close()
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.disarm_header_timer()
+        super().connection_lost(exc)
 
-        def arm_header_timer(self) -> None:
-            self.disarm_header_timer()
-            self.header_timer = self.loop.call_later(timeout_s, self.headers_too_slow)
+    def refuse(self, answer: bytes) -> None:
+        """Answer ``answer`` and close; after the answer in progress, if one is."""
+        self.refusal = answer
+        self.disarm_header_timer()
+        if self.transport.is_closing():
+            return
+        if (self.cycle is not None and not self.cycle.response_complete) or self.pipeline:
+            self.flow.pause_reading()
+            return
+        self.transport.write(answer)
+        self.transport.close()
 
-        def disarm_header_timer(self) -> None:
-            if self.header_timer is not None:
-                self.header_timer.cancel()
-                self.header_timer = None
+    def arm_header_timer(self) -> None:
+        self.disarm_header_timer()
+        timeout_s = self.limits.header_timeout_s
+        self.header_timer = self.loop.call_later(timeout_s, self.headers_too_slow)
 
-        def headers_too_slow(self) -> None:
+    def disarm_header_timer(self) -> None:
+        if self.header_timer is not None:
+            self.header_timer.cancel()
             self.header_timer = None
-            if self.cycle is not None and not self.cycle.response_complete:
-                # a request pipelined behind one still being answered: its time starts
-                # once that answer is done (a 408 now would cut into the answer)
-                self.arm_header_timer()
-                return
-            if not self.transport.is_closing():
-                self.transport.write(TIMED_OUT)
-                self.transport.close()
 
-    return BoundedHttp
+    def headers_too_slow(self) -> None:
+        self.header_timer = None
+        if self.cycle is not None and not self.cycle.response_complete:
+            # a request pipelined behind one still being answered: its time starts
+            # once that answer is done (a 408 now would cut into the answer)
+            self.arm_header_timer()
+            return
+        if not self.transport.is_closing():
+            self.transport.write(TIMED_OUT)
+            self.transport.close()

@@ -103,8 +103,12 @@ def claimed_stdin() -> Iterator[BinaryIO]:
     """The client's stdin, read from a private copy of fd 0 while fd 0 itself points at the
     null device; restored after. The copy is never closed: a worker thread may still be
     blocked reading it when serving ends."""
-    private = os.dup(0)  # not inheritable: no child gets the client's messages
-    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        private = os.dup(0)  # not inheritable: no child gets the client's messages
+        null = os.open(os.devnull, os.O_RDONLY)
+    except OSError:  # no fd 0 to divert (best effort, as the SDK's): read it in place
+        yield sys.stdin.buffer
+        return
     try:
         os.dup2(null, 0)
     finally:

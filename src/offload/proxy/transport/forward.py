@@ -225,7 +225,8 @@ def _whole_events(
     if bound.pending > limit:
         raise event_too_long(bound.pending, limit)
     if not end:
-        held.append(chunk)
+        if chunk:
+            held.append(chunk)
         return b"", held
     whole = b"".join((*held, chunk[:end])) if held else chunk[:end]
     return whole, [chunk[end:]] if end < len(chunk) else []
