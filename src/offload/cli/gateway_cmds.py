@@ -97,7 +97,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         protocol = bounded_http(http)
         anyio.run(lambda: run_http(gateway, gw.host, gw.port, http=http, protocol=protocol))
     else:
-        anyio.run(lambda: run_stdio(gateway))
+        from offload.mcp.stdio import claimed_stdin, serve_stdio
+
+        max_line = settings.http.max_body_bytes
+        with claimed_stdin() as source:
+            # the gateway's server on the bounded stdio loop `offload mcp` uses: a line
+            # past http.max_body_mb is dropped with an error, not held whole
+            anyio.run(
+                lambda: run_stdio(
+                    gateway, lambda server: serve_stdio(server, source, max_line, "offload gateway")
+                )
+            )
     return 0
 
 

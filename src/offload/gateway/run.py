@@ -6,10 +6,12 @@ import asyncio
 import os
 import signal
 import sys
-from typing import Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 import anyio
 import uvicorn
+from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
@@ -25,17 +27,24 @@ MCP_PATH = "/mcp"
 _STOP_S = 5.0  # upstreams get this long to close after a signal, then they are killed
 
 
-async def run_stdio(gateway: Gateway) -> None:
-    """Serve one client over this process's stdin/stdout until it disconnects."""
+async def run_stdio(
+    gateway: Gateway, serve: Callable[[Server[Any]], Awaitable[None]] | None = None
+) -> None:
+    """Serve one client over this process's stdin/stdout until it disconnects; ``serve``
+    runs the gateway's MCP server on them (the command's own stdio loop, which bounds a
+    line; default: the SDK's)."""
+
+    async def sdk_stdio(server: Server[Any]) -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    run = serve or sdk_stdio
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_exit_on_signal, gateway)
 
             async def body() -> None:
-                async with stdio_server() as (read, write):
-                    await gateway.server.run(
-                        read, write, gateway.server.create_initialization_options()
-                    )
+                await run(gateway.server)
 
             await gateway.serve(tg, body)
             tg.cancel_scope.cancel()

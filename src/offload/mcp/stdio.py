@@ -162,16 +162,20 @@ class _Relay:
 
 
 async def serve_stdio(
-    server: Server[Any], source: BinaryIO, max_line: int = HTTP_DEFAULTS.max_body_bytes
+    server: Server[Any],
+    source: BinaryIO,
+    max_line: int = HTTP_DEFAULTS.max_body_bytes,
+    who: str = "offload mcp",
 ) -> None:
     """Serve one client on ``source`` (its stdin) and stdout until it closes them and has
-    its answers; a line of ``source`` longer than ``max_line`` bytes is dropped."""
+    its answers; a line of ``source`` longer than ``max_line`` bytes is dropped (said on
+    stderr after ``who``, the command serving)."""
     server_writes, to_client = anyio.create_memory_object_stream[SessionMessage](0)
     refusals = server_writes.clone()  # the answers to dropped lines go out with the rest
 
     async def dropped(size: int) -> None:
         message = too_long_message(size, max_line)
-        print(f"offload mcp: {message}", file=sys.stderr, flush=True)
+        print(f"{who}: {message}", file=sys.stderr, flush=True)
         error = ErrorData(code=INVALID_REQUEST, message=message)
         await refusals.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error)))
 
