@@ -198,11 +198,20 @@ class ProxySettings:
     # with no blank line after them): an upstream that streams past it without ending an
     # event gets its request cancelled, and the client an error event in its stream
     max_event_mb: int = 4
+    # the most bytes, in MiB, of a whole (not streamed) answer from the upstream: past it
+    # the request is cancelled and the client gets a 502 in its shape (an answer with
+    # every token's log-probabilities runs to a few MiB; a model's text far less)
+    max_answer_mb: int = 64
 
     @property
     def max_event_bytes(self) -> int:
         """``max_event_mb`` in bytes."""
         return self.max_event_mb * 1024 * 1024
+
+    @property
+    def max_answer_bytes(self) -> int:
+        """``max_answer_mb`` in bytes."""
+        return self.max_answer_mb * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.retrieval not in ("auto", "on", "off"):
@@ -545,6 +554,7 @@ _CEILINGS = {
     "http.max_header_kb": 1024,
     "http.max_connections": 100_000,
     "proxy.max_event_mb": 1024,
+    "proxy.max_answer_mb": 4096,
     "gateway.max_upstream_catalog_mb": 1024,
 }
 # HTTP(S) base URLs, and whether empty (not used) is allowed

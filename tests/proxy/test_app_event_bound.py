@@ -2,7 +2,8 @@
 ``proxy.max_event_mb`` the client's stream ends with an error event in its own API's shape
 (OpenAI chat, with and without the proxy's retrieval round; Anthropic Messages; Responses)
 and the upstream's connection is closed (its request cancelled), instead of the proxy
-holding the open line whole."""
+holding the open line whole. Likewise a whole answer without end, past
+``proxy.max_answer_mb``: a 502 in the route's shape."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class EndlessUpstream(SocketUpstream):
     until the proxy closes the connection (``cut`` is set then) or :data:`MOST` bytes."""
 
     newlines: bool = False  # "data: x" lines, never a blank one, instead of one line
+    whole: bool = False  # a JSON answer (not an event stream) that never ends
     cut: threading.Event = field(default_factory=threading.Event)
 
     def answer(self, conn: socket.socket, n: int, request_line: bytes, body: bytes) -> bool:
@@ -47,6 +49,9 @@ class EndlessUpstream(SocketUpstream):
             return True
         first = b"data: " + json.dumps(FIRST).encode() + b"\n\ndata: "
         head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        if self.whole:
+            first = b'{"choices": [{"index": 0, "message": {"content": "'
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
         try:
             conn.sendall(head + b"transfer-encoding: chunked\r\n\r\n" + _chunk(first))
             piece = (b"data: xxxxxxx\n" * (PIECE // 14)) if self.newlines else b"x" * PIECE
@@ -136,3 +141,24 @@ def test_an_endless_event_fails_the_responses_stream(store: Store) -> None:
     got = [json.loads(data) for _, data in events(text) if data.startswith("{")]
     assert got[-1]["type"] == "response.failed"
     assert "proxy.max_event_mb" in json.dumps(got[-1])
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", {"messages": HELLO}),
+        ("/v1/messages", {"model": "m", "max_tokens": 16, "messages": HELLO}),
+        ("/v1/responses", {"model": "m", "input": "hello there"}),
+    ],
+)
+def test_a_whole_answer_without_end_is_a_502_in_the_routes_shape_and_cancels_the_upstream(
+    store: Store, path: str, body: dict[str, Any]
+) -> None:
+    with (
+        running(EndlessUpstream(whole=True)) as up,
+        proxy(up.url, store, max_answer_mb=1) as url,
+    ):
+        resp = loopback.post(url + path, json=body, timeout=60)
+        assert up.cut.wait(30)  # the proxy closed the upstream's connection
+    assert resp.status_code == 502
+    assert "proxy.max_answer_mb" in resp.text and len(resp.content) < 4096

@@ -50,11 +50,13 @@ from offload.proxy.rewrite.window import Budget
 from offload.proxy.state import ProxyState
 from offload.proxy.transport.errors_http import OPENAI
 from offload.proxy.transport.forward import (
+    MAX_ANSWER_BYTES,
     MAX_EVENT_BYTES,
     UpstreamReply,
     bounded_events,
     close_shielded,
     read_all,
+    read_capped,
 )
 
 MODES = ("auto", "on", "off")
@@ -161,6 +163,7 @@ def rounds_for(
         state.settings.retrieval_rounds,
         count,
         max_event=state.settings.max_event_bytes,
+        max_answer=state.settings.max_answer_bytes,
     )
 
 
@@ -187,6 +190,7 @@ class Rounds:
     figures: dict[str, int] = field(default_factory=dict)
     continuations: list[Message] = field(default_factory=list)  # what each round posted
     max_event: int = MAX_EVENT_BYTES  # the most bytes of an upstream event held open
+    max_answer: int = MAX_ANSWER_BYTES  # the most bytes of a whole answer read
 
     def sent(self) -> list[Message]:
         """Every message posted upstream for this answer, round after round (the wire,
@@ -210,7 +214,7 @@ class Rounds:
         texts: list[str] = []
         usages: list[Any] = []
         while True:
-            body = await read_all(resp)
+            body = await read_all(resp, self.max_answer)
             if resp is first and b'"tool_calls"' not in body:
                 return Settled(resp.status_code, resp.headers, body)  # no call: as it came
             obj = _json_object(body)
@@ -232,7 +236,7 @@ class Rounds:
                 return Settled(resp.status_code, resp.headers, final)
             resp = await self.round(texts[-1], [_plain_call(c) for c in ours])
             if resp.status_code >= 400:
-                return Settled(resp.status_code, resp.headers, await read_all(resp))
+                return Settled(resp.status_code, resp.headers, await read_capped(resp))
 
     @property
     def rounds(self) -> int:
@@ -349,7 +353,7 @@ class StreamedRounds:
                 await close_shielded(self._current)
                 self._current = await loop.round(flt.text(), ours)
                 if self._current.status_code >= 400:
-                    yield _error_event(self._current.status_code, await read_all(self._current))
+                    yield _error_event(self._current.status_code, await read_capped(self._current))
                     return
         finally:
             loop._flush()

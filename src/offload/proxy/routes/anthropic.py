@@ -23,10 +23,10 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from offload.core.http.sse import SseDecoder
-from offload.errors import InvalidInput
+from offload.errors import InvalidInput, UpstreamTooLarge
 from offload.proxy.figures.metrics import cache_figures
 from offload.proxy.transport.errors_http import ANTHROPIC, anthropic_error
-from offload.proxy.transport.forward import UpstreamReply
+from offload.proxy.transport.forward import MAX_ANSWER_BYTES, UpstreamReply, read_all
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -160,15 +160,18 @@ def _message_id() -> str:
 
 
 async def message_response(
-    resp: UpstreamReply, model: str, on_obj: Callable[[dict[str, Any]], None]
+    resp: UpstreamReply,
+    model: str,
+    on_obj: Callable[[dict[str, Any]], None],
+    limit: int = MAX_ANSWER_BYTES,
 ) -> Response:
-    """A non-streaming chat answer as an Anthropic message."""
+    """A non-streaming chat answer as an Anthropic message (a 502 past ``limit`` bytes)."""
     try:
-        obj = json.loads(await resp.aread())
+        obj = json.loads(await read_all(resp, limit))
+    except UpstreamTooLarge as exc:
+        return anthropic_error(502, str(exc), "api_error")
     except ValueError:
         return anthropic_error(502, "upstream answered with non-JSON", "api_error")
-    finally:
-        await resp.aclose()
     on_obj(obj if isinstance(obj, dict) else {})
     choice = (obj.get("choices") or [{}])[0] if isinstance(obj, dict) else {}
     message = choice.get("message") or {}

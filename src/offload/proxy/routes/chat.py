@@ -47,6 +47,7 @@ from offload.proxy.transport.forward import (
     close_shielded,
     race_disconnect,
     read_all,
+    read_capped,
     relay,
     request_headers,
     response_headers,
@@ -302,6 +303,9 @@ async def _answered(
     except (httpx.TimeoutException, UpstreamTimeout) as exc:
         _count_error(state, upstream.exchange.result)
         return shape.response(504, f"upstream did not answer in time: {exc}", "upstream_timeout")
+    except UpstreamTooLarge as exc:  # a whole answer (a retrieval round's) past the bound
+        _count_error(state, upstream.exchange.result)
+        return shape.response(502, str(exc), "upstream_error")
     except (httpx.HTTPError, UpstreamUnavailable) as exc:
         _count_error(state, upstream.exchange.result)
         why = str(exc) if isinstance(exc, UpstreamError) else type(exc).__name__
@@ -373,7 +377,12 @@ async def _relay_whole(
     request: Request, state: ProxyState, resp: UpstreamReply, result: RewriteResult, sent: Sent
 ) -> Response:
     """Read a whole answer (unless the client goes away first), count it and pass it on."""
-    body_or_none = await race_disconnect(request, lambda: read_all(resp))
+    limit = state.settings.max_answer_bytes
+    try:
+        body_or_none = await race_disconnect(request, lambda: read_all(resp, limit))
+    except UpstreamTooLarge as exc:
+        _count_error(state, result)
+        return OPENAI.response(502, str(exc), "upstream_error")
     if body_or_none is None:
         await close_shielded(resp)
         _count_error(state, result)
@@ -405,10 +414,7 @@ def _answer_text(obj: dict[str, Any], part: str) -> str:
 
 async def error_body(resp: UpstreamReply) -> bytes:
     """An error response's whole body, closing it (httpx keeps it for a second read)."""
-    try:
-        return await resp.aread()
-    finally:
-        await close_shielded(resp)
+    return await read_capped(resp)
 
 
 async def _rewrite(

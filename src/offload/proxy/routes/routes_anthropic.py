@@ -21,7 +21,7 @@ from offload.proxy.routes.chat import (
 )
 from offload.proxy.state import ProxyState
 from offload.proxy.transport.errors_http import ANTHROPIC, anthropic_error
-from offload.proxy.transport.forward import UpstreamReply, relay
+from offload.proxy.transport.forward import UpstreamReply, read_capped, relay
 
 
 async def messages(request: Request, state: ProxyState) -> Response:
@@ -38,7 +38,7 @@ async def messages(request: Request, state: ProxyState) -> Response:
         resp: UpstreamReply, stream: bool, result: RewriteResult, sent: Sent
     ) -> Response:
         if resp.status_code >= 400:
-            return anthropic.error_response(resp.status_code, await resp.aread())
+            return anthropic.error_response(resp.status_code, await read_capped(resp))
         if stream:
             seen: dict[str, Any] = {}
             return StreamingResponse(
@@ -56,7 +56,10 @@ async def messages(request: Request, state: ProxyState) -> Response:
                 media_type="text/event-stream",
             )
         return await anthropic.message_response(
-            resp, model, lambda obj: record(state, result, obj, sent=sent())
+            resp,
+            model,
+            lambda obj: record(state, result, obj, sent=sent()),
+            limit=state.settings.max_answer_bytes,
         )
 
     try:

@@ -10,7 +10,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from offload.errors import InvalidInput
+from offload.errors import InvalidInput, UpstreamTooLarge
 from offload.proxy.rewrite.pipeline import RewriteResult
 from offload.proxy.routes import responses, responses_out
 from offload.proxy.routes.chat import (
@@ -24,7 +24,7 @@ from offload.proxy.routes.chat import (
 from offload.proxy.routes.responses_stream import ResponseStream, stream_events
 from offload.proxy.state import ProxyState
 from offload.proxy.transport.errors_http import OPENAI, openai_error
-from offload.proxy.transport.forward import UpstreamReply, relay
+from offload.proxy.transport.forward import UpstreamReply, read_all, read_capped, relay
 
 
 async def create_response(request: Request, state: ProxyState) -> Response:
@@ -44,7 +44,7 @@ async def create_response(request: Request, state: ProxyState) -> Response:
         resp: UpstreamReply, stream: bool, result: RewriteResult, sent: Sent
     ) -> Response:
         if resp.status_code >= 400:
-            return error_response(resp.status_code, await resp.aread())
+            return error_response(resp.status_code, await read_capped(resp))
         if stream:
             return _streamed(state, resp, ResponseStream(base, namespaced), result, sent)
         answer = await _whole(state, resp, result, sent)
@@ -106,12 +106,13 @@ async def _whole(
 ) -> dict[str, Any] | Response:
     """The whole chat answer, counted (or the error response when it is not JSON)."""
     try:
-        obj = json.loads(await resp.aread())
+        obj = json.loads(await read_all(resp, state.settings.max_answer_bytes))
+    except UpstreamTooLarge as exc:
+        record(state, result, {}, error=True, sent=sent())
+        return openai_error(502, str(exc), "upstream_error")
     except ValueError:
         record(state, result, {}, error=True, sent=sent())
         return openai_error(502, "upstream answered with non-JSON", "upstream_error")
-    finally:
-        await resp.aclose()
     answer: dict[str, Any] = obj if isinstance(obj, dict) else {}
     record(state, result, answer, sent=sent())
     return answer

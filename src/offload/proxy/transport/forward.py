@@ -21,6 +21,8 @@ from offload.errors import UpstreamError, UpstreamTooLarge
 
 #: The bound on an upstream's open event when none is given (``proxy.max_event_mb``'s default).
 MAX_EVENT_BYTES = 4 * 1024 * 1024
+#: The bound on a whole upstream answer when none is given (``proxy.max_answer_mb``'s default).
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
 T = TypeVar("T")
 
@@ -124,12 +126,45 @@ async def race_disconnect(request: Request, work: Callable[[], Awaitable[T]]) ->
     return result[0] if result else None
 
 
-async def read_all(resp: UpstreamReply) -> bytes:
-    """The whole raw body, closing the response."""
+async def read_all(resp: UpstreamReply, limit: int = MAX_ANSWER_BYTES) -> bytes:
+    """The whole raw body, closing the response; a body past ``limit`` bytes is not held:
+    the response is closed (which cancels the upstream's work) and
+    :class:`UpstreamTooLarge` raised."""
+    parts: list[bytes] = []
+    size = 0
     try:
-        return b"".join([chunk async for chunk in resp.aiter_raw()])
+        async for chunk in resp.aiter_raw():
+            size += len(chunk)
+            if size > limit:
+                raise answer_too_large(size, limit)
+            parts.append(chunk)
+        return b"".join(parts)
     finally:
-        await resp.aclose()
+        await close_shielded(resp)
+
+
+async def read_capped(resp: UpstreamReply, limit: int = MAX_ANSWER_BYTES) -> bytes:
+    """At most the first ``limit`` bytes of the body (an error's body: what it says is
+    passed on, cut), closing the response."""
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in resp.aiter_raw():
+            parts.append(chunk[: limit - size])
+            size += len(parts[-1])
+            if size >= limit:
+                break
+        return b"".join(parts)
+    finally:
+        await close_shielded(resp)
+
+
+def answer_too_large(size: int, limit: int) -> UpstreamTooLarge:
+    """The error of a whole upstream answer that passed ``limit`` bytes."""
+    return UpstreamTooLarge(
+        f"the upstream's answer passed {size} bytes, over the limit of {limit} bytes "
+        "(proxy.max_answer_mb); its request was cancelled"
+    )
 
 
 async def close_shielded(resp: UpstreamReply) -> None:
