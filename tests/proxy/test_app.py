@@ -269,15 +269,28 @@ def test_a_foreign_host_or_origin_is_refused(proxy: tuple[Scripted, str]) -> Non
     assert state.requests == []
 
 
-@pytest.mark.parametrize("host", ["[::1]evil.example", "[::1]evil.example:80", "[::1]:80x", "[::1"])
-def test_a_host_that_only_starts_with_a_bracketed_loopback_address_is_refused(
+@pytest.mark.parametrize(
+    "host",
+    [
+        "[::1]evil.example",
+        "[::1]evil.example:80",
+        "[::1]:80x",
+        "[::1",
+        "127.0.0.1:abc",
+        "127.0.0.1:0",
+        "127.0.0.1:65536",
+        "localhost:80:80",
+    ],
+)
+def test_a_host_that_only_starts_with_a_loopback_name_or_has_no_valid_port_is_refused(
     proxy: tuple[Scripted, str], host: str
 ) -> None:
     url = proxy[1]
     refused = loopback.get(url + "/api/stats", headers={"Host": host})
     assert refused.status_code == 403
     port = url.rsplit(":", 1)[1]
-    assert loopback.get(url + "/api/stats", headers={"Host": f"[::1]:{port}"}).status_code == 200
+    for ours in (f"[::1]:{port}", f"LOCALHOST:{port}", "127.0.0.1"):
+        assert loopback.get(url + "/api/stats", headers={"Host": ours}).status_code == 200
 
 
 def test_a_page_on_another_local_port_cannot_post_through_the_proxy(

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from offload.config import ProxySettings
-from offload.core.http.listen import served_names
+from offload.core.http.listen import parse_host, served_names
 
 # the proxy's own endpoints: these (and only these) require the bearer token when one is set;
 # model routes carry the upstream's key in Authorization, which is forwarded untouched
@@ -141,17 +141,6 @@ def body_refusal(path: str, status: int, message: str) -> tuple[bytes, bytes]:
     return b"application/json", json.dumps(body).encode()
 
 
-def _hostname(host_header: str) -> str:
-    """The host name of a Host header; anything that is not ``name[:port]`` or
-    ``[address][:port]`` comes back whole (and so matches no allowed host)."""
-    host = host_header.strip().lower()
-    if host.startswith("["):  # [::1]:8900; "[::1]evil.example" is not a bracketed address
-        address, bracket, rest = host[1:].partition("]")
-        port_ok = rest == "" or (rest[:1] == ":" and rest[1:].isascii() and rest[1:].isdigit())
-        return address if bracket and port_ok else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
 class Guard:
     """Refuse requests whose Host or Origin is not ours (DNS rebinding) and, when a token is
     configured, requests to the proxy's own endpoints that do not present it."""
@@ -212,7 +201,10 @@ class Guard:
 
     def _problem(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str] | None:
         host = headers.get("host")
-        if host is not None and _hostname(host) not in self.hosts:
+        # the name without regard to case, a port of digits from 1 to 65535 and nothing
+        # after it; anything else is no host of ours
+        parsed = None if host is None else parse_host(host.strip())
+        if host is not None and (parsed is None or parsed[0] not in self.hosts):
             return 403, "Host not allowed (DNS rebinding protection); see proxy.allowed_hosts"
         origin = headers.get("origin")
         if origin is not None and not self._origin_ok(origin, scope):
