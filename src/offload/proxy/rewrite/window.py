@@ -262,8 +262,10 @@ def _page(c: Compaction, middle: _Middle, level: int, paging: int, bare: int) ->
             break
         wire = paging + middle.suffix(stop)
         if wire > level:
-            if at == end and mid_group and wire <= c.budget.ceiling and not fits_bare(level):
-                return stop, wire  # short of a tail that starts mid-group
+            if at == end and mid_group and wire <= c.budget.ceiling:
+                # short of a tail that starts mid-group (when nothing paged fits the level
+                # instead, this frees less than it costs, and the plan pages nothing)
+                return stop, wire
             break
         paged, total, at = stop, wire, stop
     single = stop == first and at == end  # one group only: the frontier, then the end
