@@ -182,7 +182,7 @@ def render(rows: list[dict[str, Any]], command: str, described: str, load: str) 
         mine = [r for r in rows if r["tree"] == tree]
 
         def med(key: str, rows: list[dict[str, Any]] = mine) -> float:
-            return round(statistics.median(r[key] for r in rows), 3)
+            return round(float(statistics.median(r[key] for r in rows)), 3)
 
         first = mine[0]
         out.append(
