@@ -22,6 +22,9 @@ ARGS_KEY = "offload_stub"
 #: Every gateway placeholder starts with this.
 PLACEHOLDER_MARKER = "[Response compressed — "
 GIST_MAX_CHARS = 240
+#: What follows a token count that is an estimate standing in for an exact one (which
+#: ``~`` precedes).
+ESTIMATED = " (estimated)"
 CONTENTS_MAX_CHARS = 200
 _MARKERS = (STUB_MARKER, PLACEHOLDER_MARKER)
 
@@ -82,7 +85,7 @@ def render_stub(info: StubInfo, read_call: str, search_call: str | None = None) 
     what = f"{kind} from {source}" if source else kind
     tokens = _count(info.tokens, "token")
     if info.estimated:
-        tokens = f"~{tokens} (estimated)"
+        tokens = f"~{tokens}{ESTIMATED}"
     sizes = ", ".join((tokens, _count(info.lines, "line"), _count(info.nbytes, "byte")))
     rows = [f"{STUB_MARKER} {what} — {sizes}; stored as {info.ref}]"]
     gist = _one_line(info.gist, GIST_MAX_CHARS)
@@ -94,6 +97,12 @@ def render_stub(info: StubInfo, read_call: str, search_call: str | None = None) 
     if search_call:
         rows.append(f"search: {search_call}")
     return "\n".join(rows)
+
+
+def says_estimated(stub: str) -> bool:
+    """Whether the stub ``stub`` states its size as an estimate (its first line)."""
+    header = stub.split("\n", 1)[0]
+    return " — ~" in header and ESTIMATED + ", " in header
 
 
 def is_stub(text: str) -> bool:

@@ -132,3 +132,40 @@ def test_a_wire_built_again_after_the_pause_keeps_the_estimated_stub_it_sent(
     # with exact counts now, up to the message that changed
     again = pipeline.rewrite(session("And the smallest row?"), 1000)
     assert again.messages[:-1] == paused.messages[:-1]
+
+
+def chat(topic: str, turns: int) -> Msgs:
+    """A conversation's request after ``turns`` exchanges: it ends with a user message."""
+    msgs: Msgs = [{"role": "system", "content": f"You discuss {topic}."}]
+    for t in range(turns + 1):
+        said = " ".join(f"{topic} point {t}.{k} stands" for k in range(8))
+        msgs += [{"role": "user", "content": said}, {"role": "assistant", "content": said}]
+    return msgs[:-1]
+
+
+def range_stub(wire: Msgs) -> str:
+    """The first line of the wire's range stub."""
+    text = next(str(m["content"]) for m in wire if "earlier messages from" in str(m["content"]))
+    return text.split("\n")[0]
+
+
+def test_a_range_summing_counts_made_while_paused_says_its_size_is_an_estimate(
+    upstream: tuple[Upstream, UpstreamCounter], store: Store
+) -> None:
+    state, counter = upstream
+    pipeline = Pipeline(store, ProxySettings(), counter)
+    state.pause()
+    paused = pipeline.rewrite(chat("tides", 30), 1000)
+    assert paused.windowed and ESTIMATED in range_stub(paused.messages)
+    state.resume(counter)
+    # the range grows, by messages counted while paused and then by exact ones only: its
+    # size still sums the estimates
+    ranges = []
+    for turns in range(31, 90):
+        result = pipeline.rewrite(chat("tides", turns), 1000)
+        if result.windowed:
+            ranges.append(range_stub(result.messages))
+    assert len(ranges) >= 3 and all(ESTIMATED in r for r in ranges)
+    # a conversation counted exactly throughout
+    exact = pipeline.rewrite(chat("winds", 30), 1000)
+    assert exact.windowed and ESTIMATED not in range_stub(exact.messages)

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 
 from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
 from offload.core.lru import MISSING, Lru
-from offload.core.stubs import StubInfo, is_stub, render_stub
+from offload.core.stubs import StubInfo, is_stub, render_stub, says_estimated
 from offload.core.text import delta as near
 from offload.core.text.chunking import count_lines
 from offload.core.text.gist import gist
@@ -46,7 +46,9 @@ from offload.core.untrusted import inline
 from offload.errors import OffloadError, ReferenceError_
 from offload.proxy.rewrite import transcript
 from offload.proxy.rewrite.messages import (
+    MESSAGE_OVERHEAD,
     Message,
+    calls_text,
     content_text,
     message_tokens,
     range_role,
@@ -165,8 +167,22 @@ class StubMaker:
         return Measured(n, False)
 
     def tokens(self, msg: Message) -> int:
-        """Wire tokens of ``msg`` as it is."""
-        return message_tokens(self.counter, msg, self.content_tokens(content_text(msg)))
+        """Wire tokens of ``msg`` as it is (as :func:`message_tokens` counts them, each
+        text's count cached per content)."""
+        calls = calls_text(msg)
+        n = self.content_tokens(content_text(msg)) + MESSAGE_OVERHEAD
+        return n + self.content_tokens(calls) if calls else n
+
+    def estimated(self, msg: Message) -> bool:
+        """Whether a count in :meth:`tokens` of ``msg`` is an estimate standing in for an
+        exact one (asked only once this process has made such a count)."""
+        if not self._estimates:
+            return False
+        return any(
+            (text if len(text) <= 256 else text_hash(text)) in self._estimates
+            for text in (content_text(msg), calls_text(msg))
+            if text
+        )
 
     def gist(self, text: str, digest: str) -> str:
         """The stub gist of ``text`` (whose hash is ``digest``), computed once per content."""
@@ -477,6 +493,11 @@ class StubMaker:
         )
         # the gist and the contents list are of what this page-out adds
         new_from = rendered.lines[paged0 - start] if paged0 - start < len(rendered.lines) else 0
+        # its size sums the paged messages' counts: an estimate if one of them is (said by
+        # the range stub before it, or counted so among those this page-out adds)
+        estimated = (previous is not None and says_estimated(previous.text)) or any(
+            self.estimated(m) for m in messages[paged0:end]
+        )
         text = _range_text(
             StubInfo(
                 ref=short_ref(digest),
@@ -487,6 +508,7 @@ class StubMaker:
                 nbytes=len(body.encode("utf-8", "surrogatepass")),
                 gist=_added_gist(messages[paged0:end], int(RANGE_GIST_CHARS * detail)),
                 toc=_added_contents(rendered, new_from, max(1, int(RANGE_CONTENTS * detail))),
+                estimated=estimated,
             ),
             session,
             self.proxy_tools,
