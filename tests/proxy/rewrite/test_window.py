@@ -307,7 +307,7 @@ def _compaction(layout: Layout, verbatim: list[int], starts: list[bool], rng: in
     )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(c=compactions())
 # a range stub dearer than all it would free: nothing paged
 @example(c=_compaction(Layout(1, 1, 3), [10, 50, 50, 400, 10], [True] * 5, 300))
