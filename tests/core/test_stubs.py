@@ -46,6 +46,14 @@ def test_a_stub_states_kind_source_sizes_ref_gist_contents_and_calls() -> None:
     )
 
 
+def test_an_estimated_size_is_said_to_be_one_and_the_rest_of_the_stub_is_unchanged() -> None:
+    exact = render_stub(info(), READ)
+    estimated = render_stub(info(estimated=True), READ)
+    assert "— ~1,234 tokens (estimated), 88 lines, 5,012 bytes;" in estimated
+    assert estimated.replace("~1,234 tokens (estimated)", "1,234 tokens") == exact
+    assert is_stub(estimated)
+
+
 def test_a_stub_leaves_out_empty_gist_contents_and_search() -> None:
     stub = render_stub(info(gist="  ", toc=(), tokens=1, lines=1, nbytes=1, source=""), READ)
     assert stub == (

@@ -22,6 +22,9 @@ ARGS_KEY = "offload_stub"
 #: Every gateway placeholder starts with this.
 PLACEHOLDER_MARKER = "[Response compressed — "
 GIST_MAX_CHARS = 240
+#: What follows a token count that is an estimate standing in for an exact one (which
+#: ``~`` precedes).
+ESTIMATED = " (estimated)"
 CONTENTS_MAX_CHARS = 200
 _MARKERS = (STUB_MARKER, PLACEHOLDER_MARKER)
 
@@ -42,6 +45,9 @@ class StubInfo:
     nbytes: int
     gist: str = ""
     toc: tuple[TocEntry, ...] = ()
+    # ``tokens`` is an estimate standing in for an exact count: said as ``~1,234 tokens
+    # (estimated)``
+    estimated: bool = False
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -70,15 +76,17 @@ def render_stub(info: StubInfo, read_call: str, search_call: str | None = None) 
     """The stub for ``info``: a header line, then gist, contents, read and search lines.
 
     ``[offload: tool output from bash:3 — 1,234 tokens, 88 lines, 5,012 bytes; stored as
-    ctx:sha256:ab12cd34ef56]``; lines without content (no gist, no contents, no search call)
-    are left out. No trailing newline.
+    ctx:sha256:ab12cd34ef56]`` (``~1,234 tokens (estimated)`` for an estimate); lines
+    without content (no gist, no contents, no search call) are left out. No trailing
+    newline.
     """
     kind = _one_line(info.kind, 60) or "content"
     source = _one_line(info.source, 120)
     what = f"{kind} from {source}" if source else kind
-    sizes = ", ".join(
-        (_count(info.tokens, "token"), _count(info.lines, "line"), _count(info.nbytes, "byte"))
-    )
+    tokens = _count(info.tokens, "token")
+    if info.estimated:
+        tokens = f"~{tokens}{ESTIMATED}"
+    sizes = ", ".join((tokens, _count(info.lines, "line"), _count(info.nbytes, "byte")))
     rows = [f"{STUB_MARKER} {what} — {sizes}; stored as {info.ref}]"]
     gist = _one_line(info.gist, GIST_MAX_CHARS)
     if gist:
@@ -89,6 +97,12 @@ def render_stub(info: StubInfo, read_call: str, search_call: str | None = None) 
     if search_call:
         rows.append(f"search: {search_call}")
     return "\n".join(rows)
+
+
+def says_estimated(stub: str) -> bool:
+    """Whether the stub ``stub`` states its size as an estimate (its first line)."""
+    header = stub.split("\n", 1)[0]
+    return " — ~" in header and ESTIMATED + ", " in header
 
 
 def is_stub(text: str) -> bool:

@@ -13,7 +13,7 @@ import hashlib
 import string
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from offload.core.lru import Lru
 
@@ -22,6 +22,8 @@ __all__ = [
     "BpeCounter",
     "CalibratedCounter",
     "EstimateCounter",
+    "Measured",
+    "MeasuringCounter",
     "TokenCounter",
     "default_counter",
     "estimate_tokens",
@@ -42,6 +44,27 @@ class TokenCounter(Protocol):
 
     def count(self, text: str) -> int:
         """The number of tokens in ``text``."""
+        ...
+
+
+class Measured(NamedTuple):
+    """A count and whether it is an estimate standing in for an exact count: the
+    upstream counts exactly as a rule, but could not for this text (a paused /tokenize)."""
+
+    tokens: int
+    estimated: bool
+
+
+@runtime_checkable
+class MeasuringCounter(Protocol):
+    """A :class:`TokenCounter` that also tells a stand-in estimate from an exact count."""
+
+    def count(self, text: str) -> int:
+        """The number of tokens in ``text``."""
+        ...
+
+    def measure(self, text: str) -> Measured:
+        """The number of tokens in ``text`` and whether it is a stand-in estimate."""
         ...
 
 

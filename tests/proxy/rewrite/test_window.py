@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import copy
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 from offload.config import ProxySettings
@@ -240,3 +241,125 @@ def test_windowing_invariants_hold_on_random_conversations(
                 assert wire[len(wire) - tail_len :] == request[start:]
                 assert result.wire_tokens <= budget.ceiling
             assert result.wire_tokens == sum(pipe.stubs.tokens(m) for m in sent)
+
+
+# -- the middle priced lazily: the same plan as pricing every message ------------------------
+
+
+def _eager_plan(c: Compaction) -> tuple[int, int]:
+    """(frontier, wire tokens) of the paging step as a plan that prices every message of
+    the middle first finds them: the specification :func:`plan` keeps."""
+    layout, budget = c.layout, c.budget
+    level = budget.target if c.cut is None else c.cut
+    head, stubbed = layout.head, max(layout.stubbed, c.protect)
+    head_cost = sum(c.verbatim[i] for i in range(head))
+    middle = [c.as_stub(i) for i in range(layout.paged, stubbed)]
+    rest = sum(c.verbatim[i] for i in range(stubbed, c.n))
+    remaining, paged, had_range = sum(middle), layout.paged, layout.paged > head
+    unpaged = head_cost + (c.range_tokens if had_range else 0) + remaining + rest
+    while True:
+        ranged = c.range_tokens if (paged > head or had_range) else 0
+        total = head_cost + ranged + remaining + rest
+        if total <= level or paged >= stubbed:
+            break
+        step = paged + 1
+        while step < stubbed and not c.group_starts[step]:
+            step += 1
+        tail_mid_group = step < len(c.group_starts) and not c.group_starts[step]
+        if step == stubbed and tail_mid_group and total <= budget.ceiling:
+            break
+        remaining -= sum(middle[paged - layout.paged : step - layout.paged])
+        paged = step
+    if total >= unpaged:
+        paged, total = layout.paged, unpaged
+    return paged, total
+
+
+@st.composite
+def compactions(draw: st.DrawFn) -> Compaction:
+    n = draw(st.integers(min_value=2, max_value=16))
+    head = draw(st.integers(min_value=1, max_value=min(3, n - 1)))
+    paged = draw(st.integers(min_value=head, max_value=n))
+    stubbed = draw(st.integers(min_value=paged, max_value=n))
+    protect = draw(st.integers(min_value=stubbed, max_value=n))
+    verbatim = draw(st.lists(st.integers(0, 250), min_size=n, max_size=n))
+    stubs = [min(v, draw(st.integers(0, 120))) for v in verbatim]
+    starts = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    return Compaction(
+        Layout(head, paged, stubbed),
+        n,
+        protect,
+        starts,
+        verbatim,
+        lambda i: stubs[i],
+        lambda i: None,
+        draw(st.integers(0, 400)),
+        BUDGET,
+        draw(st.none() | st.integers(0, 600)),
+    )
+
+
+def _compaction(layout: Layout, verbatim: list[int], starts: list[bool], rng: int) -> Compaction:
+    n = len(verbatim)
+    stub = lambda i: 40  # noqa: E731
+    return Compaction(
+        layout, n, layout.stubbed, starts, verbatim, stub, lambda i: None, rng, BUDGET
+    )
+
+
+@settings(max_examples=250, deadline=None)
+@given(c=compactions())
+# a range stub dearer than all it would free: nothing paged
+@example(c=_compaction(Layout(1, 1, 3), [10, 50, 50, 400, 10], [True] * 5, 300))
+# the whole middle fits without a range stub; with one, paging up to a tail that starts
+# mid-group would fit only under the ceiling
+@example(
+    c=_compaction(Layout(1, 1, 3), [10, 50, 50, 100, 10], [True, True, True, False, True], 300)
+)
+# a tail that starts mid-group: paging stops short of it while the ceiling holds
+@example(
+    c=_compaction(
+        Layout(1, 1, 4), [10, 90, 90, 90, 400, 10], [True, True, True, True, False, True], 10
+    )
+)
+def test_a_plan_pricing_the_middle_newest_first_pages_as_one_pricing_every_message(
+    c: Compaction,
+) -> None:
+    asked: list[int] = []
+
+    def as_stub(i: int) -> int:
+        asked.append(i)
+        return c.as_stub(i)
+
+    laid = plan(replace(c, as_stub=as_stub))
+    paged, _ = _eager_plan(c)
+    assert laid.paged == paged
+    assert len(asked) == len(set(asked))  # each message priced once at most
+
+
+def test_a_plan_of_a_long_middle_prices_only_the_messages_near_what_stays() -> None:
+    # 5,000 messages of 100 tokens that stub to 60, one group each, and a tail of 2: the
+    # target (350) keeps a few of them; the others are paged out without being priced
+    n = 5000
+    asked: list[int] = []
+
+    def as_stub(i: int) -> int:
+        asked.append(i)
+        return 60
+
+    layout = plan(
+        Compaction(
+            Layout.fresh(1),
+            n,
+            n - 2,
+            [True] * n,
+            [100] * n,
+            as_stub,
+            lambda i: None,
+            140,
+            BUDGET,
+        )
+    )
+    assert layout.paged > n - 10
+    assert len(asked) <= 10
+    assert min(asked) >= layout.paged - 3

@@ -120,6 +120,33 @@ def test_a_failing_tokenize_falls_back_for_a_while_then_is_asked_again(
     counter.close()
 
 
+def test_a_count_made_while_tokenize_is_paused_is_marked_an_estimate(
+    tokenizer: tuple[Tokenizer, str],
+) -> None:
+    state, url = tokenizer
+    now = [0.0]
+    counter = UpstreamCounter(url, retry_after_s=30, clock=lambda: now[0])
+    assert counter.measure("one two") == (2, False)
+    state.status = 503
+    assert counter.measure("three four five").estimated  # the failing call pauses it
+    assert counter.measure("six seven").estimated
+    assert counter.measure("one two") == (2, False)  # counted exactly before: still exact
+    now[0] = 31.0
+    state.status = 200
+    assert counter.measure("three four five") == (3, False)
+    counter.close()
+
+
+def test_an_upstream_without_tokenize_has_no_exact_count_for_an_estimate_to_stand_in_for(
+    tokenizer: tuple[Tokenizer, str],
+) -> None:
+    state, url = tokenizer
+    state.status = 404
+    counter = UpstreamCounter(url)
+    assert not counter.measure("hello world, how are you").estimated
+    counter.close()
+
+
 def test_an_unreachable_upstream_is_estimated_without_an_error() -> None:
     counter = UpstreamCounter(f"http://127.0.0.1:{free_port()}", timeout_s=1.0)
     assert counter.count("nobody listens here") > 0

@@ -24,7 +24,7 @@ from offload.core.lru import Lru
 from offload.core.stubs import ARGS_KEY, STUB_MARKER, StubInfo, is_stub, render_stub
 from offload.core.text.chunking import count_lines
 from offload.core.text.gist import gist
-from offload.core.tokens import TokenCounter
+from offload.core.tokens import Measured, TokenCounter
 from offload.proxy.rewrite.messages import Message, canonical
 
 
@@ -35,6 +35,10 @@ class StubMaker(Protocol):
 
     def content_tokens(self, text: str) -> int:
         """Tokens of ``text``, cached per content."""
+        ...
+
+    def content_measure(self, text: str) -> Measured:
+        """Tokens of ``text`` and whether they are a stand-in estimate, cached per content."""
         ...
 
     def ensure_stored(self, text: str, digest: str, *, source: str, topic: str = "") -> None:
@@ -153,14 +157,16 @@ class CallStubber:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
+        tokens, estimated = self.maker.content_measure(arguments)
         info = StubInfo(
             ref=short_ref(digest),
             kind="tool-call arguments",
             source=name,
-            tokens=self.maker.content_tokens(arguments),
+            tokens=tokens,
             lines=count_lines(arguments),
             nbytes=len(arguments.encode("utf-8", "surrogatepass")),
             gist=gist(_gist_source(arguments), GIST_CHARS),
+            estimated=estimated,
         )
         wire = stubbed_arguments(arguments, render_stub(info, self.read_call(info.ref)))
         made = (wire, self.maker.content_tokens(wire))

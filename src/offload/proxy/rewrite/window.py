@@ -155,10 +155,14 @@ class Compaction:
 def plan(c: Compaction) -> Layout:
     """The layout after one compaction (see :class:`Compaction`). The frontier never
     moves backwards and never enters the protected tail.
+
+    The middle's costs are asked newest first and only as far as the plan needs them
+    (:func:`_page`): a stub is rendered and counted to learn its cost, so the first
+    request of a session of thousands of messages prices the few that stay on the wire,
+    not every message it pages out.
     """
     layout, n, protect, budget = c.layout, c.n, c.protect, c.budget
-    group_starts, verbatim, range_tokens = c.group_starts, c.verbatim, c.range_tokens
-    as_stub, forced_cost, cut = c.as_stub, c.forced_cost, c.cut
+    forced_cost, cut = c.forced_cost, c.cut
     level = budget.target if cut is None else cut
     head = layout.head
     stubbed = max(layout.stubbed, protect)
@@ -169,35 +173,16 @@ def plan(c: Compaction) -> Layout:
             alt = forced_cost(i)
             if alt is not None:
                 return alt
-        return as_stub(i) if layout.paged <= i < stubbed else verbatim[i]
+        return c.as_stub(i) if layout.paged <= i < stubbed else c.verbatim[i]
 
-    head_cost = sum(cost(i) for i in range(head))
-    middle = [cost(i) for i in range(layout.paged, stubbed)]
-    rest = sum(cost(i) for i in range(stubbed, n))
-
-    # Page whole groups out from the oldest until the wire fits the target.
-    remaining = sum(middle)
-    paged = layout.paged
-    had_range = layout.paged > head
-    unpaged = head_cost + (range_tokens if had_range else 0) + remaining + rest
-    while True:
-        total = head_cost + (range_tokens if (paged > head or had_range) else 0) + remaining + rest
-        if total <= level or paged >= stubbed:
-            break
-        step = paged + 1
-        while step < stubbed and not group_starts[step]:
-            step += 1
-        if (
-            step == stubbed
-            and step < len(group_starts)
-            and not group_starts[step]
-            and total <= budget.ceiling
-        ):
-            break  # the tail starts mid-group: stop short of it while the ceiling allows
-        remaining -= sum(middle[paged - layout.paged : step - layout.paged])
-        paged = step
-    if total >= unpaged:  # a range stub that costs more than it frees: page nothing
-        paged, total = layout.paged, unpaged
+    fixed = sum(cost(i) for i in range(head)) + sum(cost(i) for i in range(stubbed, n))
+    middle = _Middle(layout.paged, stubbed, cost)
+    # the wire besides the middle with nothing paged (a range stub only if one was there)
+    bare = fixed + (c.range_tokens if layout.paged > head else 0)
+    paged, total = _page(c, middle, level, fixed + c.range_tokens, bare)
+    if paged > layout.paged and not middle.exceeds(total - bare):
+        # a range stub that costs more than it frees: page nothing
+        paged, total = layout.paged, bare + middle.suffix(layout.paged)
 
     # The head and the tail alone still break the ceiling: stub their biggest messages,
     # never forwarding a message the window cannot hold. The tail's older groups go first
@@ -207,7 +192,7 @@ def plan(c: Compaction) -> Layout:
     # model has not seen yet, last) and the head.
     if total > budget.ceiling:
         newest = n - 1
-        while newest > stubbed and not group_starts[newest]:
+        while newest > stubbed and not c.group_starts[newest]:
             newest -= 1
         tiers = (
             ([i for i in range(stubbed, newest)], min(level, budget.ceiling)),
@@ -216,9 +201,77 @@ def plan(c: Compaction) -> Layout:
             ([i for i in range(head - 1, -1, -1)], budget.ceiling),
         )
         for candidates, limit in tiers:
-            total = _force(candidates, limit, total, forced, verbatim, forced_cost)
+            total = _force(candidates, limit, total, forced, c.verbatim, forced_cost)
     forced = {i for i in forced if i < head or i >= paged}
     return Layout(head, paged, stubbed, frozenset(forced))
+
+
+class _Middle:
+    """The costs of the middle ``[start, end)``, asked newest first and only as far as
+    a plan needs them."""
+
+    def __init__(self, start: int, end: int, cost: Callable[[int], int]) -> None:
+        self.start = start
+        self.end = end
+        self._cost = cost
+        self._sums = [0]  # [k]: the costs of the k newest messages of the middle
+
+    def suffix(self, p: int) -> int:
+        """The costs of ``[p, end)``."""
+        k = self.end - p
+        while len(self._sums) <= k:
+            self._sums.append(self._sums[-1] + self._cost(self.end - len(self._sums)))
+        return self._sums[k]
+
+    def exceeds(self, limit: int) -> bool:
+        """Whether the whole middle costs more than ``limit`` (costs are never negative,
+        so this asks only until the sum passes it)."""
+        while self._sums[-1] <= limit:
+            if len(self._sums) > self.end - self.start:
+                return False
+            self.suffix(self.end - len(self._sums))
+        return True
+
+
+def _page(c: Compaction, middle: _Middle, level: int, paging: int, bare: int) -> tuple[int, int]:
+    """(frontier, wire tokens) after paging whole groups out of ``middle`` from the oldest
+    until the wire fits ``level``. The stops are the frontier, each group start after it
+    and the middle's end; paging stops at the first that fits, or, when the tail starts
+    mid-group, at the one before the end while the ceiling holds. ``paging``: the wire
+    besides the middle once something is paged (the range stub with it); ``bare``: with
+    nothing paged.
+
+    Found from the end back: past the frontier the wire only shrinks as paging goes on,
+    so the stops that fit are a run up to the end, and the walk ends at the first stop
+    that does not fit (one group beyond what stays on the wire); then whether the
+    frontier itself fits, asked only until the middle's sum passes the room."""
+    first, end, starts = middle.start, middle.end, c.group_starts
+    if first >= end:
+        return first, bare
+    mid_group = end < len(starts) and not starts[end]
+
+    def fits_bare(limit: int) -> bool:
+        return not middle.exceeds(limit - bare)
+
+    paged, total, at = end, paging, end
+    while True:
+        stop = at - 1  # the stop before ``at``: a group start after the frontier
+        while stop > first and not starts[stop]:
+            stop -= 1
+        if stop == first:
+            break
+        wire = paging + middle.suffix(stop)
+        if wire > level:
+            if at == end and mid_group and wire <= c.budget.ceiling:
+                # short of a tail that starts mid-group (when nothing paged fits the level
+                # instead, this frees less than it costs, and the plan pages nothing)
+                return stop, wire
+            break
+        paged, total, at = stop, wire, stop
+    single = stop == first and at == end  # one group only: the frontier, then the end
+    if fits_bare(level) or (single and mid_group and fits_bare(c.budget.ceiling)):
+        return first, bare + middle.suffix(first)
+    return paged, total
 
 
 def _force(

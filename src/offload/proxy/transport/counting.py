@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from offload.core.lru import Lru
-from offload.core.tokens import CalibratedCounter, default_counter
+from offload.core.tokens import CalibratedCounter, Measured, default_counter
 
 _UNSUPPORTED = frozenset({404, 405, 501})
 # A request carrying this many texts not counted yet (a long session the process has not
@@ -125,23 +125,29 @@ class UpstreamCounter:
 
     def count(self, text: str) -> int:
         """The number of tokens in ``text``: exact when the upstream can say, else estimated."""
+        return self.measure(text).tokens
+
+    def measure(self, text: str) -> Measured:
+        """:meth:`count`, and whether it is an estimate standing in for an exact count (the
+        upstream's /tokenize paused; an upstream without one never counts exactly, so its
+        estimates stand in for nothing)."""
         if not text:
-            return 0
+            return Measured(0, False)
         key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
         hit = self._cache.get(key)
         if hit is not None:
             with self._lock:
                 self.exact_counts += 1
-            return hit
+            return Measured(hit, False)
         n = self._tokenize(text) if self.exact else None
         if n is None:
             with self._lock:
                 self.fallback_counts += 1
-            return self._fallback.count(text)
+            return Measured(self._fallback.count(text), self._supported)
         with self._lock:
             self.exact_counts += 1
         self._cache.put(key, n)
-        return n
+        return Measured(n, False)
 
     def warm(self, texts: Iterable[str]) -> int:
         """Count the texts of ``texts`` not counted yet, :data:`WARM_WORKERS` requests at

@@ -36,17 +36,19 @@ from collections.abc import Callable, Sequence
 
 from offload.core.hashing import CTX_PREFIX, short_ref, text_hash
 from offload.core.lru import MISSING, Lru
-from offload.core.stubs import StubInfo, is_stub, render_stub
+from offload.core.stubs import StubInfo, is_stub, render_stub, says_estimated
 from offload.core.text import delta as near
 from offload.core.text.chunking import count_lines
 from offload.core.text.gist import gist
 from offload.core.text.preview import TocEntry
-from offload.core.tokens import TokenCounter
+from offload.core.tokens import Measured, MeasuringCounter, TokenCounter
 from offload.core.untrusted import inline
 from offload.errors import OffloadError, ReferenceError_
 from offload.proxy.rewrite import transcript
 from offload.proxy.rewrite.messages import (
+    MESSAGE_OVERHEAD,
     Message,
+    calls_text,
     content_text,
     message_tokens,
     range_role,
@@ -102,6 +104,14 @@ class StubMaker:
         # (plain stub, candidates' digests) -> the delta stub, None when there is none
         self._near: Lru[tuple[str, tuple[str, ...]], MessageStub | None] = Lru(cache_size)
         self._tokens: Lru[str, int] = Lru(cache_size)  # key: content itself (short) / hash
+        # contents whose count is an estimate standing in for an exact one (the upstream's
+        # /tokenize paused): kept as counted, never counted again while this process holds
+        # them, so a stub that says so says it on every later turn (an exact count later
+        # would change its bytes, and the upstream's cached prefix with them). Apart from
+        # the exact counts, so that their traffic and a quiet proxy's shrinking keep these.
+        self._estimates: Lru[str, int] = Lru(cache_size)
+        measure = counter.measure if isinstance(counter, MeasuringCounter) else None
+        self._measure: Callable[[str], Measured] | None = measure
         self._stubs: Lru[tuple[str, str, str], MessageStub] = Lru(cache_size)
         self._stored: Lru[str, bool] = Lru(cache_size)
         self._parts: Lru[str, PartMeta] = Lru(cache_size)
@@ -133,20 +143,46 @@ class StubMaker:
 
     def content_tokens(self, text: str) -> int:
         """Tokens of ``text``, cached per content."""
+        return self.content_measure(text).tokens
+
+    def content_measure(self, text: str) -> Measured:
+        """Tokens of ``text`` and whether they are an estimate standing in for an exact
+        count, cached per content (the first count of a content is the one it keeps)."""
         if not text:
-            return 0
+            return Measured(0, False)
         # Short texts key by themselves (cheaper than hashing); long ones by their hash.
         key = text if len(text) <= 256 else text_hash(text)
         hit = self._tokens.get(key)
         if hit is not None:
-            return hit
+            return Measured(hit, False)
+        if self._measure is not None:
+            estimate = self._estimates.get(key)
+            if estimate is not None:
+                return Measured(estimate, True)
+            made = self._measure(text)
+            (self._estimates if made.estimated else self._tokens).put(key, made.tokens)
+            return made
         n = self.counter.count(text)
         self._tokens.put(key, n)
-        return n
+        return Measured(n, False)
 
     def tokens(self, msg: Message) -> int:
-        """Wire tokens of ``msg`` as it is."""
-        return message_tokens(self.counter, msg, self.content_tokens(content_text(msg)))
+        """Wire tokens of ``msg`` as it is (as :func:`message_tokens` counts them, each
+        text's count cached per content)."""
+        calls = calls_text(msg)
+        n = self.content_tokens(content_text(msg)) + MESSAGE_OVERHEAD
+        return n + self.content_tokens(calls) if calls else n
+
+    def estimated(self, msg: Message) -> bool:
+        """Whether a count in :meth:`tokens` of ``msg`` is an estimate standing in for an
+        exact one (asked only once this process has made such a count)."""
+        if not self._estimates:
+            return False
+        return any(
+            (text if len(text) <= 256 else text_hash(text)) in self._estimates
+            for text in (content_text(msg), calls_text(msg))
+            if text
+        )
 
     def gist(self, text: str, digest: str) -> str:
         """The stub gist of ``text`` (whose hash is ``digest``), computed once per content."""
@@ -169,7 +205,7 @@ class StubMaker:
         hit = self._stubs.get(key)
         if hit is not None:
             return hit
-        tokens = self.content_tokens(text)
+        tokens, estimated = self.content_measure(text)
         info = StubInfo(
             ref=short_ref(key[0]),
             kind=kind,
@@ -178,6 +214,7 @@ class StubMaker:
             lines=count_lines(text),
             nbytes=len(text.encode("utf-8", "surrogatepass")),
             gist=self.gist(text, key[0]),
+            estimated=estimated,
         )
         stub = render_stub(info, read_call(info.ref, self.proxy_tools))
         made = MessageStub(key[0], tokens, stub, self.counter.count(stub))
@@ -456,6 +493,11 @@ class StubMaker:
         )
         # the gist and the contents list are of what this page-out adds
         new_from = rendered.lines[paged0 - start] if paged0 - start < len(rendered.lines) else 0
+        # its size sums the paged messages' counts: an estimate if one of them is (said by
+        # the range stub before it, or counted so among those this page-out adds)
+        estimated = (previous is not None and says_estimated(previous.text)) or any(
+            self.estimated(m) for m in messages[paged0:end]
+        )
         text = _range_text(
             StubInfo(
                 ref=short_ref(digest),
@@ -466,6 +508,7 @@ class StubMaker:
                 nbytes=len(body.encode("utf-8", "surrogatepass")),
                 gist=_added_gist(messages[paged0:end], int(RANGE_GIST_CHARS * detail)),
                 toc=_added_contents(rendered, new_from, max(1, int(RANGE_CONTENTS * detail))),
+                estimated=estimated,
             ),
             session,
             self.proxy_tools,
