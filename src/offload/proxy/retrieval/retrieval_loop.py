@@ -46,6 +46,7 @@ from offload.proxy.retrieval.retrieval_stream import RoundFilter, sum_usage
 from offload.proxy.rewrite.messages import MESSAGE_OVERHEAD, Message, content_text
 from offload.proxy.rewrite.pipeline import RewriteResult
 from offload.proxy.rewrite.stubs.parts import names_proxy_tools
+from offload.proxy.rewrite.stubs.writes import NOTHING, Held, settled
 from offload.proxy.rewrite.window import Budget
 from offload.proxy.state import ProxyState
 from offload.proxy.transport.errors_http import OPENAI
@@ -148,7 +149,14 @@ def rounds_for(
         state.metrics.count(result.session_id, figures)
 
     return Rounds(
-        memory, offer.names, result.messages, post, state.settings.retrieval_rounds, count
+        memory,
+        offer.names,
+        result.messages,
+        post,
+        state.settings.retrieval_rounds,
+        count,
+        held=result.held,
+        timeout=state.settings.timeout_s,
     )
 
 
@@ -174,6 +182,9 @@ class Rounds:
     extra: list[Message] = field(default_factory=list)
     figures: dict[str, int] = field(default_factory=dict)
     continuations: list[Message] = field(default_factory=list)  # what each round posted
+    # the store writes of what the wire names: a call reads them only once they are done
+    held: Held = NOTHING
+    timeout: float | None = None
 
     def sent(self) -> list[Message]:
         """Every message posted upstream for this answer, round after round (the wire,
@@ -232,6 +243,7 @@ class Rounds:
         last = self.rounds + 1 >= self.limit
         results: list[Message] = []
         spent = 0
+        await settled(self.held, self.timeout)
         for i, call in enumerate(calls):
             call.setdefault("id", "")
             if not call["id"]:
