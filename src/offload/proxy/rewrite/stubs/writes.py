@@ -39,7 +39,7 @@ FAILURES_KEPT = 64
 class _Job:
     ticket: int
     key: str  # what it writes (a content's hash): one write per key at a time
-    run: Callable[[], None]
+    run: Callable[[], object]
 
 
 @dataclass
@@ -66,7 +66,7 @@ class Writes:
     _running: bool = False
     _figures: Figures = field(default_factory=Figures)
 
-    def submit(self, key: str, run: Callable[[], None]) -> None:
+    def submit(self, key: str, run: Callable[[], object]) -> None:
         """Write later: ``run`` in the writer thread, unless a write of ``key`` is pending
         (the same content from two requests at once is written once)."""
         with self._cond:
