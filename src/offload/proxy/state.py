@@ -324,5 +324,6 @@ class ProxyState:
             "failed": w.failed,
             "pending": w.pending,
             "cpu_ms": round(w.cpu_s * 1000, 1),
+            "answers_waited": w.waited,  # answers that completed only after waiting for them
         }
         return snap

@@ -50,6 +50,7 @@ class Figures:
     failed: int = 0
     cpu_s: float = 0.0  # the writer thread's CPU time spent in writes
     pending: int = 0
+    waited: int = 0  # answers whose completion found writes still pending
 
 
 @dataclass
@@ -126,7 +127,12 @@ class Writes:
         """A copy of the writer's figures."""
         with self._cond:
             f = self._figures
-            return Figures(f.writes, f.failed, f.cpu_s, len(self._keys))
+            return Figures(f.writes, f.failed, f.cpu_s, len(self._keys), f.waited)
+
+    def note_wait(self) -> None:
+        """Count an answer that had to wait for its writes."""
+        with self._cond:
+            self._figures.waited += 1
 
     def _work(self) -> None:
         """The writer thread: run the queue's writes in order, then exit."""
@@ -189,7 +195,8 @@ async def settled(held: Held, timeout: float | None) -> None:
     one that failed (:class:`StoreBusy` when they take longer than ``timeout``). No thread
     hop when nothing is pending, as on nearly every answer: the writes run beside the
     upstream's prefill, which takes longer."""
-    if held.pending():
+    if held.pending() and held.writes is not None:
+        held.writes.note_wait()
         await anyio.to_thread.run_sync(held.wait, timeout)
     else:
         held.wait(timeout)
