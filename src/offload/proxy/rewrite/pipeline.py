@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from offload.config import ProxySettings
@@ -139,7 +139,7 @@ class RewriteResult:
     reused_tokens: int = 0
     # the store writes the answer must wait for before it completes (what the wire names
     # and this rewrite, or one before it, handed to the writer)
-    held: Held = NOTHING
+    held: Held = field(default=NOTHING, compare=False, repr=False)
 
     def figures(self) -> dict[str, Any]:
         """The per-request counts that the proxy's metrics and ``offload replay`` report."""

@@ -58,14 +58,14 @@ class Writes:
     """The writer: :meth:`submit` a write, :meth:`held` what an answer must wait for."""
 
     on_failed: Callable[[str, BaseException], None] | None = None
-    _cond: threading.Condition = field(default_factory=threading.Condition)
-    _queue: deque[_Job] = field(default_factory=deque)
-    _keys: dict[str, int] = field(default_factory=dict)  # pending key -> its ticket
-    _submitted: int = 0
-    _done: int = 0
-    _failures: deque[tuple[int, BaseException]] = field(default_factory=deque)
-    _running: bool = False
-    _figures: Figures = field(default_factory=Figures)
+    _cond: threading.Condition = field(init=False, default_factory=threading.Condition)
+    _queue: deque[_Job] = field(init=False, default_factory=deque)
+    _keys: dict[str, int] = field(init=False, default_factory=dict)  # pending key: ticket
+    _submitted: int = field(init=False, default=0)
+    _done: int = field(init=False, default=0)
+    _failures: deque[tuple[int, BaseException]] = field(init=False, default_factory=deque)
+    _running: bool = field(init=False, default=False)
+    _figures: Figures = field(init=False, default_factory=Figures)
 
     def submit(self, key: str, run: Callable[[], object]) -> None:
         """Write later: ``run`` in the writer thread, unless a write of ``key`` is pending
