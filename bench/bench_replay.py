@@ -192,21 +192,28 @@ def _pct(values: list[float], q: float) -> float:
 
 def rewrite_times(path: Path, n_ctx: int = 8192) -> dict[str, Any]:
     """Each turn of the chained trace through ``Pipeline.rewrite`` as ``offload replay``
-    sends it (no checks), timed: wall-clock and this process's CPU time (less moved by
-    the other processes of a busy machine)."""
+    sends it (no checks), timed: wall-clock and the calling thread's CPU time (less moved
+    by the other processes of a busy machine). A tree whose rewrite hands its store writes
+    to a writer thread (they run beside the upstream's prefill) has them waited for after
+    each turn, as the proxy does before the answer completes, and timed apart: their CPU
+    time in the writer thread (``write`` columns; none in a tree that writes inline)."""
     counter = default_counter()
     run = chain_runs(load_runs(path))
     wall: dict[bool, list[float]] = {True: [], False: []}
     cpu: dict[bool, list[float]] = {True: [], False: []}
     slowest = (0.0, 0, 0)  # wall ms, request tokens, messages
     windowing: list[tuple[int, float, float]] = []  # request tokens, wall ms, CPU ms
+    written: list[float] = []  # the writer thread's CPU ms for each windowing turn
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "s.db", counter=counter) as st:
         pipeline = Pipeline(st, ProxySettings(), counter)
         for k in turn_points(run.messages):
-            c0, w0 = time.process_time(), time.perf_counter()
-            result = pipeline.rewrite(run.messages[:k], n_ctx)
+            c0, w0 = time.thread_time(), time.perf_counter()
+            result = pipeline.rewrite(run.messages[:k], n_ctx, **_deferred(pipeline))
             ms = (time.perf_counter() - w0) * 1000
-            cpu_ms = (time.process_time() - c0) * 1000
+            cpu_ms = (time.thread_time() - c0) * 1000
+            write_ms = _wait_writes(pipeline, result)
+            if result.windowed:
+                written.append(write_ms)
             wall[result.windowed].append(ms)
             cpu[result.windowed].append(cpu_ms)
             slowest = max(slowest, (ms, result.client_tokens, k))
@@ -227,6 +234,8 @@ def rewrite_times(path: Path, n_ctx: int = 8192) -> dict[str, Any]:
         "steady_p50_ms": _pct(wall[False], 0.5),
         "steady_p95_ms": _pct(wall[False], 0.95),
         "steady_cpu_p95_ms": _pct(cpu[False], 0.95),
+        "windowing_write_cpu_p50_ms": _pct(written, 0.5),
+        "windowing_write_cpu_p95_ms": _pct(written, 0.95),
         "largest_n": len(largest),
         "largest_tokens": f"{min((t for t, _, _ in largest), default=0):,}-{peak:,}",
         "largest_p50_ms": _pct([w for _, w, _ in largest], 0.5),
@@ -235,6 +244,23 @@ def rewrite_times(path: Path, n_ctx: int = 8192) -> dict[str, Any]:
         "slowest_tokens": slowest[1],
         "slowest_messages": slowest[2],
     }
+
+
+def _deferred(pipeline: Pipeline) -> dict[str, Any]:
+    """The rewrite's arguments that leave its store writes to the writer thread, as the
+    proxy does (none in a tree without one)."""
+    return {"wait_writes": False} if hasattr(pipeline, "write_figures") else {}
+
+
+def _wait_writes(pipeline: Pipeline, result: Any) -> float:
+    """Wait for the writes ``result`` holds; the writer thread's CPU ms they took (0 for
+    a tree without a writer: its writes are in the rewrite's own time)."""
+    held = getattr(result, "held", None)
+    if held is None:
+        return 0.0
+    before = pipeline.write_figures().cpu_s
+    held.wait()
+    return (pipeline.write_figures().cpu_s - before) * 1000
 
 
 def timing_rows(traces: Path, baseline: Path | None, n_ctx: int = 8192) -> list[dict[str, Any]]:
@@ -263,15 +289,17 @@ def render_timing(rows: list[dict[str, Any]], command: str) -> str:
         _machine(),
         "",
         "| file | tree | windowing turns | p50 | p95 | CPU p50 | CPU p95 |"
+        " their store writes beside the upstream: CPU p50 | CPU p95 |"
         " largest requests' windowing turns: tokens | p50 | CPU p50 |"
         " other turns p50 | p95 | slowest turn (request tokens) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         out.append(
             f"| {r['file']} | {r['tree']} | {r['windowing_n']} | {r['windowing_p50_ms']} ms |"
             f" {r['windowing_p95_ms']} ms | {r['windowing_cpu_p50_ms']} ms |"
-            f" {r['windowing_cpu_p95_ms']} ms | {r['largest_tokens']} ({r['largest_n']}) |"
+            f" {r['windowing_cpu_p95_ms']} ms | {r['windowing_write_cpu_p50_ms']} ms |"
+            f" {r['windowing_write_cpu_p95_ms']} ms | {r['largest_tokens']} ({r['largest_n']}) |"
             f" {r['largest_p50_ms']} ms | {r['largest_cpu_p50_ms']} ms |"
             f" {r['steady_p50_ms']} ms | {r['steady_p95_ms']} ms |"
             f" {r['slowest_ms']} ms ({r['slowest_tokens']:,}) |"

@@ -8,9 +8,11 @@ upstream clients (the lean HTTP/1.1 client and httpx) and on the Anthropic route
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from offload.proxy.app import create_app
 from offload.store.store import Store
 from proxy.proxy_servers import serving
 from proxy.socket_upstream import NOT_FOUND, SocketUpstream, running
-from realparts import free_port
+from realparts import free_port, wait_until
 
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
@@ -87,6 +89,12 @@ class RawUpstream(SocketUpstream):
         if self.mode == "small" and len(body) <= SMALL_WINDOW_BYTES:
             conn.sendall(_json_reply(ANSWER))
             return True
+        if self.mode == "answer":
+            if b'"stream": true' in body:
+                self._stream_whole(conn)
+            else:
+                conn.sendall(_json_reply(ANSWER))
+            return True
         payload = json.dumps(OVERFLOW).encode()
         conn.sendall(
             b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
@@ -105,6 +113,15 @@ class RawUpstream(SocketUpstream):
             + f"{len(events):x}\r\n".encode()
             + events
             + b"\r\n"
+        )
+
+    @staticmethod
+    def _stream_whole(conn: socket.socket) -> None:
+        """A whole event stream: one event, then ``[DONE]``."""
+        events = b"data: " + json.dumps(FIRST).encode() + b"\n\ndata: [DONE]\n\n"
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"content-length: " + str(len(events)).encode() + b"\r\n\r\n" + events
         )
 
 
@@ -337,3 +354,63 @@ def test_with_the_store_locked_a_request_that_fits_goes_out_and_one_to_page_out_
     assert error["type"] == "store_unavailable" and "paged out" in error["message"]
     assert "paged out" in assert_anthropic_error(anthropic, 503, "api_error")
     assert len(up.bodies) == 1  # nothing that needed the store went upstream
+
+
+# -- the store writes an answer waits for ------------------------------------------------
+
+
+def proxy_state(app: Any) -> Any:
+    """The ProxyState under the middleware that wraps the Starlette app."""
+    for _ in range(8):
+        if hasattr(app, "state"):
+            return app.state.proxy
+        app = app.app
+    raise AssertionError("no Starlette app with a state under the proxy's middleware")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_whose_paged_out_part_the_store_refuses_ends_in_an_error_not_a_dangling_stub(
+    tmp_path: Path, stream: bool
+) -> None:
+    # the part's write runs beside the upstream; the store refuses it (another process holds
+    # its write lock past the busy timeout) after the upstream answered: the client must
+    # not see a completed answer whose stub names nothing
+    db = tmp_path / "offload.db"
+    big = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "word " * 240}
+        for i in range(20)
+    ]
+    with Store(db, StoreSettings(busy_timeout_s=0.2)) as store, raw_upstream("answer") as up:
+        settings = ProxySettings(
+            upstream=up.url, n_ctx=4096, alternate_roles="never", metrics_flush_s=60
+        )
+        app = create_app(settings, store)
+        with serving(app) as server:
+            writes = proxy_state(app).pipeline.writes
+            release = threading.Event()
+            writes.submit("blocker", functools.partial(release.wait, 30))
+            got: list[httpx.Response] = []
+            body = {"messages": big, "stream": stream}
+            sender = threading.Thread(
+                target=lambda: got.append(loopback.post(server.url + CHAT, json=body, timeout=30))
+            )
+            sender.start()
+            wait_until(lambda: bool(up.bodies), timeout=30)  # rewritten, state saved, sent
+            holder = sqlite3.connect(db, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+            try:
+                release.set()
+                sender.join(30)
+            finally:
+                holder.execute("ROLLBACK")
+                holder.close()
+    assert got, "the request did not end"
+    resp = got[0]
+    if not stream:
+        assert resp.status_code == 503
+        error = resp.json()["error"]
+    else:
+        assert resp.status_code == 200  # the stream had begun
+        assert "[DONE]" not in resp.text
+        error = json.loads(sse_events(resp.text)[-1][1])["error"]
+    assert error["type"] == "store_unavailable" and "could not be stored" in error["message"]

@@ -116,9 +116,12 @@ def test_a_session_that_overflows_direct_completes_through_the_proxy_and_reuses_
     second = httpx.post(server.url + CHAT, json={**body, "messages": follow}, timeout=300).json()
     timings = second["timings"]
     assert timings["cache_n"] > 0.5 * (timings["cache_n"] + timings["prompt_n"]), timings
-    stats = httpx.get(server.url + "/api/stats").json()["live"]
+    whole = httpx.get(server.url + "/api/stats").json()
+    stats = whole["live"]
     assert stats["cache_reuse_ratio"] > 0
     assert stats["counters"]["tokens_saved"] > 0
+    # what the page-out stored went through the writer beside the upstream, and is stored
+    assert whole["writes"]["done"] > 0 and whole["writes"]["failed"] == 0
 
 
 def responses_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

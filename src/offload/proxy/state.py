@@ -29,6 +29,7 @@ from offload.proxy.figures.metrics import Metrics
 from offload.proxy.rewrite.messages import wants_alternation
 from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
 from offload.proxy.rewrite.stubs.parts import names_proxy_tools
+from offload.proxy.rewrite.stubs.writes import Figures
 from offload.proxy.transport.counting import UpstreamCounter
 from offload.proxy.transport.forward import UpstreamReply, send_upstream
 from offload.proxy.transport.http1 import Http1Pool
@@ -58,6 +59,7 @@ class Rewriter(Protocol):
         *,
         session_hint: str = "",
         alternate: bool = False,
+        wait_writes: bool = True,
     ) -> RewriteResult: ...
 
     def name_proxy_tools(self, on: bool) -> None: ...
@@ -65,6 +67,10 @@ class Rewriter(Protocol):
     def shrink_caches(self, share: int) -> None: ...
 
     def remember_sent(self) -> int: ...
+
+    def flush(self, timeout: float | None = None) -> None: ...
+
+    def write_figures(self) -> Figures: ...
 
 
 RewriterFactory = Callable[[Store, ProxySettings, TokenCounter], Rewriter]
@@ -152,6 +158,10 @@ class ProxyState:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        try:  # the store writes still running beside answers: finished, not dropped
+            await anyio.to_thread.run_sync(self.pipeline.flush, self.settings.timeout_s)
+        except OffloadError as exc:
+            log.warning("finishing the pending store writes failed: %s", exc)
         await anyio.to_thread.run_sync(self.metrics.flush)
         try:  # the first request after a restart measures its reuse against these
             await anyio.to_thread.run_sync(self.pipeline.remember_sent)
@@ -306,5 +316,14 @@ class ProxyState:
             "high_water": self.settings.high_water,
             "target": self.settings.target,
             "ceiling": self.settings.emergency,
+        }
+        # the store writes run beside the upstream (their time is not the rewrite's)
+        w = self.pipeline.write_figures()
+        snap["writes"] = {
+            "done": w.writes,
+            "failed": w.failed,
+            "pending": w.pending,
+            "cpu_ms": round(w.cpu_s * 1000, 1),
+            "answers_waited": w.waited,  # answers that completed only after waiting for them
         }
         return snap

@@ -42,6 +42,11 @@ _ERROR_LINE = re.compile(
     r"|^\s*(?:panic|fatal)\b|\bpanicked\b|\b(?:ERROR|FATAL|CRITICAL)\b|\bFAILED\b"
     r"|\bE\d{3,}\b|\bERR_[A-Z_]+"
 )
+# A word every alternative of _ERROR_LINE needs: lines (and texts) without one are not
+# searched with it (most tool outputs have none; a literal scan is several times cheaper).
+_ERROR_HINT = re.compile(
+    r"Error|Exception|error|fatal|panic|FATAL|ERROR|Fatal|Panic|CRITICAL|FAILED|ERR_|E\d{3}"
+)
 _TRACEBACK = re.compile(r"\s*Traceback \(most recent call last\)")
 _TRACE_FRAME = re.compile(r"\s*File \".*\", line \d+")
 _FENCE = re.compile(r" {0,3}(?:`{3,}|~{3,})")
@@ -60,7 +65,11 @@ def _window(text: str) -> str:
 
 
 def _classify(token: str) -> bool:
-    if len(token) < 4 or not _HAS_LETTER.search(token):
+    if len(token) < 4:
+        return False
+    if token.islower() and "." not in token and "_" not in token and "/" not in token:
+        return False  # a plain lower-case word (most tokens): no pattern below takes it
+    if not _HAS_LETTER.search(token):
         return False
     if "/" in token:
         return token.strip("/.~") != "" and not token.startswith("//")
@@ -82,19 +91,11 @@ def identifiers(text: str, limit: int = 8) -> list[str]:
     """
     if limit <= 0:
         return []
-    counts: Counter[str] = Counter()
-    first_seen: dict[str, int] = {}
-    verdicts: dict[str, bool] = {}  # a text repeats its tokens: each classified once
-    for m in _CANDIDATE.finditer(_URL.sub(" ", _window(text))):
-        token = m.group().strip(".-+~@")
-        verdict = verdicts.get(token)
-        if verdict is None:
-            verdict = verdicts[token] = _classify(token)
-        if verdict:
-            counts[token] += 1
-            first_seen.setdefault(token, m.start())
-    ranked = sorted(counts, key=lambda t: (-counts[t], first_seen[t]))
-    return ranked[:limit]
+    tokens = [t.strip(".-+~@") for t in _CANDIDATE.findall(_URL.sub(" ", _window(text)))]
+    counts = Counter(tokens)  # its keys in the order first seen; each classified once
+    kept = [token for token in counts if _classify(token)]
+    kept.sort(key=lambda t: -counts[t])  # stable: ties stay first seen first
+    return kept[:limit]
 
 
 def _clean(line: str) -> str:
@@ -137,7 +138,9 @@ def _error_line(lines: list[str]) -> tuple[str, int]:
     """The error line worth showing (the last line of the last traceback if there is one)
     and how many lines look like errors."""
     hits = [
-        i for i, line in enumerate(lines) if _ERROR_LINE.search(line) and not _TRACEBACK.match(line)
+        i
+        for i, line in enumerate(lines)
+        if _ERROR_HINT.search(line) and _ERROR_LINE.search(line) and not _TRACEBACK.match(line)
     ]
     if not hits:
         return "", 0
@@ -209,7 +212,7 @@ def gist(text: str, max_chars: int = 280) -> str:
     lines = window.splitlines()
     top = "\n".join(lines[:_SCAN_LINES])
     heads = [h.title for h in headings(top)[:_HEADINGS] if h.title]
-    error, n_errors = _error_line(lines)
+    error, n_errors = _error_line(lines) if _ERROR_HINT.search(window) else ("", 0)
     first = _first_lines(lines[:_SCAN_LINES], skip=error)
     ids = identifiers(text)
 

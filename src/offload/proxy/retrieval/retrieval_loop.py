@@ -46,6 +46,7 @@ from offload.proxy.retrieval.retrieval_stream import RoundFilter, sum_usage
 from offload.proxy.rewrite.messages import MESSAGE_OVERHEAD, Message, content_text
 from offload.proxy.rewrite.pipeline import RewriteResult
 from offload.proxy.rewrite.stubs.parts import names_proxy_tools
+from offload.proxy.rewrite.stubs.writes import NOTHING, Held, settled
 from offload.proxy.rewrite.window import Budget
 from offload.proxy.state import ProxyState
 from offload.proxy.transport.errors_http import OPENAI
@@ -164,6 +165,8 @@ def rounds_for(
         count,
         max_event=state.settings.max_event_bytes,
         max_answer=state.settings.max_answer_bytes,
+        held=result.held,
+        timeout=state.settings.timeout_s,
     )
 
 
@@ -191,6 +194,9 @@ class Rounds:
     continuations: list[Message] = field(default_factory=list)  # what each round posted
     max_event: int = MAX_EVENT_BYTES  # the most bytes of an upstream event held open
     max_answer: int = MAX_ANSWER_BYTES  # the most bytes of a whole answer read
+    # the store writes of what the wire names: a call reads them only once they are done
+    held: Held = NOTHING
+    timeout: float | None = None
 
     def sent(self) -> list[Message]:
         """Every message posted upstream for this answer, round after round (the wire,
@@ -249,6 +255,7 @@ class Rounds:
         last = self.rounds + 1 >= self.limit
         results: list[Message] = []
         spent = 0
+        await settled(self.held, self.timeout)
         for i, call in enumerate(calls):
             call.setdefault("id", "")
             if not call["id"]:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from offload.config import ProxySettings
+from offload.core.hashing import CTX_PREFIX
 from offload.core.tokens import TokenCounter
-from offload.errors import InvalidInput, OffloadError, StoreBusy
+from offload.errors import InvalidInput, OffloadError, ReferenceError_, StoreBusy
 from offload.proxy.rewrite import loops
 from offload.proxy.rewrite.call_args import CallStubber
 from offload.proxy.rewrite.ceilings import Ceilings, client_compacted, harness_key
@@ -68,6 +69,7 @@ from offload.proxy.rewrite.stubs.parts import (
     names_proxy_tools,
     read_call,
 )
+from offload.proxy.rewrite.stubs.writes import NOTHING, Figures, Held, Writes
 from offload.proxy.rewrite.window import Budget, Compaction, Layout, cut_level, plan, trigger
 from offload.proxy.rewrite.wire import WireBuilder
 from offload.store.store import Store
@@ -135,6 +137,9 @@ class RewriteResult:
     # tokens this request shares as a prefix with the session's previous one as sent (the
     # upstream's reusable KV cache; proxy.reuse)
     reused_tokens: int = 0
+    # the store writes the answer must wait for before it completes (what the wire names
+    # and this rewrite, or one before it, handed to the writer)
+    held: Held = field(default=NOTHING, compare=False, repr=False)
 
     def figures(self) -> dict[str, Any]:
         """The per-request counts that the proxy's metrics and ``offload replay`` report."""
@@ -164,8 +169,15 @@ class Pipeline:
         # with transparent retrieval off the model has no proxy tools: stubs name the MCP
         # server's and the CLI's calls only ("auto" learns it: name_proxy_tools)
         tools = names_proxy_tools(settings.retrieval, None)
+        # what the stubs replace is stored beside the upstream's prefill, not before it
+        self.writes = Writes(on_failed=self._write_failed)
         self.stubs = StubMaker(
-            store, counter, scope=scope, proxy_tools=tools, deltas=settings.delta_stubs
+            store,
+            counter,
+            scope=scope,
+            proxy_tools=tools,
+            deltas=settings.delta_stubs,
+            writes=self.writes,
         )
         self.recall = Recaller(store, settings, counter, scope)
         self.ceilings = Ceilings(store)
@@ -183,6 +195,23 @@ class Pipeline:
         self.calls.name_read_call(functools.partial(read_call, proxy_tools=on))
         self.recall.name_reader(PROXY_READ if on else "read")
 
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every store write handed to the writer so far is done (a clean
+        stop; ``offload replay`` after each turn)."""
+        self.writes.flush(timeout)
+
+    def write_figures(self) -> Figures:
+        """The writer's figures: writes done, failed, pending and their CPU time."""
+        return self.writes.figures()
+
+    def _write_failed(self, digest: str, exc: BaseException) -> None:
+        """A write handed to the writer failed (its answers get the error): the content
+        is stored again when next needed, and every session's record is dropped, so the
+        next turn resumes from the saved state, which is checked against the store."""
+        self.stubs.unstored(digest)
+        for key, _ in self._live.items():
+            self._live.drop(key)
+
     def shrink_caches(self, share: int) -> None:
         """Cut the caches of counts, stubs and rendered messages to the newest 1/``share``
         of their bounds (what a proxy does once quiet)."""
@@ -196,13 +225,17 @@ class Pipeline:
         *,
         session_hint: str = "",
         alternate: bool = False,
+        wait_writes: bool = True,
     ) -> RewriteResult:
         """The wire for ``messages`` under a context of ``n_ctx`` tokens.
 
         ``session_hint`` separates conversations whose opening messages are identical.
         ``alternate``: the upstream's chat template refuses two messages of one role in a
         row, so a chat is paged only up to a user message (a range stub between two user
-        messages takes the assistant's turn either way).
+        messages takes the assistant's turn either way). ``wait_writes`` False: return
+        as soon as the wire is built, while the store writes of what its stubs replace
+        run in the writer thread; the caller must wait for ``result.held`` before it
+        acknowledges anything that names them (the proxy: before the answer completes).
 
         Raises :class:`offload.errors.InvalidInput` for malformed messages or a bad
         ``n_ctx`` (nothing is stored then).
@@ -220,12 +253,14 @@ class Pipeline:
                 result = self._rewrite_saved(session, msgs, head, budget, alternate)
                 if result.ceiling_learned:
                     self.ceilings.learn(harness, result.ceiling_learned)
-                return result
             except BaseException:
                 # No half-built in-memory record survives a failure; the persisted state
                 # is only ever replaced whole, after the wire is built.
                 self._forget(session)
                 raise
+        if wait_writes:
+            result.held.wait()  # a failed write drops every session's record (_write_failed)
+        return result
 
     def _validated(self, messages: Any, hint: str) -> tuple[list[Message], int, str]:
         """(``messages`` validated, the length of their head, their session's key). The
@@ -501,6 +536,7 @@ class Pipeline:
             loop_broken=sent.looped,
             ceiling_learned=route.learned,
             reused_tokens=reused,
+            held=self.writes.held(),
         )
 
     def _send(
@@ -602,6 +638,7 @@ class Pipeline:
             and len(msgs) > record.count
             and self._applies(record.state, msgs, head, tail, len(msgs))
             and chain("", msgs[: record.count]) == record.digest
+            and self._whole(record.state)
         ):
             promoted = "moved" if moved or stale else "restart"
             return Route(
@@ -675,7 +712,7 @@ class Pipeline:
         saved = SessionState.from_json(value)
         if saved is None:
             return fresh, 0, "new_session", version
-        if not self._applies(saved, msgs, head, tail, len(msgs)):
+        if not self._applies(saved, msgs, head, tail, len(msgs)) or not self._whole(saved):
             return fresh, 0, "client_edit", version
         if chain("", msgs[: saved.verified]) != saved.digest:
             return fresh, 0, "client_edit", version
@@ -790,6 +827,22 @@ class Pipeline:
         else:
             return None
         return replace(state, layout=replace(state.layout, forced=forced - drop))
+
+    def _whole(self, state: SessionState) -> bool:
+        """Whether the part a saved state's range stub names is stored: a state read back
+        from the store was saved before its part's write was done (the write runs beside
+        the upstream), so a process that stopped in between, or a write that failed,
+        leaves a state naming a part that is not there; the session then starts afresh.
+        One indexed read, only when a state is read back."""
+        if state.range is None:
+            return True
+        if self.writes.pending(state.range.ref[len(CTX_PREFIX) :]):
+            self.writes.flush()  # this process is writing it: wait for it, then look
+        try:
+            self.store.resolve(state.range.ref, self.scope)
+        except ReferenceError_:
+            return False
+        return True
 
     @staticmethod
     def _applies(st: SessionState, msgs: list[Message], head: int, tail: int, same: int) -> bool:

@@ -244,9 +244,12 @@ def excerpt(hit: RecallHit, weights: dict[str, float]) -> RecallHit:
     if len(hit.text) <= HIT_CHARS:
         return hit
     rows, row_terms = _rows_of(hit.text)
+    # only the query's terms weigh: a row's others add exact zeros, so its terms are
+    # cut to the query's first (a set intersection, not a walk over every term)
+    wanted = frozenset(weights)
     best = max(
         range(len(rows)),
-        key=lambda i: (math.fsum(weights.get(t, 0.0) for t in row_terms[i]), -i),
+        key=lambda i: (math.fsum(weights[t] for t in row_terms[i] & wanted), -i),
     )
     lo, hi = max(0, best - EXCERPT_LINES), min(len(rows), best + EXCERPT_LINES + 1)
     text = "\n".join(rows[lo:hi])[:HIT_CHARS]

@@ -57,6 +57,9 @@ class Turn:
     loop_broken: bool = False
     ceiling_learned: int = 0
     reused_tokens: int = 0  # shared as a prefix with the previous request as sent
+    # the CPU time of the store writes the turn handed to the writer (run beside the
+    # upstream's prefill, not part of ``ms``; replay waits for them before the next turn)
+    write_ms: float = 0.0
 
 
 @dataclass
@@ -76,6 +79,7 @@ class Report:
         pairs = len(self.turns) - self.sessions
         kept = sum(1 for t in self.turns if t.prefix_kept)
         times = sorted(t.ms for t in self.turns)
+        writes = sorted(t.write_ms for t in self.turns if t.write_ms)
         breaks: dict[str, int] = {}
         for t in self.turns:
             if not t.prefix_kept and t.break_cause is not None:
@@ -104,6 +108,9 @@ class Report:
             "problems": sum(len(t.problems) for t in self.turns),
             "rewrite_ms_median": round(times[len(times) // 2], 3) if times else 0.0,
             "rewrite_ms_max": round(times[-1], 3) if times else 0.0,
+            "write_turns": len(writes),
+            "write_ms_median": round(writes[len(writes) // 2], 3) if writes else 0.0,
+            "write_ms_max": round(writes[-1], 3) if writes else 0.0,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -184,8 +191,9 @@ def replay(
         for k in points:
             request = run.messages[:k]
             started = time.perf_counter()
-            result = pipeline.rewrite(request, n_ctx, alternate=alternate)
+            result = pipeline.rewrite(request, n_ctx, alternate=alternate, wait_writes=False)
             ms = (time.perf_counter() - started) * 1000
+            write_ms = _written(pipeline, result)
             problems = _check(pipeline, request, result, budget, memo) if verify else ()
             turn = Turn(
                 run=run.id,
@@ -194,6 +202,7 @@ def replay(
                 **result.figures(),
                 ms=round(ms, 3),
                 problems=problems,
+                write_ms=round(write_ms, 3),
             )
             report.turns.append(turn)
             if on_turn is not None:
@@ -210,6 +219,14 @@ def replay(
         )
         report.bound_kept += bound.kept
     return report
+
+
+def _written(pipeline: Pipeline, result: RewriteResult) -> float:
+    """Wait for the store writes ``result`` holds (as the proxy does before the answer
+    completes; the next turn and the checks read them); their CPU milliseconds."""
+    before = pipeline.write_figures().cpu_s
+    result.held.wait()
+    return (pipeline.write_figures().cpu_s - before) * 1000
 
 
 def _check(
@@ -282,6 +299,8 @@ def render_totals(totals: dict[str, Any]) -> str:
             f" {totals['prefix_bound_ratio']:.1%}); windowing turns {totals['windowing_turns']},"
             f" emergency {totals['emergency_turns']}; stubs made {totals['stubs_made']}",
             f"rewrite median {totals['rewrite_ms_median']} ms, max {totals['rewrite_ms_max']} ms;"
+            f" store writes beside it ({totals['write_turns']} turns) median"
+            f" {totals['write_ms_median']} ms, max {totals['write_ms_max']} ms CPU;"
             f" problems {totals['problems']}",
         ]
     )

@@ -40,6 +40,7 @@ from offload.proxy.rewrite.messages import (
     session_key,
 )
 from offload.proxy.rewrite.pipeline import RewriteResult
+from offload.proxy.rewrite.stubs.writes import Held, settled
 from offload.proxy.state import ProxyState
 from offload.proxy.transport.errors_http import OPENAI, ErrorShape, openai_error
 from offload.proxy.transport.forward import (
@@ -166,6 +167,17 @@ async def run_chat(
         if transform is not None:  # the body is read: a lean-client reply gives it once
             return await transform(_ReadReply(resp, body), False, result, upstream.sent)
         return Response(body, resp.status_code, headers=response_headers(resp.headers))
+    # what the wire names is stored before the answer completes: a whole answer's headers
+    # come with its body, so it waits here; a stream's last chunk waits in HeldReply
+    if stream:
+        resp = HeldReply(resp, result.held, state.settings.timeout_s)
+    else:
+        try:
+            await settled(result.held, state.settings.timeout_s)
+        except StoreError as exc:
+            await close_shielded(resp)
+            _count_error(state, result)
+            return _unstored(shape, exc)
     if transform is not None:
         return await transform(resp, stream, result, upstream.sent)
     if stream:
@@ -268,6 +280,49 @@ class _Upstream(Generic[R]):
 
 
 @dataclass
+class HeldReply:
+    """A streamed answer whose completion waits for the store writes its wire depends on
+    (:mod:`offload.proxy.rewrite.stubs.writes`): chunks pass as they come once the writes
+    are done (as they nearly always are by the first token, after the prefill); while they
+    are not, each chunk waits for the next, and the last one for the writes. A write that
+    failed ends the stream with the store's error (``relay`` turns it into an error event)."""
+
+    reply: UpstreamReply
+    held: Held
+    timeout: float
+
+    @property
+    def status_code(self) -> int:
+        return self.reply.status_code
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self.reply.headers
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        last: bytes | None = None
+        async for chunk in self.reply.aiter_raw():
+            if last is not None:
+                yield last
+                last = None
+            if self.held.pending():
+                last = chunk
+            else:
+                yield chunk
+        await settled(self.held, self.timeout)
+        if last is not None:
+            yield last
+
+    async def aread(self) -> bytes:
+        body = await self.reply.aread()
+        await settled(self.held, self.timeout)
+        return body
+
+    async def aclose(self) -> None:
+        await self.reply.aclose()
+
+
+@dataclass
 class _ReadReply:
     """An upstream answer whose body has been read already, readable again."""
 
@@ -329,7 +384,10 @@ async def _answered(
 
 def break_event(exc: BaseException) -> bytes:
     """The OpenAI error event that ends a stream the upstream broke off (or fell silent in)
-    mid-answer, so the client sees a failure, not a normal finish."""
+    mid-answer, or whose wire's content the store did not take, so the client sees a
+    failure, not a normal finish."""
+    if isinstance(exc, StoreError):
+        return OPENAI.event(503, _UNSTORED + str(exc), "store_unavailable")
     if isinstance(exc, httpx.TimeoutException | UpstreamTimeout):
         return OPENAI.event(504, f"the upstream fell silent mid-answer: {exc}", "upstream_timeout")
     if isinstance(exc, UpstreamTooLarge):
@@ -425,6 +483,7 @@ async def _rewrite(
         state.pipeline.rewrite,
         session_hint=hint if isinstance(hint, str) else "",
         alternate=state.alternate,
+        wait_writes=False,  # they run beside the upstream; the answer waits for them
     )
     state.last_request = time.monotonic()
     try:
@@ -475,6 +534,15 @@ def _unrewritten(
         prefix_kept=False,
         break_cause="store_unavailable",
     )
+
+
+_UNSTORED = "the content this request's stubs name could not be stored: "
+
+
+def _unstored(shape: ErrorShape, exc: StoreError) -> Response:
+    """An answer held back because the store did not take what its wire names (the stubs
+    would dangle): a 503 in the client's shape; the request may be sent again."""
+    return shape.response(503, _UNSTORED + str(exc), "store_unavailable")
 
 
 def _store_down(shape: ErrorShape, exc: StoreError) -> Response:

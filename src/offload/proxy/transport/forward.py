@@ -17,7 +17,7 @@ import httpx
 from starlette.requests import Request
 
 from offload.core.http.sse import EventBound, SseDecoder, SseEvent
-from offload.errors import UpstreamError, UpstreamTooLarge
+from offload.errors import StoreError, UpstreamError, UpstreamTooLarge
 
 #: The bound on an upstream's open event when none is given (``proxy.max_event_mb``'s default).
 MAX_EVENT_BYTES = 4 * 1024 * 1024
@@ -43,8 +43,9 @@ class UpstreamReply(Protocol):
     async def aclose(self) -> None: ...
 
 
-# An answer that breaks off mid-body, from either client.
-BROKEN_OFF = (httpx.HTTPError, UpstreamError)
+# An answer that breaks off mid-body, from either client, or whose completion the store
+# refused (the writes of what its wire names failed: the answer ends in an error).
+BROKEN_OFF = (httpx.HTTPError, UpstreamError, StoreError)
 
 # A pooled connection the upstream closed just as a request went out on it fails like this,
 # before any byte of an answer; llama-server closes its connection after every streamed

@@ -73,6 +73,7 @@ from offload.proxy.rewrite.stubs.parts import (
     range_search_call,
     read_call,
 )
+from offload.proxy.rewrite.stubs.writes import Writes
 from offload.store.store import Store
 
 # asked, only when a content is stored, when what it tells happened (None: not known)
@@ -91,8 +92,11 @@ class StubMaker:
         cache_size: int = 16384,
         proxy_tools: bool = True,
         deltas: bool = True,
+        writes: Writes | None = None,
     ) -> None:
         self.store = store
+        # where stores go once the stub is made (None: written before the call returns)
+        self.writes = writes
         self.counter = counter
         self.scope = scope
         # whether stubs name the proxy's own memory tools (off: only the MCP tools and CLI
@@ -367,7 +371,7 @@ class StubMaker:
                 source="proxy",
                 topic=topic,
                 summary=summary,
-                event_time=when() if when is not None else None,
+                event_time=when,
                 tokens=lambda: made.tokens,  # the count its stub states, not another estimate
             )
         out = dict(msg)
@@ -401,36 +405,54 @@ class StubMaker:
         topic: str = "",
         summary: str = "",
         index_from_line: int = 1,
-        event_time: float | None = None,
+        event_time: EventTime = None,
         tokens: Callable[[], int] | None = None,
     ) -> None:
         """Persist ``text`` in this scope unless this process already knows it is stored
         (``body``: what to index and show instead, from ``index_from_line`` on; ``text``
-        stays the restorable original; ``event_time``: when what it tells happened;
-        ``tokens``: asked, only when it is stored, for the stored body's token count)."""
+        stays the restorable original; ``event_time``: asked when what it tells happened;
+        ``tokens``: asked, only when it is stored, for the stored body's token count).
+        With a writer (``writes``) the write runs there, after the call returns: the stub
+        names the content by its hash, so nothing on the wire waits for it."""
         if self._stored.get(digest):
             return
-        try:
-            # stored under another scope only (an older proxy's): store it here too, so the
-            # project's own search finds it
-            known = self.store.resolve(CTX_PREFIX + digest, self.scope).scope == self.scope
-        except ReferenceError_:  # missing, or forgotten since: store it (again)
-            known = False
-        if not known or label is not None:
-            self.store.put(
-                text,
-                kind="proxy",
-                source=source,
-                scope=self.scope,
-                label=label,
-                body=body,
-                topic=topic,
-                summary=summary,
-                index_from_line=index_from_line,
-                event_time=event_time,
-                tokens=tokens() if tokens is not None else None,
-            )
         self._stored.put(digest, True)
+
+        def write() -> None:
+            try:
+                # stored under another scope only (an older proxy's): store it here too,
+                # so the project's own search finds it
+                known = self.store.resolve(CTX_PREFIX + digest, self.scope).scope == self.scope
+            except ReferenceError_:  # missing, or forgotten since: store it (again)
+                known = False
+            if not known or label is not None:
+                self.store.put(
+                    text,
+                    kind="proxy",
+                    source=source,
+                    scope=self.scope,
+                    label=label,
+                    body=body,
+                    topic=topic,
+                    summary=summary,
+                    index_from_line=index_from_line,
+                    event_time=event_time() if event_time is not None else None,
+                    tokens=tokens() if tokens is not None else None,
+                )
+
+        if self.writes is not None:
+            self.writes.submit(digest, write)
+            return
+        try:
+            write()
+        except BaseException:
+            self._stored.pop(digest)
+            raise
+
+    def unstored(self, digest: str) -> None:
+        """Forget that ``digest`` is stored (its write failed): the next stub of it
+        stores it again."""
+        self._stored.pop(digest)
 
     # -- range stubs ---------------------------------------------------------------------------
 
@@ -449,7 +471,7 @@ class StubMaker:
             topic=part.topic,
             summary=part.summary,
             index_from_line=part.index_from_line,
-            event_time=when() if when is not None else None,
+            event_time=when,
             tokens=lambda: part.tokens(self.store.counter),
         )
         return stub
