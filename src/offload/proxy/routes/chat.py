@@ -280,16 +280,10 @@ class _Upstream(Generic[R]):
 
 
 @dataclass
-class HeldReply:
-    """A streamed answer whose completion waits for the store writes its wire depends on
-    (:mod:`offload.proxy.rewrite.stubs.writes`): chunks pass as they come once the writes
-    are done (as they nearly always are by the first token, after the prefill); while they
-    are not, each chunk waits for the next, and the last one for the writes. A write that
-    failed ends the stream with the store's error (``relay`` turns it into an error event)."""
+class _Wrapped:
+    """An upstream answer read through another object: its status and headers as they are."""
 
     reply: UpstreamReply
-    held: Held
-    timeout: float
 
     @property
     def status_code(self) -> int:
@@ -298,6 +292,18 @@ class HeldReply:
     @property
     def headers(self) -> Mapping[str, str]:
         return self.reply.headers
+
+
+@dataclass
+class HeldReply(_Wrapped):
+    """A streamed answer whose completion waits for the store writes its wire depends on
+    (:mod:`offload.proxy.rewrite.stubs.writes`): chunks pass as they come once the writes
+    are done (as they nearly always are by the first token, after the prefill); while they
+    are not, each chunk waits for the next, and the last one for the writes. A write that
+    failed ends the stream with the store's error (``relay`` turns it into an error event)."""
+
+    held: Held
+    timeout: float
 
     async def aiter_raw(self) -> AsyncIterator[bytes]:
         last: bytes | None = None
@@ -323,19 +329,10 @@ class HeldReply:
 
 
 @dataclass
-class _ReadReply:
+class _ReadReply(_Wrapped):
     """An upstream answer whose body has been read already, readable again."""
 
-    reply: UpstreamReply
     body: bytes
-
-    @property
-    def status_code(self) -> int:
-        return self.reply.status_code
-
-    @property
-    def headers(self) -> Mapping[str, str]:
-        return self.reply.headers
 
     async def aiter_raw(self) -> AsyncIterator[bytes]:
         yield self.body
