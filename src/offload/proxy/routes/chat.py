@@ -21,6 +21,7 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from offload.core.jsonbody import parse_object
 from offload.errors import (
     InvalidInput,
     StoreError,
@@ -70,17 +71,10 @@ async def json_body(request: Request) -> dict[str, Any]:
 
 
 async def raw_json_body(request: Request) -> tuple[bytes, dict[str, Any]]:
-    """The body as sent and as parsed (it must be a JSON object)."""
+    """The body as sent and as parsed (a JSON object of valid text: see
+    :func:`offload.core.jsonbody.parse_object`)."""
     raw = await request.body()
-    try:
-        payload = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidInput(f"malformed JSON body: {exc}") from exc
-    except RecursionError:  # arrays or objects nested past the interpreter's stack
-        raise InvalidInput("malformed JSON body: nested too deeply") from None
-    if not isinstance(payload, dict):
-        raise InvalidInput("the body must be a JSON object")
-    return raw, payload
+    return raw, parse_object(raw)
 
 
 def validate_messages(messages: Any) -> list[dict[str, Any]]:
