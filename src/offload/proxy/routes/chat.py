@@ -21,7 +21,6 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from offload.core.jsonbody import parse_object
 from offload.errors import (
     InvalidInput,
     StoreError,
@@ -51,6 +50,7 @@ from offload.proxy.transport.forward import (
     request_headers,
     response_headers,
 )
+from offload.proxy.transport.jsonbody import parse_object
 from offload.proxy.transport.overflow import NoFit, no_fit, no_fit_message, overflow_of
 
 # one logger name for the whole proxy surface, whichever module logs
@@ -72,7 +72,7 @@ async def json_body(request: Request) -> dict[str, Any]:
 
 async def raw_json_body(request: Request) -> tuple[bytes, dict[str, Any]]:
     """The body as sent and as parsed (a JSON object of valid text: see
-    :func:`offload.core.jsonbody.parse_object`)."""
+    :func:`offload.proxy.transport.jsonbody.parse_object`)."""
     raw = await request.body()
     return raw, parse_object(raw)
 

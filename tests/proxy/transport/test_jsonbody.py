@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from offload.core.jsonbody import lone_surrogate, parse_object
 from offload.errors import InvalidInput
+from offload.proxy.transport.jsonbody import lone_surrogate, parse_object
 
 
 @pytest.mark.parametrize(
