@@ -443,12 +443,14 @@ def test_the_anthropic_messages_shape_is_converted_both_ways(proxy: tuple[Script
     assert "".join(deltas) == "first 0 1 2"
     data = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
     # the prompt's size reaches a client's context meter: the proxy's count of the wire at
-    # the start, the upstream's own (7 of its 10 tokens from its cache) at the end
+    # the start, the upstream's own (7 of its 10 tokens from its cache) at the end; as
+    # Anthropic's API counts them, input_tokens are the ones not read from the cache (a
+    # client adds the two: 10, where 10 + 7 overstated the prompt by its cached part)
     assert data[0]["message"]["usage"]["input_tokens"] > 0
     closing = next(d for d in data if d["type"] == "message_delta")
     assert closing["usage"] == {
         "output_tokens": 0,
-        "input_tokens": 10,
+        "input_tokens": 3,
         "cache_read_input_tokens": 7,
     }
 

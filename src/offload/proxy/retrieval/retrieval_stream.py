@@ -246,9 +246,11 @@ def _piece_text(raw: bool, piece: str) -> str:
         obj = json.loads(piece)
     except ValueError:
         return ""
-    for choice in obj.get("choices") or () if isinstance(obj, dict) else ():
+    choices = obj.get("choices") if isinstance(obj, dict) else None
+    for choice in choices if isinstance(choices, list) else ():
         if isinstance(choice, dict) and choice.get("index", 0) == 0:
-            content = (choice.get("delta") or {}).get("content")
+            delta = choice.get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
             return content if isinstance(content, str) else ""
     return ""
 
