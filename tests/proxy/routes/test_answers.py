@@ -23,7 +23,7 @@ from offload.proxy.routes.responses_out import frame, response_object
 from offload.store.store import Store
 from proxy.proxy_servers import proxy_for, serving
 
-ROUTES = {
+ROUTES: dict[str, dict[str, Any]] = {
     "/v1/chat/completions": {"messages": [{"role": "user", "content": "hi"}]},
     "/v1/responses": {"input": "hi", "tools": [{"type": "function", "name": "f"}]},
     "/v1/messages": {
@@ -146,8 +146,8 @@ async def chunks_of(data: bytes) -> AsyncIterator[bytes]:
 async def test_anthropic_usage_counts_input_tokens_without_the_cached_ones() -> None:
     # Anthropic's input_tokens exclude cache_read_input_tokens (a client adds the two);
     # chat's prompt_tokens include the cached ones
-    last = {"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 4}}
-    last["usage"]["prompt_tokens_details"] = {"cached_tokens": 90}
+    usage = {"prompt_tokens": 100, "completion_tokens": 4}
+    last = {"choices": [], "usage": {**usage, "prompt_tokens_details": {"cached_tokens": 90}}}
     data = sse({"choices": [{"index": 0, "delta": {"content": "hi"}}]}, last, b"[DONE]")
     seen: dict[str, Any] = {}
     out = b"".join([e async for e in anthropic_events(chunks_of(data), "m", seen, 100)])
