@@ -746,6 +746,25 @@ def test_a_record_naming_a_file_that_is_not_the_clients_is_refused_and_nothing_c
     assert files_of(root) == before
 
 
+def test_a_record_naming_another_file_as_the_backup_never_copies_it_into_the_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    config = root / ".gemini" / "settings.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{"theme": "dark"}\n')
+    assert setup(capsys, home, root, "gemini")[0] == 0
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"token": "s3cret"}\n')
+    record = root / ".local" / "state" / "offload" / "setup" / "gemini.json"
+    data = json.loads(record.read_text())
+    data["files"][str(config)]["backup"] = str(secret)
+    record.write_text(json.dumps(data))
+    assert setup(capsys, home, root, "gemini", "--revert")[0] == 0
+    assert "s3cret" not in config.read_text()
+    assert json.loads(config.read_text()) == {"theme": "dark"}
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
 def test_a_config_linked_to_a_device_or_a_fifo_is_refused_and_left_as_it_is(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

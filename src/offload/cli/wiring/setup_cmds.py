@@ -370,7 +370,11 @@ def _undo_step(client: Client, path: Path, rec: dict[str, Any]) -> _Step:
     if text is None:
         return _Step(path, "none", source="already gone")
     now = text.encode("utf-8")
-    saved = Path(rec["backup"]) if rec["backup"] else None
+    saved = Path(rec["backup"]) if isinstance(rec["backup"], str) and rec["backup"] else None
+    if saved is not None and (
+        saved.parent != path.parent or not saved.name.startswith(f"{path.name}.offload-backup-")
+    ):
+        saved = None  # setup's backups sit beside their file: another is not put in its place
     before = text
     if rec["exact"] and digest(now) == rec["written"]:  # untouched since setup wrote it
         if rec["created"]:
