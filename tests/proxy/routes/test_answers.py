@@ -10,6 +10,8 @@ from typing import Any
 
 import pydantic
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from openai.types.responses import Response as ResponseObject
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -51,6 +53,8 @@ ODD_ANSWERS = [
     answer(choices=[5]),
     answer({"role": "assistant", "content": "x"}, usage={"prompt_tokens": "abc"}),
     answer({"role": "assistant", "content": "x"}, usage={"prompt_tokens": 10**30}),
+    answer(choices=True),  # the chat route's own count of the answer failed on it
+    answer({"role": "assistant", "content": "half an emoji \ud83d"}),  # not encodable
     [1, 2],
     None,
 ]
@@ -158,3 +162,84 @@ async def test_anthropic_usage_counts_input_tokens_without_the_cached_ones() -> 
         "input_tokens": 10,
         "cache_read_input_tokens": 90,
     }
+
+
+# Any answer an upstream may give: chat's shape with anything in its fields
+_ANY = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=False),
+        st.text(max_size=8),
+        st.sampled_from(["stop", "length", "tool_calls", "\ud83d", "</offload:body:x>"]),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_CALL = st.fixed_dictionaries(
+    {},
+    optional={
+        "index": _ANY,
+        "id": _ANY,
+        "type": _ANY,
+        "function": st.one_of(
+            _ANY, st.fixed_dictionaries({}, optional={"name": _ANY, "arguments": _ANY})
+        ),
+    },
+)
+_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": _ANY,
+        "content": _ANY,
+        "reasoning_content": _ANY,
+        "tool_calls": st.one_of(_ANY, st.lists(_CALL, max_size=3)),
+    },
+)
+_USAGE = st.one_of(
+    _ANY,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            k: _ANY
+            for k in ("prompt_tokens", "completion_tokens", "prompt_tokens_details", "total")
+        },
+    ),
+)
+_CHOICE = st.fixed_dictionaries(
+    {}, optional={"index": _ANY, "message": _FIELDS, "delta": _FIELDS, "finish_reason": _ANY}
+)
+ANSWERS = st.fixed_dictionaries(
+    {},
+    optional={
+        "choices": st.one_of(_ANY, st.lists(_CHOICE, max_size=2)),
+        "usage": _USAGE,
+        "timings": _ANY,
+        "error": _ANY,
+    },
+)
+
+
+@settings(max_examples=8, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(whole=ANSWERS, chunks=st.lists(ANSWERS, max_size=4))
+def test_any_answer_whole_or_streamed_is_converted_on_every_route(
+    odd_proxy: tuple[dict[str, Any], str], whole: dict[str, Any], chunks: list[dict[str, Any]]
+) -> None:
+    told, url = odd_proxy
+    told["body"] = whole
+    told["stream"] = sse(*chunks, b"[DONE]")
+    ends = {
+        "/v1/chat/completions": "[DONE]",
+        "/v1/responses": "event: response.",
+        "/v1/messages": "event: ",
+    }
+    for route, request in ROUTES.items():
+        for stream in (False, True):
+            resp = loopback.post(url + route, json={**request, "stream": stream})
+            assert "internal proxy error" not in resp.text, (route, stream, resp.text[:300])
+            assert resp.status_code in (200, 502), (route, stream, resp.text[:300])
+            if stream and resp.status_code == 200:
+                assert ends[route] in resp.text, (route, resp.text[-300:])

@@ -20,12 +20,12 @@ import secrets
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from offload.core.sse import SseDecoder
 from offload.errors import InvalidInput
 from offload.proxy.figures.metrics import cache_figures, token_figure
-from offload.proxy.routes.answers import first_choice, listed, member, text_of
+from offload.proxy.routes.answers import AnswerJSON, first_choice, listed, member, text_of
 from offload.proxy.transport.errors_http import ANTHROPIC, anthropic_error
 from offload.proxy.transport.forward import UpstreamReply
 
@@ -199,7 +199,7 @@ async def message_response(
                 "input": args,
             }
         )
-    return JSONResponse(
+    return AnswerJSON(
         {
             "id": _message_id(),
             "type": "message",

@@ -380,7 +380,8 @@ async def _relay_whole(
 def _answer_text(obj: dict[str, Any], part: str) -> str:
     """The text of the first choice: its ``message`` in a whole chat completion, or what a
     streamed chunk's ``delta`` adds to it."""
-    for choice in obj.get("choices") or ():
+    choices = obj.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
         if isinstance(choice, dict) and choice.get("index", 0) == 0:
             holder = choice.get(part)
             text = holder.get("content") if isinstance(holder, dict) else None

@@ -8,11 +8,12 @@ import json
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from offload.errors import InvalidInput
 from offload.proxy.rewrite.pipeline import RewriteResult
 from offload.proxy.routes import responses, responses_out
+from offload.proxy.routes.answers import AnswerJSON
 from offload.proxy.routes.chat import (
     Sent,
     break_event,
@@ -54,7 +55,7 @@ async def create_response(request: Request, state: ProxyState) -> Response:
         for item in response["output"]:
             if item["type"] == "message":
                 state.precount(item["content"][0]["text"])
-        return JSONResponse(response)
+        return AnswerJSON(response)
 
     try:
         return await run_chat(
