@@ -63,12 +63,13 @@ ODD_ANSWERS = [
 @pytest.fixture(scope="module")
 def odd_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, Any], str]]:
     """A proxy in front of an upstream that answers whatever ``told["body"]`` holds."""
-    told: dict[str, Any] = {"body": None, "stream": b""}
+    told: dict[str, Any] = {"body": None, "stream": b"", "status": 200}
 
     async def chat(request: Request) -> Response:
         if json.loads(await request.body()).get("stream"):
             return Response(told["stream"], media_type="text/event-stream")
-        return Response(json.dumps(told["body"]), media_type="application/json")
+        body = json.dumps(told["body"])
+        return Response(body, told["status"], media_type="application/json")
 
     async def props(request: Request) -> Response:
         return JSONResponse({"default_generation_settings": {"n_ctx": 4096}})
@@ -110,6 +111,7 @@ ODD_STREAMS = [
     sse({"choices": [{"index": 0, "delta": {"tool_calls": 5}}]}, b"[DONE]"),
     sse({"choices": [{"index": 0, "delta": {"content": {"a": 1}}}]}, b"[DONE]"),
     sse(b'{"choices": [{"index": 0, "delta": {"content": "half \\ud83d"}}]}', b"[DONE]"),
+    sse({"choices": [], "error": "half \ud83d"}, b"[DONE]"),  # its error event failed
 ]
 
 
@@ -120,13 +122,28 @@ def test_an_odd_stream_ends_as_each_routes_stream_ends_not_cut_off(
     told, url = odd_proxy
     told["stream"] = stream
     ends = {
-        "/v1/chat/completions": "[DONE]",
-        "/v1/responses": "response.completed",
-        "/v1/messages": "message_stop",
+        "/v1/chat/completions": ("[DONE]",),
+        "/v1/responses": ("response.completed", "response.failed"),
+        "/v1/messages": ("message_stop", "event: error"),
     }
     for route, request in ROUTES.items():
         resp = loopback.post(url + route, json={**request, "stream": True})
-        assert resp.status_code == 200 and ends[route] in resp.text, (route, resp.text[-300:])
+        assert resp.status_code == 200, (route, resp.text)
+        assert any(end in resp.text for end in ends[route]), (route, resp.text[-300:])
+
+
+def test_an_upstream_error_whose_message_holds_a_lone_surrogate_keeps_its_status_and_shape(
+    odd_proxy: tuple[dict[str, Any], str],
+) -> None:
+    told, url = odd_proxy
+    told["body"], told["status"] = {"error": {"message": "bad \ud83d", "type": "x"}}, 400
+    try:
+        for route, request in ROUTES.items():
+            resp = loopback.post(url + route, json=request)
+            assert resp.status_code == 400, (route, resp.text)
+            assert "bad \ud83d" in resp.text or "bad \\ud83d" in resp.text, route
+    finally:
+        told["status"] = 200
 
 
 def test_an_odd_answer_still_makes_a_response_object_the_official_client_reads() -> None:

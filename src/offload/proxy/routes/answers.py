@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from starlette.responses import JSONResponse
-
 
 def listed(value: Any) -> list[dict[str, Any]]:
     """The objects of ``value`` when it is a list (others in it skipped), else none."""
@@ -40,12 +38,3 @@ def text_of(value: Any) -> str:
     if isinstance(value, list) and all(isinstance(p, dict) for p in value):
         return "".join(p["text"] for p in value if isinstance(p.get("text"), str))
     return json.dumps(value, ensure_ascii=False)
-
-
-class AnswerJSON(JSONResponse):
-    """A converted answer as JSON; a lone surrogate the upstream's JSON held (half an
-    emoji, escaped) goes out as its escape, where encoding it failed the request."""
-
-    def render(self, content: Any) -> bytes:
-        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        return text.encode("utf-8", "backslashreplace")

@@ -25,8 +25,8 @@ from starlette.responses import Response
 from offload.core.sse import SseDecoder
 from offload.errors import InvalidInput
 from offload.proxy.figures.metrics import cache_figures, token_figure
-from offload.proxy.routes.answers import AnswerJSON, first_choice, listed, member, text_of
-from offload.proxy.transport.errors_http import ANTHROPIC, anthropic_error
+from offload.proxy.routes.answers import first_choice, listed, member, text_of
+from offload.proxy.transport.errors_http import ANTHROPIC, TextJSON, anthropic_error
 from offload.proxy.transport.forward import UpstreamReply
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -199,7 +199,7 @@ async def message_response(
                 "input": args,
             }
         )
-    return AnswerJSON(
+    return TextJSON(
         {
             "id": _message_id(),
             "type": "message",

@@ -13,7 +13,6 @@ from starlette.responses import Response, StreamingResponse
 from offload.errors import InvalidInput
 from offload.proxy.rewrite.pipeline import RewriteResult
 from offload.proxy.routes import responses, responses_out
-from offload.proxy.routes.answers import AnswerJSON
 from offload.proxy.routes.chat import (
     Sent,
     break_event,
@@ -24,7 +23,7 @@ from offload.proxy.routes.chat import (
 )
 from offload.proxy.routes.responses_stream import ResponseStream, stream_events
 from offload.proxy.state import ProxyState
-from offload.proxy.transport.errors_http import OPENAI, openai_error
+from offload.proxy.transport.errors_http import OPENAI, TextJSON, openai_error
 from offload.proxy.transport.forward import UpstreamReply, relay
 
 
@@ -55,7 +54,7 @@ async def create_response(request: Request, state: ProxyState) -> Response:
         for item in response["output"]:
             if item["type"] == "message":
                 state.precount(item["content"][0]["text"])
-        return AnswerJSON(response)
+        return TextJSON(response)
 
     try:
         return await run_chat(
