@@ -127,7 +127,8 @@ class RoundFilter:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 out_choices.append(choice)
                 continue
-            delta = dict(choice.get("delta") or {})
+            raw_delta = choice.get("delta")
+            delta = dict(raw_delta) if isinstance(raw_delta, dict) else {}
             calls = delta.pop("tool_calls", None)
             if isinstance(calls, list) and calls:
                 kept = self._calls(calls)
@@ -161,6 +162,9 @@ class RoundFilter:
                 kept.append(call)
                 continue
             idx = call.get("index", 0)
+            if not isinstance(idx, int):  # no index to hold it by: passed as it came
+                kept.append(call)
+                continue
             raw_fn = call.get("function")
             fn: dict[str, Any] = raw_fn if isinstance(raw_fn, dict) else {}
             piece = fn.get("arguments")
