@@ -63,7 +63,7 @@ ODD_ANSWERS = [
 @pytest.fixture(scope="module")
 def odd_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, Any], str]]:
     """A proxy in front of an upstream that answers whatever ``told["body"]`` holds."""
-    told: dict[str, Any] = {"body": None, "stream": b"", "status": 200}
+    told: dict[str, Any] = {"body": None, "stream": b"", "status": 200, "models": b"{}"}
 
     async def chat(request: Request) -> Response:
         if json.loads(await request.body()).get("stream"):
@@ -74,8 +74,15 @@ def odd_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[s
     async def props(request: Request) -> Response:
         return JSONResponse({"default_generation_settings": {"n_ctx": 4096}})
 
+    async def models(request: Request) -> Response:
+        return Response(told["models"], media_type="application/json")
+
     app = Starlette(
-        routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/props", props)]
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/props", props),
+            Route("/v1/models", models),
+        ]
     )
     with (
         serving(app) as upstream,
@@ -260,3 +267,20 @@ def test_any_answer_whole_or_streamed_is_converted_on_every_route(
             assert resp.status_code in (200, 502), (route, stream, resp.text[:300])
             if stream and resp.status_code == 200:
                 assert ends[route] in resp.text, (route, resp.text[-300:])
+
+
+@pytest.mark.parametrize(
+    ("listing", "kept"),
+    [
+        (b'{"data": [{"id": "m", "name": "half \\ud83d"}]}', "half \\ud83d"),
+        (b'{"data": [{"id": "m", "score": NaN}]}', "NaN"),
+    ],
+)
+def test_an_odd_model_listing_is_answered_with_or_without_the_context_size_never_a_500(
+    odd_proxy: tuple[dict[str, Any], str], listing: bytes, kept: str
+) -> None:
+    told, url = odd_proxy
+    told["models"] = listing
+    for path in ("/v1/models", "/models"):
+        resp = loopback.get(url + path)
+        assert resp.status_code == 200 and kept in resp.text, (path, resp.text)
