@@ -80,6 +80,45 @@ def test_json_nested_past_the_stack_is_a_400_not_an_internal_error(
     assert state.requests == []
 
 
+@pytest.mark.parametrize(
+    ("route", "word"), [(CHAT, "NaN"), ("/v1/messages", "Infinity"), ("/v1/responses", "NaN")]
+)
+def test_nan_and_infinity_are_refused_with_a_400_on_every_json_route(
+    proxy: tuple[Scripted, str], route: str, word: str
+) -> None:
+    # Python's json reads NaN; the Responses route echoed it and could not encode its answer
+    state, url = proxy
+    body = '{"model": "m", "max_tokens": 8, "temperature": ' + word + ', "input": "hi",'
+    body += ' "messages": [{"role": "user", "content": "hi"}]}'
+    resp = loopback.post(url + route, content=body, headers={"content-type": "application/json"})
+    assert resp.status_code == 400, resp.text
+    assert f"{word} is not a JSON number" in resp.text
+    assert state.requests == []
+
+
+def test_a_lone_surrogate_is_refused_before_it_can_poison_the_sessions_figures(
+    proxy: tuple[Scripted, str],
+) -> None:
+    # it became the session's title: /api/stats and every later flush of the figures failed
+    state, url = proxy
+    body = b'{"messages": [{"role": "user", "content": "hi \\ud800"}]}'
+    resp = loopback.post(url + CHAT, content=body, headers={"content-type": "application/json"})
+    assert resp.status_code == 400, resp.text
+    assert "lone UTF-16 surrogate" in resp.json()["error"]["message"]
+    assert state.requests == []
+    assert loopback.get(url + "/api/stats").status_code == 200
+
+
+def test_surrogate_pairs_and_an_escaped_backslash_before_u_are_text(
+    proxy: tuple[Scripted, str],
+) -> None:
+    state, url = proxy
+    body = b'{"messages": [{"role": "user", "content": "\\ud83c\\udf89 and \\\\ud800"}]}'
+    resp = loopback.post(url + CHAT, content=body, headers={"content-type": "application/json"})
+    assert resp.status_code == 200, resp.text
+    assert state.requests[-1]["body"]["messages"][0]["content"] == "\U0001f389 and \\ud800"
+
+
 def test_an_unknown_role_is_refused_without_reaching_the_upstream(
     proxy: tuple[Scripted, str],
 ) -> None:
@@ -417,12 +456,14 @@ def test_the_anthropic_messages_shape_is_converted_both_ways(proxy: tuple[Script
     assert "".join(deltas) == "first 0 1 2"
     data = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
     # the prompt's size reaches a client's context meter: the proxy's count of the wire at
-    # the start, the upstream's own (7 of its 10 tokens from its cache) at the end
+    # the start, the upstream's own (7 of its 10 tokens from its cache) at the end; as
+    # Anthropic's API counts them, input_tokens are the ones not read from the cache (a
+    # client adds the two: 10, where 10 + 7 overstated the prompt by its cached part)
     assert data[0]["message"]["usage"]["input_tokens"] > 0
     closing = next(d for d in data if d["type"] == "message_delta")
     assert closing["usage"] == {
         "output_tokens": 0,
-        "input_tokens": 10,
+        "input_tokens": 3,
         "cache_read_input_tokens": 7,
     }
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,7 +105,7 @@ def test_a_name_swapped_for_a_link_out_of_the_roots_after_the_check_is_not_read(
     root.mkdir()
     (tmp_path / "secret.txt").write_text("secret")
     (root / "a.txt").symlink_to(tmp_path / "secret.txt")  # was a file when checked
-    with pytest.raises(NotAFile, match="cannot read"):
+    with pytest.raises(NotAFile, match="is a symlink now"):
         open_confined(root / "a.txt", "a.txt", [root])
 
 
@@ -113,8 +117,49 @@ def test_a_directory_swapped_for_a_link_out_of_the_roots_after_the_check_is_not_
     outside.mkdir()
     (outside / "a.txt").write_text("secret")
     (root / "sub").symlink_to(outside)  # was a directory inside the root when checked
-    with pytest.raises(OutsideRoots):
+    with pytest.raises(NotAFile, match="is a symlink now"):
         open_confined(root / "sub" / "a.txt", "sub/a.txt", [root])
+
+
+# A child in a mount namespace of its own, /proc unmounted there, tries the swap above
+_NO_PROC = """
+import sys
+from pathlib import Path
+from offload.errors import PathError
+from offload.store.paths import open_confined
+root = Path(sys.argv[1])
+assert not Path("/proc/self").exists()
+try:
+    open_confined(root / "sub" / "a.txt", "sub/a.txt", [root])
+except PathError as exc:
+    print("refused:", exc)
+else:
+    print("read")
+"""
+
+
+def test_a_directory_swapped_for_a_link_is_refused_where_proc_is_not_mounted(
+    tmp_path: Path,
+) -> None:
+    # where the file opened lives was asked of /proc: without it the check was skipped
+    unshare = shutil.which("unshare")
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "a.txt").write_text("secret")
+    (root / "sub").symlink_to(outside)
+    script = f'umount -l /proc && exec {shlex.quote(sys.executable)} -c "$0" "$1"'
+    if unshare is None:
+        pytest.skip("no unshare(1) to run a child without /proc")
+    done = subprocess.run(
+        [unshare, "--mount", "--propagation", "private", "sh", "-c", script, _NO_PROC, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0 and "refused" not in done.stdout:
+        pytest.skip(f"cannot unmount /proc in a namespace here: {done.stderr.strip()[:200]}")
+    assert done.stdout.startswith("refused:"), done.stdout + done.stderr
 
 
 def test_a_name_swapped_for_a_fifo_is_refused_without_waiting_for_a_writer(

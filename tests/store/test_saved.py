@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from offload.core.tokens import EstimateCounter
+from offload.store.backend import Sql
 from offload.store.postgres.pgconn import WRITE_LOCK, lock_key
 from offload.store.store import Store
 from realparts import run_together, wait_until
@@ -203,3 +204,19 @@ def test_writers_of_one_state_key_on_postgresql_still_wait_for_each_other(
                 other.rollback()
             thread.join(60)
             assert done == [2]
+
+
+def test_a_saved_value_that_is_not_json_reads_as_none_and_is_replaced_by_the_next_write(
+    tmp_path: Path,
+) -> None:
+    # a row damaged by hand or another program failed every reader of it, for ever
+    with Store(tmp_path / "a.db", counter=EstimateCounter()) as store:
+        store.put_state("ns", "k", {"a": 1})
+        store.put_state("ns", "other", [1])
+        store.conn.execute(Sql("UPDATE state SET value = '{not json' WHERE key = 'k'"))
+        store.conn.commit()
+        value, version = store.get_state_versioned("ns", "k")
+        assert store.get_state("ns", "k") is None and value is None and version > 0
+        assert dict(store.state_items("ns")) == {"k": None, "other": [1]}
+        assert store.replace_state("ns", "k", {"a": 2}, version)
+        assert store.get_state("ns", "k") == {"a": 2}

@@ -380,10 +380,6 @@ def _compress(
         state.instruction_contents = False
         phases.append(3)
         size = sizes.estimate()
-    if size > budget.threshold and state.indexed_instructions:
-        state.instruction_contents = False
-        phases.append(3)
-        size = sizes.estimate()
     if size > budget.threshold and state.deferred:
         state.batch_contents = False
         phases.append(4)

@@ -222,7 +222,8 @@ class IndexTools:
         listed_items: list[str] = []
         out: list[str] = []
         for qi, query in enumerate(queries, 1):
-            out.append(f"## Query {qi}: {json.dumps(query, ensure_ascii=False)}")
+            # the query may quote what an upstream wrote: shown as one inert line too
+            out.append(f"## Query {qi}: {json.dumps(inline(query, 500), ensure_ascii=False)}")
             ranked, by_words = self._ranked(query, limit, filters, tool_index, tool_keys)
             if not ranked:
                 out.append("(no hits)")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import configparser
+import errno
 import os
 import re
 import stat
@@ -185,33 +186,64 @@ _OPEN_FLAGS = (
     os.O_RDONLY
     | getattr(os, "O_NOFOLLOW", 0)  # the last part a symlink now: ELOOP
     | getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once, to be refused, not waited on
+    | getattr(os, "O_NOCTTY", 0)  # a terminal opened is never made this process's own
+    | getattr(os, "O_CLOEXEC", 0)
+)
+# a directory on the way, opened below the one before it: a symlink there now is ELOOP
+_DIR_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_DIRECTORY", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
 
 
 def open_confined(real: Path, path: str | Path, roots: Sequence[Path]) -> int:
-    """A descriptor of ``real``, a regular file still inside ``roots`` as opened."""
+    """A descriptor of ``real``, a regular file still inside ``roots`` as opened.
+
+    ``real`` is opened part by part from the root that holds it, each directory below the
+    one before and none of them followed if it is a symlink now: a name on the way swapped
+    for a link (out of the roots or not) after the check is refused, without asking the
+    system where the file opened lives (``/proc`` may not be mounted)."""
     try:
-        fd = os.open(real, _OPEN_FLAGS)
+        fd = _open_below(_holding_root(real, roots), real)
     except FileNotFoundError as exc:
         raise NotAFile(f"{path}: no such file") from exc
     except OSError as exc:  # ELOOP (swapped for a link), ENAMETOOLONG, EACCES, ENXIO, …
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise NotAFile(
+                f"{_shown(path)}: not read: it or a directory on its way is a symlink now,"
+                " changed after the allowed roots were checked"
+            ) from exc
         raise NotAFile(f"{_shown(path)}: cannot read ({exc.strerror})") from exc
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotAFile(f"{path}: not a regular file")
-        opened = _opened_path(fd)
-        if opened is not None and opened != real:
-            confine(opened, roots)  # a directory on the way was swapped for a link
         return fd
     except BaseException:
         os.close(fd)
         raise
 
 
-def _opened_path(fd: int) -> Path | None:
-    """Where the open file ``fd`` is (Linux's /proc), None where that cannot be asked."""
+def _holding_root(real: Path, roots: Sequence[Path]) -> Path:
+    """The innermost of ``roots`` (resolved) that holds ``real``."""
+    holding = [r for r in (Path(r).resolve() for r in roots) if real.is_relative_to(r)]
+    if not holding:
+        raise OutsideRoots(f"{real} is outside the allowed roots")
+    return max(holding, key=lambda r: len(r.parts))
+
+
+def _open_below(root: Path, real: Path) -> int:
+    """``real`` opened from ``root`` down, a part at a time (see :func:`open_confined`)."""
+    parts = real.relative_to(root).parts
+    if not parts:
+        return os.open(real, _OPEN_FLAGS)
+    at = os.open(root, _DIR_FLAGS)
     try:
-        return Path(os.readlink(f"/proc/self/fd/{fd}"))
-    except OSError:
-        return None
+        for part in parts[:-1]:
+            below = os.open(part, _DIR_FLAGS, dir_fd=at)
+            os.close(at)
+            at = below
+        return os.open(parts[-1], _OPEN_FLAGS, dir_fd=at)
+    finally:
+        os.close(at)

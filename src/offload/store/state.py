@@ -40,12 +40,22 @@ def next_number(conn: Conn, name: str) -> int:
         return int(row[0])
 
 
+def _value(text: str) -> Any:
+    """A saved value's JSON; None when it is not JSON (a row damaged by hand or by another
+    program): what is saved here is derived, so its readers start afresh and their next
+    write replaces it, where a raise failed every request that read it."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def get(conn: Conn, namespace: str, key: str) -> Any:
     """A saved JSON value, or None."""
     row = conn.execute(
         Sql("SELECT value FROM state WHERE namespace = ? AND key = ?"), (namespace, key)
     ).fetchone()
-    return None if row is None else json.loads(row[0])
+    return None if row is None else _value(row[0])
 
 
 def get_versioned(conn: Conn, namespace: str, key: str) -> tuple[Any, int]:
@@ -55,7 +65,7 @@ def get_versioned(conn: Conn, namespace: str, key: str) -> tuple[Any, int]:
     ).fetchone()
     if row is None:
         return None, _retired(conn, namespace, key)
-    return json.loads(row[0]), int(row[1])
+    return _value(row[0]), int(row[1])
 
 
 def version(conn: Conn, namespace: str, key: str) -> int:
@@ -163,7 +173,7 @@ def items(conn: Conn, namespace: str) -> Iterator[tuple[str, Any]]:
         Sql("SELECT key, value FROM state WHERE namespace = ? ORDER BY key"), (namespace,)
     ).fetchall()
     for row in rows:
-        yield row[0], json.loads(row[1])
+        yield row[0], _value(row[1])
 
 
 def delete(conn: Conn, namespace: str, key: str) -> bool:

@@ -739,6 +739,72 @@ def test_revert_removes_the_directory_setup_created_and_keeps_one_the_user_had(
     assert files_of(fresh) == {".gemini/notes.md": b"mine\n"}
 
 
+def test_a_record_edited_to_list_other_directories_makes_revert_remove_none_of_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the per-file list was removed as it stood: an empty directory of the user's, listed
+    # there, went with the revert, "setup had created it"
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    mine, ours = root / "mine", root / ".gemini" / "x"
+    mine.mkdir(parents=True)
+    assert setup(capsys, home, root, "gemini")[0] == 0
+    ours.mkdir()  # made by the user inside one setup made: not on the file's way
+    record = root / ".local" / "state" / "offload" / "setup" / "gemini.json"
+    data = json.loads(record.read_text())
+    (rec,) = data["files"].values()
+    rec["dirs"] += [str(mine), str(root), str(ours), "/", "m"]
+    record.write_text(json.dumps(data))
+    registry = record.with_name("made-dirs.json")
+    made = json.loads(registry.read_text())
+    made["dirs"] += [str(mine), str(root), str(tmp_path)]
+    registry.write_text(json.dumps(made))
+    code, out, _ = setup(capsys, home, root, "gemini", "--revert")
+    assert code == 0
+    assert mine.is_dir() and ours.is_dir() and root.is_dir()
+    assert str(mine) not in out and f"removed {root} " not in out
+
+
+def test_a_record_naming_a_file_that_is_not_the_clients_is_refused_and_nothing_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a record copied or edited to name another file: revert removed it when its digest
+    # matched ("setup had created it")
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    root.mkdir()
+    assert setup(capsys, home, root, "gemini")[0] == 0
+    victim = root / ".bashrc"
+    victim.write_text("export KEEP=1\n")
+    record = root / ".local" / "state" / "offload" / "setup" / "gemini.json"
+    data = json.loads(record.read_text())
+    (rec,) = data["files"].values()
+    data["files"][str(victim)] = {**rec, "written": digest(victim.read_bytes())}
+    record.write_text(json.dumps(data))
+    before = files_of(root)
+    code, _, err = setup(capsys, home, root, "gemini", "--revert")
+    assert code == 2 and err.count("\n") == 1
+    assert f"names {victim}, which is not one of" in err and "nothing changed" in err
+    assert files_of(root) == before
+
+
+def test_a_record_naming_another_file_as_the_backup_never_copies_it_into_the_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, home = tmp_path / "cfg", tmp_path / "home"
+    config = root / ".gemini" / "settings.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{"theme": "dark"}\n')
+    assert setup(capsys, home, root, "gemini")[0] == 0
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"token": "s3cret"}\n')
+    record = root / ".local" / "state" / "offload" / "setup" / "gemini.json"
+    data = json.loads(record.read_text())
+    data["files"][str(config)]["backup"] = str(secret)
+    record.write_text(json.dumps(data))
+    assert setup(capsys, home, root, "gemini", "--revert")[0] == 0
+    assert "s3cret" not in config.read_text()
+    assert json.loads(config.read_text()) == {"theme": "dark"}
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
 def test_a_config_linked_to_a_device_or_a_fifo_is_refused_and_left_as_it_is(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -67,3 +67,17 @@ def test_a_list_item_is_found_by_its_name_and_the_others_kept() -> None:
 def test_an_inline_parent_with_entries_is_refused_rather_than_rewritten() -> None:
     with pytest.raises(InvalidInput, match="written inline"):
         nested_set("mcp_servers: {time: {command: uvx}}\n", SERVERS, {"command": "x"}, "f")
+
+
+@pytest.mark.parametrize(
+    ("text", "spec", "kind"),
+    [
+        ("mcp_servers:\n  - a\n", SERVERS, "a mapping"),  # was an AttributeError traceback
+        ("mcpServers:\n  name: x\n", LISTED, "a list"),
+    ],
+)
+def test_a_parent_of_the_other_shape_is_refused_in_one_line(
+    text: str, spec: Nested, kind: str
+) -> None:
+    with pytest.raises(InvalidInput, match=f"is not {kind}; nothing changed"):
+        nested_set(text, spec, {"command": "x"}, "f")

@@ -285,3 +285,20 @@ def test_a_streamed_round_reads_the_same_however_the_bytes_are_cut(
     assert ours[0]["function"] == {"name": SEARCH_TOOL, "arguments": '{"query": "x"}'}
     calls = [t for e in events for c in e["choices"] for t in c["delta"].get("tool_calls") or ()]
     assert [(t["index"], t["function"]["name"]) for t in calls] == [(0, "get_weather")]
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": [], "id": "c"}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": {"a": 1}}]}}]},
+        {"choices": [{"index": 0, "delta": ["not", "a", "mapping"]}]},
+    ],
+)
+def test_a_streamed_round_passes_a_call_it_cannot_index_as_it_came(chunk: dict[str, Any]) -> None:
+    # an index that is not a number raised TypeError (unhashable) and cut the stream off
+    flt = RoundFilter(frozenset(NAMES), first_round=True, sent_text=False)
+    data = b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n"
+    out = flt.feed(data) + flt.close() + flt.finish(None, "")
+    assert flt.ours() == []
+    assert b"[DONE]" in b"".join(out)

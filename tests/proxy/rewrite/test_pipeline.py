@@ -246,6 +246,32 @@ def test_a_request_resent_after_a_clean_restart_reuses_its_whole_wire_with_no_br
     assert crashed.break_cause == "restart" and crashed.reused_tokens == 0
 
 
+@pytest.mark.parametrize("damage", ["not json", "infinite tokens", "huge tokens"])
+def test_a_damaged_kept_request_is_ignored_not_a_failed_request_or_absurd_figures(
+    tmp_path: Path, damage: str
+) -> None:
+    # proxy.sent lives in a store other programs (another proxy, a hand) can write
+    msgs = conversation(20)
+    with Store(tmp_path / "a.db", counter=EstimateCounter()) as store:
+        first = make(store)
+        for request in requests(msgs):
+            first.rewrite(request, N_CTX)
+        first.remember_sent()
+        ((key, value),) = store.state_items(SENT_NAMESPACE)
+        if damage == "not json":
+            sql = Sql("UPDATE state SET value = '{not json' WHERE namespace = ?")
+            store.conn.execute(sql, (SENT_NAMESPACE,))
+            store.conn.commit()
+        else:
+            forged = float("inf") if damage == "infinite tokens" else 10**30
+            store.put_state(
+                SENT_NAMESPACE, key, {**value, "tokens": [forged] * len(value["tokens"])}
+            )
+        again = make(store).rewrite(copy.deepcopy(msgs), N_CTX)
+        assert 0 <= again.reused_tokens <= again.wire_tokens
+        assert make(store).remember_sent() == 0  # the stop's sweep reads the rows too
+
+
 def test_a_stop_forgets_the_requests_kept_for_sessions_that_never_came_back(
     store: Store,
 ) -> None:

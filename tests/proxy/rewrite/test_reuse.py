@@ -75,12 +75,15 @@ def test_after_a_restart_the_kept_digests_measure_the_whole_messages_shared() ->
     old = [SYSTEM, ASK, READ, BLOCK]
     kept = SentDigest.from_json(SentDigest.of(7, old, tokens(old)).to_json())
     assert kept is not None and kept.version == 7
-    assert shared_after_restart(kept, [*old, NOTE], "restart") == (sum(tokens(old)), None)
+    new = [*old, NOTE]
+    assert shared_after_restart(kept, new, tokens(new), "restart") == (sum(tokens(old)), None)
     # the next turn drops the recall block the last one ended with: that, not a restart
     later = [SYSTEM, ASK, READ, {"role": "user", "content": "and now?"}]
-    assert shared_after_restart(kept, later, "restart") == (sum(tokens(old[:3])), RECALL)
+    shared = shared_after_restart(kept, later, tokens(later), "restart")
+    assert shared == (sum(tokens(old[:3])), RECALL)
     edited = [SYSTEM, {"role": "user", "content": "Read the build log."}]
-    assert shared_after_restart(kept, edited, "restart") == (tokens([SYSTEM])[0], "restart")
+    shared = shared_after_restart(kept, edited, tokens(edited), "restart")
+    assert shared == (tokens([SYSTEM])[0], "restart")
 
 
 def test_a_kept_record_of_another_shape_is_not_used() -> None:
@@ -88,3 +91,19 @@ def test_a_kept_record_of_another_shape_is_not_used() -> None:
     assert SentDigest.from_json({**good, "tokens": [1, 2]}) is None
     assert SentDigest.from_json({**good, "version": "x"}) is None
     assert SentDigest.from_json([good]) is None
+    # lists of anything else, a string where a list goes, tokens that are no count
+    assert SentDigest.from_json({**good, "digests": "a", "tokens": [1], "marks": "b"}) is None
+    for bad in (-1, 1.5, True, "3", None, float("inf")):
+        assert SentDigest.from_json({**good, "tokens": [bad]}) is None, bad
+    odd = SentDigest.from_json({**good, "marks": [{"x": 1}]})
+    assert odd is not None and odd.marks == ("",)
+
+
+def test_the_tokens_a_kept_record_states_bound_nothing_the_new_request_counts_its_own() -> None:
+    # the record is read back from a store anyone with the file can write: a restart's
+    # reuse is the new request's own tokens of the messages shared whole, never more
+    old = [SYSTEM, ASK, READ]
+    forged = {**SentDigest.of(1, old, tokens(old)).to_json(), "tokens": [10**30, 10**30, 5]}
+    kept = SentDigest.from_json(forged)
+    assert kept is not None
+    assert shared_after_restart(kept, old, tokens(old), "restart") == (sum(tokens(old)), None)

@@ -70,6 +70,23 @@ def test_each_tool_call_is_listed_with_its_key_argument_line_and_answer() -> Non
     assert (second.name, second.key, second.result) == ("edit", "src/util.py", "edited")
 
 
+def test_line_breaks_in_call_arguments_ids_and_names_keep_every_line_number_true() -> None:
+    # pretty-printed arguments (or a hostile call id) made a row of several lines: every
+    # message and call after it was pointed at the wrong line
+    fn = {"name": "write\nfile", "arguments": '{\n  "path": "a.py"\n}'}
+    call: dict[str, Any] = {"id": "c\nx", "type": "function", "function": fn}
+    msgs: list[dict[str, Any]] = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c\nx", "content": "done"},
+        {"role": "user", "content": "next"},
+    ]
+    got = transcript.render(msgs, 3)
+    rows = got.text.split("\n")
+    assert [rows[at - 1][:6] for at in got.lines] == ["## #3 ", "## #4 ", "## #5 "]
+    assert rows[got.calls[0].line - 1].startswith("-> call write")
+    assert rows[got.lines[2]] == "next"
+
+
 def test_the_contents_list_names_each_distinct_call_once_within_the_limit() -> None:
     msgs = tool_run() + tool_run()
     rows = transcript.contents(transcript.render(msgs, 0).calls, 4)

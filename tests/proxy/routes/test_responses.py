@@ -201,3 +201,36 @@ def test_a_refused_web_search_says_how_codex_leaves_it_out() -> None:
     with pytest.raises(InvalidInput) as caught:
         to_chat({"input": "x", "tools": [{"type": "web_search", "external_web_access": False}]})
     assert 'web_search = "disabled"' in str(caught.value)
+
+
+def fn(name: str) -> dict[str, Any]:
+    return {"type": "function", "name": name, "parameters": {"type": "object"}}
+
+
+def ns(name: str, *members: str) -> dict[str, Any]:
+    return {"type": "namespace", "name": name, "tools": [fn(m) for m in members]}
+
+
+@pytest.mark.parametrize(
+    "tools",
+    [
+        [ns("a", "b__c"), ns("a__b", "c")],  # both a__b__c
+        [fn("mcp__read"), ns("mcp", "read")],  # a plain function named as a namespaced one
+        [ns("mcp", "read"), fn("mcp__read")],
+    ],
+)
+def test_two_functions_a_namespace_would_offer_under_one_name_are_refused(
+    tools: list[dict[str, Any]],
+) -> None:
+    # the upstream's call of that name was named back to the last one offered: the client
+    # ran a function the model did not mean
+    with pytest.raises(InvalidInput, match="both be offered as"):
+        to_chat({"input": "hi", "tools": tools})
+
+
+def test_plain_functions_and_distinct_namespaced_ones_pass() -> None:
+    tools = [fn("read"), ns("mcp", "read", "write"), ns("git", "read")]
+    names = [
+        t["function"]["name"] for t in to_chat({"input": "x", "tools": tools}).payload["tools"]
+    ]
+    assert names == ["read", "mcp__read", "mcp__write", "git__read"]

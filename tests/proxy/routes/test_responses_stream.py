@@ -9,6 +9,8 @@ from typing import Any
 
 import pydantic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai.types.responses import ResponseStreamEvent
 
 from offload.proxy.routes.responses_out import frame
@@ -115,3 +117,61 @@ async def test_the_models_reasoning_streams_into_a_reasoning_item_before_the_ans
     output = events[-1]["response"]["output"]
     assert [item["type"] for item in output] == ["reasoning", "message"]
     assert output[0]["content"] == [{"type": "reasoning_text", "text": "think hard"}]
+
+
+_TEXT = st.one_of(st.text(max_size=6), st.sampled_from(["", "</offload:body:x>", "\n\n"]))
+_DELTA = st.one_of(
+    st.fixed_dictionaries({"content": _TEXT}),
+    st.fixed_dictionaries({"reasoning_content": _TEXT}),
+    st.fixed_dictionaries(
+        {
+            "tool_calls": st.lists(
+                st.builds(
+                    call,
+                    st.integers(min_value=0, max_value=2),
+                    _TEXT,
+                    st.sampled_from(["", "read", "ns__write"]),
+                    st.sampled_from(["", "call_x"]),
+                ),
+                max_size=2,
+            )
+        }
+    ),
+)
+_CHUNK = st.one_of(
+    st.builds(chunk, _DELTA, st.sampled_from([None, None, "stop", "length", "tool_calls"])),
+    st.just({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}),
+    st.just({"error": {"message": "upstream broke"}}),
+    st.just("not json"),
+)
+
+
+def _order_holds(events: list[dict[str, Any]]) -> None:
+    """Each output item is added before its deltas and its done, deltas never follow its
+    done, and the final response lists the items in the order they were added."""
+    kinds = [e["type"] for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-1] in ("response.completed", "response.incomplete", "response.failed")
+    assert not any(k in kinds[:-1] for k in ("response.completed", "response.incomplete"))
+    added: list[str] = []
+    done: set[int] = set()
+    for event in events[2:-1]:
+        at = event.get("output_index")
+        if event["type"] == "response.output_item.added":
+            assert at == len(added), event
+            added.append(event["item"]["id"])
+        elif at is not None:
+            assert at < len(added) and at not in done, event
+            if event["type"] == "response.output_item.done":
+                done.add(at)
+    if kinds[-1] != "response.failed":
+        assert [item["id"] for item in events[-1]["response"]["output"]] == added
+        assert done == set(range(len(added)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(chunks=st.lists(_CHUNK, max_size=8))
+async def test_any_chat_stream_converts_to_events_in_the_order_the_spec_gives(
+    chunks: list[dict[str, Any] | str],
+) -> None:
+    _order_holds(await converted([*chunks, "[DONE]"]))

@@ -284,8 +284,19 @@ def revert(args: argparse.Namespace, client: Client, settings: Settings) -> int:
             f"(no record at {where}, nor in the store {settings.db_path}; backups are "
             "beside the files, NAME.offload-backup-*)"
         )
+    own = {str(config_path(args, f)) for f in client.files}
+    foreign = sorted(p for p in record["files"] if p not in own)
+    if foreign:  # a record edited or copied from elsewhere: revert touches only the client's
+        raise InvalidInput(
+            f"{where} names {foreign[0]}, which is not one of {client.title}'s config files"
+            f" ({', '.join(sorted(own))}); nothing changed"
+        )
+    top = config_dir(args)
     steps = [
-        replace(_undo_step(client, Path(p), rec), dirs=list(rec.get("dirs", [])))
+        replace(
+            _undo_step(client, Path(p), rec),
+            dirs=setup_records.made_for(rec.get("dirs"), Path(p), top),
+        )
         for p, rec in record["files"].items()
     ]
     if args.dry_run:
@@ -298,7 +309,7 @@ def revert(args: argparse.Namespace, client: Client, settings: Settings) -> int:
     stamp = stamp_now()
     done = [line for step in steps for line in _apply_step(step, stamp)]
     setup_records.forget(where)
-    swept = setup_records.sweep_dirs(args.config_dir, [s.path for s in steps])
+    swept = setup_records.sweep_dirs(args.config_dir, [s.path for s in steps], top)
     done += [f"removed {d} (setup had created it; empty now)" for d in swept]
     if older_runs(client, settings):
         done.append(
@@ -383,7 +394,11 @@ def _undo_step(client: Client, path: Path, rec: dict[str, Any]) -> _Step:
     if text is None:
         return _Step(path, "none", source="already gone")
     now = text.encode("utf-8")
-    saved = Path(rec["backup"]) if rec["backup"] else None
+    saved = Path(rec["backup"]) if isinstance(rec["backup"], str) and rec["backup"] else None
+    if saved is not None and (
+        saved.parent != path.parent or not saved.name.startswith(f"{path.name}.offload-backup-")
+    ):
+        saved = None  # setup's backups sit beside their file: another is not put in its place
     before = text
     if rec["exact"] and digest(now) == rec["written"]:  # untouched since setup wrote it
         if rec["created"]:

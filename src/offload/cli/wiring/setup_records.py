@@ -93,13 +93,24 @@ def save_record(
         save(registry, {"dirs": known + [d for d in made if d not in known]})
 
 
-def sweep_dirs(config_dir: str | None, files: list[Path]) -> list[str]:
+def made_for(listed: Any, file: Path, top: Path) -> list[str]:
+    """The directories a record lists as made for ``file`` that revert may remove: those on
+    its way strictly below ``top`` (the config directory, else home), deepest first. A
+    record is a file anyone with the account can edit: a directory it lists anywhere else
+    (or ``top`` itself, or a name that is not a string) is not setup's to remove."""
+    if not isinstance(listed, list):
+        return []
+    below = {str(p) for p in file.parents if p != top and p.is_relative_to(top)}
+    return [d for d in listed if isinstance(d, str) and d in below]
+
+
+def sweep_dirs(config_dir: str | None, files: list[Path], top: Path) -> list[str]:
     """After a revert: remove the directories setup created on the way to ``files`` that
     are empty now (deepest first), and once no client's record is left, the records' own
-    directories too. The ones removed."""
+    directories too; only ever below ``top`` (see :func:`made_for`). The ones removed."""
     folder = records_dir(config_dir)
     registry = folder / MADE
-    known = _load_made(registry)
+    known = [d for d in _load_made(registry) if d != str(top) and Path(d).is_relative_to(top)]
     ancestors = {str(p) for f in files for p in f.parents}
     removed = _remove([d for d in known if d in ancestors])
     left = [d for d in known if Path(d).is_dir()]

@@ -140,6 +140,10 @@ def _mapping(text: str | None, name: str) -> dict[str, Any]:
 
 def _edit(text: str | None, spec: Nested, value: Value | None, keep: bool, name: str) -> str:
     doc = _mapping(text, name)
+    node, shape = doc.get(spec.parent), list if spec.match else dict
+    if node is not None and not isinstance(node, shape):
+        kind = "a list" if spec.match else "a mapping"
+        raise InvalidInput(f"{name}: {spec.parent} is not {kind}; nothing changed, edit it by hand")
     lines = (text or "").splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"

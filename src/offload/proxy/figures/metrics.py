@@ -177,8 +177,20 @@ def cache_figures(obj: Mapping[str, Any]) -> tuple[int | None, int | None]:
     return prompt, cached
 
 
+#: The largest token figure an upstream's answer is believed to state: above it (or below
+#: 0, or not an integer) the figure is not one. Bounds what the counters add, whose store
+#: holds 64-bit sums: one answer claiming 10^30 tokens failed every later flush.
+MAX_FIGURE = 10**12
+
+
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_FIGURE
+
+
+def token_figure(value: Any) -> int | None:
+    """A token count an upstream states, or None when ``value`` is not one (see
+    :data:`MAX_FIGURE`)."""
+    return value if _is_int(value) else None
 
 
 def classify_break(rec: RequestRecord, previous_prompt: int | None) -> str | None:

@@ -227,7 +227,8 @@ class Rounds:
             message = _first_message(obj)
             if obj is None or message is None:
                 return Settled(resp.status_code, resp.headers, body)
-            calls = [c for c in message.get("tool_calls") or () if isinstance(c, dict)]
+            listed = message.get("tool_calls")
+            calls = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
             ours = [c for c in calls if _call_name(c) in self.names]
             if not ours and resp is first:
                 return Settled(resp.status_code, resp.headers, body)

@@ -128,7 +128,8 @@ class RoundFilter:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 out_choices.append(choice)
                 continue
-            delta = dict(choice.get("delta") or {})
+            raw_delta = choice.get("delta")
+            delta = dict(raw_delta) if isinstance(raw_delta, dict) else {}
             calls = delta.pop("tool_calls", None)
             if isinstance(calls, list) and calls:
                 kept = self._calls(calls)
@@ -162,6 +163,9 @@ class RoundFilter:
                 kept.append(call)
                 continue
             idx = call.get("index", 0)
+            if not isinstance(idx, int):  # no index to hold it by: passed as it came
+                kept.append(call)
+                continue
             raw_fn = call.get("function")
             fn: dict[str, Any] = raw_fn if isinstance(raw_fn, dict) else {}
             piece = fn.get("arguments")
@@ -247,9 +251,11 @@ def _piece_text(raw: bool, piece: str) -> str:
         obj = json.loads(piece)
     except ValueError:
         return ""
-    for choice in obj.get("choices") or () if isinstance(obj, dict) else ():
+    choices = obj.get("choices") if isinstance(obj, dict) else None
+    for choice in choices if isinstance(choices, list) else ():
         if isinstance(choice, dict) and choice.get("index", 0) == 0:
-            content = (choice.get("delta") or {}).get("content")
+            delta = choice.get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
             return content if isinstance(content, str) else ""
     return ""
 

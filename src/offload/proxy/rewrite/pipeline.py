@@ -511,7 +511,7 @@ class Pipeline:
         previous, known, recalled = route.previous, counted.known, sent.recalled
         read = read_back(previous.recalled, msgs[known:]) if previous is not None and known else 0
         refs = recalled.refs if recalled is not None else ()
-        reused, cause, compared = self._reuse(route, win.windowed, sent.out, cause)
+        reused, cause, compared = self._reuse(route, win.windowed, sent, cause)
         live = Live(
             win.state, version, list(msgs), counted.tokens, win.wire, win.tokens, win.stubs, refs
         )
@@ -647,21 +647,22 @@ class Pipeline:
         return Route(key, previous, state, reuse, cause, side_version, True)
 
     def _reuse(
-        self, route: Route, windowed: bool, out: list[Message], cause: str | None
+        self, route: Route, windowed: bool, sent: Sent, cause: str | None
     ) -> tuple[int, str | None, bool]:
         """(the token prefix ``out`` shares with the session's previous request as sent,
         the break cause, whether there was a previous request to compare with): the one
         in memory, else after a restart the one kept at the last clean stop."""
         previous = route.previous
         if previous is not None:
-            shared = shared_prefix(self.counter, previous.sent, previous.sent_tokens, out)
+            shared = shared_prefix(self.counter, previous.sent, previous.sent_tokens, sent.out)
             return shared.tokens, break_cause(previous.sent, shared.first_diff, cause), True
         if cause != "restart" or route.side:
             return 0, cause, False
         before = take_sent(self.store, route.key, route.version)
         if before is None:
             return 0, cause, False
-        reused, cause = shared_after_restart(before, out, "windowing" if windowed else cause)
+        after = "windowing" if windowed else cause
+        reused, cause = shared_after_restart(before, sent.out, sent.tokens, after)
         return reused, cause, True
 
     def remember_sent(self) -> int:

@@ -148,30 +148,37 @@ class SentDigest:
         """Inverse of :meth:`to_json`; None for anything unusable."""
         if not isinstance(data, dict):
             return None
-        try:
-            record = cls(
-                int(data["version"]),
-                tuple(str(d) for d in data["digests"]),
-                tuple(int(t) for t in data["tokens"]),
-                tuple(str(m) for m in data["marks"]),
-            )
-        except (KeyError, TypeError, ValueError):
+        version, digests = data.get("version"), data.get("digests")
+        tokens, marks = data.get("tokens"), data.get("marks")
+        if not isinstance(version, int) or not isinstance(digests, list):
             return None
-        same = len(record.digests) == len(record.tokens) == len(record.marks)
-        return record if same else None
+        if not isinstance(tokens, list) or not isinstance(marks, list):
+            return None
+        if not len(digests) == len(tokens) == len(marks):
+            return None
+        if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+            return None
+        return cls(
+            version,
+            tuple(str(d) for d in digests),
+            tuple(tokens),
+            tuple(m if m in (RECALL, LOOP_NOTE) else "" for m in marks),
+        )
 
 
 def shared_after_restart(
-    record: SentDigest, new: Sequence[Message], cause: str
+    record: SentDigest, new: Sequence[Message], new_tokens: Sequence[int], cause: str
 ) -> tuple[int, str | None]:
     """(the token prefix ``new`` shares with the request ``record`` keeps, the break
     cause or None when that whole request is its prefix). Only messages shared whole
-    count (the record has no text to compare the first differing one's start); a break
-    is the proxy's own addition the two first differ at, else ``cause``."""
-    n = min(len(record.digests), len(new))
+    count (the record has no text to compare the first differing one's start), each by
+    its tokens in ``new`` (``new_tokens``: the same message, counted now; the record's
+    figures are only read from the store, so they bound nothing); a break is the proxy's
+    own addition the two first differ at, else ``cause``."""
+    n = min(len(record.digests), len(new), len(new_tokens))
     i = total = 0
     while i < n and record.digests[i] == message_digest(new[i]):
-        total += record.tokens[i]
+        total += new_tokens[i]
         i += 1
     if i >= len(record.digests):
         return total, None

@@ -78,11 +78,16 @@ class Piece:
     count: int  # how many rows
     calls: tuple[tuple[str, str, int, str], ...]  # name, key argument, row in the piece, id
     answer: tuple[str, str] | None  # (call id, text) of a tool's answer
+    # its header and call rows are a line each (no line break in a name, id or arguments)
+    plain: bool = True
 
 
 def piece(index: int, msg: Message) -> Piece:
     """The transcript rows of ``msg``, the chat's message number ``index``."""
-    rows = [_header(index, msg)]
+    # a row is a line: a name, call id or arguments holding line breaks (pretty-printed
+    # JSON) takes as many rows as lines, so every line number after it stays true
+    rows = _header(index, msg).split("\n")
+    plain = len(rows) == 1
     text = content_text(msg)
     if text:
         rows.extend(text.split("\n"))
@@ -90,11 +95,13 @@ def piece(index: int, msg: Message) -> Piece:
     for call in msg.get("tool_calls") or ():
         name, call_id, args = _call_fields(call)
         calls.append((name, key_argument(args), len(rows), call_id))
-        rows.append(f"-> call {name}(id {call_id}): {args}")
+        call_rows = f"-> call {name}(id {call_id}): {args}".split("\n")
+        plain = plain and len(call_rows) == 1
+        rows.extend(call_rows)
     answer = (
         (str(msg.get("tool_call_id")), text) if msg.get("role") in ("tool", "function") else None
     )
-    return Piece("\n".join(rows), len(rows), tuple(calls), answer)
+    return Piece("\n".join(rows), len(rows), tuple(calls), answer, plain)
 
 
 def join(pieces: Sequence[Piece], title: str = "") -> Transcript:

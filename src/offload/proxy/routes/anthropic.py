@@ -20,12 +20,13 @@ import secrets
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from offload.core.http.sse import SseDecoder
 from offload.errors import InvalidInput, UpstreamTooLarge
-from offload.proxy.figures.metrics import cache_figures
-from offload.proxy.transport.errors_http import ANTHROPIC, anthropic_error
+from offload.proxy.figures.metrics import cache_figures, token_figure
+from offload.proxy.routes.answers import first_choice, listed, member, text_of
+from offload.proxy.transport.errors_http import ANTHROPIC, TextJSON, anthropic_error
 from offload.proxy.transport.forward import MAX_ANSWER_BYTES, UpstreamReply, read_all
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -145,13 +146,18 @@ def _convert_message(msg: dict[str, Any], where: str) -> list[dict[str, Any]]:
 
 
 def _usage(obj: dict[str, Any]) -> dict[str, int]:
+    """Anthropic usage from a chat answer's figures. Anthropic's ``input_tokens`` are the
+    prompt's tokens not read from the cache (a client adds ``cache_read_input_tokens`` to
+    them for the prompt's size); chat's ``prompt_tokens`` count the cached ones too."""
     raw = obj.get("usage")
     usage: dict[str, Any] = raw if isinstance(raw, dict) else {}
     prompt, cached = cache_figures(obj)
+    given = token_figure(usage.get("prompt_tokens")) or prompt or 0
+    read = min(cached or 0, given)
     return {
-        "input_tokens": int(usage.get("prompt_tokens") or prompt or 0),
-        "output_tokens": int(usage.get("completion_tokens") or 0),
-        "cache_read_input_tokens": int(cached or 0),
+        "input_tokens": given - read,
+        "output_tokens": token_figure(usage.get("completion_tokens")) or 0,
+        "cache_read_input_tokens": read,
     }
 
 
@@ -172,22 +178,31 @@ async def message_response(
         return anthropic_error(502, str(exc), "api_error")
     except ValueError:
         return anthropic_error(502, "upstream answered with non-JSON", "api_error")
-    on_obj(obj if isinstance(obj, dict) else {})
-    choice = (obj.get("choices") or [{}])[0] if isinstance(obj, dict) else {}
-    message = choice.get("message") or {}
+    if not isinstance(obj, dict):
+        obj = {}
+    on_obj(obj)
+    choice, message = first_choice(obj)
     content: list[dict[str, Any]] = []
     if message.get("content"):
-        content.append({"type": "text", "text": message["content"]})
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function") or {}
+        content.append({"type": "text", "text": text_of(message["content"])})
+    for call in listed(message.get("tool_calls")):
+        fn = member(call, "function")
+        arguments = fn.get("arguments")
         try:
-            args = json.loads(fn.get("arguments") or "{}")
+            args = json.loads(arguments or "{}") if isinstance(arguments, str) else arguments
         except ValueError:
-            args = {"_raw": fn.get("arguments")}
+            args = {"_raw": arguments}
+        if not isinstance(args, dict):
+            args = {"_raw": arguments}
         content.append(
-            {"type": "tool_use", "id": call.get("id"), "name": fn.get("name"), "input": args}
+            {
+                "type": "tool_use",
+                "id": str(call.get("id") or ""),
+                "name": str(fn.get("name") or ""),
+                "input": args,
+            }
         )
-    return JSONResponse(
+    return TextJSON(
         {
             "id": _message_id(),
             "type": "message",
@@ -214,7 +229,8 @@ def error_response(status: int, body: bytes) -> Response:
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    text = f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+    return text.encode("utf-8", "backslashreplace")  # a lone surrogate: its JSON escape
 
 
 def _message_start(model: str, input_tokens: int) -> bytes:
@@ -278,25 +294,30 @@ class _Blocks:
 
     def tool_call(self, call: dict[str, Any]) -> list[bytes]:
         """Events for one streamed tool-call delta (its first one opens a tool_use block)."""
-        idx = int(call.get("index", 0))
-        fn = call.get("function") or {}
+        index = call.get("index", 0)
+        idx = index if isinstance(index, int) else -1
+        fn = member(call, "function")
         events: list[bytes] = []
         if idx not in self.tools:
-            block = {"type": "tool_use", "id": call.get("id", ""), "name": fn.get("name", "")}
+            block = {
+                "type": "tool_use",
+                "id": str(call.get("id") or ""),
+                "name": str(fn.get("name") or ""),
+            }
             events = self._next("tool", {**block, "input": {}})
             self.tools[idx] = self.open
         if fn.get("arguments"):
-            delta = {"type": "input_json_delta", "partial_json": fn["arguments"]}
+            delta = {"type": "input_json_delta", "partial_json": text_of(fn["arguments"])}
             events.append(_block_delta(self.tools[idx], delta))
         return events
 
     def choice(self, choice: dict[str, Any]) -> list[bytes]:
         """Events for one streamed choice: its text, its tool calls, its finish reason."""
-        delta = choice.get("delta") or {}
+        delta = member(choice, "delta")
         events: list[bytes] = []
         if delta.get("content"):
-            events.extend(self.text(delta["content"]))
-        for call in delta.get("tool_calls") or ():
+            events.extend(self.text(text_of(delta["content"])))
+        for call in listed(delta.get("tool_calls")):
             events.extend(self.tool_call(call))
         if choice.get("finish_reason"):
             self.finish = _STOP.get(str(choice["finish_reason"]), "end_turn")
@@ -356,7 +377,7 @@ async def stream_events(
         if not started:
             started = True
             yield _message_start(model, input_tokens)
-        for choice in obj.get("choices") or ():
+        for choice in listed(obj.get("choices")):
             for event in blocks.choice(choice):
                 yield event
     if not failed:

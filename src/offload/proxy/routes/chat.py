@@ -53,6 +53,7 @@ from offload.proxy.transport.forward import (
     request_headers,
     response_headers,
 )
+from offload.proxy.transport.jsonbody import parse_object
 from offload.proxy.transport.overflow import NoFit, no_fit, no_fit_message, overflow_of
 
 # one logger name for the whole proxy surface, whichever module logs
@@ -73,17 +74,10 @@ async def json_body(request: Request) -> dict[str, Any]:
 
 
 async def raw_json_body(request: Request) -> tuple[bytes, dict[str, Any]]:
-    """The body as sent and as parsed (it must be a JSON object)."""
+    """The body as sent and as parsed (a JSON object of valid text: see
+    :func:`offload.proxy.transport.jsonbody.parse_object`)."""
     raw = await request.body()
-    try:
-        payload = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidInput(f"malformed JSON body: {exc}") from exc
-    except RecursionError:  # arrays or objects nested past the interpreter's stack
-        raise InvalidInput("malformed JSON body: nested too deeply") from None
-    if not isinstance(payload, dict):
-        raise InvalidInput("the body must be a JSON object")
-    return raw, payload
+    return raw, parse_object(raw)
 
 
 def validate_messages(messages: Any) -> list[dict[str, Any]]:
@@ -459,7 +453,8 @@ async def _relay_whole(
 def _answer_text(obj: dict[str, Any], part: str) -> str:
     """The text of the first choice: its ``message`` in a whole chat completion, or what a
     streamed chunk's ``delta`` adds to it."""
-    for choice in obj.get("choices") or ():
+    choices = obj.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
         if isinstance(choice, dict) and choice.get("index", 0) == 0:
             holder = choice.get(part)
             text = holder.get("content") if isinstance(holder, dict) else None

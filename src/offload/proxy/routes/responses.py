@@ -243,7 +243,24 @@ def chat_tools(tools: Any, namespaced: dict[str, tuple[str, str]]) -> list[dict[
                 f"tools[{i}]: tool type {kind!r} is not supported: only function tools pass"
                 f" through this proxy (built-in tools run on OpenAI's own service){hint}"
             )
+    _distinct(out, namespaced)
     return out
+
+
+def _distinct(tools: list[dict[str, Any]], namespaced: Mapping[str, tuple[str, str]]) -> None:
+    """Refuse two functions offered under one chat name where a namespace made it (``a`` /
+    ``b__c`` and ``a__b`` / ``c``, or a namespace's ``b`` and a plain ``a__b``): the
+    upstream's call of that name could not be named back to the one it meant, and the
+    client would run the other."""
+    seen: set[str] = set()
+    for tool in tools:
+        name = tool["function"]["name"]
+        if name in seen and name in namespaced:
+            raise InvalidInput(
+                f"tools: two functions would both be offered as {name!r} (a namespace's name"
+                f" and its function's, joined by {NAMESPACE_SEP!r}); rename one"
+            )
+        seen.add(name)
 
 
 def _function_tool(fields: dict[str, Any], where: str, namespace: str) -> dict[str, Any]:

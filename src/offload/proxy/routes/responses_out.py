@@ -17,7 +17,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from offload.proxy.figures.metrics import cache_figures
+from offload.proxy.figures.metrics import cache_figures, token_figure
+from offload.proxy.routes.answers import first_choice, listed, text_of
 
 # chat finish reasons that leave a response incomplete, and the reason it then gives
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
@@ -63,8 +64,8 @@ def usage(obj: dict[str, Any]) -> dict[str, Any]:
     raw = obj.get("usage")
     fields: dict[str, Any] = raw if isinstance(raw, dict) else {}
     prompt, cached = cache_figures(obj)
-    given = int(fields.get("prompt_tokens") or prompt or 0)
-    made = int(fields.get("completion_tokens") or 0)
+    given = token_figure(fields.get("prompt_tokens")) or prompt or 0
+    made = token_figure(fields.get("completion_tokens")) or 0
     details = fields.get("completion_tokens_details")
     reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
     prompt_details = fields.get("prompt_tokens_details")
@@ -73,11 +74,11 @@ def usage(obj: dict[str, Any]) -> dict[str, Any]:
         "input_tokens": given,
         # cache writes: only a figure the upstream reports (chat usage seldom has one)
         "input_tokens_details": {
-            "cached_tokens": int(cached or 0),
-            "cache_write_tokens": written if isinstance(written, int) else 0,
+            "cached_tokens": min(cached or 0, given),
+            "cache_write_tokens": token_figure(written) or 0,
         },
         "output_tokens": made,
-        "output_tokens_details": {"reasoning_tokens": int(reasoning or 0)},
+        "output_tokens_details": {"reasoning_tokens": token_figure(reasoning) or 0},
         "total_tokens": given + made,
     }
 
@@ -153,28 +154,25 @@ def response_object(
 ) -> dict[str, Any]:
     """A whole chat completion ``obj`` as the response object ``base`` completed
     (``namespaced``: the functions offered from a namespace, to name their calls)."""
-    choices = obj.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else {}
-    message = choice.get("message") if isinstance(choice, dict) else None
-    fields: dict[str, Any] = message if isinstance(message, dict) else {}
+    choice, fields = first_choice(obj)
     output: list[dict[str, Any]] = []
     if isinstance(fields.get("reasoning_content"), str) and fields["reasoning_content"]:
         output.append(reasoning_item(new_id("rs"), fields["reasoning_content"], "completed"))
     if fields.get("content"):
-        output.append(message_item(new_id("msg"), str(fields["content"]), "completed"))
-    for call in fields.get("tool_calls") or ():
-        fn = call.get("function") if isinstance(call, dict) else None
+        output.append(message_item(new_id("msg"), text_of(fields["content"]), "completed"))
+    for call in listed(fields.get("tool_calls")):
+        fn = call.get("function")
         if isinstance(fn, dict):
             output.append(
                 call_item(
                     new_id("fc"),
                     str(call.get("id") or "") or new_id("call"),
                     call_name(str(fn.get("name") or ""), namespaced),
-                    str(fn.get("arguments") or ""),
+                    text_of(fn.get("arguments")),
                     "completed",
                 )
             )
-    finish = str(choice.get("finish_reason") or "stop") if isinstance(choice, dict) else "stop"
+    finish = str(choice.get("finish_reason") or "stop")
     return finished(base, output, finish, obj)
 
 

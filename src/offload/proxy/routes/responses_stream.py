@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from offload.proxy.routes.answers import listed
 from offload.proxy.routes.anthropic import stream_objects
 from offload.proxy.routes.responses_out import (
     call_item,
@@ -71,7 +72,8 @@ class ResponseStream:
     def _event(self, kind: str, fields: dict[str, Any]) -> bytes:
         data = {"type": kind, **fields, "sequence_number": self.seq}
         self.seq += 1
-        return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+        text = f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+        return text.encode("utf-8", "backslashreplace")  # a lone surrogate: its JSON escape
 
     def start(self) -> list[bytes]:
         """The opening events."""
@@ -155,9 +157,8 @@ class ResponseStream:
             events.extend(self.reasoning(reasoning))
         if isinstance(fields.get("content"), str) and fields["content"]:
             events.extend(self.text(fields["content"]))
-        for call in fields.get("tool_calls") or ():
-            if isinstance(call, dict):
-                events.extend(self.tool_call(call))
+        for call in listed(fields.get("tool_calls")):
+            events.extend(self.tool_call(call))
         if choice.get("finish_reason"):
             self.finish = str(choice["finish_reason"])
         return events
@@ -233,10 +234,9 @@ async def stream_events(
                 yield event
             continue
         seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
-        for choice in obj.get("choices") or ():
-            if isinstance(choice, dict):
-                for event in stream.choice(choice):
-                    yield event
+        for choice in listed(obj.get("choices")):
+            for event in stream.choice(choice):
+                yield event
     if not failed:
         for event in stream.close(seen):
             yield event

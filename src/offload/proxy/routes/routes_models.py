@@ -7,10 +7,10 @@ import time
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from offload.proxy.state import ProxyState
-from offload.proxy.transport.errors_http import openai_error
+from offload.proxy.transport.errors_http import TextJSON, openai_error
 from offload.proxy.transport.forward import request_headers, response_headers
 
 
@@ -53,4 +53,7 @@ async def models(request: Request, state: ProxyState) -> Response:
                 "meta": {"n_ctx": n_ctx},
             },
         )
-    return JSONResponse(listing)
+    try:
+        return TextJSON(listing)
+    except ValueError:  # NaN or Infinity in the upstream's listing: passed on as it came
+        return Response(resp.content, resp.status_code, headers=response_headers(resp.headers))

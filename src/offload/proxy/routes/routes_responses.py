@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from offload.errors import InvalidInput, UpstreamTooLarge
 from offload.proxy.rewrite.pipeline import RewriteResult
@@ -23,7 +23,7 @@ from offload.proxy.routes.chat import (
 )
 from offload.proxy.routes.responses_stream import ResponseStream, stream_events
 from offload.proxy.state import ProxyState
-from offload.proxy.transport.errors_http import OPENAI, openai_error
+from offload.proxy.transport.errors_http import OPENAI, TextJSON, openai_error
 from offload.proxy.transport.forward import UpstreamReply, read_all, read_capped, relay
 
 
@@ -54,7 +54,7 @@ async def create_response(request: Request, state: ProxyState) -> Response:
         for item in response["output"]:
             if item["type"] == "message":
                 state.precount(item["content"][0]["text"])
-        return JSONResponse(response)
+        return TextJSON(response)
 
     try:
         return await run_chat(

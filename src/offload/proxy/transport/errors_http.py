@@ -41,11 +41,20 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+class TextJSON(JSONResponse):
+    """JSON whose strings may hold what an upstream's JSON held: a lone surrogate (half an
+    emoji, escaped) goes out as its escape, where encoding it failed the request."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.encode("utf-8", "backslashreplace")
+
+
 def openai_error(
     status: int, message: str, type_: str = "invalid_request_error", code: str | int | None = None
 ) -> JSONResponse:
     """An OpenAI-shaped error: ``{"error": {"message", "type", "param", "code"}}``."""
-    return JSONResponse(_openai_body(status, message, type_, code), status_code=status)
+    return TextJSON(_openai_body(status, message, type_, code), status_code=status)
 
 
 def _openai_body(
@@ -79,7 +88,7 @@ def anthropic_type(status: int) -> str:
 def anthropic_error(status: int, message: str, type_: str | None = None) -> JSONResponse:
     """An Anthropic-shaped error: ``{"type": "error", "error": {"type", "message"}}`` (the
     type from the status unless given)."""
-    return JSONResponse(_anthropic_body(status, message, type_), status_code=status)
+    return TextJSON(_anthropic_body(status, message, type_), status_code=status)
 
 
 def _anthropic_body(status: int, message: str, type_: str | None = None) -> dict[str, Any]:
@@ -107,14 +116,14 @@ class ErrorShape:
         self, status: int, message: str, type_: str, code: str | int | None = None
     ) -> JSONResponse:
         """The error as a whole response."""
-        return JSONResponse(self.body(status, message, type_, code), status_code=status)
+        return TextJSON(self.body(status, message, type_, code), status_code=status)
 
     def event(self, status: int, message: str, type_: str) -> bytes:
         """The error as one server-sent event."""
         data = json.dumps(self.body(status, message, type_), ensure_ascii=False)
         if self.anthropic:
-            return f"event: error\ndata: {data}\n\n".encode()
-        return f"data: {data}\n\n".encode()
+            return f"event: error\ndata: {data}\n\n".encode("utf-8", "backslashreplace")
+        return f"data: {data}\n\n".encode("utf-8", "backslashreplace")
 
 
 OPENAI = ErrorShape(anthropic=False)

@@ -34,9 +34,9 @@ class Rendered:
         self.message = message
         self.json = json.dumps(message, ensure_ascii=False)
         self.piece = transcript.piece(index, message)
-        # its rows hold no line break of their own (a header or call row taken from the
-        # client's fields may): the transcript's lines are then its rows, one for one
-        self.plain = self.piece.rows.count("\n") == self.piece.count - 1
+        # its header and call rows hold no line break of their own (the client's fields
+        # may): its first line is then its whole header
+        self.plain = self.piece.plain
         self._closed: int | None = None  # tokens of its rows and a newline
         self._open: int | None = None  # tokens of its rows alone (the last piece)
         self._terms: tuple[str, str, TermCounts] | None = None  # header, text, its terms
