@@ -414,3 +414,33 @@ def test_an_answer_whose_paged_out_part_the_store_refuses_ends_in_an_error_not_a
         assert "[DONE]" not in resp.text
         error = json.loads(sse_events(resp.text)[-1][1])["error"]
     assert error["type"] == "store_unavailable" and "could not be stored" in error["message"]
+
+
+def test_a_fault_of_any_kind_in_the_figures_flush_is_logged_and_later_flushes_still_run(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a fault the loop did not expect ended it for the process's life: no figures were
+    # written again, and the idle release that runs in the same loop stopped too
+    with raw_upstream("answer") as up:
+        settings = ProxySettings(
+            upstream=up.url, n_ctx=4096, alternate_roles="never", metrics_flush_s=0.05
+        )
+        app = create_app(settings, store)
+        with serving(app) as server:
+            metrics = proxy_state(app).metrics
+            real = metrics.flush
+            calls: list[int] = []
+
+            def first_one_faults() -> int:
+                calls.append(len(calls))
+                if len(calls) == 1:
+                    raise ValueError("a fault of no known kind")
+                return real()
+
+            monkeypatch.setattr(metrics, "flush", first_one_faults)
+            for n in (1, 2):
+                resp = loopback.post(server.url + CHAT, json={"messages": HELLO}, timeout=30)
+                assert resp.status_code == 200
+                wait_until(lambda n=n: len(calls) >= n, timeout=30, what=f"flush {n}")
+            wait_until(lambda: not metrics.dirty, timeout=30, what="the figures written")
+    assert "metrics flush failed" in caplog.text and "a fault of no known kind" in caplog.text

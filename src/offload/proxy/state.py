@@ -162,7 +162,7 @@ class ProxyState:
             await anyio.to_thread.run_sync(self.pipeline.flush, self.settings.timeout_s)
         except OffloadError as exc:
             log.warning("finishing the pending store writes failed: %s", exc)
-        await anyio.to_thread.run_sync(self.metrics.flush)
+        await _logged(self.metrics.flush, "metrics flush")
         try:  # the first request after a restart measures its reuse against these
             await anyio.to_thread.run_sync(self.pipeline.remember_sent)
         except OffloadError as exc:
@@ -181,12 +181,9 @@ class ProxyState:
             if time.monotonic() - last_release >= RELEASE_S:
                 last_release = time.monotonic()
                 # in a worker thread: the call also lets anyio stop workers that idled
-                await anyio.to_thread.run_sync(self.release_ended)
+                await _logged(self.release_ended, "releasing idle threads and caches")
             if self.metrics.dirty:
-                try:
-                    await anyio.to_thread.run_sync(self.metrics.flush)
-                except OffloadError as exc:  # a busy store: the counts stay dirty, retried
-                    log.warning("metrics flush failed: %s", exc)
+                await _logged(self.metrics.flush, "metrics flush")
 
     def release_ended(self) -> None:
         """Close what worker threads that have ended left open: their /tokenize
@@ -327,3 +324,16 @@ class ProxyState:
             "answers_waited": w.waited,  # answers that completed only after waiting for them
         }
         return snap
+
+
+async def _logged(work: Callable[[], object], what: str) -> None:
+    """Run ``work`` in a worker thread; a failure is logged, never raised: a busy store
+    (the figures stay dirty and are written next time) or a fault of any other kind, which
+    must not end the loop that runs it (and the idle release with it) for the process's
+    life."""
+    try:
+        await anyio.to_thread.run_sync(work)
+    except OffloadError as exc:
+        log.warning("%s failed: %s", what, exc)
+    except Exception:
+        log.exception("%s failed", what)
