@@ -120,7 +120,9 @@ def test_verification_names_a_block_corrupted_or_missing_on_the_far_side(
         bad = dst.put("text that rots on disk\n").entry.block_hash
     raw = sqlite3.connect(tmp_path / "dst.db")
     with raw:
-        raw.execute("UPDATE blocks SET codec = 'raw', data = ? WHERE hash = ?", (b"rot", bad))
+        raw.execute(
+            "UPDATE blocks SET codec = 'raw', data = ? WHERE hash = ?", (b"rot", bytes.fromhex(bad))
+        )
     raw.close()
     missing = "0" * 64
     with Store(tmp_path / "dst.db") as dst:
@@ -209,18 +211,12 @@ def test_vector_verification_names_one_missing_or_different_on_the_far_side(
         import_archive(dst, tmp_path / "a.zst")
         with db.write_tx(dst.conn):
             dst.conn.execute(
-                Sql(
-                    "UPDATE entry_vectors SET data = ? WHERE entry_id = "
-                    "(SELECT id FROM entries WHERE content_hash = ?)"
-                ),
-                (b"\x00\x00\x80?" + b"\x01" * 300, rotted),
+                Sql("UPDATE entry_vectors SET data = ? WHERE entry_id = ?"),
+                (b"\x00\x00\x80?" + b"\x01" * 300, dst.resolve(rotted).id),
             )
             dst.conn.execute(
-                Sql(
-                    "DELETE FROM entry_vectors WHERE entry_id = "
-                    "(SELECT id FROM entries WHERE content_hash = ?)"
-                ),
-                (dropped,),
+                Sql("DELETE FROM entry_vectors WHERE entry_id = ?"),
+                (dst.resolve(dropped).id,),
             )
         checked, bad = verify_vectors(dst, archive_vectors(tmp_path / "a.zst"))
     assert (checked, sorted(bad)) == (3, sorted([rotted, dropped]))
