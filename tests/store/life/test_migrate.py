@@ -25,6 +25,7 @@ from offload.store.life.migrate import (
     verify_blocks,
     verify_vectors,
 )
+from offload.store.schema import hexed
 from offload.store.sqlite import db
 from offload.store.store import Store
 from offload.store.write import vectors
@@ -169,7 +170,7 @@ def _vectors(store: Store) -> dict[tuple[str, str], tuple[str, bytes]]:
             "SELECT e.scope, e.content_hash, v.model, data AS data FROM entries e JOIN entry_vectors v ON v.entry_id = e.id",
         )
     ).fetchall()
-    return {(r["scope"], r["content_hash"]): (r["model"], bytes(r["data"])) for r in rows}
+    return {(r["scope"], hexed(r["content_hash"])): (r["model"], bytes(r["data"])) for r in rows}
 
 
 def test_a_migration_carries_every_semantic_vector_and_verifies_it(
