@@ -16,6 +16,10 @@ def hashes_as_hex(conn: Conn) -> None:
     if own:
         conn.execute(Sql("BEGIN"))
     conn.execute(Sql("PRAGMA defer_foreign_keys = ON"))
+    for trigger in ("blocks_hash_bytes", "blocks_hash_bytes_changed"):
+        conn.execute(Sql(f"DROP TRIGGER IF EXISTS {trigger}"))
+    for trigger in ("entries_hash_bytes", "entries_hash_bytes_changed"):
+        conn.execute(Sql(f"DROP TRIGGER IF EXISTS {trigger}"))
     conn.execute(Sql("UPDATE blocks SET hash = lower(hex(hash)) WHERE typeof(hash) = 'blob'"))
     conn.execute(
         Sql(

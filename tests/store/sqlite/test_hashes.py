@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,35 @@ def test_a_hash_that_is_not_hex_survives_the_conversion_for_doctor_to_name(
         assert store.resolve(entry.content_hash).id == entry.id
         report = doctor(store)
         assert not report.clean
+
+
+def test_an_older_offload_writing_hex_hashes_after_the_conversion_is_refused_whole(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    with Store(path, counter=EstimateCounter()) as store:
+        entry = store.put("the parcel arrives on tuesday\n").entry
+    # what the release before's put runs, on its own connection (no unhex there)
+    older = sqlite3.connect(path)
+    digest = "ab" * 32
+    with pytest.raises(sqlite3.IntegrityError, match="older offload process"):
+        older.execute(
+            "INSERT INTO blocks (hash, size, lines, codec, data, created) "
+            "VALUES (?, 1, 1, 'raw', x'41', 0)",
+            (digest,),
+        )
+    for statement in (
+        "INSERT INTO entries (kind, tokens, content_hash, block_hash, created, accessed) "
+        "VALUES ('text', 1, ?, ?, 0, 0)",
+        "UPDATE entries SET content_hash = ?, block_hash = ?",
+    ):
+        with pytest.raises(sqlite3.IntegrityError, match="older offload process"):
+            older.execute(statement, (entry.content_hash, entry.block_hash))
+    older.close()
+    with Store(path, counter=EstimateCounter()) as store:
+        assert _stored_forms(store) == {("blob", 32)}
+        assert store.read(entry.ref) == "the parcel arrives on tuesday\n"
+        assert doctor(store).clean
 
 
 def test_the_connections_unhex_reads_hex_digits_and_nothing_else() -> None:

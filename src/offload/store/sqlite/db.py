@@ -779,3 +779,27 @@ def m_hashes_as_bytes(conn: sqlite3.Connection) -> None:
         "ELSE block_hash END "
         "WHERE typeof(content_hash) = 'text' OR typeof(block_hash) = 'text'"
     )
+    # An offload of the release before, still running, would write its hashes as hex: a
+    # block stored again beside its twin, an entry its dedup misses, rows nothing here
+    # finds by hash. It is refused instead, and told what to do (nothing of its write lands).
+    refuse = (
+        "SELECT RAISE(ABORT, 'this store keeps its hashes as bytes since it was opened by a "
+        "newer offload: an older offload process is writing to it; restart that process "
+        "with the newer release (nothing was written)');"
+    )
+    run_script(
+        conn,
+        f"""
+        CREATE TRIGGER blocks_hash_bytes BEFORE INSERT ON blocks
+        WHEN typeof(new.hash) = 'text' BEGIN {refuse} END;
+        CREATE TRIGGER blocks_hash_bytes_changed BEFORE UPDATE OF hash ON blocks
+        WHEN typeof(new.hash) = 'text' BEGIN {refuse} END;
+        CREATE TRIGGER entries_hash_bytes BEFORE INSERT ON entries
+        WHEN typeof(new.content_hash) = 'text' OR typeof(new.block_hash) = 'text'
+        BEGIN {refuse} END;
+        CREATE TRIGGER entries_hash_bytes_changed
+        BEFORE UPDATE OF content_hash, block_hash ON entries
+        WHEN typeof(new.content_hash) = 'text' OR typeof(new.block_hash) = 'text'
+        BEGIN {refuse} END;
+        """,
+    )
