@@ -23,11 +23,6 @@ def hexed(value: object) -> str:
     return value.hex() if isinstance(value, bytes) else str(value)
 
 
-def hexed_or_none(value: object) -> str | None:
-    """:func:`hexed`, keeping NULL (a LEFT JOIN that found nothing)."""
-    return None if value is None else hexed(value)
-
-
 def prefix_bounds(prefix: str) -> tuple[str, str]:
     """The first and last 64-hex-digit hashes starting with ``prefix`` (a hex prefix), for
     ``BETWEEN``: they read the same as hex text and, through ``unhex``, as bytes."""
