@@ -93,8 +93,8 @@ def test_a_block_is_compressed_on_disk(store: Store) -> None:
 def test_a_corrupted_block_raises_instead_of_returning_bad_text(store: Store) -> None:
     entry = store.put("precious content " * 100).entry
     store.conn.execute(
-        Sql("UPDATE blocks SET codec = 'raw', data = ? WHERE hash = ?"),
-        (b"tampered", entry.block_hash),
+        Sql("UPDATE blocks SET codec = 'raw', data = ? WHERE id = ?"),
+        (b"tampered", store.block_id(entry.block_hash)),
     )
     with pytest.raises(IntegrityError, match="doctor"):
         store.body(entry)
@@ -133,12 +133,14 @@ def test_an_ambiguous_prefix_error_names_every_candidate(store: Store) -> None:
     a = store.put("alpha").entry
     b = store.put("beta").entry
     # force two hashes to share an 8-char prefix by editing them (the resolver only reads)
-    store.conn.execute(
-        Sql(
-            "UPDATE entries SET content_hash = 'abcdef12' || substr(content_hash, 9) WHERE id IN (?, ?)"
-        ),
-        (a.id, b.id),
-    )
+    for e in (a, b):
+        store.conn.execute(
+            Sql(
+                "UPDATE entries SET content_hash = unhex(?) WHERE id = ?",
+                "UPDATE entries SET content_hash = %s WHERE id = %s",
+            ),
+            ("abcdef12" + e.content_hash[8:], e.id),
+        )
     with pytest.raises(AmbiguousReference, match="ambiguous") as info:
         store.resolve("abcdef12")
     assert len(info.value.candidates) == 2

@@ -10,6 +10,7 @@ from offload.core.fence import iso
 from offload.core.refs import MIN_PREFIX, ParsedRef
 from offload.errors import Gone, NotFound
 from offload.store.backend import Conn, Row
+from offload.store.schema import prefix_bounds
 from offload.store.write import rows, tombstones
 
 
@@ -20,17 +21,21 @@ def entries_named(conn: Conn, parsed: ParsedRef) -> list[tuple[Row, tuple[str, .
     if parsed.kind == "hash":
         return rows.with_labels(
             conn.execute(
-                rows.labelled("WHERE e.content_hash = ? OR e.block_hash = ?"),
+                rows.labelled(
+                    "WHERE e.content_hash = unhex(?) OR e.block_hash = unhex(?)",
+                    "WHERE e.content_hash = %s OR e.block_hash = %s",
+                ),
                 (parsed.value, parsed.value),
             )
         )
     if parsed.kind == "prefix":
-        lo, hi = parsed.value, parsed.value + "g"  # 'g' sorts after every hex digit
+        lo, hi = prefix_bounds(parsed.value)
         found = rows.with_labels(
             conn.execute(
                 rows.labelled(
-                    "WHERE (e.content_hash >= ? AND e.content_hash < ?) "
-                    "OR (e.block_hash >= ? AND e.block_hash < ?)"
+                    "WHERE (e.content_hash BETWEEN unhex(?) AND unhex(?)) "
+                    "OR (e.block_hash BETWEEN unhex(?) AND unhex(?))",
+                    "WHERE (e.content_hash BETWEEN %s AND %s) OR (e.block_hash BETWEEN %s AND %s)",
                 ),
                 (lo, hi, lo, hi),
             )

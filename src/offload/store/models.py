@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from offload.core.hashing import ctx_ref, short_ref
+from offload.store.schema import hexed
 
 Status = Literal["cold", "hot"]
 
@@ -110,8 +111,8 @@ class Entry:
             status=row["status"],
             pinned=bool(row["pinned"]),
             tokens=row["tokens"],
-            content_hash=row["content_hash"],
-            block_hash=row["block_hash"],
+            content_hash=hexed(row["content_hash"]),
+            block_hash=hexed(row["block_hash"]),
             source=row["source"],
             scope=row["scope"],
             created=row["created"],

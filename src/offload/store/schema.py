@@ -28,3 +28,22 @@ def newer_schema(where: str, recorded: set[str], known: list[str]) -> str | None
         "which this version does not know): run that newer offload (upgrade this one, and "
         "restart any offload process started before the upgrade); nothing was changed"
     )
+
+
+# A sha256 (blocks.hash, entries.content_hash, entries.block_hash) is kept by SQLite as its
+# 32 bytes, half the 64 hex characters PostgreSQL keeps (its text, C collation), in the rows
+# and in the three indexes on them. Every caller sees the hex: a statement's SQLite form
+# turns a hex parameter into bytes with ``unhex(?)`` (the connection defines it where
+# SQLite lacks it, store/sqlite/db.py), and a hash read from a row goes through
+# :func:`hexed`. Tombstones keep their hex: they are few, and outlive the blocks.
+def hexed(value: object) -> str:
+    """A stored sha256 as the 64 lowercase hex characters callers see, from either backend
+    (SQLite's bytes, PostgreSQL's text)."""
+    return value.hex() if isinstance(value, bytes) else str(value)
+
+
+def prefix_bounds(prefix: str) -> tuple[str, str]:
+    """The first and last 64-hex-digit hashes starting with ``prefix`` (a hex prefix), for
+    ``BETWEEN``: they read the same as hex text and, through ``unhex``, as bytes."""
+    prefix = prefix.lower()[:64]
+    return prefix.ljust(64, "0"), prefix.ljust(64, "f")

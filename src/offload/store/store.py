@@ -42,6 +42,7 @@ from offload.store.models import (
 )
 from offload.store.postgres import pgconn, pgpool
 from offload.store.saved import SavedState
+from offload.store.schema import hexed
 from offload.store.search import query  # fmt: skip
 from offload.store.search.explain import Explanation
 from offload.store.search.memory.idle import SearchIdle
@@ -72,8 +73,8 @@ NO_FILTERS = Filters()
 PG_POOL_SIZE = 8
 _ENTRY_SELECT = rows.ENTRY_SELECT
 _BLOCKS_BY_HASH = Sql(
-    "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks "
-    "WHERE hash IN (SELECT value FROM json_each(?))",
+    "SELECT lower(hex(hash)) AS hash, codec, CAST(data AS BLOB) AS data FROM blocks "
+    "WHERE hash IN (SELECT unhex(value) FROM json_each(?))",
     (
         "SELECT hash, codec, data AS data FROM blocks WHERE hash IN (SELECT "
         "json_array_elements_text(%s::json))"
@@ -526,7 +527,7 @@ class Store(SavedState, LifecycleCalls):
                 raise OtherScope(parsed.raw, scope)
         if not live:
             raise lookup.why_missing(conn, parsed, scope)
-        hashes = sorted({r["content_hash"] for r, _ in live})
+        hashes = sorted({hexed(r["content_hash"]) for r, _ in live})
         if len(hashes) > 1:
             raise AmbiguousReference(parsed.raw, [f"ctx:sha256:{h[:16]}" for h in hashes])
         return Entry.from_row(*live[0])
@@ -545,7 +546,7 @@ class Store(SavedState, LifecycleCalls):
 
     def block_id(self, digest: str) -> int | None:
         """The row id of a block (None when it is not stored)."""
-        row = self.conn.execute(Sql("SELECT id FROM blocks WHERE hash = ?"), (digest,)).fetchone()
+        row = self.conn.execute(rows.BLOCK_ID, (digest,)).fetchone()
         return None if row is None else int(row[0])
 
     def block_text(self, digest: str) -> str:
@@ -555,7 +556,7 @@ class Store(SavedState, LifecycleCalls):
             return cached
         row = self.conn.execute(
             Sql(
-                "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?",
+                "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = unhex(?)",
                 "SELECT codec, data AS data FROM blocks WHERE hash = %s",
             ),
             (digest,),
@@ -592,7 +593,13 @@ class Store(SavedState, LifecycleCalls):
     def has_block(self, digest: str) -> bool:
         """Whether a block with this hash is stored."""
         return (
-            self.conn.execute(Sql("SELECT 1 FROM blocks WHERE hash = ?"), (digest,)).fetchone()
+            self.conn.execute(
+                Sql(
+                    "SELECT 1 FROM blocks WHERE hash = unhex(?)",
+                    "SELECT 1 FROM blocks WHERE hash = %s",
+                ),
+                (digest,),
+            ).fetchone()
             is not None
         )
 

@@ -23,6 +23,7 @@ from offload.store.backend import Sql
 from offload.store.life import archive
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.models import Filters
+from offload.store.schema import hexed
 from offload.store.store import Store
 
 EVENT_TIME = 1683554160.0  # 2023-05-08T13:56:00Z
@@ -63,14 +64,14 @@ def _alone(store: Store) -> list[dict[str, Any]]:
         # the store's own columns (PostgreSQL's write stamp too: pgschema.pg_entry_changes)
         skip = ("id", "nonce", "owner_pid", "owner_host", "changed")
         rec = {k: row[k] for k in row.keys() if k not in skip}  # noqa: SIM118
-        rec.update(type="entry", labels=labels, body=store.block_text(row["block_hash"]))
-        if row["content_hash"] != row["block_hash"] and store.has_block(row["content_hash"]):
-            rec["original"] = store.block_text(row["content_hash"])
-            block = conn.execute(
-                Sql("SELECT id FROM blocks WHERE hash = ?"), (row["content_hash"],)
-            ).fetchone()
+        content, body = hexed(row["content_hash"]), hexed(row["block_hash"])
+        rec.update(content_hash=content, block_hash=body)
+        rec.update(type="entry", labels=labels, body=store.block_text(body))
+        if content != body and store.has_block(content):
+            rec["original"] = store.block_text(content)
+            block = store.block_id(content)
             rec["original_indexed"] = (
-                conn.execute(Sql("SELECT 1 FROM chunks WHERE block_id = ?"), (block[0],)).fetchone()
+                conn.execute(Sql("SELECT 1 FROM chunks WHERE block_id = ?"), (block,)).fetchone()
                 is not None
             )
         vector = conn.execute(

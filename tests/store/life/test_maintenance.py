@@ -17,10 +17,11 @@ from offload.store.store import Store
 
 def _corrupt(store: Store, digest: str) -> None:
     """Overwrite a block's last three stored bytes with zeros (either backend)."""
-    row = store.conn.execute(Sql("SELECT data FROM blocks WHERE hash = ?"), (digest,)).fetchone()
+    block = store.block_id(digest)
+    row = store.conn.execute(Sql("SELECT data FROM blocks WHERE id = ?"), (block,)).fetchone()
     data = bytes(row[0])
     store.conn.execute(
-        Sql("UPDATE blocks SET data = ? WHERE hash = ?"), (data[:-3] + b"\0\0\0", digest)
+        Sql("UPDATE blocks SET data = ? WHERE id = ?"), (data[:-3] + b"\0\0\0", block)
     )
 
 
@@ -49,7 +50,7 @@ def test_doctor_repairs_orphans_and_missing_index(store: Store) -> None:
     e = store.put("indexed words here").entry
     store.conn.execute(
         Sql(
-            "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (?, 1, 1, 'raw', ?, 0)",
+            "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (unhex(?), 1, 1, 'raw', ?, 0)",
             "INSERT INTO blocks (hash, size, lines, codec, data, created) VALUES (%s, 1, 1, 'raw', %s, 0) RETURNING id",
             returns_id=True,
         ),

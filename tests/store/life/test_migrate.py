@@ -25,6 +25,7 @@ from offload.store.life.migrate import (
     verify_blocks,
     verify_vectors,
 )
+from offload.store.schema import hexed
 from offload.store.sqlite import db
 from offload.store.store import Store
 from offload.store.write import vectors
@@ -120,7 +121,9 @@ def test_verification_names_a_block_corrupted_or_missing_on_the_far_side(
         bad = dst.put("text that rots on disk\n").entry.block_hash
     raw = sqlite3.connect(tmp_path / "dst.db")
     with raw:
-        raw.execute("UPDATE blocks SET codec = 'raw', data = ? WHERE hash = ?", (b"rot", bad))
+        raw.execute(
+            "UPDATE blocks SET codec = 'raw', data = ? WHERE hash = ?", (b"rot", bytes.fromhex(bad))
+        )
     raw.close()
     missing = "0" * 64
     with Store(tmp_path / "dst.db") as dst:
@@ -167,7 +170,7 @@ def _vectors(store: Store) -> dict[tuple[str, str], tuple[str, bytes]]:
             "SELECT e.scope, e.content_hash, v.model, data AS data FROM entries e JOIN entry_vectors v ON v.entry_id = e.id",
         )
     ).fetchall()
-    return {(r["scope"], r["content_hash"]): (r["model"], bytes(r["data"])) for r in rows}
+    return {(r["scope"], hexed(r["content_hash"])): (r["model"], bytes(r["data"])) for r in rows}
 
 
 def test_a_migration_carries_every_semantic_vector_and_verifies_it(
@@ -209,18 +212,12 @@ def test_vector_verification_names_one_missing_or_different_on_the_far_side(
         import_archive(dst, tmp_path / "a.zst")
         with db.write_tx(dst.conn):
             dst.conn.execute(
-                Sql(
-                    "UPDATE entry_vectors SET data = ? WHERE entry_id = "
-                    "(SELECT id FROM entries WHERE content_hash = ?)"
-                ),
-                (b"\x00\x00\x80?" + b"\x01" * 300, rotted),
+                Sql("UPDATE entry_vectors SET data = ? WHERE entry_id = ?"),
+                (b"\x00\x00\x80?" + b"\x01" * 300, dst.resolve(rotted).id),
             )
             dst.conn.execute(
-                Sql(
-                    "DELETE FROM entry_vectors WHERE entry_id = "
-                    "(SELECT id FROM entries WHERE content_hash = ?)"
-                ),
-                (dropped,),
+                Sql("DELETE FROM entry_vectors WHERE entry_id = ?"),
+                (dst.resolve(dropped).id,),
             )
         checked, bad = verify_vectors(dst, archive_vectors(tmp_path / "a.zst"))
     assert (checked, sorted(bad)) == (3, sorted([rotted, dropped]))

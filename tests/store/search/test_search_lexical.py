@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import older_stores
 from offload.config import StoreSettings
 from offload.core.text import analysis
 from offload.core.tokens import EstimateCounter
@@ -346,6 +347,7 @@ def test_a_store_indexed_by_the_previous_analysis_is_rebuilt_once_on_open(
             )
         conn.execute(Sql("UPDATE state SET value = '2' WHERE namespace = 'search.index'"))
         conn.execute(Sql("DELETE FROM _migrations WHERE name = 'm_search_index_written_forms'"))
+        older_stores.hashes_as_hex(conn)
     conn.close()
     assert _bodies_indexed_on_open(path) == 2  # each chunk once
     assert _bodies_indexed_on_open(path) == 0  # and never again
@@ -355,6 +357,7 @@ def test_a_store_indexed_by_the_previous_analysis_is_rebuilt_once_on_open(
 
 
 def _chunk_texts(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+    from offload.store.schema import hexed
     from offload.store.write import blocks
 
     out = []
@@ -365,7 +368,7 @@ def _chunk_texts(conn: sqlite3.Connection) -> list[tuple[int, str]]:
             'SELECT c.id, c.start, c."end", b.hash, b.codec, CAST(b.data AS BLOB) AS data FROM chunks c JOIN blocks b ON b.id = c.block_id',
         )
     ).fetchall():
-        text = blocks.unpack(r["hash"], r["codec"], bytes(r["data"]))
+        text = blocks.unpack(hexed(r["hash"]), r["codec"], bytes(r["data"]))
         out.append((int(r["id"]), text[r["start"] : r["end"]]))
     return out
 

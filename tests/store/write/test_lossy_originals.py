@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import older_stores
 from offload.core.tokens import EstimateCounter
 from offload.store.backend import Sql
 from offload.store.life.archive import export_archive, import_archive
@@ -87,6 +88,7 @@ def test_opening_an_older_store_indexes_the_originals_of_mcp_compressions(tmp_pa
         store.conn.execute(
             Sql("DELETE FROM _migrations WHERE name = 'm_index_mcp_lossy_originals'")
         )
+        older_stores.hashes_as_hex(store.conn)
         store.conn.commit()
     with Store(path, counter=EstimateCounter()) as store:
         assert [h.in_original for h in store.search("quokka")] == [True]
@@ -109,6 +111,7 @@ def test_a_store_older_than_the_cached_term_counts_opens_and_indexes_its_mcp_ori
                 "'m_chunk_term_counts', 'm_chunk_term_counts_length', 'm_chunk_term_counts_packed')"
             )
         )
+        older_stores.hashes_as_hex(store.conn)
         store.conn.commit()
     with Store(path, counter=EstimateCounter()) as store:
         assert [h.in_original for h in store.search("quokka")] == [True]

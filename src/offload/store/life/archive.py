@@ -36,6 +36,7 @@ from offload.store.life import archive_read, archive_schema
 from offload.store.life.archive_read import ImportLimits
 from offload.store.life.archive_schema import FORMAT, VERSION, Record
 from offload.store.models import Filters
+from offload.store.schema import hexed
 from offload.store.sqlite import db
 from offload.store.write import blocks, meta, pgbulk, rows
 
@@ -68,8 +69,8 @@ _VECTORS_OF = Sql(
 )
 # which of a page's original blocks have chunks in the index
 _INDEXED_OF = Sql(
-    "SELECT b.hash FROM blocks b WHERE b.hash IN (SELECT value FROM json_each(?)) "
-    "AND EXISTS (SELECT 1 FROM chunks c WHERE c.block_id = b.id)",
+    "SELECT lower(hex(b.hash)) FROM blocks b WHERE b.hash IN "
+    "(SELECT unhex(value) FROM json_each(?)) AND EXISTS (SELECT 1 FROM chunks c WHERE c.block_id = b.id)",
     (
         "SELECT b.hash FROM blocks b WHERE b.hash IN (SELECT "
         "json_array_elements_text(%s::json)) AND EXISTS (SELECT 1 FROM chunks c WHERE "
@@ -80,7 +81,7 @@ _INDEXED_OF = Sql(
 # that already has one (of the target's own model, say) keeps it
 _ADD_VECTOR = Sql(
     "INSERT OR IGNORE INTO entry_vectors (entry_id, model, data) "
-    "SELECT id, ?, ? FROM entries WHERE scope = ? AND content_hash = ?",
+    "SELECT id, ?, ? FROM entries WHERE scope = ? AND content_hash = unhex(?)",
     (
         "INSERT INTO entry_vectors (entry_id, model, data) SELECT id, %s, %s FROM "
         "entries WHERE scope = %s AND content_hash = %s ON CONFLICT DO NOTHING"
@@ -196,8 +197,8 @@ def _scope_records(store: Store, scope: str) -> Iterator[dict[str, Any]]:
 
 
 _BLOCKS_OF = Sql(
-    "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks "
-    "WHERE hash IN (SELECT value FROM json_each(?))",
+    "SELECT lower(hex(hash)) AS hash, codec, CAST(data AS BLOB) AS data FROM blocks "
+    "WHERE hash IN (SELECT unhex(value) FROM json_each(?))",
     (
         "SELECT hash, codec, data AS data FROM blocks WHERE hash IN (SELECT "
         "json_array_elements_text(%s::json))"
@@ -214,9 +215,18 @@ def _texts(conn: Conn, digests: list[str]) -> dict[str, str]:
     }
 
 
+def _hexed_hashes(row: Any) -> dict[str, Any]:
+    """An entries row as a dict, its hashes as hex whichever way the backend keeps them."""
+    out = {k: row[k] for k in row.keys()}  # noqa: SIM118 - Row iterates values
+    out["content_hash"] = hexed(out["content_hash"])
+    out["block_hash"] = hexed(out["block_hash"])
+    return out
+
+
 def _entry_records(store: Store, page: list[Any]) -> Iterator[dict[str, Any]]:
     """The records of one page of entries (by id), from five statements for the page."""
     conn = store.conn
+    page = [_hexed_hashes(r) for r in page]
     span = (int(page[0]["id"]), int(page[-1]["id"]))
     labels: dict[int, list[str]] = {}
     for r in conn.execute(_LABELS_OF, span).fetchall():
@@ -467,7 +477,10 @@ def _new_entry(store: Store, r: dict[str, Any]) -> pgbulk.NewEntry:
 def _import_entry(store: Store, r: dict[str, Any]) -> int:
     conn = store.conn
     exists = conn.execute(
-        Sql("SELECT id FROM entries WHERE scope = ? AND content_hash = ?"),
+        Sql(
+            "SELECT id FROM entries WHERE scope = ? AND content_hash = unhex(?)",
+            "SELECT id FROM entries WHERE scope = %s AND content_hash = %s",
+        ),
         (r["scope"], r["content_hash"]),
     ).fetchone()
     if exists is not None:
@@ -497,7 +510,8 @@ def _import_entry(store: Store, r: dict[str, Any]) -> int:
         values[cols.index("status")] = "cold"  # a checkout does not travel
         cur = conn.execute(
             Sql(
-                f"INSERT INTO entries ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                f"INSERT INTO entries ({', '.join(cols)}) VALUES "
+                f"({', '.join('unhex(?)' if c.endswith('_hash') else '?' for c in cols)})",
                 f"INSERT INTO entries ({', '.join(cols)}) "
                 f"VALUES ({', '.join(['%s'] * len(cols))}) RETURNING id",
                 returns_id=True,

@@ -12,6 +12,7 @@ from offload.errors import IntegrityError, InvalidInput, NotFound
 from offload.store.backend import Conn, Sql
 from offload.store.life import lifecycle
 from offload.store.models import DoctorReport, Reindexed
+from offload.store.schema import hexed
 from offload.store.sqlite import db
 from offload.store.write import chunkmap, index, meta, removal, rows, tombstones
 
@@ -37,7 +38,7 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     conn = store.conn
     _check_blocks(conn, report, progress)
     report.missing_blocks = [
-        r[0]
+        hexed(r[0])
         for r in conn.execute(
             Sql(
                 "SELECT DISTINCT e.block_hash FROM entries e "
@@ -46,7 +47,7 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
         )
     ]
     report.orphan_blocks = [
-        r[0]
+        hexed(r[0])
         for r in conn.execute(
             Sql(
                 "SELECT b.hash FROM blocks b WHERE NOT EXISTS "
@@ -56,7 +57,7 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     ]
     # a block that is some entry's stored body must have chunks (originals are not indexed)
     report.unindexed_blocks = [
-        r[0]
+        hexed(r[0])
         for r in conn.execute(
             Sql(
                 "SELECT DISTINCT e.block_hash FROM entries e JOIN blocks b ON b.hash = e.block_hash "
@@ -119,13 +120,17 @@ def _rekey_unverified(store: Store, conn: Conn, entry_ids: list[int]) -> list[st
     done: list[str] = []
     for entry_id in entry_ids:
         row = conn.execute(Sql("SELECT * FROM entries WHERE id = ?"), (entry_id,)).fetchone()
-        body = str(row["block_hash"])
+        body = hexed(row["block_hash"])
         why = (
             "its content hash could not be verified (the store holds no content with that "
             f"hash); its body is {CTX_PREFIX}{body}"
         )
         twin = conn.execute(
-            Sql("SELECT id FROM entries WHERE scope = ? AND content_hash = ?"), (row["scope"], body)
+            Sql(
+                "SELECT id FROM entries WHERE scope = ? AND content_hash = unhex(?)",
+                "SELECT id FROM entries WHERE scope = %s AND content_hash = %s",
+            ),
+            (row["scope"], body),
         ).fetchone()
         if twin is not None:
             removal.delete(store, conn, entry_id, f"{why} (#{int(twin[0])})")
@@ -135,7 +140,7 @@ def _rekey_unverified(store: Store, conn: Conn, entry_ids: list[int]) -> list[st
         conn.execute(Sql("UPDATE entries SET content_hash = block_hash WHERE id = ?"), (entry_id,))
         done.append(
             f"renamed #{entry_id} to its body's hash {body[:12]} "
-            f"(its content hash {str(row['content_hash'])[:12]} was unverified)"
+            f"(its content hash {hexed(row['content_hash'])[:12]} was unverified)"
         )
     return done
 
@@ -147,7 +152,7 @@ def _count_again(store: Store, conn: Conn, chunk_ids: list[int]) -> None:
     for cid in chunk_ids:
         r = conn.execute(_CHUNK_PLACE, (cid,)).fetchone()
         if r is not None:
-            text = store.block_text(r["hash"])[int(r["start"]) : int(r["end"])]
+            text = store.block_text(hexed(r["hash"]))[int(r["start"]) : int(r["end"])]
             counted.append((cid, index.term_counts(analysis.index_text(text))))
     index.rewrite_counts(conn, counted)
 
@@ -162,7 +167,7 @@ def _count_stale_hot(store: Store) -> int:
 
 def _check_blocks(conn: Conn, report: DoctorReport, progress: Progress | None) -> None:
     """Decompress and hash every block again; those that do not match are corrupt."""
-    hashes = [r[0] for r in conn.execute(Sql("SELECT hash FROM blocks ORDER BY id"))]
+    hashes = [hexed(r[0]) for r in conn.execute(Sql("SELECT hash FROM blocks ORDER BY id"))]
     total = len(hashes)
     for i, digest in enumerate(hashes, 1):
         try:
@@ -200,7 +205,11 @@ def _repair(store: Store, report: DoctorReport) -> None:
             ids = [
                 int(r[0])
                 for r in conn.execute(
-                    Sql("SELECT id FROM entries WHERE block_hash = ? OR content_hash = ?"),
+                    Sql(
+                        "SELECT id FROM entries WHERE block_hash = unhex(?) "
+                        "OR content_hash = unhex(?)",
+                        "SELECT id FROM entries WHERE block_hash = %s OR content_hash = %s",
+                    ),
                     (digest, digest),
                 )
             ]
@@ -271,11 +280,11 @@ def reindex(store: Store, *, progress: Progress | None = None) -> Reindexed:
 
 def _rebuild_index(store: Store, conn: Conn, progress: Progress | None = None) -> Reindexed:
     # kept originals stay indexed if they were (put(index_original=True)), and only those
-    originals = [r["hash"] for r in conn.execute(_INDEXED_ORIGINALS)]
+    originals = [hexed(r["hash"]) for r in conn.execute(_INDEXED_ORIGINALS)]
     # a body indexed from a later line on (put(index_from_line)) stays so
-    starts = {r[0]: int(r[1]) for r in conn.execute(_FIRST_INDEXED_LINES)}
+    starts = {hexed(r[0]): int(r[1]) for r in conn.execute(_FIRST_INDEXED_LINES)}
     index.clear(conn)
-    digests = [r[0] for r in conn.execute(Sql("SELECT DISTINCT block_hash FROM entries"))]
+    digests = [hexed(r[0]) for r in conn.execute(Sql("SELECT DISTINCT block_hash FROM entries"))]
     digests += [d for d in originals if d not in set(digests)]
     skipped: list[str] = []
     for i, digest in enumerate(digests, 1):

@@ -26,6 +26,7 @@ from offload.errors import IntegrityError, InvalidInput, StoreError
 from offload.store.backend import Sql
 from offload.store.life.archive import export_archive, import_archive
 from offload.store.life.archive_read import ImportLimits
+from offload.store.schema import hexed
 from offload.store.store import Store
 from offload.store.write import blocks
 
@@ -45,8 +46,8 @@ _READ_VECTORS = Sql(
     ),
 )
 _READ_BLOCKS = Sql(
-    "SELECT hash, codec, CAST(data AS BLOB) AS data FROM blocks "
-    "WHERE hash IN (SELECT value FROM json_each(?))",
+    "SELECT lower(hex(hash)) AS hash, codec, CAST(data AS BLOB) AS data FROM blocks "
+    "WHERE hash IN (SELECT unhex(value) FROM json_each(?))",
     (
         "SELECT hash, codec, data AS data FROM blocks WHERE hash IN (SELECT "
         "json_array_elements_text(%s::json))"
@@ -140,7 +141,7 @@ def verify_vectors(
     # a team store may hold far more than the source: only the expected keys are kept
     while expected and (rows := store.conn.execute(_READ_VECTORS, (last, VERIFY_PAGE)).fetchall()):
         for r in rows:
-            key = (str(r["scope"]), str(r["content_hash"]))
+            key = (str(r["scope"]), hexed(r["content_hash"]))
             if key in expected:
                 held[key] = (str(r["model"]), sha256_hex(bytes(r["data"])))
         last = int(rows[-1]["id"])

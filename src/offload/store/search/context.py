@@ -62,12 +62,12 @@ _KEYS = (
     "e.accessed AS accessed, e.access_count AS uses"
 )
 _CHUNKS = (
-    "SELECT c.id AS cid, c.start AS start, c.end AS end, b.hash AS block, "
+    "SELECT c.id AS cid, c.start AS start, c.end AS end, lower(hex(b.hash)) AS block, "
     "{counts} AS counts FROM json_each(?) j CROSS JOIN chunks c "
     "JOIN blocks b ON b.id = c.block_id WHERE c.id = j.value"
 )
 _FIRST_CHUNKS = (
-    "SELECT e.id AS eid, c.start AS start, c.end AS end, b.hash AS block, "
+    "SELECT e.id AS eid, c.start AS start, c.end AS end, lower(hex(b.hash)) AS block, "
     "{counts} AS counts FROM json_each(?) j CROSS JOIN entries e "
     "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.id = "
     "(SELECT min(c2.id) FROM chunks c2 WHERE c2.block_id = b.id) WHERE e.id = j.value"

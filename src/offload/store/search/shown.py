@@ -20,7 +20,8 @@ from offload.store.backend import Row, Sql
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
 
-_CHUNK_COLS = "c.id, c.start_line, c.end_line, c.start, c.end, b.hash AS block"
+# SQLite keeps a hash as its bytes, PostgreSQL as hex (store/schema.py)
+_CHUNK_COLS = "c.id, c.start_line, c.end_line, c.start, c.end, lower(hex(b.hash)) AS block"
 _PG_CHUNK_COLS = 'c.id, c.start_line, c.end_line, c.start, c."end", b.hash AS block'
 _CHUNKS_BY_ID = Sql(
     f"SELECT {_CHUNK_COLS} FROM chunks c JOIN blocks b ON b.id = c.block_id "

@@ -36,6 +36,7 @@ from offload.core.text.chunking import Chunk, chunk_text
 from offload.errors import OffloadError, StoreError
 from offload.store.backend import Conn, Sql
 from offload.store.postgres import pgsql
+from offload.store.schema import hexed
 from offload.store.write import blocks, packed_counts
 
 # FTS5 splits only at whitespace and controls: every analysed term is one token.
@@ -705,7 +706,7 @@ def reindex_chunks(conn: Conn, progress: Progress | None = None) -> int:
         if row is None:
             continue
         try:
-            text = blocks.unpack(row["hash"], row["codec"], bytes(row["data"]))
+            text = blocks.unpack(hexed(row["hash"]), row["codec"], bytes(row["data"]))
         except (ValueError, OffloadError):
             continue
         chunks = conn.execute(

@@ -11,6 +11,7 @@ from offload.core.text import analysis
 from offload.core.text.metatext import novel
 from offload.store.backend import Conn, Sql
 from offload.store.postgres import pgsql
+from offload.store.schema import hexed
 from offload.store.write import blocks
 
 # an entry's metadata row (PostgreSQL computes its tsvector from the same fields)
@@ -77,7 +78,7 @@ def refresh_meta(conn: Conn, entry_id: int) -> None:
     labels = [
         r[0] for r in conn.execute(Sql("SELECT label FROM labels WHERE entry_id = ?"), (entry_id,))
     ]
-    body = block_text(conn, e["block_hash"])
+    body = block_text(conn, hexed(e["block_hash"]))
     meta = meta_row(e["topic"], e["summary"], e["tags"], labels, e["source"], body)
     put_meta(conn, entry_id, meta)
 
@@ -86,7 +87,7 @@ def block_text(conn: Conn, digest: str) -> str | None:
     """A block's verified plaintext read inside the caller's transaction (None if absent)."""
     row = conn.execute(
         Sql(
-            "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?",
+            "SELECT codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = unhex(?)",
             "SELECT codec, data AS data FROM blocks WHERE hash = %s",
         ),
         (digest,),
@@ -130,7 +131,9 @@ def rebuild_meta(conn: Conn) -> None:
                     e["tags"],
                     labels.get(int(e["id"]), []),
                     e["source"],
-                    block_text(conn, e["block_hash"]) if e["topic"] or e["summary"] else None,
+                    block_text(conn, hexed(e["block_hash"]))
+                    if e["topic"] or e["summary"]
+                    else None,
                 ),
             )
             for e in rows

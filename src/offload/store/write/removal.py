@@ -12,6 +12,7 @@ from typing import Protocol
 
 from offload.errors import IntegrityError, InvalidInput
 from offload.store.backend import Conn, Sql
+from offload.store.schema import hexed
 from offload.store.write import blocks, index, meta, rows, tombstones
 
 
@@ -31,21 +32,24 @@ def delete(store: Clocked, conn: Conn, entry_id: int, reason: str) -> None:
     conn.execute(Sql("DELETE FROM labels WHERE entry_id = ?"), (entry_id,))
     meta.remove_meta(conn, entry_id)
     conn.execute(Sql("DELETE FROM entries WHERE id = ?"), (entry_id,))
-    for digest in {row["block_hash"], row["content_hash"]}:
+    for digest in {hexed(row["block_hash"]), hexed(row["content_hash"])}:
         drop_block_if_unused(conn, digest)
 
 
 def drop_block_if_unused(conn: Conn, digest: str) -> None:
     """Remove a block and its index rows when no entry refers to it (caller's transaction)."""
     used = conn.execute(
-        Sql("SELECT 1 FROM entries WHERE block_hash = ? OR content_hash = ? LIMIT 1"),
+        Sql(
+            "SELECT 1 FROM entries WHERE block_hash = unhex(?) OR content_hash = unhex(?) LIMIT 1",
+            "SELECT 1 FROM entries WHERE block_hash = %s OR content_hash = %s LIMIT 1",
+        ),
         (digest, digest),
     ).fetchone()
     if used:
         return
     row = conn.execute(
         Sql(
-            "SELECT id, codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = ?",
+            "SELECT id, codec, CAST(data AS BLOB) AS data FROM blocks WHERE hash = unhex(?)",
             "SELECT id, codec, data AS data FROM blocks WHERE hash = %s",
         ),
         (digest,),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from offload.core.refs import ParsedRef
 from offload.store.backend import Conn, Row, Sql
 from offload.store.models import Tombstone
+from offload.store.schema import hexed
 
 
 def bury(conn: Conn, row: Row, labels: tuple[str, ...], reason: str, now: float) -> None:
@@ -22,7 +23,7 @@ def bury(conn: Conn, row: Row, labels: tuple[str, ...], reason: str, now: float)
         ),
         (
             row["id"],
-            row["content_hash"],
+            hexed(row["content_hash"]),
             " ".join(labels),
             row["topic"],
             row["source"],

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from offload.store.backend import Conn, Row, Sql
+from offload.store.schema import hexed
 from offload.store.sqlite import db
 
 if TYPE_CHECKING:
@@ -498,7 +499,9 @@ def backfill(store: Embeddable, *, progress: Progress | None = None) -> int:
             return done
         last = int(rows[-1][0])
         texts = [
-            entry_text(r["topic"], r["summary"], r["tags"], store.block_text(r["block_hash"]))
+            entry_text(
+                r["topic"], r["summary"], r["tags"], store.block_text(hexed(r["block_hash"]))
+            )
             for r in rows
         ]
         packed = [pack(v) for v in encoder.encode(texts)]
