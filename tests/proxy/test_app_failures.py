@@ -26,6 +26,7 @@ import loopback
 from offload.config import ProxySettings, StoreSettings
 from offload.errors import ConfigError
 from offload.proxy.app import create_app
+from offload.proxy.figures.metrics import Metrics
 from offload.store.store import Store
 from proxy.proxy_servers import serving
 from proxy.socket_upstream import NOT_FOUND, SocketUpstream, running
@@ -427,7 +428,7 @@ def test_a_fault_of_any_kind_in_the_figures_flush_is_logged_and_later_flushes_st
         )
         app = create_app(settings, store)
         with serving(app) as server:
-            metrics = proxy_state(app).metrics
+            metrics: Metrics = proxy_state(app).metrics
             real = metrics.flush
             calls: list[int] = []
 
@@ -441,6 +442,10 @@ def test_a_fault_of_any_kind_in_the_figures_flush_is_logged_and_later_flushes_st
             for n in (1, 2):
                 resp = loopback.post(server.url + CHAT, json={"messages": HELLO}, timeout=30)
                 assert resp.status_code == 200
-                wait_until(lambda n=n: len(calls) >= n, timeout=30, what=f"flush {n}")
+                wait_until(functools.partial(_at_least, calls, n), timeout=30, what=f"flush {n}")
             wait_until(lambda: not metrics.dirty, timeout=30, what="the figures written")
     assert "metrics flush failed" in caplog.text and "a fault of no known kind" in caplog.text
+
+
+def _at_least(calls: list[int], n: int) -> bool:
+    return len(calls) >= n
