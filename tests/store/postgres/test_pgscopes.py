@@ -132,7 +132,7 @@ def test_the_docs_restricted_role_writing_another_scope_is_told_its_scopes_in_on
         pg_server.execute(statement, dbname="rlsdoc")
     url = pg_server.url("rlsdoc")
     with Store(url + "?options=-c%20role%3Drlsdoc_owner", counter=EstimateCounter()) as admin:
-        admin.restrict_role("rlsdoc_b", ["teamB", "shared"])
+        admin.restrict_role("rlsdoc_b", ["teamB", "common"])
         admin.put("team a's note\n", scope="teamA", label="a-note")
     url_b = url.replace("postgres@", "rlsdoc_b@")
     where = url_b  # no password in it: shown as is
@@ -146,11 +146,11 @@ def test_the_docs_restricted_role_writing_another_scope_is_told_its_scopes_in_on
                 put()
             assert str(refused.value) == (
                 f"store at {where}: role rlsdoc_b may not write scope teamA "
-                "(it is held to: shared, teamB); nothing was saved"
+                "(it is held to: common, teamB); nothing was saved"
             )
         with pytest.raises(
             RowRefused,
-            match=r"held to: shared, teamB\) may not write this: "
+            match=r"held to: common, teamB\) may not write this: "
             r"the label is another scope's",
         ):
             b.put("b wants a's label\n", scope="teamB", label="a-note")
@@ -166,7 +166,7 @@ def test_the_docs_restricted_role_writing_another_scope_is_told_its_scopes_in_on
     assert added.returncode == 5
     assert added.stderr == (
         f"offload add: error: store at {where}: role rlsdoc_b may not write scope teamA "
-        "(it is held to: shared, teamB); nothing was saved\n"
+        "(it is held to: common, teamB); nothing was saved\n"
     )
 
 
