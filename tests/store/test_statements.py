@@ -38,6 +38,7 @@ STORE = Path(offload.store.__file__).parent
 OWN_DRIVER = frozenset(
     {
         "sqlite/db.py",
+        "sqlite/migrations.py",
         "sqlite/frozen.py",
         "legacy_tallies.py",
         "postgres/pgschema.py",

@@ -16,7 +16,7 @@ from offload.store.backend import Sql
 from offload.store.life.maintenance import reindex
 from offload.store.models import Filters
 from offload.store.search import context
-from offload.store.sqlite import db
+from offload.store.sqlite import migrations
 from offload.store.store import Store
 from offload.store.write import index, packed_counts
 
@@ -255,7 +255,7 @@ def test_the_migration_puts_each_caches_length_first_and_scores_stay_the_same(
             store.conn.execute(Sql("UPDATE chunks SET term_counts = ? WHERE id = ?"), (old, cid))
         before = _ranked(store, _QUERIES)
         assert isinstance(store.conn, sqlite3.Connection)
-        db.m_chunk_term_counts_length(store.conn)
+        migrations.m_chunk_term_counts_length(store.conn)
         got = _cached_counts(store)
         after = _ranked(store, _QUERIES)
     assert got == want

@@ -14,7 +14,7 @@ from offload.core.tokens import EstimateCounter
 from offload.store import open_store
 from offload.store.backend import Sql
 from offload.store.models import Filters
-from offload.store.sqlite import db
+from offload.store.sqlite import db, migrations
 from offload.store.store import Store
 from offload.store.write import index
 
@@ -232,7 +232,7 @@ def _old_store(path: Path) -> None:
     """A store as the previous release wrote it: migrations 1-4, one entry indexed by the
     old unicode61 tables."""
     conn = db.connect(path, busy_timeout_s=5, synchronous="NORMAL")
-    old = db.MIGRATIONS[:4]  # m001-m004: the schema before the analysed index
+    old = migrations.MIGRATIONS[:4]  # m001-m004: the schema before the analysed index
     conn.execute(Sql("BEGIN IMMEDIATE"))
     conn.execute(Sql("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)"))
     for name, fn in old:
@@ -310,7 +310,7 @@ def test_a_store_analysed_by_the_first_version_is_rebuilt_by_the_second(tmp_path
     _old_store(path)
     conn = db.connect(path, busy_timeout_s=5, synchronous="NORMAL")
     with db.write_tx(conn):
-        for name, fn in db.MIGRATIONS[4:5]:  # m_search_analysed_index as version 1 ran it
+        for name, fn in migrations.MIGRATIONS[4:5]:  # m_search_analysed_index as version 1 ran it
             assert name == "m_search_analysed_index"
             fn(conn)
             conn.execute(Sql("INSERT INTO _migrations VALUES (?, 0)"), (name,))

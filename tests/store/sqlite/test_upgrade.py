@@ -24,7 +24,7 @@ from offload.core.tokens import EstimateCounter
 from offload.errors import Gone
 from offload.store.backend import Sql
 from offload.store.life import maintenance
-from offload.store.sqlite import db
+from offload.store.sqlite import db, migrations
 from offload.store.store import Store
 
 FIRST_RELEASE = 4  # m001-m004
@@ -183,7 +183,7 @@ def first_release_store(path: Path) -> dict[int, Old]:
     now = time.time()
     conn.execute("BEGIN IMMEDIATE")
     conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)")
-    for name, fn in db.MIGRATIONS[:FIRST_RELEASE]:
+    for name, fn in migrations.MIGRATIONS[:FIRST_RELEASE]:
         fn(conn)
         conn.execute("INSERT INTO _migrations VALUES (?, 0)", (name,))
     ids = {_put(conn, old, now): old for old in OLD_ENTRIES}
@@ -202,17 +202,17 @@ def migrated_to(path: Path, stop: int) -> None:
     """Run the frozen migrations after the first release's up to ``stop``, one transaction
     each, as releases that knew only those left the file."""
     conn = db.connect(path, busy_timeout_s=5, synchronous="NORMAL")
-    for name, fn in db.MIGRATIONS[FIRST_RELEASE:stop]:
+    for name, fn in migrations.MIGRATIONS[FIRST_RELEASE:stop]:
         with db.write_tx(conn):
             fn(conn)
             conn.execute("INSERT INTO _migrations VALUES (?, ?)", (name, time.time()))
     conn.close()
 
 
-STOPS = range(FIRST_RELEASE, len(db.MIGRATIONS))
+STOPS = range(FIRST_RELEASE, len(migrations.MIGRATIONS))
 
 
-@pytest.mark.parametrize("stop", STOPS, ids=[db.MIGRATIONS[s - 1][0] for s in STOPS])
+@pytest.mark.parametrize("stop", STOPS, ids=[migrations.MIGRATIONS[s - 1][0] for s in STOPS])
 def test_a_store_of_every_older_schema_opens_with_every_reference_byte_exact(
     tmp_path: Path, stop: int
 ) -> None:
@@ -236,5 +236,5 @@ def test_a_store_of_every_older_schema_opens_with_every_reference_byte_exact(
         assert maintenance.doctor(s).clean
     with Store(path, counter=EstimateCounter()) as s:  # the migrations ran once
         recorded = [r[0] for r in s.conn.execute(Sql("SELECT name FROM _migrations"))]
-        assert sorted(recorded) == sorted(name for name, _ in db.MIGRATIONS)
+        assert sorted(recorded) == sorted(name for name, _ in migrations.MIGRATIONS)
         assert db.migrate(s.conn) == []  # type: ignore[arg-type]
