@@ -166,6 +166,10 @@ class Filters:
     created_before: float | None = None
 
 
+# a search or listing with no filter but the defaults
+NO_FILTERS = Filters()
+
+
 @dataclass(frozen=True)
 class Hit:
     """One search result: an entry, the chunk that matched and where."""

@@ -9,7 +9,6 @@ bounded pool (store/sqlite/pool.py) for its span. A store opened on a
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import sqlite3
@@ -35,24 +34,18 @@ from offload.store.backend import Conn, Sql
 from offload.store.life import lifecycle
 from offload.store.life.calls import LifecycleCalls
 from offload.store.models import (
+    NO_FILTERS,
     Entry,
     Filters,
-    Hit,
     PutResult,
 )
 from offload.store.postgres import pgconn, pgpool
 from offload.store.saved import SavedState
 from offload.store.schema import hexed
 from offload.store.search import query  # fmt: skip
-from offload.store.search.explain import Explanation
 from offload.store.search.memory.idle import SearchIdle
 from offload.store.search.memory.resident import ResidentIndex
-from offload.store.search.pipeline import (
-    HitPage,
-    PageAsked,
-    hit_page,
-    search_hits,
-)
+from offload.store.searching import SearchCalls
 from offload.store.sqlite import db
 from offload.store.sqlite.pool import ConnectionPool, lend_per_call
 from offload.store.write import blocks, meta, rows, vectors, writes
@@ -68,7 +61,6 @@ from offload.store.write.puts import (
 
 Progress = Callable[[int, int], None]
 
-NO_FILTERS = Filters()
 # connections a PostgreSQL store keeps open at most (a statement or a write holds one)
 PG_POOL_SIZE = 8
 _ENTRY_SELECT = rows.ENTRY_SELECT
@@ -92,7 +84,7 @@ def _now() -> float:
 
 
 @lend_per_call(lambda store: store.connection_pool)
-class Store(SavedState, LifecycleCalls):
+class Store(SavedState, LifecycleCalls, SearchCalls):
     """A content-addressed, searchable store in one SQLite file.
 
     Build one per process with :meth:`open`; it is safe to share across threads.
@@ -135,7 +127,7 @@ class Store(SavedState, LifecycleCalls):
             ResidentIndex(self._own_conn, max_bytes=resident_mb << 20) if resident_mb else None
         )
         # the in-memory copies are let go after this long without a search (0: kept)
-        self._idle = SearchIdle(resident_idle_s)
+        self.search_idle = SearchIdle(resident_idle_s)
         if self.url:
             self._open_postgres()
         else:
@@ -301,7 +293,7 @@ class Store(SavedState, LifecycleCalls):
         index, its entry maps, the vector matrix) once no search has run for
         ``search.resident_idle_s`` (the next search rebuilds them, answered the SQL way
         meanwhile); how many connections came back."""
-        if self._idle.quiet():
+        if self.search_idle.quiet():
             self.release_memory()
         return 0 if self._pg is not None else self._conns.release_ended()
 
@@ -310,7 +302,7 @@ class Store(SavedState, LifecycleCalls):
         are then kept), with the caches of decoded bodies and of analysed words. A search
         after this answers the SQL way while they are rebuilt, with the same hits in the
         same order."""
-        with self._idle.paused() as quiet:
+        with self.search_idle.paused() as quiet:
             if not quiet:
                 return
             if self.resident is not None:
@@ -650,80 +642,6 @@ class Store(SavedState, LifecycleCalls):
         ).fetchone()
         return int(row[0])
 
-    def search(
-        self,
-        query: str,
-        filters: Filters = NO_FILTERS,
-        *,
-        limit: int = 5,
-        offset: int = 0,
-        snippet_chars: int = 300,
-        scope: str | None = None,
-        as_of: float | None = None,
-    ) -> list[Hit]:
-        """Ranked hits for a question or keywords, with line ranges and snippets.
-
-        Any input is safe (FTS syntax is just text); ``scope`` is a shorthand for
-        ``Filters(scope=...)`` (it wins over the filters' own scope). A date the query
-        names (``in May 2023``, ``last week``, ``two weeks before 11 August``) is a soft
-        preference: entries whose event time is near it rank higher; relative dates count
-        from ``as_of`` (epoch seconds), or from the newest event time searched.
-        """
-        return self.search_page(
-            query,
-            filters,
-            limit=limit,
-            offset=offset,
-            snippet_chars=snippet_chars,
-            scope=scope,
-            as_of=as_of,
-        ).hits
-
-    def explain(
-        self,
-        query: str,
-        filters: Filters = NO_FILTERS,
-        *,
-        limit: int = 5,
-        offset: int = 0,
-        snippet_chars: int = 300,
-        scope: str | None = None,
-        as_of: float | None = None,
-    ) -> list[tuple[Hit, Explanation]]:
-        """:meth:`search`'s hits, each with why it ranks where it does: which path scored
-        it and what each part contributed (store/search/explain.py). The hits and their
-        order are :meth:`search`'s."""
-        found = self.search_page(
-            query,
-            filters,
-            limit=limit,
-            offset=offset,
-            snippet_chars=snippet_chars,
-            scope=scope,
-            as_of=as_of,
-            explain=True,
-        )
-        return list(zip(found.hits, found.why, strict=True))
-
-    def search_page(
-        self,
-        query: str,
-        filters: Filters = NO_FILTERS,
-        *,
-        limit: int = 5,
-        offset: int = 0,
-        snippet_chars: int = 300,
-        scope: str | None = None,
-        as_of: float | None = None,
-        explain: bool = False,
-    ) -> HitPage:
-        """:meth:`search`'s hits as a page that says how many hits the search holds
-        (``total``; ``every``: all of them, else at least that many) and how many follow
-        it (``after``); with ``explain``, :meth:`explain`'s reasons (``why``)."""
-        page = PageAsked(limit, offset, snippet_chars, as_of)
-        with self._idle.searching():
-            return hit_page(self, query, _scoped(filters, scope), page, explain=explain)
-
     def peek(self, scope: str | None = None) -> dict[str, Any]:
         """Counts only: by status, pinned, by kind, and total tokens.
 
@@ -769,16 +687,6 @@ class Store(SavedState, LifecycleCalls):
         others = [n for s, n in counts.items() if s != scope]
         return {"entries": sum(others), "scopes": len(others)}
 
-    def hits_elsewhere(self, query: str, filters: Filters, *, limit: int = 100) -> int:
-        """How many entries of scopes other than ``filters.scope`` match ``query`` (the
-        same filters otherwise), counted over at most ``limit`` hits of every scope."""
-        if filters.scope is None:
-            return 0
-        every = dataclasses.replace(filters, scope=None)
-        with self._idle.searching():
-            hits = search_hits(self, query, every, PageAsked(limit, 0, 40))
-        return len({h.entry.id for h in hits if h.entry.scope != filters.scope})
-
     def stats(self) -> dict[str, Any]:
         """Store-wide figures: entries, blocks, raw and stored bytes, file sizes (the
         blocks' totals read again only when they may have changed: :mod:`totals`)."""
@@ -811,8 +719,3 @@ def _release_free_pages(conn: sqlite3.Connection) -> None:
         conn.execute(Sql("PRAGMA wal_checkpoint(PASSIVE)", "SELECT 'ok'", noop=True))
     except sqlite3.OperationalError:
         pass  # another process holds the lock; the pages stay free for reuse
-
-
-def _scoped(filters: Filters, scope: str | None) -> Filters:
-    """``filters`` with ``scope`` in place of their own (a search's shorthand), if given."""
-    return filters if scope is None else dataclasses.replace(filters, scope=scope)

@@ -12,10 +12,11 @@ import pytest
 from offload.core.text import analysis
 from offload.core.tokens import EstimateCounter
 from offload.store.backend import Sql
+from offload.store.models import NO_FILTERS
 from offload.store.postgres import pgsql
 from offload.store.search import lexical, query, selective
 from offload.store.search.state import SearchState
-from offload.store.store import NO_FILTERS, Store
+from offload.store.store import Store
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"]
 
