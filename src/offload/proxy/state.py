@@ -27,7 +27,8 @@ from offload.llm.upstream import (
 )
 from offload.proxy.figures.metrics import Metrics
 from offload.proxy.rewrite.messages import wants_alternation
-from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
+from offload.proxy.rewrite.phases import RewriteResult
+from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.stubs.parts import names_proxy_tools
 from offload.proxy.rewrite.stubs.writes import Figures
 from offload.proxy.transport.counting import UpstreamCounter

@@ -17,7 +17,8 @@ from offload.core.stubs import is_stub
 from offload.core.tokens import EstimateCounter
 from offload.errors import InvalidInput
 from offload.proxy.rewrite.messages import session_key
-from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
+from offload.proxy.rewrite.phases import RewriteResult
+from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.reuse import LOOP_NOTE, RECALL, SENT_NAMESPACE
 from offload.proxy.rewrite.session import STATE_NAMESPACE
 from offload.proxy.rewrite.stubs.expand import expand, is_proxy_note, is_range_stub

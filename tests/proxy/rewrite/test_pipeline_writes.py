@@ -14,7 +14,8 @@ import pytest
 from offload.config import ProxySettings, StoreSettings
 from offload.core.tokens import EstimateCounter
 from offload.errors import ReferenceError_, StoreError
-from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
+from offload.proxy.rewrite.phases import RewriteResult
+from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.stubs.expand import expand, is_proxy_note, is_range_stub
 from offload.store.backend import Sql
 from offload.store.store import Store

@@ -44,7 +44,7 @@ import anyio
 from offload.proxy.retrieval.retrieval import DEFINITIONS, READ_TOOL, Answer, Memory, answer_call
 from offload.proxy.retrieval.retrieval_stream import RoundFilter, sum_usage
 from offload.proxy.rewrite.messages import MESSAGE_OVERHEAD, Message, content_text
-from offload.proxy.rewrite.pipeline import RewriteResult
+from offload.proxy.rewrite.phases import RewriteResult
 from offload.proxy.rewrite.stubs.parts import names_proxy_tools
 from offload.proxy.rewrite.stubs.writes import NOTHING, Held, settled
 from offload.proxy.rewrite.window import Budget

@@ -1,5 +1,6 @@
 """The records a request's rewrite passes from phase to phase
-(:class:`offload.proxy.rewrite.pipeline.Pipeline`), and the pure helpers its phases share:
+(:class:`offload.proxy.rewrite.pipeline.Pipeline`) and the one it returns
+(:class:`RewriteResult`), and the pure helpers its phases share:
 where a request starts from, its counts, its wire before and after windowing, what is
 sent, how a message is stubbed; the shared message prefix, the growth per turn, a client
 message's place on the wire, the digest extended over what the layout depends on."""
@@ -8,13 +9,67 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import overload
+from typing import Any, overload
 
 from offload.proxy.rewrite.call_args import CallsStub
-from offload.proxy.rewrite.messages import Message, chain
+from offload.proxy.rewrite.messages import Message, chain, protect_start
 from offload.proxy.rewrite.recall import Recalled
 from offload.proxy.rewrite.session import Live, SessionState
 from offload.proxy.rewrite.stubs.parts import MessageStub
+from offload.proxy.rewrite.stubs.writes import NOTHING, Held
+from offload.proxy.rewrite.window import Budget
+
+FIGURES = (
+    "client_tokens",
+    "wire_tokens",
+    "stubs_made",
+    "stubbed_messages",
+    "windowed",
+    "emergency",
+    "prefix_kept",
+    "break_cause",
+    "recall_tokens",
+    "recall_hits",
+    "recall_read",
+    "loop_broken",
+    "ceiling_learned",
+    "reused_tokens",
+)
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """What one rewrite produced, and the figures the proxy's metrics report."""
+
+    messages: list[dict[str, Any]]  # what goes on the wire (valid OpenAI chat messages)
+    session_id: str  # stable id of the conversation (from its stable head)
+    client_tokens: int  # tokens of the messages as the client sent them
+    wire_tokens: int  # tokens of `messages`
+    stubs_made: int  # new stubs created by this request
+    stubbed_messages: int  # messages on the wire that are stubs (stubbed or range stubs)
+    windowed: bool  # a windowing (page-out) trigger fired on this request
+    emergency: bool  # the emergency ratio acted
+    prefix_kept: bool  # the session's previous request as sent is an exact prefix of this one
+    break_cause: str | None  # when not kept: "windowing" | "client_edit" | "new_session" |
+    # "restart" | "moved" (another process wrote the session's state since this one served
+    # it) | "stubs_restored" (emergency stubs of the head or tail back to verbatim) |
+    # "recall" | "loop_note" (the proxy's own addition to the previous request left)
+    recall_tokens: int = 0  # tokens of the recall block on the wire (0: none)
+    recall_hits: int = 0  # recalled messages in it
+    recall_read: int = 0  # references recalled last turn that the model's answer named
+    loop_broken: bool = False  # a repeating spiral was seen and a loop note added
+    ceiling_learned: int = 0  # the client compacted itself: the wire tokens it did so at
+    # tokens this request shares as a prefix with the session's previous one as sent (the
+    # upstream's reusable KV cache; proxy.reuse)
+    reused_tokens: int = 0
+    # the store writes the answer must wait for before it completes (what the wire names
+    # and this rewrite, or one before it, handed to the writer)
+    held: Held = field(default=NOTHING, compare=False, repr=False)
+
+    def figures(self) -> dict[str, Any]:
+        """The per-request counts that the proxy's metrics and ``offload replay`` report."""
+        return {name: getattr(self, name) for name in FIGURES}
+
 
 __all__ = [
     "Boundaries",
@@ -185,3 +240,39 @@ def reverify(new: SessionState, old: SessionState, msgs: Sequence[Message]) -> S
     else:
         digest = chain("", msgs[:verified])
     return replace(new, verified=verified, digest=digest)
+
+
+def unforced(
+    state: SessionState,
+    protect: int,
+    ct: Sequence[int],
+    wire_tokens: Sequence[int],
+    budget: Budget,
+) -> SessionState | None:
+    """The state without the forced stubs of the head and the protected tail once they
+    fit verbatim again beside the range stub (the trigger then pages out whatever else
+    no longer fits); the tail's alone when only they fit. None when nothing changes."""
+    head = state.layout.head
+    forced = state.layout.forced
+    in_head = {i for i in forced if i < head}
+    in_tail = {i for i in forced if i >= protect}
+    if not in_head and not in_tail:
+        return None
+    rest = sum(ct[protect:]) + (state.range.tokens if state.range is not None else 0)
+    if in_head and sum(ct[:head]) + rest <= budget.ceiling:
+        drop = in_head | in_tail
+    elif in_tail and sum(wire_tokens[:head]) + rest <= budget.ceiling:
+        drop = in_tail
+    else:
+        return None
+    return replace(state, layout=replace(state.layout, forced=forced - drop))
+
+
+def still_applies(st: SessionState, msgs: list[Message], head: int, tail: int, same: int) -> bool:
+    """Whether ``st`` still fits messages whose first ``same`` equal what it was made for."""
+    return (
+        st.layout.head == head
+        and same >= st.verified
+        and len(msgs) >= st.verified
+        and protect_start(msgs, head, tail) >= st.layout.stubbed
+    )

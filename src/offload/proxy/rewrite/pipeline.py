@@ -7,8 +7,7 @@ worker thread); ``offload replay`` calls the same method turn by turn without an
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from offload.config import ProxySettings
@@ -33,6 +32,7 @@ from offload.proxy.rewrite.messages import (
 from offload.proxy.rewrite.phases import (
     Boundaries,
     Counted,
+    RewriteResult,
     Route,
     Sent,
     Start,
@@ -41,7 +41,9 @@ from offload.proxy.rewrite.phases import (
     common_prefix,
     growth_per_turn,
     reverify,
+    still_applies,
     turn_counts,
+    unforced,
     wire_index,
 )
 from offload.proxy.rewrite.recall import Recalled, Recaller, read_back
@@ -69,7 +71,7 @@ from offload.proxy.rewrite.stubs.parts import (
     names_proxy_tools,
     read_call,
 )
-from offload.proxy.rewrite.stubs.writes import NOTHING, Figures, Held, Writes
+from offload.proxy.rewrite.stubs.writes import Figures, Writes
 from offload.proxy.rewrite.window import Budget, Compaction, Layout, cut_level, plan, trigger
 from offload.proxy.rewrite.wire import WireBuilder
 from offload.store.store import Store
@@ -92,58 +94,6 @@ REBUILDS = 16
 
 class _Moved(OffloadError):
     """Another process saved the session's state after this rewrite read it."""
-
-
-FIGURES = (
-    "client_tokens",
-    "wire_tokens",
-    "stubs_made",
-    "stubbed_messages",
-    "windowed",
-    "emergency",
-    "prefix_kept",
-    "break_cause",
-    "recall_tokens",
-    "recall_hits",
-    "recall_read",
-    "loop_broken",
-    "ceiling_learned",
-    "reused_tokens",
-)
-
-
-@dataclass(frozen=True)
-class RewriteResult:
-    """What one rewrite produced, and the figures the proxy's metrics report."""
-
-    messages: list[dict[str, Any]]  # what goes on the wire (valid OpenAI chat messages)
-    session_id: str  # stable id of the conversation (from its stable head)
-    client_tokens: int  # tokens of the messages as the client sent them
-    wire_tokens: int  # tokens of `messages`
-    stubs_made: int  # new stubs created by this request
-    stubbed_messages: int  # messages on the wire that are stubs (stubbed or range stubs)
-    windowed: bool  # a windowing (page-out) trigger fired on this request
-    emergency: bool  # the emergency ratio acted
-    prefix_kept: bool  # the session's previous request as sent is an exact prefix of this one
-    break_cause: str | None  # when not kept: "windowing" | "client_edit" | "new_session" |
-    # "restart" | "moved" (another process wrote the session's state since this one served
-    # it) | "stubs_restored" (emergency stubs of the head or tail back to verbatim) |
-    # "recall" | "loop_note" (the proxy's own addition to the previous request left)
-    recall_tokens: int = 0  # tokens of the recall block on the wire (0: none)
-    recall_hits: int = 0  # recalled messages in it
-    recall_read: int = 0  # references recalled last turn that the model's answer named
-    loop_broken: bool = False  # a repeating spiral was seen and a loop note added
-    ceiling_learned: int = 0  # the client compacted itself: the wire tokens it did so at
-    # tokens this request shares as a prefix with the session's previous one as sent (the
-    # upstream's reusable KV cache; proxy.reuse)
-    reused_tokens: int = 0
-    # the store writes the answer must wait for before it completes (what the wire names
-    # and this rewrite, or one before it, handed to the writer)
-    held: Held = field(default=NOTHING, compare=False, repr=False)
-
-    def figures(self) -> dict[str, Any]:
-        """The per-request counts that the proxy's metrics and ``offload replay`` report."""
-        return {name: getattr(self, name) for name in FIGURES}
 
 
 class Pipeline:
@@ -372,7 +322,7 @@ class Pipeline:
             appended = known
         else:
             wire, tokens, stubs, _ = self.wire.build(session, msgs, state, state.layout, ct)
-        restored = self._unforce(state, protect, ct, tokens, budget)
+        restored = unforced(state, protect, ct, tokens, budget)
         if restored is None:
             return Start(state, wire, tokens, stubs, route.cause, appended)
         wire, tokens, stubs, _ = self.wire.build(session, msgs, restored, restored.layout, ct)
@@ -627,7 +577,7 @@ class Pipeline:
             if (
                 len(msgs) > n
                 and msgs[:n] == side.client
-                and self._applies(side.state, msgs, head, tail, n)
+                and still_applies(side.state, msgs, head, tail, n)
             ):
                 return Route(session, side, side.state, n, None, version, False, True, side.learned)
             return Route(key, previous, state, reuse, cause, side.version, True)
@@ -636,7 +586,7 @@ class Pipeline:
         if (
             record is not None
             and len(msgs) > record.count
-            and self._applies(record.state, msgs, head, tail, len(msgs))
+            and still_applies(record.state, msgs, head, tail, len(msgs))
             and chain("", msgs[: record.count]) == record.digest
             and self._whole(record.state)
         ):
@@ -705,7 +655,7 @@ class Pipeline:
         if previous is not None:
             k = common_prefix(previous.client, msgs)
             st = previous.state
-            if not self._applies(st, msgs, head, tail, k):
+            if not still_applies(st, msgs, head, tail, k):
                 return fresh, 0, "client_edit", previous.version
             cause = "client_edit" if k < len(previous.client) else None
             return st, k, cause, previous.version
@@ -713,7 +663,7 @@ class Pipeline:
         saved = SessionState.from_json(value)
         if saved is None:
             return fresh, 0, "new_session", version
-        if not self._applies(saved, msgs, head, tail, len(msgs)) or not self._whole(saved):
+        if not still_applies(saved, msgs, head, tail, len(msgs)) or not self._whole(saved):
             return fresh, 0, "client_edit", version
         if chain("", msgs[: saved.verified]) != saved.digest:
             return fresh, 0, "client_edit", version
@@ -803,32 +753,6 @@ class Pipeline:
             )
         return made
 
-    def _unforce(
-        self,
-        state: SessionState,
-        protect: int,
-        ct: Sequence[int],
-        wire_tokens: Sequence[int],
-        budget: Budget,
-    ) -> SessionState | None:
-        """The state without the forced stubs of the head and the protected tail once they
-        fit verbatim again beside the range stub (the trigger then pages out whatever else
-        no longer fits); the tail's alone when only they fit. None when nothing changes."""
-        head = state.layout.head
-        forced = state.layout.forced
-        in_head = {i for i in forced if i < head}
-        in_tail = {i for i in forced if i >= protect}
-        if not in_head and not in_tail:
-            return None
-        rest = sum(ct[protect:]) + (state.range.tokens if state.range is not None else 0)
-        if in_head and sum(ct[:head]) + rest <= budget.ceiling:
-            drop = in_head | in_tail
-        elif in_tail and sum(wire_tokens[:head]) + rest <= budget.ceiling:
-            drop = in_tail
-        else:
-            return None
-        return replace(state, layout=replace(state.layout, forced=forced - drop))
-
     def _whole(self, state: SessionState) -> bool:
         """Whether the part a saved state's range stub names is stored: a state read back
         from the store was saved before its part's write was done (the write runs beside
@@ -844,13 +768,3 @@ class Pipeline:
         except ReferenceError_:
             return False
         return True
-
-    @staticmethod
-    def _applies(st: SessionState, msgs: list[Message], head: int, tail: int, same: int) -> bool:
-        """Whether ``st`` still fits messages whose first ``same`` equal what it was made for."""
-        return (
-            st.layout.head == head
-            and same >= st.verified
-            and len(msgs) >= st.verified
-            and protect_start(msgs, head, tail) >= st.layout.stubbed
-        )

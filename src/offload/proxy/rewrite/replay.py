@@ -20,7 +20,8 @@ from typing import Any
 from offload.errors import InvalidInput, NotAFile
 from offload.proxy.rewrite.bound import prefix_bound
 from offload.proxy.rewrite.messages import Message, head_end, protect_start, validate
-from offload.proxy.rewrite.pipeline import Pipeline, RewriteResult
+from offload.proxy.rewrite.phases import RewriteResult
+from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.stubs.expand import expand, is_proxy_note, is_range_stub
 from offload.proxy.rewrite.stubs.message_stubs import least_stub_tokens
 from offload.proxy.rewrite.window import Budget

@@ -39,7 +39,7 @@ from offload.proxy.rewrite.messages import (
     message_tokens,
     session_key,
 )
-from offload.proxy.rewrite.pipeline import RewriteResult
+from offload.proxy.rewrite.phases import RewriteResult
 from offload.proxy.rewrite.stubs.writes import Held, settled
 from offload.proxy.state import ProxyState
 from offload.proxy.transport.errors_http import OPENAI, ErrorShape, openai_error

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from offload.errors import InvalidInput
-from offload.proxy.rewrite.pipeline import RewriteResult
+from offload.proxy.rewrite.phases import RewriteResult
 from offload.proxy.routes import anthropic
 from offload.proxy.routes.chat import (
     Sent,

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from offload.errors import InvalidInput, UpstreamTooLarge
-from offload.proxy.rewrite.pipeline import RewriteResult
+from offload.proxy.rewrite.phases import RewriteResult
 from offload.proxy.routes import responses, responses_out
 from offload.proxy.routes.chat import (
     Sent,
