@@ -12,7 +12,6 @@ from typing import Any, Literal
 import anyio
 import uvicorn
 from mcp.server import Server
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
@@ -27,24 +26,16 @@ MCP_PATH = "/mcp"
 _STOP_S = 5.0  # upstreams get this long to close after a signal, then they are killed
 
 
-async def run_stdio(
-    gateway: Gateway, serve: Callable[[Server[Any]], Awaitable[None]] | None = None
-) -> None:
+async def run_stdio(gateway: Gateway, serve: Callable[[Server[Any]], Awaitable[None]]) -> None:
     """Serve one client over this process's stdin/stdout until it disconnects; ``serve``
     runs the gateway's MCP server on them (the command's own stdio loop, which bounds a
-    line; default: the SDK's)."""
-
-    async def sdk_stdio(server: Server[Any]) -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-
-    run = serve or sdk_stdio
+    line)."""
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_exit_on_signal, gateway)
 
             async def body() -> None:
-                await run(gateway.server)
+                await serve(gateway.server)
 
             await gateway.serve(tg, body)
             tg.cancel_scope.cancel()
@@ -55,7 +46,7 @@ async def run_stdio(
 async def _exit_on_signal(gateway: Gateway) -> None:
     """SIGTERM/SIGHUP/SIGINT: stop the upstreams and their children, then exit.
 
-    The exit is immediate (``os._exit``) because the SDK reads stdin in a worker thread
+    The exit is immediate (``os._exit``) because stdin is read in a worker thread
     that no cancellation interrupts; everything acknowledged is already committed.
     """
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
