@@ -74,7 +74,7 @@ async def test_the_page_plots_savings_occupancy_and_cache_from_the_proxys_turns(
     (session,) = proxy["sessions"].values()
     assert session["title"] == TITLE
     assert [t["n_ctx"] for t in session["turns"]] == [4096] * TURNS
-    assert proxy["window"] == {"high_water": 0.5, "target": 0.35, "ceiling": 0.85}
+    assert proxy["window"] == {"high_water": 0.8, "target": 0.2, "ceiling": 0.85}
 
     page = (await client.get("/")).text
     savings = re.search(r'<svg[^>]*id="savings-plot".*?</svg>', page, re.S)
