@@ -138,7 +138,7 @@ def render_bounds(rows: list[dict[str, Any]], command: str) -> str:
     out = [
         f"```\n{command}\n```",
         "",
-        _machine(),
+        machine_line(),
         "",
         "| file | mode | n_ctx | bound | bound, newest message verbatim |",
         "|---|---|---:|---:|---:|",
@@ -286,7 +286,7 @@ def render_timing(rows: list[dict[str, Any]], command: str) -> str:
         command,
         "```",
         "",
-        _machine(),
+        machine_line(),
         "",
         "| file | tree | windowing turns | p50 | p95 | CPU p50 | CPU p95 |"
         " their store writes beside the upstream: CPU p50 | CPU p95 |"
@@ -310,7 +310,7 @@ def render_timing(rows: list[dict[str, Any]], command: str) -> str:
 # -- KV reuse as the upstream sees it ----------------------------------------------------------
 
 
-class _Tokens:
+class WireTokens:
     """Each message rendered as a chat template would (role markers, content, calls) and
     encoded with cl100k, cached by its canonical JSON."""
 
@@ -334,7 +334,7 @@ class _Tokens:
         return out
 
 
-def _lcp(a: list[int], b: list[int]) -> int:
+def lcp(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
@@ -349,7 +349,7 @@ def kv_reuse(
     and loop note included) tokenized whole, its longest common token prefix with the
     session's previous request, summed over all requests / their tokens."""
     counter = default_counter()
-    tokens = _Tokens()
+    tokens = WireTokens()
     runs = load_runs(path)[:runs_limit]
     if chained:
         runs = [chain_runs(runs)]
@@ -362,7 +362,7 @@ def kv_reuse(
                 wire = tokens.of(pipeline.rewrite(run.messages[:k], n_ctx).messages)
                 total += len(wire)
                 if previous is not None:
-                    common = _lcp(previous, wire)
+                    common = lcp(previous, wire)
                     shared += common
                     pairs += 1
                     kept += common == len(previous)
@@ -432,7 +432,7 @@ def render_kv(kv: dict[str, list[dict[str, Any]]], runs: int) -> str:
     return "\n".join([*out, ""])
 
 
-def _machine() -> str:
+def machine_line() -> str:
     load = os.getloadavg()[0]
     return (
         f"Machine: 2 cores (this VM), {platform.platform()}, CPython"
@@ -558,7 +558,7 @@ def main() -> int:
         kv["baseline"] = [json.loads(line) for line in out.splitlines() if line.strip()]
     command = " ".join(["python bench/bench_replay.py", *sys.argv[1:]])
     if args.kv:
-        print(f"```\n{command}\n```\n\n{_machine()}\n" + render_kv(kv, args.runs))
+        print(f"```\n{command}\n```\n\n{machine_line()}\n" + render_kv(kv, args.runs))
         return 0
     files = sorted(args.traces.glob("*.jsonl"))
     rows: list[dict[str, Any]] = []

@@ -50,8 +50,8 @@ def test_the_issue_s_settings_fail_at_the_first_one_out_of_range() -> None:
 
 
 def test_the_budget_ratios_must_keep_their_order() -> None:
-    with pytest.raises(ConfigError, match=r"'proxy.target' \(0.6.*below 'proxy.high_water'"):
-        load_settings(env={"OFFLOAD_PROXY__TARGET": "0.6"})
+    with pytest.raises(ConfigError, match=r"'proxy.target' \(0.82.*below 'proxy.high_water'"):
+        load_settings(env={"OFFLOAD_PROXY__TARGET": "0.82"})
     with pytest.raises(ConfigError, match=r"'proxy.high_water'.*below 'proxy.emergency'"):
         load_settings(env={"OFFLOAD_PROXY__HIGH_WATER": "0.9"})
     ok = load_settings(env={"OFFLOAD_PROXY__TARGET": "0.2", "OFFLOAD_PROXY__HIGH_WATER": "0.3"})

@@ -146,8 +146,8 @@ class ProxySettings:
     model_alias: str = ""
     n_ctx: int = 0  # 0: read from the upstream's /props
     stub_ratio: float = 0.02
-    high_water: float = 0.50
-    target: float = 0.35
+    high_water: float = 0.80
+    target: float = 0.20
     emergency: float = 0.85
     tail_messages: int = 4
     # page chats only up to a user message, for templates that refuse two messages of one

@@ -558,9 +558,9 @@ def test_a_side_request_beside_the_conversation_changes_nothing_of_its_wire(
     sent, and the conversation's next turn goes out exactly as it would have without it."""
     side = [*OPENING, {"role": "user", "content": "Title this conversation in 5 words."}]
     with Store(tmp_path / "alone.db") as alone, Store(tmp_path / "beside.db") as beside:
-        before, expected = _main_turns(alone, 16, None)
+        before, expected = _main_turns(alone, 24, None)
         assert any(m["content"].startswith("[offload: ") for m in before)  # windowed
-        _, got = _main_turns(beside, 16, side)
+        _, got = _main_turns(beside, 24, side)
     assert got == expected
 
 
