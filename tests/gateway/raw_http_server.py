@@ -7,7 +7,9 @@ listens), completes the MCP handshake in JSON responses and lists one tool, ``pr
 A call of ``probe`` is answered with a tool result whose text is MIB MiB of ``x``:
 
 - ``json``: as one ``application/json`` body;
-- ``sse``: as one server-sent event of a ``text/event-stream`` body.
+- ``sse``: as one server-sent event of a ``text/event-stream`` body;
+- ``gzip``: as one ``application/json`` body sent gzip-compressed (whatever was asked):
+  a few KiB on the wire.
 
 The answer is written in 1 MiB pieces, never built whole. Every other request gets a
 correct empty answer; it runs until killed.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -78,6 +81,9 @@ class Handler(BaseHTTPRequestHandler):
         tail = b'"}]}}'
         if self.mode == "sse":
             head, tail = b"event: message\ndata: " + head, tail + b"\n\n"
+        if self.mode == "gzip":
+            self.gzipped(head, tail)
+            return
         self.send_response(200)
         kind = "text/event-stream" if self.mode == "sse" else "application/json"
         self.send_header("Content-Type", kind)
@@ -90,6 +96,19 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(tail)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client stopped reading: as it should
+
+    def gzipped(self, head: bytes, tail: bytes) -> None:
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+        body = [packer.compress(head)]
+        body += [packer.compress(PIECE) for _ in range(self.mib)]
+        body += [packer.compress(tail), packer.flush()]
+        data = b"".join(body)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
 
 def main() -> None:
