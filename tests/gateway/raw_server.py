@@ -15,6 +15,7 @@ according to MODE:
 - ``many-tools``: ``tools/list`` pages of 100 tools without end (every page names a next
   one).
 - ``huge-tools``: 30 tools, each with a description of 100 KiB.
+- ``huge-list``: a ``tools/list`` page of ``MIB`` MiB (a second argument, default 300);
 - ``huge-result``: a correct tool result of ``MIB`` MiB (a second argument, default 300),
   written in 1 MiB pieces; ``huge-result-tail`` the same with its id last (as the
   TypeScript SDK orders a response).
@@ -57,6 +58,9 @@ def answer(mode: str, request: dict[str, Any]) -> None:
         page = int((request.get("params") or {}).get("cursor") or 0)
         tools = [{**TOOL, "name": f"t{page * 100 + i:06d}"} for i in range(100)]
         result = {"tools": tools, "nextCursor": str(page + 1)}
+    elif method == "tools/list" and mode == "huge-list":
+        huge_list(rid)
+        return
     elif method == "tools/list" and mode == "huge-tools":
         tools = [{**TOOL, "name": f"h{i:02d}", "description": "d" * 102400} for i in range(30)]
         result = {"tools": tools}
@@ -84,6 +88,18 @@ def answer(mode: str, request: dict[str, Any]) -> None:
     if mode == "banner":
         sys.stdout.write("server log: handling a request\n")
     send({"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+def huge_list(rid: Any) -> None:
+    """A tools/list page of one tool whose description is MIB MiB, never held whole."""
+    mib = int(sys.argv[2]) if len(sys.argv) > 2 else 300
+    head = '{"jsonrpc": "2.0", "id": ' + json.dumps(rid) + ', "result": {"tools": [{"name": "t", '
+    sys.stdout.write(head + '"inputSchema": {"type": "object"}, "description": "')
+    piece = "d" * 2**20
+    for _ in range(mib):
+        sys.stdout.write(piece)
+    sys.stdout.write('"}]}}\n')
+    sys.stdout.flush()
 
 
 def huge_result(rid: Any, *, id_last: bool) -> None:

@@ -59,6 +59,20 @@ async def test_a_stdio_answer_past_the_bound_ends_its_call_at_once_with_an_error
         assert gw.upstreams["big"].state == "ready" and gw.upstreams["big"].connects == 1
 
 
+async def test_a_listing_past_the_bound_makes_its_upstream_unavailable_saying_why(
+    run_gateway: RunGateway,
+) -> None:
+    servers = [raw("big", "huge-list", 40), raw("ok", "plain")]
+    async with (
+        run_gateway(servers, max_upstream_message_mb=8, reconnect_max_s=60) as gw,
+        Client(gw.server, mode="legacy") as client,
+    ):
+        big = gw.upstreams["big"]
+        assert big.state == "unavailable" and _LIMIT in big.error, big.error
+        assert "\n" not in big.error
+        assert not (await client.call_tool("ok__probe", {})).is_error
+
+
 async def test_an_answer_within_the_bound_is_read_whole(run_gateway: RunGateway) -> None:
     async with (
         run_gateway([raw("big", "huge-result", 3)], max_upstream_message_mb=8) as gw,
