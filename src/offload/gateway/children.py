@@ -33,6 +33,7 @@ log = logging.getLogger("offload.gateway")
 _GRACE_S = 1.0  # a child that exits by itself when its stdin closes
 _TERM_S = 1.0  # then SIGTERM to its group, then SIGKILL
 _live: set[int] = set()  # pids (= process group ids) of the children alive now
+CANCELLED = "notifications/cancelled"
 
 
 def live_children() -> frozenset[int]:
@@ -65,8 +66,12 @@ class _Pending:
         self.ids: set[types.RequestId] = set()
 
     def sent(self, message: SessionMessage) -> None:
-        if isinstance(message.message, types.JSONRPCRequest):
-            self.ids.add(message.message.id)
+        sent = message.message
+        if isinstance(sent, types.JSONRPCRequest):
+            self.ids.add(sent.id)
+        elif isinstance(sent, types.JSONRPCNotification) and sent.method == CANCELLED:
+            # a request given up (its timeout) is answered by no one: not kept for ever
+            self.ids.discard((sent.params or {}).get("requestId"))
 
     def received(self, line: bytes | DroppedLine) -> SessionMessage | Exception:
         """What the session gets for ``line``: the message, an error answering the request a
