@@ -91,6 +91,8 @@ def test_zero_is_allowed_where_it_means_something() -> None:
         ("proxy.max_event_mb", "4096", "at most 1024"),
         ("gateway.max_upstream_tools", "0", "at least 1"),
         ("gateway.max_upstream_catalog_mb", "0", "at least 1"),
+        ("gateway.max_upstream_message_mb", "0", "at least 1"),
+        ("gateway.max_upstream_message_mb", "5000", "at most 4096"),
     ],
 )
 def test_a_ratio_url_or_body_limit_out_of_range_fails_at_build_naming_it_and_its_source(

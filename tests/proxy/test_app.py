@@ -308,6 +308,19 @@ def test_a_foreign_host_or_origin_is_refused(proxy: tuple[Scripted, str]) -> Non
     assert state.requests == []
 
 
+def test_the_proxy_compares_an_origin_as_the_mcp_routes_do(proxy: tuple[Scripted, str]) -> None:
+    _state, url = proxy
+    port = url.rsplit(":", 1)[1]
+
+    def status(origin: str) -> int:
+        return loopback.get(url + "/api/stats", headers={"Origin": origin}).status_code
+
+    assert status(f"HTTP://LOCALHOST:{port}/") == 200
+    assert status(f"http://[::1]:{port}") == 200
+    for other in ("null", f"http://localhost:{port}/x", f"http://u@localhost:{port}"):
+        assert status(other) == 403, other
+
+
 @pytest.mark.parametrize(
     "host",
     [
