@@ -40,12 +40,14 @@ class Rendered:
         self._closed: int | None = None  # tokens of its rows and a newline
         self._open: int | None = None  # tokens of its rows alone (the last piece)
         self._terms: tuple[str, str, TermCounts] | None = None  # header, text, its terms
-        self._files: list[str] | None = None
+        # a tuple of strings, which the cyclic GC stops tracking (a list, even an empty
+        # one, stays tracked: every full collection would walk one per cached message)
+        self._files: tuple[str, ...] | None = None
 
-    def files(self) -> list[str]:
+    def files(self) -> tuple[str, ...]:
         """The files its tool calls name (:func:`offload.proxy.rewrite.transcript.files_of`)."""
         if self._files is None:
-            self._files = transcript.files_of([self.message])
+            self._files = tuple(transcript.files_of([self.message]))
         return self._files
 
     def indexed(self, terms_of: Callable[[str], TermCounts]) -> tuple[str, str, TermCounts]:
