@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
@@ -137,3 +138,13 @@ def test_a_part_described_from_its_messages_pieces_is_described_as_the_run_whole
         transcript.files_in([r.files() for r in made]),
     ) == transcript.describe(msgs, "the task", 0)
     assert len(transcript.files_of(msgs)) == transcript.MAX_FILES
+
+
+def test_a_rendered_messages_files_are_kept_where_the_cyclic_gc_stops_walking_them() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "edit", "arguments": "{}"}}
+    for msg in ({"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [call]}):
+        made = pieces.Rendered(3, msg)
+        files = made.files()
+        gc.collect()
+        assert files == tuple(transcript.files_of([msg]))
+        assert not gc.is_tracked(files)
