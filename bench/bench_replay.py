@@ -42,6 +42,7 @@ from offload.proxy.rewrite.messages import content_text, head_end, message_token
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.replay import chain_runs, load_runs, replay, turn_points
 from offload.proxy.rewrite.stubs.message_stubs import least_stub_tokens
+from offload.serve.heap import freeze_startup
 from offload.store.store import Store
 
 HERE = Path(__file__).resolve().parent
@@ -201,12 +202,13 @@ def rewrite_times(path: Path, n_ctx: int = 8192) -> dict[str, Any]:
     time in the writer thread (``write`` columns; none in a tree that writes inline).
 
     The cyclic GC's full collections that run in the calling thread are counted and timed
-    too (a full collection walks every tracked object of the process, most of them its
-    imports', and lands on whichever turn allocates past the threshold): the windowing
-    turns' CPU p95 is also given without them."""
+    too (a full collection walks every tracked object the process has not frozen, and
+    lands on whichever turn allocates past its threshold): the windowing turns' CPU p95 is
+    also given without them. As ``offload proxy`` does once its app is built, what the
+    process made before the first turn is frozen out of the collector's walks
+    (``offload.serve.heap.freeze_startup``); the trace is loaded after it, so it is walked,
+    as a proxy's live sessions are."""
     counter = default_counter()
-    run = chain_runs(load_runs(path))
-    full_gc = _FullCollections()
     wall: dict[bool, list[float]] = {True: [], False: []}
     cpu: dict[bool, list[float]] = {True: [], False: []}
     slowest = (0.0, 0, 0)  # wall ms, request tokens, messages
@@ -216,6 +218,9 @@ def rewrite_times(path: Path, n_ctx: int = 8192) -> dict[str, Any]:
     less_gc: list[float] = []  # each windowing turn's CPU ms less its full collections'
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "s.db", counter=counter) as st:
         pipeline = Pipeline(st, ProxySettings(), counter)
+        freeze_startup()
+        run = chain_runs(load_runs(path))
+        full_gc = _FullCollections()
         for k in turn_points(run.messages):
             gc_before = full_gc.cpu_ms
             c0, w0 = time.thread_time(), time.perf_counter()
