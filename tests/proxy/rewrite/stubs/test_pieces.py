@@ -148,3 +148,19 @@ def test_a_rendered_messages_files_are_kept_where_the_cyclic_gc_stops_walking_th
         gc.collect()
         assert files == tuple(transcript.files_of([msg]))
         assert not gc.is_tracked(files)
+
+
+def test_a_sessions_forms_before_a_part_paged_out_are_dropped_and_made_again_when_asked() -> None:
+    cache = pieces.PieceCache()
+    msgs = [{"role": "user", "content": f"message {i}"} for i in range(10)]
+    kept = cache.run("s", msgs, 0, 10)
+    other = cache.run("t", msgs, 0, 10)
+    cache.forget_before("s", 6)
+    again = cache.run("s", msgs, 0, 10)
+    # the forms from the part's first message on are reused, those before it made again
+    assert all(a is b for a, b in zip(again[6:], kept[6:], strict=True))
+    assert all(a is not b and a.json == b.json for a, b in zip(again[:6], kept[:6], strict=True))
+    # another session's forms stay, and a floor already passed drops nothing more
+    assert all(a is b for a, b in zip(cache.run("t", msgs, 0, 10), other, strict=True))
+    cache.forget_before("s", 3)
+    assert all(a is b for a, b in zip(cache.run("s", msgs, 0, 10), again, strict=True))

@@ -118,8 +118,10 @@ class PieceCache:
 
     # a merged part holds up to MERGE_BYTES of JSON and as much transcript: this keeps the
     # parts of a few dozen sessions paging out at once
-    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
+    def __init__(self, max_chars: int = 32 * 1024 * 1024, sessions: int = 4096) -> None:
         self._items: Lru[tuple[str, int], Rendered] = Lru(max_chars, weigh=Rendered.size)
+        # per session, the index below which its forms were dropped (forget_before)
+        self._floors: Lru[str, int] = Lru(sessions)
 
     @property
     def max_chars(self) -> int:
@@ -153,6 +155,20 @@ class PieceCache:
             hit if hit is not None else self.of(session, start + n, messages[start + n])
             for n, hit in enumerate(found)
         ]
+
+    def forget_before(self, session: str, index: int) -> None:
+        """Drop the session's forms of the messages before ``index``: a part that starts
+        there was paged out, and no later part of the session takes in what lies before
+        it (that part did not fit in with it, or was not the one before it). Kept, each
+        would hold its message and its forms for as long as the bound allows, objects
+        that every full collection of the cyclic GC walks; one asked for again (a client
+        that edits its history, another chain) is made again."""
+        floor = self._floors.get(session) or 0
+        if index <= floor:
+            return
+        for i in range(floor, index):
+            self._items.pop((session, i))
+        self._floors.put(session, index)
 
     def shrink(self, max_chars: int) -> None:
         """Keep only the newest forms, at most ``max_chars`` of them."""
