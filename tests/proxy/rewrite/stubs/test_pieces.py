@@ -160,7 +160,13 @@ def test_a_sessions_forms_before_a_part_paged_out_are_dropped_and_made_again_whe
     # the forms from the part's first message on are reused, those before it made again
     assert all(a is b for a, b in zip(again[6:], kept[6:], strict=True))
     assert all(a is not b and a.json == b.json for a, b in zip(again[:6], kept[:6], strict=True))
-    # another session's forms stay, and a floor already passed drops nothing more
+    # another session's forms stay
     assert all(a is b for a, b in zip(cache.run("t", msgs, 0, 10), other, strict=True))
+    # a part that starts further back (a new chain, after an edit) drops nothing; the
+    # next part drops from it on
     cache.forget_before("s", 3)
     assert all(a is b for a, b in zip(cache.run("s", msgs, 0, 10), again, strict=True))
+    cache.forget_before("s", 8)
+    last = cache.run("s", msgs, 0, 10)
+    assert all(a is b for a, b in zip(last[:3] + last[8:], again[:3] + again[8:], strict=True))
+    assert all(a is not b for a, b in zip(last[3:8], again[3:8], strict=True))

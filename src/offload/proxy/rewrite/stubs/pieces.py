@@ -162,11 +162,15 @@ class PieceCache:
         it (that part did not fit in with it, or was not the one before it). Kept, each
         would hold its message and its forms for as long as the bound allows, objects
         that every full collection of the cyclic GC walks; one asked for again (a client
-        that edits its history, another chain) is made again."""
-        floor = self._floors.get(session) or 0
-        if index <= floor:
+        that edits its history, another chain) is made again. A part that starts before
+        the last one did (a new chain, after an edit) drops nothing, and the next drops
+        from it on."""
+        floor = self._floors.get(session)
+        if floor is not None and index <= floor:
+            if index < floor:
+                self._floors.put(session, index)
             return
-        for i in range(floor, index):
+        for i in range(floor or 0, index):
             self._items.pop((session, i))
         self._floors.put(session, index)
 
