@@ -317,3 +317,19 @@ def test_a_number_analyses_to_what_the_word_analysis_gives_it(number: str) -> No
     assert analysis.surface_words(number) == _reference_surface_words(number) == set()
     text = f"took {number} ms"
     assert list(analysis.counted_runs(text)[0].items()) == _reference_counts(text)[1]
+
+
+def test_the_vocabulary_each_run_analyses_to_is_kept_where_the_cyclic_gc_stops_walking_it() -> None:
+    # a full collection walks every tracked object: a cache of one value per distinct run
+    # of text must hold values the GC untracks (tuples of strings), not sets
+    text = "parseConfigFile reads settings.toml; the reader retries 3 times"
+    words = surface_words(text)
+    gc.collect()
+    held = [analysis._surface_cache.data[run] for run in analysis._runs(text)]
+    assert set().union(*held) == words
+    assert not any(gc.is_tracked(value) for value in held)
+
+
+def test_the_stemmer_keeps_no_cache_of_its_own_beside_the_cache_of_stemmed_pieces() -> None:
+    assert terms("connections connected") == ["connect", "connect"]
+    assert analysis._local.stemmer.maxCacheSize == 0
