@@ -135,3 +135,23 @@ def test_a_whole_body_that_is_no_chat_completion_ends_the_stream_with_an_error_e
         assert "event: response.failed" in text
     if body.startswith(b"{"):
         assert "model is loading" in text
+
+
+def test_a_client_tool_call_in_a_whole_answer_reaches_the_stream_without_the_proxys(
+    tools: tuple[ToolScript, str],
+) -> None:
+    script, url = tools
+    script.requests.clear()
+    client_tool = {
+        "type": "function",
+        "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+    }
+    script.turns = [Turn(calls=[(SEARCH_TOOL, '{"query": "x"}'), ("get_weather", '{"c": 1}')])]
+    body = {**REQUESTS["/v1/chat/completions"], "tools": [client_tool], "stream": True}
+    resp = loopback.post(url + "/v1/chat/completions", json=body, timeout=30)
+    objs = [e.json() for e in iter_sse_events([resp.content]) if not e.is_done]
+    calls = [t for o in objs for c in o["choices"] for t in (c["delta"].get("tool_calls") or ())]
+    assert [(t["index"], t["function"]["name"]) for t in calls] == [(0, "get_weather")]
+    assert calls[0]["function"]["arguments"] == '{"c": 1}'
+    finishes = [c["finish_reason"] for o in objs for c in o["choices"] if c.get("finish_reason")]
+    assert finishes == ["tool_calls"] and len(script.requests) == 1
