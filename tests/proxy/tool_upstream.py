@@ -31,6 +31,7 @@ class Turn:
     calls: list[tuple[str, str]] = field(default_factory=list)
     status: int = 200
     hold: bool = False  # a stream that sends its text, then waits until released
+    whole: bool = False  # a whole JSON answer even to a streaming request
 
 
 @dataclass
@@ -136,7 +137,7 @@ def tool_app(script: ToolScript) -> Starlette:
             err = {"error": {"message": "scripted failure", "type": "server_error"}}
             return JSONResponse(err, turn.status)
         prompt = script.prompt_of(body["messages"]) if script.prompt_of is not None else 10
-        if body.get("stream") and not script.whole:
+        if body.get("stream") and not (script.whole or turn.whole):
             return StreamingResponse(_stream(turn, script, prompt), media_type="text/event-stream")
         return JSONResponse(completion(turn, prompt))
 

@@ -41,7 +41,6 @@ from offload.proxy.rewrite.messages import (
 )
 from offload.proxy.rewrite.phases import RewriteResult
 from offload.proxy.rewrite.stubs.writes import Held, settled
-from offload.proxy.routes.whole_stream import WholeAsStream, is_event_stream
 from offload.proxy.state import ProxyState
 from offload.proxy.transport.errors_http import OPENAI, ErrorShape, openai_error
 from offload.proxy.transport.forward import (
@@ -56,6 +55,7 @@ from offload.proxy.transport.forward import (
 )
 from offload.proxy.transport.jsonbody import parse_object
 from offload.proxy.transport.overflow import NoFit, no_fit, no_fit_message, overflow_of
+from offload.proxy.transport.whole_stream import WholeAsStream, is_event_stream
 
 # one logger name for the whole proxy surface, whichever module logs
 log = logging.getLogger("offload.proxy")

@@ -3,7 +3,8 @@
 An upstream may answer ``stream: true`` with one ``application/json`` chat completion (a
 server that does not stream, a gateway in between that buffers). The proxy then treats
 it as the answer to the request: its own memory tool calls are handled as for any whole
-answer (:mod:`offload.proxy.retrieval.retrieval_loop`), and what the client gets is the
+answer (:mod:`offload.proxy.retrieval.retrieval_loop`; a round's continuation answered
+whole is read the same way), and what the client gets is the
 answer as chat-completion chunks (the message in one chunk, then its finish with the
 usage and timings, then ``[DONE]``), which the Anthropic and Responses routes convert to
 their own streams as they do an upstream's. A body that is not a chat completion (not
@@ -17,7 +18,6 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from offload.proxy.routes.answers import listed
 from offload.proxy.transport.errors_http import OPENAI
 
 _ENVELOPE = ("id", "created", "model", "system_fingerprint")
@@ -47,7 +47,11 @@ def as_chunks(body: bytes) -> bytes:
         return _error(f"the upstream answered a streaming request with an error: {why}")
     envelope = {k: obj[k] for k in _ENVELOPE if k in obj}
     envelope["object"] = "chat.completion.chunk"
-    choices = listed(obj.get("choices"))
+    raw_choices = obj.get("choices")
+    # what is not a list of objects reads as absent, as the routes read a whole answer
+    choices = (
+        [c for c in raw_choices if isinstance(c, dict)] if isinstance(raw_choices, list) else []
+    )
     first = [_delta_choice(i, c) for i, c in enumerate(choices)]
     last = [
         {"index": _index(i, c), "delta": {}, "finish_reason": c.get("finish_reason") or "stop"}

@@ -155,3 +155,25 @@ def test_a_client_tool_call_in_a_whole_answer_reaches_the_stream_without_the_pro
     assert calls[0]["function"]["arguments"] == '{"c": 1}'
     finishes = [c["finish_reason"] for o in objs for c in o["choices"] if c.get("finish_reason")]
     assert finishes == ["tool_calls"] and len(script.requests) == 1
+
+
+def test_a_rounds_continuation_answered_whole_goes_on_in_the_stream(
+    tools: tuple[ToolScript, str],
+) -> None:
+    script, url = tools
+    script.requests.clear()
+    script.whole = False
+    try:
+        script.turns = [
+            Turn(text="Let me look.", calls=[(SEARCH_TOOL, '{"query": "deploy key"}')]),
+            Turn(text="Every 37 days.", whole=True),
+        ]
+        resp = stream(url, "/v1/chat/completions")
+    finally:
+        script.whole = True
+    objs = [e.json() for e in iter_sse_events([resp.content]) if not e.is_done]
+    text = "".join(c["delta"].get("content") or "" for o in objs for c in o["choices"])
+    assert text == "Let me look.\n\nEvery 37 days.", resp.text
+    assert "offload_" not in resp.text and resp.text.count("[DONE]") == 1
+    finishes = [c["finish_reason"] for o in objs for c in o["choices"] if c.get("finish_reason")]
+    assert finishes == ["stop"] and len(script.requests) == 2
