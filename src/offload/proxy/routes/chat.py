@@ -230,7 +230,8 @@ class _Upstream(Generic[R]):
         """The upstream's answer, retried once after a context overflow, and its body when
         it had to be read already; :class:`NoFit` when the request cannot fit (the retry
         would send the very same bytes, or overflowed too). With the proxy's tools offered,
-        the answer after the retrieval rounds (see retrieval_loop)."""
+        the answer after the retrieval rounds (see retrieval_loop). A streaming request
+        answered whole is answered as a stream of that answer (see whole_stream)."""
         got = await self._answer()
         if self.offer is not None and retrieval_loop.refused(self.offer, got):
             # the upstream refuses tools (a model without them): once more without ours, and
