@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.to_thread
 import mcp_types as types
 
 from mcp import Client
@@ -19,12 +22,21 @@ from offload.gateway.server import Gateway
 from offload.gateway.toolsearch import Encoder
 from offload.gateway.upstreams import Connector, MessageHandler
 from offload.store.store import Store
-from realparts import CATALOGS
+from realparts import CATALOGS, stop_process, wait_until
 
 HERE = Path(__file__).parent
 CATALOG_SERVER = HERE / "catalog_server.py"
 PEERS = HERE.parent / "peers" / "node_modules" / ".bin"
 _MORE = re.compile(r'\[\d+ more lines? — continue with offset="(\d+)"\]')
+
+
+async def eventually(
+    call: Callable[[], Coroutine[Any, Any, bool]], timeout: float, what: str
+) -> None:
+    """``wait_until`` from a worker thread, its predicate run on the event loop."""
+    await anyio.to_thread.run_sync(
+        lambda: wait_until(lambda: anyio.from_thread.run(call), timeout, interval=0.1, what=what)
+    )
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -111,3 +123,19 @@ def gateway_runner(tmp_path: Path) -> RunGateway:
         store.close()
 
     return run
+
+
+class RawHttp:
+    """``raw_http_server.py`` (a hostile Streamable HTTP upstream) on a loopback port of
+    the system's choosing, killed by PID."""
+
+    def __init__(self, tmp_path: Path, mode: str, mib: int) -> None:
+        port_file = tmp_path / f"port-{mode}-{mib}"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "raw_http_server.py"), mode, str(mib), str(port_file)]
+        )
+        wait_until(port_file.exists, 30, what="the raw HTTP upstream to listen")
+        self.url = f"http://127.0.0.1:{port_file.read_text()}/mcp"
+
+    def stop(self) -> None:
+        stop_process(self.proc, 5)

@@ -11,8 +11,15 @@ A call of ``probe`` is answered with a tool result whose text is MIB MiB of ``x`
 - ``gzip``: as one ``application/json`` body sent gzip-compressed (whatever was asked):
   a few KiB on the wire.
 
+- ``notify``: its notification stream (GET) is hostile: the first two each send one
+  event of MIB MiB (past the gateway's bound), and from then on its tool list has a
+  second tool, ``fresh``; later GETs stay open and quiet until the client leaves.
+
+- ``forget``: its first call of ``probe`` is answered 404 (the session is unknown, as
+  after a restart); later calls, on a new session, with the text ``again``.
+
 The answer is written in 1 MiB pieces, never built whole. Every other request gets a
-correct empty answer; it runs until killed.
+correct empty answer (a GET, a 405: no notification stream); it runs until killed.
 """
 
 from __future__ import annotations
@@ -20,12 +27,17 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 TOOL = {"name": "probe", "description": "Answer hugely", "inputSchema": {"type": "object"}}
+FRESH = {"name": "fresh", "description": "Listed late", "inputSchema": {"type": "object"}}
 PIECE = b"x" * 2**20
+#: Notification streams (GETs) opened so far, in ``notify`` mode.
+GETS = [0]
+GETS_LOCK = threading.Lock()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -37,9 +49,31 @@ class Handler(BaseHTTPRequestHandler):
         return None
 
     def do_GET(self) -> None:
-        self.send_response(405)
-        self.send_header("Content-Length", "0")
+        if self.mode != "notify":
+            self.send_response(405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        with GETS_LOCK:
+            GETS[0] += 1
+            n = GETS[0]
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
         self.end_headers()
+        self.close_connection = True
+        try:
+            if n <= 2:  # retry soon (the SDK waits 1 s unless told), then an event without end
+                self.wfile.write(b"retry: 10\n\ndata: ")
+                for _ in range(self.mib):
+                    self.wfile.write(PIECE)
+                self.wfile.write(b"\n\n")
+                return
+            self.wfile.write(b": listening\n\n")
+            self.wfile.flush()
+            self.rfile.read(1)  # a GET has no body: this returns when the client leaves
+        except (BrokenPipeError, ConnectionResetError):
+            return
 
     def do_DELETE(self) -> None:
         self.send_response(200)
@@ -54,6 +88,17 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
+        if method == "tools/call" and self.mode == "forget":
+            with GETS_LOCK:
+                GETS[0] += 1
+                first = GETS[0] == 1
+            if first:
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.answer(rid, {"content": [{"type": "text", "text": "again"}]}, "new-session")
+            return
         if method == "tools/call":
             self.huge(rid)
             return
@@ -64,14 +109,17 @@ class Handler(BaseHTTPRequestHandler):
                 "serverInfo": {"name": "raw-http", "version": "1"},
             }
         elif method == "tools/list":
-            result = {"tools": [TOOL]}
+            result = {"tools": [TOOL, FRESH] if GETS[0] >= 2 else [TOOL]}
         else:
             result = {}
+        self.answer(rid, result, "new-session" if GETS[0] and self.mode == "forget" else "")
+
+    def answer(self, rid: Any, result: Any, session: str) -> None:
         body = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Mcp-Session-Id", "raw-session")
+        self.send_header("Mcp-Session-Id", session or "raw-session")
         self.end_headers()
         self.wfile.write(body)
 

@@ -13,15 +13,21 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
 import pytest
-from gateway_helpers import RunGateway, inproc_upstream, read_indexed, text_of
+from gateway_helpers import (
+    RawHttp,
+    RunGateway,
+    eventually,
+    inproc_upstream,
+    read_indexed,
+    text_of,
+)
 from mcp_types import Implementation
 
 from mcp import Client
@@ -101,15 +107,6 @@ async def offload(client: Client, content: str) -> str:
     return match.group(1)
 
 
-async def eventually(
-    call: Callable[[], Coroutine[Any, Any, bool]], timeout: float, what: str
-) -> None:
-    """``wait_until`` from a worker thread, its predicate run on the event loop."""
-    await anyio.to_thread.run_sync(
-        lambda: wait_until(lambda: anyio.from_thread.run(call), timeout, interval=0.1, what=what)
-    )
-
-
 async def test_a_large_response_from_an_http_upstream_is_indexed_and_reads_back_exactly(
     run_gateway: RunGateway, mem_http: HttpMem
 ) -> None:
@@ -174,7 +171,29 @@ async def test_a_killed_http_upstream_fails_clearly_and_reconnects_after_restart
         assert gw.upstreams["mem"].connects >= 2
 
 
-async def test_an_http_upstream_restarted_unnoticed_gets_a_new_session(
+async def test_an_http_upstream_that_no_longer_knows_the_session_gets_a_new_one(
+    run_gateway: RunGateway, raw_http: list[RawHttp], tmp_path: Path
+) -> None:
+    # its first call answered 404, as a restarted server answers an unknown session id
+    raw_http.append(forgetful := RawHttp(tmp_path, "forget", 1))
+    servers = [ServerConfig(name="f", url=forgetful.url)]
+    async with (
+        run_gateway(servers, call_timeout_s=5.0, reconnect_max_s=0.5) as gw,
+        Client(gw.server, mode="legacy") as client,
+    ):
+        stale = await client.call_tool("f__probe", {})
+        assert stale.is_error
+        assert "upstream 'f' no longer knows this session" in text_of(stale), text_of(stale)
+
+        async def answers_again() -> bool:
+            result = await client.call_tool("f__probe", {})
+            return not result.is_error and text_of(result) == "again"
+
+        await eventually(answers_again, 30, "f__probe to answer on a new session")
+        assert gw.upstreams["f"].connects == 2
+
+
+async def test_an_http_upstream_restarted_between_calls_gets_a_new_session(
     run_gateway: RunGateway, mem_http: HttpMem
 ) -> None:
     servers = [ServerConfig(name="mem", url=mem_http.url)]
@@ -183,16 +202,18 @@ async def test_an_http_upstream_restarted_unnoticed_gets_a_new_session(
         Client(gw.server, mode="legacy") as client,
     ):
         ref = await offload(client, "kept across restarts")
-        # killed and back on the same port before any call: the old session id is unknown
+        # killed and back on the same port before any call: the old session id is unknown;
+        # the call says so, or the gateway heard it first (its notification stream failed)
         mem_http.kill()
         await anyio.to_thread.run_sync(mem_http.start)
         stale = await client.call_tool("mem__peek", {})
-        assert stale.is_error
-        assert "upstream 'mem' no longer knows this session" in text_of(stale), text_of(stale)
+        if stale.is_error:
+            said = text_of(stale)
+            assert "no longer knows this session" in said or "is unavailable" in said, said
 
         async def retrieve_works() -> bool:
             result = await client.call_tool("mem__retrieve", {"ref": ref})
             return not result.is_error and "kept across restarts" in text_of(result)
 
         await eventually(retrieve_works, 30, "mem__retrieve to succeed on a new session")
-        assert gw.upstreams["mem"].connects == 2
+        assert gw.upstreams["mem"].connects >= 2

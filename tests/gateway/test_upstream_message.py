@@ -11,19 +11,18 @@ peak memory.
 from __future__ import annotations
 
 import json
+import logging
 import os
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gateway_helpers import HERE, RunGateway, text_of
+from gateway_helpers import HERE, RawHttp, RunGateway, eventually, text_of
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcp import Client
 from offload.gateway.config import ServerConfig
-from realparts import child_env, stop_process, wait_until
+from realparts import child_env
 
 pytestmark = pytest.mark.anyio
 
@@ -83,29 +82,6 @@ async def test_an_answer_within_the_bound_is_read_whole(run_gateway: RunGateway)
         assert text_of(result).startswith("[Response compressed — 3145728 bytes")
 
 
-class RawHttp:
-    """``raw_http_server.py`` on a loopback port of the system's choosing, killed by PID."""
-
-    def __init__(self, tmp_path: Path, mode: str, mib: int) -> None:
-        port_file = tmp_path / f"port-{mode}-{mib}"
-        self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "raw_http_server.py"), mode, str(mib), str(port_file)]
-        )
-        wait_until(port_file.exists, 30, what="the raw HTTP upstream to listen")
-        self.url = f"http://127.0.0.1:{port_file.read_text()}/mcp"
-
-    def stop(self) -> None:
-        stop_process(self.proc, 5)
-
-
-@pytest.fixture
-def raw_http(tmp_path: Path) -> Iterator[list[RawHttp]]:
-    started: list[RawHttp] = []
-    yield started
-    for server in started:
-        server.stop()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["json", "sse", "gzip"])
 async def test_an_http_answer_past_the_bound_is_an_error_and_the_connection_stays(
@@ -129,6 +105,32 @@ async def test_an_http_answer_past_the_bound_is_an_error_and_the_connection_stay
             assert "8388608 bytes ([gateway] max_upstream_message_mb)" in text, text
         assert not (await client.call_tool("ok__probe", {})).is_error
         assert gw.upstreams["big"].state == "ready" and gw.upstreams["big"].connects == 1
+
+
+async def test_a_notification_stream_killed_by_an_event_past_the_bound_is_heard_again(
+    run_gateway: RunGateway,
+    raw_http: list[RawHttp],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # two events of 2 MiB on a bound of 1: the MCP SDK tries the stream twice, then stops
+    # listening; the gateway reconnects, lists the upstream's tools again and listens anew
+    raw_http.append(hostile := RawHttp(tmp_path, "notify", 2))
+    caplog.set_level(logging.WARNING, logger="offload.gateway")
+    servers = [ServerConfig(name="big", url=hostile.url)]
+    async with (
+        run_gateway(servers, max_upstream_message_mb=1, reconnect_max_s=0.5) as gw,
+    ):
+        big = gw.upstreams["big"]
+
+        async def heard_again() -> bool:
+            names = {t.name for t in big.tools}
+            return big.connects >= 2 and big.state == "ready" and "fresh" in names
+
+        await eventually(heard_again, 30, "the upstream reconnected with its new tool listed")
+    said = [r.getMessage() for r in caplog.records if "notification stream" in r.getMessage()]
+    assert said and "stopped listening" in said[0], said
+    assert "1048576 bytes ([gateway] max_upstream_message_mb)" in said[0], said
 
 
 @pytest.mark.slow

@@ -31,6 +31,7 @@ class Turn:
     calls: list[tuple[str, str]] = field(default_factory=list)
     status: int = 200
     hold: bool = False  # a stream that sends its text, then waits until released
+    whole: bool = False  # a whole JSON answer even to a streaming request
 
 
 @dataclass
@@ -42,6 +43,7 @@ class ToolScript:
     forward_to: str = ""  # once the script is out: the real server that answers instead
     supports_tools: bool | None = None  # what /props says (None: nothing)
     refuse_tools: bool = False  # answer a request with tools 400, as Ollama does for some models
+    whole: bool = False  # answer a streaming request with a whole JSON answer all the same
     release: threading.Event = field(default_factory=threading.Event)
     cancelled: threading.Event = field(default_factory=threading.Event)
     # the prompt size a request's usage reports, from its messages (None: always 10)
@@ -135,7 +137,7 @@ def tool_app(script: ToolScript) -> Starlette:
             err = {"error": {"message": "scripted failure", "type": "server_error"}}
             return JSONResponse(err, turn.status)
         prompt = script.prompt_of(body["messages"]) if script.prompt_of is not None else 10
-        if body.get("stream"):
+        if body.get("stream") and not (script.whole or turn.whole):
             return StreamingResponse(_stream(turn, script, prompt), media_type="text/event-stream")
         return JSONResponse(completion(turn, prompt))
 

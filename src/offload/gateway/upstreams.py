@@ -81,6 +81,8 @@ class Upstream:
         self._stopping = False
         self._dirty: set[ChangeKind] = set()
         self._connecting: anyio.CancelScope | None = None
+        self._generation = 0  # which connection is current (an HTTP one's watch names it)
+        self._deaf = ""  # why the current connection's notification stream is dead
         self.stopped = anyio.Event()  # set when run() has closed its connection and returned
 
     # -- the owning task ------------------------------------------------------------------
@@ -121,6 +123,8 @@ class Upstream:
                 self._attempted.set()
                 log.info("upstream %s ready: %d tools", self.name, len(self.tools))
                 await self.on_change(self, "state")
+                if self._deaf:  # its notification stream died while it was connecting
+                    self._stream_dead(self._generation, self._deaf)
                 try:
                     await self._serve(client)
                 finally:
@@ -177,8 +181,16 @@ class Upstream:
             return self.connector(self._on_message)
         cfg = self.config
         limit = self.settings.max_upstream_message_mb * 1024 * 1024
+        self._generation += 1
+        self._deaf = ""
         if cfg.url:
-            transport = http_upstream(cfg.url, dict(cfg.headers), limit)
+            generation = self._generation
+            transport = http_upstream(
+                cfg.url,
+                dict(cfg.headers),
+                limit,
+                on_stream_dead=lambda why: self._stream_dead(generation, why),
+            )
             return Client(transport, mode="legacy", message_handler=self._on_message)
         params = StdioServerParameters(
             command=cfg.command,
@@ -187,6 +199,23 @@ class Upstream:
             cwd=cfg.cwd or None,
         )
         return Client(stdio_child(params, limit), mode="legacy", message_handler=self._on_message)
+
+    def _stream_dead(self, generation: int, why: str) -> None:
+        """The MCP SDK stopped listening for this connection's notifications (list
+        changes would go unheard until the next reconnection): reconnected now, with the
+        backoff of any loss, which lists its catalog again and listens anew."""
+        if generation != self._generation or self._stopping:
+            return  # a connection already replaced, or closing for good
+        self._deaf = why
+        if self._client is None:
+            return  # connecting (handled once ready) or closing (reconnects anyway)
+        log.warning(
+            "upstream %s: its notification stream failed and the MCP SDK stopped listening "
+            "(%s); reconnecting to hear its list changes",
+            self.name,
+            why,
+        )
+        self.mark_lost(f"its notification stream failed: {why}")
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, ValueError):

@@ -59,6 +59,7 @@ from offload.proxy.transport.forward import (
     read_all,
     read_capped,
 )
+from offload.proxy.transport.whole_stream import WholeAsStream, is_event_stream
 
 MODES = ("auto", "on", "off")
 #: Said to the model with the results of the last round it may use.
@@ -363,6 +364,9 @@ class StreamedRounds:
                 if self._current.status_code >= 400:
                     yield _error_event(self._current.status_code, await read_capped(self._current))
                     return
+                if not is_event_stream(self._current.headers):  # a continuation answered whole
+                    body = await read_all(self._current, loop.max_answer)
+                    self._current = WholeAsStream(self.status_code, self._current.headers, body)
         finally:
             loop._flush()
             await close_shielded(self._current)

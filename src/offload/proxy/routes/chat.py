@@ -55,6 +55,7 @@ from offload.proxy.transport.forward import (
 )
 from offload.proxy.transport.jsonbody import parse_object
 from offload.proxy.transport.overflow import NoFit, no_fit, no_fit_message, overflow_of
+from offload.proxy.transport.whole_stream import WholeAsStream, is_event_stream
 
 # one logger name for the whole proxy surface, whichever module logs
 log = logging.getLogger("offload.proxy")
@@ -194,6 +195,7 @@ class _Upstream(Generic[R]):
     stream: bool
     offer: retrieval_loop.Offer | None = None
     rounds: retrieval_loop.Rounds | None = None
+    whole: bool = False  # a streaming request the upstream answered whole
 
     def sent(self) -> list[dict[str, Any]]:
         """Every message posted for this answer (over all retrieval rounds): what the
@@ -228,7 +230,8 @@ class _Upstream(Generic[R]):
         """The upstream's answer, retried once after a context overflow, and its body when
         it had to be read already; :class:`NoFit` when the request cannot fit (the retry
         would send the very same bytes, or overflowed too). With the proxy's tools offered,
-        the answer after the retrieval rounds (see retrieval_loop)."""
+        the answer after the retrieval rounds (see retrieval_loop). A streaming request
+        answered whole is answered as a stream of that answer (see whole_stream)."""
         got = await self._answer()
         if self.offer is not None and retrieval_loop.refused(self.offer, got):
             # the upstream refuses tools (a model without them): once more without ours, and
@@ -236,19 +239,34 @@ class _Upstream(Generic[R]):
             self.state.learn_tool_support(False)
             self.payload, self.raw, self.offer = self.offer.original, self.offer.original_raw, None
             got = await self._answer()
-        if self.offer is None or isinstance(got, NoFit) or got[0].status_code >= 400:
+        if isinstance(got, NoFit) or got[0].status_code >= 400:
             return got
-        ex = self.exchange
-        rounds = retrieval_loop.rounds_for(self.state, self.offer, ex.result, ex.n_ctx, self.more)
-        self.rounds = rounds
-        return await rounds.continued(got[0], self.stream), None
+        reply: UpstreamReply = got[0]
+        # a whole answer to a streaming request is settled whole, then given as a stream
+        self.whole = self.stream and not is_event_stream(reply.headers)
+        if self.offer is not None:
+            ex = self.exchange
+            rounds = retrieval_loop.rounds_for(
+                self.state, self.offer, ex.result, ex.n_ctx, self.more
+            )
+            self.rounds = rounds
+            reply = await rounds.continued(reply, self.stream and not self.whole)
+        if self.whole:
+            body = await read_all(reply, self.state.settings.max_answer_bytes)
+            reply = WholeAsStream(reply.status_code, reply.headers, body)
+        return reply, got[1]
 
     def _no_fit(self, overflow: dict[str, Any]) -> NoFit:
         return no_fit(overflow, self.exchange.n_ctx, self.exchange.result.wire_tokens)
 
     async def more(self, messages: list[dict[str, Any]]) -> R:
-        """Post a continuation of this request with ``messages`` (a retrieval round)."""
-        body = json.dumps({**self.payload, "messages": messages}, ensure_ascii=False)
+        """Post a continuation of this request with ``messages`` (a retrieval round); one
+        that settles a whole answer to a streaming request asks for a whole answer too."""
+        payload = {**self.payload, "messages": messages}
+        if self.whole:
+            payload.pop("stream_options", None)
+            payload["stream"] = False
+        body = json.dumps(payload, ensure_ascii=False)
         return await self.send(body.encode(), self.headers)
 
     async def _answer(self) -> tuple[R, bytes | None] | NoFit:
