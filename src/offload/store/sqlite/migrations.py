@@ -615,9 +615,9 @@ def m_hashes_as_bytes(conn: sqlite3.Connection) -> None:
 @migration
 def m_chunk_term_counts_dictionary(conn: sqlite3.Connection) -> None:
     # size on disk: the compressed cached counts of a store use a zstd dictionary trained
-    # on its own counts (store/write/count_dictionary.py): a chat turn's ~220 bytes take
-    # ~120. A store of fewer compressed counts than a dictionary needs trains one later,
-    # when its writes have stored enough.
+    # on its own counts (store/write/count_dictionary.py): a pair of chat turns' ~210
+    # bytes take ~140. A store of fewer compressed counts than a dictionary needs trains
+    # one later, when its writes have stored enough.
     conn.execute("CREATE TABLE count_dictionaries (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
     frozen.dictionary_packed_counts(conn)
 

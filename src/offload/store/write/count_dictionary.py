@@ -1,10 +1,11 @@
 """A store's zstd dictionary for its chunks' cached term counts (SQLite).
 
-A chat turn's counts are ~330 bytes of compact text (store/write/packed_counts.py, compact)
-and compress alone to ~220: too little text for zstd to find what repeats. A dictionary
-trained on the store's own counts holds what they share (the common words, the speakers'
-names, their counts), and the same counts then take ~120 bytes: 0.37x the raw text of
-20,000 chat turns less on disk (docs/benchmarks/search.md). Nothing is fitted in advance:
+A pair of chat turns' counts is ~310 bytes of compact text (store/write/packed_counts.py,
+compact) and compresses alone to ~210: too little text for zstd to find what repeats. A
+dictionary trained on the store's own counts holds what they share (the common words, the
+speakers' names, their counts), and the same counts then take ~140 bytes (turns that do
+not recur; ~120 in the search bench, whose texts repeat turns): 0.24x the raw text of a
+store of turns less on disk (docs/benchmarks/search.md). Nothing is fitted in advance:
 each store trains its own from its first :data:`TRAIN_AT` chunks.
 
 The dictionaries are rows of ``count_dictionaries`` (migration

@@ -27,7 +27,8 @@ JSON; a reader tells them apart by the first
 character, ``{`` or a digit.
 
 Once a store holds enough chunks, their counts are compressed with a zstd dictionary
-trained on its own (store/write/count_dictionary.py): a chat turn's ~220 bytes take ~120.
+trained on its own (store/write/count_dictionary.py): a pair of chat turns' ~210 bytes
+take ~140.
 Each frame names the dictionary it needs (0: none), so a reader passes the connection of
 the store it read the value from, where the dictionary is.
 """
