@@ -12,7 +12,7 @@ import pytest
 from offload.config import EMBEDDING_MODELS, MINILM_MODEL, SearchSettings
 from offload.llm import embedding
 from offload.llm.embedding import EmbeddingUnavailable, StaticEmbedder, load_embedder
-from offload.llm.packages import Notices
+from offload.llm.packages import Notices, package_dir
 from realparts import require
 
 
@@ -47,6 +47,36 @@ def test_encoding_is_deterministic_and_independent_of_the_batch(model: StaticEmb
     alone = model.encode(["deploy the release"])[0]
     batched = model.encode(["something else first", "deploy the release"])[1]
     assert np.array_equal(alone, batched)
+
+
+def test_a_batch_encodes_to_the_ids_the_tokenizers_full_encoding_gives(
+    model: StaticEmbedder,
+) -> None:
+    # encode reads the ids alone (encode_batch_fast, no offsets): the vectors must be the
+    # ones of the full encoding's ids
+    texts = [
+        "Caroline said, the adoption agency called back ünïcödé Straße",
+        "parseHTTPResponse in v1.2.3 \t tab and 😀",
+        "",
+        "a" * 300,
+    ]
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    weights, tokenizer = embedding.MODELS[model.model_id]
+    home = package_dir(embedding.PACKAGE)
+    assert home is not None
+    table = load_file(str(home / weights))["embedding.weight"].astype(np.float32)
+    tok = Tokenizer.from_file(str(home / tokenizer))
+    tok.no_padding()
+    tok.no_truncation()
+    full = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
+    for i, enc in enumerate(tok.encode_batch(texts, add_special_tokens=False)):
+        if enc.ids:
+            full[i] = table[np.asarray(enc.ids)].mean(axis=0)
+    norms = np.linalg.norm(full, axis=1, keepdims=True)
+    np.divide(full, norms, out=full, where=norms > 0)
+    assert np.array_equal(model.encode(texts), full)
 
 
 def test_a_text_without_tokens_is_a_zero_row_and_an_empty_batch_is_empty(

@@ -95,7 +95,10 @@ class StaticEmbedder:
         out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
         if not texts:
             return out
-        encodings = tok.encode_batch([t[:MAX_CHARS] for t in texts], add_special_tokens=False)
+        # the ids alone (no offsets): a quarter less of the tokenizer's CPU, the same ids;
+        # tokenizers before 0.21 lack it
+        batch = getattr(tok, "encode_batch_fast", tok.encode_batch)
+        encodings = batch([t[:MAX_CHARS] for t in texts], add_special_tokens=False)
         top = table.shape[0] - 1
         for i, enc in enumerate(encodings):
             if enc.ids:

@@ -76,7 +76,9 @@ def _alone(store: Store) -> list[dict[str, Any]]:
             )
         vector = conn.execute(
             Sql(
-                "SELECT model, CAST(data AS BLOB) AS data FROM entry_vectors WHERE entry_id = ?",
+                "SELECT coalesce(m.name, v.model) AS model, CAST(v.data AS BLOB) AS data "
+                "FROM entry_vectors v LEFT JOIN vector_models m ON m.id = v.model "
+                "WHERE v.entry_id = ?",
                 "SELECT model, data AS data FROM entry_vectors WHERE entry_id = %s",
             ),
             (row["id"],),

@@ -165,8 +165,9 @@ def test_verification_reads_blocks_in_pages_and_misses_none(
 def _vectors(store: Store) -> dict[tuple[str, str], tuple[str, bytes]]:
     rows = store.conn.execute(
         Sql(
-            "SELECT e.scope, e.content_hash, v.model, CAST(data AS BLOB) AS data "
-            "FROM entries e JOIN entry_vectors v ON v.entry_id = e.id",
+            "SELECT e.scope, e.content_hash, coalesce(m.name, v.model) AS model, "
+            "CAST(v.data AS BLOB) AS data FROM entries e JOIN entry_vectors v "
+            "ON v.entry_id = e.id LEFT JOIN vector_models m ON m.id = v.model",
             "SELECT e.scope, e.content_hash, v.model, data AS data FROM entries e JOIN entry_vectors v ON v.entry_id = e.id",
         )
     ).fetchall()

@@ -20,10 +20,18 @@ from offload.store.store import Store
 from offload.store.write import vectors
 from realparts import require
 
+# a row's model by name: SQLite keeps the id of its name (migration m_vector_model_ids)
+_NAMED = (
+    "SELECT coalesce(m.name, v.model) AS model, v.data AS data FROM entry_vectors v "
+    "LEFT JOIN vector_models m ON m.id = v.model WHERE {where}"
+)
+_NAMED_PG = "SELECT model, data FROM entry_vectors WHERE {where}"
+
 
 def _stored(store: Store, entry_id: int) -> sqlite3.Row | None:
     row: sqlite3.Row | None = store.conn.execute(
-        Sql("SELECT model, data FROM entry_vectors WHERE entry_id = ?"), (entry_id,)
+        Sql(_NAMED.format(where="entry_id = ?"), _NAMED_PG.format(where="entry_id = %s")),
+        (entry_id,),
     ).fetchone()
     return row
 
@@ -322,9 +330,8 @@ def test_a_store_written_with_one_model_and_searched_with_another_mixes_no_vecto
         assert vectors.backfill(s) == 2
         ids, rows = s.vector_matrix.refresh(s.conn)
         assert sorted(ids.tolist()) != [] and rows.shape == (2, 384)
-        assert {r["model"] for r in s.conn.execute(Sql("SELECT model FROM entry_vectors"))} == {
-            MINILM_MODEL
-        }
+        named = Sql(_NAMED.format(where="1 = 1"), _NAMED_PG.format(where="1 = 1"))
+        assert {r["model"] for r in s.conn.execute(named)} == {MINILM_MODEL}
         # compared by meaning, through MiniLM's vectors
         close = s.vector_matrix.similarity(minilm.encode(["a new dog at home"])[0], [dog, ci])
         assert close[dog] > close[ci]

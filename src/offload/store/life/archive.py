@@ -60,8 +60,9 @@ _LOCAL_COLUMNS = frozenset(("id", "nonce", "owner_pid", "owner_host", "changed")
 # them, as each entry's own look-up gave them
 _LABELS_OF = Sql("SELECT entry_id, label FROM labels WHERE entry_id >= ? AND entry_id <= ?")
 _VECTORS_OF = Sql(
-    "SELECT entry_id, model, CAST(data AS BLOB) AS data FROM entry_vectors "
-    "WHERE entry_id >= ? AND entry_id <= ?",
+    "SELECT v.entry_id, coalesce(m.name, v.model) AS model, CAST(v.data AS BLOB) AS data "
+    "FROM entry_vectors v LEFT JOIN vector_models m ON m.id = v.model "
+    "WHERE v.entry_id >= ? AND v.entry_id <= ?",
     (
         "SELECT entry_id, model, data AS data FROM entry_vectors WHERE entry_id >= %s "
         "AND entry_id <= %s"

@@ -36,9 +36,9 @@ ARCHIVE_NAME = "migrate.offload-archive"
 VERIFY_PAGE = 500
 # the target's vectors, a page of entries at a time (by id: any store's ids only grow)
 _READ_VECTORS = Sql(
-    "SELECT e.id, e.scope, e.content_hash, v.model, CAST(data AS BLOB) AS data "
-    "FROM entries e JOIN entry_vectors v ON v.entry_id = e.id WHERE e.id > ? "
-    "ORDER BY e.id LIMIT ?",
+    "SELECT e.id, e.scope, e.content_hash, coalesce(m.name, v.model) AS model, "
+    "CAST(v.data AS BLOB) AS data FROM entries e JOIN entry_vectors v ON v.entry_id = e.id "
+    "LEFT JOIN vector_models m ON m.id = v.model WHERE e.id > ? ORDER BY e.id LIMIT ?",
     (
         "SELECT e.id, e.scope, e.content_hash, v.model, data AS data FROM entries e "
         "JOIN entry_vectors v ON v.entry_id = e.id WHERE e.id > %s ORDER BY e.id "

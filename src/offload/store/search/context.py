@@ -25,6 +25,7 @@ themselves join with their context score alone, marked as not direct.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
@@ -322,7 +323,8 @@ def _counted(store: Store, r: Row, keys: Mapping[str, str]) -> Counts:
     """A chunk row's term counts (of the query's terms, when the cache leads with its
     length; else every term's) and length: cached at write time (index.term_counts), or,
     for a chunk stored before the cache, its text analysed exactly as it was indexed."""
-    cached = packed_counts.unpack_stored(r["counts"])
+    raw = store.conn if isinstance(store.conn, sqlite3.Connection) else None
+    cached = packed_counts.unpack_stored(r["counts"], raw)
     if cached is not None and cached[:1].isdigit():  # compact text (packed_counts.compact)
         if "\\" not in cached:  # no term escaped: each is written as it is
             return packed_counts.compact_counts(cached, keys)

@@ -285,3 +285,66 @@ def compact_packed_counts(conn: sqlite3.Connection) -> None:
                 changed.append((packer.compress(short.encode()), int(cid)))
         conn.executemany("UPDATE chunks SET packed_counts = ? WHERE id = ?", changed)
         last = int(rows[-1][0])
+
+
+# the store's dictionary for its cached counts (m_chunk_term_counts_dictionary): trained
+# on the counts of at most this many of the newest chunks, of this size, when at least
+# this many of them are compressed
+_DICTIONARY_SAMPLES = 4000
+_DICTIONARY_SIZE = 112640
+_DICTIONARY_MIN_SAMPLES = 200
+
+
+def dictionary_packed_counts(conn: sqlite3.Connection) -> None:
+    """Train the store's dictionary for its compressed counts from its newest chunks' and
+    compress every chunk's compressed counts again with it, a page of ids at a time (a
+    store of too few compressed counts gets none: its writes train one later)."""
+    top = int(conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])
+    unpacker = zstandard.ZstdDecompressor()
+    samples: list[bytes | bytearray | memoryview] = [
+        text
+        for (packed,) in conn.execute(
+            "SELECT CAST(packed_counts AS BLOB) FROM chunks WHERE id > ? "
+            "AND packed_counts IS NOT NULL ORDER BY id",
+            (top - _DICTIONARY_SAMPLES,),
+        )
+        if (text := _plain_frame(unpacker, bytes(packed))) is not None
+    ]
+    if len(samples) < _DICTIONARY_MIN_SAMPLES:
+        return
+    try:
+        made = zstandard.train_dictionary(_DICTIONARY_SIZE, samples, level=_PACK_LEVEL)
+    except zstandard.ZstdError:
+        return
+    conn.execute(
+        "INSERT OR IGNORE INTO count_dictionaries (id, data) VALUES (?, ?)",
+        (int(made.dict_id()), made.as_bytes()),
+    )
+    packer = zstandard.ZstdCompressor(level=_PACK_LEVEL, dict_data=made, write_checksum=True)
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT id, CAST(packed_counts AS BLOB) FROM chunks WHERE id > ? "
+            "AND packed_counts IS NOT NULL ORDER BY id LIMIT 2000",
+            (last,),
+        ).fetchall()
+        if not rows:
+            return
+        changed = [
+            (packer.compress(text), int(cid))
+            for cid, packed in rows
+            if (text := _plain_frame(unpacker, bytes(packed))) is not None
+        ]
+        conn.executemany("UPDATE chunks SET packed_counts = ? WHERE id = ?", changed)
+        last = int(rows[-1][0])
+
+
+def _plain_frame(unpacker: zstandard.ZstdDecompressor, packed: bytes) -> bytes | None:
+    """What a frame compressed without a dictionary holds; None for a damaged one (it
+    stays as it is: it reads as no cache)."""
+    try:
+        data: bytes = unpacker.decompress(packed)
+        data.decode()
+    except (zstandard.ZstdError, UnicodeDecodeError):
+        return None
+    return data

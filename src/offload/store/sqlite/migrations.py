@@ -610,3 +610,46 @@ def m_hashes_as_bytes(conn: sqlite3.Connection) -> None:
         BEGIN {refuse} END;
         """,
     )
+
+
+@migration
+def m_chunk_term_counts_dictionary(conn: sqlite3.Connection) -> None:
+    # size on disk: the compressed cached counts of a store use a zstd dictionary trained
+    # on its own counts (store/write/count_dictionary.py): a pair of chat turns' ~210
+    # bytes take ~140. A store of fewer compressed counts than a dictionary needs trains
+    # one later, when its writes have stored enough.
+    conn.execute("CREATE TABLE count_dictionaries (id INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+    frozen.dictionary_packed_counts(conn)
+
+
+@migration
+def m_vector_model_ids(conn: sqlite3.Connection) -> None:
+    # size on disk: each vector's model as the id of its name (its digits: the column is
+    # text) instead of the name (25 bytes a row: 0.09x the raw text of 20k chat turns).
+    # Rows are still written with the name (store/write/vectors.py, as PostgreSQL keeps
+    # it, and as an older offload still running writes it): a trigger gives the name an id
+    # and puts the id in its place, inside the statement that wrote it. Every model name
+    # holds a letter (config.EMBEDDING_MODELS), an id none.
+    named = (
+        # (no conflict to resolve: the outer statement's INSERT OR REPLACE would replace
+        # the name's row, and its id, instead of ignoring it)
+        "INSERT INTO vector_models (name) SELECT new.model "
+        "WHERE NOT EXISTS (SELECT 1 FROM vector_models WHERE name = new.model); "
+        "UPDATE entry_vectors SET model = "
+        "(SELECT CAST(id AS TEXT) FROM vector_models WHERE name = new.model) WHERE id = new.id;"
+    )
+    run_script(
+        conn,
+        f"""
+        CREATE TABLE vector_models (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+        INSERT INTO vector_models (name)
+            SELECT DISTINCT model FROM entry_vectors WHERE model GLOB '*[^0-9]*' ORDER BY model;
+        UPDATE entry_vectors SET model =
+            (SELECT CAST(id AS TEXT) FROM vector_models WHERE name = entry_vectors.model)
+            WHERE model GLOB '*[^0-9]*';
+        CREATE TRIGGER entry_vectors_model_named AFTER INSERT ON entry_vectors
+        WHEN new.model GLOB '*[^0-9]*' BEGIN {named} END;
+        CREATE TRIGGER entry_vectors_model_renamed AFTER UPDATE OF model ON entry_vectors
+        WHEN new.model GLOB '*[^0-9]*' BEGIN {named} END;
+        """,
+    )

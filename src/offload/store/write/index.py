@@ -493,9 +493,14 @@ def insert_block(
     if insert_chunks is not None:  # PostgreSQL: one round trip for them all
         insert_chunks(block_id, chunk_rows(prepared.chunks))
         return
+    pack = (
+        packed_counts.writer(conn)
+        if cached_counts and isinstance(conn, sqlite3.Connection)
+        else None
+    )
     for start_line, end_line, start, end, counts, terms in _sqlite_rows(prepared):
         place = (block_id, start_line, end_line, start, end)
-        if cached_counts:
+        if pack is not None:
             cur = conn.execute(
                 Sql(
                     "INSERT INTO chunks (block_id, start_line, end_line, start, end, term_counts, "
@@ -506,7 +511,7 @@ def insert_block(
                     ),
                     returns_id=True,
                 ),
-                (*place, *packed_counts.columns(counts)),
+                (*place, *pack(counts)),
             )
         else:
             cur = conn.execute(
@@ -591,9 +596,13 @@ def _joined(text: str) -> str:
 def rewrite_counts(conn: Conn, counts: Iterable[tuple[int, str]]) -> None:
     """Store chunks' cached term counts again, (chunk id, :func:`term_counts`' JSON) each,
     in a SQLite schema's two columns for them (store/write/packed_counts.py)."""
+    pack = packed_counts.writer(conn) if isinstance(conn, sqlite3.Connection) else None
     conn.executemany(
         Sql("UPDATE chunks SET term_counts = ?, packed_counts = ? WHERE id = ?"),
-        [(*packed_counts.columns(cached), cid) for cid, cached in counts],
+        [
+            (*(packed_counts.columns(cached) if pack is None else pack(cached)), cid)
+            for cid, cached in counts
+        ],
     )
 
 
@@ -606,7 +615,9 @@ def unreadable_counts(conn: Conn) -> list[int]:
     in-memory index. PostgreSQL keeps them as text: none there."""
     if not isinstance(conn, sqlite3.Connection):
         return []
-    return [int(r[0]) for r in conn.execute(_PACKED_COUNTS) if packed_counts.unpack(r[1]) is None]
+    return [
+        int(r[0]) for r in conn.execute(_PACKED_COUNTS) if packed_counts.unpack(r[1], conn) is None
+    ]
 
 
 def clear(conn: Conn) -> None:

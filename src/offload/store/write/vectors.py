@@ -16,6 +16,13 @@ next full reload and are dropped by the filter that every candidate passes.
 
 An entry without a vector (stored before this migration, or while the model was missing)
 is still found lexically; ``offload doctor --reindex`` fills them in (:func:`backfill`).
+
+SQLite keeps a row's model as the id (its digits) of its name in ``vector_models``
+(migration ``m_vector_model_ids``: the name as text was 25 bytes a row, 0.09x the raw text
+of a store of chat turns). A row is written with the name, as PostgreSQL keeps it, and a
+trigger puts the id in its place within the same statement; the statements that pick a
+model's rows look its id up by name, and those that hand a row on (an archive, a
+migration to PostgreSQL) give the name.
 """
 
 from __future__ import annotations
@@ -281,9 +288,9 @@ class VectorMatrix:
                 settled = settled_id(conn, wait=self._last == 0)
                 new = conn.execute(
                     Sql(
-                        "SELECT id, entry_id, CASE WHEN model = ? THEN data END AS data "
-                        "FROM entry_vectors WHERE id > ? OR id IN (SELECT value FROM json_each(?)) "
-                        "ORDER BY id",
+                        "SELECT id, entry_id, CASE WHEN model = (SELECT CAST(id AS TEXT) "
+                        "FROM vector_models WHERE name = ?) THEN data END AS data FROM entry_vectors "
+                        "WHERE id > ? OR id IN (SELECT value FROM json_each(?)) ORDER BY id",
                         (
                             "SELECT id, entry_id, CASE WHEN model = %s THEN data END AS data FROM "
                             "entry_vectors WHERE id > %s OR id IN (SELECT value FROM offload_ids(%s)) "
@@ -452,8 +459,12 @@ def missing(conn: Conn, model_id: str) -> int:
     """How many entries have no vector of ``model_id``."""
     row = conn.execute(
         Sql(
-            "SELECT count(*) FROM entries e WHERE NOT EXISTS "
-            "(SELECT 1 FROM entry_vectors v WHERE v.entry_id = e.id AND v.model = ?)"
+            "SELECT count(*) FROM entries e WHERE NOT EXISTS (SELECT 1 FROM entry_vectors v "
+            "WHERE v.entry_id = e.id AND v.model = (SELECT CAST(id AS TEXT) FROM vector_models WHERE name = ?))",
+            (
+                "SELECT count(*) FROM entries e WHERE NOT EXISTS "
+                "(SELECT 1 FROM entry_vectors v WHERE v.entry_id = e.id AND v.model = %s)"
+            ),
         ),
         (model_id,),
     ).fetchone()
@@ -491,7 +502,13 @@ def backfill(store: Embeddable, *, progress: Progress | None = None) -> int:
             Sql(
                 "SELECT e.id, e.topic, e.summary, e.tags, e.block_hash FROM entries e "
                 "WHERE e.id > ? AND NOT EXISTS (SELECT 1 FROM entry_vectors v "
-                "WHERE v.entry_id = e.id AND v.model = ?) ORDER BY e.id LIMIT ?"
+                "WHERE v.entry_id = e.id AND v.model = "
+                "(SELECT CAST(id AS TEXT) FROM vector_models WHERE name = ?)) ORDER BY e.id LIMIT ?",
+                (
+                    "SELECT e.id, e.topic, e.summary, e.tags, e.block_hash FROM entries e "
+                    "WHERE e.id > %s AND NOT EXISTS (SELECT 1 FROM entry_vectors v "
+                    "WHERE v.entry_id = e.id AND v.model = %s) ORDER BY e.id LIMIT %s"
+                ),
             ),
             (last, model, _BATCH),
         ).fetchall()

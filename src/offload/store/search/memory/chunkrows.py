@@ -86,7 +86,7 @@ class SqliteChunks:
         """Every chunk row, the generation and FTS5's totals in one read transaction."""
         with ReadSnapshot(conn):
             gen = _generation(conn)
-            rows = _unpacked(conn.execute(_ALL).fetchall())
+            rows = _unpacked(conn, conn.execute(_ALL).fetchall())
             totals = selective.read_totals(conn, "search_body")
         last = rows[-1][0] if rows else 0
         return Batch(Token(gen, (last,)), rows, totals)
@@ -97,15 +97,17 @@ class SqliteChunks:
             gen = _generation(conn)
             if gen != token.generation:
                 return None
-            rows = _unpacked(conn.execute(_SINCE, token.position).fetchall())
+            rows = _unpacked(conn, conn.execute(_SINCE, token.position).fetchall())
             totals = selective.read_totals(conn, "search_body")
         last = rows[-1][0] if rows else token.position[0]
         return Batch(Token(gen, (last,)), rows, totals)
 
 
-def _unpacked(rows: Sequence[sqlite3.Row]) -> list[ChunkRow]:
-    # SQLite keeps the counts compressed (store/write/packed_counts.py); the index reads JSON
-    return [(int(r[0]), packed_counts.unpack(r[1])) for r in rows]
+def _unpacked(conn: Conn, rows: Sequence[sqlite3.Row]) -> list[ChunkRow]:
+    # SQLite keeps the counts compressed (store/write/packed_counts.py), some with the
+    # store's dictionary (store/write/count_dictionary.py); the index reads JSON
+    raw = conn if isinstance(conn, sqlite3.Connection) else None
+    return [(int(r[0]), packed_counts.unpack(r[1], raw)) for r in rows]
 
 
 def _generation(conn: Conn) -> int:
