@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-# a table of 2**18 one-byte marks (256 KiB) cleared after 2**13 first sightings: at most
+# a table of 2**18 one-bit marks (32 KiB) cleared after 2**13 first sightings: at most
 # one mark in 32 set, so at most ~3 % of the keys met once are kept by a shared mark (with
 # one in eight, ~7.5 % of a soak's once-met runs were kept: the caches still filled)
 SLOTS = 1 << 18
@@ -36,7 +36,7 @@ class SeenTwice:
     sightings; thread-safe enough for a cache (two threads racing lose or add a mark: a
     key kept one sighting early or late, never a wrong value)."""
 
-    __slots__ = ("_hash", "_marks", "_seen", "_window")
+    __slots__ = ("_hash", "_marks", "_mask", "_seen", "_window")
 
     def __init__(
         self,
@@ -46,7 +46,8 @@ class SeenTwice:
     ) -> None:
         if slots < 1 or slots & (slots - 1) or window < 1:
             raise ValueError("slots must be a power of two and window at least 1")
-        self._seen = bytearray(slots)
+        self._seen = bytearray(slots // 8 or 1)  # a bit a slot
+        self._mask = slots - 1
         self._window = window
         self._marks = 0
         self._hash = hash_of
@@ -54,10 +55,11 @@ class SeenTwice:
     def admit(self, key: object) -> bool:
         """True when ``key`` was offered before within the window; else marks it."""
         seen = self._seen
-        at = self._hash(key) & (len(seen) - 1)
-        if seen[at]:
+        at = self._hash(key) & self._mask
+        bit = 1 << (at & 7)
+        if seen[at >> 3] & bit:
             return True
-        seen[at] = 1
+        seen[at >> 3] |= bit
         self._marks += 1
         if self._marks >= self._window:
             self.clear()
