@@ -173,7 +173,7 @@ def _piece(run: str) -> tuple[str, tuple[tuple[str, str], ...], int]:
     most of their pieces (``UNIQUE-MARKER-17``, ``UNIQUE-MARKER-18``), so a body of
     thousands of distinct identifiers folds and stems each distinct piece once, and the
     vocabulary (:func:`surface_words`) reuses what the index terms folded."""
-    cached = _piece_cache.get(run)
+    cached = _piece_cache.data.get(run)  # the dict's own get: the hot path
     if cached is None:
         humps = _humps(run)
         kept = []
@@ -208,7 +208,7 @@ def _analyse_word(word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _analysed(word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    cached = _cache.get(word)
+    cached = _cache.data.get(word)
     if cached is None:
         cached = _analyse_word(word)
         _cache.keep(word, cached)
@@ -267,7 +267,7 @@ def _memo(
     cache: Memo[str, tuple[str, ...]], run: str, analyse: Callable[[str], Iterable[str]]
 ) -> tuple[str, ...]:
     """A run's terms from ``cache``, analysed (and kept once met twice)."""
-    cached = cache.get(run)
+    cached = cache.data.get(run)
     if cached is None:
         cached = tuple(t for w in _run_words(run) for t in analyse(w))
         cache.keep(run, cached)
@@ -309,8 +309,10 @@ def terms(text: str) -> list[str]:
     """The stems and identifiers of ``text``, in order, without written forms: what a
     term-overlap measure compares (a written form would count an inflected word twice)."""
     out: list[str] = []
+    held = _stem_run_cache.data
     for run in _runs(text):
-        out.extend(_memo(_stem_run_cache, run, stem_terms))
+        cached = held.get(run)
+        out.extend(cached if cached is not None else _memo(_stem_run_cache, run, stem_terms))
     return out
 
 
@@ -493,8 +495,9 @@ def content_terms(text: str) -> list[str]:
     """The terms of ``text``'s non-stopword words, in order, without written forms (the
     side of a phrase check that a query's :attr:`QueryTerms.sequence` is compared with)."""
     out: list[str] = []
+    held = _content_cache.data  # a full cache is replaced: this one still answers
     for run in _runs(text):
-        cached = _content_cache.get(run)
+        cached = held.get(run)
         if cached is None:
             cached = tuple(t for w in _run_words(run) if not _all_stop(w) for t in stem_terms(w))
             _content_cache.keep(run, cached)
