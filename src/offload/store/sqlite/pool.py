@@ -30,8 +30,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from offload.errors import StoreBusy
+from offload.store.backend import Sql
 
 T = TypeVar("T")
+
+# a connection frees what memory it can: its page cache (SQLite only, as the pool is)
+SHRINK_MEMORY = Sql("PRAGMA shrink_memory", "SELECT 'ok'", noop=True)
 
 
 class ConnectionPool:
@@ -132,7 +136,7 @@ class ConnectionPool:
         with self._cond:
             for conn in self._free:
                 with contextlib.suppress(sqlite3.Error):
-                    conn.execute("PRAGMA shrink_memory")
+                    conn.execute(SHRINK_MEMORY)
             return len(self._free)
 
     def close_all(self) -> None:
