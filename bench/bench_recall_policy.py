@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_recall import SCOPE, chat_of, reached  # noqa: E402
-from bench_replay import _lcp, _Tokens  # noqa: E402
+from bench_replay import WireTokens, lcp  # noqa: E402
 from offload.config import ProxySettings  # noqa: E402
 from offload.core import analysis  # noqa: E402
 from offload.core.tokens import default_counter  # noqa: E402
@@ -78,7 +78,7 @@ def _settings(**kw: Any) -> ProxySettings:
 
 
 def trace_turns(path: Path, n_ctx: int, chained: bool, runs_limit: int) -> list[Row]:
-    counter, tokens = default_counter(), _Tokens()
+    counter, tokens = default_counter(), WireTokens()
     runs = load_runs(path)[:runs_limit]
     runs = [chain_runs(runs)] if chained else runs
     out: list[Row] = []
@@ -92,7 +92,7 @@ def trace_turns(path: Path, n_ctx: int, chained: bool, runs_limit: int) -> list[
                 block = sent[-1] if sent and recall.is_recall_block(sent[-1]) else None
                 wire = tokens.of(sent[:-1] if block else sent)
                 row: Row = {"wire": len(wire), "block": len(tokens.of([block])) if block else 0}
-                row["shared"] = _lcp(previous, wire) if previous is not None else 0
+                row["shared"] = lcp(previous, wire) if previous is not None else 0
                 row["kept"] = previous is not None and row["shared"] == len(previous)
                 row["first"] = previous is None
                 row["role"] = run.messages[k - 1]["role"]

@@ -50,8 +50,8 @@ def test_the_issue_s_settings_fail_at_the_first_one_out_of_range() -> None:
 
 
 def test_the_budget_ratios_must_keep_their_order() -> None:
-    with pytest.raises(ConfigError, match=r"'proxy.target' \(0.6.*below 'proxy.high_water'"):
-        load_settings(env={"OFFLOAD_PROXY__TARGET": "0.6"})
+    with pytest.raises(ConfigError, match=r"'proxy.target' \(0.82.*below 'proxy.high_water'"):
+        load_settings(env={"OFFLOAD_PROXY__TARGET": "0.82"})
     with pytest.raises(ConfigError, match=r"'proxy.high_water'.*below 'proxy.emergency'"):
         load_settings(env={"OFFLOAD_PROXY__HIGH_WATER": "0.9"})
     ok = load_settings(env={"OFFLOAD_PROXY__TARGET": "0.2", "OFFLOAD_PROXY__HIGH_WATER": "0.3"})
@@ -91,6 +91,8 @@ def test_zero_is_allowed_where_it_means_something() -> None:
         ("proxy.max_event_mb", "4096", "at most 1024"),
         ("gateway.max_upstream_tools", "0", "at least 1"),
         ("gateway.max_upstream_catalog_mb", "0", "at least 1"),
+        ("gateway.max_upstream_message_mb", "0", "at least 1"),
+        ("gateway.max_upstream_message_mb", "5000", "at most 4096"),
     ],
 )
 def test_a_ratio_url_or_body_limit_out_of_range_fails_at_build_naming_it_and_its_source(

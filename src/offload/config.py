@@ -146,8 +146,8 @@ class ProxySettings:
     model_alias: str = ""
     n_ctx: int = 0  # 0: read from the upstream's /props
     stub_ratio: float = 0.02
-    high_water: float = 0.50
-    target: float = 0.35
+    high_water: float = 0.80
+    target: float = 0.20
     emergency: float = 0.85
     tail_messages: int = 4
     # page chats only up to a user message, for templates that refuse two messages of one
@@ -254,6 +254,9 @@ class GatewaySettings:
     # gateway's instructions and /api/stats
     max_upstream_tools: int = 1000
     max_upstream_catalog_mb: int = 8
+    # one message from an upstream (a stdio line, a JSON body, a server-sent event): a
+    # longer one is dropped as it arrives and the call it answered gets an error
+    max_upstream_message_mb: int = 64
     # tool search with all-MiniLM-L6-v2 when offload[tools] is installed (llm/minilm.py)
     tool_model: bool = True
     # when set, the gateway's HTTP endpoint (--http, and /gateway/mcp in serve) requires
@@ -556,6 +559,7 @@ _CEILINGS = {
     "proxy.max_event_mb": 1024,
     "proxy.max_answer_mb": 4096,
     "gateway.max_upstream_catalog_mb": 1024,
+    "gateway.max_upstream_message_mb": 4096,
 }
 # HTTP(S) base URLs, and whether empty (not used) is allowed
 _URLS = {"proxy.upstream": False, "local_model.base_url": True}

@@ -97,3 +97,23 @@ def test_the_gateways_http_endpoint_matches_its_host_without_regard_to_case(
         server.stop()
         store.close()
     assert upper not in (421, 403) and quirk == 421  # past the Host check; refused by it
+
+
+def test_the_gateways_http_endpoint_compares_the_origin_as_rfc_6454_says(tmp_path: Path) -> None:
+    store = Store(tmp_path / "offload.db")
+    gateway = Gateway(GatewaySettings(), GatewayConfig((), {}), store)
+    server = ServerThread(http_app(gateway, "127.0.0.1")).start()
+    try:
+
+        def delete(origin: str) -> int:
+            headers = {"host": f"127.0.0.1:{server.port}", "origin": origin}
+            return loopback.request("DELETE", server.url + "/mcp", headers=headers).status_code
+
+        upper = delete(f"http://LOCALHOST:{server.port}")
+        slash = delete(f"http://localhost:{server.port}/")
+        refused = [delete(o) for o in ("null", "http://localhost:1", "http://evil.example")]
+    finally:
+        server.stop()
+        store.close()
+    assert upper not in (421, 403) and slash not in (421, 403)  # past both checks
+    assert refused == [403, 403, 403]

@@ -1,7 +1,9 @@
-"""The Host check of ``/mcp`` over real loopback HTTP: the name is matched without regard to
-case and the port must be a port and nothing after it (the MCP SDK's own check refused
-``LOCALHOST:PORT`` and accepted ``127.0.0.1:PORT:80``); a foreign Host is refused before
-the bearer token is looked at, in JSON-RPC's shape."""
+"""The Host and Origin checks of ``/mcp`` over real loopback HTTP: the Host name is matched
+without regard to case and the port must be a port and nothing after it (the MCP SDK's own
+check refused ``LOCALHOST:PORT`` and accepted ``127.0.0.1:PORT:80``); the Origin is
+compared as RFC 6454 says (the SDK's refused ``http://LOCALHOST:PORT`` and a trailing
+slash); a foreign Host or Origin is refused before the bearer token is looked at, in
+JSON-RPC's shape."""
 
 from __future__ import annotations
 
@@ -92,3 +94,43 @@ def test_a_foreign_host_is_refused_before_the_token_is_checked(servers: tuple[st
     assert post(url, f"evil.example:{port}").status_code == 421  # no token: still the Host
     assert post(url, f"localhost:{port}").status_code == 401
     assert post(url, f"LOCALHOST:{port}", authorization=f"Bearer {TOKEN}").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://LOCALHOST:{port}",
+        "HTTP://127.0.0.1:{port}",
+        "http://localhost:{port}/",
+        "http://[::1]:{port}",
+    ],
+)
+def test_the_served_origin_is_matched_as_rfc_6454_compares_it(
+    servers: tuple[str, str], origin: str
+) -> None:
+    url, _ = servers
+    port = port_of(url)
+    resp = post(url, f"127.0.0.1:{port}", origin=origin.format(port=port))
+    assert resp.status_code == 200, resp.text
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "null",
+        "http://localhost:3000",
+        "http://localhost:{port}/x",
+        "http://evil.example:{port}",
+        "http://user@localhost:{port}",
+        "ftp://localhost:{port}",
+    ],
+)
+def test_another_origin_is_refused_in_json_rpc_before_the_token(
+    servers: tuple[str, str], origin: str
+) -> None:
+    for url in servers:  # the token server: refused for the Origin, not the token
+        port = port_of(url)
+        resp = post(url, f"127.0.0.1:{port}", origin=origin.format(port=port))
+        assert resp.status_code == 403, resp.text
+        error = resp.json()["error"]
+        assert error["code"] == -32600 and "only the served origin" in error["message"]

@@ -309,6 +309,19 @@ def test_a_foreign_host_or_origin_is_refused(proxy: tuple[Scripted, str]) -> Non
     assert state.requests == []
 
 
+def test_the_proxy_compares_an_origin_as_the_mcp_routes_do(proxy: tuple[Scripted, str]) -> None:
+    _state, url = proxy
+    port = url.rsplit(":", 1)[1]
+
+    def status(origin: str) -> int:
+        return loopback.get(url + "/api/stats", headers={"Origin": origin}).status_code
+
+    assert status(f"HTTP://LOCALHOST:{port}/") == 200
+    assert status(f"http://[::1]:{port}") == 200
+    for other in ("null", f"http://localhost:{port}/x", f"http://u@localhost:{port}"):
+        assert status(other) == 403, other
+
+
 @pytest.mark.parametrize(
     "host",
     [
@@ -559,9 +572,9 @@ def test_a_side_request_beside_the_conversation_changes_nothing_of_its_wire(
     sent, and the conversation's next turn goes out exactly as it would have without it."""
     side = [*OPENING, {"role": "user", "content": "Title this conversation in 5 words."}]
     with Store(tmp_path / "alone.db") as alone, Store(tmp_path / "beside.db") as beside:
-        before, expected = _main_turns(alone, 16, None)
+        before, expected = _main_turns(alone, 24, None)
         assert any(m["content"].startswith("[offload: ") for m in before)  # windowed
-        _, got = _main_turns(beside, 16, side)
+        _, got = _main_turns(beside, 24, side)
     assert got == expected
 
 

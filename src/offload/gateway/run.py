@@ -16,9 +16,16 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from offload.config import HTTP_DEFAULTS, HttpSettings
-from offload.core.http.bearer import BearerGuard, HostGuard
+from offload.core.http.bearer import BearerGuard, HostGuard, OriginGuard
 from offload.core.http.bodylimit import BodyLimit, jsonrpc
-from offload.core.http.listen import bind_url, exposure_warning, served_names, token_guard, url_host
+from offload.core.http.listen import (
+    Origins,
+    bind_url,
+    exposure_warning,
+    served_names,
+    token_guard,
+    url_host,
+)
 from offload.gateway.children import kill_all
 from offload.gateway.server import Gateway
 
@@ -69,7 +76,8 @@ def http_app(
     http: HttpSettings = HTTP_DEFAULTS,
 ) -> ASGIApp:
     """The gateway's Streamable HTTP app at ``path``: Host loopback (or ``host``), Origin
-    only the served one (any port only when ``port`` is 0), bodies bounded in size and time by ``http``.
+    only the served one (those names on the port the request came in on), bodies bounded
+    in size and time by ``http``.
 
     Its lifespan runs the SDK session manager only; the upstream connections are started
     and stopped separately (:meth:`Gateway.serve`, or :meth:`Gateway.start` / ``stop``).
@@ -91,7 +99,9 @@ def http_app(
     token = gateway.settings.bearer_token
     if token:
         app = BearerGuard(app, token, TOKEN_SETTING)
-    return HostGuard(app, served_names(host))  # first: a foreign Host before the token
+    # Host, then Origin, before the token: a foreign page is refused as such
+    app = OriginGuard(app, Origins(served_names(host)))
+    return HostGuard(app, served_names(host))
 
 
 def banner(host: str, port: int, token: str = "") -> str:

@@ -19,8 +19,6 @@ import anyio
 import mcp_types as types
 from mcp.client.session import MessageHandlerFnT
 from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcp import Client
@@ -28,6 +26,8 @@ from offload.config import GatewaySettings
 from offload.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from offload.gateway.children import stdio_child
 from offload.gateway.config import ServerConfig
+from offload.gateway.httpbound import http_upstream
+from offload.gateway.oversize import dropped_reason
 
 log = logging.getLogger("offload.gateway")
 
@@ -176,11 +176,9 @@ class Upstream:
         if self.connector is not None:
             return self.connector(self._on_message)
         cfg = self.config
-        if cfg.url and not cfg.headers:
-            return Client(cfg.url, mode="legacy", message_handler=self._on_message)
+        limit = self.settings.max_upstream_message_mb * 1024 * 1024
         if cfg.url:
-            http = create_mcp_http_client(headers=dict(cfg.headers))
-            transport = streamable_http_client(cfg.url, http_client=http)
+            transport = http_upstream(cfg.url, dict(cfg.headers), limit)
             return Client(transport, mode="legacy", message_handler=self._on_message)
         params = StdioServerParameters(
             command=cfg.command,
@@ -188,7 +186,7 @@ class Upstream:
             env=dict(cfg.env) or None,
             cwd=cfg.cwd or None,
         )
-        return Client(stdio_child(params), mode="legacy", message_handler=self._on_message)
+        return Client(stdio_child(params, limit), mode="legacy", message_handler=self._on_message)
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, ValueError):
@@ -290,6 +288,7 @@ class Upstream:
                 f"{_describe(exc)}"
             ) from exc
         except MCPError as exc:
+            self._dropped(tool, exc)
             if self._session_gone(exc):
                 self.mark_lost(str(exc))
                 raise UpstreamUnavailable(
@@ -323,6 +322,7 @@ class Upstream:
                 f"upstream {self.name!r} answered {what} invalidly: {_describe(exc)}"
             ) from exc
         except MCPError as exc:
+            self._dropped(what, exc)
             if _connection_gone(exc) or self._session_gone(exc):
                 self.mark_lost(str(exc))
                 raise UpstreamUnavailable(f"upstream {self.name!r} failed: {exc}") from exc
@@ -330,6 +330,14 @@ class Upstream:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             self.mark_lost(_describe(exc))
             raise UpstreamUnavailable(f"upstream {self.name!r}: connection lost") from exc
+
+    def _dropped(self, what: str, exc: MCPError) -> None:
+        """An answer past ``[gateway] max_upstream_message_mb`` was dropped: said in the log
+        and to the caller as UpstreamError (the connection is still good)."""
+        reason = dropped_reason(exc.error.message)
+        if reason is not None:
+            log.warning("upstream %s answered %s past the bound: %s", self.name, what, reason)
+            raise UpstreamError(f"upstream {self.name!r} answered {what}, but {reason}") from exc
 
     def _session_gone(self, exc: MCPError) -> bool:
         """A Streamable HTTP upstream answered 404 to our session id (restarted, expired).

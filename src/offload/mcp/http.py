@@ -12,17 +12,25 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from offload.config import HTTP_DEFAULTS, HttpSettings, McpSettings
-from offload.core.http.bearer import BearerGuard, HostGuard
+from offload.core.http.bearer import BearerGuard, HostGuard, OriginGuard
 from offload.core.http.bodylimit import BodyLimit, jsonrpc
-from offload.core.http.listen import bind_url, exposure_warning, served_names, token_guard, url_host
+from offload.core.http.listen import (
+    Origins,
+    bind_url,
+    exposure_warning,
+    served_names,
+    token_guard,
+    url_host,
+)
 
 MCP_PATH = "/mcp"
 
 
 def security_settings(mcp: McpSettings) -> TransportSecuritySettings:
-    """Loopback names plus the configured host are allowed as Host; as Origin only the
-    served one (those names on the served port; any port only when the port is chosen by
-    the system, 0) plus ``[mcp] allowed_origins``. Anything else is refused (421 / 403)."""
+    """The MCP SDK's own checks, which run after offload's (:class:`HostGuard`,
+    :class:`OriginGuard`) and so always agree: loopback names plus the configured host as
+    Host; as Origin the served one plus ``[mcp] allowed_origins`` (never seen: offload's
+    check, which compares as RFC 6454 says, does not pass the header on)."""
     names = [url_host(name) for name in served_names(mcp.host)]
     port = str(mcp.port) if mcp.port else "*"
     return TransportSecuritySettings(
@@ -47,7 +55,10 @@ def http_app(
     app = BodyLimit(app, http, jsonrpc, anyio.fail_after)
     if mcp.bearer_token:
         app = BearerGuard(app, mcp.bearer_token, "[mcp] bearer_token")
-    return HostGuard(app, served_names(mcp.host))  # first: a foreign Host before the token
+    names = served_names(mcp.host)
+    # Host, then Origin, before the token: a foreign page is refused as such
+    app = OriginGuard(app, Origins(names, mcp.allowed_origins), "[mcp] allowed_origins")
+    return HostGuard(app, names)
 
 
 def banner(mcp: McpSettings) -> str:

@@ -72,9 +72,10 @@ GLOSSARY = {
     "n_ctx": "the model's context size, read from the upstream; the budget is a share of it.",
     "high water, target, ceiling": "the window's levels as shares of n_ctx: past the high"
     " water the proxy pages old turns out down to the target, in one bite (so the prompt"
-    " prefix stays stable for many turns); the ceiling is the hard limit. When n_ctx is"
-    " small the band between the levels is too narrow to page out in useful bites, so the"
-    " proxy waits for the ceiling and pages out once, deep: expected, not a fault.",
+    " prefix stays stable for many turns); the ceiling is the hard limit. By default the high"
+    " water sits just under the ceiling (and at a small n_ctx the band is too narrow to page"
+    " out in useful bites), so the proxy mostly waits for the ceiling and pages out once,"
+    " deep: expected, not a fault.",
     "cache reuse": "the share of the prompt the upstream reported as reused from its KV"
     " cache instead of recomputed: high is fast and cheap.",
     "KV reuse": "the share of the wire tokens each request shared as a prefix with its"
@@ -244,12 +245,13 @@ def _window_level(c: Mapping[str, Any], n_ctx: Any) -> tuple[str, str, str]:
     size = f" (here {int(n_ctx):,} tokens)" if isinstance(n_ctx, int) else ""
     return (
         "ok",
-        "at the ceiling, expected at small n_ctx",
+        "at the ceiling, as designed",
         (
-            f"when n_ctx is small{size} the band under the high water is too narrow to page out"
-            " in useful bites, so the proxy waits for the ceiling and pages out once, deep: the"
-            " model's cache breaks as rarely as it can, and nothing is lost (the paged turns are"
-            " in the store). Not a worry unless errors appear"
+            "the proxy waits until a turn would break the ceiling and pages out once, deep (the"
+            " high water sits just under it by default; when n_ctx is small"
+            f"{size} the band is too narrow anyway): the model's cache breaks as rarely as it"
+            " can, and nothing is lost (the paged turns are in the store). Not a worry unless"
+            " errors appear"
             f" ({ceiling:,} of {requests:,} requests paged out at the ceiling, {windowed:,} in all)."
         ),
     )

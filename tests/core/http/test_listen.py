@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 
 from offload.core.http.listen import (
+    Origin,
+    Origins,
     bind_url,
     exposure_warning,
     is_loopback,
     parse_host,
+    parse_origin,
     served_names,
     token_guard,
 )
@@ -84,3 +87,52 @@ def test_a_host_header_is_a_name_and_a_port_of_digits_or_nothing(
     value: str, parsed: tuple[str, str] | None
 ) -> None:
     assert parse_host(value) == parsed
+
+
+@pytest.mark.parametrize(
+    ("origin", "parsed"),
+    [
+        ("http://localhost:8900", ("http", "localhost", 8900)),
+        ("HTTP://LOCALHOST:8900", ("http", "localhost", 8900)),  # scheme and host: no case
+        ("http://localhost:8900/", ("http", "localhost", 8900)),  # one trailing slash
+        ("http://localhost", ("http", "localhost", 80)),  # the scheme's default port
+        ("https://App.Example.com", ("https", "app.example.com", 443)),
+        ("http://[::1]:8900", ("http", "::1", 8900)),
+    ],
+)
+def test_an_origin_is_read_as_rfc_6454_compares_it(origin: str, parsed: Origin) -> None:
+    assert parse_origin(origin) == parsed
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "null",
+        "",
+        "localhost:8900",
+        "file://",
+        "ftp://localhost:8900",
+        "http://localhost:8900/path",
+        "http://localhost:8900//",
+        "http://localhost:8900?x",
+        "http://localhost:8900#x",
+        "http://user@localhost:8900",
+        "http://localhost:0",
+        "http://localhost:65536",
+        "http://localhost:8900:80",
+        "http://localhost:89x",
+        "http://",
+    ],
+)
+def test_an_origin_that_is_no_served_origin_cannot_be_read(origin: str) -> None:
+    assert parse_origin(origin) is None
+
+
+def test_the_served_origin_is_one_of_its_names_on_the_port_the_request_came_in_on() -> None:
+    origins = Origins(served_names("127.0.0.1"), ["https://app.example.com:443"])
+    assert origins.accepts("http://LOCALHOST:8900", 8900)
+    assert origins.accepts("http://localhost", 80)
+    assert not origins.accepts("http://localhost:3000", 8900)  # another local page
+    assert not origins.accepts("null", 8900)
+    assert origins.accepts("https://APP.example.com/", 8900)  # configured: any port served
+    assert not origins.accepts("http://app.example.com", 8900)  # another scheme

@@ -330,3 +330,20 @@ def test_runs_met_once_are_analysed_but_not_kept_and_runs_met_again_are() -> Non
     held_twice = analysis.cached_analyses()
     assert held_once < held_twice
     assert held_twice - held_once >= 200  # now each row's id is kept
+
+
+def test_the_vocabulary_each_run_analyses_to_is_kept_where_the_cyclic_gc_stops_walking_it() -> None:
+    # a full collection walks every tracked object: a cache of one value per distinct run
+    # of text must hold values the GC untracks (tuples of strings), not sets
+    text = "parseConfigFile reads settings.toml; the reader retries 3 times"
+    surface_words(text)  # met once: analysed; met twice: kept
+    words = surface_words(text)
+    gc.collect()
+    held = [analysis._surface_cache.data[run] for run in analysis._runs(text)]
+    assert set().union(*held) == words
+    assert not any(gc.is_tracked(value) for value in held)
+
+
+def test_the_stemmer_keeps_no_cache_of_its_own_beside_the_cache_of_stemmed_pieces() -> None:
+    assert terms("connections connected") == ["connect", "connect"]
+    assert analysis._local.stemmer.maxCacheSize == 0

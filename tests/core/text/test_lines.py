@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from offload.core.text.lines import (
+    KEPT_ENDS,
+    DroppedLine,
     LineWindow,
     StreamLines,
     continuation,
@@ -292,19 +294,38 @@ def test_an_offset_int_cannot_read_is_refused_in_one_short_line(offset: str) -> 
 
 
 def test_stream_lines_join_lines_split_across_chunks_and_drop_one_past_the_bound() -> None:
-    lines = StreamLines(max_chars=10)
-    assert lines.feed("ab") == []
-    assert lines.feed("c\nde") == ["abc"]
-    assert lines.feed("f\n\n") == ["def", ""]
-    assert lines.feed("x" * 8) == [] and lines.feed("x" * 8) == []  # 16 > 10: dropped
-    assert lines.feed("yy\nnext\n") == [None, "next"]
+    lines = StreamLines(max_bytes=10)
+    assert lines.feed(b"ab") == []
+    assert lines.feed(b"c\nde") == [b"abc"]
+    assert lines.feed(b"f\n\n") == [b"def", b""]
+    assert lines.feed(b"x" * 8) == [] and lines.feed(b"x" * 8) == []  # 16 > 10: dropped
+    assert lines.feed(b"yy\nnext\n") == [DroppedLine(18, b"x" * 8, b"x" * 16 + b"yy"), b"next"]
+
+
+def test_a_dropped_line_keeps_only_its_ends() -> None:
+    lines = StreamLines(max_bytes=2000)
+    lines.feed(b"{" + b"a" * 1000)
+    lines.feed(b"b" * 1_000_000)
+    [dropped] = lines.feed(b"c" * 100 + b"}\n")
+    assert isinstance(dropped, DroppedLine)
+    assert dropped.size == 1_001_102
+    assert dropped.head == b"{" + b"a" * (KEPT_ENDS - 1)
+    assert dropped.tail == b"b" * (KEPT_ENDS - 101) + b"c" * 100 + b"}"
+
+
+def test_a_dropped_lines_ends_span_the_pieces_it_came_in() -> None:
+    lines = StreamLines(max_bytes=1000)
+    whole = bytes(range(11, 256)) * 9  # 2205 bytes without a line end, in pieces of 100
+    out = [got for i in range(0, len(whole), 100) for got in lines.feed(whole[i : i + 100])]
+    [dropped] = out + lines.feed(b"\n")
+    assert dropped == DroppedLine(2205, whole[:KEPT_ENDS], whole[-KEPT_ENDS:])
 
 
 def test_stream_lines_cost_time_linear_in_a_long_line() -> None:
     # joining and re-splitting the open line per 64 KB chunk took ~20 s of CPU for 50 MB
-    lines = StreamLines(max_chars=64 * 2**20)
+    lines = StreamLines(max_bytes=64 * 2**20)
     began = time.process_time()
     for _ in range(800):
-        assert lines.feed("x" * 65_536) == []
-    assert lines.feed("\n") == ["x" * (800 * 65_536)]
+        assert lines.feed(b"x" * 65_536) == []
+    assert lines.feed(b"\n") == [b"x" * (800 * 65_536)]
     assert time.process_time() - began < 5.0

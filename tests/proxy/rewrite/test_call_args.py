@@ -126,7 +126,8 @@ def test_the_newest_messages_tool_call_arguments_are_never_stubbed(store: Store)
 def test_bulky_arguments_in_the_middle_are_stubbed_at_a_compaction_and_expand_back(
     store: Store,
 ) -> None:
-    pipe = Pipeline(store, ProxySettings(), EstimateCounter())
+    # a band the session's 25 steps cross (the default fires later, near the ceiling)
+    pipe = Pipeline(store, ProxySettings(high_water=0.5, target=0.35), EstimateCounter())
     msgs = coding_session(3)[:-1]  # three whole-file writes, then many small steps
     for n in range(3, 25):
         msgs.append(write_call(f"call_{n}", f"notes_{n}.txt", f"step {n} done"))

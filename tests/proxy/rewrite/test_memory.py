@@ -217,3 +217,31 @@ def test_a_part_remembered_as_it_was_paged_out_equals_the_part_read_back(
     assert len(remembered) > 2
     for ref, part in remembered.items():
         assert part.docs == read_part(store, ref, SCOPE).docs
+
+
+def test_a_part_that_takes_in_cached_parts_replaces_them_and_older_chains_still_rank_alike(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(message_stubs, "MERGE_BYTES", 6000)  # page-outs merge into parts
+    p = Pipeline(store, ProxySettings(scope=SCOPE), EstimateCounter(), scope=SCOPE)
+    memory = p.recall.memory
+    msgs = chat(30)
+    generations: list[str] = []
+    for k in range(2, len(msgs) + 1, 2):
+        p.rewrite(msgs[:k], N_CTX)
+        state = only_state(p)
+        if state.range is not None and state.range.ref not in generations:
+            generations.append(state.range.ref)
+            memory.index(state.range.ref)  # as recall meets each generation
+    assert len(generations) > 3
+    # each paged message is held by one cached part: the parts taken in were dropped
+    held = Counter(d.index for part in memory._parts.values() for d in part.docs)
+    assert held and set(held.values()) == {1}
+    assert any(len(part.segments) > 1 for part in memory._parts.values())
+    # only the newest chain's index is kept; an older one is put together again (its
+    # dropped parts read back) and ranks as a memory that never dropped anything
+    assert all(memory._sessions.get(ref) is None for ref in generations[:-1])
+    fresh = Memory(store, SCOPE)
+    for ref in generations:
+        for query in (["astrolab", "harbour"], ["filler7word3", "topic"], ["answer"]):
+            assert memory.index(ref).rank(query, 24) == fresh.index(ref).rank(query, 24)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -355,3 +356,12 @@ def test_a_hits_rows_weigh_their_term_sets_and_a_quiet_proxy_cuts_them(store: St
     held = recall_module._ROWS.weight
     p.shrink_caches(16)
     assert recall_module._ROWS.weight <= recall_module._ROWS.bound // 16 < held
+
+
+def test_a_long_hits_rows_are_kept_where_the_cyclic_gc_stops_walking_them() -> None:
+    text = "\n".join(f"row {i}: status=ok host=node{i % 5}" for i in range(60))
+    rows, row_terms = recall_module._rows_of(text)
+    gc.collect()
+    assert rows == tuple(text.split("\n"))
+    assert [set(t) for t in row_terms] == [set(analysis.terms(r)) for r in rows]
+    assert not gc.is_tracked(rows) and not any(gc.is_tracked(t) for t in row_terms)

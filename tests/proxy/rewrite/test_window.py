@@ -32,7 +32,8 @@ Msgs = list[dict[str, Any]]
 # a range stub: header, a 160-character gist (digits: ~1 token each), a contents line of at
 # most 200 characters, the read and the search calls (a hypothesis example reached 264)
 MAX_RANGE_TOKENS = 360
-BUDGET = Budget.of(ProxySettings(), 1000)  # threshold 20, high 500, target 350, ceiling 850
+BUDGET = Budget.of(ProxySettings(high_water=0.5, target=0.35), 1000)  # threshold 20, high 500,
+# target 350, ceiling 850: a band the collapse and cut tests below are laid out against
 
 
 def test_the_high_water_fires_only_after_a_full_bite_of_growth() -> None:

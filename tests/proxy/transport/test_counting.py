@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socketserver
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -15,7 +17,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from offload.proxy.transport.counting import WARM_MIN, UpstreamCounter, token_count
+from offload.proxy.transport.counting import (
+    WARM_MIN,
+    UpstreamCounter,
+    answer_bound,
+    token_count,
+)
 from proxy.proxy_servers import serving
 from realparts import free_port
 
@@ -239,3 +246,76 @@ def test_a_long_sessions_uncounted_texts_are_counted_side_by_side_once_each() ->
         assert counter.warm(texts) == 0 and counter.warm(few) == 0  # left to the rewrite
         assert seen["calls"] == len(texts)
         counter.close()
+
+
+class _Hostile(socketserver.BaseRequestHandler):
+    """A /tokenize that answers a valid count padded to ``pad`` bytes, or (``drip``) one
+    byte every 0.2 s of an answer that never ends."""
+
+    pad = 0
+    drip = False
+
+    def handle(self) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += self.request.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        while len(body) < length:
+            body += self.request.recv(65536)
+        answer = b'{"tokens": [1, 2]' + b" " * self.pad + b"}"
+        size = 10**6 if self.drip else len(answer)
+        self.request.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % size)
+        if not self.drip:
+            self.request.sendall(answer)
+            return
+        with contextlib.suppress(OSError):
+            for _ in range(300):  # a minute at most: a ceiling, never waited for
+                self.request.sendall(b" ")
+                time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def hostile(pad: int = 0, drip: bool = False) -> Iterator[str]:
+    handler = type("Handler", (_Hostile,), {"pad": pad, "drip": drip})
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_tokenize_answer_past_its_bound_is_not_read_and_the_count_is_an_estimate() -> None:
+    # the answer to a 2-word text padded to 2 MiB: read whole, it was counted as 2 tokens
+    # (and a hostile upstream's 120 MB answers raised a proxy's peak RSS by 470 MB)
+    assert answer_bound(100) < 2**21
+    with hostile(pad=2**21) as url:
+        counter = UpstreamCounter(url)
+        measured = counter.measure("one two")
+        counter.close()
+    assert measured.estimated  # paused, not taken for a count nor for "no /tokenize"
+
+
+def test_a_tokenize_answer_within_its_bound_is_counted() -> None:
+    with hostile(pad=1000) as url:
+        counter = UpstreamCounter(url)
+        assert counter.measure("one two") == (2, False)
+        counter.close()
+
+
+def test_a_tokenize_answer_dripping_past_the_timeout_is_cut_and_the_count_estimated() -> None:
+    # the timeout bounded each read, not the answer: a byte every 0.2 s held the count
+    # (and the client's request behind it) for as long as the upstream liked
+    with hostile(drip=True) as url:
+        counter = UpstreamCounter(url, timeout_s=1.0)
+        got: list[object] = []
+        worker = threading.Thread(target=lambda: got.append(counter.measure("one two")))
+        worker.start()
+        worker.join(45)  # a ceiling: the count ends at its 1 s timeout
+        assert not worker.is_alive(), "the count waited on the dripping answer"
+        counter.close()
+    assert len(got) == 1 and getattr(got[0], "estimated", False)

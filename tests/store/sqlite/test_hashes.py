@@ -160,6 +160,9 @@ def test_an_older_offload_writing_hex_hashes_after_the_conversion_is_refused_who
 def test_the_connections_unhex_reads_hex_digits_and_nothing_else() -> None:
     assert db.unhex("00ff10") == b"\x00\xff\x10"
     assert db.unhex("0g") is None and db.unhex("abc") is None and db.unhex(b"ab") is None
+    # Python's fromhex skips whitespace; SQLite's unhex (and ours) does not
+    for spaced in (" ab", "ab cd", "ab\n", "\tab", "ab\u3000"):
+        assert db.unhex(spaced) is None, repr(spaced)
 
 
 def _records(path: Path) -> list[dict[str, object]]:

@@ -1,5 +1,6 @@
 """ASGI wrappers guarding the MCP endpoints (the MCP server's ``/mcp``, the gateway's):
-:class:`HostGuard` lets through only requests whose Host names this server, and
+:class:`HostGuard` lets through only requests whose Host names this server,
+:class:`OriginGuard` only those without an Origin or with the served one, and
 :class:`BearerGuard` only requests carrying a bearer token, compared in constant time."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Iterable, MutableMapping
 from typing import Any
 
 from offload.core.http.bodylimit import App, Receive, Send, jsonrpc
-from offload.core.http.listen import parse_host, url_host
+from offload.core.http.listen import Origins, parse_host, url_host
 
 #: The status of a request whose Host is not this server's (as the MCP SDK answers it).
 MISDIRECTED = 421
@@ -45,6 +46,41 @@ class HostGuard:
         name, port = parsed
         host = url_host(name) + (f":{port}" if port else "")
         headers = [(k, host.encode() if k == b"host" else v) for k, v in headers]
+        await self.app({**scope, "headers": headers}, receive, send)
+
+
+#: The status of a request from a page of another origin.
+FORBIDDEN = 403
+
+
+class OriginGuard:
+    """Pure ASGI wrapper: an HTTP request that carries an Origin (a browser's) must come
+    from one ``origins`` accepts, else a 403 JSON-RPC error. The Origin is not passed on:
+    the MCP SDK's own check compares it as written (``http://LOCALHOST:PORT`` refused,
+    ``null`` and a trailing slash by accident), and this one has decided."""
+
+    def __init__(self, app: App, origins: Origins, setting: str = "") -> None:
+        self.app = app
+        self.origins = origins
+        self.others = f" and those of {setting}" if setting else ""
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = list(scope.get("headers") or [])
+        given = [value.decode("latin-1") for name, value in headers if name == b"origin"]
+        if given:
+            server = scope.get("server")
+            port = server[1] if server else None
+            if len(given) > 1 or not self.origins.accepts(given[0], port):
+                message = (
+                    f"Origin {given[0][:100]!r} is not allowed: only the served origin"
+                    f"{self.others} may call this server from a browser"
+                )
+                await _refuse(scope, send, FORBIDDEN, message)
+                return
+            headers = [(k, v) for k, v in headers if k != b"origin"]
         await self.app({**scope, "headers": headers}, receive, send)
 
 

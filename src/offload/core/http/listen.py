@@ -59,6 +59,50 @@ def parse_host(value: str) -> tuple[str, str] | None:
     return name.lower(), port
 
 
+#: The schemes a served origin may have, and the port each means when none is written.
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+Origin = tuple[str, str, int]
+
+
+def parse_origin(value: str) -> Origin | None:
+    """``(scheme, host, port)`` of an Origin header, compared as RFC 6454 has it: scheme
+    and host lower-cased, an IPv6 address without its brackets, the scheme's default port
+    when none is written (``http://localhost`` is ``http://localhost:80``); one trailing
+    slash is allowed. None for ``null`` (an opaque origin, a sandboxed page or a file),
+    another scheme, a path, query, fragment or user name, or a host or port as
+    :func:`parse_host` refuses them."""
+    text = value.strip()
+    text = text[:-1] if text.endswith("/") else text
+    scheme, sep, rest = text.partition("://")
+    scheme = scheme.lower()
+    if not sep or scheme not in DEFAULT_PORTS or any(c in rest for c in "/?#@\\"):
+        return None
+    parsed = parse_host(rest)
+    if parsed is None:
+        return None
+    name, port = parsed
+    return scheme, name, int(port) if port else DEFAULT_PORTS[scheme]
+
+
+class Origins:
+    """Which Origin a server accepts: ``allowed`` (each compared as :func:`parse_origin`
+    reads it; one it cannot read never matches), or one of the served ``names`` on the
+    port the request came in on (a page on another local port is another origin)."""
+
+    def __init__(self, names: Sequence[str], allowed: Sequence[str] = ()) -> None:
+        self.names = frozenset(n.strip("[]").lower() for n in names)
+        self.allowed = frozenset(o for o in map(parse_origin, allowed) if o is not None)
+
+    def accepts(self, origin: str, served_port: int | None) -> bool:
+        """Whether a request with ``Origin: origin`` that came in on ``served_port`` may pass."""
+        parsed = parse_origin(origin)
+        if parsed is None:
+            return False
+        _scheme, name, port = parsed
+        return parsed in self.allowed or (name in self.names and port == served_port)
+
+
 def url_host(host: str) -> str:
     """``host`` as it stands in a URL: an IPv6 address in brackets."""
     return f"[{host}]" if ":" in host and not host.startswith("[") else host

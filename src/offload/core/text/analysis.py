@@ -156,7 +156,10 @@ def _stem(piece: str) -> str:
     if piece.isascii() and piece.isalpha():
         stemmer = getattr(_local, "stemmer", None)
         if stemmer is None:
-            stemmer = _local.stemmer = Stemmer.Stemmer("english")
+            # without the stemmer's own cache (its entries are lists, which the cyclic
+            # GC walks at every full collection): each piece is stemmed once when first
+            # met and once more when _piece_cache keeps it
+            stemmer = _local.stemmer = Stemmer.Stemmer("english", 0)
         return str(stemmer.stemWord(piece))
     return piece
 
@@ -424,7 +427,9 @@ def surface_words_of_runs(runs: set[str]) -> set[str]:
     return set().union(*map(cache.__getitem__, runs))
 
 
-def _surface_of(run: str) -> frozenset[str]:
+def _surface_of(run: str) -> tuple[str, ...]:
+    """A run's vocabulary words, as a tuple of strings: a cached value the cyclic GC stops
+    tracking (a frozenset stays tracked, and a full collection walks every one)."""
     if run.isdigit() and run.isascii():
         return _NO_WORDS  # a number is no vocabulary word
     found: set[str] = set()
@@ -435,10 +440,10 @@ def _surface_of(run: str) -> frozenset[str]:
             whole, humps, _count = _piece(piece)
             found.add(whole)  # a hump too long or folded away is no word either
             found.update(folded for folded, _stem in humps)
-    return frozenset(w for w in found if 3 <= len(w) <= MAX_TERM_CHARS and not w.isdigit())
+    return tuple(w for w in found if 3 <= len(w) <= MAX_TERM_CHARS and not w.isdigit())
 
 
-_NO_WORDS: frozenset[str] = frozenset()
+_NO_WORDS: tuple[str, ...] = ()
 _text_cache = _RunCache(_run_text)  # a run's terms joined (index_text)
 _surface_cache = _RunCache(_surface_of)
 _split_cache = _RunCache(_run_split)  # a run's terms split (index_text_counts)

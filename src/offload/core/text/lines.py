@@ -286,36 +286,79 @@ def raw_lines(text: str, first: int, last: int) -> str:
     return text[start:end]
 
 
+@dataclass(frozen=True)
+class DroppedLine:
+    """A line :class:`StreamLines` dropped for its length: its size in bytes (without its
+    ``"\\n"``) and its first and last :data:`KEPT_ENDS` bytes, which may say what it was."""
+
+    size: int
+    head: bytes
+    tail: bytes
+
+
+#: How many bytes of each end of a dropped line are kept.
+KEPT_ENDS = 512
+
+
 class StreamLines:
-    """Text arriving in chunks, split at ``"\\n"`` into whole lines, in time linear in the
-    text and memory bounded by ``max_chars``: each chunk is scanned once, a line still open
-    at a chunk's end is kept as parts and joined once when it ends, and a line growing past
-    ``max_chars`` is dropped to its end (:meth:`feed` gives ``None`` in its place)."""
+    """Bytes arriving in chunks, split at ``"\\n"`` into whole lines, in time linear in
+    their length and memory bounded by ``max_bytes``: each chunk is scanned once, a line
+    still open at a chunk's end is kept as parts and joined once when it ends, and a line
+    growing past ``max_bytes`` is dropped to its end (:meth:`feed` gives a
+    :class:`DroppedLine` in its place, never the line)."""
 
-    def __init__(self, max_chars: int) -> None:
-        self.max_chars = max_chars
-        self._parts: list[str] = []
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._parts: list[bytes] = []
         self._size = 0
-        self._over = False  # the open line passed the bound: dropped up to its end
+        self._head = b""  # of a line being dropped: its first bytes
+        self._tail = b""  # ... and its last ones so far
 
-    def feed(self, chunk: str) -> list[str | None]:
-        """The lines ``chunk`` completes, without their ``"\\n"``; ``None`` for a line
-        that passed the bound."""
-        out: list[str | None] = []
+    def feed(self, chunk: bytes) -> list[bytes | DroppedLine]:
+        """The lines ``chunk`` completes, without their ``"\\n"``; a
+        :class:`DroppedLine` for a line that passed the bound."""
+        out: list[bytes | DroppedLine] = []
         start = 0
-        while (end := chunk.find("\n", start)) >= 0:
+        while (end := chunk.find(b"\n", start)) >= 0:
             self._keep(chunk[start:end])
-            out.append(None if self._over else "".join(self._parts))
-            self._parts, self._size, self._over = [], 0, False
+            if self._size > self.max_bytes:
+                out.append(DroppedLine(self._size, self._head, self._tail))
+            else:
+                out.append(b"".join(self._parts))
+            self._parts, self._size, self._head, self._tail = [], 0, b"", b""
             start = end + 1
         self._keep(chunk[start:])
         return out
 
-    def _keep(self, piece: str) -> None:
-        if self._over or not piece:
+    def _keep(self, piece: bytes) -> None:
+        if not piece:
             return
         self._size += len(piece)
-        if self._size > self.max_chars:
-            self._parts, self._over = [], True
-        else:
+        if self._size <= self.max_bytes:
             self._parts.append(piece)
+            return
+        if self._parts:  # the line just passed the bound: keep its ends only (no copy)
+            self._head, self._tail = _ends(self._parts)
+            self._parts = []
+        self._tail = (self._tail + piece)[-KEPT_ENDS:]
+        if not self._head:
+            self._head = piece[:KEPT_ENDS]
+
+
+def _ends(parts: list[bytes]) -> tuple[bytes, bytes]:
+    """The first and last :data:`KEPT_ENDS` bytes of ``parts`` joined, without joining."""
+    head = b""
+    for part in parts:
+        head += part[: KEPT_ENDS - len(head)]
+        if len(head) >= KEPT_ENDS:
+            break
+    tail = b""
+    for part in reversed(parts):
+        tail = (
+            part[len(part) - (KEPT_ENDS - len(tail)) :] + tail
+            if len(part) > KEPT_ENDS - len(tail)
+            else part + tail
+        )
+        if len(tail) >= KEPT_ENDS:
+            break
+    return head, tail

@@ -300,9 +300,10 @@ class Memory:
         self._max_parts = parts
         self._sessions: Lru[str, SessionIndex] = Lru(sessions)
         self._terms: Lru[str, TermCounts] = Lru(TERM_COUNTS)  # by the text's hash
-        # the cached parts by their first message (index, text): a part that takes in the
-        # parts before it starts with them, and their postings are its first runs
-        self._starts: dict[tuple[int, str], Part] = {}
+        # the cached parts by their first message (index, text), with their references: a
+        # part that takes in the parts before it starts with them, and their postings are
+        # its first runs
+        self._starts: dict[tuple[int, str], tuple[str, Part]] = {}
         self._lock = threading.Lock()
 
     def terms_of(self, text: str) -> TermCounts:
@@ -357,7 +358,26 @@ class Memory:
             part = part_of_messages(short, first, messages, lines, rows, earlier)
         else:
             part = part_of(short, first, text, lines, earlier, self.terms_of)
-        self._keep(ref, self._taken_in(part))
+        taken, superseded = self._taken_in(part)
+        self._keep(ref, taken)
+        self._forget_superseded(superseded, earlier)
+
+    def _forget_superseded(self, taken: Sequence[str], earlier: str | None) -> None:
+        """Drop what a part just remembered supersedes: the cached parts it took in (its
+        own messages and postings hold theirs) and the indexes of the chains that ended
+        at one of them or at the part before it (the session's chain now ends at the new
+        part). Each is read back or put together again if an older chain is ever asked
+        for; until then it is memory the cyclic GC would walk at every full collection
+        (a part's messages stay tracked), growing with every page-out."""
+        with self._lock:
+            for ref in taken:
+                dropped = self._parts.pop(ref, None)
+                if dropped is not None and dropped.docs:
+                    key = _start_key(dropped)
+                    if self._starts.get(key, ("", None))[1] is dropped:
+                        del self._starts[key]
+        for ref in (*taken, *((earlier,) if earlier is not None else ())):
+            self._sessions.pop(ref)
 
     def _part(self, ref: str) -> Part | None:
         with self._lock:
@@ -366,7 +386,7 @@ class Memory:
                 self._parts.move_to_end(ref)
                 return known
         try:
-            part = self._taken_in(read_part(self.store, ref, self.scope, self.terms_of))
+            part, _ = self._taken_in(read_part(self.store, ref, self.scope, self.terms_of))
         except (OffloadError, ValueError, KeyError, TypeError):
             return None  # unreadable: recall goes without it, never fails the request
         return self._keep(ref, part)
@@ -375,33 +395,36 @@ class Memory:
         with self._lock:
             self._parts[ref] = part
             if part.docs:
-                self._starts[_start_key(part)] = part
+                self._starts[_start_key(part)] = (ref, part)
             while len(self._parts) > self._max_parts:
                 _, dropped = self._parts.popitem(last=False)
-                if dropped.docs and self._starts.get(_start_key(dropped)) is dropped:
-                    del self._starts[_start_key(dropped)]
+                key = _start_key(dropped) if dropped.docs else None
+                if key is not None and self._starts.get(key, ("", None))[1] is dropped:
+                    del self._starts[key]
         return part
 
-    def _taken_in(self, part: Part) -> Part:
+    def _taken_in(self, part: Part) -> tuple[Part, list[str]]:
         """``part`` with the postings of the cached parts it starts with (those it took
         in: the same messages, the same terms) as its first runs, so only the messages it
-        adds are indexed."""
+        adds are indexed; and the references of those parts."""
         docs = part.docs
         runs: list[tuple[int, Postings]] = []
+        taken: list[str] = []
         at = 0
         while at < len(docs):
             with self._lock:
-                before = self._starts.get(_start_key(part, at))
+                ref, before = self._starts.get(_start_key(part, at), ("", None))
             size = len(before.docs) if before is not None else 0
             if before is None or not _same_terms(before.docs, docs[at : at + size]):
                 break
             runs += [(at + offset, postings) for offset, postings in before.segments]
+            taken.append(ref)
             at += size
         if not runs:
-            return part
+            return part, taken
         if at < len(docs):
             runs.append((at, _postings(docs[at:])))
-        return Part(docs, part.earlier, tuple(runs))
+        return Part(docs, part.earlier, tuple(runs)), taken
 
 
 def _start_key(part: Part, at: int = 0) -> tuple[int, str]:

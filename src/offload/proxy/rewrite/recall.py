@@ -245,11 +245,11 @@ def excerpt(hit: RecallHit, weights: dict[str, float]) -> RecallHit:
         return hit
     rows, row_terms = _rows_of(hit.text)
     # only the query's terms weigh: a row's others add exact zeros, so its terms are
-    # cut to the query's first (a set intersection, not a walk over every term)
+    # cut to the query's first (a set intersection, not a sum over every term)
     wanted = frozenset(weights)
     best = max(
         range(len(rows)),
-        key=lambda i: (math.fsum(weights[t] for t in row_terms[i] & wanted), -i),
+        key=lambda i: (math.fsum(weights[t] for t in wanted.intersection(row_terms[i])), -i),
     )
     lo, hi = max(0, best - EXCERPT_LINES), min(len(rows), best + EXCERPT_LINES + 1)
     text = "\n".join(rows[lo:hi])[:HIT_CHARS]
@@ -260,13 +260,15 @@ def excerpt(hit: RecallHit, weights: dict[str, float]) -> RecallHit:
 
 
 # each long hit's rows and their distinct terms, by the hit's text: a message is a hit on
-# many turns (its text the same string while it stays in the session's memory)
-Rows = tuple[list[str], tuple[frozenset[str], ...]]
+# many turns (its text the same string while it stays in the session's memory). Tuples of
+# strings, which the cyclic GC stops tracking (a list or a frozenset stays tracked, and
+# every full collection walks each one the cache holds)
+Rows = tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]
 
 
 def _rows_footprint(made: Rows) -> int:
     """About the bytes ``made`` holds: each row's text (and its string's header) and each
-    row's set of terms, ~15 times the text of a log's rows: the bound counts them all."""
+    row's tuple of terms, ~5 times the text of a log's rows: the bound counts them all."""
     rows, terms = made
     return sum(len(r) + _STR_BYTES for r in rows) + sum(map(sys.getsizeof, terms))
 
@@ -281,8 +283,9 @@ def _rows_of(text: str) -> Rows:
     known = _ROWS.get(text)
     if known is not None:
         return known
-    rows = text.split("\n")
-    return _ROWS.add(text, (rows, tuple(frozenset(analysis.terms(row)) for row in rows)))
+    rows = tuple(text.split("\n"))
+    terms = tuple(tuple(dict.fromkeys(analysis.terms(row))) for row in rows)
+    return _ROWS.add(text, (rows, terms))
 
 
 def _messages_in(lines: Sequence[str], start: int, end: int) -> list[tuple[int, int]]:

@@ -13,10 +13,13 @@ reports (:meth:`UpstreamCounter.calibrate`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
+import logging
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -26,6 +29,8 @@ from urllib.parse import urlsplit
 
 from offload.core.lru import Lru
 from offload.core.tokens import CalibratedCounter, Measured, default_counter
+
+log = logging.getLogger("offload.proxy")
 
 _UNSUPPORTED = frozenset({404, 405, 501})
 # A request carrying this many texts not counted yet (a long session the process has not
@@ -173,11 +178,17 @@ class UpstreamCounter:
         return len(fresh)
 
     def _tokenize(self, text: str) -> int | None:
+        # ASCII JSON: any text, lone surrogates included, travels as valid escapes
+        request = json.dumps({"content": text}).encode()
         try:
-            # ASCII JSON: any text, lone surrogates included, travels as valid escapes
-            status, body = self._tokenize_client.post(json.dumps({"content": text}).encode())
-        except (OSError, http.client.HTTPException):
-            # down or slow: estimate for a while rather than stall every request
+            status, body = self._tokenize_client.post(request, answer_bound(len(request)))
+        except (OSError, http.client.HTTPException, Unusable) as exc:
+            # down, slow or answering past its bound: estimate for a while rather than
+            # stall every request
+            if isinstance(exc, Unusable) and self._clock() >= self._paused_until:
+                log.warning(
+                    "upstream /tokenize: %s; counting offline for %g s", exc, self._retry_after_s
+                )
             self._paused_until = self._clock() + self._retry_after_s
             return None
         if status in _UNSUPPORTED:
@@ -248,6 +259,73 @@ def token_count(body: bytes) -> int | None:
     return len(tokens) if isinstance(tokens, list) else None
 
 
+#: A /tokenize answer lists at most one id per byte of the text (a token covers at least
+#: a byte), each id at most 14 digits and a separator: past this many bytes per byte of
+#: the request (and a floor), the answer is not a count of it.
+ANSWER_PER_BYTE = 16
+ANSWER_FLOOR = 64 * 1024
+
+
+def answer_bound(request_bytes: int) -> int:
+    """The most bytes the /tokenize answer to a request of ``request_bytes`` may take."""
+    return ANSWER_FLOOR + ANSWER_PER_BYTE * request_bytes
+
+
+class Unusable(Exception):
+    """A /tokenize answer past its bound in size, or not whole within the timeout."""
+
+
+class _Deadlines:
+    """Shuts down the socket of an exchange still running past its deadline.
+
+    http.client's timeout bounds each read, not the exchange: an upstream sending its
+    answer a byte a second held the count, and the client's request behind it, for as long
+    as it liked. One thread watches every exchange of a client; it ends once none has been
+    watched for a while."""
+
+    IDLE_S = 10.0
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[http.client.HTTPConnection, float] = {}
+        self._running = False
+
+    def watch(self, conn: http.client.HTTPConnection, deadline: float) -> None:
+        with self._cond:
+            self._due[conn] = deadline
+            if not self._running:
+                self._running = True
+                threading.Thread(
+                    target=self._run, name="offload-count-deadlines", daemon=True
+                ).start()
+            elif len(self._due) == 1:
+                # it was idle; otherwise it already wakes for an earlier deadline (every
+                # exchange of a client has the same timeout)
+                self._cond.notify()
+
+    def done(self, conn: http.client.HTTPConnection) -> None:
+        with self._cond:
+            self._due.pop(conn, None)
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for conn in [c for c, due in self._due.items() if due <= now]:
+                    del self._due[conn]
+                    sock = conn.sock
+                    if sock is not None:
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_RDWR)  # its reader wakes to an error
+                if not self._due:
+                    self._cond.wait(self.IDLE_S)
+                    if not self._due:
+                        self._running = False
+                        return
+                    continue
+                self._cond.wait(min(self._due.values()) - now)
+
+
 class _TokenizeClient:
     """``POST /tokenize`` over one kept-alive connection per thread."""
 
@@ -265,27 +343,49 @@ class _TokenizeClient:
         # kept alive here and closed by the upstream: sockets left in CLOSE-WAIT)
         self._open: dict[http.client.HTTPConnection, threading.Thread] = {}
         self._lock = threading.Lock()
+        self._deadlines = _Deadlines()
 
-    def post(self, body: bytes) -> tuple[int, bytes]:
-        """(status, body) of one request; a kept-alive connection the upstream closed while
-        idle is replaced once. Raises OSError or http.client.HTTPException."""
+    def post(self, body: bytes, bound: int) -> tuple[int, bytes]:
+        """(status, body) of one request, its answer at most ``bound`` bytes and whole
+        within the timeout (else :class:`Unusable`); a kept-alive connection the upstream
+        closed while idle is replaced once. Raises OSError or http.client.HTTPException."""
+        deadline = time.monotonic() + self._timeout_s
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
         if conn is not None:
             try:
-                return self._exchange(conn, body)
+                return self._exchange(conn, body, bound, deadline)
             except (OSError, http.client.HTTPException):
                 self._drop(conn)  # most likely closed while idle: one more try, fresh
+                if time.monotonic() >= deadline:
+                    raise Unusable(f"no whole answer within {self._timeout_s:g} s") from None
         conn = self._connect()
         try:
-            return self._exchange(conn, body)
+            return self._exchange(conn, body, bound, deadline)
         except (OSError, http.client.HTTPException):
             self._drop(conn)
+            if time.monotonic() >= deadline:
+                raise Unusable(f"no whole answer within {self._timeout_s:g} s") from None
             raise
 
-    def _exchange(self, conn: http.client.HTTPConnection, body: bytes) -> tuple[int, bytes]:
-        conn.request("POST", self._path, body, self._headers)
-        resp = conn.getresponse()
-        data = resp.read()
+    def _exchange(
+        self, conn: http.client.HTTPConnection, body: bytes, bound: int, deadline: float
+    ) -> tuple[int, bytes]:
+        self._deadlines.watch(conn, deadline)
+        try:
+            conn.request("POST", self._path, body, self._headers)
+            resp = conn.getresponse()
+            data = resp.read(bound + 1)
+        finally:
+            self._deadlines.done(conn)
+        if time.monotonic() >= deadline:  # cut short by the deadline: a part, or nothing
+            self._drop(conn)
+            raise Unusable(f"no whole answer within {self._timeout_s:g} s")
+        if len(data) > bound:
+            self._drop(conn)  # the rest is never read: the connection cannot be reused
+            raise Unusable(
+                f"an answer of more than {bound} bytes to a request of {len(body)} "
+                "(not a count of it)"
+            )
         if resp.will_close:
             self._drop(conn)
         return resp.status, data

@@ -11,13 +11,12 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from offload.config import ProxySettings
-from offload.core.http.listen import parse_host, served_names
+from offload.core.http.listen import Origins, parse_host, served_names
 
 # the proxy's own endpoints: these (and only these) require the bearer token when one is set;
 # model routes carry the upstream's key in Authorization, which is forwarded untouched
@@ -38,7 +37,6 @@ JSON_PATHS = frozenset(
 )
 SIMPLE_TYPES = frozenset({"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class TextJSON(JSONResponse):
@@ -167,7 +165,7 @@ class Guard:
         self.app = app
         self.token_paths = frozenset(token_paths)
         self.hosts = frozenset(served_names(bind_host)) | {h.lower() for h in allowed_hosts}
-        self.origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
+        self.origins = Origins(sorted(self.hosts), list(allowed_origins))
         self.token = bearer_token.encode()
 
     @classmethod
@@ -235,19 +233,5 @@ class Guard:
     def _origin_ok(self, origin: str, scope: Scope) -> bool:
         """A configured origin, or the one this request was served at: one of our host
         names on the port it came in on (a page on another local port is another origin)."""
-        wanted = origin.rstrip("/").lower()
-        if wanted in self.origins:
-            return True
-        try:
-            parts = urlsplit(wanted)
-            port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
-        except ValueError:
-            return False
         server = scope.get("server")
-        served_port = server[1] if server else None
-        return (
-            parts.scheme in _DEFAULT_PORTS
-            and (parts.hostname or "") in self.hosts
-            and port is not None
-            and port == served_port
-        )
+        return self.origins.accepts(origin, server[1] if server else None)

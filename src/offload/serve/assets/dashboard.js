@@ -169,9 +169,9 @@ function windowLevel(c, nctx) {
   if (!c.emergency) return ['ok', 'normal', 'past the high water the proxy paged old turns out to the store in one bite, so' +
     " the prompt's start (and the model's cache) stays stable between page-outs (" + n(c.windowed) + ' of ' + n(c.requests) + ' requests).'];
   const size = Number.isInteger(nctx) ? ' (here ' + n(nctx) + ' tokens)' : '';
-  return ['ok', 'at the ceiling, expected at small n_ctx', 'when n_ctx is small' + size + ' the band under the high water is too narrow to page out' +
-    " in useful bites, so the proxy waits for the ceiling and pages out once, deep: the model's cache breaks as rarely as it can," +
-    ' and nothing is lost (the paged turns are in the store). Not a worry unless errors appear (' + n(c.emergency) + ' of ' +
+  return ['ok', 'at the ceiling, as designed', 'the proxy waits until a turn would break the ceiling and pages out once, deep (the' +
+    ' high water sits just under it by default; when n_ctx is small' + size + " the band is too narrow anyway): the model's cache" +
+    ' breaks as rarely as it can, and nothing is lost (the paged turns are in the store). Not a worry unless errors appear (' + n(c.emergency) + ' of ' +
     n(c.requests) + ' requests paged out at the ceiling, ' + n(c.windowed) + ' in all).'];
 }
 function cacheLevel(c, ratio) {

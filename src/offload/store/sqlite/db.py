@@ -8,6 +8,7 @@ previous schema.
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -86,14 +87,18 @@ def connect(path: Path, *, busy_timeout_s: float, synchronous: str) -> sqlite3.C
     return conn
 
 
+_HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
+
+
 def unhex(text: object) -> bytes | None:
     """SQL ``unhex(x)``: the bytes a string of hex digits spells, NULL for anything else
     (as SQLite's own, which a connection's function of the same name replaces)."""
-    if not isinstance(text, str):
+    # bytes.fromhex also skips whitespace ("ab cd", a line end): not a hex digit, so NULL
+    if not isinstance(text, str) or _HEX_DIGITS.fullmatch(text) is None:
         return None
     try:
         return bytes.fromhex(text)
-    except ValueError:
+    except ValueError:  # an odd count of digits
         return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
@@ -137,3 +138,35 @@ def test_a_part_described_from_its_messages_pieces_is_described_as_the_run_whole
         transcript.files_in([r.files() for r in made]),
     ) == transcript.describe(msgs, "the task", 0)
     assert len(transcript.files_of(msgs)) == transcript.MAX_FILES
+
+
+def test_a_rendered_messages_files_are_kept_where_the_cyclic_gc_stops_walking_them() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "edit", "arguments": "{}"}}
+    for msg in ({"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [call]}):
+        made = pieces.Rendered(3, msg)
+        files = made.files()
+        gc.collect()
+        assert files == tuple(transcript.files_of([msg]))
+        assert not gc.is_tracked(files)
+
+
+def test_a_sessions_forms_before_a_part_paged_out_are_dropped_and_made_again_when_asked() -> None:
+    cache = pieces.PieceCache()
+    msgs = [{"role": "user", "content": f"message {i}"} for i in range(10)]
+    kept = cache.run("s", msgs, 0, 10)
+    other = cache.run("t", msgs, 0, 10)
+    cache.forget_before("s", 6)
+    again = cache.run("s", msgs, 0, 10)
+    # the forms from the part's first message on are reused, those before it made again
+    assert all(a is b for a, b in zip(again[6:], kept[6:], strict=True))
+    assert all(a is not b and a.json == b.json for a, b in zip(again[:6], kept[:6], strict=True))
+    # another session's forms stay
+    assert all(a is b for a, b in zip(cache.run("t", msgs, 0, 10), other, strict=True))
+    # a part that starts further back (a new chain, after an edit) drops nothing; the
+    # next part drops from it on
+    cache.forget_before("s", 3)
+    assert all(a is b for a, b in zip(cache.run("s", msgs, 0, 10), again, strict=True))
+    cache.forget_before("s", 8)
+    last = cache.run("s", msgs, 0, 10)
+    assert all(a is b for a, b in zip(last[:3] + last[8:], again[:3] + again[8:], strict=True))
+    assert all(a is not b for a, b in zip(last[3:8], again[3:8], strict=True))

@@ -75,3 +75,44 @@ def test_an_answer_with_nothing_pending_never_waits() -> None:
     assert not writes.held().pending() and not NOTHING.pending()
     writes.held().wait(0)
     NOTHING.wait(0)
+
+
+def test_a_failure_report_that_raises_does_not_stop_the_writer() -> None:
+    # the writer thread died in the report: no write ran again, and every answer after
+    # waited for its timeout and failed (a 503), for the process's life
+    def report(key: str, exc: BaseException) -> None:
+        raise RuntimeError("the report itself failed")
+
+    writes = Writes(on_failed=report)
+    release = blocked(writes)
+
+    def refuse() -> None:
+        raise StoreBusy("the database stayed locked")
+
+    writes.submit("part", refuse)
+    done: list[str] = []
+    writes.submit("next", lambda: done.append("next"))
+    behind = writes.held()
+    release.set()
+    with pytest.raises(StoreError, match="stayed locked"):
+        behind.wait(WAIT_S)
+    writes.submit("later", lambda: done.append("later"))
+    writes.held().wait(WAIT_S)
+    assert done == ["next", "later"]
+
+
+def test_a_write_that_raises_past_exception_is_its_failure_and_the_writer_goes_on() -> None:
+    class Halt(BaseException):
+        pass
+
+    def halt() -> None:
+        raise Halt("stop")
+
+    writes = Writes()
+    writes.submit("part", halt)
+    with pytest.raises(StoreError, match="store write failed: Halt: stop"):
+        writes.held().wait(WAIT_S)
+    done: list[str] = []
+    writes.submit("next", lambda: done.append("next"))
+    writes.held().wait(WAIT_S)
+    assert done == ["next"]

@@ -474,6 +474,7 @@ class StubMaker:
             event_time=when,
             tokens=lambda: part.tokens(self.store.counter),
         )
+        self._pieces.forget_before(session, part.first)
         return stub
 
     def render_range(

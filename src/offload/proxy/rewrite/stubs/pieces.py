@@ -40,12 +40,14 @@ class Rendered:
         self._closed: int | None = None  # tokens of its rows and a newline
         self._open: int | None = None  # tokens of its rows alone (the last piece)
         self._terms: tuple[str, str, TermCounts] | None = None  # header, text, its terms
-        self._files: list[str] | None = None
+        # a tuple of strings, which the cyclic GC stops tracking (a list, even an empty
+        # one, stays tracked: every full collection would walk one per cached message)
+        self._files: tuple[str, ...] | None = None
 
-    def files(self) -> list[str]:
+    def files(self) -> tuple[str, ...]:
         """The files its tool calls name (:func:`offload.proxy.rewrite.transcript.files_of`)."""
         if self._files is None:
-            self._files = transcript.files_of([self.message])
+            self._files = tuple(transcript.files_of([self.message]))
         return self._files
 
     def indexed(self, terms_of: Callable[[str], TermCounts]) -> tuple[str, str, TermCounts]:
@@ -116,8 +118,10 @@ class PieceCache:
 
     # a merged part holds up to MERGE_BYTES of JSON and as much transcript: this keeps the
     # parts of a few dozen sessions paging out at once
-    def __init__(self, max_chars: int = 32 * 1024 * 1024) -> None:
+    def __init__(self, max_chars: int = 32 * 1024 * 1024, sessions: int = 4096) -> None:
         self._items: Lru[tuple[str, int], Rendered] = Lru(max_chars, weigh=Rendered.size)
+        # per session, the index below which its forms were dropped (forget_before)
+        self._floors: Lru[str, int] = Lru(sessions)
 
     @property
     def max_chars(self) -> int:
@@ -151,6 +155,24 @@ class PieceCache:
             hit if hit is not None else self.of(session, start + n, messages[start + n])
             for n, hit in enumerate(found)
         ]
+
+    def forget_before(self, session: str, index: int) -> None:
+        """Drop the session's forms of the messages before ``index``: a part that starts
+        there was paged out, and no later part of the session takes in what lies before
+        it (that part did not fit in with it, or was not the one before it). Kept, each
+        would hold its message and its forms for as long as the bound allows, objects
+        that every full collection of the cyclic GC walks; one asked for again (a client
+        that edits its history, another chain) is made again. A part that starts before
+        the last one did (a new chain, after an edit) drops nothing, and the next drops
+        from it on."""
+        floor = self._floors.get(session)
+        if floor is not None and index <= floor:
+            if index < floor:
+                self._floors.put(session, index)
+            return
+        for i in range(floor or 0, index):
+            self._items.pop((session, i))
+        self._floors.put(session, index)
 
     def shrink(self, max_chars: int) -> None:
         """Keep only the newest forms, at most ``max_chars`` of them."""

@@ -20,6 +20,7 @@ exits when the queue is empty and starts again with the next write; :meth:`Write
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -28,7 +29,9 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from offload.errors import StoreBusy
+from offload.errors import StoreBusy, StoreError
+
+log = logging.getLogger("offload.proxy")
 
 #: Failed writes remembered to fail the answers held behind them (older ones have no
 #: answer left waiting: an answer waits at most its timeout).
@@ -77,8 +80,18 @@ class Writes:
             self._keys[key] = self._submitted
             self._queue.append(_Job(self._submitted, key, run))
             if not self._running:
-                self._running = True
-                threading.Thread(target=self._work, name="offload-writes", daemon=True).start()
+                self._start()
+
+    def _start(self) -> None:
+        """Start the writer thread (holding the condition). A thread that cannot start
+        (the system's limit reached) leaves the writes queued for the next submit, and the
+        answers held behind them get their timeout's error."""
+        self._running = True
+        try:
+            threading.Thread(target=self._work, name="offload-writes", daemon=True).start()
+        except RuntimeError as exc:
+            self._running = False
+            log.warning("the store writer thread could not start: %s", exc)
 
     def pending(self, key: str) -> bool:
         """Whether a write of ``key`` is submitted and not done."""
@@ -135,33 +148,53 @@ class Writes:
             self._figures.waited += 1
 
     def _work(self) -> None:
-        """The writer thread: run the queue's writes in order, then exit."""
-        while True:
-            with self._cond:
-                if not self._queue:
+        """The writer thread: run the queue's writes in order, then exit. Whatever a write
+        or the failure report raises is that write's failure: the thread never ends with
+        writes queued and itself still counted as running (then no write ran again, and
+        every answer after waited for its timeout)."""
+        ended = False
+        try:
+            while True:
+                with self._cond:
+                    if not self._queue:
+                        self._running = False
+                        ended = True
+                        return
+                    job = self._queue.popleft()
+                self._run(job)
+        finally:
+            if not ended:  # left by an error of its own: the next writer takes the queue
+                with self._cond:
                     self._running = False
-                    return
-                job = self._queue.popleft()
-            started = time.thread_time()
-            failed: BaseException | None = None
+                    if self._queue:
+                        self._start()
+
+    def _run(self, job: _Job) -> None:
+        started = time.thread_time()
+        failed: BaseException | None = None
+        try:
+            job.run()
+        except Exception as exc:  # noqa: BLE001 - handed to the answers held behind it
+            failed = exc
+        except BaseException as exc:  # noqa: BLE001 - as an error the answers can report
+            failed = StoreError(f"store write failed: {type(exc).__name__}: {exc}")
+        spent = time.thread_time() - started
+        with self._cond:
+            self._figures.writes += 1
+            self._figures.cpu_s += spent
+            self._keys.pop(job.key, None)
+            if failed is not None:
+                self._figures.failed += 1
+                self._failures.append((job.ticket, failed))
+                while len(self._failures) > FAILURES_KEPT:
+                    self._failures.popleft()
+            self._done = job.ticket
+            self._cond.notify_all()
+        if failed is not None and self.on_failed is not None:
             try:
-                job.run()
-            except Exception as exc:  # noqa: BLE001 - handed to the answers held behind it
-                failed = exc
-            spent = time.thread_time() - started
-            with self._cond:
-                self._figures.writes += 1
-                self._figures.cpu_s += spent
-                self._keys.pop(job.key, None)
-                if failed is not None:
-                    self._figures.failed += 1
-                    self._failures.append((job.ticket, failed))
-                    while len(self._failures) > FAILURES_KEPT:
-                        self._failures.popleft()
-                self._done = job.ticket
-                self._cond.notify_all()
-            if failed is not None and self.on_failed is not None:
                 self.on_failed(job.key, failed)
+            except Exception:  # a report that fails must not stop the writer
+                log.exception("reporting the failed write of %s failed", job.key[:12])
 
 
 @dataclass(frozen=True)
