@@ -270,9 +270,10 @@ def test_a_huge_message_is_gisted_once_and_each_distinct_piece_stemmed_once(
     assert loopback.post(url + CHAT, json={"messages": messages}).status_code == 200
     assert "BULK-MARKER-9c2e-5999" not in json.dumps(state.requests[-1]["body"]["messages"])
     assert sum(1 for n in gists if n >= len(dump)) == 1
-    # each distinct hump about once (BULK, MARKER, 9, c, 2, e and 6,000 numbers; a chunk
-    # boundary inside a word adds a few pieces), not once per word it is in (~42,000)
-    assert len(stems) <= 6006 + 100
+    # each distinct hump about twice at most (BULK, MARKER, 9, c, 2, e and 6,000 numbers:
+    # analysed when first met, again when met twice and kept; a chunk boundary inside a
+    # word adds a few pieces), not once per word it is in (~42,000)
+    assert len(stems) <= 2 * 6006 + 100
 
 
 def test_models_advertise_the_upstream_context_size_and_the_alias(

@@ -299,7 +299,8 @@ class Store(SavedState, LifecycleCalls, SearchCalls):
 
     def release_memory(self) -> None:
         """Let go of the in-memory search copies now (unless a search is running: they
-        are then kept), with the caches of decoded bodies and of analysed words. A search
+        are then kept), with the caches of decoded bodies and of analysed words and the
+        page caches of the SQLite connections not lent. A search
         after this answers the SQL way while they are rebuilt, with the same hits in the
         same order."""
         with self.search_idle.paused() as quiet:
@@ -311,6 +312,8 @@ class Store(SavedState, LifecycleCalls, SearchCalls):
                 self._matrix = _empty_matrix(self._embedder)
             self._bodies.clear()
             analysis.clear_caches()
+            if self._pg is None:
+                self._conns.shrink_free()  # SQLite's page caches
 
     def _own_conn(self) -> Conn:
         """A connection of its own for a background reader (it closes it)."""

@@ -169,7 +169,7 @@ def analysis_seconds() -> dict[str, tuple[float, float]]:
     return {u: (small, big) for u, (small, big) in found.items()}
 
 
-def test_distinct_words_sharing_pieces_fold_and_stem_each_piece_once(
+def test_distinct_words_sharing_pieces_fold_and_stem_each_piece_twice_at_most(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # counts operations, not seconds: 400 distinct identifiers made of 20 pieces
@@ -190,9 +190,10 @@ def test_distinct_words_sharing_pieces_fold_and_stem_each_piece_once(
     pieces = [f"piece{chr(97 + i)}" for i in range(20)]
     text = " ".join(f"{a}-{b}" for a in pieces for b in pieces)
     index = analysis.index_text(text)
-    assert calls["stem"] == len(pieces)
-    # a piece folded as its hump and whole, and each two-piece word whole
-    assert calls["fold"] == 2 * len(pieces) + len(pieces) ** 2
+    # a piece is analysed when first met (not kept) and again when met twice (then kept)
+    assert calls["stem"] == 2 * len(pieces)
+    # a piece folded as its hump and whole, twice, and each two-piece word whole once
+    assert calls["fold"] == 2 * 2 * len(pieces) + len(pieces) ** 2
     before = calls["fold"]
     assert surface_words(text) == set(pieces)
     assert calls["fold"] == before  # the vocabulary reuses the folded pieces
@@ -319,10 +320,23 @@ def test_a_number_analyses_to_what_the_word_analysis_gives_it(number: str) -> No
     assert list(analysis.counted_runs(text)[0].items()) == _reference_counts(text)[1]
 
 
+def test_runs_met_once_are_analysed_but_not_kept_and_runs_met_again_are() -> None:
+    # a log's numbered rows, each row's id new: nothing of them stays in the caches
+    analysis.clear_caches()
+    rows = "\n".join(f"row r{n}-x{n}: status=ok" for n in range(200))
+    first = analysis.index_text(rows)
+    held_once = analysis.cached_analyses()
+    assert analysis.index_text(rows) == first  # the same terms, analysed again
+    held_twice = analysis.cached_analyses()
+    assert held_once < held_twice
+    assert held_twice - held_once >= 200  # now each row's id is kept
+
+
 def test_the_vocabulary_each_run_analyses_to_is_kept_where_the_cyclic_gc_stops_walking_it() -> None:
     # a full collection walks every tracked object: a cache of one value per distinct run
     # of text must hold values the GC untracks (tuples of strings), not sets
     text = "parseConfigFile reads settings.toml; the reader retries 3 times"
+    surface_words(text)  # met once: analysed; met twice: kept
     words = surface_words(text)
     gc.collect()
     held = [analysis._surface_cache.data[run] for run in analysis._runs(text)]

@@ -4,6 +4,7 @@ never pass ``store.connections``, and a thread that stays alive holds none betwe
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sqlite3
 import threading
@@ -163,3 +164,47 @@ def test_closing_the_store_closes_every_connection(tmp_path: Path) -> None:
 def test_a_pool_holds_at_least_one_connection() -> None:
     with pytest.raises(ValueError):
         ConnectionPool(lambda: sqlite3.connect(":memory:"), lambda conn: None, size=0, wait_s=1)
+
+
+def _sqlite_memory_used() -> int:
+    """What the process's SQLite library holds now (sqlite3_memory_used), from the same
+    shared library Python's sqlite3 module uses."""
+    try:
+        lib = ctypes.CDLL("libsqlite3.so.0")
+    except OSError:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip("no shared libsqlite3 to ask what it holds")
+    lib.sqlite3_memory_used.restype = ctypes.c_int64
+    return int(lib.sqlite3_memory_used())
+
+
+def test_the_free_connections_hand_back_their_page_caches_when_shrunk(tmp_path: Path) -> None:
+    path = tmp_path / "pages.db"
+    with sqlite3.connect(path) as setup:
+        setup.execute("CREATE TABLE t(x)")
+        setup.executemany("INSERT INTO t VALUES (?)", ((os.urandom(200),) for _ in range(20_000)))
+    setup.close()
+    pool = ConnectionPool(
+        lambda: sqlite3.connect(path, check_same_thread=False), lambda c: None, size=2, wait_s=5
+    )
+    with pool.lending():
+        pool.get().execute("SELECT sum(length(x)) FROM t").fetchall()  # ~4 MB of pages read
+    before = _sqlite_memory_used()
+    assert pool.shrink_free() == 1
+    assert before - _sqlite_memory_used() > 1_000_000  # its ~2 MB page cache, given back
+    with pool.lending():
+        assert pool.get().execute("SELECT count(*) FROM t").fetchone() == (20_000,)
+    pool.close_all()
+
+
+def test_a_store_releasing_its_memory_shrinks_its_connections_page_caches(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "offload.db") as store:
+        for i in range(300):
+            store.put(f"note {i} " + "filler words for the page cache " * 40, topic=f"t{i}")
+        store.search("filler")
+        before = _sqlite_memory_used()
+        store.release_memory()
+        assert _sqlite_memory_used() < before

@@ -22,8 +22,8 @@ JSON string escapes are seen through: in ``"ok\\nZebra failed"`` both ``zebra`` 
 ``nzebra`` are terms (a Windows path ``C:\\new`` keeps ``new``), and ``\\u00e9`` reads as
 ``é``. Stopwords are indexed but never required: a query drops them unless it has nothing
 else. Every pattern here is linear-time (no nested quantifier can match the same text two
-ways), and analysing one distinct word is cached, so a body costs one regex scan plus a
-dictionary lookup per word.
+ways), and analysing one distinct word is cached once it has been met twice, so a body
+costs one regex scan plus a dictionary lookup per word (``core.text.memo``).
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import Stemmer
+
+from offload.core.text.memo import Memo
 
 __all__ = [
     "ANALYSIS_VERSION",
@@ -99,16 +101,18 @@ _STOPWORDS = frozenset(
 
 _V = TypeVar("_V")
 _local = threading.local()  # a Stemmer object is not safe to share between threads
-# each cache's bound, in entries (a cleared cache refills): an entry holds a run or word and
-# its analysis, ~150-250 bytes, and there are seven caches, so 200,000 each let a process
-# that analyses many distinct words (a long-running server storing logs) hold ~250 MB in
-# them; 50,000 distinct runs still cover natural text's working vocabulary
+# each cache's bound, in entries (a full cache is replaced by an empty one): an entry holds
+# a run or word and its analysis, ~150-250 bytes, and there are eight caches, so 200,000
+# each let a process that analyses many distinct words (a long-running server storing logs)
+# hold ~250 MB in them; 50,000 distinct runs still cover natural text's working vocabulary.
+# Each keeps a run only once it has met it twice (core.text.memo): the ids and numbered
+# rows of logs, met once, are analysed and not kept
 _CACHE_MAX = 50_000
-_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-_piece_cache: dict[str, tuple[str, tuple[tuple[str, str], ...], int]] = {}
-_run_cache: dict[str, tuple[str, ...]] = {}
-_stem_run_cache: dict[str, tuple[str, ...]] = {}
-_content_cache: dict[str, tuple[str, ...]] = {}
+_cache: Memo[str, tuple[tuple[str, ...], tuple[str, ...]]] = Memo(_CACHE_MAX)
+_piece_cache: Memo[str, tuple[str, tuple[tuple[str, str], ...], int]] = Memo(_CACHE_MAX)
+_run_cache: Memo[str, tuple[str, ...]] = Memo(_CACHE_MAX)
+_stem_run_cache: Memo[str, tuple[str, ...]] = Memo(_CACHE_MAX)
+_content_cache: Memo[str, tuple[str, ...]] = Memo(_CACHE_MAX)
 
 
 def cached_analyses() -> int:
@@ -121,7 +125,8 @@ def cached_analyses() -> int:
 def clear_caches() -> None:
     """Forget every cached analysis (a measurement from cold caches; a long-running
     process's quiet time, when they are memory nobody reads: they refill)."""
-    for cache in (_cache, _piece_cache, _run_cache, _stem_run_cache, _content_cache):
+    caches = (_cache, _piece_cache, _run_cache, _stem_run_cache, _content_cache)
+    for cache in caches:
         cache.clear()
     _text_cache.clear()
     _surface_cache.clear()
@@ -152,8 +157,8 @@ def _stem(piece: str) -> str:
         stemmer = getattr(_local, "stemmer", None)
         if stemmer is None:
             # without the stemmer's own cache (its entries are lists, which the cyclic
-            # GC walks at every full collection): each piece is stemmed once per
-            # _piece_cache entry anyway
+            # GC walks at every full collection): each piece is stemmed once when first
+            # met and once more when _piece_cache keeps it
             stemmer = _local.stemmer = Stemmer.Stemmer("english", 0)
         return str(stemmer.stemWord(piece))
     return piece
@@ -171,7 +176,7 @@ def _piece(run: str) -> tuple[str, tuple[tuple[str, str], ...], int]:
     most of their pieces (``UNIQUE-MARKER-17``, ``UNIQUE-MARKER-18``), so a body of
     thousands of distinct identifiers folds and stems each distinct piece once, and the
     vocabulary (:func:`surface_words`) reuses what the index terms folded."""
-    cached = _piece_cache.get(run)
+    cached = _piece_cache.data.get(run)  # the dict's own get: the hot path
     if cached is None:
         humps = _humps(run)
         kept = []
@@ -180,9 +185,7 @@ def _piece(run: str) -> tuple[str, tuple[tuple[str, str], ...], int]:
             if folded and len(folded) <= MAX_TERM_CHARS:
                 kept.append((folded, _stem(folded)))
         cached = (_fold(run), tuple(kept), len(humps))
-        if len(_piece_cache) >= _CACHE_MAX:
-            _piece_cache.clear()
-        _piece_cache[run] = cached
+        _piece_cache.keep(run, cached)
     return cached
 
 
@@ -208,12 +211,10 @@ def _analyse_word(word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _analysed(word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    cached = _cache.get(word)
+    cached = _cache.data.get(word)
     if cached is None:
         cached = _analyse_word(word)
-        if len(_cache) >= _CACHE_MAX:
-            _cache.clear()
-        _cache[word] = cached
+        _cache.keep(word, cached)
     return cached
 
 
@@ -266,15 +267,13 @@ def _run_words(run: str) -> list[str]:
 
 
 def _memo(
-    cache: dict[str, tuple[str, ...]], run: str, analyse: Callable[[str], Iterable[str]]
+    cache: Memo[str, tuple[str, ...]], run: str, analyse: Callable[[str], Iterable[str]]
 ) -> tuple[str, ...]:
-    """A run's terms from ``cache``, analysed once (the cache is cleared when it is full)."""
-    cached = cache.get(run)
+    """A run's terms from ``cache``, analysed (and kept once met twice)."""
+    cached = cache.data.get(run)
     if cached is None:
         cached = tuple(t for w in _run_words(run) for t in analyse(w))
-        if len(cache) >= _CACHE_MAX:
-            cache.clear()
-        cache[run] = cached
+        cache.keep(run, cached)
     return cached
 
 
@@ -302,7 +301,7 @@ def index_terms(text: str) -> list[str]:
     are the body's length)."""
     out: list[str] = []
     extend = out.extend
-    cache = _run_cache
+    cache = _run_cache.data
     for run in _runs(text):
         cached = cache.get(run)
         extend(cached if cached is not None else _run_terms(run))
@@ -313,8 +312,10 @@ def terms(text: str) -> list[str]:
     """The stems and identifiers of ``text``, in order, without written forms: what a
     term-overlap measure compares (a written form would count an inflected word twice)."""
     out: list[str] = []
+    held = _stem_run_cache.data
     for run in _runs(text):
-        out.extend(_memo(_stem_run_cache, run, stem_terms))
+        cached = held.get(run)
+        out.extend(cached if cached is not None else _memo(_stem_run_cache, run, stem_terms))
     return out
 
 
@@ -343,7 +344,9 @@ def index_text_counts(text: str) -> tuple[str, Counter[str]]:
     counts = Counter(_runs(text))
     cache = _text_cache.holding(counts.keys())
     terms = "".join(map(operator.mul, map(cache.__getitem__, counts), counts.values()))[:-1]
-    return terms, _terms_counted(counts)
+    # a run's split is its joined terms split: not its analysis again (which would offer
+    # the run to the word caches a second time, and keep a run met once)
+    return terms, _terms_counted(counts, lambda run: tuple(cache[run].split()))
 
 
 def counted_runs(text: str) -> tuple[Counter[str], set[str]]:
@@ -363,10 +366,13 @@ def counted_runs(text: str) -> tuple[Counter[str], set[str]]:
     return Counter(itertools.chain.from_iterable(map(split.__getitem__, runs))), distinct
 
 
-def _terms_counted(runs: Counter[str]) -> Counter[str]:
+def _terms_counted(
+    runs: Counter[str], split_of: Callable[[str], tuple[str, ...]] | None = None
+) -> Counter[str]:
     """The terms of counted runs, counted: each distinct run's terms split once (and
-    cached) and repeated as often as it occurs, in order: what index_text's split gives."""
-    split = _split_cache.holding(runs.keys())
+    cached) and repeated as often as it occurs, in order: what index_text's split gives.
+    ``split_of``: how a run not cached is split (by default, analysed)."""
+    split = _split_cache.holding(runs.keys(), split_of)
     repeated = map(operator.mul, map(split.__getitem__, runs), runs.values())
     return Counter(itertools.chain.from_iterable(repeated))
 
@@ -387,28 +393,26 @@ class _RunCache(Generic[_V]):
     text's runs, no Python loop per run)."""
 
     def __init__(self, analyse: Callable[[str], _V]) -> None:
-        self.data: dict[str, _V] = {}
+        self._memo: Memo[str, _V] = Memo(_CACHE_MAX)
         self._analyse = analyse
 
-    def holding(self, runs: KeysView[str] | set[str]) -> dict[str, _V]:
-        """A dict holding every one of ``runs`` (the new ones analysed now). A full cache
-        is replaced, not cleared: another thread reading the old dict still finds all it
-        put there (the dict may pass its bound by one text's runs)."""
-        data = self.data
-        # a set's difference with a dict looks each run up (dict_keys - dict_keys would walk
-        # the whole cache)
-        missing = (runs if isinstance(runs, set) else set(runs)).difference(data)
-        if missing:
-            if len(data) + len(missing) > _CACHE_MAX:
-                data = self.data = {}
-                missing = set(runs)
-            for run in missing:
-                data[run] = self._analyse(run)
-        return data
+    @property
+    def data(self) -> dict[str, _V]:
+        """The runs kept now."""
+        return self._memo.data
+
+    def holding(
+        self, runs: KeysView[str] | set[str], analyse: Callable[[str], _V] | None = None
+    ) -> dict[str, _V]:
+        """A dict holding every one of ``runs`` (the new ones analysed now, by ``analyse``
+        if given; those met before kept). A full cache is replaced, not cleared: another
+        thread reading the old dict still finds all it put there."""
+        keys = runs if isinstance(runs, set) else set(runs)
+        return self._memo.holding(keys, self._analyse if analyse is None else analyse)
 
     def clear(self) -> None:
         """Forget every run."""
-        self.data = {}
+        self._memo.clear()
 
 
 def surface_words(text: str) -> set[str]:
@@ -496,13 +500,12 @@ def content_terms(text: str) -> list[str]:
     """The terms of ``text``'s non-stopword words, in order, without written forms (the
     side of a phrase check that a query's :attr:`QueryTerms.sequence` is compared with)."""
     out: list[str] = []
+    held = _content_cache.data  # a full cache is replaced: this one still answers
     for run in _runs(text):
-        cached = _content_cache.get(run)
+        cached = held.get(run)
         if cached is None:
             cached = tuple(t for w in _run_words(run) if not _all_stop(w) for t in stem_terms(w))
-            if len(_content_cache) >= _CACHE_MAX:
-                _content_cache.clear()
-            _content_cache[run] = cached
+            _content_cache.keep(run, cached)
         out.extend(cached)
     return out
 

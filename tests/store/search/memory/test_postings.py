@@ -163,6 +163,28 @@ def test_counts_are_kept_in_16_bits_unless_one_passes_them_and_score_the_same() 
     assert a.ids.tolist() == b.ids.tolist() and a.scores.tolist() == b.scores.tolist()
 
 
+def test_positions_are_kept_in_16_bits_while_the_rows_fit_and_merge_past_them_exactly() -> None:
+    # two segments of 40,000 rows each: each fits 16 bits, their merge does not
+    first = [(i, '{"":2,"a":1,"b":1}' if i % 7 else '{"":2,"a":1,"z":1}') for i in range(1, 40_001)]
+    second = [(i, '{"":3,"a":2,"b":1}') for i in range(40_001, 80_001)]
+    parts = [postings.Segment.build(first), postings.Segment.build(second)]
+    assert [p.docs.dtype for p in parts] == [np.uint16, np.uint16]
+    whole = postings.Segment.build(first + second)
+    for merged in (whole, postings.merge(parts)):
+        assert merged.docs.dtype == np.int32
+        assert np.array_equal(merged.docs, whole.docs)
+        docs, counts = merged.postings("b")
+        assert int(docs[-1]) == 79_999 and int(counts[-1]) == 1  # past 65,535: no wrap
+    for terms in (["b"], ["a", "z"]):
+        a = postings.View((whole,)).score(terms)
+        b = postings.View(tuple(parts)).score(terms)
+        assert dict(zip(a.ids.tolist(), a.scores.tolist(), strict=True)) == dict(
+            zip(b.ids.tolist(), b.scores.tolist(), strict=True)
+        )
+    held, counts, _ = postings.View(tuple(parts)).count_matrix([7, 70_000], ["z", "a"])
+    assert held.tolist() == [True, True] and counts.tolist() == [[1, 1], [0, 2]]
+
+
 def test_a_row_without_its_length_first_cannot_be_indexed() -> None:
     import pytest
 

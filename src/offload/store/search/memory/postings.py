@@ -133,7 +133,7 @@ class Segment:
     lengths: Any  # NDArray[np.int64]
     terms: dict[str, int] | Terms  # term -> its slot in offsets
     offsets: Any  # NDArray[np.int64], len(terms) + 1
-    docs: Any  # NDArray[np.int32]: positions into ids, ascending within a term
+    docs: Any  # positions into ids, ascending within a term: NDArray[np.uint16] or int32
     freqs: Any  # NDArray[np.uint16], or np.int32 when a count passes 65,535
     tokens: int
 
@@ -173,7 +173,7 @@ class Segment:
         slots = _joined(slot_parts, np.int32)
         freqs = _joined(freq_parts, np.int32)
         del slot_parts, freq_parts
-        docs = np.repeat(np.arange(len(ids), dtype=np.int32), per)
+        docs = np.repeat(np.arange(len(ids), dtype=_position_type(len(ids))), per)
         offsets = np.zeros(len(vocab) + 1, dtype=np.int64)
         np.cumsum(np.bincount(slots, minlength=len(vocab)), out=offsets[1:])
         order = np.argsort(slots, kind="stable")  # stable: docs stay ascending per term
@@ -287,6 +287,13 @@ def _narrowed(freqs: Any) -> Any:
     return freqs
 
 
+def _position_type(rows: int) -> Any:
+    """The type of a segment's postings' positions: 16 bits while its rows fit (a third of
+    a posting's bytes with 16-bit counts, every segment of a store under 65,536 chunks and
+    the small ones written since a build), else 32."""
+    return np.uint16 if rows <= 0x10000 else np.int32
+
+
 def merge(segments: Sequence[Segment]) -> Segment:
     """One segment holding every row of ``segments`` (disjoint chunk ids).
 
@@ -314,12 +321,12 @@ def merge(segments: Sequence[Segment]) -> Segment:
         offsets[1:][own] += count  # a segment holds each of its terms once
     np.cumsum(offsets, out=offsets)
     free = offsets[:-1].copy()  # where each term's next block goes
-    docs = np.empty(int(offsets[-1]), dtype=np.int32)
+    docs = np.empty(int(offsets[-1]), dtype=_position_type(len(ids)))
     freqs = np.empty(len(docs), dtype=np.result_type(*(s.freqs for s in segments)))
     base = 0
     for s, own, count in zip(segments, owns, counts, strict=True):
         at = np.repeat(free[own] - s.offsets[:-1], count) + np.arange(len(s.docs))
-        docs[at] = s.docs + base
+        docs[at] = s.docs.astype(np.int32) + base  # 16 bits would wrap past 65,535
         freqs[at] = s.freqs
         free[own] += count
         base += s.rows
@@ -353,7 +360,7 @@ def _merge_sorted(
         lengths,
         compact(vocab),
         offsets,
-        doc[order].astype(np.int32),
+        doc[order].astype(_position_type(len(ids))),
         _narrowed(freq[order]),
         int(lengths.sum()),
     )
