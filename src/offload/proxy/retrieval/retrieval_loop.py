@@ -208,6 +208,16 @@ def _tool_name(tool: Any) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class Answered:
+    """A round's calls answered: the tool messages, whether each call was usable, and
+    the tokens they take on the wire."""
+
+    results: list[Message]
+    usable: list[bool]
+    tokens: int
+
+
 @dataclass
 class Rounds:
     """One request's retrieval loop: what the proxy's tool answers read from, how a
@@ -295,32 +305,32 @@ class Rounds:
                 call["id"] = f"offload_{self.rounds}_{i}"
         answered = None
         if self.compact is not None and self.memory.room < len(calls) * _MOST_PER_CALL:
-            answered = await self._roomier(calls, last)
-        results, spent = answered or await self._answers(self.memory, calls, last)
+            answered = await self._roomier(self.compact, calls, last)
+        answered = answered or await self._answers(self.memory, calls, last)
+        results = answered.results
         # the next round's searches leave out what this round's answers showed
         self.shown += tuple(str(r["content"]) for r in results)
         self.memory = dataclasses.replace(
-            self.memory, room=self.memory.room - spent, on_wire=self._texts() + self.shown
+            self.memory,
+            room=self.memory.room - answered.tokens,
+            on_wire=self._texts() + self.shown,
         )
         self.extra.append({"role": "assistant", "content": text or None, "tool_calls": calls})
         self.extra.extend(results)
         self._add("retrieval_rounds")
-        for call, answer in zip(calls, results, strict=True):
+        for call, usable in zip(calls, answered.usable, strict=True):
             name = call["function"]["name"]
             self._add("retrieval_reads" if name == READ_TOOL else "retrieval_searches")
-            if answer.get("ok") is False:
+            if not usable:
                 self._add("retrieval_bad_calls")
-            answer.pop("ok", None)
         posted = [*self.wire, *self.extra]
         self.continuations.extend(posted)
         return await self.post(posted)
 
-    async def _answers(
-        self, memory: Memory, calls: list[dict[str, Any]], last: bool
-    ) -> tuple[list[Message], int]:
-        """The tool messages answering ``calls`` within ``memory.room`` (each marked with
-        whether its call was usable, under ``ok``), and their tokens."""
+    async def _answers(self, memory: Memory, calls: list[dict[str, Any]], last: bool) -> Answered:
+        """The tool messages answering ``calls`` within ``memory.room``."""
         results: list[Message] = []
+        usable: list[bool] = []
         spent = 0
         for call in calls:
             fn = call["function"]
@@ -331,25 +341,23 @@ class Rounds:
             content = got.text + (LAST_ROUND if last else "")
             spent += self.memory.counter.count(content) + 2 * MESSAGE_OVERHEAD
             spent += self.memory.counter.count(fn["arguments"])
-            results.append(
-                {"role": "tool", "tool_call_id": call["id"], "content": content, "ok": got.ok}
-            )
-        return results, spent
+            results.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+            usable.append(got.ok)
+        return Answered(results, usable, spent)
 
     async def _roomier(
-        self, calls: list[dict[str, Any]], last: bool
-    ) -> tuple[list[Message], int] | None:
+        self, compact: Compact, calls: list[dict[str, Any]], last: bool
+    ) -> Answered | None:
         """The answers when the round's room may cut them: as they come with room to
         spare when they fit; else, once per answer, answered after the request is
         compacted with their size reserved; None when that gained nothing."""
         free = dataclasses.replace(self.memory, room=_UNBOUNDED)
-        wanted, want = await self._answers(free, calls, last)
-        if want <= self.memory.room:
-            return wanted, want
-        assert self.compact is not None
-        compact, self.compact = self.compact, None
+        wanted = await self._answers(free, calls, last)
+        if wanted.tokens <= self.memory.room:
+            return wanted
+        self.compact = None
         # the room the earlier rounds' messages took stays reserved too
-        fresh = await compact(self.ceiling - self.wire_tokens - self.memory.room + want)
+        fresh = await compact(self.ceiling - self.wire_tokens - self.memory.room + wanted.tokens)
         if fresh.wire_tokens >= self.wire_tokens:
             return None
         self._add("retrieval_compactions")
