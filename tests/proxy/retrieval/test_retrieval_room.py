@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from offload.core.http.sse import iter_sse_events
 from offload.core.tokens import default_counter
 from offload.proxy.retrieval.retrieval import SEARCH_TOOL
 from offload.store.store import Store
@@ -51,6 +52,14 @@ def turns(start: int, tokens: int, notes: int = 0) -> list[dict[str, Any]]:
     return out if out[-1]["role"] == "assistant" else out[:-1]
 
 
+def answer_text(resp: httpx.Response, stream: bool) -> str:
+    if not stream:
+        return str(resp.json()["choices"][0]["message"]["content"])
+    objs = [e.json() for e in iter_sse_events([resp.content]) if not e.is_done]
+    deltas = (c.get("delta") or {} for o in objs for c in o.get("choices") or ())
+    return "".join(d.get("content") or "" for d in deltas)
+
+
 def wire_tokens(messages: list[dict[str, Any]]) -> int:
     counter = default_counter()
     return sum(counter.count(str(m.get("content") or "")) + 8 for m in messages)
@@ -62,7 +71,9 @@ def own_store(tmp_path: Path) -> Iterator[Store]:
         yield s
 
 
-def play(store: Store, added: int, turns_after: list[Turn]) -> tuple[ToolScript, str]:
+def play(
+    store: Store, added: int, turns_after: list[Turn], stream: bool = False
+) -> tuple[ToolScript, str]:
     """A chat whose notes were paged out by a first turn over the high water, then a
     turn adding ``added`` tokens and a question the scripted model searches memory for;
     the requests the upstream saw and the proxy's metrics."""
@@ -75,8 +86,10 @@ def play(store: Store, added: int, turns_after: list[Turn]) -> tuple[ToolScript,
     script.turns += turns_after
     with tool_upstream(script) as url, proxy_for(url + "/v1", store, scope=SCOPE) as (srv, _):
         httpx.post(srv.url + CHAT, json={"messages": opening}, timeout=30)  # pages notes out
-        resp = httpx.post(srv.url + CHAT, json={"messages": later}, timeout=30)
-        assert resp.json()["choices"][0]["message"]["content"] == "Every 37 days."
+        body = {"messages": later, "stream": stream}
+        resp = httpx.post(srv.url + CHAT, json=body, timeout=30)
+        assert resp.status_code == 200
+        assert answer_text(resp, stream) == "Every 37 days."
         if turns_after:
             said = {"role": "assistant", "content": "Every 37 days."}
             after = [*later, said, {"role": "user", "content": "Thanks."}]
@@ -85,11 +98,12 @@ def play(store: Store, added: int, turns_after: list[Turn]) -> tuple[ToolScript,
     return script, metrics
 
 
+@pytest.mark.parametrize("stream", [False, True])
 def test_a_round_whose_results_would_be_cut_compacts_its_request_first(
-    own_store: Store,
+    own_store: Store, stream: bool
 ) -> None:
     # the second turn sits high in the band, under the high water: no compaction of its own
-    script, metrics = play(own_store, int(0.5 * N_CTX), [Turn(text="Sure.")])
+    script, metrics = play(own_store, int(0.5 * N_CTX), [Turn(text="Sure.")], stream)
     _, asked, continuation, next_turn = (r["messages"] for r in script.requests)
     assert continuation[-1]["role"] == "tool"
     seen = "\n".join(str(m.get("content")) for m in continuation)
