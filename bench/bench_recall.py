@@ -8,7 +8,10 @@ question's evidence turns *reach the wire* when each one's text is on the wire v
 as a message the window kept, or inside the recall block. The last column adds one
 transparent-retrieval round of a scripted model that searches this session's memory with
 the question (the proxy's own memory-search tool: :func:`offload.proxy.retrieval.retrieval.search_result`)
-sized to the room left under the ceiling.
+sized to the room left under the ceiling; when that room would cut the results, the request
+is compacted first with their size reserved, as the proxy's loop does (``rounds_cut``,
+``round_wanted_tokens`` and ``round_got_tokens`` say how the room as the wire stood cut them;
+``with_one_retrieval_as_wire_stood`` is the evidence with that cut round).
 
 Also reported: requests over the ceiling (must be 0), recall blocks and their tokens, and
 the rewrite time per question with and without recall: two pipelines played side by side,
@@ -35,6 +38,8 @@ from typing import Any
 from offload.config import ProxySettings
 from offload.core.tokens import default_counter
 from offload.proxy.retrieval.retrieval import search_result
+from offload.proxy.rewrite.messages import MESSAGE_OVERHEAD
+from offload.proxy.rewrite.phases import RewriteResult
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.window import Budget
 from offload.store.store import Store
@@ -78,6 +83,14 @@ def _figures(n_ctx: int, recall_ratio: float) -> dict[str, Any]:
         "on_wire": 0,
         "on_wire_any": 0,
         "with_one_retrieval": 0,
+        "with_one_retrieval_as_wire_stood": 0,
+        "rounds": 0,
+        "rounds_cut": 0,
+        "round_wanted_tokens": 0,
+        "round_got_tokens": 0,
+        "round_compactions": 0,
+        "round_got_tokens_compacted": 0,
+        "round_peak_share": 0.0,
         "over_ceiling": 0,
         "recall_blocks": 0,
         "recall_tokens": 0,
@@ -92,7 +105,6 @@ def _ask(
     """One question through ``pipe``: its figures added to ``out``; the rewrite's CPU ms
     (this thread's CPU time: on a loaded machine wall time mostly measures waiting for a
     core; both are reported)."""
-    counter = pipe.counter
     budget = Budget.of(pipe.settings, out["n_ctx"])
     started, cpu = time.perf_counter(), time.thread_time()
     result = pipe.rewrite(request, out["n_ctx"])
@@ -109,14 +121,52 @@ def _ask(
     out["on_wire"] += hit
     out["on_wire_any"] += any(t in wire_text for t in texts)
     if not hit:
-        room = budget.ceiling - result.wire_tokens
-        question = str(request[-1]["content"])
-        found = search_result(
-            st, counter, question, SCOPE, result.session_id, room, on_wire=contents
-        )
-        hit = reached(texts, wire_text + "\n" + found)
+        hit = _one_round(pipe, st, out, request, texts, result)
     out["with_one_retrieval"] += hit
     return ms
+
+
+def _one_round(
+    pipe: Pipeline,
+    st: Store,
+    out: dict[str, Any],
+    request: list[dict[str, Any]],
+    texts: list[str],
+    result: RewriteResult,
+) -> bool:
+    """One retrieval round of a model that searches with the question, as the proxy's
+    loop answers it: within the room the wire leaves under the ceiling, unless the
+    results would be cut there; then the request is compacted with their size reserved
+    (``Pipeline.rewrite(reserve=...)``) and they are answered in the room that leaves.
+    Figures: what the round wanted and got as the wire stood, and the peak of wire plus
+    results."""
+    counter, n_ctx = pipe.counter, out["n_ctx"]
+    ceiling = Budget.of(pipe.settings, n_ctx).ceiling
+    question = str(request[-1]["content"])
+
+    def answer(res: RewriteResult, room: int) -> tuple[str, str, int]:
+        contents = [m["content"] for m in res.messages if isinstance(m.get("content"), str)]
+        found = search_result(st, counter, question, SCOPE, res.session_id, room, on_wire=contents)
+        return "\n".join(contents), found, counter.count(found) + 2 * MESSAGE_OVERHEAD
+
+    wire_text, found, got = answer(result, ceiling - result.wire_tokens)
+    _, _, want = answer(result, 1 << 40)
+    out["rounds"] += 1
+    out["round_wanted_tokens"] += want
+    out["round_got_tokens"] += got
+    out["rounds_cut"] += want > got
+    out["with_one_retrieval_as_wire_stood"] += reached(texts, wire_text + "\n" + found)
+    wire_tokens = result.wire_tokens
+    if want + counter.count(question) > ceiling - result.wire_tokens:
+        fresh = pipe.rewrite(request, n_ctx, reserve=want + counter.count(question))
+        if fresh.wire_tokens < result.wire_tokens:
+            out["round_compactions"] += 1
+            result, wire_tokens = fresh, fresh.wire_tokens
+            wire_text, found, got = answer(result, ceiling - fresh.wire_tokens)
+            out["round_got_tokens_compacted"] += got
+    peak = (wire_tokens + got) / n_ctx
+    out["round_peak_share"] = max(out["round_peak_share"], round(peak, 4))
+    return reached(texts, wire_text + "\n" + found)
 
 
 def _finish(out: dict[str, Any]) -> dict[str, Any]:
@@ -125,6 +175,8 @@ def _finish(out: dict[str, Any]) -> dict[str, Any]:
     out["on_wire_share"] = round(out["on_wire"] / q, 4)
     out["on_wire_any_share"] = round(out["on_wire_any"] / q, 4)
     out["with_one_retrieval_share"] = round(out["with_one_retrieval"] / q, 4)
+    stood = out["on_wire"] + out["with_one_retrieval_as_wire_stood"]
+    out["with_one_retrieval_as_wire_stood_share"] = round(stood / q, 4)
     out["question_ms_median"] = round(statistics.median(times), 3) if times else 0.0
     cpu = out.pop("question_cpu_ms")
     out["question_cpu_ms_median"] = round(statistics.median(cpu), 3) if cpu else 0.0

@@ -61,6 +61,7 @@ class Rewriter(Protocol):
         session_hint: str = "",
         alternate: bool = False,
         wait_writes: bool = True,
+        reserve: int = 0,
     ) -> RewriteResult: ...
 
     def name_proxy_tools(self, on: bool) -> None: ...

@@ -38,6 +38,7 @@ FAMILIES = [
     "offload_proxy_retrieval_bad_calls_total",
     "offload_proxy_retrieval_answered_requests_total",
     "offload_proxy_retrieval_exhausted_requests_total",
+    "offload_proxy_retrieval_compacted_rounds_total",
     "offload_proxy_session_requests_total",
     "offload_proxy_session_client_tokens_total",
     "offload_proxy_session_wire_tokens_total",

@@ -201,6 +201,7 @@ def test_rounds_are_bounded_and_the_proxy_then_answers_cleanly(
         "offload_proxy_retrieval_bad_calls_total": 0,
         "offload_proxy_retrieval_answered_requests_total": 1,
         "offload_proxy_retrieval_exhausted_requests_total": 1,
+        "offload_proxy_retrieval_compacted_rounds_total": 0,
     }
 
 

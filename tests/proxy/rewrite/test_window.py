@@ -23,6 +23,7 @@ from offload.proxy.rewrite.window import (
     Layout,
     collapsed,
     cut_level,
+    needs_room,
     plan,
     trigger,
 )
@@ -46,6 +47,31 @@ def test_the_high_water_fires_only_after_a_full_bite_of_growth() -> None:
 
 def test_the_emergency_ratio_acts_even_inside_the_band() -> None:
     assert trigger(851, 840, BUDGET) == (True, True)
+
+
+def test_a_request_that_must_append_fires_only_when_the_ceiling_leaves_too_little() -> None:
+    assert needs_room(700, 151, BUDGET)  # 851 past the ceiling of 850
+    assert not needs_room(700, 150, BUDGET)
+    assert not needs_room(849, 0, BUDGET)  # an ordinary turn keeps the band
+
+
+def test_a_reserve_compacts_a_wire_the_band_leaves_alone(tmp_path: Path) -> None:
+    settings = ProxySettings(high_water=0.5, target=0.35)
+    msgs: Msgs = [{"role": "system", "content": "sys"}]
+    for i in range(30):
+        role = "user" if i % 2 == 0 else "assistant"
+        msgs.append({"role": role, "content": f"message {i} " + "word " * 20})
+    msgs.append({"role": "user", "content": "the question"})
+    with Store(tmp_path / "o.db", counter=EstimateCounter()) as store:
+        pipe = Pipeline(store, settings, EstimateCounter())
+        n_ctx = 2 * pipe.rewrite(msgs, 100_000).wire_tokens  # the wire at half: no trigger
+        plain = pipe.rewrite(msgs, n_ctx)
+        assert not plain.windowed
+        room = int(0.85 * n_ctx) - plain.wire_tokens
+        assert not pipe.rewrite(msgs, n_ctx, reserve=room).windowed
+        roomier = pipe.rewrite(msgs, n_ctx, reserve=room + 200)
+    assert roomier.windowed and roomier.break_cause == "windowing"
+    assert roomier.wire_tokens + room + 200 <= int(0.85 * n_ctx)
 
 
 def test_a_collapsed_band_leaves_only_the_ceiling_to_fire() -> None:

@@ -44,6 +44,7 @@ NAMES = {
     "retrieval_bad_calls": "retrieval_bad_calls",
     "retrieval_answers": "retrieval_answered_requests",
     "retrieval_exhausted": "retrieval_exhausted_requests",
+    "retrieval_compactions": "retrieval_compacted_rounds",
 }
 #: Counted by cause instead (``offload_proxy_prefix_breaks_total{cause}``): the unlabelled
 #: total would be the sum of the same family.

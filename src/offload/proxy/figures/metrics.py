@@ -61,6 +61,7 @@ COUNTERS = (
     "retrieval_bad_calls",
     "retrieval_answers",
     "retrieval_exhausted",
+    "retrieval_compactions",
 )
 HELP = {
     "requests": "chat requests handled",
@@ -92,6 +93,7 @@ HELP = {
     "retrieval_bad_calls": "calls of the proxy's memory tools with unusable arguments",
     "retrieval_answers": "answers the model gave after at least one memory round",
     "retrieval_exhausted": "answers cut short because the model used up its memory rounds",
+    "retrieval_compactions": "memory rounds that compacted the request to fit their results",
 }
 UPSTREAM_EVICTION = "upstream_eviction"
 BREAK_PREFIX = "break:"  # a break cause's tally name (store/tallies.py reads old totals so)

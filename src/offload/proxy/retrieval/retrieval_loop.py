@@ -29,6 +29,13 @@ an answer that still calls only the proxy's tools is given to the client without
 (with a short note when it has no text of its own). Text the model wrote before a round
 stays in the answer. A failing continuation answers the upstream's error (a whole answer)
 or ends the stream with an error event. Usage figures are summed over the rounds.
+
+Room for a round: its results fit the room the wire leaves under the window's ceiling. When
+the prompt sits high in the windowing band, that room can be smaller than what the calls
+would read. Then, once per answer, the round's request is windowed again with what the
+results need reserved (a compaction down to the target, saved as any other, so the next
+turn continues from it) and the calls are answered in the room that leaves: only a round
+that needs it pays that cache break; ordinary turns keep the band.
 """
 
 from __future__ import annotations
@@ -41,7 +48,15 @@ from typing import Any
 
 import anyio
 
-from offload.proxy.retrieval.retrieval import DEFINITIONS, READ_TOOL, Answer, Memory, answer_call
+from offload.proxy.retrieval.retrieval import (
+    DEFINITIONS,
+    READ_TOKENS,
+    READ_TOOL,
+    SEARCH_TOKENS,
+    Answer,
+    Memory,
+    answer_call,
+)
 from offload.proxy.retrieval.retrieval_stream import RoundFilter, sum_usage
 from offload.proxy.rewrite.messages import MESSAGE_OVERHEAD, Message, content_text
 from offload.proxy.rewrite.phases import RewriteResult
@@ -72,6 +87,12 @@ _CONSTRAINTS = ("grammar", "json_schema", "functions")
 
 Post = Callable[[list[Message]], Awaitable[UpstreamReply]]
 Count = Callable[[Mapping[str, int]], None]
+#: Rewrites the request again with that many tokens reserved under the ceiling.
+Compact = Callable[[int], Awaitable[RewriteResult]]
+#: The most one call's answer takes (tokens): a round whose room is below this per call
+#: may cut its results.
+_MOST_PER_CALL = max(SEARCH_TOKENS, READ_TOKENS) + 2 * MESSAGE_OVERHEAD
+_UNBOUNDED = 1 << 40
 
 
 @dataclass(frozen=True)
@@ -140,10 +161,16 @@ def offer_for(state: ProxyState, payload: dict[str, Any], raw: bytes | None) -> 
 
 
 def rounds_for(
-    state: ProxyState, offer: Offer, result: RewriteResult, n_ctx: int, post: Post
+    state: ProxyState,
+    offer: Offer,
+    result: RewriteResult,
+    n_ctx: int,
+    post: Post,
+    compact: Compact | None = None,
 ) -> Rounds:
     """The retrieval loop of one rewritten request: its answers fit the room its wire
-    leaves under the window's ceiling; its figures count for its session."""
+    leaves under the window's ceiling (``compact`` makes more when they would be cut);
+    its figures count for its session."""
     ceiling = Budget.of(state.settings, n_ctx).ceiling
     memory = Memory(
         state.store,
@@ -168,6 +195,9 @@ def rounds_for(
         max_answer=state.settings.max_answer_bytes,
         held=result.held,
         timeout=state.settings.timeout_s,
+        compact=compact,
+        wire_tokens=result.wire_tokens,
+        ceiling=ceiling,
     )
 
 
@@ -177,6 +207,16 @@ def _tool_name(tool: Any) -> str:
         name = fn.get("name") if isinstance(fn, dict) else tool.get("name")
         return name if isinstance(name, str) else ""
     return ""
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A round's calls answered: the tool messages, whether each call was usable, and
+    the tokens they take on the wire."""
+
+    results: list[Message]
+    usable: list[bool]
+    tokens: int
 
 
 @dataclass
@@ -198,6 +238,10 @@ class Rounds:
     # the store writes of what the wire names: a call reads them only once they are done
     held: Held = NOTHING
     timeout: float | None = None
+    compact: Compact | None = None  # once per answer, when a round's results would be cut
+    wire_tokens: int = 0  # the tokens of ``wire``
+    ceiling: int = 0  # the window's ceiling (tokens)
+    shown: tuple[str, ...] = ()  # what earlier rounds' answers showed
 
     def sent(self) -> list[Message]:
         """Every message posted upstream for this answer, round after round (the wire,
@@ -255,36 +299,79 @@ class Rounds:
         """Answer ``calls`` (the proxy's, with their text before them) and post the
         continuation; returns its answer (headers in, body unread)."""
         last = self.rounds + 1 >= self.limit
-        results: list[Message] = []
-        spent = 0
         await settled(self.held, self.timeout)
         for i, call in enumerate(calls):
             call.setdefault("id", "")
             if not call["id"]:
                 call["id"] = f"offload_{self.rounds}_{i}"
-            fn = call["function"]
-            memory = dataclasses.replace(self.memory, room=self.memory.room - spent)
-            got: Answer = await anyio.to_thread.run_sync(
-                answer_call, memory, fn["name"], fn["arguments"]
-            )
-            self._add("retrieval_reads" if fn["name"] == READ_TOOL else "retrieval_searches")
-            if not got.ok:
-                self._add("retrieval_bad_calls")
-            content = got.text + (LAST_ROUND if last else "")
-            spent += self.memory.counter.count(content) + 2 * MESSAGE_OVERHEAD
-            spent += self.memory.counter.count(fn["arguments"])
-            results.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+        answered = None
+        if self.compact is not None and self.memory.room < len(calls) * _MOST_PER_CALL:
+            answered = await self._roomier(self.compact, calls, last)
+        answered = answered or await self._answers(self.memory, calls, last)
+        results = answered.results
         # the next round's searches leave out what this round's answers showed
-        shown = tuple(str(r["content"]) for r in results)
+        self.shown += tuple(str(r["content"]) for r in results)
         self.memory = dataclasses.replace(
-            self.memory, room=self.memory.room - spent, on_wire=self.memory.on_wire + shown
+            self.memory,
+            room=self.memory.room - answered.tokens,
+            on_wire=self._texts() + self.shown,
         )
         self.extra.append({"role": "assistant", "content": text or None, "tool_calls": calls})
         self.extra.extend(results)
         self._add("retrieval_rounds")
+        for call, usable in zip(calls, answered.usable, strict=True):
+            name = call["function"]["name"]
+            self._add("retrieval_reads" if name == READ_TOOL else "retrieval_searches")
+            if not usable:
+                self._add("retrieval_bad_calls")
         posted = [*self.wire, *self.extra]
         self.continuations.extend(posted)
         return await self.post(posted)
+
+    async def _answers(self, memory: Memory, calls: list[dict[str, Any]], last: bool) -> Answered:
+        """The tool messages answering ``calls`` within ``memory.room``."""
+        results: list[Message] = []
+        usable: list[bool] = []
+        spent = 0
+        for call in calls:
+            fn = call["function"]
+            room = dataclasses.replace(memory, room=memory.room - spent)
+            got: Answer = await anyio.to_thread.run_sync(
+                answer_call, room, fn["name"], fn["arguments"]
+            )
+            content = got.text + (LAST_ROUND if last else "")
+            spent += self.memory.counter.count(content) + 2 * MESSAGE_OVERHEAD
+            spent += self.memory.counter.count(fn["arguments"])
+            results.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+            usable.append(got.ok)
+        return Answered(results, usable, spent)
+
+    async def _roomier(
+        self, compact: Compact, calls: list[dict[str, Any]], last: bool
+    ) -> Answered | None:
+        """The answers when the round's room may cut them: as they come with room to
+        spare when they fit; else, once per answer, answered after the request is
+        compacted with their size reserved; None when that gained nothing."""
+        free = dataclasses.replace(self.memory, room=_UNBOUNDED)
+        wanted = await self._answers(free, calls, last)
+        if wanted.tokens <= self.memory.room:
+            return wanted
+        self.compact = None
+        # the room the earlier rounds' messages took stays reserved too
+        fresh = await compact(self.ceiling - self.wire_tokens - self.memory.room + wanted.tokens)
+        if fresh.wire_tokens >= self.wire_tokens:
+            return None
+        self._add("retrieval_compactions")
+        gained = self.wire_tokens - fresh.wire_tokens
+        self.wire, self.wire_tokens, self.held = fresh.messages, fresh.wire_tokens, fresh.held
+        self.memory = dataclasses.replace(
+            self.memory, room=self.memory.room + gained, on_wire=self._texts() + self.shown
+        )
+        await settled(self.held, self.timeout)
+        return await self._answers(self.memory, calls, last)
+
+    def _texts(self) -> tuple[str, ...]:
+        return tuple(t for t in (content_text(m) for m in self.wire) if t)
 
     def _add(self, key: str, n: int = 1) -> None:
         self.figures[key] = self.figures.get(key, 0) + n

@@ -72,7 +72,15 @@ from offload.proxy.rewrite.stubs.parts import (
     read_call,
 )
 from offload.proxy.rewrite.stubs.writes import Figures, Writes
-from offload.proxy.rewrite.window import Budget, Compaction, Layout, cut_level, plan, trigger
+from offload.proxy.rewrite.window import (
+    Budget,
+    Compaction,
+    Layout,
+    cut_level,
+    needs_room,
+    plan,
+    trigger,
+)
 from offload.proxy.rewrite.wire import WireBuilder
 from offload.store.store import Store
 
@@ -176,6 +184,7 @@ class Pipeline:
         session_hint: str = "",
         alternate: bool = False,
         wait_writes: bool = True,
+        reserve: int = 0,
     ) -> RewriteResult:
         """The wire for ``messages`` under a context of ``n_ctx`` tokens.
 
@@ -186,6 +195,9 @@ class Pipeline:
         as soon as the wire is built, while the store writes of what its stubs replace
         run in the writer thread; the caller must wait for ``result.held`` before it
         acknowledges anything that names them (the proxy: before the answer completes).
+        ``reserve``: tokens the request needs under the ceiling beside its wire (what a
+        retrieval round appends): when the wire leaves fewer, a compaction fires, down to
+        the target as any other, whatever the band says (:func:`~offload.proxy.rewrite.window.needs_room`).
 
         Raises :class:`offload.errors.InvalidInput` for malformed messages or a bad
         ``n_ctx`` (nothing is stored then).
@@ -200,7 +212,7 @@ class Pipeline:
                 budget = Budget.of(self.settings, n_ctx)
                 if self.settings.learn_client_ceiling:  # off: nothing learned is applied
                     budget = self.ceilings.budget(harness, budget)
-                result = self._rewrite_saved(session, msgs, head, budget, alternate)
+                result = self._rewrite_saved(session, msgs, head, budget, alternate, reserve)
                 if result.ceiling_learned:
                     self.ceilings.learn(harness, result.ceiling_learned)
             except BaseException:
@@ -231,7 +243,13 @@ class Pipeline:
     # -- one request -----------------------------------------------------------------------
 
     def _rewrite_saved(
-        self, session: str, msgs: list[Message], head: int, budget: Budget, alternate: bool
+        self,
+        session: str,
+        msgs: list[Message],
+        head: int,
+        budget: Budget,
+        alternate: bool,
+        reserve: int = 0,
     ) -> RewriteResult:
         """:meth:`_rewrite`, again on the newer state whenever another process saved the
         session's state while this one was rewriting it.
@@ -243,7 +261,7 @@ class Pipeline:
         """
         for attempt in range(REBUILDS):
             try:
-                return self._rewrite(session, msgs, head, budget, alternate, attempt > 0)
+                return self._rewrite(session, msgs, head, budget, alternate, attempt > 0, reserve)
             except _Moved:
                 self._forget(session)
         raise StoreBusy(
@@ -259,6 +277,7 @@ class Pipeline:
         budget: Budget,
         alternate: bool,
         moved: bool = False,
+        reserve: int = 0,
     ) -> RewriteResult:
         """One request in phases: its route, its counts, the wire it starts from, the
         windowing, the saved state, what is sent, and what is remembered and reported."""
@@ -266,7 +285,7 @@ class Pipeline:
         counted = self._count(route, msgs)
         protect = protect_start(msgs, head, self.settings.tail_messages)
         start = self._start(session, msgs, head, protect, route, counted, budget)
-        win = self._window(session, msgs, head, protect, start, counted, budget, alternate)
+        win = self._window(session, msgs, head, protect, start, counted, budget, alternate, reserve)
         version = self._save(route, start.state, win.state, msgs, counted.learned)
         cause = start.cause
         previous = route.previous
@@ -338,9 +357,11 @@ class Pipeline:
         counted: Counted,
         budget: Budget,
         alternate: bool,
+        reserve: int = 0,
     ) -> Windowed:
         """The wire after windowing: the frontier moved when a trigger fires, and the
-        state this request leaves (floor and mark set whenever a trigger fired)."""
+        state this request leaves (floor and mark set whenever a trigger fired);
+        ``reserve`` fires one when the wire leaves fewer tokens under the ceiling."""
         state, wire, tokens, stubs = start.state, start.wire, start.tokens, start.stubs
         ct = counted.tokens
         total = sum(tokens)
@@ -350,6 +371,7 @@ class Pipeline:
             least = sum(tokens[:head]) + RANGE_ESTIMATE + sum(ct[protect:])
             growth = growth_per_turn(msgs, ct, head, counted.turns)
         fire, emergency = trigger(total, state.floor, budget, growth, least)
+        fire = fire or needs_room(total, reserve, budget)
         windowed = False
         made = 0
         new_state = state

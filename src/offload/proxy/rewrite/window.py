@@ -115,6 +115,13 @@ def trigger(
     return False, False
 
 
+def needs_room(total: int, reserve: int, budget: Budget) -> bool:
+    """Whether a wire of ``total`` tokens leaves fewer than ``reserve`` under the ceiling:
+    a request that must append that much (a retrieval round's results) compacts first, so
+    what it appends keeps its size; turns that append nothing keep the band."""
+    return reserve > 0 and total + reserve > budget.ceiling
+
+
 def collapsed(floor: int, budget: Budget, growth_per_turn: float) -> bool:
     """Whether a compaction that gets the wire down to ``floor`` leaves room for fewer
     than ``MIN_BAND_TURNS`` turns below the high water."""

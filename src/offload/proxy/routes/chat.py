@@ -247,7 +247,7 @@ class _Upstream(Generic[R]):
         if self.offer is not None:
             ex = self.exchange
             rounds = retrieval_loop.rounds_for(
-                self.state, self.offer, ex.result, ex.n_ctx, self.more
+                self.state, self.offer, ex.result, ex.n_ctx, self.more, self.roomier
             )
             self.rounds = rounds
             reply = await rounds.continued(reply, self.stream and not self.whole)
@@ -268,6 +268,12 @@ class _Upstream(Generic[R]):
             payload["stream"] = False
         body = json.dumps(payload, ensure_ascii=False)
         return await self.send(body.encode(), self.headers)
+
+    async def roomier(self, reserve: int) -> RewriteResult:
+        """This request rewritten again with ``reserve`` tokens kept free under the
+        ceiling (a retrieval round whose results would not fit compacts it)."""
+        ex = await _rewrite(self.state, self.payload, self.messages, self.exchange.n_ctx, reserve)
+        return ex.result
 
     async def _answer(self) -> tuple[R, bytes | None] | NoFit:
         resp = await self.post()
@@ -486,7 +492,11 @@ async def error_body(resp: UpstreamReply) -> bytes:
 
 
 async def _rewrite(
-    state: ProxyState, payload: dict[str, Any], messages: list[dict[str, Any]], n_ctx: int
+    state: ProxyState,
+    payload: dict[str, Any],
+    messages: list[dict[str, Any]],
+    n_ctx: int,
+    reserve: int = 0,
 ) -> _Exchange:
     hint = payload.get("user")
     rewrite = functools.partial(
@@ -494,6 +504,7 @@ async def _rewrite(
         session_hint=hint if isinstance(hint, str) else "",
         alternate=state.alternate,
         wait_writes=False,  # they run beside the upstream; the answer waits for them
+        reserve=reserve,
     )
     state.last_request = time.monotonic()
     try:
