@@ -578,12 +578,13 @@ def test_a_side_request_beside_the_conversation_changes_nothing_of_its_wire(
     assert got == expected
 
 
-@pytest.mark.slow  # ~20 requests through the real proxy
+@pytest.mark.slow  # ~30 requests through the real proxy: a session long enough that the
+# default band pages part of it out, so recall has something to bring back
 def test_with_recall_every_request_upstream_starts_with_the_previous_one_but_its_notes(
     proxy: tuple[Scripted, str],
 ) -> None:
     state, url = proxy
-    history = ask(session(16), "Who rotated the vault key, the pelican quartermaster?")
+    history = ask(session(32), "Who rotated the vault key, the pelican quartermaster?")
     history += [
         {"role": "assistant", "content": "The pelican quartermaster, at 03:14."},
         {"role": "user", "content": "Thanks. Anything else in the logs?"},
