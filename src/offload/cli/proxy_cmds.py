@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from offload.cli.common import check_listen_address, open_store
 from offload.cli.progress import Bar
 from offload.config import Settings
+
+if TYPE_CHECKING:
+    from offload.proxy.rewrite.replay import Report, Run, Turn
 
 
 def configure_proxy(parser: argparse.ArgumentParser) -> None:
@@ -137,34 +142,34 @@ def run_replay(args: argparse.Namespace, settings: Settings) -> int:
     """Replay a transcript turn by turn through the proxy pipeline; 1 when a check failed."""
     import json
     import sys
-    import tempfile
-    from pathlib import Path
 
-    from offload.core.tokens import default_counter
     from offload.errors import InvalidInput
-    from offload.proxy.rewrite.messages import wants_alternation
-    from offload.proxy.rewrite.pipeline import Pipeline
-    from offload.proxy.rewrite.replay import (
-        Turn,
-        chain_runs,
-        load_runs,
-        render_totals,
-        render_turn,
-        replay,
-        turn_points,
-    )
-    from offload.store.store import Store
+    from offload.proxy.rewrite.replay import chain_runs, load_runs, render_totals
 
     n_ctx = args.n_ctx or settings.proxy.n_ctx or 8192
     if n_ctx <= 0:
         raise InvalidInput(f"--n-ctx must be positive, got {n_ctx}")
-    alternate = wants_alternation(settings.proxy.alternate_roles)  # no upstream: no template
     runs = load_runs(args.trace)
     if args.chain:
         runs = [chain_runs(runs)]
-    counter = default_counter()
     as_json = bool(getattr(args, "json", False))
-    # text output prints a line per turn; with --json a bar on stderr says how far it is
+    report = _replayed(args, settings, runs, n_ctx, _turn_shower(runs, as_json))
+    totals = report.totals()
+    if as_json:
+        json.dump(report.to_json(), sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(render_totals(totals))
+    return 1 if totals["problems"] else 0
+
+
+def _turn_shower(runs: list[Run], as_json: bool) -> Callable[[Turn], None]:
+    """What each replayed turn shows: a line of text, or with --json a bar on stderr
+    saying how far it is."""
+    import sys
+
+    from offload.proxy.rewrite.replay import render_turn, turn_points
+
     bar = Bar("replaying turns") if as_json else None
     total = sum(len(turn_points(run.messages)) for run in runs)
     if not total:
@@ -179,6 +184,29 @@ def run_replay(args: argparse.Namespace, settings: Settings) -> int:
         else:
             print(render_turn(turn), flush=True)
 
+    return show
+
+
+def _replayed(
+    args: argparse.Namespace,
+    settings: Settings,
+    runs: list[Run],
+    n_ctx: int,
+    show: Callable[[Turn], None],
+) -> Report:
+    """``runs`` through a pipeline on a temporary store (the configured one with
+    --keep-store)."""
+    import tempfile
+    from pathlib import Path
+
+    from offload.core.tokens import default_counter
+    from offload.proxy.rewrite.messages import wants_alternation
+    from offload.proxy.rewrite.pipeline import Pipeline
+    from offload.proxy.rewrite.replay import replay
+    from offload.store.store import Store
+
+    counter = default_counter()
+    alternate = wants_alternation(settings.proxy.alternate_roles)  # no upstream: no template
     with tempfile.TemporaryDirectory(prefix="offload-replay-") as tmp:
         store = (
             open_store(settings)
@@ -187,7 +215,7 @@ def run_replay(args: argparse.Namespace, settings: Settings) -> int:
         )
         try:
             pipeline = Pipeline(store, settings.proxy, counter, scope="replay")
-            report = replay(
+            return replay(
                 runs,
                 pipeline,
                 n_ctx,
@@ -198,10 +226,3 @@ def run_replay(args: argparse.Namespace, settings: Settings) -> int:
             )
         finally:
             store.close()
-    totals = report.totals()
-    if as_json:
-        json.dump(report.to_json(), sys.stdout, ensure_ascii=False, indent=1)
-        sys.stdout.write("\n")
-    else:
-        print(render_totals(totals))
-    return 1 if totals["problems"] else 0
