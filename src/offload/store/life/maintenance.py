@@ -201,52 +201,60 @@ def _repair(store: Store, report: DoctorReport) -> None:
             report.repaired.append(
                 f"removed {counted(report.stale_chunks, 'chunk')} of missing blocks"
             )
-        for digest in report.corrupt_blocks + report.missing_blocks:
-            ids = [
-                int(r[0])
-                for r in conn.execute(
-                    Sql(
-                        "SELECT id FROM entries WHERE block_hash = unhex(?) "
-                        "OR content_hash = unhex(?)",
-                        "SELECT id FROM entries WHERE block_hash = %s OR content_hash = %s",
-                    ),
-                    (digest, digest),
-                )
-            ]
-            for entry_id in ids:
-                removal.delete(
-                    store, conn, entry_id, "corrupted (its stored bytes failed verification)"
-                )
-            if ids:
-                report.repaired.append(
-                    f"tombstoned {counted(len(ids), 'entry')} of block {digest[:12]}"
-                )
-        if report.corrupt_blocks or report.missing_blocks or not report.index_ok:
-            rebuilt = _rebuild_index(store, conn)
-            left_out = (
-                f" ({counted(len(rebuilt.skipped), 'unreadable block')} left out)"
-                if rebuilt.skipped
-                else ""
-            )
-            report.repaired.append("rebuilt the full-text index" + left_out)
-        else:
-            for digest in report.unindexed_blocks:
-                text = store.block_text(digest)
-                rows.index_block(conn, rows.block_id(conn, digest), text, store.settings)
-            if report.unindexed_blocks:
-                report.repaired.append(f"indexed {counted(len(report.unindexed_blocks), 'block')}")
-            if report.unreadable_counts:
-                _count_again(store, conn, report.unreadable_counts)
-                n = len(report.unreadable_counts)
-                report.repaired.append(
-                    f"made the cached term counts of {counted(n, 'chunk')} again"
-                )
+        _tombstone_unreadable(store, conn, report)
+        _index_again(store, conn, report)
         report.repaired += _rekey_unverified(store, conn, report.unverified_content)
         if report.chunk_map_off:
             # last: the repairs above change chunks (the triggers map those), and the
             # refill is made from the tables as they now are
             chunkmap.rebuild(conn)
             report.repaired.append(f"rebuilt the chunk map ({report.chunk_map_off} rows were off)")
+
+
+def _tombstone_unreadable(store: Store, conn: Conn, report: DoctorReport) -> None:
+    """Tombstone the entries whose block failed verification or is missing."""
+    for digest in report.corrupt_blocks + report.missing_blocks:
+        ids = [
+            int(r[0])
+            for r in conn.execute(
+                Sql(
+                    "SELECT id FROM entries WHERE block_hash = unhex(?) OR content_hash = unhex(?)",
+                    "SELECT id FROM entries WHERE block_hash = %s OR content_hash = %s",
+                ),
+                (digest, digest),
+            )
+        ]
+        for entry_id in ids:
+            removal.delete(
+                store, conn, entry_id, "corrupted (its stored bytes failed verification)"
+            )
+        if ids:
+            report.repaired.append(
+                f"tombstoned {counted(len(ids), 'entry')} of block {digest[:12]}"
+            )
+
+
+def _index_again(store: Store, conn: Conn, report: DoctorReport) -> None:
+    """Rebuild the full-text index when blocks went or it is off, else index what is
+    missing and make unreadable term counts again."""
+    if report.corrupt_blocks or report.missing_blocks or not report.index_ok:
+        rebuilt = _rebuild_index(store, conn)
+        left_out = (
+            f" ({counted(len(rebuilt.skipped), 'unreadable block')} left out)"
+            if rebuilt.skipped
+            else ""
+        )
+        report.repaired.append("rebuilt the full-text index" + left_out)
+    else:
+        for digest in report.unindexed_blocks:
+            text = store.block_text(digest)
+            rows.index_block(conn, rows.block_id(conn, digest), text, store.settings)
+        if report.unindexed_blocks:
+            report.repaired.append(f"indexed {counted(len(report.unindexed_blocks), 'block')}")
+        if report.unreadable_counts:
+            _count_again(store, conn, report.unreadable_counts)
+            n = len(report.unreadable_counts)
+            report.repaired.append(f"made the cached term counts of {counted(n, 'chunk')} again")
 
 
 def compact(store: Store) -> tuple[int, int]:
