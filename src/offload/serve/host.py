@@ -311,6 +311,44 @@ async def _favicon(request: Request) -> Response:
     return Response(status_code=204)
 
 
+def _store_query(
+    served: Served, query: Callable[..., dict[str, Any]], param: str
+) -> Callable[[Request], Awaitable[Response]]:
+    """An endpoint answering ``query(store, ?param=..., scope=...)`` as JSON, off the
+    event loop; an OffloadError is its message with the status it maps to."""
+    from starlette.responses import JSONResponse
+
+    async def endpoint(request: Request) -> Response:
+        value = request.query_params.get(param, "")
+        call = functools.partial(
+            query, served.store, value, scope=scope_asked(served, request.query_params)
+        )
+        try:
+            found = await anyio.to_thread.run_sync(call)
+        except OffloadError as exc:
+            return JSONResponse({"error": store_api.message_of(exc)}, store_api.status_of(exc))
+        return JSONResponse(found)
+
+    return endpoint
+
+
+def _entries_endpoint(served: Served) -> Callable[[Request], Awaitable[Response]]:
+    """``/api/entries``: the store's listing for the query's filters, off the event loop."""
+    from starlette.responses import JSONResponse
+
+    async def api_entries(request: Request) -> Response:
+        params = dict(request.query_params)
+        try:
+            scope = scope_asked(served, params)
+            listing = functools.partial(store_api.listing, served.store, params, scope=scope)
+            found = await anyio.to_thread.run_sync(listing)
+        except OffloadError as exc:
+            return JSONResponse({"error": store_api.message_of(exc)}, store_api.status_of(exc))
+        return JSONResponse(found)
+
+    return api_entries
+
+
 def _host_app(served: Served) -> ASGIApp:
     from starlette.applications import Starlette
     from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
@@ -327,37 +365,9 @@ def _host_app(served: Served) -> ASGIApp:
         )
         return HTMLResponse(page)
 
-    def store_query(
-        query: Callable[..., dict[str, Any]], param: str
-    ) -> Callable[[Request], Awaitable[Response]]:
-        """An endpoint answering ``query(store, ?param=..., scope=...)`` as JSON, off the
-        event loop; an OffloadError is its message with the status it maps to."""
-
-        async def endpoint(request: Request) -> Response:
-            value = request.query_params.get(param, "")
-            call = functools.partial(
-                query, served.store, value, scope=scope_asked(served, request.query_params)
-            )
-            try:
-                found = await anyio.to_thread.run_sync(call)
-            except OffloadError as exc:
-                return JSONResponse({"error": store_api.message_of(exc)}, store_api.status_of(exc))
-            return JSONResponse(found)
-
-        return endpoint
-
-    api_search = store_query(store_api.search, "q")
-    api_entry = store_query(store_api.entry, "ref")
-
-    async def api_entries(request: Request) -> Response:
-        params = dict(request.query_params)
-        try:
-            scope = scope_asked(served, params)
-            listing = functools.partial(store_api.listing, served.store, params, scope=scope)
-            found = await anyio.to_thread.run_sync(listing)
-        except OffloadError as exc:
-            return JSONResponse({"error": store_api.message_of(exc)}, store_api.status_of(exc))
-        return JSONResponse(found)
+    api_search = _store_query(served, store_api.search, "q")
+    api_entry = _store_query(served, store_api.entry, "ref")
+    api_entries = _entries_endpoint(served)
 
     async def metrics(request: Request) -> Response:
         return PlainTextResponse(await served.metrics(), media_type="text/plain; version=0.0.4")
