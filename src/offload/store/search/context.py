@@ -419,6 +419,41 @@ def _first_chunks(store: Store, entries: list[int]) -> dict[int, int]:
     return found
 
 
+def _term_weights(
+    conn: Conn, view: View | None, terms: Sequence[str]
+) -> tuple[selective.Totals, dict[str, float]]:
+    """The body index's totals and each distinct term's idf: from the in-memory index
+    (exact counts, no statement) when there is one, else from FTS5's statistics."""
+    distinct = list(dict.fromkeys(terms))
+    if view is not None:
+        totals = view.totals()
+        df = view.df(distinct)
+    else:
+        stats = selective.stats_for(conn, "search_body")
+        totals = stats.totals(conn)
+        df = stats.df(conn, distinct)
+    return totals, {t: selective.idf(totals.rows, n) for t, n in df.items()}
+
+
+def _add_neighbours(
+    conn: Conn, state: SearchState, new: list[int], by_id: dict[int, Candidate]
+) -> None:
+    """Candidates for the neighbours ``new`` that the filter keeps, into ``by_id`` (not
+    direct matches): the held entries' rows from memory, the others by id."""
+    if new and state.gate is not None:
+        held, new = state.gate.rows(new)
+        for e, r in held.items():
+            if r is not None:
+                by_id[e] = Candidate.of_entry(r, direct=False)
+    if new:
+        rows = conn.execute(
+            _KEPT_ROWS.fill(where=state.where),
+            (json.dumps(new), *state.params),
+        ).fetchall()
+        for r in rows:
+            by_id[int(r["eid"])] = Candidate.of_entry(r, direct=False)
+
+
 def with_context(
     store: Store,
     terms: Sequence[str],
@@ -440,33 +475,14 @@ def with_context(
     top = found[:sources]
     if not top or not terms:
         return found
-    if view is not None:  # the in-memory index: exact counts, no statement
-        totals = view.totals()
-        df = view.df(list(dict.fromkeys(terms)))
-    else:
-        stats = selective.stats_for(conn, "search_body")
-        totals = stats.totals(conn)
-        df = stats.df(conn, list(dict.fromkeys(terms)))
-    idf = {t: selective.idf(totals.rows, n) for t, n in df.items()}
+    totals, idf = _term_weights(conn, view, terms)
     weights = field_weights(share, window)
     runs = Runs() if gate is None else HeldRuns(gate.keys)
     # read far enough for the neighbours' own neighbours too (asked for below)
     slots = runs.slots(conn, [c.entry_id for c in top], window, reach=2 * window)
     by_id = {c.entry_id: c for c in found}
     members = {n for s in slots.values() for n in s if n is not None} | set(slots)
-    new = [n for n in members if n not in by_id]
-    if new and gate is not None:  # the held entries' rows from memory, the others by id
-        held, new = gate.rows(new)
-        for e, r in held.items():
-            if r is not None:
-                by_id[e] = Candidate.of_entry(r, direct=False)
-    if new:
-        rows = conn.execute(
-            _KEPT_ROWS.fill(where=state.where),
-            (json.dumps(new), *state.params),
-        ).fetchall()
-        for r in rows:
-            by_id[int(r["eid"])] = Candidate.of_entry(r, direct=False)
+    _add_neighbours(conn, state, [n for n in members if n not in by_id], by_id)
     scored = [e for e in members if e in by_id]
     # a scored entry's own neighbours are needed too: those of the added ones
     more = [e for e in scored if e not in slots]
