@@ -205,6 +205,9 @@ class Pipeline:
         if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0:
             raise InvalidInput(f"n_ctx must be a positive integer, got {n_ctx!r}")
         msgs, head, session = self._validated(messages, session_hint)
+        # every write not done when the rewrite starts is one its answer waits for: a write
+        # of its own that fails before the rewrite ends still fails the answer
+        since = self.writes.done()
         lock = self._locks.get(session)
         with lock:
             try:
@@ -215,6 +218,7 @@ class Pipeline:
                 result = self._rewrite_saved(session, msgs, head, budget, alternate, reserve)
                 if result.ceiling_learned:
                     self.ceilings.learn(harness, result.ceiling_learned)
+                result = replace(result, held=self.writes.held(since))
             except BaseException:
                 # No half-built in-memory record survives a failure; the persisted state
                 # is only ever replaced whole, after the wire is built.
@@ -508,7 +512,6 @@ class Pipeline:
             loop_broken=sent.looped,
             ceiling_learned=route.learned,
             reused_tokens=reused,
-            held=self.writes.held(),
         )
 
     def _send(

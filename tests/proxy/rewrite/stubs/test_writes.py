@@ -109,10 +109,24 @@ def test_a_write_that_raises_past_exception_is_its_failure_and_the_writer_goes_o
         raise Halt("stop")
 
     writes = Writes()
+    since = writes.done()
     writes.submit("part", halt)
     with pytest.raises(StoreError, match="store write failed: Halt: stop"):
-        writes.held().wait(WAIT_S)
+        writes.held(since).wait(WAIT_S)
     done: list[str] = []
     writes.submit("next", lambda: done.append("next"))
     writes.held().wait(WAIT_S)
     assert done == ["next"]
+
+
+def test_a_write_that_failed_before_its_rewrite_ended_still_fails_the_answer() -> None:
+    def fail() -> None:
+        raise OSError("disk full")
+
+    writes = Writes()
+    since = writes.done()  # the rewrite starts
+    writes.submit("part", fail)
+    writes.flush(WAIT_S)  # the write fails before the rewrite ends
+    with pytest.raises(OSError, match="disk full"):
+        writes.held(since).wait(WAIT_S)
+    writes.held().wait(WAIT_S)  # a later rewrite's answer: not its write

@@ -98,11 +98,15 @@ class Writes:
         with self._cond:
             return key in self._keys
 
-    def held(self) -> Held:
+    def held(self, since: int | None = None) -> Held:
         """What an answer whose rewrite ends now must wait for: every write submitted so
-        far that is not done."""
+        far, and the failure of any done after ticket ``since`` (:meth:`done` when its
+        rewrite started: a write of its own that failed before the rewrite ended is still
+        its failure); without ``since``, those not done yet."""
         with self._cond:
-            return Held(self, self._done, self._submitted)
+            return Held(
+                self, self._done if since is None else min(since, self._done), self._submitted
+            )
 
     def wait(self, after: int, upto: int, timeout: float | None = None) -> None:
         """Block until every write up to ticket ``upto`` is done; raise the error of one
