@@ -119,6 +119,7 @@ def test_a_store_trains_its_dictionary_once_enough_chunks_are_stored(tmp_path: P
         assert packed_counts.unpack(bytes(packed)) is None  # no store to read it from
 
 
+@pytest.mark.slow  # two stores of a few thousand chunks, every query ranked in both
 def test_counts_with_the_dictionary_rank_every_query_as_without_it(tmp_path: Path) -> None:
     for resident in (0, 64):  # the SQL path, then the in-memory index
         path = tmp_path / f"s{resident}.db"
@@ -135,6 +136,7 @@ def test_counts_with_the_dictionary_rank_every_query_as_without_it(tmp_path: Pat
             assert _ranked(store) == with_it
 
 
+@pytest.mark.slow  # two stores of a few thousand chunks, every query ranked in both
 def test_opening_a_store_of_counts_without_a_dictionary_trains_one_and_ranks_the_same(
     tmp_path: Path,
 ) -> None:
