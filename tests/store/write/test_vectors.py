@@ -183,6 +183,7 @@ def test_the_matrix_refreshed_row_by_row_equals_one_read_of_every_row(
     assert ids.tolist() == all_ids.tolist()
     assert np.array_equal(rows[:], all_rows[:])
     assert np.allclose(matrix.prefixes(), vectors.unit_prefixes(all_rows))
+    assert matrix.sample() is None  # the floor is over every row: no float32 copy of them
 
 
 def _packed(n: int, seed: int = 5) -> list[bytes]:

@@ -301,12 +301,14 @@ class VectorMatrix:
     def sample(self) -> Any:
         """A contiguous copy of the rows the floor is the median over (call after refresh):
         the same values as ``rows[::step]`` (:func:`floor_rows`), read ~3.5x faster than
-        every step-th row of the whole matrix at 100k rows."""
+        every step-th row of the whole matrix at 100k rows. None while the sample is every
+        row: the scan decodes them anyway, and a copy would hold them as float32."""
         import numpy as np
 
         with self._lock:
-            if self._sample is None and self._rows is not None:
-                self._sample = np.ascontiguousarray(floor_rows(self._rows))
+            rows = self._rows
+            if self._sample is None and rows is not None and floor_rows(rows) is not rows:
+                self._sample = np.ascontiguousarray(floor_rows(rows))
             return self._sample
 
     def refresh(self, conn: Conn) -> tuple[Any, Any]:
@@ -456,8 +458,10 @@ def _dot(rows: Any, query: NDArray[np.float32]) -> Any:
 
 
 def floor_rows(rows: Any) -> Any:
-    """The even sample of about _FLOOR_SAMPLE rows the floor is the median over (a view)."""
-    return rows[:: max(1, len(rows) // _FLOOR_SAMPLE)]
+    """The even sample of about _FLOOR_SAMPLE rows the floor is the median over (a view;
+    below twice that many, every row: ``rows`` itself)."""
+    step = len(rows) // _FLOOR_SAMPLE
+    return rows if step <= 1 else rows[::step]
 
 
 def unit_prefixes(rows: Any) -> Any:
@@ -491,7 +495,10 @@ def nearest(
 
     if ids is None or not len(ids):
         return [], 0.0
-    floor = float(np.median(_dot(floor_rows(rows) if sample is None else sample, query)))
+    if sample is None:
+        sample = floor_rows(rows)
+    scored = _dot(sample, query)  # every row's score when the sample is every row
+    floor = float(np.median(scored))
     live = ids >= 0 if allowed is None else np.isin(ids, allowed)
     pick = np.flatnonzero(live)
     if not len(pick):
@@ -510,7 +517,7 @@ def nearest(
     elif 2 * len(pick) < len(ids):
         sims = _dot(rows[pick], query)  # a narrow filter: score only the rows it keeps
     else:
-        sims = _dot(rows, query)[pick]
+        sims = (scored if sample is rows else _dot(rows, query))[pick]
     order = np.argpartition(-sims, k - 1)[:k]
     top, top_sims = pick[order], sims[order]
     ranked = np.lexsort((-ids[top], -top_sims))  # ties: the newer entry first
