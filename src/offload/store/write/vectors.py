@@ -9,9 +9,9 @@ the write transaction that stores it, so the write lock is never held while embe
 Search reads the vectors of the current model into an in-process matrix once, and after
 that only the rows added since (``entry_vectors.id`` only grows); one matrix-vector product
 scores every entry. The matrix holds each row as its stored components, one byte each, and
-its scale (:class:`Codes`: a quarter of the float32 rows' memory), and decodes the rows it
-scores, a block at a time, to the same float32 values :func:`unpack_rows` gives: scores and
-rankings are those of the float32 matrix, bit for bit. Vectors of another model (the store was written while
+its scale (:class:`Codes`: a quarter of the float32 rows' memory); a row's score is its
+components' product with the query (widened to float32 a block of rows at a time) times
+its scale, which is the float32 row's product up to rounding. Vectors of another model (the store was written while
 ``search.embedding_model`` named another) are never read into it: their entries are found
 lexically until rewritten or re-embedded (``offload doctor --reindex``), and an entry whose
 vector another model's process replaces leaves the matrix. Rows of entries forgotten since stay in the matrix until the
@@ -131,7 +131,7 @@ def unpack(data: bytes) -> NDArray[np.float32]:
 def unpack_rows(stored: Sequence[bytes]) -> NDArray[np.float32]:
     """The float32 vectors of several packed rows as one matrix; rows of one length and
     form (a store's usual case) are decoded together, without a loop over the rows."""
-    return unpack_codes(stored)[:]
+    return unpack_codes(stored).decoded()
 
 
 def unpack_codes(stored: Sequence[bytes]) -> Codes:
@@ -162,7 +162,7 @@ class Codes:
     """Rows as their stored components (int8: the 4-bit ones sign-extended) and one
     float32 scale a row: 260 bytes a row of 256 components against 1,024 as float32.
     Indexed like a matrix of rows (a slice, a list or an array of row numbers), it gives
-    those rows decoded, component times scale in float32: what :func:`unpack_rows` gives."""
+    those rows as Codes; :meth:`decoded` gives them as :func:`unpack_rows` does."""
 
     q: Any  # NDArray[np.int8], (rows, components)
     scales: Any  # NDArray[np.float32], (rows,)
@@ -184,14 +184,21 @@ class Codes:
     def nbytes(self) -> int:
         return int(self.q.nbytes) + int(self.scales.nbytes)
 
-    def __getitem__(self, at: Any) -> NDArray[np.float32]:
-        return self.head(at, self.q.shape[1])
+    def __getitem__(self, at: Any) -> Codes:
+        return Codes(self.q[at], self.scales[at])
 
-    def head(self, at: Any, dims: int) -> NDArray[np.float32]:
-        """The first ``dims`` components of the rows at ``at``, decoded."""
+    def contiguous(self) -> Codes:
+        """The same rows in arrays of their own (a slice's rows are read faster so)."""
         import numpy as np
 
-        out: NDArray[np.float32] = self.q[at, :dims].astype(np.float32) * self.scales[at, None]
+        return Codes(np.ascontiguousarray(self.q), np.ascontiguousarray(self.scales))
+
+    def decoded(self, dims: int | None = None) -> NDArray[np.float32]:
+        """The rows (their first ``dims`` components) in float32: component times scale."""
+        import numpy as np
+
+        q = self.q if dims is None else self.q[:, :dims]
+        out: NDArray[np.float32] = q.astype(np.float32) * self.scales[:, None]
         return out
 
 
@@ -302,13 +309,11 @@ class VectorMatrix:
         """A contiguous copy of the rows the floor is the median over (call after refresh):
         the same values as ``rows[::step]`` (:func:`floor_rows`), read ~3.5x faster than
         every step-th row of the whole matrix at 100k rows. None while the sample is every
-        row: the scan decodes them anyway, and a copy would hold them as float32."""
-        import numpy as np
-
+        row: the scan scores them all anyway."""
         with self._lock:
             rows = self._rows
             if self._sample is None and rows is not None and floor_rows(rows) is not rows:
-                self._sample = np.ascontiguousarray(floor_rows(rows))
+                self._sample = floor_rows(rows).contiguous()
             return self._sample
 
     def refresh(self, conn: Conn) -> tuple[Any, Any]:
@@ -437,15 +442,16 @@ def settled_id(conn: Conn, *, wait: bool) -> int | None:
     return value
 
 
-# rows of :class:`Codes` decoded at a time to be scored (1 MiB of float32 at 256 components)
-_DECODE_ROWS = 1024
+# rows of :class:`Codes` widened to float32 at a time to be scored (2 MiB at 256 components)
+_DECODE_ROWS = 2048
 
 
 def _dot(rows: Any, query: NDArray[np.float32]) -> Any:
     """Each row's dot product with ``query``. numpy's own loop, not BLAS: on a busy
     machine OpenBLAS's threads made a 2,000 x 256 product take ~45 ms instead of 0.1 ms.
-    :class:`Codes` are decoded a block of rows at a time (each row's product is the same
-    whatever block it is in)."""
+    :class:`Codes`: each row's components (widened to float32 a block of rows at a time)
+    with the query, times the row's scale: the float32 rows' product up to rounding (the
+    scale applied once, not to each component), at about the float32 matrix's speed."""
     import numpy as np
 
     if not isinstance(rows, Codes):
@@ -453,7 +459,8 @@ def _dot(rows: Any, query: NDArray[np.float32]) -> Any:
     out = np.empty(len(rows), dtype=np.result_type(np.float32, query.dtype))
     for start in range(0, len(rows), _DECODE_ROWS):
         block = slice(start, start + _DECODE_ROWS)
-        out[block] = np.einsum("ij,j->i", rows[block], query)
+        np.einsum("ij,j->i", rows.q[block].astype(np.float32), query, out=out[block])
+    out *= rows.scales
     return out
 
 
@@ -468,7 +475,7 @@ def unit_prefixes(rows: Any) -> Any:
     """Each row's first COARSE_DIMS components, scaled to unit length."""
     import numpy as np
 
-    head = rows.head(slice(None), COARSE_DIMS) if isinstance(rows, Codes) else rows[:, :COARSE_DIMS]
+    head = rows.decoded(COARSE_DIMS) if isinstance(rows, Codes) else rows[:, :COARSE_DIMS]
     prefix = np.ascontiguousarray(head, dtype=np.float32)
     norms = np.sqrt(np.einsum("ij,ij->i", prefix, prefix))
     norms[norms == 0] = 1.0
