@@ -313,7 +313,7 @@ class Store(SavedState, LifecycleCalls, SearchCalls):
             self._bodies.clear()
             analysis.clear_caches()
             if self._pg is None:
-                self._conns.shrink_free()  # SQLite's page caches
+                self._conns.shrink_free()  # page caches; the free connections but one closed
 
     def _own_conn(self) -> Conn:
         """A connection of its own for a background reader (it closes it)."""

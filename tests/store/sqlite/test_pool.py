@@ -4,6 +4,7 @@ never pass ``store.connections``, and a thread that stays alive holds none betwe
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sqlite3
@@ -208,3 +209,47 @@ def test_a_store_releasing_its_memory_shrinks_its_connections_page_caches(
         before = _sqlite_memory_used()
         store.release_memory()
         assert _sqlite_memory_used() < before
+
+
+def _wal_descriptors(path: Path) -> int:
+    wal = f"{path}-wal"
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # a descriptor closed while listed
+            count += os.readlink(f"/proc/self/fd/{fd}") == wal
+    return count
+
+
+def test_a_quiet_pool_closes_its_free_connections_but_one_and_their_wal_descriptors(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "offload.db"
+    pool = ConnectionPool(
+        lambda: db.connect(path, busy_timeout_s=5, synchronous="NORMAL"),
+        lambda c: None,
+        size=4,
+        wait_s=5,
+    )
+    with pool.lending():
+        pool.get().execute("CREATE TABLE t(x)")
+    idle = _wal_descriptors(path)
+    held = threading.Barrier(4)
+
+    def call() -> None:
+        with pool.lending():
+            pool.get().execute("SELECT count(*) FROM t").fetchone()
+            held.wait(timeout=60)  # all four lent at once: four connections open
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert pool.count == 4
+    assert _wal_descriptors(path) == idle + 3
+    assert pool.shrink_free() == 4
+    assert pool.count == 1
+    assert _wal_descriptors(path) == idle
+    with pool.lending():  # the kept one still answers, and a burst opens others again
+        assert pool.get().execute("SELECT count(*) FROM t").fetchone()[0] == 0
+    pool.close_all()

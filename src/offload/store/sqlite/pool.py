@@ -2,13 +2,14 @@
 
 A long-running process (``offload serve``) runs store calls on worker threads that come and
 go, as many at once as its clients ask. A connection per thread would make the open
-connections, their file descriptors and their page caches follow the peak thread count, and
-closing them does not hand the descriptors back: in WAL mode every open connection of the
-process holds a lock on the database file, and SQLite's unix VFS then keeps a closed
-connection's descriptor for reuse instead of closing it (closing it would drop the other
-connections' locks). So the count would plateau at the peak concurrency the process ever
-met. Here at most ``size`` connections are ever opened (created when first needed, kept
-open after), whatever the number of threads: descriptors are bounded by the setting.
+connections, their file descriptors and their page caches follow the peak thread count.
+Here at most ``size`` connections are open at once (created when first needed), whatever
+the number of threads: descriptors are bounded by the setting. A quiet process closes the
+free ones but one (:meth:`ConnectionPool.shrink_free`): each closed connection hands back
+its write-ahead log's descriptor, while SQLite's unix VFS keeps the database file's own
+for the next connection to reuse (in WAL mode every open connection holds a lock on that
+file, which closing the descriptor would drop), so the database file's descriptors stay
+at the peak and reopening takes no new one.
 
 A connection is lent for one call of the store (:meth:`ConnectionPool.enter` and
 :meth:`ConnectionPool.leave` around it; nested calls of one thread share it, so a
@@ -127,17 +128,27 @@ class ConnectionPool:
             self._cond.notify(len(ended))
         return len(ended)
 
-    def shrink_free(self) -> int:
-        """Have each connection not lent now free the memory it can (its page cache:
-        ``PRAGMA shrink_memory``), as a quiet process does: each keeps up to
-        ``cache_size`` (~2 MB) of pages it read under load, refilled from the file when
-        next read. How many were asked. The pool's lock is held meanwhile: no thread takes
-        one of them while it shrinks."""
+    def shrink_free(self, *, keep: int = 1) -> int:
+        """What a quiet process does with the connections not lent now: the ``keep`` most
+        recently returned free the memory they can (their page cache: ``PRAGMA
+        shrink_memory``; each keeps up to ``cache_size``, ~2 MB, of pages it read under
+        load, refilled from the file when next read) and the others are closed, so the
+        connections, their descriptors of the write-ahead log and their memory come back
+        to what an idle process holds (opened again when a burst asks). How many were
+        shrunk or closed. The pool's lock is held meanwhile: no thread takes one of them.
+        """
         with self._cond:
+            handled = len(self._free)
+            idle = max(len(self._free) - max(keep, 0), 0)  # the least recently returned
+            extra = self._free[:idle]
+            del self._free[:idle]
             for conn in self._free:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute(SHRINK_MEMORY)
-            return len(self._free)
+        for conn in extra:  # no longer in the pool: nobody else can take it
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        return handled
 
     def close_all(self) -> None:
         """Close every connection (the store is closing)."""
