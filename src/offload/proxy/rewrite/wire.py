@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Sequence
+from dataclasses import replace
 
 from offload.core.text import timeexpr
 from offload.proxy.rewrite.call_args import CallStubber
@@ -19,13 +20,14 @@ from offload.proxy.rewrite.messages import (
     Message,
     calls_text,
     content_text,
+    head_end,
     source_of,
 )
-from offload.proxy.rewrite.phases import Stubbing
+from offload.proxy.rewrite.phases import Start, Stubbing, wire_index
 from offload.proxy.rewrite.session import SessionState
 from offload.proxy.rewrite.stubs.message_stubs import StubMaker
 from offload.proxy.rewrite.stubs.parts import Earlier
-from offload.proxy.rewrite.window import Layout
+from offload.proxy.rewrite.window import Layout, large
 
 
 class WireBuilder:
@@ -56,12 +58,16 @@ class WireBuilder:
         self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int
     ) -> Stubbing | None:
         """Message ``i`` stubbed whatever its size (the emergency); the newest message, which
-        the model has not seen yet, keeps its first and last lines beside its stub
-        (``2 * threshold`` tokens of them)."""
+        the model has not seen yet, and a large one past the head
+        (:func:`~offload.proxy.rewrite.window.large`: it keeps the form it arrived in) keep
+        their first and last lines beside their stub (``2 * threshold`` tokens of them)."""
         made = self.stubbing(msgs, i, 0, 1.0)
         if made is None:
             return None
-        if i == len(msgs) - 1 and made.content is not None:
+        newest = i == len(msgs) - 1
+        if (
+            newest or (large(ct[i], threshold) and i >= head_end(msgs))
+        ) and made.content is not None:
             shown = self.stubs.with_ends(made.content, content_text(msgs[i]), 2 * threshold)
             made = Stubbing(shown, made.calls)
         return made if self.stub_tokens(msgs[i], made) < ct[i] else None
@@ -86,6 +92,30 @@ class WireBuilder:
     ) -> int | None:
         made = self.forced(msgs, i, ct, threshold)
         return None if made is None else self.stub_tokens(msgs[i], made)
+
+    def large_arrival(
+        self, msgs: Sequence[Message], head: int, start: Start, ct: Sequence[int]
+    ) -> Start:
+        """``start`` with its newest message, when large
+        (:func:`~offload.proxy.rewrite.window.large`), stubbed as it arrives: its first and
+        last lines beside its stub and the exact call that reads the rest. The state keeps
+        it forced, so it keeps that form while it stays on the wire and the wire before it
+        stays a prefix."""
+        state, i = start.state, len(msgs) - 1
+        if i < max(head, state.layout.stubbed) or i in state.layout.forced:
+            return start
+        if not large(ct[i], state.threshold):
+            return start
+        made = self.forced(msgs, i, ct, state.threshold)
+        if made is None:
+            return start
+        wire, tokens = list(start.wire), list(start.tokens)
+        w = wire_index(state, i)
+        wire[w] = self.stubbed(msgs, i, made)
+        tokens[w] = self.stub_tokens(msgs[i], made)
+        layout = replace(state.layout, forced=state.layout.forced | {i})
+        arrived = replace(state, layout=layout)
+        return replace(start, state=arrived, wire=wire, tokens=tokens, stubs=start.stubs + 1)
 
     def event_time(self, msgs: Sequence[Message], upto: int) -> float | None:
         """When what messages ``[0, upto)`` tell happened, as far as the request says: the
