@@ -196,7 +196,14 @@ def plan(c: Compaction) -> Layout:
     level = budget.target if cut is None else cut
     head = layout.head
     stubbed = max(layout.stubbed, protect)
-    forced = {i for i in layout.forced if i < head or i >= layout.paged}
+    # the tail's forced stubs are planned again (the tiers below stub what still does not
+    # fit: the range stub this compaction renders may cost less than the one they were
+    # forced beside); a large message keeps the form it arrived in
+    forced = {
+        i
+        for i in layout.forced
+        if i < head or layout.paged <= i < stubbed or large(c.verbatim[i], budget.threshold)
+    }
 
     def cost(i: int) -> int:
         if i in forced:
