@@ -88,3 +88,9 @@ def test_a_newest_output_under_a_quarter_of_the_window_goes_whole(store: Store) 
     assert message_tokens(counter, msgs[-1]) < N_CTX // 4
     pipe = Pipeline(store, ProxySettings(recall_ratio=0.0), counter)
     assert pipe.rewrite(msgs, N_CTX).messages[-1] == msgs[-1]
+
+
+def test_with_no_read_tool_offered_a_large_output_that_fits_goes_whole(store: Store) -> None:
+    msgs = opening(lines("out", 200))
+    pipe = Pipeline(store, ProxySettings(recall_ratio=0.0, retrieval="off"), EstimateCounter())
+    assert pipe.rewrite(msgs, N_CTX).messages[-1] == msgs[-1]

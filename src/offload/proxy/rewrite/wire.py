@@ -100,8 +100,11 @@ class WireBuilder:
         (:func:`~offload.proxy.rewrite.window.large`), stubbed as it arrives: its first and
         last lines beside its stub and the exact call that reads the rest. The state keeps
         it forced, so it keeps that form while it stays on the wire and the wire before it
-        stays a prefix."""
+        stays a prefix. Only while the model is offered the proxy's read tool: a model
+        that cannot read the rest gets the message whole while it fits."""
         state, i = start.state, len(msgs) - 1
+        if not self.stubs.proxy_tools:
+            return start
         if i < max(head, state.layout.stubbed) or i in state.layout.forced:
             return start
         if not large(ct[i], state.threshold):
