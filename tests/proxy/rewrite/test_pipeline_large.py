@@ -14,6 +14,7 @@ from offload.proxy.rewrite.messages import message_tokens
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.stubs.expand import expand
 from offload.proxy.rewrite.window import LARGE_THRESHOLDS, Budget, large
+from offload.proxy.rewrite.wire import keeps_ends
 from offload.store.store import Store
 
 Msgs = list[dict[str, Any]]
@@ -94,3 +95,17 @@ def test_with_no_read_tool_offered_a_large_output_that_fits_goes_whole(store: St
     msgs = opening(lines("out", 200))
     pipe = Pipeline(store, ProxySettings(recall_ratio=0.0, retrieval="off"), EstimateCounter())
     assert pipe.rewrite(msgs, N_CTX).messages[-1] == msgs[-1]
+
+
+def test_a_large_output_that_arrived_beside_another_gets_the_plain_stub_when_forced() -> None:
+    msgs = opening(lines("out", 200))
+    msgs[2]["tool_calls"].append(
+        {"id": "c2", "type": "function", "function": {"name": "run", "arguments": "{}"}}
+    )
+    msgs.append({"role": "tool", "tool_call_id": "c2", "content": lines("two", 200)})
+    msgs.append({"role": "assistant", "content": "both read"})
+    ct = [message_tokens(EstimateCounter(), m) for m in msgs]
+    threshold = Budget.of(ProxySettings(), N_CTX).threshold
+    assert large(ct[3], threshold) and large(ct[4], threshold)
+    assert not keeps_ends(msgs, 3, ct, threshold)  # the client never sent it as the newest
+    assert keeps_ends(msgs, 4, ct, threshold)  # the newest of the request before "both read"

@@ -148,6 +148,14 @@ def chain(previous: str, messages: Sequence[Message]) -> str:
     return state.hex()
 
 
+def was_newest(messages: Sequence[Message], i: int) -> bool:
+    """Whether message ``i`` was the newest of a request the client sent: the last one, or
+    one the assistant answered next (a client asks right before each assistant message)."""
+    return i == len(messages) - 1 or (
+        i + 1 < len(messages) and messages[i + 1].get("role") == "assistant"
+    )
+
+
 def head_end(messages: Sequence[Message]) -> int:
     """Length of the pinned head: leading system/developer messages plus the first user one.
 

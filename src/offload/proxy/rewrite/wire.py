@@ -22,12 +22,23 @@ from offload.proxy.rewrite.messages import (
     content_text,
     head_end,
     source_of,
+    was_newest,
 )
 from offload.proxy.rewrite.phases import Start, Stubbing, wire_index
 from offload.proxy.rewrite.session import SessionState
 from offload.proxy.rewrite.stubs.message_stubs import StubMaker
 from offload.proxy.rewrite.stubs.parts import Earlier
 from offload.proxy.rewrite.window import Layout, large
+
+
+def keeps_ends(msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int) -> bool:
+    """Whether message ``i``, stubbed, keeps its first and last lines: the newest message
+    (the model has not seen it yet), and a large one past the head that arrived as the
+    newest (:meth:`WireBuilder.large_arrival` stubbed it so, and it keeps that form). A
+    large output that arrived beside others (parallel calls) gets the plain stub."""
+    if i == len(msgs) - 1:
+        return True
+    return large(ct[i], threshold) and i >= head_end(msgs) and was_newest(msgs, i)
 
 
 class WireBuilder:
@@ -58,16 +69,13 @@ class WireBuilder:
         self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int
     ) -> Stubbing | None:
         """Message ``i`` stubbed whatever its size (the emergency); the newest message, which
-        the model has not seen yet, and a large one past the head
-        (:func:`~offload.proxy.rewrite.window.large`: it keeps the form it arrived in) keep
-        their first and last lines beside their stub (``2 * threshold`` tokens of them)."""
+        the model has not seen yet, and a large one that arrived as the newest
+        (:func:`keeps_ends`) keep their first and last lines beside their stub
+        (``2 * threshold`` tokens of them)."""
         made = self.stubbing(msgs, i, 0, 1.0)
         if made is None:
             return None
-        newest = i == len(msgs) - 1
-        if (
-            newest or (large(ct[i], threshold) and i >= head_end(msgs))
-        ) and made.content is not None:
+        if made.content is not None and keeps_ends(msgs, i, ct, threshold):
             shown = self.stubs.with_ends(made.content, content_text(msgs[i]), 2 * threshold)
             made = Stubbing(shown, made.calls)
         return made if self.stub_tokens(msgs[i], made) < ct[i] else None
