@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
 from offload.proxy.rewrite.call_args import CallsStub
-from offload.proxy.rewrite.messages import Message, chain, protect_start, was_newest
+from offload.proxy.rewrite.messages import Message, chain, protect_start
 from offload.proxy.rewrite.recall import Recalled
 from offload.proxy.rewrite.session import Live, SessionState
 from offload.proxy.rewrite.stubs.parts import MessageStub
@@ -244,7 +244,6 @@ def reverify(new: SessionState, old: SessionState, msgs: Sequence[Message]) -> S
 
 def unforced(
     state: SessionState,
-    msgs: Sequence[Message],
     protect: int,
     ct: Sequence[int],
     wire_tokens: Sequence[int],
@@ -253,16 +252,12 @@ def unforced(
     """The state without the forced stubs of the head and the protected tail once they
     fit verbatim again beside the range stub (the trigger then pages out whatever else
     no longer fits); the tail's alone when only they fit. None when nothing changes. A
-    large message that arrived as the newest keeps the form it arrived in (wire.keeps_ends)."""
+    large message (:func:`~offload.proxy.rewrite.window.large`) stays stubbed: restored,
+    it would break the prefix and fill the room its stub freed."""
     head = state.layout.head
     forced = state.layout.forced
     in_head = {i for i in forced if i < head}
-    in_tail = {
-        i
-        for i in forced
-        if i >= protect
-        and not (large(ct[i], state.threshold) and i >= head and was_newest(msgs, i))
-    }
+    in_tail = {i for i in forced if i >= protect and not large(ct[i], state.threshold)}
     if not in_head and not in_tail:
         return None
     rest = sum(ct[protect:]) + (state.range.tokens if state.range is not None else 0)

@@ -346,7 +346,7 @@ class Pipeline:
             appended = known
         else:
             wire, tokens, stubs, _ = self.wire.build(session, msgs, state, state.layout, ct)
-        restored = unforced(state, msgs, protect, ct, tokens, budget)
+        restored = unforced(state, protect, ct, tokens, budget)
         if restored is None:
             return Start(state, wire, tokens, stubs, route.cause, appended)
         wire, tokens, stubs, _ = self.wire.build(session, msgs, restored, restored.layout, ct)
