@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from offload.errors import ConfigError
-from offload.proxy.rewrite.messages import is_page_boundary, range_role, wants_alternation
+from offload.proxy.rewrite.messages import (
+    content_text,
+    is_page_boundary,
+    message_tokens,
+    range_role,
+    wants_alternation,
+)
 from offload.proxy.rewrite.stubs.parts import RangeStub
 
 Msgs = list[dict[str, Any]]
@@ -74,3 +81,42 @@ def test_alternation_follows_the_upstream_template_unless_set() -> None:
 def test_an_unknown_alternation_setting_is_refused() -> None:
     with pytest.raises(ConfigError, match="alternate_roles must be one of"):
         wants_alternation("sometimes")
+
+
+def _as_rendered(enc: Any, msg: dict[str, Any]) -> int:
+    """cl100k tokens of ``msg`` as ChatML renders it, its markers read as text (the way
+    the benches measure the wire from the outside), tool calls as ``tojson`` writes them."""
+    import json
+
+    calls = json.dumps(msg["tool_calls"]) if msg.get("tool_calls") else ""
+    text = f"<|im_start|>{msg['role']}\n{content_text(msg)}{calls}<|im_end|>\n"
+    return len(enc.encode(text, disallowed_special=()))
+
+
+def test_a_message_is_counted_at_no_fewer_tokens_than_its_template_renders() -> None:
+    import tiktoken
+
+    from offload.core.tokens import BPE_ENCODING, default_counter
+
+    enc = tiktoken.get_encoding(BPE_ENCODING)
+    counter = default_counter()
+    for msg in [*CHAT, *TOOLS, {"role": "tool", "tool_call_id": "c", "content": "ok"}]:
+        assert message_tokens(counter, msg) >= _as_rendered(enc, msg), msg
+
+
+def test_a_recorded_agent_request_is_counted_within_two_percent_of_its_rendering() -> None:
+    """Short messages dominate a tau-bench request: a count short of the template's
+    markers undercounted it by ~11 %, and the wire overran the ceiling by as much."""
+    import tiktoken
+
+    from offload.core.tokens import BPE_ENCODING, default_counter
+    from offload.proxy.rewrite.replay import load_runs
+
+    enc = tiktoken.get_encoding(BPE_ENCODING)
+    counter = default_counter()
+    traces = Path(__file__).parents[2] / "data" / "traces"
+    for name in ("taubench_gpt4o_airline.jsonl", "swe_agent_demos.jsonl"):
+        msgs = load_runs(traces / name)[0].messages
+        counted = sum(message_tokens(counter, m) for m in msgs)
+        rendered = sum(_as_rendered(enc, m) for m in msgs)
+        assert rendered <= counted <= rendered * 1.02, name

@@ -144,6 +144,46 @@ def test_an_overflowing_tail_loses_its_older_group_and_keeps_its_newest_message_
     assert sum(40 if i in layout.forced else t for i, t in enumerate(verbatim)) <= BUDGET.ceiling
 
 
+def test_a_compaction_sends_a_tail_stub_forced_earlier_verbatim_once_it_fits() -> None:
+    # head 2 x 100; a middle of two groups; a tail [assistant 150, tool 200] whose assistant
+    # message an earlier turn stubbed in an emergency; paged out, the middle leaves room
+    verbatim = [100, 100, 150, 200, 150, 200]
+    forced = Layout(2, 2, 2, frozenset({4}))
+    layout = plan(
+        Compaction(
+            forced,
+            6,
+            protect=4,
+            group_starts=[True, True, True, False, True, False],
+            verbatim=verbatim,
+            as_stub=lambda i: verbatim[i],
+            forced_cost=lambda i: 40,
+            range_tokens=30,
+            budget=BUDGET,
+        )
+    )
+    assert layout.paged == 4
+    assert layout.forced == frozenset()  # 100 + 100 + 30 + 150 + 200 fits: all verbatim
+
+
+def test_a_large_message_keeps_the_stub_it_arrived_as_through_a_compaction() -> None:
+    verbatim = [100, 100, 150, 200, 150, 260]  # 260 > 12.5 x the threshold of 20: large
+    layout = plan(
+        Compaction(
+            Layout(2, 2, 2, frozenset({5})),
+            6,
+            protect=4,
+            group_starts=[True, True, True, False, True, False],
+            verbatim=verbatim,
+            as_stub=lambda i: verbatim[i],
+            forced_cost=lambda i: 40,
+            range_tokens=30,
+            budget=BUDGET,
+        )
+    )
+    assert layout.forced == frozenset({5})
+
+
 def test_plan_never_moves_the_frontier_backwards() -> None:
     verbatim = [10] * 20
     before = Layout(2, 6, 10, frozenset())

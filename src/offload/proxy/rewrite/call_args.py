@@ -25,7 +25,7 @@ from offload.core.stubs import ARGS_KEY, STUB_MARKER, StubInfo, is_stub, render_
 from offload.core.text.chunking import count_lines
 from offload.core.text.gist import gist
 from offload.core.tokens import Measured, TokenCounter
-from offload.proxy.rewrite.messages import Message, canonical
+from offload.proxy.rewrite.messages import Message, rendered_calls
 
 
 class StubMaker(Protocol):
@@ -201,7 +201,9 @@ class CallStubber:
             originals.append((digest, args, name))
         if not originals:
             return None
-        return CallsStub(tuple(out), tuple(originals), self.maker.counter.count(canonical(out)))
+        return CallsStub(
+            tuple(out), tuple(originals), self.maker.counter.count(rendered_calls(out))
+        )
 
     def apply(self, msg: Message, made: CallsStub) -> Message:
         """``msg`` with its calls stubbed, the original arguments stored first."""

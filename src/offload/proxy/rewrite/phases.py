@@ -17,7 +17,7 @@ from offload.proxy.rewrite.recall import Recalled
 from offload.proxy.rewrite.session import Live, SessionState
 from offload.proxy.rewrite.stubs.parts import MessageStub
 from offload.proxy.rewrite.stubs.writes import NOTHING, Held
-from offload.proxy.rewrite.window import Budget
+from offload.proxy.rewrite.window import Budget, large
 
 FIGURES = (
     "client_tokens",
@@ -251,11 +251,13 @@ def unforced(
 ) -> SessionState | None:
     """The state without the forced stubs of the head and the protected tail once they
     fit verbatim again beside the range stub (the trigger then pages out whatever else
-    no longer fits); the tail's alone when only they fit. None when nothing changes."""
+    no longer fits); the tail's alone when only they fit. None when nothing changes. A
+    large message (:func:`~offload.proxy.rewrite.window.large`) stays stubbed: restored,
+    it would break the prefix and fill the room its stub freed."""
     head = state.layout.head
     forced = state.layout.forced
     in_head = {i for i in forced if i < head}
-    in_tail = {i for i in forced if i >= protect}
+    in_tail = {i for i in forced if i >= protect and not large(ct[i], state.threshold)}
     if not in_head and not in_tail:
         return None
     rest = sum(ct[protect:]) + (state.range.tokens if state.range is not None else 0)

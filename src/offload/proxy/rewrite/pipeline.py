@@ -289,6 +289,7 @@ class Pipeline:
         counted = self._count(route, msgs)
         protect = protect_start(msgs, head, self.settings.tail_messages)
         start = self._start(session, msgs, head, protect, route, counted, budget)
+        start = self.wire.large_arrival(msgs, head, start, counted.tokens)
         win = self._window(session, msgs, head, protect, start, counted, budget, alternate, reserve)
         version = self._save(route, start.state, win.state, msgs, counted.learned)
         cause = start.cause

@@ -24,7 +24,7 @@ from offload.proxy.rewrite.phases import RewriteResult
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.stubs.expand import expand, is_proxy_note, is_range_stub
 from offload.proxy.rewrite.stubs.message_stubs import least_stub_tokens
-from offload.proxy.rewrite.window import Budget
+from offload.proxy.rewrite.window import Budget, large
 
 
 @dataclass(frozen=True)
@@ -247,10 +247,16 @@ def _check(
     pinned = head_end(request)
     start = protect_start(request, pinned, pipeline.settings.tail_messages)
     tail = len(request) - start
-    if tail and list(wire[-tail:]) != list(request[start:]):
+    changed = [
+        j
+        for j, (sent, asked) in enumerate(zip(wire[-tail:], request[start:], strict=False))
+        if sent != asked and not large(pipeline.stubs.tokens(asked), budget.threshold)
+    ]
+    if tail and changed:
         # Allowed only when the pinned head, the least the middle can cost (as laid out,
         # or one range stub for all of it) and the tail would break the ceiling (the
-        # pipeline then stubs the tail's biggest messages).
+        # pipeline then stubs the tail's biggest messages); a large message arrives as its
+        # first and last lines whatever the room (window.large).
         alone = sum(pipeline.stubs.tokens(m) for m in request[:pinned])
         alone += sum(pipeline.stubs.tokens(m) for m in request[start:])
         middle = wire[pinned : len(wire) - tail]

@@ -35,7 +35,9 @@ Firing a turn earlier cannot keep more prefixes there: a compaction leaves the h
 range stub and the tail, and the earlier one leaves a tail that still holds the group the
 later one would have paged.
 
-What then decides how often a small window breaks is how much room a compaction leaves.
+What then decides how often a small window breaks is how much room a compaction leaves,
+and how much of it each turn takes: a large newest message (:func:`large`) arrives as its
+first and last lines.
 When the head and the tail alone break the ceiling (a whole file in a tool call, a long
 tool output), the tail's older groups, which leave the tail with the next turn, are
 stubbed down to the cut level, not just under the ceiling; its newest message, which the
@@ -56,6 +58,27 @@ HEADROOM_TURNS = 12
 #: Below this many turns of room under the high water the band has collapsed: only the
 #: ceiling fires (see the module docstring).
 MIN_BAND_TURNS = 4
+
+#: A message of more than this many stub thresholds (a quarter of the window at the
+#: default ``stub_ratio`` of 0.02) is large: it arrives as its first and last lines beside
+#: its stub and the exact call that reads the rest (see :func:`large`).
+LARGE_THRESHOLDS = 12.5
+
+
+def large(tokens: int, threshold: int) -> bool:
+    """Whether a message of ``tokens`` is large under the stub ``threshold`` (the state's:
+    it changes only at a compaction, so a message is large or not for as long as it stays
+    on the wire).
+
+    Shown whole, one output that takes a quarter of the window leaves the next turns so
+    little room that each of them compacts (every compaction costs the upstream the whole
+    wire past the head): at 8192 tokens a SWE-agent run of 2,000-token outputs compacted
+    three turns in a row. So the newest message, when large, is shown as its first and last
+    lines (two thresholds of tokens) and the exact read call, as it is when it cannot fit at
+    all, and keeps that form while it stays on the wire; the model reads the lines between
+    when it needs them.
+    """
+    return tokens > LARGE_THRESHOLDS * threshold
 
 
 @dataclass(frozen=True)
@@ -173,7 +196,14 @@ def plan(c: Compaction) -> Layout:
     level = budget.target if cut is None else cut
     head = layout.head
     stubbed = max(layout.stubbed, protect)
-    forced = {i for i in layout.forced if i < head or i >= layout.paged}
+    # the tail's forced stubs are planned again (the tiers below stub what still does not
+    # fit: the range stub this compaction renders may cost less than the one they were
+    # forced beside); a large message keeps the form it arrived in
+    forced = {
+        i
+        for i in layout.forced
+        if i < head or layout.paged <= i < stubbed or large(c.verbatim[i], budget.threshold)
+    }
 
     def cost(i: int) -> int:
         if i in forced:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Sequence
+from dataclasses import replace
 
 from offload.core.text import timeexpr
 from offload.proxy.rewrite.call_args import CallStubber
@@ -19,13 +20,25 @@ from offload.proxy.rewrite.messages import (
     Message,
     calls_text,
     content_text,
+    head_end,
     source_of,
+    was_newest,
 )
-from offload.proxy.rewrite.phases import Stubbing
+from offload.proxy.rewrite.phases import Start, Stubbing, wire_index
 from offload.proxy.rewrite.session import SessionState
 from offload.proxy.rewrite.stubs.message_stubs import StubMaker
 from offload.proxy.rewrite.stubs.parts import Earlier
-from offload.proxy.rewrite.window import Layout
+from offload.proxy.rewrite.window import Layout, large
+
+
+def keeps_ends(msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int) -> bool:
+    """Whether message ``i``, stubbed, keeps its first and last lines: the newest message
+    (the model has not seen it yet), and a large one past the head that arrived as the
+    newest (:meth:`WireBuilder.large_arrival` stubbed it so, and it keeps that form). A
+    large output that arrived beside others (parallel calls) gets the plain stub."""
+    if i == len(msgs) - 1:
+        return True
+    return large(ct[i], threshold) and i >= head_end(msgs) and was_newest(msgs, i)
 
 
 class WireBuilder:
@@ -56,12 +69,13 @@ class WireBuilder:
         self, msgs: Sequence[Message], i: int, ct: Sequence[int], threshold: int
     ) -> Stubbing | None:
         """Message ``i`` stubbed whatever its size (the emergency); the newest message, which
-        the model has not seen yet, keeps its first and last lines beside its stub
+        the model has not seen yet, and a large one that arrived as the newest
+        (:func:`keeps_ends`) keep their first and last lines beside their stub
         (``2 * threshold`` tokens of them)."""
         made = self.stubbing(msgs, i, 0, 1.0)
         if made is None:
             return None
-        if i == len(msgs) - 1 and made.content is not None:
+        if made.content is not None and keeps_ends(msgs, i, ct, threshold):
             shown = self.stubs.with_ends(made.content, content_text(msgs[i]), 2 * threshold)
             made = Stubbing(shown, made.calls)
         return made if self.stub_tokens(msgs[i], made) < ct[i] else None
@@ -86,6 +100,33 @@ class WireBuilder:
     ) -> int | None:
         made = self.forced(msgs, i, ct, threshold)
         return None if made is None else self.stub_tokens(msgs[i], made)
+
+    def large_arrival(
+        self, msgs: Sequence[Message], head: int, start: Start, ct: Sequence[int]
+    ) -> Start:
+        """``start`` with its newest message, when large
+        (:func:`~offload.proxy.rewrite.window.large`), stubbed as it arrives: its first and
+        last lines beside its stub and the exact call that reads the rest. The state keeps
+        it forced, so it keeps that form while it stays on the wire and the wire before it
+        stays a prefix. Only while the model is offered the proxy's read tool: a model
+        that cannot read the rest gets the message whole while it fits."""
+        state, i = start.state, len(msgs) - 1
+        if not self.stubs.proxy_tools:
+            return start
+        if i < max(head, state.layout.stubbed) or i in state.layout.forced:
+            return start
+        if not large(ct[i], state.threshold):
+            return start
+        made = self.forced(msgs, i, ct, state.threshold)
+        if made is None:
+            return start
+        wire, tokens = list(start.wire), list(start.tokens)
+        w = wire_index(state, i)
+        wire[w] = self.stubbed(msgs, i, made)
+        tokens[w] = self.stub_tokens(msgs[i], made)
+        layout = replace(state.layout, forced=state.layout.forced | {i})
+        arrived = replace(state, layout=layout)
+        return replace(start, state=arrived, wire=wire, tokens=tokens, stubs=start.stubs + 1)
 
     def event_time(self, msgs: Sequence[Message], upto: int) -> float | None:
         """When what messages ``[0, upto)`` tell happened, as far as the request says: the

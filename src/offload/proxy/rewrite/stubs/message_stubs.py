@@ -525,6 +525,7 @@ class StubMaker:
             ),
             session,
             self.proxy_tools,
+            detail < 1.0,
         )
         role = range_role(messages, first, end)
         tokens = message_tokens(self.counter, {"role": role, "content": text})
@@ -638,9 +639,11 @@ def _range_topic(
     )
 
 
-def _range_text(info: StubInfo, session: str, proxy_tools: bool = True) -> str:
+def _range_text(info: StubInfo, session: str, proxy_tools: bool = True, brief: bool = False) -> str:
     return render_stub(
-        info, range_read_call(info.ref, proxy_tools), range_search_call(session, proxy_tools)
+        info,
+        range_read_call(info.ref, proxy_tools, brief),
+        range_search_call(session, proxy_tools, brief),
     )
 
 
@@ -694,6 +697,7 @@ def least_stub_tokens(counter: TokenCounter, proxy_tools: bool = True) -> tuple[
         ),
         "0" * 16,
         proxy_tools,
+        brief=True,
     )
     return (
         message_tokens(counter, {"role": "user", "content": message}),

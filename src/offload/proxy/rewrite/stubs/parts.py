@@ -63,8 +63,13 @@ def read_call(ref: str, proxy_tools: bool = True) -> str:
     return f'{tool}(ref="{ref}") or `offload cat {ref}`'
 
 
-def range_read_call(ref: str, proxy_tools: bool = True) -> str:
-    """The exact calls that read a paged-out part as a transcript, and restore it."""
+def range_read_call(ref: str, proxy_tools: bool = True, brief: bool = False) -> str:
+    """The exact calls that read a paged-out part as a transcript, and restore it.
+    ``brief`` (a small window, where the range stub is rendered again every few turns):
+    one tool, the one the model is offered, and the CLI."""
+    if brief:
+        tool = f'{PROXY_READ}(ref="{ref}")' if proxy_tools else f'read(ref="{ref}", offset=1)'
+        return f'{tool} or `offload cat {ref}` (the exact messages: retrieve(ref="{ref}"))'
     ours = f', {PROXY_READ}(ref="{ref}")' if proxy_tools else ""
     return (
         f'read(ref="{ref}", offset=1){ours} or `offload cat {ref}` (a'
@@ -73,8 +78,11 @@ def range_read_call(ref: str, proxy_tools: bool = True) -> str:
     )
 
 
-def range_search_call(session: str, proxy_tools: bool = True) -> str:
-    """The exact calls that search everything this conversation paged out."""
+def range_search_call(session: str, proxy_tools: bool = True, brief: bool = False) -> str:
+    """The exact calls that search everything this conversation paged out (``brief``: one
+    tool and the CLI)."""
+    if brief and proxy_tools:
+        return f'{PROXY_SEARCH}(query="…") or `offload search "…"`'
     ours = f', {PROXY_SEARCH}(query="…")' if proxy_tools else ""
     return f'search(queries=["…"], source="proxy:{session}"){ours} or `offload search "…"`'
 
