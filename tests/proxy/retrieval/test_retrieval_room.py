@@ -14,7 +14,8 @@ import pytest
 
 from offload.core.http.sse import iter_sse_events
 from offload.core.tokens import default_counter
-from offload.proxy.retrieval.retrieval import SEARCH_TOOL
+from offload.proxy.retrieval import retrieval_loop
+from offload.proxy.retrieval.retrieval import SEARCH_TOOL, Answer, Memory, answer_call
 from offload.store.store import Store
 from proxy.proxy_servers import proxy_for
 from proxy.tool_upstream import ToolScript, Turn, tool_upstream
@@ -124,3 +125,23 @@ def test_a_round_whose_results_fit_keeps_the_wire_as_it_was(own_store: Store) ->
     seen = "\n".join(str(m.get("content")) for m in continuation)
     assert all(m in seen for m in MARKERS)
     assert "offload_proxy_retrieval_compacted_rounds_total 0.0" in metrics
+
+
+def test_a_compacted_rounds_calls_are_answered_once(
+    own_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # answered with room to spare to learn their size, then again after the compaction:
+    # every search and read of the round ran twice
+    answered: list[str] = []
+
+    def counted(memory: Memory, name: str, arguments: str) -> Answer:
+        answered.append(name)
+        return answer_call(memory, name, arguments)
+
+    monkeypatch.setattr(retrieval_loop, "answer_call", counted)
+    script, metrics = play(own_store, int(0.5 * N_CTX), [])
+    assert "offload_proxy_retrieval_compacted_rounds_total 1.0" in metrics
+    assert answered == [SEARCH_TOOL]
+    continuation = script.requests[2]["messages"]
+    seen = "\n".join(str(m.get("content")) for m in continuation)
+    assert all(m in seen for m in MARKERS)  # its answer whole, as before
