@@ -484,7 +484,7 @@ def _error_event(status: int, body: bytes) -> bytes:
 def _json_object(body: bytes) -> dict[str, Any] | None:
     try:
         obj = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
 

@@ -269,7 +269,7 @@ def token_count(body: bytes) -> int | None:
         return 0 if empty else body.count(b",", start, end) + 1
     try:
         tokens = json.loads(body).get("tokens")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     return len(tokens) if isinstance(tokens, list) else None
 
