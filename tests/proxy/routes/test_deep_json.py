@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.applications import Starlette
@@ -21,7 +22,7 @@ from proxy.proxy_servers import proxy_for, serving
 
 DEEP = "[" * 50_000 + "]" * 50_000
 MESSAGES = [{"role": "user", "content": "When does the deploy key rotate?"}]
-REQUESTS = {
+REQUESTS: dict[str, dict[str, Any]] = {
     "/v1/chat/completions": {"messages": MESSAGES, "max_tokens": 8},
     "/v1/messages": {"model": "m", "max_tokens": 8, "messages": MESSAGES},
     "/v1/responses": {"model": "m", "input": "when?"},
