@@ -9,6 +9,8 @@ import io
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +190,69 @@ def test_the_process_never_reads_a_row_past_the_bound_whole(filled: Path, tmp_pa
         (why,) = [w for _i, w in count_dictionary.problems(conn)]
     assert "3000000 bytes" in why and str(count_dictionary.MOST_BYTES) in why
     assert os.path.getsize(path) > 3_000_000
+
+
+def test_the_dictionary_migration_never_unpacks_what_a_frame_says_past_a_chunks_counts(
+    filled: Path, tmp_path: Path
+) -> None:
+    # a frame of 9 KB that says it holds 150 MB: the migration unpacked each whole and kept
+    # them as training samples (20 such rows: 11.7 GB of peak RSS and 30 s on first open)
+    path = tmp_path / "offload.db"
+    shutil.copy(filled, path)
+    bomb = zstandard.ZstdCompressor(level=3).compress(b"{" + b" " * 150_000_000 + b"}")
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("DROP TABLE count_dictionaries")
+        conn.execute("DELETE FROM _migrations WHERE name = 'm_chunk_term_counts_dictionary'")
+        conn.execute(
+            "UPDATE chunks SET packed_counts = ? WHERE id > (SELECT max(id) - 3 FROM chunks)",
+            (bomb,),
+        )
+        conn.commit()
+    opened = (
+        "import resource, sys\n"
+        "from offload.store.store import Store\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "with Store(sys.argv[1]) as store:\n"
+        "    store.stats()\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", opened, str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    grown_kb = int(done.stdout.split()[-1])
+    assert grown_kb < 100_000, grown_kb  # 3 x 150 MB unpacked before
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT count(*) FROM count_dictionaries").fetchone()[0] == 1
+
+
+def test_training_a_dictionary_never_unpacks_what_a_frame_says_past_a_chunks_counts(
+    filled: Path, tmp_path: Path
+) -> None:
+    # the write that trains took every sample whole up to 64 MiB each (4,000 of them)
+    path = tmp_path / "offload.db"
+    shutil.copy(filled, path)
+    bomb = zstandard.ZstdCompressor(level=3).compress(b"{" + b" " * 60_000_000 + b"}")
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("DELETE FROM count_dictionaries")
+        conn.execute("DELETE FROM counters WHERE name = 'count_dictionary_tried'")
+        conn.execute(
+            "UPDATE chunks SET packed_counts = ? WHERE id > (SELECT max(id) - 3 FROM chunks)",
+            (bomb,),
+        )
+        conn.commit()
+    wrote = (
+        "import resource, sys\n"
+        "from offload.store.store import Store\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "with Store(sys.argv[1]) as store:\n"
+        "    store.put_many(['one more note about the lake'], kind='turn', scope='proj')\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", wrote, str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) < 100_000, done.stdout
+    with contextlib.closing(sqlite3.connect(path)) as conn:  # trained from the rest
+        assert conn.execute("SELECT count(*) FROM count_dictionaries").fetchone()[0] == 1

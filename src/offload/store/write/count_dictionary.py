@@ -51,6 +51,9 @@ MIN_SAMPLES = 200
 SIZE = 112640
 # the level the counts are compressed at (packed_counts.LEVEL), which training tunes for
 LEVEL = 3
+# a sample is one chunk's counts of at most this many bytes, the samples at most the second
+MOST_SAMPLE = 1 << 20
+MOST_SAMPLES = 64 << 20
 # a row larger than this is no dictionary this offload trained (SIZE): never read whole
 MOST_BYTES = 1 << 20
 # the counter of the chunk id up to which a dictionary was last tried
@@ -177,9 +180,26 @@ def for_writing(
     if top - tried < TRAIN_AT:
         return None
     conn.execute(_MARK_TRIED, (_TRIED, top))
-    rows = conn.execute(_SAMPLES, (top - SAMPLES,)).fetchall()
-    samples: Samples = [t.encode() for t in (unpack(bytes(r[0])) for r in rows) if t is not None]
+    samples: Samples = []
+    held = 0
+    for (packed,) in conn.execute(_SAMPLES, (top - SAMPLES,)):
+        stored = bytes(packed)
+        # a frame that says it holds more than a chunk's counts could is not unpacked (a
+        # damaged or hostile file: zstd allocates what a frame says)
+        text = unpack(stored) if 0 <= _content_size(stored) <= MOST_SAMPLE else None
+        if text is not None:
+            samples.append(text.encode())
+            held += len(samples[-1])
+            if held > MOST_SAMPLES:
+                break
     return train(conn, samples)
+
+
+def _content_size(stored: bytes) -> int:
+    try:
+        return int(zstandard.frame_content_size(stored))
+    except zstandard.ZstdError:
+        return -1
 
 
 def _whole(value: object) -> int:
