@@ -356,7 +356,9 @@ class Rounds:
         spare: as they are when they fit; else, once per answer, after the request is
         compacted with their size reserved. None when the compaction left too little room
         for them (they are answered again within it, cut)."""
-        free = dataclasses.replace(self.memory, room=_UNBOUNDED)
+        # room to spare, but no more than the whole window: answers past it could never
+        # be sent, and a model's thousand calls in one answer would each run a search
+        free = dataclasses.replace(self.memory, room=self.ceiling or _UNBOUNDED)
         wanted = await self._answers(free, calls, last)
         if wanted.tokens <= self.memory.room:
             return wanted
