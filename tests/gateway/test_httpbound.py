@@ -282,3 +282,13 @@ def test_an_id_past_the_kept_length_is_told_apart_only_by_its_length() -> None:
     assert ids.last is None and ids.gave(long_id) and not ids.gave("short")
     ids.feed(b"data: x\n\nid: 5\n\n")
     assert ids.last == "5" and ids.gave("5")
+
+
+def test_a_piece_of_many_lines_is_read_in_time_linear_in_it() -> None:
+    # each line searched the rest of its piece for the other line end: a piece of a
+    # million CRs and one LF took time quadratic in it
+    ids = EventIds()
+    reader = threading.Thread(target=ids.feed, args=(b"\r" * 1_000_000 + b"\nid: 9\n\n",))
+    reader.start()
+    reader.join(30)  # a ceiling, never waited for: ~2 s here under load (it took minutes)
+    assert not reader.is_alive() and ids.last == "9"

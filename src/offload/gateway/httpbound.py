@@ -155,9 +155,15 @@ class EventIds:
             start = 1  # the LF of a CRLF split between pieces
         self._after_cr = False
         size = len(piece)
+        cr = lf = -1  # the next CR and LF at or after start (each searched for once)
         while start <= size:
-            cr, lf = piece.find(b"\r", start), piece.find(b"\n", start)
-            end = min(i for i in (cr, lf, size) if i >= 0)
+            if 0 <= cr < start or cr == -1:
+                cr = piece.find(b"\r", start)
+                cr = size if cr < 0 else cr
+            if 0 <= lf < start or lf == -1:
+                lf = piece.find(b"\n", start)
+                lf = size if lf < 0 else lf
+            end = min(cr, lf)
             self._take(piece, start, end)
             if end == size:
                 return
