@@ -190,6 +190,24 @@ def test_the_process_never_reads_a_row_past_the_bound_whole(filled: Path, tmp_pa
         (why,) = [w for _i, w in count_dictionary.problems(conn)]
     assert "3000000 bytes" in why and str(count_dictionary.MOST_BYTES) in why
     assert os.path.getsize(path) > 3_000_000
+    # read in a fresh process: a 40 MB row leaves its peak memory as it was
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("UPDATE count_dictionaries SET data = zeroblob(40000000)")
+        conn.commit()
+    looked = (
+        "import resource, sqlite3, sys\n"
+        "from offload.store.write import count_dictionary\n"
+        "conn = sqlite3.connect(sys.argv[1])\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "assert count_dictionary.known(conn, 12345) is None\n"
+        "assert len(count_dictionary.problems(conn)) == 1\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", looked, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) < 20_000, done.stdout  # KB: 40 MB read whole before
 
 
 def test_the_dictionary_migration_never_unpacks_what_a_frame_says_past_a_chunks_counts(
