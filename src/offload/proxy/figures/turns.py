@@ -87,7 +87,7 @@ def _argument_stubs(message: Mapping[str, Any]) -> Iterator[str]:
             continue
         try:
             parsed = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         stub = parsed.get(ARGS_KEY) if isinstance(parsed, dict) else None
         if isinstance(stub, str):

@@ -35,7 +35,10 @@ the prompt sits high in the windowing band, that room can be smaller than what t
 would read. Then, once per answer, the round's request is windowed again with what the
 results need reserved (a compaction down to the target, saved as any other, so the next
 turn continues from it) and the calls are answered in the room that leaves: only a round
-that needs it pays that cache break; ordinary turns keep the band.
+that needs it pays that cache break; ordinary turns keep the band. The calls are answered
+once, before the compaction: what the compaction itself moves out of the wire is named by
+its stub and found by the next round (answering them again after it doubled the round's
+searches and reads).
 """
 
 from __future__ import annotations
@@ -349,10 +352,13 @@ class Rounds:
     async def _roomier(
         self, compact: Compact, calls: list[dict[str, Any]], last: bool
     ) -> Answered | None:
-        """The answers when the round's room may cut them: as they come with room to
-        spare when they fit; else, once per answer, answered after the request is
-        compacted with their size reserved; None when that gained nothing."""
-        free = dataclasses.replace(self.memory, room=_UNBOUNDED)
+        """The answers when the round's room may cut them, answered once with room to
+        spare: as they are when they fit; else, once per answer, after the request is
+        compacted with their size reserved. None when the compaction left too little room
+        for them (they are answered again within it, cut)."""
+        # room to spare, but no more than the whole window: answers past it could never
+        # be sent, and a model's thousand calls in one answer would each run a search
+        free = dataclasses.replace(self.memory, room=self.ceiling or _UNBOUNDED)
         wanted = await self._answers(free, calls, last)
         if wanted.tokens <= self.memory.room:
             return wanted
@@ -367,8 +373,9 @@ class Rounds:
         self.memory = dataclasses.replace(
             self.memory, room=self.memory.room + gained, on_wire=self._texts() + self.shown
         )
+        # the compaction's own writes are done before the continuation names them
         await settled(self.held, self.timeout)
-        return await self._answers(self.memory, calls, last)
+        return wanted if wanted.tokens <= self.memory.room else None
 
     def _texts(self) -> tuple[str, ...]:
         return tuple(t for t in (content_text(m) for m in self.wire) if t)
@@ -479,7 +486,7 @@ def _error_event(status: int, body: bytes) -> bytes:
 def _json_object(body: bytes) -> dict[str, Any] | None:
     try:
         obj = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
 

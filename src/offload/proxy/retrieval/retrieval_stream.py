@@ -109,7 +109,7 @@ class RoundFilter:
             return [_encode(data)]
         try:
             obj = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             return [_encode(data)]
         if not isinstance(obj, dict) or "error" in obj:
             return [_encode(data)]
@@ -249,7 +249,7 @@ def _piece_text(raw: bool, piece: str) -> str:
         return piece
     try:
         obj = json.loads(piece)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     choices = obj.get("choices") if isinstance(obj, dict) else None
     for choice in choices if isinstance(choices, list) else ():

@@ -67,7 +67,7 @@ def stub_text_of(arguments: str) -> str | None:
         return None
     try:
         obj = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     value = obj.get(ARGS_KEY) if isinstance(obj, dict) else None
     return value if isinstance(value, str) and is_stub(value) else None
@@ -77,7 +77,7 @@ def stubbed_arguments(arguments: str, stub: str) -> str:
     """The wire's arguments: the original's short top-level values and the stub."""
     try:
         obj = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         obj = None
     kept: dict[str, Any] = {}
     if isinstance(obj, dict):
@@ -99,7 +99,7 @@ def _gist_source(arguments: str) -> str:
     arguments text itself."""
     try:
         obj = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         return arguments
     if not isinstance(obj, dict):
         return arguments

@@ -174,7 +174,7 @@ def key_argument(arguments: str) -> str:
 def _parse_args(arguments: str) -> dict[str, Any]:
     try:
         parsed = json.loads(arguments) if arguments else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return parsed if isinstance(parsed, dict) else {}
 

@@ -176,7 +176,7 @@ async def message_response(
         obj = json.loads(await read_all(resp, limit))
     except UpstreamTooLarge as exc:
         return anthropic_error(502, str(exc), "api_error")
-    except ValueError:
+    except (ValueError, RecursionError):
         return anthropic_error(502, "upstream answered with non-JSON", "api_error")
     if not isinstance(obj, dict):
         obj = {}
@@ -190,7 +190,7 @@ async def message_response(
         arguments = fn.get("arguments")
         try:
             args = json.loads(arguments or "{}") if isinstance(arguments, str) else arguments
-        except ValueError:
+        except (ValueError, RecursionError):
             args = {"_raw": arguments}
         if not isinstance(args, dict):
             args = {"_raw": arguments}
@@ -223,7 +223,7 @@ def error_response(status: int, body: bytes) -> Response:
         err = json.loads(body).get("error")
         if isinstance(err, dict) and err.get("message"):
             message = str(err["message"])
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         pass
     return anthropic_error(status, message)
 
@@ -348,7 +348,7 @@ async def stream_objects(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str
                 continue
             try:
                 obj = event.json()
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(obj, dict):
                 yield obj

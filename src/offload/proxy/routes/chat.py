@@ -422,7 +422,7 @@ def _relay_stream(
     def on_event(data: str) -> None:
         if not gather and '"timings"' not in data and '"usage"' not in data:
             return  # nothing this event says is needed: skip parsing it
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):
             obj = json.loads(data)
             if isinstance(obj, dict):
                 seen.update({k: obj[k] for k in ("usage", "timings") if k in obj})
@@ -462,7 +462,7 @@ async def _relay_whole(
         return Response(status_code=499)
     try:
         obj = json.loads(body_or_none)
-    except ValueError:
+    except (ValueError, RecursionError):
         obj = {}
     record(state, result, obj if isinstance(obj, dict) else {}, sent=sent())
     if isinstance(obj, dict):

@@ -110,7 +110,7 @@ async def _whole(
     except UpstreamTooLarge as exc:
         record(state, result, {}, error=True, sent=sent())
         return openai_error(502, str(exc), "upstream_error")
-    except ValueError:
+    except (ValueError, RecursionError):
         record(state, result, {}, error=True, sent=sent())
         return openai_error(502, "upstream answered with non-JSON", "upstream_error")
     answer: dict[str, Any] = obj if isinstance(obj, dict) else {}
@@ -123,7 +123,7 @@ def error_response(status: int, body: bytes) -> Response:
     message, type_, code = body.decode("utf-8", "replace"), "upstream_error", None
     try:
         err = json.loads(body).get("error")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         err = None
     if isinstance(err, dict):
         message = str(err.get("message") or message)

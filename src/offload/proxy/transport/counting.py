@@ -6,7 +6,9 @@ thread (half the per-call cost of a sync httpx client, and a new message's count
 that turn's time to first byte) and caches the answer by content hash, so a text already seen (the long, stable prefix of a session) costs one
 dictionary lookup. Upstreams without ``/tokenize`` (vLLM, Ollama, OpenAI) never fail a
 request: a 404/405/501 switches the upstream path off for good, a timeout or connection
-error switches it off for ``retry_after_s``, and in both cases the count comes from the
+error, or an answer that is no count of the text (0 tokens for a non-empty one, more tokens
+than it has bytes: :func:`~offload.core.tokens.plausible_count`), switches it off for
+``retry_after_s``, and in both cases the count comes from the
 offline BPE counter scaled by a ratio learned from the ``usage.prompt_tokens`` the upstream
 reports (:meth:`UpstreamCounter.calibrate`).
 """
@@ -28,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from offload.core.lru import Lru
-from offload.core.tokens import CalibratedCounter, Measured, default_counter
+from offload.core.tokens import CalibratedCounter, Measured, default_counter, plausible_count
 
 log = logging.getLogger("offload.proxy")
 
@@ -200,6 +202,19 @@ class UpstreamCounter:
         n = token_count(body)
         if n is None:
             self._supported = False  # answers, but not like llama-server: never ask again
+        elif not plausible_count(text, n):
+            # no tokenizer's count of it (0 tokens for a text, more than its bytes): a
+            # /tokenize that answers nonsense is one that cannot count, for a while
+            if self._clock() >= self._paused_until:
+                log.warning(
+                    "upstream /tokenize: %d tokens for a text of %d characters is not a "
+                    "count of it; counting offline for %g s",
+                    n,
+                    len(text),
+                    self._retry_after_s,
+                )
+            self._paused_until = self._clock() + self._retry_after_s
+            return None
         return n
 
     def calibrate(self, messages: Iterable[Mapping[str, Any]], prompt_tokens: int) -> None:
@@ -254,7 +269,7 @@ def token_count(body: bytes) -> int | None:
         return 0 if empty else body.count(b",", start, end) + 1
     try:
         tokens = json.loads(body).get("tokens")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     return len(tokens) if isinstance(tokens, list) else None
 

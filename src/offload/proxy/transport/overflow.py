@@ -24,7 +24,7 @@ def overflow_of(body: bytes) -> dict[str, Any] | None:
     """The error object of an ``exceed_context_size_error`` answer (None for any other)."""
     try:
         err = json.loads(body).get("error")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     return err if isinstance(err, dict) and err.get("type") == OVERFLOW else None
 

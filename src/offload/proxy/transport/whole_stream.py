@@ -34,7 +34,7 @@ def as_chunks(body: bytes) -> bytes:
     error event saying why it cannot be."""
     try:
         obj = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         obj = None
     if not isinstance(obj, dict):
         return _error(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,15 @@ from offload.store.life import lifecycle
 from offload.store.models import DoctorReport, Reindexed
 from offload.store.schema import hexed
 from offload.store.sqlite import db
-from offload.store.write import chunkmap, index, meta, removal, rows, tombstones
+from offload.store.write import (
+    chunkmap,
+    count_dictionary,
+    index,
+    meta,
+    removal,
+    rows,
+    tombstones,
+)
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -77,6 +86,8 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
     report.stale_hot = _count_stale_hot(store)
     report.chunk_map_off = chunkmap.missing_or_stale(conn)
     report.unreadable_counts = index.unreadable_counts(conn)
+    if isinstance(conn, sqlite3.Connection):  # PostgreSQL keeps counts as text
+        report.bad_dictionaries = count_dictionary.problems(conn)
     report.unverified_content = [int(r[0]) for r in conn.execute(_UNVERIFIED)]
     report.letter_tags = letter_tags(conn)
     if repair:
@@ -202,6 +213,11 @@ def _repair(store: Store, report: DoctorReport) -> None:
                 f"removed {counted(report.stale_chunks, 'chunk')} of missing blocks"
             )
         _tombstone_unreadable(store, conn, report)
+        if report.bad_dictionaries and isinstance(conn, sqlite3.Connection):
+            # before counting again: what is counted again is compressed without them
+            count_dictionary.drop(conn, [d for d, _why in report.bad_dictionaries])
+            n = len(report.bad_dictionaries)
+            report.repaired.append(f"deleted {counted(n, 'unusable count dictionary')}")
         _index_again(store, conn, report)
         report.repaired += _rekey_unverified(store, conn, report.unverified_content)
         if report.chunk_map_off:

@@ -276,11 +276,10 @@ def compact_packed_counts(conn: sqlite3.Connection) -> None:
             return
         changed = []
         for cid, packed in rows:
-            try:
-                text = unpacker.decompress(bytes(packed)).decode()
-            except (zstandard.ZstdError, UnicodeDecodeError):
+            data = _plain_frame(unpacker, bytes(packed))
+            if data is None:
                 continue  # a damaged cache stays as it is: it reads as none
-            short = compact_counts(text)
+            short = compact_counts(data.decode())
             if short is not None:
                 changed.append((packer.compress(short.encode()), int(cid)))
         conn.executemany("UPDATE chunks SET packed_counts = ? WHERE id = ?", changed)
@@ -293,6 +292,11 @@ def compact_packed_counts(conn: sqlite3.Connection) -> None:
 _DICTIONARY_SAMPLES = 4000
 _DICTIONARY_SIZE = 112640
 _DICTIONARY_MIN_SAMPLES = 200
+# a chunk's compressed counts hold at most this many bytes (packed_counts.MAX_UNPACKED);
+# a sample for the dictionary at most the second, and the samples at most the third
+_MOST_UNPACKED = 64 * 1024 * 1024
+_MOST_SAMPLE = 1024 * 1024
+_MOST_SAMPLES = 64 * 1024 * 1024
 
 
 def dictionary_packed_counts(conn: sqlite3.Connection) -> None:
@@ -301,15 +305,19 @@ def dictionary_packed_counts(conn: sqlite3.Connection) -> None:
     store of too few compressed counts gets none: its writes train one later)."""
     top = int(conn.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])
     unpacker = zstandard.ZstdDecompressor()
-    samples: list[bytes | bytearray | memoryview] = [
-        text
-        for (packed,) in conn.execute(
-            "SELECT CAST(packed_counts AS BLOB) FROM chunks WHERE id > ? "
-            "AND packed_counts IS NOT NULL ORDER BY id",
-            (top - _DICTIONARY_SAMPLES,),
-        )
-        if (text := _plain_frame(unpacker, bytes(packed))) is not None
-    ]
+    samples: list[bytes | bytearray | memoryview] = []
+    held = 0
+    for (packed,) in conn.execute(
+        "SELECT CAST(packed_counts AS BLOB) FROM chunks WHERE id > ? "
+        "AND packed_counts IS NOT NULL ORDER BY id",
+        (top - _DICTIONARY_SAMPLES,),
+    ):
+        text = _plain_frame(unpacker, bytes(packed), _MOST_SAMPLE)
+        if text is not None:
+            samples.append(text)
+            held += len(text)
+            if held > _MOST_SAMPLES:
+                break
     if len(samples) < _DICTIONARY_MIN_SAMPLES:
         return
     try:
@@ -339,10 +347,15 @@ def dictionary_packed_counts(conn: sqlite3.Connection) -> None:
         last = int(rows[-1][0])
 
 
-def _plain_frame(unpacker: zstandard.ZstdDecompressor, packed: bytes) -> bytes | None:
+def _plain_frame(
+    unpacker: zstandard.ZstdDecompressor, packed: bytes, most: int = _MOST_UNPACKED
+) -> bytes | None:
     """What a frame compressed without a dictionary holds; None for a damaged one (it
-    stays as it is: it reads as no cache)."""
+    stays as it is: it reads as no cache) and for one that says it holds more than
+    ``most`` bytes (a damaged or hostile file: zstd would allocate what it says)."""
     try:
+        if not 0 <= zstandard.frame_content_size(packed) <= most:
+            return None
         data: bytes = unpacker.decompress(packed)
         data.decode()
     except (zstandard.ZstdError, UnicodeDecodeError):
