@@ -50,11 +50,12 @@ from offload.store.search import (
     scope_terms,
     selective,
     semantic,
+    stretch,
 )
 from offload.store.search.explain import Explanation, explanations
 from offload.store.search.memory import entrykeys, entrymap, postings
 from offload.store.search.shown import ShownChunks
-from offload.store.search.state import SearchState, Trace
+from offload.store.search.state import CONTEXT, SearchState, Trace, scoring_path
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -181,7 +182,8 @@ def search(
             params,
             now,
             need,
-            keep=keep,
+            # the fused order is read deep enough for the stretches' second look
+            keep=max(keep, stretch.STRETCH_SOURCES),
             narrowed=narrowed,
             view=view,
             stats=stats,
@@ -201,6 +203,9 @@ def search(
         shown = ShownChunks(store)
         ranked = ranking.rank(store, q, found, state, terms=telling, shown=shown)
         fused = hybrid.fused_candidates(store, probe, ranked, state, lookup=q.lookup)
+        if scoring_path(state, tuple(telling)).neighbourhood == CONTEXT:
+            # the best hits raised by how well the stretch each was told in holds the words
+            fused = stretch.reranked(store, telling, fused, state)
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly
         raise StoreError(f"search failed: {exc}") from exc
