@@ -657,7 +657,7 @@ def m_vector_model_ids(conn: sqlite3.Connection) -> None:
 
 @migration
 def m_entry_changes_event_time(conn: sqlite3.Connection) -> None:
-    # the entries' columns held in memory include the event time (store/search/stretch.py
+    # the entries' columns held in memory include the event time (store/search/neighbours.py
     # reads it: the stretch a hit was told in): an update of it stamps the row, as an
     # update of any other held column does (m_entry_changes)
     stamp = (

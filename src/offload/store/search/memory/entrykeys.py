@@ -50,7 +50,7 @@ from offload.store.search.memory.chunkrows import ReadSnapshot
 from offload.store.search.memory.held import HeldCopy
 
 # the columns held, in this order after the id (the filter's and the ranking's: what
-# query.filter_sql and Candidate.of_entry read, and the event time store/search/stretch.py
+# query.filter_sql and Candidate.of_entry read, and the event time store/search/neighbours.py
 # reads)
 FIELDS = (
     "scope",
