@@ -21,10 +21,10 @@ text (the terms' idf of the index, the length normalised by the stretches read),
 by the best such score among the hits, multiplies each hit's score by ``1 +
 STRETCH_WEIGHT * that share``. A hit told in the stretch that holds most of the question's
 words rises above an equal hit told elsewhere; hits without an event time are each a
-stretch of one. A stretch is read around each of the best ``STRETCH_SOURCES`` hits,
-``STRETCH_REACH`` entries each side at most, as far as the event time stays the same (ids
-in order within the scope and kind, from the entries' columns in memory when held): a
-bounded read whatever the store's size. When no hit shares its event time with a
+stretch of one. A stretch is read once, around the best of its hits among the best
+``STRETCH_SOURCES``, ``STRETCH_REACH`` entries each side at most, as far as the event time
+stays the same (ids in order within the scope and kind, from the entries' columns in
+memory when held): a bounded read whatever the store's size. When no hit shares its event time with a
 neighbour, nothing changes. Measured on LoCoMo (docs/benchmarks/search.md, "A hit ranked
 by its stretch"): the weight chosen on conversations 1-2, reported on 3-5.
 """
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections import defaultdict
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
@@ -213,24 +212,28 @@ def with_stretches(
     if not top or not terms:
         return ranked
     when = _event_times(store, [c.entry_id for c in top], state)
-    dated = [c.entry_id for c in top if when.get(c.entry_id) is not None]
-    if not dated:
-        return ranked
-    runs = context.Runs() if state.gate is None else context.HeldRuns(state.gate.keys)
-    slots = runs.slots(store.conn, dated, STRETCH_REACH)
-    near = [n for s in slots.values() for n in s if n is not None and n not in when]
-    when.update(_event_times(store, near, state))
-    members = {e: _stretch(e, slots[e], when) for e in dated}
-    if all(len(m) == 1 for m in members.values()):
-        return ranked
-    # a stretch is a distinct (scope, kind, time): the union of what was read around its
-    # hits; a hit without an event time is a stretch of its own
-    stretches: dict[Stretch, set[int]] = defaultdict(set)
+    # a stretch is a distinct (scope, kind, time), read once, around its best hit; a hit
+    # without an event time is a stretch of its own
     key: dict[int, Stretch] = {}
+    leaders: dict[Stretch, int] = {}
     for c in top:
         t = when.get(c.entry_id)
         key[c.entry_id] = (c.scope, c.kind, t, None if t is not None else c.entry_id)
-        stretches[key[c.entry_id]].update(members.get(c.entry_id, [c.entry_id]))
+        if t is not None:
+            leaders.setdefault(key[c.entry_id], c.entry_id)
+    if not leaders:
+        return ranked
+    runs = context.Runs() if state.gate is None else context.HeldRuns(state.gate.keys)
+    slots = runs.slots(store.conn, list(leaders.values()), STRETCH_REACH)
+    if state.gate is None:  # the SQL path: every neighbour's time in one statement
+        near = [n for s in slots.values() for n in s if n is not None and n not in when]
+        when.update(_event_times(store, near, state))
+    held = None if state.gate is None else state.gate.keys
+    stretches = {k: _stretch(e, slots[e], when, held) for k, e in leaders.items()}
+    if all(len(m) == 1 for m in stretches.values()):
+        return ranked
+    for c in top:
+        stretches.setdefault(key[c.entry_id], [c.entry_id])
     scores = _stretch_scores(store, terms, list(stretches.values()), state)
     best = max(scores, default=0.0)
     if best <= 0.0:
@@ -262,22 +265,33 @@ def _event_times(store: Store, ids: Sequence[int], state: SearchState) -> dict[i
     return out
 
 
-def _stretch(e: int, slots: list[int | None], when: dict[int, float | None]) -> list[int]:
+def _stretch(
+    e: int,
+    slots: list[int | None],
+    when: dict[int, float | None],
+    held: entrykeys.EntryKeys | None,
+) -> list[int]:
     """``e`` and its neighbours (``slots``: before, nearest first, then after) up to the
-    first on each side told at another time."""
+    first on each side told at another time (its time from ``when``, else from the
+    entries' columns ``held`` in memory, read only as far as the walk goes)."""
     t = when.get(e)
     out = [e]
     reach = len(slots) // 2
     for side in (slots[:reach], slots[reach:]):
         for n in side:
-            if n is None or when.get(n) != t:
+            if n is None:
+                break
+            if n not in when and held is not None:
+                k = held.get(n)
+                when[n] = None if k is None else k[entrykeys.EVENT_TIME]
+            if when.get(n) != t:
                 break
             out.append(n)
     return out
 
 
 def _stretch_scores(
-    store: Store, terms: Sequence[str], stretches: list[set[int]], state: SearchState
+    store: Store, terms: Sequence[str], stretches: list[list[int]], state: SearchState
 ) -> list[float]:
     """BM25 of ``terms`` over each stretch's text as one document (each entry's first
     chunk, its counts as context.count_matrix reads them)."""
