@@ -186,8 +186,10 @@ def search(
             params,
             now,
             need,
-            # the fused order is read deep enough for the stretches' second look
-            keep=max(keep, neighbours.STRETCH_SOURCES),
+            # SQLite: the fused order is read deep enough for the stretches' second look
+            keep=max(keep, neighbours.STRETCH_SOURCES)
+            if isinstance(conn, sqlite3.Connection)
+            else keep,
             narrowed=narrowed,
             view=view,
             stats=stats,
