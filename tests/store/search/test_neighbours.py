@@ -1,9 +1,17 @@
-"""A hit's neighbours (store/search/neighbours.py): a share of its score, both sides, the filter kept."""
+"""A hit's neighbours (store/search/neighbours.py): a share of its score, both sides, the filter kept;
+its stretch (the entries of its scope and kind told at its event time, scored as one
+document) raises it, no shared event time changes nothing (SQLite only: the stretch belongs
+to the path that scores a neighbourhood as one document)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
 import pytest
 
+from offload.core.tokens import EstimateCounter
 from offload.store.backend import Sql
 from offload.store.models import Filters
 from offload.store.search import neighbours, query
@@ -54,3 +62,81 @@ def test_a_neighbour_the_filter_drops_is_not_added_but_a_found_one_still_gains(
     scores = {c.entry_id: c.score for c in out}
     assert gone not in scores  # expired: the filter drops it
     assert scores == {third: pytest.approx(4.0 + 0.25), first: pytest.approx(1.0 + 1.0)}
+
+
+@pytest.fixture
+def lite(tmp_path: Path) -> Iterator[Store]:
+    """A SQLite store (the stretch belongs to SQLite's path)."""
+    with Store(tmp_path / "offload.db", counter=EstimateCounter()) as s:
+        yield s
+
+
+FILLER = ("the weather was grey", "we talked about work", "lunch was late again")
+
+
+def _t(day: int) -> float:
+    return datetime(2023, 5, day, 12, tzinfo=UTC).timestamp()
+
+
+def _sessions(store: Store, *, dated: bool) -> tuple[int, int]:
+    """Two sessions, each with a turn about swimming in the lake (the same words); the
+    first also names the puppy, more than two turns away from its swimmer. The swimmer of
+    the second session is stored last."""
+    first = [
+        "we adopted a puppy named Rex",
+        *FILLER,
+        "Tom swims in the lake every day",
+    ]
+    second = [*FILLER, "Ann swims in the lake every day"]
+    ids: list[int] = []
+    for day, texts in ((1, first), (2, second)):
+        when = _t(day) if dated else None
+        ids.extend(r.entry.id for r in store.put_many(texts, scope="chat", event_time=when))
+    return ids[len(first) - 1], ids[-1]
+
+
+def _order(store: Store, text: str) -> list[int]:
+    return [h.entry.id for h in store.search(text, scope="chat", limit=10)]
+
+
+def test_a_hit_told_in_the_stretch_that_holds_the_questions_other_words_ranks_first(
+    lite: Store,
+) -> None:
+    store = lite
+    tom, ann = _sessions(store, dated=True)
+    order = _order(store, "Who swims in the lake with the puppy?")
+    assert order.index(tom) < order.index(ann)
+
+
+def test_without_event_times_equal_hits_keep_the_newest_first(lite: Store) -> None:
+    store = lite
+    tom, ann = _sessions(store, dated=False)
+    order = _order(store, "Who swims in the lake with the puppy?")
+    assert order.index(ann) < order.index(tom)
+
+
+def test_hits_sharing_no_event_time_with_a_neighbour_keep_their_scores(lite: Store) -> None:
+    store = lite
+    a = store.put("swims in the lake", scope="chat", event_time=_t(1)).entry.id
+    b = store.put("swims in the sea", scope="chat", event_time=_t(2)).entry.id
+    c = store.put("swims in the pool", scope="chat").entry.id
+    where, params = query.filter_sql(Filters(scope="chat"), store.clock())
+    state = SearchState(store.conn, where, params, store.clock(), 50)
+    found = [_candidate(store, e, s) for e, s in ((a, 3.0), (b, 2.0), (c, 1.0))]
+    out = neighbours.with_stretches(store, ["swim"], found, state)
+    assert [(x.entry_id, x.score) for x in out] == [(a, 3.0), (b, 2.0), (c, 1.0)]
+
+
+def test_a_stretch_ends_where_the_event_time_changes(lite: Store) -> None:
+    store = lite
+    # the puppy is told the day before the second swimmer, right beside it: not its stretch
+    rex = store.put("we adopted a puppy named Rex", scope="chat", event_time=_t(1)).entry.id
+    tom = store.put("Tom swims in the lake", scope="chat", event_time=_t(1)).entry.id
+    ann = store.put("Ann swims in the lake", scope="chat", event_time=_t(2)).entry.id
+    store.put("the weather was grey", scope="chat", event_time=_t(2))
+    where, params = query.filter_sql(Filters(scope="chat"), store.clock())
+    state = SearchState(store.conn, where, params, store.clock(), 50)
+    found = [_candidate(store, e, 1.0) for e in (ann, tom, rex)]
+    out = neighbours.with_stretches(store, ["swim", "lake", "puppi"], found, state)
+    scores = {x.entry_id: x.score for x in out}
+    assert scores[tom] == scores[rex] > scores[ann] > 1.0

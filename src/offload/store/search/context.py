@@ -419,7 +419,7 @@ def _first_chunks(store: Store, entries: list[int]) -> dict[int, int]:
     return found
 
 
-def _term_weights(
+def term_weights(
     conn: Conn, view: View | None, terms: Sequence[str]
 ) -> tuple[selective.Totals, dict[str, float]]:
     """The body index's totals and each distinct term's idf: from the in-memory index
@@ -475,7 +475,7 @@ def with_context(
     top = found[:sources]
     if not top or not terms:
         return found
-    totals, idf = _term_weights(conn, view, terms)
+    totals, idf = term_weights(conn, view, terms)
     weights = field_weights(share, window)
     runs = Runs() if gate is None else HeldRuns(gate.keys)
     # read far enough for the neighbours' own neighbours too (asked for below)

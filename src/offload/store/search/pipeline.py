@@ -18,6 +18,10 @@ semantic retriever adds its own :class:`Candidate` list and a fusion merges the 
    to the one that names it), a phrase boost for query words found side by side, then the
    caller's salience and recency x frequency of use, then the time preference: the dates
    the query names (:func:`named_times`) and whether it asks when.
+   After the fusion with the embedding's nearest entries (store/search/hybrid.py), on
+   SQLite, each of the best hits is raised by how well the stretch it was told in (the
+   entries of its scope and kind at its event time) holds the query's words
+   (:func:`offload.store.search.neighbours.with_stretches`).
 4. :func:`offload.store.search.page.hits` (store/search/page.py): rows, chunk text and snippets (the
    best-matching lines, numbered) for the page shown only.
 
@@ -44,6 +48,7 @@ from offload.store.search import (
     hybrid,
     lexical,
     narrow,
+    neighbours,
     page,
     query,
     ranking,
@@ -54,7 +59,7 @@ from offload.store.search import (
 from offload.store.search.explain import Explanation, explanations
 from offload.store.search.memory import entrykeys, entrymap, postings
 from offload.store.search.shown import ShownChunks
-from offload.store.search.state import SearchState, Trace
+from offload.store.search.state import CONTEXT, SearchState, Trace, scoring_path
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -181,7 +186,10 @@ def search(
             params,
             now,
             need,
-            keep=keep,
+            # SQLite: the fused order is read deep enough for the stretches' second look
+            keep=max(keep, neighbours.STRETCH_SOURCES)
+            if isinstance(conn, sqlite3.Connection)
+            else keep,
             narrowed=narrowed,
             view=view,
             stats=stats,
@@ -201,6 +209,9 @@ def search(
         shown = ShownChunks(store)
         ranked = ranking.rank(store, q, found, state, terms=telling, shown=shown)
         fused = hybrid.fused_candidates(store, probe, ranked, state, lookup=q.lookup)
+        if scoring_path(state, tuple(telling)).neighbourhood == CONTEXT:
+            # the best hits raised by how well the stretch each was told in holds the words
+            fused = neighbours.stretched(store, telling, fused, state)
     except sqlite3.OperationalError as exc:
         # every term is quoted, so this is not the user's syntax; report it plainly
         raise StoreError(f"search failed: {exc}") from exc

@@ -655,3 +655,27 @@ def m_vector_model_ids(conn: sqlite3.Connection) -> None:
         WHEN new.model GLOB '*[^0-9]*' BEGIN {named} END;
         """,
     )
+
+
+@migration
+def m_entry_changes_event_time(conn: sqlite3.Connection) -> None:
+    # the entries' columns held in memory include the event time (store/search/neighbours.py
+    # reads it: the stretch a hit was told in): an update of it stamps the row, as an
+    # update of any other held column does (m_entry_changes)
+    stamp = (
+        "UPDATE entry_stamp SET value = value + 1 WHERE id = 0; "
+        "UPDATE entries SET changed = (SELECT value FROM entry_stamp WHERE id = 0) "
+        "WHERE id = new.id;"
+    )
+    held = (
+        "scope, kind, salience, accessed, access_count, expires, status, pinned, source, "
+        "created, event_time"
+    )
+    run_script(
+        conn,
+        f"""
+        DROP TRIGGER entry_changes_updated;
+        CREATE TRIGGER entry_changes_updated AFTER UPDATE OF {held} ON entries
+        BEGIN {stamp} END;
+        """,
+    )

@@ -85,6 +85,16 @@ def test_puts_touches_and_pins_since_a_read_are_read_and_applied(store: Store) -
     assert keys.get(b.id) is None  # the old copy is unchanged (a search keeps its own)
 
 
+def test_an_event_time_given_by_a_repeated_put_since_a_read_is_applied(store: Store) -> None:
+    a = store.put("alpha one", scope="s").entry
+    keys = _keys(store)
+    assert keys.get(a.id)[entrykeys.EVENT_TIME] is None  # type: ignore[index]
+    store.put("alpha one", scope="s", event_time=1_700_000_000.0)  # the first to say when
+    fresh = store.resident.entry_keys.current(store.conn)  # type: ignore[union-attr]
+    assert fresh is not None
+    assert fresh.get(a.id)[entrykeys.EVENT_TIME] == 1_700_000_000.0  # type: ignore[index]
+
+
 @pytest.mark.slow
 def test_an_update_committed_after_a_later_one_was_read_is_still_applied(
     pg_store: Store, pg_database: str

@@ -50,7 +50,8 @@ from offload.store.search.memory.chunkrows import ReadSnapshot
 from offload.store.search.memory.held import HeldCopy
 
 # the columns held, in this order after the id (the filter's and the ranking's: what
-# query.filter_sql and Candidate.of_entry read)
+# query.filter_sql and Candidate.of_entry read, and the event time store/search/neighbours.py
+# reads)
 FIELDS = (
     "scope",
     "kind",
@@ -62,8 +63,11 @@ FIELDS = (
     "pinned",
     "source",
     "created",
+    "event_time",
 )
-SCOPE, KIND, SALIENCE, ACCESSED, USES, EXPIRES, STATUS, PINNED, SOURCE, CREATED = range(10)
+SCOPE, KIND, SALIENCE, ACCESSED, USES, EXPIRES, STATUS, PINNED, SOURCE, CREATED, EVENT_TIME = range(
+    11
+)
 # rows a full read asks for per statement (a result is held whole by the client)
 PAGE = 50_000
 # entries changed since the base past this many are folded into a new base (each refresh
@@ -201,7 +205,7 @@ def _held(row: Any, strings: dict[str, str]) -> tuple[int, Keys]:
     for i in (SCOPE, KIND, STATUS, SOURCE):
         s = values[i]
         values[i] = strings.setdefault(s, s)
-    for i in (SALIENCE, ACCESSED, EXPIRES, CREATED):
+    for i in (SALIENCE, ACCESSED, EXPIRES, CREATED, EVENT_TIME):
         v = values[i]
         if v is not None and math.isnan(v):
             raise Unheld(f"entry {row[2]}: NaN in {FIELDS[i]}")
