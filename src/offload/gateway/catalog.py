@@ -243,6 +243,27 @@ def _instructions(
         f"Oversized tool responses are indexed; read them with {budget.read_tool} "
         f"and search them with {budget.search_tool}."
     ]
+    rows += _server_instruction_rows(servers, state, budget)
+    by_name = {s.name: s for s in servers}
+    if state.deferred:
+        rows += _deferred_tool_rows(by_name, state, budget)
+    if state.deferred_items:
+        rows += _deferred_item_rows(by_name, state, budget)
+    cut = [s for s in servers if s.cut]
+    if cut:
+        rows.append("## Upstream catalogs cut to their bounds")
+        rows.extend(f"- {s.name}: {inline(s.cut, 300)}" for s in cut)
+    if unavailable:
+        rows.append("## Unavailable upstreams")
+        rows.extend(f"- {name}: {inline(why, 300)}" for name, why in sorted(unavailable.items()))
+    return "\n\n".join(rows)
+
+
+def _server_instruction_rows(
+    servers: Sequence[ServerCatalog], state: _State, budget: Budget
+) -> list[str]:
+    """Each server's instructions: whole, or (indexed) a summary, contents and read call."""
+    rows: list[str] = []
     for s in servers:
         text = s.instructions.strip()
         if not text:
@@ -257,45 +278,48 @@ def _instructions(
             rows.append(f'(full instructions: {budget.read_tool}(label="{label}"))')
         else:
             rows.append(f"## {s.name}\n{text}")
-    if state.deferred:
-        rows.append(
-            f"## Deferred tools\nFind them with {budget.search_tool}(queries=[...]); a hit "
-            f"shows the input schema. Call one by name, or through "
-            f"{budget.call_tool}(name=..., arguments={{...}})."
-        )
-        by_name = {s.name: s for s in servers}
-        for name in state.deferred:
-            tools = by_name[name].tools
-            line = f'- {name}: {len(tools)} tools (source="{TOOL_PREFIX}{name}{SEP}")'
-            if state.batch_contents:
-                # upstream-written names: each an inert line fragment in our own text
-                line += ": " + ", ".join(inline(t.name, 200) for t in tools)
-            rows.append(line)
-    if state.deferred_items:
-        rows.append(
-            f"## Deferred resources and prompts\nFind them with {budget.search_tool}"
-            "(queries=[...]); a hit lists it for you again (resources/list, prompts/list) "
-            "and names the request that reads it. resources/read and prompts/get work for "
-            "deferred ones as for listed ones."
-        )
-        by_name = {s.name: s for s in servers}
-        for name in state.deferred_items:
-            s = by_name[name]
-            counts = [
-                f"{len(s.resources)} resources",
-                f"{len(s.templates)} resource templates",
-                f"{len(s.prompts)} prompts",
-            ]
-            prefixes = ", ".join(f'"{p}{name}{SEP}"' for p in ITEM_PREFIXES)
-            rows.append(f"- {name}: {', '.join(counts)} (source: one of {prefixes})")
-    cut = [s for s in servers if s.cut]
-    if cut:
-        rows.append("## Upstream catalogs cut to their bounds")
-        rows.extend(f"- {s.name}: {inline(s.cut, 300)}" for s in cut)
-    if unavailable:
-        rows.append("## Unavailable upstreams")
-        rows.extend(f"- {name}: {inline(why, 300)}" for name, why in sorted(unavailable.items()))
-    return "\n\n".join(rows)
+    return rows
+
+
+def _deferred_tool_rows(
+    by_name: Mapping[str, ServerCatalog], state: _State, budget: Budget
+) -> list[str]:
+    """How to find deferred tools, then a line per server whose tools are deferred."""
+    rows = [
+        f"## Deferred tools\nFind them with {budget.search_tool}(queries=[...]); a hit "
+        f"shows the input schema. Call one by name, or through "
+        f"{budget.call_tool}(name=..., arguments={{...}})."
+    ]
+    for name in state.deferred:
+        tools = by_name[name].tools
+        line = f'- {name}: {len(tools)} tools (source="{TOOL_PREFIX}{name}{SEP}")'
+        if state.batch_contents:
+            # upstream-written names: each an inert line fragment in our own text
+            line += ": " + ", ".join(inline(t.name, 200) for t in tools)
+        rows.append(line)
+    return rows
+
+
+def _deferred_item_rows(
+    by_name: Mapping[str, ServerCatalog], state: _State, budget: Budget
+) -> list[str]:
+    """How to find deferred resources and prompts, then a line per server with counts."""
+    rows = [
+        f"## Deferred resources and prompts\nFind them with {budget.search_tool}"
+        "(queries=[...]); a hit lists it for you again (resources/list, prompts/list) "
+        "and names the request that reads it. resources/read and prompts/get work for "
+        "deferred ones as for listed ones."
+    ]
+    for name in state.deferred_items:
+        s = by_name[name]
+        counts = [
+            f"{len(s.resources)} resources",
+            f"{len(s.templates)} resource templates",
+            f"{len(s.prompts)} prompts",
+        ]
+        prefixes = ", ".join(f'"{p}{name}{SEP}"' for p in ITEM_PREFIXES)
+        rows.append(f"- {name}: {', '.join(counts)} (source: one of {prefixes})")
+    return rows
 
 
 def plan_catalog(

@@ -38,8 +38,16 @@ _SEARCHED_KINDS = (KIND, "instructions")
 
 def definitions(settings: GatewaySettings, *, with_call_tool: bool) -> list[types.Tool]:
     """The gateway tools as listed to the client."""
-    search = types.Tool(
-        name=settings.search_tool,
+    tools = [search_definition(settings.search_tool), read_definition(settings.read_tool)]
+    if with_call_tool:
+        tools.append(call_definition(settings.call_tool_name, settings.search_tool))
+    return tools
+
+
+def search_definition(name: str) -> types.Tool:
+    """The search tool: indexed responses, instructions and deferred tools."""
+    return types.Tool(
+        name=name,
         description=(
             "Search indexed tool responses, server instructions and deferred tool "
             "definitions. Hits come best first with line numbers and context; tool hits "
@@ -72,8 +80,12 @@ def definitions(settings: GatewaySettings, *, with_call_tool: bool) -> list[type
             "required": ["queries"],
         },
     )
-    read = types.Tool(
-        name=settings.read_tool,
+
+
+def read_definition(name: str) -> types.Tool:
+    """The read tool: an indexed body by label, as numbered lines."""
+    return types.Tool(
+        name=name,
         description=(
             "Read an indexed body by label as numbered lines, up to ~64 KB per call; the "
             "last line says how to continue."
@@ -96,26 +108,25 @@ def definitions(settings: GatewaySettings, *, with_call_tool: bool) -> list[type
             "required": ["label"],
         },
     )
-    tools = [search, read]
-    if with_call_tool:
-        tools.append(
-            types.Tool(
-                name=settings.call_tool_name,
-                description=(
-                    "Call any upstream tool by its gateway name, including deferred tools "
-                    f"found with {settings.search_tool}."
-                ),
-                input_schema={
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string", "description": "e.g. github__list_issues"},
-                        "arguments": {"type": "object", "description": "The tool's arguments"},
-                    },
-                    "required": ["name"],
-                },
-            )
-        )
-    return tools
+
+
+def call_definition(name: str, search_tool: str) -> types.Tool:
+    """The call tool: any upstream tool by its gateway name, deferred ones included."""
+    return types.Tool(
+        name=name,
+        description=(
+            "Call any upstream tool by its gateway name, including deferred tools "
+            f"found with {search_tool}."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "e.g. github__list_issues"},
+                "arguments": {"type": "object", "description": "The tool's arguments"},
+            },
+            "required": ["name"],
+        },
+    )
 
 
 @dataclass(frozen=True)

@@ -181,8 +181,51 @@ def test_the_matrix_refreshed_row_by_row_equals_one_read_of_every_row(
     fresh = vectors.VectorMatrix(matrix.model_id)
     all_ids, all_rows = fresh.refresh(hybrid.conn)
     assert ids.tolist() == all_ids.tolist()
-    assert np.array_equal(rows, all_rows)
+    assert np.array_equal(rows.decoded(), all_rows.decoded())
     assert np.allclose(matrix.prefixes(), vectors.unit_prefixes(all_rows))
+    assert matrix.sample() is None  # the floor is over every row: no float32 copy of them
+
+
+def _packed(n: int, seed: int = 5) -> list[bytes]:
+    rows = _rows(n, seed=seed)
+    rows[3] = 0.0  # a zero vector packs with scale 1
+    return [vectors.pack(r) for r in rows]
+
+
+def test_the_matrix_holds_a_byte_a_component_and_decodes_to_the_float32_rows() -> None:
+    stored = _packed(3 * 1024 + 7)
+    codes = vectors.unpack_codes(stored)
+    floats = vectors.unpack_rows(stored)
+    assert codes.nbytes == len(stored) * (256 + 4)  # float32 rows: 1,024 bytes each
+    assert codes.nbytes * 3 < floats.nbytes
+    assert np.array_equal(codes.decoded(), floats)
+    picked = [5, 1, 3070, 3]
+    assert np.array_equal(codes[picked].decoded(), floats[picked])
+    assert np.array_equal(codes[::7].contiguous().decoded(), floats[::7])
+    assert np.array_equal(vectors.unit_prefixes(codes), vectors.unit_prefixes(floats))
+    mixed = vectors.unpack_codes([_int8_form(floats[0]), *stored[:2]])
+    assert np.array_equal(mixed[1:].decoded(), floats[:2])
+
+
+def test_rows_held_as_codes_rank_as_their_float32_rows() -> None:
+    stored = _packed(2 * vectors.COARSE_ROWS + 11)
+    codes, floats = vectors.unpack_codes(stored), vectors.unpack_rows(stored)
+    ids = np.arange(1, len(stored) + 1, dtype=np.int64)
+    prefixes = vectors.unit_prefixes(floats)
+    sample = vectors.floor_rows(codes).contiguous()  # what VectorMatrix.sample() holds
+    for query in (floats[17], floats[-1], _rows(1, seed=9)[0]):
+        allowed = ids[ids % 3 == 0]
+        for held, as_floats in (
+            (vectors.nearest(ids, codes, query, 30), vectors.nearest(ids, floats, query, 30)),
+            (
+                vectors.nearest(ids, codes, query, 30, allowed, prefixes, sample),
+                vectors.nearest(ids, floats, query, 30, allowed, prefixes),
+            ),
+        ):
+            (close, floor), (close_f, floor_f) = held, as_floats
+            assert [e for e, _ in close] == [e for e, _ in close_f]
+            assert np.allclose([s for _, s in close], [s for _, s in close_f], rtol=0, atol=1e-6)
+            assert abs(floor - floor_f) < 1e-6
 
 
 def test_backfill_embeds_the_entries_stored_without_a_model(

@@ -135,6 +135,41 @@ def _at_least_one(**bounds: int) -> None:
             raise InvalidInput(f"{name} must be 1 or more, got {value}")
 
 
+def _check_start(raw: _Lines, line: int, part: int, max_line_chars: int) -> None:
+    total = len(raw)
+    if line > total:
+        raise InvalidInput(f"offset {line} is past the end ({total} lines)")
+    first_parts = _parts(line_content(raw[line - 1]), max_line_chars)
+    if part > len(first_parts):
+        raise InvalidInput(
+            f'offset "{line}-{part}" is past the end of line {line} '
+            f"({len(first_parts)} parts of {max_line_chars} characters)"
+        )
+
+
+def _line_rows(
+    parts: list[str], line: int, first_part: int, width: int, *, room: int, first: bool
+) -> tuple[list[str], int, bool]:
+    """The rows of one line's parts from ``first_part`` that fit in ``room`` bytes, their
+    size, and whether every remaining part fit. The window's ``first`` line takes one part
+    even past the room, so paging always progresses."""
+    labelled = len(parts) > 1
+    rows: list[str] = []
+    used = 0
+    for index in range(first_part, len(parts) + 1):
+        label = f"{line}-{index}" if labelled else str(line)
+        row = _row(label, width, parts[index - 1])
+        size = len(row.encode("utf-8", "surrogatepass"))
+        if used + size > room:
+            if first and not rows:
+                rows.append(row)
+                used += size
+            return rows, used, False
+        rows.append(row)
+        used += size
+    return rows, used, True
+
+
 def read_lines(
     text: str,
     offset: int | str = 1,
@@ -154,15 +189,7 @@ def read_lines(
     total = len(raw)
     if total == 0 and (line, part) == (1, 1):
         return LineWindow("", 0, 0, 0, None, 0)
-    if line > total:
-        raise InvalidInput(f"offset {line} is past the end ({total} lines)")
-    first_parts = _parts(line_content(raw[line - 1]), max_line_chars)
-    if part > len(first_parts):
-        raise InvalidInput(
-            f'offset "{line}-{part}" is past the end of line {line} '
-            f"({len(first_parts)} parts of {max_line_chars} characters)"
-        )
-
+    _check_start(raw, line, part, max_line_chars)
     width = len(str(total))
     rows: list[str] = []
     used = 0
@@ -171,23 +198,9 @@ def read_lines(
     lines_started = 0
     while cur_line <= total and lines_started < limit:
         parts = _parts(line_content(raw[cur_line - 1]), max_line_chars)
-        labelled = len(parts) > 1
-        pending: list[str] = []
-        pending_bytes = 0
-        fits = True
-        for index in range(cur_part, len(parts) + 1):
-            label = f"{cur_line}-{index}" if labelled else str(cur_line)
-            row = _row(label, width, parts[index - 1])
-            size = len(row.encode("utf-8", "surrogatepass"))
-            if used + pending_bytes + size > cap_bytes:
-                fits = False
-                # Progress guarantee: an empty window takes one part even past the cap.
-                if not rows and not pending:
-                    pending.append(row)
-                    pending_bytes += size
-                break
-            pending.append(row)
-            pending_bytes += size
+        pending, pending_bytes, fits = _line_rows(
+            parts, cur_line, cur_part, width, room=cap_bytes - used, first=not rows
+        )
         if not fits and rows:
             break  # the next whole line would pass the cap: stop before it
         rows.extend(pending)

@@ -89,10 +89,8 @@ def _apply(raw: Any) -> list[str]:
     return applied
 
 
-@migration
-def pg001_initial(raw: Any) -> None:
-    raw.execute(
-        """
+# The first release's schema, as it ran then: later changes are migrations of their own.
+INITIAL_SCHEMA = """
         CREATE TABLE blocks (
             id bigserial PRIMARY KEY,
             hash text COLLATE "C" NOT NULL UNIQUE,
@@ -204,8 +202,12 @@ def pg001_initial(raw: Any) -> None:
         CREATE FUNCTION offload_ids(ids text) RETURNS TABLE (value bigint)
             LANGUAGE sql IMMUTABLE STRICT
             AS $$ SELECT x::bigint FROM json_array_elements_text(ids::json) AS x $$;
-        """
-    )
+"""
+
+
+@migration
+def pg001_initial(raw: Any) -> None:
+    raw.execute(INITIAL_SCHEMA)
     _scope_stats(raw)
 
 

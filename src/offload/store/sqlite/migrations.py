@@ -40,11 +40,9 @@ def run_script(conn: sqlite3.Connection, script: str) -> None:
         raise StoreError("incomplete SQL statement in migration script")
 
 
-@migration
-def m001_initial(conn: sqlite3.Connection) -> None:
-    run_script(
-        conn,
-        """
+# The first release's schema, as it ran then (its text is what sqlite_master keeps):
+# later changes are migrations of their own.
+INITIAL_SCHEMA = """
         CREATE TABLE blocks (
             id INTEGER PRIMARY KEY,
             hash TEXT NOT NULL UNIQUE,
@@ -139,8 +137,12 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             updated REAL NOT NULL,
             PRIMARY KEY (namespace, key)
         );
-        """,
-    )
+"""
+
+
+@migration
+def m001_initial(conn: sqlite3.Connection) -> None:
+    run_script(conn, INITIAL_SCHEMA)
 
 
 @migration

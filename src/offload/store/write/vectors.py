@@ -6,9 +6,12 @@ and a float32 scale for 256 dimensions, :func:`pack`), with the model id that ma
 it is handed an :class:`Encoder` (``offload.llm.embedding``), and computes a vector before
 the write transaction that stores it, so the write lock is never held while embedding.
 
-Search reads the vectors of the current model into an in-process float32 matrix once, and
-after that only the rows added since (``entry_vectors.id`` only grows); one matrix-vector
-product scores every entry. Vectors of another model (the store was written while
+Search reads the vectors of the current model into an in-process matrix once, and after
+that only the rows added since (``entry_vectors.id`` only grows); one matrix-vector product
+scores every entry. The matrix holds each row as its stored components, one byte each, and
+its scale (:class:`Codes`: a quarter of the float32 rows' memory); a row's score is its
+components' product with the query (widened to float32 a block of rows at a time) times
+its scale, which is the float32 row's product up to rounding. Vectors of another model (the store was written while
 ``search.embedding_model`` named another) are never read into it: their entries are found
 lexically until rewritten or re-embedded (``offload doctor --reindex``), and an entry whose
 vector another model's process replaces leaves the matrix. Rows of entries forgotten since stay in the matrix until the
@@ -32,6 +35,7 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from offload.store.backend import Conn, Row, Sql
@@ -127,26 +131,75 @@ def unpack(data: bytes) -> NDArray[np.float32]:
 def unpack_rows(stored: Sequence[bytes]) -> NDArray[np.float32]:
     """The float32 vectors of several packed rows as one matrix; rows of one length and
     form (a store's usual case) are decoded together, without a loop over the rows."""
+    return unpack_codes(stored).decoded()
+
+
+def unpack_codes(stored: Sequence[bytes]) -> Codes:
+    """Several packed rows as their components and scales (:class:`Codes`), undecoded."""
     import numpy as np
 
     width = len(stored[0])
     if any(len(d) != width for d in stored):
-        return np.vstack([unpack_rows([d]) for d in stored])
+        return Codes.joined([unpack_codes([d]) for d in stored])
     raw = np.frombuffer(b"".join(stored), dtype=np.uint8).reshape(len(stored), width)
     scales = np.ascontiguousarray(raw[:, : _SCALE.size]).view("<f4").reshape(-1)
     body = raw[:, _SCALE.size :]
     four = scales < 0
     if four.any() and not four.all():
-        return np.vstack([unpack_rows([d]) for d in stored])
+        return Codes.joined([unpack_codes([d]) for d in stored])
     if four.all():
         q = np.empty((len(stored), 2 * body.shape[1]), dtype=np.int8)
         q[:, 0::2] = ((body & 0x0F) ^ 8).astype(np.int8) - 8  # sign-extend each nibble
         q[:, 1::2] = ((body >> 4) ^ 8).astype(np.int8) - 8
         scales = -scales
     else:
-        q = body.view(np.int8)
-    out: NDArray[np.float32] = q.astype(np.float32) * scales.astype(np.float32)[:, None]
-    return out
+        q = np.array(body.view(np.int8))  # a copy of its own: rows are zeroed in place
+    return Codes(q, scales.astype(np.float32))
+
+
+@dataclass(frozen=True, eq=False)
+class Codes:
+    """Rows as their stored components (int8: the 4-bit ones sign-extended) and one
+    float32 scale a row: 260 bytes a row of 256 components against 1,024 as float32.
+    Indexed like a matrix of rows (a slice, a list or an array of row numbers), it gives
+    those rows as Codes; :meth:`decoded` gives them as :func:`unpack_rows` does."""
+
+    q: Any  # NDArray[np.int8], (rows, components)
+    scales: Any  # NDArray[np.float32], (rows,)
+
+    @staticmethod
+    def joined(parts: Sequence[Codes]) -> Codes:
+        import numpy as np
+
+        return Codes(np.vstack([p.q for p in parts]), np.concatenate([p.scales for p in parts]))
+
+    def __len__(self) -> int:
+        return len(self.q)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.q.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.q.nbytes) + int(self.scales.nbytes)
+
+    def __getitem__(self, at: Any) -> Codes:
+        return Codes(self.q[at], self.scales[at])
+
+    def contiguous(self) -> Codes:
+        """The same rows in arrays of their own (a slice's rows are read faster so)."""
+        import numpy as np
+
+        return Codes(np.ascontiguousarray(self.q), np.ascontiguousarray(self.scales))
+
+    def decoded(self, dims: int | None = None) -> NDArray[np.float32]:
+        """The rows (their first ``dims`` components) in float32: component times scale."""
+        import numpy as np
+
+        q = self.q if dims is None else self.q[:, :dims]
+        out: NDArray[np.float32] = q.astype(np.float32) * self.scales[:, None]
+        return out
 
 
 def encode_one(encoder: Encoder, text: str) -> bytes:
@@ -225,11 +278,11 @@ class VectorMatrix:
         self._lock = threading.Lock()
         self._last = 0
         self._ids: Any = None  # NDArray[np.int64]: the entry id of each row (-1: replaced)
-        self._rows: Any = None  # NDArray[np.float32]: one unit row per vector
+        self._rows: Codes | None = None  # one unit row per vector
         self._where: dict[int, int] = {}  # entry id -> its current row
         self._prefix: Any = None  # NDArray[np.float32]: unit COARSE_DIMS prefixes of the rows
-        # where the three above grow (each a view of its Growing's rows)
-        self._grown: tuple[Growing, Growing] | None = None
+        # where the ids, the rows' components and scales grow (each a view of its rows)
+        self._grown: tuple[Growing, Growing, Growing] | None = None
         self._prefix_grown: Growing | None = None
         self._sample: Any = None  # NDArray[np.float32]: a contiguous copy of the floor's rows
         self._reload = False
@@ -246,20 +299,21 @@ class VectorMatrix:
     def prefixes(self) -> Any:
         """The rows' unit-length prefixes (call after refresh), built when first asked."""
         with self._lock:
-            if self._prefix is None or len(self._prefix) != len(self._rows):
-                self._prefix_grown = Growing(unit_prefixes(self._rows))
+            rows = self._rows
+            if rows is not None and (self._prefix is None or len(self._prefix) != len(rows)):
+                self._prefix_grown = Growing(unit_prefixes(rows))
                 self._prefix = self._prefix_grown.rows
             return self._prefix
 
     def sample(self) -> Any:
         """A contiguous copy of the rows the floor is the median over (call after refresh):
         the same values as ``rows[::step]`` (:func:`floor_rows`), read ~3.5x faster than
-        every step-th row of the whole matrix at 100k rows."""
-        import numpy as np
-
+        every step-th row of the whole matrix at 100k rows. None while the sample is every
+        row: the scan scores them all anyway."""
         with self._lock:
-            if self._sample is None and self._rows is not None:
-                self._sample = np.ascontiguousarray(floor_rows(self._rows))
+            rows = self._rows
+            if self._sample is None and rows is not None and floor_rows(rows) is not rows:
+                self._sample = floor_rows(rows).contiguous()
             return self._sample
 
     def refresh(self, conn: Conn) -> tuple[Any, Any]:
@@ -329,14 +383,15 @@ class VectorMatrix:
             return
         self._sample = None  # rows added, or a replaced one zeroed below
         ids = np.fromiter((int(r[0]) for r in new), dtype=np.int64, count=len(new))
-        rows = unpack_rows([bytes(r[1]) for r in new])
+        rows = unpack_codes([bytes(r[1]) for r in new])
         base = 0 if self._ids is None else len(self._ids)
         if self._grown is None:
-            self._grown = (Growing(ids), Growing(rows))
+            self._grown = (Growing(ids), Growing(rows.q), Growing(rows.scales))
             self._ids, self._rows = ids, rows
         else:
-            self._ids = self._grown[0].extend(ids)
-            self._rows = self._grown[1].extend(rows)
+            ids_at, q_at, scales_at = self._grown
+            self._ids = ids_at.extend(ids)
+            self._rows = Codes(q_at.extend(rows.q), scales_at.extend(rows.scales))
         replaced = []
         for offset, eid in enumerate(ids.tolist()):
             old = self._where.get(eid)
@@ -352,7 +407,8 @@ class VectorMatrix:
         if not at:
             return
         self._ids[at] = -1
-        self._rows[at] = 0.0
+        if self._rows is not None:
+            self._rows.q[at] = 0
         if self._prefix is not None:
             self._prefix[[i for i in at if i < len(self._prefix)]] = 0.0
         self._sample = None
@@ -362,7 +418,7 @@ class VectorMatrix:
         with self._lock:
             rows, where = self._rows, self._where
             at = [(eid, where[eid]) for eid in entry_ids if eid in where]
-        if not at:
+        if not at or rows is None:
             return {}
         sims = _dot(rows[[i for _, i in at]], query)
         return {eid: float(s) for (eid, _), s in zip(at, sims.tolist(), strict=True)}
@@ -386,24 +442,41 @@ def settled_id(conn: Conn, *, wait: bool) -> int | None:
     return value
 
 
+# rows of :class:`Codes` widened to float32 at a time to be scored (2 MiB at 256 components)
+_DECODE_ROWS = 2048
+
+
 def _dot(rows: Any, query: NDArray[np.float32]) -> Any:
     """Each row's dot product with ``query``. numpy's own loop, not BLAS: on a busy
-    machine OpenBLAS's threads made a 2,000 x 256 product take ~45 ms instead of 0.1 ms."""
+    machine OpenBLAS's threads made a 2,000 x 256 product take ~45 ms instead of 0.1 ms.
+    :class:`Codes`: each row's components (widened to float32 a block of rows at a time)
+    with the query, times the row's scale: the float32 rows' product up to rounding (the
+    scale applied once, not to each component), at about the float32 matrix's speed."""
     import numpy as np
 
-    return np.einsum("ij,j->i", rows, query)
+    if not isinstance(rows, Codes):
+        return np.einsum("ij,j->i", rows, query)
+    out = np.empty(len(rows), dtype=np.result_type(np.float32, query.dtype))
+    for start in range(0, len(rows), _DECODE_ROWS):
+        block = slice(start, start + _DECODE_ROWS)
+        np.einsum("ij,j->i", rows.q[block].astype(np.float32), query, out=out[block])
+    out *= rows.scales
+    return out
 
 
 def floor_rows(rows: Any) -> Any:
-    """The even sample of about _FLOOR_SAMPLE rows the floor is the median over (a view)."""
-    return rows[:: max(1, len(rows) // _FLOOR_SAMPLE)]
+    """The even sample of about _FLOOR_SAMPLE rows the floor is the median over (a view;
+    below twice that many, every row: ``rows`` itself)."""
+    step = len(rows) // _FLOOR_SAMPLE
+    return rows if step <= 1 else rows[::step]
 
 
 def unit_prefixes(rows: Any) -> Any:
     """Each row's first COARSE_DIMS components, scaled to unit length."""
     import numpy as np
 
-    prefix = np.ascontiguousarray(rows[:, :COARSE_DIMS], dtype=np.float32)
+    head = rows.decoded(COARSE_DIMS) if isinstance(rows, Codes) else rows[:, :COARSE_DIMS]
+    prefix = np.ascontiguousarray(head, dtype=np.float32)
     norms = np.sqrt(np.einsum("ij,ij->i", prefix, prefix))
     norms[norms == 0] = 1.0
     out: Any = prefix / norms[:, None]
@@ -429,7 +502,10 @@ def nearest(
 
     if ids is None or not len(ids):
         return [], 0.0
-    floor = float(np.median(_dot(floor_rows(rows) if sample is None else sample, query)))
+    if sample is None:
+        sample = floor_rows(rows)
+    scored = _dot(sample, query)  # every row's score when the sample is every row
+    floor = float(np.median(scored))
     live = ids >= 0 if allowed is None else np.isin(ids, allowed)
     pick = np.flatnonzero(live)
     if not len(pick):
@@ -448,7 +524,7 @@ def nearest(
     elif 2 * len(pick) < len(ids):
         sims = _dot(rows[pick], query)  # a narrow filter: score only the rows it keeps
     else:
-        sims = _dot(rows, query)[pick]
+        sims = (scored if sample is rows else _dot(rows, query))[pick]
     order = np.argpartition(-sims, k - 1)[:k]
     top, top_sims = pick[order], sims[order]
     ranked = np.lexsort((-ids[top], -top_sims))  # ties: the newer entry first

@@ -505,22 +505,12 @@ class StubMaker:
         earlier = f"; the part before: {earlier_ref}" if earlier_ref is not None else ""
         title = f"# conversation {session}, messages #{start}-#{end - 1}{earlier}"
         rendered = transcript.join([r.piece for r in made], title)
-        opener = messages[first - 1] if first else None
-        task = content_text(opener) if opener is not None and opener["role"] == "user" else ""
-        topic, summary = transcript.summarise(
-            messages[start:end],
-            task,
-            start,
-            transcript.tool_counts_of([r.piece for r in made]),
-            transcript.files_in([r.files() for r in made]),
-        )
+        topic, summary = _range_topic(messages, first, start, end, made)
         # the gist and the contents list are of what this page-out adds
         new_from = rendered.lines[paged0 - start] if paged0 - start < len(rendered.lines) else 0
         # its size sums the paged messages' counts: an estimate if one of them is (said by
         # the range stub before it, or counted so among those this page-out adds)
-        estimated = (previous is not None and says_estimated(previous.text)) or any(
-            self.estimated(m) for m in messages[paged0:end]
-        )
+        estimated = self._range_estimated(previous, messages[paged0:end])
         text = _range_text(
             StubInfo(
                 ref=short_ref(digest),
@@ -551,6 +541,11 @@ class StubMaker:
             earlier_ref,
             title,
             tuple(made),
+        )
+
+    def _range_estimated(self, previous: RangeStub | None, added: Sequence[Message]) -> bool:
+        return (previous is not None and says_estimated(previous.text)) or any(
+            self.estimated(m) for m in added
         )
 
     def _merge_start(
@@ -621,6 +616,26 @@ def _added_contents(
 
 def _json_bytes(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _range_topic(
+    messages: Sequence[Message],
+    first: int,
+    start: int,
+    end: int,
+    made: Sequence[pieces.Rendered],
+) -> tuple[str, str]:
+    """The topic and summary of the part ``[start, end)``; the task is the range's opener
+    when a user wrote it."""
+    opener = messages[first - 1] if first else None
+    task = content_text(opener) if opener is not None and opener["role"] == "user" else ""
+    return transcript.summarise(
+        messages[start:end],
+        task,
+        start,
+        transcript.tool_counts_of([r.piece for r in made]),
+        transcript.files_in([r.files() for r in made]),
+    )
 
 
 def _range_text(info: StubInfo, session: str, proxy_tools: bool = True) -> str:
