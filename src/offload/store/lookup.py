@@ -22,7 +22,8 @@ def entries_named(conn: Conn, parsed: ParsedRef) -> list[tuple[Row, tuple[str, .
         return rows.with_labels(
             conn.execute(
                 rows.labelled(
-                    "WHERE e.content_hash = unhex(?) OR e.block_hash = unhex(?)",
+                    "WHERE e.content_hash = unhex(?) "
+                    "OR (e.block_hash = unhex(?) AND e.block_hash != e.content_hash)",
                     "WHERE e.content_hash = %s OR e.block_hash = %s",
                 ),
                 (parsed.value, parsed.value),
@@ -34,7 +35,8 @@ def entries_named(conn: Conn, parsed: ParsedRef) -> list[tuple[Row, tuple[str, .
             conn.execute(
                 rows.labelled(
                     "WHERE (e.content_hash BETWEEN unhex(?) AND unhex(?)) "
-                    "OR (e.block_hash BETWEEN unhex(?) AND unhex(?))",
+                    "OR (e.block_hash BETWEEN unhex(?) AND unhex(?) "
+                    "AND e.block_hash != e.content_hash)",
                     "WHERE (e.content_hash BETWEEN %s AND %s) OR (e.block_hash BETWEEN %s AND %s)",
                 ),
                 (lo, hi, lo, hi),

@@ -60,7 +60,8 @@ def doctor(store: Store, *, repair: bool = False, progress: Progress | None = No
         for r in conn.execute(
             Sql(
                 "SELECT b.hash FROM blocks b WHERE NOT EXISTS "
-                "(SELECT 1 FROM entries e WHERE e.block_hash = b.hash OR e.content_hash = b.hash)"
+                "(SELECT 1 FROM entries e WHERE e.content_hash = b.hash "
+                "OR (e.block_hash = b.hash AND e.block_hash != e.content_hash))"
             )
         )
     ]
@@ -234,7 +235,8 @@ def _tombstone_unreadable(store: Store, conn: Conn, report: DoctorReport) -> Non
             int(r[0])
             for r in conn.execute(
                 Sql(
-                    "SELECT id FROM entries WHERE block_hash = unhex(?) OR content_hash = unhex(?)",
+                    "SELECT id FROM entries WHERE content_hash = unhex(?) "
+                    "OR (block_hash = unhex(?) AND block_hash != content_hash)",
                     "SELECT id FROM entries WHERE block_hash = %s OR content_hash = %s",
                 ),
                 (digest, digest),

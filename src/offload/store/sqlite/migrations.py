@@ -679,3 +679,102 @@ def m_entry_changes_event_time(conn: sqlite3.Connection) -> None:
         BEGIN {stamp} END;
         """,
     )
+
+
+@migration
+def m_entry_indexes_trimmed(conn: sqlite3.Connection) -> None:
+    # size and build of a store of many small entries (docs/benchmarks/search.md): two of
+    # the entries' ten indexes no statement needs, and a row no longer written twice.
+    # entries_scope_stats (scope, kind, status, pinned, tokens, expires) served peek's
+    # counts before scope_stats (m004) kept them; what still read it, the counts and ids
+    # of a filter by scope and kind (a search's filter, count()), reads entries_sequence
+    # instead, which carries expires for them now (one byte a row: it is mostly NULL).
+    # entries_source: no statement seeks by source alone (forget_where names a scope, and
+    # SQLite plans it on entries_scope_rank), and a source-prefix filter is a substr() no
+    # index serves. The insert's stamp: the writer's INSERT carries it
+    # (store/write/rows.py), so the trigger moves the counter alone instead of updating
+    # the row it just wrote; an insert without one (an older offload, an import) is
+    # stamped by the trigger as before.
+    stamp = (
+        "UPDATE entry_stamp SET value = value + 1 WHERE id = 0; "
+        "UPDATE entries SET changed = (SELECT value FROM entry_stamp WHERE id = 0) "
+        "WHERE id = new.id;"
+    )
+    run_script(
+        conn,
+        f"""
+        DROP INDEX IF EXISTS entries_scope_stats;
+        DROP INDEX IF EXISTS entries_source;
+        DROP INDEX IF EXISTS entries_sequence;
+        CREATE INDEX entries_sequence ON entries(scope, kind, id, expires);
+        DROP TRIGGER IF EXISTS entry_changes_added;
+        CREATE TRIGGER entry_changes_added AFTER INSERT ON entries WHEN new.changed IS NULL
+        BEGIN {stamp} END;
+        CREATE TRIGGER entry_changes_stamped AFTER INSERT ON entries
+        WHEN new.changed IS NOT NULL
+        BEGIN UPDATE entry_stamp SET value = max(value, new.changed) WHERE id = 0; END;
+        """,
+    )
+
+
+# the chunk map's rows for a new or moved chunk (frozen.CHUNK_MAP_SCHEMA's, each written
+# so the partial entries_block serves it: an entry's own block, where block_hash is
+# content_hash, is found on entries_dedup; a lossy entry's on entries_block)
+_ADD_CHUNK_PARTIAL = (
+    "INSERT OR IGNORE INTO entry_chunks (entry_id, chunk_id, own) "
+    "SELECT e.id, new.id, 1 FROM blocks b JOIN entries e ON e.content_hash = b.hash "
+    "WHERE b.id = new.block_id AND e.block_hash = b.hash; "
+    "INSERT OR IGNORE INTO entry_chunks (entry_id, chunk_id, own) "
+    "SELECT e.id, new.id, 1 FROM blocks b JOIN entries e ON e.block_hash = b.hash "
+    "AND e.block_hash != e.content_hash WHERE b.id = new.block_id; "
+    "INSERT OR IGNORE INTO entry_chunks (entry_id, chunk_id, own) "
+    "SELECT e.id, new.id, 0 FROM blocks b JOIN entries e ON e.content_hash = b.hash "
+    "WHERE b.id = new.block_id AND e.block_hash != b.hash;"
+)
+
+
+@migration
+def m_entry_block_index_partial(conn: sqlite3.Connection) -> None:
+    # size and build of a store of many small entries: entries_block held every entry's
+    # block hash (0.16x the raw text of chat turns), though it differs from content_hash,
+    # which entries_dedup holds already, only for a lossy put's entry. It now holds those
+    # alone; a statement finding entries by a block's hash asks entries_dedup for the
+    # others (``content_hash = ? OR (block_hash = ? AND block_hash != content_hash)``).
+    # The foreign key from entries.block_hash to blocks.hash goes with it: SQLite checks
+    # it on every block deleted by scanning for entries with that hash, which a partial
+    # index cannot serve (a forget would read every entry). A block is deleted only when
+    # no entry names it (store/write/removal.py), and doctor names an entry whose block
+    # is missing. Dropping the clause changes no stored byte: the table's declaration is
+    # edited in place, the procedure SQLite documents for removing a foreign key.
+    declared = conn.execute(
+        "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'entries'"
+    ).fetchone()[0]
+    clause = " REFERENCES blocks(hash)"
+    if clause in declared:
+        version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute(
+            "UPDATE sqlite_schema SET sql = ? WHERE type = 'table' AND name = 'entries'",
+            (declared.replace(clause, "", 1),),
+        )
+        conn.execute(f"PRAGMA schema_version = {version + 1}")
+        conn.execute("PRAGMA writable_schema = OFF")
+    if conn.execute("PRAGMA foreign_key_list(entries)").fetchall():
+        return  # a declaration this could not edit: the whole index stays, as it was
+    run_script(
+        conn,
+        f"""
+        DROP INDEX IF EXISTS entries_block;
+        CREATE INDEX entries_block ON entries(block_hash) WHERE block_hash != content_hash;
+        DROP TRIGGER IF EXISTS entry_chunks_chunk_added;
+        DROP TRIGGER IF EXISTS entry_chunks_chunk_moved;
+        CREATE TRIGGER entry_chunks_chunk_added AFTER INSERT ON chunks BEGIN
+            {_ADD_CHUNK_PARTIAL}
+        END;
+        CREATE TRIGGER entry_chunks_chunk_moved AFTER UPDATE OF id, block_id ON chunks
+        BEGIN
+            DELETE FROM entry_chunks WHERE chunk_id = old.id;
+            {_ADD_CHUNK_PARTIAL}
+        END;
+        """,
+    )

@@ -40,7 +40,8 @@ def drop_block_if_unused(conn: Conn, digest: str) -> None:
     """Remove a block and its index rows when no entry refers to it (caller's transaction)."""
     used = conn.execute(
         Sql(
-            "SELECT 1 FROM entries WHERE block_hash = unhex(?) OR content_hash = unhex(?) LIMIT 1",
+            "SELECT 1 FROM entries WHERE content_hash = unhex(?) "
+            "OR (block_hash = unhex(?) AND block_hash != content_hash) LIMIT 1",
             "SELECT 1 FROM entries WHERE block_hash = %s OR content_hash = %s LIMIT 1",
         ),
         (digest, digest),

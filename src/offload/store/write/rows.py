@@ -211,9 +211,13 @@ ENTRY_FIELDS = (
     "event_time",
 )  # fmt: skip
 _HASH_FIELDS = ("content_hash", "block_hash")
+# SQLite: the row carries its change stamp (the counter's next value) as it is inserted,
+# so the stamp trigger only moves the counter and never rewrites the row it stamps
+# (migration m_entry_indexes_trimmed; an insert without it is stamped as before)
 _INSERT_ENTRY = Sql(
-    f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}) "
-    f"VALUES ({', '.join('unhex(?)' if f in _HASH_FIELDS else '?' for f in ENTRY_FIELDS)})",
+    f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}, changed) "
+    f"VALUES ({', '.join('unhex(?)' if f in _HASH_FIELDS else '?' for f in ENTRY_FIELDS)}, "
+    "(SELECT value + 1 FROM entry_stamp WHERE id = 0))",
     f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}) "
     f"VALUES ({', '.join('%s' for _ in ENTRY_FIELDS)}) RETURNING id",
     returns_id=True,
