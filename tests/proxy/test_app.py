@@ -670,3 +670,36 @@ def test_the_routes_without_v1_are_bounded_and_counted_like_the_v1_ones(
     assert len(json.dumps(sent)) < len(json.dumps(huge)) // 2  # stubbed, not forwarded raw
     assert stats["live"]["counters"]["requests"] == 1
     assert listing.status_code == 200 and "meta" in listing.json()["data"][0]
+
+
+def test_tool_definitions_take_their_share_of_the_window_so_the_prompt_stays_under_it(
+    proxy: tuple[Scripted, str],
+) -> None:
+    # a template renders the tools into the prompt beside the messages: 2,800 words of
+    # messages fit the 4096 window alone, but not beside 1,500 words of tool definitions
+    state, url = proxy
+    words = " ".join(f"w{j}" for j in range(140))
+    messages = [{"role": "system", "content": "You are a helpful agent."}]
+    for i in range(20):
+        role = "user" if i % 2 == 0 else "assistant"
+        messages.append({"role": role, "content": f"turn {i} marker-{i}-heron {words}"})
+    messages.append({"role": "user", "content": "what now?"})
+    description = " ".join(f"d{j}" for j in range(1500))
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": description,
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
+    resp = loopback.post(url + CHAT, json={"messages": messages, "tools": tools})
+    assert resp.status_code == 200
+    sent = state.requests[-1]["body"]
+    prompt = sum(len(str(m.get("content") or "").split()) for m in sent["messages"])
+    prompt += sum(len(json.dumps(t).split()) for t in sent.get("tools", []))
+    assert prompt <= 0.85 * 4096
+    live = loopback.get(url + "/api/stats").json()["live"]
+    assert live["counters"]["windowed"] >= 1  # paged out to make the tools room

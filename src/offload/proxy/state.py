@@ -62,6 +62,7 @@ class Rewriter(Protocol):
         alternate: bool = False,
         wait_writes: bool = True,
         reserve: int = 0,
+        fixed: int = 0,
     ) -> RewriteResult: ...
 
     def name_proxy_tools(self, on: bool) -> None: ...

@@ -430,3 +430,16 @@ def test_a_plan_of_a_long_middle_prices_only_the_messages_near_what_stays() -> N
     assert layout.paged > n - 10
     assert len(asked) <= 10
     assert min(asked) >= layout.paged - 3
+
+
+@given(n_ctx=st.integers(1, 200_000), fixed=st.integers(0, 300_000))
+def test_a_budgets_fixed_tokens_come_off_its_ceiling_and_keep_its_levels_in_order(
+    n_ctx: int, fixed: int
+) -> None:
+    settings = ProxySettings()
+    budget = Budget.of(settings, n_ctx, fixed)
+    alone = Budget.of(settings, n_ctx)
+    assert budget.ceiling == max(1, alone.ceiling - fixed)
+    assert 0 <= budget.target <= budget.high <= budget.ceiling
+    assert budget.bite == budget.high - budget.target
+    assert Budget.of(settings, n_ctx, 0) == alone

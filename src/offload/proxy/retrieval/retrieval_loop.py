@@ -170,11 +170,13 @@ def rounds_for(
     n_ctx: int,
     post: Post,
     compact: Compact | None = None,
+    fixed: int = 0,
 ) -> Rounds:
     """The retrieval loop of one rewritten request: its answers fit the room its wire
     leaves under the window's ceiling (``compact`` makes more when they would be cut);
-    its figures count for its session."""
-    ceiling = Budget.of(state.settings, n_ctx).ceiling
+    its figures count for its session. ``fixed``: the tokens of the request's tool
+    definitions, which take their share of the ceiling."""
+    ceiling = Budget.of(state.settings, n_ctx, fixed).ceiling
     memory = Memory(
         state.store,
         state.counter,

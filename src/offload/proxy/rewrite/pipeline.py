@@ -185,6 +185,7 @@ class Pipeline:
         alternate: bool = False,
         wait_writes: bool = True,
         reserve: int = 0,
+        fixed: int = 0,
     ) -> RewriteResult:
         """The wire for ``messages`` under a context of ``n_ctx`` tokens.
 
@@ -198,6 +199,8 @@ class Pipeline:
         ``reserve``: tokens the request needs under the ceiling beside its wire (what a
         retrieval round appends): when the wire leaves fewer, a compaction fires, down to
         the target as any other, whatever the band says (:func:`~offload.proxy.rewrite.window.needs_room`).
+        ``fixed``: tokens the prompt holds beside its messages (the request's tool
+        definitions), taken off the room the messages get (:meth:`Budget.of`).
 
         Raises :class:`offload.errors.InvalidInput` for malformed messages or a bad
         ``n_ctx`` (nothing is stored then).
@@ -212,7 +215,7 @@ class Pipeline:
         with lock:
             try:
                 harness = harness_key(msgs[:head])
-                budget = Budget.of(self.settings, n_ctx)
+                budget = Budget.of(self.settings, n_ctx, fixed)
                 if self.settings.learn_client_ceiling:  # off: nothing learned is applied
                     budget = self.ceilings.budget(harness, budget)
                 result = self._rewrite_saved(session, msgs, head, budget, alternate, reserve)

@@ -108,16 +108,22 @@ class Budget:
     bite: int
 
     @classmethod
-    def of(cls, settings: ProxySettings, n_ctx: int) -> Budget:
-        """Ratios of ``settings`` applied to ``n_ctx``."""
-        high = int(settings.high_water * n_ctx)
-        target = int(settings.target * n_ctx)
+    def of(cls, settings: ProxySettings, n_ctx: int, fixed: int = 0) -> Budget:
+        """Ratios of ``settings`` applied to ``n_ctx``. ``fixed``: tokens the prompt holds
+        beside its messages (the tool definitions a template renders into it): the band
+        applies to the room they leave, and the ceiling bounds the whole prompt, so the
+        messages get the ceiling less them."""
+        fixed = max(0, fixed)
+        room = max(1, n_ctx - fixed)
+        ceiling = max(1, int(settings.emergency * n_ctx) - fixed)
+        high = min(int(settings.high_water * room), ceiling)
+        target = min(int(settings.target * room), high)
         return cls(
             n_ctx=n_ctx,
-            threshold=max(1, int(settings.stub_ratio * n_ctx)),
+            threshold=max(1, int(settings.stub_ratio * room)),
             high=high,
             target=target,
-            ceiling=int(settings.emergency * n_ctx),
+            ceiling=ceiling,
             bite=max(0, high - target),
         )
 

@@ -21,6 +21,7 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from offload.core.tokens import TokenCounter
 from offload.errors import (
     InvalidInput,
     StoreError,
@@ -106,6 +107,7 @@ class _Exchange:
     payload: dict[str, Any]
     result: RewriteResult
     n_ctx: int
+    fixed: int = 0  # tokens of the request's tool definitions (beside its messages)
 
 
 async def chat_completions(request: Request, state: ProxyState) -> Response:
@@ -247,7 +249,7 @@ class _Upstream(Generic[R]):
         if self.offer is not None:
             ex = self.exchange
             rounds = retrieval_loop.rounds_for(
-                self.state, self.offer, ex.result, ex.n_ctx, self.more, self.roomier
+                self.state, self.offer, ex.result, ex.n_ctx, self.more, self.roomier, ex.fixed
             )
             self.rounds = rounds
             reply = await rounds.continued(reply, self.stream and not self.whole)
@@ -508,22 +510,42 @@ async def _rewrite(
     )
     state.last_request = time.monotonic()
     try:
-        result = await anyio.to_thread.run_sync(_counted_rewrite, state, rewrite, messages, n_ctx)
+        result, fixed = await anyio.to_thread.run_sync(
+            _counted_rewrite, state, rewrite, payload, messages, n_ctx
+        )
     except StoreError as exc:
         result = await anyio.to_thread.run_sync(_unrewritten, state, payload, messages, n_ctx, exc)
-    return _Exchange(payload, result, n_ctx)
+        fixed = 0
+    return _Exchange(payload, result, n_ctx, fixed)
 
 
 def _counted_rewrite(
     state: ProxyState,
-    rewrite: Callable[[list[dict[str, Any]], int], RewriteResult],
+    rewrite: Callable[..., RewriteResult],
+    payload: Mapping[str, Any],
     messages: list[dict[str, Any]],
     n_ctx: int,
-) -> RewriteResult:
+) -> tuple[RewriteResult, int]:
     """The rewrite, once the messages' texts the counter has not met are counted side by
-    side (a long session's first request; a turn's few new texts are left to the rewrite)."""
+    side (a long session's first request; a turn's few new texts are left to the rewrite),
+    with the tokens of the request's tool definitions taken off the room its messages get;
+    those tokens too."""
     state.counter.warm(text for m in messages for text in (content_text(m), calls_text(m)))
-    return rewrite(messages, n_ctx)
+    fixed = definition_tokens(state.counter, payload)
+    return rewrite(messages, n_ctx, fixed=fixed), fixed
+
+
+def definition_tokens(counter: TokenCounter, payload: Mapping[str, Any]) -> int:
+    """What the request's tool definitions (``tools``, legacy ``functions``) take in the
+    prompt, as the counter counts their JSON: a template renders them into it beside the
+    messages, so the window must leave them room. 0 without any."""
+    texts = [
+        json.dumps(item, ensure_ascii=False)
+        for key in ("tools", "functions")
+        if isinstance(payload.get(key), list)
+        for item in payload[key]
+    ]
+    return counter.count("\n".join(texts)) if texts else 0
 
 
 def _unrewritten(
