@@ -319,6 +319,26 @@ def test_run_numbers_are_never_reused_across_restarts(tmp_path: Path) -> None:
         assert s.next_number("fs__read") == 3
 
 
+def test_a_counter_set_past_its_bound_outside_offload_numbers_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    # SQLite's value + 1 past 2^63 - 1 becomes a float that + 1 no longer moves: the same
+    # number again, so two run labels would have named two responses alike
+    path = tmp_path / "s.db"
+    with Store(path, counter=EstimateCounter()) as s:
+        s.next_number("fs__read")
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE counters SET value = ? WHERE name = 'fs__read'", (2**63 - 1,))
+    raw.close()
+    with Store(path, counter=EstimateCounter()) as s:
+        for _ in range(2):
+            with pytest.raises(StoreError, match="fs__read"):
+                s.next_number("fs__read")
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT value FROM counters").fetchone()[0] == 2**63 - 1
+    raw.close()
+
+
 def test_state_round_trips_json(store: Store) -> None:
     store.put_state("proxy", "s1", {"frontier": 12, "stubs": ["a"]})
     assert store.get_state("proxy", "s1") == {"frontier": 12, "stubs": ["a"]}

@@ -19,12 +19,20 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from offload.errors import StoreError
 from offload.store.backend import Conn, Sql
 from offload.store.sqlite import db
 
+#: A durable counter's bound: far past any count a store reaches, and still exact as a
+#: float. A counter set past it (by hand, or by an archive before imports checked it) would
+#: overflow SQLite's integers into a float that ``+ 1`` no longer moves: the same value
+#: again, so a label made from it would name two things.
+COUNTER_MAX = 2**53
+
 
 def next_number(conn: Conn, name: str) -> int:
-    """The next value of a durable counter, never reused, also across restarts."""
+    """The next value of a durable counter, never reused, also across restarts;
+    :class:`StoreError` once it would pass :data:`COUNTER_MAX` (nothing changes then)."""
     with db.write_tx(conn):
         row = conn.execute(
             Sql(
@@ -37,7 +45,13 @@ def next_number(conn: Conn, name: str) -> int:
             ),
             (name,),
         ).fetchone()
-        return int(row[0])
+        value = row[0]
+        if not isinstance(value, int) or value > COUNTER_MAX:
+            raise StoreError(
+                f"the store's counter {name!r} is at {value!r}, past what a counter counts "
+                f"(up to {COUNTER_MAX}); it was set so outside offload, and nothing was numbered"
+            )
+        return value
 
 
 def _value(text: str) -> Any:

@@ -126,6 +126,9 @@ def corpus() -> dict[str, bytes]:
         "salience-out-of-range.offload": hostile(entry("t\n", salience=5)),
         "int-over-2-63-counter.offload": hostile({"type": "counter", "name": "n", "value": 2**64}),
         "int-over-2-63-tombstone.offload": hostile({**TOMBSTONE, "entry_id": 2**63}),
+        "counter-at-int64-max.offload": hostile(
+            {"type": "counter", "name": "n", "value": 2**63 - 1}
+        ),
         "int-over-int32-tokens.offload": hostile(entry("s\n", tokens=2**40)),
         "record-is-a-list.offload": hostile(["entry", GOOD]),
         "record-is-a-string.offload": hostile("entry"),

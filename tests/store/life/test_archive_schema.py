@@ -52,7 +52,7 @@ def test_the_corpus_holds_each_kind_of_crafted_archive() -> None:
         "spoofed-content-hash", "spoofed-block-hash", "spoofed-original-hash",
         "sql-in-tombstone-keys", "bad-type-tokens", "unknown-key", "int-over-2-63-counter",
         "record-is-a-list", "record-is-a-string", "null-scope", "truncated", "truncated-at-a-line",
-        "corrupt-data",
+        "corrupt-data", "counter-at-int64-max",
     ):  # fmt: skip
         assert f"{kind}.offload" in HOSTILE
     assert all((CORPUS / name).stat().st_size < 4096 for name in HOSTILE)

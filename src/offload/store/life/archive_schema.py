@@ -24,6 +24,7 @@ from typing import Any
 
 from offload.core.hashing import sha256_hex
 from offload.errors import InvalidInput
+from offload.store.state import COUNTER_MAX
 from offload.store.write.puts import check_label
 
 FORMAT = "offload-archive"
@@ -190,7 +191,7 @@ STATE: Mapping[str, _Field] = {
 }
 COUNTER: Mapping[str, _Field] = {
     "name": _TEXT,
-    "value": _Field(_integer(-INT64 - 1, INT64)),
+    "value": _Field(_integer(0, COUNTER_MAX)),  # as the store's own counters can reach
 }
 TALLY: Mapping[str, _Field] = {
     "namespace": _TEXT,
