@@ -186,10 +186,7 @@ def search(
             params,
             now,
             need,
-            # SQLite: the fused order is read deep enough for the stretches' second look
-            keep=max(keep, neighbours.STRETCH_SOURCES)
-            if isinstance(conn, sqlite3.Connection)
-            else keep,
+            keep=_read_depth(conn, keep),
             narrowed=narrowed,
             view=view,
             stats=stats,
@@ -220,6 +217,14 @@ def search(
     # fewer words' candidates than asked for: every entry the words match was read
     every = fused.every and len(found) < need
     return Ranking(hits, telling, fused.total, every)
+
+
+def _read_depth(conn: object, keep: int) -> int:
+    """How deep the fused order is read for a page ending at ``keep``: on SQLite deep
+    enough for the stretches' second look (store/search/neighbours.py)."""
+    if isinstance(conn, sqlite3.Connection):
+        return max(keep, neighbours.STRETCH_SOURCES)
+    return keep
 
 
 @dataclass(frozen=True, slots=True)
