@@ -3,10 +3,12 @@
 Real parts: the SDK's Streamable HTTP client through the gateway's bounded transport,
 against a hand-written peer on loopback (no SDK on its side) whose GETs misbehave on cue;
 the SSE reader the event ids are compared with is httpx2's, the one the SDK reads with.
+A gzip answer is read through the bounded transport from a peer on loopback too.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 from collections.abc import Iterator
@@ -22,7 +24,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp import Client
-from offload.gateway.httpbound import EventIds, follows, http_upstream
+from offload.gateway.httpbound import (
+    BoundedTransport,
+    EventIds,
+    MessageTooLarge,
+    follows,
+    http_upstream,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -292,3 +300,53 @@ def test_a_piece_of_many_lines_is_read_in_time_linear_in_it() -> None:
     reader.start()
     reader.join(30)  # a ceiling, never waited for: ~2 s here under load (it took minutes)
     assert not reader.is_alive() and ids.last == "9"
+
+
+class _GzipHandler(BaseHTTPRequestHandler):
+    """Answers every POST with its class's ``body`` as a gzip-coded JSON body."""
+
+    protocol_version = "HTTP/1.1"
+    body = b""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+
+async def _read_gzipped(body: bytes, limit: int) -> bytes:
+    """``body`` served gzip-coded on loopback, read through the bounded transport."""
+    handler = type("Handler", (_GzipHandler,), {"body": body})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    transport = BoundedTransport(httpx2.AsyncHTTPTransport(), limit)
+    try:
+        async with httpx2.AsyncClient(transport=transport) as client:
+            return (await client.post(url, content=b"{}")).content
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_a_gzip_answer_of_several_members_is_read_whole() -> None:
+    # only the first member was inflated: the rest of the answer was dropped silently
+    parts = [b'{"jsonrpc": "2.0", ', b'"id": 1, ', b'"result": {}}']
+    body = b"".join(gzip.compress(part) for part in parts)
+    assert await _read_gzipped(body, 1 << 20) == b"".join(parts)
+
+
+async def test_a_gzip_answer_of_several_members_past_the_bound_all_told_is_refused() -> None:
+    member = gzip.compress(b"x" * 600_000)  # each within the bound, the two past it
+    with pytest.raises(MessageTooLarge, match="more than 1048576 bytes"):
+        await _read_gzipped(member * 2, 1 << 20)
+    assert len(await _read_gzipped(member, 1 << 20)) == 600_000

@@ -7,7 +7,8 @@ failed as a lost connection). Here the client it is given reads through
 :class:`MessageTooLarge` (a declared length past it before a byte is read), which the SDK
 answers the request with; an event stream is passed on, the SDK bounding each event to
 the same size. A compressed body (gzip, deflate) is inflated here in pieces of at most
-1 MiB and bounded after inflating, so a small body cannot unpack past the bound.
+1 MiB and bounded after inflating, so a small body cannot unpack past the bound; a gzip
+body of several members is read member after member, bounded as one.
 
 The SDK listens for an upstream's notifications (its tool list changed, …) on a GET event
 stream; once it has failed twice in a row (an event past the bound, a broken connection,
@@ -240,6 +241,7 @@ class _Bounded(httpx2.AsyncByteStream):
         self.inner = inner
         self.limit = limit  # None: an event stream, bounded event by event by the SDK
         self.declared = declared
+        self.wbits = wbits
         self.inflate = None if wbits is None else zlib.decompressobj(wbits)
         self.watch = watch  # a notification stream: how it ends is told here
         self.open_event = EventBound()
@@ -282,9 +284,15 @@ class _Bounded(httpx2.AsyncByteStream):
             yield raw
             return
         try:
-            yield self.inflate.decompress(raw, _PIECE)
-            while self.inflate.unconsumed_tail:
-                yield self.inflate.decompress(self.inflate.unconsumed_tail, _PIECE)
+            while raw:  # gzip: each member in turn (RFC 1952 lets them follow one another)
+                if self.inflate.eof:
+                    if self.wbits != _WBITS["gzip"]:
+                        return  # deflate: one stream, what follows its end is not read
+                    self.inflate = zlib.decompressobj(self.wbits)
+                yield self.inflate.decompress(raw, _PIECE)
+                while self.inflate.unconsumed_tail:
+                    yield self.inflate.decompress(self.inflate.unconsumed_tail, _PIECE)
+                raw = self.inflate.unused_data  # past a member's end: the next one's start
         except zlib.error as exc:
             raise MessageTooLarge(f"its compressed answer could not be inflated: {exc}") from exc
 

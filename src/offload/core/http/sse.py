@@ -9,11 +9,12 @@ servers omit the final blank line.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from offload.core.http import wirejson
 
 DONE = "[DONE]"
 # a line ends at CRLF, a lone CR or LF
@@ -63,8 +64,9 @@ class SseEvent:
         return self.data.strip() == DONE
 
     def json(self) -> Any:
-        """The data parsed as JSON (raises ``ValueError`` if it is not JSON)."""
-        return json.loads(self.data)
+        """The data parsed as JSON (raises ``ValueError`` if it is not JSON, a number that
+        is not finite included)."""
+        return wirejson.loads(self.data)
 
 
 class SseDecoder:

@@ -22,6 +22,7 @@ from typing import Any
 
 from starlette.responses import Response
 
+from offload.core.http import wirejson
 from offload.core.http.sse import SseDecoder
 from offload.errors import InvalidInput, UpstreamTooLarge
 from offload.proxy.figures.metrics import cache_figures, token_figure
@@ -173,7 +174,7 @@ async def message_response(
 ) -> Response:
     """A non-streaming chat answer as an Anthropic message (a 502 past ``limit`` bytes)."""
     try:
-        obj = json.loads(await read_all(resp, limit))
+        obj = wirejson.loads(await read_all(resp, limit))
     except UpstreamTooLarge as exc:
         return anthropic_error(502, str(exc), "api_error")
     except (ValueError, RecursionError):
@@ -189,7 +190,7 @@ async def message_response(
         fn = member(call, "function")
         arguments = fn.get("arguments")
         try:
-            args = json.loads(arguments or "{}") if isinstance(arguments, str) else arguments
+            args = wirejson.loads(arguments or "{}") if isinstance(arguments, str) else arguments
         except (ValueError, RecursionError):
             args = {"_raw": arguments}
         if not isinstance(args, dict):

@@ -10,6 +10,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from offload.core.http import wirejson
 from offload.errors import InvalidInput, UpstreamTooLarge
 from offload.proxy.rewrite.phases import RewriteResult
 from offload.proxy.routes import responses, responses_out
@@ -106,7 +107,7 @@ async def _whole(
 ) -> dict[str, Any] | Response:
     """The whole chat answer, counted (or the error response when it is not JSON)."""
     try:
-        obj = json.loads(await read_all(resp, state.settings.max_answer_bytes))
+        obj = wirejson.loads(await read_all(resp, state.settings.max_answer_bytes))
     except UpstreamTooLarge as exc:
         record(state, result, {}, error=True, sent=sent())
         return openai_error(502, str(exc), "upstream_error")

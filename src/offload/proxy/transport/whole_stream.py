@@ -8,7 +8,7 @@ whole is read the same way), and what the client gets is the
 answer as chat-completion chunks (the message in one chunk, then its finish with the
 usage and timings, then ``[DONE]``), which the Anthropic and Responses routes convert to
 their own streams as they do an upstream's. A body that is not a chat completion (not
-JSON, not an object, an ``error`` object) becomes one error event instead, in the
+JSON, a number in it not finite, not an object, an ``error`` object) becomes one error event instead, in the
 OpenAI shape those routes convert too.
 """
 
@@ -18,6 +18,7 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from offload.core.http import wirejson
 from offload.proxy.transport.errors_http import OPENAI
 
 _ENVELOPE = ("id", "created", "model", "system_fingerprint")
@@ -33,7 +34,7 @@ def as_chunks(body: bytes) -> bytes:
     """``body`` (a whole chat completion) as the event stream of the same answer, or one
     error event saying why it cannot be."""
     try:
-        obj = json.loads(body)
+        obj = wirejson.loads(body)
     except (ValueError, RecursionError):
         obj = None
     if not isinstance(obj, dict):
