@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cli.cli_support import run
-from offload.cli.common import check_listen_address
+from offload.cli.common import listen_on
 from offload.errors import AddressInUse
 
 
@@ -27,20 +27,35 @@ def test_a_port_someone_listens_on_is_refused_naming_the_address_and_the_setting
     taken_port: int,
 ) -> None:
     with pytest.raises(AddressInUse) as refused:
-        check_listen_address("127.0.0.1", taken_port, "proxy.port")
+        listen_on("127.0.0.1", taken_port, "proxy.port")
     message = str(refused.value)
     assert f"127.0.0.1:{taken_port}" in message
     assert "--port" in message and "proxy.port" in message
     assert refused.value.exit_code == 7
 
 
-def test_a_free_port_passes_and_stays_free() -> None:
+def test_a_free_port_is_held_from_the_check_until_the_server_lets_it_go() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    check_listen_address("127.0.0.1", port, "proxy.port")
-    with socket.socket() as again:  # the check let go of it
-        again.bind(("127.0.0.1", port))
+    held = listen_on("127.0.0.1", port, "proxy.port")
+    assert held is not None
+    try:
+        # a second server started while the first is still starting is refused at its check
+        # (it got past it and met uvicorn's own bind error, exit 3, when the check let go)
+        with pytest.raises(AddressInUse):
+            listen_on("127.0.0.1", port, "proxy.port")
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # already listening: a client that comes early waits in the backlog
+    finally:
+        held.close()
+    again = listen_on("127.0.0.1", port, "proxy.port")  # let go with the server
+    assert again is not None
+    again.close()
+
+
+def test_port_0_is_left_for_the_server_to_pick() -> None:
+    assert listen_on("127.0.0.1", 0, "proxy.port") is None
 
 
 @pytest.mark.parametrize(

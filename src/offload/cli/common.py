@@ -129,25 +129,31 @@ def emit(args: argparse.Namespace, data: Any, render: Callable[[Any], str]) -> N
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
-def check_listen_address(host: str, port: int, setting: str) -> None:
-    """Refuse, in one line, an address a server could not listen on (a port already taken),
-    before anything starts: binding it is the only reliable test. SO_REUSEADDR as uvicorn
-    sets it, so a port left in TIME_WAIT by a previous run still counts as free. Another
-    process may still take the port between this test and the server's own bind."""
-    if port == 0:  # the system picks a free port
-        return
+def listen_on(host: str, port: int, setting: str) -> socket.socket | None:
+    """Bind and listen on ``host:port`` now, before anything starts, and hand back the
+    socket for the server to serve on; a port already taken is refused in one line (exit 7).
+    Holding the socket from here on means no other process (a second ``offload serve``
+    started at the same moment) can take the port while this one is still starting, which
+    a probe that let go of it allowed: the loser then met uvicorn's own bind error and exit
+    code 3. SO_REUSEADDR as uvicorn sets it, so a port left in TIME_WAIT by a previous run
+    still counts as free. Port 0 (the system picks one) is left to the server: None."""
+    if port == 0:
+        return None
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise AddressInUse(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            held = " (another process holds it)" if exc.errno == errno.EADDRINUSE else ""
-            raise AddressInUse(
-                f"cannot listen on {host}:{port}: {exc.strerror}{held}; "
-                f"choose another with --port or the setting {setting}"
-            ) from exc
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)  # uvicorn's backlog; listening is what keeps others off the port
+    except OSError as exc:
+        sock.close()
+        held = " (another process holds it)" if exc.errno == errno.EADDRINUSE else ""
+        raise AddressInUse(
+            f"cannot listen on {host}:{port}: {exc.strerror}{held}; "
+            f"choose another with --port or the setting {setting}"
+        ) from exc
+    return sock

@@ -6,11 +6,13 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from offload.cli.common import check_listen_address, open_store
+from offload.cli.common import listen_on, open_store
 from offload.cli.progress import Bar
 from offload.config import Settings
 
 if TYPE_CHECKING:
+    import socket
+
     from offload.proxy.rewrite.replay import Report, Run, Turn
 
 
@@ -50,7 +52,16 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
     """Serve until interrupted; counters are flushed to the store on the way out."""
     # before the banner, the store and uvicorn: a taken port is one line, exit 7
-    check_listen_address(settings.proxy.host, settings.proxy.port, "proxy.port")
+    sock = listen_on(settings.proxy.host, settings.proxy.port, "proxy.port")
+    try:
+        _serve_proxy(args, settings, sock)
+    finally:
+        if sock is not None:
+            sock.close()
+    return 0
+
+
+def _serve_proxy(args: argparse.Namespace, settings: Settings, sock: socket.socket | None) -> None:
     import logging
     import os
     import sys
@@ -73,7 +84,7 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
         app = create_app(proxy_settings(settings), store, http=settings.http)
         freeze_startup()  # what starting made lives as long as the process: never walk it
         # access logs carry method, path and status only: never headers or keys
-        uvicorn.run(
+        config = uvicorn.Config(
             app,
             host=settings.proxy.host,
             port=settings.proxy.port,
@@ -83,9 +94,9 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
             lifespan="on",
             http=bounded_http(settings.http),
         )
+        uvicorn.Server(config).run(sockets=None if sock is None else [sock])
     finally:
         store.close()
-    return 0
 
 
 # -- offload replay ------------------------------------------------------------------------

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from offload.cli.common import add_root_arg, check_listen_address, open_store, scope_name
+from offload.cli.common import add_root_arg, listen_on, open_store, scope_name
 from offload.config import Settings, load_settings
 from offload.errors import ConfigError
+
+if TYPE_CHECKING:
+    import socket
 
 # uvicorn waits this long for open streams (MCP SSE, long generations) on SIGTERM, then
 # cancels them; then the lifespans shut down
@@ -65,7 +68,16 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Serve every surface until SIGINT/SIGTERM."""
     # before the banner, the store and uvicorn: a taken port is one line, exit 7
-    check_listen_address(settings.proxy.host, settings.proxy.port, "proxy.port")
+    sock = listen_on(settings.proxy.host, settings.proxy.port, "proxy.port")
+    try:
+        _serve(args, settings, sock)
+    finally:
+        if sock is not None:
+            sock.close()
+    return 0
+
+
+def _serve(args: argparse.Namespace, settings: Settings, sock: socket.socket | None) -> None:
     import logging
     import os
     import sys
@@ -93,7 +105,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(served.banner(), file=sys.stderr, flush=True)
         freeze_startup()  # what starting made lives as long as the process: never walk it
         # access logs carry method, path and status only: never headers or keys
-        uvicorn.run(
+        config = uvicorn.Config(
             served.app,
             host=settings.proxy.host,
             port=settings.proxy.port,
@@ -104,9 +116,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             http=bounded_http(settings.http),
         )
+        uvicorn.Server(config).run(sockets=None if sock is None else [sock])
     finally:
         store.close()
-    return 0
 
 
 def with_gateway_table(settings: Settings, path: Path) -> Settings:

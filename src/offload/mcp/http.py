@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 from typing import Any, Literal
 
@@ -80,8 +81,10 @@ def run_http(
     *,
     http: HttpSettings = HTTP_DEFAULTS,
     protocol: type[asyncio.Protocol] | Literal["auto"] = "auto",
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve until interrupted (``protocol``: uvicorn's HTTP protocol)."""
+    """Serve until interrupted (``protocol``: uvicorn's HTTP protocol; ``sock``: a socket
+    already listening on the address, else uvicorn binds it)."""
     import uvicorn
 
     app = http_app(server, mcp, http=http)
@@ -89,4 +92,4 @@ def run_http(
         app, host=mcp.host, port=mcp.port, log_level="warning", lifespan="on", http=protocol
     )
     print(banner(mcp), file=sys.stderr, flush=True)
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=None if sock is None else [sock])
