@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import sqlite3
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli.cli_support import run
-from offload.cli.common import listen_on
+from offload.cli.common import listen_on, server_logging
 from offload.errors import AddressInUse
 
 
@@ -120,3 +121,22 @@ def test_opening_a_store_an_older_offload_left_says_once_that_it_upgrades_its_sc
     assert "kept across the upgrade" in out  # stdout stays the command's own
     code, _, err = run(capsys, "--home", home, "ls")
     assert code == 0 and err == ""
+
+
+@pytest.mark.parametrize("command", ["proxy", "serve"])
+def test_a_server_below_debug_keeps_httpx_s_line_per_upstream_request_out_of_its_log(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from offload.cli.main import command_parser
+
+    root, httpx_log = logging.getLogger(), logging.getLogger("httpx")
+    monkeypatch.setattr(root, "handlers", [])  # basicConfig adds one; the test's stay
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setattr(httpx_log, "level", httpx_log.level)
+    parser = command_parser(command)[1]
+    args = parser.parse_args([])
+    assert server_logging(args) == "INFO"
+    assert httpx_log.getEffectiveLevel() == logging.WARNING  # `offload proxy` logged each
+    args = parser.parse_args(["--log-level", "debug"])
+    root.handlers = []
+    assert server_logging(args) == "DEBUG" and httpx_log.getEffectiveLevel() == logging.DEBUG

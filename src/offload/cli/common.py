@@ -129,6 +129,18 @@ def emit(args: argparse.Namespace, data: Any, render: Callable[[Any], str]) -> N
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
+def server_logging(args: argparse.Namespace) -> str:
+    """Log on stderr at ``--log-level`` (info by default) for a long-running server, and
+    return the level. Below debug, httpx's line per request stays out: the proxy's
+    upstream calls (``/props`` refreshed each minute, ``/tokenize``) would fill the log."""
+    import logging
+
+    level = str(getattr(args, "log_level", "info")).upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.NOTSET if level == "DEBUG" else logging.WARNING)
+    return level
+
+
 def listen_on(host: str, port: int, setting: str) -> socket.socket | None:
     """Bind and listen on ``host:port`` now, before anything starts, and hand back the
     socket for the server to serve on; a port already taken is refused in one line (exit 7).

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from offload.cli.common import listen_on, open_store
+from offload.cli.common import listen_on, open_store, server_logging
 from offload.cli.progress import Bar
 from offload.config import Settings
 
@@ -62,7 +62,6 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _serve_proxy(args: argparse.Namespace, settings: Settings, sock: socket.socket | None) -> None:
-    import logging
     import os
     import sys
 
@@ -76,8 +75,7 @@ def _serve_proxy(args: argparse.Namespace, settings: Settings, sock: socket.sock
     from offload.cli.headers_deadline import bounded_http
     from offload.proxy.app import banner, create_app, proxy_settings
 
-    level = str(getattr(args, "log_level", "info")).upper()
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    level = server_logging(args)
     store = open_store(settings, serving=True)
     try:
         print(banner(settings.proxy), file=sys.stderr, flush=True)

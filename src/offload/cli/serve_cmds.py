@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offload.cli.common import add_root_arg, listen_on, open_store, scope_name
+from offload.cli.common import add_root_arg, listen_on, open_store, scope_name, server_logging
 from offload.config import Settings, load_settings
 from offload.errors import ConfigError
 
@@ -78,7 +78,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _serve(args: argparse.Namespace, settings: Settings, sock: socket.socket | None) -> None:
-    import logging
     import os
     import sys
 
@@ -92,10 +91,7 @@ def _serve(args: argparse.Namespace, settings: Settings, sock: socket.socket | N
     from offload.cli.headers_deadline import bounded_http
     from offload.serve.host import build
 
-    level = str(getattr(args, "log_level", "info")).upper()
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if level != "DEBUG":  # one line per upstream and in-process call drowns the access log
-        logging.getLogger("httpx").setLevel(logging.WARNING)
+    level = server_logging(args)
     gateway_file = Path(settings.gateway.config) if settings.gateway.config else None
     if gateway_file is not None:
         settings = with_gateway_table(settings, gateway_file)
