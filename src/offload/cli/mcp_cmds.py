@@ -16,7 +16,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="HTTP listen address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="HTTP port (default 8901)")
     parser.add_argument(
-        "--scope", type=scope_name, help="scope name (default: [mcp] scope, else the git root of the cwd)"
+        "--scope",
+        type=scope_name,
+        help="scope name (default: [mcp] scope, else the git root of the cwd)",
     )
     add_root_arg(parser)
     parser.add_argument("--tools", help="comma-separated subset of tools to offer (default: all)")

@@ -36,7 +36,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="gateway TOML with [servers.NAME] tables; mounts the gateway at /gateway/mcp",
     )
     parser.add_argument(
-        "--scope", type=scope_name, help="MCP scope name (default: [mcp] scope, else the git root of the cwd)"
+        "--scope",
+        type=scope_name,
+        help="MCP scope name (default: [mcp] scope, else the git root of the cwd)",
     )
     add_root_arg(parser)
     parser.add_argument(
