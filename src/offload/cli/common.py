@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import errno
 import json
+import logging
 import socket
 import sys
 from collections.abc import Callable
@@ -129,15 +131,29 @@ def emit(args: argparse.Namespace, data: Any, render: Callable[[Any], str]) -> N
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
+def _not_a_shutdown_cancel(record: logging.LogRecord) -> bool:
+    """False for uvicorn's "Exception in ASGI application" about a request it cancelled
+    itself when the shutdown grace ran out: a stop asked for, not a failure to show as a
+    traceback (uvicorn says "Cancel N running task(s)" just before)."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not isinstance(exc, asyncio.CancelledError)
+
+
+def quiet_shutdown_cancels() -> None:
+    """Keep the traceback of each stream a server cancels on Ctrl-C out of its log."""
+    uvicorn_error = logging.getLogger("uvicorn.error")
+    if _not_a_shutdown_cancel not in uvicorn_error.filters:
+        uvicorn_error.addFilter(_not_a_shutdown_cancel)
+
+
 def server_logging(args: argparse.Namespace) -> str:
     """Log on stderr at ``--log-level`` (info by default) for a long-running server, and
     return the level. Below debug, httpx's line per request stays out: the proxy's
     upstream calls (``/props`` refreshed each minute, ``/tokenize``) would fill the log."""
-    import logging
-
     level = str(getattr(args, "log_level", "info")).upper()
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.NOTSET if level == "DEBUG" else logging.WARNING)
+    quiet_shutdown_cancels()
     return level
 
 

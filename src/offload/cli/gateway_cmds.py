@@ -96,7 +96,7 @@ def _run_gateway(
 ) -> None:
     import anyio
 
-    from offload.cli.common import open_store
+    from offload.cli.common import open_store, quiet_shutdown_cancels
     from offload.gateway.run import run_http, run_stdio
     from offload.gateway.server import Gateway
     from offload.gateway.upstreams import stderr_log_handler
@@ -117,6 +117,7 @@ def _run_gateway(
 
         http = settings.http
         protocol = bounded_http(http)
+        quiet_shutdown_cancels()
         anyio.run(
             lambda: run_http(gateway, gw.host, gw.port, http=http, protocol=protocol, sock=sock)
         )

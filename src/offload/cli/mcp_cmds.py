@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from offload.cli.common import add_root_arg, emit, listen_on, open_store, scope_name
+from offload.cli.common import (
+    add_root_arg,
+    emit,
+    listen_on,
+    open_store,
+    quiet_shutdown_cancels,
+    scope_name,
+)
 from offload.config import Settings
 from offload.core.text.wording import counted
 
@@ -70,6 +77,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 from offload.mcp.http import run_http
 
                 protocol = bounded_http(settings.http)
+                quiet_shutdown_cancels()
                 run_http(server, settings.mcp, http=settings.http, protocol=protocol, sock=sock)
             else:
                 from offload.mcp.stdio import run_stdio

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from offload.cli.common import listen_on, open_store, server_logging
 from offload.cli.progress import Bar
 from offload.config import Settings
+from offload.core.http.listen import SHUTDOWN_GRACE_S
 
 if TYPE_CHECKING:
     import socket
@@ -90,6 +91,7 @@ def _serve_proxy(args: argparse.Namespace, settings: Settings, sock: socket.sock
             # a line per request costs ~0.1 ms on the streaming path; --log-level debug has it
             access_log=level == "DEBUG",
             lifespan="on",
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             http=bounded_http(settings.http),
         )
         uvicorn.Server(config).run(sockets=None if sock is None else [sock])

@@ -13,14 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from offload.cli.common import add_root_arg, listen_on, open_store, scope_name, server_logging
 from offload.config import Settings, load_settings
+from offload.core.http.listen import SHUTDOWN_GRACE_S
 from offload.errors import ConfigError
 
 if TYPE_CHECKING:
     import socket
-
-# uvicorn waits this long for open streams (MCP SSE, long generations) on SIGTERM, then
-# cancels them; then the lifespans shut down
-SHUTDOWN_GRACE_S = 5
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

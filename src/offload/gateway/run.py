@@ -20,6 +20,7 @@ from offload.config import HTTP_DEFAULTS, HttpSettings
 from offload.core.http.bearer import BearerGuard, HostGuard, OriginGuard
 from offload.core.http.bodylimit import BodyLimit, jsonrpc
 from offload.core.http.listen import (
+    SHUTDOWN_GRACE_S,
     Origins,
     bind_url,
     exposure_warning,
@@ -129,7 +130,13 @@ async def run_http(
     uvicorn binds it)."""
     app = http_app(gateway, host, port=port, http=http)
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="on", http=protocol
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        http=protocol,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     print(banner(host, port, gateway.settings.bearer_token), file=sys.stderr, flush=True)
     server = uvicorn.Server(config)

@@ -16,6 +16,7 @@ from offload.config import HTTP_DEFAULTS, HttpSettings, McpSettings
 from offload.core.http.bearer import BearerGuard, HostGuard, OriginGuard
 from offload.core.http.bodylimit import BodyLimit, jsonrpc
 from offload.core.http.listen import (
+    SHUTDOWN_GRACE_S,
     Origins,
     bind_url,
     exposure_warning,
@@ -89,7 +90,13 @@ def run_http(
 
     app = http_app(server, mcp, http=http)
     config = uvicorn.Config(
-        app, host=mcp.host, port=mcp.port, log_level="warning", lifespan="on", http=protocol
+        app,
+        host=mcp.host,
+        port=mcp.port,
+        log_level="warning",
+        lifespan="on",
+        http=protocol,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     print(banner(mcp), file=sys.stderr, flush=True)
     uvicorn.Server(config).run(sockets=None if sock is None else [sock])
