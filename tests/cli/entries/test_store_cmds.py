@@ -788,6 +788,9 @@ def test_cat_lines_takes_a_range_one_line_or_a_line_to_the_end(
     assert code == 2 and "the body has 4 lines" in err
     code, _out, err = run(capsys, "cat", "four", "--lines", "-2")
     assert code == 2 and "A-B, A or A-" in err
+    assert run(capsys, "add", "--label", "one", "a single line")[0] == 0
+    code, _out, err = run(capsys, "cat", "one", "--lines", "3")
+    assert code == 2 and err.endswith("--lines 3: the body has 1 line\n"), err
 
 
 @pytest.mark.parametrize(

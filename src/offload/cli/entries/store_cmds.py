@@ -681,5 +681,5 @@ def _slice_lines(text: str, spec: str) -> str:
     if a < 1 or b < a:
         raise InvalidInput(f"--lines {spec}: need 1 <= A <= B")
     if a > len(lines):
-        raise InvalidInput(f"--lines {spec}: the body has {len(lines)} lines")
+        raise InvalidInput(f"--lines {spec}: the body has {counted(len(lines), 'line')}")
     return "".join(lines[a - 1 : b])
