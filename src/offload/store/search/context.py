@@ -61,8 +61,8 @@ _PG_SIDE = (
     "WHERE p.scope = e.scope AND p.kind = e.kind AND p.id {op} e.id ORDER BY p.id {order} "
     "LIMIT %s) q) AS ids FROM offload_ids(%s) j CROSS JOIN entries e WHERE e.id = j.value"
 )
-_BEFORE = Sql(_SIDE.format(op="<", order="DESC"), _PG_SIDE.format(op="<", order="DESC"))
-_AFTER = Sql(_SIDE.format(op=">", order="ASC"), _PG_SIDE.format(op=">", order="ASC"))
+NEIGHBOURS_BEFORE = Sql(_SIDE.format(op="<", order="DESC"), _PG_SIDE.format(op="<", order="DESC"))
+NEIGHBOURS_AFTER = Sql(_SIDE.format(op=">", order="ASC"), _PG_SIDE.format(op=">", order="ASC"))
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
     "e.accessed AS accessed, e.access_count AS uses"
@@ -206,7 +206,10 @@ class Runs:
         (the nearest first) then after (the nearest first); a missing one is None. What
         is not known yet is read up to ``max(window, reach)`` ids beyond each id."""
         limit = max(window, reach)
-        sides = ((_BEFORE, self.before, self.after, True), (_AFTER, self.after, self.before, False))
+        sides = (
+            (NEIGHBOURS_BEFORE, self.before, self.after, True),
+            (NEIGHBOURS_AFTER, self.after, self.before, False),
+        )
         for sql, links, back, down in sides:
             ends = {end for i in ids if (end := _run_end(links, i, window)) is not None}
             if not ends:
