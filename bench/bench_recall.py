@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from offload.config import ProxySettings
-from offload.core.tokens import default_counter
+from offload.core.tokens import MESSAGE_OVERHEAD, default_counter
 from offload.proxy.retrieval.retrieval import search_result
-from offload.proxy.rewrite.messages import MESSAGE_OVERHEAD
 from offload.proxy.rewrite.phases import RewriteResult
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.window import Budget
