@@ -802,7 +802,10 @@ def main() -> None:
     )
     ap.add_argument("--baseline-src", help="another checkout's src/ to time writes beside")
     ap.add_argument(
-        "--recall-store", help="recall: fill this empty store (a postgresql:// URL) instead"
+        "--recall-store",
+        action="append",
+        help="recall: fill this empty store (a postgresql:// URL; 'sqlite': a temporary "
+        "file) instead; repeatable: each store filled and searched in turn, a table each",
     )
     ap.add_argument(
         "--via",
@@ -842,18 +845,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-search-") as d:
         tmp = Path(d)
         if "recall" in parts:
-            t = time.perf_counter()
-            table = bench_recall(
-                convs,
-                tmp,
-                args.split,
-                args.recall_store,
-                args.via,
-                not args.undated,
-                args.store_first,
-            )
-            print_recall(table)
-            print(f"(recall run: {time.perf_counter() - t:.1f} s)")
+            stores = args.recall_store or ["sqlite"]
+            for i, where in enumerate(stores):
+                t = time.perf_counter()
+                own = tmp / f"recall-{i}"
+                own.mkdir()
+                at = None if where == "sqlite" else where
+                table = bench_recall(
+                    convs, own, args.split, at, args.via, not args.undated, args.store_first
+                )
+                if len(stores) > 1:
+                    print(f"\n{where.split('@')[-1]}:")
+                print_recall(table)
+                print(f"(recall run: {time.perf_counter() - t:.1f} s)")
         if "speed" in parts:
             speed_dir = args.speed_dir or tmp
             speed_dir.mkdir(parents=True, exist_ok=True)
