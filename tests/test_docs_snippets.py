@@ -135,3 +135,30 @@ def run_block(block: Block, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 def test_the_snippet_runs_as_written(block: Block, tmp_path: Path) -> None:
     done = run_block(block, tmp_path)
     assert done.returncode == 0, f"{block.id} exited {done.returncode}:\n{done.stderr[-3000:]}"
+
+
+# `offload setup claude-code --dry-run   # or opencode, codex`: the comment says each name
+# alternative takes the command as written in the first name's place
+_ALTERNATIVES = re.compile(r"^offload (\S+) (\S+)((?: [^#\s]+)*)\s+# or ([\w-]+(?:, [\w-]+)*)\s*$")
+
+
+def test_the_alternatives_a_comment_names_for_a_command_run_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from offload.cli.main import main
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
+    monkeypatch.setenv("OFFLOAD_HOME", str(tmp_path / "store"))
+    found = []
+    for block in ALL:
+        for line in block.code.splitlines() if block.lang == "sh" else []:
+            m = _ALTERNATIVES.match(line)
+            if m is None:
+                continue
+            for name in m.group(4).split(", "):
+                argv = [m.group(1), name, *m.group(3).split()]
+                code = main(argv)
+                found.append((block.id, name))
+                assert code == 0, f"{block.id}: offload {' '.join(argv)}: {capsys.readouterr().err}"
+    assert found  # the quickstart names clients `offload setup` wires the same way

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import sqlite3
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli.cli_support import run
-from offload.cli.common import check_listen_address
+from offload.cli.common import listen_on, server_logging
 from offload.errors import AddressInUse
 
 
@@ -27,20 +28,35 @@ def test_a_port_someone_listens_on_is_refused_naming_the_address_and_the_setting
     taken_port: int,
 ) -> None:
     with pytest.raises(AddressInUse) as refused:
-        check_listen_address("127.0.0.1", taken_port, "proxy.port")
+        listen_on("127.0.0.1", taken_port, "proxy.port")
     message = str(refused.value)
     assert f"127.0.0.1:{taken_port}" in message
     assert "--port" in message and "proxy.port" in message
     assert refused.value.exit_code == 7
 
 
-def test_a_free_port_passes_and_stays_free() -> None:
+def test_a_free_port_is_held_from_the_check_until_the_server_lets_it_go() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    check_listen_address("127.0.0.1", port, "proxy.port")
-    with socket.socket() as again:  # the check let go of it
-        again.bind(("127.0.0.1", port))
+    held = listen_on("127.0.0.1", port, "proxy.port")
+    assert held is not None
+    try:
+        # a second server started while the first is still starting is refused at its check
+        # (it got past it and met uvicorn's own bind error, exit 3, when the check let go)
+        with pytest.raises(AddressInUse):
+            listen_on("127.0.0.1", port, "proxy.port")
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # already listening: a client that comes early waits in the backlog
+    finally:
+        held.close()
+    again = listen_on("127.0.0.1", port, "proxy.port")  # let go with the server
+    assert again is not None
+    again.close()
+
+
+def test_port_0_is_left_for_the_server_to_pick() -> None:
+    assert listen_on("127.0.0.1", 0, "proxy.port") is None
 
 
 @pytest.mark.parametrize(
@@ -105,3 +121,22 @@ def test_opening_a_store_an_older_offload_left_says_once_that_it_upgrades_its_sc
     assert "kept across the upgrade" in out  # stdout stays the command's own
     code, _, err = run(capsys, "--home", home, "ls")
     assert code == 0 and err == ""
+
+
+@pytest.mark.parametrize("command", ["proxy", "serve"])
+def test_a_server_below_debug_keeps_httpx_s_line_per_upstream_request_out_of_its_log(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from offload.cli.main import command_parser
+
+    root, httpx_log = logging.getLogger(), logging.getLogger("httpx")
+    monkeypatch.setattr(root, "handlers", [])  # basicConfig adds one; the test's stay
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setattr(httpx_log, "level", httpx_log.level)
+    parser = command_parser(command)[1]
+    args = parser.parse_args([])
+    assert server_logging(args) == "INFO"
+    assert httpx_log.getEffectiveLevel() == logging.WARNING  # `offload proxy` logged each
+    args = parser.parse_args(["--log-level", "debug"])
+    root.handlers = []
+    assert server_logging(args) == "DEBUG" and httpx_log.getEffectiveLevel() == logging.DEBUG

@@ -33,3 +33,14 @@ def test_every_command_and_every_flag_of_it_is_in_the_reference(rendered: str) -
                 continue
             for flag in action.option_strings:
                 assert f"`{flag}" in section, (name, flag)
+
+
+def test_every_scope_flag_that_names_its_default_names_the_one_the_code_uses() -> None:
+    # the default scope is `[mcp] scope` when set, else the cwd's project, for every
+    # command (offload.store.paths.default_scope); `mcp` and `serve` said the git root alone
+    for name in COMMANDS:
+        _, parser = command_parser(name)
+        for action in parser._actions:
+            said = action.help or ""
+            if "--scope" in action.option_strings and "scope name (default:" in said:
+                assert "[mcp] scope, else" in said, (name, said)

@@ -7,8 +7,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+import httpx
 from mcp.client.stdio import StdioServerParameters
 
+import loopback
 from offload_process import OffloadProcess
 from realparts import child_env
 
@@ -58,3 +60,11 @@ class HttpServer(OffloadProcess):
 
     def arguments(self, port: int) -> list[str]:
         return ["mcp", "--http", "--port", str(port)]
+
+    def ready(self) -> bool:
+        """The port is held from the start (before the store opens): ready once /mcp answers."""
+        try:
+            loopback.get(self.url, timeout=2)
+        except httpx.TransportError:
+            return False
+        return super().ready()  # and the answer came from this process

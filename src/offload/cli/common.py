@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import errno
 import json
+import logging
 import socket
 import sys
 from collections.abc import Callable
@@ -129,25 +131,57 @@ def emit(args: argparse.Namespace, data: Any, render: Callable[[Any], str]) -> N
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
-def check_listen_address(host: str, port: int, setting: str) -> None:
-    """Refuse, in one line, an address a server could not listen on (a port already taken),
-    before anything starts: binding it is the only reliable test. SO_REUSEADDR as uvicorn
-    sets it, so a port left in TIME_WAIT by a previous run still counts as free. Another
-    process may still take the port between this test and the server's own bind."""
-    if port == 0:  # the system picks a free port
-        return
+def _not_a_shutdown_cancel(record: logging.LogRecord) -> bool:
+    """False for uvicorn's "Exception in ASGI application" about a request it cancelled
+    itself when the shutdown grace ran out: a stop asked for, not a failure to show as a
+    traceback (uvicorn says "Cancel N running task(s)" just before)."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not isinstance(exc, asyncio.CancelledError)
+
+
+def quiet_shutdown_cancels() -> None:
+    """Keep the traceback of each stream a server cancels on Ctrl-C out of its log."""
+    uvicorn_error = logging.getLogger("uvicorn.error")
+    if _not_a_shutdown_cancel not in uvicorn_error.filters:
+        uvicorn_error.addFilter(_not_a_shutdown_cancel)
+
+
+def server_logging(args: argparse.Namespace) -> str:
+    """Log on stderr at ``--log-level`` (info by default) for a long-running server, and
+    return the level. Below debug, httpx's line per request stays out: the proxy's
+    upstream calls (``/props`` refreshed each minute, ``/tokenize``) would fill the log."""
+    level = str(getattr(args, "log_level", "info")).upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.NOTSET if level == "DEBUG" else logging.WARNING)
+    quiet_shutdown_cancels()
+    return level
+
+
+def listen_on(host: str, port: int, setting: str) -> socket.socket | None:
+    """Bind and listen on ``host:port`` now, before anything starts, and hand back the
+    socket for the server to serve on; a port already taken is refused in one line (exit 7).
+    Holding the socket from here on means no other process (a second ``offload serve``
+    started at the same moment) can take the port while this one is still starting, which
+    a probe that let go of it allowed: the loser then met uvicorn's own bind error and exit
+    code 3. SO_REUSEADDR as uvicorn sets it, so a port left in TIME_WAIT by a previous run
+    still counts as free. Port 0 (the system picks one) is left to the server: None."""
+    if port == 0:
+        return None
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise AddressInUse(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            held = " (another process holds it)" if exc.errno == errno.EADDRINUSE else ""
-            raise AddressInUse(
-                f"cannot listen on {host}:{port}: {exc.strerror}{held}; "
-                f"choose another with --port or the setting {setting}"
-            ) from exc
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)  # uvicorn's backlog; listening is what keeps others off the port
+    except OSError as exc:
+        sock.close()
+        held = " (another process holds it)" if exc.errno == errno.EADDRINUSE else ""
+        raise AddressInUse(
+            f"cannot listen on {host}:{port}: {exc.strerror}{held}; "
+            f"choose another with --port or the setting {setting}"
+        ) from exc
+    return sock

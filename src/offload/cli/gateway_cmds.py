@@ -13,10 +13,15 @@ import dataclasses
 import logging
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from offload.config import GatewaySettings, Settings
 from offload.errors import ConfigError
+
+if TYPE_CHECKING:
+    import socket
+
+    from offload.gateway.config import GatewayConfig
 
 _CLIENT_KEYS: dict[str, type] = {"index_responses": bool, "compress_catalog": bool}
 _SERVER_KEYS: dict[str, type] = {
@@ -68,19 +73,36 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     path = _config_path(args, settings)
     if args.action == "set":
         return _set(path, args)
+    from offload.cli.common import listen_on
+    from offload.gateway.config import load_gateway_config
+
+    config = load_gateway_config(path)
+    gw = settings.gateway
+    # a taken port is one line, exit 7, before any upstream starts; held from here on
+    sock = listen_on(gw.host, gw.port, "gateway.port") if args.http else None
+    try:
+        _run_gateway(args, settings, config, sock)
+    finally:
+        if sock is not None:
+            sock.close()
+    return 0
+
+
+def _run_gateway(
+    args: argparse.Namespace,
+    settings: Settings,
+    config: GatewayConfig,
+    sock: socket.socket | None,
+) -> None:
     import anyio
 
-    from offload.cli.common import check_listen_address, open_store
-    from offload.gateway.config import load_gateway_config
+    from offload.cli.common import open_store, quiet_shutdown_cancels
     from offload.gateway.run import run_http, run_stdio
     from offload.gateway.server import Gateway
     from offload.gateway.upstreams import stderr_log_handler
     from offload.llm.minilm import tool_encoder
 
-    config = load_gateway_config(path)
     gw = settings.gateway
-    if args.http:  # a taken port is one line, exit 7, before any upstream starts
-        check_listen_address(gw.host, gw.port, "gateway.port")
     logger = logging.getLogger("offload.gateway")
     logger.addHandler(stderr_log_handler())
     logger.setLevel(logging.INFO)
@@ -95,7 +117,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
         http = settings.http
         protocol = bounded_http(http)
-        anyio.run(lambda: run_http(gateway, gw.host, gw.port, http=http, protocol=protocol))
+        quiet_shutdown_cancels()
+        anyio.run(
+            lambda: run_http(gateway, gw.host, gw.port, http=http, protocol=protocol, sock=sock)
+        )
     else:
         from offload.mcp.stdio import claimed_stdin, serve_stdio
 
@@ -108,7 +133,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                     gateway, lambda server: serve_stdio(server, source, max_line, "offload gateway")
                 )
             )
-    return 0
 
 
 def _parse(raw: str, kind: type, key: str) -> Any:

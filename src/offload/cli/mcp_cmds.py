@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from offload.cli.common import add_root_arg, check_listen_address, emit, open_store, scope_name
+from offload.cli.common import (
+    add_root_arg,
+    emit,
+    listen_on,
+    open_store,
+    quiet_shutdown_cancels,
+    scope_name,
+)
 from offload.config import Settings
 from offload.core.text.wording import counted
 
@@ -16,7 +23,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="HTTP listen address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="HTTP port (default 8901)")
     parser.add_argument(
-        "--scope", type=scope_name, help="scope name (default: the git root of the cwd)"
+        "--scope",
+        type=scope_name,
+        help="scope name (default: [mcp] scope, else the git root of the cwd)",
     )
     add_root_arg(parser)
     parser.add_argument("--tools", help="comma-separated subset of tools to offer (default: all)")
@@ -57,21 +66,26 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from offload.mcp.context import McpContext
     from offload.mcp.server import build_server
 
-    if args.http:  # a taken port is one line, exit 7, before the store opens
-        check_listen_address(settings.mcp.host, settings.mcp.port, "mcp.port")
-    store = open_store(settings, serving=True)
+    # a taken port is one line, exit 7, before the store opens; held from here on
+    sock = listen_on(settings.mcp.host, settings.mcp.port, "mcp.port") if args.http else None
     try:
-        server = build_server(McpContext.build(settings, store, Path.cwd()))
-        if args.http:
-            from offload.cli.headers_deadline import bounded_http
-            from offload.mcp.http import run_http
+        store = open_store(settings, serving=True)
+        try:
+            server = build_server(McpContext.build(settings, store, Path.cwd()))
+            if args.http:
+                from offload.cli.headers_deadline import bounded_http
+                from offload.mcp.http import run_http
 
-            protocol = bounded_http(settings.http)
-            run_http(server, settings.mcp, http=settings.http, protocol=protocol)
-        else:
-            from offload.mcp.stdio import run_stdio
+                protocol = bounded_http(settings.http)
+                quiet_shutdown_cancels()
+                run_http(server, settings.mcp, http=settings.http, protocol=protocol, sock=sock)
+            else:
+                from offload.mcp.stdio import run_stdio
 
-            run_stdio(server, settings.http.max_body_bytes)
+                run_stdio(server, settings.http.max_body_bytes)
+        finally:
+            store.close()
     finally:
-        store.close()
+        if sock is not None:
+            sock.close()
     return 0

@@ -6,11 +6,14 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from offload.cli.common import check_listen_address, open_store
+from offload.cli.common import listen_on, open_store, server_logging
 from offload.cli.progress import Bar
 from offload.config import Settings
+from offload.core.http.listen import SHUTDOWN_GRACE_S
 
 if TYPE_CHECKING:
+    import socket
+
     from offload.proxy.rewrite.replay import Report, Run, Turn
 
 
@@ -50,8 +53,16 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
     """Serve until interrupted; counters are flushed to the store on the way out."""
     # before the banner, the store and uvicorn: a taken port is one line, exit 7
-    check_listen_address(settings.proxy.host, settings.proxy.port, "proxy.port")
-    import logging
+    sock = listen_on(settings.proxy.host, settings.proxy.port, "proxy.port")
+    try:
+        _serve_proxy(args, settings, sock)
+    finally:
+        if sock is not None:
+            sock.close()
+    return 0
+
+
+def _serve_proxy(args: argparse.Namespace, settings: Settings, sock: socket.socket | None) -> None:
     import os
     import sys
 
@@ -65,15 +76,14 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
     from offload.cli.headers_deadline import bounded_http
     from offload.proxy.app import banner, create_app, proxy_settings
 
-    level = str(getattr(args, "log_level", "info")).upper()
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    level = server_logging(args)
     store = open_store(settings, serving=True)
     try:
         print(banner(settings.proxy), file=sys.stderr, flush=True)
         app = create_app(proxy_settings(settings), store, http=settings.http)
         freeze_startup()  # what starting made lives as long as the process: never walk it
         # access logs carry method, path and status only: never headers or keys
-        uvicorn.run(
+        config = uvicorn.Config(
             app,
             host=settings.proxy.host,
             port=settings.proxy.port,
@@ -81,11 +91,12 @@ def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
             # a line per request costs ~0.1 ms on the streaming path; --log-level debug has it
             access_log=level == "DEBUG",
             lifespan="on",
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             http=bounded_http(settings.http),
         )
+        uvicorn.Server(config).run(sockets=None if sock is None else [sock])
     finally:
         store.close()
-    return 0
 
 
 # -- offload replay ------------------------------------------------------------------------

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from offload.cli.common import add_root_arg, check_listen_address, open_store, scope_name
+from offload.cli.common import add_root_arg, listen_on, open_store, scope_name, server_logging
 from offload.config import Settings, load_settings
+from offload.core.http.listen import SHUTDOWN_GRACE_S
 from offload.errors import ConfigError
 
-# uvicorn waits this long for open streams (MCP SSE, long generations) on SIGTERM, then
-# cancels them; then the lifespans shut down
-SHUTDOWN_GRACE_S = 5
+if TYPE_CHECKING:
+    import socket
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +33,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="gateway TOML with [servers.NAME] tables; mounts the gateway at /gateway/mcp",
     )
     parser.add_argument(
-        "--scope", type=scope_name, help="MCP scope name (default: the git root of the cwd)"
+        "--scope",
+        type=scope_name,
+        help="MCP scope name (default: [mcp] scope, else the git root of the cwd)",
     )
     add_root_arg(parser)
     parser.add_argument(
@@ -65,8 +67,16 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Serve every surface until SIGINT/SIGTERM."""
     # before the banner, the store and uvicorn: a taken port is one line, exit 7
-    check_listen_address(settings.proxy.host, settings.proxy.port, "proxy.port")
-    import logging
+    sock = listen_on(settings.proxy.host, settings.proxy.port, "proxy.port")
+    try:
+        _serve(args, settings, sock)
+    finally:
+        if sock is not None:
+            sock.close()
+    return 0
+
+
+def _serve(args: argparse.Namespace, settings: Settings, sock: socket.socket | None) -> None:
     import os
     import sys
 
@@ -80,10 +90,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from offload.cli.headers_deadline import bounded_http
     from offload.serve.host import build
 
-    level = str(getattr(args, "log_level", "info")).upper()
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if level != "DEBUG":  # one line per upstream and in-process call drowns the access log
-        logging.getLogger("httpx").setLevel(logging.WARNING)
+    level = server_logging(args)
     gateway_file = Path(settings.gateway.config) if settings.gateway.config else None
     if gateway_file is not None:
         settings = with_gateway_table(settings, gateway_file)
@@ -93,7 +100,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(served.banner(), file=sys.stderr, flush=True)
         freeze_startup()  # what starting made lives as long as the process: never walk it
         # access logs carry method, path and status only: never headers or keys
-        uvicorn.run(
+        config = uvicorn.Config(
             served.app,
             host=settings.proxy.host,
             port=settings.proxy.port,
@@ -104,9 +111,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             http=bounded_http(settings.http),
         )
+        uvicorn.Server(config).run(sockets=None if sock is None else [sock])
     finally:
         store.close()
-    return 0
 
 
 def with_gateway_table(settings: Settings, path: Path) -> Settings:

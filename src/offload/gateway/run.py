@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
@@ -19,6 +20,7 @@ from offload.config import HTTP_DEFAULTS, HttpSettings
 from offload.core.http.bearer import BearerGuard, HostGuard, OriginGuard
 from offload.core.http.bodylimit import BodyLimit, jsonrpc
 from offload.core.http.listen import (
+    SHUTDOWN_GRACE_S,
     Origins,
     bind_url,
     exposure_warning,
@@ -121,27 +123,40 @@ async def run_http(
     ready: anyio.Event | None = None,
     http: HttpSettings = HTTP_DEFAULTS,
     protocol: type[asyncio.Protocol] | Literal["auto"] = "auto",
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve Streamable HTTP at ``http://host:port/mcp`` until cancelled (``protocol``:
-    uvicorn's HTTP protocol)."""
+    uvicorn's HTTP protocol; ``sock``: a socket already listening on the address, else
+    uvicorn binds it)."""
     app = http_app(gateway, host, port=port, http=http)
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="on", http=protocol
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        http=protocol,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     print(banner(host, port, gateway.settings.bearer_token), file=sys.stderr, flush=True)
     server = uvicorn.Server(config)
     try:
-        await _serve_http(gateway, server, ready)
+        await _serve_http(gateway, server, ready, None if sock is None else [sock])
     finally:
         kill_all()
 
 
-async def _serve_http(gateway: Gateway, server: uvicorn.Server, ready: anyio.Event | None) -> None:
+async def _serve_http(
+    gateway: Gateway,
+    server: uvicorn.Server,
+    ready: anyio.Event | None,
+    sockets: list[socket.socket] | None,
+) -> None:
     async with anyio.create_task_group() as tg:
 
         async def body() -> None:
             async with anyio.create_task_group() as inner:
-                inner.start_soon(server.serve)
+                inner.start_soon(server.serve, sockets)
                 while not server.started:
                     await anyio.sleep(0.02)
                 if ready is not None:

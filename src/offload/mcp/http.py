@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 from typing import Any, Literal
 
@@ -15,6 +16,7 @@ from offload.config import HTTP_DEFAULTS, HttpSettings, McpSettings
 from offload.core.http.bearer import BearerGuard, HostGuard, OriginGuard
 from offload.core.http.bodylimit import BodyLimit, jsonrpc
 from offload.core.http.listen import (
+    SHUTDOWN_GRACE_S,
     Origins,
     bind_url,
     exposure_warning,
@@ -80,13 +82,21 @@ def run_http(
     *,
     http: HttpSettings = HTTP_DEFAULTS,
     protocol: type[asyncio.Protocol] | Literal["auto"] = "auto",
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve until interrupted (``protocol``: uvicorn's HTTP protocol)."""
+    """Serve until interrupted (``protocol``: uvicorn's HTTP protocol; ``sock``: a socket
+    already listening on the address, else uvicorn binds it)."""
     import uvicorn
 
     app = http_app(server, mcp, http=http)
     config = uvicorn.Config(
-        app, host=mcp.host, port=mcp.port, log_level="warning", lifespan="on", http=protocol
+        app,
+        host=mcp.host,
+        port=mcp.port,
+        log_level="warning",
+        lifespan="on",
+        http=protocol,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     print(banner(mcp), file=sys.stderr, flush=True)
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=None if sock is None else [sock])

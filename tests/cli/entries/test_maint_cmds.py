@@ -15,6 +15,7 @@ from archive_bombs import line_bomb, record_bomb
 from cli.cli_support import run
 from offload.core.hashing import text_hash
 from offload.core.tokens import EstimateCounter
+from offload.store.backend import Sql
 from offload.store.store import Store
 from realparts import wait_until
 
@@ -162,6 +163,23 @@ def test_export_over_an_existing_file_says_it_replaced_it(
     assert out.strip() == f"exported 2 entries to {target} (it replaced the file that was there)"
 
 
+def test_export_refuses_to_replace_a_file_that_is_not_an_archive_and_leaves_it_alone(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OFFLOAD_HOME", str(home))
+    (tmp_path / "project").mkdir()
+    notes = tmp_path / "project" / "README.md"
+    notes.write_text("# my project\n")
+    code, out, err = run(capsys, "export", str(notes))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"{notes} is not an offload archive: export replaces only an older archive" in err
+    assert notes.read_text() == "# my project\n"
+    assert [p.name for p in notes.parent.iterdir()] == ["README.md"]  # no partial file left
+    empty = tmp_path / "made-by-mktemp"
+    empty.touch()
+    assert run(capsys, "export", str(empty))[0] == 0 and empty.stat().st_size > 0
+
+
 def test_doctor_reports_an_unverified_content_hash_and_repair_renames_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -211,6 +229,8 @@ def test_doctor_names_entries_an_older_add_tagged_with_single_letters_and_how_to
     with Store(tmp_path / "home" / "offload.db", counter=EstimateCounter()) as store:
         split = store.put("tagged by an older offload add").entry
         store.update(split.ref, tags=list("docseply"))  # as `add --tags docs,deploy` stored it
+        # on 2026-12-03, inside the days that add split tags
+        store.conn.execute(Sql("UPDATE entries SET created = 1796256000 WHERE id = ?"), (split.id,))
     code, out, _ = run(capsys, "doctor")
     assert code == 0 and out.startswith("checked 2 blocks: clean")
     assert f"note: 1 entry (#{split.id}) tagged with single letters" in out

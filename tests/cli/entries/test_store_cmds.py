@@ -788,6 +788,9 @@ def test_cat_lines_takes_a_range_one_line_or_a_line_to_the_end(
     assert code == 2 and "the body has 4 lines" in err
     code, _out, err = run(capsys, "cat", "four", "--lines", "-2")
     assert code == 2 and "A-B, A or A-" in err
+    assert run(capsys, "add", "--label", "one", "a single line")[0] == 0
+    code, _out, err = run(capsys, "cat", "one", "--lines", "3")
+    assert code == 2 and err.endswith("--lines 3: the body has 1 line\n"), err
 
 
 @pytest.mark.parametrize(
@@ -868,3 +871,25 @@ def test_ls_by_source_takes_the_path_as_add_was_given_it(
     for source in ("logs/big.log", "logs", "logs/"):
         listed = json.loads(run(capsys, "ls", "--json", "--source", source)[1])
         assert [e["source"].rsplit("/", 1)[1] for e in listed["entries"]] == ["big.log"], source
+
+
+def test_a_listing_of_every_scope_says_which_scope_each_entry_lives_in(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the same text in two scopes: one ref, two entries alike but for their scope
+    for scope in ("teamA", "teamB"):
+        assert (
+            run(capsys, "add", "--scope", scope, "--topic", "deploy", "the wombat deploy")[0] == 0
+        )
+    listed = run(capsys, "ls", "--all-scopes")[1].splitlines()
+    assert [line.rsplit(" | ", 1)[1] for line in listed[:2]] == ["scope teamB", "scope teamA"]
+    found = [line for line in run(capsys, "search", "wombat", "--all-scopes")[1].splitlines()]
+    heads = [line for line in found if line.startswith("ctx:sha256:")]
+    assert sorted(h.rsplit(" | ", 1)[1] for h in heads) == ["scope teamA", "scope teamB"]
+    reap = ("reap", "--all-scopes", "--status", "any", "--max-salience", "1", "--dry-run")
+    assert sorted(x.rsplit(" | ", 1)[1] for x in run(capsys, *reap)[1].splitlines()[1:]) == [
+        "scope teamA",
+        "scope teamB",
+    ]
+    one = run(capsys, "ls", "--scope", "teamA")[1].splitlines()[0]
+    assert "scope" not in one.split(" | ")[-1]  # one scope's listing names it once, below

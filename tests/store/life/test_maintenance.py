@@ -251,6 +251,10 @@ def test_repair_forgets_an_unverified_entry_whose_body_the_scope_holds_already(
     assert doctor(store).clean
 
 
+_DEC_3_2026 = 1796256000.0  # 2026-12-03T00:00Z, inside the days tags were split
+_DEC_7_2026 = 1796601600.0  # 2026-12-07T00:00Z, after the split was fixed
+
+
 def test_doctor_notes_entries_tagged_with_single_letters_and_still_calls_the_store_clean(
     store: Store,
 ) -> None:
@@ -258,7 +262,19 @@ def test_doctor_notes_entries_tagged_with_single_letters_and_still_calls_the_sto
     single = store.put("one tag of one letter", tags=["x"]).entry
     split = store.put("tagged by the CLI of 2026-12-01 to 2026-12-05").entry
     # `offload add --tags docs,deploy` of those days stored one tag per distinct letter
-    store.conn.execute(Sql("UPDATE entries SET tags = 'd o c s e p l y' WHERE id = ?"), (split.id,))
+    store.conn.execute(
+        Sql("UPDATE entries SET tags = 'd o c s e p l y', created = ? WHERE id = ?"),
+        (_DEC_3_2026, split.id),
+    )
     report = doctor(store)
     assert report.letter_tags == [split.id] and report.clean
     assert kept.id not in report.letter_tags and single.id not in report.letter_tags
+
+
+def test_doctor_does_not_note_single_letter_tags_given_after_the_split_was_fixed(
+    store: Store,
+) -> None:
+    # `offload add --tags "a b,c"` today stores the three tags it was asked for
+    asked = store.put("tagged a, b and c on purpose", tags=["a", "b", "c"]).entry
+    store.conn.execute(Sql("UPDATE entries SET created = ? WHERE id = ?"), (_DEC_7_2026, asked.id))
+    assert doctor(store).letter_tags == []

@@ -306,7 +306,8 @@ def run_ls(args: argparse.Namespace, settings: Settings) -> int:
             args,
             data,
             lambda d: (
-                _ls_text(rows, total, args.page, limit) + _scope_text(f.scope, others, "entry")
+                _ls_text(rows, total, args.page, limit, f.scope is None)
+                + _scope_text(f.scope, others, "entry")
             ),
         )
     return 0
@@ -370,19 +371,22 @@ def run_search(args: argparse.Namespace, settings: Settings) -> int:
         emit(
             args,
             data,
-            lambda d: _page_text(found, args.page, limit) + _scope_text(f.scope, others, "hit"),
+            lambda d: (
+                _page_text(found, args.page, limit, f.scope is None)
+                + _scope_text(f.scope, others, "hit")
+            ),
         )
     return 0
 
 
-def _page_text(found: HitPage, page: int, limit: int) -> str:
+def _page_text(found: HitPage, page: int, limit: int, scoped: bool) -> str:
     """A page of hits and, as ``ls`` says it, how many more and the next page; for a page
     past the last hit, how many hits and pages there are."""
     if not found.hits and page > 1 and found.total:
         hits = f"{'' if found.every else 'at least '}{counted(found.total, 'hit')}"
         pages = counted(-(-found.total // limit), "page")
         return f"no hits on page {page} ({hits}: {pages} of {limit})"
-    text = _hits_text(found.hits, found.why or None)
+    text = _hits_text(found.hits, found.why or None, scoped)
     at_least = "" if found.every else "at least "
     if found.after:
         return f"{text}\n… {at_least}{found.after} more; --page {page + 1}"
@@ -472,7 +476,8 @@ def run_reap(args: argparse.Namespace, settings: Settings) -> int:
         args,
         data,
         lambda d: "\n".join(
-            [f"{verb} {counted(len(victims), 'entry')}"] + [_line(e) for e in victims]
+            [f"{verb} {counted(len(victims), 'entry')}"]
+            + [_line(e, args.all_scopes) for e in victims]
         ),
     )
     return 0
@@ -563,19 +568,25 @@ def _one(text: str) -> str:
     return inline(text)
 
 
-def _line(e: Entry) -> str:
+def _line(e: Entry, scoped: bool = False) -> str:
+    """An entry in one line; ``scoped`` (a listing of every scope): with its scope, since
+    the same content may be an entry in several scopes, each line alike but for it."""
     tags = f" [{', '.join(_one(t) for t in e.tags)}]" if e.tags else ""
     pin = " pinned" if e.pinned else ""
     return (
         f"{e.ref} #{e.id} | {_one(e.topic) or '(no topic)'}{tags} | {_one(e.kind)} | "
-        f"{e.salience:.2f} | {e.status}{pin} | ~{e.tokens} tok"
+        f"{e.salience:.2f} | {e.status}{pin} | ~{e.tokens} tok{_scope_of(e, scoped)}"
     )
 
 
-def _ls_text(rows: list[Entry], total: int, page: int, limit: int) -> str:
+def _scope_of(e: Entry, scoped: bool) -> str:
+    return f" | scope {_one(e.scope) or repr(e.scope)}" if scoped else ""
+
+
+def _ls_text(rows: list[Entry], total: int, page: int, limit: int, scoped: bool) -> str:
     if not rows:
         return "no entries" if total == 0 else f"page {page} is empty ({counted(total, 'entry')})"
-    lines = [_line(e) for e in rows]
+    lines = [_line(e, scoped) for e in rows]
     shown_to = (page - 1) * limit + len(rows)
     if shown_to < total:
         lines.append(f"… {total - shown_to} more; --page {page + 1}")
@@ -587,9 +598,10 @@ def _best_lines(h: Hit) -> tuple[tuple[int, str], ...]:
     return h.lines or ((h.match_line, h.snippet),)
 
 
-def _hits_text(hits: list[Hit], why: list[Explanation] | None = None) -> str:
+def _hits_text(hits: list[Hit], why: list[Explanation] | None = None, scoped: bool = False) -> str:
     """A head line per hit, then its best-matching lines, each with its number (with
-    ``why``: each hit's rank and score, and what made them, after its lines)."""
+    ``why``: each hit's rank and score, and what made them, after its lines; ``scoped``:
+    each hit's scope on its head line)."""
     if not hits:
         return "no matches"
     out: list[str] = [] if not why else [path_line(why[0])]
@@ -598,7 +610,7 @@ def _hits_text(hits: list[Hit], why: list[Explanation] | None = None) -> str:
         when = "" if h.entry.event_time is None else f" | {iso_day(h.entry.event_time)}"
         out.append(
             f"{rank}{h.entry.ref} L{h.start_line}-{h.end_line}{_hit_note(h)} | "
-            f"{_one(h.entry.topic or h.entry.kind)}{when}"
+            f"{_one(h.entry.topic or h.entry.kind)}{when}{_scope_of(h.entry, scoped)}"
         )
         out.extend(f"  L{n}: {_one(text)}" for n, text in _best_lines(h))
         if why is not None:  # emit() makes the whole text printable
@@ -669,5 +681,5 @@ def _slice_lines(text: str, spec: str) -> str:
     if a < 1 or b < a:
         raise InvalidInput(f"--lines {spec}: need 1 <= A <= B")
     if a > len(lines):
-        raise InvalidInput(f"--lines {spec}: the body has {len(lines)} lines")
+        raise InvalidInput(f"--lines {spec}: the body has {counted(len(lines), 'line')}")
     return "".join(lines[a - 1 : b])

@@ -15,6 +15,10 @@ WILDCARDS = ("0.0.0.0", "::", "")
 # the loopback names a local client puts in Host and Origin (IPv6 without its brackets)
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 SECURITY_DOC = "docs/security.md"
+# on Ctrl-C or SIGTERM a server waits this long for open streams (a long generation, an MCP
+# client's event stream) before it cancels them; without a bound one such stream held
+# the process until it ended, and only a second Ctrl-C stopped it
+SHUTDOWN_GRACE_S = 5
 
 
 def is_loopback(host: str) -> bool:

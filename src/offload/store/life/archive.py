@@ -100,9 +100,10 @@ def export_archive(
     The archive is written to a new file of its own beside ``path`` (created exclusively,
     readable by its owner alone: it holds the whole store) and renamed into place, so a
     reader never sees a half-written one; a failure (no such directory, a full disk) leaves
-    nothing behind. ``path`` may be a regular file (replaced) or a symlink (the link is
-    replaced, its target untouched), never a device, a FIFO or a socket: renaming over one
-    would remove it (as root, ``/dev/full`` itself).
+    nothing behind. ``path`` may be an older archive or an empty file (replaced) or a
+    symlink (the link is replaced, its target untouched), never a file holding anything else
+    (``offload export README.md`` would lose the README), a device, a FIFO or a socket:
+    renaming over one would remove it (as root, ``/dev/full`` itself).
     """
     if not path.name or path.is_dir():
         raise InvalidInput(f"export needs a file to write, got {str(path)!r}")
@@ -129,7 +130,8 @@ def export_archive(
 
 def _refuse_special(path: Path) -> None:
     """Refuse to export over something that is there and is not a regular file or a
-    symlink (a device, a FIFO, a socket)."""
+    symlink (a device, a FIFO, a socket), or over a file holding something that is no
+    archive."""
     try:
         mode = path.lstat().st_mode
     except FileNotFoundError:
@@ -141,6 +143,11 @@ def _refuse_special(path: Path) -> None:
         raise InvalidInput(
             f"{path} is {what}, not a file: export writes a regular file and replaces what "
             "is there; name a file"
+        )
+    if stat.S_ISREG(mode) and not archive_read.may_replace(path):
+        raise InvalidInput(
+            f"{path} is not an offload archive: export replaces only an older archive "
+            "(zstd-compressed) or an empty file; name another file, or remove this one first"
         )
 
 

@@ -63,6 +63,17 @@ def _raise_hint(setting: str) -> str:
     return f"raise store.{setting} ([store] in offload.toml, or {env}) if it is genuine"
 
 
+def may_replace(path: Path) -> bool:
+    """True when the regular file at ``path`` is empty or begins as a zstd frame (an older
+    archive, most likely): what an export may write over without losing a user's file."""
+    try:
+        with path.open("rb") as raw:
+            head = raw.read(4)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read what {path} holds: {exc.strerror or exc}") from exc
+    return not head or (len(head) == 4 and int.from_bytes(head, "little") == _ZSTD_MAGIC)
+
+
 def check_frame(path: Path, raw: BinaryIO) -> None:
     """Refuse ``raw`` unless it holds a whole zstd frame (its header, every block to the one
     marked last, its checksum when it has one), read without decompressing anything."""

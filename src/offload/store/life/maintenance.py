@@ -106,9 +106,20 @@ _CHUNK_PLACE = Sql(
 )
 
 
+# the first instant after the days whose `offload add --tags` split tags into letters
+# (2026-12-06T00:00Z): an entry first stored since then was tagged as it was asked to be
+_LETTER_TAGS_FIXED = 1796515200
+
+
 def letter_tags(conn: Conn) -> list[int]:
-    """The entries whose tags are two or more single characters (DoctorReport.letter_tags)."""
-    rows = conn.execute(Sql("SELECT id, tags FROM entries WHERE tags LIKE '_ _%' ORDER BY id"))
+    """The entries stored before the split was fixed whose tags are two or more single
+    characters (DoctorReport.letter_tags)."""
+    rows = conn.execute(
+        Sql(
+            "SELECT id, tags FROM entries WHERE tags LIKE '_ _%' "
+            f"AND created < {_LETTER_TAGS_FIXED} ORDER BY id"
+        )
+    )
     return [
         int(r[0])
         for r in rows
