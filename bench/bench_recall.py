@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from offload.config import ProxySettings
-from offload.core.tokens import default_counter
+from offload.core.text.timeexpr import parse_time
+from offload.core.tokens import MESSAGE_OVERHEAD, default_counter
 from offload.proxy.retrieval.retrieval import search_result
-from offload.proxy.rewrite.messages import MESSAGE_OVERHEAD
+from offload.proxy.rewrite.messages import head_end, session_key
 from offload.proxy.rewrite.phases import RewriteResult
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.window import Budget
@@ -233,6 +234,60 @@ def run(
     return rows
 
 
+def stored_per_turn(path: Path, n_ctx: int, limit: int) -> dict[str, Any]:
+    """The proxy's own search answer over what it stored, beside the same answer over the
+    library's path: each conversation is played through a pipeline (recall off), then each
+    question whose evidence turns are all off the wire is searched with
+    :func:`search_result` (its whole budget) in that store and in a store of the same
+    turns through ``put_many``, one entry a turn, each session's date as the entries' event
+    time. Figures: the questions asked, and in how many each answer holds all the
+    evidence."""
+    counter = default_counter()
+    out: dict[str, Any] = {"n_ctx": n_ctx, "questions": 0, "proxy_stored": 0, "put_many": 0}
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Store(Path(tmp) / "proxy.db", counter=counter) as st_proxy,
+        Store(Path(tmp) / "turns.db", counter=counter) as st_turns,
+    ):
+        pipe = Pipeline(
+            st_proxy, ProxySettings(scope=SCOPE, recall_ratio=0.0), counter, scope=SCOPE
+        )
+        for sample in json.loads(path.read_text())[:limit]:
+            msgs, by_id = chat_of(sample)
+            for k in range(2, len(msgs)):
+                if msgs[k]["role"] == "assistant":
+                    pipe.rewrite(msgs[:k], n_ctx)
+            session = session_key(msgs[: head_end(msgs)])
+            _put_turns(st_turns, sample, f"proxy:{session}")
+            for qa in sample["qa"]:
+                texts = [by_id[e] for e in qa.get("evidence", []) if e in by_id]
+                question = str(qa["question"])
+                wire = pipe.rewrite([*msgs, {"role": "user", "content": question}], n_ctx)
+                on_wire = "\n".join(str(m.get("content")) for m in wire.messages)
+                if not texts or any(t in on_wire for t in texts):
+                    continue
+                out["questions"] += 1
+                for name, st in (("proxy_stored", st_proxy), ("put_many", st_turns)):
+                    found = search_result(st, counter, question, SCOPE, session, 1 << 40)
+                    out[name] += reached(texts, found)
+    q = max(1, out["questions"])
+    out["proxy_stored_share"] = round(out["proxy_stored"] / q, 4)
+    out["put_many_share"] = round(out["put_many"] / q, 4)
+    return out
+
+
+def _put_turns(st: Store, sample: dict[str, Any], source: str) -> None:
+    """A conversation's turns as the library stores them: one entry a turn, a
+    ``put_many`` a session, its date as their event time."""
+    conv = sample["conversation"]
+    n = 1
+    while f"session_{n}" in conv:
+        when = parse_time(str(conv.get(f"session_{n}_date_time") or ""))
+        texts = [f"{t['speaker']}: {t['text']}" for t in conv[f"session_{n}"]]
+        st.put_many(texts, scope=SCOPE, source=source, event_time=when)
+        n += 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("locomo", type=Path, help="locomo_dev.json (CC BY-NC: never copied)")
@@ -245,8 +300,19 @@ def main() -> None:
         default=[ProxySettings().recall_min_new],
         help="proxy.recall_min_new values to play (each beside recall off)",
     )
+    parser.add_argument(
+        "--per-turn",
+        action="store_true",
+        help="instead: the proxy's search answer over what it stored beside one over put_many",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    if args.per_turn:
+        for n_ctx in args.n_ctx:
+            figures = stored_per_turn(args.locomo, n_ctx, args.limit)
+            figures["load_1m"] = round(load, 2)
+            print(json.dumps(figures), flush=True)
+        return
     for n_ctx in args.n_ctx:
         for min_new in args.min_new:
             ratio = ProxySettings().recall_ratio

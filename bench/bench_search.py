@@ -216,6 +216,7 @@ def bench_recall(
     where: str | None = None,
     via: str = "library",
     dated: bool = True,
+    store_first: bool = False,
 ) -> dict[str, Any]:
     """R@k per category for offload (lexical alone, and hybrid when the embedding model is
     installed) and the plain FTS5 baseline (and per half with split). ``where``: the
@@ -224,7 +225,9 @@ def bench_recall(
     (``put_many``, one call a conversation) or ``mcp`` (the MCP ``offload`` tool, one call a
     turn, as an agent stores them; search is the store's, as MCP ``search`` calls it).
     ``dated``: each turn carries its session's date as its event time (as a user with
-    dated conversations stores them); without, none does."""
+    dated conversations stores them); without, none does. Each conversation is asked right
+    after it is stored (its scope ranked with the idf of those stored so far), or with
+    ``store_first`` once all are (as a store holding many answers)."""
     import offload
 
     model = embedder()
@@ -233,32 +236,19 @@ def bench_recall(
     store = offload.open_store(at, embedder=model, **share)
     lexical = offload.open_store(at)  # the same store, searched without a model
     rows: list[dict[str, Any]] = []
+    stored: list[dict[int, str]] = []
     for ci, c in enumerate(convs):
         texts = [text for _, text in c.turns]
         if via == "mcp":
             ids = put_via_mcp(at, texts, c.sample_id, c.dates if dated else ())
         else:
             ids = put_sessions(store, c, dated)
-        by_id = {i: dia for i, (dia, _) in zip(ids, c.turns, strict=True)}
-        plain = plain_fts((i, text) for i, (_, text) in enumerate(c.turns))
-        for question, cat, ev in c.questions:
-            hits = lexical.search(question, scope=c.sample_id, limit=max(KS))
-            mine = [by_id.get(h.entry.id, "?") for h in hits]
-            both = [
-                by_id.get(h.entry.id, "?")
-                for h in store.search(question, scope=c.sample_id, limit=max(KS))
-            ]
-            base = [c.turns[i][0] for i in plain_search(plain, question, max(KS))]
-            rows.append(
-                {
-                    "conv": ci,
-                    "cat": cat,
-                    **{f"offload@{k}": recall_at(mine, ev, k) for k in KS},
-                    **({f"hybrid@{k}": recall_at(both, ev, k) for k in KS} if model else {}),
-                    **{f"fts5@{k}": recall_at(base, ev, k) for k in KS},
-                }
-            )
-        plain.close()
+        stored.append({i: dia for i, (dia, _) in zip(ids, c.turns, strict=True)})
+        if not store_first:
+            rows += ask_conversation(store if model else None, lexical, ci, c, stored[ci])
+    if store_first:
+        for ci, c in enumerate(convs):
+            rows += ask_conversation(store if model else None, lexical, ci, c, stored[ci])
     store.close()
     lexical.close()
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -278,6 +268,28 @@ def bench_recall(
         for name, rs in sorted(groups.items(), key=lambda kv: (kv[0] != "all", kv[0]))
     }
     return table
+
+
+def ask_conversation(
+    store: Any, lexical: Any, ci: int, c: Conversation, by_id: dict[int, str]
+) -> list[dict[str, Any]]:
+    """A conversation's questions asked of its scope: R@k of the lexical search, the
+    hybrid one (``store``; None without a model) and plain FTS5 over its turns alone."""
+    rows: list[dict[str, Any]] = []
+    plain = plain_fts((i, text) for i, (_, text) in enumerate(c.turns))
+    for question, cat, ev in c.questions:
+        hits = lexical.search(question, scope=c.sample_id, limit=max(KS))
+        mine = [by_id.get(h.entry.id, "?") for h in hits]
+        base = [c.turns[i][0] for i in plain_search(plain, question, max(KS))]
+        row = {"conv": ci, "cat": cat, **{f"offload@{k}": recall_at(mine, ev, k) for k in KS}}
+        if store is not None:
+            found = store.search(question, scope=c.sample_id, limit=max(KS))
+            both = [by_id.get(h.entry.id, "?") for h in found]
+            row.update({f"hybrid@{k}": recall_at(both, ev, k) for k in KS})
+        row.update({f"fts5@{k}": recall_at(base, ev, k) for k in KS})
+        rows.append(row)
+    plain.close()
+    return rows
 
 
 def print_recall(table: dict[str, Any]) -> None:
@@ -790,13 +802,21 @@ def main() -> None:
     )
     ap.add_argument("--baseline-src", help="another checkout's src/ to time writes beside")
     ap.add_argument(
-        "--recall-store", help="recall: fill this empty store (a postgresql:// URL) instead"
+        "--recall-store",
+        action="append",
+        help="recall: fill this empty store (a postgresql:// URL; 'sqlite': a temporary "
+        "file) instead; repeatable: each store filled and searched in turn, a table each",
     )
     ap.add_argument(
         "--via",
         choices=["library", "mcp"],
         default="library",
         help="recall: store turns with put_many, or one MCP offload call a turn (an agent's path)",
+    )
+    ap.add_argument(
+        "--store-first",
+        action="store_true",
+        help="recall: store every conversation before asking any (a store holding many)",
     )
     ap.add_argument(
         "--undated",
@@ -825,12 +845,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-search-") as d:
         tmp = Path(d)
         if "recall" in parts:
-            t = time.perf_counter()
-            table = bench_recall(
-                convs, tmp, args.split, args.recall_store, args.via, not args.undated
-            )
-            print_recall(table)
-            print(f"(recall run: {time.perf_counter() - t:.1f} s)")
+            stores = args.recall_store or ["sqlite"]
+            for i, where in enumerate(stores):
+                t = time.perf_counter()
+                own = tmp / f"recall-{i}"
+                own.mkdir()
+                at = None if where == "sqlite" else where
+                table = bench_recall(
+                    convs, own, args.split, at, args.via, not args.undated, args.store_first
+                )
+                if len(stores) > 1:
+                    print(f"\n{where.split('@')[-1]}:")
+                print_recall(table)
+                print(f"(recall run: {time.perf_counter() - t:.1f} s)")
         if "speed" in parts:
             speed_dir = args.speed_dir or tmp
             speed_dir.mkdir(parents=True, exist_ok=True)

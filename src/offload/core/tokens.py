@@ -19,6 +19,8 @@ from offload.core.lru import Lru
 
 __all__ = [
     "BPE_ENCODING",
+    "MESSAGE_OVERHEAD",
+    "TEMPLATE_TOKENS_PER_MESSAGE",
     "BpeCounter",
     "CalibratedCounter",
     "EstimateCounter",
@@ -68,6 +70,20 @@ class MeasuringCounter(Protocol):
         """The number of tokens in ``text`` and whether it is a stand-in estimate."""
         ...
 
+
+#: Tokens a chat template adds around each message: its role markers and separators. Two
+#: figures of one fact, for two uses. What ChatML adds when its markers are special tokens,
+#: as an upstream that reports its prompt's size counts them ("<|im_start|>", the role, a
+#: newline, "<|im_end|>"): the calibration takes this off the reported size, so that what
+#: it learns describes the text alone.
+TEMPLATE_TOKENS_PER_MESSAGE = 4
+#: The most a template is taken to add, which the window's budget counts: templates that
+#: wrap tool results and calls in tags of their own add 10-15, and a tokenizer without the
+#: markers as special tokens (cl100k, as the benches measure the wire from the outside)
+#: reads each marker as 4-6 tokens: 14 in all. Counted at that, the wire stays under the
+#: ceiling whichever of these renders it; counted at the calibration's figure, a wire of
+#: many short messages was undercounted by ~11 %.
+MESSAGE_OVERHEAD = 14
 
 #: The most bytes of text one token of a tokenizer covers, with room to spare: cl100k's
 #: longest token is 128 bytes (a run of spaces); a count below one token per this many

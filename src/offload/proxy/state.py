@@ -31,7 +31,7 @@ from offload.proxy.rewrite.phases import RewriteResult
 from offload.proxy.rewrite.pipeline import Pipeline
 from offload.proxy.rewrite.stubs.parts import names_proxy_tools
 from offload.proxy.rewrite.stubs.writes import Figures
-from offload.proxy.transport.counting import UpstreamCounter
+from offload.proxy.transport.counting import DefinitionCounts, UpstreamCounter
 from offload.proxy.transport.forward import UpstreamReply, send_upstream
 from offload.proxy.transport.http1 import Http1Pool
 from offload.store.store import Store
@@ -101,6 +101,7 @@ class ProxyState:
         self.chat_url = httpx.URL(f"{self.api}/chat/completions")
         self.counter = UpstreamCounter(self.root, timeout_s=settings.tokenize_timeout_s)
         self.pipeline = rewriter(store, settings, self.counter)
+        self.definitions = DefinitionCounts(self.counter)
         self.last_request = time.monotonic()  # when the last chat request was rewritten
         # what the proxy's own memory tools read (retrieval_loop): the pipeline's store, scope
         self.store = store
@@ -200,6 +201,7 @@ class ProxyState:
         """Cut the token counts and the pipeline's caches to the newest 1/CACHE_SHARE of
         their bounds."""
         self.counter.shrink(self.counter.cache_size // CACHE_SHARE)
+        self.definitions.shrink(1)
         self.pipeline.shrink_caches(CACHE_SHARE)
 
     def learn_tool_support(self, support: bool | None) -> None:

@@ -14,11 +14,11 @@ import httpx
 import pytest
 
 from offload.core.http.sse import iter_sse_events
-from offload.core.tokens import default_counter
+from offload.core.tokens import TEMPLATE_TOKENS_PER_MESSAGE, default_counter
 from offload.proxy.retrieval.retrieval import DEFINITIONS, READ_TOOL, SEARCH_TOOL
 from offload.proxy.retrieval.retrieval_loop import LAST_ROUND
 from offload.proxy.rewrite.messages import head_end, session_key
-from offload.proxy.transport.counting import TEMPLATE_TOKENS_PER_MESSAGE, message_texts
+from offload.proxy.transport.counting import message_texts
 from offload.store.store import Store
 from proxy.proxy_servers import proxy_for
 from proxy.tool_upstream import ToolScript, Turn, tool_upstream

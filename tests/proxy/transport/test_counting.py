@@ -22,6 +22,7 @@ from starlette.routing import Route
 from offload.core.tokens import plausible_count
 from offload.proxy.transport.counting import (
     WARM_MIN,
+    DefinitionCounts,
     UpstreamCounter,
     answer_bound,
     token_count,
@@ -68,6 +69,27 @@ def test_exact_counts_come_from_tokenize_once_per_content(
     assert counter.count("one two three") == 3
     assert counter.count("caf\u00e9 \U0001f600 four five") == 4  # non-ASCII as JSON
     assert state.calls == 2 and counter.exact and counter.cache_len() == 2
+    counter.close()
+
+
+def test_tool_definitions_count_as_their_json_and_a_changed_catalog_counts_anew(
+    tokenizer: tuple[Tokenizer, str],
+) -> None:
+    state, url = tokenizer
+    counter = UpstreamCounter(url)
+    definitions = DefinitionCounts(counter)
+    function = {"name": "read", "description": "reads a file"}
+    tool = {"type": "function", "function": function}
+    body = json.dumps({"tools": [tool], "messages": []})
+    first = definitions.tokens(json.loads(body))
+    assert first == len(json.dumps(tool).split())
+    calls = state.calls
+    assert definitions.tokens(json.loads(body)) == first and state.calls == calls
+    longer = {**tool, "function": {**function, "description": "reads a file, then two"}}
+    assert definitions.tokens({"tools": [longer]}) == first + 2
+    assert definitions.tokens({"functions": [function]}) == len(json.dumps(function).split())
+    nothing: list[dict[str, object]] = [{"tools": "x"}, {"tools": []}, {}]
+    assert [definitions.tokens(p) for p in nothing] == [0, 0, 0]
     counter.close()
 
 

@@ -1,11 +1,10 @@
 """A hit's neighbours (store/search/neighbours.py): a share of its score, both sides, the filter kept;
 its stretch (the entries of its scope and kind told at its event time, scored as one
-document) raises it, no shared event time changes nothing (SQLite only: the stretch belongs
-to the path that scores a neighbourhood as one document)."""
+document) raises it, no shared event time changes nothing; on both backends, through SQL
+and through the entries' columns and index held in memory."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from offload.store.models import Filters
 from offload.store.search import neighbours, query
 from offload.store.search.state import Candidate, SearchState
 from offload.store.store import Store
+from wordcorpus import built_view
 
 
 def _candidate(store: Store, entry_id: int, score: float) -> Candidate:
@@ -64,13 +64,6 @@ def test_a_neighbour_the_filter_drops_is_not_added_but_a_found_one_still_gains(
     assert scores == {third: pytest.approx(4.0 + 0.25), first: pytest.approx(1.0 + 1.0)}
 
 
-@pytest.fixture
-def lite(tmp_path: Path) -> Iterator[Store]:
-    """A SQLite store (the stretch belongs to SQLite's path)."""
-    with Store(tmp_path / "offload.db", counter=EstimateCounter()) as s:
-        yield s
-
-
 FILLER = ("the weather was grey", "we talked about work", "lunch was late again")
 
 
@@ -100,23 +93,35 @@ def _order(store: Store, text: str) -> list[int]:
 
 
 def test_a_hit_told_in_the_stretch_that_holds_the_questions_other_words_ranks_first(
-    lite: Store,
+    store: Store,
 ) -> None:
-    store = lite
     tom, ann = _sessions(store, dated=True)
     order = _order(store, "Who swims in the lake with the puppy?")
     assert order.index(tom) < order.index(ann)
 
 
-def test_without_event_times_equal_hits_keep_the_newest_first(lite: Store) -> None:
-    store = lite
+def test_the_stretch_raises_its_hit_through_the_columns_and_index_held_in_memory(
+    store_location: Path | str,
+) -> None:
+    with Store(store_location, counter=EstimateCounter(), resident_mb=64) as store:
+        tom, ann = _sessions(store, dated=True)
+        built_view(store)
+        resident = store.resident
+        assert resident is not None
+        resident.entry_keys.current(store.conn)  # the first ask starts the build
+        assert resident.entry_keys.wait(60)
+        assert resident.entry_keys.current(store.conn) is not None
+        order = _order(store, "Who swims in the lake with the puppy?")
+        assert order.index(tom) < order.index(ann)
+
+
+def test_without_event_times_equal_hits_keep_the_newest_first(store: Store) -> None:
     tom, ann = _sessions(store, dated=False)
     order = _order(store, "Who swims in the lake with the puppy?")
     assert order.index(ann) < order.index(tom)
 
 
-def test_hits_sharing_no_event_time_with_a_neighbour_keep_their_scores(lite: Store) -> None:
-    store = lite
+def test_hits_sharing_no_event_time_with_a_neighbour_keep_their_scores(store: Store) -> None:
     a = store.put("swims in the lake", scope="chat", event_time=_t(1)).entry.id
     b = store.put("swims in the sea", scope="chat", event_time=_t(2)).entry.id
     c = store.put("swims in the pool", scope="chat").entry.id
@@ -127,8 +132,7 @@ def test_hits_sharing_no_event_time_with_a_neighbour_keep_their_scores(lite: Sto
     assert [(x.entry_id, x.score) for x in out] == [(a, 3.0), (b, 2.0), (c, 1.0)]
 
 
-def test_a_stretch_ends_where_the_event_time_changes(lite: Store) -> None:
-    store = lite
+def test_a_stretch_ends_where_the_event_time_changes(store: Store) -> None:
     # the puppy is told the day before the second swimmer, right beside it: not its stretch
     rex = store.put("we adopted a puppy named Rex", scope="chat", event_time=_t(1)).entry.id
     tom = store.put("Tom swims in the lake", scope="chat", event_time=_t(1)).entry.id

@@ -51,6 +51,7 @@ from typing import Any
 
 import anyio
 
+from offload.core.tokens import MESSAGE_OVERHEAD
 from offload.proxy.retrieval.retrieval import (
     DEFINITIONS,
     READ_TOKENS,
@@ -61,7 +62,7 @@ from offload.proxy.retrieval.retrieval import (
     answer_call,
 )
 from offload.proxy.retrieval.retrieval_stream import RoundFilter, sum_usage
-from offload.proxy.rewrite.messages import MESSAGE_OVERHEAD, Message, content_text
+from offload.proxy.rewrite.messages import Message, content_text
 from offload.proxy.rewrite.phases import RewriteResult
 from offload.proxy.rewrite.stubs.parts import names_proxy_tools
 from offload.proxy.rewrite.stubs.writes import NOTHING, Held, settled

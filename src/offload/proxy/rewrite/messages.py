@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from offload.core.tokens import TokenCounter
+from offload.core.tokens import MESSAGE_OVERHEAD, TokenCounter
 from offload.errors import ConfigError, InvalidInput
 
 Message = dict[str, Any]
@@ -22,14 +22,6 @@ Message = dict[str, Any]
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _LEADING = frozenset({"system", "developer"})
 _ANSWERS = frozenset({"tool", "function"})
-#: Tokens counted for what a chat template adds around each message: its role markers and
-#: separators. ChatML with its markers as special tokens adds 5 ("<|im_start|>", the role, a
-#: newline, "<|im_end|>", a newline); templates that wrap tool results and calls in tags of
-#: their own add 10-15, and a tokenizer without the markers as special tokens (cl100k, as
-#: the benches measure the wire from the outside) reads each marker as 4-6 tokens: 14 in
-#: all. Counted at that, the wire stays under the ceiling whichever of these renders it; a
-#: count short of the template's undercounted a wire of many short messages by ~11 %.
-MESSAGE_OVERHEAD = 14
 
 
 def canonical(value: Any) -> str:

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from offload.core.text import timeexpr
+from offload.core.tokens import MESSAGE_OVERHEAD
 from offload.proxy.rewrite.call_args import CallStubber
 from offload.proxy.rewrite.messages import (
-    MESSAGE_OVERHEAD,
     Message,
     calls_text,
     content_text,

@@ -21,7 +21,6 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from offload.core.tokens import TokenCounter
 from offload.errors import (
     InvalidInput,
     StoreError,
@@ -531,21 +530,8 @@ def _counted_rewrite(
     with the tokens of the request's tool definitions taken off the room its messages get;
     those tokens too."""
     state.counter.warm(text for m in messages for text in (content_text(m), calls_text(m)))
-    fixed = definition_tokens(state.counter, payload)
+    fixed = state.definitions.tokens(payload)
     return rewrite(messages, n_ctx, fixed=fixed), fixed
-
-
-def definition_tokens(counter: TokenCounter, payload: Mapping[str, Any]) -> int:
-    """What the request's tool definitions (``tools``, legacy ``functions``) take in the
-    prompt, as the counter counts their JSON: a template renders them into it beside the
-    messages, so the window must leave them room. 0 without any."""
-    texts = [
-        json.dumps(item, ensure_ascii=False)
-        for key in ("tools", "functions")
-        if isinstance(payload.get(key), list)
-        for item in payload[key]
-    ]
-    return counter.count("\n".join(texts)) if texts else 0
 
 
 def _unrewritten(

@@ -743,3 +743,22 @@ def pg_entry_rank_indexes_ascending(raw: Any) -> None:
         CREATE INDEX entries_scope_rank ON entries(scope, pinned, salience, accessed, id);
         """
     )
+
+
+@migration
+def pg_entry_indexes_trimmed(raw: Any) -> None:
+    # size and build of a store of many small entries (SQLite's m_entry_indexes_trimmed;
+    # docs/benchmarks/team-store.md): two of the entries' indexes no statement needs.
+    # entries_scope_stats served the counts of a filter by scope, kind or status (peek
+    # reads scope_stats); they are answered from entries_sequence alone now, which holds
+    # expires for them (an index-only scan, as the ids of such a filter are too).
+    # entries_source: the one statement naming a source (forget_where) names its scope,
+    # sought on entries_sequence; a source-prefix filter is a substr() no index serves.
+    raw.execute(
+        """
+        DROP INDEX IF EXISTS entries_scope_stats;
+        DROP INDEX IF EXISTS entries_source;
+        DROP INDEX IF EXISTS entries_sequence;
+        CREATE INDEX entries_sequence ON entries(scope, kind, id) INCLUDE (expires);
+        """
+    )

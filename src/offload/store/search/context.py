@@ -49,15 +49,20 @@ if TYPE_CHECKING:
 K1 = 1.2
 B = 0.75
 
-# Each id's neighbours on one side (a row per id, the ids joined), nearest first
-# (SQLite's: the in-memory runs answer this on PostgreSQL)
+# Each id's neighbours on one side (a row per id, the ids joined), up to a limit (the
+# first parameter) from the id's nearest: a seek of entries_sequence each
 _SIDE = (
     "SELECT e.id AS src, (SELECT group_concat(id) FROM (SELECT p.id FROM entries p "
     "WHERE p.scope = e.scope AND p.kind = e.kind AND p.id {op} e.id ORDER BY p.id {order} "
     "LIMIT ?1)) AS ids FROM json_each(?2) j CROSS JOIN entries e WHERE e.id = j.value"
 )
-_BEFORE = Sql.sqlite_only(_SIDE.format(op="<", order="DESC"))
-_AFTER = Sql.sqlite_only(_SIDE.format(op=">", order="ASC"))
+_PG_SIDE = (
+    "SELECT e.id AS src, (SELECT string_agg(q.id::text, ',') FROM (SELECT p.id FROM entries p "
+    "WHERE p.scope = e.scope AND p.kind = e.kind AND p.id {op} e.id ORDER BY p.id {order} "
+    "LIMIT %s) q) AS ids FROM offload_ids(%s) j CROSS JOIN entries e WHERE e.id = j.value"
+)
+NEIGHBOURS_BEFORE = Sql(_SIDE.format(op="<", order="DESC"), _PG_SIDE.format(op="<", order="DESC"))
+NEIGHBOURS_AFTER = Sql(_SIDE.format(op=">", order="ASC"), _PG_SIDE.format(op=">", order="ASC"))
 _KEYS = (
     "e.id AS eid, e.scope AS scope, e.kind AS kind, e.salience AS salience, "
     "e.accessed AS accessed, e.access_count AS uses"
@@ -201,7 +206,10 @@ class Runs:
         (the nearest first) then after (the nearest first); a missing one is None. What
         is not known yet is read up to ``max(window, reach)`` ids beyond each id."""
         limit = max(window, reach)
-        sides = ((_BEFORE, self.before, self.after, True), (_AFTER, self.after, self.before, False))
+        sides = (
+            (NEIGHBOURS_BEFORE, self.before, self.after, True),
+            (NEIGHBOURS_AFTER, self.after, self.before, False),
+        )
         for sql, links, back, down in sides:
             ends = {end for i in ids if (end := _run_end(links, i, window)) is not None}
             if not ends:

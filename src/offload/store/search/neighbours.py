@@ -11,7 +11,7 @@ each was a round trip (~10-15 ms each at 1M entries under load), so there one st
 reads both sides of every source with each neighbour's ranking columns and whether the
 filter keeps it; with the entries' columns in memory (store/search/memory/entrykeys.py) none.
 
-The wider neighbourhood (:func:`with_stretches`, SQLite's path, after the fusion): a hit's
+The wider neighbourhood (:func:`with_stretches`, after the fusion, on both backends): a hit's
 *stretch*, the entries of its scope and kind stored one after another with its event time
 (a conversation's session, the notes of one meeting). A question's words are often spread
 over a stretch: the turn that answers it says "he" or "it" where a turn a few lines earlier
@@ -26,7 +26,10 @@ stretch of one. A stretch is read once, around the best of its hits among the be
 stays the same (ids in order within the scope and kind, from the entries' columns in
 memory when held): a bounded read whatever the store's size. When no hit shares its event time with a
 neighbour, nothing changes. Measured on LoCoMo (docs/benchmarks/search.md, "A hit ranked
-by its stretch"): the weight chosen on conversations 1-2, reported on 3-5.
+by its stretch"): the weight chosen on conversations 1-2, reported on 3-5. The factor
+is a ratio of the stretches' own scores, so it applies alike whatever scale the hits'
+scores have (FTS5's BM25 on SQLite, PostgreSQL's ranking); the terms' idf is the index's
+(in-memory, FTS5's statistics, or PostgreSQL's counts the search already read).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from offload.store.backend import Conn, Row, Sql
-from offload.store.search import context
+from offload.store.search import context, selective
 from offload.store.search.hybrid import Fused
 from offload.store.search.memory import entrykeys
 from offload.store.search.state import Candidate, SearchState
@@ -298,7 +301,7 @@ def _stretch_scores(
     distinct = list(dict.fromkeys(terms))
     entries = sorted({e for s in stretches for e in s})
     counts, lengths = context.count_matrix(store, {}, entries, distinct, state.view)
-    _, idf = context.term_weights(store.conn, state.view, distinct)
+    idf = _term_idf(store, distinct, state)
     row = {e: i for i, e in enumerate(entries)}
     fields = []
     for members in stretches:
@@ -307,3 +310,15 @@ def _stretch_scores(
         fields.append((dict(zip(distinct, summed, strict=True)), int(lengths[at].sum())))
     avg = sum(n for _, n in fields) / len(fields)
     return [context.bm25f(distinct, [(1.0, c, n)], idf, avg) for c, n in fields]
+
+
+def _term_idf(store: Store, terms: list[str], state: SearchState) -> dict[str, float]:
+    """Each distinct term's idf over the body index: the in-memory index's or FTS5's
+    (context.term_weights); on PostgreSQL without the in-memory index, from the row
+    counts the search read (the state's ``stats``: no statement for a term it has read)."""
+    if state.view is not None or state.on_sqlite:
+        return context.term_weights(store.conn, state.view, terms)[1]
+    stats = state.stats or selective.SearchStats(store.conn)
+    counts = stats.counts(terms)
+    rows = stats.rows
+    return {t: selective.idf(rows, counts[t]) for t in terms}

@@ -19,7 +19,7 @@ semantic retriever adds its own :class:`Candidate` list and a fusion merges the 
    caller's salience and recency x frequency of use, then the time preference: the dates
    the query names (:func:`named_times`) and whether it asks when.
    After the fusion with the embedding's nearest entries (store/search/hybrid.py), on
-   SQLite, each of the best hits is raised by how well the stretch it was told in (the
+   either backend, each of the best hits is raised by how well the stretch it was told in (the
    entries of its scope and kind at its event time) holds the query's words
    (:func:`offload.store.search.neighbours.with_stretches`).
 4. :func:`offload.store.search.page.hits` (store/search/page.py): rows, chunk text and snippets (the
@@ -59,7 +59,7 @@ from offload.store.search import (
 from offload.store.search.explain import Explanation, explanations
 from offload.store.search.memory import entrykeys, entrymap, postings
 from offload.store.search.shown import ShownChunks
-from offload.store.search.state import CONTEXT, SearchState, Trace, scoring_path
+from offload.store.search.state import SearchState, Trace
 
 if TYPE_CHECKING:
     from offload.store.handle import StoreHandle as Store
@@ -186,7 +186,8 @@ def search(
             params,
             now,
             need,
-            keep=_read_depth(conn, keep),
+            # the fused order is read deep enough for the stretches' second look
+            keep=max(keep, neighbours.STRETCH_SOURCES),
             narrowed=narrowed,
             view=view,
             stats=stats,
@@ -206,7 +207,7 @@ def search(
         shown = ShownChunks(store)
         ranked = ranking.rank(store, q, found, state, terms=telling, shown=shown)
         fused = hybrid.fused_candidates(store, probe, ranked, state, lookup=q.lookup)
-        if scoring_path(state, tuple(telling)).neighbourhood == CONTEXT:
+        if telling:
             # the best hits raised by how well the stretch each was told in holds the words
             fused = neighbours.stretched(store, telling, fused, state)
     except sqlite3.OperationalError as exc:
@@ -217,14 +218,6 @@ def search(
     # fewer words' candidates than asked for: every entry the words match was read
     every = fused.every and len(found) < need
     return Ranking(hits, telling, fused.total, every)
-
-
-def _read_depth(conn: object, keep: int) -> int:
-    """How deep the fused order is read for a page ending at ``keep``: on SQLite deep
-    enough for the stretches' second look (store/search/neighbours.py)."""
-    if isinstance(conn, sqlite3.Connection):
-        return max(keep, neighbours.STRETCH_SOURCES)
-    return keep
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,12 +41,11 @@ from offload.core.text import delta as near
 from offload.core.text.chunking import count_lines
 from offload.core.text.gist import gist
 from offload.core.text.preview import TocEntry
-from offload.core.tokens import Measured, MeasuringCounter, TokenCounter
+from offload.core.tokens import MESSAGE_OVERHEAD, Measured, MeasuringCounter, TokenCounter
 from offload.core.untrusted import inline
 from offload.errors import OffloadError, ReferenceError_
 from offload.proxy.rewrite import transcript
 from offload.proxy.rewrite.messages import (
-    MESSAGE_OVERHEAD,
     Message,
     calls_text,
     content_text,
