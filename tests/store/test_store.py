@@ -132,11 +132,12 @@ def test_every_reference_form_answers_with_all_of_the_entrys_labels_sorted(
 def test_an_ambiguous_prefix_error_names_every_candidate(store: Store) -> None:
     a = store.put("alpha").entry
     b = store.put("beta").entry
-    # force two hashes to share an 8-char prefix by editing them (the resolver only reads)
+    # force two hashes to share an 8-char prefix by editing them (the resolver only reads;
+    # SQLite's row keeps its block hash where it then differs: store/schema.py)
     for e in (a, b):
         store.conn.execute(
             Sql(
-                "UPDATE entries SET content_hash = unhex(?) WHERE id = ?",
+                "UPDATE entries SET block_own = block_hash, content_hash = unhex(?) WHERE id = ?",
                 "UPDATE entries SET content_hash = %s WHERE id = %s",
             ),
             ("abcdef12" + e.content_hash[8:], e.id),

@@ -47,3 +47,29 @@ def prefix_bounds(prefix: str) -> tuple[str, str]:
     ``BETWEEN``: they read the same as hex text and, through ``unhex``, as bytes."""
     prefix = prefix.lower()[:64]
     return prefix.ljust(64, "0"), prefix.ljust(64, "f")
+
+
+# An entry's block hash is stored by SQLite only where it differs from its content_hash
+# (a lossy put's entry): the stored column is ``block_own``, NULL for the others, and
+# ``block_hash`` a generated column reading ``coalesce(block_own, content_hash)``
+# (migration m_entry_block_hash_lossy_only), so statements read ``block_hash`` as before
+# and only an insert names the stored column. PostgreSQL keeps ``block_hash`` itself.
+def sqlite_entry_columns(fields: tuple[str, ...]) -> tuple[str, ...]:
+    """The stored columns an SQLite insert of ``fields`` (entries' column names) names."""
+    return tuple("block_own" if f == "block_hash" else f for f in fields)
+
+
+def sqlite_entry_values(fields: tuple[str, ...]) -> tuple[str, ...]:
+    """The values of an SQLite insert of ``fields`` (given in that order, the hashes as
+    hex): numbered parameters, a hash through ``unhex``, the block hash NULL where it is
+    the content hash."""
+    own = fields.index("content_hash") + 1 if "block_hash" in fields else 0
+    values = []
+    for number, f in enumerate(fields, 1):
+        if f == "block_hash":
+            values.append(f"nullif(unhex(?{number}), unhex(?{own}))")
+        elif f.endswith("_hash"):
+            values.append(f"unhex(?{number})")
+        else:
+            values.append(f"?{number}")
+    return tuple(values)

@@ -61,8 +61,9 @@ def _alone(store: Store) -> list[dict[str, Any]]:
             r[0]
             for r in conn.execute(Sql("SELECT label FROM labels WHERE entry_id = ?"), (row["id"],))
         ]
-        # the store's own columns (PostgreSQL's write stamp too: pgschema.pg_entry_changes)
-        skip = ("id", "nonce", "owner_pid", "owner_host", "changed")
+        # the store's own columns (PostgreSQL's write stamp too: pgschema.pg_entry_changes,
+        # and SQLite's stored form of block_hash: store/schema.py)
+        skip = ("id", "nonce", "owner_pid", "owner_host", "changed", "block_own")
         rec = {k: row[k] for k in row.keys() if k not in skip}  # noqa: SIM118
         content, body = hexed(row["content_hash"]), hexed(row["block_hash"])
         rec.update(content_hash=content, block_hash=body)

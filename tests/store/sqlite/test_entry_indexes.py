@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import older_stores
 from offload.core.tokens import EstimateCounter
 from offload.store.life import lifecycle
 from offload.store.life.maintenance import doctor
@@ -32,10 +33,10 @@ _OLD_STAMP = (
     "UPDATE entries SET changed = (SELECT value FROM entry_stamp WHERE id = 0) "
     "WHERE id = new.id; END"
 )
-# an insert as an older offload (or an import) writes it: no stamp of its own
+# an insert as an import writes it: no stamp of its own
 _OLDER_INSERT = (
-    "INSERT INTO entries (kind, tokens, content_hash, block_hash, scope, created, accessed) "
-    "SELECT kind, tokens, content_hash, block_hash, 'older', created, accessed FROM entries "
+    "INSERT INTO entries (kind, tokens, content_hash, block_own, scope, created, accessed) "
+    "SELECT kind, tokens, content_hash, block_own, 'older', created, accessed FROM entries "
     "WHERE id = ?"
 )
 
@@ -122,7 +123,7 @@ def test_each_insert_carries_its_own_stamp_and_an_unstamped_one_is_stamped(
         conn = _raw(store)
         changed, stamp = _stamps(conn)
         assert changed == sorted(set(changed)) and changed[-1] == stamp
-        # an insert without a stamp (an older offload's) is stamped by the trigger
+        # an insert without a stamp (an import's) is stamped by the trigger
         conn.execute(_OLDER_INSERT, (1,))
         changed, now = _stamps(conn)
         assert changed[-1] == now == stamp + 1
@@ -159,6 +160,7 @@ def _with_the_foreign_key(path: Path) -> None:
     """Put back the release before's entries_block (every entry) and foreign key, and
     forget that the migration ran."""
     conn = sqlite3.connect(path, isolation_level=None)
+    older_stores.block_hash_stored(conn)
     declared = _sql(conn, "entries").replace(
         "block_hash TEXT NOT NULL", "block_hash TEXT NOT NULL REFERENCES blocks(hash)", 1
     )

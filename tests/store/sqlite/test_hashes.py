@@ -143,10 +143,19 @@ def test_an_older_offload_writing_hex_hashes_after_the_conversion_is_refused_who
             "VALUES (?, 1, 1, 'raw', x'41', 0)",
             (digest,),
         )
+    # its writes of block_hash, a generated column since m_entry_block_hash_lossy_only,
+    # are refused as they are prepared; hex in the column it is stored in, by the trigger
     for statement in (
         "INSERT INTO entries (kind, tokens, content_hash, block_hash, created, accessed) "
         "VALUES ('text', 1, ?, ?, 0, 0)",
         "UPDATE entries SET content_hash = ?, block_hash = ?",
+    ):
+        with pytest.raises(sqlite3.OperationalError, match="generated column"):
+            older.execute(statement, (entry.content_hash, entry.block_hash))
+    for statement in (
+        "INSERT INTO entries (kind, tokens, content_hash, block_own, created, accessed) "
+        "VALUES ('text', 1, ?, ?, 0, 0)",
+        "UPDATE entries SET content_hash = ?, block_own = ?",
     ):
         with pytest.raises(sqlite3.IntegrityError, match="older offload process"):
             older.execute(statement, (entry.content_hash, entry.block_hash))

@@ -36,7 +36,7 @@ from offload.store.life import archive_read, archive_schema
 from offload.store.life.archive_read import ImportLimits
 from offload.store.life.archive_schema import FORMAT, VERSION, Record
 from offload.store.models import Filters
-from offload.store.schema import hexed
+from offload.store.schema import hexed, sqlite_entry_columns, sqlite_entry_values
 from offload.store.sqlite import db
 from offload.store.write import blocks, meta, pgbulk, rows
 
@@ -54,8 +54,9 @@ _ENTRY_PAGE = Sql("SELECT * FROM entries WHERE id > ? ORDER BY id LIMIT ?")
 _SCOPE_PAGE = Sql("SELECT * FROM entries WHERE scope = ? AND id > ? ORDER BY id LIMIT ?")
 _SCOPE_TOMBSTONES = Sql("SELECT * FROM tombstones WHERE scope = ? ORDER BY id")
 # an entry's columns that belong to this store, not to the entry: its id, a checkout's
-# owner, and PostgreSQL's write stamp (pgschema.pg_entry_changes)
-_LOCAL_COLUMNS = frozenset(("id", "nonce", "owner_pid", "owner_host", "changed"))
+# owner, PostgreSQL's write stamp (pgschema.pg_entry_changes) and SQLite's stored form of
+# block_hash (store/schema.py)
+_LOCAL_COLUMNS = frozenset(("id", "nonce", "owner_pid", "owner_host", "changed", "block_own"))
 # a page's labels and vectors by the page's id range; labels in the order the store holds
 # them, as each entry's own look-up gave them
 _LABELS_OF = Sql("SELECT entry_id, label FROM labels WHERE entry_id >= ? AND entry_id <= ?")
@@ -512,17 +513,17 @@ def _import_entry(store: Store, r: dict[str, Any]) -> int:
                 now,
                 indexed=r.get("original_indexed") is True,
             )
-        cols = [
+        cols = (
             "kind", "topic", "tags", "summary", "salience", "status", "pinned", "tokens",
             "content_hash", "block_hash", "source", "scope", "created", "accessed",
             "access_count", "expires", "regenerate", "checked_out", "checked_in", "event_time",
-        ]  # fmt: skip
+        )  # fmt: skip
         values = [r.get(c) for c in cols]
         values[cols.index("status")] = "cold"  # a checkout does not travel
         cur = conn.execute(
             Sql(
-                f"INSERT INTO entries ({', '.join(cols)}) VALUES "
-                f"({', '.join('unhex(?)' if c.endswith('_hash') else '?' for c in cols)})",
+                f"INSERT INTO entries ({', '.join(sqlite_entry_columns(cols))}) VALUES "
+                f"({', '.join(sqlite_entry_values(cols))})",
                 f"INSERT INTO entries ({', '.join(cols)}) "
                 f"VALUES ({', '.join(['%s'] * len(cols))}) RETURNING id",
                 returns_id=True,

@@ -127,6 +127,12 @@ def letter_tags(conn: Conn) -> list[int]:
     ]
 
 
+# an entry given its body's hash as its content hash (SQLite then keeps no block hash of
+# its own: store/schema.py)
+_RENAMED_TO_BODY = Sql(
+    "UPDATE entries SET content_hash = block_hash, block_own = NULL WHERE id = ?",
+    "UPDATE entries SET content_hash = block_hash WHERE id = %s",
+)
 # an entry's content hash is verified with the block that holds the content: its body
 # (content_hash = block_hash) or its kept original; with neither, it is a bare claim
 _UNVERIFIED = Sql(
@@ -160,7 +166,7 @@ def _rekey_unverified(store: Store, conn: Conn, entry_ids: list[int]) -> list[st
             done.append(f"forgot #{entry_id}: unverified content hash, its body is #{twin[0]}")
             continue
         tombstones.bury(conn, row, (), why, store.clock())
-        conn.execute(Sql("UPDATE entries SET content_hash = block_hash WHERE id = ?"), (entry_id,))
+        conn.execute(_RENAMED_TO_BODY, (entry_id,))
         done.append(
             f"renamed #{entry_id} to its body's hash {body[:12]} "
             f"(its content hash {hexed(row['content_hash'])[:12]} was unverified)"

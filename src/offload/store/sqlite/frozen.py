@@ -361,3 +361,68 @@ def _plain_frame(
     except (zstandard.ZstdError, UnicodeDecodeError):
         return None
     return data
+
+
+# the column an entry's stored block hash moves to (m_entry_block_hash_lossy_only): NULL
+# where it equals content_hash (every entry but a lossy put's); ``block_hash`` reads it
+# back as a generated column
+_BLOCK_HASH_READ = "coalesce(block_own, content_hash)"
+
+
+def block_hash_lossy_only(conn: sqlite3.Connection) -> None:
+    """Keep an entry's block hash only where it differs from ``content_hash``: the stored
+    column becomes ``block_own`` (NULL: the same as ``content_hash``) and ``block_hash`` a
+    virtual column reading it back, so every statement reading ``block_hash`` reads what
+    it read before. The triggers and the index naming ``block_hash`` are made again on the
+    new columns (a trigger fires on an update of a stored column, not of a generated one)."""
+    named = conn.execute(
+        "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND sql LIKE '%block_hash%'"
+    ).fetchall()
+    for name, _ in named:
+        conn.execute(f'DROP TRIGGER "{name}"')
+    conn.execute("DROP INDEX IF EXISTS entries_block")
+    conn.execute("ALTER TABLE entries RENAME COLUMN block_hash TO block_own")
+    _drop_not_null(conn, "block_own")
+    conn.execute(
+        "ALTER TABLE entries ADD COLUMN block_hash BLOB "
+        f"GENERATED ALWAYS AS ({_BLOCK_HASH_READ}) VIRTUAL"
+    )
+    conn.execute("UPDATE entries SET block_own = NULL WHERE block_own = content_hash")
+    conn.execute(
+        "CREATE INDEX entries_block ON entries(block_hash) WHERE block_hash != content_hash"
+    )
+    for _, sql in named:
+        conn.execute(_on_stored_columns(str(sql)))
+
+
+def _on_stored_columns(trigger: str) -> str:
+    """A trigger's declaration with ``block_own`` where it must name a stored column: in
+    its ``UPDATE OF`` list and in its type checks of the value written."""
+    head, sep, body = trigger.partition(" ON ")
+    if "UPDATE OF" in head:
+        head = head.replace("block_hash", "block_own")
+    return head + sep + body.replace("typeof(new.block_hash)", "typeof(new.block_own)")
+
+
+def _drop_not_null(conn: sqlite3.Connection, column: str) -> None:
+    """Remove ``NOT NULL`` from one column of ``entries`` by editing its declaration in
+    place (the procedure SQLite documents: no stored byte changes)."""
+    declared = str(
+        conn.execute(
+            "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'entries'"
+        ).fetchone()[0]
+    )
+    start = declared.find(f"{column} ")
+    end = declared.find(",", start)
+    if start < 0 or end < 0:
+        raise OffloadError(f"entries.{column} is not declared as this migration expects")
+    if "NOT NULL" not in declared[start:end]:
+        return
+    edited = declared[:start] + declared[start:end].replace(" NOT NULL", "", 1) + declared[end:]
+    version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute(
+        "UPDATE sqlite_schema SET sql = ? WHERE type = 'table' AND name = 'entries'", (edited,)
+    )
+    conn.execute(f"PRAGMA schema_version = {version + 1}")
+    conn.execute("PRAGMA writable_schema = OFF")

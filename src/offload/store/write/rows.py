@@ -18,6 +18,7 @@ from offload.core.text.chunking import count_lines
 from offload.errors import InvalidInput, NotFound, StoreError
 from offload.store.backend import Conn, Sql
 from offload.store.models import Entry
+from offload.store.schema import sqlite_entry_columns, sqlite_entry_values
 from offload.store.write import blocks, index, meta
 
 ENTRY_SELECT = (
@@ -210,13 +211,12 @@ ENTRY_FIELDS = (
     "block_hash", "source", "scope", "created", "accessed", "expires", "regenerate",
     "event_time",
 )  # fmt: skip
-_HASH_FIELDS = ("content_hash", "block_hash")
 # SQLite: the row carries its change stamp (the counter's next value) as it is inserted,
 # so the stamp trigger only moves the counter and never rewrites the row it stamps
 # (migration m_entry_indexes_trimmed; an insert without it is stamped as before)
 _INSERT_ENTRY = Sql(
-    f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}, changed) "
-    f"VALUES ({', '.join('unhex(?)' if f in _HASH_FIELDS else '?' for f in ENTRY_FIELDS)}, "
+    f"INSERT INTO entries ({', '.join(sqlite_entry_columns(ENTRY_FIELDS))}, changed) "
+    f"VALUES ({', '.join(sqlite_entry_values(ENTRY_FIELDS))}, "
     "(SELECT value + 1 FROM entry_stamp WHERE id = 0))",
     f"INSERT INTO entries ({', '.join(ENTRY_FIELDS)}) "
     f"VALUES ({', '.join('%s' for _ in ENTRY_FIELDS)}) RETURNING id",

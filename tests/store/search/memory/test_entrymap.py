@@ -107,8 +107,10 @@ def test_forget_reindex_and_a_moved_block_drop_or_refresh_the_map(shared_store: 
         with db.write_tx(store.conn) as conn:
             conn.execute(
                 Sql(
+                    "UPDATE entries SET block_own = (SELECT block_hash FROM entries WHERE id = 2) "
+                    "WHERE id = 3",
                     "UPDATE entries SET block_hash = (SELECT block_hash FROM entries WHERE id = 2) "
-                    "WHERE id = 3"
+                    "WHERE id = 3",
                 )
             )
         assert _held(store) is None
