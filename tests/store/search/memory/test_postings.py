@@ -142,11 +142,15 @@ def test_merging_segments_gives_the_arrays_one_segment_of_their_rows_has() -> No
     )
 
 
-def test_counts_are_kept_in_16_bits_unless_one_passes_them_and_score_the_same() -> None:
+def test_counts_are_kept_in_8_or_16_bits_unless_one_passes_them_and_score_the_same() -> None:
     small = [(i, f'{{"":{i + 3},"w":{i},"x":1}}') for i in range(1, 20)]
     huge = [*small, (20, '{"":70003,"w":70000,"x":1}')]  # one count past 65,535
     narrow, wide = postings.Segment.build(small), postings.Segment.build(huge)
-    assert narrow.freqs.dtype == np.uint16 and wide.freqs.dtype == np.int32
+    assert narrow.freqs.dtype == np.uint8 and wide.freqs.dtype == np.int32
+    middle = postings.Segment.build([*small, (20, '{"":303,"w":300}')])  # past 255
+    assert middle.freqs.dtype == np.uint16 and middle.lengths.dtype == np.uint16
+    # the lengths are held once, as lengths: not also as postings
+    assert len(narrow.docs) == 2 * len(small) and narrow.lengths.tolist()[:2] == [4, 5]
     assert postings.merge([narrow, postings.Segment.build(huge[19:])]).freqs.dtype == np.int32
     assert postings.Segment.build(huge[19:]).postings("w")[1].tolist() == [70000]
     as_int32 = postings.Segment(

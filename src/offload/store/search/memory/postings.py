@@ -130,11 +130,11 @@ class Segment:
     """One batch of chunks: ids ascending, lengths, and each term's postings."""
 
     ids: Any  # NDArray[np.int64]
-    lengths: Any  # NDArray[np.int64]
+    lengths: Any  # NDArray: uint8, uint16 or int64 (the narrowest that holds them)
     terms: dict[str, int] | Terms  # term -> its slot in offsets
     offsets: Any  # NDArray[np.int64], len(terms) + 1
     docs: Any  # positions into ids, ascending within a term: NDArray[np.uint16] or int32
-    freqs: Any  # NDArray[np.uint16], or np.int32 when a count passes 65,535
+    freqs: Any  # NDArray[np.uint8] or np.uint16, or np.int32 when a count passes 65,535
     tokens: int
 
     @classmethod
@@ -183,7 +183,11 @@ class Segment:
         lengths = np.zeros(len(ids), dtype=np.int64)
         lo, hi = offsets[0], offsets[1]
         lengths[docs[lo:hi]] = freqs[lo:hi]
-        freqs = _narrowed(freqs)
+        # the lengths' own postings (slot 0, never looked up) are held as ``lengths`` alone
+        docs, freqs = docs[hi:], freqs[hi:]
+        offsets -= hi
+        offsets[0] = 0
+        lengths, freqs = _narrowed(lengths), _narrowed(freqs)
         if len(ids) == 0:
             vocab = {}
             offsets = np.zeros(1, dtype=np.int64)
@@ -278,13 +282,16 @@ def _joined(parts: list[Any], dtype: Any) -> Any:
 
 
 def _narrowed(freqs: Any) -> Any:
-    """``freqs`` in 16 bits when every one fits (a chunk's term counts and its length in
-    terms nearly always do), else as they are: half the bytes of the postings' counts,
-    which a serving process holds for every chunk it indexed. Scores are computed in
-    float64 from either, so they are the same."""
-    if len(freqs) and int(freqs.min()) >= 0 and int(freqs.max()) <= 0xFFFF:
-        return freqs.astype(np.uint16)
-    return freqs
+    """``freqs`` in 8 or 16 bits when every one fits (a chunk's term counts nearly always
+    fit 8, its length in terms 16), else as they are: a quarter or half the bytes of the
+    postings' counts, which a serving process holds for every chunk it indexed. Scores are
+    computed in float64 from any of them, so they are the same."""
+    if not len(freqs) or int(freqs.min()) < 0:
+        return freqs
+    top = int(freqs.max())
+    if top <= 0xFF:
+        return freqs.astype(np.uint8)
+    return freqs.astype(np.uint16) if top <= 0xFFFF else freqs
 
 
 def _position_type(rows: int) -> Any:
