@@ -10,6 +10,8 @@ A call of ``probe`` is answered with a tool result whose text is MIB MiB of ``x`
 - ``sse``: as one server-sent event of a ``text/event-stream`` body;
 - ``gzip``: as one ``application/json`` body sent gzip-compressed (whatever was asked):
   a few KiB on the wire.
+- ``gzip-cut``: as ``gzip``, without the member's last 8 bytes (the trailer that checks
+  what was inflated): every byte of the answer inflates, nothing vouches for it.
 
 - ``notify``: its notification stream (GET) is hostile: the first two each send one
   event of MIB MiB (past the gateway's bound), and from then on its tool list has a
@@ -129,7 +131,7 @@ class Handler(BaseHTTPRequestHandler):
         tail = b'"}]}}'
         if self.mode == "sse":
             head, tail = b"event: message\ndata: " + head, tail + b"\n\n"
-        if self.mode == "gzip":
+        if self.mode in ("gzip", "gzip-cut"):
             self.gzipped(head, tail)
             return
         self.send_response(200)
@@ -151,6 +153,8 @@ class Handler(BaseHTTPRequestHandler):
         body += [packer.compress(PIECE) for _ in range(self.mib)]
         body += [packer.compress(tail), packer.flush()]
         data = b"".join(body)
+        if self.mode == "gzip-cut":
+            data = data[:-8]
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Encoding", "gzip")

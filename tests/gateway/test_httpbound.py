@@ -350,3 +350,32 @@ async def test_a_gzip_answer_of_several_members_past_the_bound_all_told_is_refus
     with pytest.raises(MessageTooLarge, match="more than 1048576 bytes"):
         await _read_gzipped(member * 2, 1 << 20)
     assert len(await _read_gzipped(member, 1 << 20)) == 600_000
+
+
+_ANSWER = b'{"jsonrpc": "2.0", "id": 1, "result": {"content": []}}'
+_MEMBER = gzip.compress(_ANSWER)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _MEMBER[:-8],  # no trailer: every byte inflates, nothing checks them
+        _MEMBER[:-3],  # part of the trailer
+        _MEMBER[: len(_MEMBER) // 2],  # cut mid-member
+        _MEMBER + _MEMBER[:20],  # a whole member, then the start of another
+    ],
+    ids=["no-trailer", "part-trailer", "mid-member", "second-member-cut"],
+)
+async def test_a_gzip_answer_cut_inside_a_member_is_refused_not_read_as_far_as_it_goes(
+    body: bytes,
+) -> None:
+    # it was read as far as it went: a member without its check passed as a whole answer
+    with pytest.raises(MessageTooLarge, match="cut off: the body ended inside a gzip member"):
+        await _read_gzipped(body, 1 << 20)
+
+
+async def test_a_gzip_answer_whose_check_fails_is_refused() -> None:
+    crc_flipped = _MEMBER[:-8] + bytes(b ^ 0xFF for b in _MEMBER[-8:-4]) + _MEMBER[-4:]
+    with pytest.raises(MessageTooLarge, match=r"could not be inflated.*incorrect data check"):
+        await _read_gzipped(crc_flipped, 1 << 20)
+    assert await _read_gzipped(_MEMBER, 1 << 20) == _ANSWER

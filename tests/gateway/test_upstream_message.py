@@ -22,6 +22,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from mcp import Client
 from offload.gateway.config import ServerConfig
+from offload.store.store import Store
 from realparts import child_env
 
 pytestmark = pytest.mark.anyio
@@ -105,6 +106,30 @@ async def test_an_http_answer_past_the_bound_is_an_error_and_the_connection_stay
             assert "8388608 bytes ([gateway] max_upstream_message_mb)" in text, text
         assert not (await client.call_tool("ok__probe", {})).is_error
         assert gw.upstreams["big"].state == "ready" and gw.upstreams["big"].connects == 1
+
+
+@pytest.mark.parametrize("mode", ["gzip-cut", "gzip"])
+async def test_a_gzip_answer_cut_before_its_check_is_an_error_and_nothing_is_stored(
+    run_gateway: RunGateway, raw_http: list[RawHttp], tmp_path: Path, mode: str
+) -> None:
+    # a member without its trailer inflated whole and was taken as the answer (and the
+    # 1 MiB of it indexed), though nothing vouched for a byte of it
+    raw_http.append(peer := RawHttp(tmp_path, mode, 1))
+    async with (
+        run_gateway([ServerConfig(name="peer", url=peer.url)], call_timeout_s=60) as gw,
+        Client(gw.server, mode="legacy") as client,
+    ):
+        assert gw.upstreams["peer"].state == "ready", gw.upstreams["peer"].error
+        result = await client.call_tool("peer__probe", {})
+        text = text_of(result)
+        if mode == "gzip":  # the same answer whole: read, indexed
+            assert not result.is_error and text.startswith("[Response compressed"), text
+            return
+        assert result.is_error and "\n" not in text, text
+        assert "cut off: the body ended inside a gzip member" in text, text
+        assert gw.upstreams["peer"].state == "ready"
+    with Store(tmp_path / "offload.db") as store:
+        assert store.count() == 0
 
 
 async def test_a_notification_stream_killed_by_an_event_past_the_bound_is_heard_again(

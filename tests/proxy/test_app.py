@@ -6,6 +6,7 @@ real-llama tests in ``test_e2e_llama.py`` prove the same paths against llama.cpp
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import logging
@@ -94,6 +95,32 @@ def test_nan_and_infinity_are_refused_with_a_400_on_every_json_route(
     assert resp.status_code == 400, resp.text
     assert f"{word} is not a JSON number" in resp.text
     assert state.requests == []
+
+
+_PLAIN = json.dumps({"model": "m", "max_tokens": 8, "input": "hi", "messages": HELLO}).encode()
+_GZIPPED = gzip.compress(_PLAIN)
+
+
+@pytest.mark.parametrize("route", [CHAT, "/v1/messages", "/v1/responses"])
+@pytest.mark.parametrize(
+    "body",
+    [_GZIPPED, _GZIPPED[:-8], _GZIPPED[: len(_GZIPPED) // 2], _PLAIN],
+    ids=["whole", "without-its-trailer", "cut-mid-member", "plain-json-labelled-gzip"],
+)
+def test_a_body_in_a_content_coding_is_refused_in_one_line_and_nothing_goes_upstream(
+    proxy: tuple[Scripted, str], store: Store, route: str, body: bytes
+) -> None:
+    # a gzip body was refused as text that is not UTF-8; plain JSON labelled gzip was
+    # rewritten, stored and sent upstream still labelled gzip
+    state, url = proxy
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+    resp = loopback.post(url + route, content=body, headers=headers)
+    assert resp.status_code == 400, resp.text
+    err = resp.json()["error"]
+    assert err["type"] == "invalid_request_error"
+    assert err["message"].startswith("request body in Content-Encoding 'gzip': the proxy reads")
+    assert "\n" not in err["message"]
+    assert state.requests == [] and store.count() == 0
 
 
 def test_a_lone_surrogate_is_refused_before_it_can_poison_the_sessions_figures(

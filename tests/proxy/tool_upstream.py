@@ -32,6 +32,7 @@ class Turn:
     status: int = 200
     hold: bool = False  # a stream that sends its text, then waits until released
     whole: bool = False  # a whole JSON answer even to a streaming request
+    raw: str = ""  # the answer as written: events when it starts ``data:``, else a body
 
 
 @dataclass
@@ -136,6 +137,8 @@ def tool_app(script: ToolScript) -> Starlette:
         if turn.status >= 400:
             err = {"error": {"message": "scripted failure", "type": "server_error"}}
             return JSONResponse(err, turn.status)
+        if turn.raw:
+            return _as_written(turn.raw)
         prompt = script.prompt_of(body["messages"]) if script.prompt_of is not None else 10
         if body.get("stream") and not (script.whole or turn.whole):
             return StreamingResponse(_stream(turn, script, prompt), media_type="text/event-stream")
@@ -153,6 +156,17 @@ def tool_app(script: ToolScript) -> Starlette:
             Route("/props", props),
         ]
     )
+
+
+def _as_written(raw: str) -> Response:
+    """``raw`` sent as it is: an event stream when it starts ``data:``, else a JSON body."""
+    if not raw.startswith("data:"):
+        return Response(raw, 200, media_type="application/json")
+
+    async def events() -> AsyncIterator[bytes]:
+        yield raw.encode()
+
+    return StreamingResponse(events(), media_type="text/event-stream")
 
 
 async def _forward(base: str, raw: bytes, stream: bool) -> Response:

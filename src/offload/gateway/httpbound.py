@@ -243,6 +243,7 @@ class _Bounded(httpx2.AsyncByteStream):
         self.declared = declared
         self.wbits = wbits
         self.inflate = None if wbits is None else zlib.decompressobj(wbits)
+        self.started = False  # the current compressed stream (a gzip member) has begun
         self.watch = watch  # a notification stream: how it ends is told here
         self.open_event = EventBound()
 
@@ -262,10 +263,21 @@ class _Bounded(httpx2.AsyncByteStream):
                         self.open_event.feed(piece)
                         self.watch.ids.feed(piece)
                     yield piece
+            self._ended()
         except Exception as exc:
             self._told(f"it broke off ({type(exc).__name__})")
             raise
         self._told("")
+
+    def _ended(self) -> None:
+        """The body has ended: a compressed stream (a gzip member) begun and not ended
+        (cut off, or without its trailer, the check of what was inflated) is refused."""
+        if self.inflate is not None and self.started and not self.inflate.eof:
+            raise MessageTooLarge(
+                "its compressed answer was cut off: the body ended inside a "
+                f"{'gzip member' if self.wbits == _WBITS['gzip'] else 'deflate stream'}, "
+                "before the end and check of its data"
+            )
 
     def _told(self, why: str) -> None:
         """Tell the watch how a notification stream ended (once): ``why`` it failed, or
@@ -289,6 +301,7 @@ class _Bounded(httpx2.AsyncByteStream):
                     if self.wbits != _WBITS["gzip"]:
                         return  # deflate: one stream, what follows its end is not read
                     self.inflate = zlib.decompressobj(self.wbits)
+                self.started = True
                 yield self.inflate.decompress(raw, _PIECE)
                 while self.inflate.unconsumed_tail:
                     yield self.inflate.decompress(self.inflate.unconsumed_tail, _PIECE)

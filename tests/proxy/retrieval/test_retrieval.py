@@ -156,6 +156,8 @@ def test_stored_text_comes_back_fenced_even_when_it_fakes_a_fence(store: Store) 
     [
         (READ_TOOL, "[1, 2]", "must be an object"),
         (READ_TOOL, "[" * 100_000 + "]" * 100_000, "must be JSON"),  # past the stack
+        (READ_TOOL, '{"ref": "x", "offset": NaN}', "must be JSON"),  # no JSON number
+        (SEARCH_TOOL, '{"query": "x", "limit": -Infinity}', "must be JSON"),
         (READ_TOOL, '{"ref": ""}', "'ref' is required"),
         (READ_TOOL, '{"ref": "x", "offset": -3}', "'offset' must be"),
         (READ_TOOL, '{"ref": "x", "limit": true}', "'limit' must be"),

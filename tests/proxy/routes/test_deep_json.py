@@ -5,20 +5,12 @@ cut without a word, with a traceback in the log."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
 
 import loopback
-from offload.store.store import Store
-from proxy.proxy_servers import proxy_for, serving
+from proxy.routes.odd_upstream import OddUpstream
 
 DEEP = "[" * 50_000 + "]" * 50_000
 MESSAGES = [{"role": "user", "content": "When does the deploy key rotate?"}]
@@ -35,50 +27,14 @@ ANSWERS = {
 }
 
 
-@dataclass
-class Upstream:
-    answer: str = ""
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[tuple[Upstream, str]]:
-    state = Upstream()
-
-    async def chat(request: Request) -> Response:
-        await request.body()
-        if state.answer.startswith("data:"):
-
-            async def events() -> AsyncIterator[bytes]:
-                yield state.answer.encode()
-
-            return StreamingResponse(events(), media_type="text/event-stream")
-        status = 400 if state.answer.startswith('{"error"') else 200
-        return Response(state.answer, status, media_type="application/json")
-
-    app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
-    with serving(app) as server:
-        yield state, server.url
-
-
-@pytest.fixture(scope="module", params=["on", "off"])
-def proxy(
-    request: pytest.FixtureRequest,
-    upstream: tuple[Upstream, str],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[str]:
-    path: Path = tmp_path_factory.mktemp("deep") / "offload.db"
-    with Store(path) as store, proxy_for(upstream[1], store, retrieval=request.param) as (s, _):
-        yield s.url
-
-
 @pytest.mark.parametrize("answer", list(ANSWERS))
 @pytest.mark.parametrize("route", list(REQUESTS))
 @pytest.mark.parametrize("stream", [True, False])
 def test_json_nested_past_the_stack_from_the_upstream_is_no_internal_error(
-    upstream: tuple[Upstream, str], proxy: str, answer: str, route: str, stream: bool
+    odd_upstream: tuple[OddUpstream, str], odd_proxy: str, answer: str, route: str, stream: bool
 ) -> None:
-    upstream[0].answer = ANSWERS[answer]
+    odd_upstream[0].answer = ANSWERS[answer]
     body = {**REQUESTS[route], "stream": stream}
-    resp = loopback.post(proxy + route, json=body, timeout=60)
+    resp = loopback.post(odd_proxy + route, json=body, timeout=60)
     assert resp.status_code != 500, resp.text[:300]
     assert "RecursionError" not in resp.text and "internal proxy error" not in resp.text

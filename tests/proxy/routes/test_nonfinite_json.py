@@ -1,26 +1,19 @@
 """An upstream's answer holding a number that is not finite (``NaN``, ``Infinity``, a
 ``1e999`` past a float's range: Python's ``json`` reads them all) is read as what it is,
 no JSON, on the routes that convert a chat answer: it was written on to the client as
-``NaN`` or ``Infinity``, which is not JSON and which the client's parser refuses."""
+``NaN`` or ``Infinity``, which is not JSON and which the client's parser refuses. The
+OpenAI chat route, which rewrites nothing in such an answer, passes it on byte for byte."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
 
 import loopback
-from offload.store.store import Store
-from proxy.proxy_servers import proxy_for, serving
+from proxy.routes.odd_upstream import OddUpstream
 
 MESSAGES = [{"role": "user", "content": "When does the deploy key rotate?"}]
 REQUESTS: dict[str, dict[str, Any]] = {
@@ -53,41 +46,6 @@ ANSWERS = {
 }
 
 
-@dataclass
-class Upstream:
-    answer: str = ""
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[tuple[Upstream, str]]:
-    state = Upstream()
-
-    async def chat(request: Request) -> Response:
-        await request.body()
-        if state.answer.startswith("data:"):
-
-            async def events() -> AsyncIterator[bytes]:
-                yield state.answer.encode()
-
-            return StreamingResponse(events(), media_type="text/event-stream")
-        return Response(state.answer, 200, media_type="application/json")
-
-    app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
-    with serving(app) as server:
-        yield state, server.url
-
-
-@pytest.fixture(scope="module", params=["on", "off"])
-def proxy(
-    request: pytest.FixtureRequest,
-    upstream: tuple[Upstream, str],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[str]:
-    path: Path = tmp_path_factory.mktemp("nonfinite") / "offload.db"
-    with Store(path) as store, proxy_for(upstream[1], store, retrieval=request.param) as (s, _):
-        yield s.url
-
-
 def _strict(text: str) -> None:
     """``text`` is JSON as a client reads it: no word a number is not, no number past a
     float's range."""
@@ -106,11 +64,11 @@ def _strict(text: str) -> None:
 @pytest.mark.parametrize("route", list(REQUESTS))
 @pytest.mark.parametrize("stream", [True, False])
 def test_a_number_that_is_not_finite_from_the_upstream_never_reaches_the_client(
-    upstream: tuple[Upstream, str], proxy: str, answer: str, route: str, stream: bool
+    odd_upstream: tuple[OddUpstream, str], odd_proxy: str, answer: str, route: str, stream: bool
 ) -> None:
-    upstream[0].answer = ANSWERS[answer]
+    odd_upstream[0].answer = ANSWERS[answer]
     body = {**REQUESTS[route], "stream": stream}
-    resp = loopback.post(proxy + route, json=body, timeout=60)
+    resp = loopback.post(odd_proxy + route, json=body, timeout=60)
     assert resp.status_code != 500 and "internal proxy error" not in resp.text, resp.text[:300]
     if not resp.headers.get("content-type", "").startswith("text/event-stream"):
         _strict(resp.text)
@@ -118,3 +76,17 @@ def test_a_number_that_is_not_finite_from_the_upstream_never_reaches_the_client(
     for line in resp.text.splitlines():
         if line.startswith("data:") and line[5:].strip() != "[DONE]":
             _strict(line[5:])
+
+
+@pytest.mark.parametrize("answer", list(ANSWERS))
+def test_the_chat_route_passes_the_upstreams_answer_byte_for_byte_not_finite_numbers_and_all(
+    odd_upstream: tuple[OddUpstream, str], odd_proxy: str, answer: str
+) -> None:
+    # by design (docs/security.md): nothing rewritten, the client reads what the upstream
+    # wrote, as if it asked the upstream itself
+    odd_upstream[0].answer = ANSWERS[answer]
+    stream = ANSWERS[answer].startswith("data:")
+    body = {"messages": MESSAGES, "max_tokens": 8, "stream": stream}
+    resp = loopback.post(odd_proxy + "/v1/chat/completions", json=body, timeout=60)
+    assert resp.status_code == 200
+    assert resp.content == ANSWERS[answer].encode()

@@ -79,3 +79,31 @@ def test_small_bodies_share_a_bound_of_their_own_beside_the_large_ones() -> None
     assert cache.get("empty") == ""
     cache.clear()
     assert cache.held_chars == 0 and cache.get("L0") is None
+
+
+def _declaring(size: int, payload: bytes = b"x" * 10) -> bytes:
+    """A zstd frame (single segment) of one raw block of ``payload`` whose header declares
+    ``size`` bytes of content."""
+    header = b"\x28\xb5\x2f\xfd" + bytes([0b1110_0000]) + size.to_bytes(8, "little")
+    block = ((len(payload) << 3) | 1).to_bytes(3, "little")  # last, raw
+    return header + block + payload
+
+
+@pytest.mark.parametrize("declared", [40 << 30, 1 << 62])
+def test_a_frame_declaring_more_than_its_bytes_can_hold_is_refused_before_allocating(
+    declared: int,
+) -> None:
+    # the decompressor allocated what the frame declared: 40 GB raised MemoryError, outside
+    # the store's errors, from a block of 26 bytes
+    with pytest.raises(IntegrityError, match=f"declares {declared} bytes, more than 26 comp"):
+        blocks.unpack("0" * 64, "zstd", _declaring(declared))
+
+
+def test_a_frame_that_can_hold_what_it_declares_is_read_as_the_decompressor_reads_it() -> None:
+    # a frame as short as the most inflating one can be: RLE blocks of 4 bytes, 128 KiB each
+    data = b"\0" * (16 << 20)
+    codec, stored = blocks.pack(data)
+    assert codec == "zstd"
+    assert blocks.unpack(sha256_hex(data), codec, stored) == data.decode()
+    with pytest.raises(IntegrityError, match=r"Data corruption|does not match"):
+        blocks.unpack("0" * 64, "zstd", _declaring(len(_declaring(0)) * 4096))

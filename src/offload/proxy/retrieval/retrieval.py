@@ -11,12 +11,12 @@ json.dumps({"query": question})).text``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from offload.core.fence import fence, new_nonce
+from offload.core.http import wirejson
 from offload.core.text.lines import continuation, read_lines
 from offload.core.text.numbers import whole_number
 from offload.core.tokens import TokenCounter
@@ -117,8 +117,8 @@ def answer_call(memory: Memory, name: str, arguments: str) -> Answer:
     """The answer to one call of the proxy's tool ``name`` with JSON ``arguments``; bad
     arguments, unknown references and empty searches are answers too, never errors."""
     try:
-        args = json.loads(arguments or "{}")
-    except (ValueError, RecursionError):  # not JSON, or nested past the stack
+        args = wirejson.loads(arguments or "{}")
+    except (ValueError, RecursionError):  # not JSON (NaN included), or nested past the stack
         return Answer(f"error: {name} arguments must be JSON, like {_example(name)}", ok=False)
     if not isinstance(args, dict):
         return Answer(f"error: {name} arguments must be an object, like {_example(name)}", False)

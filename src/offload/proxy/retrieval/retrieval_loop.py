@@ -51,6 +51,7 @@ from typing import Any
 
 import anyio
 
+from offload.core.http import wirejson
 from offload.core.tokens import MESSAGE_OVERHEAD
 from offload.proxy.retrieval.retrieval import (
     DEFINITIONS,
@@ -87,6 +88,8 @@ LAST_ROUND = (
 )
 #: The answer's text when the model ended with nothing but more lookups.
 EXHAUSTED = "(no answer: the model was still looking things up in memory when its limit of"
+#: Why an answer ends when a memory round's continuation is not JSON.
+NOT_JSON = "the upstream answered a memory round with non-JSON"
 _CONSTRAINTS = ("grammar", "json_schema", "functions")
 
 Post = Callable[[list[Message]], Awaitable[UpstreamReply]]
@@ -276,6 +279,8 @@ class Rounds:
                 return Settled(resp.status_code, resp.headers, body)  # no call: as it came
             obj = _json_object(body)
             message = _first_message(obj)
+            if obj is None and resp is not first:  # the proxy answers now: what it can read
+                return _not_json()
             if obj is None or message is None:
                 return Settled(resp.status_code, resp.headers, body)
             listed = message.get("tool_calls")
@@ -444,8 +449,13 @@ class StreamedRounds:
                 async for chunk in chunks:
                     for out in flt.feed(chunk):
                         yield out
-                for out in flt.close():
+                    if flt.unreadable:
+                        break
+                for out in [] if flt.unreadable else flt.close():
                     yield out
+                if flt.unreadable:
+                    yield OPENAI.event(502, NOT_JSON, "upstream_error")
+                    return
                 sent_text = sent_text or flt.has_text()
                 usages.append(flt.usage)
                 ours, theirs = flt.ours(), flt.theirs
@@ -487,11 +497,21 @@ def _error_event(status: int, body: bytes) -> bytes:
 
 
 def _json_object(body: bytes) -> dict[str, Any] | None:
+    """``body`` as a JSON object read as the upstream's JSON is read everywhere (not a
+    number that is not finite, not nested past the stack), else None."""
     try:
-        obj = json.loads(body)
+        obj = wirejson.loads(body)
     except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
+
+
+def _not_json() -> Settled:
+    """The client's answer when a memory round's continuation is no JSON: the rounds'
+    text cannot be joined to it, nor the upstream's bytes passed for the whole answer."""
+    error = OPENAI.body(502, NOT_JSON, "upstream_error")
+    headers = {"content-type": "application/json"}
+    return Settled(502, headers, json.dumps(error, ensure_ascii=False).encode())
 
 
 def _first_message(obj: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from offload.core.http import wirejson
 from offload.core.http.sse import SseDecoder, SseEvent
 
 _FINISH = re.compile(r'"finish_reason"\s*:\s*"')
@@ -48,6 +49,9 @@ class RoundFilter:
         self._decoder = SseDecoder()
         self._buf = bytearray()  # the open LF event (grown in place: linear in its bytes)
         self._generic = False  # the stream uses CR line ends: decoded event by event
+        # a later round sent an event of JSON the proxy cannot read (a number that is not
+        # finite, nesting past the stack): the round's events stop here, the answer ends
+        self.unreadable = False
 
     # -- events ----------------------------------------------------------------------------
 
@@ -99,6 +103,8 @@ class RoundFilter:
 
     def _event(self, event: SseEvent) -> list[bytes]:
         data = event.data
+        if self.unreadable:
+            return []
         if event.is_done:
             self._held.append(None)
             return []
@@ -108,9 +114,12 @@ class RoundFilter:
             self._pieces.append((True, data))
             return [_encode(data)]
         try:
-            obj = json.loads(data)
+            obj = wirejson.loads(data)
         except (ValueError, RecursionError):
-            return [_encode(data)]
+            # the first round's events pass as the upstream sent them, as on a route
+            # without the proxy's tools; a later round's would follow what the proxy wrote
+            self.unreadable = not self.first_round
+            return [] if self.unreadable else [_encode(data)]
         if not isinstance(obj, dict) or "error" in obj:
             return [_encode(data)]
         return self._chunk(obj, data)
@@ -248,7 +257,7 @@ def _piece_text(raw: bool, piece: str) -> str:
     if not raw:
         return piece
     try:
-        obj = json.loads(piece)
+        obj = wirejson.loads(piece)
     except (ValueError, RecursionError):
         return ""
     choices = obj.get("choices") if isinstance(obj, dict) else None

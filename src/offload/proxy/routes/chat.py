@@ -76,7 +76,16 @@ async def json_body(request: Request) -> dict[str, Any]:
 
 async def raw_json_body(request: Request) -> tuple[bytes, dict[str, Any]]:
     """The body as sent and as parsed (a JSON object of valid text: see
-    :func:`offload.proxy.transport.jsonbody.parse_object`)."""
+    :func:`offload.proxy.transport.jsonbody.parse_object`), sent without a content coding:
+    the proxy reads, rewrites and stores what it is sent, and inflates nothing (a gzip
+    body, whole or cut off, was refused as text that is not UTF-8; a plain one labelled
+    gzip was rewritten and sent upstream labelled so)."""
+    coding = request.headers.get("content-encoding", "").strip().lower()
+    if coding not in ("", "identity"):
+        raise InvalidInput(
+            f"request body in Content-Encoding {coding[:40]!r}: the proxy reads request "
+            "bodies uncompressed only; send the JSON without a Content-Encoding"
+        )
     raw = await request.body()
     return raw, parse_object(raw)
 

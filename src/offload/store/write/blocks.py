@@ -34,6 +34,10 @@ def per_thread(make: Callable[[], T]) -> Callable[[], T]:
 _compressor = per_thread(lambda: zstandard.ZstdCompressor(level=6))
 # a zstd frame's reader: the frame says how it was written
 decompressor = per_thread(zstandard.ZstdDecompressor)
+#: The most one zstd block can inflate to (RFC 8878: 128 KiB), and the fewest bytes it
+#: takes (a 3-byte header and the one byte an RLE block repeats).
+_BLOCK_MOST = 128 * 1024
+_BLOCK_LEAST = 4
 
 
 def pack(data: bytes) -> tuple[str, bytes]:
@@ -77,8 +81,16 @@ def pack_text_into(text: str, size: int, out: IO[bytes]) -> str:
 
 
 def unpack(digest: str, codec: str, stored: bytes) -> str:
-    """Decompress and verify; a mismatch raises IntegrityError, never returns bad text."""
+    """Decompress and verify; a mismatch raises IntegrityError, never returns bad text.
+    A frame declaring more than its bytes could inflate to is refused before anything is
+    allocated (the decompressor allocates what the frame declares: 40 GB raised
+    MemoryError)."""
     try:
+        if codec != "raw" and _declared(stored) > _most_inflated(len(stored)):
+            raise zstandard.ZstdError(
+                f"its frame declares {_declared(stored)} bytes, more than "
+                f"{len(stored)} compressed bytes can hold"
+            )
         data = stored if codec == "raw" else decompressor().decompress(stored)
     except zstandard.ZstdError as exc:
         raise IntegrityError(
@@ -89,6 +101,20 @@ def unpack(digest: str, codec: str, stored: bytes) -> str:
             f"block {digest[:12]} does not match its hash (corrupted); run `offload doctor`"
         )
     return decode(data)
+
+
+def _declared(stored: bytes) -> int:
+    """The content size a zstd frame's header declares (-1: none, or no frame header)."""
+    try:
+        return int(zstandard.frame_content_size(stored))
+    except zstandard.ZstdError:
+        return -1
+
+
+def _most_inflated(stored: int) -> int:
+    """The most bytes a zstd frame of ``stored`` bytes can inflate to: every byte after
+    the magic number in blocks of the fewest bytes, each inflating to the most."""
+    return (stored // _BLOCK_LEAST + 1) * _BLOCK_MOST
 
 
 class BodyCache:
