@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli.cli_support import run
-from offload.cli.common import listen_on, server_logging
+from offload.cli.common import held_port, listen_on, server_logging
 from offload.errors import AddressInUse
 
 
@@ -53,6 +53,20 @@ def test_a_free_port_is_held_from_the_check_until_the_server_lets_it_go() -> Non
     again = listen_on("127.0.0.1", port, "proxy.port")  # let go with the server
     assert again is not None
     again.close()
+
+
+def test_a_held_port_is_let_go_when_its_block_ends_and_none_is_held_without_a_port() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(RuntimeError), held_port("127.0.0.1", port, "mcp.port") as sock:
+        assert sock is not None
+        with pytest.raises(AddressInUse):
+            listen_on("127.0.0.1", port, "mcp.port")
+        raise RuntimeError("the server stopped")
+    with held_port("127.0.0.1", port, "mcp.port", hold=False) as none:
+        assert none is None
+        listen_on("127.0.0.1", port, "mcp.port").close()  # type: ignore[union-attr]
 
 
 def test_port_0_is_left_for_the_server_to_pick() -> None:

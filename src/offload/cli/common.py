@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import errno
 import json
 import logging
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +186,17 @@ def listen_on(host: str, port: int, setting: str) -> socket.socket | None:
             f"choose another with --port or the setting {setting}"
         ) from exc
     return sock
+
+
+@contextlib.contextmanager
+def held_port(
+    host: str, port: int, setting: str, *, hold: bool = True
+) -> Iterator[socket.socket | None]:
+    """:func:`listen_on` for the ``with`` block (nothing when not ``hold``: a server
+    without a port), the socket closed on the way out."""
+    sock = listen_on(host, port, setting) if hold else None
+    try:
+        yield sock
+    finally:
+        if sock is not None:
+            sock.close()

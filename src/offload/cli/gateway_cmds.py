@@ -73,18 +73,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     path = _config_path(args, settings)
     if args.action == "set":
         return _set(path, args)
-    from offload.cli.common import listen_on
+    from offload.cli.common import held_port
     from offload.gateway.config import load_gateway_config
 
     config = load_gateway_config(path)
     gw = settings.gateway
     # a taken port is one line, exit 7, before any upstream starts; held from here on
-    sock = listen_on(gw.host, gw.port, "gateway.port") if args.http else None
-    try:
+    with held_port(gw.host, gw.port, "gateway.port", hold=args.http) as sock:
         _run_gateway(args, settings, config, sock)
-    finally:
-        if sock is not None:
-            sock.close()
     return 0
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from offload.cli.common import (
     add_root_arg,
     emit,
-    listen_on,
+    held_port,
     open_store,
     quiet_shutdown_cancels,
     scope_name,
@@ -67,8 +67,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from offload.mcp.server import build_server
 
     # a taken port is one line, exit 7, before the store opens; held from here on
-    sock = listen_on(settings.mcp.host, settings.mcp.port, "mcp.port") if args.http else None
-    try:
+    with held_port(settings.mcp.host, settings.mcp.port, "mcp.port", hold=args.http) as sock:
         store = open_store(settings, serving=True)
         try:
             server = build_server(McpContext.build(settings, store, Path.cwd()))
@@ -85,7 +84,4 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 run_stdio(server, settings.http.max_body_bytes)
         finally:
             store.close()
-    finally:
-        if sock is not None:
-            sock.close()
     return 0

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from offload.cli.common import listen_on, open_store, server_logging
+from offload.cli.common import held_port, open_store, server_logging
 from offload.cli.progress import Bar
 from offload.config import Settings
 from offload.core.http.listen import SHUTDOWN_GRACE_S
@@ -53,12 +53,8 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 def run_proxy(args: argparse.Namespace, settings: Settings) -> int:
     """Serve until interrupted; counters are flushed to the store on the way out."""
     # before the banner, the store and uvicorn: a taken port is one line, exit 7
-    sock = listen_on(settings.proxy.host, settings.proxy.port, "proxy.port")
-    try:
+    with held_port(settings.proxy.host, settings.proxy.port, "proxy.port") as sock:
         _serve_proxy(args, settings, sock)
-    finally:
-        if sock is not None:
-            sock.close()
     return 0
 
 

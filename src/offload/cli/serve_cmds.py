@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offload.cli.common import add_root_arg, listen_on, open_store, scope_name, server_logging
+from offload.cli.common import add_root_arg, held_port, open_store, scope_name, server_logging
 from offload.config import Settings, load_settings
 from offload.core.http.listen import SHUTDOWN_GRACE_S
 from offload.errors import ConfigError
@@ -67,12 +67,8 @@ def overrides(args: argparse.Namespace) -> dict[str, object]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Serve every surface until SIGINT/SIGTERM."""
     # before the banner, the store and uvicorn: a taken port is one line, exit 7
-    sock = listen_on(settings.proxy.host, settings.proxy.port, "proxy.port")
-    try:
+    with held_port(settings.proxy.host, settings.proxy.port, "proxy.port") as sock:
         _serve(args, settings, sock)
-    finally:
-        if sock is not None:
-            sock.close()
     return 0
 
 
