@@ -77,9 +77,9 @@ async def json_body(request: Request) -> dict[str, Any]:
 async def raw_json_body(request: Request) -> tuple[bytes, dict[str, Any]]:
     """The body as sent and as parsed (a JSON object of valid text: see
     :func:`offload.proxy.transport.jsonbody.parse_object`), sent without a content coding:
-    the proxy reads, rewrites and stores what it is sent, and inflates nothing (a gzip
-    body, whole or cut off, was refused as text that is not UTF-8; a plain one labelled
-    gzip was rewritten and sent upstream labelled so)."""
+    the proxy reads, rewrites and stores what it is sent and inflates nothing (an inflated
+    body would escape the body limit, and a body it rewrote would go upstream still
+    labelled with the client's coding)."""
     coding = request.headers.get("content-encoding", "").strip().lower()
     if coding not in ("", "identity"):
         raise InvalidInput(
