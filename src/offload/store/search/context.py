@@ -94,28 +94,6 @@ _FIRST_CHUNK_COUNTS = Sql(
     "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.id = "
     "(SELECT min(c2.id) FROM chunks c2 WHERE c2.block_id = b.id) WHERE e.id = j.value",
 )
-# PostgreSQL: the counts of the searched terms only (the second parameter, a JSON array;
-# an array in its order, 0 for a term the chunk lacks) and the length, counted in the
-# server from the cached JSON (a length-first object, or an older one summed); a chunk
-# without the cache gives NULLs and its text's place, analysed in Python as before
-_PG_PICKED = (
-    "SELECT k.length AS length, (SELECT array_agg(coalesce((k.j ->> q.t)::bigint, 0) "
-    "ORDER BY q.n) FROM jsonb_array_elements_text(%s::jsonb) WITH ORDINALITY q(t, n)) AS picked "
-    "FROM (SELECT x.j, coalesce((x.j ->> '')::bigint, (SELECT sum(v.value::bigint) "
-    "FROM jsonb_each_text(x.j) v)) AS length FROM (SELECT c.term_counts::jsonb AS j) x) k"
-)
-_PICKED_CHUNK_COUNTS = Sql.postgres_only(
-    'SELECT c.id AS cid, c.start AS start, c."end" AS "end", b.hash AS block, p.length AS length, '
-    "p.picked AS picked FROM offload_ids(%s) j CROSS JOIN chunks c "
-    f"JOIN blocks b ON b.id = c.block_id CROSS JOIN LATERAL ({_PG_PICKED}) p WHERE c.id = j.value"
-)
-_PICKED_FIRST_COUNTS = Sql.postgres_only(
-    'SELECT e.id AS eid, c.start AS start, c."end" AS "end", b.hash AS block, '
-    "p.length AS length, p.picked AS picked FROM offload_ids(%s) j CROSS JOIN entries e "
-    "JOIN blocks b ON b.hash = e.block_hash JOIN chunks c ON c.id = "
-    "(SELECT min(c2.id) FROM chunks c2 WHERE c2.block_id = b.id) "
-    f"CROSS JOIN LATERAL ({_PG_PICKED}) p WHERE e.id = j.value"
-)
 # the entries of these ids the filter keeps
 _KEPT_ROWS = Sql(
     f"SELECT NULL AS cid, {_KEYS} FROM entries e "
@@ -381,49 +359,18 @@ def term_counts(
     or its first chunk (``first_of``), read from the chunks' rows. Only ``terms``' counts
     are sure to be there (BM25F reads no others), the length always."""
     conn = store.conn
-    if not isinstance(conn, sqlite3.Connection):
-        return _picked_counts(store, chunk_of, first_of, terms)
+    chunks_sql, first_sql = _CHUNK_COUNTS, _FIRST_CHUNK_COUNTS
     keys = term_keys(terms)
     out: dict[int, Counts] = {}
     by_chunk = {cid: eid for eid, cid in chunk_of.items()}
     if by_chunk:
-        for r in conn.execute(_CHUNK_COUNTS, (json.dumps(list(by_chunk)),)):
+        for r in conn.execute(chunks_sql, (json.dumps(list(by_chunk)),)):
             out[by_chunk[int(r["cid"])]] = _counted(store, r, keys)
     rest = [e for e in first_of if e not in out]
     if rest:
-        for r in conn.execute(_FIRST_CHUNK_COUNTS, (json.dumps(rest),)):
+        for r in conn.execute(first_sql, (json.dumps(rest),)):
             out[int(r["eid"])] = _counted(store, r, keys)
     return out
-
-
-def _picked_counts(
-    store: Store, chunk_of: dict[int, int], first_of: list[int], terms: Sequence[str]
-) -> dict[int, Counts]:
-    """:func:`term_counts` on PostgreSQL: the searched terms counted in the server, so a
-    row carries a few numbers instead of the chunk's whole counts to parse here."""
-    distinct = list(dict.fromkeys(terms))
-    wanted = json.dumps(distinct, ensure_ascii=False)
-    out: dict[int, Counts] = {}
-    by_chunk = {cid: eid for eid, cid in chunk_of.items()}
-    if by_chunk:
-        for r in store.conn.execute(_PICKED_CHUNK_COUNTS, (json.dumps(list(by_chunk)), wanted)):
-            out[by_chunk[int(r["cid"])]] = _picked(store, r, distinct)
-    rest = [e for e in first_of if e not in out]
-    if rest:
-        for r in store.conn.execute(_PICKED_FIRST_COUNTS, (json.dumps(rest), wanted)):
-            out[int(r["eid"])] = _picked(store, r, distinct)
-    return out
-
-
-def _picked(store: Store, r: Row, terms: list[str]) -> Counts:
-    """A row of :data:`_PICKED_FIRST_COUNTS` as counts: the server's, or, for a chunk
-    stored before the cache, its text analysed exactly as it was indexed."""
-    if r["length"] is None:
-        text = store.block_text(r["block"])[int(r["start"]) : int(r["end"])]
-        counts = Counter(analysis.index_terms(text))
-        return counts, sum(counts.values())
-    picked = r["picked"] or []
-    return {t: int(n) for t, n in zip(terms, picked, strict=True) if n}, int(r["length"])
 
 
 def count_matrix(

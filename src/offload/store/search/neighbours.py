@@ -198,18 +198,6 @@ _EVENT_TIMES = Sql(
     "WHERE e.id = j.value",
 )
 
-# PostgreSQL's SQL path: both sides of every source up to a limit, each neighbour with its
-# event time (the sides and the times in one statement instead of three)
-_TIMED_SIDES = Sql.postgres_only(
-    "SELECT s.id AS src, n.before AS before, n.id AS nid, n.event_time AS t "
-    "FROM entries s CROSS JOIN LATERAL ("
-    "(SELECT p.id, true AS before, p.event_time FROM entries p WHERE p.scope = s.scope "
-    "AND p.kind = s.kind AND p.id < s.id ORDER BY p.id DESC LIMIT %s) UNION ALL "
-    "(SELECT p.id, false, p.event_time FROM entries p WHERE p.scope = s.scope "
-    "AND p.kind = s.kind AND p.id > s.id ORDER BY p.id ASC LIMIT %s)) n "
-    "WHERE s.id IN (SELECT value FROM offload_ids(%s))"
-)
-
 
 def stretched(store: Store, terms: Sequence[str], fused: Fused, state: SearchState) -> Fused:
     """The fused order with :func:`with_stretches` applied to it (the same hits, counted
@@ -238,7 +226,11 @@ def with_stretches(
             leaders.setdefault(key[c.entry_id], c.entry_id)
     if not leaders:
         return ranked
-    slots = _stretch_slots(store, list(leaders.values()), when, state)
+    runs = context.Runs() if state.gate is None else context.HeldRuns(state.gate.keys)
+    slots = runs.slots(store.conn, list(leaders.values()), STRETCH_REACH)
+    if state.gate is None:  # the SQL path: every neighbour's time in one statement
+        near = [n for s in slots.values() for n in s if n is not None and n not in when]
+        when.update(_event_times(store, near, state))
     held = None if state.gate is None else state.gate.keys
     stretches = {k: _stretch(e, slots[e], when, held) for k, e in leaders.items()}
     if all(len(m) == 1 for m in stretches.values()):
@@ -254,36 +246,6 @@ def with_stretches(
         c.score *= 1.0 + STRETCH_WEIGHT * share[key[c.entry_id]]
     out = sorted(ranked, key=attrgetter("entry_id"), reverse=True)
     out.sort(key=attrgetter("score"), reverse=True)
-    return out
-
-
-def _stretch_slots(
-    store: Store, ids: list[int], when: dict[int, float | None], state: SearchState
-) -> dict[int, list[int | None]]:
-    """Each of ``ids``' ``STRETCH_REACH`` neighbours a side (context.Runs.slots' slots),
-    the SQL path's with their event times put in ``when``: on PostgreSQL read with the
-    sides in one statement, on SQLite by id after them."""
-    if state.gate is not None:
-        return context.HeldRuns(state.gate.keys).slots(store.conn, ids, STRETCH_REACH)
-    if isinstance(store.conn, sqlite3.Connection):
-        slots = context.Runs().slots(store.conn, ids, STRETCH_REACH)
-        near = [n for s in slots.values() for n in s if n is not None and n not in when]
-        when.update(_event_times(store, near, state))
-        return slots
-    sides: dict[tuple[int, bool], list[tuple[int, float | None]]] = {}
-    params = (STRETCH_REACH, STRETCH_REACH, json.dumps(ids))
-    for r in store.conn.execute(_TIMED_SIDES, params):
-        t = None if r["t"] is None else float(r["t"])
-        sides.setdefault((int(r["src"]), bool(r["before"])), []).append((int(r["nid"]), t))
-    out: dict[int, list[int | None]] = {}
-    for e in ids:
-        row: list[int | None] = []
-        for before in (True, False):
-            side = sorted(sides.get((e, before), []), reverse=before)
-            for n, t in side:
-                when.setdefault(n, t)
-            row += [n for n, _ in side] + [None] * (STRETCH_REACH - len(side))
-        out[e] = row
     return out
 
 
