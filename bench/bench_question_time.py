@@ -71,6 +71,12 @@ def main() -> None:
     ap.add_argument("--baseline-store", help="the other tree's filled store")
     ap.add_argument("--baseline-src", help="another checkout's src/")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--path",
+        choices=["both", "resident", "sql"],
+        default="both",
+        help="time the in-memory copies' path, the SQL path, or both (the default)",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)  # a child: search this store
     ap.add_argument("--sql", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -85,7 +91,7 @@ def main() -> None:
     print("|---:|---|---|---:|---:|---:|")
     for r in range(args.rounds):
         order = list(trees) if r % 2 == 0 else list(reversed(trees))
-        for path in ("resident", "sql"):
+        for path in ("resident", "sql") if args.path == "both" else (args.path,):
             for tree in order:
                 src, url = trees[tree]
                 cmd = [sys.executable, __file__, "--data", str(args.data), "--store", url]

@@ -335,3 +335,32 @@ def test_every_chunk_written_carries_its_term_counts(store: Store) -> None:
     counts = _cached_counts(store).values()
     assert counts
     assert all(json.loads(c or "") for c in counts)
+
+
+def test_the_searched_terms_counts_read_from_the_cache_equal_those_of_the_text_analysed_again(
+    store: Store,
+) -> None:
+    texts = [*_TRICKY, *_turns(40)[:14]]
+    ids = [r.entry.id for r in store.put_many(texts, kind="turn", scope="chat")]
+    cached = [json.loads(index.term_counts(analysis.index_text(t))) for t in texts]
+    lengths = [c.pop(index.LENGTH_KEY) for c in cached]
+    # every other term of each text, and one held by none
+    terms = [*dict.fromkeys(t for c in cached for t in list(c)[::2]), "absentwordq"]
+    want = {
+        e: ({t: n for t, n in c.items() if t in terms}, n_all)
+        for e, c, n_all in zip(ids, cached, lengths, strict=True)
+    }
+
+    def read() -> dict[int, tuple[dict[str, int], int]]:
+        got = context.term_counts(store, {}, ids, terms)
+        return {
+            e: ({t: n for t, n in c.items() if t in terms and n}, n) for e, (c, n) in got.items()
+        }
+
+    assert read() == want
+    # chunks stored before the cache: counted from their text
+    sqlite = isinstance(store.conn, sqlite3.Connection)
+    store.conn.execute(
+        Sql("UPDATE chunks SET term_counts = NULL" + (", packed_counts = NULL" if sqlite else ""))
+    )
+    assert read() == want

@@ -198,6 +198,19 @@ _EVENT_TIMES = Sql(
     "WHERE e.id = j.value",
 )
 
+# PostgreSQL's SQL path: each source's sides up to a limit, nearest first, each neighbour's
+# id and event time ('n': none) in one text a side: the sides and the times in one statement
+_TIMED = (
+    "(SELECT string_agg(q.id::text || ' ' || coalesce(q.event_time::text, 'n'), ',' "
+    "ORDER BY q.id {order}) FROM (SELECT p.id, p.event_time FROM entries p WHERE p.scope = "
+    "e.scope AND p.kind = e.kind AND p.id {op} e.id ORDER BY p.id {order} LIMIT %s) q)"
+)
+_TIMED_SIDES = Sql.postgres_only(
+    f"SELECT e.id AS src, {_TIMED.format(op='<', order='DESC')} AS before, "
+    f"{_TIMED.format(op='>', order='ASC')} AS after "
+    "FROM offload_ids(%s) j CROSS JOIN entries e WHERE e.id = j.value"
+)
+
 
 def stretched(store: Store, terms: Sequence[str], fused: Fused, state: SearchState) -> Fused:
     """The fused order with :func:`with_stretches` applied to it (the same hits, counted
@@ -226,11 +239,7 @@ def with_stretches(
             leaders.setdefault(key[c.entry_id], c.entry_id)
     if not leaders:
         return ranked
-    runs = context.Runs() if state.gate is None else context.HeldRuns(state.gate.keys)
-    slots = runs.slots(store.conn, list(leaders.values()), STRETCH_REACH)
-    if state.gate is None:  # the SQL path: every neighbour's time in one statement
-        near = [n for s in slots.values() for n in s if n is not None and n not in when]
-        when.update(_event_times(store, near, state))
+    slots = _stretch_slots(store, list(leaders.values()), when, state)
     held = None if state.gate is None else state.gate.keys
     stretches = {k: _stretch(e, slots[e], when, held) for k, e in leaders.items()}
     if all(len(m) == 1 for m in stretches.values()):
@@ -246,6 +255,33 @@ def with_stretches(
         c.score *= 1.0 + STRETCH_WEIGHT * share[key[c.entry_id]]
     out = sorted(ranked, key=attrgetter("entry_id"), reverse=True)
     out.sort(key=attrgetter("score"), reverse=True)
+    return out
+
+
+def _stretch_slots(
+    store: Store, ids: list[int], when: dict[int, float | None], state: SearchState
+) -> dict[int, list[int | None]]:
+    """Each of ``ids``' ``STRETCH_REACH`` neighbours a side (context.Runs.slots' slots),
+    the SQL path's with their event times put in ``when``: on PostgreSQL read with the
+    sides in one statement, on SQLite by id after them."""
+    if state.gate is not None:
+        return context.HeldRuns(state.gate.keys).slots(store.conn, ids, STRETCH_REACH)
+    if isinstance(store.conn, sqlite3.Connection):
+        slots = context.Runs().slots(store.conn, ids, STRETCH_REACH)
+        near = [n for s in slots.values() for n in s if n is not None and n not in when]
+        when.update(_event_times(store, near, state))
+        return slots
+    pad: list[int | None] = [None] * STRETCH_REACH
+    out = {e: pad + pad for e in ids}
+    params = (STRETCH_REACH, STRETCH_REACH, json.dumps(ids))
+    for r in store.conn.execute(_TIMED_SIDES, params):
+        row: list[int | None] = []
+        for side in (r["before"], r["after"]):
+            got = [n.split(" ") for n in side.split(",")] if side else []
+            for n, t in got:
+                when.setdefault(int(n), None if t == "n" else float(t))
+            row += [int(n) for n, _ in got] + pad[len(got) :]
+        out[int(r["src"])] = row
     return out
 
 
