@@ -86,9 +86,9 @@ def unpack(digest: str, codec: str, stored: bytes) -> str:
     allocated (the decompressor allocates what the frame declares: 40 GB raised
     MemoryError)."""
     try:
-        if codec != "raw" and _declared(stored) > _most_inflated(len(stored)):
+        if codec != "raw" and declared_size(stored) > _most_inflated(len(stored)):
             raise zstandard.ZstdError(
-                f"its frame declares {_declared(stored)} bytes, more than "
+                f"its frame declares {declared_size(stored)} bytes, more than "
                 f"{len(stored)} compressed bytes can hold"
             )
         data = stored if codec == "raw" else decompressor().decompress(stored)
@@ -103,7 +103,7 @@ def unpack(digest: str, codec: str, stored: bytes) -> str:
     return decode(data)
 
 
-def _declared(stored: bytes) -> int:
+def declared_size(stored: bytes) -> int:
     """The content size a zstd frame's header declares (-1: none, or no frame header)."""
     try:
         return int(zstandard.frame_content_size(stored))

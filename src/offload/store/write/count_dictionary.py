@@ -38,6 +38,7 @@ import zstandard
 
 from offload.core.lru import Lru
 from offload.store.backend import Sql
+from offload.store.write.blocks import declared_size
 
 # the write that stores this many chunks trains the store's dictionary (and one in each
 # further this many, while too few of them had counts worth compressing)
@@ -186,20 +187,13 @@ def for_writing(
         stored = bytes(packed)
         # a frame that says it holds more than a chunk's counts could is not unpacked (a
         # damaged or hostile file: zstd allocates what a frame says)
-        text = unpack(stored) if 0 <= _content_size(stored) <= MOST_SAMPLE else None
+        text = unpack(stored) if 0 <= declared_size(stored) <= MOST_SAMPLE else None
         if text is not None:
             samples.append(text.encode())
             held += len(samples[-1])
             if held > MOST_SAMPLES:
                 break
     return train(conn, samples)
-
-
-def _content_size(stored: bytes) -> int:
-    try:
-        return int(zstandard.frame_content_size(stored))
-    except zstandard.ZstdError:
-        return -1
 
 
 def _whole(value: object) -> int:
