@@ -7,11 +7,23 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+
+import loopback
+
+MESSAGES = [{"role": "user", "content": "When does the deploy key rotate?"}]
+#: A request of each route that converts a chat answer, and of the chat route itself.
+REQUESTS: dict[str, dict[str, Any]] = {
+    "/v1/chat/completions": {"messages": MESSAGES, "max_tokens": 8},
+    "/v1/messages": {"model": "m", "max_tokens": 8, "messages": MESSAGES},
+    "/v1/responses": {"model": "m", "input": "when?"},
+}
 
 
 @dataclass
@@ -36,3 +48,10 @@ def odd_app(state: OddUpstream) -> Starlette:
         return Response(state.answer, status, media_type="application/json")
 
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+
+
+def ask(upstream: OddUpstream, proxy: str, answer: str, route: str, stream: bool) -> httpx.Response:
+    """``route``'s request through ``proxy`` (streamed or whole) while the odd upstream
+    answers ``answer``."""
+    upstream.answer = answer
+    return loopback.post(proxy + route, json={**REQUESTS[route], "stream": stream}, timeout=60)

@@ -5,20 +5,11 @@ cut without a word, with a traceback in the log."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-import loopback
-from proxy.routes.odd_upstream import OddUpstream
+from proxy.routes.odd_upstream import REQUESTS, OddUpstream, ask
 
 DEEP = "[" * 50_000 + "]" * 50_000
-MESSAGES = [{"role": "user", "content": "When does the deploy key rotate?"}]
-REQUESTS: dict[str, dict[str, Any]] = {
-    "/v1/chat/completions": {"messages": MESSAGES, "max_tokens": 8},
-    "/v1/messages": {"model": "m", "max_tokens": 8, "messages": MESSAGES},
-    "/v1/responses": {"model": "m", "input": "when?"},
-}
 #: What the upstream answers: events (streamed) or a body (whole), each nested too deep.
 ANSWERS = {
     "a streamed event": f'data: {{"usage": {DEEP}}}\n\ndata: {DEEP}\n\ndata: [DONE]\n\n',
@@ -33,8 +24,6 @@ ANSWERS = {
 def test_json_nested_past_the_stack_from_the_upstream_is_no_internal_error(
     odd_upstream: tuple[OddUpstream, str], odd_proxy: str, answer: str, route: str, stream: bool
 ) -> None:
-    odd_upstream[0].answer = ANSWERS[answer]
-    body = {**REQUESTS[route], "stream": stream}
-    resp = loopback.post(odd_proxy + route, json=body, timeout=60)
+    resp = ask(odd_upstream[0], odd_proxy, ANSWERS[answer], route, stream)
     assert resp.status_code != 500, resp.text[:300]
     assert "RecursionError" not in resp.text and "internal proxy error" not in resp.text

@@ -12,14 +12,9 @@ from typing import Any
 
 import pytest
 
-import loopback
-from proxy.routes.odd_upstream import OddUpstream
+from proxy.routes.odd_upstream import OddUpstream, ask
 
-MESSAGES = [{"role": "user", "content": "When does the deploy key rotate?"}]
-REQUESTS: dict[str, dict[str, Any]] = {
-    "/v1/messages": {"model": "m", "max_tokens": 8, "messages": MESSAGES},
-    "/v1/responses": {"model": "m", "input": "when?"},
-}
+CONVERTING = ["/v1/messages", "/v1/responses"]
 CHOICE = '{"index": 0, "message": {"role": "assistant", "content": "Fridays."}, '
 #: What the upstream answers (events when it starts ``data:``, else a whole body).
 ANSWERS = {
@@ -61,14 +56,12 @@ def _strict(text: str) -> None:
 
 
 @pytest.mark.parametrize("answer", list(ANSWERS))
-@pytest.mark.parametrize("route", list(REQUESTS))
+@pytest.mark.parametrize("route", CONVERTING)
 @pytest.mark.parametrize("stream", [True, False])
 def test_a_number_that_is_not_finite_from_the_upstream_never_reaches_the_client(
     odd_upstream: tuple[OddUpstream, str], odd_proxy: str, answer: str, route: str, stream: bool
 ) -> None:
-    odd_upstream[0].answer = ANSWERS[answer]
-    body = {**REQUESTS[route], "stream": stream}
-    resp = loopback.post(odd_proxy + route, json=body, timeout=60)
+    resp = ask(odd_upstream[0], odd_proxy, ANSWERS[answer], route, stream)
     assert resp.status_code != 500 and "internal proxy error" not in resp.text, resp.text[:300]
     if not resp.headers.get("content-type", "").startswith("text/event-stream"):
         _strict(resp.text)
@@ -84,9 +77,7 @@ def test_the_chat_route_passes_the_upstreams_answer_byte_for_byte_not_finite_num
 ) -> None:
     # by design (docs/security.md): nothing rewritten, the client reads what the upstream
     # wrote, as if it asked the upstream itself
-    odd_upstream[0].answer = ANSWERS[answer]
     stream = ANSWERS[answer].startswith("data:")
-    body = {"messages": MESSAGES, "max_tokens": 8, "stream": stream}
-    resp = loopback.post(odd_proxy + "/v1/chat/completions", json=body, timeout=60)
+    resp = ask(odd_upstream[0], odd_proxy, ANSWERS[answer], "/v1/chat/completions", stream)
     assert resp.status_code == 200
     assert resp.content == ANSWERS[answer].encode()
