@@ -266,7 +266,7 @@ def _stretch_slots(
     sides in one statement, on SQLite by id after them."""
     if state.gate is not None:
         return context.HeldRuns(state.gate.keys).slots(store.conn, ids, STRETCH_REACH)
-    if isinstance(store.conn, sqlite3.Connection):
+    if state.on_sqlite:
         slots = context.Runs().slots(store.conn, ids, STRETCH_REACH)
         near = [n for s in slots.values() for n in s if n is not None and n not in when]
         when.update(_event_times(store, near, state))
